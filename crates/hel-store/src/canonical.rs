@@ -1,0 +1,77 @@
+//! Canonical JSON: exactly one byte sequence per JSON value, so that equal
+//! messages get equal ids.
+//!
+//! Rules (objects-spec/README.md, "Canonical JSON"): object keys sorted by
+//! their UTF-8 bytes, no whitespace, strings escaped as serde_json escapes
+//! them (`"` `\\` and control characters; everything else as UTF-8), numbers
+//! as serde_json prints them.
+
+use serde_json::Value;
+
+/// Serialize `value` canonically.
+pub fn to_vec(value: &Value) -> Vec<u8> {
+    let mut out = Vec::with_capacity(128);
+    write(value, &mut out);
+    out
+}
+
+fn write(value: &Value, out: &mut Vec<u8>) {
+    match value {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort_unstable_by(|a, b| a.as_bytes().cmp(b.as_bytes()));
+            out.push(b'{');
+            for (i, k) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_str(k, out);
+                out.push(b':');
+                write(&map[k], out);
+            }
+            out.push(b'}');
+        }
+        Value::Array(items) => {
+            out.push(b'[');
+            for (i, v) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write(v, out);
+            }
+            out.push(b']');
+        }
+        Value::String(s) => write_str(s, out),
+        // Null, booleans and numbers have a single serde_json spelling.
+        other => out.extend_from_slice(other.to_string().as_bytes()),
+    }
+}
+
+fn write_str(s: &str, out: &mut Vec<u8>) {
+    // serde_json's string escaping is already canonical (shortest escapes).
+    out.extend_from_slice(Value::String(s.to_owned()).to_string().as_bytes());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn sorted_and_compact() {
+        let v = json!({"b": 1, "a": [true, null, "x\n\"y"], "A": {"z": 1.5, "c": -2}});
+        assert_eq!(
+            String::from_utf8(to_vec(&v)).unwrap(),
+            r#"{"A":{"c":-2,"z":1.5},"a":[true,null,"x\n\"y"],"b":1}"#
+        );
+    }
+
+    #[test]
+    fn unicode_is_raw_utf8() {
+        let v = json!({"k": "한글 é \u{1}"});
+        assert_eq!(
+            String::from_utf8(to_vec(&v)).unwrap(),
+            "{\"k\":\"한글 é \\u0001\"}"
+        );
+    }
+}

@@ -1,0 +1,82 @@
+use std::path::PathBuf;
+
+use crate::ObjectId;
+
+/// Every way a store operation can fail. Variants that concern an object
+/// carry its id and the path it lives at, so a user can be told exactly what
+/// is broken.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("object {id} at {path} is corrupt: {reason}")]
+    Corrupt {
+        id: ObjectId,
+        path: PathBuf,
+        reason: String,
+    },
+    #[error("object {id} is missing (expected at {path})")]
+    Missing { id: ObjectId, path: PathBuf },
+    #[error("object {id} at {path} has unknown kind {kind:?}")]
+    UnknownKind {
+        id: ObjectId,
+        path: PathBuf,
+        kind: String,
+    },
+    #[error("object {id} at {path} is a {found} where a {expected} was expected")]
+    WrongKind {
+        id: ObjectId,
+        path: PathBuf,
+        expected: &'static str,
+        found: &'static str,
+    },
+    #[error("snapshot {id} at {path} has schema_version {found}, this hel reads up to {supported}: upgrade hel")]
+    NewerSchema {
+        id: ObjectId,
+        path: PathBuf,
+        found: u64,
+        supported: u64,
+    },
+    #[error("session {session} is in use by another hel instance")]
+    InUse { session: String },
+    #[error("no session {session} in this store")]
+    NoSuchSession { session: String },
+    #[error("session {session} has no checkpoint yet (nothing to resume)")]
+    NoCheckpoint { session: String },
+    #[error("ref of session {session} at {path} is malformed: {reason}")]
+    BadRef {
+        session: String,
+        path: PathBuf,
+        reason: String,
+    },
+    #[error("ref of session {session} moved (expected {expected}, found {found}): another writer?")]
+    RefMoved {
+        session: String,
+        expected: String,
+        found: String,
+    },
+    #[error("{0:?} is not a session id (expected a UUID such as 0c9e…-…)")]
+    BadSessionId(String),
+    #[error("object too large: {0} bytes")]
+    TooLarge(u64),
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Attach a path to an I/O result.
+pub(crate) trait IoContext<T> {
+    fn at(self, path: impl Into<PathBuf>) -> Result<T>;
+}
+
+impl<T> IoContext<T> for std::io::Result<T> {
+    fn at(self, path: impl Into<PathBuf>) -> Result<T> {
+        self.map_err(|source| Error::Io {
+            path: path.into(),
+            source,
+        })
+    }
+}

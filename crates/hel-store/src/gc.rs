@@ -1,0 +1,178 @@
+//! Garbage collection: mark everything reachable from every ref, sweep the
+//! rest.
+//!
+//! Safety against concurrent commits of other sessions: gc holds
+//! `.sessions.lock` exclusively from before the mark until after the sweep,
+//! and every writer of objects holds it shared from before it checks
+//! whether an object exists until after its ref has moved. So a commit that
+//! reuses an existing object either finished before the mark (its ref
+//! reaches the object, which is marked) or starts after the sweep (it sees
+//! the object gone and writes it again). Because of the same lock, every
+//! file in `tmp/` during a gc belongs to a write that died: it is removed.
+
+use std::collections::HashSet;
+use std::fs;
+use std::io::ErrorKind;
+use std::path::PathBuf;
+
+use crate::error::IoContext;
+use crate::layout::{check_session_id, Layout};
+use crate::list;
+use crate::lock::{SessionLease, StoreLock};
+use crate::snapshot;
+use crate::{refs, Error, ObjectId, Result, Store};
+
+/// What a gc did (or, with `dry_run`, would do).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct GcReport {
+    pub dry_run: bool,
+    pub objects_kept: u64,
+    pub objects_removed: u64,
+    pub bytes_removed: u64,
+    pub tmp_files_removed: u64,
+    pub sessions_removed: Vec<String>,
+}
+
+/// Every object reachable from `roots` (snapshot ids). Errors go to
+/// `on_error`; the walk goes on past them (fsck) or the caller aborts on
+/// the first (gc).
+pub(crate) fn mark(
+    layout: &Layout,
+    roots: &[ObjectId],
+    on_error: &mut dyn FnMut(Error) -> Result<()>,
+) -> Result<HashSet<ObjectId>> {
+    let mut seen = HashSet::new();
+    let mut stack: Vec<ObjectId> = roots.to_vec();
+    while let Some(id) = stack.pop() {
+        if !seen.insert(id) {
+            continue;
+        }
+        let cp = match snapshot::read(layout, &id) {
+            Ok(cp) => cp,
+            Err(e) => {
+                on_error(e)?;
+                continue;
+            }
+        };
+        stack.extend(cp.parents.iter().copied());
+        seen.extend(cp.spill.values().map(|s| s.blob));
+        let mut node = cp.messages.root;
+        while let Some(nid) = node {
+            if !seen.insert(nid) {
+                break; // shared with a list already walked
+            }
+            match list::read_node(layout, &nid) {
+                Ok(n) => {
+                    seen.extend(n.items.iter().copied());
+                    node = n.prev;
+                }
+                Err(e) => {
+                    on_error(e)?;
+                    break;
+                }
+            }
+        }
+    }
+    Ok(seen)
+}
+
+/// Every object file in the store, with its id when its name is one.
+pub(crate) fn object_files(layout: &Layout) -> Result<Vec<(PathBuf, Option<ObjectId>)>> {
+    let dir = layout.objects_dir();
+    let mut out = Vec::new();
+    if !dir.is_dir() {
+        return Ok(out);
+    }
+    for entry in walkdir::WalkDir::new(&dir).min_depth(2).max_depth(2) {
+        let entry = entry.map_err(|e| Error::Io {
+            path: e.path().map_or(dir.clone(), |p| p.to_owned()),
+            source: e.into(),
+        })?;
+        if !entry.file_type().is_file() {
+            continue;
+        }
+        let path = entry.into_path();
+        let id = match (
+            path.parent().and_then(|p| p.file_name()).and_then(|n| n.to_str()),
+            path.file_name().and_then(|n| n.to_str()),
+        ) {
+            (Some(a), Some(b)) => format!("{a}{b}").parse().ok(),
+            _ => None,
+        };
+        out.push((path, id));
+    }
+    Ok(out)
+}
+
+impl Store {
+    /// Collect garbage: remove unreachable objects, files of dead writes in
+    /// `tmp/`, and working directories of sessions that have no ref and no
+    /// live instance. With `dry_run`, only report.
+    pub fn gc(&self, dry_run: bool) -> Result<GcReport> {
+        let mut report = GcReport {
+            dry_run,
+            ..GcReport::default()
+        };
+        if !self.exists() {
+            return Ok(report);
+        }
+        let layout = self.layout();
+        let _guard = StoreLock::exclusive(layout)?;
+        let mut roots = Vec::new();
+        for session in refs::list(layout)? {
+            if let Some(head) = refs::read(layout, &session)? {
+                roots.push(head);
+            }
+        }
+        // Any error while marking means we cannot know what is reachable:
+        // abort rather than sweep what a broken snapshot might name.
+        let live = mark(layout, &roots, &mut |e| Err(e))?;
+        for (path, id) in object_files(layout)? {
+            let Some(id) = id else { continue };
+            if live.contains(&id) {
+                report.objects_kept += 1;
+                continue;
+            }
+            let size = fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+            if !dry_run {
+                match fs::remove_file(&path) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == ErrorKind::NotFound => continue,
+                    Err(e) => return Err(e).at(&path),
+                }
+            }
+            report.objects_removed += 1;
+            report.bytes_removed += size;
+        }
+        let tmp = layout.tmp_dir();
+        if let Ok(entries) = fs::read_dir(&tmp) {
+            for e in entries.flatten() {
+                if !dry_run {
+                    let _ = fs::remove_file(e.path());
+                }
+                report.tmp_files_removed += 1;
+            }
+        }
+        if let Ok(entries) = fs::read_dir(layout.sessions_dir()) {
+            for e in entries.flatten() {
+                let Some(name) = e.file_name().to_str().map(str::to_owned) else {
+                    continue;
+                };
+                if check_session_id(&name).is_err() || refs::read(layout, &name)?.is_some() {
+                    continue;
+                }
+                // Only a session whose lease we can take is dead.
+                let Ok(lease) = SessionLease::acquire(layout, &name) else {
+                    continue;
+                };
+                if !dry_run {
+                    let dir = layout.session_dir(&name);
+                    fs::remove_dir_all(&dir).at(&dir)?;
+                }
+                drop(lease);
+                report.sessions_removed.push(name);
+            }
+        }
+        Ok(report)
+    }
+}
