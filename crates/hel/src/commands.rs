@@ -1,0 +1,196 @@
+//! The store commands: `sessions` (list, log, show, delete), `gc`, `fsck`.
+//! They need no key and no provider, and print their report on stdout.
+
+use std::path::{Path, PathBuf};
+
+use hel_store::time::rfc3339;
+use hel_store::Store;
+use serde_json::{json, Value};
+
+use crate::cli::SessionsCommand;
+use crate::exit::Exit;
+use crate::session;
+
+fn project() -> Result<PathBuf, Exit> {
+    std::env::current_dir()
+        .and_then(|d| d.canonicalize())
+        .map_err(|e| Exit::refused(format!("cannot use the current directory: {e}")))
+}
+
+fn print_json(v: &Value) {
+    println!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
+}
+
+pub fn sessions(command: Option<SessionsCommand>, json_flag: bool) -> Result<u8, Exit> {
+    let project = project()?;
+    let store = Store::for_project(&project);
+    match command.unwrap_or(SessionsCommand::List { json: json_flag }) {
+        SessionsCommand::List { json } => list(&store, json || json_flag),
+        SessionsCommand::Log { session, json } => log(&store, &project, &session, json || json_flag),
+        SessionsCommand::Show { session, at, json } => show(&store, &project, &session, at.as_deref(), json || json_flag),
+        SessionsCommand::Delete { session } => delete(&store, &project, &session),
+    }
+}
+
+fn list(store: &Store, as_json: bool) -> Result<u8, Exit> {
+    let sessions = store.sessions()?;
+    if as_json {
+        print_json(&Value::Array(
+            sessions
+                .iter()
+                .map(|s| {
+                    json!({
+                        "id": s.id, "busy": s.busy, "updated": rfc3339(s.updated_ms),
+                        "checkpoints": s.checkpoints, "messages": s.messages, "instruction": s.instruction,
+                        "head": s.head.map(|h| h.to_hex()),
+                    })
+                })
+                .collect(),
+        ));
+        return Ok(0);
+    }
+    if sessions.is_empty() {
+        println!("no sessions in this project");
+        return Ok(0);
+    }
+    println!("{:<36}  {:<4}  {:<24}  {:>11}  {:>8}  INSTRUCTION", "SESSION", "", "UPDATED", "CHECKPOINTS", "MESSAGES");
+    for s in sessions {
+        println!(
+            "{:<36}  {:<4}  {:<24}  {:>11}  {:>8}  {}",
+            s.id,
+            if s.busy { "busy" } else { "idle" },
+            rfc3339(s.updated_ms),
+            s.checkpoints,
+            s.messages,
+            s.instruction.chars().take(60).collect::<String>()
+        );
+    }
+    Ok(0)
+}
+
+fn log(store: &Store, project: &Path, spec: &str, as_json: bool) -> Result<u8, Exit> {
+    let id = session::resolve(store, project, spec)?;
+    let entries = store.log(&id)?;
+    if as_json {
+        print_json(&Value::Array(
+            entries
+                .iter()
+                .map(|e| {
+                    json!({
+                        "id": e.id.to_hex(), "session": e.session_id, "time": e.time, "messages": e.messages,
+                        "input_tokens": e.input_tokens, "output_tokens": e.output_tokens,
+                        "instruction": e.instruction, "fork_point": e.fork_point,
+                    })
+                })
+                .collect(),
+        ));
+        return Ok(0);
+    }
+    for e in entries {
+        if e.fork_point {
+            println!("--- forked from session {} at checkpoint {} ---", e.session_id, &e.id.to_hex()[..12]);
+        }
+        println!(
+            "{}  {}  {:>5} msgs  {:>8} in {:>6} out  {}",
+            &e.id.to_hex()[..12],
+            e.time,
+            e.messages,
+            e.input_tokens,
+            e.output_tokens,
+            e.instruction.chars().take(60).collect::<String>()
+        );
+    }
+    Ok(0)
+}
+
+fn show(store: &Store, project: &Path, spec: &str, at: Option<&str>, as_json: bool) -> Result<u8, Exit> {
+    let id = session::resolve(store, project, spec)?;
+    let checkpoint = match at {
+        Some(at) => session::resolve_checkpoint(&store.log(&id)?, at)?,
+        None => store.head(&id)?.ok_or_else(|| Exit::refused(format!("session {id} has no checkpoint yet")))?,
+    };
+    let (cp, messages, _) = store.load(&checkpoint)?;
+    if as_json {
+        print_json(&json!({
+            "session": id, "checkpoint": checkpoint.to_hex(), "created_at": cp.created_at, "cwd": cp.cwd,
+            "parents": cp.parents.iter().map(|p| p.to_hex()).collect::<Vec<_>>(),
+            "request_config": cp.request_config, "meter": cp.meter, "cursors": cp.cursors,
+            "spill": cp.spill.iter().map(|(k, v)| (k.clone(), json!({"blob": v.blob.to_hex(), "size": v.size}))).collect::<serde_json::Map<_, _>>(),
+            "messages": messages,
+        }));
+        return Ok(0);
+    }
+    println!("session {id}\ncheckpoint {checkpoint}\ncreated {}\ncwd {}", cp.created_at, cp.cwd);
+    let rc = &cp.request_config;
+    println!(
+        "saved with: provider {}, model {}, output limit {}, tools [{}]\n",
+        rc["provider"].as_str().unwrap_or("?"),
+        rc["model"].as_str().unwrap_or("?"),
+        rc["max_output_tokens"],
+        rc["tools"].as_array().map(|t| t.iter().filter_map(|d| d.pointer("/function/name").and_then(Value::as_str)).collect::<Vec<_>>().join(", ")).unwrap_or_default()
+    );
+    for (i, m) in messages.iter().enumerate() {
+        let role = m["role"].as_str().unwrap_or("?");
+        let text = m["content"].as_str().unwrap_or("");
+        let first: String = text.lines().next().unwrap_or("").chars().take(100).collect();
+        let more = if text.lines().count() > 1 || first.chars().count() < text.chars().count() { " …" } else { "" };
+        match role {
+            "tool" => println!("[{i}] tool ({}): {first}{more}", m["tool_call_id"].as_str().unwrap_or("")),
+            _ => println!("[{i}] {role}: {first}{more}"),
+        }
+        if let Some(calls) = m["tool_calls"].as_array() {
+            for c in calls {
+                println!("      → {} {}", c.pointer("/function/name").and_then(Value::as_str).unwrap_or("?"), c.pointer("/function/arguments").and_then(Value::as_str).unwrap_or(""));
+            }
+        }
+        for line in text.lines().filter(|l| l.starts_with("spill: ")) {
+            println!("      {line}");
+        }
+    }
+    if !cp.spill.is_empty() {
+        println!("\nspill:");
+        for (k, v) in &cp.spill {
+            println!("  {k}  {} bytes  blob {}", v.size, &v.blob.to_hex()[..12]);
+        }
+    }
+    Ok(0)
+}
+
+fn delete(store: &Store, project: &Path, spec: &str) -> Result<u8, Exit> {
+    let id = session::resolve(store, project, spec)?;
+    let report = store.delete(&id, true)?.unwrap_or_default();
+    println!("deleted session {id}; reclaimed {} objects, {} bytes", report.objects_removed, report.bytes_removed);
+    Ok(0)
+}
+
+pub fn gc(dry_run: bool) -> Result<u8, Exit> {
+    let store = Store::for_project(&project()?);
+    let r = store.gc(dry_run)?;
+    let verb = if dry_run { "would reclaim" } else { "reclaimed" };
+    println!(
+        "{verb} {} objects ({} bytes), {} temporary files, {} abandoned sessions; {} objects kept",
+        r.objects_removed,
+        r.bytes_removed,
+        r.tmp_files_removed,
+        r.sessions_removed.len(),
+        r.objects_kept
+    );
+    Ok(0)
+}
+
+pub fn fsck() -> Result<u8, Exit> {
+    let store = Store::for_project(&project()?);
+    let r = store.fsck()?;
+    println!("checked {} objects ({} bytes) and {} refs", r.objects, r.bytes, r.refs);
+    for line in r.corrupt.iter().chain(&r.missing).chain(&r.bad_refs) {
+        println!("fault: {line}");
+    }
+    println!("garbage: {} unreachable objects, {} temporary files (not faults; `hel gc` reclaims them)", r.unreachable, r.tmp_files);
+    if r.is_sound() {
+        println!("store is sound");
+        Ok(0)
+    } else {
+        println!("store has {} faults", r.corrupt.len() + r.missing.len() + r.bad_refs.len());
+        Ok(1)
+    }
+}

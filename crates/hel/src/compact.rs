@@ -1,0 +1,215 @@
+//! Context budget: the threshold Policy, trimming of old tool results and
+//! summary compaction (see README, "Context budget").
+
+use serde_json::{json, Value};
+
+use crate::agent::Agent;
+use crate::meter::estimate_chars;
+
+/// Tool results longer than this (characters) are trimmed when over budget.
+pub const TRIM_OVER: usize = 8_192;
+const TRIM_HEAD: usize = 4_096;
+const TRIM_TAIL: usize = 1_024;
+
+/// When to compact and what to keep.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct Policy {
+    /// Compact when the estimated request exceeds this many tokens.
+    pub at: u64,
+    /// Tokens of the most recent conversation kept verbatim.
+    pub keep_recent: u64,
+    /// The model's context window.
+    pub window: u64,
+}
+
+impl Policy {
+    /// Defaults from window W and output limit O:
+    /// at = min(0.8·W, W − O − min(65,536, 0.25·W)), keep_recent = 0.16·(W − O).
+    pub fn defaults(window: u64, output: u64) -> Policy {
+        let w = window as f64;
+        let room = window.saturating_sub(output);
+        let reserve = (65_536f64).min(0.25 * w) as u64;
+        let at = ((0.8 * w) as u64).min(room.saturating_sub(reserve));
+        Policy { at, keep_recent: (0.16 * room as f64) as u64, window }
+    }
+}
+
+/// Why the loop must stop before sending.
+pub enum Stop {
+    Interrupted,
+    Overflow(String),
+}
+
+fn role(m: &Value) -> &str {
+    m.get("role").and_then(Value::as_str).unwrap_or("")
+}
+
+/// The first index of the recent tail: the newest messages whose estimate
+/// fits `keep_recent` tokens, never starting with a tool message (so a call
+/// and its results stay together), never the system message (index 0).
+pub fn tail_start(messages: &[Value], keep_recent: u64) -> usize {
+    let mut t = messages.len();
+    let mut used = 0u64;
+    while t > 1 {
+        let cost = estimate_chars(&messages[t - 1..t]);
+        if used + cost > keep_recent {
+            break;
+        }
+        used += cost;
+        t -= 1;
+    }
+    while t < messages.len() && role(&messages[t]) == "tool" {
+        t += 1;
+    }
+    t.max(1)
+}
+
+/// Trim tool results before `end` longer than [`TRIM_OVER`] characters to
+/// their head and tail. Returns the index of the first trimmed message.
+pub fn trim_tool_results(messages: &mut [Value], end: usize) -> Option<usize> {
+    let mut first = None;
+    for (i, m) in messages.iter_mut().enumerate().take(end) {
+        if role(m) != "tool" {
+            continue;
+        }
+        let Some(text) = m.get("content").and_then(Value::as_str) else { continue };
+        let n = text.chars().count();
+        if n <= TRIM_OVER {
+            continue;
+        }
+        let head: String = text.chars().take(TRIM_HEAD).collect();
+        let tail: String = text.chars().skip(n - TRIM_TAIL).collect();
+        let spill = text
+            .lines()
+            .find_map(|l| l.strip_prefix("spill: "))
+            .map(|p| format!(" The whole output is still in spill: {p}"))
+            .unwrap_or_default();
+        let cut = n - TRIM_HEAD - TRIM_TAIL;
+        m["content"] = json!(format!("{head}\n[… {cut} characters trimmed from this old tool result to save context.{spill}]\n{tail}"));
+        first.get_or_insert(i);
+    }
+    first
+}
+
+const SUMMARY_PROMPT: &str = "You compact a coding agent's conversation. Write a structured summary of the \
+conversation below so that the work can continue from the summary alone. Use these headings: Goal; \
+Decisions; Files touched; Open work; Identifiers and values the user gave (copy them verbatim). Be concise.";
+
+/// Before a request: trim, then compact, if the estimate is over the
+/// threshold. Returns how indices moved: `Some((old_end, new_end))` when
+/// `messages[1..old_end]` became `messages[1..new_end]`.
+pub async fn before_request(agent: &mut Agent, policy: &Policy, seen: u64) -> (Option<(usize, usize)>, Result<(), Stop>) {
+    let mut moved = None;
+    if agent.meter.estimate(&agent.messages) > policy.at {
+        let tail = tail_start(&agent.messages, policy.keep_recent);
+        if let Some(first) = trim_tool_results(&mut agent.messages, tail) {
+            eprintln!("hel: trimmed old tool results to stay under {} tokens", policy.at);
+            agent.rewrote_from(first);
+            agent.meter.reset();
+        }
+    }
+    if agent.meter.estimate(&agent.messages) > policy.at {
+        let t = tail_start(&agent.messages, policy.keep_recent);
+        if t > 1 {
+            match summarize(agent, t, seen).await {
+                Ok(m) => moved = m,
+                Err(stop) => return (None, Err(stop)),
+            }
+        }
+    }
+    let estimate = agent.meter.estimate(&agent.messages);
+    if estimate + agent.config.max_output_tokens > policy.window {
+        return (moved, Err(Stop::Overflow(format!(
+            "the conversation (about {estimate} tokens) does not fit the context window of {} tokens even after compaction; start a new session or raise --context-window",
+            policy.window
+        ))));
+    }
+    (moved, Ok(()))
+}
+
+async fn summarize(agent: &mut Agent, t: usize, seen: u64) -> Result<Option<(usize, usize)>, Stop> {
+    let span = &agent.messages[1..t];
+    let transcript: Vec<String> = span.iter().map(|m| serde_json::to_string(m).unwrap_or_default()).collect();
+    let request = vec![
+        json!({"role": "system", "content": SUMMARY_PROMPT}),
+        json!({"role": "user", "content": format!("Conversation to summarize (one JSON message per line):\n{}", transcript.join("\n"))}),
+    ];
+    let span_chars: usize = transcript.iter().map(|s| s.chars().count()).sum();
+    eprintln!("hel: compacting {} messages into a summary", t - 1);
+    let reply = match agent.request("compaction", &request, false, seen).await {
+        Ok(r) => r,
+        Err(None) => return Err(Stop::Interrupted),
+        Err(Some(e)) => {
+            eprintln!("hel: warning: compaction failed ({e}); keeping the conversation as is");
+            return Ok(None);
+        }
+    };
+    let summary = reply.message.get("content").and_then(Value::as_str).unwrap_or("").trim().to_owned();
+    let message = json!({"role": "user", "content": format!("<compacted-summary>\n{summary}\n</compacted-summary>")});
+    let new_chars = serde_json::to_string(&message).map_or(0, |s| s.chars().count());
+    if summary.is_empty() || new_chars >= span_chars {
+        eprintln!("hel: the compaction summary is not smaller than what it would replace; keeping the conversation as is");
+        return Ok(None);
+    }
+    agent.messages.splice(1..t, [message]);
+    agent.rewrote_from(1);
+    agent.meter.reset();
+    Ok(Some((t, 2)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn policy_defaults() {
+        assert_eq!(Policy::defaults(1_000_000, 8_192), Policy { at: 800_000, keep_recent: 158_689, window: 1_000_000 });
+        let p = Policy::defaults(128_000, 8_192);
+        assert_eq!(p.at, 128_000 - 8_192 - 32_000);
+        assert_eq!(p.keep_recent, (0.16 * 119_808f64) as u64);
+    }
+
+    fn m(role: &str, n: usize) -> Value {
+        json!({"role": role, "content": "x".repeat(n)})
+    }
+
+    #[test]
+    fn tail_never_starts_with_a_tool_message() {
+        let msgs = vec![
+            m("system", 10),
+            m("user", 400),
+            json!({"role": "assistant", "content": null, "tool_calls": [{"id": "a"}, {"id": "b"}]}),
+            json!({"role": "tool", "tool_call_id": "a", "content": "x".repeat(400)}),
+            json!({"role": "tool", "tool_call_id": "b", "content": "x".repeat(400)}),
+            m("assistant", 400),
+        ];
+        // Room for the last two messages: the tail would start at the tool
+        // result "b"; it moves forward to the assistant answer.
+        let last_two = estimate_chars(&msgs[4..]);
+        assert_eq!(tail_start(&msgs, last_two), 5);
+        // Room for everything after the system message.
+        assert_eq!(tail_start(&msgs, 1_000_000), 1);
+        // No room: empty tail.
+        assert_eq!(tail_start(&msgs, 0), 6);
+        for keep in (0..2000).step_by(7) {
+            let t = tail_start(&msgs, keep);
+            assert!(t == msgs.len() || role(&msgs[t]) != "tool", "keep {keep}: tail at {t}");
+        }
+    }
+
+    #[test]
+    fn trims_only_long_tool_results_before_the_tail() {
+        let mut msgs = vec![
+            m("system", 10),
+            json!({"role": "tool", "tool_call_id": "a", "content": format!("spill: .hel/x\n{}", "y".repeat(20_000))}),
+            json!({"role": "tool", "tool_call_id": "b", "content": "short"}),
+            json!({"role": "tool", "tool_call_id": "c", "content": "z".repeat(20_000)}),
+        ];
+        assert_eq!(trim_tool_results(&mut msgs, 3), Some(1));
+        let t = msgs[1]["content"].as_str().unwrap();
+        assert!(t.starts_with("spill: .hel/x") && t.contains("characters trimmed") && t.contains("still in spill: .hel/x"));
+        assert!(t.chars().count() < 5_400);
+        assert_eq!(msgs[2]["content"], "short");
+        assert_eq!(msgs[3]["content"].as_str().unwrap().len(), 20_000);
+    }
+}

@@ -1,0 +1,298 @@
+//! An agent run: configuration, the session (new, resumed or forked), the
+//! instructions, a checkpoint after each completed answer.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use hel_store::Store;
+use serde_json::Value;
+use tokio::io::AsyncBufReadExt;
+use tokio::sync::watch;
+
+use crate::agent::{Agent, Termination};
+use crate::cli::RunArgs;
+use crate::client::ModelClient;
+use crate::compact::Policy;
+use crate::config::{self, RequestConfig};
+use crate::exit::Exit;
+use crate::instance::Instance;
+use crate::meter::Meter;
+use crate::record::Recorder;
+use crate::session::{self, Session};
+use crate::spill::SpillStore;
+use crate::tools::{cursor::CursorTable, ToolCtx, Toolset};
+use crate::system;
+
+/// Which session to work on.
+pub enum Start {
+    New,
+    Resume(String),
+    Last,
+    Fork { session: String, at: String },
+}
+
+/// Everything decided before a session exists; errors here are exit 2.
+struct Setup {
+    config: RequestConfig,
+    client: ModelClient,
+    toolset: Toolset,
+    policy: Option<Policy>,
+    project: PathBuf,
+}
+
+fn setup(args: &RunArgs) -> Result<Setup, Exit> {
+    let endpoint = config::resolve(args)?;
+    let toolset = Toolset::select(args.tools.as_deref(), args.access)?;
+    let window = args.context_window.unwrap_or(if endpoint.config.provider == "deepseek" { 1_000_000 } else { 128_000 });
+    let policy = match (args.no_compaction, args.compact_at, args.keep_recent) {
+        (true, _, _) => None,
+        (false, Some(n), Some(m)) => {
+            if m >= n {
+                return Err(Exit::usage(format!("--keep-recent ({m}) must be smaller than --compact-at ({n})")));
+            }
+            Some(Policy { at: n, keep_recent: m, window })
+        }
+        _ => Some(Policy::defaults(window, args.max_output_tokens)),
+    };
+    let project = std::env::current_dir()
+        .and_then(|d| d.canonicalize())
+        .map_err(|e| Exit::refused(format!("cannot use the current directory: {e}")))?;
+    let client = ModelClient::new(&endpoint, args.request_timeout).map_err(|e| Exit::refused(e.to_string()))?;
+    let mut config = endpoint.config;
+    config.tools = toolset.definitions();
+    config.compaction = serde_json::to_value(policy).unwrap_or_default();
+    Ok(Setup { config, client, toolset, policy, project })
+}
+
+/// Take the session to work on; returns it and, for a resume or fork, the
+/// checkpoint to continue from.
+fn open_session(store: &Store, setup: &Setup, start: &Start) -> Result<(Session, Option<hel_store::ObjectId>), Exit> {
+    let cwd = setup.project.to_string_lossy().into_owned();
+    let make = |lease, head| {
+        (
+            Session { store: store.clone(), lease, state: hel_store::SessionState::default(), cwd: cwd.clone() },
+            head,
+        )
+    };
+    match start {
+        Start::New => Ok(make(store.new_session()?, None)),
+        Start::Resume(spec) => {
+            let id = session::resolve(store, &setup.project, spec)?;
+            let (lease, head) = store.resume(&id)?;
+            Ok(make(lease, Some(head)))
+        }
+        Start::Last => {
+            let last = store
+                .sessions()?
+                .into_iter()
+                .find(|s| !s.busy && s.head.is_some())
+                .ok_or_else(|| Exit::refused("no session of this project can be resumed (none, or all in use)"))?;
+            let (lease, head) = store.resume(&last.id)?;
+            Ok(make(lease, Some(head)))
+        }
+        Start::Fork { session: spec, at } => {
+            let id = session::resolve(store, &setup.project, spec)?;
+            let log = store.log(&id)?;
+            let checkpoint = session::resolve_checkpoint(&log, at)?;
+            let (lease, first) = store.fork(&checkpoint)?;
+            Ok(make(lease, Some(first)))
+        }
+    }
+}
+
+/// Run hel as an agent. Returns the exit code.
+pub async fn run(args: RunArgs, start: Start) -> Result<u8, Exit> {
+    let setup = setup(&args)?;
+    let from_stdin = args.instructions.is_empty();
+    let instance = Instance::start().map_err(|e| Exit::refused(format!("cannot create the instance directory: {e}")))?;
+    let store = Store::for_project(&setup.project);
+    let opened = match open_session(&store, &setup, &start) {
+        Ok(s) => Some(s),
+        Err(e) if matches!(start, Start::New) => {
+            eprintln!("hel: warning: cannot create a session in {} ({e}); this conversation will not be saved", store.layout().root().display());
+            None
+        }
+        Err(e) => return Err(e),
+    };
+    let (mut session, head) = match opened {
+        Some((s, h)) => (Some(s), h),
+        None => (None, None),
+    };
+    match &session {
+        Some(s) => eprintln!("session: {}", s.id()),
+        None => eprintln!("session: none"),
+    }
+    let mut recorder = match &args.record {
+        Some(dir) => Some(Recorder::create(dir, &setup.config.model).map_err(|e| Exit::refused(format!("cannot write the record to {}: {e}", dir.display())))?),
+        None => None,
+    };
+    if let (Some(rec), Some(s)) = (recorder.as_mut(), &session) {
+        rec.set("session_id", Value::String(s.id().to_owned()));
+    }
+    let sandbox = !args.no_sandbox;
+    if args.no_sandbox && setup.toolset.names.contains(&"bash") {
+        eprintln!("hel: warning: --no-sandbox: bash commands run unconfined, with your permissions");
+    }
+    let spill = match &session {
+        Some(s) => SpillStore::for_session(&store, s.id()),
+        None => SpillStore::for_instance(&instance.spill()),
+    };
+    let mut inherit_fds = vec![instance.lock_fd()];
+    if let Some(s) = &session {
+        inherit_fds.push(s.lease.raw_fd());
+    }
+    let tools = ToolCtx {
+        project: setup.project.clone(),
+        access: args.access,
+        bash_timeout: args.bash_timeout,
+        sandbox,
+        allow_write: args.allow_write.iter().filter_map(|d| d.canonicalize().ok()).collect(),
+        tmp: instance.tmp(),
+        inherit_fds,
+        cursors: CursorTable::default(),
+        spill,
+    };
+    let (tx, interrupts) = watch::channel(0u64);
+    tokio::spawn(async move {
+        let mut n = 0;
+        while tokio::signal::ctrl_c().await.is_ok() {
+            n += 1;
+            let _ = tx.send(n);
+        }
+    });
+    let context_file = (!args.no_context_file).then_some(args.context_file.as_str());
+    let system_message = system::build(&setup.project, context_file, &setup.toolset.names);
+    let mut agent = Agent::new(setup.config.clone(), setup.client, setup.toolset.clone(), tools, recorder, setup.policy, args.max_turns, interrupts.clone());
+    agent.messages.push(system_message);
+
+    if let (Some(s), Some(head)) = (session.as_mut(), head) {
+        restore(s, &mut agent, head)?;
+    }
+
+    let mut failed = false;
+    let mut instructions = args.instructions.clone().into_iter();
+    let mut stdin = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+    loop {
+        let text = if from_stdin {
+            let seen = *interrupts.borrow();
+            let mut rx = interrupts.clone();
+            let line = tokio::select! {
+                l = stdin.next_line() => l,
+                _ = async { while rx.changed().await.is_ok() { if *rx.borrow() > seen { break; } } } => {
+                    finish(&mut agent, &instance);
+                    return Ok(130);
+                }
+            };
+            match line {
+                Ok(Some(l)) if l.trim() == "/exit" => break,
+                Ok(Some(l)) if l.trim().is_empty() => continue,
+                Ok(Some(l)) => l,
+                Ok(None) => break,
+                Err(e) => {
+                    eprintln!("hel: cannot read stdin: {e}");
+                    failed = true;
+                    break;
+                }
+            }
+        } else {
+            match instructions.next() {
+                Some(t) => t,
+                None => break,
+            }
+        };
+        let outcome = agent.run_instruction(&text).await;
+        if let Some(rec) = agent.recorder.as_mut() {
+            rec.instruction(outcome.termination.name(), outcome.answer.as_deref(), outcome.error.as_deref());
+        }
+        match outcome.termination {
+            Termination::Completed => {
+                let answer = outcome.answer.unwrap_or_default();
+                let mut out = std::io::stdout().lock();
+                let _ = writeln!(out, "{answer}");
+                let _ = out.flush();
+                if let Some(s) = session.as_mut() {
+                    if let Err(e) = s.checkpoint(&mut agent, &text) {
+                        eprintln!("hel: warning: could not save a checkpoint ({e}); the conversation goes on in memory and the next answer saves it all");
+                    }
+                }
+            }
+            t => {
+                eprintln!("hel: instruction incomplete ({}): {}", t.name(), outcome.error.unwrap_or_default());
+                failed = true;
+                if t == Termination::Interrupted && !from_stdin {
+                    finish(&mut agent, &instance);
+                    return Ok(130);
+                }
+                if !from_stdin {
+                    break;
+                }
+            }
+        }
+    }
+    finish(&mut agent, &instance);
+    Ok(if failed { 1 } else { 0 })
+}
+
+fn finish(agent: &mut Agent, instance: &Instance) {
+    if let Some(rec) = agent.recorder.as_mut() {
+        rec.flush();
+    }
+    instance.finish();
+}
+
+/// Continue from checkpoint `head`: verify it, rebuild the system message,
+/// apply the current config, and restore the Meter (when the rule allows),
+/// the cursors and the spill map.
+fn restore(session: &mut Session, agent: &mut Agent, head: hel_store::ObjectId) -> Result<(), Exit> {
+    let (cp, mut messages, state) = session.store.load(&head)?;
+    session::verify(&cp, session.id(), &messages, &session.cwd)?;
+    let fresh_system = agent.messages[0].clone();
+    let system_changed = match messages.first() {
+        Some(m) if m.get("role").and_then(Value::as_str) == Some("system") => {
+            let changed = *m != fresh_system;
+            messages[0] = fresh_system;
+            changed
+        }
+        _ => {
+            messages.insert(0, fresh_system);
+            true
+        }
+    };
+    agent.messages = messages;
+    agent.dirty_from = if system_changed { 0 } else { agent.messages.len() };
+    session.state = state;
+
+    let saved: Option<RequestConfig> = serde_json::from_value(cp.request_config.clone()).ok();
+    let same_signature = saved.as_ref().is_some_and(|s| s.signature() == agent.config.signature());
+    if let Some(saved) = &saved {
+        let mut diffs = Vec::new();
+        if saved.model != agent.config.model || saved.provider != agent.config.provider {
+            diffs.push(format!("model {}/{} → {}/{}", saved.provider, saved.model, agent.config.provider, agent.config.model));
+        }
+        if saved.tools != agent.config.tools {
+            diffs.push("toolset changed".to_owned());
+        }
+        if saved.params != agent.config.params {
+            diffs.push("params changed".to_owned());
+        }
+        if saved.max_output_tokens != agent.config.max_output_tokens {
+            diffs.push(format!("output limit {} → {}", saved.max_output_tokens, agent.config.max_output_tokens));
+        }
+        if !diffs.is_empty() {
+            eprintln!("hel: note: continuing with the current settings ({}); the saved ones stay in the checkpoint", diffs.join(", "));
+        }
+    }
+    let meter: Meter = serde_json::from_value(cp.meter.clone()).unwrap_or_default();
+    let keep = !system_changed && same_signature && meter.is_observed();
+    agent.meter = if keep { meter } else { Meter::default() };
+    if let Some(rec) = agent.recorder.as_mut() {
+        rec.set("meter_restored", Value::Bool(keep));
+    }
+    agent.tools.cursors = serde_json::from_value(cp.cursors.clone()).unwrap_or_else(|_| {
+        eprintln!("hel: warning: the saved read_file cursors could not be read; reads start over");
+        CursorTable::default()
+    });
+    agent.tools.spill.set_committed(&cp.spill);
+    agent.tools.spill.materialize();
+    Ok(())
+}

@@ -1,0 +1,171 @@
+//! Spill: tool results too large for the conversation are saved whole to a
+//! file; the conversation gets the head, the tail and the file's path.
+//!
+//! With a session (always, unless the store cannot be written), spill lives
+//! in `.hel/sessions/<id>/spill/` and the conversation names it relative to
+//! the project; each checkpoint keeps it as a blob. The session may read
+//! exactly the spill its spill map holds (inherited entries are served from
+//! their blobs), so a fork reads what it inherited even after the original
+//! is gone. Without a session, spill goes to the instance's spill dir,
+//! named by absolute path.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use hel_store::{SpillEntry, Store};
+
+/// Default spill limit in characters (Unicode scalar values), ~12,500 tokens.
+pub const DEFAULT_LIMIT: usize = 50_000;
+/// Characters of head and of tail kept in the conversation.
+const EDGE: usize = 2_000;
+
+enum Source {
+    /// Written by this process, not yet committed.
+    File(PathBuf),
+    /// Kept by a checkpoint.
+    Stored(SpillEntry),
+}
+
+pub struct SpillStore {
+    dir: PathBuf,
+    /// How the conversation names files in `dir` (with a trailing `/`).
+    prefix: String,
+    own_session_dir: bool,
+    entries: BTreeMap<String, Source>,
+    pending: Vec<(String, PathBuf)>,
+    store: Option<Store>,
+    pub limit: usize,
+    counter: u32,
+}
+
+impl SpillStore {
+    /// Spill for `session` of `store` in the project `project`.
+    pub fn for_session(store: &Store, session: &str) -> SpillStore {
+        let dir = store.layout().spill_dir(session);
+        SpillStore {
+            dir,
+            prefix: format!(".hel/sessions/{session}/spill/"),
+            own_session_dir: true,
+            entries: BTreeMap::new(),
+            pending: Vec::new(),
+            store: Some(store.clone()),
+            limit: limit_from_env(),
+            counter: 0,
+        }
+    }
+
+    /// Spill in the instance's own space (no session).
+    pub fn for_instance(dir: &Path) -> SpillStore {
+        SpillStore {
+            dir: dir.to_owned(),
+            prefix: format!("{}/", dir.display()),
+            own_session_dir: false,
+            entries: BTreeMap::new(),
+            pending: Vec::new(),
+            store: None,
+            limit: limit_from_env(),
+            counter: 0,
+        }
+    }
+
+    /// The session's own spill directory (bash sees it read-only).
+    pub fn own_dir(&self) -> Option<PathBuf> {
+        self.own_session_dir.then(|| self.dir.clone())
+    }
+
+    /// Adopt a checkpoint's spill map (at resume, and after each commit).
+    pub fn set_committed(&mut self, map: &BTreeMap<String, SpillEntry>) {
+        for (k, v) in map {
+            self.entries.insert(k.clone(), Source::Stored(v.clone()));
+        }
+    }
+
+    /// Files spilled since the last commit: (name in the conversation, file).
+    pub fn pending(&self) -> Vec<(String, PathBuf)> {
+        self.pending.clone()
+    }
+
+    pub fn clear_pending(&mut self) {
+        self.pending.clear();
+    }
+
+    /// If `content` is over the limit, save it and return what the
+    /// conversation gets instead.
+    pub fn maybe_spill(&mut self, tool: &str, content: String) -> String {
+        let chars = content.chars().count();
+        if chars <= self.limit {
+            return content;
+        }
+        self.counter += 1;
+        let name = format!("{tool}-{}-{}.txt", self.counter, &uuid::Uuid::new_v4().simple().to_string()[..8]);
+        let path = self.dir.join(&name);
+        let saved = std::fs::create_dir_all(&self.dir).and_then(|_| std::fs::write(&path, &content));
+        if let Err(e) = saved {
+            eprintln!("hel: warning: cannot write spill file {}: {e}; the result is cut instead", path.display());
+            let head: String = content.chars().take(EDGE).collect();
+            return format!("{head}\n[{} more characters cut: the output could not be saved]", chars - EDGE);
+        }
+        let key = format!("{}{name}", self.prefix);
+        self.entries.insert(key.clone(), Source::File(path.clone()));
+        self.pending.push((key.clone(), path));
+        let head: String = content.chars().take(EDGE).collect();
+        let tail: String = {
+            let v: Vec<char> = content.chars().rev().take(EDGE).collect();
+            v.into_iter().rev().collect()
+        };
+        format!(
+            "[Output too large for the conversation: {chars} characters ({} bytes). It is saved whole; page through it with read_file and its cursor.]\n\
+             spill: {key}\n\
+             --- first {EDGE} characters ---\n{head}\n--- last {EDGE} characters ---\n{tail}",
+            content.len()
+        )
+    }
+
+    /// The bytes of spill file `key`, if this session may read it.
+    pub fn read(&self, key: &str) -> Option<Vec<u8>> {
+        match self.entries.get(key)? {
+            Source::File(p) => std::fs::read(p).ok(),
+            Source::Stored(entry) => {
+                // The working copy of our own spill, when intact, saves a decode.
+                if let Some(name) = key.strip_prefix(&self.prefix) {
+                    if let Ok(bytes) = std::fs::read(self.dir.join(name)) {
+                        if bytes.len() as u64 == entry.size && blake3_matches(&bytes, entry) {
+                            return Some(bytes);
+                        }
+                    }
+                }
+                self.store.as_ref()?.read_blob(&entry.blob).ok()
+            }
+        }
+    }
+
+    /// Re-create this session's own spill working copies from their blobs
+    /// when they are gone (at resume).
+    pub fn materialize(&self) {
+        let Some(store) = &self.store else { return };
+        for (key, src) in &self.entries {
+            let (Source::Stored(entry), Some(name)) = (src, key.strip_prefix(&self.prefix)) else {
+                continue;
+            };
+            let path = self.dir.join(name);
+            if path.exists() {
+                continue;
+            }
+            if let Ok(bytes) = store.read_blob(&entry.blob) {
+                let _ = std::fs::create_dir_all(&self.dir).and_then(|_| std::fs::write(&path, bytes));
+            }
+        }
+    }
+}
+
+fn blake3_matches(bytes: &[u8], entry: &SpillEntry) -> bool {
+    hel_store::object::encode(hel_store::object::Kind::Blob, bytes).0 == entry.blob
+}
+
+fn limit_from_env() -> usize {
+    std::env::var("HEL_SPILL_CHARS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(DEFAULT_LIMIT)
+}
