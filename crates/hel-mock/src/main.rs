@@ -21,6 +21,10 @@
 //! - `"delay_ms": N` on any step: wait that long before answering.
 //! - `{"recall": true}`: answer as `--recall` does (below).
 //!
+//! In tool-call arguments, `{{spill}}` and `{{cursor}}` stand for the newest
+//! spill path and read_file cursor in the messages of the request, as a
+//! model would copy them from its context.
+//!
 //! When the script runs out the server answers HTTP 500 `script exhausted`.
 //! With `--recall` and no script, every reply is computed from the request:
 //! the newest identifier of the form `ID-` + hex digits found in the
@@ -207,6 +211,7 @@ fn build_message(step: &Value, request: &Value, n: u64) -> Value {
                     Some(v) => v.to_string(),
                     None => "{}".to_owned(),
                 };
+                let args = fill_placeholders(&args, request);
                 json!({
                     "id": c.get("id").cloned().unwrap_or_else(|| json!(format!("call_{n}_{i}"))),
                     "type": "function",
@@ -217,6 +222,29 @@ fn build_message(step: &Value, request: &Value, n: u64) -> Value {
         msg["tool_calls"] = Value::Array(calls);
     }
     msg
+}
+
+/// Replace `{{spill}}` and `{{cursor}}` in tool-call arguments with the
+/// newest spill path and read_file cursor found in the request's messages,
+/// as a model would copy them from its context.
+fn fill_placeholders(args: &str, request: &Value) -> String {
+    if !args.contains("{{") {
+        return args.to_owned();
+    }
+    let mut spill = String::new();
+    let mut cursor = String::new();
+    for m in request.get("messages").and_then(Value::as_array).into_iter().flatten() {
+        let text = m.get("content").and_then(Value::as_str).unwrap_or("");
+        for line in text.lines() {
+            if let Some(p) = line.strip_prefix("spill: ") {
+                spill = p.trim().to_owned();
+            }
+            if let Some(rest) = line.strip_prefix("[Read truncated. Continue with read_file({\"cursor\":\"") {
+                cursor = rest.split('"').next().unwrap_or("").to_owned();
+            }
+        }
+    }
+    args.replace("{{spill}}", &spill).replace("{{cursor}}", &cursor)
 }
 
 /// The newest `ID-<hex>` token in the messages before the last one.

@@ -1,0 +1,213 @@
+//! Helpers for the end-to-end tests: a scripted `hel-mock`, a temporary
+//! project, and `hel` runs in it. The binaries come from the workspace's
+//! target directory (`cargo build --workspace` builds them first; the
+//! README's test command does).
+
+use std::io::{BufRead, BufReader};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+
+use serde_json::Value;
+
+/// The directory holding the built binaries (next to the test binary's deps/).
+pub fn bin_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("test binary path");
+    let dir = exe.parent().and_then(Path::parent).expect("target dir").to_owned();
+    for b in ["hel", "hel-mock"] {
+        assert!(dir.join(b).exists(), "{} is missing: run `cargo build --workspace` before the tests", dir.join(b).display());
+    }
+    dir
+}
+
+pub fn hel_bin() -> PathBuf {
+    bin_dir().join("hel")
+}
+
+/// A running `hel-mock` with a script, logging the requests it receives.
+pub struct Mock {
+    child: Child,
+    pub url: String,
+    log: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Mock {
+    pub fn start(script: Value) -> Mock {
+        Self::start_with(Some(script), &[])
+    }
+
+    pub fn recall() -> Mock {
+        Self::start_with(None, &["--recall"])
+    }
+
+    fn start_with(script: Option<Value>, extra: &[&str]) -> Mock {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("requests.jsonl");
+        let mut cmd = Command::new(bin_dir().join("hel-mock"));
+        cmd.args(["--port", "0", "--log"]).arg(&log).args(extra);
+        if let Some(script) = script {
+            let path = dir.path().join("script.json");
+            std::fs::write(&path, script.to_string()).unwrap();
+            cmd.arg("--script").arg(&path);
+        }
+        let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().unwrap();
+        // Readiness: the first line names the address.
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        let addr = line.trim().strip_prefix("listening on ").unwrap_or_else(|| panic!("hel-mock said {line:?}")).to_owned();
+        Mock { child, url: format!("http://{addr}"), log, _dir: dir }
+    }
+
+    /// Every request body received so far, in order.
+    pub fn requests(&self) -> Vec<Value> {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    /// The messages of request `i`.
+    pub fn messages(&self, i: usize) -> Vec<Value> {
+        self.requests()[i]["messages"].as_array().unwrap().clone()
+    }
+}
+
+impl Drop for Mock {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A temporary project directory.
+pub struct Project {
+    pub dir: tempfile::TempDir,
+}
+
+/// The outcome of one hel run.
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    fn from(o: Output) -> Run {
+        Run {
+            code: o.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+        }
+    }
+
+    /// The session id from the `session: <uuid>` line, which must be the first line on stderr.
+    pub fn session(&self) -> String {
+        let first = self.stderr.lines().next().unwrap_or("");
+        first.strip_prefix("session: ").unwrap_or_else(|| panic!("first stderr line is {first:?}; stderr:\n{}", self.stderr)).to_owned()
+    }
+}
+
+impl Project {
+    pub fn new() -> Project {
+        let dir = tempfile::tempdir().unwrap();
+        Project { dir }
+    }
+
+    pub fn path(&self) -> PathBuf {
+        self.dir.path().canonicalize().unwrap()
+    }
+
+    pub fn write(&self, rel: &str, text: &str) {
+        let p = self.dir.path().join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+
+    pub fn read(&self, rel: &str) -> String {
+        std::fs::read_to_string(self.dir.path().join(rel)).unwrap()
+    }
+
+    /// A `hel` command in this project with a clean environment (no keys,
+    /// no terminal), talking to `mock` when given.
+    pub fn hel(&self, mock: Option<&Mock>) -> Command {
+        self.hel_in(self.dir.path(), mock)
+    }
+
+    pub fn hel_in(&self, dir: &Path, mock: Option<&Mock>) -> Command {
+        let mut cmd = Command::new(hel_bin());
+        cmd.current_dir(dir).env_clear().env("PATH", std::env::var("PATH").unwrap_or_default()).env("HOME", self.dir.path());
+        if let Some(m) = mock {
+            cmd.args(["--base-url", &m.url, "--model", "mock-model"]);
+        }
+        cmd.stdin(Stdio::null());
+        // SAFETY: setsid(2) in the child: no controlling terminal, like CI.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::setsid();
+                Ok(())
+            });
+        }
+        cmd
+    }
+
+    /// Run `hel` with `args` against `mock` and wait.
+    pub fn run(&self, mock: Option<&Mock>, args: &[&str]) -> Run {
+        Run::from(self.hel(mock).args(args).output().unwrap())
+    }
+
+    /// Run `hel` reading `input` on stdin.
+    pub fn run_stdin(&self, mock: Option<&Mock>, args: &[&str], input: &str) -> Run {
+        use std::io::Write;
+        let mut child = self.hel(mock).args(args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+        child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+        Run::from(child.wait_with_output().unwrap())
+    }
+}
+
+impl Default for Project {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// A scripted tool call.
+pub fn call(name: &str, args: Value) -> Value {
+    serde_json::json!({"name": name, "arguments": args})
+}
+
+/// Roles of a message list, for order assertions.
+pub fn roles(messages: &[Value]) -> Vec<String> {
+    messages.iter().map(|m| m["role"].as_str().unwrap_or("?").to_owned()).collect()
+}
+
+/// Every tool_call_id is answered by exactly one tool message right after its call.
+pub fn assert_calls_answered(messages: &[Value]) {
+    let mut open: Vec<String> = Vec::new();
+    for m in messages {
+        if m["role"] == "tool" {
+            let id = m["tool_call_id"].as_str().unwrap().to_owned();
+            let pos = open.iter().position(|o| *o == id).unwrap_or_else(|| panic!("tool result {id} answers no open call"));
+            open.remove(pos);
+        } else {
+            assert!(open.is_empty(), "calls {open:?} unanswered before a {} message", m["role"]);
+            if let Some(calls) = m["tool_calls"].as_array() {
+                open = calls.iter().map(|c| c["id"].as_str().unwrap().to_owned()).collect();
+            }
+        }
+    }
+    assert!(open.is_empty(), "calls {open:?} unanswered at the end");
+}
+
+/// The record.json of a run recorded to `dir`.
+pub fn record(dir: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(dir.join("record.json")).unwrap()).unwrap()
+}
+
+impl Run {
+    /// Run a prepared command and wait.
+    pub fn from_cmd(cmd: &mut Command) -> Run {
+        Run::from(cmd.output().unwrap())
+    }
+}

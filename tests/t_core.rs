@@ -1,0 +1,248 @@
+//! The core: request bodies, the loop, providers, errors, exit codes, record mode.
+
+use hel_e2e::*;
+use serde_json::json;
+
+#[test]
+fn request_bodies_follow_the_conversation() {
+    let p = Project::new();
+    p.write("HEL.md", "Rule: always say PINEAPPLE.");
+    p.write("notes.txt", "port = 8080\n");
+    let mock = Mock::start(json!([
+        {"tool_calls": [call("read_file", json!({"path": "notes.txt"})), call("grep", json!({"pattern": "port"}))]},
+        {"content": "The port is 8080."},
+        {"content": "Done."},
+    ]));
+    let run = p.run(Some(&mock), &["--access", "auto", "-p", "Which port?", "-p", "Thanks"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.stdout, "The port is 8080.\nDone.\n");
+    assert!(run.stderr.starts_with("session: "), "{}", run.stderr);
+    let reqs = mock.requests();
+    assert_eq!(reqs.len(), 3);
+    let first = &reqs[0];
+    assert_eq!(first["model"], "mock-model");
+    assert_eq!(first["max_tokens"], 8192);
+    assert_eq!(first["tools"].as_array().unwrap().len(), 6);
+    let sys = first["messages"][0]["content"].as_str().unwrap();
+    assert!(sys.contains("Rule: always say PINEAPPLE.") && sys.contains(&p.path().display().to_string()));
+    let last = mock.messages(2);
+    assert_eq!(roles(&last), ["system", "user", "assistant", "tool", "tool", "assistant", "user"]);
+    assert_calls_answered(&last);
+    assert_eq!(last[3]["content"], "port = 8080\n");
+    assert_eq!(last[4]["content"], "notes.txt:1:port = 8080");
+    assert_eq!(last[6]["content"], "Thanks");
+}
+
+#[test]
+fn assistant_messages_are_sent_back_unchanged() {
+    let p = Project::new();
+    let msg = json!({"role": "assistant", "content": "hi", "reasoning_content": "thinking…", "x_vendor": {"a": [1, 2]}});
+    let mock = Mock::start(json!([{"message": msg}, {"content": "ok"}]));
+    let run = p.run(Some(&mock), &["-p", "a", "-p", "b"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(mock.messages(1)[2], msg);
+}
+
+#[test]
+fn tools_none_sends_no_tools_field_and_openai_uses_max_completion_tokens() {
+    let p = Project::new();
+    let mock = Mock::start(json!([{"content": "a"}]));
+    let run = p.run(Some(&mock), &["--tools", "none", "--max-output-tokens", "100", "-p", "x"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let req = &mock.requests()[0];
+    assert!(req.get("tools").is_none(), "{req}");
+    assert_eq!(req["max_tokens"], 100);
+
+    let mock = Mock::start(json!([{"content": "a"}]));
+    let run = Run::from_cmd(p.hel(None).env("OPENAI_API_KEY", "sk-test").args(["--provider", "openai", "--base-url", &mock.url, "--model", "gpt-x", "-p", "x"]));
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let req = &mock.requests()[0];
+    assert_eq!(req["max_completion_tokens"], 8192);
+    assert!(req.get("max_tokens").is_none());
+    assert_eq!(req["model"], "gpt-x");
+}
+
+#[test]
+fn missing_key_or_model_is_a_usage_error_before_any_session() {
+    let p = Project::new();
+    let run = p.run(None, &["-p", "x"]);
+    assert_eq!(run.code, 2);
+    assert!(run.stderr.contains("DEEPSEEK_API_KEY"), "{}", run.stderr);
+    assert_eq!(run.stderr.lines().count(), 1, "{}", run.stderr);
+    assert!(!p.dir.path().join(".hel").exists());
+    let run = p.run(None, &["--provider", "openai", "-p", "x"]);
+    assert_eq!(run.code, 2);
+    assert!(run.stderr.contains("--model"), "{}", run.stderr);
+    let run = p.run(None, &["--base-url", "http://127.0.0.1:9", "-p", "x"]);
+    assert_eq!(run.code, 2);
+    assert!(run.stderr.contains("HEL_MODEL"), "{}", run.stderr);
+    let run = p.run(None, &["--no-such-flag"]);
+    assert_eq!(run.code, 2);
+    let run = p.run(None, &["--base-url", "http://127.0.0.1:9", "--model", "m", "--compact-at", "10", "--keep-recent", "20", "-p", "x"]);
+    assert_eq!(run.code, 2);
+    assert!(run.stderr.contains("--keep-recent"), "{}", run.stderr);
+}
+
+#[test]
+fn server_down_is_a_clear_error_after_retries() {
+    let p = Project::new();
+    // Bind and drop: a port with nobody listening.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let url = format!("http://127.0.0.1:{port}");
+    let run = p.run(None, &["--base-url", &url, "--model", "m", "-p", "x"]);
+    assert_eq!(run.code, 1);
+    assert!(run.stderr.contains("cannot reach the model server"), "{}", run.stderr);
+    assert_eq!(run.stderr.matches("retrying").count(), 3, "{}", run.stderr);
+    assert!(run.stdout.is_empty());
+}
+
+#[test]
+fn http_500_then_success_retries() {
+    let p = Project::new();
+    let mock = Mock::start(json!([{"status": 500}, {"status": 429}, {"content": "fine"}]));
+    let run = p.run(Some(&mock), &["-p", "x"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.stdout, "fine\n");
+    assert_eq!(mock.requests().len(), 3);
+    let mock = Mock::start(json!([{"status": 400, "body": "{\"error\":{\"message\":\"bad model\"}}"}]));
+    let run = p.run(Some(&mock), &["-p", "x"]);
+    assert_eq!(run.code, 1);
+    assert!(run.stderr.contains("HTTP 400: bad model"), "{}", run.stderr);
+    assert_eq!(mock.requests().len(), 1, "a 400 is not retried");
+}
+
+#[test]
+fn length_malformed_and_timeout_end_incomplete() {
+    let p = Project::new();
+    let rec = p.path().join("rec");
+    let mock = Mock::start(json!([{"content": "cut", "finish_reason": "length"}]));
+    let run = p.run(Some(&mock), &["--record", rec.to_str().unwrap(), "-p", "x"]);
+    assert_eq!(run.code, 1);
+    assert!(run.stdout.is_empty());
+    assert!(run.stderr.contains("output limit"), "{}", run.stderr);
+    assert_eq!(record(&rec)["termination"], "max_output_tokens");
+
+    let mock = Mock::start(json!([{"raw": "{not json"}]));
+    let run = p.run(Some(&mock), &["--record", rec.to_str().unwrap(), "-p", "x"]);
+    assert_eq!(run.code, 1);
+    assert!(run.stderr.contains("malformed response"), "{}", run.stderr);
+    assert_eq!(record(&rec)["termination"], "error");
+
+    let mock = Mock::start(json!([{"content": "late", "delay_ms": 3000}]));
+    let run = p.run(Some(&mock), &["--record", rec.to_str().unwrap(), "--request-timeout", "1", "-p", "x"]);
+    assert_eq!(run.code, 1);
+    assert!(run.stderr.contains("timed out after 1s"), "{}", run.stderr);
+    assert_eq!(record(&rec)["termination"], "timeout");
+}
+
+#[test]
+fn incomplete_instruction_keeps_its_valid_prefix() {
+    let p = Project::new();
+    p.write("a.txt", "alpha\n");
+    let mock = Mock::start(json!([
+        // Instruction 1: a finished tool round, then the answer is cut.
+        {"tool_calls": [call("read_file", json!({"path": "a.txt"}))]},
+        {"content": "partial", "finish_reason": "length"},
+        // Instruction 2: no round finishes.
+        {"status": 400},
+        // Instruction 3.
+        {"content": "ok"},
+    ]));
+    let run = p.run_stdin(Some(&mock), &["--access", "auto"], "first\nsecond\nthird\n");
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert_eq!(run.stdout, "ok\n");
+    let last = mock.messages(3);
+    // first's user message and its finished round stay; the cut answer and
+    // all of "second" are gone.
+    assert_eq!(roles(&last), ["system", "user", "assistant", "tool", "user"]);
+    assert_eq!(last[1]["content"], "first");
+    assert_eq!(last[4]["content"], "third");
+    assert_calls_answered(&last);
+}
+
+#[test]
+fn unknown_tools_and_bad_arguments_become_tool_errors() {
+    let p = Project::new();
+    let mock = Mock::start(json!([
+        {"tool_calls": [call("teleport", json!({})), {"name": "read_file", "arguments": "{not json"}]},
+        {"content": "recovered"},
+    ]));
+    let run = p.run(Some(&mock), &["-p", "x"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let m = mock.messages(1);
+    assert!(m[3]["content"].as_str().unwrap().contains("unknown tool \"teleport\""));
+    assert!(m[4]["content"].as_str().unwrap().contains("not a JSON object"));
+}
+
+#[test]
+fn unreadable_hel_md_warns_and_goes_on() {
+    let p = Project::new();
+    std::fs::create_dir(p.path().join("HEL.md")).unwrap();
+    let mock = Mock::start(json!([{"content": "ok"}]));
+    let run = p.run(Some(&mock), &["-p", "x"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(run.stderr.contains("cannot read") && run.stderr.contains("HEL.md"), "{}", run.stderr);
+    let run = p.run(Some(&mock), &["--no-context-file", "-p", "x"]);
+    assert!(!run.stderr.contains("cannot read"), "{}", run.stderr);
+}
+
+#[test]
+fn stdin_mode_answers_each_line_until_exit() {
+    let p = Project::new();
+    let mock = Mock::start(json!([{"content": "one"}, {"content": "two"}]));
+    let run = p.run_stdin(Some(&mock), &[], "a\n\nb\n/exit\nc\n");
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.stdout, "one\ntwo\n");
+    assert_eq!(mock.requests().len(), 2);
+}
+
+#[test]
+fn max_turns_caps_model_calls() {
+    let p = Project::new();
+    let step = json!({"tool_calls": [call("glob", json!({"pattern": "*"}))]});
+    let mock = Mock::start(json!([step.clone(), step.clone(), step]));
+    let rec = p.path().join("rec");
+    let run = p.run(Some(&mock), &["--max-turns", "2", "--record", rec.to_str().unwrap(), "-p", "x"]);
+    assert_eq!(run.code, 1);
+    assert_eq!(mock.requests().len(), 2);
+    assert_eq!(record(&rec)["termination"], "max_turns");
+}
+
+#[test]
+fn record_mode_writes_the_documented_fields() {
+    let p = Project::new();
+    let rec = p.path().join("rec");
+    let mock = Mock::start(json!([
+        {"tool_calls": [call("bash", json!({"command": "exit 3"}))]},
+        {"content": "answer"},
+    ]));
+    let run = p.run(Some(&mock), &["--access", "auto", "--record", rec.to_str().unwrap(), "-p", "x"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let r = record(&rec);
+    assert_eq!(r["model"]["requested"], "mock-model");
+    assert_eq!(r["model"]["actual"], "mock-model");
+    assert_eq!(r["final_outputs"], json!(["answer"]));
+    assert_eq!(r["termination"], "completed");
+    assert_eq!(r["model_calls"], 2);
+    assert_eq!(r["compaction_requests"], 0);
+    assert_eq!(r["meter_restored"], false);
+    let reqs = r["requests"].as_array().unwrap();
+    assert_eq!(reqs.len(), 2);
+    assert_eq!(reqs[0]["meter"]["observed"], false);
+    assert_eq!(reqs[1]["meter"]["observed"], true);
+    assert!(reqs[1]["input_tokens"].as_u64().unwrap() > reqs[0]["input_tokens"].as_u64().unwrap());
+    let in_sum: u64 = reqs.iter().map(|q| q["input_tokens"].as_u64().unwrap()).sum();
+    assert_eq!(r["usage"]["input_tokens"], in_sum);
+    let calls = r["tool_calls"].as_array().unwrap();
+    assert_eq!(calls[0]["name"], "bash");
+    assert_eq!(calls[0]["args"]["command"], "exit 3");
+    assert_eq!(calls[0]["ok"], true, "a non-zero exit is still ok");
+    assert!(r["wall_time_ms"].as_u64().is_some());
+    let raw = std::fs::read_to_string(rec.join("raw/requests.jsonl")).unwrap();
+    let lines: Vec<serde_json::Value> = raw.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.len(), 2);
+    assert_eq!(lines[0]["purpose"], "turn");
+    assert_eq!(lines[0]["request"], mock.requests()[0]);
+    assert!(lines[1]["response"]["choices"].is_array());
+    assert!(!raw.to_lowercase().contains("authorization"));
+}
