@@ -227,3 +227,122 @@ async fn confirm(what: &str) -> Result<bool, String> {
     .await
     .map_err(|e| e.to_string())?
 }
+
+#[cfg(test)]
+pub(crate) mod testing {
+    use super::*;
+
+    /// A tool context over a temporary project.
+    pub fn ctx() -> (tempfile::TempDir, ToolCtx) {
+        let dir = tempfile::tempdir().unwrap();
+        let project = dir.path().canonicalize().unwrap();
+        let ctx = ToolCtx {
+            spill: SpillStore::for_instance(&project.join("..").join("spill-unused")),
+            project,
+            access: Access::Auto,
+            bash_timeout: 5,
+            sandbox: false,
+            allow_write: Vec::new(),
+            tmp: std::env::temp_dir(),
+            inherit_fds: Vec::new(),
+            cursors: CursorTable::default(),
+        };
+        (dir, ctx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testing::ctx;
+    use super::*;
+
+    fn write(ctx: &ToolCtx, rel: &str, text: &str) {
+        let p = ctx.project.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+
+    fn cursor_of(text: &str) -> String {
+        let last = text.lines().last().unwrap();
+        last.split('"').nth(3).unwrap().to_owned()
+    }
+
+    #[test]
+    fn cursor_continues_and_is_refused_after_a_change() {
+        let (_d, mut c) = ctx();
+        let text: String = (1..=3000).map(|i| format!("line {i}\n")).collect();
+        write(&c, "big.txt", &text);
+        let r1 = read::run(&mut c, &json!({"path": "big.txt"}));
+        assert!(r1.ok);
+        let cur = cursor_of(&r1.content);
+        let r2 = read::run(&mut c, &json!({"cursor": cur}));
+        let body1 = r1.content.rsplit_once('\n').unwrap().0;
+        assert!(r2.content.starts_with(&text[body1.len() + 1..body1.len() + 20]), "{}", &r2.content[..40]);
+        // The same cursor works again while the file is unchanged.
+        let again = read::run(&mut c, &json!({"cursor": cur})).content;
+        assert!(again.rsplit_once('\n').unwrap().0 == r2.content.rsplit_once('\n').unwrap().0, "re-reading a cursor differs");
+        // A range: lines 10..=12.
+        assert_eq!(read::run(&mut c, &json!({"path": "big.txt", "start_line": 10, "max_lines": 3})).content, "line 10\nline 11\nline 12\n");
+        write(&c, "big.txt", &text.replace("line 2999", "LINE 2999"));
+        let r3 = read::run(&mut c, &json!({"cursor": cur}));
+        assert!(!r3.ok && r3.content.contains("changed") && r3.content.contains("read it again"), "{}", r3.content);
+        let mixed = read::run(&mut c, &json!({"cursor": cur, "path": "big.txt"}));
+        assert!(!mixed.ok && mixed.content.contains("either a cursor"));
+        std::fs::write(c.project.join("bin"), [0u8, 159, 146, 150]).unwrap();
+        assert!(read::run(&mut c, &json!({"path": "bin"})).content.contains("binary"));
+    }
+
+    #[test]
+    fn cursor_table_keeps_the_newest_128() {
+        let (_d, mut c) = ctx();
+        write(&c, "f", &"x\n".repeat(20_000));
+        let first = cursor_of(&read::run(&mut c, &json!({"path": "f"})).content);
+        for _ in 0..128 {
+            read::run(&mut c, &json!({"path": "f"}));
+        }
+        assert_eq!(c.cursors.len(), cursor::CAPACITY);
+        assert!(read::run(&mut c, &json!({"cursor": first})).content.contains("unknown cursor"));
+    }
+
+    #[test]
+    fn search_sorts_skips_ignored_and_caps() {
+        let (_d, mut c) = ctx();
+        write(&c, ".gitignore", "target/\n*.log\n");
+        write(&c, "b.rs", "fn main() {}\n");
+        write(&c, "a/x.rs", "fn x() {}\nfn y() {}\n");
+        write(&c, "target/t.rs", "fn ignored() {}\n");
+        write(&c, "app.log", "fn log() {}\n");
+        write(&c, ".hel/objects/zz", "fn secret() {}\n");
+        write(&c, ".git/config", "fn git() {}\n");
+        assert_eq!(search::glob(&mut c, &json!({"pattern": "**/*.rs"})).content, "a/x.rs\nb.rs");
+        assert_eq!(search::grep(&mut c, &json!({"pattern": "^fn"})).content, "a/x.rs:1:fn x() {}\na/x.rs:2:fn y() {}\nb.rs:1:fn main() {}");
+        assert_eq!(search::grep(&mut c, &json!({"pattern": "fn", "include": "b.*"})).content, "b.rs:1:fn main() {}");
+        assert_eq!(search::grep(&mut c, &json!({"pattern": "fn", "path": "a"})).content.lines().count(), 2);
+        write(&c, "many.txt", &"match\n".repeat(250));
+        let r = search::grep(&mut c, &json!({"pattern": "match"})).content;
+        assert_eq!(r.lines().count(), 101);
+        assert_eq!(r.lines().last().unwrap(), "[150 more matches not shown]");
+        write(&c, "wide.txt", &format!("{}\n", "w".repeat(400)).repeat(60));
+        let r = search::grep(&mut c, &json!({"pattern": "w", "path": "wide.txt"})).content;
+        assert!(r.len() <= search::MAX_BYTES + 40, "{}", r.len());
+        assert!(r.ends_with("more matches not shown]"));
+        assert!(!search::grep(&mut c, &json!({"pattern": "("})).ok);
+    }
+
+    #[test]
+    fn search_replace_requires_exactly_one_occurrence() {
+        let (_d, mut c) = ctx();
+        write(&c, "f.txt", "a b a");
+        let r = edit::search_replace(&mut c, &json!({"path": "f.txt", "search": "a", "replace": "z"}));
+        assert!(!r.ok && r.content.contains("occurs 2 times"), "{}", r.content);
+        let r = edit::search_replace(&mut c, &json!({"path": "f.txt", "search": "q", "replace": "z"}));
+        assert!(r.content.contains("occurs 0 times"));
+        assert_eq!(std::fs::read_to_string(c.project.join("f.txt")).unwrap(), "a b a");
+        let r = edit::search_replace(&mut c, &json!({"path": "f.txt", "search": "b", "replace": "한"}));
+        assert!(r.ok);
+        assert_eq!(std::fs::read_to_string(c.project.join("f.txt")).unwrap(), "a 한 a");
+        let r = edit::write_file(&mut c, &json!({"path": "new/deep/f.txt", "content": "x"}));
+        assert!(r.ok && c.project.join("new/deep/f.txt").exists());
+        assert!(!edit::write_file(&mut c, &json!({"path": ".hel/x", "content": "x"})).ok);
+    }
+}

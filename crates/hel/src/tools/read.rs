@@ -212,7 +212,7 @@ mod tests {
         let p = page(&t, 0, 0, None);
         assert_eq!(p.text.len(), 10_000);
         assert!(p.text.chars().all(|c| c == 'é'));
-        let t = format!("a{}", "한".repeat(4_000)); // 1 + 12,000 bytes
+        let t = format!("ab{}", "한".repeat(4_000)); // 2 + 12,000 bytes
         let p = page(&t, 0, 0, None);
         assert_eq!(p.text.len(), 9_998);
         let rest = page(&t, p.next.unwrap().0, 0, None);
