@@ -19,6 +19,8 @@
 //! - `{"status": 500, "body"?: "..."}`: an HTTP error.
 //! - `{"raw": "..."}`: this response body with status 200 (malformed JSON).
 //! - `"delay_ms": N` on any step: wait that long before answering.
+//! - `"match": "text"` on any step: the step is held back for the first
+//!   request whose body contains the text (steps without it go in order).
 //! - `{"recall": true}`: answer as `--recall` does (below).
 //!
 //! In tool-call arguments, `{{spill}}` and `{{cursor}}` stand for the newest
@@ -43,7 +45,8 @@ use serde_json::{json, Value};
 
 struct State {
     steps: Vec<Value>,
-    next: usize,
+    /// Which steps have been used.
+    used: Vec<bool>,
     calls: u64,
     log: Option<std::fs::File>,
     recall: bool,
@@ -101,8 +104,8 @@ fn run() -> Result<(), String> {
     println!("listening on {addr}");
     let _ = std::io::stdout().flush();
     let state = Arc::new(Mutex::new(State {
+        used: vec![false; steps.len()],
         steps,
-        next: 0,
         calls: 0,
         log,
         recall,
@@ -146,9 +149,16 @@ fn serve(stream: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
             let _ = writeln!(log, "{}", String::from_utf8_lossy(&body));
         }
         s.calls += 1;
-        let step = if s.next < s.steps.len() {
-            s.next += 1;
-            Some(s.steps[s.next - 1].clone())
+        let text = String::from_utf8_lossy(&body);
+        // A step with "match" answers the first request containing its text;
+        // the other steps answer the remaining requests in order.
+        let matched = (0..s.steps.len()).find(|&i| {
+            !s.used[i] && s.steps[i].get("match").and_then(Value::as_str).is_some_and(|m| text.contains(m))
+        });
+        let next = matched.or_else(|| (0..s.steps.len()).find(|&i| !s.used[i] && s.steps[i].get("match").is_none()));
+        let step = if let Some(i) = next {
+            s.used[i] = true;
+            Some(s.steps[i].clone())
         } else if s.recall {
             Some(json!({"recall": true}))
         } else {
