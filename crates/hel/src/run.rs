@@ -206,15 +206,16 @@ pub async fn run(args: RunArgs, start: Start) -> Result<u8, Exit> {
         }
         match outcome.termination {
             Termination::Completed => {
-                let answer = outcome.answer.unwrap_or_default();
-                let mut out = std::io::stdout().lock();
-                let _ = writeln!(out, "{answer}");
-                let _ = out.flush();
+                // Saved before it is shown: an answer on screen is an answer on disk.
                 if let Some(s) = session.as_mut() {
                     if let Err(e) = s.checkpoint(&mut agent, &text) {
                         eprintln!("hel: warning: could not save a checkpoint ({e}); the conversation goes on in memory and the next answer saves it all");
                     }
                 }
+                let answer = outcome.answer.unwrap_or_default();
+                let mut out = std::io::stdout().lock();
+                let _ = writeln!(out, "{answer}");
+                let _ = out.flush();
             }
             t => {
                 eprintln!("hel: instruction incomplete ({}): {}", t.name(), outcome.error.unwrap_or_default());

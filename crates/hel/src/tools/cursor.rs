@@ -18,8 +18,8 @@ pub enum Identity {
         dev: u64,
         ino: u64,
         len: u64,
-        mtime_ns: i128,
-        ctime_ns: i128,
+        mtime_ns: i64,
+        ctime_ns: i64,
     },
     /// A spill file, identified by its content hash: stable across
     /// processes and copies, since spill never changes once written.
@@ -32,8 +32,8 @@ impl Identity {
             dev: meta.dev(),
             ino: meta.ino(),
             len: meta.len(),
-            mtime_ns: meta.mtime() as i128 * 1_000_000_000 + meta.mtime_nsec() as i128,
-            ctime_ns: meta.ctime() as i128 * 1_000_000_000 + meta.ctime_nsec() as i128,
+            mtime_ns: meta.mtime() * 1_000_000_000 + meta.mtime_nsec(),
+            ctime_ns: meta.ctime() * 1_000_000_000 + meta.ctime_nsec(),
         }
     }
 }
