@@ -13,9 +13,17 @@ use serde_json::Value;
 /// The directory holding the built binaries (next to the test binary's deps/).
 pub fn bin_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("test binary path");
-    let dir = exe.parent().and_then(Path::parent).expect("target dir").to_owned();
+    let dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target dir")
+        .to_owned();
     for b in ["hel", "hel-mock"] {
-        assert!(dir.join(b).exists(), "{} is missing: run `cargo build --workspace` before the tests", dir.join(b).display());
+        assert!(
+            dir.join(b).exists(),
+            "{} is missing: run `cargo build --workspace` before the tests",
+            dir.join(b).display()
+        );
     }
     dir
 }
@@ -51,12 +59,27 @@ impl Mock {
             std::fs::write(&path, script.to_string()).unwrap();
             cmd.arg("--script").arg(&path);
         }
-        let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().unwrap();
+        let mut child = cmd
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
         // Readiness: the first line names the address.
         let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-        let addr = line.trim().strip_prefix("listening on ").unwrap_or_else(|| panic!("hel-mock said {line:?}")).to_owned();
-        Mock { child, url: format!("http://{addr}"), log, _dir: dir }
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let addr = line
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("hel-mock said {line:?}"))
+            .to_owned();
+        Mock {
+            child,
+            url: format!("http://{addr}"),
+            log,
+            _dir: dir,
+        }
     }
 
     /// Every request body received so far, in order.
@@ -105,7 +128,10 @@ impl Run {
     /// The session id from the `session: <uuid>` line, which must be the first line on stderr.
     pub fn session(&self) -> String {
         let first = self.stderr.lines().next().unwrap_or("");
-        first.strip_prefix("session: ").unwrap_or_else(|| panic!("first stderr line is {first:?}; stderr:\n{}", self.stderr)).to_owned()
+        first
+            .strip_prefix("session: ")
+            .unwrap_or_else(|| panic!("first stderr line is {first:?}; stderr:\n{}", self.stderr))
+            .to_owned()
     }
 }
 
@@ -137,7 +163,10 @@ impl Project {
 
     pub fn hel_in(&self, dir: &Path, mock: Option<&Mock>) -> Command {
         let mut cmd = Command::new(hel_bin());
-        cmd.current_dir(dir).env_clear().env("PATH", std::env::var("PATH").unwrap_or_default()).env("HOME", self.dir.path());
+        cmd.current_dir(dir)
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("HOME", self.dir.path());
         if let Some(m) = mock {
             cmd.args(["--base-url", &m.url, "--model", "mock-model"]);
         }
@@ -160,8 +189,20 @@ impl Project {
     /// Run `hel` reading `input` on stdin.
     pub fn run_stdin(&self, mock: Option<&Mock>, args: &[&str], input: &str) -> Run {
         use std::io::Write;
-        let mut child = self.hel(mock).args(args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
-        child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+        let mut child = self
+            .hel(mock)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
         Run::from(child.wait_with_output().unwrap())
     }
 }
@@ -179,7 +220,10 @@ pub fn call(name: &str, args: Value) -> Value {
 
 /// Roles of a message list, for order assertions.
 pub fn roles(messages: &[Value]) -> Vec<String> {
-    messages.iter().map(|m| m["role"].as_str().unwrap_or("?").to_owned()).collect()
+    messages
+        .iter()
+        .map(|m| m["role"].as_str().unwrap_or("?").to_owned())
+        .collect()
 }
 
 /// Every tool_call_id is answered by exactly one tool message right after its call.
@@ -188,12 +232,22 @@ pub fn assert_calls_answered(messages: &[Value]) {
     for m in messages {
         if m["role"] == "tool" {
             let id = m["tool_call_id"].as_str().unwrap().to_owned();
-            let pos = open.iter().position(|o| *o == id).unwrap_or_else(|| panic!("tool result {id} answers no open call"));
+            let pos = open
+                .iter()
+                .position(|o| *o == id)
+                .unwrap_or_else(|| panic!("tool result {id} answers no open call"));
             open.remove(pos);
         } else {
-            assert!(open.is_empty(), "calls {open:?} unanswered before a {} message", m["role"]);
+            assert!(
+                open.is_empty(),
+                "calls {open:?} unanswered before a {} message",
+                m["role"]
+            );
             if let Some(calls) = m["tool_calls"].as_array() {
-                open = calls.iter().map(|c| c["id"].as_str().unwrap().to_owned()).collect();
+                open = calls
+                    .iter()
+                    .map(|c| c["id"].as_str().unwrap().to_owned())
+                    .collect();
             }
         }
     }

@@ -3,7 +3,8 @@
 use hel_e2e::*;
 use serde_json::{json, Value};
 
-const SUMMARY: &str = "Goal: follow the user's steps. Identifiers and values the user gave: ID-deadbeef42.";
+const SUMMARY: &str =
+    "Goal: follow the user's steps. Identifiers and values the user gave: ID-deadbeef42.";
 
 fn script() -> Value {
     json!([
@@ -17,11 +18,23 @@ fn script() -> Value {
     ])
 }
 
-const FLAGS: &[&str] = &["--access", "auto", "--compact-at", "3500", "--keep-recent", "2000"];
+const FLAGS: &[&str] = &[
+    "--access",
+    "auto",
+    "--compact-at",
+    "3500",
+    "--keep-recent",
+    "2000",
+];
 
 fn compaction_index(reqs: &[Value]) -> usize {
     reqs.iter()
-        .position(|r| r["messages"][0]["content"].as_str().unwrap_or("").starts_with("You compact"))
+        .position(|r| {
+            r["messages"][0]["content"]
+                .as_str()
+                .unwrap_or("")
+                .starts_with("You compact")
+        })
         .expect("a compaction request")
 }
 
@@ -32,7 +45,18 @@ fn long_session_trims_then_compacts_and_keeps_the_identifier() {
     let mock = Mock::start(script());
     let mut args = FLAGS.to_vec();
     let rec_s = rec.to_str().unwrap().to_owned();
-    args.extend(["--record", &rec_s, "-p", "Remember ID-deadbeef42.", "-p", "step two", "-p", "step three", "-p", "Which ID did I give you?"]);
+    args.extend([
+        "--record",
+        &rec_s,
+        "-p",
+        "Remember ID-deadbeef42.",
+        "-p",
+        "step two",
+        "-p",
+        "step three",
+        "-p",
+        "Which ID did I give you?",
+    ]);
     let run = p.run(Some(&mock), &args);
     assert_eq!(run.code, 0, "{}", run.stderr);
     // The recall model answers from what it was sent: the summary carried the id.
@@ -40,17 +64,27 @@ fn long_session_trims_then_compacts_and_keeps_the_identifier() {
     let reqs = mock.requests();
     // Trimming came first: some turn request carries a trimmed tool result.
     let c = compaction_index(&reqs);
-    let trimmed = reqs[..c].iter().any(|r| r.to_string().contains("characters trimmed from this old tool result"));
+    let trimmed = reqs[..c].iter().any(|r| {
+        r.to_string()
+            .contains("characters trimmed from this old tool result")
+    });
     assert!(trimmed, "no trimmed result before compaction");
     // The compaction request carries the prompt and the span, not the tools.
     assert!(reqs[c].get("tools").is_none());
-    assert!(reqs[c]["messages"][1]["content"].as_str().unwrap().contains("Remember ID-deadbeef42."));
+    assert!(reqs[c]["messages"][1]["content"]
+        .as_str()
+        .unwrap()
+        .contains("Remember ID-deadbeef42."));
     // The next turn: system → summary → verbatim recent tail.
     let after = reqs[c + 1]["messages"].as_array().unwrap();
     assert_eq!(after[0]["role"], "system");
     assert_eq!(after[1]["role"], "user");
     let summary = after[1]["content"].as_str().unwrap();
-    assert!(summary.starts_with("<compacted-summary>") && summary.ends_with("</compacted-summary>") && summary.contains(SUMMARY));
+    assert!(
+        summary.starts_with("<compacted-summary>")
+            && summary.ends_with("</compacted-summary>")
+            && summary.contains(SUMMARY)
+    );
     assert_ne!(after[2]["role"], "tool");
     assert_eq!(after.last().unwrap()["content"], "Which ID did I give you?");
     assert_calls_answered(after);
@@ -59,15 +93,30 @@ fn long_session_trims_then_compacts_and_keeps_the_identifier() {
     let before = reqs[c - 1]["messages"].as_array().unwrap();
     let tail = &after[2..after.len() - 1];
     assert!(tail.len() >= 2, "{tail:?}");
-    assert!(before.ends_with(&tail[..tail.len() - 1]), "the tail is not verbatim");
+    assert!(
+        before.ends_with(&tail[..tail.len() - 1]),
+        "the tail is not verbatim"
+    );
     assert_eq!(tail.last().unwrap()["content"], "done three");
     let r = record(&rec);
     assert_eq!(r["compaction_requests"], 1);
-    let purposes: Vec<String> = std::fs::read_to_string(rec.join("raw/requests.jsonl")).unwrap().lines().map(|l| serde_json::from_str::<Value>(l).unwrap()["purpose"].as_str().unwrap().to_owned()).collect();
+    let purposes: Vec<String> = std::fs::read_to_string(rec.join("raw/requests.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["purpose"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
     assert_eq!(purposes.iter().filter(|p| *p == "compaction").count(), 1);
     // The compaction request's usage does not feed the Meter: the next turn estimates.
     let turns: Vec<&Value> = r["requests"].as_array().unwrap().iter().collect();
-    let ci = turns.iter().position(|q| q["purpose"] == "compaction").unwrap();
+    let ci = turns
+        .iter()
+        .position(|q| q["purpose"] == "compaction")
+        .unwrap();
     assert_eq!(turns[ci + 1]["meter"]["observed"], false);
 }
 
@@ -76,7 +125,14 @@ fn compacted_session_resumes_and_reuses_the_tails_blobs() {
     let p = Project::new();
     let mock = Mock::start(script());
     let mut args = FLAGS.to_vec();
-    args.extend(["-p", "Remember ID-deadbeef42.", "-p", "step two", "-p", "step three"]);
+    args.extend([
+        "-p",
+        "Remember ID-deadbeef42.",
+        "-p",
+        "step two",
+        "-p",
+        "step three",
+    ]);
     let run = p.run(Some(&mock), &args);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let sid = run.session();
@@ -88,7 +144,11 @@ fn compacted_session_resumes_and_reuses_the_tails_blobs() {
     assert_eq!(run.stdout, "ID-deadbeef42\n");
     let after = object_inodes(&p);
     for (path, ino) in &before {
-        assert_eq!(after.get(path), Some(ino), "{path} was rewritten or removed");
+        assert_eq!(
+            after.get(path),
+            Some(ino),
+            "{path} was rewritten or removed"
+        );
     }
     // New: the summary, the new instruction and answer, one list node, one snapshot.
     let new = after.len() - before.len();
@@ -98,7 +158,10 @@ fn compacted_session_resumes_and_reuses_the_tails_blobs() {
     let run = p.run(Some(&mock2), &["resume", &sid, "-p", "bye"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let m = mock2.messages(0);
-    assert!(m[1]["content"].as_str().unwrap().starts_with("<compacted-summary>"));
+    assert!(m[1]["content"]
+        .as_str()
+        .unwrap()
+        .starts_with("<compacted-summary>"));
     assert_calls_answered(&m);
 }
 
@@ -121,10 +184,38 @@ fn context_overflow_ends_the_instruction_cleanly() {
     let big = "word ".repeat(8000);
     // A summary that is not smaller than what it would replace is refused.
     let mock = Mock::start(json!([{"match": "You compact", "content": "summary ".repeat(9000)}]));
-    let run = p.run(Some(&mock), &["--tools", "none", "--context-window", "2000", "--max-output-tokens", "100", "--compact-at", "1000", "--keep-recent", "500", "--record", rec.to_str().unwrap(), "-p", &big]);
+    let run = p.run(
+        Some(&mock),
+        &[
+            "--tools",
+            "none",
+            "--context-window",
+            "2000",
+            "--max-output-tokens",
+            "100",
+            "--compact-at",
+            "1000",
+            "--keep-recent",
+            "500",
+            "--record",
+            rec.to_str().unwrap(),
+            "-p",
+            &big,
+        ],
+    );
     assert_eq!(run.code, 1);
-    assert!(run.stderr.contains("does not fit the context window"), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("does not fit the context window"),
+        "{}",
+        run.stderr
+    );
     assert!(run.stderr.contains("not smaller"), "{}", run.stderr);
     assert_eq!(record(&rec)["termination"], "context_overflow");
-    assert!(mock.requests().iter().all(|r| r["messages"][0]["content"].as_str().unwrap_or("").starts_with("You compact")), "no turn request was sent");
+    assert!(
+        mock.requests().iter().all(|r| r["messages"][0]["content"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("You compact")),
+        "no turn request was sent"
+    );
 }

@@ -13,7 +13,10 @@ fn request_bodies_follow_the_conversation() {
         {"content": "The port is 8080."},
         {"content": "Done."},
     ]));
-    let run = p.run(Some(&mock), &["--access", "auto", "-p", "Which port?", "-p", "Thanks"]);
+    let run = p.run(
+        Some(&mock),
+        &["--access", "auto", "-p", "Which port?", "-p", "Thanks"],
+    );
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert_eq!(run.stdout, "The port is 8080.\nDone.\n");
     assert!(run.stderr.starts_with("session: "), "{}", run.stderr);
@@ -24,9 +27,23 @@ fn request_bodies_follow_the_conversation() {
     assert_eq!(first["max_tokens"], 8192);
     assert_eq!(first["tools"].as_array().unwrap().len(), 6);
     let sys = first["messages"][0]["content"].as_str().unwrap();
-    assert!(sys.contains("Rule: always say PINEAPPLE.") && sys.contains(&p.path().display().to_string()));
+    assert!(
+        sys.contains("Rule: always say PINEAPPLE.")
+            && sys.contains(&p.path().display().to_string())
+    );
     let last = mock.messages(2);
-    assert_eq!(roles(&last), ["system", "user", "assistant", "tool", "tool", "assistant", "user"]);
+    assert_eq!(
+        roles(&last),
+        [
+            "system",
+            "user",
+            "assistant",
+            "tool",
+            "tool",
+            "assistant",
+            "user"
+        ]
+    );
     assert_calls_answered(&last);
     assert_eq!(last[3]["content"], "port = 8080\n");
     assert_eq!(last[4]["content"], "notes.txt:1:port = 8080");
@@ -47,14 +64,26 @@ fn assistant_messages_are_sent_back_unchanged() {
 fn tools_none_sends_no_tools_field_and_openai_uses_max_completion_tokens() {
     let p = Project::new();
     let mock = Mock::start(json!([{"content": "a"}]));
-    let run = p.run(Some(&mock), &["--tools", "none", "--max-output-tokens", "100", "-p", "x"]);
+    let run = p.run(
+        Some(&mock),
+        &["--tools", "none", "--max-output-tokens", "100", "-p", "x"],
+    );
     assert_eq!(run.code, 0, "{}", run.stderr);
     let req = &mock.requests()[0];
     assert!(req.get("tools").is_none(), "{req}");
     assert_eq!(req["max_tokens"], 100);
 
     let mock = Mock::start(json!([{"content": "a"}]));
-    let run = Run::from_cmd(p.hel(None).env("OPENAI_API_KEY", "sk-test").args(["--provider", "openai", "--base-url", &mock.url, "--model", "gpt-x", "-p", "x"]));
+    let run = Run::from_cmd(p.hel(None).env("OPENAI_API_KEY", "sk-test").args([
+        "--provider",
+        "openai",
+        "--base-url",
+        &mock.url,
+        "--model",
+        "gpt-x",
+        "-p",
+        "x",
+    ]));
     assert_eq!(run.code, 0, "{}", run.stderr);
     let req = &mock.requests()[0];
     assert_eq!(req["max_completion_tokens"], 8192);
@@ -78,7 +107,21 @@ fn missing_key_or_model_is_a_usage_error_before_any_session() {
     assert!(run.stderr.contains("HEL_MODEL"), "{}", run.stderr);
     let run = p.run(None, &["--no-such-flag"]);
     assert_eq!(run.code, 2);
-    let run = p.run(None, &["--base-url", "http://127.0.0.1:9", "--model", "m", "--compact-at", "10", "--keep-recent", "20", "-p", "x"]);
+    let run = p.run(
+        None,
+        &[
+            "--base-url",
+            "http://127.0.0.1:9",
+            "--model",
+            "m",
+            "--compact-at",
+            "10",
+            "--keep-recent",
+            "20",
+            "-p",
+            "x",
+        ],
+    );
     assert_eq!(run.code, 2);
     assert!(run.stderr.contains("--keep-recent"), "{}", run.stderr);
 }
@@ -87,11 +130,19 @@ fn missing_key_or_model_is_a_usage_error_before_any_session() {
 fn server_down_is_a_clear_error_after_retries() {
     let p = Project::new();
     // Bind and drop: a port with nobody listening.
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let url = format!("http://127.0.0.1:{port}");
     let run = p.run(None, &["--base-url", &url, "--model", "m", "-p", "x"]);
     assert_eq!(run.code, 1);
-    assert!(run.stderr.contains("cannot reach the model server"), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("cannot reach the model server"),
+        "{}",
+        run.stderr
+    );
     assert_eq!(run.stderr.matches("retrying").count(), 3, "{}", run.stderr);
     assert!(run.stdout.is_empty());
 }
@@ -104,7 +155,8 @@ fn http_500_then_success_retries() {
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert_eq!(run.stdout, "fine\n");
     assert_eq!(mock.requests().len(), 3);
-    let mock = Mock::start(json!([{"status": 400, "body": "{\"error\":{\"message\":\"bad model\"}}"}]));
+    let mock =
+        Mock::start(json!([{"status": 400, "body": "{\"error\":{\"message\":\"bad model\"}}"}]));
     let run = p.run(Some(&mock), &["-p", "x"]);
     assert_eq!(run.code, 1);
     assert!(run.stderr.contains("HTTP 400: bad model"), "{}", run.stderr);
@@ -129,7 +181,17 @@ fn length_malformed_and_timeout_end_incomplete() {
     assert_eq!(record(&rec)["termination"], "error");
 
     let mock = Mock::start(json!([{"content": "late", "delay_ms": 3000}]));
-    let run = p.run(Some(&mock), &["--record", rec.to_str().unwrap(), "--request-timeout", "1", "-p", "x"]);
+    let run = p.run(
+        Some(&mock),
+        &[
+            "--record",
+            rec.to_str().unwrap(),
+            "--request-timeout",
+            "1",
+            "-p",
+            "x",
+        ],
+    );
     assert_eq!(run.code, 1);
     assert!(run.stderr.contains("timed out after 1s"), "{}", run.stderr);
     assert_eq!(record(&rec)["termination"], "timeout");
@@ -154,7 +216,10 @@ fn incomplete_instruction_keeps_its_valid_prefix() {
     let last = mock.messages(3);
     // first's user message and its finished round stay; the cut answer and
     // all of "second" are gone.
-    assert_eq!(roles(&last), ["system", "user", "assistant", "tool", "user"]);
+    assert_eq!(
+        roles(&last),
+        ["system", "user", "assistant", "tool", "user"]
+    );
     assert_eq!(last[1]["content"], "first");
     assert_eq!(last[4]["content"], "third");
     assert_calls_answered(&last);
@@ -170,8 +235,14 @@ fn unknown_tools_and_bad_arguments_become_tool_errors() {
     let run = p.run(Some(&mock), &["-p", "x"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let m = mock.messages(1);
-    assert!(m[3]["content"].as_str().unwrap().contains("unknown tool \"teleport\""));
-    assert!(m[4]["content"].as_str().unwrap().contains("not a JSON object"));
+    assert!(m[3]["content"]
+        .as_str()
+        .unwrap()
+        .contains("unknown tool \"teleport\""));
+    assert!(m[4]["content"]
+        .as_str()
+        .unwrap()
+        .contains("not a JSON object"));
 }
 
 #[test]
@@ -181,7 +252,11 @@ fn unreadable_hel_md_warns_and_goes_on() {
     let mock = Mock::start(json!([{"content": "ok"}]));
     let run = p.run(Some(&mock), &["-p", "x"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
-    assert!(run.stderr.contains("cannot read") && run.stderr.contains("HEL.md"), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("cannot read") && run.stderr.contains("HEL.md"),
+        "{}",
+        run.stderr
+    );
     let run = p.run(Some(&mock), &["--no-context-file", "-p", "x"]);
     assert!(!run.stderr.contains("cannot read"), "{}", run.stderr);
 }
@@ -202,7 +277,17 @@ fn max_turns_caps_model_calls() {
     let step = json!({"tool_calls": [call("glob", json!({"pattern": "*"}))]});
     let mock = Mock::start(json!([step.clone(), step.clone(), step]));
     let rec = p.path().join("rec");
-    let run = p.run(Some(&mock), &["--max-turns", "2", "--record", rec.to_str().unwrap(), "-p", "x"]);
+    let run = p.run(
+        Some(&mock),
+        &[
+            "--max-turns",
+            "2",
+            "--record",
+            rec.to_str().unwrap(),
+            "-p",
+            "x",
+        ],
+    );
     assert_eq!(run.code, 1);
     assert_eq!(mock.requests().len(), 2);
     assert_eq!(record(&rec)["termination"], "max_turns");
@@ -216,7 +301,17 @@ fn record_mode_writes_the_documented_fields() {
         {"tool_calls": [call("bash", json!({"command": "exit 3"}))]},
         {"content": "answer"},
     ]));
-    let run = p.run(Some(&mock), &["--access", "auto", "--record", rec.to_str().unwrap(), "-p", "x"]);
+    let run = p.run(
+        Some(&mock),
+        &[
+            "--access",
+            "auto",
+            "--record",
+            rec.to_str().unwrap(),
+            "-p",
+            "x",
+        ],
+    );
     assert_eq!(run.code, 0, "{}", run.stderr);
     let r = record(&rec);
     assert_eq!(r["model"]["requested"], "mock-model");
@@ -231,7 +326,10 @@ fn record_mode_writes_the_documented_fields() {
     assert_eq!(reqs[0]["meter"]["observed"], false);
     assert_eq!(reqs[1]["meter"]["observed"], true);
     assert!(reqs[1]["input_tokens"].as_u64().unwrap() > reqs[0]["input_tokens"].as_u64().unwrap());
-    let in_sum: u64 = reqs.iter().map(|q| q["input_tokens"].as_u64().unwrap()).sum();
+    let in_sum: u64 = reqs
+        .iter()
+        .map(|q| q["input_tokens"].as_u64().unwrap())
+        .sum();
     assert_eq!(r["usage"]["input_tokens"], in_sum);
     let calls = r["tool_calls"].as_array().unwrap();
     assert_eq!(calls[0]["name"], "bash");
@@ -239,7 +337,10 @@ fn record_mode_writes_the_documented_fields() {
     assert_eq!(calls[0]["ok"], true, "a non-zero exit is still ok");
     assert!(r["wall_time_ms"].as_u64().is_some());
     let raw = std::fs::read_to_string(rec.join("raw/requests.jsonl")).unwrap();
-    let lines: Vec<serde_json::Value> = raw.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let lines: Vec<serde_json::Value> = raw
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     assert_eq!(lines.len(), 2);
     assert_eq!(lines[0]["purpose"], "turn");
     assert_eq!(lines[0]["request"], mock.requests()[0]);

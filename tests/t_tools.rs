@@ -31,9 +31,17 @@ fn writes_outside_the_project_are_refused_by_tool_and_kernel() {
     let r = tool_results(&mock, 1);
     assert!(r[0].contains("outside the project"), "{}", r[0]);
     assert!(r[1].contains("outside the project"), "{}", r[1]);
-    assert!(r[2].starts_with("exit=1") && r[2].contains("Permission denied"), "{}", r[2]);
+    assert!(
+        r[2].starts_with("exit=1") && r[2].contains("Permission denied"),
+        "{}",
+        r[2]
+    );
     assert!(!target.exists());
-    assert!(r[3].starts_with("exit=0") && r[3].contains("tmp-ok") && r[3].contains("hel-runs"), "{}", r[3]);
+    assert!(
+        r[3].starts_with("exit=0") && r[3].contains("tmp-ok") && r[3].contains("hel-runs"),
+        "{}",
+        r[3]
+    );
     assert_eq!(p.read("inside.txt"), "inside\n");
 }
 
@@ -59,8 +67,17 @@ fn bash_sees_nothing_of_the_store_and_file_tools_refuse_it() {
     let r = tool_results(&mock, 1);
     // No spill yet: .hel/ is empty inside the sandbox.
     assert!(r[0].contains("entries=0\n"), "{}", r[0]);
-    assert!(r[0].contains("No such file") && r[0].contains("Read-only file system"), "{}", r[0]);
-    assert!(r[1].contains("refused") && r[2].contains("refused"), "{} / {}", r[1], r[2]);
+    assert!(
+        r[0].contains("No such file") && r[0].contains("Read-only file system"),
+        "{}",
+        r[0]
+    );
+    assert!(
+        r[1].contains("refused") && r[2].contains("refused"),
+        "{} / {}",
+        r[1],
+        r[2]
+    );
     assert!(r[3].contains("outside the project"), "{}", r[3]);
     assert!(!r[4].contains(".hel"), "{}", r[4]);
     assert!(!p.path().join(".hel/evil").exists());
@@ -80,16 +97,32 @@ fn oversized_output_is_spilled_and_read_back_with_cursors() {
     assert_eq!(run.code, 0, "{}", run.stderr);
     let r = tool_results(&mock, 4);
     assert!(r[0].starts_with("[Output too large"), "{}", &r[0][..200]);
-    let spill = r[0].lines().find_map(|l| l.strip_prefix("spill: ")).unwrap().to_owned();
-    assert!(spill.starts_with(".hel/sessions/") && spill.contains("/spill/"), "{spill}");
+    let spill = r[0]
+        .lines()
+        .find_map(|l| l.strip_prefix("spill: "))
+        .unwrap()
+        .to_owned();
+    assert!(
+        spill.starts_with(".hel/sessions/") && spill.contains("/spill/"),
+        "{spill}"
+    );
     assert!(r[0].len() < 5_000);
     let whole = p.read(&spill);
     assert!(whole.starts_with("exit=0\nstdout:\n1\n2\n3\n"));
     let page1 = r[1].rsplit_once('\n').unwrap();
-    assert!(page1.1.starts_with("[Read truncated. Continue with read_file({\"cursor\":\""), "{}", page1.1);
+    assert!(
+        page1
+            .1
+            .starts_with("[Read truncated. Continue with read_file({\"cursor\":\""),
+        "{}",
+        page1.1
+    );
     assert!(page1.0.len() <= 10_000 && page1.0.len() > 9_900);
     let page2 = r[2].rsplit_once('\n').unwrap().0;
-    assert_eq!(format!("{}\n{}", page1.0, page2), whole[..page1.0.len() + 1 + page2.len()]);
+    assert_eq!(
+        format!("{}\n{}", page1.0, page2),
+        whole[..page1.0.len() + 1 + page2.len()]
+    );
     // bash reads the session's spill, and cannot change it.
     assert!(r[3].contains(&format!("{}", whole.len())), "{}", r[3]);
     assert!(r[3].contains("Read-only file system"), "{}", r[3]);
@@ -102,13 +135,19 @@ fn bash_timeout_kills_the_command_and_its_children() {
         {"tool_calls": [call("bash", json!({"command": "sleep 1000 & echo $! > bg.pid; sleep 1000"}))]},
         {"content": "done"},
     ]));
-    let run = p.run(Some(&mock), &["--access", "auto", "--bash-timeout", "1", "-p", "x"]);
+    let run = p.run(
+        Some(&mock),
+        &["--access", "auto", "--bash-timeout", "1", "-p", "x"],
+    );
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(tool_results(&mock, 1)[0].starts_with("exit=timeout after 1s"));
     let pid: i32 = p.read("bg.pid").trim().parse().unwrap();
     let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     // Gone, or a zombie waiting for its reaper: not running.
-    assert!(state.is_empty() || state.split_whitespace().nth(2) == Some("Z"), "{state}");
+    assert!(
+        state.is_empty() || state.split_whitespace().nth(2) == Some("Z"),
+        "{state}"
+    );
 }
 
 #[test]
@@ -122,7 +161,11 @@ fn confirm_mode_without_a_terminal_denies_and_goes_on() {
     let run = p.run(Some(&mock), &["--record", rec.to_str().unwrap(), "-p", "x"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let r = tool_results(&mock, 1);
-    assert!(r[0].starts_with("denied:") && r[0].contains("--access auto"), "{}", r[0]);
+    assert!(
+        r[0].starts_with("denied:") && r[0].contains("--access auto"),
+        "{}",
+        r[0]
+    );
     assert!(!p.path().join("f.txt").exists());
     let calls = record(&rec)["tool_calls"].clone();
     assert_eq!(calls[0]["decision"], "denied");
@@ -135,7 +178,12 @@ fn read_only_offers_only_reading_tools() {
     let mock = Mock::start(json!([{"content": "ok"}]));
     let run = p.run(Some(&mock), &["--access", "read-only", "-p", "x"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
-    let names: Vec<String> = mock.requests()[0]["tools"].as_array().unwrap().iter().map(|t| t["function"]["name"].as_str().unwrap().to_owned()).collect();
+    let names: Vec<String> = mock.requests()[0]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap().to_owned())
+        .collect();
     assert_eq!(names, ["read_file", "glob", "grep"]);
     let run = p.run(Some(&mock), &["--tools", "bash,teleport", "-p", "x"]);
     assert_eq!(run.code, 2);
@@ -149,7 +197,12 @@ fn api_keys_do_not_reach_commands() {
         {"tool_calls": [call("bash", json!({"command": "env | grep -c API_KEY; echo $TMPDIR"}))]},
         {"content": "ok"},
     ]));
-    let run = Run::from_cmd(p.hel(Some(&mock)).env("HEL_API_KEY", "secret-1").env("OTHER_API_KEY", "secret-2").args(["--access", "auto", "-p", "x"]));
+    let run = Run::from_cmd(
+        p.hel(Some(&mock))
+            .env("HEL_API_KEY", "secret-1")
+            .env("OTHER_API_KEY", "secret-2")
+            .args(["--access", "auto", "-p", "x"]),
+    );
     assert_eq!(run.code, 0, "{}", run.stderr);
     let r = tool_results(&mock, 1);
     assert!(r[0].starts_with("exit=0\nstdout:\n0\n"), "{}", r[0]);

@@ -68,7 +68,11 @@ fn run() -> Result<(), String> {
     while let Some(a) = args.next() {
         let mut value = |name: &str| args.next().ok_or(format!("{name} needs a value"));
         match a.as_str() {
-            "--port" => port = value("--port")?.parse().map_err(|_| "--port takes a number")?,
+            "--port" => {
+                port = value("--port")?
+                    .parse()
+                    .map_err(|_| "--port takes a number")?
+            }
             "--script" => script = Some(value("--script")?),
             "--log" => log = Some(value("--log")?),
             "--recall" => recall = true,
@@ -153,9 +157,15 @@ fn serve(stream: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
         // A step with "match" answers the first request containing its text;
         // the other steps answer the remaining requests in order.
         let matched = (0..s.steps.len()).find(|&i| {
-            !s.used[i] && s.steps[i].get("match").and_then(Value::as_str).is_some_and(|m| text.contains(m))
+            !s.used[i]
+                && s.steps[i]
+                    .get("match")
+                    .and_then(Value::as_str)
+                    .is_some_and(|m| text.contains(m))
         });
-        let next = matched.or_else(|| (0..s.steps.len()).find(|&i| !s.used[i] && s.steps[i].get("match").is_none()));
+        let next = matched.or_else(|| {
+            (0..s.steps.len()).find(|&i| !s.used[i] && s.steps[i].get("match").is_none())
+        });
         let step = if let Some(i) = next {
             s.used[i] = true;
             Some(s.steps[i].clone())
@@ -167,7 +177,11 @@ fn serve(stream: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
         step.map(|st| (st, s.calls))
     };
     let Some((step, n)) = step else {
-        return respond(&stream, 500, "{\"error\":{\"message\":\"script exhausted\"}}");
+        return respond(
+            &stream,
+            500,
+            "{\"error\":{\"message\":\"script exhausted\"}}",
+        );
     };
     if let Some(ms) = step.get("delay_ms").and_then(Value::as_u64) {
         std::thread::sleep(Duration::from_millis(ms));
@@ -243,18 +257,26 @@ fn fill_placeholders(args: &str, request: &Value) -> String {
     }
     let mut spill = String::new();
     let mut cursor = String::new();
-    for m in request.get("messages").and_then(Value::as_array).into_iter().flatten() {
+    for m in request
+        .get("messages")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
         let text = m.get("content").and_then(Value::as_str).unwrap_or("");
         for line in text.lines() {
             if let Some(p) = line.strip_prefix("spill: ") {
                 spill = p.trim().to_owned();
             }
-            if let Some(rest) = line.strip_prefix("[Read truncated. Continue with read_file({\"cursor\":\"") {
+            if let Some(rest) =
+                line.strip_prefix("[Read truncated. Continue with read_file({\"cursor\":\"")
+            {
                 cursor = rest.split('"').next().unwrap_or("").to_owned();
             }
         }
     }
-    args.replace("{{spill}}", &spill).replace("{{cursor}}", &cursor)
+    args.replace("{{spill}}", &spill)
+        .replace("{{cursor}}", &cursor)
 }
 
 /// The newest `ID-<hex>` token in the messages before the last one.

@@ -53,7 +53,9 @@ pub enum Error {
         path: PathBuf,
         reason: String,
     },
-    #[error("ref of session {session} moved (expected {expected}, found {found}): another writer?")]
+    #[error(
+        "ref of session {session} moved (expected {expected}, found {found}): another writer?"
+    )]
     RefMoved {
         session: String,
         expected: String,

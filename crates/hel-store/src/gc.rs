@@ -93,7 +93,9 @@ pub(crate) fn object_files(layout: &Layout) -> Result<Vec<(PathBuf, Option<Objec
         }
         let path = entry.into_path();
         let id = match (
-            path.parent().and_then(|p| p.file_name()).and_then(|n| n.to_str()),
+            path.parent()
+                .and_then(|p| p.file_name())
+                .and_then(|n| n.to_str()),
             path.file_name().and_then(|n| n.to_str()),
         ) {
             (Some(a), Some(b)) => format!("{a}{b}").parse().ok(),

@@ -86,6 +86,19 @@ pub fn is_hex_prefix(s: &str) -> bool {
     !s.is_empty() && s.bytes().all(|c| hex_val(c).is_some())
 }
 
+impl serde::Serialize for ObjectId {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_hex())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for ObjectId {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -97,18 +110,5 @@ mod tests {
         assert_eq!(parsed, id);
         assert!("ABC".parse::<ObjectId>().is_err());
         assert!(id.to_hex().to_uppercase().parse::<ObjectId>().is_err());
-    }
-}
-
-impl serde::Serialize for ObjectId {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&self.to_hex())
-    }
-}
-
-impl<'de> serde::Deserialize<'de> for ObjectId {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
-        s.parse().map_err(serde::de::Error::custom)
     }
 }

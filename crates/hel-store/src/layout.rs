@@ -100,7 +100,13 @@ mod tests {
     #[test]
     fn session_ids() {
         assert!(check_session_id("0c9e6f1a-1b2c-4d3e-8f40-123456789abc").is_ok());
-        for bad in ["../x", "/etc", "0C9E6F1A-1B2C-4D3E-8F40-123456789ABC", "abcd", ""] {
+        for bad in [
+            "../x",
+            "/etc",
+            "0C9E6F1A-1B2C-4D3E-8F40-123456789ABC",
+            "abcd",
+            "",
+        ] {
             assert!(check_session_id(bad).is_err(), "{bad}");
         }
     }

@@ -58,7 +58,10 @@ pub fn read_chain(layout: &Layout, root: Option<ObjectId>) -> Result<Vec<(Object
             return Err(Error::Corrupt {
                 id: *id,
                 path: layout.object_path(id),
-                reason: format!("list node says {} messages, its chain holds {count}", node.count),
+                reason: format!(
+                    "list node says {} messages, its chain holds {count}",
+                    node.count
+                ),
             });
         }
     }

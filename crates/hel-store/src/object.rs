@@ -280,7 +280,10 @@ mod tests {
         bad[mid] ^= 0x55;
         fs::write(&path, &bad).unwrap();
         let err = read(&layout, &id).unwrap_err();
-        assert!(matches!(&err, Error::Corrupt { id: i, path: p, .. } if *i == id && *p == path), "{err}");
+        assert!(
+            matches!(&err, Error::Corrupt { id: i, path: p, .. } if *i == id && *p == path),
+            "{err}"
+        );
 
         // Truncated.
         fs::write(&path, &good[..good.len() - 3]).unwrap();
@@ -305,15 +308,24 @@ mod tests {
         fs::create_dir_all(layout.object_dir(&id)).unwrap();
         let path = layout.object_path(&id);
         fs::write(&path, zstd::bulk::compress(&canonical, 3).unwrap()).unwrap();
-        assert!(matches!(read(&layout, &id), Err(Error::UnknownKind { kind, .. }) if kind == "tree"));
+        assert!(
+            matches!(read(&layout, &id), Err(Error::UnknownKind { kind, .. }) if kind == "tree")
+        );
 
         // Declares 5 bytes, decompresses to 1 MB: stops at the declared size.
         let mut bomb = b"blob 5\0".to_vec();
         bomb.extend(vec![0u8; 1 << 20]);
         let id = ObjectId::of_canonical(&bomb);
         fs::create_dir_all(layout.object_dir(&id)).unwrap();
-        fs::write(layout.object_path(&id), zstd::bulk::compress(&bomb, 3).unwrap()).unwrap();
+        fs::write(
+            layout.object_path(&id),
+            zstd::bulk::compress(&bomb, 3).unwrap(),
+        )
+        .unwrap();
         let err = read(&layout, &id).unwrap_err();
-        assert!(err.to_string().contains("data after the declared length"), "{err}");
+        assert!(
+            err.to_string().contains("data after the declared length"),
+            "{err}"
+        );
     }
 }

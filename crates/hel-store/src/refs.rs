@@ -30,7 +30,9 @@ pub fn read(layout: &Layout, session: &str) -> Result<Option<ObjectId>> {
         path: path.clone(),
         reason: reason.to_owned(),
     };
-    let hex = text.strip_suffix('\n').ok_or_else(|| bad("no trailing newline"))?;
+    let hex = text
+        .strip_suffix('\n')
+        .ok_or_else(|| bad("no trailing newline"))?;
     hex.parse()
         .map(Some)
         .map_err(|_| bad("not a 64-digit hex object id"))
@@ -70,12 +72,27 @@ pub fn update(
     }
     written?;
     sync_dir(&dir)?;
-    append_log(layout, session, expected.unwrap_or(ObjectId::ZERO), new, why)
+    append_log(
+        layout,
+        session,
+        expected.unwrap_or(ObjectId::ZERO),
+        new,
+        why,
+    )
 }
 
-fn append_log(layout: &Layout, session: &str, old: ObjectId, new: ObjectId, why: &str) -> Result<()> {
+fn append_log(
+    layout: &Layout,
+    session: &str,
+    old: ObjectId,
+    new: ObjectId,
+    why: &str,
+) -> Result<()> {
     let path = layout.log_path(session);
-    let why: String = why.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
+    let why: String = why
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
     let mut f = OpenOptions::new()
         .create(true)
         .append(true)

@@ -82,8 +82,8 @@ pub fn read(layout: &Layout, id: &ObjectId) -> Result<Checkpoint> {
         path: path.clone(),
         reason,
     };
-    let value: Value =
-        serde_json::from_slice(&payload).map_err(|e| corrupt(format!("malformed snapshot: {e}")))?;
+    let value: Value = serde_json::from_slice(&payload)
+        .map_err(|e| corrupt(format!("malformed snapshot: {e}")))?;
     let found = value
         .get("schema_version")
         .and_then(Value::as_u64)

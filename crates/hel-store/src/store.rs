@@ -243,10 +243,17 @@ impl Store {
         let _guard = StoreLock::shared(&self.layout)?;
         let mut writer = Writer::new(&self.layout);
         let messages = input.messages;
-        let keep = input.unchanged_prefix.min(state.ids.len()).min(messages.len());
+        let keep = input
+            .unchanged_prefix
+            .min(state.ids.len())
+            .min(messages.len());
         // Reuse every committed node that ends within the unchanged prefix.
         let (mut nodes, base_end) = {
-            let n = state.nodes.iter().take_while(|(_, end)| *end <= keep).count();
+            let n = state
+                .nodes
+                .iter()
+                .take_while(|(_, end)| *end <= keep)
+                .count();
             let nodes = state.nodes[..n].to_vec();
             let end = nodes.last().map_or(0, |(_, e)| *e);
             (nodes, end)

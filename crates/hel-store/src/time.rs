@@ -47,6 +47,9 @@ mod tests {
     fn formats_known_instants() {
         assert_eq!(super::rfc3339(0), "1970-01-01T00:00:00.000Z");
         assert_eq!(super::rfc3339(951_782_400_123), "2000-02-29T00:00:00.123Z");
-        assert_eq!(super::rfc3339(1_796_002_592_000), "2026-11-30T01:36:32.000Z");
+        assert_eq!(
+            super::rfc3339(1_796_002_592_000),
+            "2026-11-30T01:36:32.000Z"
+        );
     }
 }

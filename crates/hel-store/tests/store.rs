@@ -74,13 +74,21 @@ impl Rng {
     }
 }
 
-fn commit_all(store: &Store, lease: &SessionLease, state: &mut SessionState, messages: &[Value], step: usize) -> Vec<ObjectId> {
+fn commit_all(
+    store: &Store,
+    lease: &SessionLease,
+    state: &mut SessionState,
+    messages: &[Value],
+    step: usize,
+) -> Vec<ObjectId> {
     let mut ids = Vec::new();
     let mut done = state.head.map_or(0, |_| 0);
     let mut end = 0;
     while end < messages.len() {
         end = (end + step).min(messages.len());
-        let c = store.commit(lease, state, input(&messages[..end], done)).unwrap();
+        let c = store
+            .commit(lease, state, input(&messages[..end], done))
+            .unwrap();
         done = end;
         ids.push(c.id);
     }
@@ -102,11 +110,19 @@ fn test_vectors_match_objects_spec() {
         };
         let payload = if let Some(json) = v.get("json") {
             let bytes = canonical::to_vec(json);
-            assert_eq!(std::str::from_utf8(&bytes).unwrap(), v["canonical"].as_str().unwrap(), "{}", v["name"]);
+            assert_eq!(
+                std::str::from_utf8(&bytes).unwrap(),
+                v["canonical"].as_str().unwrap(),
+                "{}",
+                v["name"]
+            );
             bytes
         } else {
             let hex = v["payload_hex"].as_str().unwrap();
-            (0..hex.len()).step_by(2).map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap()).collect()
+            (0..hex.len())
+                .step_by(2)
+                .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+                .collect()
         };
         let (id, _) = object::encode(kind, &payload);
         assert_eq!(id.to_hex(), v["id"].as_str().unwrap(), "{}", v["name"]);
@@ -119,9 +135,15 @@ fn store_dir_is_private_and_ignored() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::for_project(dir.path());
     let _lease = store.new_session().unwrap();
-    let mode = fs::metadata(dir.path().join(".hel")).unwrap().permissions().mode();
+    let mode = fs::metadata(dir.path().join(".hel"))
+        .unwrap()
+        .permissions()
+        .mode();
     assert_eq!(mode & 0o777, 0o700);
-    assert_eq!(fs::read_to_string(dir.path().join(".hel/.gitignore")).unwrap(), "*\n");
+    assert_eq!(
+        fs::read_to_string(dir.path().join(".hel/.gitignore")).unwrap(),
+        "*\n"
+    );
 }
 
 #[test]
@@ -171,9 +193,14 @@ fn compaction_reuses_tail_blobs() {
     let mut state = SessionState::default();
     let all = conversation("c", 200);
     commit_all(&store, &lease, &mut state, &all, 4);
-    let mut compacted = vec![all[0].clone(), msg("user", "<compacted-summary>s</compacted-summary>")];
+    let mut compacted = vec![
+        all[0].clone(),
+        msg("user", "<compacted-summary>s</compacted-summary>"),
+    ];
     compacted.extend_from_slice(&all[150..]);
-    let c = store.commit(&lease, &mut state, input(&compacted, 1)).unwrap();
+    let c = store
+        .commit(&lease, &mut state, input(&compacted, 1))
+        .unwrap();
     // Only the summary blob, one list node and the snapshot are new.
     assert_eq!(c.objects_written, 3);
     assert_eq!(store.load(&c.id).unwrap().1, compacted);
@@ -200,7 +227,10 @@ fn spill_is_kept_by_blob_and_survives_forks() {
     store.delete(&sid, true).unwrap();
     let (cp, _, _) = store.load(&fork_id).unwrap();
     let entry = &cp.spill[&name];
-    assert_eq!(store.read_blob(&entry.blob).unwrap(), "spilled".repeat(1000).as_bytes());
+    assert_eq!(
+        store.read_blob(&entry.blob).unwrap(),
+        "spilled".repeat(1000).as_bytes()
+    );
     assert!(store.fsck().unwrap().is_sound());
 }
 
@@ -242,17 +272,28 @@ fn leases_exclude_and_release_on_drop() {
     let lease = store.new_session().unwrap();
     let sid = lease.session().to_owned();
     let mut state = SessionState::default();
-    store.commit(&lease, &mut state, input(&conversation("l", 4), 0)).unwrap();
+    store
+        .commit(&lease, &mut state, input(&conversation("l", 4), 0))
+        .unwrap();
     assert!(matches!(store.resume(&sid), Err(Error::InUse { session }) if session == sid));
     assert!(matches!(store.delete(&sid, true), Err(Error::InUse { .. })));
     let other = store.new_session().unwrap();
-    store.commit(&other, &mut SessionState::default(), input(&conversation("o", 4), 0)).unwrap();
+    store
+        .commit(
+            &other,
+            &mut SessionState::default(),
+            input(&conversation("o", 4), 0),
+        )
+        .unwrap();
     let infos = store.sessions().unwrap();
     assert!(infos.iter().find(|s| s.id == sid).unwrap().busy);
     drop(lease);
     let (_again, head) = store.resume(&sid).unwrap();
     assert_eq!(Some(head), state.head);
-    assert!(matches!(store.resume("not-a-uuid"), Err(Error::BadSessionId(_))));
+    assert!(matches!(
+        store.resume("not-a-uuid"),
+        Err(Error::BadSessionId(_))
+    ));
 }
 
 #[test]
@@ -265,9 +306,15 @@ fn session_without_checkpoint_is_listed_then_collected() {
     assert_eq!((infos[0].busy, infos[0].checkpoints), (true, 0));
     assert!(store.gc(false).unwrap().sessions_removed.is_empty());
     drop(lease);
-    assert!(matches!(store.resume(&sid), Err(Error::NoCheckpoint { .. })));
+    assert!(matches!(
+        store.resume(&sid),
+        Err(Error::NoCheckpoint { .. })
+    ));
     assert_eq!(store.gc(false).unwrap().sessions_removed, vec![sid.clone()]);
-    assert!(matches!(store.resume(&sid), Err(Error::NoSuchSession { .. })));
+    assert!(matches!(
+        store.resume(&sid),
+        Err(Error::NoSuchSession { .. })
+    ));
 }
 
 #[test]
@@ -307,7 +354,10 @@ fn corruption_gives_typed_errors_naming_the_object() {
     let lease = store.new_session().unwrap();
     let mut state = SessionState::default();
     let msgs = conversation("x", 8);
-    let head = store.commit(&lease, &mut state, input(&msgs, 0)).unwrap().id;
+    let head = store
+        .commit(&lease, &mut state, input(&msgs, 0))
+        .unwrap()
+        .id;
     let (blob, _) = object::encode(Kind::Blob, &canonical::to_vec(&msgs[3]));
     let path = store.layout().object_path(&blob);
     let good = fs::read(&path).unwrap();
@@ -320,7 +370,10 @@ fn corruption_gives_typed_errors_naming_the_object() {
         other => panic!("{other:?}"),
     }
     let fsck = store.fsck().unwrap();
-    assert!(!fsck.is_sound() && fsck.corrupt[0].contains(&blob.to_hex()), "{fsck:?}");
+    assert!(
+        !fsck.is_sound() && fsck.corrupt[0].contains(&blob.to_hex()),
+        "{fsck:?}"
+    );
     fs::remove_file(&path).unwrap();
     assert!(matches!(store.load(&head), Err(Error::Missing { id, .. }) if id == blob));
     assert!(store.fsck().unwrap().missing[0].contains(&blob.to_hex()));
@@ -334,10 +387,16 @@ fn corruption_gives_typed_errors_naming_the_object() {
     let (id, canon) = object::encode(Kind::Snapshot, &canonical::to_vec(&newer));
     fs::create_dir_all(store.layout().object_dir(&id)).unwrap();
     fs::write(store.layout().object_path(&id), zstd_compress(&canon)).unwrap();
-    assert!(matches!(store.checkpoint(&id), Err(Error::NewerSchema { found: 99, .. })));
+    assert!(matches!(
+        store.checkpoint(&id),
+        Err(Error::NewerSchema { found: 99, .. })
+    ));
     // A torn ref is reported, not read as empty.
     fs::write(store.layout().ref_path(lease.session()), "abc").unwrap();
-    assert!(matches!(store.head(lease.session()), Err(Error::BadRef { .. })));
+    assert!(matches!(
+        store.head(lease.session()),
+        Err(Error::BadRef { .. })
+    ));
 }
 
 fn zstd_compress(bytes: &[u8]) -> Vec<u8> {
@@ -384,21 +443,35 @@ fn randomized_operations_match_a_model() {
                     // A compaction: keep the first and the last few.
                     let tail = msgs.split_off(msgs.len() - 3);
                     msgs.truncate(1);
-                    msgs.push(msg("user", format!("<compacted-summary>{step}</compacted-summary>")));
+                    msgs.push(msg(
+                        "user",
+                        format!("<compacted-summary>{step}</compacted-summary>"),
+                    ));
                     msgs.extend(tail);
                 }
                 let unchanged = if msgs.len() < unchanged { 1 } else { unchanged };
                 for i in 0..=rng.below(5) {
-                    msgs.push(msg(if i % 2 == 0 { "user" } else { "assistant" }, format!("m{} {}", rng.below(20), step)));
+                    msgs.push(msg(
+                        if i % 2 == 0 { "user" } else { "assistant" },
+                        format!("m{} {}", rng.below(20), step),
+                    ));
                 }
                 let c = store.commit(lease, state, input(msgs, unchanged)).unwrap();
                 model.get_mut(&sid).unwrap().push((c.id, msgs.clone()));
             }
             6 if !model.is_empty() => {
-                let sid = model.keys().nth(rng.below(model.len() as u64) as usize).unwrap().clone();
+                let sid = model
+                    .keys()
+                    .nth(rng.below(model.len() as u64) as usize)
+                    .unwrap()
+                    .clone();
                 let hist = &model[&sid];
                 let (at, msgs) = hist[rng.below(hist.len() as u64) as usize].clone();
-                let mut lineage: Vec<(ObjectId, Vec<Value>)> = hist.iter().take_while(|(id, _)| *id != at).cloned().collect();
+                let mut lineage: Vec<(ObjectId, Vec<Value>)> = hist
+                    .iter()
+                    .take_while(|(id, _)| *id != at)
+                    .cloned()
+                    .collect();
                 lineage.push((at, msgs.clone()));
                 let (lease, first) = store.fork(&at).unwrap();
                 let (_, back, state) = store.load(&first).unwrap();
@@ -409,7 +482,11 @@ fn randomized_operations_match_a_model() {
                 live.insert(sid, (lease, state, msgs));
             }
             7 if !model.is_empty() => {
-                let sid = model.keys().nth(rng.below(model.len() as u64) as usize).unwrap().clone();
+                let sid = model
+                    .keys()
+                    .nth(rng.below(model.len() as u64) as usize)
+                    .unwrap()
+                    .clone();
                 live.remove(&sid);
                 store.delete(&sid, rng.below(2) == 0).unwrap();
                 model.remove(&sid);
@@ -446,10 +523,16 @@ fn randomized_operations_match_a_model() {
 
 fn child(name: &str, dir: &Path, extra: &[(&str, String)]) -> Command {
     let mut cmd = Command::new(std::env::current_exe().unwrap());
-    cmd.args([name, "--exact", "--ignored", "--nocapture", "--test-threads=1"])
-        .env("HEL_STORE_CHILD", dir)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null());
+    cmd.args([
+        name,
+        "--exact",
+        "--ignored",
+        "--nocapture",
+        "--test-threads=1",
+    ])
+    .env("HEL_STORE_CHILD", dir)
+    .stdout(Stdio::piped())
+    .stderr(Stdio::null());
     for (k, v) in extra {
         cmd.env(k, v);
     }
@@ -461,7 +544,9 @@ fn child(name: &str, dir: &Path, extra: &[(&str, String)]) -> Command {
 #[test]
 #[ignore]
 fn child_committer() {
-    let Ok(dir) = std::env::var("HEL_STORE_CHILD") else { return };
+    let Ok(dir) = std::env::var("HEL_STORE_CHILD") else {
+        return;
+    };
     let store = Store::for_project(Path::new(&dir));
     let sid = std::env::var("HEL_SESSION").unwrap();
     let (lease, head) = store.resume(&sid).unwrap();
@@ -473,7 +558,7 @@ fn child_committer() {
         // A spill blob now and then, so kills also land in big writes.
         let mut inp = input(&msgs, done);
         let spill = std::env::temp_dir().join(format!("hel-crash-spill-{}", std::process::id()));
-        if done % 16 == 0 {
+        if done.is_multiple_of(16) {
             fs::write(&spill, format!("{done}").repeat(50_000)).unwrap();
             inp.new_spill = vec![(format!("spill-{done}"), spill.clone())];
         }
@@ -489,12 +574,20 @@ fn crash_rounds(rounds: usize) {
     let sid = {
         let lease = store.new_session().unwrap();
         let all = conversation("k", 4);
-        store.commit(&lease, &mut SessionState::default(), input(&all, 0)).unwrap();
+        store
+            .commit(&lease, &mut SessionState::default(), input(&all, 0))
+            .unwrap();
         lease.session().to_owned()
     };
     let all = conversation("k", 100_000);
     for round in 0..rounds {
-        let mut proc = child("child_committer", dir.path(), &[("HEL_SESSION", sid.clone())]).spawn().unwrap();
+        let mut proc = child(
+            "child_committer",
+            dir.path(),
+            &[("HEL_SESSION", sid.clone())],
+        )
+        .spawn()
+        .unwrap();
         let mut lines = BufReader::new(proc.stdout.take().unwrap()).lines();
         let wait_for = 1 + rng.below(6);
         let mut last = 0usize;
@@ -518,8 +611,14 @@ fn crash_rounds(rounds: usize) {
             }
         }
         let head = store.head(&sid).unwrap().expect("ref survives");
-        let (_, msgs, _) = store.load(&head).unwrap_or_else(|e| panic!("round {round}: {e}"));
-        assert!(msgs.len() == last || msgs.len() == last + 4, "round {round}: {} vs {last}", msgs.len());
+        let (_, msgs, _) = store
+            .load(&head)
+            .unwrap_or_else(|e| panic!("round {round}: {e}"));
+        assert!(
+            msgs.len() == last || msgs.len() == last + 4,
+            "round {round}: {} vs {last}",
+            msgs.len()
+        );
         assert_eq!(msgs[..], all[..msgs.len()]);
         let fsck = store.fsck().unwrap();
         assert!(fsck.is_sound(), "round {round}: {fsck:?}");
@@ -545,7 +644,9 @@ fn sigkill_during_commits_long() {
 #[test]
 #[ignore]
 fn child_writer() {
-    let Ok(dir) = std::env::var("HEL_STORE_CHILD") else { return };
+    let Ok(dir) = std::env::var("HEL_STORE_CHILD") else {
+        return;
+    };
     let store = Store::for_project(Path::new(&dir));
     let mut n = 0u64;
     loop {
@@ -555,12 +656,14 @@ fn child_writer() {
         // another writer wrote, which that writer may be deleting right now.
         let msgs = conversation("shared", 12);
         for end in [4, 8, 12] {
-            store.commit(&lease, &mut state, input(&msgs[..end], end - 4)).unwrap();
+            store
+                .commit(&lease, &mut state, input(&msgs[..end], end - 4))
+                .unwrap();
         }
         let sid = lease.session().to_owned();
         drop(lease);
         n += 1;
-        if n % 2 == 0 {
+        if n.is_multiple_of(2) {
             store.delete(&sid, false).unwrap();
         }
         println!("cycle {n}");
@@ -572,13 +675,23 @@ fn gc_concurrent_with_commits_never_loses_an_object() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::for_project(dir.path());
     store.init().unwrap();
-    let mut writers: Vec<_> = (0..3).map(|_| child("child_writer", dir.path(), &[]).spawn().unwrap()).collect();
-    let mut outs: Vec<_> = writers.iter_mut().map(|w| BufReader::new(w.stdout.take().unwrap()).lines()).collect();
+    let mut writers: Vec<_> = (0..3)
+        .map(|_| child("child_writer", dir.path(), &[]).spawn().unwrap())
+        .collect();
+    let mut outs: Vec<_> = writers
+        .iter_mut()
+        .map(|w| BufReader::new(w.stdout.take().unwrap()).lines())
+        .collect();
     for _ in 0..30 {
         store.gc(false).unwrap();
         // Let every writer finish a cycle between collections.
         for out in &mut outs {
-            while !out.next().expect("writer died").unwrap().starts_with("cycle ") {}
+            while !out
+                .next()
+                .expect("writer died")
+                .unwrap()
+                .starts_with("cycle ")
+            {}
         }
     }
     for w in &mut writers {

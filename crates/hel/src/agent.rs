@@ -8,7 +8,7 @@ use crate::client::{ModelClient, RequestError};
 use crate::compact::{self, Policy};
 use crate::config::RequestConfig;
 use crate::meter::Meter;
-use crate::record::Recorder;
+use crate::record::{Exchange, Recorder};
 use crate::tools::{self, ToolCtx, Toolset};
 
 /// How an instruction ended.
@@ -113,7 +113,13 @@ impl Agent {
     }
 
     /// Send one request, recording it. `purpose` is `turn` or `compaction`.
-    pub async fn request(&mut self, purpose: &str, messages: &[Value], tools: bool, seen: u64) -> Result<crate::client::Reply, Option<RequestError>> {
+    pub async fn request(
+        &mut self,
+        purpose: &str,
+        messages: &[Value],
+        tools: bool,
+        seen: u64,
+    ) -> Result<crate::client::Reply, Option<RequestError>> {
         let body = self.config.body(messages, tools);
         let estimate = self.meter.estimate(messages);
         let observed = self.meter.is_observed();
@@ -123,13 +129,26 @@ impl Agent {
             _ = Self::interrupted(rx, seen) => return Err(None),
         };
         let (response, usage, model) = match &result {
-            Ok(r) => (r.body.clone(), (r.prompt_tokens, r.completion_tokens), r.model.clone()),
+            Ok(r) => (
+                r.body.clone(),
+                (r.prompt_tokens, r.completion_tokens),
+                r.model.clone(),
+            ),
             Err(e) => (json!({"error": e.to_string()}), (0, 0), None),
         };
         self.last_usage.0 += usage.0;
         self.last_usage.1 += usage.1;
         if let Some(rec) = self.recorder.as_mut() {
-            rec.request(purpose, &body, &response, usage, estimate, observed, model.as_deref());
+            rec.request(Exchange {
+                purpose,
+                request: &body,
+                response: &response,
+                input_tokens: usage.0,
+                output_tokens: usage.1,
+                estimate,
+                observed,
+                actual_model: model.as_deref(),
+            });
         }
         result.map_err(Some)
     }
@@ -149,17 +168,28 @@ impl Agent {
                 let why = format!("stopped after {} model calls (--max-turns)", self.max_turns);
                 return self.incomplete(start, valid, Termination::MaxTurns, why);
             }
-            if let Some(policy) = self.policy.clone() {
+            if let Some(policy) = self.policy {
                 let (moved, step) = compact::before_request(self, &policy, seen).await;
                 if let Some((old_end, new_end)) = moved {
                     // messages[1..old_end] became messages[1..new_end].
-                    start = start.filter(|&s| s >= old_end).map(|s| s - old_end + new_end);
-                    valid = if valid >= old_end { valid - old_end + new_end } else { new_end };
+                    start = start
+                        .filter(|&s| s >= old_end)
+                        .map(|s| s - old_end + new_end);
+                    valid = if valid >= old_end {
+                        valid - old_end + new_end
+                    } else {
+                        new_end
+                    };
                 }
                 match step {
                     Ok(_) => {}
                     Err(compact::Stop::Interrupted) => {
-                        return self.incomplete(start, valid, Termination::Interrupted, "interrupted".into());
+                        return self.incomplete(
+                            start,
+                            valid,
+                            Termination::Interrupted,
+                            "interrupted".into(),
+                        );
                     }
                     Err(compact::Stop::Overflow(why)) => {
                         return self.incomplete(start, valid, Termination::ContextOverflow, why);
@@ -174,30 +204,65 @@ impl Agent {
             self.messages = messages;
             let reply = match result {
                 Ok(r) => r,
-                Err(None) => return self.incomplete(start, valid, Termination::Interrupted, "interrupted".into()),
+                Err(None) => {
+                    return self.incomplete(
+                        start,
+                        valid,
+                        Termination::Interrupted,
+                        "interrupted".into(),
+                    )
+                }
                 Err(Some(e)) => {
-                    let t = if matches!(e, RequestError::Timeout(_)) { Termination::Timeout } else { Termination::Error };
+                    let t = if matches!(e, RequestError::Timeout(_)) {
+                        Termination::Timeout
+                    } else {
+                        Termination::Error
+                    };
                     return self.incomplete(start, valid, t, e.to_string());
                 }
             };
             self.meter.observe(sent, reply.prompt_tokens);
             if reply.finish_reason.as_deref() == Some("length") {
-                let why = format!("the answer was cut at the output limit ({} tokens; raise --max-output-tokens)", self.config.max_output_tokens);
+                let why = format!(
+                    "the answer was cut at the output limit ({} tokens; raise --max-output-tokens)",
+                    self.config.max_output_tokens
+                );
                 return self.incomplete(start, valid, Termination::MaxOutputTokens, why);
             }
-            let calls: Vec<Value> = reply.message.get("tool_calls").and_then(Value::as_array).cloned().unwrap_or_default();
+            let calls: Vec<Value> = reply
+                .message
+                .get("tool_calls")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
             self.messages.push(reply.message.clone());
             if calls.is_empty() {
                 let answer = match reply.message.get("content") {
                     Some(Value::String(s)) => s.clone(),
                     _ => String::new(),
                 };
-                return Outcome { termination: Termination::Completed, answer: Some(answer), error: None };
+                return Outcome {
+                    termination: Termination::Completed,
+                    answer: Some(answer),
+                    error: None,
+                };
             }
             for call in &calls {
-                let id = call.get("id").and_then(Value::as_str).unwrap_or("").to_owned();
-                let name = call.pointer("/function/name").and_then(Value::as_str).unwrap_or("").to_owned();
-                let args = call.pointer("/function/arguments").and_then(Value::as_str).unwrap_or("").to_owned();
+                let id = call
+                    .get("id")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_owned();
+                let name = call
+                    .pointer("/function/name")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_owned();
+                let args = call
+                    .pointer("/function/arguments")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_owned();
                 eprintln!("hel: {name} {}", one_line(&args, 120));
                 let rx = self.interrupts.clone();
                 let result = tokio::select! {
@@ -210,7 +275,8 @@ impl Agent {
                     rec.tool_call(&name, &args, result.ok, result.decision);
                 }
                 eprintln!("hel:   {}", one_line(&result.content, 120));
-                self.messages.push(json!({"role": "tool", "tool_call_id": id, "content": result.content}));
+                self.messages
+                    .push(json!({"role": "tool", "tool_call_id": id, "content": result.content}));
             }
             valid = self.messages.len();
         }
@@ -219,14 +285,24 @@ impl Agent {
     /// End an instruction incomplete, keeping the valid prefix: every
     /// finished tool round with its user message, or nothing of the
     /// instruction when no round finished.
-    fn incomplete(&mut self, start: Option<usize>, valid: usize, termination: Termination, why: String) -> Outcome {
+    fn incomplete(
+        &mut self,
+        start: Option<usize>,
+        valid: usize,
+        termination: Termination,
+        why: String,
+    ) -> Outcome {
         let keep = match start {
             Some(s) if valid <= s + 1 => s,
             _ => valid,
         };
         self.messages.truncate(keep);
         self.rewrote_from(keep);
-        Outcome { termination, answer: None, error: Some(why) }
+        Outcome {
+            termination,
+            answer: None,
+            error: Some(why),
+        }
     }
 }
 

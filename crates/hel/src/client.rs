@@ -145,9 +145,16 @@ pub fn parse_reply(text: &str) -> Result<Reply, RequestError> {
             return Err(RequestError::Malformed("tool_calls is not an array".into()));
         }
     }
-    let usage = |k: &str| body.pointer(&format!("/usage/{k}")).and_then(Value::as_u64).unwrap_or(0);
+    let usage = |k: &str| {
+        body.pointer(&format!("/usage/{k}"))
+            .and_then(Value::as_u64)
+            .unwrap_or(0)
+    };
     Ok(Reply {
-        finish_reason: choice.get("finish_reason").and_then(Value::as_str).map(str::to_owned),
+        finish_reason: choice
+            .get("finish_reason")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
         prompt_tokens: usage("prompt_tokens"),
         completion_tokens: usage("completion_tokens"),
         model: body.get("model").and_then(Value::as_str).map(str::to_owned),
@@ -165,8 +172,14 @@ mod tests {
         let r = parse_reply(r#"{"choices":[{"message":{"role":"assistant","content":"hi","reasoning_content":"r"},"finish_reason":"stop"}],"usage":{"prompt_tokens":7,"completion_tokens":2}}"#).unwrap();
         assert_eq!(r.message["reasoning_content"], "r");
         assert_eq!((r.prompt_tokens, r.completion_tokens), (7, 2));
-        assert!(matches!(parse_reply("nope"), Err(RequestError::Malformed(_))));
-        assert!(matches!(parse_reply(r#"{"choices":[]}"#), Err(RequestError::Malformed(_))));
+        assert!(matches!(
+            parse_reply("nope"),
+            Err(RequestError::Malformed(_))
+        ));
+        assert!(matches!(
+            parse_reply(r#"{"choices":[]}"#),
+            Err(RequestError::Malformed(_))
+        ));
         assert!(matches!(
             parse_reply(r#"{"choices":[{"message":{"tool_calls":5}}]}"#),
             Err(RequestError::Malformed(_))

@@ -26,8 +26,12 @@ pub fn sessions(command: Option<SessionsCommand>, json_flag: bool) -> Result<u8,
     let store = Store::for_project(&project);
     match command.unwrap_or(SessionsCommand::List { json: json_flag }) {
         SessionsCommand::List { json } => list(&store, json || json_flag),
-        SessionsCommand::Log { session, json } => log(&store, &project, &session, json || json_flag),
-        SessionsCommand::Show { session, at, json } => show(&store, &project, &session, at.as_deref(), json || json_flag),
+        SessionsCommand::Log { session, json } => {
+            log(&store, &project, &session, json || json_flag)
+        }
+        SessionsCommand::Show { session, at, json } => {
+            show(&store, &project, &session, at.as_deref(), json || json_flag)
+        }
         SessionsCommand::Delete { session } => delete(&store, &project, &session),
     }
 }
@@ -53,10 +57,13 @@ fn list(store: &Store, as_json: bool) -> Result<u8, Exit> {
         println!("no sessions in this project");
         return Ok(0);
     }
-    println!("{:<36}  {:<4}  {:<24}  {:>11}  {:>8}  INSTRUCTION", "SESSION", "", "UPDATED", "CHECKPOINTS", "MESSAGES");
+    println!(
+        "{:<36}  {:<5}  {:<24}  {:>11}  {:>8}  INSTRUCTION",
+        "SESSION", "STATE", "UPDATED", "CHECKPOINTS", "MESSAGES"
+    );
     for s in sessions {
         println!(
-            "{:<36}  {:<4}  {:<24}  {:>11}  {:>8}  {}",
+            "{:<36}  {:<5}  {:<24}  {:>11}  {:>8}  {}",
             s.id,
             if s.busy { "busy" } else { "idle" },
             rfc3339(s.updated_ms),
@@ -88,7 +95,11 @@ fn log(store: &Store, project: &Path, spec: &str, as_json: bool) -> Result<u8, E
     }
     for e in entries {
         if e.fork_point {
-            println!("--- forked from session {} at checkpoint {} ---", e.session_id, &e.id.to_hex()[..12]);
+            println!(
+                "--- forked from session {} at checkpoint {} ---",
+                e.session_id,
+                &e.id.to_hex()[..12]
+            );
         }
         println!(
             "{}  {}  {:>5} msgs  {:>8} in {:>6} out  {}",
@@ -103,11 +114,19 @@ fn log(store: &Store, project: &Path, spec: &str, as_json: bool) -> Result<u8, E
     Ok(0)
 }
 
-fn show(store: &Store, project: &Path, spec: &str, at: Option<&str>, as_json: bool) -> Result<u8, Exit> {
+fn show(
+    store: &Store,
+    project: &Path,
+    spec: &str,
+    at: Option<&str>,
+    as_json: bool,
+) -> Result<u8, Exit> {
     let id = session::resolve(store, project, spec)?;
     let checkpoint = match at {
         Some(at) => session::resolve_checkpoint(&store.log(&id)?, at)?,
-        None => store.head(&id)?.ok_or_else(|| Exit::refused(format!("session {id} has no checkpoint yet")))?,
+        None => store
+            .head(&id)?
+            .ok_or_else(|| Exit::refused(format!("session {id} has no checkpoint yet")))?,
     };
     let (cp, messages, _) = store.load(&checkpoint)?;
     if as_json {
@@ -120,27 +139,58 @@ fn show(store: &Store, project: &Path, spec: &str, at: Option<&str>, as_json: bo
         }));
         return Ok(0);
     }
-    println!("session {id}\ncheckpoint {checkpoint}\ncreated {}\ncwd {}", cp.created_at, cp.cwd);
+    println!(
+        "session {id}\ncheckpoint {checkpoint}\ncreated {}\ncwd {}",
+        cp.created_at, cp.cwd
+    );
     let rc = &cp.request_config;
     println!(
         "saved with: provider {}, model {}, output limit {}, tools [{}]\n",
         rc["provider"].as_str().unwrap_or("?"),
         rc["model"].as_str().unwrap_or("?"),
         rc["max_output_tokens"],
-        rc["tools"].as_array().map(|t| t.iter().filter_map(|d| d.pointer("/function/name").and_then(Value::as_str)).collect::<Vec<_>>().join(", ")).unwrap_or_default()
+        rc["tools"]
+            .as_array()
+            .map(|t| t
+                .iter()
+                .filter_map(|d| d.pointer("/function/name").and_then(Value::as_str))
+                .collect::<Vec<_>>()
+                .join(", "))
+            .unwrap_or_default()
     );
     for (i, m) in messages.iter().enumerate() {
         let role = m["role"].as_str().unwrap_or("?");
         let text = m["content"].as_str().unwrap_or("");
-        let first: String = text.lines().next().unwrap_or("").chars().take(100).collect();
-        let more = if text.lines().count() > 1 || first.chars().count() < text.chars().count() { " …" } else { "" };
+        let first: String = text
+            .lines()
+            .next()
+            .unwrap_or("")
+            .chars()
+            .take(100)
+            .collect();
+        let more = if text.lines().count() > 1 || first.chars().count() < text.chars().count() {
+            " …"
+        } else {
+            ""
+        };
         match role {
-            "tool" => println!("[{i}] tool ({}): {first}{more}", m["tool_call_id"].as_str().unwrap_or("")),
+            "tool" => println!(
+                "[{i}] tool ({}): {first}{more}",
+                m["tool_call_id"].as_str().unwrap_or("")
+            ),
             _ => println!("[{i}] {role}: {first}{more}"),
         }
         if let Some(calls) = m["tool_calls"].as_array() {
             for c in calls {
-                println!("      → {} {}", c.pointer("/function/name").and_then(Value::as_str).unwrap_or("?"), c.pointer("/function/arguments").and_then(Value::as_str).unwrap_or(""));
+                println!(
+                    "      → {} {}",
+                    c.pointer("/function/name")
+                        .and_then(Value::as_str)
+                        .unwrap_or("?"),
+                    c.pointer("/function/arguments")
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                );
             }
         }
         for line in text.lines().filter(|l| l.starts_with("spill: ")) {
@@ -159,14 +209,21 @@ fn show(store: &Store, project: &Path, spec: &str, at: Option<&str>, as_json: bo
 fn delete(store: &Store, project: &Path, spec: &str) -> Result<u8, Exit> {
     let id = session::resolve(store, project, spec)?;
     let report = store.delete(&id, true)?.unwrap_or_default();
-    println!("deleted session {id}; reclaimed {} objects, {} bytes", report.objects_removed, report.bytes_removed);
+    println!(
+        "deleted session {id}; reclaimed {} objects, {} bytes",
+        report.objects_removed, report.bytes_removed
+    );
     Ok(0)
 }
 
 pub fn gc(dry_run: bool) -> Result<u8, Exit> {
     let store = Store::for_project(&project()?);
     let r = store.gc(dry_run)?;
-    let verb = if dry_run { "would reclaim" } else { "reclaimed" };
+    let verb = if dry_run {
+        "would reclaim"
+    } else {
+        "reclaimed"
+    };
     println!(
         "{verb} {} objects ({} bytes), {} temporary files, {} abandoned sessions; {} objects kept",
         r.objects_removed,
@@ -181,16 +238,25 @@ pub fn gc(dry_run: bool) -> Result<u8, Exit> {
 pub fn fsck() -> Result<u8, Exit> {
     let store = Store::for_project(&project()?);
     let r = store.fsck()?;
-    println!("checked {} objects ({} bytes) and {} refs", r.objects, r.bytes, r.refs);
+    println!(
+        "checked {} objects ({} bytes) and {} refs",
+        r.objects, r.bytes, r.refs
+    );
     for line in r.corrupt.iter().chain(&r.missing).chain(&r.bad_refs) {
         println!("fault: {line}");
     }
-    println!("garbage: {} unreachable objects, {} temporary files (not faults; `hel gc` reclaims them)", r.unreachable, r.tmp_files);
+    println!(
+        "garbage: {} unreachable objects, {} temporary files (not faults; `hel gc` reclaims them)",
+        r.unreachable, r.tmp_files
+    );
     if r.is_sound() {
         println!("store is sound");
         Ok(0)
     } else {
-        println!("store has {} faults", r.corrupt.len() + r.missing.len() + r.bad_refs.len());
+        println!(
+            "store has {} faults",
+            r.corrupt.len() + r.missing.len() + r.bad_refs.len()
+        );
         Ok(1)
     }
 }

@@ -30,7 +30,11 @@ impl Policy {
         let room = window.saturating_sub(output);
         let reserve = (65_536f64).min(0.25 * w) as u64;
         let at = ((0.8 * w) as u64).min(room.saturating_sub(reserve));
-        Policy { at, keep_recent: (0.16 * room as f64) as u64, window }
+        Policy {
+            at,
+            keep_recent: (0.16 * room as f64) as u64,
+            window,
+        }
     }
 }
 
@@ -72,7 +76,9 @@ pub fn trim_tool_results(messages: &mut [Value], end: usize) -> Option<usize> {
         if role(m) != "tool" {
             continue;
         }
-        let Some(text) = m.get("content").and_then(Value::as_str) else { continue };
+        let Some(text) = m.get("content").and_then(Value::as_str) else {
+            continue;
+        };
         let n = text.chars().count();
         if n <= TRIM_OVER {
             continue;
@@ -98,12 +104,19 @@ Decisions; Files touched; Open work; Identifiers and values the user gave (copy 
 /// Before a request: trim, then compact, if the estimate is over the
 /// threshold. Returns how indices moved: `Some((old_end, new_end))` when
 /// `messages[1..old_end]` became `messages[1..new_end]`.
-pub async fn before_request(agent: &mut Agent, policy: &Policy, seen: u64) -> (Option<(usize, usize)>, Result<(), Stop>) {
+pub async fn before_request(
+    agent: &mut Agent,
+    policy: &Policy,
+    seen: u64,
+) -> (Option<(usize, usize)>, Result<(), Stop>) {
     let mut moved = None;
     if agent.meter.estimate(&agent.messages) > policy.at {
         let tail = tail_start(&agent.messages, policy.keep_recent);
         if let Some(first) = trim_tool_results(&mut agent.messages, tail) {
-            eprintln!("hel: trimmed old tool results to stay under {} tokens", policy.at);
+            eprintln!(
+                "hel: trimmed old tool results to stay under {} tokens",
+                policy.at
+            );
             agent.rewrote_from(first);
             agent.meter.reset();
         }
@@ -129,7 +142,10 @@ pub async fn before_request(agent: &mut Agent, policy: &Policy, seen: u64) -> (O
 
 async fn summarize(agent: &mut Agent, t: usize, seen: u64) -> Result<Option<(usize, usize)>, Stop> {
     let span = &agent.messages[1..t];
-    let transcript: Vec<String> = span.iter().map(|m| serde_json::to_string(m).unwrap_or_default()).collect();
+    let transcript: Vec<String> = span
+        .iter()
+        .map(|m| serde_json::to_string(m).unwrap_or_default())
+        .collect();
     let request = vec![
         json!({"role": "system", "content": SUMMARY_PROMPT}),
         json!({"role": "user", "content": format!("Conversation to summarize (one JSON message per line):\n{}", transcript.join("\n"))}),
@@ -144,7 +160,13 @@ async fn summarize(agent: &mut Agent, t: usize, seen: u64) -> Result<Option<(usi
             return Ok(None);
         }
     };
-    let summary = reply.message.get("content").and_then(Value::as_str).unwrap_or("").trim().to_owned();
+    let summary = reply
+        .message
+        .get("content")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .trim()
+        .to_owned();
     let message = json!({"role": "user", "content": format!("<compacted-summary>\n{summary}\n</compacted-summary>")});
     let new_chars = serde_json::to_string(&message).map_or(0, |s| s.chars().count());
     if summary.is_empty() || new_chars >= span_chars {
@@ -163,7 +185,14 @@ mod tests {
 
     #[test]
     fn policy_defaults() {
-        assert_eq!(Policy::defaults(1_000_000, 8_192), Policy { at: 800_000, keep_recent: 158_689, window: 1_000_000 });
+        assert_eq!(
+            Policy::defaults(1_000_000, 8_192),
+            Policy {
+                at: 800_000,
+                keep_recent: 158_689,
+                window: 1_000_000
+            }
+        );
         let p = Policy::defaults(128_000, 8_192);
         assert_eq!(p.at, 128_000 - 8_192 - 32_000);
         assert_eq!(p.keep_recent, (0.16 * 119_808f64) as u64);
@@ -193,7 +222,10 @@ mod tests {
         assert_eq!(tail_start(&msgs, 0), 6);
         for keep in (0..2000).step_by(7) {
             let t = tail_start(&msgs, keep);
-            assert!(t == msgs.len() || role(&msgs[t]) != "tool", "keep {keep}: tail at {t}");
+            assert!(
+                t == msgs.len() || role(&msgs[t]) != "tool",
+                "keep {keep}: tail at {t}"
+            );
         }
     }
 
@@ -207,7 +239,11 @@ mod tests {
         ];
         assert_eq!(trim_tool_results(&mut msgs, 3), Some(1));
         let t = msgs[1]["content"].as_str().unwrap();
-        assert!(t.starts_with("spill: .hel/x") && t.contains("characters trimmed") && t.contains("still in spill: .hel/x"));
+        assert!(
+            t.starts_with("spill: .hel/x")
+                && t.contains("characters trimmed")
+                && t.contains("still in spill: .hel/x")
+        );
         assert!(t.chars().count() < 5_400);
         assert_eq!(msgs[2]["content"], "short");
         assert_eq!(msgs[3]["content"].as_str().unwrap().len(), 20_000);

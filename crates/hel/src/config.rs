@@ -43,10 +43,28 @@ fn env(name: &str) -> Option<String> {
 /// Resolve the provider from flags and environment (see README, "Providers").
 pub fn resolve(args: &RunArgs) -> Result<Endpoint, ConfigError> {
     let (provider, base, key_var, default_model, field) = match args.provider {
-        Some(ProviderName::Deepseek) => ("deepseek", "https://api.deepseek.com", Some("DEEPSEEK_API_KEY"), Some("deepseek-v4-flash"), "max_tokens"),
-        Some(ProviderName::Openai) => ("openai", "https://api.openai.com/v1", Some("OPENAI_API_KEY"), None, "max_completion_tokens"),
+        Some(ProviderName::Deepseek) => (
+            "deepseek",
+            "https://api.deepseek.com",
+            Some("DEEPSEEK_API_KEY"),
+            Some("deepseek-v4-flash"),
+            "max_tokens",
+        ),
+        Some(ProviderName::Openai) => (
+            "openai",
+            "https://api.openai.com/v1",
+            Some("OPENAI_API_KEY"),
+            None,
+            "max_completion_tokens",
+        ),
         None if args.base_url.is_some() => ("compatible", "", None, None, "max_tokens"),
-        None => ("deepseek", "https://api.deepseek.com", Some("DEEPSEEK_API_KEY"), Some("deepseek-v4-flash"), "max_tokens"),
+        None => (
+            "deepseek",
+            "https://api.deepseek.com",
+            Some("DEEPSEEK_API_KEY"),
+            Some("deepseek-v4-flash"),
+            "max_tokens",
+        ),
     };
     let base_url = args.base_url.clone().unwrap_or_else(|| base.to_owned());
     let base_url = base_url.trim_end_matches('/').to_owned();
@@ -56,7 +74,9 @@ pub fn resolve(args: &RunArgs) -> Result<Endpoint, ConfigError> {
         )));
     }
     let model = match (&args.model, default_model) {
-        (Some(m), _) if provider == "deepseek" && m == "deepseek-flash" => "deepseek-v4-flash".to_owned(),
+        (Some(m), _) if provider == "deepseek" && m == "deepseek-flash" => {
+            "deepseek-v4-flash".to_owned()
+        }
         (Some(m), _) => m.clone(),
         (None, Some(d)) => d.to_owned(),
         (None, None) => {

@@ -13,10 +13,16 @@ pub struct Exit {
 
 impl Exit {
     pub fn usage(message: impl Into<String>) -> Exit {
-        Exit { code: 2, message: message.into() }
+        Exit {
+            code: 2,
+            message: message.into(),
+        }
     }
     pub fn refused(message: impl Into<String>) -> Exit {
-        Exit { code: 1, message: message.into() }
+        Exit {
+            code: 1,
+            message: message.into(),
+        }
     }
 }
 

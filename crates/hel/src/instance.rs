@@ -25,7 +25,11 @@ impl Instance {
         let dir = runs.join(&id);
         fs::create_dir_all(dir.join("tmp"))?;
         fs::create_dir_all(dir.join("spill"))?;
-        let lock = OpenOptions::new().create(true).truncate(false).write(true).open(dir.join(".active"))?;
+        let lock = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(dir.join(".active"))?;
         lock.try_lock().map_err(|e| match e {
             TryLockError::Error(e) => e,
             TryLockError::WouldBlock => std::io::Error::other("instance lock taken"),
@@ -59,16 +63,22 @@ fn runs_dir() -> PathBuf {
 }
 
 fn dir_is_empty(p: &Path) -> bool {
-    fs::read_dir(p).map(|mut d| d.next().is_none()).unwrap_or(true)
+    fs::read_dir(p)
+        .map(|mut d| d.next().is_none())
+        .unwrap_or(true)
 }
 
 /// Clean instances whose lock is free: their tmp at once, their spill
 /// files once older than 24 hours, their directory once empty.
 fn clean_dead(runs: &Path) {
-    let Ok(entries) = fs::read_dir(runs) else { return };
+    let Ok(entries) = fs::read_dir(runs) else {
+        return;
+    };
     for e in entries.flatten() {
         let dir = e.path();
-        let Ok(lock) = File::open(dir.join(".active")) else { continue };
+        let Ok(lock) = File::open(dir.join(".active")) else {
+            continue;
+        };
         if lock.try_lock().is_err() {
             continue; // alive (itself or a child it started)
         }

@@ -36,6 +36,21 @@ use std::time::Instant;
 
 use serde_json::{json, Value};
 
+/// One model request as record mode sees it.
+pub struct Exchange<'a> {
+    /// `turn` or `compaction`.
+    pub purpose: &'a str,
+    pub request: &'a Value,
+    pub response: &'a Value,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    /// The Meter's estimate before sending.
+    pub estimate: u64,
+    /// Whether the estimate rested on an observation.
+    pub observed: bool,
+    pub actual_model: Option<&'a str>,
+}
+
 pub struct Recorder {
     dir: PathBuf,
     raw: File,
@@ -77,32 +92,51 @@ impl Recorder {
     }
 
     /// One model request and its outcome.
-    pub fn request(&mut self, purpose: &str, request: &Value, response: &Value, usage: (u64, u64), estimate: u64, observed: bool, actual_model: Option<&str>) {
-        let line = json!({"purpose": purpose, "request": request, "response": response});
+    pub fn request(&mut self, x: Exchange<'_>) {
+        let line = json!({"purpose": x.purpose, "request": x.request, "response": x.response});
         let _ = writeln!(self.raw, "{line}");
         let r = &mut self.record;
-        let counter = if purpose == "compaction" { "compaction_requests" } else { "model_calls" };
+        let counter = if x.purpose == "compaction" {
+            "compaction_requests"
+        } else {
+            "model_calls"
+        };
         r[counter] = json!(r[counter].as_u64().unwrap_or(0) + 1);
-        r["usage"]["input_tokens"] = json!(r["usage"]["input_tokens"].as_u64().unwrap_or(0) + usage.0);
-        r["usage"]["output_tokens"] = json!(r["usage"]["output_tokens"].as_u64().unwrap_or(0) + usage.1);
-        if let Some(m) = actual_model {
+        r["usage"]["input_tokens"] =
+            json!(r["usage"]["input_tokens"].as_u64().unwrap_or(0) + x.input_tokens);
+        r["usage"]["output_tokens"] =
+            json!(r["usage"]["output_tokens"].as_u64().unwrap_or(0) + x.output_tokens);
+        if let Some(m) = x.actual_model {
             r["model"]["actual"] = json!(m);
         }
-        push(r, "requests", json!({
-            "purpose": purpose,
-            "input_tokens": usage.0,
-            "output_tokens": usage.1,
-            "meter": {"observed": observed, "estimate": estimate},
-        }));
+        push(
+            r,
+            "requests",
+            json!({
+                "purpose": x.purpose,
+                "input_tokens": x.input_tokens,
+                "output_tokens": x.output_tokens,
+                "meter": {"observed": x.observed, "estimate": x.estimate},
+            }),
+        );
     }
 
     pub fn tool_call(&mut self, name: &str, args: &str, ok: bool, decision: &str) {
         let args = serde_json::from_str::<Value>(args).unwrap_or_else(|_| json!(args));
-        push(&mut self.record, "tool_calls", json!({"name": name, "args": args, "ok": ok, "decision": decision}));
+        push(
+            &mut self.record,
+            "tool_calls",
+            json!({"name": name, "args": args, "ok": ok, "decision": decision}),
+        );
     }
 
     /// The end of one instruction.
-    pub fn instruction(&mut self, termination: &str, final_output: Option<&str>, error: Option<&str>) {
+    pub fn instruction(
+        &mut self,
+        termination: &str,
+        final_output: Option<&str>,
+        error: Option<&str>,
+    ) {
         if let Some(out) = final_output {
             push(&mut self.record, "final_outputs", json!(out));
         }
@@ -124,7 +158,10 @@ impl Recorder {
         let path = self.dir.join("record.json");
         let tmp = self.dir.join(".record.json.tmp");
         let text = serde_json::to_string_pretty(&self.record).unwrap_or_default();
-        if fs::write(&tmp, text).and_then(|_| fs::rename(&tmp, &path)).is_err() {
+        if fs::write(&tmp, text)
+            .and_then(|_| fs::rename(&tmp, &path))
+            .is_err()
+        {
             eprintln!("hel: warning: cannot write {}", path.display());
         }
     }

@@ -20,8 +20,8 @@ use crate::meter::Meter;
 use crate::record::Recorder;
 use crate::session::{self, Session};
 use crate::spill::SpillStore;
-use crate::tools::{cursor::CursorTable, ToolCtx, Toolset};
 use crate::system;
+use crate::tools::{cursor::CursorTable, ToolCtx, Toolset};
 
 /// Which session to work on.
 pub enum Start {
@@ -43,34 +43,62 @@ struct Setup {
 fn setup(args: &RunArgs) -> Result<Setup, Exit> {
     let endpoint = config::resolve(args)?;
     let toolset = Toolset::select(args.tools.as_deref(), args.access)?;
-    let window = args.context_window.unwrap_or(if endpoint.config.provider == "deepseek" { 1_000_000 } else { 128_000 });
+    let window = args
+        .context_window
+        .unwrap_or(if endpoint.config.provider == "deepseek" {
+            1_000_000
+        } else {
+            128_000
+        });
     let policy = match (args.no_compaction, args.compact_at, args.keep_recent) {
         (true, _, _) => None,
         (false, Some(n), Some(m)) => {
             if m >= n {
-                return Err(Exit::usage(format!("--keep-recent ({m}) must be smaller than --compact-at ({n})")));
+                return Err(Exit::usage(format!(
+                    "--keep-recent ({m}) must be smaller than --compact-at ({n})"
+                )));
             }
-            Some(Policy { at: n, keep_recent: m, window })
+            Some(Policy {
+                at: n,
+                keep_recent: m,
+                window,
+            })
         }
         _ => Some(Policy::defaults(window, args.max_output_tokens)),
     };
     let project = std::env::current_dir()
         .and_then(|d| d.canonicalize())
         .map_err(|e| Exit::refused(format!("cannot use the current directory: {e}")))?;
-    let client = ModelClient::new(&endpoint, args.request_timeout).map_err(|e| Exit::refused(e.to_string()))?;
+    let client = ModelClient::new(&endpoint, args.request_timeout)
+        .map_err(|e| Exit::refused(e.to_string()))?;
     let mut config = endpoint.config;
     config.tools = toolset.definitions();
     config.compaction = serde_json::to_value(policy).unwrap_or_default();
-    Ok(Setup { config, client, toolset, policy, project })
+    Ok(Setup {
+        config,
+        client,
+        toolset,
+        policy,
+        project,
+    })
 }
 
 /// Take the session to work on; returns it and, for a resume or fork, the
 /// checkpoint to continue from.
-fn open_session(store: &Store, setup: &Setup, start: &Start) -> Result<(Session, Option<hel_store::ObjectId>), Exit> {
+fn open_session(
+    store: &Store,
+    setup: &Setup,
+    start: &Start,
+) -> Result<(Session, Option<hel_store::ObjectId>), Exit> {
     let cwd = setup.project.to_string_lossy().into_owned();
     let make = |lease, head| {
         (
-            Session { store: store.clone(), lease, state: hel_store::SessionState::default(), cwd: cwd.clone() },
+            Session {
+                store: store.clone(),
+                lease,
+                state: hel_store::SessionState::default(),
+                cwd: cwd.clone(),
+            },
             head,
         )
     };
@@ -86,7 +114,9 @@ fn open_session(store: &Store, setup: &Setup, start: &Start) -> Result<(Session,
                 .sessions()?
                 .into_iter()
                 .find(|s| !s.busy && s.head.is_some())
-                .ok_or_else(|| Exit::refused("no session of this project can be resumed (none, or all in use)"))?;
+                .ok_or_else(|| {
+                    Exit::refused("no session of this project can be resumed (none, or all in use)")
+                })?;
             let (lease, head) = store.resume(&last.id)?;
             Ok(make(lease, Some(head)))
         }
@@ -104,7 +134,8 @@ fn open_session(store: &Store, setup: &Setup, start: &Start) -> Result<(Session,
 pub async fn run(args: RunArgs, start: Start) -> Result<u8, Exit> {
     let setup = setup(&args)?;
     let from_stdin = args.instructions.is_empty();
-    let instance = Instance::start().map_err(|e| Exit::refused(format!("cannot create the instance directory: {e}")))?;
+    let instance = Instance::start()
+        .map_err(|e| Exit::refused(format!("cannot create the instance directory: {e}")))?;
     let store = Store::for_project(&setup.project);
     let opened = match open_session(&store, &setup, &start) {
         Ok(s) => Some(s),
@@ -123,7 +154,9 @@ pub async fn run(args: RunArgs, start: Start) -> Result<u8, Exit> {
         None => eprintln!("session: none"),
     }
     let mut recorder = match &args.record {
-        Some(dir) => Some(Recorder::create(dir, &setup.config.model).map_err(|e| Exit::refused(format!("cannot write the record to {}: {e}", dir.display())))?),
+        Some(dir) => Some(Recorder::create(dir, &setup.config.model).map_err(|e| {
+            Exit::refused(format!("cannot write the record to {}: {e}", dir.display()))
+        })?),
         None => None,
     };
     if let (Some(rec), Some(s)) = (recorder.as_mut(), &session) {
@@ -131,7 +164,9 @@ pub async fn run(args: RunArgs, start: Start) -> Result<u8, Exit> {
     }
     let sandbox = !args.no_sandbox;
     if args.no_sandbox && setup.toolset.names.contains(&"bash") {
-        eprintln!("hel: warning: --no-sandbox: bash commands run unconfined, with your permissions");
+        eprintln!(
+            "hel: warning: --no-sandbox: bash commands run unconfined, with your permissions"
+        );
     }
     let spill = match &session {
         Some(s) => SpillStore::for_session(&store, s.id()),
@@ -146,7 +181,11 @@ pub async fn run(args: RunArgs, start: Start) -> Result<u8, Exit> {
         access: args.access,
         bash_timeout: args.bash_timeout,
         sandbox,
-        allow_write: args.allow_write.iter().filter_map(|d| d.canonicalize().ok()).collect(),
+        allow_write: args
+            .allow_write
+            .iter()
+            .filter_map(|d| d.canonicalize().ok())
+            .collect(),
         tmp: instance.tmp(),
         inherit_fds,
         cursors: CursorTable::default(),
@@ -162,7 +201,16 @@ pub async fn run(args: RunArgs, start: Start) -> Result<u8, Exit> {
     });
     let context_file = (!args.no_context_file).then_some(args.context_file.as_str());
     let system_message = system::build(&setup.project, context_file, &setup.toolset.names);
-    let mut agent = Agent::new(setup.config.clone(), setup.client, setup.toolset.clone(), tools, recorder, setup.policy, args.max_turns, interrupts.clone());
+    let mut agent = Agent::new(
+        setup.config.clone(),
+        setup.client,
+        setup.toolset.clone(),
+        tools,
+        recorder,
+        setup.policy,
+        args.max_turns,
+        interrupts.clone(),
+    );
     agent.messages.push(system_message);
 
     if let (Some(s), Some(head)) = (session.as_mut(), head) {
@@ -202,7 +250,11 @@ pub async fn run(args: RunArgs, start: Start) -> Result<u8, Exit> {
         };
         let outcome = agent.run_instruction(&text).await;
         if let Some(rec) = agent.recorder.as_mut() {
-            rec.instruction(outcome.termination.name(), outcome.answer.as_deref(), outcome.error.as_deref());
+            rec.instruction(
+                outcome.termination.name(),
+                outcome.answer.as_deref(),
+                outcome.error.as_deref(),
+            );
         }
         match outcome.termination {
             Termination::Completed => {
@@ -218,7 +270,11 @@ pub async fn run(args: RunArgs, start: Start) -> Result<u8, Exit> {
                 let _ = out.flush();
             }
             t => {
-                eprintln!("hel: instruction incomplete ({}): {}", t.name(), outcome.error.unwrap_or_default());
+                eprintln!(
+                    "hel: instruction incomplete ({}): {}",
+                    t.name(),
+                    outcome.error.unwrap_or_default()
+                );
                 failed = true;
                 if t == Termination::Interrupted && !from_stdin {
                     finish(&mut agent, &instance);
@@ -244,7 +300,11 @@ fn finish(agent: &mut Agent, instance: &Instance) {
 /// Continue from checkpoint `head`: verify it, rebuild the system message,
 /// apply the current config, and restore the Meter (when the rule allows),
 /// the cursors and the spill map.
-fn restore(session: &mut Session, agent: &mut Agent, head: hel_store::ObjectId) -> Result<(), Exit> {
+fn restore(
+    session: &mut Session,
+    agent: &mut Agent,
+    head: hel_store::ObjectId,
+) -> Result<(), Exit> {
     let (cp, mut messages, state) = session.store.load(&head)?;
     session::verify(&cp, session.id(), &messages, &session.cwd)?;
     let fresh_system = agent.messages[0].clone();
@@ -260,15 +320,24 @@ fn restore(session: &mut Session, agent: &mut Agent, head: hel_store::ObjectId) 
         }
     };
     agent.messages = messages;
-    agent.dirty_from = if system_changed { 0 } else { agent.messages.len() };
+    agent.dirty_from = if system_changed {
+        0
+    } else {
+        agent.messages.len()
+    };
     session.state = state;
 
     let saved: Option<RequestConfig> = serde_json::from_value(cp.request_config.clone()).ok();
-    let same_signature = saved.as_ref().is_some_and(|s| s.signature() == agent.config.signature());
+    let same_signature = saved
+        .as_ref()
+        .is_some_and(|s| s.signature() == agent.config.signature());
     if let Some(saved) = &saved {
         let mut diffs = Vec::new();
         if saved.model != agent.config.model || saved.provider != agent.config.provider {
-            diffs.push(format!("model {}/{} → {}/{}", saved.provider, saved.model, agent.config.provider, agent.config.model));
+            diffs.push(format!(
+                "model {}/{} → {}/{}",
+                saved.provider, saved.model, agent.config.provider, agent.config.model
+            ));
         }
         if saved.tools != agent.config.tools {
             diffs.push("toolset changed".to_owned());
@@ -277,7 +346,10 @@ fn restore(session: &mut Session, agent: &mut Agent, head: hel_store::ObjectId) 
             diffs.push("params changed".to_owned());
         }
         if saved.max_output_tokens != agent.config.max_output_tokens {
-            diffs.push(format!("output limit {} → {}", saved.max_output_tokens, agent.config.max_output_tokens));
+            diffs.push(format!(
+                "output limit {} → {}",
+                saved.max_output_tokens, agent.config.max_output_tokens
+            ));
         }
         if !diffs.is_empty() {
             eprintln!("hel: note: continuing with the current settings ({}); the saved ones stay in the checkpoint", diffs.join(", "));

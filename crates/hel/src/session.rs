@@ -25,7 +25,11 @@ impl Session {
 
     /// Commit the agent's state as a checkpoint. On failure the previous
     /// checkpoint stays as it was and the next call commits everything.
-    pub fn checkpoint(&mut self, agent: &mut Agent, instruction: &str) -> Result<ObjectId, hel_store::Error> {
+    pub fn checkpoint(
+        &mut self,
+        agent: &mut Agent,
+        instruction: &str,
+    ) -> Result<ObjectId, hel_store::Error> {
         let pending = agent.tools.spill.pending();
         let committed = self.store.commit(
             &self.lease,
@@ -58,7 +62,8 @@ impl Session {
 /// hex digits (hyphens allowed). Anything else is a usage error.
 pub fn check_session_arg(spec: &str) -> Result<(), Exit> {
     let hex = spec.chars().filter(|c| *c != '-').count();
-    let ok = hex >= 4 && spec.len() <= 36 && spec.chars().all(|c| c.is_ascii_hexdigit() || c == '-');
+    let ok =
+        hex >= 4 && spec.len() <= 36 && spec.chars().all(|c| c.is_ascii_hexdigit() || c == '-');
     if ok {
         Ok(())
     } else {
@@ -79,7 +84,12 @@ pub fn resolve(store: &Store, project: &Path, spec: &str) -> Result<String, Exit
             // Run from inside a project that holds it? Say where.
             for dir in project.ancestors().skip(1) {
                 let other = Store::for_project(dir);
-                if other.exists() && other.sessions_matching(&spec).map(|m| !m.is_empty()).unwrap_or(false) {
+                if other.exists()
+                    && other
+                        .sessions_matching(&spec)
+                        .map(|m| !m.is_empty())
+                        .unwrap_or(false)
+                {
                     return Err(Exit::refused(format!(
                         "no session {spec} in {}; it belongs to the project at {}: run hel there",
                         project.display(),
@@ -87,9 +97,15 @@ pub fn resolve(store: &Store, project: &Path, spec: &str) -> Result<String, Exit
                     )));
                 }
             }
-            Err(Exit::refused(format!("no session matches {spec} in {} (`hel sessions` lists them)", project.display())))
+            Err(Exit::refused(format!(
+                "no session matches {spec} in {} (`hel sessions` lists them)",
+                project.display()
+            )))
         }
-        _ => Err(Exit::refused(format!("{spec} is ambiguous: it matches {}; give more digits", matches.join(", ")))),
+        _ => Err(Exit::refused(format!(
+            "{spec} is ambiguous: it matches {}; give more digits",
+            matches.join(", ")
+        ))),
     }
 }
 
@@ -99,20 +115,33 @@ pub fn resolve_checkpoint(log: &[LogEntry], spec: &str) -> Result<ObjectId, Exit
         return Err(Exit::usage(format!("{spec:?} is not a checkpoint id: give at least 4 hex digits as `hel sessions log` prints them")));
     }
     let spec = spec.to_ascii_lowercase();
-    let found: Vec<&LogEntry> = log.iter().filter(|e| e.id.to_hex().starts_with(&spec)).collect();
+    let found: Vec<&LogEntry> = log
+        .iter()
+        .filter(|e| e.id.to_hex().starts_with(&spec))
+        .collect();
     match found.as_slice() {
         [one] => Ok(one.id),
-        [] => Err(Exit::refused(format!("no checkpoint {spec} in this session's log (`hel sessions log <SESSION>` lists them)"))),
+        [] => Err(Exit::refused(format!(
+            "no checkpoint {spec} in this session's log (`hel sessions log <SESSION>` lists them)"
+        ))),
         many => Err(Exit::refused(format!(
             "checkpoint {spec} is ambiguous: it matches {}",
-            many.iter().map(|e| e.id.to_hex()[..12].to_owned()).collect::<Vec<_>>().join(", ")
+            many.iter()
+                .map(|e| e.id.to_hex()[..12].to_owned())
+                .collect::<Vec<_>>()
+                .join(", ")
         ))),
     }
 }
 
 /// Refuse a checkpoint that may not be continued here: saved in another
 /// directory, or holding a broken conversation.
-pub fn verify(cp: &Checkpoint, session: &str, messages: &[Value], project: &str) -> Result<(), Exit> {
+pub fn verify(
+    cp: &Checkpoint,
+    session: &str,
+    messages: &[Value],
+    project: &str,
+) -> Result<(), Exit> {
     if cp.session_id != session {
         return Err(Exit::refused(format!("checkpoint belongs to session {}, not {session}: the store is inconsistent (run `hel fsck`)", cp.session_id)));
     }
@@ -137,7 +166,11 @@ pub fn check_pairing(messages: &[Value]) -> Result<(), String> {
                     Some(p) => {
                         open.remove(p);
                     }
-                    None => return Err(format!("message {i} answers tool call {id:?}, which no assistant message made")),
+                    None => {
+                        return Err(format!(
+                            "message {i} answers tool call {id:?}, which no assistant message made"
+                        ))
+                    }
                 }
             }
             role => {
@@ -146,7 +179,10 @@ pub fn check_pairing(messages: &[Value]) -> Result<(), String> {
                 }
                 if role == Some("assistant") {
                     if let Some(calls) = m.get("tool_calls").and_then(Value::as_array) {
-                        open = calls.iter().map(|c| c.get("id").and_then(Value::as_str).unwrap_or("").to_owned()).collect();
+                        open = calls
+                            .iter()
+                            .map(|c| c.get("id").and_then(Value::as_str).unwrap_or("").to_owned())
+                            .collect();
                     }
                 }
             }
@@ -169,10 +205,21 @@ mod tests {
         let ra = json!({"role": "tool", "tool_call_id": "a", "content": ""});
         let rb = json!({"role": "tool", "tool_call_id": "b", "content": ""});
         let user = json!({"role": "user", "content": "x"});
-        assert!(check_pairing(&[user.clone(), call.clone(), ra.clone(), rb.clone(), user.clone()]).is_ok());
-        assert!(check_pairing(&[call.clone(), ra.clone()]).unwrap_err().contains("\"b\""));
+        assert!(check_pairing(&[
+            user.clone(),
+            call.clone(),
+            ra.clone(),
+            rb.clone(),
+            user.clone()
+        ])
+        .is_ok());
+        assert!(check_pairing(&[call.clone(), ra.clone()])
+            .unwrap_err()
+            .contains("\"b\""));
         assert!(check_pairing(&[call.clone(), ra.clone(), user.clone(), rb.clone()]).is_err());
-        assert!(check_pairing(&[user, ra]).unwrap_err().contains("no assistant"));
+        assert!(check_pairing(&[user, ra])
+            .unwrap_err()
+            .contains("no assistant"));
     }
 
     #[test]

@@ -97,13 +97,24 @@ impl SpillStore {
             return content;
         }
         self.counter += 1;
-        let name = format!("{tool}-{}-{}.txt", self.counter, &uuid::Uuid::new_v4().simple().to_string()[..8]);
+        let name = format!(
+            "{tool}-{}-{}.txt",
+            self.counter,
+            &uuid::Uuid::new_v4().simple().to_string()[..8]
+        );
         let path = self.dir.join(&name);
-        let saved = std::fs::create_dir_all(&self.dir).and_then(|_| std::fs::write(&path, &content));
+        let saved =
+            std::fs::create_dir_all(&self.dir).and_then(|_| std::fs::write(&path, &content));
         if let Err(e) = saved {
-            eprintln!("hel: warning: cannot write spill file {}: {e}; the result is cut instead", path.display());
+            eprintln!(
+                "hel: warning: cannot write spill file {}: {e}; the result is cut instead",
+                path.display()
+            );
             let head: String = content.chars().take(EDGE).collect();
-            return format!("{head}\n[{} more characters cut: the output could not be saved]", chars - EDGE);
+            return format!(
+                "{head}\n[{} more characters cut: the output could not be saved]",
+                chars - EDGE
+            );
         }
         let key = format!("{}{name}", self.prefix);
         self.entries.insert(key.clone(), Source::File(path.clone()));
@@ -152,7 +163,8 @@ impl SpillStore {
                 continue;
             }
             if let Ok(bytes) = store.read_blob(&entry.blob) {
-                let _ = std::fs::create_dir_all(&self.dir).and_then(|_| std::fs::write(&path, bytes));
+                let _ =
+                    std::fs::create_dir_all(&self.dir).and_then(|_| std::fs::write(&path, bytes));
             }
         }
     }

@@ -40,11 +40,17 @@ pub fn build(project: &Path, context_file: Option<&str>, tool_names: &[&str]) ->
         let path = project.join(name);
         match std::fs::read_to_string(&path) {
             Ok(rules) => {
-                text.push_str(&format!("\n# Project instructions ({name})\n{}", rules.trim_end()));
+                text.push_str(&format!(
+                    "\n# Project instructions ({name})\n{}",
+                    rules.trim_end()
+                ));
                 text.push('\n');
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => eprintln!("hel: warning: cannot read {}: {e}; continuing without it", path.display()),
+            Err(e) => eprintln!(
+                "hel: warning: cannot read {}: {e}; continuing without it",
+                path.display()
+            ),
         }
     }
     json!({"role": "system", "content": text})

@@ -28,7 +28,11 @@ pub async fn run(ctx: &mut ToolCtx, args: &Value) -> ToolResult {
     let mut cmd = if ctx.sandbox {
         let exe = match std::env::current_exe() {
             Ok(e) => e,
-            Err(e) => return ToolResult::failed(format!("error: cannot find hel itself to start the sandbox: {e}")),
+            Err(e) => {
+                return ToolResult::failed(format!(
+                    "error: cannot find hel itself to start the sandbox: {e}"
+                ))
+            }
         };
         let mut writable = vec![ctx.project.clone(), ctx.tmp.clone()];
         writable.extend(ctx.allow_write.iter().cloned());
@@ -39,7 +43,10 @@ pub async fn run(ctx: &mut ToolCtx, args: &Value) -> ToolResult {
         };
         let mut c = tokio::process::Command::new(exe);
         c.arg("__sandbox").arg("--").arg(&command);
-        c.env(sandbox::SPEC_VAR, serde_json::to_string(&spec).unwrap_or_default());
+        c.env(
+            sandbox::SPEC_VAR,
+            serde_json::to_string(&spec).unwrap_or_default(),
+        );
         c
     } else {
         let mut c = tokio::process::Command::new("bash");
@@ -102,7 +109,10 @@ pub async fn run(ctx: &mut ToolCtx, args: &Value) -> ToolResult {
         Ok(r) => r,
         Err(_) => {
             kill_group();
-            return ToolResult::failed(format!("exit=timeout after {}s\nstdout:\n\nstderr:\n", ctx.bash_timeout));
+            return ToolResult::failed(format!(
+                "exit=timeout after {}s\nstdout:\n\nstderr:\n",
+                ctx.bash_timeout
+            ));
         }
     };
     let status = match status {

@@ -45,7 +45,8 @@ pub fn search_replace(ctx: &mut ToolCtx, args: &Value) -> ToolResult {
                 "no change: search text occurs {count} times in {path}; it must occur exactly once (add surrounding lines to make it unique)"
             ));
         }
-        std::fs::write(&abs, text.replacen(search, replace, 1)).map_err(|e| format!("{path}: {e}"))?;
+        std::fs::write(&abs, text.replacen(search, replace, 1))
+            .map_err(|e| format!("{path}: {e}"))?;
         Ok(format!("replaced 1 occurrence in {path}"))
     };
     match run() {

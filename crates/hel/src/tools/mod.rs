@@ -20,7 +20,14 @@ use crate::spill::SpillStore;
 use cursor::CursorTable;
 
 /// The tools, in the order they are offered.
-pub const ALL: &[&str] = &["bash", "read_file", "write_file", "search_replace", "glob", "grep"];
+pub const ALL: &[&str] = &[
+    "bash",
+    "read_file",
+    "write_file",
+    "search_replace",
+    "glob",
+    "grep",
+];
 /// Tools that only read.
 const READING: &[&str] = &["read_file", "glob", "grep"];
 
@@ -37,10 +44,18 @@ pub struct ToolResult {
 
 impl ToolResult {
     pub fn ok(content: String) -> Self {
-        ToolResult { content, ok: true, decision: "auto" }
+        ToolResult {
+            content,
+            ok: true,
+            decision: "auto",
+        }
     }
     pub fn failed(content: String) -> Self {
-        ToolResult { content, ok: false, decision: "auto" }
+        ToolResult {
+            content,
+            ok: false,
+            decision: "auto",
+        }
     }
 }
 
@@ -77,7 +92,10 @@ impl Toolset {
                 let mut v = Vec::new();
                 for n in list.split(',').map(str::trim) {
                     let known = ALL.iter().find(|t| **t == n).ok_or_else(|| {
-                        ConfigError(format!("unknown tool {n:?} in --tools: choose from {} (or none)", ALL.join(", ")))
+                        ConfigError(format!(
+                            "unknown tool {n:?} in --tools: choose from {} (or none)",
+                            ALL.join(", ")
+                        ))
                     })?;
                     if !v.contains(known) {
                         v.push(*known);
@@ -163,30 +181,62 @@ pub fn arg_str<'a>(args: &'a Value, key: &str) -> Result<Option<&'a str>, String
 pub fn arg_u64(args: &Value, key: &str) -> Result<Option<u64>, String> {
     match args.get(key) {
         None | Some(Value::Null) => Ok(None),
-        Some(v) => v.as_u64().map(Some).ok_or_else(|| format!("argument {key} must be a non-negative integer")),
+        Some(v) => v
+            .as_u64()
+            .map(Some)
+            .ok_or_else(|| format!("argument {key} must be a non-negative integer")),
     }
 }
 
 /// Run one tool call. Never fails: every problem is a result the model reads.
-pub async fn execute(ctx: &mut ToolCtx, toolset: &Toolset, name: &str, raw_args: &str) -> ToolResult {
+pub async fn execute(
+    ctx: &mut ToolCtx,
+    toolset: &Toolset,
+    name: &str,
+    raw_args: &str,
+) -> ToolResult {
     let Some(&tool) = toolset.names.iter().find(|n| **n == name) else {
-        let offered = if toolset.names.is_empty() { "none".to_owned() } else { toolset.names.join(", ") };
-        return ToolResult::failed(format!("error: unknown tool {name:?}; the tools are: {offered}"));
+        let offered = if toolset.names.is_empty() {
+            "none".to_owned()
+        } else {
+            toolset.names.join(", ")
+        };
+        return ToolResult::failed(format!(
+            "error: unknown tool {name:?}; the tools are: {offered}"
+        ));
     };
-    let args: Value = match serde_json::from_str(if raw_args.trim().is_empty() { "{}" } else { raw_args }) {
+    let args: Value = match serde_json::from_str(if raw_args.trim().is_empty() {
+        "{}"
+    } else {
+        raw_args
+    }) {
         Ok(v @ Value::Object(_)) => v,
-        _ => return ToolResult::failed(format!("error: the arguments of {name} are not a JSON object: {raw_args:?}")),
+        _ => {
+            return ToolResult::failed(format!(
+                "error: the arguments of {name} are not a JSON object: {raw_args:?}"
+            ))
+        }
     };
     let mut decision = "auto";
     if !READING.contains(&tool) && ctx.access == Access::Confirm {
         let what = match tool {
-            "bash" => format!("run `{}`", args.get("command").and_then(Value::as_str).unwrap_or("")),
-            _ => format!("{tool} {}", args.get("path").and_then(Value::as_str).unwrap_or("")),
+            "bash" => format!(
+                "run `{}`",
+                args.get("command").and_then(Value::as_str).unwrap_or("")
+            ),
+            _ => format!(
+                "{tool} {}",
+                args.get("path").and_then(Value::as_str).unwrap_or("")
+            ),
         };
         match confirm(&what).await {
             Ok(true) => decision = "confirmed",
             Ok(false) => {
-                return ToolResult { content: "denied: the user declined this call".into(), ok: false, decision: "denied" };
+                return ToolResult {
+                    content: "denied: the user declined this call".into(),
+                    ok: false,
+                    decision: "denied",
+                };
             }
             Err(why) => {
                 return ToolResult {
@@ -217,11 +267,17 @@ async fn confirm(what: &str) -> Result<bool, String> {
     let what = what.chars().take(300).collect::<String>();
     tokio::task::spawn_blocking(move || {
         use std::io::{BufRead, Write};
-        let tty = std::fs::OpenOptions::new().read(true).write(true).open("/dev/tty").map_err(|e| format!("no terminal: {e}"))?;
+        let tty = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open("/dev/tty")
+            .map_err(|e| format!("no terminal: {e}"))?;
         let mut w = &tty;
         write!(w, "hel: allow {what}? [y/N] ").map_err(|e| e.to_string())?;
         let mut line = String::new();
-        std::io::BufReader::new(&tty).read_line(&mut line).map_err(|e| e.to_string())?;
+        std::io::BufReader::new(&tty)
+            .read_line(&mut line)
+            .map_err(|e| e.to_string())?;
         Ok(matches!(line.trim(), "y" | "Y" | "yes"))
     })
     .await
@@ -277,19 +333,40 @@ mod tests {
         let cur = cursor_of(&r1.content);
         let r2 = read::run(&mut c, &json!({"cursor": cur}));
         let body1 = r1.content.rsplit_once('\n').unwrap().0;
-        assert!(r2.content.starts_with(&text[body1.len() + 1..body1.len() + 20]), "{}", &r2.content[..40]);
+        assert!(
+            r2.content
+                .starts_with(&text[body1.len() + 1..body1.len() + 20]),
+            "{}",
+            &r2.content[..40]
+        );
         // The same cursor works again while the file is unchanged.
         let again = read::run(&mut c, &json!({"cursor": cur})).content;
-        assert!(again.rsplit_once('\n').unwrap().0 == r2.content.rsplit_once('\n').unwrap().0, "re-reading a cursor differs");
+        assert!(
+            again.rsplit_once('\n').unwrap().0 == r2.content.rsplit_once('\n').unwrap().0,
+            "re-reading a cursor differs"
+        );
         // A range: lines 10..=12.
-        assert_eq!(read::run(&mut c, &json!({"path": "big.txt", "start_line": 10, "max_lines": 3})).content, "line 10\nline 11\nline 12\n");
+        assert_eq!(
+            read::run(
+                &mut c,
+                &json!({"path": "big.txt", "start_line": 10, "max_lines": 3})
+            )
+            .content,
+            "line 10\nline 11\nline 12\n"
+        );
         write(&c, "big.txt", &text.replace("line 2999", "LINE 2999"));
         let r3 = read::run(&mut c, &json!({"cursor": cur}));
-        assert!(!r3.ok && r3.content.contains("changed") && r3.content.contains("read it again"), "{}", r3.content);
+        assert!(
+            !r3.ok && r3.content.contains("changed") && r3.content.contains("read it again"),
+            "{}",
+            r3.content
+        );
         let mixed = read::run(&mut c, &json!({"cursor": cur, "path": "big.txt"}));
         assert!(!mixed.ok && mixed.content.contains("either a cursor"));
         std::fs::write(c.project.join("bin"), [0u8, 159, 146, 150]).unwrap();
-        assert!(read::run(&mut c, &json!({"path": "bin"})).content.contains("binary"));
+        assert!(read::run(&mut c, &json!({"path": "bin"}))
+            .content
+            .contains("binary"));
     }
 
     #[test]
@@ -301,7 +378,9 @@ mod tests {
             read::run(&mut c, &json!({"path": "f"}));
         }
         assert_eq!(c.cursors.len(), cursor::CAPACITY);
-        assert!(read::run(&mut c, &json!({"cursor": first})).content.contains("unknown cursor"));
+        assert!(read::run(&mut c, &json!({"cursor": first}))
+            .content
+            .contains("unknown cursor"));
     }
 
     #[test]
@@ -314,10 +393,25 @@ mod tests {
         write(&c, "app.log", "fn log() {}\n");
         write(&c, ".hel/objects/zz", "fn secret() {}\n");
         write(&c, ".git/config", "fn git() {}\n");
-        assert_eq!(search::glob(&mut c, &json!({"pattern": "**/*.rs"})).content, "a/x.rs\nb.rs");
-        assert_eq!(search::grep(&mut c, &json!({"pattern": "^fn"})).content, "a/x.rs:1:fn x() {}\na/x.rs:2:fn y() {}\nb.rs:1:fn main() {}");
-        assert_eq!(search::grep(&mut c, &json!({"pattern": "fn", "include": "b.*"})).content, "b.rs:1:fn main() {}");
-        assert_eq!(search::grep(&mut c, &json!({"pattern": "fn", "path": "a"})).content.lines().count(), 2);
+        assert_eq!(
+            search::glob(&mut c, &json!({"pattern": "**/*.rs"})).content,
+            "a/x.rs\nb.rs"
+        );
+        assert_eq!(
+            search::grep(&mut c, &json!({"pattern": "^fn"})).content,
+            "a/x.rs:1:fn x() {}\na/x.rs:2:fn y() {}\nb.rs:1:fn main() {}"
+        );
+        assert_eq!(
+            search::grep(&mut c, &json!({"pattern": "fn", "include": "b.*"})).content,
+            "b.rs:1:fn main() {}"
+        );
+        assert_eq!(
+            search::grep(&mut c, &json!({"pattern": "fn", "path": "a"}))
+                .content
+                .lines()
+                .count(),
+            2
+        );
         write(&c, "many.txt", &"match\n".repeat(250));
         let r = search::grep(&mut c, &json!({"pattern": "match"})).content;
         assert_eq!(r.lines().count(), 101);
@@ -333,14 +427,33 @@ mod tests {
     fn search_replace_requires_exactly_one_occurrence() {
         let (_d, mut c) = ctx();
         write(&c, "f.txt", "a b a");
-        let r = edit::search_replace(&mut c, &json!({"path": "f.txt", "search": "a", "replace": "z"}));
-        assert!(!r.ok && r.content.contains("occurs 2 times"), "{}", r.content);
-        let r = edit::search_replace(&mut c, &json!({"path": "f.txt", "search": "q", "replace": "z"}));
+        let r = edit::search_replace(
+            &mut c,
+            &json!({"path": "f.txt", "search": "a", "replace": "z"}),
+        );
+        assert!(
+            !r.ok && r.content.contains("occurs 2 times"),
+            "{}",
+            r.content
+        );
+        let r = edit::search_replace(
+            &mut c,
+            &json!({"path": "f.txt", "search": "q", "replace": "z"}),
+        );
         assert!(r.content.contains("occurs 0 times"));
-        assert_eq!(std::fs::read_to_string(c.project.join("f.txt")).unwrap(), "a b a");
-        let r = edit::search_replace(&mut c, &json!({"path": "f.txt", "search": "b", "replace": "한"}));
+        assert_eq!(
+            std::fs::read_to_string(c.project.join("f.txt")).unwrap(),
+            "a b a"
+        );
+        let r = edit::search_replace(
+            &mut c,
+            &json!({"path": "f.txt", "search": "b", "replace": "한"}),
+        );
         assert!(r.ok);
-        assert_eq!(std::fs::read_to_string(c.project.join("f.txt")).unwrap(), "a 한 a");
+        assert_eq!(
+            std::fs::read_to_string(c.project.join("f.txt")).unwrap(),
+            "a 한 a"
+        );
         let r = edit::write_file(&mut c, &json!({"path": "new/deep/f.txt", "content": "x"}));
         assert!(r.ok && c.project.join("new/deep/f.txt").exists());
         assert!(!edit::write_file(&mut c, &json!({"path": ".hel/x", "content": "x"})).ok);

@@ -47,7 +47,10 @@ pub fn resolve(project: &Path, path: &str) -> Result<Resolved, String> {
     let real = loop {
         match existing.canonicalize() {
             Ok(r) => break r,
-            Err(_) => match (existing.file_name().map(|n| n.to_owned()), existing.parent()) {
+            Err(_) => match (
+                existing.file_name().map(|n| n.to_owned()),
+                existing.parent(),
+            ) {
                 (Some(name), Some(parent)) => {
                     rest.push(name);
                     existing = parent.to_owned();
@@ -67,7 +70,9 @@ pub fn resolve(project: &Path, path: &str) -> Result<Resolved, String> {
         ));
     }
     if full.starts_with(&store_dir) {
-        return Err(format!("{path} leads into .hel/, which tools may not use: refused"));
+        return Err(format!(
+            "{path} leads into .hel/, which tools may not use: refused"
+        ));
     }
     Ok(Resolved::File(full))
 }
@@ -89,11 +94,20 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().canonicalize().unwrap();
         std::fs::create_dir(p.join("src")).unwrap();
-        assert_eq!(resolve(&p, "src/a.rs").unwrap(), Resolved::File(p.join("src/a.rs")));
-        assert_eq!(resolve(&p, "new/dir/f").unwrap(), Resolved::File(p.join("new/dir/f")));
+        assert_eq!(
+            resolve(&p, "src/a.rs").unwrap(),
+            Resolved::File(p.join("src/a.rs"))
+        );
+        assert_eq!(
+            resolve(&p, "new/dir/f").unwrap(),
+            Resolved::File(p.join("new/dir/f"))
+        );
         assert!(resolve(&p, "../x").unwrap_err().contains("outside"));
         assert!(resolve(&p, "/etc/passwd").unwrap_err().contains("outside"));
-        assert_eq!(resolve(&p, "src/../.hel/objects").unwrap(), Resolved::Store(".hel/objects".into()));
+        assert_eq!(
+            resolve(&p, "src/../.hel/objects").unwrap(),
+            Resolved::Store(".hel/objects".into())
+        );
         std::os::unix::fs::symlink("/etc", p.join("link")).unwrap();
         assert!(resolve(&p, "link/passwd").unwrap_err().contains("outside"));
         std::fs::create_dir(p.join(".hel")).unwrap();

@@ -23,7 +23,12 @@ pub struct Page {
 
 /// Read a page starting at byte `offset`, after skipping `skip` lines,
 /// covering at most `lines` lines.
-pub fn read_page<R: Read + Seek>(src: R, offset: u64, skip: u64, lines: Option<u64>) -> Result<Page, String> {
+pub fn read_page<R: Read + Seek>(
+    src: R,
+    offset: u64,
+    skip: u64,
+    lines: Option<u64>,
+) -> Result<Page, String> {
     let mut r = BufReader::new(src);
     r.seek(SeekFrom::Start(offset)).map_err(|e| e.to_string())?;
     let mut pos = offset;
@@ -32,7 +37,10 @@ pub fn read_page<R: Read + Seek>(src: R, offset: u64, skip: u64, lines: Option<u
         line.clear();
         let got = r.read_until(b'\n', &mut line).map_err(|e| e.to_string())?;
         if got == 0 {
-            return Err(format!("start_line {} is beyond the end of the file ({n} lines)", skip + 1));
+            return Err(format!(
+                "start_line {} is beyond the end of the file ({n} lines)",
+                skip + 1
+            ));
         }
         pos += got as u64;
     }
@@ -69,7 +77,8 @@ pub fn read_page<R: Read + Seek>(src: R, offset: u64, skip: u64, lines: Option<u
     if out.contains(&0) {
         return Err("binary file (it contains NUL bytes): read_file reads text only".into());
     }
-    let text = String::from_utf8(out).map_err(|_| "binary or non-UTF-8 file: read_file reads UTF-8 text only".to_owned())?;
+    let text = String::from_utf8(out)
+        .map_err(|_| "binary or non-UTF-8 file: read_file reads UTF-8 text only".to_owned())?;
     Ok(Page { text, next })
 }
 
@@ -118,7 +127,9 @@ fn read(ctx: &mut ToolCtx, args: &Value) -> Result<String, String> {
 fn open(ctx: &ToolCtx, path: &str) -> Result<(Box<dyn ReadSeek>, Identity), String> {
     // Instance spill is named by its absolute path, outside the project.
     if let Some(bytes) = ctx.spill.read(path) {
-        let identity = Identity::Spill { blake3: blake3_hex(&bytes) };
+        let identity = Identity::Spill {
+            blake3: blake3_hex(&bytes),
+        };
         return Ok((Box::new(std::io::Cursor::new(bytes)), identity));
     }
     match paths::resolve(&ctx.project, path)? {
@@ -131,10 +142,9 @@ fn open(ctx: &ToolCtx, path: &str) -> Result<(Box<dyn ReadSeek>, Identity), Stri
             Ok((Box::new(f), Identity::of(&meta)))
         }
         Resolved::Store(rel) => {
-            let bytes = ctx
-                .spill
-                .read(&rel)
-                .ok_or_else(|| format!("{path} is inside .hel/ and not a spill file of this session: refused"))?;
+            let bytes = ctx.spill.read(&rel).ok_or_else(|| {
+                format!("{path} is inside .hel/ and not a spill file of this session: refused")
+            })?;
             let identity = Identity::Spill {
                 blake3: blake3_hex(&bytes),
             };
@@ -164,7 +174,9 @@ fn finish(ctx: &mut ToolCtx, path: &str, page: Page, identity: Identity) -> Stri
         if !text.ends_with('\n') && !text.is_empty() {
             text.push('\n');
         }
-        text.push_str(&format!("[Read truncated. Continue with read_file({{\"cursor\":\"{id}\"}}).]"));
+        text.push_str(&format!(
+            "[Read truncated. Continue with read_file({{\"cursor\":\"{id}\"}}).]"
+        ));
     }
     text
 }
@@ -181,10 +193,24 @@ mod tests {
     #[test]
     fn ranges() {
         let t = "a\nb\nc\nd\n";
-        assert_eq!(page(t, 0, 0, None), Page { text: t.into(), next: None });
-        assert_eq!(page(t, 0, 1, Some(2)), Page { text: "b\nc\n".into(), next: None });
+        assert_eq!(
+            page(t, 0, 0, None),
+            Page {
+                text: t.into(),
+                next: None
+            }
+        );
+        assert_eq!(
+            page(t, 0, 1, Some(2)),
+            Page {
+                text: "b\nc\n".into(),
+                next: None
+            }
+        );
         assert_eq!(page("a\nb", 0, 1, None).text, "b");
-        assert!(read_page(Mem::new(b"a\n".to_vec()), 0, 5, None).unwrap_err().contains("beyond"));
+        assert!(read_page(Mem::new(b"a\n".to_vec()), 0, 5, None)
+            .unwrap_err()
+            .contains("beyond"));
     }
 
     #[test]
@@ -221,7 +247,11 @@ mod tests {
 
     #[test]
     fn binary_is_refused() {
-        assert!(read_page(Mem::new(b"ab\0cd".to_vec()), 0, 0, None).unwrap_err().contains("binary"));
-        assert!(read_page(Mem::new(vec![0xff, 0xfe, b'\n']), 0, 0, None).unwrap_err().contains("UTF-8"));
+        assert!(read_page(Mem::new(b"ab\0cd".to_vec()), 0, 0, None)
+            .unwrap_err()
+            .contains("binary"));
+        assert!(read_page(Mem::new(vec![0xff, 0xfe, b'\n']), 0, 0, None)
+            .unwrap_err()
+            .contains("UTF-8"));
     }
 }

@@ -41,7 +41,16 @@ pub struct Spec {
 }
 
 /// Device files commands may write.
-const DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/ptmx", "/dev/pts", "/dev/random", "/dev/urandom"];
+const DEVICES: &[&str] = &[
+    "/dev/null",
+    "/dev/zero",
+    "/dev/full",
+    "/dev/tty",
+    "/dev/ptmx",
+    "/dev/pts",
+    "/dev/random",
+    "/dev/urandom",
+];
 
 /// The helper's entry point: never returns.
 pub fn helper_main(args: &[String]) -> ! {
@@ -49,7 +58,10 @@ pub fn helper_main(args: &[String]) -> ! {
         [dash, cmd] if dash == "--" => cmd.clone(),
         _ => fail("usage: hel __sandbox -- COMMAND"),
     };
-    let spec: Spec = match std::env::var(SPEC_VAR).ok().and_then(|s| serde_json::from_str(&s).ok()) {
+    let spec: Spec = match std::env::var(SPEC_VAR)
+        .ok()
+        .and_then(|s| serde_json::from_str(&s).ok())
+    {
         Some(s) => s,
         None => fail(&format!("{SPEC_VAR} is missing or malformed")),
     };
@@ -95,11 +107,20 @@ fn enter_namespace() -> Result<(), String> {
             }
             // Map ourselves to ourselves so files keep their owners.
             let _ = std::fs::write("/proc/self/setgroups", "deny");
-            std::fs::write("/proc/self/uid_map", format!("{uid} {uid} 1")).map_err(|e| format!("uid_map: {e}"))?;
-            std::fs::write("/proc/self/gid_map", format!("{gid} {gid} 1")).map_err(|e| format!("gid_map: {e}"))?;
+            std::fs::write("/proc/self/uid_map", format!("{uid} {uid} 1"))
+                .map_err(|e| format!("uid_map: {e}"))?;
+            std::fs::write("/proc/self/gid_map", format!("{gid} {gid} 1"))
+                .map_err(|e| format!("gid_map: {e}"))?;
         }
         let root = CString::new("/").unwrap_or_default();
-        if libc::mount(std::ptr::null(), root.as_ptr(), std::ptr::null(), libc::MS_REC | libc::MS_PRIVATE, std::ptr::null()) != 0 {
+        if libc::mount(
+            std::ptr::null(),
+            root.as_ptr(),
+            std::ptr::null(),
+            libc::MS_REC | libc::MS_PRIVATE,
+            std::ptr::null(),
+        ) != 0
+        {
             return Err(os_err("make / private"));
         }
     }
@@ -117,7 +138,12 @@ fn hide_store(spec: &Spec) -> Result<(), String> {
         Some(dir) if dir.is_dir() => {
             let c = cstr(dir)?;
             // SAFETY: open(2) with a valid C string.
-            let fd = unsafe { libc::open(c.as_ptr(), libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC) };
+            let fd = unsafe {
+                libc::open(
+                    c.as_ptr(),
+                    libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+                )
+            };
             if fd < 0 {
                 return Err(os_err("open spill dir"));
             }
@@ -129,7 +155,14 @@ fn hide_store(spec: &Spec) -> Result<(), String> {
     let opts = CString::new("mode=0755,size=64k").unwrap_or_default();
     // SAFETY: mount(2) with valid C strings.
     unsafe {
-        if libc::mount(tmpfs.as_ptr(), hel_c.as_ptr(), tmpfs.as_ptr(), libc::MS_NOSUID | libc::MS_NODEV, opts.as_ptr().cast()) != 0 {
+        if libc::mount(
+            tmpfs.as_ptr(),
+            hel_c.as_ptr(),
+            tmpfs.as_ptr(),
+            libc::MS_NOSUID | libc::MS_NODEV,
+            opts.as_ptr().cast(),
+        ) != 0
+        {
             return Err(os_err("mount tmpfs on .hel"));
         }
     }
@@ -139,11 +172,29 @@ fn hide_store(spec: &Spec) -> Result<(), String> {
         let dst = cstr(&dir)?;
         // SAFETY: mount(2) with valid C strings; fd is open.
         unsafe {
-            if libc::mount(src.as_ptr(), dst.as_ptr(), std::ptr::null(), libc::MS_BIND, std::ptr::null()) != 0 {
+            if libc::mount(
+                src.as_ptr(),
+                dst.as_ptr(),
+                std::ptr::null(),
+                libc::MS_BIND,
+                std::ptr::null(),
+            ) != 0
+            {
                 return Err(os_err("bind spill dir"));
             }
-            let flags = libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV;
-            if libc::mount(std::ptr::null(), dst.as_ptr(), std::ptr::null(), flags, std::ptr::null()) != 0 {
+            let flags = libc::MS_REMOUNT
+                | libc::MS_BIND
+                | libc::MS_RDONLY
+                | libc::MS_NOSUID
+                | libc::MS_NODEV;
+            if libc::mount(
+                std::ptr::null(),
+                dst.as_ptr(),
+                std::ptr::null(),
+                flags,
+                std::ptr::null(),
+            ) != 0
+            {
                 return Err(os_err("make spill dir read-only"));
             }
             libc::close(fd);
@@ -152,7 +203,14 @@ fn hide_store(spec: &Spec) -> Result<(), String> {
     // SAFETY: as above.
     unsafe {
         let flags = libc::MS_REMOUNT | libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV;
-        if libc::mount(tmpfs.as_ptr(), hel_c.as_ptr(), tmpfs.as_ptr(), flags, opts.as_ptr().cast()) != 0 {
+        if libc::mount(
+            tmpfs.as_ptr(),
+            hel_c.as_ptr(),
+            tmpfs.as_ptr(),
+            flags,
+            opts.as_ptr().cast(),
+        ) != 0
+        {
             return Err(os_err("make .hel tmpfs read-only"));
         }
     }
@@ -162,7 +220,11 @@ fn hide_store(spec: &Spec) -> Result<(), String> {
 fn restrict_writes(spec: &Spec) -> Result<(), String> {
     let abi = ABI::V5;
     let handled = AccessFs::from_write(abi);
-    let devices: Vec<&Path> = DEVICES.iter().map(Path::new).filter(|p| p.exists()).collect();
+    let devices: Vec<&Path> = DEVICES
+        .iter()
+        .map(Path::new)
+        .filter(|p| p.exists())
+        .collect();
     let status = Ruleset::default()
         .handle_access(handled)
         .and_then(|r| r.create())
@@ -178,5 +240,8 @@ fn restrict_writes(spec: &Spec) -> Result<(), String> {
 
 fn exec_bash(command: &str) -> std::io::Error {
     use std::os::unix::process::CommandExt;
-    std::process::Command::new("bash").arg("-c").arg(command).exec()
+    std::process::Command::new("bash")
+        .arg("-c")
+        .arg(command)
+        .exec()
 }

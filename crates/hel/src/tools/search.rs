@@ -59,10 +59,17 @@ struct Capped {
 
 impl Capped {
     fn new() -> Self {
-        Capped { lines: Vec::new(), bytes: 0, hidden: 0 }
+        Capped {
+            lines: Vec::new(),
+            bytes: 0,
+            hidden: 0,
+        }
     }
     fn push(&mut self, line: String) {
-        if self.hidden > 0 || self.lines.len() >= MAX_MATCHES || self.bytes + line.len() + 1 > MAX_BYTES {
+        if self.hidden > 0
+            || self.lines.len() >= MAX_MATCHES
+            || self.bytes + line.len() + 1 > MAX_BYTES
+        {
             self.hidden += 1;
         } else {
             self.bytes += line.len() + 1;
@@ -118,7 +125,10 @@ pub fn grep(ctx: &mut ToolCtx, args: &Value) -> ToolResult {
                 }
             }
             let mut bytes = Vec::new();
-            if std::fs::File::open(&f).and_then(|mut h| h.read_to_end(&mut bytes)).is_err() {
+            if std::fs::File::open(&f)
+                .and_then(|mut h| h.read_to_end(&mut bytes))
+                .is_err()
+            {
                 continue;
             }
             if bytes[..bytes.len().min(8192)].contains(&0) {
