@@ -18,7 +18,7 @@ pub fn bin_dir() -> PathBuf {
         .and_then(Path::parent)
         .expect("target dir")
         .to_owned();
-    for b in ["hel", "hel-mock"] {
+    for b in ["hel", "hel-mock", "hel-evals"] {
         assert!(
             dir.join(b).exists(),
             "{} is missing: run `cargo build --workspace` before the tests",
