@@ -545,7 +545,7 @@ fn ambiguous_prefixes_list_candidates() {
         let lease = hel_store::SessionLease::acquire(store.layout(), id).unwrap();
         let input = hel_store::CommitInput {
             messages: &msgs,
-            unchanged_prefix: 0,
+            carried: hel_store::Carried::none(),
             cwd: p.path().display().to_string(),
             request_config: json!({}),
             meter: Value::Null,

@@ -24,20 +24,39 @@ fn bounds(points: &[(f64, f64)]) -> (f64, f64, f64, f64) {
     (x0 * 0.8, x1 * 1.25, y0 * 0.5, y1 * 2.0)
 }
 
+/// Title, y-axis label and the value plotted.
+type Panel = (&'static str, &'static str, Box<dyn Fn(&Row) -> f64>);
+
 /// Draw the chart to `path`.
 pub fn draw(rows: &[Row], path: &Path) -> Result<(), String> {
-    plotters::style::register_font("sans-serif", FontStyle::Normal, FONT).map_err(|_| "bad font".to_owned())?;
+    plotters::style::register_font("sans-serif", FontStyle::Normal, FONT)
+        .map_err(|_| "bad font".to_owned())?;
     let root = BitMapBackend::new(path, (1400, 560)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| e.to_string())?;
     let (left, right) = root.split_horizontally(700);
-    let colors = [("hel-store", RGBColor(200, 40, 40)), ("whole-file", RGBColor(40, 90, 200)), ("jsonl", RGBColor(30, 150, 60))];
+    let colors = [
+        ("hel-store", RGBColor(200, 40, 40)),
+        ("whole-file", RGBColor(40, 90, 200)),
+        ("jsonl", RGBColor(30, 150, 60)),
+    ];
 
-    let panels: [(&str, &str, Box<dyn Fn(&Row) -> f64>); 2] = [
-        ("Commit time p50 vs session length (grow)", "µs per commit", Box::new(|r: &Row| r.commit_p50_us as f64)),
-        ("Bytes written per commit vs session length", "bytes per commit", Box::new(|r: &Row| r.bytes_per_commit as f64)),
+    let panels: [Panel; 2] = [
+        (
+            "Commit time p50 vs session length (grow)",
+            "µs per commit",
+            Box::new(|r: &Row| r.commit_p50_us as f64),
+        ),
+        (
+            "Bytes written per commit vs session length",
+            "bytes per commit",
+            Box::new(|r: &Row| r.bytes_per_commit as f64),
+        ),
     ];
     for (area, (title, ylabel, value)) in [left, right].iter().zip(panels.iter()) {
-        let all: Vec<(f64, f64)> = colors.iter().flat_map(|(s, _)| series(rows, s, value)).collect();
+        let all: Vec<(f64, f64)> = colors
+            .iter()
+            .flat_map(|(s, _)| series(rows, s, value))
+            .collect();
         if all.is_empty() {
             continue;
         }
@@ -65,8 +84,12 @@ pub fn draw(rows: &[Row], path: &Path) -> Result<(), String> {
                 .draw_series(LineSeries::new(pts.clone(), color.stroke_width(3)))
                 .map_err(|e| e.to_string())?
                 .label(*store)
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(3)));
-            chart.draw_series(pts.iter().map(|p| Circle::new(*p, 4, color.filled()))).map_err(|e| e.to_string())?;
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(3))
+                });
+            chart
+                .draw_series(pts.iter().map(|p| Circle::new(*p, 4, color.filled())))
+                .map_err(|e| e.to_string())?;
         }
         chart
             .configure_series_labels()

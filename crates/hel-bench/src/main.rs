@@ -26,7 +26,11 @@ fn main() -> ExitCode {
         }
     }
     let workdir = std::env::temp_dir().join(format!("hel-bench-{}", std::process::id()));
-    let cfg = if quick { Config::quick(workdir.clone()) } else { Config::full(workdir.clone()) };
+    let cfg = if quick {
+        Config::quick(workdir.clone())
+    } else {
+        Config::full(workdir.clone())
+    };
     let started = std::time::Instant::now();
     let rows = run::run_all(&cfg, |r| {
         eprintln!(
@@ -34,20 +38,33 @@ fn main() -> ExitCode {
             r.workload,
             r.n,
             r.store,
-            r.note.clone().unwrap_or_else(|| format!("commit p50 {} µs, {} B/commit, resume {:.1} ms", r.commit_p50_us, r.bytes_per_commit, r.resume_ms))
+            r.note.clone().unwrap_or_else(|| format!(
+                "commit p50 {} µs, {} B/commit, resume {:.1} ms",
+                r.commit_p50_us, r.bytes_per_commit, r.resume_ms
+            ))
         )
     });
     let _ = std::fs::remove_dir_all(&workdir);
     println!("{}", run::table(&rows));
-    println!("hel-store targets (ratios within this run):\n{}", run::targets(&rows));
-    println!("machine: {}; total {:.0} s", run::machine(), started.elapsed().as_secs_f64());
+    println!(
+        "hel-store targets (ratios within this run):\n{}",
+        run::targets(&rows)
+    );
+    println!(
+        "machine: {}; total {:.0} s",
+        run::machine(),
+        started.elapsed().as_secs_f64()
+    );
     if let Some(path) = json {
         let doc = serde_json::json!({
             "machine": run::machine(),
             "mode": if quick { "quick" } else { "full" },
             "results": rows.iter().map(|r| r.to_json()).collect::<Vec<_>>(),
         });
-        if let Err(e) = std::fs::write(&path, serde_json::to_string_pretty(&doc).unwrap_or_default()) {
+        if let Err(e) = std::fs::write(
+            &path,
+            serde_json::to_string_pretty(&doc).unwrap_or_default(),
+        ) {
             eprintln!("hel-bench: {}: {e}", path.display());
             return ExitCode::FAILURE;
         }

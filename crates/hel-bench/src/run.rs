@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use hel_store::Carried;
 use serde_json::{json, Value};
 
 use crate::stores::{self, BenchStore, HelStore, Jsonl, WholeFile};
@@ -157,29 +158,51 @@ struct Driver<'a> {
 
 impl<'a> Driver<'a> {
     fn new(store: &'a mut dyn BenchStore) -> Self {
-        Driver { store, times: Vec::new(), bytes: 0, new_compressed: 0, yard: Yardstick::default() }
+        Driver {
+            store,
+            times: Vec::new(),
+            bytes: 0,
+            new_compressed: 0,
+            yard: Yardstick::default(),
+        }
     }
 
-    fn commit(&mut self, s: usize, msgs: &[Value], unchanged: usize, compacted: bool, spill: Option<&(String, Vec<u8>)>) {
-        let from = if compacted { 0 } else { unchanged };
-        for m in &msgs[from..] {
-            self.new_compressed += self.yard.message(m);
+    fn commit(
+        &mut self,
+        s: usize,
+        msgs: &[Value],
+        carried: &Carried,
+        compacted: bool,
+        spill: Option<&(String, Vec<u8>)>,
+    ) {
+        for (i, m) in msgs.iter().enumerate() {
+            if carried.source(i).is_none() {
+                self.new_compressed += self.yard.message(m);
+            }
         }
         if let Some((_, b)) = spill {
             self.new_compressed += self.yard.add(b);
         }
         let t = Instant::now();
-        self.bytes += self.store.commit(s, msgs, unchanged, compacted, spill);
+        self.bytes += self.store.commit(s, msgs, carried, compacted, spill);
         self.times.push(t.elapsed());
     }
 
     /// Grow session `s` from `msgs` by `count` messages (exchanges of 4), one commit per exchange.
-    fn grow(&mut self, s: usize, msgs: &mut Vec<Value>, count: usize, rng: &mut Rng, tag: &str, lens: &mut Vec<usize>) {
+    fn grow(
+        &mut self,
+        s: usize,
+        msgs: &mut Vec<Value>,
+        count: usize,
+        rng: &mut Rng,
+        tag: &str,
+        lens: &mut Vec<usize>,
+    ) {
         for k in 0..count.div_ceil(4) {
             let ex = workload::exchange(rng, tag, k);
-            let unchanged = msgs.len();
+            let carried = Carried::prefix(msgs.len());
             msgs.extend(ex.messages);
-            self.commit(s, msgs, unchanged, false, ex.spill.as_ref());
+            self.commit(s, msgs, &carried, false, ex.spill.as_ref());
             lens.push(msgs.len());
         }
     }
@@ -200,7 +223,9 @@ pub fn disk_usage(dir: &Path) -> (u64, u64) {
     let (mut apparent, mut allocated) = (0, 0);
     let mut stack = vec![dir.to_owned()];
     while let Some(d) = stack.pop() {
-        let Ok(entries) = fs::read_dir(&d) else { continue };
+        let Ok(entries) = fs::read_dir(&d) else {
+            continue;
+        };
         for e in entries.flatten() {
             let Ok(m) = e.metadata() else { continue };
             if m.is_dir() {
@@ -222,11 +247,23 @@ fn probe(cfg: &Config, args: &[String]) -> (f64, u64, usize) {
         return (t.elapsed().as_secs_f64() * 1000.0, 0, msgs.len());
     }
     let exe = std::env::current_exe().expect("own path");
-    let out = Command::new(exe).arg("--probe").args(args).output().expect("probe");
+    let out = Command::new(exe)
+        .arg("--probe")
+        .args(args)
+        .output()
+        .expect("probe");
     let text = String::from_utf8_lossy(&out.stdout);
     let f: Vec<&str> = text.split_whitespace().collect();
-    assert!(out.status.success() && f.len() == 3, "probe failed: {text} {}", String::from_utf8_lossy(&out.stderr));
-    (f[0].parse::<f64>().unwrap_or(0.0) / 1000.0, f[2].parse().unwrap_or(0), f[1].parse().unwrap_or(0))
+    assert!(
+        out.status.success() && f.len() == 3,
+        "probe failed: {text} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (
+        f[0].parse::<f64>().unwrap_or(0.0) / 1000.0,
+        f[2].parse().unwrap_or(0),
+        f[1].parse().unwrap_or(0),
+    )
 }
 
 /// The child side of a probe: resume, then print microseconds, messages and peak RSS.
@@ -237,7 +274,12 @@ pub fn probe_main(args: &[String]) -> i32 {
             let us = t.elapsed().as_micros();
             let hwm = fs::read_to_string("/proc/self/status")
                 .ok()
-                .and_then(|s| s.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| l.split_whitespace().nth(1)).and_then(|k| k.parse::<u64>().ok()))
+                .and_then(|s| {
+                    s.lines()
+                        .find(|l| l.starts_with("VmHWM:"))
+                        .and_then(|l| l.split_whitespace().nth(1))
+                        .and_then(|k| k.parse::<u64>().ok())
+                })
                 .unwrap_or(0)
                 * 1024;
             println!("{us} {} {hwm}", msgs.len());
@@ -277,9 +319,23 @@ fn make_store(kind: &str, dir: &Path) -> Box<dyn BenchStore> {
 pub const STORES: &[&str] = &["hel-store", "whole-file", "jsonl"];
 
 #[allow(clippy::too_many_arguments)]
-fn finish(cfg: &Config, d: Driver<'_>, kind: &str, workload: &str, n: usize, dir: &Path, probe_session: usize, live: &[Value]) -> Row {
+fn finish(
+    cfg: &Config,
+    d: Driver<'_>,
+    kind: &str,
+    workload: &str,
+    n: usize,
+    dir: &Path,
+    probe_session: usize,
+    live: &[Value],
+) -> Row {
     let (resume_ms, rss, count) = probe(cfg, &d.store.probe_args(probe_session));
-    assert_eq!(count, live.len(), "{kind} {workload} {n}: resumed {count} messages, expected {}", live.len());
+    assert_eq!(
+        count,
+        live.len(),
+        "{kind} {workload} {n}: resumed {count} messages, expected {}",
+        live.len()
+    );
     let (apparent, allocated) = disk_usage(dir);
     let commits = d.times.len();
     Row {
@@ -303,7 +359,13 @@ fn finish(cfg: &Config, d: Driver<'_>, kind: &str, workload: &str, n: usize, dir
 }
 
 fn skipped(kind: &str, workload: &str, n: usize, why: &str) -> Row {
-    Row { store: kind.into(), workload: workload.into(), n, note: Some(why.into()), ..Row::default() }
+    Row {
+        store: kind.into(),
+        workload: workload.into(),
+        n,
+        note: Some(why.into()),
+        ..Row::default()
+    }
 }
 
 /// grow: one session to `n` messages.
@@ -316,7 +378,7 @@ fn grow(cfg: &Config, kind: &str, n: usize) -> Row {
     let mut d = Driver::new(store.as_mut());
     let s = d.store.create();
     let mut msgs = vec![workload::system()];
-    d.commit(s, &msgs, 0, false, None);
+    d.commit(s, &msgs, &Carried::none(), false, None);
     let mut rng = Rng::new(1);
     d.grow(s, &mut msgs, n, &mut rng, "g", &mut Vec::new());
     let mut row = finish(cfg, d, kind, "grow", n, &dir, s, &msgs);
@@ -363,7 +425,7 @@ fn fork(cfg: &Config, kind: &str) -> Row {
     let mut d = Driver::new(store.as_mut());
     let s = d.store.create();
     let mut msgs = vec![workload::system()];
-    d.commit(s, &msgs, 0, false, None);
+    d.commit(s, &msgs, &Carried::none(), false, None);
     let mut lens = vec![1];
     let mut rng = Rng::new(2);
     d.grow(s, &mut msgs, n, &mut rng, "base", &mut lens);
@@ -375,7 +437,14 @@ fn fork(cfg: &Config, kind: &str) -> Row {
         let t = Instant::now();
         let fs_ = d.store.fork(s, k, &fmsgs);
         fork_time += t.elapsed();
-        d.grow(fs_, &mut fmsgs, cfg.fork_continue, &mut rng, &format!("fork{f}"), &mut Vec::new());
+        d.grow(
+            fs_,
+            &mut fmsgs,
+            cfg.fork_continue,
+            &mut rng,
+            &format!("fork{f}"),
+            &mut Vec::new(),
+        );
         last = (fs_, fmsgs);
     }
     let mut row = finish(cfg, d, kind, "fork", n, &dir, last.0, &last.1);
@@ -398,25 +467,26 @@ fn compact(cfg: &Config, kind: &str) -> Row {
     let mut d = Driver::new(store.as_mut());
     let s = d.store.create();
     let mut msgs = vec![workload::system()];
-    d.commit(s, &msgs, 0, false, None);
+    d.commit(s, &msgs, &Carried::none(), false, None);
     let mut rng = Rng::new(3);
     let mut since = 0;
     for k in 0..n.div_ceil(4) {
         let ex = workload::exchange(&mut rng, "c", k);
-        let mut unchanged = msgs.len();
+        let mut carried = Carried::prefix(msgs.len());
         let mut compacted = false;
         if since >= cfg.compact_every {
-            let tail = msgs.split_off(msgs.len() - cfg.compact_keep);
+            let len = msgs.len();
+            carried.splice(1, len - cfg.compact_keep, 1);
+            let tail = msgs.split_off(len - cfg.compact_keep);
             msgs.truncate(1);
             msgs.push(json!({"role": "user", "content": format!("<compacted-summary>\n{}\n</compacted-summary>", workload::text(&mut rng, 2000))}));
             msgs.extend(tail);
-            unchanged = 1;
             compacted = true;
             since = 0;
         }
         msgs.extend(ex.messages);
         since += 4;
-        d.commit(s, &msgs, unchanged, compacted, ex.spill.as_ref());
+        d.commit(s, &msgs, &carried, compacted, ex.spill.as_ref());
     }
     let mut row = finish(cfg, d, kind, "compact", n, &dir, s, &msgs);
     row.flat_resume_ms = flat_reference(cfg, &cfg.workdir, &msgs);
@@ -439,8 +509,15 @@ fn many(cfg: &Config, kind: &str) -> Row {
     for i in 0..n {
         let s = d.store.create();
         let mut msgs = vec![workload::system()];
-        d.commit(s, &msgs, 0, false, None);
-        d.grow(s, &mut msgs, cfg.many_messages, &mut rng, &format!("m{i}"), &mut Vec::new());
+        d.commit(s, &msgs, &Carried::none(), false, None);
+        d.grow(
+            s,
+            &mut msgs,
+            cfg.many_messages,
+            &mut rng,
+            &format!("m{i}"),
+            &mut Vec::new(),
+        );
         sessions.push((s, msgs));
     }
     for (s, _) in sessions.iter().step_by(2) {
@@ -495,7 +572,10 @@ pub fn table(rows: &[Row]) -> String {
     );
     for r in rows {
         if let Some(note) = r.note.as_ref().filter(|_| r.commits == 0) {
-            s.push_str(&format!("| {} | {} | {} | | | | | | | | | | | | {note} |\n", r.workload, r.n, r.store));
+            s.push_str(&format!(
+                "| {} | {} | {} | | | | | | | | | | | | {note} |\n",
+                r.workload, r.n, r.store
+            ));
             continue;
         }
         let mut notes = Vec::new();
@@ -532,12 +612,18 @@ pub fn table(rows: &[Row]) -> String {
 
 /// hel-store's targets, as ratios measured in this run.
 pub fn targets(rows: &[Row]) -> String {
-    let hel: Vec<&Row> = rows.iter().filter(|r| r.store == "hel-store" && r.commits > 0).collect();
+    let hel: Vec<&Row> = rows
+        .iter()
+        .filter(|r| r.store == "hel-store" && r.commits > 0)
+        .collect();
     let grow: Vec<&&Row> = hel.iter().filter(|r| r.workload == "grow").collect();
     let mut s = String::new();
     if let (Some(small), Some(big)) = (grow.first(), grow.last()) {
         let ratio = big.commit_p50_us as f64 / small.commit_p50_us.max(1) as f64;
-        s.push_str(&format!("- commit p50 at n={} / at n={}: {ratio:.2}× (target ≤ 2×)\n", big.n, small.n));
+        s.push_str(&format!(
+            "- commit p50 at n={} / at n={}: {ratio:.2}× (target ≤ 2×)\n",
+            big.n, small.n
+        ));
     }
     for r in &hel {
         let bound = 2 * r.new_compressed_per_commit + 4096;
@@ -546,13 +632,27 @@ pub fn targets(rows: &[Row]) -> String {
             r.workload,
             r.n,
             r.bytes_per_commit,
-            if r.bytes_per_commit <= bound { "met" } else { "missed" }
+            if r.bytes_per_commit <= bound {
+                "met"
+            } else {
+                "missed"
+            }
         ));
     }
     for r in &hel {
-        s.push_str(&format!("- {} n={}: resume {:.1} ms vs flat JSON {:.1} ms: {:.2}× (target ≤ 1.5×)\n", r.workload, r.n, r.resume_ms, r.flat_resume_ms, r.resume_ms / r.flat_resume_ms.max(0.001)));
+        s.push_str(&format!(
+            "- {} n={}: resume {:.1} ms vs flat JSON {:.1} ms: {:.2}× (target ≤ 1.5×)\n",
+            r.workload,
+            r.n,
+            r.resume_ms,
+            r.flat_resume_ms,
+            r.resume_ms / r.flat_resume_ms.max(0.001)
+        ));
     }
-    for r in hel.iter().filter(|r| r.workload == "fork" || r.workload == "compact") {
+    for r in hel
+        .iter()
+        .filter(|r| r.workload == "fork" || r.workload == "compact")
+    {
         s.push_str(&format!(
             "- {}: apparent {} MB vs unique zstd {} MB: {:.2}× (target ≤ 1.2×); allocated {} MB ({:.2}×)\n",
             r.workload,
@@ -565,7 +665,10 @@ pub fn targets(rows: &[Row]) -> String {
     }
     for r in &hel {
         if let Some(g) = r.gc_ms {
-            s.push_str(&format!("- many: gc of {} sessions' store: {g:.0} ms (target: a few seconds)\n", r.n));
+            s.push_str(&format!(
+                "- many: gc of {} sessions' store: {g:.0} ms (target: a few seconds)\n",
+                r.n
+            ));
         }
         if let (Some(f), Some(b)) = (r.fsck_ms, r.fsck_baseline_ms) {
             s.push_str(&format!("- fsck {f:.0} ms vs plain BLAKE3 + zstd decoding {b:.0} ms: {:.2}× (target ≤ 2×)\n", f / b.max(0.001)));
@@ -576,9 +679,19 @@ pub fn targets(rows: &[Row]) -> String {
 
 /// Facts about this machine for the JSON report.
 pub fn machine() -> Value {
-    let cpu = fs::read_to_string("/proc/cpuinfo").ok().and_then(|s| s.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_owned()));
-    let kernel = fs::read_to_string("/proc/sys/kernel/osrelease").ok().map(|s| s.trim().to_owned());
-    let mem = fs::read_to_string("/proc/meminfo").ok().and_then(|s| s.lines().next().map(|l| l.split_whitespace().nth(1).unwrap_or("0").to_owned()));
+    let cpu = fs::read_to_string("/proc/cpuinfo").ok().and_then(|s| {
+        s.lines()
+            .find(|l| l.starts_with("model name"))
+            .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_owned())
+    });
+    let kernel = fs::read_to_string("/proc/sys/kernel/osrelease")
+        .ok()
+        .map(|s| s.trim().to_owned());
+    let mem = fs::read_to_string("/proc/meminfo").ok().and_then(|s| {
+        s.lines()
+            .next()
+            .map(|l| l.split_whitespace().nth(1).unwrap_or("0").to_owned())
+    });
     json!({
         "cpu": cpu,
         "cores": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),

@@ -5,17 +5,24 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use hel_store::{CommitInput, ObjectId, SessionLease, SessionState, Store};
+use hel_store::{Carried, CommitInput, ObjectId, SessionLease, SessionState, Store};
 use serde_json::{json, Value};
 
 /// One store under test. Sessions are numbered by the order of creation.
 pub trait BenchStore {
     fn name(&self) -> &'static str;
     fn create(&mut self) -> usize;
-    /// Commit the conversation `msgs` of session `s`; `unchanged` messages
-    /// at the front are as last committed, `compacted` says history was
+    /// Commit the conversation `msgs` of session `s`; `carried` says which
+    /// messages are as last committed, `compacted` that history was
     /// rewritten. Returns bytes written.
-    fn commit(&mut self, s: usize, msgs: &[Value], unchanged: usize, compacted: bool, spill: Option<&(String, Vec<u8>)>) -> u64;
+    fn commit(
+        &mut self,
+        s: usize,
+        msgs: &[Value],
+        carried: &Carried,
+        compacted: bool,
+        spill: Option<&(String, Vec<u8>)>,
+    ) -> u64;
     /// Fork session `s` at its checkpoint number `k`, whose conversation is `at`.
     fn fork(&mut self, s: usize, k: usize, at: &[Value]) -> usize;
     fn delete(&mut self, s: usize, collect: bool);
@@ -43,7 +50,13 @@ pub struct HelStore {
 
 impl HelStore {
     pub fn new(project: &Path) -> HelStore {
-        HelStore { project: project.to_owned(), store: Store::for_project(project), sessions: Vec::new(), ids: Vec::new(), checkpoints: Vec::new() }
+        HelStore {
+            project: project.to_owned(),
+            store: Store::for_project(project),
+            sessions: Vec::new(),
+            ids: Vec::new(),
+            checkpoints: Vec::new(),
+        }
     }
 }
 
@@ -60,7 +73,14 @@ impl BenchStore for HelStore {
         self.sessions.len() - 1
     }
 
-    fn commit(&mut self, s: usize, msgs: &[Value], unchanged: usize, _compacted: bool, spill: Option<&(String, Vec<u8>)>) -> u64 {
+    fn commit(
+        &mut self,
+        s: usize,
+        msgs: &[Value],
+        carried: &Carried,
+        _compacted: bool,
+        spill: Option<&(String, Vec<u8>)>,
+    ) -> u64 {
         let (lease, state) = self.sessions[s].as_mut().expect("live session");
         let mut new_spill = Vec::new();
         if let Some((name, bytes)) = spill {
@@ -68,7 +88,10 @@ impl BenchStore for HelStore {
             fs::create_dir_all(&dir).expect("spill dir");
             let path = dir.join(name);
             fs::write(&path, bytes).expect("spill file");
-            new_spill.push((format!(".hel/sessions/{}/spill/{name}", lease.session()), path));
+            new_spill.push((
+                format!(".hel/sessions/{}/spill/{name}", lease.session()),
+                path,
+            ));
         }
         let c = self
             .store
@@ -77,7 +100,7 @@ impl BenchStore for HelStore {
                 state,
                 CommitInput {
                     messages: msgs,
-                    unchanged_prefix: unchanged,
+                    carried: carried.clone(),
                     cwd: self.project.display().to_string(),
                     request_config: json!({"provider": "bench", "model": "m", "max_output_tokens": 8192}),
                     meter: json!({"observed": {"messages_sent": msgs.len(), "prompt_tokens": 1000}}),
@@ -98,7 +121,7 @@ impl BenchStore for HelStore {
     fn fork(&mut self, s: usize, k: usize, _at: &[Value]) -> usize {
         let at = self.checkpoints[s][k];
         let (lease, first) = self.store.fork(&at).expect("fork");
-        let (_, _, state) = self.store.load(&first).expect("load fork");
+        let state = self.store.load(&first).expect("load fork").state;
         self.ids.push(lease.session().to_owned());
         self.sessions.push(Some((lease, state)));
         self.checkpoints.push(vec![first]);
@@ -117,7 +140,11 @@ impl BenchStore for HelStore {
     }
 
     fn probe_args(&self, s: usize) -> Vec<String> {
-        vec!["hel".into(), self.project.display().to_string(), self.ids[s].clone()]
+        vec![
+            "hel".into(),
+            self.project.display().to_string(),
+            self.ids[s].clone(),
+        ]
     }
 }
 
@@ -134,7 +161,10 @@ pub struct WholeFile {
 impl WholeFile {
     pub fn new(dir: &Path) -> WholeFile {
         fs::create_dir_all(dir).expect("dir");
-        WholeFile { dir: dir.to_owned(), sessions: 0 }
+        WholeFile {
+            dir: dir.to_owned(),
+            sessions: 0,
+        }
     }
     fn path(&self, s: usize) -> PathBuf {
         self.dir.join(format!("session-{s}.json"))
@@ -168,7 +198,14 @@ impl BenchStore for WholeFile {
         self.sessions += 1;
         self.sessions - 1
     }
-    fn commit(&mut self, s: usize, msgs: &[Value], _unchanged: usize, _compacted: bool, spill: Option<&(String, Vec<u8>)>) -> u64 {
+    fn commit(
+        &mut self,
+        s: usize,
+        msgs: &[Value],
+        _carried: &Carried,
+        _compacted: bool,
+        spill: Option<&(String, Vec<u8>)>,
+    ) -> u64 {
         write_spill(&self.dir, spill) + self.write_snapshot(s, msgs)
     }
     fn fork(&mut self, _s: usize, _k: usize, at: &[Value]) -> usize {
@@ -202,7 +239,11 @@ pub struct Jsonl {
 impl Jsonl {
     pub fn new(dir: &Path) -> Jsonl {
         fs::create_dir_all(dir).expect("dir");
-        Jsonl { dir: dir.to_owned(), offsets: Vec::new(), logged: Vec::new() }
+        Jsonl {
+            dir: dir.to_owned(),
+            offsets: Vec::new(),
+            logged: Vec::new(),
+        }
     }
     fn path(&self, s: usize) -> PathBuf {
         self.dir.join(format!("session-{s}.jsonl"))
@@ -216,22 +257,41 @@ impl BenchStore for Jsonl {
     fn create(&mut self) -> usize {
         self.offsets.push(Vec::new());
         self.logged.push(0);
-        File::create(self.dir.join(format!("session-{}.jsonl", self.offsets.len() - 1))).expect("log");
+        File::create(
+            self.dir
+                .join(format!("session-{}.jsonl", self.offsets.len() - 1)),
+        )
+        .expect("log");
         self.offsets.len() - 1
     }
-    fn commit(&mut self, s: usize, msgs: &[Value], _unchanged: usize, compacted: bool, spill: Option<&(String, Vec<u8>)>) -> u64 {
+    fn commit(
+        &mut self,
+        s: usize,
+        msgs: &[Value],
+        _carried: &Carried,
+        compacted: bool,
+        spill: Option<&(String, Vec<u8>)>,
+    ) -> u64 {
         let mut out = Vec::new();
         if compacted {
-            out.extend(serde_json::to_vec(&json!({"type": "compacted", "replacement": msgs})).expect("json"));
+            out.extend(
+                serde_json::to_vec(&json!({"type": "compacted", "replacement": msgs}))
+                    .expect("json"),
+            );
             out.push(b'\n');
         } else {
             for m in &msgs[self.logged[s]..] {
-                out.extend(serde_json::to_vec(&json!({"type": "message", "message": m})).expect("json"));
+                out.extend(
+                    serde_json::to_vec(&json!({"type": "message", "message": m})).expect("json"),
+                );
                 out.push(b'\n');
             }
         }
         self.logged[s] = msgs.len();
-        let mut f = OpenOptions::new().append(true).open(self.path(s)).expect("open log");
+        let mut f = OpenOptions::new()
+            .append(true)
+            .open(self.path(s))
+            .expect("open log");
         f.write_all(&out).expect("append");
         f.sync_data().expect("fsync");
         let end = f.metadata().map(|m| m.len()).unwrap_or(0);
@@ -265,8 +325,11 @@ pub fn resume(args: &[String]) -> Result<Vec<Value>, String> {
     match args {
         [kind, project, session] if kind == "hel" => {
             let store = Store::for_project(Path::new(project));
-            let head = store.head(session).map_err(|e| e.to_string())?.ok_or("no ref")?;
-            Ok(store.load(&head).map_err(|e| e.to_string())?.1)
+            let head = store
+                .head(session)
+                .map_err(|e| e.to_string())?
+                .ok_or("no ref")?;
+            Ok(store.load(&head).map_err(|e| e.to_string())?.messages)
         }
         [kind, path] if kind == "flat" => {
             let bytes = fs::read(path).map_err(|e| e.to_string())?;

@@ -12,27 +12,94 @@ impl Rng {
     pub fn new(seed: u64) -> Rng {
         Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
     }
-    pub fn next(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;
         self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
     }
     pub fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
+        self.next_u64() % n.max(1)
     }
     /// Uniform in [0, 1).
     pub fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
     }
 }
 
 const WORDS: &[&str] = &[
-    "fn", "let", "mut", "self", "impl", "struct", "pub", "use", "crate", "return", "match", "Some", "None", "Ok", "Err", "String",
-    "Vec", "u64", "usize", "&str", "if", "else", "for", "in", "while", "loop", "break", "=>", "->", "::", "{", "}", "(", ")",
-    "path", "file", "read", "write", "config", "server", "port", "request", "response", "error", "handler", "test", "assert_eq!",
-    "the", "a", "to", "of", "and", "is", "this", "that", "function", "module", "line", "value", "field", "type", "error:", "warning:",
-    "src/main.rs", "src/lib.rs", "Cargo.toml", "tests/api.rs", "// TODO", "#[derive(Debug)]", "println!", "unwrap()", "clone()",
+    "fn",
+    "let",
+    "mut",
+    "self",
+    "impl",
+    "struct",
+    "pub",
+    "use",
+    "crate",
+    "return",
+    "match",
+    "Some",
+    "None",
+    "Ok",
+    "Err",
+    "String",
+    "Vec",
+    "u64",
+    "usize",
+    "&str",
+    "if",
+    "else",
+    "for",
+    "in",
+    "while",
+    "loop",
+    "break",
+    "=>",
+    "->",
+    "::",
+    "{",
+    "}",
+    "(",
+    ")",
+    "path",
+    "file",
+    "read",
+    "write",
+    "config",
+    "server",
+    "port",
+    "request",
+    "response",
+    "error",
+    "handler",
+    "test",
+    "assert_eq!",
+    "the",
+    "a",
+    "to",
+    "of",
+    "and",
+    "is",
+    "this",
+    "that",
+    "function",
+    "module",
+    "line",
+    "value",
+    "field",
+    "type",
+    "error:",
+    "warning:",
+    "src/main.rs",
+    "src/lib.rs",
+    "Cargo.toml",
+    "tests/api.rs",
+    "// TODO",
+    "#[derive(Debug)]",
+    "println!",
+    "unwrap()",
+    "clone()",
 ];
 
 /// `len` bytes of code-like text.

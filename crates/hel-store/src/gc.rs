@@ -33,15 +33,21 @@ pub struct GcReport {
     pub sessions_removed: Vec<String>,
 }
 
-/// Every object reachable from `roots` (snapshot ids). Errors go to
-/// `on_error`; the walk goes on past them (fsck) or the caller aborts on
-/// the first (gc).
+/// Every object reachable from `roots` (snapshot ids): snapshots through
+/// their parents, their config, cursor and spill blobs, their list chains,
+/// and what list items name (blobs, and the items of sliced nodes). Errors
+/// go to `on_error`; the walk goes on past them (fsck) or the caller aborts
+/// on the first (gc).
 pub(crate) fn mark(
     layout: &Layout,
     roots: &[ObjectId],
     on_error: &mut dyn FnMut(Error) -> Result<()>,
 ) -> Result<HashSet<ObjectId>> {
     let mut seen = HashSet::new();
+    // Nodes whose items are marked, and nodes whose chain (prev) is marked:
+    // a node reached only through a slice needs its items, not its history.
+    let mut items_done: HashSet<ObjectId> = HashSet::new();
+    let mut chain_done: HashSet<ObjectId> = HashSet::new();
     let mut stack: Vec<ObjectId> = roots.to_vec();
     while let Some(id) = stack.pop() {
         if !seen.insert(id) {
@@ -55,25 +61,59 @@ pub(crate) fn mark(
             }
         };
         stack.extend(cp.parents.iter().copied());
+        seen.insert(cp.request_config);
+        seen.insert(cp.cursors);
         seen.extend(cp.spill.values().map(|s| s.blob));
         let mut node = cp.messages.root;
         while let Some(nid) = node {
-            if !seen.insert(nid) {
-                break; // shared with a list already walked
+            if !chain_done.insert(nid) {
+                break; // the rest of this chain is marked
             }
-            match list::read_node(layout, &nid) {
-                Ok(n) => {
-                    seen.extend(n.items.iter().copied());
-                    node = n.prev;
-                }
-                Err(e) => {
-                    on_error(e)?;
-                    break;
-                }
+            match mark_items(layout, &nid, &mut seen, &mut items_done, on_error)? {
+                Some(prev) => node = prev,
+                None => break,
             }
         }
     }
     Ok(seen)
+}
+
+/// A node's `prev`.
+type Prev = Option<ObjectId>;
+
+/// Mark node `id` and what its items name; returns its `prev` (None when
+/// the node could not be read).
+fn mark_items(
+    layout: &Layout,
+    id: &ObjectId,
+    seen: &mut HashSet<ObjectId>,
+    items_done: &mut HashSet<ObjectId>,
+    on_error: &mut dyn FnMut(Error) -> Result<()>,
+) -> Result<Option<Prev>> {
+    seen.insert(*id);
+    let node = match list::read_node(layout, id) {
+        Ok(n) => n,
+        Err(e) => {
+            on_error(e)?;
+            return Ok(None);
+        }
+    };
+    if items_done.insert(*id) {
+        for item in &node.items {
+            match item {
+                list::Item::Inline(_) => {}
+                list::Item::Blob(b) => {
+                    seen.insert(*b);
+                }
+                list::Item::Slice { node: target, .. } => {
+                    if !items_done.contains(target) {
+                        mark_items(layout, target, seen, items_done, on_error)?;
+                    }
+                }
+            }
+        }
+    }
+    Ok(Some(node.prev))
 }
 
 /// Every object file in the store, with its id when its name is one.

@@ -11,6 +11,7 @@
 //! writer per session) and its [`Checkpoint`]s are read back whole.
 
 pub mod canonical;
+mod carry;
 mod error;
 pub mod fsck;
 pub mod gc;
@@ -25,8 +26,9 @@ pub mod snapshot;
 mod store;
 pub mod time;
 
+pub use carry::{Carried, Carry};
 pub use error::{Error, Result};
 pub use id::ObjectId;
 pub use lock::SessionLease;
 pub use snapshot::{Checkpoint, SpillEntry, Summary, SCHEMA_VERSION};
-pub use store::{first_line, CommitInput, Committed, SessionInfo, SessionState, Store};
+pub use store::{first_line, CommitInput, Committed, Loaded, SessionInfo, SessionState, Store};

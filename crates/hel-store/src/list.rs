@@ -1,69 +1,218 @@
-//! The message list: a chain of `list` nodes, newest last.
+//! The message list: a chain of `list` nodes, oldest first through `prev`.
 //!
-//! A node is canonical JSON `{"count": N, "items": [blob ids…], "prev": id|null}`:
-//! `items` are the message blobs this node adds after the messages of
-//! `prev`, and `count` is the length of the whole list up to and including
-//! this node. Appending k messages writes one node of k ids, whatever the
-//! list's length; a rewrite of history (compaction) starts a new chain whose
-//! first node names the kept messages' existing blobs, so nothing is copied
-//! and reading never walks history that the list no longer holds.
+//! A node is canonical JSON `{"count": N, "items": [...], "prev": id|null}`.
+//! Its items are appended to the messages of `prev`, and `count` is the
+//! length of the whole list through this node. An item is one of
+//! - `{"m": <message>}`: a message stored inline (canonical JSON under
+//!   [`INLINE_MAX`] bytes), compressed together with the node;
+//! - `{"b": <blob id>}`: a larger message stored as its own blob, shared by
+//!   every list that holds it;
+//! - `{"s": <list id>, "from": a, "to": b}`: messages `a..b` of the items of
+//!   another node (its items only, not its `prev`), so a list rewritten by
+//!   compaction names the kept messages where they already are.
+//!
+//! A commit writes one node holding what is new; a fork writes none; a
+//! compaction writes one node of slices and the summary. Ids are content
+//! hashes, so a node can never (directly or not) refer to itself.
 
-use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::rc::Rc;
+
+use serde_json::{json, Map, Value};
 
 use crate::layout::Layout;
 use crate::object::{self, Kind};
 use crate::{Error, ObjectId, Result};
 
+/// Messages whose canonical JSON is at least this long are stored as blobs.
+pub const INLINE_MAX: usize = 16 * 1024;
+
+/// One item of a node.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Item {
+    Inline(Value),
+    Blob(ObjectId),
+    Slice { node: ObjectId, from: u64, to: u64 },
+}
+
 /// One node of the chain.
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Node {
     pub count: u64,
-    pub items: Vec<ObjectId>,
+    pub items: Vec<Item>,
     pub prev: Option<ObjectId>,
 }
 
 impl Node {
+    /// Canonical payload.
     pub fn to_payload(&self) -> Vec<u8> {
-        // Serializing a plain struct to a Value cannot fail.
-        crate::canonical::to_vec(&serde_json::to_value(self).unwrap_or_default())
+        let items: Vec<Value> = self
+            .items
+            .iter()
+            .map(|i| match i {
+                Item::Inline(m) => json!({"m": m}),
+                Item::Blob(id) => json!({"b": id.to_hex()}),
+                Item::Slice { node, from, to } => {
+                    json!({"s": node.to_hex(), "from": from, "to": to})
+                }
+            })
+            .collect();
+        crate::canonical::to_vec(&json!({
+            "count": self.count,
+            "items": items,
+            "prev": self.prev.map(|p| p.to_hex()),
+        }))
     }
+
+    fn parse(payload: &[u8]) -> std::result::Result<Node, String> {
+        let mut v: Value = serde_json::from_slice(payload).map_err(|e| e.to_string())?;
+        let obj = v.as_object_mut().ok_or("not an object")?;
+        let count = obj.get("count").and_then(Value::as_u64).ok_or("no count")?;
+        let prev = match obj.get("prev") {
+            Some(Value::Null) => None,
+            Some(Value::String(s)) => Some(s.parse().map_err(|_| "bad prev")?),
+            _ => return Err("bad prev".into()),
+        };
+        let Some(Value::Array(raw)) = obj.remove("items") else {
+            return Err("no items".into());
+        };
+        let mut items = Vec::with_capacity(raw.len());
+        for it in raw {
+            let Value::Object(mut m) = it else {
+                return Err("bad item".into());
+            };
+            items.push(parse_item(&mut m)?);
+        }
+        Ok(Node { count, items, prev })
+    }
+}
+
+fn parse_item(m: &mut Map<String, Value>) -> std::result::Result<Item, String> {
+    if let Some(msg) = m.remove("m") {
+        return Ok(Item::Inline(msg));
+    }
+    let id = |v: Option<&Value>| -> std::result::Result<ObjectId, String> {
+        v.and_then(Value::as_str)
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| "bad id in item".to_owned())
+    };
+    if m.contains_key("b") {
+        return Ok(Item::Blob(id(m.get("b"))?));
+    }
+    let node = id(m.get("s"))?;
+    let from = m.get("from").and_then(Value::as_u64).ok_or("bad slice")?;
+    let to = m.get("to").and_then(Value::as_u64).ok_or("bad slice")?;
+    if from >= to {
+        return Err("empty slice".into());
+    }
+    Ok(Item::Slice { node, from, to })
 }
 
 /// Read node `id`.
 pub fn read_node(layout: &Layout, id: &ObjectId) -> Result<Node> {
     let payload = object::read_kind(layout, id, Kind::List)?;
-    serde_json::from_slice(&payload).map_err(|e| Error::Corrupt {
+    Node::parse(&payload).map_err(|reason| Error::Corrupt {
         id: *id,
         path: layout.object_path(id),
-        reason: format!("malformed list node: {e}"),
+        reason: format!("malformed list node: {reason}"),
     })
 }
 
-/// The chain ending at `root`, oldest node first, each with its id.
-/// Verifies that every node's count adds up.
-pub fn read_chain(layout: &Layout, root: Option<ObjectId>) -> Result<Vec<(ObjectId, Node)>> {
-    let mut chain = Vec::new();
-    let mut next = root;
-    while let Some(id) = next {
-        let node = read_node(layout, &id)?;
-        next = node.prev;
-        chain.push((id, node));
-    }
-    chain.reverse();
-    let mut count = 0u64;
-    for (id, node) in &chain {
-        count += node.items.len() as u64;
-        if node.count != count {
-            return Err(Error::Corrupt {
-                id: *id,
-                path: layout.object_path(id),
-                reason: format!(
-                    "list node says {} messages, its chain holds {count}",
-                    node.count
-                ),
-            });
+/// A node of a chain and the list length after it.
+pub type ChainEnd = (ObjectId, usize);
+
+/// Reads lists, expanding each node's items once.
+pub struct Reader<'a> {
+    layout: &'a Layout,
+    expanded: HashMap<ObjectId, Rc<Vec<Value>>>,
+}
+
+impl<'a> Reader<'a> {
+    pub fn new(layout: &'a Layout) -> Self {
+        Reader {
+            layout,
+            expanded: HashMap::new(),
         }
     }
-    Ok(chain)
+
+    /// The messages node `id` adds (its items, slices and blobs resolved).
+    pub fn expand(&mut self, id: &ObjectId) -> Result<Rc<Vec<Value>>> {
+        if let Some(v) = self.expanded.get(id) {
+            return Ok(Rc::clone(v));
+        }
+        let node = read_node(self.layout, id)?;
+        let v = Rc::new(self.expand_items(id, node.items)?);
+        self.expanded.insert(*id, Rc::clone(&v));
+        Ok(v)
+    }
+
+    fn expand_items(&mut self, id: &ObjectId, items: Vec<Item>) -> Result<Vec<Value>> {
+        let mut out = Vec::with_capacity(items.len());
+        for item in items {
+            match item {
+                Item::Inline(m) => out.push(m),
+                Item::Blob(b) => {
+                    let bytes = object::read_kind(self.layout, &b, Kind::Blob)?;
+                    out.push(serde_json::from_slice(&bytes).map_err(|e| Error::Corrupt {
+                        id: b,
+                        path: self.layout.object_path(&b),
+                        reason: format!("message is not JSON: {e}"),
+                    })?);
+                }
+                Item::Slice { node, from, to } => {
+                    let src = self.expand(&node)?;
+                    let part =
+                        src.get(from as usize..to as usize)
+                            .ok_or_else(|| Error::Corrupt {
+                                id: *id,
+                                path: self.layout.object_path(id),
+                                reason: format!(
+                                    "slice {from}..{to} of {node} which holds {}",
+                                    src.len()
+                                ),
+                            })?;
+                    out.extend_from_slice(part);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// The whole list ending at `root`: the messages, and per node of the
+    /// chain (oldest first) its id and the list length after it.
+    pub fn read_list(&mut self, root: Option<ObjectId>) -> Result<(Vec<Value>, Vec<ChainEnd>)> {
+        let mut chain = Vec::new();
+        let mut next = root;
+        while let Some(id) = next {
+            let node = read_node(self.layout, &id)?;
+            next = node.prev;
+            chain.push((id, node));
+        }
+        chain.reverse();
+        let mut messages = Vec::new();
+        let mut ends = Vec::with_capacity(chain.len());
+        for (id, node) in chain {
+            let count = node.count;
+            // Chain nodes are read once: expand without keeping a copy.
+            match self.expanded.get(&id) {
+                Some(v) => messages.extend(v.iter().cloned()),
+                None => {
+                    let items = self.expand_items(&id, node.items)?;
+                    messages.extend(items);
+                }
+            }
+            if messages.len() as u64 != count {
+                return Err(Error::Corrupt {
+                    id,
+                    path: self.layout.object_path(&id),
+                    reason: format!(
+                        "list node says {count} messages, its chain holds {}",
+                        messages.len()
+                    ),
+                });
+            }
+            ends.push((id, messages.len()));
+        }
+        Ok((messages, ends))
+    }
 }

@@ -5,17 +5,20 @@
 //! compressed as one zstd frame. Reads verify the id, bound decompression by
 //! the declared length, and name the object and path in every error.
 
+use std::cell::RefCell;
 use std::collections::BTreeSet;
+
 use std::fs::{self, File};
-use std::io::{ErrorKind, Read, Write};
+use std::io::{ErrorKind, Write};
 use std::path::{Path, PathBuf};
+use zstd::zstd_safe::{DCtx, InBuffer, OutBuffer, ResetDirective};
 
 use crate::error::IoContext;
 use crate::layout::Layout;
 use crate::{Error, ObjectId, Result};
 
 /// Largest payload a reader accepts (spill files are the largest objects).
-pub const MAX_PAYLOAD: u64 = 1 << 32;
+pub const MAX_PAYLOAD: u64 = 1 << 30;
 
 /// zstd level used for every object.
 const LEVEL: i32 = 3;
@@ -60,12 +63,103 @@ pub fn encode(kind: Kind, payload: &[u8]) -> (ObjectId, Vec<u8>) {
 /// Read and verify object `id`, returning its kind and payload.
 pub fn read(layout: &Layout, id: &ObjectId) -> Result<(Kind, Vec<u8>)> {
     let path = layout.object_path(id);
-    let file = match File::open(&path) {
-        Ok(f) => f,
+    let data = match fs::read(&path) {
+        Ok(d) => d,
         Err(e) if e.kind() == ErrorKind::NotFound => return Err(Error::Missing { id: *id, path }),
         Err(e) => return Err(e).at(&path),
     };
-    decode(id, &path, file)
+    decode(id, &path, &data)
+}
+
+thread_local! {
+    // A decompression context is costly to set up; reads reuse one per thread.
+    static DCTX: RefCell<Option<DCtx<'static>>> = const { RefCell::new(None) };
+}
+
+/// Decompress into `buf[*pos..]` until the buffer is full or the frame
+/// ends; returns whether the frame ended.
+fn fill(
+    dctx: &mut DCtx<'static>,
+    input: &mut InBuffer<'_>,
+    buf: &mut [u8],
+    pos: &mut usize,
+) -> std::result::Result<bool, String> {
+    loop {
+        let before = (*pos, input.pos());
+        let mut out = OutBuffer::around_pos(buf, *pos);
+        let hint = dctx.decompress_stream(&mut out, input).map_err(|code| {
+            format!(
+                "cannot decompress: {}",
+                zstd::zstd_safe::get_error_name(code)
+            )
+        })?;
+        *pos = out.pos();
+        if hint == 0 {
+            return Ok(true);
+        }
+        if *pos == buf.len() {
+            return Ok(false);
+        }
+        if (*pos, input.pos()) == before {
+            return Err("truncated".into());
+        }
+    }
+}
+
+/// Decompress an object file into its canonical bytes. Decompression is
+/// bounded by the length the object's header declares: the header is
+/// decompressed first, then exactly that many payload bytes, and a frame
+/// that holds more is corrupt.
+fn decompress(data: &[u8]) -> std::result::Result<Vec<u8>, String> {
+    DCTX.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        let dctx = slot.get_or_insert_with(DCtx::create);
+        dctx.reset(ResetDirective::SessionOnly)
+            .map_err(|_| "cannot reset the decompressor".to_owned())?;
+        let mut input = InBuffer::around(data);
+        let mut head = [0u8; 33];
+        let mut pos = 0;
+        let mut ended = fill(dctx, &mut input, &mut head, &mut pos)?;
+        let nul = head[..pos]
+            .iter()
+            .position(|&b| b == 0)
+            .ok_or("malformed header")?;
+        let len: u64 = std::str::from_utf8(&head[..nul])
+            .ok()
+            .and_then(|h| h.split_once(' '))
+            .and_then(|(_, n)| n.parse().ok())
+            .ok_or("malformed header")?;
+        if len > MAX_PAYLOAD {
+            return Err(format!("declared length {len} exceeds the limit"));
+        }
+        let total = nul + 1 + len as usize;
+        if pos > total {
+            return Err("data after the declared length".into());
+        }
+        let mut out = vec![0u8; total];
+        out[..pos].copy_from_slice(&head[..pos]);
+        if !ended {
+            ended = fill(dctx, &mut input, &mut out, &mut pos)?;
+        }
+        if pos < total {
+            return Err(format!(
+                "truncated: {} of {len} payload bytes",
+                pos - nul - 1
+            ));
+        }
+        if !ended {
+            // Full: the frame must end here.
+            let mut extra = [0u8; 1];
+            let mut p = 0;
+            if !fill(dctx, &mut input, &mut extra, &mut p)? || p > 0 {
+                return Err("data after the declared length".into());
+            }
+        }
+        if input.pos() != data.len() {
+            return Err("trailing bytes after the frame".into());
+        }
+        Ok(out)
+    })
 }
 
 /// Read object `id` and require it to be of `kind`.
@@ -82,73 +176,46 @@ pub fn read_kind(layout: &Layout, id: &ObjectId, kind: Kind) -> Result<Vec<u8>> 
     Ok(payload)
 }
 
-fn decode(id: &ObjectId, path: &Path, file: File) -> Result<(Kind, Vec<u8>)> {
+fn decode(id: &ObjectId, path: &Path, data: &[u8]) -> Result<(Kind, Vec<u8>)> {
     let corrupt = |reason: String| Error::Corrupt {
         id: *id,
         path: path.to_owned(),
         reason,
     };
-    let mut dec = zstd::stream::read::Decoder::new(file).at(path)?;
-    // Header: "<kind> <len>\0", at most 32 bytes.
-    let mut header = Vec::with_capacity(32);
-    let mut byte = [0u8; 1];
-    loop {
-        match dec.read(&mut byte) {
-            Ok(0) => return Err(corrupt("truncated header".into())),
-            Ok(_) => {}
-            Err(e) => return Err(corrupt(format!("cannot decompress: {e}"))),
-        }
-        if byte[0] == 0 {
-            break;
-        }
-        header.push(byte[0]);
-        if header.len() > 32 {
-            return Err(corrupt("header too long".into()));
-        }
+    let mut canonical = decompress(data).map_err(corrupt)?;
+    if ObjectId::of_canonical(&canonical) != *id {
+        return Err(corrupt("content does not match its id".into()));
     }
-    let text = std::str::from_utf8(&header).map_err(|_| corrupt("header is not text".into()))?;
-    let text = text.to_owned();
+    // Header: "<kind> <len>\0", at most 32 bytes.
+    let nul = canonical
+        .iter()
+        .take(33)
+        .position(|&b| b == 0)
+        .ok_or_else(|| corrupt("malformed header".into()))?;
+    let text =
+        std::str::from_utf8(&canonical[..nul]).map_err(|_| corrupt("header is not text".into()))?;
     let (kind_name, len) = text
         .split_once(' ')
         .ok_or_else(|| corrupt("malformed header".into()))?;
     let len: u64 = len
         .parse()
         .map_err(|_| corrupt("malformed length in header".into()))?;
-    if len > MAX_PAYLOAD {
-        return Err(corrupt(format!("declared length {len} exceeds the limit")));
-    }
-    // Never trust the declared length for allocation beyond what arrives:
-    // read through `take` so a lying header cannot make us allocate or
-    // decompress more than it declared.
-    let mut payload = Vec::with_capacity((len as usize).min(1 << 20));
-    (&mut dec)
-        .take(len)
-        .read_to_end(&mut payload)
-        .map_err(|e| corrupt(format!("cannot decompress: {e}")))?;
-    if payload.len() as u64 != len {
+    let actual = (canonical.len() - nul - 1) as u64;
+    if len != actual {
         return Err(corrupt(format!(
-            "truncated: {} of {len} payload bytes",
-            payload.len()
+            "header declares {len} payload bytes, the object holds {actual}"
         )));
     }
-    match dec.read(&mut byte) {
-        Ok(0) => {}
-        Ok(_) => return Err(corrupt("data after the declared length".into())),
-        Err(e) => return Err(corrupt(format!("cannot decompress: {e}"))),
-    }
-    header.push(0);
-    let mut hasher = blake3::Hasher::new();
-    hasher.update(&header);
-    hasher.update(&payload);
-    if ObjectId::from_bytes(*hasher.finalize().as_bytes()) != *id {
-        return Err(corrupt("content does not match its id".into()));
-    }
-    match Kind::parse(kind_name) {
+    let kind = Kind::parse(kind_name);
+    let kind_name = kind_name.to_owned();
+    canonical.drain(..=nul);
+    let payload = canonical;
+    match kind {
         Some(kind) => Ok((kind, payload)),
         None => Err(Error::UnknownKind {
             id: *id,
             path: path.to_owned(),
-            kind: kind_name.to_owned(),
+            kind: kind_name,
         }),
     }
 }
@@ -161,6 +228,7 @@ fn decode(id: &ObjectId, path: &Path, file: File) -> Result<(Kind, Vec<u8>)> {
 #[must_use = "call finish() to make the objects durable"]
 pub struct Writer<'a> {
     layout: &'a Layout,
+    compressor: Option<zstd::bulk::Compressor<'static>>,
     dirty_dirs: BTreeSet<PathBuf>,
     /// Objects newly written by this writer.
     pub objects_written: u64,
@@ -172,6 +240,7 @@ impl<'a> Writer<'a> {
     pub fn new(layout: &'a Layout) -> Self {
         Writer {
             layout,
+            compressor: None,
             dirty_dirs: BTreeSet::new(),
             objects_written: 0,
             bytes_written: 0,
@@ -185,7 +254,13 @@ impl<'a> Writer<'a> {
         if path.exists() {
             return Ok(id);
         }
-        let compressed = zstd::bulk::compress(&canonical, LEVEL).at(&path)?;
+        if self.compressor.is_none() {
+            self.compressor = Some(zstd::bulk::Compressor::new(LEVEL).at(&path)?);
+        }
+        let compressed = match self.compressor.as_mut() {
+            Some(c) => c.compress(&canonical).at(&path)?,
+            None => zstd::bulk::compress(&canonical, LEVEL).at(&path)?,
+        };
         let tmp = self
             .layout
             .tmp_dir()

@@ -12,8 +12,9 @@ use crate::{Error, ObjectId, Result};
 /// The snapshot schema this build writes and the newest it reads.
 pub const SCHEMA_VERSION: u64 = 1;
 
-/// A checkpoint: everything a new process needs to continue a session,
-/// except the messages themselves, which [`Checkpoint::messages`] names.
+/// A snapshot object: one checkpoint. Everything a new process needs to
+/// continue a session is here or named from here (messages, request config,
+/// cursors, spill). [`crate::Store::load`] resolves it all.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct Checkpoint {
     pub schema_version: u64,
@@ -27,13 +28,14 @@ pub struct Checkpoint {
     pub created_at_ms: u64,
     /// The project directory the session belongs to.
     pub cwd: String,
-    /// Provider, model, params, output limit, toolset, compaction settings:
-    /// opaque to the store.
-    pub request_config: Value,
+    /// Blob holding the request config (provider, model, params, output
+    /// limit, toolset, compaction settings; opaque to the store). A blob, so
+    /// that the same config is stored once for all checkpoints.
+    pub request_config: ObjectId,
     /// The Meter (opaque to the store), or null.
     pub meter: Value,
-    /// The read_file cursors (opaque to the store).
-    pub cursors: Value,
+    /// Blob holding the read_file cursors (opaque to the store).
+    pub cursors: ObjectId,
     pub messages: MessagesRef,
     /// Spill path as the conversation names it → its blob.
     pub spill: BTreeMap<String, SpillEntry>,

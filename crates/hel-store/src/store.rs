@@ -10,10 +10,11 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
+use crate::carry::Carried;
 use crate::error::IoContext;
 use crate::gc::GcReport;
 use crate::layout::{check_session_id, Layout, STORE_DIR};
-use crate::list::{self, Node};
+use crate::list::{Item, Node, Reader, INLINE_MAX};
 use crate::lock::{self, SessionLease, StoreLock};
 use crate::object::{self, Kind, Writer};
 use crate::snapshot::{self, Checkpoint, MessagesRef, SpillEntry, Summary, SCHEMA_VERSION};
@@ -34,11 +35,22 @@ pub struct SessionState {
     /// The checkpoint the session's ref names (the next commit's parent).
     pub head: Option<ObjectId>,
     checkpoints: u64,
-    /// Blob id of each message of the last committed list.
-    ids: Vec<ObjectId>,
+    /// Where each message of the last committed list lives: the chain node
+    /// that adds it and its index among that node's messages.
+    locs: Vec<(ObjectId, u32)>,
     /// The committed list's nodes: (node id, list length after it).
     nodes: Vec<(ObjectId, usize)>,
     spill: BTreeMap<String, SpillEntry>,
+}
+
+/// A checkpoint read back whole by [`Store::load`].
+#[derive(Debug, Clone)]
+pub struct Loaded {
+    pub checkpoint: Checkpoint,
+    pub request_config: Value,
+    pub cursors: Value,
+    pub messages: Vec<Value>,
+    pub state: SessionState,
 }
 
 impl SessionState {
@@ -53,9 +65,9 @@ impl SessionState {
 pub struct CommitInput<'a> {
     /// The whole conversation as it stands.
     pub messages: &'a [Value],
-    /// The caller's promise that `messages[..unchanged_prefix]` equal the
-    /// first messages of the last commit (their ids are reused unhashed).
-    pub unchanged_prefix: usize,
+    /// The caller's promise of which messages equal messages of the last
+    /// checkpoint: those are named where they are, not written again.
+    pub carried: Carried,
     pub cwd: String,
     pub request_config: Value,
     pub meter: Value,
@@ -185,31 +197,22 @@ impl Store {
         snapshot::read(&self.layout, id)
     }
 
-    /// Read the messages of checkpoint `id`, verifying every object, and the
-    /// state a writer needs to commit after it.
-    pub fn load(&self, id: &ObjectId) -> Result<(Checkpoint, Vec<Value>, SessionState)> {
+    /// Read checkpoint `id` whole, verifying every object: its messages,
+    /// request config and cursors, and the state a writer needs to commit
+    /// after it.
+    pub fn load(&self, id: &ObjectId) -> Result<Loaded> {
         let cp = self.checkpoint(id)?;
-        let chain = list::read_chain(&self.layout, cp.messages.root)?;
-        let mut state = SessionState {
-            head: Some(*id),
-            checkpoints: cp.summary.checkpoints,
-            spill: cp.spill.clone(),
-            ..SessionState::default()
+        let json_blob = |blob: &ObjectId| -> Result<Value> {
+            let bytes = object::read_kind(&self.layout, blob, Kind::Blob)?;
+            serde_json::from_slice(&bytes).map_err(|e| Error::Corrupt {
+                id: *blob,
+                path: self.layout.object_path(blob),
+                reason: format!("not JSON: {e}"),
+            })
         };
-        let mut messages = Vec::with_capacity(cp.messages.count as usize);
-        for (node_id, node) in chain {
-            for blob in &node.items {
-                let bytes = object::read_kind(&self.layout, blob, Kind::Blob)?;
-                let value = serde_json::from_slice(&bytes).map_err(|e| Error::Corrupt {
-                    id: *blob,
-                    path: self.layout.object_path(blob),
-                    reason: format!("message is not JSON: {e}"),
-                })?;
-                messages.push(value);
-                state.ids.push(*blob);
-            }
-            state.nodes.push((node_id, state.ids.len()));
-        }
+        let request_config = json_blob(&cp.request_config)?;
+        let cursors = json_blob(&cp.cursors)?;
+        let (messages, nodes) = Reader::new(&self.layout).read_list(cp.messages.root)?;
         if messages.len() as u64 != cp.messages.count {
             return Err(Error::Corrupt {
                 id: *id,
@@ -221,7 +224,26 @@ impl Store {
                 ),
             });
         }
-        Ok((cp, messages, state))
+        let mut locs = Vec::with_capacity(messages.len());
+        let mut start = 0;
+        for (node, end) in &nodes {
+            locs.extend((0..end - start).map(|k| (*node, k as u32)));
+            start = *end;
+        }
+        let state = SessionState {
+            head: Some(*id),
+            checkpoints: cp.summary.checkpoints,
+            locs,
+            nodes,
+            spill: cp.spill.clone(),
+        };
+        Ok(Loaded {
+            checkpoint: cp,
+            request_config,
+            cursors,
+            messages,
+            state,
+        })
     }
 
     /// The bytes of blob `id` (a spill file), verified.
@@ -230,8 +252,10 @@ impl Store {
     }
 
     /// Commit a checkpoint of the lease's session and move its ref. Writes
-    /// only the messages after the reusable prefix, one list node, the new
-    /// spill blobs and the snapshot; all are durable before the ref moves.
+    /// only what is new: one list node (new small messages inline, carried
+    /// ones as slices of the nodes that hold them), blobs of new large
+    /// messages and spill, and the snapshot; all are durable before the ref
+    /// moves.
     /// On error the previous checkpoint is untouched and `state` unchanged.
     pub fn commit(
         &self,
@@ -244,33 +268,60 @@ impl Store {
         let mut writer = Writer::new(&self.layout);
         let messages = input.messages;
         let keep = input
-            .unchanged_prefix
-            .min(state.ids.len())
+            .carried
+            .prefix_len()
+            .min(state.locs.len())
             .min(messages.len());
-        // Reuse every committed node that ends within the unchanged prefix.
-        let (mut nodes, base_end) = {
-            let n = state
-                .nodes
-                .iter()
-                .take_while(|(_, end)| *end <= keep)
-                .count();
-            let nodes = state.nodes[..n].to_vec();
-            let end = nodes.last().map_or(0, |(_, e)| *e);
-            (nodes, end)
-        };
-        let mut ids = state.ids[..keep].to_vec();
-        for m in &messages[keep..] {
-            ids.push(writer.put(Kind::Blob, &canonical::to_vec(m))?);
+        // Reuse every committed node that ends within the carried prefix.
+        let reused = state
+            .nodes
+            .iter()
+            .take_while(|(_, end)| *end <= keep)
+            .count();
+        let mut nodes = state.nodes[..reused].to_vec();
+        let base_end = nodes.last().map_or(0, |(_, e)| *e);
+        let mut items: Vec<Item> = Vec::new();
+        for (i, m) in messages.iter().enumerate().skip(base_end) {
+            let carried = input
+                .carried
+                .source(i)
+                .and_then(|o| state.locs.get(o))
+                .copied();
+            if let Some((node, k)) = carried {
+                let k = k as u64;
+                if let Some(Item::Slice { node: n, to, .. }) = items.last_mut() {
+                    if *n == node && *to == k {
+                        *to += 1;
+                        continue;
+                    }
+                }
+                items.push(Item::Slice {
+                    node,
+                    from: k,
+                    to: k + 1,
+                });
+                continue;
+            }
+            let bytes = canonical::to_vec(m);
+            if bytes.len() >= INLINE_MAX {
+                items.push(Item::Blob(writer.put(Kind::Blob, &bytes)?));
+            } else {
+                items.push(Item::Inline(m.clone()));
+            }
         }
-        if ids.len() > base_end || (nodes.is_empty() && !ids.is_empty()) {
+        let mut locs = state.locs[..base_end].to_vec();
+        if !items.is_empty() {
             let node = Node {
-                count: ids.len() as u64,
-                items: ids[base_end..].to_vec(),
+                count: messages.len() as u64,
+                items,
                 prev: nodes.last().map(|(id, _)| *id),
             };
             let node_id = writer.put(Kind::List, &node.to_payload())?;
-            nodes.push((node_id, ids.len()));
+            locs.extend((0..messages.len() - base_end).map(|k| (node_id, k as u32)));
+            nodes.push((node_id, messages.len()));
         }
+        let request_config = writer.put(Kind::Blob, &canonical::to_vec(&input.request_config))?;
+        let cursors = writer.put(Kind::Blob, &canonical::to_vec(&input.cursors))?;
         let mut spill = state.spill.clone();
         for (name, path) in &input.new_spill {
             let bytes = fs::read(path).at(path)?;
@@ -291,16 +342,16 @@ impl Store {
             created_at: time::rfc3339(now),
             created_at_ms: now,
             cwd: input.cwd,
-            request_config: input.request_config,
+            request_config,
             meter: input.meter,
-            cursors: input.cursors,
+            cursors,
             messages: MessagesRef {
                 root: nodes.last().map(|(id, _)| *id),
-                count: ids.len() as u64,
+                count: messages.len() as u64,
             },
             spill: spill.clone(),
             summary: Summary {
-                messages: ids.len() as u64,
+                messages: messages.len() as u64,
                 checkpoints: state.checkpoints + 1,
                 instruction: first_line(&input.instruction),
                 input_tokens: input.input_tokens,
@@ -314,7 +365,7 @@ impl Store {
         *state = SessionState {
             head: Some(id),
             checkpoints: cp.summary.checkpoints,
-            ids,
+            locs,
             nodes,
             spill,
         };

@@ -12,13 +12,16 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 use hel_store::object::{self, Kind};
-use hel_store::{canonical, CommitInput, Error, ObjectId, SessionLease, SessionState, Store};
+use hel_store::{
+    canonical, Carried, Carry, CommitInput, Error, Loaded, ObjectId, SessionLease, SessionState,
+    Store,
+};
 use serde_json::{json, Value};
 
 fn input<'a>(messages: &'a [Value], unchanged: usize) -> CommitInput<'a> {
     CommitInput {
         messages,
-        unchanged_prefix: unchanged,
+        carried: Carried::prefix(unchanged),
         cwd: "/project".into(),
         request_config: json!({"model": "m"}),
         meter: Value::Null,
@@ -154,16 +157,17 @@ fn commit_cost_is_new_content_only() {
     let mut state = SessionState::default();
     let all = conversation("s", 4004);
     commit_all(&store, &lease, &mut state, &all[..4000], 4);
-    // Append 4 messages to a 4,000-message session: 4 blobs + 1 list node + 1 snapshot.
+    // Append 4 small messages to a 4,000-message session: one list node
+    // holding them and one snapshot.
     let c = store.commit(&lease, &mut state, input(&all, 4000)).unwrap();
-    assert_eq!(c.objects_written, 6);
+    assert_eq!(c.objects_written, 2);
     let new_bytes: usize = all[4000..].iter().map(|m| canonical::to_vec(m).len()).sum();
     assert!(
         (c.bytes_written as usize) < new_bytes + 4096,
         "wrote {} bytes for {new_bytes} bytes of new messages",
         c.bytes_written
     );
-    let (_, back, _) = store.load(&c.id).unwrap();
+    let back = store.load(&c.id).unwrap().messages;
     assert_eq!(back, all);
 }
 
@@ -180,30 +184,70 @@ fn identical_content_is_stored_once_across_sessions() {
     }
     let (id, _) = object::encode(Kind::Blob, &canonical::to_vec(&big));
     assert!(store.layout().object_path(&id).exists());
-    // 2 blobs + 1 list node shared by all; 3 snapshots (they differ by session id).
+    // Shared by all: the big message's blob, the list node (holding the
+    // small message inline), the config and cursor blobs; 3 snapshots
+    // (they differ by session id).
     let report = store.fsck().unwrap();
-    assert_eq!(report.objects, 3 + 3, "{report:?}");
+    assert_eq!(report.objects, 4 + 3, "{report:?}");
 }
 
 #[test]
-fn compaction_reuses_tail_blobs() {
+fn compaction_names_the_kept_tail_where_it_is() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::for_project(dir.path());
     let lease = store.new_session().unwrap();
     let mut state = SessionState::default();
-    let all = conversation("c", 200);
+    let mut all = conversation("c", 200);
+    all[170] = msg("tool", "big ".repeat(10_000)); // stored as a blob
     commit_all(&store, &lease, &mut state, &all, 4);
     let mut compacted = vec![
         all[0].clone(),
         msg("user", "<compacted-summary>s</compacted-summary>"),
     ];
     compacted.extend_from_slice(&all[150..]);
-    let c = store
-        .commit(&lease, &mut state, input(&compacted, 1))
+    let mut inp = input(&compacted, 1);
+    inp.carried = Carried::from_runs(vec![
+        Carry {
+            at: 0,
+            from: 0,
+            len: 1,
+        },
+        Carry {
+            at: 2,
+            from: 150,
+            len: 50,
+        },
+    ]);
+    let before = store.fsck().unwrap().objects;
+    let c = store.commit(&lease, &mut state, inp).unwrap();
+    // One list node (the summary inline, the tail as slices) and the snapshot.
+    assert_eq!(c.objects_written, 2);
+    assert_eq!(store.fsck().unwrap().objects, before + 2);
+    let cp = store.checkpoint(&c.id).unwrap();
+    let node = hel_store::list::read_node(store.layout(), &cp.messages.root.unwrap()).unwrap();
+    // Position 0 is carried too: a slice, the summary, then one slice per
+    // node that held part of the tail.
+    assert_eq!(node.items.len(), 2 + 13, "{node:?}");
+    assert!(
+        matches!(&node.items[1], hel_store::list::Item::Inline(m) if m["content"] == "<compacted-summary>s</compacted-summary>")
+    );
+    let slices = node
+        .items
+        .iter()
+        .filter(|i| matches!(i, hel_store::list::Item::Slice { .. }))
+        .count();
+    assert_eq!(slices, node.items.len() - 1);
+    assert_eq!(store.load(&c.id).unwrap().messages, compacted);
+    // The next commit after compaction appends as usual, and gc keeps the
+    // sliced nodes (not their history) alive.
+    let mut more = compacted.clone();
+    more.push(msg("user", "after"));
+    let c2 = store
+        .commit(&lease, &mut state, input(&more, compacted.len()))
         .unwrap();
-    // Only the summary blob, one list node and the snapshot are new.
-    assert_eq!(c.objects_written, 3);
-    assert_eq!(store.load(&c.id).unwrap().1, compacted);
+    assert_eq!(c2.objects_written, 2);
+    assert_eq!(store.load(&c2.id).unwrap().messages, more);
+    assert!(store.fsck().unwrap().is_sound());
 }
 
 #[test]
@@ -225,7 +269,7 @@ fn spill_is_kept_by_blob_and_survives_forks() {
     drop(fork_lease);
     drop(lease);
     store.delete(&sid, true).unwrap();
-    let (cp, _, _) = store.load(&fork_id).unwrap();
+    let cp = store.load(&fork_id).unwrap().checkpoint;
     let entry = &cp.spill[&name];
     assert_eq!(
         store.read_blob(&entry.blob).unwrap(),
@@ -245,7 +289,11 @@ fn fork_is_one_snapshot_and_log_marks_the_fork_point() {
     let before = store.fsck().unwrap().objects;
     let (fork, first) = store.fork(&ids[4]).unwrap();
     assert_eq!(store.fsck().unwrap().objects, before + 1);
-    let (_, msgs, mut fstate) = store.load(&first).unwrap();
+    let Loaded {
+        messages: msgs,
+        state: mut fstate,
+        ..
+    } = store.load(&first).unwrap();
     assert_eq!(msgs, all[..20]);
     let mut more = msgs.clone();
     more.push(msg("user", "fork only"));
@@ -336,13 +384,12 @@ fn delete_and_gc_reclaim_unshared_objects_only() {
     let dry = store.gc(true).unwrap();
     assert_eq!(dry.objects_removed, 0);
     let report = store.delete(&sid, true).unwrap().unwrap();
-    // a's own messages (6: its two tool-call messages are identical to b's),
-    // its list node and its snapshot.
-    assert_eq!(report.objects_removed, 8, "{report:?}");
+    // a's list node (its messages are inline) and its snapshot.
+    assert_eq!(report.objects_removed, 2, "{report:?}");
     assert!(report.bytes_removed > 0);
     assert!(!store.layout().session_dir(&sid).exists());
     assert!(!store.layout().ref_path(&sid).exists());
-    assert_eq!(store.load(&hb).unwrap().1, mb);
+    assert_eq!(store.load(&hb).unwrap().messages, mb);
     let fsck = store.fsck().unwrap();
     assert!(fsck.is_sound() && fsck.unreachable == 0, "{fsck:?}");
 }
@@ -353,7 +400,8 @@ fn corruption_gives_typed_errors_naming_the_object() {
     let store = Store::for_project(dir.path());
     let lease = store.new_session().unwrap();
     let mut state = SessionState::default();
-    let msgs = conversation("x", 8);
+    let mut msgs = conversation("x", 8);
+    msgs[3] = msg("assistant", "long ".repeat(5_000)); // stored as a blob
     let head = store
         .commit(&lease, &mut state, input(&msgs, 0))
         .unwrap()
@@ -438,25 +486,31 @@ fn randomized_operations_match_a_model() {
                 let k = rng.below(live.len() as u64) as usize;
                 let sid = live.keys().nth(k).unwrap().clone();
                 let (lease, state, msgs) = live.get_mut(&sid).unwrap();
-                let unchanged = msgs.len();
+                let mut carried = Carried::prefix(msgs.len());
                 if rng.below(8) == 0 && msgs.len() > 6 {
                     // A compaction: keep the first and the last few.
-                    let tail = msgs.split_off(msgs.len() - 3);
+                    let len = msgs.len();
+                    let tail = msgs.split_off(len - 3);
                     msgs.truncate(1);
                     msgs.push(msg(
                         "user",
                         format!("<compacted-summary>{step}</compacted-summary>"),
                     ));
                     msgs.extend(tail);
+                    carried.splice(1, len - 3, 1);
                 }
-                let unchanged = if msgs.len() < unchanged { 1 } else { unchanged };
+                if rng.below(4) == 0 {
+                    msgs.push(msg("tool", format!("{step} {}", "large ".repeat(3_000))));
+                }
                 for i in 0..=rng.below(5) {
                     msgs.push(msg(
                         if i % 2 == 0 { "user" } else { "assistant" },
                         format!("m{} {}", rng.below(20), step),
                     ));
                 }
-                let c = store.commit(lease, state, input(msgs, unchanged)).unwrap();
+                let mut inp = input(msgs, 0);
+                inp.carried = carried;
+                let c = store.commit(lease, state, inp).unwrap();
                 model.get_mut(&sid).unwrap().push((c.id, msgs.clone()));
             }
             6 if !model.is_empty() => {
@@ -474,7 +528,11 @@ fn randomized_operations_match_a_model() {
                     .collect();
                 lineage.push((at, msgs.clone()));
                 let (lease, first) = store.fork(&at).unwrap();
-                let (_, back, state) = store.load(&first).unwrap();
+                let Loaded {
+                    messages: back,
+                    state,
+                    ..
+                } = store.load(&first).unwrap();
                 assert_eq!(back, msgs);
                 lineage.push((first, msgs.clone()));
                 let sid = lease.session().to_owned();
@@ -512,7 +570,11 @@ fn randomized_operations_match_a_model() {
         let want: Vec<ObjectId> = hist.iter().map(|(id, _)| *id).collect();
         assert_eq!(ids, want, "history of {sid}");
         for (id, msgs) in hist {
-            assert_eq!(&store.load(id).unwrap().1, msgs, "checkpoint {id} of {sid}");
+            assert_eq!(
+                &store.load(id).unwrap().messages,
+                msgs,
+                "checkpoint {id} of {sid}"
+            );
         }
     }
     let fsck = store.fsck().unwrap();
@@ -550,7 +612,11 @@ fn child_committer() {
     let store = Store::for_project(Path::new(&dir));
     let sid = std::env::var("HEL_SESSION").unwrap();
     let (lease, head) = store.resume(&sid).unwrap();
-    let (_, mut msgs, mut state) = store.load(&head).unwrap();
+    let Loaded {
+        messages: mut msgs,
+        mut state,
+        ..
+    } = store.load(&head).unwrap();
     let all = conversation("k", 100_000);
     loop {
         let done = msgs.len();
@@ -611,9 +677,10 @@ fn crash_rounds(rounds: usize) {
             }
         }
         let head = store.head(&sid).unwrap().expect("ref survives");
-        let (_, msgs, _) = store
+        let msgs = store
             .load(&head)
-            .unwrap_or_else(|e| panic!("round {round}: {e}"));
+            .unwrap_or_else(|e| panic!("round {round}: {e}"))
+            .messages;
         assert!(
             msgs.len() == last || msgs.len() == last + 4,
             "round {round}: {} vs {last}",
@@ -702,7 +769,7 @@ fn gc_concurrent_with_commits_never_loses_an_object() {
     assert!(fsck.is_sound(), "{fsck:?}");
     for s in store.sessions().unwrap() {
         if let Some(head) = s.head {
-            let (_, msgs, _) = store.load(&head).unwrap();
+            let msgs = store.load(&head).unwrap().messages;
             assert_eq!(msgs, conversation("shared", msgs.len()));
         }
     }

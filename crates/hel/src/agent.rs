@@ -1,6 +1,7 @@
 //! The agent loop: send the conversation, run the tool calls, repeat until
 //! the model answers without tool calls.
 
+use hel_store::Carried;
 use serde_json::{json, Value};
 use tokio::sync::watch;
 
@@ -56,8 +57,9 @@ pub struct Agent {
     pub tools: ToolCtx,
     /// What the model will be sent next (after compaction, not the whole history).
     pub messages: Vec<Value>,
-    /// Messages before this index are unchanged since the last checkpoint.
-    pub dirty_from: usize,
+    /// Which messages are, unchanged, those of the last checkpoint (the
+    /// store names them instead of writing them again).
+    pub carried: Carried,
     pub meter: Meter,
     pub recorder: Option<Recorder>,
     pub policy: Option<Policy>,
@@ -85,7 +87,7 @@ impl Agent {
             toolset,
             tools,
             messages: Vec::new(),
-            dirty_from: 0,
+            carried: Carried::none(),
             meter: Meter::default(),
             recorder,
             policy,
@@ -93,11 +95,6 @@ impl Agent {
             interrupts,
             last_usage: (0, 0),
         }
-    }
-
-    /// Note that history from `index` on was rewritten.
-    pub fn rewrote_from(&mut self, index: usize) {
-        self.dirty_from = self.dirty_from.min(index);
     }
 
     /// Wait for the next Ctrl-C after `seen` of them.
@@ -297,7 +294,7 @@ impl Agent {
             _ => valid,
         };
         self.messages.truncate(keep);
-        self.rewrote_from(keep);
+        self.carried.truncate(keep);
         Outcome {
             termination,
             answer: None,

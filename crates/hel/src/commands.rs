@@ -128,12 +128,18 @@ fn show(
             .head(&id)?
             .ok_or_else(|| Exit::refused(format!("session {id} has no checkpoint yet")))?,
     };
-    let (cp, messages, _) = store.load(&checkpoint)?;
+    let hel_store::Loaded {
+        checkpoint: cp,
+        messages,
+        request_config,
+        cursors,
+        ..
+    } = store.load(&checkpoint)?;
     if as_json {
         print_json(&json!({
             "session": id, "checkpoint": checkpoint.to_hex(), "created_at": cp.created_at, "cwd": cp.cwd,
             "parents": cp.parents.iter().map(|p| p.to_hex()).collect::<Vec<_>>(),
-            "request_config": cp.request_config, "meter": cp.meter, "cursors": cp.cursors,
+            "request_config": request_config, "meter": cp.meter, "cursors": cursors,
             "spill": cp.spill.iter().map(|(k, v)| (k.clone(), json!({"blob": v.blob.to_hex(), "size": v.size}))).collect::<serde_json::Map<_, _>>(),
             "messages": messages,
         }));
@@ -143,7 +149,7 @@ fn show(
         "session {id}\ncheckpoint {checkpoint}\ncreated {}\ncwd {}",
         cp.created_at, cp.cwd
     );
-    let rc = &cp.request_config;
+    let rc = &request_config;
     println!(
         "saved with: provider {}, model {}, output limit {}, tools [{}]\n",
         rc["provider"].as_str().unwrap_or("?"),

@@ -69,9 +69,9 @@ pub fn tail_start(messages: &[Value], keep_recent: u64) -> usize {
 }
 
 /// Trim tool results before `end` longer than [`TRIM_OVER`] characters to
-/// their head and tail. Returns the index of the first trimmed message.
-pub fn trim_tool_results(messages: &mut [Value], end: usize) -> Option<usize> {
-    let mut first = None;
+/// their head and tail. Returns the indices of the trimmed messages.
+pub fn trim_tool_results(messages: &mut [Value], end: usize) -> Vec<usize> {
+    let mut trimmed = Vec::new();
     for (i, m) in messages.iter_mut().enumerate().take(end) {
         if role(m) != "tool" {
             continue;
@@ -92,9 +92,9 @@ pub fn trim_tool_results(messages: &mut [Value], end: usize) -> Option<usize> {
             .unwrap_or_default();
         let cut = n - TRIM_HEAD - TRIM_TAIL;
         m["content"] = json!(format!("{head}\n[… {cut} characters trimmed from this old tool result to save context.{spill}]\n{tail}"));
-        first.get_or_insert(i);
+        trimmed.push(i);
     }
-    first
+    trimmed
 }
 
 const SUMMARY_PROMPT: &str = "You compact a coding agent's conversation. Write a structured summary of the \
@@ -112,12 +112,15 @@ pub async fn before_request(
     let mut moved = None;
     if agent.meter.estimate(&agent.messages) > policy.at {
         let tail = tail_start(&agent.messages, policy.keep_recent);
-        if let Some(first) = trim_tool_results(&mut agent.messages, tail) {
+        let trimmed = trim_tool_results(&mut agent.messages, tail);
+        if !trimmed.is_empty() {
             eprintln!(
                 "hel: trimmed old tool results to stay under {} tokens",
                 policy.at
             );
-            agent.rewrote_from(first);
+            for i in trimmed {
+                agent.carried.modify(i);
+            }
             agent.meter.reset();
         }
     }
@@ -174,7 +177,7 @@ async fn summarize(agent: &mut Agent, t: usize, seen: u64) -> Result<Option<(usi
         return Ok(None);
     }
     agent.messages.splice(1..t, [message]);
-    agent.rewrote_from(1);
+    agent.carried.splice(1, t, 1);
     agent.meter.reset();
     Ok(Some((t, 2)))
 }
@@ -237,7 +240,7 @@ mod tests {
             json!({"role": "tool", "tool_call_id": "b", "content": "short"}),
             json!({"role": "tool", "tool_call_id": "c", "content": "z".repeat(20_000)}),
         ];
-        assert_eq!(trim_tool_results(&mut msgs, 3), Some(1));
+        assert_eq!(trim_tool_results(&mut msgs, 3), vec![1]);
         let t = msgs[1]["content"].as_str().unwrap();
         assert!(
             t.starts_with("spill: .hel/x")

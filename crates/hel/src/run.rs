@@ -305,7 +305,13 @@ fn restore(
     agent: &mut Agent,
     head: hel_store::ObjectId,
 ) -> Result<(), Exit> {
-    let (cp, mut messages, state) = session.store.load(&head)?;
+    let hel_store::Loaded {
+        checkpoint: cp,
+        mut messages,
+        state,
+        request_config,
+        cursors,
+    } = session.store.load(&head)?;
     session::verify(&cp, session.id(), &messages, &session.cwd)?;
     let fresh_system = agent.messages[0].clone();
     let system_changed = match messages.first() {
@@ -320,14 +326,19 @@ fn restore(
         }
     };
     agent.messages = messages;
-    agent.dirty_from = if system_changed {
-        0
+    let n = agent.messages.len();
+    agent.carried = if system_changed {
+        hel_store::Carried::from_runs(vec![hel_store::Carry {
+            at: 1,
+            from: 1,
+            len: n.saturating_sub(1),
+        }])
     } else {
-        agent.messages.len()
+        hel_store::Carried::prefix(n)
     };
     session.state = state;
 
-    let saved: Option<RequestConfig> = serde_json::from_value(cp.request_config.clone()).ok();
+    let saved: Option<RequestConfig> = serde_json::from_value(request_config).ok();
     let same_signature = saved
         .as_ref()
         .is_some_and(|s| s.signature() == agent.config.signature());
@@ -361,7 +372,7 @@ fn restore(
     if let Some(rec) = agent.recorder.as_mut() {
         rec.set("meter_restored", Value::Bool(keep));
     }
-    agent.tools.cursors = serde_json::from_value(cp.cursors.clone()).unwrap_or_else(|_| {
+    agent.tools.cursors = serde_json::from_value(cursors).unwrap_or_else(|_| {
         eprintln!("hel: warning: the saved read_file cursors could not be read; reads start over");
         CursorTable::default()
     });

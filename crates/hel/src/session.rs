@@ -36,7 +36,7 @@ impl Session {
             &mut self.state,
             CommitInput {
                 messages: &agent.messages,
-                unchanged_prefix: agent.dirty_from,
+                carried: agent.carried.clone(),
                 cwd: self.cwd.clone(),
                 request_config: serde_json::to_value(&agent.config).unwrap_or_default(),
                 meter: serde_json::to_value(agent.meter).unwrap_or_default(),
@@ -51,7 +51,7 @@ impl Session {
                 why: format!("checkpoint: {}", hel_store::first_line(instruction)),
             },
         )?;
-        agent.dirty_from = agent.messages.len();
+        agent.carried = hel_store::Carried::prefix(agent.messages.len());
         agent.tools.spill.clear_pending();
         agent.tools.spill.set_committed(self.state.spill());
         Ok(committed.id)
