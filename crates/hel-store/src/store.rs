@@ -273,13 +273,11 @@ impl Store {
             .min(state.locs.len())
             .min(messages.len());
         // Reuse every committed node that ends within the carried prefix.
-        let reused = state
-            .nodes
-            .iter()
-            .take_while(|(_, end)| *end <= keep)
-            .count();
-        let mut nodes = state.nodes[..reused].to_vec();
-        let base_end = nodes.last().map_or(0, |(_, e)| *e);
+        // (The state is only read here and updated in place once the ref
+        // has moved: no per-commit copy of anything as long as the session.)
+        let reused = state.nodes.partition_point(|(_, end)| *end <= keep);
+        let base = state.nodes[..reused].last().copied();
+        let base_end = base.map_or(0, |(_, e)| e);
         let mut items: Vec<Item> = Vec::new();
         for (i, m) in messages.iter().enumerate().skip(base_end) {
             let carried = input
@@ -309,17 +307,17 @@ impl Store {
                 items.push(Item::Inline(m.clone()));
             }
         }
-        let mut locs = state.locs[..base_end].to_vec();
-        if !items.is_empty() {
+        let new_node = if items.is_empty() {
+            None
+        } else {
             let node = Node {
                 count: messages.len() as u64,
                 items,
-                prev: nodes.last().map(|(id, _)| *id),
+                prev: base.map(|(id, _)| id),
             };
-            let node_id = writer.put(Kind::List, &node.to_payload())?;
-            locs.extend((0..messages.len() - base_end).map(|k| (node_id, k as u32)));
-            nodes.push((node_id, messages.len()));
-        }
+            Some(writer.put(Kind::List, &node.to_payload())?)
+        };
+        let root = new_node.or(base.map(|(id, _)| id));
         let request_config = writer.put(Kind::Blob, &canonical::to_vec(&input.request_config))?;
         let cursors = writer.put(Kind::Blob, &canonical::to_vec(&input.cursors))?;
         let mut spill = state.spill.clone();
@@ -346,7 +344,7 @@ impl Store {
             meter: input.meter,
             cursors,
             messages: MessagesRef {
-                root: nodes.last().map(|(id, _)| *id),
+                root,
                 count: messages.len() as u64,
             },
             spill: spill.clone(),
@@ -362,13 +360,17 @@ impl Store {
         let (objects_written, bytes_written) = (writer.objects_written, writer.bytes_written);
         writer.finish()?;
         refs::update(&self.layout, lease.session(), state.head, id, &input.why)?;
-        *state = SessionState {
-            head: Some(id),
-            checkpoints: cp.summary.checkpoints,
-            locs,
-            nodes,
-            spill,
-        };
+        state.head = Some(id);
+        state.checkpoints = cp.summary.checkpoints;
+        state.nodes.truncate(reused);
+        state.locs.truncate(base_end);
+        if let Some(node_id) = new_node {
+            state.nodes.push((node_id, messages.len()));
+            state
+                .locs
+                .extend((0..messages.len() - base_end).map(|k| (node_id, k as u32)));
+        }
+        state.spill = spill;
         Ok(Committed {
             id,
             objects_written,
