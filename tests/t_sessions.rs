@@ -223,23 +223,22 @@ fn busy_sessions_are_refused_while_others_work() {
     let mut line = String::new();
     err.read_line(&mut line).unwrap();
     let sid = line.trim().strip_prefix("session: ").unwrap().to_owned();
+    // Resume to a server nobody listens on: it must be refused before any request.
+    let resume_nowhere = [
+        "resume",
+        &sid,
+        "--base-url",
+        "http://127.0.0.1:9",
+        "--model",
+        "m",
+        "-p",
+        "x",
+    ];
     let list = json_out(&p.run(None, &["sessions", "--json"]));
     assert_eq!(list[0]["id"], sid.as_str());
     assert_eq!(list[0]["busy"], true);
     assert_eq!(list[0]["checkpoints"], 0);
-    let run = p.run(
-        None,
-        &[
-            "resume",
-            &sid,
-            "--base-url",
-            "http://127.0.0.1:9",
-            "--model",
-            "m",
-            "-p",
-            "x",
-        ],
-    );
+    let run = p.run(None, &resume_nowhere);
     assert_eq!(run.code, 1);
     assert!(
         run.stderr.contains(&format!("session {sid} is in use")),
@@ -257,19 +256,7 @@ fn busy_sessions_are_refused_while_others_work() {
     child.kill().unwrap();
     child.wait().unwrap();
     // Ended before any answer: nothing to resume; garbage for gc.
-    let run = p.run(
-        None,
-        &[
-            "resume",
-            &sid,
-            "--base-url",
-            "http://127.0.0.1:9",
-            "--model",
-            "m",
-            "-p",
-            "x",
-        ],
-    );
+    let run = p.run(None, &resume_nowhere);
     assert_eq!(run.code, 1);
     assert!(run.stderr.contains("nothing to resume"), "{}", run.stderr);
     let run = p.run(None, &["gc"]);

@@ -1,4 +1,4 @@
-//! `cargo run --release -p hel-bench -- [--quick] [--json PATH] [--png PATH]`
+//! `cargo run --release -p hel-bench -- [--quick] [--only WORKLOAD] [--json PATH] [--png PATH]`
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -13,24 +13,27 @@ fn main() -> ExitCode {
     let mut quick = false;
     let mut json: Option<PathBuf> = None;
     let mut png: Option<PathBuf> = None;
+    let mut only: Option<String> = None;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
             "--quick" => quick = true,
             "--json" => json = it.next().map(PathBuf::from),
             "--png" => png = it.next().map(PathBuf::from),
+            "--only" => only = it.next().cloned(),
             other => {
-                eprintln!("hel-bench: unknown argument {other:?}\nusage: hel-bench [--quick] [--json PATH] [--png PATH]");
+                eprintln!("hel-bench: unknown argument {other:?}\nusage: hel-bench [--quick] [--only grow|fork|compact|many] [--json PATH] [--png PATH]");
                 return ExitCode::from(2);
             }
         }
     }
     let workdir = std::env::temp_dir().join(format!("hel-bench-{}", std::process::id()));
-    let cfg = if quick {
+    let mut cfg = if quick {
         Config::quick(workdir.clone())
     } else {
         Config::full(workdir.clone())
     };
+    cfg.only = only;
     let started = std::time::Instant::now();
     let rows = run::run_all(&cfg, |r| {
         eprintln!(

@@ -29,6 +29,8 @@ pub struct Config {
     /// Measure resume in a child process (time and peak RSS); in-process otherwise (tests).
     pub probe_child: bool,
     pub workdir: PathBuf,
+    /// Run only this workload (all when None).
+    pub only: Option<String>,
 }
 
 impl Config {
@@ -46,6 +48,7 @@ impl Config {
             many_messages: 200,
             probe_child: true,
             workdir,
+            only: None,
         }
     }
 
@@ -75,6 +78,7 @@ impl Config {
             many_messages: 8,
             probe_child: false,
             workdir,
+            only: None,
         }
     }
 }
@@ -543,6 +547,9 @@ fn many(cfg: &Config, kind: &str) -> Row {
     row
 }
 
+/// A workload other than grow: runs one store.
+type Workload = fn(&Config, &str) -> Row;
+
 /// Run every workload for every store. `progress` sees each row as it is done.
 pub fn run_all(cfg: &Config, mut progress: impl FnMut(&Row)) -> Vec<Row> {
     fs::create_dir_all(&cfg.workdir).expect("workdir");
@@ -551,19 +558,21 @@ pub fn run_all(cfg: &Config, mut progress: impl FnMut(&Row)) -> Vec<Row> {
         progress(&r);
         rows.push(r);
     };
-    for &n in &cfg.grow {
-        for kind in STORES {
-            push(grow(cfg, kind, n));
+    let wanted = |w: &str| cfg.only.as_deref().is_none_or(|o| o == w);
+    if wanted("grow") {
+        for &n in &cfg.grow {
+            for kind in STORES {
+                push(grow(cfg, kind, n));
+            }
         }
     }
-    for kind in STORES {
-        push(fork(cfg, kind));
-    }
-    for kind in STORES {
-        push(compact(cfg, kind));
-    }
-    for kind in STORES {
-        push(many(cfg, kind));
+    let others: [(&str, Workload); 3] = [("fork", fork), ("compact", compact), ("many", many)];
+    for (name, workload) in others {
+        if wanted(name) {
+            for kind in STORES {
+                push(workload(cfg, kind));
+            }
+        }
     }
     rows
 }

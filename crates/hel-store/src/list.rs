@@ -118,6 +118,48 @@ pub fn read_node(layout: &Layout, id: &ObjectId) -> Result<Node> {
     })
 }
 
+/// What a node names, read without building its messages (for gc and fsck).
+#[derive(Debug, Default)]
+pub struct Refs {
+    pub prev: Option<ObjectId>,
+    pub blobs: Vec<ObjectId>,
+    pub sliced: Vec<ObjectId>,
+}
+
+#[derive(serde::Deserialize)]
+struct RawRefs {
+    prev: Option<ObjectId>,
+    items: Vec<RawItem>,
+}
+
+// Unknown fields, the inline messages among them, are skipped unparsed.
+#[derive(serde::Deserialize)]
+struct RawItem {
+    #[serde(default)]
+    b: Option<ObjectId>,
+    #[serde(default)]
+    s: Option<ObjectId>,
+}
+
+/// The ids node `id` names (its `prev`, blobs and sliced nodes).
+pub fn read_refs(layout: &Layout, id: &ObjectId) -> Result<Refs> {
+    let payload = object::read_kind(layout, id, Kind::List)?;
+    let raw: RawRefs = serde_json::from_slice(&payload).map_err(|e| Error::Corrupt {
+        id: *id,
+        path: layout.object_path(id),
+        reason: format!("malformed list node: {e}"),
+    })?;
+    let mut refs = Refs {
+        prev: raw.prev,
+        ..Refs::default()
+    };
+    for item in raw.items {
+        refs.blobs.extend(item.b);
+        refs.sliced.extend(item.s);
+    }
+    Ok(refs)
+}
+
 /// A node of a chain and the list length after it.
 pub type ChainEnd = (ObjectId, usize);
 

@@ -12,6 +12,7 @@
 
 use std::fs::{self, File, OpenOptions, TryLockError};
 use std::os::unix::io::{AsRawFd, RawFd};
+use std::path::Path;
 
 use crate::error::IoContext;
 use crate::layout::{check_session_id, Layout};
@@ -34,13 +35,7 @@ impl SessionLease {
         let dir = layout.session_dir(session);
         fs::create_dir_all(&dir).at(&dir)?;
         let path = layout.lease_path(session);
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)
-            .at(&path)?;
+        let file = open_lock_file(&path)?;
         match file.try_lock() {
             Ok(()) => Ok(SessionLease {
                 session: session.to_owned(),
@@ -62,6 +57,17 @@ impl SessionLease {
     pub fn raw_fd(&self) -> RawFd {
         self.file.as_raw_fd()
     }
+}
+
+/// Open (creating, never truncating) a file that carries a lock.
+fn open_lock_file(path: &Path) -> Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .at(path)
 }
 
 /// Is `session` held by a live instance right now? A probe: it takes and
@@ -93,13 +99,7 @@ impl StoreLock {
 
     fn take(layout: &Layout, exclusive: bool) -> Result<StoreLock> {
         let path = layout.store_lock();
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)
-            .at(&path)?;
+        let file = open_lock_file(&path)?;
         if exclusive {
             file.lock().at(&path)?;
         } else {
