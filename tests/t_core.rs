@@ -347,3 +347,36 @@ fn record_mode_writes_the_documented_fields() {
     assert!(lines[1]["response"]["choices"].is_array());
     assert!(!raw.to_lowercase().contains("authorization"));
 }
+
+#[test]
+fn ctrl_c_cancels_the_instruction_and_exits_130() {
+    let p = Project::new();
+    let rec = p.path().join("rec");
+    let mock = Mock::start(json!([{"content": "too late", "delay_ms": 30000}]));
+    let child = p
+        .hel(Some(&mock))
+        .args(["--record", rec.to_str().unwrap(), "-p", "wait"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Ready when the model has the request.
+    while mock.requests().is_empty() {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // SAFETY: kill(2) of our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.stdout.is_empty());
+    assert_eq!(record(&rec)["termination"], "interrupted");
+    // Nothing was committed for the interrupted instruction.
+    let sessions: serde_json::Value =
+        serde_json::from_str(&p.run(None, &["sessions", "--json"]).stdout).unwrap();
+    assert_eq!(sessions[0]["checkpoints"], 0);
+}
