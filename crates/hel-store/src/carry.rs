@@ -135,69 +135,24 @@ impl Carried {
 mod tests {
     use super::*;
 
+    fn run(at: usize, from: usize, len: usize) -> Carry {
+        Carry { at, from, len }
+    }
+
     #[test]
     fn bookkeeping() {
         let mut c = Carried::prefix(10);
         c.modify(3);
-        assert_eq!(
-            c.runs(),
-            [
-                Carry {
-                    at: 0,
-                    from: 0,
-                    len: 3
-                },
-                Carry {
-                    at: 4,
-                    from: 4,
-                    len: 6
-                }
-            ]
-        );
+        assert_eq!(c.runs(), [run(0, 0, 3), run(4, 4, 6)]);
         // Compaction: [1..7) becomes one summary message.
         c.splice(1, 7, 1);
-        assert_eq!(
-            c.runs(),
-            [
-                Carry {
-                    at: 0,
-                    from: 0,
-                    len: 1
-                },
-                Carry {
-                    at: 2,
-                    from: 7,
-                    len: 3
-                }
-            ]
-        );
+        assert_eq!(c.runs(), [run(0, 0, 1), run(2, 7, 3)]);
         assert_eq!(c.source(2), Some(7));
         assert_eq!(c.source(1), None);
         assert_eq!(c.prefix_len(), 1);
         c.truncate(3);
-        assert_eq!(
-            c.runs(),
-            [
-                Carry {
-                    at: 0,
-                    from: 0,
-                    len: 1
-                },
-                Carry {
-                    at: 2,
-                    from: 7,
-                    len: 1
-                }
-            ]
-        );
+        assert_eq!(c.runs(), [run(0, 0, 1), run(2, 7, 1)]);
         c.truncate(1);
-        assert_eq!(
-            c.runs(),
-            [Carry {
-                at: 0,
-                from: 0,
-                len: 1
-            }]
-        );
+        assert_eq!(c.runs(), [run(0, 0, 1)]);
     }
 }

@@ -81,11 +81,6 @@ fn hex_val(c: u8) -> Option<u8> {
     }
 }
 
-/// True if `s` is a non-empty string of lowercase hex digits (an id prefix).
-pub fn is_hex_prefix(s: &str) -> bool {
-    !s.is_empty() && s.bytes().all(|c| hex_val(c).is_some())
-}
-
 impl serde::Serialize for ObjectId {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(&self.to_hex())

@@ -60,6 +60,15 @@ pub fn encode(kind: Kind, payload: &[u8]) -> (ObjectId, Vec<u8>) {
     (ObjectId::of_canonical(&bytes), bytes)
 }
 
+/// The id an object of `kind` with `payload` has, without building its
+/// canonical bytes.
+pub fn id_of(kind: Kind, payload: &[u8]) -> ObjectId {
+    let mut h = blake3::Hasher::new();
+    h.update(format!("{} {}\0", kind.name(), payload.len()).as_bytes());
+    h.update(payload);
+    ObjectId::from_bytes(*h.finalize().as_bytes())
+}
+
 /// Read and verify object `id`, returning its kind and payload.
 pub fn read(layout: &Layout, id: &ObjectId) -> Result<(Kind, Vec<u8>)> {
     let path = layout.object_path(id);
@@ -321,6 +330,13 @@ mod tests {
         fs::create_dir_all(layout.objects_dir()).unwrap();
         fs::create_dir_all(layout.tmp_dir()).unwrap();
         (dir, layout)
+    }
+
+    #[test]
+    fn id_of_matches_encode() {
+        for payload in [&b""[..], b"hello", &[0u8; 5000]] {
+            assert_eq!(id_of(Kind::Blob, payload), encode(Kind::Blob, payload).0);
+        }
     }
 
     #[test]

@@ -18,7 +18,7 @@ use crate::list::{Item, Node, Reader, INLINE_MAX};
 use crate::lock::{self, SessionLease, StoreLock};
 use crate::object::{self, Kind, Writer};
 use crate::snapshot::{self, Checkpoint, MessagesRef, SpillEntry, Summary, SCHEMA_VERSION};
-use crate::{canonical, id, refs, time, Error, ObjectId, Result};
+use crate::{canonical, refs, time, Error, ObjectId, Result};
 
 /// The session store of one project (its `.hel/` directory).
 #[derive(Clone, Debug)]
@@ -442,21 +442,7 @@ impl Store {
 
     /// All sessions of this store, most recently updated first.
     pub fn sessions(&self) -> Result<Vec<SessionInfo>> {
-        let mut ids = refs::list(&self.layout)?;
-        let dir = self.layout.sessions_dir();
-        match fs::read_dir(&dir) {
-            Ok(entries) => {
-                for e in entries.flatten() {
-                    if let Some(name) = e.file_name().to_str() {
-                        if check_session_id(name).is_ok() && !ids.iter().any(|i| i == name) {
-                            ids.push(name.to_owned());
-                        }
-                    }
-                }
-            }
-            Err(e) if e.kind() == ErrorKind::NotFound => {}
-            Err(e) => return Err(e).at(&dir),
-        }
+        let ids = self.session_ids()?;
         let mut out = Vec::with_capacity(ids.len());
         for id in ids {
             let busy = lock::is_busy(&self.layout, &id);
@@ -501,42 +487,32 @@ impl Store {
 
     /// The sessions whose id starts with `prefix` (lowercase hex and `-`).
     pub fn sessions_matching(&self, prefix: &str) -> Result<Vec<String>> {
-        Ok(self
-            .sessions()?
-            .into_iter()
-            .map(|s| s.id)
-            .filter(|id| id.starts_with(prefix))
-            .collect())
+        let mut ids = self.session_ids()?;
+        ids.retain(|id| id.starts_with(prefix));
+        Ok(ids)
     }
 
-    /// The snapshot ids that start with hex `prefix` (at least 2 digits).
-    pub fn checkpoints_matching(&self, prefix: &str) -> Result<Vec<ObjectId>> {
-        if prefix.len() < 2 || !id::is_hex_prefix(prefix) {
-            return Ok(Vec::new());
-        }
-        let dir = self.layout.objects_dir().join(&prefix[..2]);
-        let mut out = Vec::new();
-        let entries = match fs::read_dir(&dir) {
-            Ok(e) => e,
-            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(out),
-            Err(e) => return Err(e).at(&dir),
-        };
-        for e in entries.flatten() {
-            let Some(rest) = e.file_name().to_str().map(str::to_owned) else {
-                continue;
-            };
-            let hex = format!("{}{rest}", &prefix[..2]);
-            if !hex.starts_with(prefix) {
-                continue;
-            }
-            if let Ok(oid) = hex.parse::<ObjectId>() {
-                if matches!(object::read(&self.layout, &oid), Ok((Kind::Snapshot, _))) {
-                    out.push(oid);
+    /// The ids of all sessions: those with a ref and those with only a
+    /// working directory (started, no checkpoint yet), sorted.
+    fn session_ids(&self) -> Result<Vec<String>> {
+        let mut ids = refs::list(&self.layout)?;
+        let dir = self.layout.sessions_dir();
+        match fs::read_dir(&dir) {
+            Ok(entries) => {
+                for e in entries.flatten() {
+                    if let Some(name) = e.file_name().to_str() {
+                        if check_session_id(name).is_ok() {
+                            ids.push(name.to_owned());
+                        }
+                    }
                 }
             }
+            Err(e) if e.kind() == ErrorKind::NotFound => {}
+            Err(e) => return Err(e).at(&dir),
         }
-        out.sort();
-        Ok(out)
+        ids.sort();
+        ids.dedup();
+        Ok(ids)
     }
 }
 

@@ -9,10 +9,13 @@
 //! is gone. Without a session, spill goes to the instance's spill dir,
 //! named by absolute path.
 
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 
-use hel_store::{SpillEntry, Store};
+use hel_store::object::{self, Kind};
+use hel_store::{ObjectId, SpillEntry, Store};
 
 /// Default spill limit in characters (Unicode scalar values), ~12,500 tokens.
 pub const DEFAULT_LIMIT: usize = 50_000;
@@ -36,6 +39,8 @@ pub struct SpillStore {
     store: Option<Store>,
     pub limit: usize,
     counter: u32,
+    /// The spill file read last: (name, bytes, blob id).
+    last: RefCell<Option<(String, Rc<[u8]>, ObjectId)>>,
 }
 
 impl SpillStore {
@@ -51,6 +56,7 @@ impl SpillStore {
             store: Some(store.clone()),
             limit: limit_from_env(),
             counter: 0,
+            last: RefCell::new(None),
         }
     }
 
@@ -65,6 +71,7 @@ impl SpillStore {
             store: None,
             limit: limit_from_env(),
             counter: 0,
+            last: RefCell::new(None),
         }
     }
 
@@ -132,22 +139,39 @@ impl SpillStore {
         )
     }
 
-    /// The bytes of spill file `key`, if this session may read it.
-    pub fn read(&self, key: &str) -> Option<Vec<u8>> {
-        match self.entries.get(key)? {
-            Source::File(p) => std::fs::read(p).ok(),
-            Source::Stored(entry) => {
-                // The working copy of our own spill, when intact, saves a decode.
-                if let Some(name) = key.strip_prefix(&self.prefix) {
-                    if let Ok(bytes) = std::fs::read(self.dir.join(name)) {
-                        if bytes.len() as u64 == entry.size && blake3_matches(&bytes, entry) {
-                            return Some(bytes);
-                        }
-                    }
-                }
-                self.store.as_ref()?.read_blob(&entry.blob).ok()
+    /// The bytes of spill file `key`, if this session may read it, and its
+    /// blob id (spill never changes, so the id identifies it for cursors,
+    /// across processes and copies). The last file read is kept, so paging
+    /// through a spill reads it once.
+    pub fn read(&self, key: &str) -> Option<(Rc<[u8]>, ObjectId)> {
+        if let Some((k, bytes, id)) = self.last.borrow().as_ref() {
+            if k == key {
+                return Some((Rc::clone(bytes), *id));
             }
         }
+        let (bytes, id): (Rc<[u8]>, ObjectId) = match self.entries.get(key)? {
+            Source::File(p) => {
+                let bytes = std::fs::read(p).ok()?;
+                let id = object::id_of(Kind::Blob, &bytes);
+                (bytes.into(), id)
+            }
+            Source::Stored(entry) => {
+                // The working copy of our own spill, when intact, saves a decode.
+                let copy = key
+                    .strip_prefix(&self.prefix)
+                    .and_then(|name| std::fs::read(self.dir.join(name)).ok())
+                    .filter(|b| {
+                        b.len() as u64 == entry.size && object::id_of(Kind::Blob, b) == entry.blob
+                    });
+                let bytes = match copy {
+                    Some(b) => b,
+                    None => self.store.as_ref()?.read_blob(&entry.blob).ok()?,
+                };
+                (bytes.into(), entry.blob)
+            }
+        };
+        *self.last.borrow_mut() = Some((key.to_owned(), Rc::clone(&bytes), id));
+        Some((bytes, id))
     }
 
     /// Re-create this session's own spill working copies from their blobs
@@ -168,10 +192,6 @@ impl SpillStore {
             }
         }
     }
-}
-
-fn blake3_matches(bytes: &[u8], entry: &SpillEntry) -> bool {
-    hel_store::object::encode(hel_store::object::Kind::Blob, bytes).0 == entry.blob
 }
 
 fn limit_from_env() -> usize {

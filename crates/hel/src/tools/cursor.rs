@@ -21,9 +21,9 @@ pub enum Identity {
         mtime_ns: i64,
         ctime_ns: i64,
     },
-    /// A spill file, identified by its content hash: stable across
-    /// processes and copies, since spill never changes once written.
-    Spill { blake3: String },
+    /// A spill file, identified by its blob id: stable across processes
+    /// and copies, since spill never changes once written.
+    Spill { blob: String },
 }
 
 impl Identity {

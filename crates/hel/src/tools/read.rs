@@ -126,11 +126,13 @@ fn read(ctx: &mut ToolCtx, args: &Value) -> Result<String, String> {
 /// A readable source for `path`, and its identity.
 fn open(ctx: &ToolCtx, path: &str) -> Result<(Box<dyn ReadSeek>, Identity), String> {
     // Instance spill is named by its absolute path, outside the project.
-    if let Some(bytes) = ctx.spill.read(path) {
-        let identity = Identity::Spill {
-            blake3: blake3_hex(&bytes),
-        };
-        return Ok((Box::new(std::io::Cursor::new(bytes)), identity));
+    if let Some((bytes, blob)) = ctx.spill.read(path) {
+        return Ok((
+            Box::new(std::io::Cursor::new(bytes)),
+            Identity::Spill {
+                blob: blob.to_hex(),
+            },
+        ));
     }
     match paths::resolve(&ctx.project, path)? {
         Resolved::File(abs) => {
@@ -142,19 +144,17 @@ fn open(ctx: &ToolCtx, path: &str) -> Result<(Box<dyn ReadSeek>, Identity), Stri
             Ok((Box::new(f), Identity::of(&meta)))
         }
         Resolved::Store(rel) => {
-            let bytes = ctx.spill.read(&rel).ok_or_else(|| {
+            let (bytes, blob) = ctx.spill.read(&rel).ok_or_else(|| {
                 format!("{path} is inside .hel/ and not a spill file of this session: refused")
             })?;
-            let identity = Identity::Spill {
-                blake3: blake3_hex(&bytes),
-            };
-            Ok((Box::new(std::io::Cursor::new(bytes)), identity))
+            Ok((
+                Box::new(std::io::Cursor::new(bytes)),
+                Identity::Spill {
+                    blob: blob.to_hex(),
+                },
+            ))
         }
     }
-}
-
-fn blake3_hex(bytes: &[u8]) -> String {
-    blake3::hash(bytes).to_hex().to_string()
 }
 
 trait ReadSeek: Read + Seek {}
