@@ -29,6 +29,9 @@ enum Source {
     Stored(SpillEntry),
 }
 
+/// The spill file read last: (name, bytes, blob id).
+type LastRead = (String, Rc<[u8]>, ObjectId);
+
 pub struct SpillStore {
     dir: PathBuf,
     /// How the conversation names files in `dir` (with a trailing `/`).
@@ -39,8 +42,7 @@ pub struct SpillStore {
     store: Option<Store>,
     pub limit: usize,
     counter: u32,
-    /// The spill file read last: (name, bytes, blob id).
-    last: RefCell<Option<(String, Rc<[u8]>, ObjectId)>>,
+    last: RefCell<Option<LastRead>>,
 }
 
 impl SpillStore {
