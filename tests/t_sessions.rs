@@ -560,3 +560,49 @@ fn ambiguous_prefixes_list_candidates() {
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(run.stdout.contains(" u"), "{}", run.stdout);
 }
+
+#[test]
+fn a_command_started_by_an_instance_keeps_its_session_busy() {
+    let p = Project::new();
+    let mock = Mock::start(json!([
+        {"tool_calls": [call("bash", json!({"command": "echo $$ > cmd.pid; sleep 60"}))]},
+        {"content": "never"},
+    ]));
+    let mut hel = p
+        .hel(Some(&mock))
+        .args(["--access", "auto", "-p", "x"])
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(hel.stderr.take().unwrap());
+    let mut line = String::new();
+    err.read_line(&mut line).unwrap();
+    let sid = line.trim().strip_prefix("session: ").unwrap().to_owned();
+    // Ready when the command runs.
+    while std::fs::read_to_string(p.path().join("cmd.pid")).map_or(true, |s| !s.ends_with('\n')) {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    hel.kill().unwrap(); // SIGKILL: hel cannot clean up
+    hel.wait().unwrap();
+    let list = json_out(&p.run(None, &["sessions", "--json"]));
+    assert_eq!(list[0]["id"], sid.as_str());
+    assert_eq!(list[0]["busy"], true, "the command inherited the lease");
+    let pid: i32 = std::fs::read_to_string(p.path().join("cmd.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    // SAFETY: kill(2) of the command's process group (it leads one).
+    unsafe { libc::kill(-pid, libc::SIGKILL) };
+    // Its lease goes with it (the descriptor closes when it dies).
+    let mut busy = true;
+    for _ in 0..500 {
+        busy = json_out(&p.run(None, &["sessions", "--json"]))[0]["busy"] == true;
+        if !busy {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(!busy, "the session is free once the command is gone");
+}
