@@ -222,27 +222,53 @@ impl<'a> Reader<'a> {
 
     /// The whole list ending at `root`: the messages, and per node of the
     /// chain (oldest first) its id and the list length after it.
+    ///
+    /// The chain is walked backwards through `prev`, which needs each node
+    /// read, decompressed and verified in turn; parsing and expanding the
+    /// nodes runs beside that walk, on this thread, while a second thread
+    /// walks.
     pub fn read_list(&mut self, root: Option<ObjectId>) -> Result<(Vec<Value>, Vec<ChainEnd>)> {
-        let mut chain = Vec::new();
-        let mut next = root;
-        while let Some(id) = next {
-            let node = read_node(self.layout, &id)?;
-            next = node.prev;
-            chain.push((id, node));
-        }
-        chain.reverse();
-        let mut messages = Vec::new();
-        let mut ends = Vec::with_capacity(chain.len());
-        for (id, node) in chain {
-            let count = node.count;
-            // Chain nodes are read once: expand without keeping a copy.
-            match self.expanded.get(&id) {
-                Some(v) => messages.extend(v.iter().cloned()),
-                None => {
-                    let items = self.expand_items(&id, node.items)?;
-                    messages.extend(items);
+        let layout = self.layout;
+        // Newest first: (node, its count, its messages).
+        let mut parts: Vec<(ObjectId, u64, Vec<Value>)> = Vec::new();
+        std::thread::scope(|scope| -> Result<()> {
+            let (tx, rx) =
+                std::sync::mpsc::sync_channel::<(ObjectId, Vec<u8>, Option<ObjectId>)>(256);
+            let walker = scope.spawn(move || -> Result<()> {
+                let mut next = root;
+                while let Some(id) = next {
+                    let payload = object::read_kind(layout, &id, Kind::List)?;
+                    next = prev_of(&payload).ok_or_else(|| Error::Corrupt {
+                        id,
+                        path: layout.object_path(&id),
+                        reason: "malformed list node: no prev".into(),
+                    })?;
+                    if tx.send((id, payload, next)).is_err() {
+                        break; // the reader stopped on an error
+                    }
+                }
+                Ok(())
+            });
+            let mut parsed = Ok(());
+            for (id, payload, prev) in rx.iter() {
+                match self.expand_payload(&id, &payload, prev) {
+                    Ok(part) => parts.push(part),
+                    Err(e) => {
+                        parsed = Err(e);
+                        break;
+                    }
                 }
             }
+            drop(rx);
+            let walked = walker
+                .join()
+                .unwrap_or_else(|p| std::panic::resume_unwind(p));
+            parsed.and(walked)
+        })?;
+        let mut messages = Vec::with_capacity(parts.first().map_or(0, |p| p.1 as usize));
+        let mut ends = Vec::with_capacity(parts.len());
+        for (id, count, part) in parts.into_iter().rev() {
+            messages.extend(part);
             if messages.len() as u64 != count {
                 return Err(Error::Corrupt {
                     id,
@@ -257,4 +283,48 @@ impl<'a> Reader<'a> {
         }
         Ok((messages, ends))
     }
+
+    /// Parse a chain node read by the walker and expand its items; `prev`
+    /// is what the walker took for its `prev`, checked here.
+    fn expand_payload(
+        &mut self,
+        id: &ObjectId,
+        payload: &[u8],
+        prev: Option<ObjectId>,
+    ) -> Result<(ObjectId, u64, Vec<Value>)> {
+        let node = Node::parse(payload).map_err(|reason| Error::Corrupt {
+            id: *id,
+            path: self.layout.object_path(id),
+            reason: format!("malformed list node: {reason}"),
+        })?;
+        if node.prev != prev {
+            return Err(Error::Corrupt {
+                id: *id,
+                path: self.layout.object_path(id),
+                reason: "malformed list node: prev is not its last key".into(),
+            });
+        }
+        // Chain nodes are read once: expand without keeping a copy.
+        let items = match self.expanded.get(id) {
+            Some(v) => v.to_vec(),
+            None => self.expand_items(id, node.items)?,
+        };
+        Ok((*id, node.count, items))
+    }
+}
+
+/// The `prev` of a node's canonical JSON without parsing it: `prev` is its
+/// last key, so the payload ends `"prev":null}` or `"prev":"<id>"}`.
+/// (The full parse checks that it was read right.)
+fn prev_of(payload: &[u8]) -> Option<Option<ObjectId>> {
+    if payload.ends_with(b"\"prev\":null}") {
+        return Some(None);
+    }
+    let tail = payload.strip_suffix(b"\"}")?;
+    let hex = tail.get(tail.len().checked_sub(64)?..)?;
+    let key = tail.get(..tail.len() - 64)?;
+    if !key.ends_with(b"\"prev\":\"") {
+        return None;
+    }
+    std::str::from_utf8(hex).ok()?.parse().ok().map(Some)
 }

@@ -85,28 +85,29 @@ thread_local! {
     static DCTX: RefCell<Option<DCtx<'static>>> = const { RefCell::new(None) };
 }
 
-/// Decompress into `buf[*pos..]` until the buffer is full or the frame
-/// ends; returns whether the frame ended.
-fn fill(
+/// Decompress into `out` (up to its capacity) until it is full or the
+/// frame ends; returns whether the frame ended.
+fn fill<C: zstd::zstd_safe::WriteBuf + ?Sized>(
     dctx: &mut DCtx<'static>,
     input: &mut InBuffer<'_>,
-    buf: &mut [u8],
+    out: &mut C,
     pos: &mut usize,
 ) -> std::result::Result<bool, String> {
     loop {
         let before = (*pos, input.pos());
-        let mut out = OutBuffer::around_pos(buf, *pos);
-        let hint = dctx.decompress_stream(&mut out, input).map_err(|code| {
+        let mut buf = OutBuffer::around_pos(out, *pos);
+        let hint = dctx.decompress_stream(&mut buf, input).map_err(|code| {
             format!(
                 "cannot decompress: {}",
                 zstd::zstd_safe::get_error_name(code)
             )
         })?;
-        *pos = out.pos();
+        *pos = buf.pos();
+        let full = *pos == buf.capacity();
         if hint == 0 {
             return Ok(true);
         }
-        if *pos == buf.len() {
+        if full {
             return Ok(false);
         }
         if (*pos, input.pos()) == before {
@@ -115,11 +116,17 @@ fn fill(
     }
 }
 
-/// Decompress an object file into its canonical bytes. Decompression is
-/// bounded by the length the object's header declares: the header is
-/// decompressed first, then exactly that many payload bytes, and a frame
-/// that holds more is corrupt.
-fn decompress(data: &[u8]) -> std::result::Result<Vec<u8>, String> {
+/// A decompressed object: its header text (`<kind> <len>`) and payload.
+struct Decompressed {
+    header: Vec<u8>,
+    payload: Vec<u8>,
+}
+
+/// Decompress an object file. Decompression is bounded by the length the
+/// object's header declares: the header is decompressed first, then that
+/// many payload bytes straight into the payload's buffer, and a frame that
+/// holds more is corrupt.
+fn decompress(data: &[u8]) -> std::result::Result<Decompressed, String> {
     DCTX.with(|cell| {
         let mut slot = cell.borrow_mut();
         let dctx = slot.get_or_insert_with(DCtx::create);
@@ -128,7 +135,7 @@ fn decompress(data: &[u8]) -> std::result::Result<Vec<u8>, String> {
         let mut input = InBuffer::around(data);
         let mut head = [0u8; 33];
         let mut pos = 0;
-        let mut ended = fill(dctx, &mut input, &mut head, &mut pos)?;
+        let mut ended = fill(dctx, &mut input, &mut head[..], &mut pos)?;
         let nul = head[..pos]
             .iter()
             .position(|&b| b == 0)
@@ -141,33 +148,38 @@ fn decompress(data: &[u8]) -> std::result::Result<Vec<u8>, String> {
         if len > MAX_PAYLOAD {
             return Err(format!("declared length {len} exceeds the limit"));
         }
-        let total = nul + 1 + len as usize;
-        if pos > total {
+        let len = len as usize;
+        let already = &head[nul + 1..pos];
+        if already.len() > len {
             return Err("data after the declared length".into());
         }
-        let mut out = vec![0u8; total];
-        out[..pos].copy_from_slice(&head[..pos]);
-        if !ended {
-            ended = fill(dctx, &mut input, &mut out, &mut pos)?;
+        let mut payload = Vec::with_capacity(len);
+        payload.extend_from_slice(already);
+        let mut at = payload.len();
+        while !ended && at < len {
+            ended = fill(dctx, &mut input, &mut payload, &mut at)?;
         }
-        if pos < total {
-            return Err(format!(
-                "truncated: {} of {len} payload bytes",
-                pos - nul - 1
-            ));
+        if at > len {
+            return Err("data after the declared length".into());
+        }
+        if at < len {
+            return Err(format!("truncated: {at} of {len} payload bytes"));
         }
         if !ended {
             // Full: the frame must end here.
             let mut extra = [0u8; 1];
             let mut p = 0;
-            if !fill(dctx, &mut input, &mut extra, &mut p)? || p > 0 {
+            if !fill(dctx, &mut input, &mut extra[..], &mut p)? || p > 0 {
                 return Err("data after the declared length".into());
             }
         }
         if input.pos() != data.len() {
             return Err("trailing bytes after the frame".into());
         }
-        Ok(out)
+        Ok(Decompressed {
+            header: head[..nul].to_vec(),
+            payload,
+        })
     })
 }
 
@@ -191,40 +203,23 @@ fn decode(id: &ObjectId, path: &Path, data: &[u8]) -> Result<(Kind, Vec<u8>)> {
         path: path.to_owned(),
         reason,
     };
-    let mut canonical = decompress(data).map_err(corrupt)?;
-    if ObjectId::of_canonical(&canonical) != *id {
+    let Decompressed { header, payload } = decompress(data).map_err(corrupt)?;
+    let mut hasher = blake3::Hasher::new();
+    hasher.update(&header);
+    hasher.update(&[0]);
+    hasher.update(&payload);
+    if ObjectId::from_bytes(*hasher.finalize().as_bytes()) != *id {
         return Err(corrupt("content does not match its id".into()));
     }
-    // Header: "<kind> <len>\0", at most 32 bytes.
-    let nul = canonical
-        .iter()
-        .take(33)
-        .position(|&b| b == 0)
-        .ok_or_else(|| corrupt("malformed header".into()))?;
-    let text =
-        std::str::from_utf8(&canonical[..nul]).map_err(|_| corrupt("header is not text".into()))?;
-    let (kind_name, len) = text
-        .split_once(' ')
-        .ok_or_else(|| corrupt("malformed header".into()))?;
-    let len: u64 = len
-        .parse()
-        .map_err(|_| corrupt("malformed length in header".into()))?;
-    let actual = (canonical.len() - nul - 1) as u64;
-    if len != actual {
-        return Err(corrupt(format!(
-            "header declares {len} payload bytes, the object holds {actual}"
-        )));
-    }
-    let kind = Kind::parse(kind_name);
-    let kind_name = kind_name.to_owned();
-    canonical.drain(..=nul);
-    let payload = canonical;
-    match kind {
+    // The header parsed (its length matched) in decompress; the kind is checked last.
+    let text = std::str::from_utf8(&header).map_err(|_| corrupt("header is not text".into()))?;
+    let kind_name = text.split_once(' ').map_or(text, |(k, _)| k);
+    match Kind::parse(kind_name) {
         Some(kind) => Ok((kind, payload)),
         None => Err(Error::UnknownKind {
             id: *id,
             path: path.to_owned(),
-            kind: kind_name,
+            kind: kind_name.to_owned(),
         }),
     }
 }
