@@ -172,20 +172,26 @@ fn spill_cursors_survive_resume() {
         {"tool_calls": [call("bash", json!({"command": "seq 1 25000"}))]},
         {"tool_calls": [call("read_file", json!({"path": "{{spill}}"}))]},
         {"content": "first page read"},
-        {"tool_calls": [call("read_file", json!({"cursor": "{{cursor}}"}))]},
+        {"tool_calls": [call("read_file", json!({"cursor": "{{cursor}}"})), call("bash", json!({"command": "wc -c < {{spill}}"}))]},
         {"content": "second page read"},
     ]));
     let run = p.run(Some(&mock), &["--access", "auto", "-p", "run it"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let sid = run.session();
-    // The working copy is gone: resume serves the spill from its blob.
-    std::fs::remove_dir_all(p.path().join(".hel/sessions").join(&sid).join("spill")).unwrap();
+    // The working copies went with the instance: they are a cache of the blobs.
+    assert!(!p
+        .path()
+        .join(".hel/sessions")
+        .join(&sid)
+        .join("spill")
+        .exists());
     let run = p.run(
         Some(&mock),
         &["--access", "auto", "resume", &sid, "-p", "next page"],
     );
     assert_eq!(run.code, 0, "{}", run.stderr);
-    let page2 = mock.messages(4).last().unwrap()["content"]
+    let results = mock.messages(4);
+    let page2 = results[results.len() - 2]["content"]
         .as_str()
         .unwrap()
         .to_owned();
@@ -195,16 +201,15 @@ fn spill_cursors_survive_resume() {
         .find_map(|l| l.parse().ok())
         .unwrap_or_else(|| panic!("{}", &page2[..page2.len().min(300)]));
     assert!(n > 1000, "page two starts at {n}");
-    // Re-materialized from the blob.
+    // Re-materialized from the blob for bash, whole.
+    let wc = results.last().unwrap()["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let size = spill_bytes(&p, &sid).len();
     assert!(
-        p.path()
-            .join(".hel/sessions")
-            .join(&sid)
-            .join("spill")
-            .read_dir()
-            .unwrap()
-            .count()
-            == 1
+        wc.starts_with(&format!("exit=0\nstdout:\n{size}\n")),
+        "{wc}"
     );
 }
 

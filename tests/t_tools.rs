@@ -107,7 +107,7 @@ fn oversized_output_is_spilled_and_read_back_with_cursors() {
         "{spill}"
     );
     assert!(r[0].len() < 5_000);
-    let whole = p.read(&spill);
+    let whole = String::from_utf8(spill_bytes(&p, &run.session())).unwrap();
     assert!(whole.starts_with("exit=0\nstdout:\n1\n2\n3\n"));
     let page1 = r[1].rsplit_once('\n').unwrap();
     assert!(

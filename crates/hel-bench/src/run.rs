@@ -337,6 +337,7 @@ fn finish(
     probe_session: usize,
     live: &[Value],
 ) -> Row {
+    d.store.close();
     let (resume_ms, rss, count) = probe(cfg, &d.store.probe_args(probe_session));
     assert_eq!(
         count,
@@ -674,7 +675,7 @@ pub fn targets(rows: &[Row]) -> String {
     {
         let u = r.unique_compressed_bytes.max(1) as f64;
         s.push_str(&format!(
-            "- {}: objects {} MB vs unique zstd {} MB: {:.2}× (target ≤ 1.2×); all of .hel with spill working copies {} MB ({:.2}×); allocated {} MB ({:.2}×)\n",
+            "- {}: objects {} MB vs unique zstd {} MB: {:.2}× (target ≤ 1.2×); all of .hel at rest {} MB ({:.2}×); allocated {} MB ({:.2}×)\n",
             r.workload,
             mb(r.objects_bytes.unwrap_or(0)),
             mb(r.unique_compressed_bytes),

@@ -30,6 +30,8 @@ pub trait BenchStore {
     fn gc(&mut self) -> Option<(Duration, u64)>;
     /// Arguments for `hel-bench --probe` to resume session `s`.
     fn probe_args(&self, s: usize) -> Vec<String>;
+    /// The instances end (before the store is measured at rest).
+    fn close(&mut self) {}
 }
 
 fn sync_dir(dir: &Path) {
@@ -146,6 +148,14 @@ impl BenchStore for HelStore {
             self.project.display().to_string(),
             self.ids[s].clone(),
         ]
+    }
+
+    fn close(&mut self) {
+        // As hel does when an instance ends: spill working copies are a
+        // cache of the committed blobs.
+        for (lease, _) in self.sessions.iter().flatten() {
+            self.store.clear_spill(lease).expect("clear spill");
+        }
     }
 }
 

@@ -1,6 +1,10 @@
 //! Garbage collection: mark everything reachable from every ref, sweep the
 //! rest.
 //!
+//! Spill working copies (`sessions/<id>/spill/`) are a cache of spill
+//! blobs for the instance that holds the session: gc removes them from
+//! sessions whose lease is free.
+//!
 //! Safety against concurrent commits of other sessions: gc holds
 //! `.sessions.lock` exclusively from before the mark until after the sweep,
 //! and every writer of objects holds it shared from before it checks
@@ -31,6 +35,8 @@ pub struct GcReport {
     pub bytes_removed: u64,
     pub tmp_files_removed: u64,
     pub sessions_removed: Vec<String>,
+    /// Spill working copies of idle sessions removed (their blobs stay).
+    pub spill_dirs_removed: u64,
 }
 
 /// Every object reachable from `roots` (snapshot ids): snapshots through
@@ -229,13 +235,25 @@ impl Store {
                 let Some(name) = e.file_name().to_str().map(str::to_owned) else {
                     continue;
                 };
-                if check_session_id(&name).is_err() || refs::read(layout, &name)?.is_some() {
+                if check_session_id(&name).is_err() {
                     continue;
                 }
-                // Only a session whose lease we can take is dead.
+                // Only a session whose lease we can take is idle (or dead).
                 let Ok(lease) = SessionLease::acquire(layout, &name) else {
                     continue;
                 };
+                if refs::read(layout, &name)?.is_some() {
+                    // Idle with checkpoints: its spill working copies are a
+                    // cache of its blobs (an instance that died left them).
+                    let spill = layout.spill_dir(&name);
+                    if spill.exists() {
+                        if !dry_run {
+                            fs::remove_dir_all(&spill).at(&spill)?;
+                        }
+                        report.spill_dirs_removed += 1;
+                    }
+                    continue;
+                }
                 if !dry_run {
                     let dir = layout.session_dir(&name);
                     fs::remove_dir_all(&dir).at(&dir)?;

@@ -246,6 +246,18 @@ impl Store {
         })
     }
 
+    /// Remove the session's spill working copies (`sessions/<id>/spill/`):
+    /// they are a cache of the spill blobs, re-made at resume. hel calls
+    /// this when an instance ends; what was never committed goes with it.
+    pub fn clear_spill(&self, lease: &SessionLease) -> Result<()> {
+        let dir = self.layout.spill_dir(lease.session());
+        match fs::remove_dir_all(&dir) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(e).at(&dir),
+        }
+    }
+
     /// The bytes of blob `id` (a spill file), verified.
     pub fn read_blob(&self, id: &ObjectId) -> Result<Vec<u8>> {
         object::read_kind(&self.layout, id, Kind::Blob)

@@ -774,3 +774,39 @@ fn gc_concurrent_with_commits_never_loses_an_object() {
         }
     }
 }
+
+#[test]
+fn gc_drops_spill_working_copies_of_idle_sessions_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::for_project(dir.path());
+    let mut leases = Vec::new();
+    for _ in 0..2 {
+        let lease = store.new_session().unwrap();
+        let spill_dir = store.layout().spill_dir(lease.session());
+        fs::create_dir_all(&spill_dir).unwrap();
+        fs::write(spill_dir.join("out.txt"), "spilled").unwrap();
+        let msgs = conversation("w", 4);
+        let mut inp = input(&msgs, 0);
+        inp.new_spill = vec![("out.txt".into(), spill_dir.join("out.txt"))];
+        store
+            .commit(&lease, &mut SessionState::default(), inp)
+            .unwrap();
+        leases.push(lease);
+    }
+    let idle = leases.remove(0);
+    let idle_id = idle.session().to_owned();
+    drop(idle);
+    let report = store.gc(false).unwrap();
+    assert_eq!(report.spill_dirs_removed, 1);
+    assert!(!store.layout().spill_dir(&idle_id).exists());
+    assert!(store
+        .layout()
+        .spill_dir(leases[0].session())
+        .join("out.txt")
+        .exists());
+    // The blob is what the checkpoint keeps.
+    let head = store.head(&idle_id).unwrap().unwrap();
+    let entry = store.checkpoint(&head).unwrap().spill["out.txt"].clone();
+    assert_eq!(store.read_blob(&entry.blob).unwrap(), b"spilled");
+    assert!(store.fsck().unwrap().is_sound());
+}

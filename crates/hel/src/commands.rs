@@ -231,11 +231,12 @@ pub fn gc(dry_run: bool) -> Result<u8, Exit> {
         "reclaimed"
     };
     println!(
-        "{verb} {} objects ({} bytes), {} temporary files, {} abandoned sessions; {} objects kept",
+        "{verb} {} objects ({} bytes), {} temporary files, {} abandoned sessions, {} spill working copies; {} objects kept",
         r.objects_removed,
         r.bytes_removed,
         r.tmp_files_removed,
         r.sessions_removed.len(),
+        r.spill_dirs_removed,
         r.objects_kept
     );
     Ok(0)

@@ -227,7 +227,7 @@ pub async fn run(args: RunArgs, start: Start) -> Result<u8, Exit> {
             let line = tokio::select! {
                 l = stdin.next_line() => l,
                 _ = async { while rx.changed().await.is_ok() { if *rx.borrow() > seen { break; } } } => {
-                    finish(&mut agent, &instance);
+                    finish(&mut agent, &instance, session.as_ref());
                     return Ok(130);
                 }
             };
@@ -277,7 +277,7 @@ pub async fn run(args: RunArgs, start: Start) -> Result<u8, Exit> {
                 );
                 failed = true;
                 if t == Termination::Interrupted && !from_stdin {
-                    finish(&mut agent, &instance);
+                    finish(&mut agent, &instance, session.as_ref());
                     return Ok(130);
                 }
                 if !from_stdin {
@@ -286,13 +286,19 @@ pub async fn run(args: RunArgs, start: Start) -> Result<u8, Exit> {
             }
         }
     }
-    finish(&mut agent, &instance);
+    finish(&mut agent, &instance, session.as_ref());
     Ok(if failed { 1 } else { 0 })
 }
 
-fn finish(agent: &mut Agent, instance: &Instance) {
+fn finish(agent: &mut Agent, instance: &Instance, session: Option<&Session>) {
     if let Some(rec) = agent.recorder.as_mut() {
         rec.flush();
+    }
+    if let Some(s) = session {
+        // Spill working copies are a cache of the committed blobs.
+        if let Err(e) = s.store.clear_spill(&s.lease) {
+            eprintln!("hel: warning: cannot remove spill working copies: {e}");
+        }
     }
     instance.finish();
 }
