@@ -186,6 +186,28 @@ impl Project {
         Run::from(self.hel(mock).args(args).output().unwrap())
     }
 
+    /// Start `hel` in the background and wait for its `session: <uuid>`
+    /// line (the session exists and its lease is held from then on).
+    pub fn spawn_session(&self, mock: Option<&Mock>, args: &[&str]) -> (Child, String) {
+        let mut child = self
+            .hel(mock)
+            .args(args)
+            .stderr(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stderr.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let sid = line
+            .trim()
+            .strip_prefix("session: ")
+            .unwrap_or_else(|| panic!("first stderr line {line:?}"))
+            .to_owned();
+        (child, sid)
+    }
+
     /// Run `hel` reading `input` on stdin.
     pub fn run_stdin(&self, mock: Option<&Mock>, args: &[&str], input: &str) -> Run {
         use std::io::Write;

@@ -361,7 +361,12 @@ fn ctrl_c_cancels_the_instruction_and_exits_130() {
         .spawn()
         .unwrap();
     // Ready when the model has the request.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     while mock.requests().is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "hel never sent its request"
+        );
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     // SAFETY: kill(2) of our own child.
@@ -379,4 +384,27 @@ fn ctrl_c_cancels_the_instruction_and_exits_130() {
     let sessions: serde_json::Value =
         serde_json::from_str(&p.run(None, &["sessions", "--json"]).stdout).unwrap();
     assert_eq!(sessions[0]["checkpoints"], 0);
+}
+
+#[test]
+fn a_closed_stderr_does_not_stop_a_run() {
+    let p = Project::new();
+    let mock = Mock::start(json!([
+        {"tool_calls": [call("glob", json!({"pattern": "*"}))]},
+        {"content": "done"},
+    ]));
+    let mut child = p
+        .hel(Some(&mock))
+        .args(["-p", "x"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stderr.take()); // nobody reads progress
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "done\n");
+    let sessions: serde_json::Value =
+        serde_json::from_str(&p.run(None, &["sessions", "--json"]).stdout).unwrap();
+    assert_eq!(sessions[0]["checkpoints"], 1);
 }

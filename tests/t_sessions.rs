@@ -217,17 +217,7 @@ fn spill_cursors_survive_resume() {
 fn busy_sessions_are_refused_while_others_work() {
     let p = Project::new();
     let slow = Mock::start(json!([{"content": "slow", "delay_ms": 60000}]));
-    let mut child = p
-        .hel(Some(&slow))
-        .args(["-p", "wait"])
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut err = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    err.read_line(&mut line).unwrap();
-    let sid = line.trim().strip_prefix("session: ").unwrap().to_owned();
+    let (mut child, sid) = p.spawn_session(Some(&slow), &["-p", "wait"]);
     // Resume to a server nobody listens on: it must be refused before any request.
     let resume_nowhere = [
         "resume",
@@ -573,19 +563,14 @@ fn a_command_started_by_an_instance_keeps_its_session_busy() {
         {"tool_calls": [call("bash", json!({"command": "echo $$ > cmd.pid; sleep 60"}))]},
         {"content": "never"},
     ]));
-    let mut hel = p
-        .hel(Some(&mock))
-        .args(["--access", "auto", "-p", "x"])
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut err = BufReader::new(hel.stderr.take().unwrap());
-    let mut line = String::new();
-    err.read_line(&mut line).unwrap();
-    let sid = line.trim().strip_prefix("session: ").unwrap().to_owned();
+    let (mut hel, sid) = p.spawn_session(Some(&mock), &["--access", "auto", "-p", "x"]);
     // Ready when the command runs.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     while std::fs::read_to_string(p.path().join("cmd.pid")).map_or(true, |s| !s.ends_with('\n')) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the command never started"
+        );
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     hel.kill().unwrap(); // SIGKILL: hel cannot clean up

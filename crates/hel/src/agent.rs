@@ -260,7 +260,7 @@ impl Agent {
                     .and_then(Value::as_str)
                     .unwrap_or("")
                     .to_owned();
-                eprintln!("hel: {name} {}", one_line(&args, 120));
+                crate::note!("hel: {name} {}", one_line(&args, 120));
                 let rx = self.interrupts.clone();
                 let result = tokio::select! {
                     r = tools::execute(&mut self.tools, &self.toolset, &name, &args) => r,
@@ -271,7 +271,7 @@ impl Agent {
                 if let Some(rec) = self.recorder.as_mut() {
                     rec.tool_call(&name, &args, result.ok, result.decision);
                 }
-                eprintln!("hel:   {}", one_line(&result.content, 120));
+                crate::note!("hel:   {}", one_line(&result.content, 120));
                 self.messages
                     .push(json!({"role": "tool", "tool_call_id": id, "content": result.content}));
             }

@@ -69,7 +69,7 @@ impl ModelClient {
             match self.send_once(body).await {
                 Err(e) if attempt < RETRIES && retryable(&e) => {
                     let wait = Duration::from_millis(500 << attempt);
-                    eprintln!("hel: {e}; retrying in {:.1}s", wait.as_secs_f64());
+                    crate::note!("hel: {e}; retrying in {:.1}s", wait.as_secs_f64());
                     tokio::time::sleep(wait).await;
                     attempt += 1;
                 }

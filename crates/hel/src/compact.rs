@@ -114,7 +114,7 @@ pub async fn before_request(
         let tail = tail_start(&agent.messages, policy.keep_recent);
         let trimmed = trim_tool_results(&mut agent.messages, tail);
         if !trimmed.is_empty() {
-            eprintln!(
+            crate::note!(
                 "hel: trimmed old tool results to stay under {} tokens",
                 policy.at
             );
@@ -154,12 +154,12 @@ async fn summarize(agent: &mut Agent, t: usize, seen: u64) -> Result<Option<(usi
         json!({"role": "user", "content": format!("Conversation to summarize (one JSON message per line):\n{}", transcript.join("\n"))}),
     ];
     let span_chars: usize = transcript.iter().map(|s| s.chars().count()).sum();
-    eprintln!("hel: compacting {} messages into a summary", t - 1);
+    crate::note!("hel: compacting {} messages into a summary", t - 1);
     let reply = match agent.request("compaction", &request, false, seen).await {
         Ok(r) => r,
         Err(None) => return Err(Stop::Interrupted),
         Err(Some(e)) => {
-            eprintln!("hel: warning: compaction failed ({e}); keeping the conversation as is");
+            crate::note!("hel: warning: compaction failed ({e}); keeping the conversation as is");
             return Ok(None);
         }
     };
@@ -173,7 +173,7 @@ async fn summarize(agent: &mut Agent, t: usize, seen: u64) -> Result<Option<(usi
     let message = json!({"role": "user", "content": format!("<compacted-summary>\n{summary}\n</compacted-summary>")});
     let new_chars = serde_json::to_string(&message).map_or(0, |s| s.chars().count());
     if summary.is_empty() || new_chars >= span_chars {
-        eprintln!("hel: the compaction summary is not smaller than what it would replace; keeping the conversation as is");
+        crate::note!("hel: the compaction summary is not smaller than what it would replace; keeping the conversation as is");
         return Ok(None);
     }
     agent.messages.splice(1..t, [message]);

@@ -11,6 +11,15 @@ fn main() -> ExitCode {
         hel::tools::sandbox::helper_main(&argv[2..]);
     }
     let cli = Cli::parse();
+    if matches!(
+        cli.command,
+        Some(Command::Sessions { .. } | Command::Gc { .. } | Command::Fsck)
+    ) {
+        // Reports on stdout end quietly when their reader goes away
+        // (`hel sessions | head`), as Unix tools do.
+        // SAFETY: setting a signal disposition before any thread exists.
+        unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    }
     let result = match cli.command {
         Some(Command::Sessions { command, json }) => hel::commands::sessions(command, json),
         Some(Command::Gc { dry_run }) => hel::commands::gc(dry_run),
@@ -36,7 +45,7 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            eprintln!("hel: {e}");
+            hel::note!("hel: {e}");
             ExitCode::from(e.code)
         }
     }

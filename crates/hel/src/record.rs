@@ -162,7 +162,7 @@ impl Recorder {
             .and_then(|_| fs::rename(&tmp, &path))
             .is_err()
         {
-            eprintln!("hel: warning: cannot write {}", path.display());
+            crate::note!("hel: warning: cannot write {}", path.display());
         }
     }
 }

@@ -140,7 +140,7 @@ pub async fn run(args: RunArgs, start: Start) -> Result<u8, Exit> {
     let opened = match open_session(&store, &setup, &start) {
         Ok(s) => Some(s),
         Err(e) if matches!(start, Start::New) => {
-            eprintln!("hel: warning: cannot create a session in {} ({e}); this conversation will not be saved", store.layout().root().display());
+            crate::note!("hel: warning: cannot create a session in {} ({e}); this conversation will not be saved", store.layout().root().display());
             None
         }
         Err(e) => return Err(e),
@@ -150,8 +150,8 @@ pub async fn run(args: RunArgs, start: Start) -> Result<u8, Exit> {
         None => (None, None),
     };
     match &session {
-        Some(s) => eprintln!("session: {}", s.id()),
-        None => eprintln!("session: none"),
+        Some(s) => crate::note!("session: {}", s.id()),
+        None => crate::note!("session: none"),
     }
     let mut recorder = match &args.record {
         Some(dir) => Some(Recorder::create(dir, &setup.config.model).map_err(|e| {
@@ -164,7 +164,7 @@ pub async fn run(args: RunArgs, start: Start) -> Result<u8, Exit> {
     }
     let sandbox = !args.no_sandbox;
     if args.no_sandbox && setup.toolset.names.contains(&"bash") {
-        eprintln!(
+        crate::note!(
             "hel: warning: --no-sandbox: bash commands run unconfined, with your permissions"
         );
     }
@@ -237,7 +237,7 @@ pub async fn run(args: RunArgs, start: Start) -> Result<u8, Exit> {
                 Ok(Some(l)) => l,
                 Ok(None) => break,
                 Err(e) => {
-                    eprintln!("hel: cannot read stdin: {e}");
+                    crate::note!("hel: cannot read stdin: {e}");
                     failed = true;
                     break;
                 }
@@ -261,7 +261,7 @@ pub async fn run(args: RunArgs, start: Start) -> Result<u8, Exit> {
                 // Saved before it is shown: an answer on screen is an answer on disk.
                 if let Some(s) = session.as_mut() {
                     if let Err(e) = s.checkpoint(&mut agent, &text) {
-                        eprintln!("hel: warning: could not save a checkpoint ({e}); the conversation goes on in memory and the next answer saves it all");
+                        crate::note!("hel: warning: could not save a checkpoint ({e}); the conversation goes on in memory and the next answer saves it all");
                     }
                 }
                 let answer = outcome.answer.unwrap_or_default();
@@ -270,7 +270,7 @@ pub async fn run(args: RunArgs, start: Start) -> Result<u8, Exit> {
                 let _ = out.flush();
             }
             t => {
-                eprintln!(
+                crate::note!(
                     "hel: instruction incomplete ({}): {}",
                     t.name(),
                     outcome.error.unwrap_or_default()
@@ -297,7 +297,7 @@ fn finish(agent: &mut Agent, instance: &Instance, session: Option<&Session>) {
     if let Some(s) = session {
         // Spill working copies are a cache of the committed blobs.
         if let Err(e) = s.store.clear_spill(&s.lease) {
-            eprintln!("hel: warning: cannot remove spill working copies: {e}");
+            crate::note!("hel: warning: cannot remove spill working copies: {e}");
         }
     }
     instance.finish();
@@ -369,7 +369,7 @@ fn restore(
             ));
         }
         if !diffs.is_empty() {
-            eprintln!("hel: note: continuing with the current settings ({}); the saved ones stay in the checkpoint", diffs.join(", "));
+            crate::note!("hel: note: continuing with the current settings ({}); the saved ones stay in the checkpoint", diffs.join(", "));
         }
     }
     let meter: Meter = serde_json::from_value(cp.meter.clone()).unwrap_or_default();
@@ -379,7 +379,9 @@ fn restore(
         rec.set("meter_restored", Value::Bool(keep));
     }
     agent.tools.cursors = serde_json::from_value(cursors).unwrap_or_else(|_| {
-        eprintln!("hel: warning: the saved read_file cursors could not be read; reads start over");
+        crate::note!(
+            "hel: warning: the saved read_file cursors could not be read; reads start over"
+        );
         CursorTable::default()
     });
     agent.tools.spill.set_committed(&cp.spill);

@@ -41,7 +41,7 @@ impl Session {
                 request_config: serde_json::to_value(&agent.config).unwrap_or_default(),
                 meter: serde_json::to_value(agent.meter).unwrap_or_default(),
                 cursors: serde_json::to_value(&agent.tools.cursors).unwrap_or_else(|e| {
-                    eprintln!("hel: warning: cannot save the read_file cursors: {e}");
+                    crate::note!("hel: warning: cannot save the read_file cursors: {e}");
                     Value::Array(Vec::new())
                 }),
                 new_spill: pending,

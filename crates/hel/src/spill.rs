@@ -115,7 +115,7 @@ impl SpillStore {
         let saved =
             std::fs::create_dir_all(&self.dir).and_then(|_| std::fs::write(&path, &content));
         if let Err(e) = saved {
-            eprintln!(
+            crate::note!(
                 "hel: warning: cannot write spill file {}: {e}; the result is cut instead",
                 path.display()
             );

@@ -47,7 +47,7 @@ pub fn build(project: &Path, context_file: Option<&str>, tool_names: &[&str]) ->
                 text.push('\n');
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => eprintln!(
+            Err(e) => crate::note!(
                 "hel: warning: cannot read {}: {e}; continuing without it",
                 path.display()
             ),

@@ -80,7 +80,7 @@ pub fn helper_main(args: &[String]) -> ! {
 }
 
 fn fail(what: &str) -> ! {
-    eprintln!("{UNAVAILABLE} {what}");
+    crate::note!("{UNAVAILABLE} {what}");
     std::process::exit(125)
 }
 
