@@ -208,3 +208,59 @@ fn api_keys_do_not_reach_commands() {
     assert!(r[0].starts_with("exit=0\nstdout:\n0\n"), "{}", r[0]);
     assert!(!r[0].contains("secret"));
 }
+
+#[test]
+fn a_new_instance_cleans_dead_instances_but_not_live_ones() {
+    let p = Project::new();
+    let tmp = tempfile::tempdir().unwrap();
+    let runs = tmp.path().join("hel-runs");
+    let day = std::time::Duration::from_secs(24 * 3600);
+    let make = |name: &str| {
+        let dir = runs.join(name);
+        std::fs::create_dir_all(dir.join("spill")).unwrap();
+        std::fs::create_dir_all(dir.join("tmp")).unwrap();
+        std::fs::write(dir.join("tmp/scratch"), "x").unwrap();
+        let old = std::fs::File::create(dir.join("spill/old.txt")).unwrap();
+        old.set_modified(std::time::SystemTime::now() - day - day)
+            .unwrap();
+        std::fs::write(dir.join("spill/new.txt"), "recent").unwrap();
+        std::fs::File::create(dir.join(".active")).unwrap()
+    };
+    let _dead = make("dead");
+    let live = make("live");
+    live.lock().unwrap(); // an instance (or a child it started) still runs
+    let mock = Mock::start(json!([{"content": "ok"}]));
+    let run = Run::from_cmd(
+        p.hel(Some(&mock))
+            .env("TMPDIR", tmp.path())
+            .args(["-p", "x"]),
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        !runs.join("dead/spill/old.txt").exists(),
+        "old spill of a dead instance is removed"
+    );
+    assert!(
+        runs.join("dead/spill/new.txt").exists(),
+        "recent spill stays 24 hours"
+    );
+    assert!(
+        !runs.join("dead/tmp").exists(),
+        "a dead instance's tmp is removed"
+    );
+    for f in [
+        "live/spill/old.txt",
+        "live/spill/new.txt",
+        "live/tmp/scratch",
+    ] {
+        assert!(runs.join(f).exists(), "{f} of a live instance is untouched");
+    }
+    // The run's own instance removed its tmp when it ended.
+    let own: Vec<_> = std::fs::read_dir(&runs)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .filter(|n| n != "dead" && n != "live")
+        .collect();
+    assert!(own.is_empty(), "{own:?}");
+}
