@@ -275,7 +275,8 @@ impl Store {
         state: &mut SessionState,
         input: CommitInput<'_>,
     ) -> Result<Committed> {
-        self.init()?;
+        // No init here: the lease came from new_session, resume or fork,
+        // which made the store; a commit only does the commit's work.
         let _guard = StoreLock::shared(&self.layout)?;
         let mut writer = Writer::new(&self.layout);
         let messages = input.messages;
@@ -394,7 +395,6 @@ impl Store {
     /// `at` as its parent and reuses its message list and spill map. Returns
     /// the new session's lease and its first checkpoint.
     pub fn fork(&self, at: &ObjectId) -> Result<(SessionLease, ObjectId)> {
-        self.init()?;
         let base = self.checkpoint(at)?;
         let lease = self.new_session()?;
         let _guard = StoreLock::shared(&self.layout)?;

@@ -36,7 +36,6 @@ pub struct SpillStore {
     dir: PathBuf,
     /// How the conversation names files in `dir` (with a trailing `/`).
     prefix: String,
-    own_session_dir: bool,
     entries: BTreeMap<String, Source>,
     pending: Vec<(String, PathBuf)>,
     store: Option<Store>,
@@ -46,31 +45,28 @@ pub struct SpillStore {
 }
 
 impl SpillStore {
-    /// Spill for `session` of `store` in the project `project`.
+    /// Spill for `session` of `store`.
     pub fn for_session(store: &Store, session: &str) -> SpillStore {
         let dir = store.layout().spill_dir(session);
-        SpillStore {
+        SpillStore::new(
             dir,
-            prefix: format!(".hel/sessions/{session}/spill/"),
-            own_session_dir: true,
-            entries: BTreeMap::new(),
-            pending: Vec::new(),
-            store: Some(store.clone()),
-            limit: limit_from_env(),
-            counter: 0,
-            last: RefCell::new(None),
-        }
+            format!(".hel/sessions/{session}/spill/"),
+            Some(store.clone()),
+        )
     }
 
     /// Spill in the instance's own space (no session).
     pub fn for_instance(dir: &Path) -> SpillStore {
+        SpillStore::new(dir.to_owned(), format!("{}/", dir.display()), None)
+    }
+
+    fn new(dir: PathBuf, prefix: String, store: Option<Store>) -> SpillStore {
         SpillStore {
-            dir: dir.to_owned(),
-            prefix: format!("{}/", dir.display()),
-            own_session_dir: false,
+            dir,
+            prefix,
             entries: BTreeMap::new(),
             pending: Vec::new(),
-            store: None,
+            store,
             limit: limit_from_env(),
             counter: 0,
             last: RefCell::new(None),
@@ -79,7 +75,8 @@ impl SpillStore {
 
     /// The session's own spill directory (bash sees it read-only).
     pub fn own_dir(&self) -> Option<PathBuf> {
-        self.own_session_dir.then(|| self.dir.clone())
+        // Only a session's spill lives under .hel/, where bash needs it shown.
+        self.store.is_some().then(|| self.dir.clone())
     }
 
     /// Adopt a checkpoint's spill map (at resume, and after each commit).
