@@ -296,3 +296,117 @@ pub fn spill_bytes(p: &Project, session: &str) -> Vec<u8> {
     let entry = cp.spill.values().next().expect("a spill file");
     store.read_blob(&entry.blob).unwrap()
 }
+
+/// The outcome of a run measured with `wait4(2)`.
+pub struct Measured {
+    pub run: Run,
+    /// Peak resident set of the child, in KiB (`ru_maxrss`).
+    pub max_rss_kib: u64,
+}
+
+/// Run a prepared command to its end, collecting its output and its peak
+/// resident memory (`ru_maxrss` from `wait4`). stdin is closed.
+pub fn run_measured(cmd: &mut Command) -> Measured {
+    use std::io::Read;
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = child.stdout.take().unwrap();
+    let mut err = child.stderr.take().unwrap();
+    let out_reader = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = out.read_to_end(&mut v);
+        v
+    });
+    let err_reader = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = err.read_to_end(&mut v);
+        v
+    });
+    let pid = child.id() as libc::pid_t;
+    let mut status = 0;
+    // SAFETY: an all-zero rusage is a valid value for wait4 to fill in.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: wait4(2) on our own child, with valid pointers.
+    let got = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    assert_eq!(got, pid, "wait4: {}", std::io::Error::last_os_error());
+    let code = if libc::WIFEXITED(status) {
+        libc::WEXITSTATUS(status)
+    } else {
+        128 + libc::WTERMSIG(status)
+    };
+    let stdout = out_reader.join().unwrap();
+    let stderr = err_reader.join().unwrap();
+    // The child is reaped: keep std from waiting on it again.
+    std::mem::forget(child);
+    Measured {
+        run: Run {
+            code,
+            stdout: String::from_utf8_lossy(&stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&stderr).into_owned(),
+        },
+        max_rss_kib: usage.ru_maxrss as u64,
+    }
+}
+
+/// A directory outside every project, with a few files in it, to point
+/// hostile links at: [`Outside::fingerprint`] shows any file created,
+/// changed or deleted in it.
+pub struct Outside {
+    pub dir: tempfile::TempDir,
+}
+
+impl Outside {
+    pub fn new() -> Outside {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("precious.txt"), "do not touch\n").unwrap();
+        std::fs::create_dir(dir.path().join("sub")).unwrap();
+        std::fs::write(dir.path().join("sub/also.txt"), "nor this\n").unwrap();
+        Outside { dir }
+    }
+
+    pub fn path(&self) -> PathBuf {
+        self.dir.path().canonicalize().unwrap()
+    }
+
+    /// Every entry under the directory: relative path, kind, size, mode,
+    /// modification time and content (files), sorted.
+    pub fn fingerprint(&self) -> Vec<String> {
+        use std::os::unix::fs::MetadataExt;
+        let mut out = Vec::new();
+        let mut stack = vec![self.path()];
+        while let Some(dir) = stack.pop() {
+            for e in std::fs::read_dir(&dir).unwrap().flatten() {
+                let p = e.path();
+                let m = std::fs::symlink_metadata(&p).unwrap();
+                let rel = p.strip_prefix(self.path()).unwrap().display().to_string();
+                let content = if m.is_file() {
+                    String::from_utf8_lossy(&std::fs::read(&p).unwrap()).into_owned()
+                } else {
+                    String::new()
+                };
+                out.push(format!(
+                    "{rel} {:?} {} {:o} {} {content:?}",
+                    m.file_type(),
+                    m.len(),
+                    m.mode(),
+                    m.mtime_nsec() + m.mtime() * 1_000_000_000
+                ));
+                if m.is_dir() {
+                    stack.push(p);
+                }
+            }
+        }
+        out.sort();
+        out
+    }
+}
+
+impl Default for Outside {
+    fn default() -> Self {
+        Self::new()
+    }
+}
