@@ -290,8 +290,8 @@ impl Run {
 
 /// The bytes of the (only) spill file the session's newest checkpoint keeps.
 pub fn spill_bytes(p: &Project, session: &str) -> Vec<u8> {
-    let store = hel_store::Store::for_project(&p.path());
-    let head = store.head(session).unwrap().expect("a checkpoint");
+    let store = hel_store::Store::open(&p.path()).unwrap();
+    let head = store.head(&session.parse().unwrap()).unwrap();
     let cp = store.checkpoint(&head).unwrap();
     let entry = cp.spill.values().next().expect("a spill file");
     store.read_blob(&entry.blob).unwrap()

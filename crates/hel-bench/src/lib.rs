@@ -2,6 +2,7 @@
 //! append-only JSONL log, driven through the same seeded workloads in one
 //! process run. See README, "Benchmarks".
 
+pub mod carry;
 pub mod chart;
 pub mod run;
 pub mod stores;

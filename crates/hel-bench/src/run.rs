@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use hel_store::Carried;
+use crate::carry::Carried;
 use serde_json::{json, Value};
 
 use crate::stores::{self, BenchStore, HelStore, Jsonl, WholeFile};
@@ -396,12 +396,12 @@ fn grow(cfg: &Config, kind: &str, n: usize) -> Row {
     let mut row = finish(cfg, d, kind, "grow", n, &dir, s, &msgs);
     row.flat_resume_ms = flat_reference(cfg, &cfg.workdir, &msgs);
     if kind == "hel-store" && Some(&n) == cfg.grow.last() {
-        let store = hel_store::Store::for_project(&dir);
+        let store = hel_store::Store::open(&dir).expect("open store");
         let t = Instant::now();
         let report = store.fsck().expect("fsck");
         assert!(report.is_sound());
         row.fsck_ms = Some(t.elapsed().as_secs_f64() * 1000.0);
-        row.fsck_baseline_ms = Some(decode_all(&store.layout().objects_dir()));
+        row.fsck_baseline_ms = Some(decode_all(&store.root_path().join("objects")));
     }
     drop(store);
     let _ = fs::remove_dir_all(&dir);

@@ -5,7 +5,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use hel_store::{Carried, CommitInput, ObjectId, SessionLease, SessionState, Store};
+use crate::carry::Carried;
+use hel_store::{CommitInput, Leaf, ObjectId, SessionId, SessionLease, SessionState, Store};
 use serde_json::{json, Value};
 
 /// One store under test. Sessions are numbered by the order of creation.
@@ -45,8 +46,9 @@ fn sync_dir(dir: &Path) {
 pub struct HelStore {
     pub project: PathBuf,
     pub store: Store,
-    sessions: Vec<Option<(SessionLease, SessionState)>>,
-    ids: Vec<String>,
+    /// Per session: its lease, state and the leaves of its last commit.
+    sessions: Vec<Option<(SessionLease, SessionState, Vec<Leaf>)>>,
+    ids: Vec<SessionId>,
     checkpoints: Vec<Vec<ObjectId>>,
 }
 
@@ -54,7 +56,14 @@ impl HelStore {
     pub fn new(project: &Path) -> HelStore {
         HelStore {
             project: project.to_owned(),
-            store: Store::for_project(project),
+            store: Store::open_with(
+                project,
+                hel_store::Limits {
+                    max_messages: u64::MAX,
+                    max_bytes: u64::MAX,
+                },
+            )
+            .expect("open store"),
             sessions: Vec::new(),
             ids: Vec::new(),
             checkpoints: Vec::new(),
@@ -69,8 +78,9 @@ impl BenchStore for HelStore {
 
     fn create(&mut self) -> usize {
         let lease = self.store.new_session().expect("new session");
-        self.ids.push(lease.session().to_owned());
-        self.sessions.push(Some((lease, SessionState::default())));
+        self.ids.push(lease.session().clone());
+        self.sessions
+            .push(Some((lease, SessionState::default(), Vec::new())));
         self.checkpoints.push(Vec::new());
         self.sessions.len() - 1
     }
@@ -83,18 +93,22 @@ impl BenchStore for HelStore {
         _compacted: bool,
         spill: Option<&(String, Vec<u8>)>,
     ) -> u64 {
-        let (lease, state) = self.sessions[s].as_mut().expect("live session");
+        let (lease, state, last) = self.sessions[s].as_mut().expect("live session");
         let mut new_spill = Vec::new();
         if let Some((name, bytes)) = spill {
-            let dir = self.store.layout().spill_dir(lease.session());
-            fs::create_dir_all(&dir).expect("spill dir");
-            let path = dir.join(name);
-            fs::write(&path, bytes).expect("spill file");
+            self.store
+                .write_spill(lease, name, bytes)
+                .expect("spill file");
             new_spill.push((
                 format!(".hel/sessions/{}/spill/{name}", lease.session()),
-                path,
+                name.clone(),
             ));
         }
+        // The workload says which messages are unchanged by position; the
+        // store takes where each is stored.
+        let leaves: Vec<Option<Leaf>> = (0..msgs.len())
+            .map(|i| carried.source(i).and_then(|o| last.get(o).copied()))
+            .collect();
         let c = self
             .store
             .commit(
@@ -102,7 +116,7 @@ impl BenchStore for HelStore {
                 state,
                 CommitInput {
                     messages: msgs,
-                    carried: carried.clone(),
+                    leaves: &leaves,
                     cwd: self.project.display().to_string(),
                     request_config: json!({"provider": "bench", "model": "m", "max_output_tokens": 8192}),
                     meter: json!({"observed": {"messages_sent": msgs.len(), "prompt_tokens": 1000}}),
@@ -116,6 +130,13 @@ impl BenchStore for HelStore {
             )
             .expect("commit");
         self.checkpoints[s].push(c.id);
+        let mut now: Vec<Leaf> = leaves
+            .iter()
+            .take(c.leaves_from)
+            .map(|l| l.expect("kept"))
+            .collect();
+        now.extend_from_slice(&c.new_leaves);
+        *last = now;
         // The spill working copy is the tool's write (hel writes it when the
         // output spills, before any commit); the commit writes the blob.
         c.bytes_written
@@ -123,10 +144,11 @@ impl BenchStore for HelStore {
 
     fn fork(&mut self, s: usize, k: usize, _at: &[Value]) -> usize {
         let at = self.checkpoints[s][k];
-        let (lease, first) = self.store.fork(&at).expect("fork");
-        let state = self.store.load(&first).expect("load fork").state;
-        self.ids.push(lease.session().to_owned());
-        self.sessions.push(Some((lease, state)));
+        let (lease, first, _) = self.store.fork(&at).expect("fork");
+        let loaded = self.store.load(&first).expect("load fork");
+        self.ids.push(lease.session().clone());
+        self.sessions
+            .push(Some((lease, loaded.state, loaded.leaves)));
         self.checkpoints.push(vec![first]);
         self.sessions.len() - 1
     }
@@ -146,14 +168,14 @@ impl BenchStore for HelStore {
         vec![
             "hel".into(),
             self.project.display().to_string(),
-            self.ids[s].clone(),
+            self.ids[s].to_string(),
         ]
     }
 
     fn close(&mut self) {
         // As hel does when an instance ends: spill working copies are a
         // cache of the committed blobs.
-        for (lease, _) in self.sessions.iter().flatten() {
+        for (lease, _, _) in self.sessions.iter().flatten() {
             self.store.clear_spill(lease).expect("clear spill");
         }
     }
@@ -335,11 +357,18 @@ impl BenchStore for Jsonl {
 pub fn resume(args: &[String]) -> Result<Vec<Value>, String> {
     match args {
         [kind, project, session] if kind == "hel" => {
-            let store = Store::for_project(Path::new(project));
-            let head = store
-                .head(session)
-                .map_err(|e| e.to_string())?
-                .ok_or("no ref")?;
+            let store = Store::open_with(
+                Path::new(project),
+                hel_store::Limits {
+                    max_messages: u64::MAX,
+                    max_bytes: u64::MAX,
+                },
+            )
+            .map_err(|e| e.to_string())?;
+            let session: SessionId = session
+                .parse()
+                .map_err(|e: hel_store::Error| e.to_string())?;
+            let head = store.head(&session).map_err(|e| e.to_string())?;
             Ok(store.load(&head).map_err(|e| e.to_string())?.messages)
         }
         [kind, path] if kind == "flat" => {

@@ -34,6 +34,14 @@ pub enum Error {
         expected: &'static str,
         found: &'static str,
     },
+    #[error("object {id} at {path} declares {size} bytes, over the {max} bytes a {what} may have")]
+    TooLarge {
+        id: ObjectId,
+        path: PathBuf,
+        size: u64,
+        max: u64,
+        what: &'static str,
+    },
     #[error("snapshot {id} at {path} has schema_version {found}, this hel reads up to {supported}: upgrade hel")]
     NewerSchema {
         id: ObjectId,
@@ -41,11 +49,19 @@ pub enum Error {
         found: u64,
         supported: u64,
     },
+    #[error("{path} is a {found} where a {expected} was expected: hel opens nothing through links or special files in .hel/ (remove it; `hel fsck` lists what is wrong)")]
+    Unexpected {
+        path: PathBuf,
+        found: &'static str,
+        expected: &'static str,
+    },
+    #[error("{path} holds {size} bytes, over the {max} bytes such a file may have")]
+    FileTooLarge { path: PathBuf, size: u64, max: u64 },
     #[error("session {session} is in use by another hel instance")]
     InUse { session: String },
     #[error("no session {session} in this store")]
     NoSuchSession { session: String },
-    #[error("session {session} has no checkpoint yet (nothing to resume)")]
+    #[error("session {session} has no checkpoint yet")]
     NoCheckpoint { session: String },
     #[error("ref of session {session} at {path} is malformed: {reason}")]
     BadRef {
@@ -61,10 +77,28 @@ pub enum Error {
         expected: String,
         found: String,
     },
-    #[error("{0:?} is not a session id (expected a UUID such as 0c9e…-…)")]
+    #[error("{0:?} is not a session id (expected a lowercase UUID such as 0c9e6f1a-1b2c-4d3e-8f40-123456789abc)")]
     BadSessionId(String),
-    #[error("object too large: {0} bytes")]
-    TooLarge(u64),
+    #[error("object {id} at {path} holds an invalid message (item {index}): {reason}")]
+    BadMessage {
+        id: ObjectId,
+        path: PathBuf,
+        index: usize,
+        reason: String,
+    },
+    #[error("checkpoint {checkpoint} holds a broken conversation: {reason}")]
+    BrokenConversation {
+        checkpoint: ObjectId,
+        reason: String,
+    },
+    #[error("checkpoint {checkpoint} holds more than {limit} {what}, over what hel loads (see README, \"Limits\")")]
+    ConversationTooLarge {
+        checkpoint: ObjectId,
+        what: &'static str,
+        limit: u64,
+    },
+    #[error("internal error: {0} (nothing was saved; please report this)")]
+    Internal(String),
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,90 +1,241 @@
 //! `fsck`: verify every object and everything the refs reach.
+//!
+//! The contract (objects-spec §8): the store is reported sound only when
+//! every object file verifies, nothing but hel's own files sits where hel
+//! keeps them, every ref names a snapshot, everything reachable reads and
+//! validates exactly as a load validates it, and every session's newest
+//! checkpoint loads whole. When anything is wrong, the faults are listed
+//! (each naming the object or path) and no garbage is reported: what is
+//! unreachable cannot be known while something reachable is unreadable.
 
 use std::collections::HashSet;
-use std::fs;
+use std::fmt;
 use std::path::PathBuf;
 
-use crate::gc::{mark, object_files};
-use crate::{object, refs, Error, ObjectId, Result, Store};
+use crate::dir::Kind as EntryKind;
+use crate::gc::{mark, object_files, roots};
+use crate::layout::{Layout, LEASE, SPILL};
+use crate::object::{self, Cap, Kind};
+use crate::{list, refs, Error, ObjectId, Result, SessionId, Store};
 
-/// What fsck found. Faults are `corrupt`, `missing` and `bad_refs`;
-/// garbage (unreachable objects, leftover tmp files) is reported, not a fault.
+/// One thing wrong with a store.
+#[derive(Debug)]
+pub enum Fault {
+    /// An object, ref or session that fails to read or validate.
+    Broken(Error),
+    /// An entry hel did not make, where only its own files belong.
+    Stray { path: PathBuf, what: &'static str },
+}
+
+impl fmt::Display for Fault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Fault::Broken(e) => write!(f, "{e}"),
+            Fault::Stray { path, what } => {
+                write!(
+                    f,
+                    "{}: a {what} where hel keeps only its own files",
+                    path.display()
+                )
+            }
+        }
+    }
+}
+
+/// What fsck found.
 #[derive(Debug, Default)]
 pub struct FsckReport {
     pub objects: u64,
     pub bytes: u64,
     pub refs: u64,
-    /// Objects that fail verification (or files under objects/ that are not
-    /// named like objects), as one-line descriptions.
-    pub corrupt: Vec<String>,
-    /// Reachable objects that do not exist.
-    pub missing: Vec<String>,
-    pub bad_refs: Vec<String>,
-    pub unreachable: u64,
+    pub faults: Vec<Fault>,
+    /// Observations that are not faults (a ref log that misses a move).
+    pub notes: Vec<String>,
+    /// Unreachable objects; `None` when faults make it unknowable.
+    pub unreachable: Option<u64>,
     pub tmp_files: u64,
 }
 
 impl FsckReport {
     /// True when the store has no fault.
     pub fn is_sound(&self) -> bool {
-        self.corrupt.is_empty() && self.missing.is_empty() && self.bad_refs.is_empty()
+        self.faults.is_empty()
     }
 }
 
 impl Store {
-    /// Check the whole store.
+    /// Check the whole store (see the module doc for what "sound" means).
     pub fn fsck(&self) -> Result<FsckReport> {
         let mut report = FsckReport::default();
-        if !self.exists() {
+        let Some(layout) = self.layout_for_gc()? else {
             return Ok(report);
+        };
+        let mut faults: Vec<Fault> = Vec::new();
+        // 1. Every object file, and nothing else under objects/.
+        let files = object_files(layout)?;
+        for (path, what) in files.strays {
+            faults.push(Fault::Stray { path, what });
         }
-        let layout = self.layout();
         let mut present: HashSet<ObjectId> = HashSet::new();
         let mut broken: HashSet<ObjectId> = HashSet::new();
-        for (path, id) in object_files(layout)? {
+        for (id, _, _) in &files.objects {
             report.objects += 1;
-            report.bytes += fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
-            let Some(id) = id else {
-                report
-                    .corrupt
-                    .push(format!("{}: not named like an object", path.display()));
-                continue;
+            let path = layout.object_path(id);
+            report.bytes += std::fs::symlink_metadata(&path).map_or(0, |m| m.len());
+            present.insert(*id);
+            if let Err(e) = object::read(layout, id, Cap::ANY) {
+                faults.push(Fault::Broken(e));
+                broken.insert(*id);
+            }
+        }
+        // 2. Refs, and everything they reach.
+        let mut record = |e: Error| -> Result<()> {
+            // Objects that failed verification were reported above.
+            let known = match &e {
+                Error::Corrupt { id, .. } | Error::UnknownKind { id, .. } => broken.contains(id),
+                _ => false,
             };
-            present.insert(id);
-            if let Err(e) = object::read(layout, &id) {
-                report.corrupt.push(e.to_string());
-                broken.insert(id);
+            if !known {
+                faults.push(Fault::Broken(e));
             }
-        }
-        let mut roots = Vec::new();
-        for session in refs::list(layout)? {
-            report.refs += 1;
-            match refs::read(layout, &session) {
-                Ok(Some(head)) => roots.push(head),
-                Ok(None) => {}
-                Err(e) => report.bad_refs.push(e.to_string()),
-            }
-        }
-        let mut missing: Vec<(ObjectId, PathBuf)> = Vec::new();
-        let reachable = mark(layout, &roots, &mut |e| {
-            if let Error::Missing { id, path } = e {
-                missing.push((id, path));
-            }
-            // Corrupt objects were reported by the verification above.
             Ok(())
-        })?;
-        for id in &reachable {
-            if !present.contains(id) && !missing.iter().any(|(m, _)| m == id) {
-                missing.push((*id, layout.object_path(id)));
+        };
+        let heads = roots(layout, &mut record)?;
+        report.refs = heads.len() as u64;
+        let root_ids: Vec<ObjectId> = heads.iter().map(|(_, h)| *h).collect();
+        let marked = mark(layout, &root_ids, &mut record)?;
+        for id in &marked.reachable {
+            if !present.contains(id) {
+                faults.push(Fault::Broken(Error::Missing {
+                    id: *id,
+                    path: layout.object_path(id),
+                }));
             }
         }
-        missing.sort();
-        report.missing = missing
-            .into_iter()
-            .map(|(id, path)| format!("object {id} is missing (expected at {})", path.display()))
-            .collect();
-        report.unreachable = present.iter().filter(|id| !reachable.contains(id)).count() as u64;
-        report.tmp_files = fs::read_dir(layout.tmp_dir()).map_or(0, |d| d.count() as u64);
+        // 3. Messages and JSON blobs, each once.
+        let mut blobs_to_check: HashSet<ObjectId> = marked.message_blobs.clone();
+        for node in marked.shapes.nodes.keys() {
+            match list::validate_node_messages(layout, node) {
+                Ok(blobs) => blobs_to_check.extend(blobs),
+                Err(e) => faults.push(Fault::Broken(e)),
+            }
+        }
+        for b in &blobs_to_check {
+            if present.contains(b) && !broken.contains(b) {
+                if let Err(e) = list::validate_blob_message(layout, b) {
+                    faults.push(Fault::Broken(e));
+                }
+            }
+        }
+        for (blob, cap) in &marked.json_blobs {
+            if !present.contains(blob) || broken.contains(blob) {
+                continue;
+            }
+            let parsed = object::read_kind(layout, blob, Kind::Blob, *cap).and_then(|bytes| {
+                serde_json::from_slice::<serde_json::Value>(&bytes).map_err(|e| Error::Corrupt {
+                    id: *blob,
+                    path: layout.object_path(blob),
+                    reason: format!("{} is not JSON: {e}", cap.what),
+                })
+            });
+            if let Err(e) = parsed {
+                faults.push(Fault::Broken(e));
+            }
+        }
+        // 4. Every session's newest checkpoint loads whole (pairing, limits).
+        let clean = faults.is_empty();
+        for (session, head) in &heads {
+            if clean {
+                if let Err(e) = self.load(head) {
+                    faults.push(Fault::Broken(e));
+                } else if let Ok(cp) = self.checkpoint(head) {
+                    if cp.session_id != *session {
+                        faults.push(Fault::Broken(Error::BadRef {
+                            session: session.to_string(),
+                            path: layout.ref_path(session.as_str()),
+                            reason: format!("names checkpoint {head} of session {}", cp.session_id),
+                        }));
+                    }
+                }
+            }
+            if let Ok(Some(logged)) = refs::last_logged(layout, session) {
+                if logged != *head {
+                    report.notes.push(format!(
+                        "the ref log of session {session} misses its last move (logged {}, ref {})",
+                        &logged.to_hex()[..12],
+                        &head.to_hex()[..12]
+                    ));
+                }
+            }
+        }
+        // 5. Session working directories and tmp/.
+        sessions_dir_faults(layout, &mut faults)?;
+        report.tmp_files = match layout.tmp()? {
+            Some(tmp) => tmp.entries()?.len() as u64,
+            None => 0,
+        };
+        if faults.is_empty() {
+            report.unreachable = Some(
+                present
+                    .iter()
+                    .filter(|id| !marked.reachable.contains(id))
+                    .count() as u64,
+            );
+        }
+        // A missing object may be reported both by the walk and above.
+        let mut seen = HashSet::new();
+        faults.retain(|f| seen.insert(f.to_string()));
+        report.faults = faults;
         Ok(report)
     }
+}
+
+/// Strays in `sessions/`: anything but directories named by session ids,
+/// holding a lease file and a spill directory of regular files.
+fn sessions_dir_faults(layout: &Layout, faults: &mut Vec<Fault>) -> Result<()> {
+    let Some(sessions) = layout.sessions()? else {
+        return Ok(());
+    };
+    for e in sessions.entries()? {
+        let name = e.name.to_string_lossy().into_owned();
+        let path = sessions.child_path(&name);
+        let is_id = name.parse::<SessionId>().is_ok();
+        if e.kind != EntryKind::Dir || !is_id {
+            let what = if e.kind == EntryKind::Dir {
+                "directory not named by a session id"
+            } else {
+                e.kind.describe()
+            };
+            faults.push(Fault::Stray { path, what });
+            continue;
+        }
+        let Some(dir) = sessions.sub(&name)? else {
+            continue;
+        };
+        for inner in dir.entries()? {
+            let iname = inner.name.to_string_lossy().into_owned();
+            let ok = (iname == LEASE && inner.kind == EntryKind::File)
+                || (iname == SPILL && inner.kind == EntryKind::Dir);
+            if !ok {
+                faults.push(Fault::Stray {
+                    path: dir.child_path(&iname),
+                    what: inner.kind.describe(),
+                });
+                continue;
+            }
+            if iname == SPILL {
+                if let Some(spill) = dir.sub(SPILL)? {
+                    for f in spill.entries()? {
+                        if f.kind != EntryKind::File {
+                            faults.push(Fault::Stray {
+                                path: spill.child_path(&f.name.to_string_lossy()),
+                                what: f.kind.describe(),
+                            });
+                        }
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
 }

@@ -1,5 +1,5 @@
-//! Object ids: BLAKE3-256 of an object's canonical bytes, shown as 64
-//! lowercase hex digits.
+//! Ids: [`ObjectId`], the BLAKE3-256 of an object's canonical bytes shown
+//! as 64 lowercase hex digits, and [`SessionId`], a session's UUID.
 
 use std::fmt;
 use std::str::FromStr;
@@ -19,12 +19,11 @@ impl ObjectId {
     }
 
     pub fn to_hex(&self) -> String {
-        let mut s = String::with_capacity(64);
-        for b in self.0 {
-            s.push(char::from_digit((b >> 4) as u32, 16).unwrap_or('0'));
-            s.push(char::from_digit((b & 15) as u32, 16).unwrap_or('0'));
-        }
-        s
+        blake3::Hash::from_bytes(self.0).to_hex().to_string()
+    }
+
+    pub fn as_bytes(&self) -> &[u8; 32] {
+        &self.0
     }
 
     /// The all-zero id, used in the ref log for "no previous value".
@@ -59,25 +58,13 @@ impl FromStr for ObjectId {
     type Err = ParseIdError;
 
     fn from_str(s: &str) -> Result<Self, ParseIdError> {
-        let b = s.as_bytes();
-        if b.len() != 64 {
+        // blake3's parser also takes uppercase: the format is lowercase only.
+        if s.len() != 64 || s.bytes().any(|c| c.is_ascii_uppercase()) {
             return Err(ParseIdError);
         }
-        let mut out = [0u8; 32];
-        for (i, pair) in b.chunks(2).enumerate() {
-            let hi = hex_val(pair[0]).ok_or(ParseIdError)?;
-            let lo = hex_val(pair[1]).ok_or(ParseIdError)?;
-            out[i] = hi << 4 | lo;
-        }
-        Ok(ObjectId(out))
-    }
-}
-
-fn hex_val(c: u8) -> Option<u8> {
-    match c {
-        b'0'..=b'9' => Some(c - b'0'),
-        b'a'..=b'f' => Some(c - b'a' + 10),
-        _ => None,
+        blake3::Hash::from_hex(s)
+            .map(|h| ObjectId(*h.as_bytes()))
+            .map_err(|_| ParseIdError)
     }
 }
 
@@ -88,6 +75,68 @@ impl serde::Serialize for ObjectId {
 }
 
 impl<'de> serde::Deserialize<'de> for ObjectId {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// A session's id: a UUID in its lowercase hyphenated form
+/// (`0c9e6f1a-1b2c-4d3e-8f40-123456789abc`). It can only be built from a
+/// valid id, so every path made from one stays a single component.
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SessionId(String);
+
+impl SessionId {
+    /// A new random (version 4) id.
+    pub fn new_random() -> SessionId {
+        SessionId(uuid::Uuid::new_v4().to_string())
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl FromStr for SessionId {
+    type Err = crate::Error;
+
+    /// Parse an id, which must be in the lowercase hyphenated form the
+    /// format uses (uuid's parser alone also takes uppercase, braced and
+    /// URN forms).
+    fn from_str(s: &str) -> Result<SessionId, crate::Error> {
+        match uuid::Uuid::try_parse(s) {
+            Ok(u) if u.hyphenated().to_string() == s => Ok(SessionId(s.to_owned())),
+            _ => Err(crate::Error::BadSessionId(s.chars().take(80).collect())),
+        }
+    }
+}
+
+impl fmt::Display for SessionId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Debug for SessionId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "SessionId({})", self.0)
+    }
+}
+
+impl AsRef<str> for SessionId {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl serde::Serialize for SessionId {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.0)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for SessionId {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
         s.parse().map_err(serde::de::Error::custom)
@@ -105,5 +154,25 @@ mod tests {
         assert_eq!(parsed, id);
         assert!("ABC".parse::<ObjectId>().is_err());
         assert!(id.to_hex().to_uppercase().parse::<ObjectId>().is_err());
+    }
+
+    #[test]
+    fn session_ids() {
+        let ok = "0c9e6f1a-1b2c-4d3e-8f40-123456789abc";
+        assert_eq!(ok.parse::<SessionId>().unwrap().as_str(), ok);
+        for bad in [
+            "../x",
+            "/etc",
+            "0C9E6F1A-1B2C-4D3E-8F40-123456789ABC",
+            "{0c9e6f1a-1b2c-4d3e-8f40-123456789abc}",
+            "urn:uuid:0c9e6f1a-1b2c-4d3e-8f40-123456789abc",
+            "0c9e6f1a1b2c4d3e8f40123456789abc",
+            "abcd",
+            "",
+        ] {
+            assert!(bad.parse::<SessionId>().is_err(), "{bad}");
+        }
+        let fresh = SessionId::new_random();
+        assert_eq!(fresh.as_str().parse::<SessionId>().unwrap(), fresh);
     }
 }

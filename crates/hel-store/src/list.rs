@@ -1,35 +1,79 @@
 //! The message list: a chain of `list` nodes, oldest first through `prev`.
 //!
-//! A node is canonical JSON `{"count": N, "items": [...], "prev": id|null}`.
-//! Its items are appended to the messages of `prev`, and `count` is the
-//! length of the whole list through this node. An item is one of
+//! A node is canonical JSON `{"count": N, "items": [...], "prev": id|null}`
+//! and nothing else. Its items are appended to the messages of `prev`, and
+//! `count` is the length of the whole list through this node. An item is
+//! exactly one of
 //! - `{"m": <message>}`: a message stored inline (canonical JSON under
 //!   [`INLINE_MAX`] bytes), compressed together with the node;
 //! - `{"b": <blob id>}`: a larger message stored as its own blob, shared by
 //!   every list that holds it;
-//! - `{"s": <list id>, "from": a, "to": b}`: messages `a..b` of the items of
-//!   another node (its items only, not its `prev`), so a list rewritten by
-//!   compaction names the kept messages where they already are.
+//! - `{"s": <list id>, "from": a, "to": b}`, `a < b`: messages `a..b` of the
+//!   items of another node (its items only, not its `prev`), so a list
+//!   rewritten by compaction names the kept messages where they already are.
 //!
 //! A commit writes one node holding what is new; a fork writes none; a
 //! compaction writes one node of slices and the summary. Ids are content
 //! hashes, so a node can never (directly or not) refer to itself.
+//!
+//! Reading is bounded whatever the store holds: slices are resolved with an
+//! explicit stack (no recursion as deep as the nesting), every message and
+//! every node payload in memory is counted against [`Limits`], and each
+//! distinct node is read once.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 
-use serde_json::{json, Map, Value};
+use serde::de::IgnoredAny;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use serde_json::{json, Value};
 
 use crate::layout::Layout;
-use crate::object::{self, Kind};
+use crate::message;
+use crate::object::{self, Cap, Kind};
 use crate::{Error, ObjectId, Result};
 
 /// Messages whose canonical JSON is at least this long are stored as blobs.
 pub const INLINE_MAX: usize = 16 * 1024;
 
+/// Inline bytes a writer puts in one node before storing further messages
+/// as blobs, so that a node stays far below [`Cap::LIST`].
+pub(crate) const NODE_INLINE_BUDGET: usize = 8 << 20;
+
+/// How much conversation one load may build (objects-spec §4, "Limits").
+/// A conversation bigger than this cannot be sent to any model; a store
+/// that describes one is refused before it can exhaust memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Messages in the list, and in the nodes its slices read.
+    pub max_messages: u64,
+    /// Memory the messages and node payloads may take, as
+    /// [`message::weight`] counts it.
+    pub max_bytes: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            max_messages: 500_000,
+            max_bytes: 128 << 20,
+        }
+    }
+}
+
+/// Where a message is stored: the node whose items hold it, and its index
+/// among that node's (resolved) items. A conversation keeps each message's
+/// leaf so the next commit can name unchanged messages where they are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Leaf {
+    pub(crate) node: ObjectId,
+    pub(crate) index: u32,
+}
+
 /// One item of a node.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Item {
+pub(crate) enum Item {
     Inline(Value),
     Blob(ObjectId),
     Slice { node: ObjectId, from: u64, to: u64 },
@@ -37,7 +81,7 @@ pub enum Item {
 
 /// One node of the chain.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Node {
+pub(crate) struct Node {
     pub count: u64,
     pub items: Vec<Item>,
     pub prev: Option<ObjectId>,
@@ -63,186 +107,465 @@ impl Node {
             "prev": self.prev.map(|p| p.to_hex()),
         }))
     }
+}
 
-    fn parse(payload: &[u8]) -> std::result::Result<Node, String> {
-        let mut v: Value = serde_json::from_slice(payload).map_err(|e| e.to_string())?;
-        let obj = v.as_object_mut().ok_or("not an object")?;
-        let count = obj.get("count").and_then(Value::as_u64).ok_or("no count")?;
-        let prev = match obj.get("prev") {
-            Some(Value::Null) => None,
-            Some(Value::String(s)) => Some(s.parse().map_err(|_| "bad prev")?),
-            _ => return Err("bad prev".into()),
-        };
-        let Some(Value::Array(raw)) = obj.remove("items") else {
-            return Err("no items".into());
-        };
-        let mut items = Vec::with_capacity(raw.len());
-        for it in raw {
-            let Value::Object(mut m) = it else {
-                return Err("bad item".into());
-            };
-            items.push(parse_item(&mut m)?);
-        }
-        Ok(Node { count, items, prev })
+/// A node's payload split into its parts without building any message:
+/// `count`, `prev`, and the byte range of each item in the payload. Exactly
+/// the keys `count`, `items`, `prev`; the items are parsed one at a time by
+/// [`parse_item`], so a node with a million tiny items costs a million
+/// ranges, not a million messages, before the budget is asked.
+pub(crate) struct RawNode {
+    pub count: u64,
+    pub prev: Option<ObjectId>,
+    pub items: Vec<(usize, usize)>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawNodeDe<'a> {
+    count: u64,
+    #[serde(borrow)]
+    items: Vec<&'a RawValue>,
+    prev: Prev,
+}
+
+impl RawNode {
+    pub fn parse(payload: &[u8]) -> std::result::Result<RawNode, String> {
+        let de: RawNodeDe<'_> = serde_json::from_slice(payload).map_err(|e| e.to_string())?;
+        let base = payload.as_ptr() as usize;
+        let items = de
+            .items
+            .iter()
+            .map(|raw| {
+                let start = raw.get().as_ptr() as usize - base;
+                (start, start + raw.get().len())
+            })
+            .collect();
+        Ok(RawNode {
+            count: de.count,
+            prev: de.prev.0,
+            items,
+        })
     }
 }
 
-fn parse_item(m: &mut Map<String, Value>) -> std::result::Result<Item, String> {
-    if let Some(msg) = m.remove("m") {
-        return Ok(Item::Inline(msg));
-    }
+/// Parse one item's JSON: exactly one of the three forms.
+pub(crate) fn parse_item(raw: &[u8]) -> std::result::Result<Item, String> {
+    let v: Value = serde_json::from_slice(raw).map_err(|e| e.to_string())?;
+    let Value::Object(mut m) = v else {
+        return Err("an item is not an object".into());
+    };
     let id = |v: Option<&Value>| -> std::result::Result<ObjectId, String> {
         v.and_then(Value::as_str)
             .and_then(|s| s.parse().ok())
             .ok_or_else(|| "bad id in item".to_owned())
     };
-    if m.contains_key("b") {
-        return Ok(Item::Blob(id(m.get("b"))?));
+    match m.len() {
+        1 if m.contains_key("m") => Ok(Item::Inline(m.remove("m").unwrap_or(Value::Null))),
+        1 if m.contains_key("b") => Ok(Item::Blob(id(m.get("b"))?)),
+        3 if m.contains_key("s") => {
+            let node = id(m.get("s"))?;
+            let from = m.get("from").and_then(Value::as_u64).ok_or("bad slice")?;
+            let to = m.get("to").and_then(Value::as_u64).ok_or("bad slice")?;
+            if from >= to {
+                return Err("empty slice".into());
+            }
+            Ok(Item::Slice { node, from, to })
+        }
+        _ => Err("an item is exactly one of {m}, {b}, {s, from, to}".into()),
     }
-    let node = id(m.get("s"))?;
-    let from = m.get("from").and_then(Value::as_u64).ok_or("bad slice")?;
-    let to = m.get("to").and_then(Value::as_u64).ok_or("bad slice")?;
-    if from >= to {
-        return Err("empty slice".into());
-    }
-    Ok(Item::Slice { node, from, to })
 }
 
-/// Read node `id`.
-pub fn read_node(layout: &Layout, id: &ObjectId) -> Result<Node> {
-    let payload = object::read_kind(layout, id, Kind::List)?;
-    Node::parse(&payload).map_err(|reason| Error::Corrupt {
-        id: *id,
-        path: layout.object_path(id),
-        reason: format!("malformed list node: {reason}"),
-    })
-}
-
-/// What a node names, read without building its messages (for gc and fsck).
-#[derive(Debug, Default)]
-pub struct Refs {
+/// The shape of a node, read without building its inline messages (gc and
+/// fsck). Accepts exactly what [`RawNode::parse`] and [`parse_item`] accept, but for the content
+/// of inline messages, which [`message::validate`] judges.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Shape {
+    pub count: u64,
     pub prev: Option<ObjectId>,
+    /// Messages the items resolve to.
+    pub items_len: u64,
     pub blobs: Vec<ObjectId>,
-    pub sliced: Vec<ObjectId>,
+    /// (node, from, to) of each slice.
+    pub slices: Vec<(ObjectId, u64, u64)>,
 }
 
-#[derive(serde::Deserialize)]
-struct RawRefs {
-    prev: Option<ObjectId>,
+/// `prev`, which must be present (null or an id).
+struct Prev(Option<ObjectId>);
+
+impl<'de> Deserialize<'de> for Prev {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        Option::<ObjectId>::deserialize(d).map(Prev)
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawShape {
+    count: u64,
     items: Vec<RawItem>,
+    prev: Prev,
 }
 
-// Unknown fields, the inline messages among them, are skipped unparsed.
-#[derive(serde::Deserialize)]
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct RawItem {
+    #[serde(default)]
+    m: Option<IgnoredAny>,
     #[serde(default)]
     b: Option<ObjectId>,
     #[serde(default)]
     s: Option<ObjectId>,
+    #[serde(default)]
+    from: Option<u64>,
+    #[serde(default)]
+    to: Option<u64>,
 }
 
-/// The ids node `id` names (its `prev`, blobs and sliced nodes).
-pub fn read_refs(layout: &Layout, id: &ObjectId) -> Result<Refs> {
-    let payload = object::read_kind(layout, id, Kind::List)?;
-    let raw: RawRefs = serde_json::from_slice(&payload).map_err(|e| Error::Corrupt {
+impl Shape {
+    pub fn parse(payload: &[u8]) -> std::result::Result<Shape, String> {
+        let raw: RawShape = serde_json::from_slice(payload).map_err(|e| e.to_string())?;
+        let mut shape = Shape {
+            count: raw.count,
+            prev: raw.prev.0,
+            ..Shape::default()
+        };
+        for it in raw.items {
+            match (it.m, it.b, it.s, it.from, it.to) {
+                (Some(_), None, None, None, None) => shape.items_len += 1,
+                (None, Some(b), None, None, None) => {
+                    shape.items_len += 1;
+                    shape.blobs.push(b);
+                }
+                (None, None, Some(s), Some(from), Some(to)) if from < to => {
+                    shape.items_len += to - from;
+                    shape.slices.push((s, from, to));
+                }
+                (None, None, Some(_), Some(_), Some(_)) => return Err("empty slice".into()),
+                _ => return Err("an item is exactly one of {m}, {b}, {s, from, to}".into()),
+            }
+        }
+        Ok(shape)
+    }
+}
+
+fn corrupt(layout: &Layout, id: &ObjectId, reason: String) -> Error {
+    Error::Corrupt {
         id: *id,
         path: layout.object_path(id),
-        reason: format!("malformed list node: {e}"),
-    })?;
-    let mut refs = Refs {
-        prev: raw.prev,
-        ..Refs::default()
-    };
-    for item in raw.items {
-        refs.blobs.extend(item.b);
-        refs.sliced.extend(item.s);
+        reason,
     }
-    Ok(refs)
 }
 
-/// A node of a chain and the list length after it.
-pub type ChainEnd = (ObjectId, usize);
+/// Read and parse node `id`'s shape.
+pub(crate) fn read_shape(layout: &Layout, id: &ObjectId) -> Result<Shape> {
+    let payload = object::read_kind(layout, id, Kind::List, Cap::LIST)?;
+    Shape::parse(&payload).map_err(|r| corrupt(layout, id, format!("malformed list node: {r}")))
+}
 
-/// Reads lists, expanding each node's items once.
-pub struct Reader<'a> {
+/// The messages of one node's items, with their weights as prefix sums
+/// (`weights[k]` is the weight of items `0..k`).
+struct Expanded {
+    messages: Vec<Value>,
+    weights: Vec<u64>,
+}
+
+/// Counts what a load has built against its [`Limits`].
+struct Budget {
+    limits: Limits,
+    messages: u64,
+    bytes: u64,
+    /// The checkpoint being loaded, for the error.
+    checkpoint: ObjectId,
+}
+
+impl Budget {
+    fn charge(&mut self, messages: u64, bytes: u64) -> Result<()> {
+        self.messages += messages;
+        self.bytes += bytes;
+        if self.messages > self.limits.max_messages {
+            return Err(Error::ConversationTooLarge {
+                checkpoint: self.checkpoint,
+                what: "messages",
+                limit: self.limits.max_messages,
+            });
+        }
+        if self.bytes > self.limits.max_bytes {
+            return Err(Error::ConversationTooLarge {
+                checkpoint: self.checkpoint,
+                what: "bytes of messages",
+                limit: self.limits.max_bytes,
+            });
+        }
+        Ok(())
+    }
+
+    fn refund(&mut self, bytes: u64) {
+        self.bytes = self.bytes.saturating_sub(bytes);
+    }
+}
+
+/// A node being expanded: its payload, the ranges of its remaining items
+/// (reversed, so the next one pops off the end), and what it has produced.
+struct Frame {
+    id: ObjectId,
+    payload: Vec<u8>,
+    items: Vec<(usize, usize)>,
+    /// Index of the next item (for error messages).
+    next: usize,
+    /// A slice item to retry once the node it names is expanded.
+    retry: Option<Item>,
+    out: Expanded,
+}
+
+/// The resolved list of a checkpoint, and per node of its chain (oldest
+/// first) the node id and the list length after it.
+pub(crate) struct Resolved {
+    pub messages: Vec<Value>,
+    pub chain: Vec<(ObjectId, usize)>,
+}
+
+/// Bytes of chain nodes the walker may have read ahead of the parser.
+const READ_AHEAD: u64 = 8 << 20;
+
+/// A count of bytes in flight between two threads, bounded: the producer
+/// waits while it is over the bound (one item always goes through).
+struct InFlight {
+    bytes: std::sync::Mutex<u64>,
+    freed: std::sync::Condvar,
+}
+
+impl InFlight {
+    fn acquire(&self, n: u64) {
+        let mut b = self.bytes.lock().unwrap_or_else(|p| p.into_inner());
+        while *b > 0 && *b + n > READ_AHEAD {
+            b = self.freed.wait(b).unwrap_or_else(|p| p.into_inner());
+        }
+        *b += n;
+    }
+    fn release(&self, n: u64) {
+        let mut b = self.bytes.lock().unwrap_or_else(|p| p.into_inner());
+        *b = b.saturating_sub(n);
+        self.freed.notify_all();
+    }
+}
+
+/// Reads lists, expanding each sliced node once, within a budget.
+pub(crate) struct Reader<'a> {
     layout: &'a Layout,
-    expanded: HashMap<ObjectId, Rc<Vec<Value>>>,
+    budget: Budget,
+    expanded: HashMap<ObjectId, Rc<Expanded>>,
 }
 
 impl<'a> Reader<'a> {
-    pub fn new(layout: &'a Layout) -> Self {
+    pub fn new(layout: &'a Layout, limits: Limits, checkpoint: ObjectId) -> Self {
         Reader {
             layout,
+            budget: Budget {
+                limits,
+                messages: 0,
+                bytes: 0,
+                checkpoint,
+            },
             expanded: HashMap::new(),
         }
     }
 
-    /// The messages node `id` adds (its items, slices and blobs resolved).
-    pub fn expand(&mut self, id: &ObjectId) -> Result<Rc<Vec<Value>>> {
-        if let Some(v) = self.expanded.get(id) {
-            return Ok(Rc::clone(v));
-        }
-        let node = read_node(self.layout, id)?;
-        let v = Rc::new(self.expand_items(id, node.items)?);
-        self.expanded.insert(*id, Rc::clone(&v));
-        Ok(v)
+    /// A leaf message of node `id` (item `index`): validated, weighed.
+    fn leaf(&mut self, id: &ObjectId, index: usize, m: &Value) -> Result<u64> {
+        message::validate(m).map_err(|reason| Error::BadMessage {
+            id: *id,
+            path: self.layout.object_path(id),
+            index,
+            reason,
+        })?;
+        let w = message::weight(m);
+        self.budget.charge(1, w)?;
+        Ok(w)
     }
 
-    fn expand_items(&mut self, id: &ObjectId, items: Vec<Item>) -> Result<Vec<Value>> {
-        let mut out = Vec::with_capacity(items.len());
-        for item in items {
+    /// Read blob `b` as a message.
+    fn blob_message(&mut self, b: &ObjectId) -> Result<Value> {
+        let bytes = object::read_kind(self.layout, b, Kind::Blob, Cap::MESSAGE)?;
+        // The blob's bytes are in memory while it is parsed.
+        self.budget.charge(0, bytes.len() as u64)?;
+        let parsed = serde_json::from_slice(&bytes).map_err(|e| Error::BadMessage {
+            id: *b,
+            path: self.layout.object_path(b),
+            index: 0,
+            reason: format!("not JSON: {e}"),
+        });
+        self.budget.refund(bytes.len() as u64);
+        parsed
+    }
+
+    /// A frame for node `id` with `payload` (already counted against the
+    /// budget), its items split out.
+    fn frame(&mut self, id: ObjectId, payload: Vec<u8>) -> Result<(Frame, RawNode)> {
+        let raw = RawNode::parse(&payload)
+            .map_err(|r| corrupt(self.layout, &id, format!("malformed list node: {r}")))?;
+        let left = self
+            .budget
+            .limits
+            .max_messages
+            .saturating_sub(self.budget.messages);
+        if raw.items.len() as u64 > left {
+            return Err(Error::ConversationTooLarge {
+                checkpoint: self.budget.checkpoint,
+                what: "messages",
+                limit: self.budget.limits.max_messages,
+            });
+        }
+        let mut items = raw.items.clone();
+        items.reverse();
+        let frame = Frame {
+            id,
+            payload,
+            items,
+            next: 0,
+            retry: None,
+            out: Expanded {
+                messages: Vec::new(),
+                weights: vec![0],
+            },
+        };
+        Ok((frame, raw))
+    }
+
+    /// Expand node `root` (whose payload is counted) into its messages,
+    /// expanding the nodes it slices first: iteratively, each once, each
+    /// kept for later slices.
+    fn expand(&mut self, root: Frame) -> Result<Expanded> {
+        let mut frame = root;
+        let mut stack: Vec<Frame> = Vec::new();
+        let mut in_progress: HashSet<ObjectId> = HashSet::new();
+        in_progress.insert(frame.id);
+        loop {
+            let item = match frame.retry.take() {
+                Some(item) => item,
+                None => {
+                    let Some((a, b)) = frame.items.pop() else {
+                        // This frame is done.
+                        self.budget.refund(frame.payload.len() as u64);
+                        match stack.pop() {
+                            None => return Ok(frame.out),
+                            Some(parent) => {
+                                in_progress.remove(&frame.id);
+                                let done = std::mem::replace(&mut frame, parent);
+                                self.expanded.insert(done.id, Rc::new(done.out));
+                                continue;
+                            }
+                        }
+                    };
+                    parse_item(&frame.payload[a..b]).map_err(|r| {
+                        corrupt(
+                            self.layout,
+                            &frame.id,
+                            format!("malformed list node: item {}: {r}", frame.next),
+                        )
+                    })?
+                }
+            };
+            let index = frame.next;
             match item {
-                Item::Inline(m) => out.push(m),
+                Item::Inline(m) => {
+                    let w = self.leaf(&frame.id, index, &m)?;
+                    push(&mut frame.out, m, w);
+                }
                 Item::Blob(b) => {
-                    let bytes = object::read_kind(self.layout, &b, Kind::Blob)?;
-                    out.push(serde_json::from_slice(&bytes).map_err(|e| Error::Corrupt {
-                        id: b,
-                        path: self.layout.object_path(&b),
-                        reason: format!("message is not JSON: {e}"),
-                    })?);
+                    let m = self.blob_message(&b)?;
+                    let w = self.leaf(&b, 0, &m)?;
+                    push(&mut frame.out, m, w);
                 }
                 Item::Slice { node, from, to } => {
-                    let src = self.expand(&node)?;
-                    let part =
-                        src.get(from as usize..to as usize)
-                            .ok_or_else(|| Error::Corrupt {
-                                id: *id,
-                                path: self.layout.object_path(id),
-                                reason: format!(
-                                    "slice {from}..{to} of {node} which holds {}",
-                                    src.len()
-                                ),
-                            })?;
-                    out.extend_from_slice(part);
+                    if let Some(src) = self.expanded.get(&node).cloned() {
+                        let part =
+                            src.messages
+                                .get(from as usize..to as usize)
+                                .ok_or_else(|| {
+                                    corrupt(
+                                        self.layout,
+                                        &frame.id,
+                                        format!(
+                                            "slice {from}..{to} of {node}, which holds {}",
+                                            src.messages.len()
+                                        ),
+                                    )
+                                })?;
+                        let (wf, wt) = (src.weights[from as usize], src.weights[to as usize]);
+                        self.budget.charge(to - from, wt - wf)?;
+                        let base = *frame.out.weights.last().unwrap_or(&0);
+                        frame.out.messages.extend_from_slice(part);
+                        frame.out.weights.extend(
+                            src.weights[from as usize + 1..=to as usize]
+                                .iter()
+                                .map(|x| base + x - wf),
+                        );
+                    } else {
+                        if in_progress.contains(&node) {
+                            return Err(corrupt(
+                                self.layout,
+                                &frame.id,
+                                format!("slices of {node} lead back to it"),
+                            ));
+                        }
+                        // Expand the sliced node first, then retry this item.
+                        frame.retry = Some(Item::Slice { node, from, to });
+                        let payload = object::read_kind(self.layout, &node, Kind::List, Cap::LIST)?;
+                        self.budget.charge(0, payload.len() as u64)?;
+                        let (child, _) = self.frame(node, payload)?;
+                        in_progress.insert(node);
+                        stack.push(std::mem::replace(&mut frame, child));
+                        continue;
+                    }
                 }
             }
+            frame.next += 1;
         }
-        Ok(out)
     }
 
-    /// The whole list ending at `root`: the messages, and per node of the
-    /// chain (oldest first) its id and the list length after it.
+    /// The whole list ending at `root`, which its snapshot says holds
+    /// `count` messages.
     ///
     /// The chain is walked backwards through `prev`, which needs each node
     /// read, decompressed and verified in turn; parsing and expanding the
     /// nodes runs beside that walk, on this thread, while a second thread
-    /// walks.
-    pub fn read_list(&mut self, root: Option<ObjectId>) -> Result<(Vec<Value>, Vec<ChainEnd>)> {
+    /// walks (never more than [`READ_AHEAD`] bytes ahead).
+    pub fn read_list(&mut self, root: Option<ObjectId>, count: u64) -> Result<Resolved> {
+        if count > self.budget.limits.max_messages {
+            return Err(Error::ConversationTooLarge {
+                checkpoint: self.budget.checkpoint,
+                what: "messages",
+                limit: self.budget.limits.max_messages,
+            });
+        }
         let layout = self.layout;
+        let in_flight = InFlight {
+            bytes: std::sync::Mutex::new(0),
+            freed: std::sync::Condvar::new(),
+        };
         // Newest first: (node, its count, its messages).
         let mut parts: Vec<(ObjectId, u64, Vec<Value>)> = Vec::new();
         std::thread::scope(|scope| -> Result<()> {
             let (tx, rx) =
                 std::sync::mpsc::sync_channel::<(ObjectId, Vec<u8>, Option<ObjectId>)>(256);
+            let in_flight = &in_flight;
             let walker = scope.spawn(move || -> Result<()> {
                 let mut next = root;
+                let mut seen = HashSet::new();
                 while let Some(id) = next {
-                    let payload = object::read_kind(layout, &id, Kind::List)?;
-                    next = prev_of(&payload).ok_or_else(|| Error::Corrupt {
-                        id,
-                        path: layout.object_path(&id),
-                        reason: "malformed list node: no prev".into(),
+                    if !seen.insert(id) {
+                        return Err(corrupt(
+                            layout,
+                            &id,
+                            "the chain leads back to this node".into(),
+                        ));
+                    }
+                    let payload = object::read_kind(layout, &id, Kind::List, Cap::LIST)?;
+                    next = prev_of(&payload).ok_or_else(|| {
+                        corrupt(layout, &id, "malformed list node: no prev".into())
                     })?;
+                    in_flight.acquire(payload.len() as u64);
                     if tx.send((id, payload, next)).is_err() {
                         break; // the reader stopped on an error
                     }
@@ -251,7 +574,10 @@ impl<'a> Reader<'a> {
             });
             let mut parsed = Ok(());
             for (id, payload, prev) in rx.iter() {
-                match self.expand_payload(&id, &payload, prev) {
+                let len = payload.len() as u64;
+                let part = self.expand_chain_node(id, payload, prev);
+                in_flight.release(len);
+                match part {
                     Ok(part) => parts.push(part),
                     Err(e) => {
                         parsed = Err(e);
@@ -260,57 +586,68 @@ impl<'a> Reader<'a> {
                 }
             }
             drop(rx);
+            // Unblock a walker waiting for room, now that nobody reads.
+            in_flight.release(u64::MAX);
             let walked = walker
                 .join()
                 .unwrap_or_else(|p| std::panic::resume_unwind(p));
-            parsed.and(walked)
+            // A walk error (a missing node, say) is what stopped the parse.
+            walked.and(parsed)
         })?;
-        let mut messages = Vec::with_capacity(parts.first().map_or(0, |p| p.1 as usize));
-        let mut ends = Vec::with_capacity(parts.len());
-        for (id, count, part) in parts.into_iter().rev() {
+        let mut messages = Vec::with_capacity(count as usize);
+        let mut chain = Vec::with_capacity(parts.len());
+        for (id, node_count, part) in parts.into_iter().rev() {
             messages.extend(part);
-            if messages.len() as u64 != count {
-                return Err(Error::Corrupt {
-                    id,
-                    path: self.layout.object_path(&id),
-                    reason: format!(
-                        "list node says {count} messages, its chain holds {}",
+            if messages.len() as u64 != node_count {
+                return Err(corrupt(
+                    self.layout,
+                    &id,
+                    format!(
+                        "list node says {node_count} messages, its chain holds {}",
                         messages.len()
                     ),
-                });
+                ));
             }
-            ends.push((id, messages.len()));
+            chain.push((id, messages.len()));
         }
-        Ok((messages, ends))
+        Ok(Resolved { messages, chain })
     }
 
     /// Parse a chain node read by the walker and expand its items; `prev`
     /// is what the walker took for its `prev`, checked here.
-    fn expand_payload(
+    fn expand_chain_node(
         &mut self,
-        id: &ObjectId,
-        payload: &[u8],
+        id: ObjectId,
+        payload: Vec<u8>,
         prev: Option<ObjectId>,
     ) -> Result<(ObjectId, u64, Vec<Value>)> {
-        let node = Node::parse(payload).map_err(|reason| Error::Corrupt {
-            id: *id,
-            path: self.layout.object_path(id),
-            reason: format!("malformed list node: {reason}"),
-        })?;
-        if node.prev != prev {
-            return Err(Error::Corrupt {
-                id: *id,
-                path: self.layout.object_path(id),
-                reason: "malformed list node: prev is not its last key".into(),
-            });
+        if let Some(v) = self.expanded.get(&id) {
+            // Sliced before, so expanded (and counted) already.
+            let raw = RawNode::parse(&payload)
+                .map_err(|r| corrupt(self.layout, &id, format!("malformed list node: {r}")))?;
+            let v = Rc::clone(v);
+            self.budget
+                .charge(v.messages.len() as u64, *v.weights.last().unwrap_or(&0))?;
+            return Ok((id, raw.count, v.messages.clone()));
         }
-        // Chain nodes are read once: expand without keeping a copy.
-        let items = match self.expanded.get(id) {
-            Some(v) => v.to_vec(),
-            None => self.expand_items(id, node.items)?,
-        };
-        Ok((*id, node.count, items))
+        self.budget.charge(0, payload.len() as u64)?;
+        let (frame, raw) = self.frame(id, payload)?;
+        if raw.prev != prev {
+            return Err(corrupt(
+                self.layout,
+                &id,
+                "malformed list node: prev is not its last key".into(),
+            ));
+        }
+        let out = self.expand(frame)?;
+        Ok((id, raw.count, out.messages))
     }
+}
+
+fn push(out: &mut Expanded, m: Value, w: u64) {
+    let base = *out.weights.last().unwrap_or(&0);
+    out.messages.push(m);
+    out.weights.push(base + w);
 }
 
 /// The `prev` of a node's canonical JSON without parsing it: `prev` is its
@@ -327,4 +664,105 @@ fn prev_of(payload: &[u8]) -> Option<Option<ObjectId>> {
         return None;
     }
     std::str::from_utf8(hex).ok()?.parse().ok().map(Some)
+}
+
+/// What the structural walk (gc's mark, fsck) learned of the nodes it read:
+/// each node's shape, so that counts and slice bounds can be checked
+/// without building messages.
+#[derive(Default)]
+pub(crate) struct Shapes {
+    pub nodes: HashMap<ObjectId, Shape>,
+}
+
+impl Shapes {
+    /// Check what the shapes say against each other: slices within the
+    /// items of the nodes they name, and each chain node's count equal to
+    /// its `prev`'s count plus its items. Nodes whose shape is unknown (not
+    /// read: missing or corrupt, reported elsewhere) are skipped.
+    pub fn check(
+        &self,
+        layout: &Layout,
+        on_error: &mut dyn FnMut(Error) -> Result<()>,
+    ) -> Result<()> {
+        let mut ids: Vec<&ObjectId> = self.nodes.keys().collect();
+        ids.sort();
+        for id in ids {
+            let shape = &self.nodes[id];
+            for (src, from, to) in &shape.slices {
+                if let Some(s) = self.nodes.get(src) {
+                    if *to > s.items_len {
+                        on_error(corrupt(
+                            layout,
+                            id,
+                            format!("slice {from}..{to} of {src}, which holds {}", s.items_len),
+                        ))?;
+                    }
+                }
+            }
+            let before = match shape.prev {
+                None => Some(0),
+                Some(p) => self.nodes.get(&p).map(|s| s.count),
+            };
+            if let Some(before) = before {
+                if before.checked_add(shape.items_len) != Some(shape.count) {
+                    on_error(corrupt(
+                        layout,
+                        id,
+                        format!(
+                            "list node says {} messages, its chain holds {}",
+                            shape.count,
+                            before.saturating_add(shape.items_len)
+                        ),
+                    ))?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Validate every inline message of node `id` (fsck); returns the blob
+/// ids its items name, to be checked as messages.
+pub(crate) fn validate_node_messages(layout: &Layout, id: &ObjectId) -> Result<Vec<ObjectId>> {
+    let payload = object::read_kind(layout, id, Kind::List, Cap::LIST)?;
+    let raw = RawNode::parse(&payload)
+        .map_err(|r| corrupt(layout, id, format!("malformed list node: {r}")))?;
+    let mut blobs = Vec::new();
+    for (index, (a, b)) in raw.items.iter().enumerate() {
+        let item = parse_item(&payload[*a..*b]).map_err(|r| {
+            corrupt(
+                layout,
+                id,
+                format!("malformed list node: item {index}: {r}"),
+            )
+        })?;
+        match item {
+            Item::Inline(m) => message::validate(&m).map_err(|reason| Error::BadMessage {
+                id: *id,
+                path: layout.object_path(id),
+                index,
+                reason,
+            })?,
+            Item::Blob(b) => blobs.push(b),
+            Item::Slice { .. } => {}
+        }
+    }
+    Ok(blobs)
+}
+
+/// Check blob `b` as a stored message.
+pub(crate) fn validate_blob_message(layout: &Layout, b: &ObjectId) -> Result<()> {
+    let bytes = object::read_kind(layout, b, Kind::Blob, Cap::MESSAGE)?;
+    let m: Value = serde_json::from_slice(&bytes).map_err(|e| Error::BadMessage {
+        id: *b,
+        path: layout.object_path(b),
+        index: 0,
+        reason: format!("not JSON: {e}"),
+    })?;
+    message::validate(&m).map_err(|reason| Error::BadMessage {
+        id: *b,
+        path: layout.object_path(b),
+        index: 0,
+        reason,
+    })
 }

@@ -1,110 +1,167 @@
-//! Locks. Both are `flock(2)` locks (std's `File::lock` family) held by a value: dropping the value
-//! releases the lock; nothing needs an explicit unlock to be correct.
+//! Locks. Both are `flock(2)` locks (std's `File::lock` family) held by a
+//! value: dropping the value releases the lock; nothing needs an explicit
+//! unlock to be correct.
 //!
 //! - [`SessionLease`]: exclusive, non-blocking, on `sessions/<id>/.active`,
-//!   for the whole life of the instance that works on the session. A flock
-//!   belongs to the open file description, so a child process that inherited
-//!   the descriptor keeps the session busy while it lives.
-//! - [`StoreLock`]: on `.sessions.lock`. Writers of objects and refs
-//!   (commit, fork) hold it shared while they write; resume, delete and gc
-//!   hold it exclusive. gc therefore never runs while a commit is between
-//!   "this object already exists" and "the ref that reaches it is moved".
+//!   for the whole life of the instance that works on the session. Its
+//!   descriptor is close-on-exec: no command hel runs can hold or drop it.
+//! - [`Shared`] and [`Exclusive`] on `.sessions.lock`. Writers of objects
+//!   and refs (commit, fork, creating a session) hold it shared while they
+//!   work, through a [`Shared`] value that the object writer and the ref
+//!   mover require; resume, delete and gc hold it exclusive. gc therefore
+//!   never runs while a commit is between "this object already exists" and
+//!   "the ref that reaches it is moved", nor while a new session's
+//!   directory exists without its lease.
 
-use std::fs::{self, File, OpenOptions, TryLockError};
-use std::os::unix::io::{AsRawFd, RawFd};
-use std::path::Path;
+use std::fs::{File, TryLockError};
+use std::time::Duration;
 
 use crate::error::IoContext;
-use crate::layout::{check_session_id, Layout};
-use crate::{Error, Result};
+use crate::layout::{Layout, DIR_MODE, LEASE, STORE_LOCK};
+use crate::{Error, Result, SessionId};
+
+/// Waits between attempts to take a lease that is held: a listing's probe
+/// holds it for a moment, a running instance for good.
+const LEASE_RETRIES_MS: [u64; 6] = [1, 2, 5, 10, 20, 40];
 
 /// The right to write one session. At most one exists per session at a time
 /// across all processes.
 #[derive(Debug)]
 #[must_use = "the session is released when the lease is dropped"]
 pub struct SessionLease {
-    session: String,
-    file: File,
-}
-
-impl SessionLease {
-    /// Take the lease of `session`, creating its working directory. Fails
-    /// with [`Error::InUse`] at once if another instance holds it.
-    pub fn acquire(layout: &Layout, session: &str) -> Result<SessionLease> {
-        check_session_id(session)?;
-        let dir = layout.session_dir(session);
-        fs::create_dir_all(&dir).at(&dir)?;
-        let path = layout.lease_path(session);
-        let file = open_lock_file(&path)?;
-        match file.try_lock() {
-            Ok(()) => Ok(SessionLease {
-                session: session.to_owned(),
-                file,
-            }),
-            Err(TryLockError::WouldBlock) => Err(Error::InUse {
-                session: session.to_owned(),
-            }),
-            Err(TryLockError::Error(e)) => Err(e).at(&path),
-        }
-    }
-
-    pub fn session(&self) -> &str {
-        &self.session
-    }
-
-    /// The locked descriptor, for a caller that wants child processes to
-    /// inherit the lease (it must clear close-on-exec in the child).
-    pub fn raw_fd(&self) -> RawFd {
-        self.file.as_raw_fd()
-    }
-}
-
-/// Open (creating, never truncating) a file that carries a lock.
-fn open_lock_file(path: &Path) -> Result<File> {
-    OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(path)
-        .at(path)
-}
-
-/// Is `session` held by a live instance right now? A probe: it takes and
-/// drops a shared lock, which never blocks anyone for longer than the call.
-pub fn is_busy(layout: &Layout, session: &str) -> bool {
-    let Ok(file) = File::open(layout.lease_path(session)) else {
-        return false;
-    };
-    matches!(file.try_lock_shared(), Err(TryLockError::WouldBlock))
-}
-
-/// A hold on `.sessions.lock`, shared or exclusive (see the module doc).
-#[derive(Debug)]
-#[must_use = "the store lock is released when dropped"]
-pub struct StoreLock {
+    session: SessionId,
     _file: File,
 }
 
-impl StoreLock {
-    /// Block until the lock is held shared (writers of objects and refs).
-    pub fn shared(layout: &Layout) -> Result<StoreLock> {
-        Self::take(layout, false)
-    }
-
-    /// Block until the lock is held exclusively (resume, delete, gc).
-    pub fn exclusive(layout: &Layout) -> Result<StoreLock> {
-        Self::take(layout, true)
-    }
-
-    fn take(layout: &Layout, exclusive: bool) -> Result<StoreLock> {
-        let path = layout.store_lock();
-        let file = open_lock_file(&path)?;
-        if exclusive {
-            file.lock().at(&path)?;
+impl SessionLease {
+    /// Take the lease of `session`, creating its working directory when
+    /// `create` is set (the caller holds the store lock, so gc cannot take
+    /// the directory away before the lease holds it). Fails with
+    /// [`Error::InUse`] if another instance holds it; a probe that holds it
+    /// for a moment (see [`is_busy`]) only delays this a little.
+    pub(crate) fn acquire(
+        layout: &Layout,
+        session: &SessionId,
+        create: bool,
+    ) -> Result<SessionLease> {
+        let dir = if create {
+            layout
+                .sessions_create()?
+                .sub_create(session.as_str(), DIR_MODE)?
         } else {
-            file.lock_shared().at(&path)?;
+            layout
+                .session_dir(session)?
+                .ok_or_else(|| Error::NoSuchSession {
+                    session: session.to_string(),
+                })?
+        };
+        let file = dir.open_rw(LEASE, false)?;
+        let mut waits = LEASE_RETRIES_MS.iter();
+        loop {
+            match file.try_lock() {
+                Ok(()) => {
+                    return Ok(SessionLease {
+                        session: session.clone(),
+                        _file: file,
+                    })
+                }
+                Err(TryLockError::WouldBlock) => match waits.next() {
+                    Some(ms) => std::thread::sleep(Duration::from_millis(*ms)),
+                    None => {
+                        return Err(Error::InUse {
+                            session: session.to_string(),
+                        })
+                    }
+                },
+                Err(TryLockError::Error(e)) => return Err(e).at(dir.child_path(LEASE)),
+            }
         }
-        Ok(StoreLock { _file: file })
+    }
+
+    /// Take the lease of `session` if it is free this instant (gc, under
+    /// the exclusive store lock: a session it cannot take is left alone).
+    pub(crate) fn try_take(layout: &Layout, session: &SessionId) -> Result<SessionLease> {
+        let dir = layout
+            .session_dir(session)?
+            .ok_or_else(|| Error::NoSuchSession {
+                session: session.to_string(),
+            })?;
+        let file = dir.open_rw(LEASE, false)?;
+        match file.try_lock() {
+            Ok(()) => Ok(SessionLease {
+                session: session.clone(),
+                _file: file,
+            }),
+            Err(TryLockError::WouldBlock) => Err(Error::InUse {
+                session: session.to_string(),
+            }),
+            Err(TryLockError::Error(e)) => Err(e).at(dir.child_path(LEASE)),
+        }
+    }
+
+    pub fn session(&self) -> &SessionId {
+        &self.session
+    }
+}
+
+/// Is `session` held by a live instance right now? A probe: it takes and
+/// drops a shared lock, which delays a concurrent [`SessionLease::acquire`]
+/// by a moment at most and never makes it fail.
+pub(crate) fn is_busy(layout: &Layout, session: &SessionId) -> Result<bool> {
+    let Some(dir) = layout.session_dir(session)? else {
+        return Ok(false);
+    };
+    let Some(file) = dir.open_file(LEASE)? else {
+        return Ok(false);
+    };
+    Ok(matches!(
+        file.try_lock_shared(),
+        Err(TryLockError::WouldBlock)
+    ))
+}
+
+/// The store lock held shared: the only way to write objects, move refs and
+/// create sessions (see the module doc).
+#[derive(Debug)]
+#[must_use = "the store lock is released when dropped"]
+pub(crate) struct Shared<'a> {
+    pub layout: &'a Layout,
+    _file: File,
+}
+
+/// The store lock held exclusively: resume, delete, gc.
+#[derive(Debug)]
+#[must_use = "the store lock is released when dropped"]
+pub(crate) struct Exclusive<'a> {
+    pub layout: &'a Layout,
+    _file: File,
+}
+
+fn open_store_lock(layout: &Layout) -> Result<File> {
+    layout.root().open_rw(STORE_LOCK, false)
+}
+
+impl<'a> Shared<'a> {
+    /// Block until the store lock is held shared.
+    pub fn take(layout: &'a Layout) -> Result<Shared<'a>> {
+        let file = open_store_lock(layout)?;
+        file.lock_shared()
+            .at(layout.root().child_path(STORE_LOCK))?;
+        Ok(Shared {
+            layout,
+            _file: file,
+        })
+    }
+}
+
+impl<'a> Exclusive<'a> {
+    /// Block until the store lock is held exclusively.
+    pub fn take(layout: &'a Layout) -> Result<Exclusive<'a>> {
+        let file = open_store_lock(layout)?;
+        file.lock().at(layout.root().child_path(STORE_LOCK))?;
+        Ok(Exclusive {
+            layout,
+            _file: file,
+        })
     }
 }

@@ -1,15 +1,17 @@
 //! `log`: a session's checkpoints, newest first, walking snapshot parents
 //! from its ref as `git log` walks commits.
 
+use std::collections::HashSet;
+
 use crate::snapshot;
-use crate::{refs, Error, ObjectId, Result, Store};
+use crate::{Error, ObjectId, Result, SessionId, Store};
 
 /// One checkpoint in a log.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LogEntry {
     pub id: ObjectId,
     /// The session that wrote this checkpoint.
-    pub session_id: String,
+    pub session_id: SessionId,
     pub time_ms: u64,
     /// RFC 3339, UTC.
     pub time: String,
@@ -24,16 +26,21 @@ pub struct LogEntry {
 
 impl Store {
     /// The checkpoints of `session`, newest first, continuing into the
-    /// history it was forked from.
-    pub fn log(&self, session: &str) -> Result<Vec<LogEntry>> {
-        let head = refs::read(self.layout(), session)?.ok_or_else(|| Error::NoSuchSession {
-            session: session.to_owned(),
+    /// history it was forked from. Every snapshot is validated on the way.
+    pub fn log(&self, session: &SessionId) -> Result<Vec<LogEntry>> {
+        let head = self.head(session)?;
+        let layout = self.layout_for_gc()?.ok_or_else(|| Error::NoSuchSession {
+            session: session.to_string(),
         })?;
         let mut out = Vec::new();
         let mut next = Some(head);
-        let mut current = session.to_owned();
+        let mut current = session.clone();
+        let mut seen = HashSet::new();
         while let Some(id) = next {
-            let cp = snapshot::read(self.layout(), &id)?;
+            if !seen.insert(id) {
+                break; // impossible with hashes; never loop all the same
+            }
+            let cp = snapshot::read(layout, &id)?;
             let fork_point = cp.session_id != current;
             if fork_point {
                 current = cp.session_id.clone();

@@ -2,26 +2,77 @@
 //!
 //! Canonical bytes of an object are `"<kind> <len>\0"` followed by `len`
 //! payload bytes; its id is BLAKE3 of those bytes, and the file holds them
-//! compressed as one zstd frame. Reads verify the id, bound decompression by
-//! the declared length, and name the object and path in every error.
+//! compressed as one zstd frame. Reads verify the id, refuse a declared
+//! length over the cap for what the object is used as before allocating
+//! anything, bound decompression by the declared length, and name the
+//! object and path in every error.
 
 use std::cell::RefCell;
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
+use std::io::Write;
 
-use std::fs::{self, File};
-use std::io::{ErrorKind, Write};
-use std::path::{Path, PathBuf};
 use zstd::zstd_safe::{DCtx, InBuffer, OutBuffer, ResetDirective};
 
+use crate::dir::{self, Dir};
 use crate::error::IoContext;
-use crate::layout::Layout;
+use crate::layout::{object_name, Layout, DIR_MODE};
+use crate::lock::Shared;
 use crate::{Error, ObjectId, Result};
-
-/// Largest payload a reader accepts (spill files are the largest objects).
-pub const MAX_PAYLOAD: u64 = 1 << 30;
 
 /// zstd level used for every object.
 const LEVEL: i32 = 3;
+
+const MIB: u64 = 1 << 20;
+
+/// The most payload bytes an object may declare for one use of it. A
+/// reader passes the cap of what it reads; a larger declared length is
+/// refused before anything is allocated. (objects-spec §3, "Caps".)
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Cap {
+    pub max: u64,
+    pub what: &'static str,
+}
+
+impl Cap {
+    pub const SNAPSHOT: Cap = Cap {
+        max: 4 * MIB,
+        what: "snapshot",
+    };
+    pub const LIST: Cap = Cap {
+        max: 32 * MIB,
+        what: "list node",
+    };
+    pub const CONFIG: Cap = Cap {
+        max: MIB,
+        what: "request config",
+    };
+    pub const CURSORS: Cap = Cap {
+        max: MIB,
+        what: "cursor table",
+    };
+    pub const MESSAGE: Cap = Cap {
+        max: 64 * MIB,
+        what: "message",
+    };
+    pub const SPILL: Cap = Cap {
+        max: 64 * MIB,
+        what: "spill file",
+    };
+    /// Any object, whatever it is used for (fsck, gc).
+    pub const ANY: Cap = Cap {
+        max: 64 * MIB,
+        what: "object",
+    };
+
+    /// The cap of an object of `kind` whose use is not known.
+    pub fn of_kind(kind: Kind) -> Cap {
+        match kind {
+            Kind::Snapshot => Cap::SNAPSHOT,
+            Kind::List => Cap::LIST,
+            Kind::Blob => Cap::ANY,
+        }
+    }
+}
 
 /// The kinds of object.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -69,15 +120,37 @@ pub fn id_of(kind: Kind, payload: &[u8]) -> ObjectId {
     ObjectId::from_bytes(*h.finalize().as_bytes())
 }
 
-/// Read and verify object `id`, returning its kind and payload.
-pub fn read(layout: &Layout, id: &ObjectId) -> Result<(Kind, Vec<u8>)> {
+/// The compressed size a file holding `cap` payload bytes can have: zstd's
+/// worst case for incompressible data plus the header.
+fn file_max(cap: Cap) -> u64 {
+    cap.max + cap.max / 128 + 4096
+}
+
+/// Read and verify object `id` under `cap`, returning its kind and payload.
+pub fn read(layout: &Layout, id: &ObjectId, cap: Cap) -> Result<(Kind, Vec<u8>)> {
     let path = layout.object_path(id);
-    let data = match fs::read(&path) {
-        Ok(d) => d,
-        Err(e) if e.kind() == ErrorKind::NotFound => return Err(Error::Missing { id: *id, path }),
-        Err(e) => return Err(e).at(&path),
+    let (dir, name) = object_name(id);
+    let file = match layout.objects()? {
+        Some(objects) => objects.open_file2(&dir, &name)?,
+        None => None,
     };
-    decode(id, &path, &data)
+    let Some(file) = file else {
+        return Err(Error::Missing { id: *id, path });
+    };
+    let data = match dir::read_bounded(file, file_max(cap), &path) {
+        Ok(d) => d,
+        Err(Error::FileTooLarge { size, .. }) => {
+            return Err(Error::TooLarge {
+                id: *id,
+                path,
+                size,
+                max: cap.max,
+                what: cap.what,
+            })
+        }
+        Err(e) => return Err(e),
+    };
+    decode(id, &path, &data, cap)
 }
 
 thread_local! {
@@ -122,11 +195,30 @@ struct Decompressed {
     payload: Vec<u8>,
 }
 
+/// Why an object file could not be decompressed.
+enum Undecodable {
+    Corrupt(String),
+    /// The header declares this many payload bytes, over the cap.
+    OverCap(u64),
+}
+
+impl From<String> for Undecodable {
+    fn from(s: String) -> Self {
+        Undecodable::Corrupt(s)
+    }
+}
+
+impl From<&str> for Undecodable {
+    fn from(s: &str) -> Self {
+        Undecodable::Corrupt(s.to_owned())
+    }
+}
+
 /// Decompress an object file. Decompression is bounded by the length the
-/// object's header declares: the header is decompressed first, then that
-/// many payload bytes straight into the payload's buffer, and a frame that
-/// holds more is corrupt.
-fn decompress(data: &[u8]) -> std::result::Result<Decompressed, String> {
+/// object's header declares, which must be within `cap`: the header is
+/// decompressed first, then that many payload bytes straight into the
+/// payload's buffer, and a frame that holds more is corrupt.
+fn decompress(data: &[u8], cap: u64) -> std::result::Result<Decompressed, Undecodable> {
     DCTX.with(|cell| {
         let mut slot = cell.borrow_mut();
         let dctx = slot.get_or_insert_with(DCtx::create);
@@ -145,8 +237,8 @@ fn decompress(data: &[u8]) -> std::result::Result<Decompressed, String> {
             .and_then(|h| h.split_once(' '))
             .and_then(|(_, n)| n.parse().ok())
             .ok_or("malformed header")?;
-        if len > MAX_PAYLOAD {
-            return Err(format!("declared length {len} exceeds the limit"));
+        if len > cap {
+            return Err(Undecodable::OverCap(len));
         }
         let len = len as usize;
         let already = &head[nul + 1..pos];
@@ -163,7 +255,7 @@ fn decompress(data: &[u8]) -> std::result::Result<Decompressed, String> {
             return Err("data after the declared length".into());
         }
         if at < len {
-            return Err(format!("truncated: {at} of {len} payload bytes"));
+            return Err(format!("truncated: {at} of {len} payload bytes").into());
         }
         if !ended {
             // Full: the frame must end here.
@@ -183,9 +275,9 @@ fn decompress(data: &[u8]) -> std::result::Result<Decompressed, String> {
     })
 }
 
-/// Read object `id` and require it to be of `kind`.
-pub fn read_kind(layout: &Layout, id: &ObjectId, kind: Kind) -> Result<Vec<u8>> {
-    let (found, payload) = read(layout, id)?;
+/// Read object `id` under `cap` and require it to be of `kind`.
+pub fn read_kind(layout: &Layout, id: &ObjectId, kind: Kind, cap: Cap) -> Result<Vec<u8>> {
+    let (found, payload) = read(layout, id, cap)?;
     if found != kind {
         return Err(Error::WrongKind {
             id: *id,
@@ -197,13 +289,31 @@ pub fn read_kind(layout: &Layout, id: &ObjectId, kind: Kind) -> Result<Vec<u8>> 
     Ok(payload)
 }
 
-fn decode(id: &ObjectId, path: &Path, data: &[u8]) -> Result<(Kind, Vec<u8>)> {
+/// Decode the bytes of an object file that should hold `id`.
+pub(crate) fn decode(
+    id: &ObjectId,
+    path: &std::path::Path,
+    data: &[u8],
+    cap: Cap,
+) -> Result<(Kind, Vec<u8>)> {
     let corrupt = |reason: String| Error::Corrupt {
         id: *id,
         path: path.to_owned(),
         reason,
     };
-    let Decompressed { header, payload } = decompress(data).map_err(corrupt)?;
+    let Decompressed { header, payload } = match decompress(data, cap.max) {
+        Ok(d) => d,
+        Err(Undecodable::Corrupt(reason)) => return Err(corrupt(reason)),
+        Err(Undecodable::OverCap(size)) => {
+            return Err(Error::TooLarge {
+                id: *id,
+                path: path.to_owned(),
+                size,
+                max: cap.max,
+                what: cap.what,
+            })
+        }
+    };
     let mut hasher = blake3::Hasher::new();
     hasher.update(&header);
     hasher.update(&[0]);
@@ -219,21 +329,25 @@ fn decode(id: &ObjectId, path: &Path, data: &[u8]) -> Result<(Kind, Vec<u8>)> {
         None => Err(Error::UnknownKind {
             id: *id,
             path: path.to_owned(),
-            kind: kind_name.to_owned(),
+            kind: kind_name.chars().take(40).collect(),
         }),
     }
 }
 
-/// Writes the objects of one operation (a commit, a fork). Each object is
-/// written to `.hel/tmp`, fsynced and hard-linked to its final name (never
-/// over an existing object: one that exists counts as written). The
-/// directories that received names are fsynced once, by [`Writer::finish`],
-/// which must succeed before anything refers to the objects from a ref.
+/// Writes the objects of one operation (a commit, a fork). It exists only
+/// under the shared store lock ([`Shared`]), so gc cannot sweep an object
+/// between "it already exists" and the ref that reaches it. Each object is
+/// written to `tmp/`, fsynced and hard-linked to its final name (never over
+/// an existing object: one that exists counts as written). The directories
+/// that received names are fsynced once, by [`Writer::finish`], which must
+/// succeed before anything refers to the objects from a ref.
 #[must_use = "call finish() to make the objects durable"]
-pub struct Writer<'a> {
+pub(crate) struct Writer<'a> {
     layout: &'a Layout,
     compressor: Option<zstd::bulk::Compressor<'static>>,
-    dirty_dirs: BTreeSet<PathBuf>,
+    /// Fan-out directories opened by this writer, and whether they got a name.
+    fan: BTreeMap<String, (Dir, bool)>,
+    objects_dir_dirty: bool,
     /// Objects newly written by this writer.
     pub objects_written: u64,
     /// Compressed bytes newly written by this writer.
@@ -241,11 +355,12 @@ pub struct Writer<'a> {
 }
 
 impl<'a> Writer<'a> {
-    pub fn new(layout: &'a Layout) -> Self {
+    pub fn new(lock: &Shared<'a>) -> Self {
         Writer {
-            layout,
+            layout: lock.layout,
             compressor: None,
-            dirty_dirs: BTreeSet::new(),
+            fan: BTreeMap::new(),
+            objects_dir_dirty: false,
             objects_written: 0,
             bytes_written: 0,
         }
@@ -255,7 +370,21 @@ impl<'a> Writer<'a> {
     pub fn put(&mut self, kind: Kind, payload: &[u8]) -> Result<ObjectId> {
         let (id, canonical) = encode(kind, payload);
         let path = self.layout.object_path(&id);
-        if path.exists() {
+        let (dir_name, name) = object_name(&id);
+        let objects = self.layout.objects_create()?;
+        if !self.fan.contains_key(&dir_name) {
+            let created = objects.mkdir(&dir_name, DIR_MODE)?;
+            self.objects_dir_dirty |= created;
+            let dir = objects.sub(&dir_name)?.ok_or_else(|| Error::Io {
+                path: objects.child_path(&dir_name),
+                source: std::io::Error::new(std::io::ErrorKind::NotFound, "vanished"),
+            })?;
+            self.fan.insert(dir_name.clone(), (dir, false));
+        }
+        let Some((fan_dir, dirty)) = self.fan.get_mut(&dir_name) else {
+            return Err(Error::Internal("fan-out directory not kept".into()));
+        };
+        if fan_dir.kind_of(&name)?.is_some() {
             return Ok(id);
         }
         if self.compressor.is_none() {
@@ -265,66 +394,66 @@ impl<'a> Writer<'a> {
             Some(c) => c.compress(&canonical).at(&path)?,
             None => zstd::bulk::compress(&canonical, LEVEL).at(&path)?,
         };
-        let tmp = self
-            .layout
-            .tmp_dir()
-            .join(format!("obj-{}", uuid::Uuid::new_v4().simple()));
-        let result = self.place(&tmp, &path, &id, &compressed);
+        let tmp_dir = self.layout.tmp_create()?;
+        let tmp = format!("obj-{}", uuid::Uuid::new_v4().simple());
+        let placed = (|| -> Result<bool> {
+            let mut f = tmp_dir.create_new(&tmp, 0o600)?;
+            f.write_all(&compressed).at(tmp_dir.child_path(&tmp))?;
+            f.sync_all().at(tmp_dir.child_path(&tmp))?;
+            drop(f);
+            tmp_dir.link_to(&tmp, fan_dir, &name)
+        })();
         // The temp name never outlives the write, whatever happened.
-        let _ = fs::remove_file(&tmp);
-        result?;
+        let _ = tmp_dir.remove_file(&tmp);
+        if placed? {
+            self.objects_written += 1;
+            self.bytes_written += compressed.len() as u64;
+        }
+        *dirty = true;
         Ok(id)
-    }
-
-    fn place(&mut self, tmp: &Path, path: &Path, id: &ObjectId, data: &[u8]) -> Result<()> {
-        let mut f = File::create(tmp).at(tmp)?;
-        f.write_all(data).at(tmp)?;
-        f.sync_all().at(tmp)?;
-        drop(f);
-        let dir = self.layout.object_dir(id);
-        match fs::create_dir(&dir) {
-            Ok(()) => {
-                self.dirty_dirs.insert(self.layout.objects_dir());
-            }
-            Err(e) if e.kind() == ErrorKind::AlreadyExists => {}
-            Err(e) => return Err(e).at(&dir),
-        }
-        match fs::hard_link(tmp, path) {
-            Ok(()) => {
-                self.objects_written += 1;
-                self.bytes_written += data.len() as u64;
-            }
-            Err(e) if e.kind() == ErrorKind::AlreadyExists => {}
-            Err(e) => return Err(e).at(path),
-        }
-        self.dirty_dirs.insert(dir);
-        Ok(())
     }
 
     /// Make the new names durable (fsync every directory that got one).
     pub fn finish(self) -> Result<()> {
-        for dir in &self.dirty_dirs {
-            sync_dir(dir)?;
+        for (dir, dirty) in self.fan.values() {
+            if *dirty {
+                dir.sync()?;
+            }
+        }
+        if self.objects_dir_dirty {
+            self.layout.objects_create()?.sync()?;
         }
         Ok(())
     }
-}
-
-/// fsync a directory, making the names in it durable.
-pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
-    File::open(dir).and_then(|d| d.sync_all()).at(dir)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
 
     fn store() -> (tempfile::TempDir, Layout) {
         let dir = tempfile::tempdir().unwrap();
-        let layout = Layout::new(dir.path().join(".hel"));
-        fs::create_dir_all(layout.objects_dir()).unwrap();
-        fs::create_dir_all(layout.tmp_dir()).unwrap();
+        let project = Dir::open_path(dir.path()).unwrap();
+        let layout = Layout::create(&project).unwrap();
         (dir, layout)
+    }
+
+    fn put(layout: &Layout, kind: Kind, payload: &[u8]) -> ObjectId {
+        let lock = Shared::take(layout).unwrap();
+        let mut w = Writer::new(&lock);
+        let id = w.put(kind, payload).unwrap();
+        w.finish().unwrap();
+        id
+    }
+
+    /// Write `canonical` compressed under its own id, as a hostile store would.
+    fn plant(layout: &Layout, canonical: &[u8]) -> ObjectId {
+        let id = ObjectId::of_canonical(canonical);
+        let path = layout.object_path(&id);
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::write(&path, zstd::bulk::compress(canonical, 3).unwrap()).unwrap();
+        id
     }
 
     #[test]
@@ -336,27 +465,29 @@ mod tests {
 
     #[test]
     fn write_read_round_trip_and_dedup() {
-        let (_d, layout) = store();
-        let mut w = Writer::new(&layout);
+        let (d, layout) = store();
+        let lock = Shared::take(&layout).unwrap();
+        let mut w = Writer::new(&lock);
         let a = w.put(Kind::Blob, b"hello").unwrap();
         let b = w.put(Kind::Blob, b"hello").unwrap();
         assert_eq!(a, b);
         assert_eq!(w.objects_written, 1);
         w.finish().unwrap();
-        assert_eq!(read(&layout, &a).unwrap(), (Kind::Blob, b"hello".to_vec()));
+        assert_eq!(
+            read(&layout, &a, Cap::ANY).unwrap(),
+            (Kind::Blob, b"hello".to_vec())
+        );
         assert!(matches!(
-            read_kind(&layout, &a, Kind::List),
+            read_kind(&layout, &a, Kind::List, Cap::LIST),
             Err(Error::WrongKind { .. })
         ));
-        assert_eq!(fs::read_dir(layout.tmp_dir()).unwrap().count(), 0);
+        assert_eq!(fs::read_dir(d.path().join(".hel/tmp")).unwrap().count(), 0);
     }
 
     #[test]
     fn corruption_is_reported_with_id_and_path() {
         let (_d, layout) = store();
-        let mut w = Writer::new(&layout);
-        let id = w.put(Kind::Blob, &vec![7u8; 10_000]).unwrap();
-        w.finish().unwrap();
+        let id = put(&layout, Kind::Blob, &vec![7u8; 10_000]);
         let path = layout.object_path(&id);
         let good = fs::read(&path).unwrap();
 
@@ -365,7 +496,7 @@ mod tests {
         let mid = bad.len() / 2;
         bad[mid] ^= 0x55;
         fs::write(&path, &bad).unwrap();
-        let err = read(&layout, &id).unwrap_err();
+        let err = read(&layout, &id, Cap::ANY).unwrap_err();
         assert!(
             matches!(&err, Error::Corrupt { id: i, path: p, .. } if *i == id && *p == path),
             "{err}"
@@ -373,45 +504,58 @@ mod tests {
 
         // Truncated.
         fs::write(&path, &good[..good.len() - 3]).unwrap();
-        assert!(matches!(read(&layout, &id), Err(Error::Corrupt { .. })));
+        assert!(matches!(
+            read(&layout, &id, Cap::ANY),
+            Err(Error::Corrupt { .. })
+        ));
 
         // Another object's content under this name.
         let (_, other) = encode(Kind::Blob, b"other");
         fs::write(&path, zstd::bulk::compress(&other, 3).unwrap()).unwrap();
-        let err = read(&layout, &id).unwrap_err();
+        let err = read(&layout, &id, Cap::ANY).unwrap_err();
         assert!(err.to_string().contains("does not match its id"), "{err}");
+
+        // A link in its place.
+        fs::remove_file(&path).unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", &path).unwrap();
+        let err = read(&layout, &id, Cap::ANY).unwrap_err();
+        assert!(err.to_string().contains("symbolic link"), "{err}");
 
         // Deleted.
         fs::remove_file(&path).unwrap();
-        assert!(matches!(read(&layout, &id), Err(Error::Missing { .. })));
+        assert!(matches!(
+            read(&layout, &id, Cap::ANY),
+            Err(Error::Missing { .. })
+        ));
     }
 
     #[test]
-    fn unknown_kind_and_bomb_are_typed_errors() {
+    fn unknown_kind_bombs_and_caps_are_typed_errors() {
         let (_d, layout) = store();
-        let canonical = b"tree 2\0hi".to_vec();
-        let id = ObjectId::of_canonical(&canonical);
-        fs::create_dir_all(layout.object_dir(&id)).unwrap();
-        let path = layout.object_path(&id);
-        fs::write(&path, zstd::bulk::compress(&canonical, 3).unwrap()).unwrap();
+        let id = plant(&layout, b"tree 2\0hi");
         assert!(
-            matches!(read(&layout, &id), Err(Error::UnknownKind { kind, .. }) if kind == "tree")
+            matches!(read(&layout, &id, Cap::ANY), Err(Error::UnknownKind { kind, .. }) if kind == "tree")
         );
 
         // Declares 5 bytes, decompresses to 1 MB: stops at the declared size.
         let mut bomb = b"blob 5\0".to_vec();
         bomb.extend(vec![0u8; 1 << 20]);
-        let id = ObjectId::of_canonical(&bomb);
-        fs::create_dir_all(layout.object_dir(&id)).unwrap();
-        fs::write(
-            layout.object_path(&id),
-            zstd::bulk::compress(&bomb, 3).unwrap(),
-        )
-        .unwrap();
-        let err = read(&layout, &id).unwrap_err();
+        let id = plant(&layout, &bomb);
+        let err = read(&layout, &id, Cap::ANY).unwrap_err();
         assert!(
             err.to_string().contains("data after the declared length"),
             "{err}"
         );
+
+        // Declares more than the cap of its use: refused before allocating.
+        let mut big = b"list 2000000\0".to_vec();
+        big.extend(vec![b' '; 2_000_000]);
+        let id = plant(&layout, &big);
+        let err = read(&layout, &id, Cap::CONFIG).unwrap_err();
+        assert!(
+            matches!(err, Error::TooLarge { size: 2_000_000, max, what: "request config", .. } if max == Cap::CONFIG.max),
+            "{err}"
+        );
+        assert!(read(&layout, &id, Cap::LIST).is_ok());
     }
 }

@@ -6,8 +6,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::layout::Layout;
-use crate::object::{self, Kind};
-use crate::{Error, ObjectId, Result};
+use crate::object::{self, Cap, Kind};
+use crate::{Error, ObjectId, Result, SessionId};
 
 /// The snapshot schema this build writes and the newest it reads.
 pub const SCHEMA_VERSION: u64 = 1;
@@ -16,9 +16,10 @@ pub const SCHEMA_VERSION: u64 = 1;
 /// continue a session is here or named from here (messages, request config,
 /// cursors, spill). [`crate::Store::load`] resolves it all.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[serde(deny_unknown_fields)]
 pub struct Checkpoint {
     pub schema_version: u64,
-    pub session_id: String,
+    pub session_id: SessionId,
     /// The previous checkpoint; empty for a session's first, the forked
     /// checkpoint for a fork's first.
     pub parents: Vec<ObjectId>,
@@ -44,6 +45,7 @@ pub struct Checkpoint {
 
 /// The root of a checkpoint's message list.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[serde(deny_unknown_fields)]
 pub struct MessagesRef {
     /// Newest list node, `null` for an empty list.
     pub root: Option<ObjectId>,
@@ -52,6 +54,7 @@ pub struct MessagesRef {
 
 /// A spill file kept by a checkpoint.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
 pub struct SpillEntry {
     pub blob: ObjectId,
     pub size: u64,
@@ -59,6 +62,7 @@ pub struct SpillEntry {
 
 /// What listings show without reading the messages.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
+#[serde(deny_unknown_fields)]
 pub struct Summary {
     pub messages: u64,
     /// Checkpoints in this one's first-parent history, itself included.
@@ -73,30 +77,76 @@ impl Checkpoint {
     pub(crate) fn to_payload(&self) -> Vec<u8> {
         crate::canonical::to_vec(&serde_json::to_value(self).unwrap_or_default())
     }
+
+    /// Parse and validate the payload of a snapshot (objects-spec §4,
+    /// "Validation"): every key with its type and nothing else, a schema
+    /// this build reads, at most one parent, a spill map of blobs, and a
+    /// summary that agrees with the message count.
+    pub(crate) fn parse(payload: &[u8]) -> std::result::Result<Checkpoint, Invalid> {
+        let value: Value =
+            serde_json::from_slice(payload).map_err(|e| Invalid::Malformed(e.to_string()))?;
+        let found = value
+            .get("schema_version")
+            .and_then(Value::as_u64)
+            .ok_or_else(|| Invalid::Malformed("no schema_version".into()))?;
+        if found > SCHEMA_VERSION {
+            return Err(Invalid::Newer(found));
+        }
+        if found == 0 {
+            return Err(Invalid::Malformed("schema_version 0".into()));
+        }
+        let cp: Checkpoint =
+            serde_json::from_value(value).map_err(|e| Invalid::Malformed(e.to_string()))?;
+        if cp.parents.len() > 1 {
+            return Err(Invalid::Malformed(format!(
+                "{} parents, a checkpoint has at most one",
+                cp.parents.len()
+            )));
+        }
+        if cp.cwd.is_empty() {
+            return Err(Invalid::Malformed("empty cwd".into()));
+        }
+        if cp.summary.messages != cp.messages.count {
+            return Err(Invalid::Malformed(format!(
+                "summary says {} messages, the list {}",
+                cp.summary.messages, cp.messages.count
+            )));
+        }
+        if (cp.messages.count == 0) != cp.messages.root.is_none() {
+            return Err(Invalid::Malformed(
+                "an empty list has no root, and only an empty one".into(),
+            ));
+        }
+        if cp.summary.checkpoints == 0 {
+            return Err(Invalid::Malformed("summary counts 0 checkpoints".into()));
+        }
+        if cp.spill.keys().any(|k| k.is_empty()) {
+            return Err(Invalid::Malformed("a spill entry has an empty name".into()));
+        }
+        Ok(cp)
+    }
 }
 
-/// Read and check snapshot `id`.
-pub fn read(layout: &Layout, id: &ObjectId) -> Result<Checkpoint> {
-    let payload = object::read_kind(layout, id, Kind::Snapshot)?;
-    let path = layout.object_path(id);
-    let corrupt = |reason: String| Error::Corrupt {
-        id: *id,
-        path: path.clone(),
-        reason,
-    };
-    let value: Value = serde_json::from_slice(&payload)
-        .map_err(|e| corrupt(format!("malformed snapshot: {e}")))?;
-    let found = value
-        .get("schema_version")
-        .and_then(Value::as_u64)
-        .ok_or_else(|| corrupt("snapshot without schema_version".into()))?;
-    if found > SCHEMA_VERSION {
-        return Err(Error::NewerSchema {
+/// Why a snapshot payload is not valid.
+pub(crate) enum Invalid {
+    Malformed(String),
+    Newer(u64),
+}
+
+/// Read and validate snapshot `id`.
+pub(crate) fn read(layout: &Layout, id: &ObjectId) -> Result<Checkpoint> {
+    let payload = object::read_kind(layout, id, Kind::Snapshot, Cap::SNAPSHOT)?;
+    Checkpoint::parse(&payload).map_err(|e| match e {
+        Invalid::Malformed(reason) => Error::Corrupt {
             id: *id,
-            path: path.clone(),
+            path: layout.object_path(id),
+            reason: format!("malformed snapshot: {reason}"),
+        },
+        Invalid::Newer(found) => Error::NewerSchema {
+            id: *id,
+            path: layout.object_path(id),
             found,
             supported: SCHEMA_VERSION,
-        });
-    }
-    serde_json::from_value(value).map_err(|e| corrupt(format!("malformed snapshot: {e}")))
+        },
+    })
 }

@@ -2,28 +2,81 @@
 //! locks together; each of those modules is the only one that knows its part
 //! of the format.
 
-use std::collections::BTreeMap;
-use std::fs::{self, DirBuilder};
-use std::io::ErrorKind;
-use std::os::unix::fs::DirBuilderExt;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use serde_json::Value;
 
-use crate::carry::Carried;
-use crate::error::IoContext;
+use crate::dir::Dir;
 use crate::gc::GcReport;
-use crate::layout::{check_session_id, Layout, STORE_DIR};
-use crate::list::{Item, Node, Reader, INLINE_MAX};
-use crate::lock::{self, SessionLease, StoreLock};
-use crate::object::{self, Kind, Writer};
+use crate::layout::{Layout, SPILL, STORE_DIR};
+use crate::list::{Item, Leaf, Limits, Node, Reader, INLINE_MAX, NODE_INLINE_BUDGET};
+use crate::lock::{self, Exclusive, SessionLease, Shared};
+use crate::object::{self, Cap, Kind, Writer};
 use crate::snapshot::{self, Checkpoint, MessagesRef, SpillEntry, Summary, SCHEMA_VERSION};
-use crate::{canonical, refs, time, Error, ObjectId, Result};
+use crate::{canonical, message, refs, time, Error, ObjectId, Result, SessionId};
 
-/// The session store of one project (its `.hel/` directory).
+/// The session store of one project (its `.hel/` directory), held open:
+/// the project and its store are reached through descriptors taken when
+/// the store is opened, so a project moved or replaced under hel's feet
+/// cannot redirect a write.
 #[derive(Clone, Debug)]
 pub struct Store {
-    layout: Layout,
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    project: Dir,
+    layout: OnceLock<Layout>,
+    limits: Limits,
+    moved_warned: AtomicBool,
+}
+
+/// Something that went wrong without undoing what was asked: the caller
+/// tells the user.
+#[derive(Debug)]
+pub enum Warning {
+    /// After the ref moved: the checkpoint is published but may not
+    /// survive a power loss.
+    NotDurable(Error),
+    /// After the ref moved: the checkpoint is saved; its ref log misses
+    /// the move.
+    LogNotWritten(Error),
+    /// The project's path no longer leads to the directory hel opened; hel
+    /// goes on with the store it opened (said once per process).
+    ProjectMoved(PathBuf),
+}
+
+impl std::fmt::Display for Warning {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Warning::NotDurable(e) => write!(
+                f,
+                "the checkpoint is published but may not survive a power loss ({e})"
+            ),
+            Warning::LogNotWritten(e) => write!(
+                f,
+                "the checkpoint was saved, but its ref log could not be written ({e})"
+            ),
+            Warning::ProjectMoved(p) => write!(
+                f,
+                "{} no longer leads to the project hel started in; checkpoints keep going to the store it opened",
+                p.display()
+            ),
+        }
+    }
+}
+
+impl From<refs::Warning> for Warning {
+    fn from(w: refs::Warning) -> Warning {
+        match w {
+            refs::Warning::NotDurable(e) => Warning::NotDurable(e),
+            refs::Warning::LogNotWritten(e) => Warning::LogNotWritten(e),
+        }
+    }
 }
 
 /// What a writer knows of its session's last checkpoint, so that the next
@@ -35,22 +88,13 @@ pub struct SessionState {
     /// The checkpoint the session's ref names (the next commit's parent).
     pub head: Option<ObjectId>,
     checkpoints: u64,
-    /// Where each message of the last committed list lives: the chain node
-    /// that adds it and its index among that node's messages.
-    locs: Vec<(ObjectId, u32)>,
+    /// Where each message of the last committed list lives.
+    locs: Vec<Leaf>,
     /// The committed list's nodes: (node id, list length after it).
     nodes: Vec<(ObjectId, usize)>,
+    /// Items each of those nodes adds, to check a claimed leaf cheaply.
+    node_len: HashMap<ObjectId, usize>,
     spill: BTreeMap<String, SpillEntry>,
-}
-
-/// A checkpoint read back whole by [`Store::load`].
-#[derive(Debug, Clone)]
-pub struct Loaded {
-    pub checkpoint: Checkpoint,
-    pub request_config: Value,
-    pub cursors: Value,
-    pub messages: Vec<Value>,
-    pub state: SessionState,
 }
 
 impl SessionState {
@@ -58,6 +102,40 @@ impl SessionState {
     pub fn spill(&self) -> &BTreeMap<String, SpillEntry> {
         &self.spill
     }
+
+    fn set_chain(&mut self, nodes: Vec<(ObjectId, usize)>) {
+        self.node_len.clear();
+        self.locs.clear();
+        let mut start = 0;
+        for (node, end) in &nodes {
+            self.node_len.insert(*node, end - start);
+            self.locs.extend((0..end - start).map(|k| Leaf {
+                node: *node,
+                index: k as u32,
+            }));
+            start = *end;
+        }
+        self.nodes = nodes;
+    }
+
+    /// Is `leaf` a message of the last checkpoint?
+    fn holds(&self, leaf: &Leaf) -> bool {
+        self.node_len
+            .get(&leaf.node)
+            .is_some_and(|len| (leaf.index as usize) < *len)
+    }
+}
+
+/// A checkpoint read back whole by [`Store::load`], validated.
+#[derive(Debug, Clone)]
+pub struct Loaded {
+    pub checkpoint: Checkpoint,
+    pub request_config: Value,
+    pub cursors: Value,
+    pub messages: Vec<Value>,
+    /// Where each message is stored, for the next commit.
+    pub leaves: Vec<Leaf>,
+    pub state: SessionState,
 }
 
 /// One checkpoint to commit.
@@ -65,15 +143,18 @@ impl SessionState {
 pub struct CommitInput<'a> {
     /// The whole conversation as it stands.
     pub messages: &'a [Value],
-    /// The caller's promise of which messages equal messages of the last
-    /// checkpoint: those are named where they are, not written again.
-    pub carried: Carried,
+    /// Per message, where the last checkpoint stores it when it is that
+    /// message unchanged (the caller's promise; the store checks that each
+    /// leaf is one of the last checkpoint's). Those are named where they
+    /// are, not written again.
+    pub leaves: &'a [Option<Leaf>],
     pub cwd: String,
     pub request_config: Value,
     pub meter: Value,
     pub cursors: Value,
-    /// New spill files to keep: the path the conversation names → the file.
-    pub new_spill: Vec<(String, PathBuf)>,
+    /// New spill files to keep: the path the conversation names → the file
+    /// name in the session's spill directory.
+    pub new_spill: Vec<(String, String)>,
     /// First line of the last instruction.
     pub instruction: String,
     pub input_tokens: u64,
@@ -82,185 +163,283 @@ pub struct CommitInput<'a> {
     pub why: String,
 }
 
-/// The result of a commit.
-#[derive(Debug, Clone)]
+/// The result of a commit: the checkpoint is published.
+#[derive(Debug)]
 pub struct Committed {
     pub id: ObjectId,
     pub objects_written: u64,
     pub bytes_written: u64,
+    /// Messages from this index on are stored anew: `new_leaves` holds
+    /// their leaves (the ones before keep theirs).
+    pub leaves_from: usize,
+    pub new_leaves: Vec<Leaf>,
+    /// What went wrong after the checkpoint was published.
+    pub warnings: Vec<Warning>,
 }
 
 /// A session as listings show it.
 #[derive(Debug, Clone)]
 pub struct SessionInfo {
-    pub id: String,
+    pub id: SessionId,
     pub busy: bool,
     pub head: Option<ObjectId>,
     pub updated_ms: u64,
     pub checkpoints: u64,
     pub messages: u64,
     pub instruction: String,
+    /// Why the session's checkpoint could not be read, if it could not.
+    pub broken: Option<String>,
 }
 
 impl Store {
-    /// The store of the project at `project_dir` (its `.hel/`). Nothing is
-    /// created until something is written.
-    pub fn for_project(project_dir: &Path) -> Store {
-        Store {
-            layout: Layout::new(project_dir.join(STORE_DIR)),
+    /// The store of the project at `project_dir` (its `.hel/`), with the
+    /// default [`Limits`]. Nothing is created until something is written.
+    /// `.hel` being a link or anything but a directory is refused.
+    pub fn open(project_dir: &Path) -> Result<Store> {
+        Store::open_with(project_dir, Limits::default())
+    }
+
+    /// As [`Store::open`], loading conversations within `limits`.
+    pub fn open_with(project_dir: &Path, limits: Limits) -> Result<Store> {
+        let project = Dir::open_path(project_dir)?;
+        let layout = OnceLock::new();
+        if let Some(l) = Layout::open(&project)? {
+            let _ = layout.set(l);
+        }
+        Ok(Store {
+            inner: Arc::new(Inner {
+                project,
+                layout,
+                limits,
+                moved_warned: AtomicBool::new(false),
+            }),
+        })
+    }
+
+    /// The project directory, as it was opened.
+    pub fn project_path(&self) -> &Path {
+        self.inner.project.path()
+    }
+
+    /// The store directory's path (for messages).
+    pub fn root_path(&self) -> PathBuf {
+        self.project_path().join(STORE_DIR)
+    }
+
+    pub fn limits(&self) -> Limits {
+        self.inner.limits
+    }
+
+    /// The open store, if the project has one.
+    fn layout(&self) -> Result<Option<&Layout>> {
+        if let Some(l) = self.inner.layout.get() {
+            return Ok(Some(l));
+        }
+        // Made by another process since we opened the project?
+        match Layout::open(&self.inner.project)? {
+            Some(l) => Ok(Some(self.inner.layout.get_or_init(|| l))),
+            None => Ok(None),
         }
     }
 
-    /// The store at `root`, the `.hel` directory itself.
-    pub fn at(root: impl Into<PathBuf>) -> Store {
-        Store {
-            layout: Layout::new(root),
+    /// The open store, created if absent.
+    fn layout_create(&self) -> Result<&Layout> {
+        if let Some(l) = self.layout()? {
+            l.init()?;
+            return Ok(l);
         }
-    }
-
-    pub fn layout(&self) -> &Layout {
-        &self.layout
+        let made = Layout::create(&self.inner.project)?;
+        Ok(self.inner.layout.get_or_init(|| made))
     }
 
     /// Does the store directory exist?
     pub fn exists(&self) -> bool {
-        self.layout.root().is_dir()
-    }
-
-    /// Create the store's directories (mode 0700) and `.gitignore` if absent.
-    pub fn init(&self) -> Result<()> {
-        let mut builder = DirBuilder::new();
-        builder.recursive(true).mode(0o700);
-        for dir in [
-            self.layout.root().to_owned(),
-            self.layout.objects_dir(),
-            self.layout.refs_dir(),
-            self.layout.logs_dir(),
-            self.layout.sessions_dir(),
-            self.layout.tmp_dir(),
-        ] {
-            builder.create(&dir).at(&dir)?;
-        }
-        let gi = self.layout.gitignore();
-        if !gi.exists() {
-            fs::write(&gi, "*\n").at(&gi)?;
-        }
-        Ok(())
+        matches!(self.layout(), Ok(Some(_)))
     }
 
     /// Start a new session: a fresh id and its lease. It has no checkpoint
-    /// until the first commit.
+    /// (and is not listed as existing) until its first commit.
     pub fn new_session(&self) -> Result<SessionLease> {
-        self.init()?;
-        SessionLease::acquire(&self.layout, &uuid::Uuid::new_v4().to_string())
+        self.new_session_named(&SessionId::new_random())
+    }
+
+    pub(crate) fn new_session_named(&self, id: &SessionId) -> Result<SessionLease> {
+        let layout = self.layout_create()?;
+        let lock = Shared::take(layout)?;
+        SessionLease::acquire(lock.layout, id, true)
     }
 
     /// Take the lease of an existing session to continue it, returning its
     /// newest checkpoint. Refused if the session is in use, unknown, or has
     /// no checkpoint.
-    pub fn resume(&self, session: &str) -> Result<(SessionLease, ObjectId)> {
-        check_session_id(session)?;
-        if !self.exists() {
-            return Err(Error::NoSuchSession {
-                session: session.to_owned(),
-            });
-        }
-        let _guard = StoreLock::exclusive(&self.layout)?;
-        let head = refs::read(&self.layout, session)?;
-        let has_dir = self.layout.session_dir(session).is_dir();
-        match head {
-            None if has_dir => {
-                if lock::is_busy(&self.layout, session) {
-                    Err(Error::InUse {
-                        session: session.to_owned(),
-                    })
-                } else {
-                    Err(Error::NoCheckpoint {
-                        session: session.to_owned(),
-                    })
-                }
-            }
-            None => Err(Error::NoSuchSession {
-                session: session.to_owned(),
+    pub fn resume(&self, session: &SessionId) -> Result<(SessionLease, ObjectId)> {
+        let no_such = || Error::NoSuchSession {
+            session: session.to_string(),
+        };
+        let layout = self.layout()?.ok_or_else(no_such)?;
+        let lock = Exclusive::take(layout)?;
+        match refs::read(layout, session)? {
+            Some(head) => Ok((SessionLease::acquire(lock.layout, session, true)?, head)),
+            None if lock::is_busy(layout, session)? => Err(Error::InUse {
+                session: session.to_string(),
             }),
-            Some(head) => Ok((SessionLease::acquire(&self.layout, session)?, head)),
+            None => Err(no_such()),
         }
     }
 
-    /// The checkpoint `session`'s ref names, if any.
-    pub fn head(&self, session: &str) -> Result<Option<ObjectId>> {
-        refs::read(&self.layout, session)
+    /// The checkpoint `session`'s ref names. A session that has none yet
+    /// but is being worked on is [`Error::NoCheckpoint`]; one that has
+    /// neither is [`Error::NoSuchSession`].
+    pub fn head(&self, session: &SessionId) -> Result<ObjectId> {
+        let no_such = || Error::NoSuchSession {
+            session: session.to_string(),
+        };
+        let layout = self.layout()?.ok_or_else(no_such)?;
+        match refs::read(layout, session)? {
+            Some(h) => Ok(h),
+            None if lock::is_busy(layout, session)? => Err(Error::NoCheckpoint {
+                session: session.to_string(),
+            }),
+            None => Err(no_such()),
+        }
     }
 
-    /// Read checkpoint `id` (verified).
+    fn layout_or_missing(&self, id: &ObjectId) -> Result<&Layout> {
+        self.layout()?.ok_or_else(|| Error::Missing {
+            id: *id,
+            path: self.root_path(),
+        })
+    }
+
+    /// Read checkpoint `id` (verified and validated).
     pub fn checkpoint(&self, id: &ObjectId) -> Result<Checkpoint> {
-        snapshot::read(&self.layout, id)
+        snapshot::read(self.layout_or_missing(id)?, id)
     }
 
-    /// Read checkpoint `id` whole, verifying every object: its messages,
-    /// request config and cursors, and the state a writer needs to commit
-    /// after it.
+    /// Read checkpoint `id` whole, verifying every object and validating
+    /// everything it names (objects-spec §4): its messages (each one, and
+    /// the pairing of tool calls with results), request config and
+    /// cursors, within the store's [`Limits`]; and the state a writer needs
+    /// to commit after it.
     pub fn load(&self, id: &ObjectId) -> Result<Loaded> {
-        let cp = self.checkpoint(id)?;
-        let json_blob = |blob: &ObjectId| -> Result<Value> {
-            let bytes = object::read_kind(&self.layout, blob, Kind::Blob)?;
+        let layout = self.layout_or_missing(id)?;
+        let cp = snapshot::read(layout, id)?;
+        let json_blob = |blob: &ObjectId, cap: Cap| -> Result<Value> {
+            let bytes = object::read_kind(layout, blob, Kind::Blob, cap)?;
             serde_json::from_slice(&bytes).map_err(|e| Error::Corrupt {
                 id: *blob,
-                path: self.layout.object_path(blob),
-                reason: format!("not JSON: {e}"),
+                path: layout.object_path(blob),
+                reason: format!("{} is not JSON: {e}", cap.what),
             })
         };
-        let request_config = json_blob(&cp.request_config)?;
-        let cursors = json_blob(&cp.cursors)?;
-        let (messages, nodes) = Reader::new(&self.layout).read_list(cp.messages.root)?;
-        if messages.len() as u64 != cp.messages.count {
+        let request_config = json_blob(&cp.request_config, Cap::CONFIG)?;
+        let cursors = json_blob(&cp.cursors, Cap::CURSORS)?;
+        let resolved = Reader::new(layout, self.inner.limits, *id)
+            .read_list(cp.messages.root, cp.messages.count)?;
+        if resolved.messages.len() as u64 != cp.messages.count {
             return Err(Error::Corrupt {
                 id: *id,
-                path: self.layout.object_path(id),
+                path: layout.object_path(id),
                 reason: format!(
                     "snapshot says {} messages, its list holds {}",
                     cp.messages.count,
-                    messages.len()
+                    resolved.messages.len()
                 ),
             });
         }
-        let mut locs = Vec::with_capacity(messages.len());
-        let mut start = 0;
-        for (node, end) in &nodes {
-            locs.extend((0..end - start).map(|k| (*node, k as u32)));
-            start = *end;
-        }
-        let state = SessionState {
+        message::check_pairing(&resolved.messages).map_err(|reason| Error::BrokenConversation {
+            checkpoint: *id,
+            reason,
+        })?;
+        let mut state = SessionState {
             head: Some(*id),
             checkpoints: cp.summary.checkpoints,
-            locs,
-            nodes,
             spill: cp.spill.clone(),
+            ..SessionState::default()
         };
+        state.set_chain(resolved.chain);
         Ok(Loaded {
             checkpoint: cp,
             request_config,
             cursors,
-            messages,
+            messages: resolved.messages,
+            leaves: state.locs.clone(),
             state,
         })
+    }
+
+    /// The path of `session`'s spill directory, as seen from the project
+    /// (conversations name spill files under it).
+    pub fn spill_dir_path(&self, session: &SessionId) -> PathBuf {
+        self.root_path()
+            .join(crate::layout::SESSIONS)
+            .join(session.as_str())
+            .join(SPILL)
+    }
+
+    /// The spill directory of the lease's session, created if absent.
+    fn spill_dir(&self, lease: &SessionLease) -> Result<Dir> {
+        let layout = self.layout_create()?;
+        let sessions = layout.sessions_create()?;
+        let dir = sessions
+            .sub(lease.session().as_str())?
+            .ok_or_else(|| Error::NoSuchSession {
+                session: lease.session().to_string(),
+            })?;
+        dir.sub_create(SPILL, crate::layout::DIR_MODE)
+    }
+
+    /// Write a spill working copy `name` of the lease's session (a new file:
+    /// spill never changes once written).
+    pub fn write_spill(&self, lease: &SessionLease, name: &str, bytes: &[u8]) -> Result<()> {
+        use std::io::Write;
+        let dir = self.spill_dir(lease)?;
+        let mut f = dir.create_new(name, 0o600)?;
+        f.write_all(bytes).map_err(|source| Error::Io {
+            path: dir.child_path(name),
+            source,
+        })
+    }
+
+    /// The spill working copy `name` of the lease's session, if present.
+    pub fn read_spill_copy(&self, lease: &SessionLease, name: &str) -> Result<Option<Vec<u8>>> {
+        let dir = self.spill_dir(lease)?;
+        dir.read_file(name, Cap::SPILL.max)
     }
 
     /// Remove the session's spill working copies (`sessions/<id>/spill/`):
     /// they are a cache of the spill blobs, re-made at resume. hel calls
     /// this when an instance ends; what was never committed goes with it.
     pub fn clear_spill(&self, lease: &SessionLease) -> Result<()> {
-        let dir = self.layout.spill_dir(lease.session());
-        match fs::remove_dir_all(&dir) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(e).at(&dir),
+        let Some(layout) = self.layout()? else {
+            return Ok(());
+        };
+        if let Some(dir) = layout.session_dir(lease.session())? {
+            dir.remove_tree(SPILL)?;
         }
+        Ok(())
     }
 
     /// The bytes of blob `id` (a spill file), verified.
     pub fn read_blob(&self, id: &ObjectId) -> Result<Vec<u8>> {
-        object::read_kind(&self.layout, id, Kind::Blob)
+        object::read_kind(self.layout_or_missing(id)?, id, Kind::Blob, Cap::SPILL)
+    }
+
+    /// Warn once when the project's path leads elsewhere than the
+    /// directory hel opened (moved or replaced).
+    fn check_project(&self, warnings: &mut Vec<Warning>) {
+        let path = self.project_path();
+        let here = std::fs::metadata(path).ok().map(|m| {
+            use std::os::unix::fs::MetadataExt;
+            (m.dev(), m.ino())
+        });
+        let moved = match (here, self.inner.project.identity()) {
+            (Some(a), Ok(b)) => a != b,
+            _ => true,
+        };
+        if moved && !self.inner.moved_warned.swap(true, Ordering::Relaxed) {
+            warnings.push(Warning::ProjectMoved(path.to_owned()));
+        }
     }
 
     /// Commit a checkpoint of the lease's session and move its ref. Writes
@@ -268,38 +447,65 @@ impl Store {
     /// ones as slices of the nodes that hold them), blobs of new large
     /// messages and spill, and the snapshot; all are durable before the ref
     /// moves.
+    ///
     /// On error the previous checkpoint is untouched and `state` unchanged.
+    /// Once the ref has moved the checkpoint is published and `state`
+    /// follows it, whatever fails after (returned as warnings).
     pub fn commit(
         &self,
         lease: &SessionLease,
         state: &mut SessionState,
         input: CommitInput<'_>,
     ) -> Result<Committed> {
-        // No init here: the lease came from new_session, resume or fork,
-        // which made the store; a commit only does the commit's work.
-        let _guard = StoreLock::shared(&self.layout)?;
-        let mut writer = Writer::new(&self.layout);
         let messages = input.messages;
+        if input.leaves.len() != messages.len() {
+            return Err(Error::Internal(format!(
+                "{} leaves for {} messages",
+                input.leaves.len(),
+                messages.len()
+            )));
+        }
+        // The caller's promise, checked: every carried message names a
+        // message of the last checkpoint.
+        for (i, leaf) in input.leaves.iter().enumerate() {
+            if let Some(leaf) = leaf {
+                if !state.holds(leaf) {
+                    return Err(Error::Internal(format!(
+                        "message {i} claims to be item {} of node {}, which the last checkpoint does not hold",
+                        leaf.index, leaf.node
+                    )));
+                }
+            }
+        }
+        if crate::failpoint::hit("commit") {
+            return Err(Error::Io {
+                path: self.root_path(),
+                source: crate::failpoint::error("commit"),
+            });
+        }
+        let mut warnings = Vec::new();
+        self.check_project(&mut warnings);
+        let layout = self.layout_create()?;
+        let lock = Shared::take(layout)?;
+        let mut writer = Writer::new(&lock);
+        // The prefix still where the last checkpoint has it.
         let keep = input
-            .carried
-            .prefix_len()
-            .min(state.locs.len())
-            .min(messages.len());
-        // Reuse every committed node that ends within the carried prefix.
-        // (The state is only read here and updated in place once the ref
-        // has moved: no per-commit copy of anything as long as the session.)
+            .leaves
+            .iter()
+            .zip(&state.locs)
+            .take_while(|(a, b)| a.as_ref() == Some(*b))
+            .count();
+        // Reuse every committed node that ends within that prefix. (The
+        // state is only read here and updated in place once the ref has
+        // moved: no per-commit copy of anything as long as the session.)
         let reused = state.nodes.partition_point(|(_, end)| *end <= keep);
         let base = state.nodes[..reused].last().copied();
         let base_end = base.map_or(0, |(_, e)| e);
         let mut items: Vec<Item> = Vec::new();
+        let mut inline_bytes = 0usize;
         for (i, m) in messages.iter().enumerate().skip(base_end) {
-            let carried = input
-                .carried
-                .source(i)
-                .and_then(|o| state.locs.get(o))
-                .copied();
-            if let Some((node, k)) = carried {
-                let k = k as u64;
+            if let Some(Leaf { node, index }) = input.leaves[i] {
+                let k = u64::from(index);
                 if let Some(Item::Slice { node: n, to, .. }) = items.last_mut() {
                     if *n == node && *to == k {
                         *to += 1;
@@ -314,9 +520,10 @@ impl Store {
                 continue;
             }
             let bytes = canonical::to_vec(m);
-            if bytes.len() >= INLINE_MAX {
+            if bytes.len() >= INLINE_MAX || inline_bytes + bytes.len() > NODE_INLINE_BUDGET {
                 items.push(Item::Blob(writer.put(Kind::Blob, &bytes)?));
             } else {
+                inline_bytes += bytes.len();
                 items.push(Item::Inline(m.clone()));
             }
         }
@@ -334,21 +541,32 @@ impl Store {
         let request_config = writer.put(Kind::Blob, &canonical::to_vec(&input.request_config))?;
         let cursors = writer.put(Kind::Blob, &canonical::to_vec(&input.cursors))?;
         let mut spill = state.spill.clone();
-        for (name, path) in &input.new_spill {
-            let bytes = fs::read(path).at(path)?;
-            let blob = writer.put(Kind::Blob, &bytes)?;
-            spill.insert(
-                name.clone(),
-                SpillEntry {
-                    blob,
-                    size: bytes.len() as u64,
-                },
-            );
+        if !input.new_spill.is_empty() {
+            let dir = self.spill_dir(lease)?;
+            for (key, file) in &input.new_spill {
+                let bytes = dir
+                    .read_file(file, Cap::SPILL.max)?
+                    .ok_or_else(|| Error::Io {
+                        path: dir.child_path(file),
+                        source: std::io::Error::new(
+                            std::io::ErrorKind::NotFound,
+                            "spill working copy vanished",
+                        ),
+                    })?;
+                let blob = writer.put(Kind::Blob, &bytes)?;
+                spill.insert(
+                    key.clone(),
+                    SpillEntry {
+                        blob,
+                        size: bytes.len() as u64,
+                    },
+                );
+            }
         }
         let now = time::now_ms();
         let cp = Checkpoint {
             schema_version: SCHEMA_VERSION,
-            session_id: lease.session().to_owned(),
+            session_id: lease.session().clone(),
             parents: state.head.into_iter().collect(),
             created_at: time::rfc3339(now),
             created_at_ms: now,
@@ -372,35 +590,49 @@ impl Store {
         let id = writer.put(Kind::Snapshot, &cp.to_payload())?;
         let (objects_written, bytes_written) = (writer.objects_written, writer.bytes_written);
         writer.finish()?;
-        refs::update(&self.layout, lease.session(), state.head, id, &input.why)?;
+        let ref_warnings = refs::update(&lock, lease.session(), state.head, id, &input.why)?;
+        warnings.extend(ref_warnings.into_iter().map(Warning::from));
+        // Published: the state follows the ref.
         state.head = Some(id);
         state.checkpoints = cp.summary.checkpoints;
-        state.nodes.truncate(reused);
+        for (node, _) in state.nodes.drain(reused..) {
+            state.node_len.remove(&node);
+        }
         state.locs.truncate(base_end);
+        let mut new_leaves = Vec::new();
         if let Some(node_id) = new_node {
             state.nodes.push((node_id, messages.len()));
-            state
-                .locs
-                .extend((0..messages.len() - base_end).map(|k| (node_id, k as u32)));
+            state.node_len.insert(node_id, messages.len() - base_end);
+            new_leaves.extend((0..messages.len() - base_end).map(|k| Leaf {
+                node: node_id,
+                index: k as u32,
+            }));
+            state.locs.extend_from_slice(&new_leaves);
         }
         state.spill = spill;
         Ok(Committed {
             id,
             objects_written,
             bytes_written,
+            leaves_from: base_end,
+            new_leaves,
+            warnings,
         })
     }
 
     /// Fork checkpoint `at` into a new session: one new snapshot that names
     /// `at` as its parent and reuses its message list and spill map. Returns
-    /// the new session's lease and its first checkpoint.
-    pub fn fork(&self, at: &ObjectId) -> Result<(SessionLease, ObjectId)> {
-        let base = self.checkpoint(at)?;
-        let lease = self.new_session()?;
-        let _guard = StoreLock::shared(&self.layout)?;
+    /// the new session's lease and its first checkpoint. The base is read
+    /// under the store lock the fork publishes under, so gc cannot sweep it
+    /// in between.
+    pub fn fork(&self, at: &ObjectId) -> Result<(SessionLease, ObjectId, Vec<Warning>)> {
+        let layout = self.layout_or_missing(at)?;
+        let lock = Shared::take(layout)?;
+        let base = snapshot::read(layout, at)?;
+        let lease = SessionLease::acquire(layout, &SessionId::new_random(), true)?;
         let now = time::now_ms();
         let cp = Checkpoint {
-            session_id: lease.session().to_owned(),
+            session_id: lease.session().clone(),
             parents: vec![*at],
             created_at: time::rfc3339(now),
             created_at_ms: now,
@@ -411,38 +643,34 @@ impl Store {
             schema_version: SCHEMA_VERSION,
             ..base
         };
-        let mut writer = Writer::new(&self.layout);
+        let mut writer = Writer::new(&lock);
         let id = writer.put(Kind::Snapshot, &cp.to_payload())?;
         writer.finish()?;
-        refs::update(
-            &self.layout,
-            lease.session(),
-            None,
-            id,
-            &format!("fork from {at}"),
-        )?;
-        Ok((lease, id))
+        let warnings = refs::update(&lock, lease.session(), None, id, &format!("fork from {at}"))?;
+        Ok((lease, id, warnings.into_iter().map(Warning::from).collect()))
     }
 
     /// Delete `session`: its ref, ref log and working directory. Refused
     /// while the session is in use. Objects are reclaimed by gc, run here
     /// when `collect` is set (deferred otherwise, for batch deletes).
-    pub fn delete(&self, session: &str, collect: bool) -> Result<Option<GcReport>> {
-        check_session_id(session)?;
+    pub fn delete(&self, session: &SessionId, collect: bool) -> Result<Option<GcReport>> {
+        let no_such = || Error::NoSuchSession {
+            session: session.to_string(),
+        };
+        let layout = self.layout()?.ok_or_else(no_such)?;
         {
-            let _guard = StoreLock::exclusive(&self.layout)?;
-            let known = refs::read(&self.layout, session)?.is_some()
-                || self.layout.session_dir(session).is_dir();
+            let lock = Exclusive::take(layout)?;
+            let known =
+                refs::read(layout, session)?.is_some() || layout.session_dir(session)?.is_some();
             if !known {
-                return Err(Error::NoSuchSession {
-                    session: session.to_owned(),
-                });
+                return Err(no_such());
             }
-            let lease = SessionLease::acquire(&self.layout, session)?;
-            refs::remove(&self.layout, session)?;
-            let dir = self.layout.session_dir(session);
-            // The lease file goes with the directory; the lock is dropped after.
-            fs::remove_dir_all(&dir).at(&dir)?;
+            let lease = SessionLease::acquire(lock.layout, session, true)?;
+            refs::remove(layout, session)?;
+            if let Some(sessions) = layout.sessions()? {
+                // The lease file goes with the directory; the lock is dropped after.
+                sessions.remove_tree(session.as_str())?;
+            }
             drop(lease);
         }
         if collect {
@@ -452,17 +680,26 @@ impl Store {
         }
     }
 
-    /// All sessions of this store, most recently updated first.
+    /// All sessions of this store, most recently updated first: those with
+    /// a checkpoint, and those being worked on that have none yet. A
+    /// session whose checkpoint cannot be read is listed as broken.
     pub fn sessions(&self) -> Result<Vec<SessionInfo>> {
-        let ids = self.session_ids()?;
-        let mut out = Vec::with_capacity(ids.len());
-        for id in ids {
-            let busy = lock::is_busy(&self.layout, &id);
-            let head = refs::read(&self.layout, &id)?;
+        let Some(layout) = self.layout()? else {
+            return Ok(Vec::new());
+        };
+        let mut out = Vec::new();
+        for id in self.session_ids(layout)? {
+            let busy = lock::is_busy(layout, &id)?;
+            let head = match refs::read(layout, &id) {
+                Ok(h) => h,
+                Err(e) => {
+                    out.push(SessionInfo::broken(id, busy, None, e));
+                    continue;
+                }
+            };
             let info = match head {
-                Some(h) => {
-                    let cp = self.checkpoint(&h)?;
-                    SessionInfo {
+                Some(h) => match snapshot::read(layout, &h) {
+                    Ok(cp) => SessionInfo {
                         id,
                         busy,
                         head,
@@ -470,26 +707,22 @@ impl Store {
                         checkpoints: cp.summary.checkpoints,
                         messages: cp.summary.messages,
                         instruction: cp.summary.instruction,
-                    }
-                }
-                None => {
-                    // A session without a checkpoint: shown while it runs;
-                    // garbage for gc once its lease is free.
-                    let updated_ms = fs::metadata(self.layout.lease_path(&id))
-                        .and_then(|m| m.modified())
-                        .ok()
-                        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-                        .map_or(0, |d| d.as_millis() as u64);
-                    SessionInfo {
-                        id,
-                        busy,
-                        head,
-                        updated_ms,
-                        checkpoints: 0,
-                        messages: 0,
-                        instruction: String::new(),
-                    }
-                }
+                        broken: None,
+                    },
+                    Err(e) => SessionInfo::broken(id, busy, head, e),
+                },
+                // No checkpoint yet: a session only while it is worked on.
+                None if busy => SessionInfo {
+                    id,
+                    busy,
+                    head,
+                    updated_ms: time::now_ms(),
+                    checkpoints: 0,
+                    messages: 0,
+                    instruction: String::new(),
+                    broken: None,
+                },
+                None => continue,
             };
             out.push(info);
         }
@@ -498,33 +731,51 @@ impl Store {
     }
 
     /// The sessions whose id starts with `prefix` (lowercase hex and `-`).
-    pub fn sessions_matching(&self, prefix: &str) -> Result<Vec<String>> {
-        let mut ids = self.session_ids()?;
-        ids.retain(|id| id.starts_with(prefix));
+    pub fn sessions_matching(&self, prefix: &str) -> Result<Vec<SessionId>> {
+        let Some(layout) = self.layout()? else {
+            return Ok(Vec::new());
+        };
+        let mut ids = self.session_ids(layout)?;
+        ids.retain(|id| id.as_str().starts_with(prefix));
         Ok(ids)
     }
 
     /// The ids of all sessions: those with a ref and those with only a
     /// working directory (started, no checkpoint yet), sorted.
-    fn session_ids(&self) -> Result<Vec<String>> {
-        let mut ids = refs::list(&self.layout)?;
-        let dir = self.layout.sessions_dir();
-        match fs::read_dir(&dir) {
-            Ok(entries) => {
-                for e in entries.flatten() {
-                    if let Some(name) = e.file_name().to_str() {
-                        if check_session_id(name).is_ok() {
-                            ids.push(name.to_owned());
-                        }
-                    }
+    fn session_ids(&self, layout: &Layout) -> Result<Vec<SessionId>> {
+        let mut ids = refs::list(layout)?.sessions;
+        if let Some(dir) = layout.sessions()? {
+            for e in dir.entries()? {
+                if e.kind != crate::dir::Kind::Dir {
+                    continue;
+                }
+                if let Some(Ok(id)) = e.name_str().map(str::parse::<SessionId>) {
+                    ids.push(id);
                 }
             }
-            Err(e) if e.kind() == ErrorKind::NotFound => {}
-            Err(e) => return Err(e).at(&dir),
         }
         ids.sort();
         ids.dedup();
         Ok(ids)
+    }
+
+    pub(crate) fn layout_for_gc(&self) -> Result<Option<&Layout>> {
+        self.layout()
+    }
+}
+
+impl SessionInfo {
+    fn broken(id: SessionId, busy: bool, head: Option<ObjectId>, e: Error) -> SessionInfo {
+        SessionInfo {
+            id,
+            busy,
+            head,
+            updated_ms: 0,
+            checkpoints: 0,
+            messages: 0,
+            instruction: String::new(),
+            broken: Some(e.to_string()),
+        }
     }
 }
 

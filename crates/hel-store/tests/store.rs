@@ -8,20 +8,70 @@
 use std::collections::BTreeMap;
 use std::fs;
 use std::io::{BufRead, BufReader};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use hel_store::object::{self, Kind};
+use hel_store::testing;
 use hel_store::{
-    canonical, Carried, Carry, CommitInput, Error, Loaded, ObjectId, SessionLease, SessionState,
-    Store,
+    canonical, CommitInput, Committed, Error, Leaf, Loaded, ObjectId, SessionId, SessionLease,
+    SessionState, Store,
 };
 use serde_json::{json, Value};
 
-fn input<'a>(messages: &'a [Value], unchanged: usize) -> CommitInput<'a> {
+/// A conversation as hel keeps it: the messages and, per message, where
+/// the last checkpoint stores it (None for a new or changed message).
+#[derive(Clone, Default)]
+struct Conv {
+    msgs: Vec<Value>,
+    leaves: Vec<Option<Leaf>>,
+}
+
+impl Conv {
+    fn from_loaded(l: &Loaded) -> Conv {
+        Conv {
+            msgs: l.messages.clone(),
+            leaves: l.leaves.iter().copied().map(Some).collect(),
+        }
+    }
+    fn push(&mut self, m: Value) {
+        self.msgs.push(m);
+        self.leaves.push(None);
+    }
+    fn extend(&mut self, ms: &[Value]) {
+        for m in ms {
+            self.push(m.clone());
+        }
+    }
+    /// Replace `start..end` by `with` new messages.
+    fn splice(&mut self, start: usize, end: usize, with: Vec<Value>) {
+        let n = with.len();
+        self.msgs.splice(start..end, with);
+        self.leaves.splice(start..end, std::iter::repeat_n(None, n));
+    }
+    fn input(&self) -> CommitInput<'_> {
+        input(&self.msgs, &self.leaves)
+    }
+    fn committed(&mut self, c: &Committed) {
+        for (i, leaf) in c.new_leaves.iter().enumerate() {
+            self.leaves[c.leaves_from + i] = Some(*leaf);
+        }
+    }
+    fn commit(
+        &mut self,
+        store: &Store,
+        lease: &SessionLease,
+        state: &mut SessionState,
+    ) -> Committed {
+        let c = store.commit(lease, state, self.input()).unwrap();
+        self.committed(&c);
+        c
+    }
+}
+
+fn input<'a>(messages: &'a [Value], leaves: &'a [Option<Leaf>]) -> CommitInput<'a> {
     CommitInput {
         messages,
-        carried: Carried::prefix(unchanged),
+        leaves,
         cwd: "/project".into(),
         request_config: json!({"model": "m"}),
         meter: Value::Null,
@@ -38,6 +88,22 @@ fn input<'a>(messages: &'a [Value], unchanged: usize) -> CommitInput<'a> {
         output_tokens: 0,
         why: "test".into(),
     }
+}
+
+/// Commit `msgs` whole as a new session's first checkpoint.
+fn commit_new(
+    store: &Store,
+    lease: &SessionLease,
+    state: &mut SessionState,
+    msgs: &[Value],
+) -> Committed {
+    let mut conv = Conv::default();
+    conv.extend(msgs);
+    conv.commit(store, lease, state)
+}
+
+fn root(dir: &Path) -> PathBuf {
+    dir.join(".hel")
 }
 
 fn msg(role: &str, text: impl Into<String>) -> Value {
@@ -81,19 +147,17 @@ fn commit_all(
     store: &Store,
     lease: &SessionLease,
     state: &mut SessionState,
+    conv: &mut Conv,
     messages: &[Value],
     step: usize,
 ) -> Vec<ObjectId> {
     let mut ids = Vec::new();
-    let mut done = state.head.map_or(0, |_| 0);
-    let mut end = 0;
+    let mut end = conv.msgs.len();
     while end < messages.len() {
-        end = (end + step).min(messages.len());
-        let c = store
-            .commit(lease, state, input(&messages[..end], done))
-            .unwrap();
-        done = end;
-        ids.push(c.id);
+        let next = (end + step).min(messages.len());
+        conv.extend(&messages[end..next]);
+        end = next;
+        ids.push(conv.commit(store, lease, state).id);
     }
     ids
 }
@@ -105,12 +169,8 @@ fn test_vectors_match_objects_spec() {
     let vectors = doc["vectors"].as_array().unwrap();
     assert!(vectors.len() >= 5);
     for v in vectors {
-        let kind = match v["kind"].as_str().unwrap() {
-            "blob" => Kind::Blob,
-            "list" => Kind::List,
-            "snapshot" => Kind::Snapshot,
-            k => panic!("unknown kind {k}"),
-        };
+        let kind = v["kind"].as_str().unwrap();
+        assert!(["blob", "list", "snapshot"].contains(&kind), "{kind}");
         let payload = if let Some(json) = v.get("json") {
             let bytes = canonical::to_vec(json);
             assert_eq!(
@@ -127,7 +187,7 @@ fn test_vectors_match_objects_spec() {
                 .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
                 .collect()
         };
-        let (id, _) = object::encode(kind, &payload);
+        let (id, _) = testing::encode(kind, &payload);
         assert_eq!(id.to_hex(), v["id"].as_str().unwrap(), "{}", v["name"]);
     }
 }
@@ -136,7 +196,7 @@ fn test_vectors_match_objects_spec() {
 fn store_dir_is_private_and_ignored() {
     use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::for_project(dir.path());
+    let store = Store::open(dir.path()).unwrap();
     let _lease = store.new_session().unwrap();
     let mode = fs::metadata(dir.path().join(".hel"))
         .unwrap()
@@ -152,14 +212,16 @@ fn store_dir_is_private_and_ignored() {
 #[test]
 fn commit_cost_is_new_content_only() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::for_project(dir.path());
+    let store = Store::open(dir.path()).unwrap();
     let lease = store.new_session().unwrap();
     let mut state = SessionState::default();
     let all = conversation("s", 4004);
-    commit_all(&store, &lease, &mut state, &all[..4000], 4);
+    let mut conv = Conv::default();
+    commit_all(&store, &lease, &mut state, &mut conv, &all[..4000], 4);
     // Append 4 small messages to a 4,000-message session: one list node
     // holding them and one snapshot.
-    let c = store.commit(&lease, &mut state, input(&all, 4000)).unwrap();
+    conv.extend(&all[4000..]);
+    let c = conv.commit(&store, &lease, &mut state);
     assert_eq!(c.objects_written, 2);
     let new_bytes: usize = all[4000..].iter().map(|m| canonical::to_vec(m).len()).sum();
     assert!(
@@ -174,18 +236,22 @@ fn commit_cost_is_new_content_only() {
 #[test]
 fn identical_content_is_stored_once_across_sessions() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::for_project(dir.path());
+    let store = Store::open(dir.path()).unwrap();
     let big = msg("tool", "y".repeat(100_000));
-    let msgs = vec![msg("user", "same"), big.clone()];
+    let msgs = vec![
+        msg("user", "same"),
+        json!({"role": "assistant", "content": null, "tool_calls": [{"id": "t", "type": "function", "function": {"name": "bash", "arguments": "{}"}}]}),
+        json!({"role": "tool", "tool_call_id": "t", "content": "y".repeat(100_000)}),
+    ];
+    let _ = big;
     for _ in 0..3 {
         let lease = store.new_session().unwrap();
-        let mut st = SessionState::default();
-        store.commit(&lease, &mut st, input(&msgs, 0)).unwrap();
+        commit_new(&store, &lease, &mut SessionState::default(), &msgs);
     }
-    let (id, _) = object::encode(Kind::Blob, &canonical::to_vec(&big));
-    assert!(store.layout().object_path(&id).exists());
+    let (id, _) = testing::encode("blob", &canonical::to_vec(&msgs[2]));
+    assert!(testing::object_path(&root(dir.path()), &id).exists());
     // Shared by all: the big message's blob, the list node (holding the
-    // small message inline), the config and cursor blobs; 3 snapshots
+    // small messages inline), the config and cursor blobs; 3 snapshots
     // (they differ by session id).
     let report = store.fsck().unwrap();
     assert_eq!(report.objects, 4 + 3, "{report:?}");
@@ -194,78 +260,89 @@ fn identical_content_is_stored_once_across_sessions() {
 #[test]
 fn compaction_names_the_kept_tail_where_it_is() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::for_project(dir.path());
+    let store = Store::open(dir.path()).unwrap();
     let lease = store.new_session().unwrap();
     let mut state = SessionState::default();
     let mut all = conversation("c", 200);
-    all[170] = msg("tool", "big ".repeat(10_000)); // stored as a blob
-    commit_all(&store, &lease, &mut state, &all, 4);
-    let mut compacted = vec![
-        all[0].clone(),
-        msg("user", "<compacted-summary>s</compacted-summary>"),
-    ];
-    compacted.extend_from_slice(&all[150..]);
-    let mut inp = input(&compacted, 1);
-    inp.carried = Carried::from_runs(vec![
-        Carry {
-            at: 0,
-            from: 0,
-            len: 1,
-        },
-        Carry {
-            at: 2,
-            from: 150,
-            len: 50,
-        },
-    ]);
+    all[170] = json!({"role": "tool", "tool_call_id": "c169", "content": "big ".repeat(10_000)}); // stored as a blob
+    let mut conv = Conv::default();
+    commit_all(&store, &lease, &mut state, &mut conv, &all, 4);
+    // Compaction: [1..148) becomes one summary message (the tail starts
+    // with a user message, as compaction's tail never starts with a result).
+    conv.splice(
+        1,
+        148,
+        vec![msg("user", "<compacted-summary>s</compacted-summary>")],
+    );
+    let compacted = conv.msgs.clone();
     let before = store.fsck().unwrap().objects;
-    let c = store.commit(&lease, &mut state, inp).unwrap();
+    let c = conv.commit(&store, &lease, &mut state);
     // One list node (the summary inline, the tail as slices) and the snapshot.
     assert_eq!(c.objects_written, 2);
     assert_eq!(store.fsck().unwrap().objects, before + 2);
     let cp = store.checkpoint(&c.id).unwrap();
-    let node = hel_store::list::read_node(store.layout(), &cp.messages.root.unwrap()).unwrap();
+    let items = testing::node_items(&store, &cp.messages.root.unwrap());
     // Position 0 is carried too: a slice, the summary, then one slice per
     // node that held part of the tail.
-    assert_eq!(node.items.len(), 2 + 13, "{node:?}");
-    assert!(
-        matches!(&node.items[1], hel_store::list::Item::Inline(m) if m["content"] == "<compacted-summary>s</compacted-summary>")
-    );
-    let slices = node
-        .items
-        .iter()
-        .filter(|i| matches!(i, hel_store::list::Item::Slice { .. }))
-        .count();
-    assert_eq!(slices, node.items.len() - 1);
+    assert_eq!(items.len(), 2 + 13, "{items:?}");
+    assert_eq!(items[1], 'm');
+    assert_eq!(items.iter().filter(|c| **c == 's').count(), items.len() - 1);
     assert_eq!(store.load(&c.id).unwrap().messages, compacted);
     // The next commit after compaction appends as usual, and gc keeps the
     // sliced nodes (not their history) alive.
-    let mut more = compacted.clone();
-    more.push(msg("user", "after"));
-    let c2 = store
-        .commit(&lease, &mut state, input(&more, compacted.len()))
-        .unwrap();
+    conv.push(msg("user", "after"));
+    let c2 = conv.commit(&store, &lease, &mut state);
     assert_eq!(c2.objects_written, 2);
-    assert_eq!(store.load(&c2.id).unwrap().messages, more);
+    assert_eq!(store.load(&c2.id).unwrap().messages, conv.msgs);
+    store.gc(false).unwrap();
+    assert_eq!(store.load(&c2.id).unwrap().messages, conv.msgs);
     assert!(store.fsck().unwrap().is_sound());
+}
+
+#[test]
+fn a_carried_leaf_the_last_checkpoint_does_not_hold_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let a = store.new_session().unwrap();
+    let b = store.new_session().unwrap();
+    let (mut sa, mut sb) = (SessionState::default(), SessionState::default());
+    let mut ca = Conv::default();
+    ca.extend(&conversation("a", 4));
+    ca.commit(&store, &a, &mut sa);
+    let mut cb = Conv::default();
+    cb.extend(&conversation("b", 4));
+    let head_b = cb.commit(&store, &b, &mut sb).id;
+    // b claims a message of a's checkpoint: a bookkeeping bug.
+    cb.push(msg("user", "next"));
+    cb.leaves[1] = ca.leaves[1];
+    let err = store.commit(&b, &mut sb, cb.input()).unwrap_err();
+    assert!(matches!(err, Error::Internal(_)), "{err}");
+    assert!(err.to_string().contains("message 1"), "{err}");
+    assert_eq!(store.head(b.session()).unwrap(), head_b);
+    // Mismatched lengths too.
+    let err = store
+        .commit(&b, &mut sb, input(&cb.msgs, &cb.leaves[..2]))
+        .unwrap_err();
+    assert!(matches!(err, Error::Internal(_)), "{err}");
 }
 
 #[test]
 fn spill_is_kept_by_blob_and_survives_forks() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::for_project(dir.path());
+    let store = Store::open(dir.path()).unwrap();
     let lease = store.new_session().unwrap();
-    let sid = lease.session().to_owned();
-    let spill_path = store.layout().spill_dir(&sid).join("out-1.txt");
-    fs::create_dir_all(spill_path.parent().unwrap()).unwrap();
-    fs::write(&spill_path, "spilled".repeat(1000)).unwrap();
+    let sid = lease.session().clone();
+    store
+        .write_spill(&lease, "out-1.txt", "spilled".repeat(1000).as_bytes())
+        .unwrap();
     let name = format!(".hel/sessions/{sid}/spill/out-1.txt");
     let mut state = SessionState::default();
-    let msgs = conversation("p", 4);
-    let mut inp = input(&msgs, 0);
-    inp.new_spill = vec![(name.clone(), spill_path.clone())];
+    let mut conv = Conv::default();
+    conv.extend(&conversation("p", 4));
+    let mut inp = conv.input();
+    inp.new_spill = vec![(name.clone(), "out-1.txt".into())];
     let c = store.commit(&lease, &mut state, inp).unwrap();
-    let (fork_lease, fork_id) = store.fork(&c.id).unwrap();
+    let (fork_lease, fork_id, _) = store.fork(&c.id).unwrap();
     drop(fork_lease);
     drop(lease);
     store.delete(&sid, true).unwrap();
@@ -281,24 +358,25 @@ fn spill_is_kept_by_blob_and_survives_forks() {
 #[test]
 fn fork_is_one_snapshot_and_log_marks_the_fork_point() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::for_project(dir.path());
+    let store = Store::open(dir.path()).unwrap();
     let lease = store.new_session().unwrap();
     let mut state = SessionState::default();
     let all = conversation("f", 40);
-    let ids = commit_all(&store, &lease, &mut state, &all, 4);
+    let ids = commit_all(&store, &lease, &mut state, &mut Conv::default(), &all, 4);
     let before = store.fsck().unwrap().objects;
-    let (fork, first) = store.fork(&ids[4]).unwrap();
+    let (fork, first, _) = store.fork(&ids[4]).unwrap();
     assert_eq!(store.fsck().unwrap().objects, before + 1);
-    let Loaded {
-        messages: msgs,
-        state: mut fstate,
-        ..
-    } = store.load(&first).unwrap();
-    assert_eq!(msgs, all[..20]);
-    let mut more = msgs.clone();
-    more.push(msg("user", "fork only"));
-    more.push(msg("assistant", "ok"));
-    let c = store.commit(&fork, &mut fstate, input(&more, 20)).unwrap();
+    let loaded = store.load(&first).unwrap();
+    assert_eq!(loaded.messages, all[..20]);
+    let mut fconv = Conv::from_loaded(&loaded);
+    let mut fstate = loaded.state;
+    fconv.push(msg("user", "fork only"));
+    fconv.push(msg("assistant", "ok"));
+    let c = fconv.commit(&store, &fork, &mut fstate);
+    assert_eq!(
+        c.objects_written, 2,
+        "the fork's first commit writes what is new"
+    );
 
     let log = store.log(fork.session()).unwrap();
     let got: Vec<ObjectId> = log.iter().map(|e| e.id).collect();
@@ -309,66 +387,96 @@ fn fork_is_one_snapshot_and_log_marks_the_fork_point() {
     assert_eq!(log[0].instruction, "fork only");
     assert_eq!(log[0].messages, 22);
     // The original is untouched.
-    assert_eq!(store.head(lease.session()).unwrap(), ids.last().copied());
+    assert_eq!(store.head(lease.session()).unwrap(), *ids.last().unwrap());
     assert_eq!(store.log(lease.session()).unwrap().len(), 10);
 }
 
 #[test]
 fn leases_exclude_and_release_on_drop() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::for_project(dir.path());
+    let store = Store::open(dir.path()).unwrap();
     let lease = store.new_session().unwrap();
-    let sid = lease.session().to_owned();
+    let sid = lease.session().clone();
     let mut state = SessionState::default();
-    store
-        .commit(&lease, &mut state, input(&conversation("l", 4), 0))
-        .unwrap();
-    assert!(matches!(store.resume(&sid), Err(Error::InUse { session }) if session == sid));
+    commit_new(&store, &lease, &mut state, &conversation("l", 4));
+    assert!(matches!(store.resume(&sid), Err(Error::InUse { session }) if session == sid.as_str()));
     assert!(matches!(store.delete(&sid, true), Err(Error::InUse { .. })));
     let other = store.new_session().unwrap();
-    store
-        .commit(
-            &other,
-            &mut SessionState::default(),
-            input(&conversation("o", 4), 0),
-        )
-        .unwrap();
+    commit_new(
+        &store,
+        &other,
+        &mut SessionState::default(),
+        &conversation("o", 4),
+    );
     let infos = store.sessions().unwrap();
     assert!(infos.iter().find(|s| s.id == sid).unwrap().busy);
     drop(lease);
     let (_again, head) = store.resume(&sid).unwrap();
     assert_eq!(Some(head), state.head);
     assert!(matches!(
-        store.resume("not-a-uuid"),
+        "not-a-uuid".parse::<SessionId>(),
         Err(Error::BadSessionId(_))
     ));
 }
 
 #[test]
-fn session_without_checkpoint_is_listed_then_collected() {
+fn listing_never_makes_a_concurrent_resume_fail() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::for_project(dir.path());
+    let store = Store::open(dir.path()).unwrap();
+    let sid = {
+        let lease = store.new_session().unwrap();
+        commit_new(
+            &store,
+            &lease,
+            &mut SessionState::default(),
+            &conversation("r", 4),
+        );
+        lease.session().clone()
+    };
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let list = store.sessions().unwrap();
+                assert_eq!(list.len(), 1);
+            }
+        });
+        for _ in 0..300 {
+            let (lease, _) = store
+                .resume(&sid)
+                .expect("a listing's probe made resume fail");
+            drop(lease);
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    });
+}
+
+#[test]
+fn session_without_checkpoint_is_listed_while_busy_then_collected() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
     let lease = store.new_session().unwrap();
-    let sid = lease.session().to_owned();
+    let sid = lease.session().clone();
     let infos = store.sessions().unwrap();
     assert_eq!((infos[0].busy, infos[0].checkpoints), (true, 0));
+    assert!(matches!(store.log(&sid), Err(Error::NoCheckpoint { .. })));
+    assert!(matches!(store.head(&sid), Err(Error::NoCheckpoint { .. })));
     assert!(store.gc(false).unwrap().sessions_removed.is_empty());
     drop(lease);
-    assert!(matches!(
-        store.resume(&sid),
-        Err(Error::NoCheckpoint { .. })
-    ));
-    assert_eq!(store.gc(false).unwrap().sessions_removed, vec![sid.clone()]);
+    // It never had a checkpoint: it does not exist.
+    assert!(store.sessions().unwrap().is_empty());
+    assert!(matches!(store.log(&sid), Err(Error::NoSuchSession { .. })));
     assert!(matches!(
         store.resume(&sid),
         Err(Error::NoSuchSession { .. })
     ));
+    assert_eq!(store.gc(false).unwrap().sessions_removed, vec![sid.clone()]);
 }
 
 #[test]
 fn delete_and_gc_reclaim_unshared_objects_only() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::for_project(dir.path());
+    let store = Store::open(dir.path()).unwrap();
     let a = store.new_session().unwrap();
     let b = store.new_session().unwrap();
     let shared = msg("user", "shared message");
@@ -377,9 +485,9 @@ fn delete_and_gc_reclaim_unshared_objects_only() {
     let mut mb = vec![shared];
     mb.extend(conversation("b", 8));
     let (mut sa, mut sb) = (SessionState::default(), SessionState::default());
-    store.commit(&a, &mut sa, input(&ma, 0)).unwrap();
-    let hb = store.commit(&b, &mut sb, input(&mb, 0)).unwrap().id;
-    let sid = a.session().to_owned();
+    commit_new(&store, &a, &mut sa, &ma);
+    let hb = commit_new(&store, &b, &mut sb, &mb).id;
+    let sid = a.session().clone();
     drop(a);
     let dry = store.gc(true).unwrap();
     assert_eq!(dry.objects_removed, 0);
@@ -387,27 +495,25 @@ fn delete_and_gc_reclaim_unshared_objects_only() {
     // a's list node (its messages are inline) and its snapshot.
     assert_eq!(report.objects_removed, 2, "{report:?}");
     assert!(report.bytes_removed > 0);
-    assert!(!store.layout().session_dir(&sid).exists());
-    assert!(!store.layout().ref_path(&sid).exists());
+    assert!(!testing::session_dir(&root(dir.path()), &sid).exists());
+    assert!(!testing::ref_path(&root(dir.path()), &sid).exists());
     assert_eq!(store.load(&hb).unwrap().messages, mb);
     let fsck = store.fsck().unwrap();
-    assert!(fsck.is_sound() && fsck.unreachable == 0, "{fsck:?}");
+    assert!(fsck.is_sound() && fsck.unreachable == Some(0), "{fsck:?}");
 }
 
 #[test]
 fn corruption_gives_typed_errors_naming_the_object() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::for_project(dir.path());
+    let store = Store::open(dir.path()).unwrap();
+    let r = root(dir.path());
     let lease = store.new_session().unwrap();
     let mut state = SessionState::default();
     let mut msgs = conversation("x", 8);
     msgs[3] = msg("assistant", "long ".repeat(5_000)); // stored as a blob
-    let head = store
-        .commit(&lease, &mut state, input(&msgs, 0))
-        .unwrap()
-        .id;
-    let (blob, _) = object::encode(Kind::Blob, &canonical::to_vec(&msgs[3]));
-    let path = store.layout().object_path(&blob);
+    let head = commit_new(&store, &lease, &mut state, &msgs).id;
+    let (blob, _) = testing::encode("blob", &canonical::to_vec(&msgs[3]));
+    let path = testing::object_path(&r, &blob);
     let good = fs::read(&path).unwrap();
     let mut bad = good.clone();
     let last = bad.len() - 5;
@@ -419,28 +525,38 @@ fn corruption_gives_typed_errors_naming_the_object() {
     }
     let fsck = store.fsck().unwrap();
     assert!(
-        !fsck.is_sound() && fsck.corrupt[0].contains(&blob.to_hex()),
+        !fsck.is_sound() && fsck.faults[0].to_string().contains(&blob.to_hex()),
         "{fsck:?}"
+    );
+    assert_eq!(
+        fsck.unreachable, None,
+        "no garbage is reported when faults exist"
     );
     fs::remove_file(&path).unwrap();
     assert!(matches!(store.load(&head), Err(Error::Missing { id, .. }) if id == blob));
-    assert!(store.fsck().unwrap().missing[0].contains(&blob.to_hex()));
+    let fsck = store.fsck().unwrap();
+    assert!(
+        fsck.faults
+            .iter()
+            .any(|f| f.to_string().contains(&blob.to_hex()) && f.to_string().contains("missing")),
+        "{fsck:?}"
+    );
     // gc refuses to sweep on a broken store rather than guess.
     fs::write(&path, &good).unwrap();
-    let snap_path = store.layout().object_path(&head);
+    let snap_path = testing::object_path(&r, &head);
     fs::write(&snap_path, b"garbage").unwrap();
     assert!(matches!(store.gc(false), Err(Error::Corrupt { .. })));
     // A newer schema is its own error.
     let newer = json!({"schema_version": 99});
-    let (id, canon) = object::encode(Kind::Snapshot, &canonical::to_vec(&newer));
-    fs::create_dir_all(store.layout().object_dir(&id)).unwrap();
-    fs::write(store.layout().object_path(&id), zstd_compress(&canon)).unwrap();
+    let (id, canon) = testing::encode("snapshot", &canonical::to_vec(&newer));
+    fs::create_dir_all(testing::object_path(&r, &id).parent().unwrap()).unwrap();
+    fs::write(testing::object_path(&r, &id), zstd_compress(&canon)).unwrap();
     assert!(matches!(
         store.checkpoint(&id),
         Err(Error::NewerSchema { found: 99, .. })
     ));
     // A torn ref is reported, not read as empty.
-    fs::write(store.layout().ref_path(lease.session()), "abc").unwrap();
+    fs::write(testing::ref_path(&r, lease.session()), "abc").unwrap();
     assert!(matches!(
         store.head(lease.session()),
         Err(Error::BadRef { .. })
@@ -476,42 +592,45 @@ mod zstd_frame {
 fn randomized_operations_match_a_model() {
     let mut rng = Rng::seeded();
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::for_project(dir.path());
+    let store = Store::open(dir.path()).unwrap();
     // Model: session id -> list of (checkpoint id, messages at it), oldest first.
-    let mut model: BTreeMap<String, Vec<(ObjectId, Vec<Value>)>> = BTreeMap::new();
-    let mut live: BTreeMap<String, (SessionLease, SessionState, Vec<Value>)> = BTreeMap::new();
+    let mut model: BTreeMap<SessionId, Vec<(ObjectId, Vec<Value>)>> = BTreeMap::new();
+    let mut live: BTreeMap<SessionId, (SessionLease, SessionState, Conv)> = BTreeMap::new();
     for step in 0..300 {
         match rng.below(10) {
             0..=5 if !live.is_empty() => {
                 let k = rng.below(live.len() as u64) as usize;
                 let sid = live.keys().nth(k).unwrap().clone();
-                let (lease, state, msgs) = live.get_mut(&sid).unwrap();
-                let mut carried = Carried::prefix(msgs.len());
-                if rng.below(8) == 0 && msgs.len() > 6 {
+                let (lease, state, conv) = live.get_mut(&sid).unwrap();
+                if rng.below(8) == 0 && conv.msgs.len() > 6 {
                     // A compaction: keep the first and the last few.
-                    let len = msgs.len();
-                    let tail = msgs.split_off(len - 3);
-                    msgs.truncate(1);
-                    msgs.push(msg(
-                        "user",
-                        format!("<compacted-summary>{step}</compacted-summary>"),
-                    ));
-                    msgs.extend(tail);
-                    carried.splice(1, len - 3, 1);
+                    let len = conv.msgs.len();
+                    conv.splice(
+                        1,
+                        len - 3,
+                        vec![msg(
+                            "user",
+                            format!("<compacted-summary>{step}</compacted-summary>"),
+                        )],
+                    );
                 }
                 if rng.below(4) == 0 {
-                    msgs.push(msg("tool", format!("{step} {}", "large ".repeat(3_000))));
+                    conv.push(msg("user", format!("{step} {}", "large ".repeat(3_000))));
+                }
+                if rng.below(6) == 0 && conv.msgs.len() > 2 {
+                    // An edit in place (trimming an old result, say).
+                    let i = 1 + rng.below(conv.msgs.len() as u64 - 1) as usize;
+                    conv.msgs[i]["content"] = json!(format!("edited {step}"));
+                    conv.leaves[i] = None;
                 }
                 for i in 0..=rng.below(5) {
-                    msgs.push(msg(
+                    conv.push(msg(
                         if i % 2 == 0 { "user" } else { "assistant" },
                         format!("m{} {}", rng.below(20), step),
                     ));
                 }
-                let mut inp = input(msgs, 0);
-                inp.carried = carried;
-                let c = store.commit(lease, state, inp).unwrap();
-                model.get_mut(&sid).unwrap().push((c.id, msgs.clone()));
+                let c = conv.commit(&store, lease, state);
+                model.get_mut(&sid).unwrap().push((c.id, conv.msgs.clone()));
             }
             6 if !model.is_empty() => {
                 let sid = model
@@ -527,17 +646,14 @@ fn randomized_operations_match_a_model() {
                     .cloned()
                     .collect();
                 lineage.push((at, msgs.clone()));
-                let (lease, first) = store.fork(&at).unwrap();
-                let Loaded {
-                    messages: back,
-                    state,
-                    ..
-                } = store.load(&first).unwrap();
-                assert_eq!(back, msgs);
+                let (lease, first, _) = store.fork(&at).unwrap();
+                let loaded = store.load(&first).unwrap();
+                assert_eq!(loaded.messages, msgs);
                 lineage.push((first, msgs.clone()));
-                let sid = lease.session().to_owned();
+                let sid = lease.session().clone();
                 model.insert(sid.clone(), lineage);
-                live.insert(sid, (lease, state, msgs));
+                let conv = Conv::from_loaded(&loaded);
+                live.insert(sid, (lease, loaded.state, conv));
             }
             7 if !model.is_empty() => {
                 let sid = model
@@ -554,12 +670,13 @@ fn randomized_operations_match_a_model() {
             }
             _ => {
                 let lease = store.new_session().unwrap();
-                let msgs = vec![msg("system", "sys")];
-                let sid = lease.session().to_owned();
+                let sid = lease.session().clone();
                 let mut state = SessionState::default();
-                let c = store.commit(&lease, &mut state, input(&msgs, 0)).unwrap();
-                model.insert(sid.clone(), vec![(c.id, msgs.clone())]);
-                live.insert(sid, (lease, state, msgs));
+                let mut conv = Conv::default();
+                conv.push(msg("system", "sys"));
+                let c = conv.commit(&store, &lease, &mut state);
+                model.insert(sid.clone(), vec![(c.id, conv.msgs.clone())]);
+                live.insert(sid, (lease, state, conv));
             }
         }
     }
@@ -578,7 +695,7 @@ fn randomized_operations_match_a_model() {
         }
     }
     let fsck = store.fsck().unwrap();
-    assert!(fsck.is_sound() && fsck.unreachable == 0, "{fsck:?}");
+    assert!(fsck.is_sound() && fsck.unreachable == Some(0), "{fsck:?}");
 }
 
 // ---------------------------------------------------------------- children
@@ -609,48 +726,51 @@ fn child_committer() {
     let Ok(dir) = std::env::var("HEL_STORE_CHILD") else {
         return;
     };
-    let store = Store::for_project(Path::new(&dir));
-    let sid = std::env::var("HEL_SESSION").unwrap();
+    let store = Store::open(Path::new(&dir)).unwrap();
+    let sid: SessionId = std::env::var("HEL_SESSION").unwrap().parse().unwrap();
     let (lease, head) = store.resume(&sid).unwrap();
-    let Loaded {
-        messages: mut msgs,
-        mut state,
-        ..
-    } = store.load(&head).unwrap();
+    let loaded = store.load(&head).unwrap();
+    let mut conv = Conv::from_loaded(&loaded);
+    let mut state = loaded.state;
     let all = conversation("k", 100_000);
     loop {
-        let done = msgs.len();
-        msgs.extend_from_slice(&all[done..done + 4]);
+        let done = conv.msgs.len();
+        conv.extend(&all[done..done + 4]);
         // A spill blob now and then, so kills also land in big writes.
-        let mut inp = input(&msgs, done);
-        let spill = std::env::temp_dir().join(format!("hel-crash-spill-{}", std::process::id()));
+        let mut inp = conv.input();
         if done.is_multiple_of(16) {
-            fs::write(&spill, format!("{done}").repeat(50_000)).unwrap();
-            inp.new_spill = vec![(format!("spill-{done}"), spill.clone())];
+            let name = format!("spill-{done}-{}", std::process::id());
+            store
+                .write_spill(&lease, &name, format!("{done}").repeat(50_000).as_bytes())
+                .unwrap();
+            inp.new_spill = vec![(name.clone(), name)];
         }
-        store.commit(&lease, &mut state, inp).unwrap();
-        println!("committed {}", msgs.len());
+        let c = store.commit(&lease, &mut state, inp).unwrap();
+        conv.committed(&c);
+        println!("committed {}", conv.msgs.len());
     }
 }
 
 fn crash_rounds(rounds: usize) {
     let mut rng = Rng::seeded();
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::for_project(dir.path());
+    let store = Store::open(dir.path()).unwrap();
     let sid = {
         let lease = store.new_session().unwrap();
-        let all = conversation("k", 4);
-        store
-            .commit(&lease, &mut SessionState::default(), input(&all, 0))
-            .unwrap();
-        lease.session().to_owned()
+        commit_new(
+            &store,
+            &lease,
+            &mut SessionState::default(),
+            &conversation("k", 4),
+        );
+        lease.session().clone()
     };
     let all = conversation("k", 100_000);
     for round in 0..rounds {
         let mut proc = child(
             "child_committer",
             dir.path(),
-            &[("HEL_SESSION", sid.clone())],
+            &[("HEL_SESSION", sid.to_string())],
         )
         .spawn()
         .unwrap();
@@ -676,7 +796,7 @@ fn crash_rounds(rounds: usize) {
                 last = n.parse().unwrap();
             }
         }
-        let head = store.head(&sid).unwrap().expect("ref survives");
+        let head = store.head(&sid).expect("ref survives");
         let msgs = store
             .load(&head)
             .unwrap_or_else(|e| panic!("round {round}: {e}"))
@@ -692,7 +812,12 @@ fn crash_rounds(rounds: usize) {
     }
     let report = store.gc(false).unwrap();
     assert!(store.fsck().unwrap().is_sound(), "{report:?}");
-    assert_eq!(fs::read_dir(store.layout().tmp_dir()).unwrap().count(), 0);
+    assert_eq!(
+        fs::read_dir(testing::tmp_dir(&root(dir.path())))
+            .unwrap()
+            .count(),
+        0
+    );
 }
 
 #[test]
@@ -707,14 +832,15 @@ fn sigkill_during_commits_long() {
 }
 
 /// Child: start sessions that share content with every other writer,
-/// commit a few checkpoints, delete some (gc deferred), forever.
+/// commit a few checkpoints, delete some (gc deferred), fork now and then,
+/// forever.
 #[test]
 #[ignore]
 fn child_writer() {
     let Ok(dir) = std::env::var("HEL_STORE_CHILD") else {
         return;
     };
-    let store = Store::for_project(Path::new(&dir));
+    let store = Store::open(Path::new(&dir)).unwrap();
     let mut n = 0u64;
     loop {
         let lease = store.new_session().unwrap();
@@ -722,14 +848,24 @@ fn child_writer() {
         // The same messages in every writer: commits dedup against objects
         // another writer wrote, which that writer may be deleting right now.
         let msgs = conversation("shared", 12);
+        let mut conv = Conv::default();
+        let mut last = None;
         for end in [4, 8, 12] {
-            store
-                .commit(&lease, &mut state, input(&msgs[..end], end - 4))
-                .unwrap();
+            conv.extend(&msgs[end - 4..end]);
+            last = Some(conv.commit(&store, &lease, &mut state).id);
         }
-        let sid = lease.session().to_owned();
+        let sid = lease.session().clone();
         drop(lease);
         n += 1;
+        if n.is_multiple_of(3) {
+            // A fork of a checkpoint another gc may be about to judge.
+            if let Some(at) = last {
+                let (fork, _, _) = store.fork(&at).unwrap();
+                let fid = fork.session().clone();
+                drop(fork);
+                store.delete(&fid, false).unwrap();
+            }
+        }
         if n.is_multiple_of(2) {
             store.delete(&sid, false).unwrap();
         }
@@ -740,8 +876,8 @@ fn child_writer() {
 #[test]
 fn gc_concurrent_with_commits_never_loses_an_object() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::for_project(dir.path());
-    store.init().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    drop(store.new_session().unwrap());
     let mut writers: Vec<_> = (0..3)
         .map(|_| child("child_writer", dir.path(), &[]).spawn().unwrap())
         .collect();
@@ -778,34 +914,32 @@ fn gc_concurrent_with_commits_never_loses_an_object() {
 #[test]
 fn gc_drops_spill_working_copies_of_idle_sessions_only() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::for_project(dir.path());
+    let store = Store::open(dir.path()).unwrap();
+    let r = root(dir.path());
     let mut leases = Vec::new();
     for _ in 0..2 {
         let lease = store.new_session().unwrap();
-        let spill_dir = store.layout().spill_dir(lease.session());
-        fs::create_dir_all(&spill_dir).unwrap();
-        fs::write(spill_dir.join("out.txt"), "spilled").unwrap();
-        let msgs = conversation("w", 4);
-        let mut inp = input(&msgs, 0);
-        inp.new_spill = vec![("out.txt".into(), spill_dir.join("out.txt"))];
+        store.write_spill(&lease, "out.txt", b"spilled").unwrap();
+        let mut conv = Conv::default();
+        conv.extend(&conversation("w", 4));
+        let mut inp = conv.input();
+        inp.new_spill = vec![("out.txt".into(), "out.txt".into())];
         store
             .commit(&lease, &mut SessionState::default(), inp)
             .unwrap();
         leases.push(lease);
     }
     let idle = leases.remove(0);
-    let idle_id = idle.session().to_owned();
+    let idle_id = idle.session().clone();
     drop(idle);
     let report = store.gc(false).unwrap();
     assert_eq!(report.spill_dirs_removed, 1);
-    assert!(!store.layout().spill_dir(&idle_id).exists());
-    assert!(store
-        .layout()
-        .spill_dir(leases[0].session())
-        .join("out.txt")
+    assert!(!testing::session_dir(&r, &idle_id).join("spill").exists());
+    assert!(testing::session_dir(&r, leases[0].session())
+        .join("spill/out.txt")
         .exists());
     // The blob is what the checkpoint keeps.
-    let head = store.head(&idle_id).unwrap().unwrap();
+    let head = store.head(&idle_id).unwrap();
     let entry = store.checkpoint(&head).unwrap().spill["out.txt"].clone();
     assert_eq!(store.read_blob(&entry.blob).unwrap(), b"spilled");
     assert!(store.fsck().unwrap().is_sound());

@@ -1,13 +1,13 @@
 //! The agent loop: send the conversation, run the tool calls, repeat until
 //! the model answers without tool calls.
 
-use hel_store::Carried;
 use serde_json::{json, Value};
 use tokio::sync::watch;
 
 use crate::client::{ModelClient, RequestError};
 use crate::compact::{self, Policy};
 use crate::config::RequestConfig;
+use crate::conversation::Conversation;
 use crate::meter::Meter;
 use crate::record::{Exchange, Recorder};
 use crate::tools::{self, ToolCtx, Toolset};
@@ -55,11 +55,9 @@ pub struct Agent {
     client: ModelClient,
     pub toolset: Toolset,
     pub tools: ToolCtx,
-    /// What the model will be sent next (after compaction, not the whole history).
-    pub messages: Vec<Value>,
-    /// Which messages are, unchanged, those of the last checkpoint (the
-    /// store names them instead of writing them again).
-    pub carried: Carried,
+    /// What the model will be sent next (after compaction, not the whole
+    /// history), with its store bookkeeping.
+    pub conversation: Conversation,
     pub meter: Meter,
     pub recorder: Option<Recorder>,
     pub policy: Option<Policy>,
@@ -86,8 +84,7 @@ impl Agent {
             client,
             toolset,
             tools,
-            messages: Vec::new(),
-            carried: Carried::none(),
+            conversation: Conversation::new(),
             meter: Meter::default(),
             recorder,
             policy,
@@ -155,10 +152,11 @@ impl Agent {
         let seen = *self.interrupts.borrow();
         self.last_usage = (0, 0);
         // Where the instruction's user message is (None once compaction summarized it).
-        let mut start = Some(self.messages.len());
-        self.messages.push(json!({"role": "user", "content": text}));
+        let mut start = Some(self.conversation.len());
+        self.conversation
+            .push(json!({"role": "user", "content": text}));
         // End of the valid prefix: the user message, then each finished tool round.
-        let mut valid = self.messages.len();
+        let mut valid = self.conversation.len();
         let mut turns = 0;
         loop {
             if turns >= self.max_turns {
@@ -194,11 +192,13 @@ impl Agent {
                 }
             }
             turns += 1;
-            let sent = self.messages.len();
+            let sent = self.conversation.len();
             let has_tools = !self.toolset.names.is_empty();
-            let messages = std::mem::take(&mut self.messages);
-            let result = self.request("turn", &messages, has_tools, seen).await;
-            self.messages = messages;
+            let conversation = std::mem::take(&mut self.conversation);
+            let result = self
+                .request("turn", conversation.messages(), has_tools, seen)
+                .await;
+            self.conversation = conversation;
             let reply = match result {
                 Ok(r) => r,
                 Err(None) => {
@@ -232,7 +232,7 @@ impl Agent {
                 .and_then(Value::as_array)
                 .cloned()
                 .unwrap_or_default();
-            self.messages.push(reply.message.clone());
+            self.conversation.push(reply.message.clone());
             if calls.is_empty() {
                 let answer = match reply.message.get("content") {
                     Some(Value::String(s)) => s.clone(),
@@ -272,10 +272,10 @@ impl Agent {
                     rec.tool_call(&name, &args, result.ok, result.decision);
                 }
                 crate::note!("hel:   {}", one_line(&result.content, 120));
-                self.messages
+                self.conversation
                     .push(json!({"role": "tool", "tool_call_id": id, "content": result.content}));
             }
-            valid = self.messages.len();
+            valid = self.conversation.len();
         }
     }
 
@@ -293,8 +293,7 @@ impl Agent {
             Some(s) if valid <= s + 1 => s,
             _ => valid,
         };
-        self.messages.truncate(keep);
-        self.carried.truncate(keep);
+        self.conversation.truncate(keep);
         Outcome {
             termination,
             answer: None,

@@ -3,6 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
+use std::io::Write;
+
 use hel_store::time::rfc3339;
 use hel_store::Store;
 use serde_json::{json, Value};
@@ -23,7 +25,7 @@ fn print_json(v: &Value) {
 
 pub fn sessions(command: Option<SessionsCommand>, json_flag: bool) -> Result<u8, Exit> {
     let project = project()?;
-    let store = Store::for_project(&project);
+    let store = Store::open(&project)?;
     match command.unwrap_or(SessionsCommand::List { json: json_flag }) {
         SessionsCommand::List { json } => list(&store, json || json_flag),
         SessionsCommand::Log { session, json } => {
@@ -46,7 +48,7 @@ fn list(store: &Store, as_json: bool) -> Result<u8, Exit> {
                     json!({
                         "id": s.id, "busy": s.busy, "updated": rfc3339(s.updated_ms),
                         "checkpoints": s.checkpoints, "messages": s.messages, "instruction": s.instruction,
-                        "head": s.head.map(|h| h.to_hex()),
+                        "head": s.head.map(|h| h.to_hex()), "broken": s.broken,
                     })
                 })
                 .collect(),
@@ -61,16 +63,34 @@ fn list(store: &Store, as_json: bool) -> Result<u8, Exit> {
         "{:<36}  {:<5}  {:<24}  {:>11}  {:>8}  INSTRUCTION",
         "SESSION", "STATE", "UPDATED", "CHECKPOINTS", "MESSAGES"
     );
+    let mut broken = 0;
     for s in sessions {
+        let state = match (&s.broken, s.busy) {
+            (Some(_), _) => "broken",
+            (None, true) => "busy",
+            (None, false) => "idle",
+        };
+        let updated = if s.broken.is_some() {
+            "?".to_owned()
+        } else {
+            rfc3339(s.updated_ms)
+        };
         println!(
             "{:<36}  {:<5}  {:<24}  {:>11}  {:>8}  {}",
             s.id,
-            if s.busy { "busy" } else { "idle" },
-            rfc3339(s.updated_ms),
+            state,
+            updated,
             s.checkpoints,
             s.messages,
             s.instruction.chars().take(60).collect::<String>()
         );
+        if let Some(why) = &s.broken {
+            broken += 1;
+            crate::note!("hel: session {}: {why}", s.id);
+        }
+    }
+    if broken > 0 {
+        crate::note!("hel: {broken} session(s) cannot be read; `hel fsck` checks the whole store");
     }
     Ok(0)
 }
@@ -124,9 +144,7 @@ fn show(
     let id = session::resolve(store, project, spec)?;
     let checkpoint = match at {
         Some(at) => session::resolve_checkpoint(&store.log(&id)?, at)?,
-        None => store
-            .head(&id)?
-            .ok_or_else(|| Exit::refused(format!("session {id} has no checkpoint yet")))?,
+        None => store.head(&id)?,
     };
     let hel_store::Loaded {
         checkpoint: cp,
@@ -136,13 +154,35 @@ fn show(
         ..
     } = store.load(&checkpoint)?;
     if as_json {
-        print_json(&json!({
-            "session": id, "checkpoint": checkpoint.to_hex(), "created_at": cp.created_at, "cwd": cp.cwd,
-            "parents": cp.parents.iter().map(|p| p.to_hex()).collect::<Vec<_>>(),
-            "request_config": request_config, "meter": cp.meter, "cursors": cursors,
-            "spill": cp.spill.iter().map(|(k, v)| (k.clone(), json!({"blob": v.blob.to_hex(), "size": v.size}))).collect::<serde_json::Map<_, _>>(),
-            "messages": messages,
-        }));
+        // Written straight out: the conversation is not copied into another value.
+        #[derive(serde::Serialize)]
+        struct Shown<'a> {
+            session: &'a hel_store::SessionId,
+            checkpoint: String,
+            created_at: &'a str,
+            cwd: &'a str,
+            parents: Vec<String>,
+            request_config: &'a Value,
+            meter: &'a Value,
+            cursors: &'a Value,
+            spill: &'a std::collections::BTreeMap<String, hel_store::SpillEntry>,
+            messages: &'a [Value],
+        }
+        let shown = Shown {
+            session: &id,
+            checkpoint: checkpoint.to_hex(),
+            created_at: &cp.created_at,
+            cwd: &cp.cwd,
+            parents: cp.parents.iter().map(|p| p.to_hex()).collect(),
+            request_config: &request_config,
+            meter: &cp.meter,
+            cursors: &cursors,
+            spill: &cp.spill,
+            messages: &messages,
+        };
+        let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+        let _ = serde_json::to_writer_pretty(&mut out, &shown);
+        let _ = writeln!(out);
         return Ok(0);
     }
     println!(
@@ -223,7 +263,7 @@ fn delete(store: &Store, project: &Path, spec: &str) -> Result<u8, Exit> {
 }
 
 pub fn gc(dry_run: bool) -> Result<u8, Exit> {
-    let store = Store::for_project(&project()?);
+    let store = Store::open(&project()?)?;
     let r = store.gc(dry_run)?;
     let verb = if dry_run {
         "would reclaim"
@@ -243,27 +283,30 @@ pub fn gc(dry_run: bool) -> Result<u8, Exit> {
 }
 
 pub fn fsck() -> Result<u8, Exit> {
-    let store = Store::for_project(&project()?);
+    let store = Store::open(&project()?)?;
     let r = store.fsck()?;
     println!(
         "checked {} objects ({} bytes) and {} refs",
         r.objects, r.bytes, r.refs
     );
-    for line in r.corrupt.iter().chain(&r.missing).chain(&r.bad_refs) {
-        println!("fault: {line}");
+    for fault in &r.faults {
+        println!("fault: {fault}");
     }
-    println!(
-        "garbage: {} unreachable objects, {} temporary files (not faults; `hel gc` reclaims them)",
-        r.unreachable, r.tmp_files
-    );
+    for note in &r.notes {
+        println!("note: {note}");
+    }
+    match r.unreachable {
+        Some(n) => println!(
+            "garbage: {n} unreachable objects, {} temporary files (not faults; `hel gc` reclaims them)",
+            r.tmp_files
+        ),
+        None => println!("garbage: not counted while the store has faults (`hel gc` refuses until they are fixed)"),
+    }
     if r.is_sound() {
         println!("store is sound");
         Ok(0)
     } else {
-        println!(
-            "store has {} faults",
-            r.corrupt.len() + r.missing.len() + r.bad_refs.len()
-        );
+        println!("store has {} faults", r.faults.len());
         Ok(1)
     }
 }

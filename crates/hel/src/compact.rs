@@ -4,6 +4,7 @@
 use serde_json::{json, Value};
 
 use crate::agent::Agent;
+use crate::conversation::Conversation;
 use crate::meter::estimate_chars;
 
 /// Tool results longer than this (characters) are trimmed when over budget.
@@ -70,9 +71,10 @@ pub fn tail_start(messages: &[Value], keep_recent: u64) -> usize {
 
 /// Trim tool results before `end` longer than [`TRIM_OVER`] characters to
 /// their head and tail. Returns the indices of the trimmed messages.
-pub fn trim_tool_results(messages: &mut [Value], end: usize) -> Vec<usize> {
+pub fn trim_tool_results(conversation: &mut Conversation, end: usize) -> Vec<usize> {
     let mut trimmed = Vec::new();
-    for (i, m) in messages.iter_mut().enumerate().take(end) {
+    for i in 0..end.min(conversation.len()) {
+        let m = &conversation.messages()[i];
         if role(m) != "tool" {
             continue;
         }
@@ -91,7 +93,8 @@ pub fn trim_tool_results(messages: &mut [Value], end: usize) -> Vec<usize> {
             .map(|p| format!(" The whole output is still in spill: {p}"))
             .unwrap_or_default();
         let cut = n - TRIM_HEAD - TRIM_TAIL;
-        m["content"] = json!(format!("{head}\n[… {cut} characters trimmed from this old tool result to save context.{spill}]\n{tail}"));
+        let text = format!("{head}\n[… {cut} characters trimmed from this old tool result to save context.{spill}]\n{tail}");
+        conversation.edit(i, |m| m["content"] = json!(text));
         trimmed.push(i);
     }
     trimmed
@@ -110,22 +113,19 @@ pub async fn before_request(
     seen: u64,
 ) -> (Option<(usize, usize)>, Result<(), Stop>) {
     let mut moved = None;
-    if agent.meter.estimate(&agent.messages) > policy.at {
-        let tail = tail_start(&agent.messages, policy.keep_recent);
-        let trimmed = trim_tool_results(&mut agent.messages, tail);
+    if agent.meter.estimate(agent.conversation.messages()) > policy.at {
+        let tail = tail_start(agent.conversation.messages(), policy.keep_recent);
+        let trimmed = trim_tool_results(&mut agent.conversation, tail);
         if !trimmed.is_empty() {
             crate::note!(
                 "hel: trimmed old tool results to stay under {} tokens",
                 policy.at
             );
-            for i in trimmed {
-                agent.carried.modify(i);
-            }
             agent.meter.reset();
         }
     }
-    if agent.meter.estimate(&agent.messages) > policy.at {
-        let t = tail_start(&agent.messages, policy.keep_recent);
+    if agent.meter.estimate(agent.conversation.messages()) > policy.at {
+        let t = tail_start(agent.conversation.messages(), policy.keep_recent);
         if t > 1 {
             match summarize(agent, t, seen).await {
                 Ok(m) => moved = m,
@@ -133,7 +133,7 @@ pub async fn before_request(
             }
         }
     }
-    let estimate = agent.meter.estimate(&agent.messages);
+    let estimate = agent.meter.estimate(agent.conversation.messages());
     if estimate + agent.config.max_output_tokens > policy.window {
         return (moved, Err(Stop::Overflow(format!(
             "the conversation (about {estimate} tokens) does not fit the context window of {} tokens even after compaction; start a new session or raise --context-window",
@@ -144,7 +144,7 @@ pub async fn before_request(
 }
 
 async fn summarize(agent: &mut Agent, t: usize, seen: u64) -> Result<Option<(usize, usize)>, Stop> {
-    let span = &agent.messages[1..t];
+    let span = &agent.conversation.messages()[1..t];
     let transcript: Vec<String> = span
         .iter()
         .map(|m| serde_json::to_string(m).unwrap_or_default())
@@ -176,8 +176,7 @@ async fn summarize(agent: &mut Agent, t: usize, seen: u64) -> Result<Option<(usi
         crate::note!("hel: the compaction summary is not smaller than what it would replace; keeping the conversation as is");
         return Ok(None);
     }
-    agent.messages.splice(1..t, [message]);
-    agent.carried.splice(1, t, 1);
+    agent.conversation.splice(1, t, vec![message]);
     agent.meter.reset();
     Ok(Some((t, 2)))
 }
@@ -234,13 +233,14 @@ mod tests {
 
     #[test]
     fn trims_only_long_tool_results_before_the_tail() {
-        let mut msgs = vec![
+        let mut conv = Conversation::from(vec![
             m("system", 10),
             json!({"role": "tool", "tool_call_id": "a", "content": format!("spill: .hel/x\n{}", "y".repeat(20_000))}),
             json!({"role": "tool", "tool_call_id": "b", "content": "short"}),
             json!({"role": "tool", "tool_call_id": "c", "content": "z".repeat(20_000)}),
-        ];
-        assert_eq!(trim_tool_results(&mut msgs, 3), vec![1]);
+        ]);
+        assert_eq!(trim_tool_results(&mut conv, 3), vec![1]);
+        let msgs = conv.messages();
         let t = msgs[1]["content"].as_str().unwrap();
         assert!(
             t.starts_with("spill: .hel/x")

@@ -46,11 +46,18 @@ impl From<hel_store::Error> for Exit {
             E::InUse { session } => Exit::refused(format!(
                 "session {session} is in use by another hel instance: wait for it to exit, or fork it with `hel resume {session} --at <CHECKPOINT>`"
             )),
-            E::NoSuchSession { session } => Exit::refused(format!("no session {session} in this project (`hel sessions` lists them)")),
+            E::NoSuchSession { session } => Exit::refused(format!("no session {session} in this project; a session exists once an answer completes (`hel sessions` lists them)")),
             E::NoCheckpoint { session } => Exit::refused(format!(
-                "session {session} ended before any answer completed: there is nothing to resume (`hel gc` removes it)"
+                "session {session} has no checkpoint yet: the instance working on it has not completed an answer"
             )),
-            E::Corrupt { .. } | E::Missing { .. } | E::UnknownKind { .. } | E::WrongKind { .. } | E::BadRef { .. } => {
+            E::Corrupt { .. }
+            | E::Missing { .. }
+            | E::UnknownKind { .. }
+            | E::WrongKind { .. }
+            | E::TooLarge { .. }
+            | E::BadRef { .. }
+            | E::BadMessage { .. }
+            | E::BrokenConversation { .. } => {
                 Exit::refused(format!("{e} (run `hel fsck` for a full check)"))
             }
             _ => Exit::refused(e.to_string()),

@@ -17,6 +17,7 @@ pub mod client;
 pub mod commands;
 pub mod compact;
 pub mod config;
+pub mod conversation;
 pub mod exit;
 pub mod instance;
 pub mod meter;

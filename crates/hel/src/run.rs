@@ -3,6 +3,7 @@
 
 use std::io::Write;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use hel_store::Store;
 use serde_json::Value;
@@ -14,6 +15,7 @@ use crate::cli::RunArgs;
 use crate::client::ModelClient;
 use crate::compact::Policy;
 use crate::config::{self, RequestConfig};
+use crate::conversation::Conversation;
 use crate::exit::Exit;
 use crate::instance::Instance;
 use crate::meter::Meter;
@@ -95,7 +97,7 @@ fn open_session(
         (
             Session {
                 store: store.clone(),
-                lease,
+                lease: Arc::new(lease),
                 state: hel_store::SessionState::default(),
                 cwd: cwd.clone(),
             },
@@ -113,7 +115,7 @@ fn open_session(
             let last = store
                 .sessions()?
                 .into_iter()
-                .find(|s| !s.busy && s.head.is_some())
+                .find(|s| !s.busy && s.head.is_some() && s.broken.is_none())
                 .ok_or_else(|| {
                     Exit::refused("no session of this project can be resumed (none, or all in use)")
                 })?;
@@ -124,7 +126,10 @@ fn open_session(
             let id = session::resolve(store, &setup.project, spec)?;
             let log = store.log(&id)?;
             let checkpoint = session::resolve_checkpoint(&log, at)?;
-            let (lease, first) = store.fork(&checkpoint)?;
+            let (lease, first, warnings) = store.fork(&checkpoint)?;
+            for w in warnings {
+                crate::note!("hel: warning: {w}");
+            }
             Ok(make(lease, Some(first)))
         }
     }
@@ -136,11 +141,11 @@ pub async fn run(args: RunArgs, start: Start) -> Result<u8, Exit> {
     let from_stdin = args.instructions.is_empty();
     let instance = Instance::start()
         .map_err(|e| Exit::refused(format!("cannot create the instance directory: {e}")))?;
-    let store = Store::for_project(&setup.project);
+    let store = Store::open(&setup.project)?;
     let opened = match open_session(&store, &setup, &start) {
         Ok(s) => Some(s),
         Err(e) if matches!(start, Start::New) => {
-            crate::note!("hel: warning: cannot create a session in {} ({e}); this conversation will not be saved", store.layout().root().display());
+            crate::note!("hel: warning: cannot create a session in {} ({e}); this conversation will not be saved", store.root_path().display());
             None
         }
         Err(e) => return Err(e),
@@ -160,7 +165,7 @@ pub async fn run(args: RunArgs, start: Start) -> Result<u8, Exit> {
         None => None,
     };
     if let (Some(rec), Some(s)) = (recorder.as_mut(), &session) {
-        rec.set("session_id", Value::String(s.id().to_owned()));
+        rec.set("session_id", Value::String(s.id().to_string()));
     }
     let sandbox = !args.no_sandbox;
     if args.no_sandbox && setup.toolset.names.contains(&"bash") {
@@ -169,13 +174,10 @@ pub async fn run(args: RunArgs, start: Start) -> Result<u8, Exit> {
         );
     }
     let spill = match &session {
-        Some(s) => SpillStore::for_session(&store, s.id()),
+        Some(s) => SpillStore::for_session(&store, Arc::clone(&s.lease)),
         None => SpillStore::for_instance(&instance.spill()),
     };
-    let mut inherit_fds = vec![instance.lock_fd()];
-    if let Some(s) = &session {
-        inherit_fds.push(s.lease.raw_fd());
-    }
+    let inherit_fds = vec![instance.lock_fd()];
     let tools = ToolCtx {
         project: setup.project.clone(),
         access: args.access,
@@ -211,7 +213,7 @@ pub async fn run(args: RunArgs, start: Start) -> Result<u8, Exit> {
         args.max_turns,
         interrupts.clone(),
     );
-    agent.messages.push(system_message);
+    agent.conversation.push(system_message);
 
     if let (Some(s), Some(head)) = (session.as_mut(), head) {
         restore(s, &mut agent, head)?;
@@ -260,8 +262,13 @@ pub async fn run(args: RunArgs, start: Start) -> Result<u8, Exit> {
             Termination::Completed => {
                 // Saved before it is shown: an answer on screen is an answer on disk.
                 if let Some(s) = session.as_mut() {
-                    if let Err(e) = s.checkpoint(&mut agent, &text) {
-                        crate::note!("hel: warning: could not save a checkpoint ({e}); the conversation goes on in memory and the next answer saves it all");
+                    match s.checkpoint(&mut agent, &text) {
+                        Ok(c) => {
+                            for w in c.warnings {
+                                crate::note!("hel: warning: {w}");
+                            }
+                        }
+                        Err(e) => crate::note!("hel: warning: could not save a checkpoint ({e}); the conversation goes on in memory and the next answer saves it all"),
                     }
                 }
                 let answer = outcome.answer.unwrap_or_default();
@@ -303,9 +310,9 @@ fn finish(agent: &mut Agent, instance: &Instance, session: Option<&Session>) {
     instance.finish();
 }
 
-/// Continue from checkpoint `head`: verify it, rebuild the system message,
-/// apply the current config, and restore the Meter (when the rule allows),
-/// the cursors and the spill map.
+/// Continue from checkpoint `head`: load it (validated), check it belongs
+/// here, rebuild the system message, apply the current config, and restore
+/// the Meter (when the rule allows), the cursors and the spill map.
 fn restore(
     session: &mut Session,
     agent: &mut Agent,
@@ -313,35 +320,16 @@ fn restore(
 ) -> Result<(), Exit> {
     let hel_store::Loaded {
         checkpoint: cp,
-        mut messages,
+        messages,
+        leaves,
         state,
         request_config,
         cursors,
     } = session.store.load(&head)?;
-    session::verify(&cp, session.id(), &messages, &session.cwd)?;
-    let fresh_system = agent.messages[0].clone();
-    let system_changed = match messages.first() {
-        Some(m) if m.get("role").and_then(Value::as_str) == Some("system") => {
-            let changed = *m != fresh_system;
-            messages[0] = fresh_system;
-            changed
-        }
-        _ => {
-            messages.insert(0, fresh_system);
-            true
-        }
-    };
-    agent.messages = messages;
-    let n = agent.messages.len();
-    agent.carried = if system_changed {
-        hel_store::Carried::from_runs(vec![hel_store::Carry {
-            at: 1,
-            from: 1,
-            len: n.saturating_sub(1),
-        }])
-    } else {
-        hel_store::Carried::prefix(n)
-    };
+    session::verify(&cp, session.id(), &session.cwd)?;
+    let fresh_system = agent.conversation.messages()[0].clone();
+    agent.conversation = Conversation::restored(messages, &leaves);
+    let system_changed = agent.conversation.set_system(fresh_system);
     session.state = state;
 
     let saved: Option<RequestConfig> = serde_json::from_value(request_config).ok();

@@ -1,9 +1,10 @@
 //! Sessions: finding, verifying, restoring and checkpointing them.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use hel_store::log::LogEntry;
-use hel_store::{Checkpoint, CommitInput, ObjectId, SessionLease, SessionState, Store};
+use hel_store::{Checkpoint, CommitInput, ObjectId, SessionId, SessionLease, SessionState, Store};
 use serde_json::Value;
 
 use crate::agent::Agent;
@@ -12,31 +13,33 @@ use crate::exit::Exit;
 /// A session this process holds.
 pub struct Session {
     pub store: Store,
-    pub lease: SessionLease,
+    /// Shared with the session's spill, which writes through it.
+    pub lease: Arc<SessionLease>,
     pub state: SessionState,
     /// The project directory, as checkpoints record it.
     pub cwd: String,
 }
 
 impl Session {
-    pub fn id(&self) -> &str {
+    pub fn id(&self) -> &SessionId {
         self.lease.session()
     }
 
     /// Commit the agent's state as a checkpoint. On failure the previous
     /// checkpoint stays as it was and the next call commits everything.
+    /// Once it is published, what went wrong after is returned as warnings.
     pub fn checkpoint(
         &mut self,
         agent: &mut Agent,
         instruction: &str,
-    ) -> Result<ObjectId, hel_store::Error> {
+    ) -> Result<hel_store::Committed, hel_store::Error> {
         let pending = agent.tools.spill.pending();
         let committed = self.store.commit(
             &self.lease,
             &mut self.state,
             CommitInput {
-                messages: &agent.messages,
-                carried: agent.carried.clone(),
+                messages: agent.conversation.messages(),
+                leaves: agent.conversation.leaves(),
                 cwd: self.cwd.clone(),
                 request_config: serde_json::to_value(&agent.config).unwrap_or_default(),
                 meter: serde_json::to_value(agent.meter).unwrap_or_default(),
@@ -51,10 +54,10 @@ impl Session {
                 why: format!("checkpoint: {}", hel_store::first_line(instruction)),
             },
         )?;
-        agent.carried = hel_store::Carried::prefix(agent.messages.len());
+        agent.conversation.committed(&committed);
         agent.tools.spill.clear_pending();
         agent.tools.spill.set_committed(self.state.spill());
-        Ok(committed.id)
+        Ok(committed)
     }
 }
 
@@ -74,16 +77,18 @@ pub fn check_session_arg(spec: &str) -> Result<(), Exit> {
 }
 
 /// Resolve a session argument to one session id of `store`.
-pub fn resolve(store: &Store, project: &Path, spec: &str) -> Result<String, Exit> {
+pub fn resolve(store: &Store, project: &Path, spec: &str) -> Result<SessionId, Exit> {
     check_session_arg(spec)?;
     let spec = spec.to_ascii_lowercase();
-    let matches = store.sessions_matching(&spec)?;
+    let mut matches = store.sessions_matching(&spec)?;
     match matches.len() {
-        1 => Ok(matches.into_iter().next().unwrap_or_default()),
+        1 => Ok(matches.remove(0)),
         0 => {
             // Run from inside a project that holds it? Say where.
             for dir in project.ancestors().skip(1) {
-                let other = Store::for_project(dir);
+                let Ok(other) = Store::open(dir) else {
+                    continue;
+                };
                 if other.exists()
                     && other
                         .sessions_matching(&spec)
@@ -104,7 +109,11 @@ pub fn resolve(store: &Store, project: &Path, spec: &str) -> Result<String, Exit
         }
         _ => Err(Exit::refused(format!(
             "{spec} is ambiguous: it matches {}; give more digits",
-            matches.join(", ")
+            matches
+                .iter()
+                .map(SessionId::as_str)
+                .collect::<Vec<_>>()
+                .join(", ")
         ))),
     }
 }
@@ -134,15 +143,11 @@ pub fn resolve_checkpoint(log: &[LogEntry], spec: &str) -> Result<ObjectId, Exit
     }
 }
 
-/// Refuse a checkpoint that may not be continued here: saved in another
-/// directory, or holding a broken conversation.
-pub fn verify(
-    cp: &Checkpoint,
-    session: &str,
-    messages: &[Value],
-    project: &str,
-) -> Result<(), Exit> {
-    if cp.session_id != session {
+/// Refuse a checkpoint that may not be continued here: another session's,
+/// or saved in another directory. (What it holds was validated when it was
+/// loaded: a broken conversation never gets this far.)
+pub fn verify(cp: &Checkpoint, session: &SessionId, project: &str) -> Result<(), Exit> {
+    if cp.session_id != *session {
         return Err(Exit::refused(format!("checkpoint belongs to session {}, not {session}: the store is inconsistent (run `hel fsck`)", cp.session_id)));
     }
     if cp.cwd != project {
@@ -151,76 +156,12 @@ pub fn verify(
             cp.cwd, cp.cwd
         )));
     }
-    check_pairing(messages).map_err(|why| Exit::refused(format!("session {session} holds a broken conversation ({why}); it will not be sent to the model")))
-}
-
-/// Every assistant tool call has its tool message, and every tool message
-/// answers a call of the assistant message before it.
-pub fn check_pairing(messages: &[Value]) -> Result<(), String> {
-    let mut open: Vec<String> = Vec::new();
-    for (i, m) in messages.iter().enumerate() {
-        match m.get("role").and_then(Value::as_str) {
-            Some("tool") => {
-                let id = m.get("tool_call_id").and_then(Value::as_str).unwrap_or("");
-                match open.iter().position(|o| o == id) {
-                    Some(p) => {
-                        open.remove(p);
-                    }
-                    None => {
-                        return Err(format!(
-                            "message {i} answers tool call {id:?}, which no assistant message made"
-                        ))
-                    }
-                }
-            }
-            role => {
-                if let Some(o) = open.first() {
-                    return Err(format!("tool call {o:?} has no result before message {i}"));
-                }
-                if role == Some("assistant") {
-                    if let Some(calls) = m.get("tool_calls").and_then(Value::as_array) {
-                        open = calls
-                            .iter()
-                            .map(|c| c.get("id").and_then(Value::as_str).unwrap_or("").to_owned())
-                            .collect();
-                    }
-                }
-            }
-        }
-    }
-    match open.first() {
-        Some(o) => Err(format!("tool call {o:?} has no result")),
-        None => Ok(()),
-    }
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn pairing() {
-        let call = json!({"role": "assistant", "tool_calls": [{"id": "a"}, {"id": "b"}]});
-        let ra = json!({"role": "tool", "tool_call_id": "a", "content": ""});
-        let rb = json!({"role": "tool", "tool_call_id": "b", "content": ""});
-        let user = json!({"role": "user", "content": "x"});
-        assert!(check_pairing(&[
-            user.clone(),
-            call.clone(),
-            ra.clone(),
-            rb.clone(),
-            user.clone()
-        ])
-        .is_ok());
-        assert!(check_pairing(&[call.clone(), ra.clone()])
-            .unwrap_err()
-            .contains("\"b\""));
-        assert!(check_pairing(&[call.clone(), ra.clone(), user.clone(), rb.clone()]).is_err());
-        assert!(check_pairing(&[user, ra])
-            .unwrap_err()
-            .contains("no assistant"));
-    }
 
     #[test]
     fn session_args() {

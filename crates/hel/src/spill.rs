@@ -3,70 +3,95 @@
 //!
 //! With a session (always, unless the store cannot be written), spill lives
 //! in `.hel/sessions/<id>/spill/` and the conversation names it relative to
-//! the project; each checkpoint keeps it as a blob. The session may read
-//! exactly the spill its spill map holds (inherited entries are served from
-//! their blobs), so a fork reads what it inherited even after the original
-//! is gone. Without a session, spill goes to the instance's spill dir,
-//! named by absolute path.
+//! the project; each checkpoint keeps it as a blob. The working copies are
+//! written and read through the store (descriptor-relative, no links
+//! followed: `.hel/` may have come with the repository). The session may
+//! read exactly the spill its spill map holds (inherited entries are served
+//! from their blobs), so a fork reads what it inherited even after the
+//! original is gone. Without a session, spill goes to the instance's spill
+//! dir, named by absolute path.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
+use std::sync::Arc;
 
-use hel_store::object::{self, Kind};
-use hel_store::{ObjectId, SpillEntry, Store};
+use hel_store::{ObjectId, SessionLease, SpillEntry, Store};
 
 /// Default spill limit in characters (Unicode scalar values), ~12,500 tokens.
 pub const DEFAULT_LIMIT: usize = 50_000;
 /// Characters of head and of tail kept in the conversation.
 const EDGE: usize = 2_000;
+/// The largest spill file read back (tool output is capped well below).
+const READ_MAX: u64 = hel_store::Cap::SPILL.max;
 
 enum Source {
-    /// Written by this process, not yet committed.
-    File(PathBuf),
+    /// Written by this process, not yet committed: its file name.
+    File(String),
     /// Kept by a checkpoint.
     Stored(SpillEntry),
+}
+
+/// Where spill files are written.
+enum Home {
+    /// The session's spill directory in the store.
+    Session {
+        store: Store,
+        lease: Arc<SessionLease>,
+        /// The directory's path (for the sandbox, which shows it read-only).
+        dir: PathBuf,
+    },
+    /// The instance's own spill directory (no session).
+    Instance { dir: PathBuf },
 }
 
 /// The spill file read last: (name, bytes, blob id).
 type LastRead = (String, Rc<[u8]>, ObjectId);
 
 pub struct SpillStore {
-    dir: PathBuf,
-    /// How the conversation names files in `dir` (with a trailing `/`).
+    home: Home,
+    /// How the conversation names spill files (with a trailing `/`).
     prefix: String,
     entries: BTreeMap<String, Source>,
-    pending: Vec<(String, PathBuf)>,
-    store: Option<Store>,
+    /// Spilled since the last commit: (name in the conversation, file name).
+    pending: Vec<(String, String)>,
     pub limit: usize,
     counter: u32,
     last: RefCell<Option<LastRead>>,
 }
 
 impl SpillStore {
-    /// Spill for `session` of `store`.
-    pub fn for_session(store: &Store, session: &str) -> SpillStore {
-        let dir = store.layout().spill_dir(session);
+    /// Spill for the session of `lease` in `store`.
+    pub fn for_session(store: &Store, lease: Arc<SessionLease>) -> SpillStore {
+        let session = lease.session().clone();
         SpillStore::new(
-            dir,
-            format!(".hel/sessions/{session}/spill/"),
-            Some(store.clone()),
+            Home::Session {
+                store: store.clone(),
+                dir: store.spill_dir_path(&session),
+                lease,
+            },
+            format!("{}/sessions/{session}/spill/", hel_store::STORE_DIR),
         )
     }
 
     /// Spill in the instance's own space (no session).
     pub fn for_instance(dir: &Path) -> SpillStore {
-        SpillStore::new(dir.to_owned(), format!("{}/", dir.display()), None)
+        SpillStore::new(
+            Home::Instance {
+                dir: dir.to_owned(),
+            },
+            format!("{}/", dir.display()),
+        )
     }
 
-    fn new(dir: PathBuf, prefix: String, store: Option<Store>) -> SpillStore {
+    fn new(home: Home, prefix: String) -> SpillStore {
         SpillStore {
-            dir,
+            home,
             prefix,
             entries: BTreeMap::new(),
             pending: Vec::new(),
-            store,
             limit: limit_from_env(),
             counter: 0,
             last: RefCell::new(None),
@@ -75,8 +100,10 @@ impl SpillStore {
 
     /// The session's own spill directory (bash sees it read-only).
     pub fn own_dir(&self) -> Option<PathBuf> {
-        // Only a session's spill lives under .hel/, where bash needs it shown.
-        self.store.is_some().then(|| self.dir.clone())
+        match &self.home {
+            Home::Session { dir, .. } => Some(dir.clone()),
+            Home::Instance { .. } => None,
+        }
     }
 
     /// Adopt a checkpoint's spill map (at resume, and after each commit).
@@ -87,12 +114,35 @@ impl SpillStore {
     }
 
     /// Files spilled since the last commit: (name in the conversation, file).
-    pub fn pending(&self) -> Vec<(String, PathBuf)> {
+    pub fn pending(&self) -> Vec<(String, String)> {
         self.pending.clone()
     }
 
     pub fn clear_pending(&mut self) {
         self.pending.clear();
+    }
+
+    fn write(&self, name: &str, bytes: &[u8]) -> Result<(), String> {
+        match &self.home {
+            Home::Session { store, lease, .. } => store
+                .write_spill(lease, name, bytes)
+                .map_err(|e| e.to_string()),
+            Home::Instance { dir } => std::fs::create_dir_all(dir)
+                .and_then(|_| std::fs::write(dir.join(name), bytes))
+                .map_err(|e| format!("{}: {e}", dir.join(name).display())),
+        }
+    }
+
+    fn read_file(&self, name: &str) -> Option<Vec<u8>> {
+        match &self.home {
+            Home::Session { store, lease, .. } => store.read_spill_copy(lease, name).ok().flatten(),
+            Home::Instance { dir } => {
+                let f = std::fs::File::open(dir.join(name)).ok()?;
+                let mut bytes = Vec::new();
+                f.take(READ_MAX).read_to_end(&mut bytes).ok()?;
+                Some(bytes)
+            }
+        }
     }
 
     /// If `content` is over the limit, save it and return what the
@@ -108,13 +158,9 @@ impl SpillStore {
             self.counter,
             &uuid::Uuid::new_v4().simple().to_string()[..8]
         );
-        let path = self.dir.join(&name);
-        let saved =
-            std::fs::create_dir_all(&self.dir).and_then(|_| std::fs::write(&path, &content));
-        if let Err(e) = saved {
+        if let Err(e) = self.write(&name, content.as_bytes()) {
             crate::note!(
-                "hel: warning: cannot write spill file {}: {e}; the result is cut instead",
-                path.display()
+                "hel: warning: cannot write spill file {name}: {e}; the result is cut instead"
             );
             let head: String = content.chars().take(EDGE).collect();
             return format!(
@@ -123,8 +169,8 @@ impl SpillStore {
             );
         }
         let key = format!("{}{name}", self.prefix);
-        self.entries.insert(key.clone(), Source::File(path.clone()));
-        self.pending.push((key.clone(), path));
+        self.entries.insert(key.clone(), Source::File(name.clone()));
+        self.pending.push((key.clone(), name));
         let head: String = content.chars().take(EDGE).collect();
         let tail: String = {
             let v: Vec<char> = content.chars().rev().take(EDGE).collect();
@@ -149,22 +195,25 @@ impl SpillStore {
             }
         }
         let (bytes, id): (Rc<[u8]>, ObjectId) = match self.entries.get(key)? {
-            Source::File(p) => {
-                let bytes = std::fs::read(p).ok()?;
-                let id = object::id_of(Kind::Blob, &bytes);
+            Source::File(name) => {
+                let bytes = self.read_file(name)?;
+                let id = hel_store::blob_id(&bytes);
                 (bytes.into(), id)
             }
             Source::Stored(entry) => {
                 // The working copy of our own spill, when intact, saves a decode.
                 let copy = key
                     .strip_prefix(&self.prefix)
-                    .and_then(|name| std::fs::read(self.dir.join(name)).ok())
+                    .and_then(|name| self.read_file(name))
                     .filter(|b| {
-                        b.len() as u64 == entry.size && object::id_of(Kind::Blob, b) == entry.blob
+                        b.len() as u64 == entry.size && hel_store::blob_id(b) == entry.blob
                     });
                 let bytes = match copy {
                     Some(b) => b,
-                    None => self.store.as_ref()?.read_blob(&entry.blob).ok()?,
+                    None => match &self.home {
+                        Home::Session { store, .. } => store.read_blob(&entry.blob).ok()?,
+                        Home::Instance { .. } => return None,
+                    },
                 };
                 (bytes.into(), entry.blob)
             }
@@ -176,18 +225,20 @@ impl SpillStore {
     /// Re-create this session's own spill working copies from their blobs
     /// when they are gone (at resume).
     pub fn materialize(&self) {
-        let Some(store) = &self.store else { return };
+        let Home::Session { store, lease, .. } = &self.home else {
+            return;
+        };
         for (key, src) in &self.entries {
             let (Source::Stored(entry), Some(name)) = (src, key.strip_prefix(&self.prefix)) else {
                 continue;
             };
-            let path = self.dir.join(name);
-            if path.exists() {
+            if self.read_file(name).is_some() {
                 continue;
             }
             if let Ok(bytes) = store.read_blob(&entry.blob) {
-                let _ =
-                    std::fs::create_dir_all(&self.dir).and_then(|_| std::fs::write(&path, bytes));
+                // A copy that exists (even a bad one) is left: reads check
+                // copies against the blob id and fall back to the blob.
+                let _ = store.write_spill(lease, name, &bytes);
             }
         }
     }

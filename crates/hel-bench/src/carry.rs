@@ -1,10 +1,6 @@
-//! What a commit can reuse: which messages of the conversation are, by the
-//! caller's bookkeeping, the same as messages of the last checkpoint.
-//!
-//! The store does not compare message contents to find what is unchanged
-//! (that would cost a pass over the whole conversation per commit). The
-//! writer tells it instead, by keeping a [`Carried`] up to date as it
-//! appends, truncates, edits and splices its messages.
+//! The benchmark workloads' bookkeeping of which messages are unchanged
+//! since the last commit (positions), which each store under test turns
+//! into what it needs: hel-store into leaves, JSONL into what to append.
 
 /// `messages[at..at + len]` equal the last checkpoint's `[from..from + len]`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
