@@ -18,7 +18,7 @@ pub fn bin_dir() -> PathBuf {
         .and_then(Path::parent)
         .expect("target dir")
         .to_owned();
-    for b in ["hel", "hel-mock", "hel-evals"] {
+    for b in ["hel", "hel-mock", "hel-evals", "measure"] {
         assert!(
             dir.join(b).exists(),
             "{} is missing: run `cargo build --workspace` before the tests",
@@ -181,6 +181,11 @@ impl Project {
         cmd
     }
 
+    /// Run `hel` with `args` in directory `dir` (no model) and wait.
+    pub fn run_in(&self, dir: &Path, args: &[&str]) -> Run {
+        Run::from(self.hel_in(dir, None).args(args).output().unwrap())
+    }
+
     /// Run `hel` with `args` against `mock` and wait.
     pub fn run(&self, mock: Option<&Mock>, args: &[&str]) -> Run {
         Run::from(self.hel(mock).args(args).output().unwrap())
@@ -300,55 +305,53 @@ pub fn spill_bytes(p: &Project, session: &str) -> Vec<u8> {
 /// The outcome of a run measured with `wait4(2)`.
 pub struct Measured {
     pub run: Run,
-    /// Peak resident set of the child, in KiB (`ru_maxrss`).
+    /// Peak resident set of the program, in KiB (`ru_maxrss`).
     pub max_rss_kib: u64,
 }
 
-/// Run a prepared command to its end, collecting its output and its peak
-/// resident memory (`ru_maxrss` from `wait4`). stdin is closed.
+/// Run a prepared command to its end (stdin closed), collecting its output
+/// and its peak resident memory. The program runs under the `measure`
+/// helper (see tests/bin/measure.rs for why), with the command's arguments,
+/// environment and directory.
 pub fn run_measured(cmd: &mut Command) -> Measured {
-    use std::io::Read;
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("maxrss");
+    let program = cmd.get_program().to_owned();
+    let args: Vec<std::ffi::OsString> = cmd.get_args().map(|a| a.to_owned()).collect();
+    let mut wrapped = Command::new(bin_dir().join("measure"));
+    wrapped.arg(&out).arg(program).args(args);
+    if let Some(d) = cmd.get_current_dir() {
+        wrapped.current_dir(d);
+    }
+    // The command's environment as it would have run (env_clear included:
+    // hel() clears it, so `get_envs` is all it has).
+    wrapped.env_clear();
+    for (k, v) in cmd.get_envs() {
+        if let Some(v) = v {
+            wrapped.env(k, v);
+        }
+    }
+    // SAFETY: setsid(2) in the child: no controlling terminal, like CI.
+    unsafe {
+        wrapped.pre_exec(|| {
+            libc::setsid();
+            Ok(())
+        });
+    }
+    let o = wrapped.stdin(Stdio::null()).output().unwrap();
+    let max_rss_kib = std::fs::read_to_string(&out)
+        .unwrap_or_else(|e| {
+            panic!(
+                "measure wrote no figure ({e}): {}",
+                String::from_utf8_lossy(&o.stderr)
+            )
+        })
+        .trim()
+        .parse()
         .unwrap();
-    let mut out = child.stdout.take().unwrap();
-    let mut err = child.stderr.take().unwrap();
-    let out_reader = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        let _ = out.read_to_end(&mut v);
-        v
-    });
-    let err_reader = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        let _ = err.read_to_end(&mut v);
-        v
-    });
-    let pid = child.id() as libc::pid_t;
-    let mut status = 0;
-    // SAFETY: an all-zero rusage is a valid value for wait4 to fill in.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: wait4(2) on our own child, with valid pointers.
-    let got = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-    assert_eq!(got, pid, "wait4: {}", std::io::Error::last_os_error());
-    let code = if libc::WIFEXITED(status) {
-        libc::WEXITSTATUS(status)
-    } else {
-        128 + libc::WTERMSIG(status)
-    };
-    let stdout = out_reader.join().unwrap();
-    let stderr = err_reader.join().unwrap();
-    // The child is reaped: keep std from waiting on it again.
-    std::mem::forget(child);
     Measured {
-        run: Run {
-            code,
-            stdout: String::from_utf8_lossy(&stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&stderr).into_owned(),
-        },
-        max_rss_kib: usage.ru_maxrss as u64,
+        run: Run::from(o),
+        max_rss_kib,
     }
 }
 

@@ -2,6 +2,8 @@
 
 mod t_compaction;
 mod t_core;
+mod t_durability;
 mod t_evals;
+mod t_hostile_store;
 mod t_sessions;
 mod t_tools;

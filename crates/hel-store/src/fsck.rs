@@ -71,6 +71,23 @@ impl Store {
             return Ok(report);
         };
         let mut faults: Vec<Fault> = Vec::new();
+        // 0. The store's own directories are directories.
+        for check in [
+            layout.objects().map(|_| ()),
+            layout.refs().map(|_| ()),
+            layout.logs().map(|_| ()),
+            layout.sessions().map(|_| ()),
+            layout.tmp().map(|_| ()),
+        ] {
+            if let Err(e) = check {
+                faults.push(Fault::Broken(e));
+            }
+        }
+        if !faults.is_empty() {
+            // Nothing further can be read safely.
+            report.faults = faults;
+            return Ok(report);
+        }
         // 1. Every object file, and nothing else under objects/.
         let files = object_files(layout)?;
         for (path, what) in files.strays {

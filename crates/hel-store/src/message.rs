@@ -145,20 +145,28 @@ pub fn check_pairing(messages: &[Value]) -> Result<(), String> {
     }
 }
 
-/// Roughly how many bytes `m` takes in memory: its strings and numbers,
-/// plus a fixed cost per value. Conversation budgets are counted in it.
+/// Roughly how many bytes `m` takes in memory once parsed (serde_json's
+/// `Value`: a map is a B-tree node of ~640 bytes, strings are heap
+/// allocations of at least 16), plus its slot in a list. Conversation
+/// budgets are counted in it.
 pub(crate) fn weight(m: &Value) -> u64 {
-    const PER_VALUE: u64 = 32;
-    let mut total = 0u64;
+    const SLOT: u64 = 40;
+    const MAP_NODE: u64 = 640;
+    let heap = |len: usize| (len as u64).max(16);
+    let mut total = SLOT;
     let mut stack = vec![m];
     while let Some(v) = stack.pop() {
-        total += PER_VALUE;
         match v {
-            Value::String(s) => total += s.len() as u64,
-            Value::Array(items) => stack.extend(items.iter()),
+            Value::String(s) => total += heap(s.len()),
+            Value::Array(items) => {
+                total += 32 * items.len() as u64;
+                stack.extend(items.iter());
+            }
             Value::Object(map) => {
+                // One node per 11 entries.
+                total += MAP_NODE * (map.len() as u64).div_ceil(11).max(1);
                 for (k, v) in map {
-                    total += k.len() as u64 + PER_VALUE;
+                    total += heap(k.len());
                     stack.push(v);
                 }
             }

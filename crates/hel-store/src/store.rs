@@ -740,6 +740,25 @@ impl Store {
         Ok(ids)
     }
 
+    /// Does `.hel/` hold anything under `session`'s name (a ref, a working
+    /// directory, or something else in their place)?
+    pub fn knows(&self, session: &SessionId) -> Result<bool> {
+        let Some(layout) = self.layout()? else {
+            return Ok(false);
+        };
+        if let Some(refs) = layout.refs()? {
+            if refs.kind_of(session.as_str())?.is_some() {
+                return Ok(true);
+            }
+        }
+        if let Some(sessions) = layout.sessions()? {
+            if sessions.kind_of(session.as_str())?.is_some() {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
     /// The ids of all sessions: those with a ref and those with only a
     /// working directory (started, no checkpoint yet), sorted.
     fn session_ids(&self, layout: &Layout) -> Result<Vec<SessionId>> {

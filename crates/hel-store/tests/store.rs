@@ -944,3 +944,72 @@ fn gc_drops_spill_working_copies_of_idle_sessions_only() {
     assert_eq!(store.read_blob(&entry.blob).unwrap(), b"spilled");
     assert!(store.fsck().unwrap().is_sound());
 }
+
+#[test]
+fn new_sessions_never_race_gc() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    drop(store.new_session().unwrap());
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                store.gc(false).unwrap();
+            }
+        });
+        for i in 0..50 {
+            // Between its directory and its lease, gc must not take the
+            // directory of a session that has no ref yet.
+            let lease = store
+                .new_session()
+                .unwrap_or_else(|e| panic!("new session {i}: {e}"));
+            store
+                .write_spill(&lease, "s", b"spill")
+                .unwrap_or_else(|e| panic!("session {i}'s directory went: {e}"));
+            commit_new(
+                &store,
+                &lease,
+                &mut SessionState::default(),
+                &conversation("g", 4),
+            );
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    });
+    assert_eq!(store.sessions().unwrap().len(), 50);
+    assert!(store.fsck().unwrap().is_sound());
+}
+
+#[test]
+fn a_fork_racing_delete_and_gc_never_names_a_swept_base() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    for i in 0..60 {
+        let lease = store.new_session().unwrap();
+        let base = commit_new(
+            &store,
+            &lease,
+            &mut SessionState::default(),
+            &conversation(&format!("race{i}"), 8),
+        )
+        .id;
+        let sid = lease.session().clone();
+        drop(lease);
+        std::thread::scope(|s| {
+            let fork = s.spawn(|| store.fork(&base));
+            store.delete(&sid, true).unwrap();
+            match fork.join().unwrap() {
+                // The fork published first: its history keeps the base.
+                Ok((lease, first, _)) => {
+                    store.gc(false).unwrap();
+                    assert_eq!(store.load(&first).unwrap().messages.len(), 8);
+                    assert_eq!(store.log(lease.session()).unwrap().len(), 2);
+                }
+                // The delete and its gc came first: the base is gone, and
+                // the fork says so rather than naming it.
+                Err(Error::Missing { id, .. }) => assert_eq!(id, base),
+                Err(e) => panic!("round {i}: {e}"),
+            }
+        });
+    }
+    assert!(store.fsck().unwrap().is_sound());
+}

@@ -80,6 +80,13 @@ pub fn check_session_arg(spec: &str) -> Result<(), Exit> {
 pub fn resolve(store: &Store, project: &Path, spec: &str) -> Result<SessionId, Exit> {
     check_session_arg(spec)?;
     let spec = spec.to_ascii_lowercase();
+    // A whole id names its session whatever is there, so that what is
+    // wrong with it (a link, a FIFO) is reported as such.
+    if let Ok(id) = spec.parse::<SessionId>() {
+        if store.knows(&id)? {
+            return Ok(id);
+        }
+    }
     let mut matches = store.sessions_matching(&spec)?;
     match matches.len() {
         1 => Ok(matches.remove(0)),

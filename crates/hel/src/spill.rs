@@ -165,7 +165,7 @@ impl SpillStore {
             let head: String = content.chars().take(EDGE).collect();
             return format!(
                 "{head}\n[{} more characters cut: the output could not be saved]",
-                chars - EDGE
+                chars.saturating_sub(EDGE)
             );
         }
         let key = format!("{}{name}", self.prefix);

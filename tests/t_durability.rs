@@ -1,0 +1,277 @@
+//! Saving under faults: a full disk, failures after a ref has moved (the
+//! answer is published and said to be), and a project moved away under a
+//! running hel (it keeps committing to the store it opened).
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Stdio};
+
+use hel_e2e::*;
+use serde_json::{json, Value};
+
+/// hel reading instructions on stdin, answering one line each.
+struct Interactive {
+    child: Child,
+    stdin: ChildStdin,
+    out: BufReader<std::process::ChildStdout>,
+}
+
+impl Interactive {
+    fn start(cmd: &mut std::process::Command) -> Interactive {
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let out = BufReader::new(child.stdout.take().unwrap());
+        Interactive { child, stdin, out }
+    }
+
+    /// Send `q`; the answer line comes once it was committed (or not).
+    fn ask(&mut self, q: &str) -> String {
+        writeln!(self.stdin, "{q}").unwrap();
+        let mut line = String::new();
+        self.out.read_line(&mut line).unwrap();
+        line
+    }
+
+    /// End stdin and wait: exit code and stderr.
+    fn finish(self) -> (i32, String) {
+        drop(self.stdin);
+        let o = self.child.wait_with_output().unwrap();
+        (
+            o.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    }
+}
+
+fn json_out(run: &Run) -> Value {
+    serde_json::from_str(&run.stdout).unwrap_or_else(|e| panic!("{e}: {}", run.stdout))
+}
+
+fn answers(n: usize) -> Value {
+    Value::Array(
+        (1..=n)
+            .map(|i| json!({"content": format!("a{i}")}))
+            .collect(),
+    )
+}
+
+#[test]
+fn a_failure_after_the_ref_moved_is_a_saved_answer() {
+    for (failpoint, said) in [
+        (
+            "ref-log@1",
+            "the checkpoint was saved, but its ref log could not be written",
+        ),
+        (
+            "ref-sync@1",
+            "the checkpoint is published but may not survive a power loss",
+        ),
+    ] {
+        let p = Project::new();
+        let mock = Mock::start(answers(3));
+        let mut hel = Interactive::start(p.hel(Some(&mock)).env("HEL_FAILPOINTS", failpoint));
+        assert_eq!(hel.ask("q1"), "a1\n");
+        assert_eq!(hel.ask("q2"), "a2\n");
+        assert_eq!(hel.ask("q3"), "a3\n");
+        let (code, stderr) = hel.finish();
+        assert_eq!(code, 0, "{stderr}");
+        assert_eq!(stderr.matches(said).count(), 1, "{stderr}");
+        assert!(
+            !stderr.contains("could not save") && !stderr.contains("moved"),
+            "every answer was saved: {stderr}"
+        );
+        let sid = stderr
+            .lines()
+            .next()
+            .unwrap()
+            .trim_start_matches("session: ");
+        let log = p.run(None, &["sessions", "log", sid]);
+        assert_eq!(log.stdout.lines().count(), 3, "{}", log.stdout);
+        let shown = json_out(&p.run(None, &["sessions", "show", sid, "--json"]));
+        let contents: Vec<&str> = shown["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|m| m["content"].as_str())
+            .collect();
+        assert_eq!(contents[1..], ["q1", "a1", "q2", "a2", "q3", "a3"]);
+        let fsck = p.run(None, &["fsck"]);
+        assert_eq!(fsck.code, 0, "{}", fsck.stdout);
+    }
+}
+
+#[test]
+fn a_log_that_cannot_be_opened_does_not_lose_later_answers() {
+    let p = Project::new();
+    let mock = Mock::start(answers(3));
+    let mut hel = Interactive::start(&mut p.hel(Some(&mock)));
+    assert_eq!(hel.ask("q1"), "a1\n");
+    // The log's name is taken by a directory: appends fail.
+    let sid = p.run(None, &["sessions", "--json"]);
+    let sid = json_out(&sid)[0]["id"].as_str().unwrap().to_owned();
+    let log = p.path().join(".hel/logs/sessions").join(&sid);
+    std::fs::remove_file(&log).unwrap();
+    std::fs::create_dir(&log).unwrap();
+    assert_eq!(hel.ask("q2"), "a2\n");
+    // The cause is gone: the next answer is saved and logged as usual.
+    std::fs::remove_dir(&log).unwrap();
+    assert_eq!(hel.ask("q3"), "a3\n");
+    let (code, stderr) = hel.finish();
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(
+        stderr
+            .matches("the checkpoint was saved, but its ref log could not be written")
+            .count(),
+        1,
+        "{stderr}"
+    );
+    assert!(!stderr.contains("could not save"), "{stderr}");
+    let run = p.run(None, &["sessions", "log", &sid]);
+    assert_eq!(run.stdout.lines().count(), 3, "{}", run.stdout);
+    let fsck = p.run(None, &["fsck"]);
+    assert_eq!(fsck.code, 0, "{}", fsck.stdout);
+}
+
+/// A small tmpfs mounted for the test (tests run as root in CI); `None`
+/// where mounting is not possible.
+struct Tmpfs {
+    dir: tempfile::TempDir,
+}
+
+impl Tmpfs {
+    fn mount(size: &str) -> Option<Tmpfs> {
+        let dir = tempfile::tempdir().unwrap();
+        let target = std::ffi::CString::new(dir.path().display().to_string()).unwrap();
+        let opts = std::ffi::CString::new(format!("size={size},mode=0700")).unwrap();
+        let fstype = c"tmpfs";
+        // SAFETY: mount(2) with valid C strings.
+        let rc = unsafe {
+            libc::mount(
+                fstype.as_ptr(),
+                target.as_ptr(),
+                fstype.as_ptr(),
+                0,
+                opts.as_ptr().cast(),
+            )
+        };
+        if rc != 0 {
+            eprintln!(
+                "skipped: cannot mount a tmpfs here ({})",
+                std::io::Error::last_os_error()
+            );
+            return None;
+        }
+        Some(Tmpfs { dir })
+    }
+
+    fn path(&self) -> PathBuf {
+        self.dir.path().to_owned()
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let target = std::ffi::CString::new(self.dir.path().display().to_string()).unwrap();
+        // SAFETY: umount2(2) of the tmpfs we mounted.
+        unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) };
+    }
+}
+
+/// Fill the file system of `dir` with one file until it is full.
+fn fill(dir: &Path) -> PathBuf {
+    let path = dir.join("filler");
+    let mut f = std::fs::File::create(&path).unwrap();
+    let block = vec![7u8; 64 * 1024];
+    loop {
+        if f.write_all(&block).is_err() || f.sync_all().is_err() {
+            break;
+        }
+    }
+    path
+}
+
+#[test]
+fn a_full_disk_fails_the_save_and_the_next_answer_saves_everything() {
+    let Some(fs) = Tmpfs::mount("4m") else { return };
+    let project = fs.path().join("project");
+    std::fs::create_dir(&project).unwrap();
+    let p = Project::new();
+    let mock = Mock::start(answers(3));
+    let mut hel = Interactive::start(&mut p.hel_in(&project, Some(&mock)));
+    assert_eq!(hel.ask("q1"), "a1\n");
+    let filler = fill(&fs.path());
+    assert_eq!(hel.ask("q2"), "a2\n");
+    std::fs::remove_file(filler).unwrap();
+    assert_eq!(hel.ask("q3"), "a3\n");
+    let (code, stderr) = hel.finish();
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(
+        stderr.matches("could not save a checkpoint").count(),
+        1,
+        "{stderr}"
+    );
+    assert!(stderr.contains("No space left"), "{stderr}");
+    let sid = stderr
+        .lines()
+        .next()
+        .unwrap()
+        .trim_start_matches("session: ");
+    let run = p.run_in(&project, &["sessions", "log", sid]);
+    // q1's checkpoint, then q3's, which holds q2 too.
+    assert_eq!(run.stdout.lines().count(), 2, "{}", run.stdout);
+    let shown = p.run_in(&project, &["sessions", "show", sid, "--json"]);
+    let shown = json_out(&shown);
+    let contents: Vec<&str> = shown["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["content"].as_str())
+        .collect();
+    assert_eq!(contents[1..], ["q1", "a1", "q2", "a2", "q3", "a3"]);
+    let fsck = p.run_in(&project, &["fsck"]);
+    assert_eq!(fsck.code, 0, "{}", fsck.stdout);
+}
+
+#[test]
+fn a_project_moved_away_keeps_its_checkpoints_in_the_store_hel_opened() {
+    let root = tempfile::tempdir().unwrap();
+    let project = root.path().join("project");
+    std::fs::create_dir(&project).unwrap();
+    let p = Project::new();
+    let mock = Mock::start(answers(2));
+    let mut hel = Interactive::start(&mut p.hel_in(&project, Some(&mock)));
+    assert_eq!(hel.ask("q1"), "a1\n");
+    // Something moves the project away and puts a fake one in its place.
+    let moved = root.path().join("moved");
+    std::fs::rename(&project, &moved).unwrap();
+    std::fs::create_dir_all(project.join(".hel/refs/sessions")).unwrap();
+    std::fs::write(project.join(".hel/bait"), "fake store").unwrap();
+    assert_eq!(hel.ask("q2"), "a2\n");
+    let (code, stderr) = hel.finish();
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(
+        stderr.matches("no longer leads to the project").count(),
+        1,
+        "{stderr}"
+    );
+    // Both checkpoints are in the store that moved; the fake one is untouched.
+    let sid = stderr
+        .lines()
+        .next()
+        .unwrap()
+        .trim_start_matches("session: ");
+    let run = p.run_in(&moved, &["sessions", "log", sid]);
+    assert_eq!(run.stdout.lines().count(), 2, "{}", run.stdout);
+    let fake: Vec<_> = std::fs::read_dir(project.join(".hel/refs/sessions"))
+        .unwrap()
+        .collect();
+    assert!(fake.is_empty());
+    // The checkpoints keep the project directory hel started in.
+    let shown = json_out(&p.run_in(&moved, &["sessions", "show", sid, "--json"]));
+    assert_eq!(shown["cwd"], project.display().to_string());
+}

@@ -1,0 +1,533 @@
+//! A `.hel/` that came with a repository is hostile input. Every test here
+//! plants something in a store (links, special files, crafted objects) and
+//! runs the real `hel` on it: each must end with a clear one-line error
+//! naming the path or object and a non-zero exit (or, where the thing is
+//! harmless, carry on), never follow a link out of the project (a watched
+//! directory outside must stay exactly as it was), and stay within 256 MiB
+//! of memory.
+
+use std::os::unix::fs::symlink;
+use std::path::{Path, PathBuf};
+
+use hel_e2e::*;
+use hel_store::{testing, ObjectId};
+use serde_json::{json, Value};
+
+/// Peak memory any run against a hostile store may take.
+const MAX_RSS_KIB: u64 = 256 * 1024;
+
+/// A project whose store has one real session (made by a real run), and a
+/// watched directory outside it.
+struct Hostile {
+    p: Project,
+    outside: Outside,
+    session: String,
+}
+
+impl Hostile {
+    fn new() -> Hostile {
+        let p = Project::new();
+        let mock = Mock::start(json!([{"content": "first answer"}]));
+        let run = p.run(Some(&mock), &["-p", "remember this"]);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        let session = run.session();
+        Hostile {
+            p,
+            outside: Outside::new(),
+            session,
+        }
+    }
+
+    fn root(&self) -> PathBuf {
+        self.p.path().join(".hel")
+    }
+
+    fn sid(&self) -> hel_store::SessionId {
+        self.session.parse().unwrap()
+    }
+
+    /// Run `hel args` (against `mock` when given), measured.
+    fn run(&self, mock: Option<&Mock>, args: &[&str]) -> Run {
+        let before = self.outside.fingerprint();
+        let m = run_measured(self.p.hel(mock).args(args));
+        assert!(
+            m.max_rss_kib <= MAX_RSS_KIB,
+            "hel {args:?} peaked at {} KiB\n{}",
+            m.max_rss_kib,
+            m.run.stderr
+        );
+        assert_eq!(
+            self.outside.fingerprint(),
+            before,
+            "hel {args:?} touched a file outside the project\n{}",
+            m.run.stderr
+        );
+        assert_no_panic(&m.run);
+        eprintln!("peak {} KiB: hel {args:?}", m.max_rss_kib);
+        m.run
+    }
+
+    /// Write a JSON blob; returns its id.
+    fn blob(&self, v: &Value) -> ObjectId {
+        self.raw("blob", &hel_store::canonical::to_vec(v))
+    }
+
+    fn raw(&self, kind: &str, payload: &[u8]) -> ObjectId {
+        let (_, canonical) = testing::encode(kind, payload);
+        testing::plant(&self.root(), &canonical)
+    }
+
+    fn list(&self, node: &Value) -> ObjectId {
+        self.raw("list", &hel_store::canonical::to_vec(node))
+    }
+
+    /// A snapshot of session `sid` with list `root` of `count` messages,
+    /// in this project.
+    fn snapshot(&self, sid: &str, root: Option<ObjectId>, count: u64) -> ObjectId {
+        let snap = json!({
+            "schema_version": 1,
+            "session_id": sid,
+            "parents": [],
+            "created_at": "2026-11-30T00:00:00.000Z",
+            "created_at_ms": 1796000000000u64,
+            "cwd": self.p.path().display().to_string(),
+            "request_config": self.blob(&json!({})).to_hex(),
+            "meter": null,
+            "cursors": self.blob(&json!([])).to_hex(),
+            "messages": {"root": root.map(|r| r.to_hex()), "count": count},
+            "spill": {},
+            "summary": {"messages": count, "checkpoints": 1, "instruction": "forged", "input_tokens": 0, "output_tokens": 0},
+        });
+        self.raw("snapshot", &hel_store::canonical::to_vec(&snap))
+    }
+
+    /// A new session `sid` whose ref names `id`.
+    fn set_ref(&self, sid: &str, id: &ObjectId) {
+        let path = testing::ref_path(&self.root(), &sid.parse().unwrap());
+        std::fs::write(path, format!("{id}\n")).unwrap();
+    }
+
+    /// A forged session holding `messages` inline in one node.
+    fn forge(&self, sid: &str, messages: &[Value]) -> ObjectId {
+        let items: Vec<Value> = messages.iter().map(|m| json!({"m": m})).collect();
+        let node = self.list(&json!({"count": messages.len(), "items": items, "prev": null}));
+        let snap = self.snapshot(sid, Some(node), messages.len() as u64);
+        self.set_ref(sid, &snap);
+        snap
+    }
+}
+
+const FORGED: &str = "0badf00d-0000-4000-8000-000000000001";
+
+fn assert_no_panic(run: &Run) {
+    assert!(
+        !run.stderr.contains("panicked") && run.code != 101 && run.code != 134,
+        "hel crashed (exit {}):\n{}",
+        run.code,
+        run.stderr
+    );
+}
+
+/// One line of error on stderr, naming `what`, and exit 1.
+fn assert_refused(run: &Run, what: &str) {
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    let line = run
+        .stderr
+        .lines()
+        .find(|l| l.contains(what))
+        .unwrap_or_else(|| panic!("no line names {what:?}:\n{}", run.stderr));
+    assert!(line.starts_with("hel: "), "{line}");
+}
+
+fn system() -> Value {
+    json!({"role": "system", "content": "s"})
+}
+
+fn user(text: &str) -> Value {
+    json!({"role": "user", "content": text})
+}
+
+fn replace_with_link(path: &Path, target: &Path) {
+    if path.is_dir() {
+        std::fs::remove_dir_all(path).unwrap();
+    } else if path.exists() {
+        std::fs::remove_file(path).unwrap();
+    }
+    symlink(target, path).unwrap();
+}
+
+#[test]
+fn a_linked_store_directory_is_refused_by_every_command() {
+    let h = Hostile::new();
+    // The store is a link to a directory outside (that holds a store).
+    std::fs::rename(h.root(), h.outside.path().join("real")).unwrap();
+    let before = h.outside.fingerprint();
+    symlink(h.outside.path().join("real"), h.root()).unwrap();
+    let mock = Mock::start(json!([{"content": "never"}]));
+    for args in [
+        vec!["sessions"],
+        vec!["sessions", "log", &h.session],
+        vec!["gc"],
+        vec!["fsck"],
+        vec!["resume", &h.session, "-p", "x"],
+        vec!["-p", "x"],
+    ] {
+        let run = h.run(Some(&mock), &args);
+        assert_refused(&run, ".hel is a symbolic link");
+    }
+    assert_eq!(h.outside.fingerprint(), before);
+    assert!(mock.requests().is_empty(), "nothing was sent to the model");
+}
+
+#[test]
+fn a_linked_tmp_is_never_emptied_by_gc() {
+    let h = Hostile::new();
+    replace_with_link(&h.root().join("tmp"), &h.outside.path());
+    let run = h.run(None, &["gc"]);
+    assert_refused(&run, "tmp is a symbolic link");
+    assert!(h.outside.path().join("precious.txt").exists());
+    let run = h.run(None, &["fsck"]);
+    assert_eq!(run.code, 1, "{}", run.stdout);
+    assert!(
+        run.stdout.contains("tmp is a symbolic link"),
+        "{}",
+        run.stdout
+    );
+    // A new answer cannot be saved through it, and says so; nothing lands outside.
+    let mock = Mock::start(json!([{"content": "answer"}]));
+    let run = h.run(Some(&mock), &["-p", "x"]);
+    assert_eq!(run.stdout, "answer\n");
+    assert!(
+        run.stderr.contains("will not be saved") && run.stderr.contains("tmp is a symbolic link"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn links_in_session_paths_are_refused_and_never_followed() {
+    let h = Hostile::new();
+    let sid = h.sid();
+    let sdir = testing::session_dir(&h.root(), &sid);
+    let mock = Mock::start(json!([{"content": "a"}, {"content": "b"}, {"content": "c"}]));
+    // The session's working directory is a link.
+    std::fs::create_dir_all(&sdir).unwrap();
+    replace_with_link(&sdir, &h.outside.path());
+    let run = h.run(Some(&mock), &["resume", &h.session, "-p", "x"]);
+    assert_refused(&run, "is a symbolic link");
+    let run = h.run(None, &["sessions", "delete", &h.session]);
+    assert_refused(&run, "is a symbolic link");
+    std::fs::remove_file(&sdir).unwrap();
+    // Its lease file is a link.
+    std::fs::create_dir_all(&sdir).unwrap();
+    symlink(h.outside.path().join("precious.txt"), sdir.join(".active")).unwrap();
+    let run = h.run(Some(&mock), &["resume", &h.session, "-p", "x"]);
+    assert_refused(&run, ".active is a symbolic link");
+    std::fs::remove_file(sdir.join(".active")).unwrap();
+    // Its spill directory is a link: a result that spills cannot be saved
+    // through it (the result is cut instead, and said so), nothing lands
+    // outside, and at the end the link goes, not what it points at.
+    symlink(h.outside.path(), sdir.join("spill")).unwrap();
+    h.p.write("many.txt", &"a line to find\n".repeat(50));
+    let spilling = Mock::start(json!([
+        {"tool_calls": [call("grep", json!({"pattern": "line", "path": "many.txt"}))]},
+        {"content": "done"},
+    ]));
+    let m = run_measured(
+        h.p.hel(Some(&spilling))
+            .env("HEL_SPILL_CHARS", "100")
+            .args(["resume", &h.session, "-p", "find"]),
+    );
+    assert_eq!(m.run.code, 0, "{}", m.run.stderr);
+    assert!(
+        m.run.stderr.contains("cannot write spill file") && m.run.stderr.contains("symbolic link"),
+        "{}",
+        m.run.stderr
+    );
+    assert!(!sdir.join("spill").exists() && h.outside.path().join("precious.txt").exists());
+    // The store lock is a link: writes are refused.
+    let lock = h.root().join(".sessions.lock");
+    replace_with_link(&lock, &h.outside.path().join("precious.txt"));
+    let run = h.run(Some(&mock), &["resume", &h.session, "-p", "x"]);
+    assert_refused(&run, ".sessions.lock is a symbolic link");
+}
+
+#[test]
+fn links_in_objects_and_logs_are_never_written_through() {
+    let h = Hostile::new();
+    let sid = h.sid();
+    // The session's ref log is a link to a file outside: a new answer is
+    // published, the log is not written, and the warning says so.
+    let log = testing::log_path(&h.root(), &sid);
+    replace_with_link(&log, &h.outside.path().join("precious.txt"));
+    let mock = Mock::start(json!([{"content": "logged?"}]));
+    let run = h.run(Some(&mock), &["resume", &h.session, "-p", "x"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("checkpoint was saved") && run.stderr.contains("symbolic link"),
+        "{}",
+        run.stderr
+    );
+    let log_run = h.run(None, &["sessions", "log", &h.session]);
+    assert_eq!(log_run.stdout.lines().count(), 2, "{}", log_run.stdout);
+    // Every fan-out directory is a link: nothing can be written or read
+    // through them, and fsck names them.
+    let objects = h.root().join("objects");
+    for e in std::fs::read_dir(&objects).unwrap() {
+        let path = e.unwrap().path();
+        let away = h.outside.path().join(path.file_name().unwrap());
+        std::fs::rename(&path, &away).unwrap();
+        symlink(&away, &path).unwrap();
+    }
+    std::fs::write(objects.join("stray"), "x").unwrap();
+    let before = h.outside.fingerprint();
+    let run = h.run(None, &["fsck"]);
+    assert_eq!(run.code, 1);
+    assert!(
+        run.stdout.contains("symbolic link") && run.stdout.contains("stray"),
+        "{}",
+        run.stdout
+    );
+    let run = h.run(None, &["gc"]);
+    assert_refused(&run, "symbolic link");
+    let run = h.run(None, &["sessions", "show", &h.session]);
+    assert_refused(&run, "symbolic link");
+    let mock = Mock::start(json!([{"content": "x"}]));
+    let run = h.run(Some(&mock), &["-p", "y"]);
+    assert!(run.stderr.contains("could not save"), "{}", run.stderr);
+    assert_eq!(h.outside.fingerprint(), before);
+}
+
+#[test]
+fn special_files_as_refs_never_hang_or_exhaust_memory() {
+    let h = Hostile::new();
+    let refs = h.root().join("refs/sessions");
+    let fifo = "0badf00d-0000-4000-8000-00000000f1f0";
+    let zero = "0badf00d-0000-4000-8000-0000000000ee";
+    let outside = "0badf00d-0000-4000-8000-0000000000aa";
+    let c = std::ffi::CString::new(refs.join(fifo).display().to_string()).unwrap();
+    // SAFETY: mkfifo(3) with a valid path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    symlink("/dev/zero", refs.join(zero)).unwrap();
+    symlink(h.outside.path().join("precious.txt"), refs.join(outside)).unwrap();
+    std::fs::write(refs.join("not-a-session"), "x").unwrap();
+    // Listing goes on: the real session is listed; the rest are not refs.
+    let run = h.run(None, &["sessions"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(run.stdout.contains(&h.session), "{}", run.stdout);
+    for (sid, what) in [
+        (fifo, "FIFO"),
+        (zero, "symbolic link"),
+        (outside, "symbolic link"),
+    ] {
+        let run = h.run(None, &["sessions", "log", sid]);
+        assert_refused(&run, what);
+    }
+    let run = h.run(None, &["fsck"]);
+    assert_eq!(run.code, 1);
+    for what in ["FIFO", "not-a-session"] {
+        assert!(run.stdout.contains(what), "{}", run.stdout);
+    }
+    let run = h.run(None, &["gc"]);
+    assert_refused(&run, "session ref");
+}
+
+#[test]
+fn non_messages_are_never_sent_to_the_model() {
+    let h = Hostile::new();
+    let mock = Mock::start(json!([{"content": "never"}]));
+    for (i, bad) in [
+        json!(42),
+        json!(null),
+        json!({"role": "banana", "content": "x"}),
+        json!({"role": "user", "content": 7}),
+        json!({"role": "tool", "content": "no call id"}),
+        json!({"role": "assistant", "tool_calls": "many"}),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let sid = format!("0badf00d-0000-4000-8000-00000000000{i}");
+        h.forge(&sid, &[system(), user("hi"), bad.clone()]);
+        let run = h.run(Some(&mock), &["resume", &sid, "-p", "go on"]);
+        assert_refused(&run, "invalid message");
+        let run = h.run(None, &["sessions", "show", &sid]);
+        assert_refused(&run, "invalid message");
+    }
+    // Tool calls without results are refused the same way.
+    let sid = "0badf00d-0000-4000-8000-0000000000c1";
+    h.forge(
+        sid,
+        &[
+            system(),
+            user("hi"),
+            json!({"role": "assistant", "content": null, "tool_calls": [{"id": "t1", "type": "function", "function": {"name": "bash", "arguments": "{}"}}]}),
+        ],
+    );
+    let run = h.run(Some(&mock), &["resume", sid, "-p", "go on"]);
+    assert_refused(&run, "broken conversation");
+    assert!(mock.requests().is_empty(), "a broken conversation was sent");
+    let run = h.run(None, &["fsck"]);
+    assert_eq!(run.code, 1);
+    assert!(
+        run.stdout.contains("invalid message") && run.stdout.contains("not counted"),
+        "{}",
+        run.stdout
+    );
+}
+
+#[test]
+fn deep_slices_resolve_without_recursion() {
+    let h = Hostile::new();
+    let leaf =
+        h.list(&json!({"count": 2, "items": [{"m": system()}, {"m": user("deep")}], "prev": null}));
+    let mut node = leaf;
+    for _ in 0..20_000 {
+        node = h.list(
+            &json!({"count": 2, "items": [{"s": node.to_hex(), "from": 0, "to": 2}], "prev": null}),
+        );
+    }
+    let snap = h.snapshot(FORGED, Some(node), 2);
+    h.set_ref(FORGED, &snap);
+    let run = h.run(None, &["sessions", "show", FORGED]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(run.stdout.contains("deep"), "{}", run.stdout);
+    let mock = Mock::start(json!([{"content": "resumed"}]));
+    let run = h.run(Some(&mock), &["resume", FORGED, "-p", "x"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(mock.messages(0)[1]["content"], "deep");
+    let run = h.run(None, &["fsck"]);
+    assert_eq!(run.code, 0, "{}", run.stdout);
+}
+
+#[test]
+fn slice_bombs_are_refused_within_bounded_memory() {
+    let h = Hostile::new();
+    let big = user(&"b".repeat(1000));
+    let base = h.list(&json!({"count": 2, "items": [{"m": system()}, {"m": big}], "prev": null}));
+    // Each level repeats the one before a thousand times.
+    let mut node = base;
+    let mut items_len = 2u64;
+    for _ in 0..3 {
+        let items: Vec<Value> = (0..1000)
+            .map(|_| json!({"s": node.to_hex(), "from": 0, "to": items_len}))
+            .collect();
+        items_len *= 1000;
+        node = h.list(&json!({"count": items_len, "items": items, "prev": null}));
+    }
+    let store_bytes: u64 = walk_size(&h.root().join("objects"));
+    assert!(
+        store_bytes < 200_000,
+        "the bomb is small: {store_bytes} bytes"
+    );
+    // The snapshot lies about the count, so nothing refuses it early.
+    let snap = h.snapshot(FORGED, Some(node), 2);
+    h.set_ref(FORGED, &snap);
+    let run = h.run(None, &["sessions", "show", FORGED]);
+    assert_refused(&run, "over what hel loads");
+    let mock = Mock::start(json!([{"content": "never"}]));
+    let run = h.run(Some(&mock), &["resume", FORGED, "-p", "x"]);
+    assert_refused(&run, "over what hel loads");
+    // One blob named a million times in one node passes a count of nodes.
+    let blob = h.blob(&user(&"z".repeat(20_000)));
+    let items: Vec<Value> = (0..400_000).map(|_| json!({"b": blob.to_hex()})).collect();
+    let node = h.list(&json!({"count": 400_000, "items": items, "prev": null}));
+    let snap = h.snapshot(FORGED, Some(node), 400_000);
+    h.set_ref(FORGED, &snap);
+    let run = h.run(None, &["sessions", "show", FORGED, "--json"]);
+    assert_refused(&run, "over what hel loads");
+    // fsck names it; gc keeps working through its structure.
+    let run = h.run(None, &["fsck"]);
+    assert_eq!(run.code, 1);
+    assert!(run.stdout.contains("over what hel loads"), "{}", run.stdout);
+    assert_eq!(mock.requests().len(), 0);
+}
+
+fn walk_size(dir: &Path) -> u64 {
+    let mut n = 0;
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let m = e.metadata().unwrap();
+        n += if m.is_dir() {
+            walk_size(&e.path())
+        } else {
+            m.len()
+        };
+    }
+    n
+}
+
+#[test]
+fn wrong_kinds_bad_counts_and_bad_snapshots_are_faults_everywhere() {
+    let h = Hostile::new();
+    let node =
+        h.list(&json!({"count": 2, "items": [{"m": system()}, {"m": user("x")}], "prev": null}));
+    let blob = h.blob(&json!({"not": "a snapshot"}));
+    let cases: Vec<(&str, ObjectId, &str)> = vec![
+        (
+            "0badf00d-0000-4000-8000-0000000000b1",
+            blob,
+            "is a blob where a snapshot",
+        ),
+        (
+            "0badf00d-0000-4000-8000-0000000000b2",
+            node,
+            "is a list where a snapshot",
+        ),
+        (
+            "0badf00d-0000-4000-8000-0000000000b3",
+            h.raw("snapshot", b"not json"),
+            "malformed snapshot",
+        ),
+        (
+            "0badf00d-0000-4000-8000-0000000000b4",
+            h.raw("snapshot", br#"{"schema_version":1}"#),
+            "malformed snapshot",
+        ),
+        (
+            "0badf00d-0000-4000-8000-0000000000b5",
+            h.raw("snapshot", br#"{"schema_version":2}"#),
+            "upgrade hel",
+        ),
+        (
+            "0badf00d-0000-4000-8000-0000000000b6",
+            {
+                let n = h.list(&json!({"count": 5, "items": [{"m": system()}, {"m": user("x")}], "prev": null}));
+                h.snapshot("0badf00d-0000-4000-8000-0000000000b6", Some(n), 5)
+            },
+            "list node says 5 messages",
+        ),
+        (
+            "0badf00d-0000-4000-8000-0000000000b7",
+            {
+                let n = h.list(&json!({"count": 9, "items": [{"s": node.to_hex(), "from": 0, "to": 9}], "prev": null}));
+                h.snapshot("0badf00d-0000-4000-8000-0000000000b7", Some(n), 9)
+            },
+            "slice 0..9",
+        ),
+    ];
+    for (sid, id, what) in &cases {
+        h.set_ref(sid, id);
+        let run = h.run(None, &["sessions", "show", sid]);
+        assert_refused(&run, what);
+        let run = h.run(None, &["fsck"]);
+        assert_eq!(run.code, 1, "{sid}: {}", run.stdout);
+        assert!(run.stdout.contains(what), "{sid}: {}", run.stdout);
+        assert!(
+            !run.stdout.contains("unreachable objects"),
+            "{}",
+            run.stdout
+        );
+        let run = h.run(None, &["gc"]);
+        assert_eq!(
+            run.code, 1,
+            "gc swept a store it cannot read: {}",
+            run.stdout
+        );
+        std::fs::remove_file(testing::ref_path(&h.root(), &sid.parse().unwrap())).unwrap();
+    }
+    // The real session survived all of it.
+    let run = h.run(None, &["fsck"]);
+    assert_eq!(run.code, 0, "{}", run.stdout);
+    let run = h.run(None, &["sessions", "show", &h.session]);
+    assert!(run.stdout.contains("first answer"), "{}", run.stdout);
+}
