@@ -1,9 +1,11 @@
 //! End-to-end tests: one test binary (links once), one module per area.
 
+mod t_bounds;
 mod t_compaction;
 mod t_core;
 mod t_durability;
 mod t_evals;
 mod t_hostile_store;
+mod t_races;
 mod t_sessions;
 mod t_tools;

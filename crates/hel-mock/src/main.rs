@@ -22,6 +22,14 @@
 //! - `"match": "text"` on any step: the step is held back for the first
 //!   request whose body contains the text (steps without it go in order).
 //! - `{"recall": true}`: answer as `--recall` does (below).
+//! - `{"endless": true}`: status 200 and a chunked body that never ends
+//!   (the start of a JSON answer, then `a` forever) until the client
+//!   hangs up.
+//! - `{"huge_content": N, "chunked"?: true}`: a valid answer whose content
+//!   is N bytes of `x`, streamed with its Content-Length (or chunked, with
+//!   none).
+//! - `{"declared_length": N}`: headers declaring a Content-Length of N
+//!   bytes, then a few bytes of body, held until the client hangs up.
 //!
 //! In tool-call arguments, `{{spill}}` and `{{cursor}}` stand for the newest
 //! spill path and read_file cursor in the messages of the request, as a
@@ -196,6 +204,23 @@ fn serve(stream: TcpStream, state: &Mutex<State>) -> std::io::Result<()> {
     if let Some(raw) = step.get("raw").and_then(Value::as_str) {
         return respond(&stream, 200, raw);
     }
+    if step.get("endless").and_then(Value::as_bool) == Some(true) {
+        return endless(&stream);
+    }
+    if let Some(n) = step.get("huge_content").and_then(Value::as_u64) {
+        let chunked = step.get("chunked").and_then(Value::as_bool) == Some(true);
+        return huge(&stream, n, chunked);
+    }
+    if let Some(n) = step.get("declared_length").and_then(Value::as_u64) {
+        write!(
+            &stream,
+            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {n}\r\nconnection: close\r\n\r\n{{\"choices\""
+        )?;
+        (&stream).flush()?;
+        // Held until the client hangs up (a read returns 0 or fails).
+        let _ = (&stream).read(&mut [0u8; 1]);
+        return Ok(());
+    }
     let message = build_message(&step, &request, n);
     let content_len = serde_json::to_string(&message).map_or(0, |s| s.len());
     let reply = json!({
@@ -306,6 +331,59 @@ fn find_id(text: &str) -> Option<String> {
         rest = &rest[pos + 3..];
     }
     found
+}
+
+/// The start of a JSON answer, then `a` forever, chunked, until the client
+/// hangs up (the write fails).
+fn endless(mut stream: &TcpStream) -> std::io::Result<()> {
+    write!(
+        stream,
+        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n"
+    )?;
+    let head = br#"{"choices":[{"index":0,"message":{"role":"assistant","content":""#;
+    write_chunk(stream, head)?;
+    let block = vec![b'a'; 64 * 1024];
+    loop {
+        write_chunk(stream, &block)?;
+    }
+}
+
+fn write_chunk(mut stream: &TcpStream, bytes: &[u8]) -> std::io::Result<()> {
+    write!(stream, "{:x}\r\n", bytes.len())?;
+    stream.write_all(bytes)?;
+    stream.write_all(b"\r\n")
+}
+
+/// A valid answer whose content is `n` bytes of `x`, streamed.
+fn huge(mut stream: &TcpStream, n: u64, chunked: bool) -> std::io::Result<()> {
+    let head = br#"{"choices":[{"index":0,"message":{"role":"assistant","content":""#;
+    let tail = br#""},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1}}"#;
+    if chunked {
+        write!(stream, "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n")?;
+    } else {
+        let len = head.len() as u64 + n + tail.len() as u64;
+        write!(stream, "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {len}\r\nconnection: close\r\n\r\n")?;
+    }
+    let mut send = |bytes: &[u8]| {
+        if chunked {
+            write_chunk(stream, bytes)
+        } else {
+            stream.write_all(bytes)
+        }
+    };
+    send(head)?;
+    let block = vec![b'x'; 64 * 1024];
+    let mut left = n;
+    while left > 0 {
+        let k = left.min(block.len() as u64) as usize;
+        send(&block[..k])?;
+        left -= k as u64;
+    }
+    send(tail)?;
+    if chunked {
+        stream.write_all(b"0\r\n\r\n")?;
+    }
+    stream.flush()
 }
 
 fn respond(mut stream: &TcpStream, status: u16, body: &str) -> std::io::Result<()> {

@@ -260,7 +260,12 @@ impl Agent {
                     .and_then(Value::as_str)
                     .unwrap_or("")
                     .to_owned();
-                crate::note!("hel: {name} {}", one_line(&args, 120));
+                // Names, arguments and results come from outside: escaped for the terminal.
+                crate::note!(
+                    "hel: {} {}",
+                    crate::terminal::escape_line(&name),
+                    crate::terminal::escape_line(&one_line(&args, 120))
+                );
                 let rx = self.interrupts.clone();
                 let result = tokio::select! {
                     r = tools::execute(&mut self.tools, &self.toolset, &name, &args) => r,
@@ -271,7 +276,10 @@ impl Agent {
                 if let Some(rec) = self.recorder.as_mut() {
                     rec.tool_call(&name, &args, result.ok, result.decision);
                 }
-                crate::note!("hel:   {}", one_line(&result.content, 120));
+                crate::note!(
+                    "hel:   {}",
+                    crate::terminal::escape_line(&one_line(&result.content, 120))
+                );
                 self.conversation
                     .push(json!({"role": "tool", "tool_call_id": id, "content": result.content}));
             }

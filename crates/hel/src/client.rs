@@ -1,5 +1,8 @@
 //! The model client: `POST {base}/chat/completions`, not streamed, with
-//! retries for 429, 5xx and connection errors.
+//! retries for 429, 5xx and connection errors. Response bodies are read up
+//! to a limit ([`DEFAULT_MAX_RESPONSE_BYTES`], `HEL_MAX_RESPONSE_BYTES`):
+//! a declared Content-Length over it is refused before reading, and the
+//! body is counted while it streams in.
 
 use std::time::Duration;
 
@@ -9,6 +12,11 @@ use crate::config::Endpoint;
 
 /// Retries after the first attempt.
 const RETRIES: u32 = 3;
+
+/// Bytes of a response body read at most, unless `HEL_MAX_RESPONSE_BYTES` says otherwise.
+pub const DEFAULT_MAX_RESPONSE_BYTES: u64 = 64 << 20;
+/// Bytes of an error response kept (its message is cut to 300 characters anyway).
+const ERROR_BODY_BYTES: u64 = 64 << 10;
 
 /// Why a model request failed (after retries where they apply).
 #[derive(Debug, thiserror::Error)]
@@ -21,6 +29,27 @@ pub enum RequestError {
     Connect { url: String, reason: String },
     #[error("the model server sent a malformed response: {0}")]
     Malformed(String),
+    #[error("the model server's response is larger than the limit of {} (HEL_MAX_RESPONSE_BYTES): refused", size(*.0))]
+    TooLarge(u64),
+}
+
+/// `n` bytes for messages: in MiB when it is a whole number of them.
+fn size(n: u64) -> String {
+    if n >= 1 << 20 && n.is_multiple_of(1 << 20) {
+        format!("{} MiB", n >> 20)
+    } else {
+        format!("{n} bytes")
+    }
+}
+
+/// The response size limit: `HEL_MAX_RESPONSE_BYTES` when it is a positive
+/// number, else the default.
+pub fn max_response_bytes() -> u64 {
+    std::env::var("HEL_MAX_RESPONSE_BYTES")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(DEFAULT_MAX_RESPONSE_BYTES)
 }
 
 /// A parsed chat-completions response.
@@ -42,6 +71,7 @@ pub struct ModelClient {
     url: String,
     key: Option<String>,
     timeout_secs: u64,
+    max_body: u64,
 }
 
 impl ModelClient {
@@ -58,6 +88,7 @@ impl ModelClient {
             url: format!("{}/chat/completions", endpoint.config.base_url),
             key: endpoint.api_key.clone(),
             timeout_secs,
+            max_body: max_response_bytes(),
         })
     }
 
@@ -69,7 +100,11 @@ impl ModelClient {
             match self.send_once(body).await {
                 Err(e) if attempt < RETRIES && retryable(&e) => {
                     let wait = Duration::from_millis(500 << attempt);
-                    crate::note!("hel: {e}; retrying in {:.1}s", wait.as_secs_f64());
+                    crate::note!(
+                        "hel: {}; retrying in {:.1}s",
+                        crate::terminal::escape_line(&e.to_string()),
+                        wait.as_secs_f64()
+                    );
                     tokio::time::sleep(wait).await;
                     attempt += 1;
                 }
@@ -85,17 +120,50 @@ impl ModelClient {
         }
         let resp = req.send().await.map_err(|e| self.transport(e))?;
         let status = resp.status().as_u16();
-        let text = resp.text().await.map_err(|e| self.transport(e))?;
         if !(200..300).contains(&status) {
+            // Only the start of an error body is shown; the rest is not read.
+            let bytes = self.read_body(resp, ERROR_BODY_BYTES, false).await?;
+            let text = String::from_utf8_lossy(&bytes);
             let mut body: String = text.chars().take(300).collect();
-            if let Ok(v) = serde_json::from_str::<Value>(&text) {
+            if let Ok(v) = serde_json::from_slice::<Value>(&bytes) {
                 if let Some(m) = v.pointer("/error/message").and_then(Value::as_str) {
                     body = m.chars().take(300).collect();
                 }
             }
+            // Server text reaches the terminal in notes: escaped once here.
+            let body = crate::terminal::escape_line(&body).into_owned();
             return Err(RequestError::Status { status, body });
         }
-        parse_reply(&text)
+        let bytes = self.read_body(resp, self.max_body, true).await?;
+        parse_reply_bytes(&bytes)
+    }
+
+    /// The body of `resp`, at most `limit` bytes: past it, an error when
+    /// `strict`, else what came before. A declared Content-Length over the
+    /// limit is refused before anything is read.
+    async fn read_body(
+        &self,
+        mut resp: reqwest::Response,
+        limit: u64,
+        strict: bool,
+    ) -> Result<Vec<u8>, RequestError> {
+        let declared = resp.content_length();
+        if strict && declared.is_some_and(|n| n > limit) {
+            return Err(RequestError::TooLarge(limit));
+        }
+        let mut body = Vec::with_capacity(declared.unwrap_or(0).min(limit) as usize);
+        while let Some(chunk) = resp.chunk().await.map_err(|e| self.transport(e))? {
+            if (body.len() + chunk.len()) as u64 > limit {
+                if strict {
+                    return Err(RequestError::TooLarge(limit));
+                }
+                let room = limit as usize - body.len();
+                body.extend_from_slice(&chunk[..room]);
+                break;
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok(body)
     }
 
     fn transport(&self, e: reqwest::Error) -> RequestError {
@@ -112,7 +180,7 @@ impl ModelClient {
             }
             RequestError::Connect {
                 url: self.url.clone(),
-                reason,
+                reason: crate::terminal::escape_line(&reason).into_owned(),
             }
         }
     }
@@ -128,9 +196,20 @@ fn retryable(e: &RequestError) -> bool {
 
 /// Parse a chat-completions response body.
 pub fn parse_reply(text: &str) -> Result<Reply, RequestError> {
-    let body: Value = serde_json::from_str(text).map_err(|e| {
-        let head: String = text.chars().take(80).collect();
-        RequestError::Malformed(format!("not JSON ({e}): {head:?}"))
+    parse_reply_bytes(text.as_bytes())
+}
+
+/// Parse a chat-completions response body given as bytes.
+pub fn parse_reply_bytes(bytes: &[u8]) -> Result<Reply, RequestError> {
+    let body: Value = serde_json::from_slice(bytes).map_err(|e| {
+        let head: String = String::from_utf8_lossy(&bytes[..bytes.len().min(320)])
+            .chars()
+            .take(80)
+            .collect();
+        RequestError::Malformed(format!(
+            "not JSON ({e}): {}",
+            crate::terminal::escape_line(&format!("{head:?}"))
+        ))
     })?;
     let choice = body
         .pointer("/choices/0")
@@ -184,5 +263,20 @@ mod tests {
             parse_reply(r#"{"choices":[{"message":{"tool_calls":5}}]}"#),
             Err(RequestError::Malformed(_))
         ));
+        let e = parse_reply("\u{1b}]0;x\u{7}\u{202e}")
+            .unwrap_err()
+            .to_string();
+        assert!(!e.contains('\u{1b}') && !e.contains('\u{202e}'), "{e}");
+    }
+
+    #[test]
+    fn limit_message_names_the_limit() {
+        assert_eq!(
+            RequestError::TooLarge(64 << 20).to_string(),
+            "the model server's response is larger than the limit of 64 MiB (HEL_MAX_RESPONSE_BYTES): refused"
+        );
+        assert!(RequestError::TooLarge(1000)
+            .to_string()
+            .contains("1000 bytes"));
     }
 }

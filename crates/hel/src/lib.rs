@@ -26,4 +26,5 @@ pub mod run;
 pub mod session;
 pub mod spill;
 pub mod system;
+pub mod terminal;
 pub mod tools;

@@ -1,7 +1,7 @@
 //! An agent run: configuration, the session (new, resumed or forked), the
 //! instructions, a checkpoint after each completed answer.
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -178,8 +178,11 @@ pub async fn run(args: RunArgs, start: Start) -> Result<u8, Exit> {
         None => SpillStore::for_instance(&instance.spill()),
     };
     let inherit_fds = vec![instance.lock_fd()];
+    let project_dir = crate::tools::paths::ProjectDir::open(&setup.project)
+        .map_err(|e| Exit::refused(format!("cannot open the project directory: {e}")))?;
     let tools = ToolCtx {
         project: setup.project.clone(),
+        project_dir,
         access: args.access,
         bash_timeout: args.bash_timeout,
         sandbox,
@@ -202,7 +205,7 @@ pub async fn run(args: RunArgs, start: Start) -> Result<u8, Exit> {
         }
     });
     let context_file = (!args.no_context_file).then_some(args.context_file.as_str());
-    let system_message = system::build(&setup.project, context_file, &setup.toolset.names);
+    let system_message = system::build(&tools.project_dir, context_file, &setup.toolset.names);
     let mut agent = Agent::new(
         setup.config.clone(),
         setup.client,
@@ -273,7 +276,13 @@ pub async fn run(args: RunArgs, start: Start) -> Result<u8, Exit> {
                 }
                 let answer = outcome.answer.unwrap_or_default();
                 let mut out = std::io::stdout().lock();
-                let _ = writeln!(out, "{answer}");
+                // On a terminal the model's escape sequences are shown, not obeyed;
+                // into a pipe or file the answer goes byte for byte.
+                let _ = if out.is_terminal() {
+                    writeln!(out, "{}", crate::terminal::escape_text(&answer))
+                } else {
+                    writeln!(out, "{answer}")
+                };
                 let _ = out.flush();
             }
             t => {

@@ -63,6 +63,8 @@ impl ToolResult {
 pub struct ToolCtx {
     /// The project directory, canonical.
     pub project: PathBuf,
+    /// The project directory held open: the file tools resolve beneath it.
+    pub project_dir: paths::ProjectDir,
     pub access: Access,
     pub bash_timeout: u64,
     pub sandbox: bool,
@@ -273,6 +275,7 @@ async fn confirm(what: &str) -> Result<bool, String> {
             .open("/dev/tty")
             .map_err(|e| format!("no terminal: {e}"))?;
         let mut w = &tty;
+        let what = crate::terminal::escape_line(&what);
         write!(w, "hel: allow {what}? [y/N] ").map_err(|e| e.to_string())?;
         let mut line = String::new();
         std::io::BufReader::new(&tty)
@@ -293,6 +296,7 @@ pub(crate) mod testing {
         let dir = tempfile::tempdir().unwrap();
         let project = dir.path().canonicalize().unwrap();
         let ctx = ToolCtx {
+            project_dir: paths::ProjectDir::open(&project).unwrap(),
             spill: SpillStore::for_instance(&project.join("..").join("spill-unused")),
             project,
             access: Access::Auto,

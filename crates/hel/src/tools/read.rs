@@ -1,13 +1,12 @@
 //! read_file: a page of at most 10,000 bytes of a UTF-8 text file, ending
 //! at a line boundary, with a cursor to continue.
 
-use std::fs::File;
-use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
+use std::io::{Read, Seek, SeekFrom};
 
 use serde_json::Value;
 
 use super::cursor::{Cursor, Identity};
-use super::paths::{self, Resolved};
+use super::paths::Opened;
 use super::{arg_str, arg_u64, ToolCtx, ToolResult};
 
 /// Bytes of file content per call.
@@ -22,64 +21,102 @@ pub struct Page {
 }
 
 /// Read a page starting at byte `offset`, after skipping `skip` lines,
-/// covering at most `lines` lines.
+/// covering at most `lines` lines. Streams: whatever the length of a line,
+/// at most [`PAGE_BYTES`] + 1 bytes of the page and a 64 KiB buffer for
+/// skipping are held.
 pub fn read_page<R: Read + Seek>(
-    src: R,
+    mut src: R,
     offset: u64,
     skip: u64,
     lines: Option<u64>,
 ) -> Result<Page, String> {
-    let mut r = BufReader::new(src);
-    r.seek(SeekFrom::Start(offset)).map_err(|e| e.to_string())?;
-    let mut pos = offset;
-    let mut line = Vec::new();
-    for n in 0..skip {
-        line.clear();
-        let got = r.read_until(b'\n', &mut line).map_err(|e| e.to_string())?;
-        if got == 0 {
+    let pos = if skip > 0 {
+        skip_lines(&mut src, offset, skip)?
+    } else {
+        offset
+    };
+    src.seek(SeekFrom::Start(pos)).map_err(|e| e.to_string())?;
+    // One byte more than a page tells whether the next line fits.
+    let mut win = Vec::with_capacity(PAGE_BYTES + 1);
+    (&mut src)
+        .take(PAGE_BYTES as u64 + 1)
+        .read_to_end(&mut win)
+        .map_err(|e| e.to_string())?;
+    let at_eof = win.len() <= PAGE_BYTES;
+    let mut end = 0;
+    let mut left = lines;
+    let mut next = None;
+    while left != Some(0) && end < win.len() {
+        match memchr::memchr(b'\n', &win[end..]) {
+            Some(i) if end + i < PAGE_BYTES => end += i + 1,
+            // The last line, without a newline, fits.
+            None if at_eof => end = win.len(),
+            _ => {
+                if end == 0 {
+                    // One line longer than a page: split it at a character boundary.
+                    let mut cut = PAGE_BYTES;
+                    while cut > 0 && (win[cut] & 0xC0) == 0x80 {
+                        cut -= 1;
+                    }
+                    if cut == 0 {
+                        return Err(
+                            "binary or non-UTF-8 file: read_file reads UTF-8 text only".into()
+                        );
+                    }
+                    end = cut;
+                }
+                next = Some((pos + end as u64, left));
+                break;
+            }
+        }
+        left = left.map(|l| l - 1);
+    }
+    win.truncate(end);
+    if win.contains(&0) {
+        return Err("binary file (it contains NUL bytes): read_file reads text only".into());
+    }
+    let text = String::from_utf8(win)
+        .map_err(|_| "binary or non-UTF-8 file: read_file reads UTF-8 text only".to_owned())?;
+    Ok(Page { text, next })
+}
+
+/// The offset after `skip` lines from `offset`, counting newlines in
+/// chunks (a line is never held whole). A last line without a newline
+/// counts as a line.
+fn skip_lines<R: Read + Seek>(src: &mut R, offset: u64, skip: u64) -> Result<u64, String> {
+    src.seek(SeekFrom::Start(offset))
+        .map_err(|e| e.to_string())?;
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut base = offset;
+    let mut seen = 0u64;
+    let mut partial = false;
+    loop {
+        let n = match src.read(&mut buf) {
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e.to_string()),
+        };
+        if n == 0 {
+            if partial {
+                seen += 1;
+                if seen == skip {
+                    return Ok(base);
+                }
+            }
             return Err(format!(
-                "start_line {} is beyond the end of the file ({n} lines)",
+                "start_line {} is beyond the end of the file ({seen} lines)",
                 skip + 1
             ));
         }
-        pos += got as u64;
-    }
-    let mut out: Vec<u8> = Vec::new();
-    let mut left = lines;
-    let mut next = None;
-    loop {
-        if left == Some(0) {
-            break;
-        }
-        line.clear();
-        let got = r.read_until(b'\n', &mut line).map_err(|e| e.to_string())?;
-        if got == 0 {
-            break;
-        }
-        if out.len() + line.len() <= PAGE_BYTES {
-            out.extend_from_slice(&line);
-            pos += got as u64;
-            left = left.map(|l| l - 1);
-            continue;
-        }
-        if out.is_empty() {
-            // One line longer than a page: split it at a character boundary.
-            let mut cut = PAGE_BYTES;
-            while cut > 0 && (line[cut] & 0xC0) == 0x80 {
-                cut -= 1;
+        for i in memchr::memchr_iter(b'\n', &buf[..n]) {
+            seen += 1;
+            if seen == skip {
+                return Ok(base + i as u64 + 1);
             }
-            out.extend_from_slice(&line[..cut]);
-            pos += cut as u64;
         }
-        next = Some((pos, left));
-        break;
+        partial = buf[n - 1] != b'\n';
+        base += n as u64;
     }
-    if out.contains(&0) {
-        return Err("binary file (it contains NUL bytes): read_file reads text only".into());
-    }
-    let text = String::from_utf8(out)
-        .map_err(|_| "binary or non-UTF-8 file: read_file reads UTF-8 text only".to_owned())?;
-    Ok(Page { text, next })
 }
 
 /// The tool.
@@ -123,7 +160,8 @@ fn read(ctx: &mut ToolCtx, args: &Value) -> Result<String, String> {
     Ok(finish(ctx, path, page, identity))
 }
 
-/// A readable source for `path`, and its identity.
+/// A readable source for `path`, and its identity: spill of this session,
+/// or a regular file beneath the project (see [`super::paths`]).
 fn open(ctx: &ToolCtx, path: &str) -> Result<(Box<dyn ReadSeek>, Identity), String> {
     // Instance spill is named by its absolute path, outside the project.
     if let Some((bytes, blob)) = ctx.spill.read(path) {
@@ -134,16 +172,12 @@ fn open(ctx: &ToolCtx, path: &str) -> Result<(Box<dyn ReadSeek>, Identity), Stri
             },
         ));
     }
-    match paths::resolve(&ctx.project, path)? {
-        Resolved::File(abs) => {
-            let f = File::open(&abs).map_err(|e| format!("{path}: {e}"))?;
-            let meta = f.metadata().map_err(|e| format!("{path}: {e}"))?;
-            if meta.is_dir() {
-                return Err(format!("{path} is a directory: use glob to list it"));
-            }
-            Ok((Box::new(f), Identity::of(&meta)))
+    match ctx.project_dir.open_file(path)? {
+        Opened::File { file, .. } => {
+            let meta = file.metadata().map_err(|e| format!("{path}: {e}"))?;
+            Ok((Box::new(file), Identity::of(&meta)))
         }
-        Resolved::Store(rel) => {
+        Opened::Store(rel) => {
             let (bytes, blob) = ctx.spill.read(&rel).ok_or_else(|| {
                 format!("{path} is inside .hel/ and not a spill file of this session: refused")
             })?;
@@ -243,6 +277,45 @@ mod tests {
         assert_eq!(p.text.len(), 9_998);
         let rest = page(&t, p.next.unwrap().0, 0, None);
         assert_eq!(p.text.len() + rest.text.len(), t.len());
+    }
+
+    /// A source that counts the bytes read from it.
+    struct Counting<R> {
+        inner: R,
+        read: std::rc::Rc<std::cell::Cell<u64>>,
+    }
+    impl<R: Read> Read for Counting<R> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let n = self.inner.read(buf)?;
+            self.read.set(self.read.get() + n as u64);
+            Ok(n)
+        }
+    }
+    impl<R: Seek> Seek for Counting<R> {
+        fn seek(&mut self, pos: SeekFrom) -> std::io::Result<u64> {
+            self.inner.seek(pos)
+        }
+    }
+
+    #[test]
+    fn a_long_line_is_never_read_whole() {
+        let mut text = "y".repeat(5 << 20);
+        text.push_str("\nsecond\nthird");
+        let read = std::rc::Rc::new(std::cell::Cell::new(0));
+        let src = Counting {
+            inner: Mem::new(text.as_bytes().to_vec()),
+            read: read.clone(),
+        };
+        let p = read_page(src, 0, 0, None).unwrap();
+        assert_eq!((p.text.len(), p.next), (PAGE_BYTES, Some((10_000, None))));
+        assert!(read.get() <= PAGE_BYTES as u64 + 1, "{}", read.get());
+        // Skipping the long line streams through it.
+        assert_eq!(page(&text, 0, 1, Some(1)).text, "second\n");
+        assert_eq!(page(&text, 0, 2, None).text, "third");
+        assert_eq!(page(&text, 0, 3, None).text, "");
+        assert!(read_page(Mem::new(text.into_bytes()), 0, 4, None)
+            .unwrap_err()
+            .contains("start_line 5 is beyond the end of the file (3 lines)"));
     }
 
     #[test]

@@ -1,46 +1,244 @@
-//! glob and grep, over the project's files as ripgrep's `ignore` walker
-//! sees them (.gitignore honoured, `.git` and `.hel` skipped).
+//! glob and grep, over the project's files: sorted by path, skipping
+//! `.git`, `.hel` and what `.gitignore` / `.ignore` files ignore (matched
+//! by ripgrep's `ignore` rules).
+//!
+//! The walk goes by descriptors from the project's own: each directory is
+//! opened with `O_NOFOLLOW` relative to its parent, so a directory swapped
+//! for a symbolic link mid-walk is skipped, never followed outside the
+//! project or into `.hel/`. Symbolic links are not followed (as before);
+//! FIFOs, sockets and devices are skipped unopened; ignore files are read
+//! only inside the project, regular files only, at most
+//! [`IGNORE_FILE_BYTES`] each.
+//!
+//! grep streams each file: lines up to [`WINDOW`] bytes are matched whole;
+//! a longer line is searched in windows of [`WINDOW`] bytes that overlap by
+//! [`OVERLAP`] bytes, so a match up to [`OVERLAP`] bytes long is found
+//! wherever it lies, while a longer match crossing a window's edge can be
+//! missed (and `$`, `\b` next to that edge are judged as if the line ended
+//! there when the match is longer than the overlap).
 
+use std::ffi::{OsStr, OsString};
 use std::io::Read;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use globset::{Glob, GlobMatcher};
-use regex::Regex;
+use ignore::gitignore::{Gitignore, GitignoreBuilder};
+use ignore::Match;
+use regex::bytes::Regex;
+use rustix::fs::{self as rfs, AtFlags, FileType, Mode, OFlags};
 use serde_json::Value;
 
-use super::paths::{self, Resolved};
+use super::paths::{self, is_store_name, open_regular_at, Target};
 use super::{arg_str, ToolCtx, ToolResult};
 
 pub const MAX_MATCHES: usize = 100;
 pub const MAX_BYTES: usize = 10_000;
+/// Bytes of one line held at once; longer lines are searched in windows.
+pub const WINDOW: usize = 1 << 20;
+/// Bytes by which the windows of a long line overlap.
+pub const OVERLAP: usize = 4096;
+/// Characters of a line shown from its start.
+const SHOWN_CHARS: usize = 500;
+/// Bytes of an ignore file read; the rest is not applied.
+pub const IGNORE_FILE_BYTES: u64 = 1 << 20;
+/// Directory levels walked below the search root.
+const MAX_DEPTH: usize = 256;
 
-/// Files under `root` in path order, skipping `.git`, `.hel` and ignored files.
-fn files(project: &Path, root: &Path) -> Vec<PathBuf> {
-    let store = project.join(".hel");
-    let mut out: Vec<PathBuf> = ignore::WalkBuilder::new(root)
-        .hidden(false)
-        .require_git(false)
-        .filter_entry(move |e| {
-            let name = e.file_name();
-            !(name == ".git" || e.path() == store || name == ".hel")
-        })
-        .build()
-        .filter_map(Result::ok)
-        .filter(|e| e.file_type().is_some_and(|t| t.is_file()))
-        .map(|e| e.into_path())
-        .collect();
-    out.sort();
-    out
+/// The ignore files of one directory.
+struct Rules {
+    ignore: Option<Gitignore>,
+    gitignore: Option<Gitignore>,
 }
 
-fn root(ctx: &ToolCtx, args: &Value) -> Result<PathBuf, String> {
-    match arg_str(args, "path")? {
-        None => Ok(ctx.project.clone()),
-        Some(p) => match paths::resolve(&ctx.project, p)? {
-            Resolved::File(abs) if abs.exists() => Ok(abs),
-            Resolved::File(_) => Err(format!("{p} does not exist")),
-            Resolved::Store(_) => Err(format!("{p} is inside .hel/: refused")),
-        },
+/// A directory being listed.
+struct Level {
+    fd: OwnedFd,
+    rel: PathBuf,
+    entries: Vec<(OsString, FileType)>,
+    next: usize,
+}
+
+/// Walks the files under a root beneath the project, in path order.
+struct Walker<'a> {
+    ctx: &'a ToolCtx,
+    rules: Vec<Rules>,
+    /// `.git/info/exclude` of the project.
+    exclude: Option<Gitignore>,
+}
+
+fn open_dir_at(dir: BorrowedFd<'_>, name: &OsStr) -> rustix::io::Result<OwnedFd> {
+    rfs::openat(
+        dir,
+        name,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+}
+
+/// A gitignore matcher from the file `name` in `dir` (`abs` is the
+/// directory's path), or None when there is none to read.
+fn load_ignore(dir: BorrowedFd<'_>, name: &str, abs: &Path) -> Option<Gitignore> {
+    let file = open_regular_at(dir, OsStr::new(name), None).ok()?;
+    let mut bytes = Vec::new();
+    file.take(IGNORE_FILE_BYTES).read_to_end(&mut bytes).ok()?;
+    let mut b = GitignoreBuilder::new(abs);
+    let from = abs.join(name);
+    for (i, line) in String::from_utf8_lossy(&bytes).lines().enumerate() {
+        let line = if i == 0 {
+            line.trim_start_matches('\u{feff}')
+        } else {
+            line
+        };
+        let _ = b.add_line(Some(from.clone()), line);
+    }
+    b.build().ok()
+}
+
+impl<'a> Walker<'a> {
+    fn rules_for(&self, fd: BorrowedFd<'_>, rel: &Path) -> Rules {
+        let abs = self.ctx.project_dir.path().join(rel);
+        Rules {
+            ignore: load_ignore(fd, ".ignore", &abs),
+            gitignore: load_ignore(fd, ".gitignore", &abs),
+        }
+    }
+
+    /// Whether `rel` is ignored: `.ignore` rules first, then `.gitignore`,
+    /// each from the deepest directory up, then `.git/info/exclude`.
+    fn ignored(&self, rel: &Path, is_dir: bool) -> bool {
+        let abs = self.ctx.project_dir.path().join(rel);
+        let layers = [
+            self.rules
+                .iter()
+                .rev()
+                .filter_map(|r| r.ignore.as_ref())
+                .collect::<Vec<_>>(),
+            self.rules
+                .iter()
+                .rev()
+                .filter_map(|r| r.gitignore.as_ref())
+                .collect(),
+            self.exclude.iter().collect(),
+        ];
+        for layer in layers {
+            for g in layer {
+                match g.matched(&abs, is_dir) {
+                    Match::Ignore(_) => return true,
+                    Match::Whitelist(_) => return false,
+                    Match::None => {}
+                }
+            }
+        }
+        false
+    }
+
+    /// Call `each(dir, name, rel)` for every regular file under `root`
+    /// (a path as the model gave it; None: the project), in path order.
+    fn walk(
+        ctx: &'a ToolCtx,
+        root: Option<&str>,
+        each: &mut dyn FnMut(BorrowedFd<'_>, &OsStr, &Path),
+    ) -> Result<(), String> {
+        let shown = root.unwrap_or(".");
+        let entry = match ctx.project_dir.resolve(shown, false)? {
+            Target::Entry(e) => e,
+            Target::Store(_) => return Err(format!("{shown} is inside .hel/: refused")),
+        };
+        let Some(st) = entry.stat else {
+            return Err(format!("{shown} does not exist"));
+        };
+        if paths::is_regular(&st) {
+            if let Some(name) = &entry.name {
+                each(entry.parent.as_fd(), name, &entry.rel);
+            }
+            return Ok(());
+        }
+        if !paths::is_dir(&st) {
+            return Err(format!("{shown} is {}: refused", paths::kind_name(&st)));
+        }
+        let mut w = Walker {
+            ctx,
+            rules: Vec::new(),
+            exclude: None,
+        };
+        // Down from the project to the root, gathering the ignore rules on the way.
+        let top = ctx.project_dir.fd();
+        let mut fd = open_dir_at(top, OsStr::new(".")).map_err(|e| format!("{shown}: {e}"))?;
+        w.exclude = open_dir_at(top, OsStr::new(".git"))
+            .and_then(|git| open_dir_at(git.as_fd(), OsStr::new("info")))
+            .ok()
+            .and_then(|info| load_ignore(info.as_fd(), "exclude", ctx.project_dir.path()));
+        let mut rel = PathBuf::new();
+        w.rules.push(w.rules_for(fd.as_fd(), &rel));
+        for c in entry.rel.iter() {
+            fd = open_dir_at(fd.as_fd(), c)
+                .map_err(|_| format!("{shown} changed while it was being searched: try again"))?;
+            rel.push(c);
+            w.rules.push(w.rules_for(fd.as_fd(), &rel));
+        }
+        let mut stack = vec![Level::list(fd, rel)];
+        while let Some(top) = stack.last_mut() {
+            // One rules level per directory from the project down.
+            let depth = w.rules.len();
+            let Some((name, kind)) = top.entries.get(top.next).cloned() else {
+                stack.pop();
+                w.rules.pop();
+                continue;
+            };
+            top.next += 1;
+            let rel = top.rel.join(&name);
+            match kind {
+                FileType::Directory => {
+                    if depth >= MAX_DEPTH || w.ignored(&rel, true) {
+                        continue;
+                    }
+                    // O_NOFOLLOW: a directory swapped for a link is skipped.
+                    let Ok(fd) = open_dir_at(top.fd.as_fd(), &name) else {
+                        continue;
+                    };
+                    let rules = w.rules_for(fd.as_fd(), &rel);
+                    w.rules.push(rules);
+                    stack.push(Level::list(fd, rel));
+                }
+                FileType::RegularFile if !w.ignored(&rel, false) => {
+                    each(top.fd.as_fd(), &name, &rel);
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Level {
+    /// The entries of `fd` sorted by name (so the walk runs in path order),
+    /// without `.git` and `.hel`.
+    fn list(fd: OwnedFd, rel: PathBuf) -> Level {
+        let mut entries = Vec::new();
+        if let Ok(dir) = rfs::Dir::read_from(&fd) {
+            for e in dir.flatten() {
+                let name = OsStr::from_bytes(e.file_name().to_bytes());
+                if name == "." || name == ".." || name == ".git" || is_store_name(name) {
+                    continue;
+                }
+                let mut kind = e.file_type();
+                if kind == FileType::Unknown {
+                    kind = rfs::statat(&fd, name, AtFlags::SYMLINK_NOFOLLOW)
+                        .map(|st| FileType::from_raw_mode(st.st_mode))
+                        .unwrap_or(FileType::Unknown);
+                }
+                entries.push((name.to_owned(), kind));
+            }
+        }
+        entries.sort_by(|a, b| a.0.cmp(&b.0));
+        Level {
+            fd,
+            rel,
+            entries,
+            next: 0,
+        }
     }
 }
 
@@ -92,15 +290,21 @@ pub fn glob(ctx: &mut ToolCtx, args: &Value) -> ToolResult {
     let run = || -> Result<String, String> {
         let pattern = arg_str(args, "pattern")?.ok_or("glob needs a pattern")?;
         let m = glob_matcher(pattern)?;
-        let root = root(ctx, args)?;
+        let root = arg_str(args, "path")?;
+        let root_rel = match root {
+            Some(r) => match ctx.project_dir.resolve(r, false)? {
+                Target::Entry(e) => e.rel,
+                Target::Store(_) => return Err(format!("{r} is inside .hel/: refused")),
+            },
+            None => PathBuf::new(),
+        };
         let mut out = Capped::new();
-        for f in files(&ctx.project, &root) {
-            let rel_root = f.strip_prefix(&root).unwrap_or(&f);
-            let rel = paths::display(&ctx.project, &f);
-            if m.is_match(rel_root) || m.is_match(&rel) {
-                out.push(rel);
+        Walker::walk(ctx, root, &mut |_, _, rel| {
+            let rel_root = rel.strip_prefix(&root_rel).unwrap_or(rel);
+            if m.is_match(rel_root) || m.is_match(rel) {
+                out.push(paths::display(rel));
             }
-        }
+        })?;
         Ok(out.finish("no files match"))
     };
     match run() {
@@ -114,39 +318,300 @@ pub fn grep(ctx: &mut ToolCtx, args: &Value) -> ToolResult {
         let pattern = arg_str(args, "pattern")?.ok_or("grep needs a pattern")?;
         let re = Regex::new(pattern).map_err(|e| format!("bad regex: {e}"))?;
         let include = arg_str(args, "include")?.map(glob_matcher).transpose()?;
-        let root = root(ctx, args)?;
         let mut out = Capped::new();
-        for f in files(&ctx.project, &root) {
+        Walker::walk(ctx, arg_str(args, "path")?, &mut |dir, name, rel| {
             if let Some(inc) = &include {
-                let name = f.file_name().map(Path::new).unwrap_or(&f);
-                let rel = paths::display(&ctx.project, &f);
-                if !(inc.is_match(name) || inc.is_match(&rel)) {
-                    continue;
+                if !(inc.is_match(Path::new(name)) || inc.is_match(rel)) {
+                    return;
                 }
             }
-            let mut bytes = Vec::new();
-            if std::fs::File::open(&f)
-                .and_then(|mut h| h.read_to_end(&mut bytes))
-                .is_err()
-            {
-                continue;
-            }
-            if bytes[..bytes.len().min(8192)].contains(&0) {
-                continue; // binary
-            }
-            let text = String::from_utf8_lossy(&bytes);
-            let rel = paths::display(&ctx.project, &f);
-            for (i, line) in text.lines().enumerate() {
-                if re.is_match(line) {
-                    let shown: String = line.chars().take(500).collect();
-                    out.push(format!("{rel}:{}:{shown}", i + 1));
-                }
-            }
-        }
+            // Regular files only, opened without following links or blocking.
+            let Ok(file) = open_regular_at(dir, name, None) else {
+                return;
+            };
+            let shown = paths::display(rel);
+            let _ = grep_reader(file, &re, &mut |line, text| {
+                out.push(format!("{shown}:{line}:{text}"))
+            });
+        })?;
         Ok(out.finish("no matches"))
     };
     match run() {
         Ok(s) => ToolResult::ok(s),
         Err(e) => ToolResult::failed(format!("error: {e}")),
+    }
+}
+
+/// A line longer than [`WINDOW`], being searched.
+struct Long {
+    /// Offset in the line of the buffer's first byte.
+    base: u64,
+    /// A match was reported: the rest of the line is only skipped.
+    matched: bool,
+}
+
+/// Search `src` line by line, calling `emit(line number, shown text)` for
+/// each matching line. Holds at most [`WINDOW`] bytes. A file whose first
+/// 8 KiB contain a NUL byte is binary and skipped.
+pub fn grep_reader<R: Read>(
+    mut src: R,
+    re: &Regex,
+    emit: &mut dyn FnMut(u64, String),
+) -> std::io::Result<()> {
+    let mut buf = vec![0u8; WINDOW];
+    let mut filled = 0;
+    let mut at_eof = false;
+    let mut first = true;
+    let mut line_no = 1u64;
+    let mut long: Option<Long> = None;
+    loop {
+        while !at_eof && filled < WINDOW {
+            match src.read(&mut buf[filled..]) {
+                Ok(0) => at_eof = true,
+                Ok(n) => filled += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        if first {
+            first = false;
+            if buf[..filled.min(8192)].contains(&0) {
+                return Ok(());
+            }
+        }
+        // Complete lines.
+        let mut start = 0;
+        while let Some(i) = memchr::memchr(b'\n', &buf[start..filled]) {
+            let end = start + i;
+            match long.take() {
+                Some(l) => {
+                    if !l.matched {
+                        search_window(re, &buf[..end], l.base, true, line_no, emit);
+                    }
+                }
+                None => match_line(re, &buf[start..end], line_no, emit),
+            }
+            line_no += 1;
+            start = end + 1;
+        }
+        if at_eof {
+            if start < filled {
+                match long.take() {
+                    Some(l) => {
+                        if !l.matched {
+                            search_window(re, &buf[..filled], l.base, true, line_no, emit);
+                        }
+                    }
+                    None => match_line(re, &buf[start..filled], line_no, emit),
+                }
+            }
+            return Ok(());
+        }
+        if start > 0 {
+            // Keep the unfinished line and read on.
+            buf.copy_within(start..filled, 0);
+            filled -= start;
+            continue;
+        }
+        // A full window and no line end: a long line goes on.
+        let l = long.get_or_insert(Long {
+            base: 0,
+            matched: false,
+        });
+        if l.matched {
+            filled = 0;
+            continue;
+        }
+        l.matched = search_window(re, &buf[..filled], l.base, false, line_no, emit);
+        // The next window starts one byte of lookbehind and OVERLAP bytes
+        // before this one's end.
+        let keep = if l.matched { 0 } else { OVERLAP + 1 };
+        buf.copy_within(filled - keep..filled, 0);
+        l.base += (filled - keep) as u64;
+        filled = keep;
+    }
+}
+
+/// Report a line of at most [`WINDOW`] bytes if it matches.
+fn match_line(re: &Regex, line: &[u8], line_no: u64, emit: &mut dyn FnMut(u64, String)) {
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    let Some(m) = re.find(line) else { return };
+    let text = if m.start() < SHOWN_CHARS {
+        // Byte offset below SHOWN_CHARS: the match starts among the first characters shown.
+        let head = &line[..line.len().min(SHOWN_CHARS * 4)];
+        String::from_utf8_lossy(head)
+            .chars()
+            .take(SHOWN_CHARS)
+            .collect()
+    } else {
+        excerpt(line, m.start(), m.end())
+    };
+    emit(line_no, text);
+}
+
+/// Search one window of a long line (`hay`, whose first byte is byte
+/// `base` of the line; after the first window, `hay[0]` is lookbehind
+/// only). `last`: the line ends with this window. Returns whether a match
+/// was reported.
+fn search_window(
+    re: &Regex,
+    hay: &[u8],
+    base: u64,
+    last: bool,
+    line_no: u64,
+    emit: &mut dyn FnMut(u64, String),
+) -> bool {
+    let hay = if last {
+        hay.strip_suffix(b"\r").unwrap_or(hay)
+    } else {
+        hay
+    };
+    // Searching from 1 lets `^` and `\b` see the byte before.
+    let from = usize::from(base > 0);
+    let Some(m) = re.find_at(hay, from) else {
+        return false;
+    };
+    // A short match touching the window's end is judged again by the next
+    // window, which sees what follows.
+    if !last && m.end() == hay.len() && m.len() <= OVERLAP {
+        return false;
+    }
+    emit(
+        line_no,
+        format!(
+            "{} [a line longer than {} MiB, searched in overlapping windows; the match is at byte {} of the line]",
+            excerpt(hay, m.start(), m.end()),
+            WINDOW >> 20,
+            base + m.start() as u64
+        ),
+    );
+    true
+}
+
+/// Up to 100 bytes before a match, the match (at most 300 bytes of it) and
+/// up to 100 bytes after, cut at character boundaries, with `…` where the
+/// line goes on.
+fn excerpt(line: &[u8], start: usize, end: usize) -> String {
+    let is_cont = |i: usize| i < line.len() && (line[i] & 0xC0) == 0x80;
+    let mut s = start.saturating_sub(100);
+    while s < start && is_cont(s) {
+        s += 1;
+    }
+    let mut e = end.min(start + 300).saturating_add(100).min(line.len());
+    while e > s && is_cont(e) {
+        e -= 1;
+    }
+    let mut out = String::new();
+    if s > 0 {
+        out.push('…');
+    }
+    out.push_str(&String::from_utf8_lossy(&line[s..e]));
+    if e < line.len() {
+        out.push('…');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn grep_bytes(text: &[u8], pattern: &str) -> Vec<(u64, String)> {
+        let re = Regex::new(pattern).unwrap();
+        let mut out = Vec::new();
+        grep_reader(text, &re, &mut |n, s| out.push((n, s))).unwrap();
+        out
+    }
+
+    #[test]
+    fn walk_follows_ignore_rules_and_no_links() {
+        let (_d, mut c) = crate::tools::testing::ctx();
+        let w = |rel: &str, text: &str| {
+            let p = c.project.join(rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, text).unwrap();
+        };
+        w(".gitignore", "*.log\nbuild/\n");
+        w("keep.log.txt", "x");
+        w("a.log", "x");
+        w("sub/.gitignore", "!important.log\n");
+        w("sub/important.log", "x");
+        w("sub/other.log", "x");
+        w("sub/deep/f.rs", "x");
+        w(".ignore", "sub/deep/\n");
+        w("build/out.rs", "x");
+        w(".git/info/exclude", "excluded.rs\n");
+        w("excluded.rs", "x");
+        w("sub/deep2/g.rs", "x");
+        std::os::unix::fs::symlink(c.project.join("sub"), c.project.join("linked")).unwrap();
+        let all = glob(&mut c, &json!({"pattern": "**/*"})).content;
+        assert_eq!(
+            all,
+            ".gitignore\n.ignore\nkeep.log.txt\nsub/.gitignore\nsub/deep2/g.rs\nsub/important.log"
+        );
+        // From a subdirectory the rules above it still apply.
+        assert_eq!(
+            glob(&mut c, &json!({"pattern": "*", "path": "sub"})).content,
+            "sub/.gitignore\nsub/deep2/g.rs\nsub/important.log"
+        );
+        // A root given through a link inside the project is walked as its target.
+        assert_eq!(
+            glob(&mut c, &json!({"pattern": "**/*.rs", "path": "linked"})).content,
+            "sub/deep2/g.rs"
+        );
+    }
+
+    #[test]
+    fn lines_and_line_numbers() {
+        let r = grep_bytes(b"a\r\nfoo\nbar\nfoo bar", "^foo");
+        assert_eq!(r, [(2, "foo".into()), (4, "foo bar".into())]);
+        assert!(grep_bytes(b"x\0foo", "foo").is_empty(), "binary");
+        assert_eq!(grep_bytes(b"a$\n", "a\\$$"), [(1, "a$".into())]);
+        // A match far into a line is shown around it.
+        let line = format!("{}NEEDLE{}\n", "x".repeat(2000), "y".repeat(2000));
+        let r = grep_bytes(line.as_bytes(), "NEEDLE");
+        assert!(
+            r[0].1.starts_with('…') && r[0].1.contains("xNEEDLEy"),
+            "{}",
+            r[0].1
+        );
+        assert!(r[0].1.len() < 600);
+    }
+
+    #[test]
+    fn long_lines_are_searched_in_overlapping_windows() {
+        // Needles across the first window's end, far into the line, and in
+        // the line's last window; then a short line after.
+        let mut line = vec![b'a'; 5 * WINDOW + 123];
+        let at = WINDOW - 3;
+        line[at..at + 6].copy_from_slice(b"NEEDLE");
+        let mut text = line.clone();
+        text.extend_from_slice(b"\nshort NEEDLE\n");
+        let r = grep_bytes(&text, "NEEDLE");
+        assert_eq!(r.len(), 2, "{r:?}");
+        assert_eq!(r[0].0, 1);
+        assert!(r[0].1.contains("aNEEDLEa"), "{}", r[0].1);
+        assert!(
+            r[0].1.contains(&format!("the match is at byte {at} ")),
+            "{}",
+            r[0].1
+        );
+        assert!(r[0].1.len() < 700);
+        assert_eq!(r[1], (2, "short NEEDLE".into()));
+        // `^` does not match at a later window's start, `$` not at a window's end.
+        let plain = vec![b'b'; 3 * WINDOW];
+        assert!(grep_bytes(&plain, "^bbbbc").is_empty());
+        assert!(grep_bytes(&plain, "c|^b{5}$").is_empty());
+        assert_eq!(grep_bytes(&plain, "b$").len(), 1);
+        assert_eq!(grep_bytes(&plain, "^b").len(), 1);
+        // A match in the last window only, at the end of the file.
+        let mut tail = vec![b'c'; 3 * WINDOW];
+        tail.extend_from_slice(b"END");
+        let r = grep_bytes(&tail, "END$");
+        assert!(
+            r.len() == 1 && r[0].1.contains(&format!("byte {}", 3 * WINDOW)),
+            "{r:?}"
+        );
     }
 }
