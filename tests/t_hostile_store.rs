@@ -84,6 +84,16 @@ impl Hostile {
     /// A snapshot of session `sid` with list `root` of `count` messages,
     /// in this project.
     fn snapshot(&self, sid: &str, root: Option<ObjectId>, count: u64) -> ObjectId {
+        self.snapshot_saying(sid, root, count, "forged")
+    }
+
+    fn snapshot_saying(
+        &self,
+        sid: &str,
+        root: Option<ObjectId>,
+        count: u64,
+        instruction: &str,
+    ) -> ObjectId {
         let snap = json!({
             "schema_version": 1,
             "session_id": sid,
@@ -96,7 +106,7 @@ impl Hostile {
             "cursors": self.blob(&json!([])).to_hex(),
             "messages": {"root": root.map(|r| r.to_hex()), "count": count},
             "spill": {},
-            "summary": {"messages": count, "checkpoints": 1, "instruction": "forged", "input_tokens": 0, "output_tokens": 0},
+            "summary": {"messages": count, "checkpoints": 1, "instruction": instruction, "input_tokens": 0, "output_tokens": 0},
         });
         self.raw("snapshot", &hel_store::canonical::to_vec(&snap))
     }
@@ -530,4 +540,37 @@ fn wrong_kinds_bad_counts_and_bad_snapshots_are_faults_everywhere() {
     assert_eq!(run.code, 0, "{}", run.stdout);
     let run = h.run(None, &["sessions", "show", &h.session]);
     assert!(run.stdout.contains("first answer"), "{}", run.stdout);
+}
+
+#[test]
+fn stored_text_cannot_drive_the_terminal() {
+    let h = Hostile::new();
+    let evil = "\u{1b}]0;pwned\u{7}\u{1b}[2J\u{9b}31m\u{202e}gnp.exe\r";
+    let node = h.list(&json!({"count": 3, "items": [
+        {"m": system()},
+        {"m": user(evil)},
+        {"m": {"role": "assistant", "content": evil}},
+    ], "prev": null}));
+    let snap = h.snapshot_saying(FORGED, Some(node), 3, evil);
+    h.set_ref(FORGED, &snap);
+    for args in [
+        vec!["sessions"],
+        vec!["sessions", "log", FORGED],
+        vec!["sessions", "show", FORGED],
+    ] {
+        let run = h.run(None, &args);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        for bad in ['\u{1b}', '\u{7}', '\u{9b}', '\u{202e}', '\r'] {
+            assert!(
+                !run.stdout.contains(bad) && !run.stderr.contains(bad),
+                "{args:?} printed {bad:?}: {:?}",
+                run.stdout
+            );
+        }
+        assert!(run.stdout.contains("^["), "{args:?}: {}", run.stdout);
+    }
+    // JSON stays exact (its escapes are JSON's).
+    let run = h.run(None, &["sessions", "show", FORGED, "--json"]);
+    let v: Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(v["messages"][1]["content"], evil);
 }

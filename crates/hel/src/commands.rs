@@ -19,6 +19,14 @@ fn project() -> Result<PathBuf, Exit> {
         .map_err(|e| Exit::refused(format!("cannot use the current directory: {e}")))
 }
 
+/// Print a line of a report for people. What it shows came from the store
+/// (instructions, messages, paths), so control characters are escaped.
+macro_rules! say {
+    ($($arg:tt)*) => {
+        println!("{}", crate::terminal::escape_text(&format!($($arg)*)))
+    };
+}
+
 fn print_json(v: &Value) {
     println!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
 }
@@ -56,12 +64,16 @@ fn list(store: &Store, as_json: bool) -> Result<u8, Exit> {
         return Ok(0);
     }
     if sessions.is_empty() {
-        println!("no sessions in this project");
+        say!("no sessions in this project");
         return Ok(0);
     }
-    println!(
+    say!(
         "{:<36}  {:<5}  {:<24}  {:>11}  {:>8}  INSTRUCTION",
-        "SESSION", "STATE", "UPDATED", "CHECKPOINTS", "MESSAGES"
+        "SESSION",
+        "STATE",
+        "UPDATED",
+        "CHECKPOINTS",
+        "MESSAGES"
     );
     let mut broken = 0;
     for s in sessions {
@@ -75,7 +87,7 @@ fn list(store: &Store, as_json: bool) -> Result<u8, Exit> {
         } else {
             rfc3339(s.updated_ms)
         };
-        println!(
+        say!(
             "{:<36}  {:<5}  {:<24}  {:>11}  {:>8}  {}",
             s.id,
             state,
@@ -86,7 +98,11 @@ fn list(store: &Store, as_json: bool) -> Result<u8, Exit> {
         );
         if let Some(why) = &s.broken {
             broken += 1;
-            crate::note!("hel: session {}: {why}", s.id);
+            crate::note!(
+                "hel: session {}: {}",
+                s.id,
+                crate::terminal::escape_line(why)
+            );
         }
     }
     if broken > 0 {
@@ -115,13 +131,13 @@ fn log(store: &Store, project: &Path, spec: &str, as_json: bool) -> Result<u8, E
     }
     for e in entries {
         if e.fork_point {
-            println!(
+            say!(
                 "--- forked from session {} at checkpoint {} ---",
                 e.session_id,
                 &e.id.to_hex()[..12]
             );
         }
-        println!(
+        say!(
             "{}  {}  {:>5} msgs  {:>8} in {:>6} out  {}",
             &e.id.to_hex()[..12],
             e.time,
@@ -185,12 +201,13 @@ fn show(
         let _ = writeln!(out);
         return Ok(0);
     }
-    println!(
+    say!(
         "session {id}\ncheckpoint {checkpoint}\ncreated {}\ncwd {}",
-        cp.created_at, cp.cwd
+        cp.created_at,
+        cp.cwd
     );
     let rc = &request_config;
-    println!(
+    say!(
         "saved with: provider {}, model {}, output limit {}, tools [{}]\n",
         rc["provider"].as_str().unwrap_or("?"),
         rc["model"].as_str().unwrap_or("?"),
@@ -220,15 +237,15 @@ fn show(
             ""
         };
         match role {
-            "tool" => println!(
+            "tool" => say!(
                 "[{i}] tool ({}): {first}{more}",
                 m["tool_call_id"].as_str().unwrap_or("")
             ),
-            _ => println!("[{i}] {role}: {first}{more}"),
+            _ => say!("[{i}] {role}: {first}{more}"),
         }
         if let Some(calls) = m["tool_calls"].as_array() {
             for c in calls {
-                println!(
+                say!(
                     "      → {} {}",
                     c.pointer("/function/name")
                         .and_then(Value::as_str)
@@ -240,13 +257,13 @@ fn show(
             }
         }
         for line in text.lines().filter(|l| l.starts_with("spill: ")) {
-            println!("      {line}");
+            say!("      {line}");
         }
     }
     if !cp.spill.is_empty() {
-        println!("\nspill:");
+        say!("\nspill:");
         for (k, v) in &cp.spill {
-            println!("  {k}  {} bytes  blob {}", v.size, &v.blob.to_hex()[..12]);
+            say!("  {k}  {} bytes  blob {}", v.size, &v.blob.to_hex()[..12]);
         }
     }
     Ok(0)
@@ -255,9 +272,10 @@ fn show(
 fn delete(store: &Store, project: &Path, spec: &str) -> Result<u8, Exit> {
     let id = session::resolve(store, project, spec)?;
     let report = store.delete(&id, true)?.unwrap_or_default();
-    println!(
+    say!(
         "deleted session {id}; reclaimed {} objects, {} bytes",
-        report.objects_removed, report.bytes_removed
+        report.objects_removed,
+        report.bytes_removed
     );
     Ok(0)
 }
@@ -270,7 +288,7 @@ pub fn gc(dry_run: bool) -> Result<u8, Exit> {
     } else {
         "reclaimed"
     };
-    println!(
+    say!(
         "{verb} {} objects ({} bytes), {} temporary files, {} abandoned sessions, {} spill working copies; {} objects kept",
         r.objects_removed,
         r.bytes_removed,
@@ -285,28 +303,30 @@ pub fn gc(dry_run: bool) -> Result<u8, Exit> {
 pub fn fsck() -> Result<u8, Exit> {
     let store = Store::open(&project()?)?;
     let r = store.fsck()?;
-    println!(
+    say!(
         "checked {} objects ({} bytes) and {} refs",
-        r.objects, r.bytes, r.refs
+        r.objects,
+        r.bytes,
+        r.refs
     );
     for fault in &r.faults {
-        println!("fault: {fault}");
+        say!("fault: {fault}");
     }
     for note in &r.notes {
-        println!("note: {note}");
+        say!("note: {note}");
     }
     match r.unreachable {
-        Some(n) => println!(
+        Some(n) => say!(
             "garbage: {n} unreachable objects, {} temporary files (not faults; `hel gc` reclaims them)",
             r.tmp_files
         ),
-        None => println!("garbage: not counted while the store has faults (`hel gc` refuses until they are fixed)"),
+        None => say!("garbage: not counted while the store has faults (`hel gc` refuses until they are fixed)"),
     }
     if r.is_sound() {
-        println!("store is sound");
+        say!("store is sound");
         Ok(0)
     } else {
-        println!("store has {} faults", r.faults.len());
+        say!("store has {} faults", r.faults.len());
         Ok(1)
     }
 }

@@ -45,7 +45,8 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            hel::note!("hel: {e}");
+            // Errors name paths and objects a repository may have chosen.
+            hel::note!("hel: {}", hel::terminal::escape_line(&e.to_string()));
             ExitCode::from(e.code)
         }
     }
