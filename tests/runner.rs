@@ -3,5 +3,6 @@
 mod t_compaction;
 mod t_core;
 mod t_evals;
+mod t_sandbox;
 mod t_sessions;
 mod t_tools;

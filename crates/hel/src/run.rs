@@ -134,6 +134,12 @@ fn open_session(
 pub async fn run(args: RunArgs, start: Start) -> Result<u8, Exit> {
     let setup = setup(&args)?;
     let from_stdin = args.instructions.is_empty();
+    let allow_write = crate::tools::sandbox::check_allow_write(
+        &args.allow_write,
+        &setup.project,
+        &crate::instance::runtime_root(),
+    )
+    .map_err(Exit::usage)?;
     let instance = Instance::start()
         .map_err(|e| Exit::refused(format!("cannot create the instance directory: {e}")))?;
     let store = Store::for_project(&setup.project);
@@ -172,22 +178,14 @@ pub async fn run(args: RunArgs, start: Start) -> Result<u8, Exit> {
         Some(s) => SpillStore::for_session(&store, s.id()),
         None => SpillStore::for_instance(&instance.spill()),
     };
-    let mut inherit_fds = vec![instance.lock_fd()];
-    if let Some(s) = &session {
-        inherit_fds.push(s.lease.raw_fd());
-    }
     let tools = ToolCtx {
         project: setup.project.clone(),
         access: args.access,
         bash_timeout: args.bash_timeout,
         sandbox,
-        allow_write: args
-            .allow_write
-            .iter()
-            .filter_map(|d| d.canonicalize().ok())
-            .collect(),
+        allow_write,
         tmp: instance.tmp(),
-        inherit_fds,
+        commands: Default::default(),
         cursors: CursorTable::default(),
         spill,
     };
@@ -294,6 +292,8 @@ fn finish(agent: &mut Agent, instance: &Instance, session: Option<&Session>) {
     if let Some(rec) = agent.recorder.as_mut() {
         rec.flush();
     }
+    // Every process a command started ends before tmp and spill go.
+    agent.tools.commands.shutdown();
     if let Some(s) = session {
         // Spill working copies are a cache of the committed blobs.
         if let Err(e) = s.store.clear_spill(&s.lease) {
