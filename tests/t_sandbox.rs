@@ -308,16 +308,13 @@ fn allow_write_that_could_move_the_project_or_the_store_is_refused() {
         runs.clone(),
         p.path().join("missing"),
     ] {
-        let run = p.run(
-            Some(&mock),
-            &[
-                "--access",
-                "auto",
-                "--allow-write",
-                dir.to_str().unwrap(),
-                "-p",
-                "x",
-            ],
+        // hel's temporary directory is the test's, whatever TMPDIR says.
+        let run = Run::from_cmd(
+            p.hel(Some(&mock))
+                .env("TMPDIR", std::env::temp_dir())
+                .args(["--access", "auto", "--allow-write"])
+                .arg(&dir)
+                .args(["-p", "x"]),
         );
         assert_eq!(run.code, 2, "{}: {}", dir.display(), run.stderr);
         assert_eq!(run.stderr.lines().count(), 1, "{}", run.stderr);
@@ -437,4 +434,43 @@ fn a_sandbox_that_dies_fails_its_call_and_the_next_call_gets_a_new_one() {
     );
     assert!(r[1].starts_with("exit=0\nstdout:\nfresh\n"), "{}", r[1]);
     assert!(!r[1].contains("sleep 100"), "{}", r[1]);
+}
+
+#[test]
+fn many_hel_processes_starting_together_all_get_an_instance() {
+    // The focused thousand-start test is the instance module's own
+    // (threads); this is the same race through the real binary.
+    const N: usize = 48;
+    let p = Project::new();
+    let tmp = tempfile::tempdir().unwrap();
+    let replies: Vec<_> = (0..N).map(|_| json!({"content": "ok"})).collect();
+    let mock = Mock::start(json!(replies));
+    let children: Vec<_> = (0..N)
+        .map(|_| {
+            p.hel(Some(&mock))
+                .env("TMPDIR", tmp.path())
+                .args(["--tools", "none", "-p", "x"])
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for c in children {
+        let out = c.wait_with_output().unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    // SAFETY: geteuid(2) cannot fail.
+    let uid = unsafe { libc::geteuid() };
+    let left: Vec<_> = std::fs::read_dir(tmp.path().join(format!("hel-runs-{uid}")))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
 }

@@ -270,11 +270,15 @@ fn clean_dead(root: &Path) {
         }
         if let Some(id) = name.strip_prefix(STAGING) {
             if is_uuid(id) && age(&meta) > STALE_START {
-                match take_lock(&dir) {
-                    Ok(Some(_held)) => drop(remove_tree(&dir)),
-                    Err(e) if e.kind() == ErrorKind::NotFound => drop(remove_tree(&dir)),
-                    _ => {}
+                let lock = take_lock(&dir);
+                let crashed = match &lock {
+                    Ok(held) => held.is_some(),
+                    Err(e) => e.kind() == ErrorKind::NotFound,
+                };
+                if crashed {
+                    let _ = remove_tree(&dir);
                 }
+                drop(lock); // held until the directory is gone
             }
             continue;
         }
