@@ -7,5 +7,6 @@ mod t_durability;
 mod t_evals;
 mod t_hostile_store;
 mod t_races;
+mod t_sandbox;
 mod t_sessions;
 mod t_tools;

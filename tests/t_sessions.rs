@@ -558,42 +558,42 @@ fn ambiguous_prefixes_list_candidates() {
 }
 
 #[test]
-fn a_command_started_by_an_instance_keeps_its_session_busy() {
+fn nothing_a_command_started_survives_a_killed_instance_and_its_session_is_free() {
+    use crate::t_sandbox::{processes_with, wait_until};
     let p = Project::new();
+    // The marker is split in the command text: only the sleeps carry it.
+    let n = std::process::id();
+    let mark = format!(".{n}3");
+    let start = format!(
+        "N={n}; N=${{N}}3; setsid sleep 300.$N </dev/null >/dev/null 2>&1 & nohup sleep 301.$N >/dev/null 2>&1 & \
+         for i in $(seq 250); do [ $(pgrep -fc \"^sleep 30[01].$N\") = 2 ] && break; sleep 0.02; done; touch ready; sleep 302.$N"
+    );
     let mock = Mock::start(json!([
-        {"tool_calls": [call("bash", json!({"command": "echo $$ > cmd.pid; sleep 60"}))]},
+        {"tool_calls": [call("bash", json!({"command": start}))]},
         {"content": "never"},
     ]));
     let (mut hel, sid) = p.spawn_session(Some(&mock), &["--access", "auto", "-p", "x"]);
-    // Ready when the command runs.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while std::fs::read_to_string(p.path().join("cmd.pid")).map_or(true, |s| !s.ends_with('\n')) {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the command never started"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    hel.kill().unwrap(); // SIGKILL: hel cannot clean up
-    hel.wait().unwrap();
+    wait_until("the command to start its daemons", || {
+        p.path().join("ready").exists()
+    });
+    // Seen from outside: the daemon (its own session), the nohup'd sleep
+    // and the command's own sleep all run.
+    assert_eq!(
+        processes_with(&mark).len(),
+        3,
+        "{:?}",
+        processes_with(&mark)
+    );
     let list = json_out(&p.run(None, &["sessions", "--json"]));
     assert_eq!(list[0]["id"], sid.as_str());
-    assert_eq!(list[0]["busy"], true, "the command inherited the lease");
-    let pid: i32 = std::fs::read_to_string(p.path().join("cmd.pid"))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    // SAFETY: kill(2) of the command's process group (it leads one).
-    unsafe { libc::kill(-pid, libc::SIGKILL) };
-    // Its lease goes with it (the descriptor closes when it dies).
-    let mut busy = true;
-    for _ in 0..500 {
-        busy = json_out(&p.run(None, &["sessions", "--json"]))[0]["busy"] == true;
-        if !busy {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    assert!(!busy, "the session is free once the command is gone");
+    assert_eq!(list[0]["busy"], true);
+    hel.kill().unwrap(); // SIGKILL: hel cannot clean up
+    hel.wait().unwrap();
+    wait_until("every process the command started to be gone", || {
+        processes_with(&mark).is_empty()
+    });
+    // Only hel held the lease: with hel gone the session is free, and since
+    // it never saved a checkpoint it is not a session at all.
+    let list = json_out(&p.run(None, &["sessions", "--json"]));
+    assert_eq!(list, json!([]), "only hel held the lease");
 }

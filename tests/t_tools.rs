@@ -65,8 +65,9 @@ fn bash_sees_nothing_of_the_store_and_file_tools_refuse_it() {
     let run = p.run(Some(&mock), &["--access", "auto", "-p", "x"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let r = tool_results(&mock, 1);
-    // No spill yet: .hel/ is empty inside the sandbox.
-    assert!(r[0].contains("entries=0\n"), "{}", r[0]);
+    // No spill yet: inside the sandbox .hel/ holds only the (empty) path
+    // down to this session's spill directory.
+    assert!(r[0].contains("entries=3\n"), "{}", r[0]);
     assert!(
         r[0].contains("No such file") && r[0].contains("Read-only file system"),
         "{}",
@@ -129,10 +130,15 @@ fn oversized_output_is_spilled_and_read_back_with_cursors() {
 }
 
 #[test]
-fn bash_timeout_kills_the_command_and_its_children() {
+fn bash_timeout_kills_the_command_and_its_process_group() {
     let p = Project::new();
+    // The marker is split in the command text, so that only the sleeps
+    // themselves carry it on their command lines.
+    let n = std::process::id();
+    let mark = format!("1000.{n}7");
     let mock = Mock::start(json!([
-        {"tool_calls": [call("bash", json!({"command": "sleep 1000 & echo $! > bg.pid; sleep 1000"}))]},
+        {"tool_calls": [call("bash", json!({"command": format!("N={n}; N=${{N}}7; sleep 1000.$N & echo started; sleep 1000.$N")}))]},
+        {"tool_calls": [call("bash", json!({"command": format!("N={n}; N=${{N}}7; for i in $(seq 250); do pgrep -f \"^sleep 1000.$N\" >/dev/null || {{ echo gone; break; }}; sleep 0.02; done")}))]},
         {"content": "done"},
     ]));
     let run = p.run(
@@ -140,14 +146,16 @@ fn bash_timeout_kills_the_command_and_its_children() {
         &["--access", "auto", "--bash-timeout", "1", "-p", "x"],
     );
     assert_eq!(run.code, 0, "{}", run.stderr);
-    assert!(tool_results(&mock, 1)[0].starts_with("exit=timeout after 1s"));
-    let pid: i32 = p.read("bg.pid").trim().parse().unwrap();
-    let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // Gone, or a zombie waiting for its reaper: not running.
+    let r = tool_results(&mock, 2);
+    // What the command wrote before its time ran out is kept.
     assert!(
-        state.is_empty() || state.split_whitespace().nth(2) == Some("Z"),
-        "{state}"
+        r[0].starts_with("exit=timeout after 1s\nstdout:\nstarted\n"),
+        "{}",
+        r[0]
     );
+    // Inside the sandbox, before the instance ended, the group was gone.
+    assert!(r[1].starts_with("exit=0\nstdout:\ngone\n"), "{}", r[1]);
+    assert!(crate::t_sandbox::processes_with(&mark).is_empty());
 }
 
 #[test]
@@ -213,8 +221,14 @@ fn api_keys_do_not_reach_commands() {
 fn a_new_instance_cleans_dead_instances_but_not_live_ones() {
     let p = Project::new();
     let tmp = tempfile::tempdir().unwrap();
-    let runs = tmp.path().join("hel-runs");
+    // SAFETY: geteuid(2) cannot fail.
+    let uid = unsafe { libc::geteuid() };
+    let runs = tmp.path().join(format!("hel-runs-{uid}"));
     let day = std::time::Duration::from_secs(24 * 3600);
+    let (dead, live) = (
+        "00000000-0000-4000-8000-00000000dead",
+        "00000000-0000-4000-8000-0000000011fe",
+    );
     let make = |name: &str| {
         let dir = runs.join(name);
         std::fs::create_dir_all(dir.join("spill")).unwrap();
@@ -226,9 +240,26 @@ fn a_new_instance_cleans_dead_instances_but_not_live_ones() {
         std::fs::write(dir.join("spill/new.txt"), "recent").unwrap();
         std::fs::File::create(dir.join(".active")).unwrap()
     };
-    let _dead = make("dead");
-    let live = make("live");
-    live.lock().unwrap(); // an instance (or a child it started) still runs
+    let _dead = make(dead);
+    let live_lock = make(live);
+    live_lock.lock().unwrap(); // an instance still runs
+                               // A start that crashed long ago, an empty instance directory, and a
+                               // start in progress right now.
+    let long_ago = std::time::SystemTime::now() - day;
+    let crashed = runs.join(".new-00000000-0000-4000-8000-0000000c0a5e");
+    let empty = runs.join("00000000-0000-4000-8000-00000000e3b7");
+    let starting = runs.join(".new-00000000-0000-4000-8000-000000005a57");
+    for d in [&crashed, &empty, &starting] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    std::fs::File::create(crashed.join(".active")).unwrap();
+    for d in [&crashed, &empty] {
+        std::fs::File::open(d)
+            .unwrap()
+            .set_modified(long_ago)
+            .unwrap();
+    }
+    std::fs::set_permissions(&runs, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let mock = Mock::start(json!([{"content": "ok"}]));
     let run = Run::from_cmd(
         p.hel(Some(&mock))
@@ -236,31 +267,82 @@ fn a_new_instance_cleans_dead_instances_but_not_live_ones() {
             .args(["-p", "x"]),
     );
     assert_eq!(run.code, 0, "{}", run.stderr);
+    let at = |rel: &str| runs.join(rel);
     assert!(
-        !runs.join("dead/spill/old.txt").exists(),
+        !at(&format!("{dead}/spill/old.txt")).exists(),
         "old spill of a dead instance is removed"
     );
     assert!(
-        runs.join("dead/spill/new.txt").exists(),
+        at(&format!("{dead}/spill/new.txt")).exists(),
         "recent spill stays 24 hours"
     );
     assert!(
-        !runs.join("dead/tmp").exists(),
+        !at(&format!("{dead}/tmp")).exists(),
         "a dead instance's tmp is removed"
     );
-    for f in [
-        "live/spill/old.txt",
-        "live/spill/new.txt",
-        "live/tmp/scratch",
-    ] {
-        assert!(runs.join(f).exists(), "{f} of a live instance is untouched");
+    for f in ["spill/old.txt", "spill/new.txt", "tmp/scratch"] {
+        assert!(
+            at(&format!("{live}/{f}")).exists(),
+            "{f} of a live instance is untouched"
+        );
     }
-    // The run's own instance removed its tmp when it ended.
+    assert!(!crashed.exists(), "a crashed start is removed");
+    assert!(!empty.exists(), "an empty instance directory is removed");
+    assert!(starting.exists(), "a start in progress is left alone");
+    // The root is private again.
+    let mode = std::fs::metadata(&runs).unwrap().permissions();
+    assert_eq!(
+        std::os::unix::fs::PermissionsExt::mode(&mode) & 0o777,
+        0o700
+    );
+    // The run's own instance removed its directory when it ended.
     let own: Vec<_> = std::fs::read_dir(&runs)
         .unwrap()
         .flatten()
-        .map(|e| e.file_name())
-        .filter(|n| n != "dead" && n != "live")
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n != dead && n != live && !n.starts_with(".new-"))
         .collect();
     assert!(own.is_empty(), "{own:?}");
+}
+
+#[test]
+fn a_runtime_root_that_is_a_link_or_someone_elses_is_refused() {
+    let p = Project::new();
+    let tmp = tempfile::tempdir().unwrap();
+    // SAFETY: geteuid(2) cannot fail.
+    let uid = unsafe { libc::geteuid() };
+    let runs = tmp.path().join(format!("hel-runs-{uid}"));
+    let elsewhere = tmp.path().join("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, &runs).unwrap();
+    let mock = Mock::start(json!([{"content": "ok"}]));
+    let hel = |mock: &Mock| {
+        Run::from_cmd(
+            p.hel(Some(mock))
+                .env("TMPDIR", tmp.path())
+                .args(["-p", "x"]),
+        )
+    };
+    let run = hel(&mock);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("cannot create the instance directory")
+            && run.stderr.contains("symbolic link"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
+    if uid == 0 {
+        std::fs::remove_file(&runs).unwrap();
+        std::fs::create_dir(&runs).unwrap();
+        std::os::unix::fs::chown(&runs, Some(65534), Some(65534)).unwrap();
+        let run = hel(&mock);
+        assert_eq!(run.code, 1, "{}", run.stderr);
+        assert!(
+            run.stderr.contains("belongs to uid 65534"),
+            "{}",
+            run.stderr
+        );
+    }
+    assert!(mock.requests().is_empty());
 }

@@ -7,8 +7,8 @@ use hel::run::{self, Start};
 
 fn main() -> ExitCode {
     let argv: Vec<String> = std::env::args().collect();
-    if argv.get(1).map(String::as_str) == Some("__sandbox") {
-        hel::tools::sandbox::helper_main(&argv[2..]);
+    if argv.get(1).map(String::as_str) == Some("__sandbox-init") {
+        hel::tools::sandbox::init::helper_main(&argv[2..]);
     }
     let cli = Cli::parse();
     if matches!(

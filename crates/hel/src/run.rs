@@ -139,6 +139,12 @@ fn open_session(
 pub async fn run(args: RunArgs, start: Start) -> Result<u8, Exit> {
     let setup = setup(&args)?;
     let from_stdin = args.instructions.is_empty();
+    let allow_write = crate::tools::sandbox::check_allow_write(
+        &args.allow_write,
+        &setup.project,
+        &crate::instance::runtime_root(),
+    )
+    .map_err(Exit::usage)?;
     let instance = Instance::start()
         .map_err(|e| Exit::refused(format!("cannot create the instance directory: {e}")))?;
     let store = Store::open(&setup.project)?;
@@ -177,7 +183,6 @@ pub async fn run(args: RunArgs, start: Start) -> Result<u8, Exit> {
         Some(s) => SpillStore::for_session(&store, Arc::clone(&s.lease)),
         None => SpillStore::for_instance(&instance.spill()),
     };
-    let inherit_fds = vec![instance.lock_fd()];
     let project_dir = crate::tools::paths::ProjectDir::open(&setup.project)
         .map_err(|e| Exit::refused(format!("cannot open the project directory: {e}")))?;
     let tools = ToolCtx {
@@ -186,13 +191,9 @@ pub async fn run(args: RunArgs, start: Start) -> Result<u8, Exit> {
         access: args.access,
         bash_timeout: args.bash_timeout,
         sandbox,
-        allow_write: args
-            .allow_write
-            .iter()
-            .filter_map(|d| d.canonicalize().ok())
-            .collect(),
+        allow_write,
         tmp: instance.tmp(),
-        inherit_fds,
+        commands: Default::default(),
         cursors: CursorTable::default(),
         spill,
     };
@@ -310,6 +311,8 @@ fn finish(agent: &mut Agent, instance: &Instance, session: Option<&Session>) {
     if let Some(rec) = agent.recorder.as_mut() {
         rec.flush();
     }
+    // Every process a command started ends before tmp and spill go.
+    agent.tools.commands.shutdown();
     if let Some(s) = session {
         // Spill working copies are a cache of the committed blobs.
         if let Err(e) = s.store.clear_spill(&s.lease) {

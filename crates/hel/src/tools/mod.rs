@@ -9,7 +9,6 @@ pub mod read;
 pub mod sandbox;
 pub mod search;
 
-use std::os::unix::io::RawFd;
 use std::path::PathBuf;
 
 use serde_json::{json, Value};
@@ -71,8 +70,8 @@ pub struct ToolCtx {
     pub allow_write: Vec<PathBuf>,
     /// The instance's tmp dir.
     pub tmp: PathBuf,
-    /// Lock descriptors tool children inherit (instance, session lease).
-    pub inherit_fds: Vec<RawFd>,
+    /// The sandbox bash commands run in (started at the first call).
+    pub commands: bash::Commands,
     pub cursors: CursorTable,
     pub spill: SpillStore,
 }
@@ -304,7 +303,7 @@ pub(crate) mod testing {
             sandbox: false,
             allow_write: Vec::new(),
             tmp: std::env::temp_dir(),
-            inherit_fds: Vec::new(),
+            commands: Default::default(),
             cursors: CursorTable::default(),
         };
         (dir, ctx)

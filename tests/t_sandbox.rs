@@ -1,0 +1,476 @@
+//! The sandbox as an attacker sees it: commands the model runs must not see
+//! or touch hel (its keys, its process, its lease), must not outlive it, and
+//! must not be given a way to move the project or the store away.
+
+use std::process::Child;
+use std::time::{Duration, Instant};
+
+use hel_e2e::*;
+use serde_json::json;
+
+fn tool_results(mock: &Mock, request: usize) -> Vec<String> {
+    mock.messages(request)
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// A value no test run shares with another.
+fn unique() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    format!("{}{nanos:09}", std::process::id())
+}
+
+/// Poll `done` every 10 ms for up to 20 s; panic naming `what` after that.
+pub fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Wait for a hel process to exit, for up to 60 s.
+fn wait_exit(child: &mut Child) -> i32 {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            return st.code().unwrap_or(-1);
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("hel did not finish");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Processes whose command line contains `marker`, zombies excluded, as
+/// the test sees them (from outside every sandbox: it sees every PID).
+pub fn processes_with(marker: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if !name.bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        let cmdline = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+        let zombie = stat
+            .rsplit_once(") ")
+            .is_some_and(|(_, rest)| rest.starts_with('Z'));
+        if cmdline.contains(marker) && !zombie {
+            out.push(format!("{name}: {cmdline}"));
+        }
+    }
+    out
+}
+
+/// Reads every environment, command line and readable memory region of
+/// every process it can see, and prints every `canary-…` it finds.
+const SCANNER: &str = r#"
+import os
+NEEDLE = b"canary-"
+hits = set()
+seen = {"environ": 0, "cmdline": 0, "mem": 0, "denied": 0}
+def scan(data, where):
+    i = data.find(NEEDLE)
+    while i >= 0:
+        hits.add((where, data[i:i + 48].split(b"\0")[0]))
+        i = data.find(NEEDLE, i + 1)
+for pid in [p for p in os.listdir("/proc") if p.isdigit()]:
+    for kind in ("environ", "cmdline"):
+        try:
+            scan(open(f"/proc/{pid}/{kind}", "rb").read(), kind)
+            seen[kind] += 1
+        except OSError:
+            seen["denied"] += 1
+    try:
+        maps = open(f"/proc/{pid}/maps").read().splitlines()
+        with open(f"/proc/{pid}/mem", "rb", 0) as mem:
+            for line in maps:
+                addr, perms = line.split()[:2]
+                lo, hi = (int(x, 16) for x in addr.split("-"))
+                if "r" not in perms or hi - lo > (256 << 20):
+                    continue
+                try:
+                    mem.seek(lo)
+                    scan(mem.read(hi - lo), "mem")
+                except (OSError, ValueError, OverflowError):
+                    pass
+        seen["mem"] += 1
+    except OSError:
+        seen["denied"] += 1
+for k, v in os.environ.items():
+    scan(f"{k}={v}".encode(), "env")
+print("seen", seen)
+for where, h in sorted(hits)[:300]:
+    print(where, h.decode("latin1"))
+"#;
+
+#[test]
+fn api_keys_are_nowhere_a_command_can_reach() {
+    let p = Project::new();
+    p.write("scan.py", SCANNER);
+    let u = unique();
+    let keys = [
+        ("HEL_API_KEY", format!("canary-hel-{u}")),
+        ("DEEPSEEK_API_KEY", format!("canary-deepseek-{u}")),
+        ("OPENAI_API_KEY", format!("canary-openai-{u}")),
+    ];
+    let control = format!("canary-control-{u}");
+    let mock = Mock::start(json!([
+        {"tool_calls": [call("bash", json!({"command": format!(
+            "env | grep -c API_KEY; CONTROL={control} python3 scan.py > scan.out 2>&1; cat scan.out; \
+             cat /proc/1/environ; head -c 100 /proc/1/mem"
+        )}))]},
+        {"content": "done"},
+    ]));
+    let mut cmd = p.hel(Some(&mock));
+    for (k, v) in &keys {
+        cmd.env(k, v);
+    }
+    let run = Run::from_cmd(cmd.args(["--access", "auto", "-p", "x"]));
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let r = &tool_results(&mock, 1)[0];
+    let written = p.read("scan.out");
+    // The scan is real: it read environments and memory, and it found the
+    // control value the command itself carries, in its environment, its
+    // memory and its command line.
+    assert!(r.starts_with("exit=") && r.contains("stdout:\n0\n"), "{r}");
+    for place in ["env", "environ", "mem", "cmdline"] {
+        assert!(
+            written.contains(&format!("{place} {control}")),
+            "the scanner did not find the control value in {place}:\n{written}"
+        );
+    }
+    let seen = written.lines().find(|l| l.starts_with("seen ")).unwrap();
+    assert!(
+        !seen.contains("'mem': 0") && !seen.contains("'environ': 0"),
+        "{seen}"
+    );
+    // PID 1 (the sandbox's init) keeps its environment and memory closed.
+    assert!(
+        r.contains("/proc/1/environ: Permission denied")
+            && r.contains("/proc/1/mem")
+            && r.contains("Permission denied"),
+        "{r}"
+    );
+    for (name, key) in &keys {
+        assert!(
+            !r.contains(key.as_str()),
+            "{name} reached the tool result:\n{r}"
+        );
+        assert!(
+            !written.contains(key.as_str()),
+            "{name} reached a file:\n{written}"
+        );
+    }
+}
+
+#[test]
+fn a_command_cannot_kill_or_stop_hel() {
+    let p = Project::new();
+    p.write(
+        "kill_hel.py",
+        r#"
+import os, signal
+me, n = os.getpid(), 0
+for pid in [p for p in os.listdir("/proc") if p.isdigit() and int(p) != me]:
+    try:
+        argv = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")
+    except OSError:
+        continue
+    if b"hel" in os.path.basename(argv[0]) or b"__sandbox-init" in argv:
+        for sig in (signal.SIGSTOP, signal.SIGKILL):
+            try:
+                os.kill(int(pid), sig)
+                n += 1
+            except OSError as e:
+                print("kill", pid, sig, e)
+print("signalled", n)
+"#,
+    );
+    let mock = Mock::start(json!([
+        {"tool_calls": [call("bash", json!({"command":
+            "for i in $(seq 1000); do [ -s hel.pid ] && break; sleep 0.02; done; \
+             kill -STOP $PPID; kill -9 $PPID; echo ppid=$PPID; \
+             kill -STOP $(cat hel.pid); kill -9 $(cat hel.pid); echo real=$?; \
+             python3 kill_hel.py; kill -STOP -1; kill -9 -1; echo survived"
+        }))]},
+        {"tool_calls": [call("bash", json!({"command": "echo second-call"}))]},
+        {"content": "done"},
+    ]));
+    let (mut hel, _sid) = p.spawn_session(Some(&mock), &["--access", "auto", "-p", "x"]);
+    p.write("hel.pid", &format!("{}\n", hel.id()));
+    let code = wait_exit(&mut hel);
+    assert_eq!(code, 0);
+    let r = tool_results(&mock, 2);
+    assert!(r[0].contains("ppid=1\n"), "{}", r[0]);
+    // hel's own PID does not exist where the command runs.
+    assert!(
+        r[0].contains("real=1\n") && r[0].contains("No such process"),
+        "{}",
+        r[0]
+    );
+    assert!(
+        r[0].contains("signalled ") && r[0].contains("survived\n"),
+        "{}",
+        r[0]
+    );
+    assert!(
+        r[1].starts_with("exit=0\nstdout:\nsecond-call\n"),
+        "{}",
+        r[1]
+    );
+    assert_eq!(mock.requests().len(), 3);
+}
+
+#[test]
+fn nothing_a_command_started_outlives_hel() {
+    let p = Project::new();
+    let n = unique();
+    let (head, tail) = n.split_at(4);
+    // The marker is split in the command text: only the sleeps carry it.
+    let mark = format!(".{n}");
+    let mock = Mock::start(json!([
+        {"tool_calls": [call("bash", json!({"command": format!(
+            "N={head}; N=${{N}}{tail}; setsid sleep 300.$N </dev/null >/dev/null 2>&1 & \
+             nohup sleep 301.$N >/dev/null 2>&1 & (sleep 302.$N &); \
+             setsid bash -c \"sleep 303.$N & sleep 304.$N\" </dev/null >/dev/null 2>&1 & \
+             for i in $(seq 250); do [ $(pgrep -fc \"^sleep 30[0-4].$N\") = 5 ] && break; sleep 0.02; done; \
+             echo running=$(pgrep -fc \"^sleep 30[0-4].$N\")"
+        )}))]},
+        {"tool_calls": [call("bash", json!({"command": format!(
+            "N={head}; N=${{N}}{tail}; echo still=$(pgrep -fc \"^sleep 30[0-4].$N\")"
+        )}))]},
+        {"content": "done"},
+    ]));
+    let run = p.run(Some(&mock), &["--access", "auto", "-p", "x"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let r = tool_results(&mock, 2);
+    assert!(r[0].starts_with("exit=0\nstdout:\nrunning=5\n"), "{}", r[0]);
+    // They kept running after their call ended...
+    assert!(r[1].starts_with("exit=0\nstdout:\nstill=5\n"), "{}", r[1]);
+    // ...and none is left once hel has exited.
+    assert_eq!(processes_with(&mark), Vec::<String>::new());
+}
+
+#[test]
+fn commands_hold_no_extra_descriptor_no_capability_and_no_lease() {
+    let p = Project::new();
+    let mock = Mock::start(json!([
+        {"tool_calls": [call("bash", json!({"command":
+            "echo fds:; ls -1 /proc/$$/fd; echo end; grep -E '^Cap(Inh|Prm|Eff|Bnd|Amb)' /proc/self/status; \
+             mknod dev-null c 1 3; echo mknod=$?; mknod dev-disk b 8 0; echo mknod=$?; \
+             find .hel -name .active | wc -l; ls -a .hel/sessions/*/"
+        }))]},
+        {"content": "done"},
+    ]));
+    let run = p.run(Some(&mock), &["--access", "auto", "-p", "x"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let r = &tool_results(&mock, 1)[0];
+    assert!(r.contains("fds:\n0\n1\n2\nend\n"), "{r}");
+    for set in ["CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"] {
+        assert!(
+            r.contains(&format!("{set}:\t0000000000000000\n")),
+            "{set}: {r}"
+        );
+    }
+    assert!(r.contains("mknod=1\nmknod=1\n"), "{r}");
+    assert!(r.contains("Operation not permitted"), "{r}");
+    assert!(!p.path().join("dev-null").exists() && !p.path().join("dev-disk").exists());
+    // The session's directory shows only its spill directory: no lease.
+    assert!(r.contains("\n0\n.\n..\nspill\n"), "{r}");
+}
+
+#[test]
+fn allow_write_that_could_move_the_project_or_the_store_is_refused() {
+    let p = Project::new();
+    std::fs::create_dir_all(p.path().join(".hel/sessions")).unwrap();
+    // SAFETY: geteuid(2) cannot fail.
+    let uid = unsafe { libc::geteuid() };
+    let runs = std::env::temp_dir().join(format!("hel-runs-{uid}"));
+    std::fs::create_dir_all(&runs).unwrap();
+    let parent = p.path().parent().unwrap().to_owned();
+    let mock = Mock::start(json!([{"content": "never"}]));
+    for dir in [
+        parent.clone(),
+        std::env::temp_dir(),
+        p.path(),
+        p.path().join(".hel"),
+        p.path().join(".hel/sessions"),
+        runs.clone(),
+        p.path().join("missing"),
+    ] {
+        // hel's temporary directory is the test's, whatever TMPDIR says.
+        let run = Run::from_cmd(
+            p.hel(Some(&mock))
+                .env("TMPDIR", std::env::temp_dir())
+                .args(["--access", "auto", "--allow-write"])
+                .arg(&dir)
+                .args(["-p", "x"]),
+        );
+        assert_eq!(run.code, 2, "{}: {}", dir.display(), run.stderr);
+        assert_eq!(run.stderr.lines().count(), 1, "{}", run.stderr);
+        assert!(
+            run.stderr.starts_with("hel: --allow-write "),
+            "{}",
+            run.stderr
+        );
+    }
+    assert!(mock.requests().is_empty(), "nothing started");
+    assert_eq!(
+        std::fs::read_dir(p.path().join(".hel/sessions"))
+            .unwrap()
+            .count(),
+        0
+    );
+    // A directory elsewhere is fine, and writable.
+    let outside = Outside::new();
+    let target = outside.path().join("made-by-command");
+    let mock = Mock::start(json!([
+        {"tool_calls": [call("bash", json!({"command": format!("echo ok > {}", target.display())}))]},
+        {"content": "done"},
+    ]));
+    let run = p.run(
+        Some(&mock),
+        &[
+            "--access",
+            "auto",
+            "--allow-write",
+            outside.path().to_str().unwrap(),
+            "-p",
+            "x",
+        ],
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "ok\n");
+}
+
+#[test]
+fn a_server_started_in_one_call_answers_the_next() {
+    let p = Project::new();
+    p.write(
+        "server.py",
+        r#"
+import socket
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+s.listen()
+print("listening", flush=True)
+open("port.tmp", "w").write(str(s.getsockname()[1]))
+import os; os.rename("port.tmp", "port")
+c, _ = s.accept()
+# Written after its call ended: a closed pipe would kill it here.
+print("accepted " * 10000, flush=True)
+c.sendall(b"hello-from-server")
+c.close()
+"#,
+    );
+    let mock = Mock::start(json!([
+        {"tool_calls": [call("bash", json!({"command":
+            "python3 server.py & for i in $(seq 500); do [ -e port ] && break; sleep 0.02; done; echo started"
+        }))]},
+        {"tool_calls": [call("bash", json!({"command":
+            "exec 3<>/dev/tcp/127.0.0.1/$(cat port); cat <&3"
+        }))]},
+        {"content": "done"},
+    ]));
+    let started = Instant::now();
+    let run = p.run(Some(&mock), &["--access", "auto", "-p", "x"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    // The first call ended with bash, not with the server.
+    assert!(started.elapsed() < Duration::from_secs(20));
+    let r = tool_results(&mock, 2);
+    assert!(r[0].starts_with("exit=0\nstdout:\n"), "{}", r[0]);
+    assert!(r[0].contains("started\n"), "{}", r[0]);
+    assert!(
+        r[1].starts_with("exit=0\nstdout:\nhello-from-server\n"),
+        "{}",
+        r[1]
+    );
+}
+
+#[test]
+fn a_sandbox_that_dies_fails_its_call_and_the_next_call_gets_a_new_one() {
+    let p = Project::new();
+    let mock = Mock::start(json!([
+        {"tool_calls": [call("bash", json!({"command": "touch ready; sleep 100"}))]},
+        {"tool_calls": [call("bash", json!({"command": "echo fresh; ps -eo pid,args"}))]},
+        {"content": "done"},
+    ]));
+    let (mut hel, _sid) = p.spawn_session(Some(&mock), &["--access", "auto", "-p", "x"]);
+    wait_until("the first command", || p.path().join("ready").exists());
+    // The sandbox's init: a `hel __sandbox-init <hel pid>` whose parent is
+    // not hel (that one is the helper that created the namespaces).
+    let me = format!("__sandbox-init {}", hel.id());
+    let init: Vec<i32> = processes_with(&me)
+        .iter()
+        .filter_map(|l| l.split(':').next()?.parse().ok())
+        .filter(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let ppid: u32 = stat
+                .rsplit_once(") ")
+                .and_then(|(_, r)| r.split(' ').nth(1)?.parse().ok())
+                .unwrap_or(0);
+            ppid != hel.id()
+        })
+        .collect();
+    assert_eq!(init.len(), 1, "{:?}", processes_with(&me));
+    // SAFETY: kill(2) of a process this test started (through hel).
+    unsafe { libc::kill(init[0], libc::SIGKILL) };
+    assert_eq!(wait_exit(&mut hel), 0);
+    let r = tool_results(&mock, 2);
+    assert!(
+        r[0].starts_with("error: the sandbox stopped during the command"),
+        "{}",
+        r[0]
+    );
+    assert!(r[1].starts_with("exit=0\nstdout:\nfresh\n"), "{}", r[1]);
+    assert!(!r[1].contains("sleep 100"), "{}", r[1]);
+}
+
+#[test]
+fn many_hel_processes_starting_together_all_get_an_instance() {
+    // The focused thousand-start test is the instance module's own
+    // (threads); this is the same race through the real binary.
+    const N: usize = 48;
+    let p = Project::new();
+    let tmp = tempfile::tempdir().unwrap();
+    let replies: Vec<_> = (0..N).map(|_| json!({"content": "ok"})).collect();
+    let mock = Mock::start(json!(replies));
+    let children: Vec<_> = (0..N)
+        .map(|_| {
+            p.hel(Some(&mock))
+                .env("TMPDIR", tmp.path())
+                .args(["--tools", "none", "-p", "x"])
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for c in children {
+        let out = c.wait_with_output().unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    // SAFETY: geteuid(2) cannot fail.
+    let uid = unsafe { libc::geteuid() };
+    let left: Vec<_> = std::fs::read_dir(tmp.path().join(format!("hel-runs-{uid}")))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
