@@ -574,3 +574,32 @@ fn stored_text_cannot_drive_the_terminal() {
     let v: Value = serde_json::from_str(&run.stdout).unwrap();
     assert_eq!(v["messages"][1]["content"], evil);
 }
+
+#[test]
+fn a_planted_corrupt_object_is_never_deduplicated_against() {
+    let h = Hostile::new();
+    // Every checkpoint stores its cursor table; the first one's is `[]`.
+    // A repository ships garbage under that object's name.
+    let (id, _) = testing::encode("blob", b"[]");
+    let path = testing::object_path(&h.root(), &id);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(&path, b"not what the name promises").unwrap();
+    let mock = Mock::start(json!([{"content": "saved"}]));
+    let run = h.run(Some(&mock), &["-p", "x"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let sid = run.session();
+    let run = h.run(None, &["sessions", "show", &sid]);
+    assert_eq!(run.code, 0, "the new checkpoint reads back: {}", run.stderr);
+    let run = h.run(None, &["fsck"]);
+    assert_eq!(run.code, 0, "{}", run.stdout);
+    // A link under an object's name is refused, not trusted.
+    std::fs::remove_file(&path).unwrap();
+    symlink(h.outside.path().join("precious.txt"), &path).unwrap();
+    let mock = Mock::start(json!([{"content": "not saved"}]));
+    let run = h.run(Some(&mock), &["-p", "y"]);
+    assert!(
+        run.stderr.contains("could not save") && run.stderr.contains("symbolic link"),
+        "{}",
+        run.stderr
+    );
+}

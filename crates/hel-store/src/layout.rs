@@ -14,8 +14,9 @@
 //! see `dir.rs`. A [`Layout`] is an open `.hel/` and the subdirectories it
 //! has opened so far.
 
+use std::collections::HashSet;
 use std::path::PathBuf;
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 
 use crate::dir::Dir;
 use crate::{ObjectId, Result, SessionId};
@@ -45,6 +46,9 @@ pub(crate) struct Layout {
     logs: OnceLock<Dir>,
     sessions: OnceLock<Dir>,
     tmp: OnceLock<Dir>,
+    /// Objects this process wrote or verified: a writer may dedup against
+    /// them without reading them again.
+    verified: Mutex<HashSet<ObjectId>>,
 }
 
 /// A subdirectory of the store: its name(s) under `.hel/` and its cache.
@@ -80,6 +84,20 @@ impl Layout {
             logs: OnceLock::new(),
             sessions: OnceLock::new(),
             tmp: OnceLock::new(),
+            verified: Mutex::new(HashSet::new()),
+        }
+    }
+
+    pub fn is_verified(&self, id: &ObjectId) -> bool {
+        self.verified
+            .lock()
+            .map(|set| set.contains(id))
+            .unwrap_or(false)
+    }
+
+    pub fn set_verified(&self, id: ObjectId) {
+        if let Ok(mut set) = self.verified.lock() {
+            set.insert(id);
         }
     }
 

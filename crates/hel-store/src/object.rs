@@ -384,8 +384,30 @@ impl<'a> Writer<'a> {
         let Some((fan_dir, dirty)) = self.fan.get_mut(&dir_name) else {
             return Err(Error::Internal("fan-out directory not kept".into()));
         };
-        if fan_dir.kind_of(&name)?.is_some() {
-            return Ok(id);
+        match fan_dir.kind_of(&name)? {
+            None => {}
+            Some(crate::dir::Kind::File) => {
+                // Dedup trusts an existing object only once it verified: a
+                // store that came with the repository could hold a corrupt
+                // file under the name of content every session writes.
+                if self.layout.is_verified(&id) {
+                    return Ok(id);
+                }
+                if read(self.layout, &id, Cap::ANY).is_ok() {
+                    self.layout.set_verified(id);
+                    return Ok(id);
+                }
+                // Not the content its name promises, so not an object
+                // anyone can use: ours replaces it.
+                fan_dir.remove_file(&name)?;
+            }
+            Some(other) => {
+                return Err(Error::Unexpected {
+                    path,
+                    found: other.describe(),
+                    expected: "regular file",
+                })
+            }
         }
         if self.compressor.is_none() {
             self.compressor = Some(zstd::bulk::Compressor::new(LEVEL).at(&path)?);
@@ -408,6 +430,7 @@ impl<'a> Writer<'a> {
         if placed? {
             self.objects_written += 1;
             self.bytes_written += compressed.len() as u64;
+            self.layout.set_verified(id);
         }
         *dirty = true;
         Ok(id)
