@@ -233,6 +233,12 @@ fn busy_sessions_are_refused_while_others_work() {
     assert_eq!(list[0]["id"], sid.as_str());
     assert_eq!(list[0]["busy"], true);
     assert_eq!(list[0]["checkpoints"], 0);
+    // Listed, and log and show agree it is there, with nothing saved yet.
+    for cmd in ["log", "show"] {
+        let run = p.run(None, &["sessions", cmd, &sid]);
+        assert_eq!(run.code, 1);
+        assert!(run.stderr.contains("no checkpoint yet"), "{cmd}: {}", run.stderr);
+    }
     let run = p.run(None, &resume_nowhere);
     assert_eq!(run.code, 1);
     assert!(
