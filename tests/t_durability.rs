@@ -60,79 +60,97 @@ fn answers(n: usize) -> Value {
     )
 }
 
-#[test]
-fn a_failure_after_the_ref_moved_is_a_saved_answer() {
-    for (failpoint, said) in [
-        (
-            "ref-log@1",
-            "the checkpoint was saved, but its ref log could not be written",
-        ),
-        (
-            "ref-sync@1",
-            "the checkpoint is published but may not survive a power loss",
-        ),
-    ] {
-        let p = Project::new();
-        let mock = Mock::start(answers(3));
-        let mut hel = Interactive::start(p.hel(Some(&mock)).env("HEL_FAILPOINTS", failpoint));
-        assert_eq!(hel.ask("q1"), "a1\n");
-        assert_eq!(hel.ask("q2"), "a2\n");
-        assert_eq!(hel.ask("q3"), "a3\n");
-        let (code, stderr) = hel.finish();
-        assert_eq!(code, 0, "{stderr}");
-        assert_eq!(stderr.matches(said).count(), 1, "{stderr}");
-        assert!(
-            !stderr.contains("could not save") && !stderr.contains("moved"),
-            "every answer was saved: {stderr}"
-        );
-        let sid = stderr
-            .lines()
-            .next()
-            .unwrap()
-            .trim_start_matches("session: ");
-        let log = p.run(None, &["sessions", "log", sid]);
-        assert_eq!(log.stdout.lines().count(), 3, "{}", log.stdout);
-        let shown = json_out(&p.run(None, &["sessions", "show", sid, "--json"]));
-        let contents: Vec<&str> = shown["messages"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter_map(|m| m["content"].as_str())
-            .collect();
-        assert_eq!(contents[1..], ["q1", "a1", "q2", "a2", "q3", "a3"]);
-        let fsck = p.run(None, &["fsck"]);
-        assert_eq!(fsck.code, 0, "{}", fsck.stdout);
-    }
+/// The answers' contents in session `sid`'s newest checkpoint.
+fn contents(p: &Project, sid: &str) -> Vec<String> {
+    let shown = json_out(&p.run(None, &["sessions", "show", sid, "--json"]));
+    shown["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .skip(1)
+        .filter_map(|m| m["content"].as_str().map(str::to_owned))
+        .collect()
+}
+
+fn session_of(stderr: &str) -> String {
+    stderr
+        .lines()
+        .next()
+        .unwrap()
+        .trim_start_matches("session: ")
+        .to_owned()
 }
 
 #[test]
-fn a_log_that_cannot_be_opened_does_not_lose_later_answers() {
+fn a_failed_publishing_sync_saves_nothing_and_the_next_answer_saves_everything() {
+    let p = Project::new();
+    let mock = Mock::start(answers(3));
+    // The sync that would publish the second answer fails.
+    let mut hel = Interactive::start(p.hel(Some(&mock)).env("HEL_FAILPOINTS", "journal-sync@2"));
+    assert_eq!(hel.ask("q1"), "a1\n");
+    assert_eq!(hel.ask("q2"), "a2\n");
+    assert_eq!(hel.ask("q3"), "a3\n");
+    let (code, stderr) = hel.finish();
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(stderr.matches("could not save a checkpoint").count(), 1, "{stderr}");
+    let sid = session_of(&stderr);
+    let log = p.run(None, &["sessions", "log", &sid]);
+    assert_eq!(log.stdout.lines().count(), 2, "{}", log.stdout);
+    assert_eq!(contents(&p, &sid), ["q1", "a1", "q2", "a2", "q3", "a3"]);
+    let fsck = p.run(None, &["fsck"]);
+    assert_eq!(fsck.code, 0, "{}", fsck.stdout);
+}
+
+#[test]
+fn a_failure_after_the_commit_was_published_is_a_saved_answer() {
+    let p = Project::new();
+    let mock = Mock::start(answers(3));
+    // The journal's sidecar cannot be written after the first answer is
+    // published: it is only a hint, so nothing is lost or said.
+    let mut hel = Interactive::start(p.hel(Some(&mock)).env("HEL_FAILPOINTS", "jidx@1"));
+    assert_eq!(hel.ask("q1"), "a1\n");
+    assert_eq!(hel.ask("q2"), "a2\n");
+    assert_eq!(hel.ask("q3"), "a3\n");
+    let (code, stderr) = hel.finish();
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        !stderr.contains("could not save") && !stderr.contains("moved"),
+        "every answer was saved: {stderr}"
+    );
+    let sid = session_of(&stderr);
+    let log = p.run(None, &["sessions", "log", &sid]);
+    assert_eq!(log.stdout.lines().count(), 3, "{}", log.stdout);
+    assert_eq!(contents(&p, &sid), ["q1", "a1", "q2", "a2", "q3", "a3"]);
+    let fsck = p.run(None, &["fsck"]);
+    assert_eq!(fsck.code, 0, "{}", fsck.stdout);
+}
+
+#[test]
+fn a_sidecar_that_cannot_be_opened_does_not_lose_later_answers() {
     let p = Project::new();
     let mock = Mock::start(answers(3));
     let mut hel = Interactive::start(&mut p.hel(Some(&mock)));
     assert_eq!(hel.ask("q1"), "a1\n");
-    // The log's name is taken by a directory: appends fail.
     let sid = p.run(None, &["sessions", "--json"]);
     let sid = json_out(&sid)[0]["id"].as_str().unwrap().to_owned();
-    let log = p.path().join(".hel/logs/sessions").join(&sid);
-    std::fs::remove_file(&log).unwrap();
-    std::fs::create_dir(&log).unwrap();
+    // A resumed instance finds the sidecar's name taken by a directory.
+    hel.finish();
+    let jidx = p
+        .path()
+        .join(".hel/packs/journals")
+        .join(format!("{sid}.jidx"));
+    std::fs::remove_file(&jidx).unwrap();
+    std::fs::create_dir(&jidx).unwrap();
+    let mut hel = Interactive::start(p.hel(Some(&mock)).args(["resume", &sid]));
     assert_eq!(hel.ask("q2"), "a2\n");
-    // The cause is gone: the next answer is saved and logged as usual.
-    std::fs::remove_dir(&log).unwrap();
+    std::fs::remove_dir(&jidx).unwrap();
     assert_eq!(hel.ask("q3"), "a3\n");
     let (code, stderr) = hel.finish();
     assert_eq!(code, 0, "{stderr}");
-    assert_eq!(
-        stderr
-            .matches("the checkpoint was saved, but its ref log could not be written")
-            .count(),
-        1,
-        "{stderr}"
-    );
     assert!(!stderr.contains("could not save"), "{stderr}");
     let run = p.run(None, &["sessions", "log", &sid]);
     assert_eq!(run.stdout.lines().count(), 3, "{}", run.stdout);
+    assert_eq!(contents(&p, &sid), ["q1", "a1", "q2", "a2", "q3", "a3"]);
     let fsck = p.run(None, &["fsck"]);
     assert_eq!(fsck.code, 0, "{}", fsck.stdout);
 }
@@ -201,11 +219,20 @@ fn a_full_disk_fails_the_save_and_the_next_answer_saves_everything() {
     let project = fs.path().join("project");
     std::fs::create_dir(&project).unwrap();
     let p = Project::new();
-    let mock = Mock::start(answers(3));
+    // The second answer is large: its commit needs new blocks, which a
+    // full disk refuses.
+    let big: String = (0..40_000u64)
+        .map(|i| format!("{:05}", i.wrapping_mul(7_919) % 99_991))
+        .collect();
+    let mock = Mock::start(json!([
+        {"content": "a1"},
+        {"content": format!("a2 {big}")},
+        {"content": "a3"},
+    ]));
     let mut hel = Interactive::start(&mut p.hel_in(&project, Some(&mock)));
     assert_eq!(hel.ask("q1"), "a1\n");
     let filler = fill(&fs.path());
-    assert_eq!(hel.ask("q2"), "a2\n");
+    assert_eq!(hel.ask("q2"), format!("a2 {big}\n"));
     std::fs::remove_file(filler).unwrap();
     assert_eq!(hel.ask("q3"), "a3\n");
     let (code, stderr) = hel.finish();
@@ -232,7 +259,7 @@ fn a_full_disk_fails_the_save_and_the_next_answer_saves_everything() {
         .iter()
         .filter_map(|m| m["content"].as_str())
         .collect();
-    assert_eq!(contents[1..], ["q1", "a1", "q2", "a2", "q3", "a3"]);
+    assert_eq!(contents[1..], ["q1", "a1", "q2", &format!("a2 {big}"), "q3", "a3"]);
     let fsck = p.run_in(&project, &["fsck"]);
     assert_eq!(fsck.code, 0, "{}", fsck.stdout);
 }
@@ -249,7 +276,7 @@ fn a_project_moved_away_keeps_its_checkpoints_in_the_store_hel_opened() {
     // Something moves the project away and puts a fake one in its place.
     let moved = root.path().join("moved");
     std::fs::rename(&project, &moved).unwrap();
-    std::fs::create_dir_all(project.join(".hel/refs/sessions")).unwrap();
+    std::fs::create_dir_all(project.join(".hel/packs/journals")).unwrap();
     std::fs::write(project.join(".hel/bait"), "fake store").unwrap();
     assert_eq!(hel.ask("q2"), "a2\n");
     let (code, stderr) = hel.finish();
@@ -267,7 +294,7 @@ fn a_project_moved_away_keeps_its_checkpoints_in_the_store_hel_opened() {
         .trim_start_matches("session: ");
     let run = p.run_in(&moved, &["sessions", "log", sid]);
     assert_eq!(run.stdout.lines().count(), 2, "{}", run.stdout);
-    let fake: Vec<_> = std::fs::read_dir(project.join(".hel/refs/sessions"))
+    let fake: Vec<_> = std::fs::read_dir(project.join(".hel/packs/journals"))
         .unwrap()
         .collect();
     assert!(fake.is_empty());

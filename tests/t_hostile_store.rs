@@ -263,25 +263,54 @@ fn links_in_session_paths_are_refused_and_never_followed() {
 }
 
 #[test]
-fn links_in_objects_and_logs_are_never_written_through() {
+fn links_in_journals_packs_and_objects_are_never_followed() {
     let h = Hostile::new();
-    let sid = h.sid();
-    // The session's ref log is a link to a file outside: a new answer is
-    // published, the log is not written, and the warning says so.
-    let log = testing::log_path(&h.root(), &sid);
-    replace_with_link(&log, &h.outside.path().join("precious.txt"));
-    let mock = Mock::start(json!([{"content": "logged?"}]));
+    let journals = h.root().join("packs/journals");
+    let journal = journals.join(format!("{}.journal", h.session));
+    let jidx = journals.join(format!("{}.jidx", h.session));
+    // The sidecar is a link to a device and then to a file outside: it is
+    // only a hint, so the session reads (from its journal) and takes new
+    // answers, and nothing outside is touched.
+    replace_with_link(&jidx, Path::new("/dev/zero"));
+    let mock = Mock::start(json!([{"content": "a"}, {"content": "b"}]));
     let run = h.run(Some(&mock), &["resume", &h.session, "-p", "x"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
-    assert!(
-        run.stderr.contains("checkpoint was saved") && run.stderr.contains("symbolic link"),
-        "{}",
-        run.stderr
-    );
-    let log_run = h.run(None, &["sessions", "log", &h.session]);
-    assert_eq!(log_run.stdout.lines().count(), 2, "{}", log_run.stdout);
-    // Every fan-out directory is a link: nothing can be written or read
-    // through them, and fsck names them.
+    replace_with_link(&jidx, &h.outside.path().join("precious.txt"));
+    let run = h.run(Some(&mock), &["resume", &h.session, "-p", "y"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let run = h.run(None, &["sessions", "log", &h.session]);
+    assert_eq!(run.stdout.lines().count(), 3, "{}", run.stdout);
+    // The journal itself is a link to a journal outside: refused, named.
+    let away = h.outside.path().join("away.journal");
+    std::fs::rename(&journal, &away).unwrap();
+    symlink(&away, &journal).unwrap();
+    let before = h.outside.fingerprint();
+    for args in [
+        vec!["sessions", "log", h.session.as_str()],
+        vec!["sessions", "show", h.session.as_str()],
+        vec!["resume", h.session.as_str(), "-p", "z"],
+        vec!["gc"],
+    ] {
+        let run = h.run(Some(&mock), &args);
+        assert_refused(&run, ".journal is a symbolic link");
+    }
+    let run = h.run(None, &["fsck"]);
+    assert_eq!(run.code, 1);
+    assert!(run.stdout.contains(".journal is a symbolic link"), "{}", run.stdout);
+    std::fs::remove_file(&journal).unwrap();
+    std::fs::rename(&away, &journal).unwrap();
+    // packs/journals and packs themselves as links: refused, named.
+    let moved = h.outside.path().join("journals");
+    std::fs::rename(&journals, &moved).unwrap();
+    symlink(&moved, &journals).unwrap();
+    let run = h.run(None, &["sessions", "show", &h.session]);
+    assert_refused(&run, "journals is a symbolic link");
+    let run = h.run(Some(&mock), &["-p", "new"]);
+    assert!(run.stderr.contains("journals is a symbolic link"), "{}", run.stderr);
+    std::fs::remove_file(&journals).unwrap();
+    std::fs::rename(&moved, &journals).unwrap();
+    // Fan-out directories of loose objects (an older store's) as links,
+    // and a stray file: fsck names them; nothing is followed.
     let objects = h.root().join("objects");
     for e in std::fs::read_dir(&objects).unwrap() {
         let path = e.unwrap().path();
@@ -290,7 +319,7 @@ fn links_in_objects_and_logs_are_never_written_through() {
         symlink(&away, &path).unwrap();
     }
     std::fs::write(objects.join("stray"), "x").unwrap();
-    let before = h.outside.fingerprint();
+    let before_fsck = h.outside.fingerprint();
     let run = h.run(None, &["fsck"]);
     assert_eq!(run.code, 1);
     assert!(
@@ -298,14 +327,66 @@ fn links_in_objects_and_logs_are_never_written_through() {
         "{}",
         run.stdout
     );
-    let run = h.run(None, &["gc"]);
-    assert_refused(&run, "symbolic link");
     let run = h.run(None, &["sessions", "show", &h.session]);
-    assert_refused(&run, "symbolic link");
-    let mock = Mock::start(json!([{"content": "x"}]));
-    let run = h.run(Some(&mock), &["-p", "y"]);
-    assert!(run.stderr.contains("could not save"), "{}", run.stderr);
-    assert_eq!(h.outside.fingerprint(), before);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(h.outside.fingerprint(), before_fsck);
+    let _ = before;
+}
+
+#[test]
+fn damaged_and_lying_journals_are_refused_within_bounded_memory() {
+    let h = Hostile::new();
+    let journal = h
+        .root()
+        .join("packs/journals")
+        .join(format!("{}.journal", h.session));
+    let good = std::fs::read(&journal).unwrap();
+    // A flipped byte in the middle of a record: named by pack and offset.
+    let mut bad = good.clone();
+    let mid = good.len() / 3;
+    bad[mid] ^= 0x40;
+    std::fs::write(&journal, &bad).unwrap();
+    let run = h.run(None, &["sessions", "show", &h.session]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(run.stderr.contains(".journal"), "{}", run.stderr);
+    let run = h.run(None, &["fsck"]);
+    assert_eq!(run.code, 1);
+    assert!(run.stdout.contains("offset"), "{}", run.stdout);
+    // A record that declares an enormous length, and one whose commit
+    // claims another session: refused without reading what they claim.
+    let mut huge = good.clone();
+    huge.extend_from_slice(b"HELR\x01\0\0\0");
+    huge.extend_from_slice(&[7u8; 32]);
+    huge.extend_from_slice(&(1u64 << 60).to_le_bytes());
+    huge.extend_from_slice(&[0u8; 8]);
+    std::fs::write(&journal, &huge).unwrap();
+    let run = h.run(None, &["sessions", "show", &h.session]);
+    assert_eq!(run.code, 0, "a torn tail is not committed: {}", run.stderr);
+    let run = h.run(None, &["fsck"]);
+    assert_eq!(run.code, 0, "{}", run.stdout);
+    assert!(run.stdout.contains("unfinished commit"), "{}", run.stdout);
+    // The sidecar lies: every entry points at offset 16.
+    std::fs::write(&journal, &good).unwrap();
+    let jidx = journal.with_extension("jidx");
+    let mut lies = std::fs::read(&jidx).unwrap();
+    for entry in lies[16..].chunks_mut(48) {
+        if entry.len() == 48 {
+            entry[32..40].copy_from_slice(&16u64.to_le_bytes());
+        }
+    }
+    std::fs::write(&jidx, &lies).unwrap();
+    let run = h.run(None, &["sessions", "show", &h.session]);
+    assert_eq!(run.code, 0, "the journal itself is the truth: {}", run.stderr);
+    assert!(run.stdout.contains("first answer"), "{}", run.stdout);
+    // A journal that is a FIFO.
+    std::fs::remove_file(&journal).unwrap();
+    let c = std::ffi::CString::new(journal.display().to_string()).unwrap();
+    // SAFETY: mkfifo(3) with a valid path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let run = h.run(None, &["sessions", "log", &h.session]);
+    assert_refused(&run, "FIFO");
+    let run = h.run(None, &["sessions"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
 }
 
 #[test]
@@ -579,27 +660,33 @@ fn stored_text_cannot_drive_the_terminal() {
 fn a_planted_corrupt_object_is_never_deduplicated_against() {
     let h = Hostile::new();
     // Every checkpoint stores its cursor table; the first one's is `[]`.
-    // A repository ships garbage under that object's name.
+    // A repository ships garbage under that object's loose name.
     let (id, _) = testing::encode("blob", b"[]");
     let path = testing::object_path(&h.root(), &id);
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     std::fs::write(&path, b"not what the name promises").unwrap();
-    let mock = Mock::start(json!([{"content": "saved"}]));
+    let mock = Mock::start(json!([{"content": "saved"}, {"content": "also saved"}]));
     let run = h.run(Some(&mock), &["-p", "x"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let sid = run.session();
     let run = h.run(None, &["sessions", "show", &sid]);
     assert_eq!(run.code, 0, "the new checkpoint reads back: {}", run.stderr);
+    // fsck names the planted file; gc removes it (it is no one's).
+    let run = h.run(None, &["fsck"]);
+    assert_eq!(run.code, 1, "{}", run.stdout);
+    assert!(run.stdout.contains(&id.to_hex()), "{}", run.stdout);
+    let run = h.run(None, &["gc"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
     let run = h.run(None, &["fsck"]);
     assert_eq!(run.code, 0, "{}", run.stdout);
-    // A link under an object's name is refused, not trusted.
-    std::fs::remove_file(&path).unwrap();
+    // A link under an object's name is never followed or trusted.
     symlink(h.outside.path().join("precious.txt"), &path).unwrap();
-    let mock = Mock::start(json!([{"content": "not saved"}]));
     let run = h.run(Some(&mock), &["-p", "y"]);
-    assert!(
-        run.stderr.contains("could not save") && run.stderr.contains("symbolic link"),
-        "{}",
-        run.stderr
-    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let sid = run.session();
+    let run = h.run(None, &["sessions", "show", &sid]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let run = h.run(None, &["fsck"]);
+    assert_eq!(run.code, 1, "{}", run.stdout);
+    assert!(run.stdout.contains("symbolic link"), "{}", run.stdout);
 }

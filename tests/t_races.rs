@@ -75,14 +75,16 @@ fn flipper(
 #[test]
 fn swaps_during_hundreds_of_tool_calls_never_reach_outside_or_the_store() {
     let p = Project::new();
-    // Another session's ref in the store.
+    // Another session's journal (where its head is) in the store.
     let mock = Mock::start(json!([{"content": "first"}]));
     let first = p.run(Some(&mock), &["-p", "x"]);
     assert_eq!(first.code, 0, "{}", first.stderr);
-    let ref_rel = format!(".hel/refs/sessions/{}", first.session());
-    let ref_before = p.read(&ref_rel);
-    let ref_hex = ref_before.trim().to_owned();
-    assert!(ref_hex.len() >= 32, "{ref_before:?}");
+    let ref_rel = format!(".hel/packs/journals/{}.journal", first.session());
+    let ref_before = std::fs::read(p.path().join(&ref_rel)).unwrap();
+    let listed: serde_json::Value =
+        serde_json::from_str(&p.run(None, &["sessions", "--json"]).stdout).unwrap();
+    let ref_hex = listed[0]["head"].as_str().unwrap().to_owned();
+    assert!(ref_hex.len() >= 32, "{listed}");
 
     let outside = Outside::new();
     let fingerprint = outside.fingerprint();
@@ -134,10 +136,9 @@ fn swaps_during_hundreds_of_tool_calls_never_reach_outside_or_the_store() {
     assert_eq!(run.code, 0, "{}", run.stderr);
 
     assert_eq!(outside.fingerprint(), fingerprint, "outside was written");
-    assert_eq!(
-        p.read(&ref_rel),
-        ref_before,
-        "the other session's ref changed"
+    assert!(
+        std::fs::read(p.path().join(&ref_rel)).unwrap() == ref_before,
+        "the other session's journal changed"
     );
     let results = tool_results(&mock, 1);
     assert_eq!(results.len(), n_calls);

@@ -400,11 +400,12 @@ fn delete_and_gc_reclaim_spill_while_others_stay_intact() {
         .as_str()
         .unwrap()
         .to_owned();
+    assert_eq!(blob.len(), 64);
+    // The spill blob is in a's journal, which goes with a.
     let blob_path = p
         .path()
-        .join(".hel/objects")
-        .join(&blob[..2])
-        .join(&blob[2..]);
+        .join(".hel/packs/journals")
+        .join(format!("{a}.journal"));
     assert!(blob_path.exists());
     let dry = p.run(None, &["gc", "--dry-run"]);
     assert!(

@@ -532,10 +532,11 @@ fn many(cfg: &Config, kind: &str) -> Row {
         );
         sessions.push((s, msgs));
     }
+    let mut deleted_bytes = 0;
     for (s, _) in sessions.iter().step_by(2) {
-        d.store.delete(*s, false);
+        deleted_bytes += d.store.delete(*s, false);
     }
-    let gc = d.store.gc();
+    let gc = d.store.gc().map(|(t, b)| (t, b + deleted_bytes));
     let (keep, live) = sessions[1].clone();
     let mut row = finish(cfg, d, kind, "many", n, &dir, keep, &live);
     if let Some((t, bytes)) = gc {

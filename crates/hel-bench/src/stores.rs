@@ -26,13 +26,25 @@ pub trait BenchStore {
     ) -> u64;
     /// Fork session `s` at its checkpoint number `k`, whose conversation is `at`.
     fn fork(&mut self, s: usize, k: usize, at: &[Value]) -> usize;
-    fn delete(&mut self, s: usize, collect: bool);
+    /// Delete session `s`; returns the bytes the delete itself reclaimed.
+    fn delete(&mut self, s: usize, collect: bool) -> u64;
     /// Collect garbage, if the store has such a step: time and bytes reclaimed.
     fn gc(&mut self) -> Option<(Duration, u64)>;
     /// Arguments for `hel-bench --probe` to resume session `s`.
     fn probe_args(&self, s: usize) -> Vec<String>;
     /// The instances end (before the store is measured at rest).
     fn close(&mut self) {}
+}
+
+/// Apparent bytes of the files under `dir`.
+fn dir_bytes(dir: &Path) -> u64 {
+    walkdir::WalkDir::new(dir)
+        .into_iter()
+        .flatten()
+        .filter(|e| e.file_type().is_file())
+        .filter_map(|e| e.metadata().ok())
+        .map(|m| m.len())
+        .sum()
 }
 
 fn sync_dir(dir: &Path) {
@@ -153,9 +165,11 @@ impl BenchStore for HelStore {
         self.sessions.len() - 1
     }
 
-    fn delete(&mut self, s: usize, collect: bool) {
+    fn delete(&mut self, s: usize, collect: bool) -> u64 {
         self.sessions[s] = None; // drops the lease
+        let before = dir_bytes(&self.project.join(".hel"));
         self.store.delete(&self.ids[s], collect).expect("delete");
+        before.saturating_sub(dir_bytes(&self.project.join(".hel")))
     }
 
     fn gc(&mut self) -> Option<(Duration, u64)> {
@@ -246,8 +260,10 @@ impl BenchStore for WholeFile {
         self.write_snapshot(n, at);
         n
     }
-    fn delete(&mut self, s: usize, _collect: bool) {
+    fn delete(&mut self, s: usize, _collect: bool) -> u64 {
+        let size = fs::metadata(self.path(s)).map_or(0, |m| m.len());
         let _ = fs::remove_file(self.path(s));
+        size
     }
     fn gc(&mut self) -> Option<(Duration, u64)> {
         None
@@ -342,8 +358,10 @@ impl BenchStore for Jsonl {
         self.logged[n] = at.len();
         n
     }
-    fn delete(&mut self, s: usize, _collect: bool) {
+    fn delete(&mut self, s: usize, _collect: bool) -> u64 {
+        let size = fs::metadata(self.path(s)).map_or(0, |m| m.len());
         let _ = fs::remove_file(self.path(s));
+        size
     }
     fn gc(&mut self) -> Option<(Duration, u64)> {
         None

@@ -195,16 +195,6 @@ impl Dir {
         })
     }
 
-    /// Create the subdirectory `name`; false when it already existed.
-    pub fn mkdir(&self, name: &str, mode: u32) -> Result<bool> {
-        check_name(name).at(self.child_path(name))?;
-        match rustix::fs::mkdirat(&self.fd, name, Mode::from_raw_mode(mode)) {
-            Ok(()) => Ok(true),
-            Err(Errno::EXIST) => Ok(false),
-            Err(e) => Err(io(e)).at(self.child_path(name)),
-        }
-    }
-
     /// Check what `fd` (just opened as `name`) is: a regular file, or a
     /// refusal naming what it is instead.
     fn require_file(&self, name: &str, fd: OwnedFd) -> Result<File> {
@@ -416,6 +406,12 @@ impl Dir {
     /// Make the names in this directory durable.
     pub fn sync(&self) -> Result<()> {
         rustix::fs::fsync(&self.fd).map_err(io).at(&self.path)
+    }
+
+    /// Free bytes on this directory's file system, when it says.
+    pub fn free_space(&self) -> Option<u64> {
+        let st = rustix::fs::fstatvfs(&self.fd).ok()?;
+        Some(st.f_bavail.saturating_mul(st.f_frsize))
     }
 
     /// Device and inode of this directory.

@@ -97,6 +97,19 @@ pub enum Error {
         what: &'static str,
         limit: u64,
     },
+    #[error("record at {pack} offset {offset}{} is damaged: {reason}", id.map(|i| format!(" (object {i})")).unwrap_or_default())]
+    DamagedRecord {
+        pack: PathBuf,
+        offset: u64,
+        id: Option<ObjectId>,
+        reason: String,
+    },
+    #[error("the store at {path} has format {found}, this hel reads up to {supported}: upgrade hel")]
+    NewerStore {
+        path: PathBuf,
+        found: u64,
+        supported: u64,
+    },
     #[error("internal error: {0} (nothing was saved; please report this)")]
     Internal(String),
 }

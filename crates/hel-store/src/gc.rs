@@ -29,7 +29,7 @@ use crate::list::{self, Shapes};
 use crate::lock::{Exclusive, SessionLease};
 use crate::object::Cap;
 use crate::snapshot;
-use crate::{refs, Error, ObjectId, Result, SessionId, Store};
+use crate::{heads, Error, ObjectId, Result, SessionId, Store};
 
 /// What a gc did (or, with `dry_run`, would do).
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -42,6 +42,10 @@ pub struct GcReport {
     pub sessions_removed: Vec<SessionId>,
     /// Spill working copies of idle sessions removed (their blobs stay).
     pub spill_dirs_removed: u64,
+    /// Sealed packs written.
+    pub packs_written: u64,
+    /// Journals of deleted sessions removed.
+    pub journals_removed: u64,
 }
 
 /// What a mark found.
@@ -182,32 +186,91 @@ fn stray_kind(kind: EntryKind) -> &'static str {
     }
 }
 
-/// The refs of a store as gc and fsck read them: the roots, and errors for
-/// everything in `refs/sessions/` that is not a readable ref.
+/// The heads of a store as gc and fsck read them: the roots, and errors
+/// for everything where heads are kept that is not a readable head.
 pub(crate) fn roots(
     layout: &Layout,
     on_error: &mut dyn FnMut(Error) -> Result<()>,
 ) -> Result<Vec<(SessionId, ObjectId)>> {
-    let listing = refs::list(layout)?;
-    for (name, what) in listing.strays {
+    let listing = heads::list(layout)?;
+    for (path, what) in listing.strays {
         on_error(Error::Unexpected {
-            path: layout.ref_path(&name),
+            path,
             found: if what == "regular file" {
                 "file not named by a session id"
             } else {
                 what
             },
-            expected: "session ref",
+            expected: "session ref or journal",
         })?;
     }
     let mut out = Vec::new();
     for session in listing.sessions {
-        match refs::read(layout, &session) {
-            Ok(Some(head)) => out.push((session, head)),
+        match heads::read(layout, &session) {
+            Ok(Some(head)) => out.push((session, head.id)),
             Ok(None) => {}
             Err(e) => on_error(e)?,
         }
     }
+    Ok(out)
+}
+
+/// What deleting a session's journal did.
+#[derive(Debug, Default)]
+pub(crate) struct Released {
+    pub bytes: u64,
+    /// Objects that went with the journal.
+    pub objects: u64,
+    /// Objects other sessions still needed, copied into a sealed pack.
+    pub copied: u64,
+}
+
+/// Remove `session`'s head and journal (the caller holds its lease and the
+/// store lock exclusively). Sessions that depend on the journal (forks,
+/// shared large objects) keep what they need: it is copied into a sealed
+/// pack first. Without dependents this is an unlink: the journal's bytes
+/// come back at once without a walk of the store.
+pub(crate) fn release(layout: &Layout, lock: &Exclusive<'_>, session: &SessionId) -> Result<Released> {
+    let mut out = Released::default();
+    let view = layout.odb().journal(layout, session)?;
+    if let Some(view) = &view {
+        let mut dependents = Vec::new();
+        for s in heads::list(layout)?.sessions {
+            if s == *session {
+                continue;
+            }
+            if let Some(h) = heads::read_light(layout, &s)? {
+                if h.deps().contains(session) {
+                    dependents.push(h.id);
+                    heads::read(layout, &s)?;
+                }
+            }
+        }
+        let (objects, size): (Vec<ObjectId>, u64) = {
+            let v = view.read().unwrap_or_else(|p| p.into_inner());
+            (
+                v.objects.keys().copied().collect(),
+                v.file.metadata().map(|m| m.len()).unwrap_or(0),
+            )
+        };
+        out.bytes = size;
+        out.objects = objects.len() as u64;
+        if !dependents.is_empty() {
+            let live = mark(layout, &dependents, &mut |e| Err(e))?.reachable;
+            let mut keep = Vec::new();
+            for id in objects.into_iter().filter(|id| live.contains(id)) {
+                keep.push((id, crate::repack::stored_bytes(layout, &id)?));
+            }
+            if !keep.is_empty() {
+                out.copied = keep.len() as u64;
+                out.objects -= out.copied;
+                let (_, written) = crate::repack::write_sealed(layout, lock, &keep)?;
+                out.bytes = out.bytes.saturating_sub(written);
+            }
+        }
+    }
+    heads::remove(layout, session)?;
+    layout.odb().forget_removed();
     Ok(out)
 }
 
@@ -258,10 +321,13 @@ fn sweep(objects: &Dir, doomed: &[(String, String)], dry_run: bool) -> Result<(u
 }
 
 impl Store {
-    /// Collect garbage: remove unreachable objects, files of dead writes in
-    /// `tmp/`, and working directories of sessions that have no ref and no
-    /// live instance. With `dry_run`, only report. Refuses (naming what is
-    /// wrong) when anything reachable cannot be read or validated.
+    /// Collect garbage: copy every live object that is not in a live
+    /// session's journal (loose files, sealed packs) into one new sealed
+    /// pack when anything there is dead or packs pile up, remove what no
+    /// head reaches, files of dead writes in `tmp/`, and working
+    /// directories of sessions that have no head and no live instance.
+    /// With `dry_run`, only report. Refuses (naming what is wrong) when
+    /// anything reachable cannot be read or validated.
     pub fn gc(&self, dry_run: bool) -> Result<GcReport> {
         let mut report = GcReport {
             dry_run,
@@ -271,24 +337,111 @@ impl Store {
             return Ok(report);
         };
         let lock = Exclusive::take(layout)?;
+        layout.odb().forget_removed();
         let fail = &mut |e| Err(e);
-        let roots: Vec<ObjectId> = roots(layout, fail)?.into_iter().map(|(_, h)| h).collect();
+        let heads: Vec<(SessionId, ObjectId)> = roots(layout, fail)?;
+        let root_ids: Vec<ObjectId> = heads.iter().map(|(_, h)| *h).collect();
         // Any error while marking means we cannot know what is reachable:
         // abort rather than sweep what a broken snapshot might name.
-        let live = mark(layout, &roots, fail)?.reachable;
-        let listing = object_files(layout)?;
-        let mut doomed = Vec::new();
-        for (id, dir, name) in listing.objects {
-            if live.contains(&id) {
-                report.objects_kept += 1;
-            } else {
-                doomed.push((dir, name));
+        let live = mark(layout, &root_ids, fail)?.reachable;
+        let live_sessions: HashSet<&SessionId> = heads.iter().map(|(s, _)| s).collect();
+        // Objects in live journals stay where they are.
+        let mut in_journals: HashSet<ObjectId> = HashSet::new();
+        for s in &live_sessions {
+            if let Some(v) = layout.odb().journal(layout, s)? {
+                in_journals.extend(v.read().unwrap_or_else(|p| p.into_inner()).objects.keys());
             }
         }
+        let stub = crate::layout::stub_object();
+        // Everything else that is live is rewritten into one sealed pack
+        // when anything outside the journals is dead, loose, or scattered.
+        let sealed = layout.odb().all_sealed(layout)?;
+        let listing = object_files(layout)?;
+        let loose: Vec<&(ObjectId, String, String)> =
+            listing.objects.iter().filter(|(id, _, _)| *id != stub).collect();
+        let mut outside: Vec<ObjectId> = Vec::new();
+        let mut seen: HashSet<ObjectId> = HashSet::new();
+        let mut dead_records = 0u64;
+        let mut dead_bytes = 0u64;
+        for p in &sealed {
+            for e in &p.idx.entries {
+                if live.contains(&e.id) && !in_journals.contains(&e.id) {
+                    if seen.insert(e.id) {
+                        outside.push(e.id);
+                    }
+                } else {
+                    dead_records += 1;
+                    dead_bytes += e.len;
+                }
+            }
+        }
+        for (id, _, _) in &loose {
+            if live.contains(id) && !in_journals.contains(id) && seen.insert(*id) {
+                outside.push(*id);
+            }
+        }
+        let rewrite = dead_records > 0 || !loose.is_empty() || sealed.len() > 1;
+        if rewrite && !dry_run {
+            if !outside.is_empty() {
+                let mut records = Vec::with_capacity(outside.len());
+                for id in &outside {
+                    records.push((*id, crate::repack::stored_bytes(layout, id)?));
+                }
+                crate::repack::write_sealed(layout, &lock, &records)?;
+                report.packs_written = 1;
+            }
+            // The old places go only once the new pack is durable.
+            if let Some(packs) = layout.packs()? {
+                let keep = crate::odb::sealed_stems(packs)?;
+                for p in &sealed {
+                    if keep.contains(&p.name) && !written_now(&report, p, &outside) {
+                        let (pack_name, idx_name) = crate::odb::sealed_names(&p.name);
+                        packs.remove_file(&pack_name)?;
+                        packs.remove_file(&idx_name)?;
+                        report.bytes_removed += p.file.metadata().map(|m| m.len()).unwrap_or(0);
+                    }
+                }
+                packs.sync()?;
+            }
+        }
+        report.objects_removed += dead_records;
+        let _ = dead_bytes;
+        let doomed: Vec<(String, String)> = loose
+            .iter()
+            .map(|(_, dir, name)| (dir.clone(), name.clone()))
+            .collect();
+        report.objects_kept = (live.len() as u64).saturating_sub(0);
         if let Some(objects) = layout.objects()? {
-            let (removed, bytes) = sweep(objects, &doomed, dry_run)?;
-            report.objects_removed = removed;
-            report.bytes_removed = bytes;
+            if rewrite {
+                let (removed, bytes) = sweep(objects, &doomed, dry_run)?;
+                let dead_loose = loose.iter().filter(|(id, _, _)| !live.contains(id)).count();
+                report.objects_removed += dead_loose as u64;
+                let _ = removed;
+                report.bytes_removed += bytes;
+            }
+        }
+        layout.odb().forget_removed();
+        // Journals whose session never committed and whose lease is free.
+        if let Some(dir) = layout.journals()? {
+            for e in dir.entries()? {
+                let Some(Ok(id)) = e
+                    .name_str()
+                    .and_then(|n| n.strip_suffix(&format!(".{}", crate::journal::JOURNAL_EXT)))
+                    .map(str::parse::<SessionId>)
+                else {
+                    continue;
+                };
+                if live_sessions.contains(&id) {
+                    continue;
+                }
+                let Ok(lease) = SessionLease::try_take(lock.layout, &id) else {
+                    continue;
+                };
+                if !dry_run {
+                    heads::remove(layout, &id)?;
+                }
+                drop(lease);
+            }
         }
         if let Some(tmp) = layout.tmp()? {
             for e in tmp.entries()? {
@@ -311,7 +464,7 @@ impl Store {
                 let Ok(lease) = SessionLease::try_take(lock.layout, &id) else {
                     continue;
                 };
-                if refs::read(layout, &id)?.is_some() {
+                if heads::read_light(layout, &id)?.is_some() {
                     // Idle with checkpoints: its spill working copies are a
                     // cache of its blobs (an instance that died left them).
                     if let Some(dir) = layout.session_dir(&id)? {
@@ -333,4 +486,11 @@ impl Store {
         }
         Ok(report)
     }
+}
+
+/// Is `p` the pack this gc just wrote (which holds exactly `outside`)?
+fn written_now(report: &GcReport, p: &crate::odb::Sealed, outside: &[ObjectId]) -> bool {
+    report.packs_written > 0
+        && p.idx.entries.len() == outside.len()
+        && outside.iter().all(|id| p.idx.find(id).is_some())
 }

@@ -8,6 +8,9 @@
 //! .hel/logs/sessions/<uuid>  the session's ref log
 //! .hel/sessions/<uuid>/      .active lease and materialized spill/
 //! .hel/tmp/                  files of writes in progress
+//! .hel/format                "hel-store-format 2\n" (absent: format 1, loose objects only)
+//! .hel/packs/pack-<hex>.pack sealed packs and their .idx
+//! .hel/packs/journals/<uuid>.journal  a session's append-only pack (and .jidx)
 //! ```
 //!
 //! Every directory is reached through descriptors ([`Dir`]), never by path:
@@ -33,6 +36,19 @@ pub(crate) const SESSIONS: &str = "sessions";
 pub(crate) const TMP: &str = "tmp";
 pub(crate) const LEASE: &str = ".active";
 pub(crate) const SPILL: &str = "spill";
+pub(crate) const PACKS: &str = "packs";
+pub(crate) const JOURNALS: &str = "journals";
+pub(crate) const FORMAT: &str = "format";
+
+/// The store format this build writes and the newest it reads: 2 has packs
+/// and journals (objects-spec §12); 1 (no `format` file) is loose objects
+/// and ref files only, still read.
+pub const FORMAT_VERSION: u64 = 2;
+
+/// A ref that format-1 readers see (section 12.6): it names a snapshot of a
+/// schema no format-1 reader knows, so an older hel says "upgrade hel"
+/// rather than "missing object", and its gc refuses to sweep.
+pub(crate) const STUB_SESSION: &str = "00000000-0000-4000-8000-000000000000";
 
 /// Mode of every directory hel creates in the store (private).
 pub(crate) const DIR_MODE: u32 = 0o700;
@@ -46,6 +62,10 @@ pub(crate) struct Layout {
     logs: OnceLock<Dir>,
     sessions: OnceLock<Dir>,
     tmp: OnceLock<Dir>,
+    packs: OnceLock<Dir>,
+    journals: OnceLock<Dir>,
+    /// Where objects are.
+    odb: crate::odb::Odb,
     /// Objects this process wrote or verified: a writer may dedup against
     /// them without reading them again.
     verified: Mutex<HashSet<ObjectId>>,
@@ -59,13 +79,44 @@ enum Sub {
     Logs,
     Sessions,
     Tmp,
+    Packs,
+    Journals,
 }
 
 impl Layout {
     /// The store of the project open as `project`, if it has one. `.hel`
     /// being a link or not a directory is refused.
     pub fn open(project: &Dir) -> Result<Option<Layout>> {
-        Ok(project.sub(STORE_DIR)?.map(Layout::new))
+        let Some(root) = project.sub(STORE_DIR)? else {
+            return Ok(None);
+        };
+        let layout = Layout::new(root);
+        layout.check_format()?;
+        Ok(Some(layout))
+    }
+
+    /// Refuse a store of a newer format than this build reads.
+    fn check_format(&self) -> Result<()> {
+        let Some(bytes) = self.root.read_file(FORMAT, 64)? else {
+            return Ok(());
+        };
+        let found = std::str::from_utf8(&bytes)
+            .ok()
+            .and_then(|t| t.trim_end().strip_prefix("hel-store-format "))
+            .and_then(|n| n.parse::<u64>().ok());
+        match found {
+            Some(n) if n <= FORMAT_VERSION => Ok(()),
+            Some(n) => Err(crate::Error::NewerStore {
+                path: self.root.path().to_owned(),
+                found: n,
+                supported: FORMAT_VERSION,
+            }),
+            None => Err(crate::Error::Unexpected {
+                path: self.root.child_path(FORMAT),
+                found: "file of unknown content",
+                expected: "store format file",
+            }),
+        }
     }
 
     /// Create the store of `project` (mode 0700, `.gitignore` of `*`, and
@@ -84,6 +135,9 @@ impl Layout {
             logs: OnceLock::new(),
             sessions: OnceLock::new(),
             tmp: OnceLock::new(),
+            packs: OnceLock::new(),
+            journals: OnceLock::new(),
+            odb: crate::odb::Odb::default(),
             verified: Mutex::new(HashSet::new()),
         }
     }
@@ -103,9 +157,18 @@ impl Layout {
 
     /// Make the subdirectories and `.gitignore` if absent.
     pub fn init(&self) -> Result<()> {
-        for sub in [Sub::Objects, Sub::Refs, Sub::Logs, Sub::Sessions, Sub::Tmp] {
+        for sub in [
+            Sub::Objects,
+            Sub::Refs,
+            Sub::Logs,
+            Sub::Sessions,
+            Sub::Tmp,
+            Sub::Packs,
+            Sub::Journals,
+        ] {
             self.dir_create(sub)?;
         }
+        self.write_format()?;
         if self.root.kind_of(GITIGNORE)?.is_none() {
             use std::io::Write;
             match self.root.create_new(GITIGNORE, 0o644) {
@@ -126,6 +189,67 @@ impl Layout {
         &self.root
     }
 
+    pub fn odb(&self) -> &crate::odb::Odb {
+        &self.odb
+    }
+
+    /// Record the store's format (once), and the stub ref that makes a
+    /// format-1 hel refuse this store (objects-spec §12.6).
+    fn write_format(&self) -> Result<()> {
+        if self.root.kind_of(FORMAT)?.is_some() {
+            return Ok(());
+        }
+        use std::io::Write;
+        let (stub, canonical) = stub_canonical();
+        let objects = self.dir_create(Sub::Objects)?;
+        let (fan, name) = object_name(&stub);
+        let fan_dir = objects.sub_create(&fan, DIR_MODE)?;
+        if fan_dir.kind_of(&name)?.is_none() {
+            let data = zstd::bulk::compress(&canonical, 3).map_err(|source| crate::Error::Io {
+                path: fan_dir.child_path(&name),
+                source,
+            })?;
+            self.place_file(&fan_dir, &name, &data)?;
+        }
+        let refs = self.dir_create(Sub::Refs)?;
+        if refs.kind_of(STUB_SESSION)?.is_none() {
+            self.place_file(refs, STUB_SESSION, format!("{stub}\n").as_bytes())?;
+        }
+        // The format file last: a store that has it has the rest.
+        let tmp = self.dir_create(Sub::Tmp)?;
+        let name = format!("format-{}", uuid::Uuid::new_v4().simple());
+        let mut f = tmp.create_new(&name, 0o644)?;
+        f.write_all(format!("hel-store-format {FORMAT_VERSION}\n").as_bytes())
+            .map_err(|source| crate::Error::Io {
+                path: tmp.child_path(&name),
+                source,
+            })?;
+        f.sync_all().map_err(|source| crate::Error::Io {
+            path: tmp.child_path(&name),
+            source,
+        })?;
+        tmp.rename_to(&name, &self.root, FORMAT)?;
+        self.root.sync()
+    }
+
+    /// Write a small file durably under a new name in `dir` (through tmp/).
+    fn place_file(&self, dir: &Dir, name: &str, bytes: &[u8]) -> Result<()> {
+        use std::io::Write;
+        let tmp = self.dir_create(Sub::Tmp)?;
+        let t = format!("place-{}", uuid::Uuid::new_v4().simple());
+        let mut f = tmp.create_new(&t, 0o600)?;
+        let io = |source| crate::Error::Io {
+            path: tmp.child_path(&t),
+            source,
+        };
+        f.write_all(bytes).map_err(io)?;
+        f.sync_all().map_err(io)?;
+        let linked = tmp.link_to(&t, dir, name);
+        let _ = tmp.remove_file(&t);
+        linked?;
+        dir.sync()
+    }
+
     fn cell(&self, sub: Sub) -> &OnceLock<Dir> {
         match sub {
             Sub::Objects => &self.objects,
@@ -133,6 +257,8 @@ impl Layout {
             Sub::Logs => &self.logs,
             Sub::Sessions => &self.sessions,
             Sub::Tmp => &self.tmp,
+            Sub::Packs => &self.packs,
+            Sub::Journals => &self.journals,
         }
     }
 
@@ -146,6 +272,11 @@ impl Layout {
             Sub::Objects => self.root.sub(OBJECTS)?,
             Sub::Sessions => self.root.sub(SESSIONS)?,
             Sub::Tmp => self.root.sub(TMP)?,
+            Sub::Packs => self.root.sub(PACKS)?,
+            Sub::Journals => match self.root.sub(PACKS)? {
+                Some(d) => d.sub(JOURNALS)?,
+                None => None,
+            },
             Sub::Refs => match self.root.sub(REFS)? {
                 Some(d) => d.sub(SESSIONS)?,
                 None => None,
@@ -167,6 +298,11 @@ impl Layout {
             Sub::Objects => self.root.sub_create(OBJECTS, DIR_MODE)?,
             Sub::Sessions => self.root.sub_create(SESSIONS, DIR_MODE)?,
             Sub::Tmp => self.root.sub_create(TMP, DIR_MODE)?,
+            Sub::Packs => self.root.sub_create(PACKS, DIR_MODE)?,
+            Sub::Journals => self
+                .root
+                .sub_create(PACKS, DIR_MODE)?
+                .sub_create(JOURNALS, DIR_MODE)?,
             Sub::Refs => self
                 .root
                 .sub_create(REFS, DIR_MODE)?
@@ -182,20 +318,11 @@ impl Layout {
     pub fn objects(&self) -> Result<Option<&Dir>> {
         self.dir(Sub::Objects)
     }
-    pub fn objects_create(&self) -> Result<&Dir> {
-        self.dir_create(Sub::Objects)
-    }
     pub fn refs(&self) -> Result<Option<&Dir>> {
         self.dir(Sub::Refs)
     }
-    pub fn refs_create(&self) -> Result<&Dir> {
-        self.dir_create(Sub::Refs)
-    }
     pub fn logs(&self) -> Result<Option<&Dir>> {
         self.dir(Sub::Logs)
-    }
-    pub fn logs_create(&self) -> Result<&Dir> {
-        self.dir_create(Sub::Logs)
     }
     pub fn sessions(&self) -> Result<Option<&Dir>> {
         self.dir(Sub::Sessions)
@@ -209,6 +336,18 @@ impl Layout {
     pub fn tmp_create(&self) -> Result<&Dir> {
         self.dir_create(Sub::Tmp)
     }
+    pub fn packs(&self) -> Result<Option<&Dir>> {
+        self.dir(Sub::Packs)
+    }
+    pub fn packs_create(&self) -> Result<&Dir> {
+        self.dir_create(Sub::Packs)
+    }
+    pub fn journals(&self) -> Result<Option<&Dir>> {
+        self.dir(Sub::Journals)
+    }
+    pub fn journals_create(&self) -> Result<&Dir> {
+        self.dir_create(Sub::Journals)
+    }
 
     /// The working directory of `session`, if it exists.
     pub fn session_dir(&self, session: &SessionId) -> Result<Option<Dir>> {
@@ -218,8 +357,17 @@ impl Layout {
         }
     }
 
-    /// Where object `id` lives, for messages.
+    /// Where object `id` lives, for messages: its pack and offset when a
+    /// journal or pack this process opened holds it, else its loose path.
     pub fn object_path(&self, id: &ObjectId) -> PathBuf {
+        if let Ok(Some(crate::odb::Found::Record { place, .. })) = self.odb.locate_open(self, id) {
+            return place.display_path();
+        }
+        self.loose_path(id)
+    }
+
+    /// Where object `id` lives as a loose file.
+    pub fn loose_path(&self, id: &ObjectId) -> PathBuf {
         let (dir, name) = object_name(id);
         self.root.path().join(OBJECTS).join(dir).join(name)
     }
@@ -228,6 +376,21 @@ impl Layout {
     pub fn ref_path(&self, session: &str) -> PathBuf {
         self.root.path().join(REFS).join(SESSIONS).join(session)
     }
+}
+
+/// The stub snapshot a format-1 reader finds at [`STUB_SESSION`]'s ref.
+pub(crate) fn stub_object() -> ObjectId {
+    stub_canonical().0
+}
+
+fn stub_canonical() -> (ObjectId, Vec<u8>) {
+    crate::object::encode(
+        crate::object::Kind::Snapshot,
+        &crate::canonical::to_vec(&serde_json::json!({
+            "schema_version": 1_000_000,
+            "note": "this store has format 2 (packs); this hel is too old to read it: upgrade hel",
+        })),
+    )
 }
 
 /// The fan-out directory and file name of object `id`.

@@ -31,6 +31,8 @@ const LEASE_RETRIES_MS: [u64; 6] = [1, 2, 5, 10, 20, 40];
 pub struct SessionLease {
     session: SessionId,
     _file: File,
+    /// The session's journal, opened for appending at its first commit.
+    pub(crate) journal: std::sync::Mutex<Option<crate::journal::Writer>>,
 }
 
 impl SessionLease {
@@ -63,6 +65,7 @@ impl SessionLease {
                     return Ok(SessionLease {
                         session: session.clone(),
                         _file: file,
+                        journal: std::sync::Mutex::new(None),
                     })
                 }
                 Err(TryLockError::WouldBlock) => match waits.next() {
@@ -91,6 +94,7 @@ impl SessionLease {
             Ok(()) => Ok(SessionLease {
                 session: session.clone(),
                 _file: file,
+                journal: std::sync::Mutex::new(None),
             }),
             Err(TryLockError::WouldBlock) => Err(Error::InUse {
                 session: session.to_string(),

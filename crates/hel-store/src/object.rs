@@ -8,16 +8,16 @@
 //! object and path in every error.
 
 use std::cell::RefCell;
-use std::collections::BTreeMap;
-use std::io::Write;
+use std::collections::{BTreeSet, HashSet};
 
 use zstd::zstd_safe::{DCtx, InBuffer, OutBuffer, ResetDirective};
 
-use crate::dir::{self, Dir};
+use crate::dir;
 use crate::error::IoContext;
-use crate::layout::{object_name, Layout, DIR_MODE};
+use crate::layout::{object_name, Layout};
 use crate::lock::Shared;
-use crate::{Error, ObjectId, Result};
+use crate::odb::{self, Found};
+use crate::{journal, pack, Error, ObjectId, Result, SessionId};
 
 /// zstd level used for every object.
 const LEVEL: i32 = 3;
@@ -126,9 +126,35 @@ fn file_max(cap: Cap) -> u64 {
     cap.max + cap.max / 128 + 4096
 }
 
-/// Read and verify object `id` under `cap`, returning its kind and payload.
+/// Read and verify object `id` under `cap`, returning its kind and payload:
+/// from the journal or pack that holds it, else from its loose file.
 pub fn read(layout: &Layout, id: &ObjectId, cap: Cap) -> Result<(Kind, Vec<u8>)> {
-    let path = layout.object_path(id);
+    match layout.odb().locate(layout, id)? {
+        Some(Found::Record { file, place, len }) => {
+            let path = place.display_path();
+            if len.saturating_sub(pack::RECORD_HEADER) > file_max(cap) {
+                return Err(Error::TooLarge {
+                    id: *id,
+                    path,
+                    size: len - pack::RECORD_HEADER,
+                    max: cap.max,
+                    what: cap.what,
+                });
+            }
+            let stored = odb::read_found(&file, &place, len, id, file_max(cap))?;
+            decode(id, &path, &stored, cap)
+        }
+        Some(Found::Loose) => read_loose(layout, id, cap),
+        None => Err(Error::Missing {
+            id: *id,
+            path: layout.loose_path(id),
+        }),
+    }
+}
+
+/// Read and verify the loose file of object `id` under `cap`.
+pub(crate) fn read_loose(layout: &Layout, id: &ObjectId, cap: Cap) -> Result<(Kind, Vec<u8>)> {
+    let path = layout.loose_path(id);
     let (dir, name) = object_name(id);
     let file = match layout.objects()? {
         Some(objects) => objects.open_file2(&dir, &name)?,
@@ -334,20 +360,27 @@ pub(crate) fn decode(
     }
 }
 
-/// Writes the objects of one operation (a commit, a fork). It exists only
-/// under the shared store lock ([`Shared`]), so gc cannot sweep an object
-/// between "it already exists" and the ref that reaches it. Each object is
-/// written to `tmp/`, fsynced and hard-linked to its final name (never over
-/// an existing object: one that exists counts as written). The directories
-/// that received names are fsynced once, by [`Writer::finish`], which must
-/// succeed before anything refers to the objects from a ref.
-#[must_use = "call finish() to make the objects durable"]
+/// How small an object found in another session's journal may be and
+/// still be written again rather than shared: sharing it would make this
+/// session depend on that journal for a few bytes.
+const SHARE_MIN: u64 = 4096;
+
+/// Writes the objects of one operation (a commit, a fork) into the
+/// session's journal. It exists only under the shared store lock
+/// ([`Shared`]), so gc cannot remove an object between "it already exists"
+/// and the commit record that publishes what names it. New objects are
+/// kept in memory and appended, with the commit record, by
+/// [`Writer::commit`] in one write and one sync.
+#[must_use = "call commit() to publish the objects"]
 pub(crate) struct Writer<'a> {
     layout: &'a Layout,
+    session: SessionId,
     compressor: Option<zstd::bulk::Compressor<'static>>,
-    /// Fan-out directories opened by this writer, and whether they got a name.
-    fan: BTreeMap<String, (Dir, bool)>,
-    objects_dir_dirty: bool,
+    /// New objects: (id, stored bytes).
+    pending: Vec<(ObjectId, Vec<u8>)>,
+    pending_ids: HashSet<ObjectId>,
+    /// Sessions whose journals hold objects this write names.
+    pub deps: BTreeSet<SessionId>,
     /// Objects newly written by this writer.
     pub objects_written: u64,
     /// Compressed bytes newly written by this writer.
@@ -355,104 +388,105 @@ pub(crate) struct Writer<'a> {
 }
 
 impl<'a> Writer<'a> {
-    pub fn new(lock: &Shared<'a>) -> Self {
+    /// A writer for `session` (whose lease the caller holds) that may share
+    /// objects of the journals of `deps` without adding dependencies.
+    pub fn new(lock: &Shared<'a>, session: &SessionId, deps: &BTreeSet<SessionId>) -> Self {
         Writer {
             layout: lock.layout,
+            session: session.clone(),
             compressor: None,
-            fan: BTreeMap::new(),
-            objects_dir_dirty: false,
+            pending: Vec::new(),
+            pending_ids: HashSet::new(),
+            deps: deps.clone(),
             objects_written: 0,
             bytes_written: 0,
         }
     }
 
-    /// Store an object (if absent) and return its id.
+    /// Store an object (unless it is stored, verified, where this session
+    /// may name it) and return its id.
     pub fn put(&mut self, kind: Kind, payload: &[u8]) -> Result<ObjectId> {
         let (id, canonical) = encode(kind, payload);
-        let path = self.layout.object_path(&id);
-        let (dir_name, name) = object_name(&id);
-        let objects = self.layout.objects_create()?;
-        if !self.fan.contains_key(&dir_name) {
-            let created = objects.mkdir(&dir_name, DIR_MODE)?;
-            self.objects_dir_dirty |= created;
-            let dir = objects.sub(&dir_name)?.ok_or_else(|| Error::Io {
-                path: objects.child_path(&dir_name),
-                source: std::io::Error::new(std::io::ErrorKind::NotFound, "vanished"),
-            })?;
-            self.fan.insert(dir_name.clone(), (dir, false));
+        if self.pending_ids.contains(&id) {
+            return Ok(id);
         }
-        let Some((fan_dir, dirty)) = self.fan.get_mut(&dir_name) else {
-            return Err(Error::Internal("fan-out directory not kept".into()));
-        };
-        match fan_dir.kind_of(&name)? {
-            None => {}
-            Some(crate::dir::Kind::File) => {
-                // Dedup trusts an existing object only once it verified: a
-                // store that came with the repository could hold a corrupt
-                // file under the name of content every session writes.
-                if self.layout.is_verified(&id) {
-                    return Ok(id);
-                }
-                if read(self.layout, &id, Cap::ANY).is_ok() {
-                    self.layout.set_verified(id);
-                    return Ok(id);
-                }
-                // Not the content its name promises, so not an object
-                // anyone can use: ours replaces it.
-                fan_dir.remove_file(&name)?;
-            }
-            Some(other) => {
-                return Err(Error::Unexpected {
-                    path,
-                    found: other.describe(),
-                    expected: "regular file",
-                })
-            }
+        if self.can_share(&id)? {
+            return Ok(id);
         }
         if self.compressor.is_none() {
-            self.compressor = Some(zstd::bulk::Compressor::new(LEVEL).at(&path)?);
+            self.compressor = Some(
+                zstd::bulk::Compressor::new(LEVEL).at(self.layout.loose_path(&id))?,
+            );
         }
         let compressed = match self.compressor.as_mut() {
-            Some(c) => c.compress(&canonical).at(&path)?,
-            None => zstd::bulk::compress(&canonical, LEVEL).at(&path)?,
-        };
-        let tmp_dir = self.layout.tmp_create()?;
-        let tmp = format!("obj-{}", uuid::Uuid::new_v4().simple());
-        let placed = (|| -> Result<bool> {
-            let mut f = tmp_dir.create_new(&tmp, 0o600)?;
-            f.write_all(&compressed).at(tmp_dir.child_path(&tmp))?;
-            f.sync_all().at(tmp_dir.child_path(&tmp))?;
-            drop(f);
-            tmp_dir.link_to(&tmp, fan_dir, &name)
-        })();
-        // The temp name never outlives the write, whatever happened.
-        let _ = tmp_dir.remove_file(&tmp);
-        if placed? {
-            self.objects_written += 1;
-            self.bytes_written += compressed.len() as u64;
-            self.layout.set_verified(id);
+            Some(c) => c.compress(&canonical),
+            None => zstd::bulk::compress(&canonical, LEVEL),
         }
-        *dirty = true;
+        .at(self.layout.loose_path(&id))?;
+        self.objects_written += 1;
+        self.bytes_written += compressed.len() as u64 + pack::RECORD_HEADER;
+        self.pending_ids.insert(id);
+        self.pending.push((id, compressed));
         Ok(id)
     }
 
-    /// Make the new names durable (fsync every directory that got one).
-    pub fn finish(self) -> Result<()> {
-        for (dir, dirty) in self.fan.values() {
-            if *dirty {
-                dir.sync()?;
+    /// May this write name `id` where it is already stored? Only a stored
+    /// copy that verifies (once per process: a store that came with the
+    /// repository could hold a corrupt file under the name of content every
+    /// session writes), in this session's journal or one it depends on, a
+    /// sealed pack or a loose file, or another session's journal when the
+    /// object is large enough to be worth a dependency.
+    fn can_share(&mut self, id: &ObjectId) -> Result<bool> {
+        let found = self.layout.odb().locate_open(self.layout, id)?;
+        let owner = match &found {
+            None => return Ok(false),
+            Some(Found::Loose) => None,
+            Some(Found::Record { len, .. }) => {
+                match self.layout.odb().journal_of(id, &self.session) {
+                    Some(s) if s != self.session && !self.deps.contains(&s) => {
+                        if *len < SHARE_MIN {
+                            return Ok(false);
+                        }
+                        Some(s)
+                    }
+                    _ => None,
+                }
             }
+        };
+        if !self.layout.is_verified(id) {
+            if read(self.layout, id, Cap::ANY).is_err() {
+                // Not the content its name promises: write ours.
+                return Ok(false);
+            }
+            self.layout.set_verified(*id);
         }
-        if self.objects_dir_dirty {
-            self.layout.objects_create()?.sync()?;
+        if let Some(s) = owner {
+            self.deps.insert(s);
         }
-        Ok(())
+        Ok(true)
+    }
+
+    /// Append the new objects and a commit record publishing `head` to the
+    /// session's journal, durable with one sync. Nothing is published on
+    /// error.
+    pub fn commit(
+        self,
+        journal: &mut journal::Writer,
+        head: ObjectId,
+        payload: journal::CommitPayload,
+    ) -> Result<journal::Commit> {
+        let commit = journal.commit(&self.pending, head, payload)?;
+        for (id, _) in &self.pending {
+            self.layout.set_verified(*id);
+        }
+        Ok(commit)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::dir::Dir;
     use std::fs;
 
     fn store() -> (tempfile::TempDir, Layout) {
@@ -462,18 +496,35 @@ mod tests {
         (dir, layout)
     }
 
-    fn put(layout: &Layout, kind: Kind, payload: &[u8]) -> ObjectId {
+    fn payload(session: &SessionId) -> journal::CommitPayload {
+        journal::CommitPayload {
+            deps: BTreeSet::new(),
+            parent: None,
+            seq: 1,
+            session: session.clone(),
+            summary: crate::Summary::default(),
+            time_ms: 0,
+            why: "test".into(),
+        }
+    }
+
+    /// Write objects through a journal, as a commit does.
+    fn put_all(layout: &Layout, objects: &[(Kind, &[u8])]) -> (Vec<ObjectId>, u64) {
         let lock = Shared::take(layout).unwrap();
-        let mut w = Writer::new(&lock);
-        let id = w.put(kind, payload).unwrap();
-        w.finish().unwrap();
-        id
+        let sid = SessionId::new_random();
+        let mut jw = journal::Writer::open(layout.journals_create().unwrap(), &sid).unwrap();
+        layout.odb().adopt(std::sync::Arc::clone(&jw.view));
+        let mut w = Writer::new(&lock, &sid, &BTreeSet::new());
+        let ids: Vec<ObjectId> = objects.iter().map(|(k, p)| w.put(*k, p).unwrap()).collect();
+        let written = w.objects_written;
+        w.commit(&mut jw, ids[0], payload(&sid)).unwrap();
+        (ids, written)
     }
 
     /// Write `canonical` compressed under its own id, as a hostile store would.
     fn plant(layout: &Layout, canonical: &[u8]) -> ObjectId {
         let id = ObjectId::of_canonical(canonical);
-        let path = layout.object_path(&id);
+        let path = layout.loose_path(&id);
         fs::create_dir_all(path.parent().unwrap()).unwrap();
         fs::write(&path, zstd::bulk::compress(canonical, 3).unwrap()).unwrap();
         id
@@ -488,30 +539,37 @@ mod tests {
 
     #[test]
     fn write_read_round_trip_and_dedup() {
-        let (d, layout) = store();
-        let lock = Shared::take(&layout).unwrap();
-        let mut w = Writer::new(&lock);
-        let a = w.put(Kind::Blob, b"hello").unwrap();
-        let b = w.put(Kind::Blob, b"hello").unwrap();
-        assert_eq!(a, b);
-        assert_eq!(w.objects_written, 1);
-        w.finish().unwrap();
+        let (_d, layout) = store();
+        let (ids, written) = put_all(&layout, &[(Kind::Blob, b"hello"), (Kind::Blob, b"hello")]);
+        assert_eq!(ids[0], ids[1]);
+        assert_eq!(written, 1);
         assert_eq!(
-            read(&layout, &a, Cap::ANY).unwrap(),
+            read(&layout, &ids[0], Cap::ANY).unwrap(),
             (Kind::Blob, b"hello".to_vec())
         );
         assert!(matches!(
-            read_kind(&layout, &a, Kind::List, Cap::LIST),
+            read_kind(&layout, &ids[0], Kind::List, Cap::LIST),
             Err(Error::WrongKind { .. })
         ));
-        assert_eq!(fs::read_dir(d.path().join(".hel/tmp")).unwrap().count(), 0);
+        // Written again by another session: a small object is written
+        // again (sharing it would make a dependency for a few bytes), a
+        // large one is shared.
+        let (_, again) = put_all(&layout, &[(Kind::Blob, b"hello")]);
+        assert_eq!(again, 1);
+        // Incompressible, so its stored copy is worth sharing.
+        let mut big = vec![0u8; 100_000];
+        blake3::Hasher::new().finalize_xof().fill(&mut big);
+        let (_, first) = put_all(&layout, &[(Kind::Blob, &big)]);
+        let (_, second) = put_all(&layout, &[(Kind::Blob, &big)]);
+        assert_eq!((first, second), (1, 0));
     }
 
     #[test]
-    fn corruption_is_reported_with_id_and_path() {
+    fn loose_corruption_is_reported_with_id_and_path() {
         let (_d, layout) = store();
-        let id = put(&layout, Kind::Blob, &vec![7u8; 10_000]);
-        let path = layout.object_path(&id);
+        let (_, canonical) = encode(Kind::Blob, &vec![7u8; 10_000]);
+        let id = plant(&layout, &canonical);
+        let path = layout.loose_path(&id);
         let good = fs::read(&path).unwrap();
 
         // Flipped byte.

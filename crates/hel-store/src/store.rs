@@ -2,7 +2,7 @@
 //! locks together; each of those modules is the only one that knows its part
 //! of the format.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -13,10 +13,11 @@ use crate::dir::Dir;
 use crate::gc::GcReport;
 use crate::layout::{Layout, SPILL, STORE_DIR};
 use crate::list::{Item, Leaf, Limits, Node, Reader, INLINE_MAX, NODE_INLINE_BUDGET};
+use crate::journal::{self, CommitPayload};
 use crate::lock::{self, Exclusive, SessionLease, Shared};
 use crate::object::{self, Cap, Kind, Writer};
 use crate::snapshot::{self, Checkpoint, MessagesRef, SpillEntry, Summary, SCHEMA_VERSION};
-use crate::{canonical, message, refs, time, Error, ObjectId, Result, SessionId};
+use crate::{canonical, heads, message, refs, time, Error, ObjectId, Result, SessionId};
 
 /// The session store of one project (its `.hel/` directory), held open:
 /// the project and its store are reached through descriptors taken when
@@ -39,12 +40,9 @@ struct Inner {
 /// tells the user.
 #[derive(Debug)]
 pub enum Warning {
-    /// After the ref moved: the checkpoint is published but may not
-    /// survive a power loss.
-    NotDurable(Error),
-    /// After the ref moved: the checkpoint is saved; its ref log misses
-    /// the move.
-    LogNotWritten(Error),
+    /// After the commit was published: the ref file an older hel kept for
+    /// the session could not be removed (the journal's head wins anyway).
+    RefNotRetired(Error),
     /// The project's path no longer leads to the directory hel opened; hel
     /// goes on with the store it opened (said once per process).
     ProjectMoved(PathBuf),
@@ -53,28 +51,15 @@ pub enum Warning {
 impl std::fmt::Display for Warning {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Warning::NotDurable(e) => write!(
+            Warning::RefNotRetired(e) => write!(
                 f,
-                "the checkpoint is published but may not survive a power loss ({e})"
-            ),
-            Warning::LogNotWritten(e) => write!(
-                f,
-                "the checkpoint was saved, but its ref log could not be written ({e})"
+                "the checkpoint was saved, but the session's old ref file could not be removed ({e})"
             ),
             Warning::ProjectMoved(p) => write!(
                 f,
                 "{} no longer leads to the project hel started in; checkpoints keep going to the store it opened",
                 p.display()
             ),
-        }
-    }
-}
-
-impl From<refs::Warning> for Warning {
-    fn from(w: refs::Warning) -> Warning {
-        match w {
-            refs::Warning::NotDurable(e) => Warning::NotDurable(e),
-            refs::Warning::LogNotWritten(e) => Warning::LogNotWritten(e),
         }
     }
 }
@@ -95,6 +80,11 @@ pub struct SessionState {
     /// Items each of those nodes adds, to check a claimed leaf cheaply.
     node_len: HashMap<ObjectId, usize>,
     spill: BTreeMap<String, SpillEntry>,
+    /// The sessions whose journals hold objects this session's history
+    /// names (carried into every commit record).
+    deps: BTreeSet<SessionId>,
+    /// The head's commit record's sequence number (0: none yet here).
+    seq: u64,
 }
 
 impl SessionState {
@@ -278,8 +268,8 @@ impl Store {
         };
         let layout = self.layout()?.ok_or_else(no_such)?;
         let lock = Exclusive::take(layout)?;
-        match refs::read(layout, session)? {
-            Some(head) => Ok((SessionLease::acquire(lock.layout, session, true)?, head)),
+        match heads::read(layout, session)? {
+            Some(head) => Ok((SessionLease::acquire(lock.layout, session, true)?, head.id)),
             None if lock::is_busy(layout, session)? => Err(Error::InUse {
                 session: session.to_string(),
             }),
@@ -295,8 +285,8 @@ impl Store {
             session: session.to_string(),
         };
         let layout = self.layout()?.ok_or_else(no_such)?;
-        match refs::read(layout, session)? {
-            Some(h) => Ok(h),
+        match heads::read(layout, session)? {
+            Some(h) => Ok(h.id),
             None if lock::is_busy(layout, session)? => Err(Error::NoCheckpoint {
                 session: session.to_string(),
             }),
@@ -351,10 +341,15 @@ impl Store {
             checkpoint: *id,
             reason,
         })?;
+        // The commit record that published this checkpoint, when it is its
+        // session's head: what the next commit continues from.
+        let published = heads::read(layout, &cp.session_id)?.filter(|h| h.id == *id);
         let mut state = SessionState {
             head: Some(*id),
             checkpoints: cp.summary.checkpoints,
             spill: cp.spill.clone(),
+            deps: published.as_ref().map(heads::Head::deps).unwrap_or_default(),
+            seq: published.as_ref().map_or(0, heads::Head::seq),
             ..SessionState::default()
         };
         state.set_chain(resolved.chain);
@@ -487,7 +482,24 @@ impl Store {
         self.check_project(&mut warnings);
         let layout = self.layout_create()?;
         let lock = Shared::take(layout)?;
-        let mut writer = Writer::new(&lock);
+        layout.odb().forget_removed();
+        let mut journal = lease
+            .journal
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let journal = self.journal_writer(layout, lease, &mut journal)?;
+        // The lease makes this the only writer; still, never move a head
+        // that is not where this state says it is.
+        let current = heads::read(layout, lease.session())?.map(|h| h.id);
+        if current != state.head {
+            let show = |o: Option<ObjectId>| o.map_or("none".to_owned(), |i| i.to_hex());
+            return Err(Error::RefMoved {
+                session: lease.session().to_string(),
+                expected: show(state.head),
+                found: show(current),
+            });
+        }
+        let mut writer = Writer::new(&lock, lease.session(), &state.deps);
         // The prefix still where the last checkpoint has it.
         let keep = input
             .leaves
@@ -582,18 +594,29 @@ impl Store {
             summary: Summary {
                 messages: messages.len() as u64,
                 checkpoints: state.checkpoints + 1,
-                instruction: first_line(&input.instruction),
+                instruction: clip(&first_line(&input.instruction), 1000),
                 input_tokens: input.input_tokens,
                 output_tokens: input.output_tokens,
             },
         };
         let id = writer.put(Kind::Snapshot, &cp.to_payload())?;
         let (objects_written, bytes_written) = (writer.objects_written, writer.bytes_written);
-        writer.finish()?;
-        let ref_warnings = refs::update(&lock, lease.session(), state.head, id, &input.why)?;
-        warnings.extend(ref_warnings.into_iter().map(Warning::from));
-        // Published: the state follows the ref.
+        let deps = writer.deps.clone();
+        let payload = CommitPayload {
+            deps: deps.clone(),
+            parent: state.head,
+            seq: state.seq + 1,
+            session: lease.session().clone(),
+            summary: cp.summary.clone(),
+            time_ms: now,
+            why: clip(&input.why, 200),
+        };
+        writer.commit(journal, id, payload)?;
+        // Published: the state follows the head.
+        self.retire_ref(layout, lease.session(), &mut warnings);
         state.head = Some(id);
+        state.seq += 1;
+        state.deps = deps;
         state.checkpoints = cp.summary.checkpoints;
         for (node, _) in state.nodes.drain(reused..) {
             state.node_len.remove(&node);
@@ -624,12 +647,22 @@ impl Store {
     /// `at` as its parent and reuses its message list and spill map. Returns
     /// the new session's lease and its first checkpoint. The base is read
     /// under the store lock the fork publishes under, so gc cannot sweep it
-    /// in between.
+    /// in between; the new session depends on the journal that holds the
+    /// base (and on what that one depends on).
     pub fn fork(&self, at: &ObjectId) -> Result<(SessionLease, ObjectId, Vec<Warning>)> {
         let layout = self.layout_or_missing(at)?;
         let lock = Shared::take(layout)?;
+        layout.odb().forget_removed();
         let base = snapshot::read(layout, at)?;
+        let mut deps = BTreeSet::new();
+        if let Some(origin) = heads::read(layout, &base.session_id)? {
+            deps.extend(origin.deps());
+        }
+        if layout.odb().journal(layout, &base.session_id)?.is_some() {
+            deps.insert(base.session_id.clone());
+        }
         let lease = SessionLease::acquire(layout, &SessionId::new_random(), true)?;
+        deps.remove(lease.session());
         let now = time::now_ms();
         let cp = Checkpoint {
             session_id: lease.session().clone(),
@@ -643,41 +676,115 @@ impl Store {
             schema_version: SCHEMA_VERSION,
             ..base
         };
-        let mut writer = Writer::new(&lock);
-        let id = writer.put(Kind::Snapshot, &cp.to_payload())?;
-        writer.finish()?;
-        let warnings = refs::update(&lock, lease.session(), None, id, &format!("fork from {at}"))?;
-        Ok((lease, id, warnings.into_iter().map(Warning::from).collect()))
+        let id = {
+            let mut journal = lease
+                .journal
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            let journal = self.journal_writer(layout, &lease, &mut journal)?;
+            let mut writer = Writer::new(&lock, lease.session(), &deps);
+            let id = writer.put(Kind::Snapshot, &cp.to_payload())?;
+            let payload = CommitPayload {
+                deps: writer.deps.clone(),
+                parent: None,
+                seq: 1,
+                session: lease.session().clone(),
+                summary: cp.summary.clone(),
+                time_ms: now,
+                why: format!("fork from {at}"),
+            };
+            writer.commit(journal, id, payload)?;
+            id
+        };
+        drop(lock);
+        Ok((lease, id, Vec::new()))
     }
 
-    /// Delete `session`: its ref, ref log and working directory. Refused
-    /// while the session is in use. Objects are reclaimed by gc, run here
-    /// when `collect` is set (deferred otherwise, for batch deletes).
+    /// The lease's journal writer, opened (and made known to the object
+    /// database) at the session's first commit in this process.
+    fn journal_writer<'j>(
+        &self,
+        layout: &Layout,
+        lease: &SessionLease,
+        slot: &'j mut Option<journal::Writer>,
+    ) -> Result<&'j mut journal::Writer> {
+        if slot.is_none() {
+            let w = journal::Writer::open(layout.journals_create()?, lease.session())?;
+            layout.odb().adopt(std::sync::Arc::clone(&w.view));
+            *slot = Some(w);
+        }
+        slot.as_mut()
+            .ok_or_else(|| Error::Internal("journal writer not kept".into()))
+    }
+
+    /// A session written by a format-1 hel kept its head in a ref file;
+    /// once its journal holds the head, the file goes (a failure to remove
+    /// it is only a warning: the journal's head wins).
+    fn retire_ref(&self, layout: &Layout, session: &SessionId, warnings: &mut Vec<Warning>) {
+        let Ok(Some(refs)) = layout.refs() else {
+            return;
+        };
+        if matches!(refs.kind_of(session.as_str()), Ok(Some(_))) {
+            if let Err(e) = refs::remove(layout, session) {
+                warnings.push(Warning::RefNotRetired(e));
+            }
+        }
+    }
+
+    /// Delete `session`: its head (journal or ref file) and working
+    /// directory. Refused while the session is in use. Its journal's bytes
+    /// come back at once; objects other sessions still need (forks, shared
+    /// large objects) are first copied into a sealed pack. With `collect`,
+    /// gc then reclaims what else no session reaches (loose objects and
+    /// packs of older stores).
     pub fn delete(&self, session: &SessionId, collect: bool) -> Result<Option<GcReport>> {
         let no_such = || Error::NoSuchSession {
             session: session.to_string(),
         };
         let layout = self.layout()?.ok_or_else(no_such)?;
-        {
+        let released = {
             let lock = Exclusive::take(layout)?;
-            let known =
-                refs::read(layout, session)?.is_some() || layout.session_dir(session)?.is_some();
+            let known = heads::read_light(layout, session)?.is_some()
+                || layout.session_dir(session)?.is_some();
             if !known {
                 return Err(no_such());
             }
             let lease = SessionLease::acquire(lock.layout, session, true)?;
-            refs::remove(layout, session)?;
+            let released = crate::gc::release(layout, &lock, session)?;
             if let Some(sessions) = layout.sessions()? {
                 // The lease file goes with the directory; the lock is dropped after.
                 sessions.remove_tree(session.as_str())?;
             }
             drop(lease);
+            released
+        };
+        if !collect {
+            return Ok(None);
         }
-        if collect {
-            Ok(Some(self.gc(false)?))
+        let mut report = if self.needs_gc(layout)? {
+            self.gc(false)?
         } else {
-            Ok(None)
-        }
+            GcReport::default()
+        };
+        report.bytes_removed += released.bytes;
+        report.objects_removed += released.objects;
+        report.journals_removed += 1;
+        Ok(Some(report))
+    }
+
+    /// Is there anything a gc would do beyond what deletes did: loose
+    /// objects (of a format-1 store) or sealed packs to merge?
+    fn needs_gc(&self, layout: &Layout) -> Result<bool> {
+        let stub = crate::layout::stub_object();
+        let loose = crate::gc::object_files(layout)?
+            .objects
+            .iter()
+            .any(|(id, _, _)| *id != stub);
+        let packs = match layout.packs()? {
+            Some(p) => crate::odb::sealed_stems(p)?.len(),
+            None => 0,
+        };
+        Ok(loose || packs > 1)
     }
 
     /// All sessions of this store, most recently updated first: those with
@@ -690,7 +797,7 @@ impl Store {
         let mut out = Vec::new();
         for id in self.session_ids(layout)? {
             let busy = lock::is_busy(layout, &id)?;
-            let head = match refs::read(layout, &id) {
+            let head = match heads::read_light(layout, &id) {
                 Ok(h) => h,
                 Err(e) => {
                     out.push(SessionInfo::broken(id, busy, None, e));
@@ -698,24 +805,38 @@ impl Store {
                 }
             };
             let info = match head {
-                Some(h) => match snapshot::read(layout, &h) {
+                // The commit record says what a listing shows.
+                Some(heads::Head {
+                    id: h,
+                    commit: Some(c),
+                }) => SessionInfo {
+                    id,
+                    busy,
+                    head: Some(h),
+                    updated_ms: c.time_ms,
+                    checkpoints: c.summary.checkpoints,
+                    messages: c.summary.messages,
+                    instruction: c.summary.instruction,
+                    broken: None,
+                },
+                Some(heads::Head { id: h, commit: None }) => match snapshot::read(layout, &h) {
                     Ok(cp) => SessionInfo {
                         id,
                         busy,
-                        head,
+                        head: Some(h),
                         updated_ms: cp.created_at_ms,
                         checkpoints: cp.summary.checkpoints,
                         messages: cp.summary.messages,
                         instruction: cp.summary.instruction,
                         broken: None,
                     },
-                    Err(e) => SessionInfo::broken(id, busy, head, e),
+                    Err(e) => SessionInfo::broken(id, busy, Some(h), e),
                 },
                 // No checkpoint yet: a session only while it is worked on.
                 None if busy => SessionInfo {
                     id,
                     busy,
-                    head,
+                    head: None,
                     updated_ms: time::now_ms(),
                     checkpoints: 0,
                     messages: 0,
@@ -751,6 +872,14 @@ impl Store {
                 return Ok(true);
             }
         }
+        if let Some(journals) = layout.journals()? {
+            if journals
+                .kind_of(&crate::journal::journal_name(session))?
+                .is_some()
+            {
+                return Ok(true);
+            }
+        }
         if let Some(sessions) = layout.sessions()? {
             if sessions.kind_of(session.as_str())?.is_some() {
                 return Ok(true);
@@ -762,7 +891,7 @@ impl Store {
     /// The ids of all sessions: those with a ref and those with only a
     /// working directory (started, no checkpoint yet), sorted.
     fn session_ids(&self, layout: &Layout) -> Result<Vec<SessionId>> {
-        let mut ids = refs::list(layout)?.sessions;
+        let mut ids = heads::list(layout)?.sessions;
         if let Some(dir) = layout.sessions()? {
             for e in dir.entries()? {
                 if e.kind != crate::dir::Kind::Dir {
@@ -796,6 +925,11 @@ impl SessionInfo {
             broken: Some(e.to_string()),
         }
     }
+}
+
+/// At most `max` characters of `text`.
+fn clip(text: &str, max: usize) -> String {
+    text.chars().take(max).collect()
 }
 
 /// The first line of `text`, trimmed.

@@ -233,28 +233,72 @@ fn commit_cost_is_new_content_only() {
     assert_eq!(back, all);
 }
 
+/// `n` bytes no compressor can shrink.
+fn noise(seed: &str, n: usize) -> String {
+    let mut bytes = vec![0u8; n / 2];
+    blake3::Hasher::new()
+        .update(seed.as_bytes())
+        .finalize_xof()
+        .fill(&mut bytes);
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn journal_bytes(dir: &Path) -> u64 {
+    fs::read_dir(dir.join(".hel/packs/journals"))
+        .map(|d| {
+            d.flatten()
+                .filter(|e| e.file_name().to_string_lossy().ends_with(".journal"))
+                .map(|e| e.metadata().unwrap().len())
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
 #[test]
-fn identical_content_is_stored_once_across_sessions() {
+fn large_content_is_stored_once_across_sessions_and_survives_its_first_owner() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path()).unwrap();
-    let big = msg("tool", "y".repeat(100_000));
+    let big = noise("shared", 100_000);
     let msgs = vec![
         msg("user", "same"),
         json!({"role": "assistant", "content": null, "tool_calls": [{"id": "t", "type": "function", "function": {"name": "bash", "arguments": "{}"}}]}),
-        json!({"role": "tool", "tool_call_id": "t", "content": "y".repeat(100_000)}),
+        json!({"role": "tool", "tool_call_id": "t", "content": big}),
     ];
-    let _ = big;
+    let mut sessions = Vec::new();
     for _ in 0..3 {
         let lease = store.new_session().unwrap();
-        commit_new(&store, &lease, &mut SessionState::default(), &msgs);
+        let c = commit_new(&store, &lease, &mut SessionState::default(), &msgs);
+        sessions.push((lease.session().clone(), c.id));
     }
-    let (id, _) = testing::encode("blob", &canonical::to_vec(&msgs[2]));
-    assert!(testing::object_path(&root(dir.path()), &id).exists());
-    // Shared by all: the big message's blob, the list node (holding the
-    // small messages inline), the config and cursor blobs; 3 snapshots
-    // (they differ by session id).
+    // The large message is stored once; each session writes its small
+    // objects (list node, config, cursors, snapshot) itself.
+    assert!(
+        journal_bytes(dir.path()) < 100_000 + 20_000,
+        "{} bytes of journals",
+        journal_bytes(dir.path())
+    );
+    // Once a session shares the large object of the first one's journal,
+    // it depends on that journal anyway and shares its small ones too: each
+    // later session writes only its snapshot.
+    let _ = &sessions;
     let report = store.fsck().unwrap();
-    assert_eq!(report.objects, 4 + 3, "{report:?}");
+    assert_eq!(report.objects, 5 + 1 + 1, "{report:?}");
+    // The first owner goes: what the others share moves to a sealed pack,
+    // and only its own snapshot goes with it.
+    let report = store.delete(&sessions[0].0, true).unwrap().unwrap();
+    assert_eq!(report.objects_removed, 1, "{report:?}");
+    assert_eq!(
+        fs::read_dir(dir.path().join(".hel/packs"))
+            .unwrap()
+            .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().ends_with(".pack"))
+            .count(),
+        1
+    );
+    for (_, head) in &sessions[1..] {
+        assert_eq!(store.load(head).unwrap().messages, msgs);
+    }
+    let fsck = store.fsck().unwrap();
+    assert!(fsck.is_sound() && fsck.unreachable == Some(0), "{fsck:?}");
 }
 
 #[test]
@@ -474,7 +518,7 @@ fn session_without_checkpoint_is_listed_while_busy_then_collected() {
 }
 
 #[test]
-fn delete_and_gc_reclaim_unshared_objects_only() {
+fn delete_reclaims_the_journal_at_once_and_leaves_others_intact() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path()).unwrap();
     let a = store.new_session().unwrap();
@@ -491,12 +535,17 @@ fn delete_and_gc_reclaim_unshared_objects_only() {
     drop(a);
     let dry = store.gc(true).unwrap();
     assert_eq!(dry.objects_removed, 0);
+    let journal = dir
+        .path()
+        .join(".hel/packs/journals")
+        .join(format!("{sid}.journal"));
+    let size = fs::metadata(&journal).unwrap().len();
     let report = store.delete(&sid, true).unwrap().unwrap();
-    // a's list node (its messages are inline) and its snapshot.
-    assert_eq!(report.objects_removed, 2, "{report:?}");
-    assert!(report.bytes_removed > 0);
+    // a's list node, config, cursors and snapshot, with its journal.
+    assert_eq!(report.objects_removed, 4, "{report:?}");
+    assert_eq!(report.bytes_removed, size, "{report:?}");
+    assert!(!journal.exists());
     assert!(!testing::session_dir(&root(dir.path()), &sid).exists());
-    assert!(!testing::ref_path(&root(dir.path()), &sid).exists());
     assert_eq!(store.load(&hb).unwrap().messages, mb);
     let fsck = store.fsck().unwrap();
     assert!(fsck.is_sound() && fsck.unreachable == Some(0), "{fsck:?}");
@@ -512,55 +561,79 @@ fn corruption_gives_typed_errors_naming_the_object() {
     let mut msgs = conversation("x", 8);
     msgs[3] = msg("assistant", "long ".repeat(5_000)); // stored as a blob
     let head = commit_new(&store, &lease, &mut state, &msgs).id;
+    drop(lease);
     let (blob, _) = testing::encode("blob", &canonical::to_vec(&msgs[3]));
-    let path = testing::object_path(&r, &blob);
-    let good = fs::read(&path).unwrap();
+    let journal = r
+        .join("packs/journals")
+        .join(format!("{}.journal", state_session(&store)));
+    let good = fs::read(&journal).unwrap();
+    // Find the blob's record (its id follows the record magic).
+    let at = good
+        .windows(32)
+        .position(|w| w == blob_bytes(&blob))
+        .unwrap();
     let mut bad = good.clone();
-    let last = bad.len() - 5;
-    bad[last] ^= 1;
-    fs::write(&path, &bad).unwrap();
-    match store.load(&head) {
-        Err(Error::Corrupt { id, path: p, .. }) => assert_eq!((id, p), (blob, path.clone())),
+    bad[at + 32 + 16 + 30] ^= 1; // a stored byte
+    fs::write(&journal, &bad).unwrap();
+    let fresh = Store::open(dir.path()).unwrap();
+    match fresh.load(&head) {
+        Err(Error::DamagedRecord { id: Some(id), pack, offset, .. }) => {
+            assert_eq!((id, pack, offset), (blob, journal.clone(), at as u64 - 8))
+        }
         other => panic!("{other:?}"),
     }
-    let fsck = store.fsck().unwrap();
+    let fsck = fresh.fsck().unwrap();
     assert!(
         !fsck.is_sound() && fsck.faults[0].to_string().contains(&blob.to_hex()),
         "{fsck:?}"
     );
-    assert_eq!(
-        fsck.unreachable, None,
-        "no garbage is reported when faults exist"
-    );
-    fs::remove_file(&path).unwrap();
-    assert!(matches!(store.load(&head), Err(Error::Missing { id, .. }) if id == blob));
-    let fsck = store.fsck().unwrap();
+    assert_eq!(fsck.unreachable, None, "no garbage is reported when faults exist");
+    // gc refuses to sweep on a store whose structure it cannot read (a
+    // damaged snapshot) rather than guess.
+    let at = good
+        .windows(32)
+        .rposition(|w| w == blob_bytes(&head))
+        .unwrap();
+    let mut bad = good.clone();
+    // The head's snapshot record, not the commit record that names it too.
+    let snap_at = good[..at]
+        .windows(32)
+        .rposition(|w| w == blob_bytes(&head))
+        .unwrap_or(at);
+    bad[snap_at + 32 + 16 + 10] ^= 1;
+    fs::write(&journal, &bad).unwrap();
+    let fresh = Store::open(dir.path()).unwrap();
     assert!(
-        fsck.faults
-            .iter()
-            .any(|f| f.to_string().contains(&blob.to_hex()) && f.to_string().contains("missing")),
-        "{fsck:?}"
+        matches!(fresh.gc(false), Err(Error::DamagedRecord { .. })),
+        "gc swept a store it cannot read"
     );
-    // gc refuses to sweep on a broken store rather than guess.
-    fs::write(&path, &good).unwrap();
-    let snap_path = testing::object_path(&r, &head);
-    fs::write(&snap_path, b"garbage").unwrap();
-    assert!(matches!(store.gc(false), Err(Error::Corrupt { .. })));
-    // A newer schema is its own error.
-    let newer = json!({"schema_version": 99});
-    let (id, canon) = testing::encode("snapshot", &canonical::to_vec(&newer));
+    fs::write(&journal, &good).unwrap();
+    // A loose object of an older store: corrupt and missing are named.
+    let (id, canon) = testing::encode("snapshot", &canonical::to_vec(&json!({"schema_version": 99})));
     fs::create_dir_all(testing::object_path(&r, &id).parent().unwrap()).unwrap();
     fs::write(testing::object_path(&r, &id), zstd_compress(&canon)).unwrap();
+    let fresh = Store::open(dir.path()).unwrap();
     assert!(matches!(
-        store.checkpoint(&id),
+        fresh.checkpoint(&id),
         Err(Error::NewerSchema { found: 99, .. })
     ));
-    // A torn ref is reported, not read as empty.
-    fs::write(testing::ref_path(&r, lease.session()), "abc").unwrap();
-    assert!(matches!(
-        store.head(lease.session()),
-        Err(Error::BadRef { .. })
-    ));
+    fs::write(testing::object_path(&r, &id), b"garbage").unwrap();
+    assert!(matches!(fresh.checkpoint(&id), Err(Error::Corrupt { .. })));
+    let absent = ObjectId::of_canonical(b"absent");
+    assert!(matches!(fresh.checkpoint(&absent), Err(Error::Missing { .. })));
+    fs::remove_file(testing::object_path(&r, &id)).unwrap();
+    // A torn ref of an older store is reported, not read as empty.
+    let old: SessionId = "0c9e6f1a-1b2c-4d3e-8f40-123456789abc".parse().unwrap();
+    fs::write(testing::ref_path(&r, &old), "abc").unwrap();
+    assert!(matches!(fresh.head(&old), Err(Error::BadRef { .. })));
+}
+
+fn blob_bytes(id: &ObjectId) -> &[u8] {
+    id.as_bytes()
+}
+
+fn state_session(store: &Store) -> SessionId {
+    store.sessions().unwrap()[0].id.clone()
 }
 
 fn zstd_compress(bytes: &[u8]) -> Vec<u8> {

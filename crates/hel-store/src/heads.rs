@@ -1,0 +1,139 @@
+//! Where a session's head is: the one place that knows.
+//!
+//! In a format-2 store a session's head is the last commit record of its
+//! journal (objects-spec §12.3). A session written by a format-1 hel has a
+//! ref file instead (`refs/sessions/<uuid>`, section 5) until its first
+//! commit here, which starts its journal; from then on the journal is the
+//! truth and the ref file goes. The stub ref (section 12.6) is nobody's.
+
+use std::collections::BTreeSet;
+
+use crate::journal::{self, CommitPayload};
+use crate::layout::{Layout, STUB_SESSION};
+use crate::{refs, ObjectId, Result, SessionId};
+
+/// A session's head.
+#[derive(Debug, Clone)]
+pub(crate) struct Head {
+    pub id: ObjectId,
+    /// What the head's commit record says (absent for a ref file's head).
+    pub commit: Option<CommitPayload>,
+}
+
+impl Head {
+    pub fn deps(&self) -> BTreeSet<SessionId> {
+        self.commit
+            .as_ref()
+            .map(|c| c.deps.clone())
+            .unwrap_or_default()
+    }
+
+    pub fn seq(&self) -> u64 {
+        self.commit.as_ref().map_or(0, |c| c.seq)
+    }
+}
+
+/// `session`'s head, its journal opened whole (and those of the sessions
+/// it depends on) so that what it names reads without a search.
+pub(crate) fn read(layout: &Layout, session: &SessionId) -> Result<Option<Head>> {
+    if let Some(view) = layout.odb().journal(layout, session)? {
+        let head = view
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .head
+            .clone();
+        if let Some(c) = head {
+            for dep in &c.payload.deps {
+                layout.odb().journal(layout, dep)?;
+            }
+            return Ok(Some(Head {
+                id: c.head,
+                commit: Some(c.payload),
+            }));
+        }
+    }
+    read_ref(layout, session)
+}
+
+/// `session`'s head, reading only the tail of its journal (listings).
+pub(crate) fn read_light(layout: &Layout, session: &SessionId) -> Result<Option<Head>> {
+    if let Some(dir) = layout.journals()? {
+        if let Some(view) = journal::open(dir, session, false)? {
+            if let Some(c) = view.head {
+                return Ok(Some(Head {
+                    id: c.head,
+                    commit: Some(c.payload),
+                }));
+            }
+        }
+    }
+    read_ref(layout, session)
+}
+
+fn read_ref(layout: &Layout, session: &SessionId) -> Result<Option<Head>> {
+    if session.as_str() == STUB_SESSION {
+        return Ok(None);
+    }
+    Ok(refs::read(layout, session)?.map(|id| Head { id, commit: None }))
+}
+
+/// The sessions that have a head, and what else sits where heads are.
+pub(crate) struct Listing {
+    pub sessions: Vec<SessionId>,
+    /// (path, what it is) of entries that are not heads.
+    pub strays: Vec<(std::path::PathBuf, &'static str)>,
+}
+
+/// Every session with a journal or a ref file, sorted.
+pub(crate) fn list(layout: &Layout) -> Result<Listing> {
+    let refs = refs::list(layout)?;
+    let mut sessions: Vec<SessionId> = refs
+        .sessions
+        .into_iter()
+        .filter(|s| s.as_str() != STUB_SESSION)
+        .collect();
+    let mut strays: Vec<(std::path::PathBuf, &'static str)> = refs
+        .strays
+        .into_iter()
+        .map(|(name, what)| (layout.ref_path(&name), what))
+        .collect();
+    if let Some(dir) = layout.journals()? {
+        for e in dir.entries()? {
+            let name = e.name.to_string_lossy().into_owned();
+            let journal = name
+                .strip_suffix(&format!(".{}", journal::JOURNAL_EXT))
+                .map(str::parse::<SessionId>);
+            let jidx = name
+                .strip_suffix(&format!(".{}", journal::JIDX_EXT))
+                .map(str::parse::<SessionId>);
+            match (journal, jidx, e.kind) {
+                (Some(Ok(s)), _, crate::dir::Kind::File) => sessions.push(s),
+                // A sidecar is a hint, never followed: fsck judges its kind.
+                (_, Some(Ok(_)), _) => {}
+                (_, _, kind) => strays.push((
+                    dir.child_path(&name),
+                    if kind == crate::dir::Kind::File {
+                        "file not named like a journal"
+                    } else {
+                        kind.describe()
+                    },
+                )),
+            }
+        }
+    }
+    sessions.sort();
+    sessions.dedup();
+    Ok(Listing { sessions, strays })
+}
+
+/// Remove `session`'s head (its journal and sidecar, its ref file and
+/// log). The caller holds its lease and the store lock exclusively, and
+/// has made sure no other session needs the journal's objects.
+pub(crate) fn remove(layout: &Layout, session: &SessionId) -> Result<()> {
+    if let Some(dir) = layout.journals()? {
+        dir.remove_tree(&journal::journal_name(session))?;
+        dir.remove_tree(&journal::jidx_name(session))?;
+        dir.sync()?;
+    }
+    refs::remove(layout, session)
+}

@@ -1,0 +1,316 @@
+//! The object database of an open store: where each object is (a
+//! session's journal, a sealed pack, a loose file) and reading it from
+//! there. Journals and packs are opened lazily and kept open; a journal or
+//! pack removed by gc stays readable through its open descriptor, and
+//! [`Odb::forget_removed`] drops it before anything could depend on it.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::os::unix::fs::MetadataExt;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, RwLock};
+
+use crate::dir::Dir;
+use crate::error::IoContext;
+use crate::journal::{self, View};
+use crate::layout::Layout;
+use crate::pack::{self, FileKind, Idx, IdxEntry, Place, RecordType};
+use crate::{Error, ObjectId, Result, SessionId};
+
+/// A sealed pack, open, with its index.
+#[derive(Debug)]
+pub(crate) struct Sealed {
+    pub name: String,
+    pub path: PathBuf,
+    pub file: Arc<File>,
+    pub idx: Idx,
+}
+
+/// A journal shared by the readers of this process and (for the session
+/// this process holds) its writer.
+pub(crate) type SharedView = Arc<RwLock<View>>;
+
+/// Where an object was found.
+pub(crate) enum Found {
+    /// In a record: the file, where, and how long.
+    Record { file: Arc<File>, place: Place, len: u64 },
+    Loose,
+}
+
+#[derive(Default, Debug)]
+struct State {
+    journals: HashMap<SessionId, SharedView>,
+    all_journals: bool,
+    sealed: Option<Vec<Arc<Sealed>>>,
+}
+
+/// See the module doc.
+#[derive(Default, Debug)]
+pub(crate) struct Odb {
+    state: Mutex<State>,
+}
+
+/// The name of a sealed pack's files: `pack-<hex>.pack` and `.idx`.
+pub(crate) fn sealed_names(stem: &str) -> (String, String) {
+    (format!("{stem}.pack"), format!("{stem}.idx"))
+}
+
+/// The most bytes a pack index may have (a million objects).
+const IDX_MAX: u64 = 16 + 1024 + 48 * (1 << 20) + 64;
+
+fn open_sealed(dir: &Dir, stem: &str) -> Result<Sealed> {
+    let (pack_name, idx_name) = sealed_names(stem);
+    let path = dir.child_path(&pack_name);
+    let file = dir.open_file(&pack_name)?.ok_or_else(|| Error::Io {
+        path: path.clone(),
+        source: std::io::Error::new(std::io::ErrorKind::NotFound, "pack vanished"),
+    })?;
+    let idx_path = dir.child_path(&idx_name);
+    let idx_file = dir.open_file(&idx_name)?.ok_or_else(|| Error::Io {
+        path: idx_path.clone(),
+        source: std::io::Error::new(std::io::ErrorKind::NotFound, "pack index missing"),
+    })?;
+    let bytes = pack::read_all(&idx_file, IDX_MAX, &idx_path)?;
+    let idx = Idx::parse(&bytes).map_err(|reason| Error::DamagedRecord {
+        pack: idx_path.clone(),
+        offset: 0,
+        id: None,
+        reason,
+    })?;
+    let mut fh = [0u8; pack::FILE_HEADER as usize];
+    use std::os::unix::fs::FileExt;
+    file.read_exact_at(&mut fh, 0).at(&path)?;
+    pack::check_file_header(&fh, FileKind::Sealed).map_err(|r| Error::DamagedRecord {
+        pack: path.clone(),
+        offset: 0,
+        id: None,
+        reason: r.into(),
+    })?;
+    Ok(Sealed {
+        name: stem.to_owned(),
+        path,
+        file: Arc::new(file),
+        idx,
+    })
+}
+
+/// The stems of the sealed packs in `dir` (names `pack-<hex>.pack`).
+pub(crate) fn sealed_stems(dir: &Dir) -> Result<Vec<String>> {
+    let mut out = Vec::new();
+    for e in dir.entries()? {
+        if e.kind != crate::dir::Kind::File {
+            continue;
+        }
+        if let Some(stem) = e
+            .name_str()
+            .and_then(|n| n.strip_suffix(".pack"))
+            .filter(|s| s.starts_with("pack-"))
+        {
+            out.push(stem.to_owned());
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+fn unlinked(file: &File) -> bool {
+    file.metadata().map(|m| m.nlink() == 0).unwrap_or(true)
+}
+
+impl Odb {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The journal of `session` (its full view), opened if need be;
+    /// `None` when it has none.
+    pub fn journal(&self, layout: &Layout, session: &SessionId) -> Result<Option<SharedView>> {
+        if let Some(v) = self.lock().journals.get(session).cloned() {
+            // Another process may have appended since: read it again then.
+            let current = {
+                let view = v.read().unwrap_or_else(|p| p.into_inner());
+                match view.seen_size {
+                    None => true,
+                    Some(seen) => view.file.metadata().map(|m| m.len()).ok() == Some(seen),
+                }
+            };
+            if current {
+                return Ok(Some(v));
+            }
+        }
+        let Some(dir) = layout.journals()? else {
+            return Ok(None);
+        };
+        let Some(view) = journal::open(dir, session, true)? else {
+            return Ok(None);
+        };
+        let shared = Arc::new(RwLock::new(view));
+        let mut st = self.lock();
+        match st.journals.get(session) {
+            // This process's writer came first: its view is current.
+            Some(v) if v.read().unwrap_or_else(|p| p.into_inner()).seen_size.is_none() => {
+                Ok(Some(Arc::clone(v)))
+            }
+            _ => {
+                st.journals.insert(session.clone(), Arc::clone(&shared));
+                Ok(Some(shared))
+            }
+        }
+    }
+
+    /// Make `view` the journal of its session (a writer's, shared).
+    pub fn adopt(&self, view: SharedView) {
+        let session = view.read().unwrap_or_else(|p| p.into_inner()).session.clone();
+        self.lock().journals.insert(session, view);
+    }
+
+    /// Drop journals and packs that were removed (by gc or a delete in
+    /// another process) so nothing new depends on them; the caller holds
+    /// the shared store lock, so nothing is removed while it works.
+    pub fn forget_removed(&self) {
+        let mut st = self.lock();
+        st.journals.retain(|_, v| {
+            let v = v.read().unwrap_or_else(|p| p.into_inner());
+            !unlinked(&v.file)
+        });
+        let gone = st
+            .sealed
+            .as_ref()
+            .is_some_and(|packs| packs.iter().any(|p| unlinked(&p.file)));
+        if gone {
+            st.sealed = None;
+        }
+    }
+
+    fn sealed(&self, layout: &Layout, reload: bool) -> Result<Vec<Arc<Sealed>>> {
+        if !reload {
+            if let Some(s) = &self.lock().sealed {
+                return Ok(s.clone());
+            }
+        }
+        let mut packs = Vec::new();
+        if let Some(dir) = layout.packs()? {
+            for stem in sealed_stems(dir)? {
+                packs.push(Arc::new(open_sealed(dir, &stem)?));
+            }
+        }
+        self.lock().sealed = Some(packs.clone());
+        Ok(packs)
+    }
+
+    /// Where `id` is among what is open (journals opened so far, sealed
+    /// packs, loose files).
+    fn find_open(&self, layout: &Layout, id: &ObjectId, reload: bool) -> Result<Option<Found>> {
+        let journals: Vec<SharedView> = self.lock().journals.values().cloned().collect();
+        for j in journals {
+            let v = j.read().unwrap_or_else(|p| p.into_inner());
+            if let Some((offset, len)) = v.objects.get(id) {
+                return Ok(Some(Found::Record {
+                    file: Arc::clone(&v.file),
+                    place: Place {
+                        path: v.path.clone(),
+                        offset: *offset,
+                    },
+                    len: *len,
+                }));
+            }
+        }
+        for p in self.sealed(layout, reload)? {
+            if let Some(IdxEntry { offset, len, .. }) = p.idx.find(id) {
+                return Ok(Some(Found::Record {
+                    file: Arc::clone(&p.file),
+                    place: Place {
+                        path: p.path.clone(),
+                        offset: *offset,
+                    },
+                    len: *len,
+                }));
+            }
+        }
+        if let Some(objects) = layout.objects()? {
+            let (dir, name) = crate::layout::object_name(id);
+            if let Some(d) = objects.sub(&dir)? {
+                if d.kind_of(&name)?.is_some() {
+                    return Ok(Some(Found::Loose));
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// Where `id` is: among what is open, then (when it is not there) in
+    /// packs made since and in every session's journal.
+    pub fn locate(&self, layout: &Layout, id: &ObjectId) -> Result<Option<Found>> {
+        if let Some(f) = self.find_open(layout, id, false)? {
+            return Ok(Some(f));
+        }
+        let load_all = !self.lock().all_journals;
+        if load_all {
+            if let Some(dir) = layout.journals()? {
+                for e in dir.entries()? {
+                    let Some(Ok(session)) = e
+                        .name_str()
+                        .and_then(|n| n.strip_suffix(&format!(".{}", journal::JOURNAL_EXT)))
+                        .map(str::parse::<SessionId>)
+                    else {
+                        continue;
+                    };
+                    self.journal(layout, &session)?;
+                }
+            }
+            self.lock().all_journals = true;
+        }
+        self.find_open(layout, id, true)
+    }
+
+    /// Where `id` is without opening anything new (a writer's dedup check,
+    /// which must only depend on what it already tracks).
+    pub fn locate_open(&self, layout: &Layout, id: &ObjectId) -> Result<Option<Found>> {
+        self.find_open(layout, id, false)
+    }
+
+    /// The session whose journal holds `id`, if a journal does (`own`
+    /// first).
+    pub fn journal_of(&self, id: &ObjectId, own: &SessionId) -> Option<SessionId> {
+        let st = self.lock();
+        if let Some(j) = st.journals.get(own) {
+            if j.read().unwrap_or_else(|p| p.into_inner()).objects.contains_key(id) {
+                return Some(own.clone());
+            }
+        }
+        for (s, j) in &st.journals {
+            if j.read().unwrap_or_else(|p| p.into_inner()).objects.contains_key(id) {
+                return Some(s.clone());
+            }
+        }
+        None
+    }
+
+    /// Every sealed pack (for gc and fsck), reloaded.
+    pub fn all_sealed(&self, layout: &Layout) -> Result<Vec<Arc<Sealed>>> {
+        self.sealed(layout, true)
+    }
+}
+
+/// Read the stored bytes of a record found by [`Odb::locate`], checked
+/// against `id`, refusing more than `max` stored bytes.
+pub(crate) fn read_found(
+    file: &File,
+    place: &Place,
+    len: u64,
+    id: &ObjectId,
+    max: u64,
+) -> Result<Vec<u8>> {
+    if len < pack::RECORD_HEADER {
+        return Err(pack::damaged(place, Some(id), "the index gives it no room"));
+    }
+    let (h, stored) = pack::read_record(file, place, max, Some(id))?;
+    if h.rtype != RecordType::Object || h.record_len() != len {
+        return Err(pack::damaged(
+            place,
+            Some(id),
+            "the index and the record disagree",
+        ));
+    }
+    Ok(stored)
+}
