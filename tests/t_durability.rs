@@ -92,7 +92,11 @@ fn a_failed_publishing_sync_saves_nothing_and_the_next_answer_saves_everything()
     assert_eq!(hel.ask("q3"), "a3\n");
     let (code, stderr) = hel.finish();
     assert_eq!(code, 0, "{stderr}");
-    assert_eq!(stderr.matches("could not save a checkpoint").count(), 1, "{stderr}");
+    assert_eq!(
+        stderr.matches("could not save a checkpoint").count(),
+        1,
+        "{stderr}"
+    );
     let sid = session_of(&stderr);
     let log = p.run(None, &["sessions", "log", &sid]);
     assert_eq!(log.stdout.lines().count(), 2, "{}", log.stdout);
@@ -259,7 +263,10 @@ fn a_full_disk_fails_the_save_and_the_next_answer_saves_everything() {
         .iter()
         .filter_map(|m| m["content"].as_str())
         .collect();
-    assert_eq!(contents[1..], ["q1", "a1", "q2", &format!("a2 {big}"), "q3", "a3"]);
+    assert_eq!(
+        contents[1..],
+        ["q1", "a1", "q2", &format!("a2 {big}"), "q3", "a3"]
+    );
     let fsck = p.run_in(&project, &["fsck"]);
     assert_eq!(fsck.code, 0, "{}", fsck.stdout);
 }

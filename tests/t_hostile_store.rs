@@ -296,7 +296,11 @@ fn links_in_journals_packs_and_objects_are_never_followed() {
     }
     let run = h.run(None, &["fsck"]);
     assert_eq!(run.code, 1);
-    assert!(run.stdout.contains(".journal is a symbolic link"), "{}", run.stdout);
+    assert!(
+        run.stdout.contains(".journal is a symbolic link"),
+        "{}",
+        run.stdout
+    );
     std::fs::remove_file(&journal).unwrap();
     std::fs::rename(&away, &journal).unwrap();
     // packs/journals and packs themselves as links: refused, named.
@@ -306,7 +310,11 @@ fn links_in_journals_packs_and_objects_are_never_followed() {
     let run = h.run(None, &["sessions", "show", &h.session]);
     assert_refused(&run, "journals is a symbolic link");
     let run = h.run(Some(&mock), &["-p", "new"]);
-    assert!(run.stderr.contains("journals is a symbolic link"), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("journals is a symbolic link"),
+        "{}",
+        run.stderr
+    );
     std::fs::remove_file(&journals).unwrap();
     std::fs::rename(&moved, &journals).unwrap();
     // Fan-out directories of loose objects (an older store's) as links,
@@ -376,7 +384,11 @@ fn damaged_and_lying_journals_are_refused_within_bounded_memory() {
     }
     std::fs::write(&jidx, &lies).unwrap();
     let run = h.run(None, &["sessions", "show", &h.session]);
-    assert_eq!(run.code, 0, "the journal itself is the truth: {}", run.stderr);
+    assert_eq!(
+        run.code, 0,
+        "the journal itself is the truth: {}",
+        run.stderr
+    );
     assert!(run.stdout.contains("first answer"), "{}", run.stdout);
     // A journal that is a FIFO.
     std::fs::remove_file(&journal).unwrap();

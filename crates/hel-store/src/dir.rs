@@ -405,6 +405,7 @@ impl Dir {
 
     /// Make the names in this directory durable.
     pub fn sync(&self) -> Result<()> {
+        count_sync();
         rustix::fs::fsync(&self.fd).map_err(io).at(&self.path)
     }
 
@@ -418,6 +419,26 @@ impl Dir {
     pub fn identity(&self) -> Result<(u64, u64)> {
         let st = rustix::fs::fstat(&self.fd).map_err(io).at(&self.path)?;
         Ok((st.st_dev, st.st_ino))
+    }
+}
+
+thread_local! {
+    /// Every fsync and fdatasync this thread has made (tests count them: a
+    /// commit, which syncs on the calling thread, costs at most two).
+    pub(crate) static SYNCS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+fn count_sync() {
+    SYNCS.with(|c| c.set(c.get() + 1));
+}
+
+/// Make `file`'s bytes (and, unless `data_only`, all its metadata) durable.
+pub(crate) fn sync_file(file: &File, path: &Path, data_only: bool) -> Result<()> {
+    count_sync();
+    if data_only {
+        file.sync_data().at(path)
+    } else {
+        file.sync_all().at(path)
     }
 }
 

@@ -104,7 +104,9 @@ pub enum Error {
         id: Option<ObjectId>,
         reason: String,
     },
-    #[error("the store at {path} has format {found}, this hel reads up to {supported}: upgrade hel")]
+    #[error(
+        "the store at {path} has format {found}, this hel reads up to {supported}: upgrade hel"
+    )]
     NewerStore {
         path: PathBuf,
         found: u64,

@@ -14,9 +14,9 @@ use std::path::PathBuf;
 
 use crate::dir::Kind as EntryKind;
 use crate::gc::{mark, object_files, roots};
+use crate::journal;
 use crate::layout::{Layout, LEASE, SPILL};
 use crate::object::{self, Cap, Kind};
-use crate::journal;
 use crate::pack::{self, FileKind, RecordType, FILE_HEADER, RECORD_HEADER};
 use crate::{heads, list, refs, Error, ObjectId, Result, SessionId, Store};
 
@@ -410,11 +410,18 @@ fn packs_faults(
                 path: view.path.clone(),
                 offset: e.offset,
             };
-            match pack::read_record(&view.file, &place, e.len.saturating_sub(RECORD_HEADER), Some(&e.id)) {
+            match pack::read_record(
+                &view.file,
+                &place,
+                e.len.saturating_sub(RECORD_HEADER),
+                Some(&e.id),
+            ) {
                 Ok((h, stored)) if h.rtype == RecordType::Object => {
                     report.objects += 1;
                     present.insert(h.id);
-                    if let Err(err) = object::decode(&h.id, &place.display_path(), &stored, Cap::ANY) {
+                    if let Err(err) =
+                        object::decode(&h.id, &place.display_path(), &stored, Cap::ANY)
+                    {
                         faults.push(Fault::Broken(err));
                         broken.insert(h.id);
                     }

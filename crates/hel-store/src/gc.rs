@@ -230,7 +230,11 @@ pub(crate) struct Released {
 /// shared large objects) keep what they need: it is copied into a sealed
 /// pack first. Without dependents this is an unlink: the journal's bytes
 /// come back at once without a walk of the store.
-pub(crate) fn release(layout: &Layout, lock: &Exclusive<'_>, session: &SessionId) -> Result<Released> {
+pub(crate) fn release(
+    layout: &Layout,
+    lock: &Exclusive<'_>,
+    session: &SessionId,
+) -> Result<Released> {
     let mut out = Released::default();
     let view = layout.odb().journal(layout, session)?;
     if let Some(view) = &view {
@@ -357,8 +361,11 @@ impl Store {
         // when anything outside the journals is dead, loose, or scattered.
         let sealed = layout.odb().all_sealed(layout)?;
         let listing = object_files(layout)?;
-        let loose: Vec<&(ObjectId, String, String)> =
-            listing.objects.iter().filter(|(id, _, _)| *id != stub).collect();
+        let loose: Vec<&(ObjectId, String, String)> = listing
+            .objects
+            .iter()
+            .filter(|(id, _, _)| *id != stub)
+            .collect();
         let mut outside: Vec<ObjectId> = Vec::new();
         let mut seen: HashSet<ObjectId> = HashSet::new();
         let mut dead_records = 0u64;

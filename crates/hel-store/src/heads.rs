@@ -37,11 +37,7 @@ impl Head {
 /// it depends on) so that what it names reads without a search.
 pub(crate) fn read(layout: &Layout, session: &SessionId) -> Result<Option<Head>> {
     if let Some(view) = layout.odb().journal(layout, session)? {
-        let head = view
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .head
-            .clone();
+        let head = view.read().unwrap_or_else(|p| p.into_inner()).head.clone();
         if let Some(c) = head {
             for dep in &c.payload.deps {
                 layout.odb().journal(layout, dep)?;

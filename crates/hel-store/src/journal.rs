@@ -149,13 +149,21 @@ fn parse_commit(
     place: &Place,
     session: &SessionId,
 ) -> Result<Commit> {
-    let payload: CommitPayload = serde_json::from_slice(stored)
-        .map_err(|e| pack::damaged(place, Some(&header.id), format!("malformed commit record: {e}")))?;
+    let payload: CommitPayload = serde_json::from_slice(stored).map_err(|e| {
+        pack::damaged(
+            place,
+            Some(&header.id),
+            format!("malformed commit record: {e}"),
+        )
+    })?;
     if payload.session != *session {
         return Err(pack::damaged(
             place,
             Some(&header.id),
-            format!("a commit record of session {} in this session's journal", payload.session),
+            format!(
+                "a commit record of session {} in this session's journal",
+                payload.session
+            ),
         ));
     }
     Ok(Commit {
@@ -240,7 +248,11 @@ pub(crate) fn open(dir: &Dir, session: &SessionId, full: bool) -> Result<Option<
     let mut start = FILE_HEADER;
     if let Some(entries) = sidecar {
         let chain_from = entries.first().map_or(FILE_HEADER, |e| e.offset);
-        let chained = if full { chain_from == FILE_HEADER } else { true };
+        let chained = if full {
+            chain_from == FILE_HEADER
+        } else {
+            true
+        };
         let mut expect = chain_from;
         let mut upto = 0;
         for (k, e) in entries.iter().enumerate() {
@@ -280,7 +292,8 @@ pub(crate) fn open(dir: &Dir, session: &SessionId, full: bool) -> Result<Option<
             offset: at,
         };
         let max = size - at - RECORD_HEADER;
-        let Ok((h, stored)) = pack::read_record(&view.file, &place, max.min(pack_record_max()), None)
+        let Ok((h, stored)) =
+            pack::read_record(&view.file, &place, max.min(pack_record_max()), None)
         else {
             break; // a torn or foreign tail: not committed
         };
@@ -375,15 +388,11 @@ impl Drop for Writer {
     }
 }
 
-/// Syncs a journal writer has made, for tests that count them.
-pub(crate) static SYNCS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-
 fn sync_data(file: &File, path: &std::path::Path) -> Result<()> {
-    SYNCS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     if failpoint::hit("journal-sync") {
         return Err(failpoint::error("journal-sync")).at(path);
     }
-    file.sync_data().at(path)
+    crate::dir::sync_file(file, path, true)
 }
 
 impl Writer {
@@ -407,8 +416,9 @@ impl Writer {
             };
             let path = dir.child_path(&name);
             if f.metadata().at(&path)?.len() == 0 {
-                f.write_all(&pack::file_header(FileKind::Journal)).at(&path)?;
-                f.sync_all().at(&path)?;
+                f.write_all(&pack::file_header(FileKind::Journal))
+                    .at(&path)?;
+                crate::dir::sync_file(&f, &path, false)?;
                 dir.sync()?;
             }
         }
@@ -469,9 +479,10 @@ impl Writer {
             });
             bytes.extend_from_slice(&rec);
         }
-        let json = crate::canonical::to_vec(&serde_json::to_value(&payload).map_err(|e| {
-            Error::Internal(format!("cannot encode a commit record: {e}"))
-        })?);
+        let json = crate::canonical::to_vec(
+            &serde_json::to_value(&payload)
+                .map_err(|e| Error::Internal(format!("cannot encode a commit record: {e}")))?,
+        );
         if json.len() as u64 > COMMIT_MAX {
             return Err(Error::Internal("commit record too large".into()));
         }

@@ -224,10 +224,7 @@ impl Layout {
                 path: tmp.child_path(&name),
                 source,
             })?;
-        f.sync_all().map_err(|source| crate::Error::Io {
-            path: tmp.child_path(&name),
-            source,
-        })?;
+        crate::dir::sync_file(&f, &tmp.child_path(&name), false)?;
         tmp.rename_to(&name, &self.root, FORMAT)?;
         self.root.sync()
     }
@@ -243,7 +240,7 @@ impl Layout {
             source,
         };
         f.write_all(bytes).map_err(io)?;
-        f.sync_all().map_err(io)?;
+        crate::dir::sync_file(&f, &tmp.child_path(&t), false)?;
         let linked = tmp.link_to(&t, dir, name);
         let _ = tmp.remove_file(&t);
         linked?;

@@ -143,6 +143,11 @@ pub mod testing {
         store_root.join(crate::layout::TMP)
     }
 
+    /// Every fsync and fdatasync the store has made on this thread.
+    pub fn syncs() -> u64 {
+        crate::dir::SYNCS.with(std::cell::Cell::get)
+    }
+
     /// A new session with a chosen id (tests that need ids sharing a prefix).
     pub fn new_session_with_id(
         store: &Store,

@@ -414,9 +414,8 @@ impl<'a> Writer<'a> {
             return Ok(id);
         }
         if self.compressor.is_none() {
-            self.compressor = Some(
-                zstd::bulk::Compressor::new(LEVEL).at(self.layout.loose_path(&id))?,
-            );
+            self.compressor =
+                Some(zstd::bulk::Compressor::new(LEVEL).at(self.layout.loose_path(&id))?);
         }
         let compressed = match self.compressor.as_mut() {
             Some(c) => c.compress(&canonical),

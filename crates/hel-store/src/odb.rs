@@ -33,7 +33,11 @@ pub(crate) type SharedView = Arc<RwLock<View>>;
 /// Where an object was found.
 pub(crate) enum Found {
     /// In a record: the file, where, and how long.
-    Record { file: Arc<File>, place: Place, len: u64 },
+    Record {
+        file: Arc<File>,
+        place: Place,
+        len: u64,
+    },
     Loose,
 }
 
@@ -148,7 +152,12 @@ impl Odb {
         let mut st = self.lock();
         match st.journals.get(session) {
             // This process's writer came first: its view is current.
-            Some(v) if v.read().unwrap_or_else(|p| p.into_inner()).seen_size.is_none() => {
+            Some(v)
+                if v.read()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .seen_size
+                    .is_none() =>
+            {
                 Ok(Some(Arc::clone(v)))
             }
             _ => {
@@ -160,7 +169,11 @@ impl Odb {
 
     /// Make `view` the journal of its session (a writer's, shared).
     pub fn adopt(&self, view: SharedView) {
-        let session = view.read().unwrap_or_else(|p| p.into_inner()).session.clone();
+        let session = view
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .session
+            .clone();
         self.lock().journals.insert(session, view);
     }
 
@@ -188,12 +201,33 @@ impl Odb {
                 return Ok(s.clone());
             }
         }
-        let mut packs = Vec::new();
-        if let Some(dir) = layout.packs()? {
+        let Some(dir) = layout.packs()? else {
+            self.lock().sealed = Some(Vec::new());
+            return Ok(Vec::new());
+        };
+        // A gc in another process may replace packs between the listing and
+        // the opening: list again then, as git does.
+        let mut attempt = 0;
+        let packs = loop {
+            let mut packs = Vec::new();
+            let mut vanished = false;
             for stem in sealed_stems(dir)? {
-                packs.push(Arc::new(open_sealed(dir, &stem)?));
+                match open_sealed(dir, &stem) {
+                    Ok(p) => packs.push(Arc::new(p)),
+                    Err(Error::Io { source, .. })
+                        if source.kind() == std::io::ErrorKind::NotFound && attempt < 10 =>
+                    {
+                        vanished = true;
+                        break;
+                    }
+                    Err(e) => return Err(e),
+                }
             }
-        }
+            if !vanished {
+                break packs;
+            }
+            attempt += 1;
+        };
         self.lock().sealed = Some(packs.clone());
         Ok(packs)
     }
@@ -274,12 +308,20 @@ impl Odb {
     pub fn journal_of(&self, id: &ObjectId, own: &SessionId) -> Option<SessionId> {
         let st = self.lock();
         if let Some(j) = st.journals.get(own) {
-            if j.read().unwrap_or_else(|p| p.into_inner()).objects.contains_key(id) {
+            if j.read()
+                .unwrap_or_else(|p| p.into_inner())
+                .objects
+                .contains_key(id)
+            {
                 return Some(own.clone());
             }
         }
         for (s, j) in &st.journals {
-            if j.read().unwrap_or_else(|p| p.into_inner()).objects.contains_key(id) {
+            if j.read()
+                .unwrap_or_else(|p| p.into_inner())
+                .objects
+                .contains_key(id)
+            {
                 return Some(s.clone());
             }
         }

@@ -331,7 +331,11 @@ impl Idx {
         }
         for (k, e) in entries.iter().enumerate() {
             let first = e.id.as_bytes()[0] as usize;
-            let lo = if first == 0 { 0 } else { fan[first - 1] as usize };
+            let lo = if first == 0 {
+                0
+            } else {
+                fan[first - 1] as usize
+            };
             if k < lo || k >= fan[first] as usize {
                 return Err("the fan-out table does not match the ids".into());
             }
@@ -373,8 +377,7 @@ pub(crate) fn read_all(file: &File, max: u64, path: &Path) -> Result<Vec<u8>> {
         });
     }
     let mut out = Vec::with_capacity(len as usize);
-    file
-        .take(max.saturating_add(1))
+    file.take(max.saturating_add(1))
         .read_to_end(&mut out)
         .at(path)?;
     Ok(out)
@@ -405,10 +408,7 @@ mod tests {
         let id = ObjectId::of_canonical(b"x");
         let rec = encode_record(RecordType::Object, &id, b"stored bytes");
         let h = parse_header(&rec).unwrap();
-        assert_eq!(
-            (h.rtype, h.id, h.stored_len),
-            (RecordType::Object, id, 12)
-        );
+        assert_eq!((h.rtype, h.id, h.stored_len), (RecordType::Object, id, 12));
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("p");
         let mut bytes = file_header(FileKind::Journal).to_vec();

@@ -4,7 +4,6 @@
 //! `heads.rs`) and only reads these, until a session's first commit here
 //! retires its ref file.
 
-
 use crate::error::IoContext;
 use crate::layout::Layout;
 use crate::{Error, ObjectId, Result, SessionId};

@@ -66,7 +66,7 @@ pub(crate) fn write_sealed(
         for (name, bytes) in [(&tidx, &idx), (&tpack, &body)] {
             let mut f = tmp.create_new(name, 0o600)?;
             f.write_all(bytes).at(tmp.child_path(name))?;
-            f.sync_all().at(tmp.child_path(name))?;
+            crate::dir::sync_file(&f, &tmp.child_path(name), false)?;
         }
         tmp.rename_to(&tidx, packs, &idx_name)?;
         tmp.rename_to(&tpack, packs, &pack_name)?;

@@ -11,9 +11,9 @@ use serde_json::Value;
 
 use crate::dir::Dir;
 use crate::gc::GcReport;
+use crate::journal::{self, CommitPayload};
 use crate::layout::{Layout, SPILL, STORE_DIR};
 use crate::list::{Item, Leaf, Limits, Node, Reader, INLINE_MAX, NODE_INLINE_BUDGET};
-use crate::journal::{self, CommitPayload};
 use crate::lock::{self, Exclusive, SessionLease, Shared};
 use crate::object::{self, Cap, Kind, Writer};
 use crate::snapshot::{self, Checkpoint, MessagesRef, SpillEntry, Summary, SCHEMA_VERSION};
@@ -348,7 +348,10 @@ impl Store {
             head: Some(*id),
             checkpoints: cp.summary.checkpoints,
             spill: cp.spill.clone(),
-            deps: published.as_ref().map(heads::Head::deps).unwrap_or_default(),
+            deps: published
+                .as_ref()
+                .map(heads::Head::deps)
+                .unwrap_or_default(),
             seq: published.as_ref().map_or(0, heads::Head::seq),
             ..SessionState::default()
         };
@@ -461,15 +464,20 @@ impl Store {
             )));
         }
         // The caller's promise, checked: every carried message names a
-        // message of the last checkpoint.
+        // message of the last checkpoint. Every new one is a valid message:
+        // nothing is saved that a load would refuse.
         for (i, leaf) in input.leaves.iter().enumerate() {
-            if let Some(leaf) = leaf {
-                if !state.holds(leaf) {
+            match leaf {
+                Some(leaf) if !state.holds(leaf) => {
                     return Err(Error::Internal(format!(
                         "message {i} claims to be item {} of node {}, which the last checkpoint does not hold",
                         leaf.index, leaf.node
                     )));
                 }
+                Some(_) => {}
+                None => message::validate(&messages[i]).map_err(|why| {
+                    Error::Internal(format!("message {i} is not a valid message: {why}"))
+                })?,
             }
         }
         if crate::failpoint::hit("commit") {
@@ -483,10 +491,7 @@ impl Store {
         let layout = self.layout_create()?;
         let lock = Shared::take(layout)?;
         layout.odb().forget_removed();
-        let mut journal = lease
-            .journal
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
+        let mut journal = lease.journal.lock().unwrap_or_else(|p| p.into_inner());
         let journal = self.journal_writer(layout, lease, &mut journal)?;
         // The lease makes this the only writer; still, never move a head
         // that is not where this state says it is.
@@ -677,10 +682,7 @@ impl Store {
             ..base
         };
         let id = {
-            let mut journal = lease
-                .journal
-                .lock()
-                .unwrap_or_else(|p| p.into_inner());
+            let mut journal = lease.journal.lock().unwrap_or_else(|p| p.into_inner());
             let journal = self.journal_writer(layout, &lease, &mut journal)?;
             let mut writer = Writer::new(&lock, lease.session(), &deps);
             let id = writer.put(Kind::Snapshot, &cp.to_payload())?;
@@ -819,7 +821,10 @@ impl Store {
                     instruction: c.summary.instruction,
                     broken: None,
                 },
-                Some(heads::Head { id: h, commit: None }) => match snapshot::read(layout, &h) {
+                Some(heads::Head {
+                    id: h,
+                    commit: None,
+                }) => match snapshot::read(layout, &h) {
                     Ok(cp) => SessionInfo {
                         id,
                         busy,

@@ -290,7 +290,12 @@ fn large_content_is_stored_once_across_sessions_and_survives_its_first_owner() {
     assert_eq!(
         fs::read_dir(dir.path().join(".hel/packs"))
             .unwrap()
-            .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().ends_with(".pack"))
+            .filter(|e| e
+                .as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .ends_with(".pack"))
             .count(),
         1
     );
@@ -577,7 +582,12 @@ fn corruption_gives_typed_errors_naming_the_object() {
     fs::write(&journal, &bad).unwrap();
     let fresh = Store::open(dir.path()).unwrap();
     match fresh.load(&head) {
-        Err(Error::DamagedRecord { id: Some(id), pack, offset, .. }) => {
+        Err(Error::DamagedRecord {
+            id: Some(id),
+            pack,
+            offset,
+            ..
+        }) => {
             assert_eq!((id, pack, offset), (blob, journal.clone(), at as u64 - 8))
         }
         other => panic!("{other:?}"),
@@ -587,7 +597,10 @@ fn corruption_gives_typed_errors_naming_the_object() {
         !fsck.is_sound() && fsck.faults[0].to_string().contains(&blob.to_hex()),
         "{fsck:?}"
     );
-    assert_eq!(fsck.unreachable, None, "no garbage is reported when faults exist");
+    assert_eq!(
+        fsck.unreachable, None,
+        "no garbage is reported when faults exist"
+    );
     // gc refuses to sweep on a store whose structure it cannot read (a
     // damaged snapshot) rather than guess.
     let at = good
@@ -609,7 +622,10 @@ fn corruption_gives_typed_errors_naming_the_object() {
     );
     fs::write(&journal, &good).unwrap();
     // A loose object of an older store: corrupt and missing are named.
-    let (id, canon) = testing::encode("snapshot", &canonical::to_vec(&json!({"schema_version": 99})));
+    let (id, canon) = testing::encode(
+        "snapshot",
+        &canonical::to_vec(&json!({"schema_version": 99})),
+    );
     fs::create_dir_all(testing::object_path(&r, &id).parent().unwrap()).unwrap();
     fs::write(testing::object_path(&r, &id), zstd_compress(&canon)).unwrap();
     let fresh = Store::open(dir.path()).unwrap();
@@ -620,7 +636,10 @@ fn corruption_gives_typed_errors_naming_the_object() {
     fs::write(testing::object_path(&r, &id), b"garbage").unwrap();
     assert!(matches!(fresh.checkpoint(&id), Err(Error::Corrupt { .. })));
     let absent = ObjectId::of_canonical(b"absent");
-    assert!(matches!(fresh.checkpoint(&absent), Err(Error::Missing { .. })));
+    assert!(matches!(
+        fresh.checkpoint(&absent),
+        Err(Error::Missing { .. })
+    ));
     fs::remove_file(testing::object_path(&r, &id)).unwrap();
     // A torn ref of an older store is reported, not read as empty.
     let old: SessionId = "0c9e6f1a-1b2c-4d3e-8f40-123456789abc".parse().unwrap();
@@ -1085,4 +1104,169 @@ fn a_fork_racing_delete_and_gc_never_names_a_swept_base() {
         });
     }
     assert!(store.fsck().unwrap().is_sound());
+}
+
+#[test]
+fn a_commit_costs_one_sync() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let lease = store.new_session().unwrap();
+    let mut state = SessionState::default();
+    let mut conv = Conv::default();
+    let all = conversation("s", 400);
+    // The first commit makes the journal (its name is made durable once).
+    commit_all(&store, &lease, &mut state, &mut conv, &all[..4], 4);
+    // Every later one: its objects and its commit record, one sync.
+    for chunk in all[4..].chunks(4).take(50) {
+        let before = testing::syncs();
+        conv.extend(chunk);
+        conv.commit(&store, &lease, &mut state);
+        assert_eq!(testing::syncs() - before, 1, "syncs per commit");
+    }
+    // With a large message and a spill file too, still one.
+    store
+        .write_spill(&lease, "big.txt", &vec![b'x'; 200_000])
+        .unwrap();
+    conv.push(msg("user", "y".repeat(50_000)));
+    let mut inp = conv.input();
+    inp.new_spill = vec![("big".into(), "big.txt".into())];
+    let before = testing::syncs();
+    let c = store.commit(&lease, &mut state, inp).unwrap();
+    conv.committed(&c);
+    assert_eq!(testing::syncs() - before, 1);
+    // A fork: its first commit makes its journal (two more syncs for the
+    // file and its name), then one per commit again.
+    let before = testing::syncs();
+    let (fork, first, _) = store.fork(&c.id).unwrap();
+    assert!(testing::syncs() - before <= 3);
+    let loaded = store.load(&first).unwrap();
+    let mut fconv = Conv::from_loaded(&loaded);
+    let mut fstate = loaded.state;
+    fconv.push(msg("user", "fork"));
+    let before = testing::syncs();
+    fconv.commit(&store, &fork, &mut fstate);
+    assert_eq!(testing::syncs() - before, 1);
+}
+
+/// Child: forever, make a session, fork it, delete the original (its
+/// journal's objects the fork needs go to a sealed pack), and collect
+/// (which merges the sealed packs), printing "round <n>" after each.
+#[test]
+#[ignore]
+fn child_repacker() {
+    let Ok(dir) = std::env::var("HEL_STORE_CHILD") else {
+        return;
+    };
+    let store = Store::open(Path::new(&dir)).unwrap();
+    let mut n = 0u64;
+    loop {
+        let lease = store.new_session().unwrap();
+        let mut msgs = conversation(&format!("r{n}"), 8);
+        msgs.push(msg("user", noise(&format!("r{n}"), 20_000)));
+        let head = commit_new(&store, &lease, &mut SessionState::default(), &msgs).id;
+        let sid = lease.session().clone();
+        drop(lease);
+        let (fork, _, _) = store.fork(&head).unwrap();
+        drop(fork);
+        store.delete(&sid, false).unwrap();
+        store.gc(false).unwrap();
+        n += 1;
+        println!("round {n}");
+    }
+}
+
+#[test]
+fn sigkill_during_gc_and_repack_never_loses_a_session() {
+    let mut rng = Rng::seeded();
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    drop(store.new_session().unwrap());
+    for round in 0..15 {
+        let mut proc = child("child_repacker", dir.path(), &[]).spawn().unwrap();
+        let mut lines = BufReader::new(proc.stdout.take().unwrap()).lines();
+        let mut rounds = 0;
+        let want = 1 + rng.below(3);
+        while rounds < want {
+            let line = lines.next().expect("child died").unwrap();
+            if line.starts_with("round ") {
+                rounds += 1;
+            }
+        }
+        // Somewhere inside a fork, a delete's copy or a gc's repack.
+        std::thread::sleep(std::time::Duration::from_micros(rng.below(20_000)));
+        // SAFETY: kill(2) on a child we spawned and have not yet reaped.
+        unsafe { libc::kill(proc.id() as i32, libc::SIGKILL) };
+        proc.wait().unwrap();
+        let fresh = Store::open(dir.path()).unwrap();
+        for s in fresh.sessions().unwrap() {
+            let head = s.head.unwrap_or_else(|| panic!("round {round}: {s:?}"));
+            let msgs = fresh
+                .load(&head)
+                .unwrap_or_else(|e| panic!("round {round}: {e}"))
+                .messages;
+            assert_eq!(msgs.len(), 9, "round {round}");
+        }
+        let fsck = fresh.fsck().unwrap();
+        assert!(fsck.is_sound(), "round {round}: {fsck:?}");
+    }
+    let fresh = Store::open(dir.path()).unwrap();
+    fresh.gc(false).unwrap();
+    let fsck = fresh.fsck().unwrap();
+    assert!(fsck.is_sound() && fsck.unreachable == Some(0), "{fsck:?}");
+    let packs = fs::read_dir(dir.path().join(".hel/packs"))
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .ends_with(".pack")
+        })
+        .count();
+    assert_eq!(packs, 1, "gc merges sealed packs into one");
+    assert_eq!(
+        fs::read_dir(testing::tmp_dir(&root(dir.path())))
+            .unwrap()
+            .count(),
+        0
+    );
+}
+
+#[test]
+fn readers_without_a_lock_survive_concurrent_repacks() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    drop(store.new_session().unwrap());
+    let mut proc = child("child_repacker", dir.path(), &[]).spawn().unwrap();
+    let mut lines = BufReader::new(proc.stdout.take().unwrap()).lines();
+    let mut reads = 0;
+    let mut rounds = 0;
+    while rounds < 30 {
+        let line = lines.next().expect("child died").unwrap();
+        if !line.starts_with("round ") {
+            continue;
+        }
+        rounds += 1;
+        // Every fork outlives its origin; read them all, while the child
+        // deletes, copies and repacks, each time through a fresh process
+        // state (a new Store) and through this one.
+        for store in [Store::open(dir.path()).unwrap(), store.clone()] {
+            for s in store.sessions().unwrap() {
+                let Some(head) = s.head else { continue };
+                match store.load(&head) {
+                    Ok(l) => {
+                        assert_eq!(l.messages.len(), 9);
+                        reads += 1;
+                    }
+                    // The child's own session, deleted as we read it.
+                    Err(Error::Missing { .. } | Error::NoSuchSession { .. })
+                        if s.checkpoints == 1 => {}
+                    Err(e) => panic!("round {rounds}: {e}"),
+                }
+            }
+        }
+    }
+    proc.kill().unwrap();
+    proc.wait().unwrap();
+    assert!(reads > 30, "{reads}");
 }
