@@ -69,6 +69,8 @@ pub(crate) struct Layout {
     /// Objects this process wrote or verified: a writer may dedup against
     /// them without reading them again.
     verified: Mutex<HashSet<ObjectId>>,
+    /// Store locks this process holds (shared or exclusive).
+    held: std::sync::atomic::AtomicUsize,
 }
 
 /// A subdirectory of the store: its name(s) under `.hel/` and its cache.
@@ -139,7 +141,21 @@ impl Layout {
             journals: OnceLock::new(),
             odb: crate::odb::Odb::default(),
             verified: Mutex::new(HashSet::new()),
+            held: std::sync::atomic::AtomicUsize::new(0),
         }
+    }
+
+    pub fn lock_taken(&self) {
+        self.held.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    pub fn lock_released(&self) {
+        self.held.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Does this process hold the store lock (so a gc cannot be running)?
+    pub fn lock_held(&self) -> bool {
+        self.held.load(std::sync::atomic::Ordering::SeqCst) > 0
     }
 
     pub fn is_verified(&self, id: &ObjectId) -> bool {

@@ -143,6 +143,21 @@ pub mod testing {
         store_root.join(crate::layout::TMP)
     }
 
+    /// Where object `id` is, as a message would name it.
+    pub fn where_is(store: &Store, id: &ObjectId) -> String {
+        let Ok(Some(layout)) = store.layout_for_gc() else {
+            return "no store".into();
+        };
+        match layout.odb().locate(layout, id) {
+            Ok(Some(crate::odb::Found::Record { place, .. })) => {
+                place.display_path().display().to_string()
+            }
+            Ok(Some(crate::odb::Found::Loose)) => "loose".into(),
+            Ok(None) => "nowhere".into(),
+            Err(e) => e.to_string(),
+        }
+    }
+
     /// Every fsync and fdatasync the store has made on this thread.
     pub fn syncs() -> u64 {
         crate::dir::SYNCS.with(std::cell::Cell::get)

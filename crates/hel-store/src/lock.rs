@@ -151,6 +151,7 @@ impl<'a> Shared<'a> {
         let file = open_store_lock(layout)?;
         file.lock_shared()
             .at(layout.root().child_path(STORE_LOCK))?;
+        layout.lock_taken();
         Ok(Shared {
             layout,
             _file: file,
@@ -163,9 +164,22 @@ impl<'a> Exclusive<'a> {
     pub fn take(layout: &'a Layout) -> Result<Exclusive<'a>> {
         let file = open_store_lock(layout)?;
         file.lock().at(layout.root().child_path(STORE_LOCK))?;
+        layout.lock_taken();
         Ok(Exclusive {
             layout,
             _file: file,
         })
+    }
+}
+
+impl Drop for Shared<'_> {
+    fn drop(&mut self) {
+        self.layout.lock_released();
+    }
+}
+
+impl Drop for Exclusive<'_> {
+    fn drop(&mut self) {
+        self.layout.lock_released();
     }
 }

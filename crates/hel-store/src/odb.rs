@@ -44,7 +44,6 @@ pub(crate) enum Found {
 #[derive(Default, Debug)]
 struct State {
     journals: HashMap<SessionId, SharedView>,
-    all_journals: bool,
     sealed: Option<Vec<Arc<Sealed>>>,
 }
 
@@ -278,21 +277,41 @@ impl Odb {
         if let Some(f) = self.find_open(layout, id, false)? {
             return Ok(Some(f));
         }
-        let load_all = !self.lock().all_journals;
-        if load_all {
-            if let Some(dir) = layout.journals()? {
-                for e in dir.entries()? {
-                    let Some(Ok(session)) = e
-                        .name_str()
-                        .and_then(|n| n.strip_suffix(&format!(".{}", journal::JOURNAL_EXT)))
-                        .map(str::parse::<SessionId>)
-                    else {
-                        continue;
-                    };
-                    self.journal(layout, &session)?;
+        if let Some(f) = self.search_all(layout, id)? {
+            return Ok(Some(f));
+        }
+        if layout.lock_held() {
+            return Ok(None);
+        }
+        // A reader that takes no lock can list packs while a gc in another
+        // process swaps them, and see neither the old nor the new: wait for
+        // any gc to finish (the shared lock), and look once more.
+        let _settled = crate::lock::Shared::take(layout)?;
+        self.search_all(layout, id)
+    }
+
+    fn search_all(&self, layout: &Layout, id: &ObjectId) -> Result<Option<Found>> {
+        // Journals this process has not opened yet (sessions made since, or
+        // never needed) or that grew since it read them: open or read them
+        // again, then look again, packs too.
+        if let Some(dir) = layout.journals()? {
+            for e in dir.entries()? {
+                let Some(Ok(session)) = e
+                    .name_str()
+                    .and_then(|n| n.strip_suffix(&format!(".{}", journal::JOURNAL_EXT)))
+                    .map(str::parse::<SessionId>)
+                else {
+                    continue;
+                };
+                // Opened if new, read again if it grew since.
+                match self.journal(layout, &session) {
+                    Ok(_) => {}
+                    // Deleted since the listing: nothing to find there.
+                    Err(Error::Io { source, .. })
+                        if source.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(e),
                 }
             }
-            self.lock().all_journals = true;
         }
         self.find_open(layout, id, true)
     }

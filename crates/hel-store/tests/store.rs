@@ -1261,7 +1261,17 @@ fn readers_without_a_lock_survive_concurrent_repacks() {
                     // The child's own session, deleted as we read it.
                     Err(Error::Missing { .. } | Error::NoSuchSession { .. })
                         if s.checkpoints == 1 => {}
-                    Err(e) => panic!("round {rounds}: {e}"),
+                    Err(e) => {
+                        let _ = proc.kill();
+                        let _ = proc.wait();
+                        let fresh = Store::open(dir.path()).unwrap();
+                        let again = fresh.load(&head).map(|_| ());
+                        let missing = match &e {
+                            Error::Missing { id, .. } => testing::where_is(&fresh, id),
+                            _ => String::new(),
+                        };
+                        panic!("round {rounds}: {e}; a fresh read after: {again:?}; it is at {missing}; head at {}", testing::where_is(&fresh, &head));
+                    }
                 }
             }
         }
