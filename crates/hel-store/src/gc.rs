@@ -333,14 +333,56 @@ impl Store {
     /// With `dry_run`, only report. Refuses (naming what is wrong) when
     /// anything reachable cannot be read or validated.
     pub fn gc(&self, dry_run: bool) -> Result<GcReport> {
+        self.collect(dry_run, false, true)
+            .map(|r| r.unwrap_or_default())
+    }
+
+    /// gc that also rewrites every sealed pack into one, even when nothing
+    /// in them is dead (`hel gc --repack`).
+    pub fn repack(&self) -> Result<GcReport> {
+        self.collect(false, true, true)
+            .map(|r| r.unwrap_or_default())
+    }
+
+    /// Repack on its own when loose objects or sealed packs pile up (more
+    /// than 256 loose objects or 8 packs), if no other process holds the
+    /// store lock right now; `None` when there was nothing to do.
+    pub fn maybe_repack(&self) -> Result<Option<GcReport>> {
+        let Some(layout) = self.layout_for_gc()? else {
+            return Ok(None);
+        };
+        let stub = crate::layout::stub_object();
+        let loose = object_files(layout)?
+            .objects
+            .iter()
+            .filter(|(id, _, _)| *id != stub)
+            .count();
+        let packs = match layout.packs()? {
+            Some(p) => crate::odb::sealed_stems(p)?.len(),
+            None => 0,
+        };
+        if loose <= 256 && packs <= 8 {
+            return Ok(None);
+        }
+        self.collect(false, true, false)
+    }
+
+    fn collect(&self, dry_run: bool, force: bool, wait: bool) -> Result<Option<GcReport>> {
         let mut report = GcReport {
             dry_run,
             ..GcReport::default()
         };
         let Some(layout) = self.layout_for_gc()? else {
-            return Ok(report);
+            return Ok(Some(report));
         };
-        let lock = Exclusive::take(layout)?;
+        let lock = if wait {
+            Exclusive::take(layout)?
+        } else {
+            match Exclusive::try_take(layout)? {
+                Some(l) => l,
+                None => return Ok(None),
+            }
+        };
         layout.odb().forget_removed();
         let fail = &mut |e| Err(e);
         let heads: Vec<(SessionId, ObjectId)> = roots(layout, fail)?;
@@ -387,7 +429,7 @@ impl Store {
                 outside.push(*id);
             }
         }
-        let rewrite = dead_records > 0 || !loose.is_empty() || sealed.len() > 1;
+        let rewrite = force || dead_records > 0 || !loose.is_empty() || sealed.len() > 1;
         if rewrite && !dry_run {
             if !outside.is_empty() {
                 let mut records = Vec::with_capacity(outside.len());
@@ -491,7 +533,7 @@ impl Store {
                 report.sessions_removed.push(id);
             }
         }
-        Ok(report)
+        Ok(Some(report))
     }
 }
 

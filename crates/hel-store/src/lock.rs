@@ -160,6 +160,22 @@ impl<'a> Shared<'a> {
 }
 
 impl<'a> Exclusive<'a> {
+    /// The store lock held exclusively if no one holds it right now.
+    pub fn try_take(layout: &'a Layout) -> Result<Option<Exclusive<'a>>> {
+        let file = open_store_lock(layout)?;
+        match file.try_lock() {
+            Ok(()) => {
+                layout.lock_taken();
+                Ok(Some(Exclusive {
+                    layout,
+                    _file: file,
+                }))
+            }
+            Err(TryLockError::WouldBlock) => Ok(None),
+            Err(TryLockError::Error(e)) => Err(e).at(layout.root().child_path(STORE_LOCK)),
+        }
+    }
+
     /// Block until the store lock is held exclusively.
     pub fn take(layout: &'a Layout) -> Result<Exclusive<'a>> {
         let file = open_store_lock(layout)?;

@@ -1280,3 +1280,111 @@ fn readers_without_a_lock_survive_concurrent_repacks() {
     proc.wait().unwrap();
     assert!(reads > 30, "{reads}");
 }
+
+/// A store as a format-1 hel left it: loose objects, a ref file and a ref
+/// log per session, no `format` file. Returns the session and its head.
+fn format1_store(dir: &Path, msgs: &[Value]) -> (SessionId, ObjectId) {
+    let r = root(dir);
+    let sid: SessionId = "0c9e6f1a-1b2c-4d3e-8f40-123456789abc".parse().unwrap();
+    let plant = |kind: &str, payload: &[u8]| {
+        let (_, canonical) = testing::encode(kind, payload);
+        testing::plant(&r, &canonical)
+    };
+    let items: Vec<Value> = msgs.iter().map(|m| json!({"m": m})).collect();
+    let node = plant(
+        "list",
+        &canonical::to_vec(&json!({"count": msgs.len(), "items": items, "prev": null})),
+    );
+    let config = plant("blob", &canonical::to_vec(&json!({"model": "m"})));
+    let cursors = plant("blob", b"[]");
+    let snap = plant(
+        "snapshot",
+        &canonical::to_vec(&json!({
+            "schema_version": 1, "session_id": sid.as_str(), "parents": [],
+            "created_at": "2026-11-30T00:00:00.000Z", "created_at_ms": 1u64,
+            "cwd": "/project", "request_config": config.to_hex(), "meter": null,
+            "cursors": cursors.to_hex(),
+            "messages": {"root": node.to_hex(), "count": msgs.len()}, "spill": {},
+            "summary": {"messages": msgs.len(), "checkpoints": 1, "instruction": "old", "input_tokens": 0, "output_tokens": 0},
+        })),
+    );
+    fs::create_dir_all(testing::ref_path(&r, &sid).parent().unwrap()).unwrap();
+    fs::write(testing::ref_path(&r, &sid), format!("{snap}\n")).unwrap();
+    (sid, snap)
+}
+
+#[test]
+fn a_format1_store_keeps_working_and_moves_into_packs() {
+    let dir = tempfile::tempdir().unwrap();
+    let msgs = conversation("old", 8);
+    let (sid, head) = format1_store(dir.path(), &msgs);
+    let store = Store::open(dir.path()).unwrap();
+    let listed = store.sessions().unwrap();
+    assert_eq!((listed.len(), listed[0].messages), (1, 8));
+    assert_eq!(store.load(&head).unwrap().messages, msgs);
+    // Continued here: the head moves into the session's journal, the ref
+    // file goes, and format 2 is recorded (with the stub for older hels).
+    let (lease, h) = store.resume(&sid).unwrap();
+    assert_eq!(h, head);
+    let loaded = store.load(&head).unwrap();
+    let mut conv = Conv::from_loaded(&loaded);
+    let mut state = loaded.state;
+    conv.extend(&conversation("new", 4));
+    let c = conv.commit(&store, &lease, &mut state);
+    drop(lease);
+    let r = root(dir.path());
+    assert!(!testing::ref_path(&r, &sid).exists());
+    assert_eq!(
+        fs::read_to_string(r.join("format")).unwrap(),
+        "hel-store-format 2\n"
+    );
+    assert_eq!(store.log(&sid).unwrap().len(), 2);
+    // gc packs the loose objects the session still names and removes them.
+    let report = store.gc(false).unwrap();
+    assert_eq!(report.packs_written, 1, "{report:?}");
+    let loose = fs::read_dir(r.join("objects"))
+        .unwrap()
+        .flatten()
+        .map(|d| fs::read_dir(d.path()).unwrap().count())
+        .sum::<usize>();
+    assert_eq!(loose, 1, "only the stub for older hels stays loose");
+    let fresh = Store::open(dir.path()).unwrap();
+    assert_eq!(fresh.load(&c.id).unwrap().messages, conv.msgs);
+    assert_eq!(fresh.load(&head).unwrap().messages, msgs);
+    let fsck = fresh.fsck().unwrap();
+    assert!(fsck.is_sound() && fsck.unreachable == Some(0), "{fsck:?}");
+}
+
+#[test]
+fn a_newer_store_format_is_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    drop(store.new_session().unwrap());
+    fs::write(dir.path().join(".hel/format"), "hel-store-format 3\n").unwrap();
+    let err = Store::open(dir.path()).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::NewerStore {
+                found: 3,
+                supported: 2,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(err.to_string().contains("upgrade hel"), "{err}");
+    // What a format-1 hel reads: a ref to a snapshot of a schema it does
+    // not know, so it says "upgrade hel" and its gc refuses to sweep.
+    let stub = testing::ref_path(
+        &root(dir.path()),
+        &"00000000-0000-4000-8000-000000000000".parse().unwrap(),
+    );
+    let id: ObjectId = fs::read_to_string(stub).unwrap().trim().parse().unwrap();
+    let data = fs::read(testing::object_path(&root(dir.path()), &id)).unwrap();
+    let canonical = zstd::bulk::decompress(&data, 1 << 20).unwrap();
+    let nul = canonical.iter().position(|b| *b == 0).unwrap();
+    assert!(canonical.starts_with(b"snapshot "));
+    let v: Value = serde_json::from_slice(&canonical[nul + 1..]).unwrap();
+    assert!(v["schema_version"].as_u64().unwrap() > 1);
+}
