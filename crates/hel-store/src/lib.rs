@@ -259,7 +259,7 @@ mod pack_vectors {
         assert_eq!(ours, pack_bytes);
         let idx_ours = pack::encode_idx(&mut entries, blake3::hash(&ours).as_bytes());
         assert_eq!(idx_ours, idx_bytes);
-        assert_eq!(pack_bytes.len() as u64 > FILE_HEADER, true);
+        assert!(pack_bytes.len() as u64 > FILE_HEADER);
     }
 
     #[test]
