@@ -33,6 +33,7 @@ mod odb;
 mod pack;
 mod refs;
 mod repack;
+mod scan;
 mod snapshot;
 mod store;
 pub mod time;

@@ -301,6 +301,22 @@ fn decompress(data: &[u8], cap: u64) -> std::result::Result<Decompressed, Undeco
     })
 }
 
+/// The kind stored bytes declare, from their first decompressed bytes only
+/// (not verified: a scan uses it to skip what it does not need).
+pub(crate) fn peek_kind(stored: &[u8]) -> Option<Kind> {
+    DCTX.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        let dctx = slot.get_or_insert_with(DCtx::create);
+        dctx.reset(ResetDirective::SessionOnly).ok()?;
+        let mut input = InBuffer::around(stored);
+        let mut head = [0u8; 16];
+        let mut pos = 0;
+        fill(dctx, &mut input, &mut head[..], &mut pos).ok()?;
+        let text = std::str::from_utf8(&head[..pos]).ok()?;
+        Kind::parse(text.split(' ').next()?)
+    })
+}
+
 /// Read object `id` under `cap` and require it to be of `kind`.
 pub fn read_kind(layout: &Layout, id: &ObjectId, kind: Kind, cap: Cap) -> Result<Vec<u8>> {
     let (found, payload) = read(layout, id, cap)?;

@@ -1388,3 +1388,37 @@ fn a_newer_store_format_is_refused_by_name() {
     let v: Value = serde_json::from_slice(&canonical[nul + 1..]).unwrap();
     assert!(v["schema_version"].as_u64().unwrap() > 1);
 }
+
+#[test]
+fn a_scan_reads_each_distinct_message_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let lease = store.new_session().unwrap();
+    let mut state = SessionState::default();
+    let mut msgs = conversation("scan", 20);
+    msgs.push(msg("user", format!("needle {}", "big ".repeat(5_000)))); // a blob
+    let c = commit_new(&store, &lease, &mut state, &msgs);
+    // Two forks share everything; a second session says one thing again.
+    let (f1, _, _) = store.fork(&c.id).unwrap();
+    let (f2, _, _) = store.fork(&c.id).unwrap();
+    drop((f1, f2));
+    let other = store.new_session().unwrap();
+    commit_new(
+        &store,
+        &other,
+        &mut SessionState::default(),
+        &[msg("user", "needle again")],
+    );
+    let mut seen = 0;
+    let mut needles = 0;
+    store
+        .scan_messages(&mut |bytes| {
+            seen += 1;
+            if bytes.windows(6).any(|w| w == b"needle") {
+                needles += 1;
+            }
+        })
+        .unwrap();
+    assert_eq!(seen, 21 + 1);
+    assert_eq!(needles, 2);
+}
