@@ -1,5 +1,6 @@
-//! The README's chart: commit cost and store size against session length
-//! (grow workload), one line per store, drawn to a PNG with plotters.
+//! The README's chart: commit time, bytes written per commit and resume
+//! time against session length (grow workload), one line per store, drawn
+//! to a PNG with plotters.
 
 use std::path::Path;
 
@@ -31,28 +32,34 @@ type Panel = (&'static str, &'static str, Box<dyn Fn(&Row) -> f64>);
 pub fn draw(rows: &[Row], path: &Path) -> Result<(), String> {
     plotters::style::register_font("sans-serif", FontStyle::Normal, FONT)
         .map_err(|_| "bad font".to_owned())?;
-    let root = BitMapBackend::new(path, (1400, 560)).into_drawing_area();
+    let root = BitMapBackend::new(path, (1980, 560)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| e.to_string())?;
-    let (left, right) = root.split_horizontally(700);
+    let areas = root.split_evenly((1, 3));
     let colors = [
         ("hel-store", RGBColor(200, 40, 40)),
-        ("whole-file", RGBColor(40, 90, 200)),
+        ("sqlite", RGBColor(150, 60, 170)),
         ("jsonl", RGBColor(30, 150, 60)),
+        ("whole-file", RGBColor(40, 90, 200)),
     ];
 
-    let panels: [Panel; 2] = [
+    let panels: [Panel; 3] = [
         (
-            "Commit time p50 vs session length (grow)",
+            "Commit time p50 vs session length",
             "µs per commit",
             Box::new(|r: &Row| r.commit_p50_us as f64),
         ),
         (
-            "Bytes written per commit vs session length",
+            "Bytes written per commit",
             "bytes per commit",
             Box::new(|r: &Row| r.bytes_per_commit as f64),
         ),
+        (
+            "Resume in a new process (median)",
+            "ms",
+            Box::new(|r: &Row| r.resume_ms),
+        ),
     ];
-    for (area, (title, ylabel, value)) in [left, right].iter().zip(panels.iter()) {
+    for (area, (title, ylabel, value)) in areas.iter().zip(panels.iter()) {
         let all: Vec<(f64, f64)> = colors
             .iter()
             .flat_map(|(s, _)| series(rows, s, value))

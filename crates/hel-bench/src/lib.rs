@@ -1,9 +1,10 @@
-//! hel-bench: hel-store against a whole-file snapshot store and an
-//! append-only JSONL log, driven through the same seeded workloads in one
-//! process run. See README, "Benchmarks".
+//! hel-bench: hel-store against SQLite, an append-only JSONL log and a
+//! whole-file snapshot store, driven through the same seeded workloads in
+//! one process run. See README, "Benchmarks", and tools/bench/README.md.
 
 pub mod carry;
 pub mod chart;
+pub mod packs;
 pub mod run;
 pub mod stores;
 pub mod workload;

@@ -1,39 +1,64 @@
-//! `cargo run --release -p hel-bench -- [--quick] [--only WORKLOAD] [--json PATH] [--png PATH]`
+//! `cargo run --release -p hel-bench -- [--quick] [--only WORKLOAD] [--json PATH] [--png PATH] [--hel PATH]`
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use clap::Parser;
 use hel_bench::run::{self, Config};
 
+/// hel-store against SQLite, JSONL and whole-file snapshots, through the
+/// same seeded workloads in one run.
+#[derive(Debug, Parser)]
+#[command(name = "hel-bench")]
+struct Args {
+    /// Smaller sizes (about two minutes).
+    #[arg(long)]
+    quick: bool,
+    /// Run only this workload.
+    #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(run::WORKLOADS))]
+    only: Option<String>,
+    /// Write the results as JSON.
+    #[arg(long, value_name = "PATH")]
+    json: Option<PathBuf>,
+    /// Draw the chart as PNG.
+    #[arg(long, value_name = "PATH")]
+    png: Option<PathBuf>,
+    /// The `hel` binary whose `hel sessions` the list workload times
+    /// (default: `hel` beside this executable; `cargo build --release -p hel`).
+    #[arg(long, value_name = "PATH")]
+    hel: Option<PathBuf>,
+    /// Resume runs per measurement (the median is reported).
+    #[arg(long, value_name = "N", default_value_t = 11)]
+    runs: usize,
+    /// Internal: resume (or list) in this child process and report.
+    #[arg(long, hide = true, num_args = 1.., value_name = "ARGS")]
+    probe: Option<Vec<String>>,
+}
+
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    if args.first().map(String::as_str) == Some("--probe") {
-        return ExitCode::from(run::probe_main(&args[1..]) as u8);
-    }
-    let mut quick = false;
-    let mut json: Option<PathBuf> = None;
-    let mut png: Option<PathBuf> = None;
-    let mut only: Option<String> = None;
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "--quick" => quick = true,
-            "--json" => json = it.next().map(PathBuf::from),
-            "--png" => png = it.next().map(PathBuf::from),
-            "--only" => only = it.next().cloned(),
-            other => {
-                eprintln!("hel-bench: unknown argument {other:?}\nusage: hel-bench [--quick] [--only grow|fork|compact|many] [--json PATH] [--png PATH]");
-                return ExitCode::from(2);
-            }
-        }
+    let args = Args::parse();
+    if let Some(probe) = &args.probe {
+        return ExitCode::from(run::probe_main(probe) as u8);
     }
     let workdir = std::env::temp_dir().join(format!("hel-bench-{}", std::process::id()));
-    let mut cfg = if quick {
+    let mut cfg = if args.quick {
         Config::quick(workdir.clone())
     } else {
         Config::full(workdir.clone())
     };
-    cfg.only = only;
+    cfg.only = args.only;
+    cfg.probe_runs = args.runs.max(1);
+    if let Some(hel) = args.hel {
+        cfg.hel = hel;
+    }
+    if cfg.wants("list") && !cfg.hel.is_file() {
+        eprintln!(
+            "hel-bench: the list workload runs `hel sessions`, but there is no hel binary at {}.\n\
+             Build it first with `cargo build --release -p hel`, or name one with --hel PATH.",
+            cfg.hel.display()
+        );
+        return ExitCode::from(2);
+    }
     let started = std::time::Instant::now();
     let rows = run::run_all(&cfg, |r| {
         eprintln!(
@@ -42,37 +67,40 @@ fn main() -> ExitCode {
             r.n,
             r.store,
             r.note.clone().unwrap_or_else(|| format!(
-                "commit p50 {} µs, {} B/commit, resume {:.1} ms",
-                r.commit_p50_us, r.bytes_per_commit, r.resume_ms
+                "commit p50 {} µs, {} B/commit, resume {:.1} ms{}",
+                r.commit_p50_us,
+                r.bytes_per_commit,
+                r.resume_ms,
+                r.list_ms
+                    .map(|l| format!(", list {l:.1} ms"))
+                    .unwrap_or_default()
             ))
         )
     });
     let _ = std::fs::remove_dir_all(&workdir);
+    let total = started.elapsed().as_secs_f64();
+    let machine = run::machine();
     println!("{}", run::table(&rows));
+    println!("{}", run::ops_table(&rows));
     println!(
         "hel-store targets (ratios within this run):\n{}",
         run::targets(&rows)
     );
-    println!(
-        "machine: {}; total {:.0} s",
-        run::machine(),
-        started.elapsed().as_secs_f64()
-    );
-    if let Some(path) = json {
-        let doc = serde_json::json!({
-            "machine": run::machine(),
-            "mode": if quick { "quick" } else { "full" },
-            "results": rows.iter().map(|r| r.to_json()).collect::<Vec<_>>(),
-        });
-        if let Err(e) = std::fs::write(
-            &path,
-            serde_json::to_string_pretty(&doc).unwrap_or_default(),
-        ) {
+    println!("machine: {machine}; total {total:.0} s");
+    if let Some(path) = args.json {
+        let report = run::Report {
+            machine,
+            mode: if args.quick { "quick" } else { "full" },
+            total_seconds: total,
+            results: &rows,
+        };
+        let text = serde_json::to_string_pretty(&report).unwrap_or_default();
+        if let Err(e) = std::fs::write(&path, text + "\n") {
             eprintln!("hel-bench: {}: {e}", path.display());
             return ExitCode::FAILURE;
         }
     }
-    if let Some(path) = png {
+    if let Some(path) = args.png {
         if let Err(e) = hel_bench::chart::draw(&rows, &path) {
             eprintln!("hel-bench: chart: {e}");
             return ExitCode::FAILURE;

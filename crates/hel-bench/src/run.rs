@@ -7,9 +7,11 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crate::carry::Carried;
+use serde::Serialize;
 use serde_json::{json, Value};
 
-use crate::stores::{self, BenchStore, HelStore, Jsonl, WholeFile};
+use crate::packs::{self, Pass};
+use crate::stores::{self, BenchStore, HelStore, Jsonl, Sqlite, WholeFile};
 use crate::workload::{self, Rng};
 
 /// Sizes and switches of one benchmark run.
@@ -26,8 +28,21 @@ pub struct Config {
     pub compact_keep: usize,
     pub many_sessions: usize,
     pub many_messages: usize,
-    /// Measure resume in a child process (time and peak RSS); in-process otherwise (tests).
+    /// Sessions of the listing workload (`hel sessions` against SQLite).
+    pub list_sessions: usize,
+    /// Messages of each of them (one checkpoint).
+    pub list_messages: usize,
+    /// Resume runs per measurement (the median is reported).
+    pub probe_runs: usize,
+    /// Warm runs of each listing (after one unmeasured run; median reported).
+    pub list_runs: usize,
+    /// Measure resume and listing in child processes (time and peak RSS);
+    /// in this process otherwise (tests).
     pub probe_child: bool,
+    /// The `hel` binary whose `hel sessions` the listing workload runs.
+    pub hel: PathBuf,
+    /// What the search workload looks for in every stored message.
+    pub needle: String,
     pub workdir: PathBuf,
     /// Run only this workload (all when None).
     pub only: Option<String>,
@@ -46,7 +61,13 @@ impl Config {
             compact_keep: 500,
             many_sessions: 100,
             many_messages: 200,
+            list_sessions: 1_000,
+            list_messages: 8,
+            probe_runs: 11,
+            list_runs: 7,
             probe_child: true,
+            hel: default_hel(),
+            needle: "4242".into(),
             workdir,
             only: None,
         }
@@ -59,6 +80,7 @@ impl Config {
             fork_base: 10_000,
             compact_total: 20_000,
             many_sessions: 1_000,
+            list_sessions: 10_000,
             ..Config::quick(workdir)
         }
     }
@@ -76,60 +98,98 @@ impl Config {
             compact_keep: 8,
             many_sessions: 4,
             many_messages: 8,
+            list_sessions: 6,
+            list_messages: 4,
+            probe_runs: 1,
+            list_runs: 1,
             probe_child: false,
+            hel: default_hel(),
+            needle: "4".into(),
             workdir,
             only: None,
         }
     }
+
+    pub fn wants(&self, workload: &str) -> bool {
+        self.only.as_deref().is_none_or(|o| o == workload)
+    }
 }
 
-/// One row of results: one store on one workload at one size.
-#[derive(Debug, Clone, Default)]
+/// `hel` next to this executable (`cargo build --release -p hel` puts it
+/// beside `hel-bench` in `target/release/`).
+pub fn default_hel() -> PathBuf {
+    std::env::current_exe()
+        .ok()
+        .and_then(|e| e.parent().map(|d| d.join("hel")))
+        .unwrap_or_else(|| PathBuf::from("hel"))
+}
+
+/// The workloads, in the order they run.
+pub const WORKLOADS: &[&str] = &["grow", "fork", "compact", "many", "list"];
+
+/// One row of results: one store on one workload at one size. Serialized
+/// as is into `--json`'s `results`; times in ms unless named otherwise,
+/// sizes in bytes; `None` where the store or workload has no such figure.
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct Row {
     pub store: String,
     pub workload: String,
+    /// Messages in the session (grow, fork base, compact) or sessions (many, list).
     pub n: usize,
     pub commits: usize,
     pub commit_p50_us: u64,
     pub commit_p99_us: u64,
+    /// Mean bytes the store wrote per commit.
     pub bytes_per_commit: u64,
     /// Mean zstd size of the messages new in each commit (the yardstick per commit).
     pub new_compressed_per_commit: u64,
+    /// Resume in a fresh process: median of `resume_runs` runs.
     pub resume_ms: f64,
+    pub resume_runs: usize,
+    /// Peak RSS of the resuming process (the largest of the runs).
     pub resume_peak_rss_bytes: u64,
-    /// Reading and parsing the same live messages from one flat JSON file.
+    /// Reading and parsing the same live messages from one flat JSON file
+    /// in a fresh process (median of as many runs).
     pub flat_resume_ms: f64,
     pub live_messages: usize,
+    /// Sizes at rest after the workload's commits (for many: before the deletes).
     pub apparent_bytes: u64,
     pub allocated_bytes: u64,
-    /// hel-store only: apparent bytes of `.hel/objects` (the store without
-    /// spill working copies, refs, logs and leases).
+    /// hel-store only: apparent bytes of `.hel/packs` and `.hel/objects`
+    /// (the store without spill working copies, session directories and locks).
     pub objects_bytes: Option<u64>,
+    /// The yardstick: each distinct message and spill file zstd-compressed once on its own.
     pub unique_compressed_bytes: u64,
+    /// Mean time of one fork.
     pub fork_ms: Option<f64>,
+    /// many: deleting one session with its collection (`Store::delete(id, true)`).
+    pub delete_one_ms: Option<f64>,
+    /// Allocated bytes that came back on disk.
+    pub delete_one_reclaimed_bytes: Option<u64>,
+    /// many: deleting half of the rest, collection deferred (total time).
+    pub delete_half_ms: Option<f64>,
+    pub delete_half_sessions: Option<usize>,
+    pub delete_half_reclaimed_bytes: Option<u64>,
+    /// many: the full collection after the deletes (hel-store `Store::gc`, SQLite `VACUUM`).
     pub gc_ms: Option<f64>,
     pub gc_reclaimed_bytes: Option<u64>,
+    /// many: allocated bytes after the deletes and the gc.
+    pub after_gc_allocated_bytes: Option<u64>,
+    /// many: finding every stored message containing `search_needle` (median of 3).
+    pub search_ms: Option<f64>,
+    pub search_needle: Option<String>,
+    pub search_hits: Option<usize>,
+    /// hel-store only: zstd-decoding every object the store holds once.
+    pub search_decode_once_ms: Option<f64>,
     pub fsck_ms: Option<f64>,
-    /// Plain BLAKE3 + zstd decoding of the same object files.
+    /// Reading every pack record, checking it, zstd decoding, BLAKE3 of the
+    /// canonical bytes and serde_json parsing of what is JSON (`packs::Pass::Verify`).
     pub fsck_baseline_ms: Option<f64>,
+    /// list: listing every session as a process, warm (median).
+    pub list_ms: Option<f64>,
+    /// list, hel-store: `Store::sessions()` inside this process (median).
+    pub list_in_process_ms: Option<f64>,
     pub note: Option<String>,
-}
-
-impl Row {
-    pub fn to_json(&self) -> Value {
-        json!({
-            "store": self.store, "workload": self.workload, "n": self.n, "commits": self.commits,
-            "commit_p50_us": self.commit_p50_us, "commit_p99_us": self.commit_p99_us,
-            "bytes_per_commit": self.bytes_per_commit, "new_compressed_per_commit": self.new_compressed_per_commit,
-            "resume_ms": self.resume_ms, "resume_peak_rss_bytes": self.resume_peak_rss_bytes,
-            "flat_resume_ms": self.flat_resume_ms, "live_messages": self.live_messages,
-            "apparent_bytes": self.apparent_bytes, "allocated_bytes": self.allocated_bytes,
-            "objects_bytes": self.objects_bytes,
-            "unique_compressed_bytes": self.unique_compressed_bytes, "fork_ms": self.fork_ms,
-            "gc_ms": self.gc_ms, "gc_reclaimed_bytes": self.gc_reclaimed_bytes,
-            "fsck_ms": self.fsck_ms, "fsck_baseline_ms": self.fsck_baseline_ms, "note": self.note,
-        })
-    }
 }
 
 /// The yardstick: compressed size of the unique content, each distinct
@@ -225,6 +285,19 @@ fn percentile(times: &[Duration], p: f64) -> u64 {
     v[((v.len() - 1) as f64 * p).round() as usize]
 }
 
+/// The median of `v` (the upper one of an even count).
+pub fn median(mut v: Vec<f64>) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
 /// Sum of file lengths and of allocated blocks under `dir`.
 pub fn disk_usage(dir: &Path) -> (u64, u64) {
     use std::os::unix::fs::MetadataExt;
@@ -247,12 +320,13 @@ pub fn disk_usage(dir: &Path) -> (u64, u64) {
     (apparent, allocated)
 }
 
-/// Resume (time in ms, peak RSS in bytes, messages), in a child process or in this one.
-fn probe(cfg: &Config, args: &[String]) -> (f64, u64, usize) {
+/// One resume: time in ms, peak RSS in bytes, messages; in a child process
+/// or in this one.
+fn probe_once(cfg: &Config, args: &[String]) -> (f64, u64, usize) {
     if !cfg.probe_child {
         let t = Instant::now();
         let msgs = stores::resume(args).expect("resume");
-        return (t.elapsed().as_secs_f64() * 1000.0, 0, msgs.len());
+        return (ms(t.elapsed()), 0, msgs.len());
     }
     let exe = std::env::current_exe().expect("own path");
     let out = Command::new(exe)
@@ -274,8 +348,35 @@ fn probe(cfg: &Config, args: &[String]) -> (f64, u64, usize) {
     )
 }
 
-/// The child side of a probe: resume, then print microseconds, messages and peak RSS.
+/// Resume `cfg.probe_runs` times: the median time, the largest peak RSS,
+/// and the messages resumed.
+fn probe(cfg: &Config, args: &[String]) -> (f64, u64, usize) {
+    let runs: Vec<(f64, u64, usize)> = (0..cfg.probe_runs.max(1))
+        .map(|_| probe_once(cfg, args))
+        .collect();
+    (
+        median(runs.iter().map(|r| r.0).collect()),
+        runs.iter().map(|r| r.1).max().unwrap_or(0),
+        runs[0].2,
+    )
+}
+
+/// The child side of a probe: resume, then print microseconds, messages
+/// and peak RSS; or, for `sqlite-list DB`, print the SQLite listing.
 pub fn probe_main(args: &[String]) -> i32 {
+    if let [kind, db] = args {
+        if kind == "sqlite-list" {
+            let stdout = std::io::stdout();
+            let mut out = std::io::BufWriter::new(stdout.lock());
+            return match stores::list_sqlite(Path::new(db), &mut out) {
+                Ok(_) => 0,
+                Err(e) => {
+                    eprintln!("probe: {e}");
+                    1
+                }
+            };
+        }
+    }
     let t = Instant::now();
     match stores::resume(args) {
         Ok(msgs) => {
@@ -320,12 +421,15 @@ fn make_store(kind: &str, dir: &Path) -> Box<dyn BenchStore> {
     match kind {
         "hel-store" => Box::new(HelStore::new(dir)),
         "whole-file" => Box::new(WholeFile::new(&dir.join("whole"))),
+        "sqlite" => Box::new(Sqlite::new(&dir.join("sqlite"))),
         _ => Box::new(Jsonl::new(&dir.join("jsonl"))),
     }
 }
 
-pub const STORES: &[&str] = &["hel-store", "whole-file", "jsonl"];
+pub const STORES: &[&str] = &["hel-store", "sqlite", "jsonl", "whole-file"];
 
+/// The instances end; the store is measured at rest and `probe_session`
+/// resumed in fresh processes.
 #[allow(clippy::too_many_arguments)]
 fn finish(
     cfg: &Config,
@@ -338,6 +442,11 @@ fn finish(
     live: &[Value],
 ) -> Row {
     d.store.close();
+    let (apparent, allocated) = disk_usage(dir);
+    let hel = dir.join(".hel");
+    let objects_bytes = hel
+        .is_dir()
+        .then(|| disk_usage(&hel.join("packs")).0 + disk_usage(&hel.join("objects")).0);
     let (resume_ms, rss, count) = probe(cfg, &d.store.probe_args(probe_session));
     assert_eq!(
         count,
@@ -345,9 +454,6 @@ fn finish(
         "{kind} {workload} {n}: resumed {count} messages, expected {}",
         live.len()
     );
-    let (apparent, allocated) = disk_usage(dir);
-    let objects = dir.join(".hel/objects");
-    let objects_bytes = objects.is_dir().then(|| disk_usage(&objects).0);
     let commits = d.times.len();
     Row {
         store: kind.to_owned(),
@@ -359,8 +465,9 @@ fn finish(
         bytes_per_commit: d.bytes / commits.max(1) as u64,
         new_compressed_per_commit: d.new_compressed / commits.max(1) as u64,
         resume_ms,
+        resume_runs: cfg.probe_runs.max(1),
         resume_peak_rss_bytes: rss,
-        flat_resume_ms: 0.0,
+        flat_resume_ms: flat_reference(cfg, &cfg.workdir, live),
         live_messages: live.len(),
         apparent_bytes: apparent,
         allocated_bytes: allocated,
@@ -391,39 +498,20 @@ fn grow(cfg: &Config, kind: &str, n: usize) -> Row {
     let s = d.store.create();
     let mut msgs = vec![workload::system()];
     d.commit(s, &msgs, &Carried::none(), false, None);
-    let mut rng = Rng::new(1);
+    let mut rng = workload::rng(1);
     d.grow(s, &mut msgs, n, &mut rng, "g", &mut Vec::new());
     let mut row = finish(cfg, d, kind, "grow", n, &dir, s, &msgs);
-    row.flat_resume_ms = flat_reference(cfg, &cfg.workdir, &msgs);
     if kind == "hel-store" && Some(&n) == cfg.grow.last() {
         let store = hel_store::Store::open(&dir).expect("open store");
         let t = Instant::now();
         let report = store.fsck().expect("fsck");
-        assert!(report.is_sound());
-        row.fsck_ms = Some(t.elapsed().as_secs_f64() * 1000.0);
-        row.fsck_baseline_ms = Some(decode_all(&store.root_path().join("objects")));
+        assert!(report.is_sound(), "{:?}", report.faults);
+        row.fsck_ms = Some(ms(t.elapsed()));
+        row.fsck_baseline_ms = Some(packs::pass(&store.root_path(), Pass::Verify).ms);
     }
     drop(store);
     let _ = fs::remove_dir_all(&dir);
     row
-}
-
-/// Plain BLAKE3 + zstd decoding of every file under `dir`, in ms.
-fn decode_all(dir: &Path) -> f64 {
-    let t = Instant::now();
-    let mut stack = vec![dir.to_owned()];
-    while let Some(d) = stack.pop() {
-        for e in fs::read_dir(&d).into_iter().flatten().flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                stack.push(p);
-            } else if let Ok(bytes) = fs::read(&p) {
-                let plain = zstd::stream::decode_all(&bytes[..]).unwrap_or_default();
-                std::hint::black_box(blake3::hash(&plain));
-            }
-        }
-    }
-    t.elapsed().as_secs_f64() * 1000.0
 }
 
 /// fork: a base session forked at random checkpoints, each fork continued.
@@ -439,12 +527,12 @@ fn fork(cfg: &Config, kind: &str) -> Row {
     let mut msgs = vec![workload::system()];
     d.commit(s, &msgs, &Carried::none(), false, None);
     let mut lens = vec![1];
-    let mut rng = Rng::new(2);
+    let mut rng = workload::rng(2);
     d.grow(s, &mut msgs, n, &mut rng, "base", &mut lens);
     let mut fork_time = Duration::ZERO;
     let mut last = (s, msgs.clone());
     for f in 0..cfg.forks {
-        let k = rng.below(lens.len() as u64) as usize;
+        let k = rng.usize(..lens.len());
         let mut fmsgs = msgs[..lens[k]].to_vec();
         let t = Instant::now();
         let fs_ = d.store.fork(s, k, &fmsgs);
@@ -460,8 +548,7 @@ fn fork(cfg: &Config, kind: &str) -> Row {
         last = (fs_, fmsgs);
     }
     let mut row = finish(cfg, d, kind, "fork", n, &dir, last.0, &last.1);
-    row.fork_ms = Some(fork_time.as_secs_f64() * 1000.0 / cfg.forks.max(1) as f64);
-    row.flat_resume_ms = flat_reference(cfg, &cfg.workdir, &last.1);
+    row.fork_ms = Some(ms(fork_time) / cfg.forks.max(1) as f64);
     drop(store);
     let _ = fs::remove_dir_all(&dir);
     row
@@ -480,7 +567,7 @@ fn compact(cfg: &Config, kind: &str) -> Row {
     let s = d.store.create();
     let mut msgs = vec![workload::system()];
     d.commit(s, &msgs, &Carried::none(), false, None);
-    let mut rng = Rng::new(3);
+    let mut rng = workload::rng(3);
     let mut since = 0;
     for k in 0..n.div_ceil(4) {
         let ex = workload::exchange(&mut rng, "c", k);
@@ -500,14 +587,24 @@ fn compact(cfg: &Config, kind: &str) -> Row {
         since += 4;
         d.commit(s, &msgs, &carried, compacted, ex.spill.as_ref());
     }
-    let mut row = finish(cfg, d, kind, "compact", n, &dir, s, &msgs);
-    row.flat_resume_ms = flat_reference(cfg, &cfg.workdir, &msgs);
+    let row = finish(cfg, d, kind, "compact", n, &dir, s, &msgs);
     drop(store);
     let _ = fs::remove_dir_all(&dir);
     row
 }
 
-/// many: many sessions, half deleted with gc deferred, then one gc.
+/// Allocated bytes under `dir` that `f` gave back, and its time.
+fn reclaimed(dir: &Path, f: impl FnOnce()) -> (f64, u64) {
+    let before = disk_usage(dir).1;
+    let t = Instant::now();
+    f();
+    let took = ms(t.elapsed());
+    (took, before.saturating_sub(disk_usage(dir).1))
+}
+
+/// many: many sessions; one deleted with its collection, then half of the
+/// rest with collection deferred, then one full collection; then a search
+/// of every stored message.
 fn many(cfg: &Config, kind: &str) -> Row {
     let n = cfg.many_sessions;
     if kind == "whole-file" && cfg.many_sessions * cfg.many_messages > 100 * cfg.whole_file_max {
@@ -516,7 +613,7 @@ fn many(cfg: &Config, kind: &str) -> Row {
     let dir = fresh(cfg, &format!("many-{kind}"));
     let mut store = make_store(kind, &dir);
     let mut d = Driver::new(store.as_mut());
-    let mut rng = Rng::new(4);
+    let mut rng = workload::rng(4);
     let mut sessions = Vec::new();
     for i in 0..n {
         let s = d.store.create();
@@ -532,24 +629,147 @@ fn many(cfg: &Config, kind: &str) -> Row {
         );
         sessions.push((s, msgs));
     }
-    let mut deleted_bytes = 0;
-    for (s, _) in sessions.iter().step_by(2) {
-        deleted_bytes += d.store.delete(*s, false);
-    }
-    let gc = d.store.gc().map(|(t, b)| (t, b + deleted_bytes));
     let (keep, live) = sessions[1].clone();
     let mut row = finish(cfg, d, kind, "many", n, &dir, keep, &live);
-    if let Some((t, bytes)) = gc {
-        row.gc_ms = Some(t.as_secs_f64() * 1000.0);
-        row.gc_reclaimed_bytes = Some(bytes);
+    let st = store.as_mut();
+    let (t, b) = reclaimed(&dir, || st.delete(sessions[0].0, true));
+    row.delete_one_ms = Some(t);
+    row.delete_one_reclaimed_bytes = Some(b);
+    let half: Vec<usize> = sessions.iter().skip(2).step_by(2).map(|s| s.0).collect();
+    let (t, b) = reclaimed(&dir, || {
+        for s in &half {
+            st.delete(*s, false);
+        }
+    });
+    row.delete_half_ms = Some(t);
+    row.delete_half_sessions = Some(half.len());
+    row.delete_half_reclaimed_bytes = Some(b);
+    let mut gc_time = None;
+    let (_, b) = reclaimed(&dir, || gc_time = st.gc());
+    if let Some(t) = gc_time {
+        row.gc_ms = Some(ms(t));
+        row.gc_reclaimed_bytes = Some(b);
     }
-    row.flat_resume_ms = flat_reference(cfg, &cfg.workdir, &live);
+    row.after_gc_allocated_bytes = Some(disk_usage(&dir).1);
+    st.close();
+    let mut hits = 0;
+    let times: Vec<f64> = (0..3)
+        .map(|_| {
+            let t = Instant::now();
+            hits = st.search(&cfg.needle);
+            ms(t.elapsed())
+        })
+        .collect();
+    row.search_ms = Some(median(times));
+    row.search_hits = Some(hits);
+    row.search_needle = Some(cfg.needle.clone());
+    if kind == "hel-store" {
+        let times = (0..3)
+            .map(|_| packs::pass(&dir.join(".hel"), Pass::Decode).ms)
+            .collect();
+        row.search_decode_once_ms = Some(median(times));
+    }
     drop(store);
     let _ = fs::remove_dir_all(&dir);
     row
 }
 
-/// A workload other than grow: runs one store.
+/// list: many small sessions, listed as a person does: `hel sessions` (the
+/// real binary, as a process) against a process reading the same summary
+/// rows from SQLite. Only these two stores.
+fn list(cfg: &Config, kind: &str) -> Row {
+    let n = cfg.list_sessions;
+    if kind != "hel-store" && kind != "sqlite" {
+        return skipped(kind, "list", n, "not measured");
+    }
+    let dir = fresh(cfg, &format!("list-{kind}"));
+    let mut store = make_store(kind, &dir);
+    let mut d = Driver::new(store.as_mut());
+    let mut rng = workload::rng(5);
+    let mut last = (0, Vec::new());
+    for i in 0..n {
+        let s = d.store.create();
+        let mut msgs = vec![workload::system()];
+        for k in 0..cfg.list_messages.div_ceil(4) {
+            msgs.extend(workload::exchange(&mut rng, &format!("l{i}"), k).messages);
+        }
+        d.commit(s, &msgs, &Carried::none(), false, None);
+        last = (s, msgs);
+    }
+    let mut row = finish(cfg, d, kind, "list", n, &dir, last.0, &last.1);
+    drop(store); // every session idle, as after the instances ended
+    let listing = |first: bool| -> f64 {
+        let t = Instant::now();
+        let listed = match (kind, cfg.probe_child) {
+            ("hel-store", true) => {
+                let out = Command::new(&cfg.hel)
+                    .arg("sessions")
+                    .current_dir(&dir)
+                    .stdin(std::process::Stdio::null())
+                    .output()
+                    .unwrap_or_else(|e| panic!("{}: {e}", cfg.hel.display()));
+                assert!(
+                    out.status.success(),
+                    "hel sessions failed: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                // A header line, then one per session.
+                out.stdout
+                    .split(|b| *b == b'\n')
+                    .filter(|l| !l.is_empty())
+                    .count()
+                    - 1
+            }
+            ("hel-store", false) => {
+                let store = hel_store::Store::open(&dir).expect("open");
+                store.sessions().expect("sessions").len()
+            }
+            (_, true) => {
+                let exe = std::env::current_exe().expect("own path");
+                let db = dir.join("sqlite/sessions.db");
+                let out = Command::new(exe)
+                    .args(["--probe", "sqlite-list"])
+                    .arg(&db)
+                    .output()
+                    .expect("probe");
+                assert!(out.status.success(), "sqlite listing failed");
+                out.stdout
+                    .split(|b| *b == b'\n')
+                    .filter(|l| !l.is_empty())
+                    .count()
+                    - 1
+            }
+            (_, false) => {
+                stores::list_sqlite(&dir.join("sqlite/sessions.db"), &mut std::io::sink())
+                    .expect("list")
+            }
+        };
+        let took = ms(t.elapsed());
+        if !first {
+            assert_eq!(listed, n, "{kind}: listed {listed} sessions, expected {n}");
+        }
+        took
+    };
+    listing(true); // warm the page cache and the binary
+    row.list_ms = Some(median(
+        (0..cfg.list_runs.max(1)).map(|_| listing(false)).collect(),
+    ));
+    if kind == "hel-store" {
+        let store = hel_store::Store::open(&dir).expect("open");
+        let times = (0..cfg.list_runs.max(1))
+            .map(|_| {
+                let t = Instant::now();
+                std::hint::black_box(store.sessions().expect("sessions"));
+                ms(t.elapsed())
+            })
+            .collect();
+        row.list_in_process_ms = Some(median(times));
+    }
+    let _ = fs::remove_dir_all(&dir);
+    row
+}
+
+/// A workload: runs one store.
 type Workload = fn(&Config, &str) -> Row;
 
 /// Run every workload for every store. `progress` sees each row as it is done.
@@ -560,19 +780,26 @@ pub fn run_all(cfg: &Config, mut progress: impl FnMut(&Row)) -> Vec<Row> {
         progress(&r);
         rows.push(r);
     };
-    let wanted = |w: &str| cfg.only.as_deref().is_none_or(|o| o == w);
-    if wanted("grow") {
+    if cfg.wants("grow") {
         for &n in &cfg.grow {
             for kind in STORES {
                 push(grow(cfg, kind, n));
             }
         }
     }
-    let others: [(&str, Workload); 3] = [("fork", fork), ("compact", compact), ("many", many)];
+    let others: [(&str, Workload); 4] = [
+        ("fork", fork),
+        ("compact", compact),
+        ("many", many),
+        ("list", list),
+    ];
     for (name, workload) in others {
-        if wanted(name) {
+        if cfg.wants(name) {
             for kind in STORES {
-                push(workload(cfg, kind));
+                let row = workload(cfg, kind);
+                if row.note.as_deref() != Some("not measured") {
+                    push(row);
+                }
             }
         }
     }
@@ -583,15 +810,19 @@ fn mb(b: u64) -> String {
     format!("{:.1}", b as f64 / 1_048_576.0)
 }
 
-/// The results as a markdown table.
+fn opt<T>(v: Option<T>, f: impl Fn(T) -> String) -> String {
+    v.map(f).unwrap_or_default()
+}
+
+/// The results as a markdown table: commits, resume and sizes.
 pub fn table(rows: &[Row]) -> String {
     let mut s = String::from(
-        "| workload | n | store | commits | commit p50 µs | commit p99 µs | bytes/commit | new zstd/commit | resume ms | flat JSON ms | resume peak RSS MB | apparent MB | allocated MB | unique zstd MB | notes |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+        "| workload | n | store | commits | commit p50 µs | commit p99 µs | bytes/commit | new zstd/commit | resume ms (median) | flat JSON ms | resume peak RSS MB | apparent MB | allocated MB | unique zstd MB | allocated / unique | notes |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for r in rows {
         if let Some(note) = r.note.as_ref().filter(|_| r.commits == 0) {
             s.push_str(&format!(
-                "| {} | {} | {} | | | | | | | | | | | | {note} |\n",
+                "| {} | {} | {} | | | | | | | | | | | | | {note} |\n",
                 r.workload, r.n, r.store
             ));
             continue;
@@ -600,17 +831,11 @@ pub fn table(rows: &[Row]) -> String {
         if let Some(f) = r.fork_ms {
             notes.push(format!("fork {f:.2} ms"));
         }
-        if let (Some(g), Some(b)) = (r.gc_ms, r.gc_reclaimed_bytes) {
-            notes.push(format!("gc {g:.0} ms, {} MB reclaimed", mb(b)));
-        }
-        if let (Some(f), Some(b)) = (r.fsck_ms, r.fsck_baseline_ms) {
-            notes.push(format!("fsck {f:.0} ms vs decode+hash {b:.0} ms"));
-        }
         if let Some(o) = r.objects_bytes {
-            notes.push(format!("objects {} MB", mb(o)));
+            notes.push(format!("packs {} MB", mb(o)));
         }
         s.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {:.1} | {:.1} | {} | {} | {} | {} | {} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {:.1} | {:.1} | {} | {} | {} | {} | {:.2} | {} |\n",
             r.workload,
             r.n,
             r.store,
@@ -625,84 +850,246 @@ pub fn table(rows: &[Row]) -> String {
             mb(r.apparent_bytes),
             mb(r.allocated_bytes),
             mb(r.unique_compressed_bytes),
+            r.allocated_bytes as f64 / r.unique_compressed_bytes.max(1) as f64,
             notes.join("; ")
         ));
     }
     s
 }
 
-/// hel-store's targets, as ratios measured in this run.
+/// The operations beyond commit and resume, one row per store: deletes,
+/// gc, search (many), listing (list), fsck (the largest grow).
+pub fn ops_table(rows: &[Row]) -> String {
+    let mut s = String::from(
+        "| store | delete 1 ms (MB back) | delete half: n, ms (MB back) | gc ms (MB back) | allocated after MB | search ms (hits) | decode all once ms | list n | list ms (process, warm) | list in process ms | fsck ms | fsck yardstick ms |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+    );
+    for store in STORES {
+        let find = |w: &str| {
+            rows.iter()
+                .find(|r| r.store == *store && r.workload == w && r.commits > 0)
+        };
+        let many = find("many");
+        let list = find("list");
+        let fsck = rows
+            .iter()
+            .find(|r| r.store == *store && r.fsck_ms.is_some());
+        if many.is_none() && list.is_none() && fsck.is_none() {
+            continue;
+        }
+        let m = |f: &dyn Fn(&Row) -> Option<String>| many.and_then(f).unwrap_or_default();
+        s.push_str(&format!(
+            "| {store} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            m(&|r| r
+                .delete_one_ms
+                .map(|t| format!("{t:.1} ({})", mb(r.delete_one_reclaimed_bytes.unwrap_or(0))))),
+            m(&|r| r.delete_half_ms.map(|t| format!(
+                "{}, {t:.0} ({})",
+                r.delete_half_sessions.unwrap_or(0),
+                mb(r.delete_half_reclaimed_bytes.unwrap_or(0))
+            ))),
+            m(&|r| r
+                .gc_ms
+                .map(|t| format!("{t:.0} ({})", mb(r.gc_reclaimed_bytes.unwrap_or(0))))),
+            m(&|r| r.after_gc_allocated_bytes.map(mb)),
+            m(&|r| r
+                .search_ms
+                .map(|t| format!("{t:.0} ({})", r.search_hits.unwrap_or(0)))),
+            m(&|r| r.search_decode_once_ms.map(|t| format!("{t:.0}"))),
+            opt(list, |r| r.n.to_string()),
+            opt(list.and_then(|r| r.list_ms), |t| format!("{t:.1}")),
+            opt(list.and_then(|r| r.list_in_process_ms), |t| format!(
+                "{t:.1}"
+            )),
+            opt(fsck.and_then(|r| r.fsck_ms), |t| format!("{t:.0}")),
+            opt(fsck.and_then(|r| r.fsck_baseline_ms), |t| format!("{t:.0}")),
+        ));
+    }
+    s
+}
+
+fn verdict(ok: bool) -> &'static str {
+    if ok {
+        "met"
+    } else {
+        "MISSED"
+    }
+}
+
+fn row<'a>(rows: &'a [Row], store: &str, workload: &str, n: usize) -> Option<&'a Row> {
+    rows.iter()
+        .find(|r| r.store == store && r.workload == workload && r.n == n && r.commits > 0)
+}
+
+/// hel-store's targets (issue 13), as ratios measured in this run.
 pub fn targets(rows: &[Row]) -> String {
     let hel: Vec<&Row> = rows
         .iter()
         .filter(|r| r.store == "hel-store" && r.commits > 0)
         .collect();
-    let grow: Vec<&&Row> = hel.iter().filter(|r| r.workload == "grow").collect();
     let mut s = String::new();
-    if let (Some(small), Some(big)) = (grow.first(), grow.last()) {
-        let ratio = big.commit_p50_us as f64 / small.commit_p50_us.max(1) as f64;
-        s.push_str(&format!(
-            "- commit p50 at n={} / at n={}: {ratio:.2}× (target ≤ 2×)\n",
-            big.n, small.n
-        ));
+    let ratio = |a: f64, b: f64| a / b.max(1e-9);
+    // Commit p50 against the JSONL append, at every grow size.
+    for r in hel.iter().filter(|r| r.workload == "grow") {
+        if let Some(j) = row(rows, "jsonl", "grow", r.n) {
+            let x = ratio(r.commit_p50_us as f64, j.commit_p50_us as f64);
+            s.push_str(&format!(
+                "- commit p50, grow n={}: {} µs vs JSONL {} µs: {x:.2}× (target ≤ 1.3×: {})\n",
+                r.n,
+                r.commit_p50_us,
+                j.commit_p50_us,
+                verdict(x <= 1.3)
+            ));
+        }
     }
+    // Resume against JSONL, the flat file and SQLite.
     for r in &hel {
-        let bound = 2 * r.new_compressed_per_commit + 4096;
+        let j = row(rows, "jsonl", &r.workload, r.n);
+        let q = row(rows, "sqlite", &r.workload, r.n);
+        let mut parts = Vec::new();
+        // The ratio targets hold for 1,000 to 100,000 live messages.
+        let in_range = (1_000..=100_001).contains(&r.live_messages);
+        if let Some(j) = j {
+            let x = ratio(r.resume_ms, j.resume_ms);
+            parts.push(if in_range {
+                format!("{x:.2}× JSONL (≤ 1.2×: {})", verdict(x <= 1.2))
+            } else {
+                format!("{x:.2}× JSONL")
+            });
+        }
+        let x = ratio(r.resume_ms, r.flat_resume_ms);
+        parts.push(if in_range {
+            format!("{x:.2}× flat JSON (≤ 1.2×: {})", verdict(x <= 1.2))
+        } else {
+            format!("{x:.2}× flat JSON")
+        });
+        if let Some(q) = q {
+            let x = ratio(r.resume_ms, q.resume_ms);
+            parts.push(format!("{x:.2}× SQLite (≤ 1×: {})", verdict(x <= 1.0)));
+        }
+        if r.live_messages <= 1_001 {
+            parts.push(format!(
+                "{:.1} ms (< 5 ms: {})",
+                r.resume_ms,
+                verdict(r.resume_ms < 5.0)
+            ));
+        }
+        if let Some(j) = j {
+            let x = ratio(
+                r.resume_peak_rss_bytes as f64,
+                j.resume_peak_rss_bytes as f64,
+            );
+            parts.push(format!(
+                "peak RSS {x:.2}× JSONL's (≤ 1×: {})",
+                verdict(x <= 1.0)
+            ));
+        }
         s.push_str(&format!(
-            "- {} n={}: bytes/commit {} vs 2×new zstd + 4 KiB = {bound} ({})\n",
+            "- resume, {} n={} ({} live): {} ms: {}\n",
             r.workload,
             r.n,
-            r.bytes_per_commit,
-            if r.bytes_per_commit <= bound {
-                "met"
+            r.live_messages,
+            format_args!("{:.1}", r.resume_ms),
+            parts.join(", ")
+        ));
+    }
+    // Allocated bytes against the unique compressed content.
+    for r in rows
+        .iter()
+        .filter(|r| r.commits > 0 && r.workload != "list")
+    {
+        if r.workload == "grow"
+            && Some(r.n)
+                != rows
+                    .iter()
+                    .filter(|x| x.workload == "grow")
+                    .map(|x| x.n)
+                    .max()
+        {
+            continue;
+        }
+        let x = ratio(r.allocated_bytes as f64, r.unique_compressed_bytes as f64);
+        s.push_str(&format!(
+            "- allocated / unique zstd, {} n={}, {}: {} MB / {} MB = {x:.2}×{}\n",
+            r.workload,
+            r.n,
+            r.store,
+            mb(r.allocated_bytes),
+            mb(r.unique_compressed_bytes),
+            if r.store == "hel-store" {
+                format!(" (target ≤ 1.1×: {})", verdict(x <= 1.1))
             } else {
-                "missed"
+                String::new()
             }
         ));
     }
     for r in &hel {
-        s.push_str(&format!(
-            "- {} n={}: resume {:.1} ms vs flat JSON {:.1} ms: {:.2}× (target ≤ 1.5×)\n",
-            r.workload,
-            r.n,
-            r.resume_ms,
-            r.flat_resume_ms,
-            r.resume_ms / r.flat_resume_ms.max(0.001)
-        ));
-    }
-    for r in hel
-        .iter()
-        .filter(|r| r.workload == "fork" || r.workload == "compact")
-    {
-        let u = r.unique_compressed_bytes.max(1) as f64;
-        s.push_str(&format!(
-            "- {}: objects {} MB vs unique zstd {} MB: {:.2}× (target ≤ 1.2×); all of .hel at rest {} MB ({:.2}×); allocated {} MB ({:.2}×)\n",
-            r.workload,
-            mb(r.objects_bytes.unwrap_or(0)),
-            mb(r.unique_compressed_bytes),
-            r.objects_bytes.unwrap_or(0) as f64 / u,
-            mb(r.apparent_bytes),
-            r.apparent_bytes as f64 / u,
-            mb(r.allocated_bytes),
-            r.allocated_bytes as f64 / u
-        ));
-    }
-    for r in &hel {
-        if let Some(g) = r.gc_ms {
+        if let Some(t) = r.delete_one_ms {
             s.push_str(&format!(
-                "- many: gc of {} sessions' store: {g:.0} ms (target: a few seconds)\n",
-                r.n
+                "- delete one session of {} (with its gc): {t:.1} ms (≤ 200 ms: {})\n",
+                r.n,
+                verdict(t <= 200.0)
+            ));
+        }
+        if let Some(t) = r.gc_ms {
+            s.push_str(&format!(
+                "- full gc of the {}-session store after deleting {}: {t:.0} ms (≤ 1,500 ms: {})\n",
+                r.n,
+                r.delete_half_sessions.unwrap_or(0) + 1,
+                verdict(t <= 1500.0)
             ));
         }
         if let (Some(f), Some(b)) = (r.fsck_ms, r.fsck_baseline_ms) {
-            s.push_str(&format!("- fsck {f:.0} ms vs plain BLAKE3 + zstd decoding {b:.0} ms: {:.2}× (target ≤ 2×)\n", f / b.max(0.001)));
+            let x = ratio(f, b);
+            s.push_str(&format!(
+                "- fsck of grow n={}: {f:.0} ms vs read + check + zstd + BLAKE3 + JSON parse {b:.0} ms: {x:.2}× (≤ 1.3×: {})\n",
+                r.n,
+                verdict(x <= 1.3)
+            ));
+        }
+        if let Some(t) = r.list_ms {
+            let q = row(rows, "sqlite", "list", r.n).and_then(|q| q.list_ms);
+            s.push_str(&format!(
+                "- `hel sessions` with {} sessions, warm: {t:.1} ms (≤ 200 ms: {}){}\n",
+                r.n,
+                verdict(t <= 200.0),
+                q.map(|q| format!("; SQLite rows {q:.1} ms ({:.1}×)", ratio(t, q)))
+                    .unwrap_or_default()
+            ));
+        }
+        if let (Some(t), Some(y)) = (r.search_ms, r.search_decode_once_ms) {
+            s.push_str(&format!(
+                "- search of the many store: {t:.0} ms, {:.2}× decoding its objects once ({y:.0} ms)\n",
+                ratio(t, y)
+            ));
         }
     }
     s
 }
 
 /// Facts about this machine for the JSON report.
-pub fn machine() -> Value {
+#[derive(Debug, Clone, Serialize)]
+pub struct Machine {
+    pub cpu: Option<String>,
+    pub cores: usize,
+    pub memory_kib: Option<u64>,
+    pub kernel: Option<String>,
+    pub os: &'static str,
+}
+
+impl std::fmt::Display for Machine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}, {} cores, {} GiB, Linux {}",
+            self.cpu.as_deref().unwrap_or("?"),
+            self.cores,
+            self.memory_kib.unwrap_or(0) / 1_048_576,
+            self.kernel.as_deref().unwrap_or("?")
+        )
+    }
+}
+
+pub fn machine() -> Machine {
     let cpu = fs::read_to_string("/proc/cpuinfo").ok().and_then(|s| {
         s.lines()
             .find(|l| l.starts_with("model name"))
@@ -711,16 +1098,26 @@ pub fn machine() -> Value {
     let kernel = fs::read_to_string("/proc/sys/kernel/osrelease")
         .ok()
         .map(|s| s.trim().to_owned());
-    let mem = fs::read_to_string("/proc/meminfo").ok().and_then(|s| {
+    let memory_kib = fs::read_to_string("/proc/meminfo").ok().and_then(|s| {
         s.lines()
             .next()
-            .map(|l| l.split_whitespace().nth(1).unwrap_or("0").to_owned())
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|m| m.parse().ok())
     });
-    json!({
-        "cpu": cpu,
-        "cores": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
-        "memory_kib": mem.and_then(|m| m.parse::<u64>().ok()),
-        "kernel": kernel,
-        "os": std::env::consts::OS,
-    })
+    Machine {
+        cpu,
+        cores: std::thread::available_parallelism().map_or(0, |n| n.get()),
+        memory_kib,
+        kernel,
+        os: std::env::consts::OS,
+    }
+}
+
+/// The `--json` document.
+#[derive(Debug, Serialize)]
+pub struct Report<'a> {
+    pub machine: Machine,
+    pub mode: &'a str,
+    pub total_seconds: f64,
+    pub results: &'a [Row],
 }

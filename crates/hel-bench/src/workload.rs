@@ -4,27 +4,13 @@
 
 use serde_json::{json, Value};
 
-/// xorshift64*: small, fast, deterministic.
-#[derive(Clone)]
-pub struct Rng(u64);
+/// The workloads' random numbers: fastrand's generator, always seeded, so
+/// every run draws the same conversations.
+pub use fastrand::Rng;
 
-impl Rng {
-    pub fn new(seed: u64) -> Rng {
-        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
-    }
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next_u64() % n.max(1)
-    }
-    /// Uniform in [0, 1).
-    pub fn unit(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
+/// A generator seeded with `seed`.
+pub fn rng(seed: u64) -> Rng {
+    Rng::with_seed(seed)
 }
 
 const WORDS: &[&str] = &[
@@ -106,11 +92,11 @@ const WORDS: &[&str] = &[
 pub fn text(rng: &mut Rng, len: usize) -> String {
     let mut s = String::with_capacity(len + 16);
     while s.len() < len {
-        let w = WORDS[rng.below(WORDS.len() as u64) as usize];
+        let w = WORDS[rng.usize(..WORDS.len())];
         s.push_str(w);
-        match rng.below(12) {
+        match rng.u32(..12) {
             0 => s.push('\n'),
-            1 => s.push_str(&format!(" {} ", rng.below(10_000))),
+            1 => s.push_str(&format!(" {} ", rng.u32(..10_000))),
             _ => s.push(' '),
         }
     }
@@ -128,10 +114,10 @@ pub struct Exchange {
 /// The `k`-th exchange of a conversation drawn from `rng`.
 pub fn exchange(rng: &mut Rng, tag: &str, k: usize) -> Exchange {
     let call_id = format!("call_{tag}_{k}");
-    let n = 150 + rng.below(100) as usize;
+    let n = rng.usize(150..250);
     let user = json!({"role": "user", "content": text(rng, n)});
     let args = json!({"command": text(rng, 60)}).to_string();
-    let n = 700 + rng.below(300) as usize;
+    let n = rng.usize(700..1000);
     let body = text(rng, n);
     let assistant = json!({
         "role": "assistant",
@@ -139,10 +125,10 @@ pub fn exchange(rng: &mut Rng, tag: &str, k: usize) -> Exchange {
         "tool_calls": [{"id": call_id, "type": "function", "function": {"name": "bash", "arguments": args}}],
     });
     // Log-uniform 1–50 KB.
-    let size = (1024.0 * 50f64.powf(rng.unit())) as usize;
+    let size = (1024.0 * 50f64.powf(rng.f64())) as usize;
     let mut spill = None;
-    let result = if rng.below(500) == 0 {
-        let big = 1_000_000 + rng.below(4_000_000) as usize;
+    let result = if rng.u32(..500) == 0 {
+        let big = rng.usize(1_000_000..5_000_000);
         let bytes = text(rng, big).into_bytes();
         let name = format!("spill-{tag}-{k}.txt");
         let head = String::from_utf8_lossy(&bytes[..2000]).into_owned();
@@ -152,7 +138,7 @@ pub fn exchange(rng: &mut Rng, tag: &str, k: usize) -> Exchange {
         text(rng, size)
     };
     let tool = json!({"role": "tool", "tool_call_id": call_id, "content": result});
-    let n = 300 + rng.below(400) as usize;
+    let n = rng.usize(300..700);
     let answer = json!({"role": "assistant", "content": text(rng, n)});
     Exchange {
         messages: vec![user, assistant, tool, answer],

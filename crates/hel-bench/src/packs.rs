@@ -1,0 +1,139 @@
+//! A plain reader of hel-store's pack files (objects-spec §12.2), written
+//! from the spec for two yardsticks: fsck's (every record checked, decoded,
+//! hashed and, where it is JSON, parsed once) and search's (every stored
+//! object decompressed once). It trusts the files: it is a measure of the
+//! least work, not a second store.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+const PACK_HEADER: usize = 16;
+const RECORD_HEADER: usize = 56;
+
+/// How much of the work per record a pass does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pass {
+    /// zstd-decode every object record.
+    Decode,
+    /// Check each record's check (BLAKE3 of header and stored bytes),
+    /// zstd-decode, BLAKE3 the canonical bytes, and parse with serde_json
+    /// the payloads that are JSON: list nodes, snapshots, commit records and
+    /// blobs that start with `{` or `[` (messages, request configs, cursors).
+    Verify,
+}
+
+/// What a pass read.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct PassReport {
+    pub ms: f64,
+    pub records: u64,
+    pub stored_bytes: u64,
+    pub canonical_bytes: u64,
+}
+
+/// Every pack and journal file under `.hel/packs/`, and loose objects.
+fn files(hel: &Path) -> (Vec<PathBuf>, Vec<PathBuf>) {
+    let mut packs = Vec::new();
+    for dir in [hel.join("packs"), hel.join("packs/journals")] {
+        for e in fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let p = e.path();
+            if matches!(
+                p.extension().and_then(|x| x.to_str()),
+                Some("pack" | "journal")
+            ) {
+                packs.push(p);
+            }
+        }
+    }
+    let mut loose = Vec::new();
+    for fan in fs::read_dir(hel.join("objects"))
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        for e in fs::read_dir(fan.path()).into_iter().flatten().flatten() {
+            loose.push(e.path());
+        }
+    }
+    (packs, loose)
+}
+
+fn decode(stored: &[u8], dec: &mut zstd::bulk::Decompressor<'_>) -> Vec<u8> {
+    match zstd::zstd_safe::get_frame_content_size(stored) {
+        Ok(Some(n)) => dec
+            .decompress(stored, n as usize)
+            .unwrap_or_else(|_| zstd::stream::decode_all(stored).unwrap_or_default()),
+        _ => zstd::stream::decode_all(stored).unwrap_or_default(),
+    }
+}
+
+/// The canonical bytes' payload when it is JSON worth parsing.
+fn json_payload(canonical: &[u8]) -> Option<&[u8]> {
+    let nul = canonical.iter().position(|b| *b == 0)?;
+    let (head, payload) = (&canonical[..nul], &canonical[nul + 1..]);
+    let json = head.starts_with(b"list ")
+        || head.starts_with(b"snapshot ")
+        || (head.starts_with(b"blob ") && matches!(payload.first(), Some(b'{' | b'[')));
+    json.then_some(payload)
+}
+
+fn object(stored: &[u8], pass: Pass, dec: &mut zstd::bulk::Decompressor<'_>, r: &mut PassReport) {
+    let canonical = decode(stored, dec);
+    r.canonical_bytes += canonical.len() as u64;
+    if pass == Pass::Verify {
+        std::hint::black_box(blake3::hash(&canonical));
+        if let Some(p) = json_payload(&canonical) {
+            std::hint::black_box(serde_json::from_slice::<serde_json::Value>(p).ok());
+        }
+    }
+    std::hint::black_box(&canonical);
+}
+
+/// Read every record of every pack and journal of the store `hel` (a
+/// `.hel` directory), and every loose object, doing `pass` on each.
+pub fn pass(hel: &Path, pass: Pass) -> PassReport {
+    let t = Instant::now();
+    let mut r = PassReport::default();
+    let mut dec = zstd::bulk::Decompressor::new().expect("zstd");
+    let (packs, loose) = files(hel);
+    for path in packs {
+        let Ok(bytes) = fs::read(&path) else { continue };
+        let mut at = PACK_HEADER;
+        while at + RECORD_HEADER <= bytes.len() && &bytes[at..at + 4] == b"HELR" {
+            let header = &bytes[at..at + RECORD_HEADER];
+            let kind = header[4];
+            let len = u64::from_le_bytes(header[40..48].try_into().expect("8 bytes")) as usize;
+            let end = at + RECORD_HEADER + len;
+            if end > bytes.len() {
+                break; // an unfinished tail
+            }
+            let stored = &bytes[at + RECORD_HEADER..end];
+            if pass == Pass::Verify {
+                let mut h = blake3::Hasher::new();
+                h.update(&header[..48]);
+                h.update(stored);
+                std::hint::black_box(h.finalize().as_bytes()[..8] == header[48..56]);
+            }
+            match kind {
+                1 => object(stored, pass, &mut dec, &mut r),
+                _ if pass == Pass::Verify => {
+                    std::hint::black_box(serde_json::from_slice::<serde_json::Value>(stored).ok());
+                }
+                _ => {}
+            }
+            r.records += 1;
+            r.stored_bytes += len as u64;
+            at = end;
+        }
+    }
+    for path in loose {
+        if let Ok(stored) = fs::read(&path) {
+            object(&stored, pass, &mut dec, &mut r);
+            r.records += 1;
+            r.stored_bytes += stored.len() as u64;
+        }
+    }
+    r.ms = t.elapsed().as_secs_f64() * 1000.0;
+    r
+}
