@@ -502,7 +502,7 @@ fn grow(cfg: &Config, kind: &str, n: usize) -> Row {
     d.grow(s, &mut msgs, n, &mut rng, "g", &mut Vec::new());
     let mut row = finish(cfg, d, kind, "grow", n, &dir, s, &msgs);
     if kind == "hel-store" && Some(&n) == cfg.grow.last() {
-        let store = hel_store::Store::open(&dir).expect("open store");
+        let store = hel_store::Store::open_with(&dir, stores::no_limits()).expect("open store");
         let t = Instant::now();
         let report = store.fsck().expect("fsck");
         assert!(report.is_sound(), "{:?}", report.faults);

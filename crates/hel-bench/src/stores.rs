@@ -51,7 +51,7 @@ fn sync_dir(dir: &Path) {
 // ------------------------------------------------------------ hel-store
 
 /// The benchmark's sessions outgrow hel's default load limits.
-fn no_limits() -> hel_store::Limits {
+pub fn no_limits() -> hel_store::Limits {
     hel_store::Limits {
         max_messages: u64::MAX,
         max_bytes: u64::MAX,
@@ -61,8 +61,10 @@ fn no_limits() -> hel_store::Limits {
 pub struct HelStore {
     pub project: PathBuf,
     pub store: Store,
-    /// Per session: its lease, state and the leaves of its last commit.
-    sessions: Vec<Option<(SessionLease, SessionState, Vec<Leaf>)>>,
+    /// Per session: its lease, state and the leaves of its last commit,
+    /// kept up to date as hel's conversation keeps them (new messages are
+    /// `None` until committed), so a commit costs the benchmark what is new.
+    sessions: Vec<Option<(SessionLease, SessionState, Vec<Option<Leaf>>)>>,
     ids: Vec<SessionId>,
     checkpoints: Vec<Vec<ObjectId>>,
 }
@@ -113,10 +115,22 @@ impl BenchStore for HelStore {
             ));
         }
         // The workload says which messages are unchanged by position; the
-        // store takes where each is stored.
-        let leaves: Vec<Option<Leaf>> = (0..msgs.len())
-            .map(|i| carried.source(i).and_then(|o| last.get(o).copied()))
-            .collect();
+        // store takes where each is stored. An append (the common case)
+        // adds `None` for each new message, as hel's conversation does;
+        // anything else is mapped message by message.
+        let appended = carried.prefix_len() == last.len() && carried.runs().len() <= 1;
+        if appended {
+            last.resize(msgs.len(), None);
+        } else {
+            *last = (0..msgs.len())
+                .map(|i| {
+                    carried
+                        .source(i)
+                        .and_then(|o| last.get(o).copied().flatten())
+                })
+                .collect();
+        }
+        let leaves = &last[..];
         let c = self
             .store
             .commit(
@@ -124,7 +138,7 @@ impl BenchStore for HelStore {
                 state,
                 CommitInput {
                     messages: msgs,
-                    leaves: &leaves,
+                    leaves,
                     cwd: self.project.display().to_string(),
                     request_config: json!({"provider": "bench", "model": "m", "max_output_tokens": 8192}),
                     meter: json!({"observed": {"messages_sent": msgs.len(), "prompt_tokens": 1000}}),
@@ -138,13 +152,8 @@ impl BenchStore for HelStore {
             )
             .expect("commit");
         self.checkpoints[s].push(c.id);
-        let mut now: Vec<Leaf> = leaves
-            .iter()
-            .take(c.leaves_from)
-            .map(|l| l.expect("kept"))
-            .collect();
-        now.extend_from_slice(&c.new_leaves);
-        *last = now;
+        last.truncate(c.leaves_from);
+        last.extend(c.new_leaves.iter().copied().map(Some));
         // The spill working copy is the tool's write (hel writes it when the
         // output spills, before any commit); the commit writes the blob.
         c.bytes_written
@@ -155,8 +164,11 @@ impl BenchStore for HelStore {
         let (lease, first, _) = self.store.fork(&at).expect("fork");
         let loaded = self.store.load(&first).expect("load fork");
         self.ids.push(lease.session().clone());
-        self.sessions
-            .push(Some((lease, loaded.state, loaded.leaves)));
+        self.sessions.push(Some((
+            lease,
+            loaded.state,
+            loaded.leaves.into_iter().map(Some).collect(),
+        )));
         self.checkpoints.push(vec![first]);
         self.sessions.len() - 1
     }
@@ -607,32 +619,43 @@ impl BenchStore for Sqlite {
         let sess = &mut self.live[s];
         let k = sess.checkpoints;
         let tx = self.conn.transaction().expect("begin");
-        // Which old rows stay, and where.
-        let sources: Vec<Option<usize>> = (0..msgs.len()).map(|i| carried.source(i)).collect();
-        let mut kept = vec![false; sess.rows.len()];
-        for o in sources.iter().flatten() {
-            if let Some(k) = kept.get_mut(*o) {
-                *k = true;
+        let insert = |tx: &rusqlite::Transaction<'_>, m: &Value, ord: f64| -> i64 {
+            let body = serde_json::to_string(m).expect("json");
+            tx.prepare_cached(
+                "INSERT INTO messages(session, ord, compacted, body) VALUES (?1, ?2, NULL, ?3)",
+            )
+            .and_then(|mut st| st.execute(rusqlite::params![s as i64, ord, body]))
+            .expect("insert message");
+            tx.last_insert_rowid()
+        };
+        if carried.prefix_len() == sess.rows.len() && carried.runs().len() <= 1 {
+            // An append, as an agent does it: insert what is new.
+            for m in &msgs[sess.rows.len()..] {
+                let ord = sess.rows.last().map_or(0.0, |r| r.1 + 1.0);
+                let id = insert(&tx, m, ord);
+                sess.rows.push((id, ord));
             }
-        }
-        {
-            let mut gone = tx
-                .prepare_cached("UPDATE messages SET compacted = ?2 WHERE id = ?1")
-                .expect("prepare");
-            for (i, keep) in kept.iter().enumerate() {
-                if !keep {
-                    gone.execute(rusqlite::params![sess.rows[i].0, k])
-                        .expect("compact row");
+        } else {
+            // Which old rows stay, and where.
+            let sources: Vec<Option<usize>> = (0..msgs.len()).map(|i| carried.source(i)).collect();
+            let mut kept = vec![false; sess.rows.len()];
+            for o in sources.iter().flatten() {
+                if let Some(k) = kept.get_mut(*o) {
+                    *k = true;
                 }
             }
-        }
-        let mut rows = Vec::with_capacity(msgs.len());
-        {
-            let mut insert = tx
-                .prepare_cached(
-                    "INSERT INTO messages(session, ord, compacted, body) VALUES (?1, ?2, NULL, ?3)",
-                )
-                .expect("prepare");
+            {
+                let mut gone = tx
+                    .prepare_cached("UPDATE messages SET compacted = ?2 WHERE id = ?1")
+                    .expect("prepare");
+                for (i, keep) in kept.iter().enumerate() {
+                    if !keep {
+                        gone.execute(rusqlite::params![sess.rows[i].0, k])
+                            .expect("compact row");
+                    }
+                }
+            }
+            let mut rows = Vec::with_capacity(msgs.len());
             for (i, m) in msgs.iter().enumerate() {
                 if let Some(o) = sources[i].filter(|o| *o < sess.rows.len()) {
                     rows.push(sess.rows[o]);
@@ -648,14 +671,10 @@ impl BenchStore for Sqlite {
                     Some(n) => (prev + n) / 2.0,
                     None => prev + 1.0,
                 };
-                let body = serde_json::to_string(m).expect("json");
-                insert
-                    .execute(rusqlite::params![s as i64, ord, body])
-                    .expect("insert message");
-                rows.push((tx.last_insert_rowid(), ord));
+                rows.push((insert(&tx, m, ord), ord));
             }
+            sess.rows = rows;
         }
-        sess.rows = rows;
         let title = msgs
             .iter()
             .rev()
