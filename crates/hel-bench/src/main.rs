@@ -60,7 +60,24 @@ fn main() -> ExitCode {
         return ExitCode::from(2);
     }
     let started = std::time::Instant::now();
+    let mode = if args.quick { "quick" } else { "full" };
+    // Rows so far go to the JSON file as they come, so a run that stops
+    // keeps what it measured.
+    let mut so_far = Vec::new();
     let rows = run::run_all(&cfg, |r| {
+        so_far.push(r.clone());
+        if let Some(path) = &args.json {
+            let partial = run::Report {
+                machine: run::machine(),
+                mode: &format!("{mode} (unfinished)"),
+                total_seconds: started.elapsed().as_secs_f64(),
+                results: &so_far,
+            };
+            let _ = std::fs::write(
+                path,
+                serde_json::to_string_pretty(&partial).unwrap_or_default() + "\n",
+            );
+        }
         eprintln!(
             "{:>8} n={:<6} {:<10} {}",
             r.workload,
@@ -90,7 +107,7 @@ fn main() -> ExitCode {
     if let Some(path) = args.json {
         let report = run::Report {
             machine,
-            mode: if args.quick { "quick" } else { "full" },
+            mode,
             total_seconds: total,
             results: &rows,
         };

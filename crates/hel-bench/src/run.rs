@@ -694,6 +694,7 @@ fn list(cfg: &Config, kind: &str) -> Row {
             msgs.extend(workload::exchange(&mut rng, &format!("l{i}"), k).messages);
         }
         d.commit(s, &msgs, &Carried::none(), false, None);
+        d.store.end(s);
         last = (s, msgs);
     }
     let mut row = finish(cfg, d, kind, "list", n, &dir, last.0, &last.1);

@@ -40,6 +40,9 @@ pub trait BenchStore {
     fn probe_args(&self, s: usize) -> Vec<String>;
     /// The instances end (before the store is measured at rest).
     fn close(&mut self) {}
+    /// The instance working on session `s` ends, as when each of many
+    /// sessions was made by a process of its own.
+    fn end(&mut self, _s: usize) {}
 }
 
 fn sync_dir(dir: &Path) {
@@ -204,6 +207,17 @@ impl BenchStore for HelStore {
             self.project.display().to_string(),
             self.ids[s].to_string(),
         ]
+    }
+
+    /// The lease goes, and the store is opened anew: one process making
+    /// thousands of sessions would otherwise keep every journal it wrote
+    /// open (hel-store's object database caches each journal's view, with
+    /// its descriptor, for the life of the `Store`).
+    fn end(&mut self, s: usize) {
+        if let Some((lease, _, _)) = self.sessions[s].take() {
+            self.store.clear_spill(&lease).expect("clear spill");
+        }
+        self.store = Store::open_with(&self.project, no_limits()).expect("open store");
     }
 
     fn close(&mut self) {
