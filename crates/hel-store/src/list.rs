@@ -152,6 +152,39 @@ impl RawNode {
 /// Parse one item's JSON: exactly one of the three forms.
 pub(crate) fn parse_item(raw: &[u8]) -> std::result::Result<Item, String> {
     let v: Value = serde_json::from_slice(raw).map_err(|e| e.to_string())?;
+    item_of(v)
+}
+
+/// Parse a node payload whole: its parts (as [`RawNode::parse`] gives them,
+/// item ranges empty) and its items. Accepts exactly what [`RawNode::parse`]
+/// and [`parse_item`] accept.
+fn parse_whole(payload: &[u8]) -> std::result::Result<(RawNode, Vec<Item>), String> {
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Whole {
+        count: u64,
+        items: Vec<Value>,
+        prev: Prev,
+    }
+    let w: Whole = serde_json::from_slice(payload).map_err(|e| e.to_string())?;
+    let items = w
+        .items
+        .into_iter()
+        .enumerate()
+        .map(|(k, v)| item_of(v).map_err(|r| format!("item {k}: {r}")))
+        .collect::<std::result::Result<Vec<Item>, String>>()?;
+    Ok((
+        RawNode {
+            count: w.count,
+            prev: w.prev.0,
+            items: Vec::new(),
+        },
+        items,
+    ))
+}
+
+/// An item from its parsed JSON.
+fn item_of(v: Value) -> std::result::Result<Item, String> {
     let Value::Object(mut m) = v else {
         return Err("an item is not an object".into());
     };
@@ -310,13 +343,28 @@ impl Budget {
 struct Frame {
     id: ObjectId,
     payload: Vec<u8>,
-    items: Vec<(usize, usize)>,
+    /// The items not yet expanded, last first.
+    items: Vec<Pending>,
     /// Index of the next item (for error messages).
     next: usize,
     /// A slice item to retry once the node it names is expanded.
     retry: Option<Item>,
     out: Expanded,
 }
+
+/// An item waiting in a frame: its bytes in the payload (parsed when its
+/// turn comes, so a node of a million tiny items never becomes a million
+/// values before the budget is asked), or already parsed (when the whole
+/// node fits the budget many times over, which is one parse instead of
+/// two).
+enum Pending {
+    Raw(usize, usize),
+    Parsed(Item),
+}
+
+/// How much more memory than its JSON a parsed node may take: what a node
+/// must fit in the budget this many times over to be parsed whole.
+const PARSE_WHOLE_FACTOR: u64 = 24;
 
 /// The resolved list of a checkpoint, and per node of its chain (oldest
 /// first) the node id and the list length after it.
@@ -355,6 +403,39 @@ pub(crate) struct Reader<'a> {
     layout: &'a Layout,
     budget: Budget,
     expanded: HashMap<ObjectId, Rc<Expanded>>,
+    /// Message blobs of the chain node being expanded, read ahead.
+    prefetched: HashMap<ObjectId, Vec<u8>>,
+}
+
+/// A chain node as the walking thread hands it over: its payload, what it
+/// took for its `prev`, the message blobs it names (read ahead), and the
+/// bytes all that holds.
+struct ChainPart {
+    id: ObjectId,
+    payload: Vec<u8>,
+    prev: Option<ObjectId>,
+    blobs: Vec<(ObjectId, Vec<u8>)>,
+    size: u64,
+}
+
+/// The ids of a node's `{"b":"<id>"}` items, found by their canonical
+/// bytes without parsing (a hint for reading ahead).
+fn blob_items(payload: &[u8]) -> Vec<ObjectId> {
+    const KEY: &[u8] = b"{\"b\":\"";
+    let mut out = Vec::new();
+    let mut at = 0;
+    while let Some(k) = memchr::memmem::find(&payload[at..], KEY) {
+        let start = at + k + KEY.len();
+        if let Some(hex) = payload.get(start..start + 64) {
+            if payload.get(start + 64..start + 66) == Some(b"\"}") {
+                if let Some(id) = std::str::from_utf8(hex).ok().and_then(|h| h.parse().ok()) {
+                    out.push(id);
+                }
+            }
+        }
+        at = start;
+    }
+    out
 }
 
 impl<'a> Reader<'a> {
@@ -368,6 +449,7 @@ impl<'a> Reader<'a> {
                 checkpoint,
             },
             expanded: HashMap::new(),
+            prefetched: HashMap::new(),
         }
     }
 
@@ -386,7 +468,10 @@ impl<'a> Reader<'a> {
 
     /// Read blob `b` as a message.
     fn blob_message(&mut self, b: &ObjectId) -> Result<Value> {
-        let bytes = object::read_kind(self.layout, b, Kind::Blob, Cap::MESSAGE)?;
+        let bytes = match self.prefetched.remove(b) {
+            Some(bytes) => bytes,
+            None => object::read_kind(self.layout, b, Kind::Blob, Cap::MESSAGE)?,
+        };
         // The blob's bytes are in memory while it is parsed.
         self.budget.charge(0, bytes.len() as u64)?;
         let parsed = serde_json::from_slice(&bytes).map_err(|e| Error::BadMessage {
@@ -402,21 +487,41 @@ impl<'a> Reader<'a> {
     /// A frame for node `id` with `payload` (already counted against the
     /// budget), its items split out.
     fn frame(&mut self, id: ObjectId, payload: Vec<u8>) -> Result<(Frame, RawNode)> {
-        let raw = RawNode::parse(&payload)
-            .map_err(|r| corrupt(self.layout, &id, format!("malformed list node: {r}")))?;
+        let bytes_left = self
+            .budget
+            .limits
+            .max_bytes
+            .saturating_sub(self.budget.bytes);
+        let whole = (payload.len() as u64).saturating_mul(PARSE_WHOLE_FACTOR) <= bytes_left;
+        let (raw, mut items) = if whole {
+            let (raw, parsed) = parse_whole(&payload)
+                .map_err(|r| corrupt(self.layout, &id, format!("malformed list node: {r}")))?;
+            (
+                raw,
+                parsed.into_iter().map(Pending::Parsed).collect::<Vec<_>>(),
+            )
+        } else {
+            let raw = RawNode::parse(&payload)
+                .map_err(|r| corrupt(self.layout, &id, format!("malformed list node: {r}")))?;
+            let items = raw
+                .items
+                .iter()
+                .map(|(a, b)| Pending::Raw(*a, *b))
+                .collect();
+            (raw, items)
+        };
         let left = self
             .budget
             .limits
             .max_messages
             .saturating_sub(self.budget.messages);
-        if raw.items.len() as u64 > left {
+        if items.len() as u64 > left {
             return Err(Error::ConversationTooLarge {
                 checkpoint: self.budget.checkpoint,
                 what: "messages",
                 limit: self.budget.limits.max_messages,
             });
         }
-        let mut items = raw.items.clone();
         items.reverse();
         let frame = Frame {
             id,
@@ -444,7 +549,7 @@ impl<'a> Reader<'a> {
             let item = match frame.retry.take() {
                 Some(item) => item,
                 None => {
-                    let Some((a, b)) = frame.items.pop() else {
+                    let Some(pending) = frame.items.pop() else {
                         // This frame is done.
                         self.budget.refund(frame.payload.len() as u64);
                         match stack.pop() {
@@ -457,13 +562,16 @@ impl<'a> Reader<'a> {
                             }
                         }
                     };
-                    parse_item(&frame.payload[a..b]).map_err(|r| {
-                        corrupt(
-                            self.layout,
-                            &frame.id,
-                            format!("malformed list node: item {}: {r}", frame.next),
-                        )
-                    })?
+                    match pending {
+                        Pending::Parsed(item) => item,
+                        Pending::Raw(a, b) => parse_item(&frame.payload[a..b]).map_err(|r| {
+                            corrupt(
+                                self.layout,
+                                &frame.id,
+                                format!("malformed list node: item {}: {r}", frame.next),
+                            )
+                        })?,
+                    }
                 }
             };
             let index = frame.next;
@@ -547,8 +655,7 @@ impl<'a> Reader<'a> {
         // Newest first: (node, its count, its messages).
         let mut parts: Vec<(ObjectId, u64, Vec<Value>)> = Vec::new();
         std::thread::scope(|scope| -> Result<()> {
-            let (tx, rx) =
-                std::sync::mpsc::sync_channel::<(ObjectId, Vec<u8>, Option<ObjectId>)>(256);
+            let (tx, rx) = std::sync::mpsc::sync_channel::<ChainPart>(256);
             let in_flight = &in_flight;
             let walker = scope.spawn(move || -> Result<()> {
                 let mut next = root;
@@ -565,18 +672,55 @@ impl<'a> Reader<'a> {
                     next = prev_of(&payload).ok_or_else(|| {
                         corrupt(layout, &id, "malformed list node: no prev".into())
                     })?;
-                    in_flight.acquire(payload.len() as u64);
-                    if tx.send((id, payload, next)).is_err() {
+                    // Read (and verify) the node's message blobs here too,
+                    // so the parsing thread only parses. A hint: the node
+                    // is checked when it is parsed, and a blob this could
+                    // not read is read (and its error told) there.
+                    // Each blob once, and no more than READ_AHEAD bytes of
+                    // them: a hostile node naming one huge blob a million
+                    // times must not become a million copies here.
+                    let mut blobs = Vec::new();
+                    let mut seen = std::collections::HashSet::new();
+                    let mut size = payload.len() as u64;
+                    for b in blob_items(&payload) {
+                        if size >= READ_AHEAD {
+                            break;
+                        }
+                        if !seen.insert(b) {
+                            continue;
+                        }
+                        if let Ok(bytes) = object::read_kind(layout, &b, Kind::Blob, Cap::MESSAGE) {
+                            size += bytes.len() as u64;
+                            blobs.push((b, bytes));
+                        }
+                    }
+                    in_flight.acquire(size);
+                    let part = ChainPart {
+                        id,
+                        payload,
+                        prev: next,
+                        blobs,
+                        size,
+                    };
+                    if tx.send(part).is_err() {
                         break; // the reader stopped on an error
                     }
                 }
                 Ok(())
             });
             let mut parsed = Ok(());
-            for (id, payload, prev) in rx.iter() {
-                let len = payload.len() as u64;
+            for ChainPart {
+                id,
+                payload,
+                prev,
+                blobs,
+                size,
+            } in rx.iter()
+            {
+                self.prefetched.extend(blobs);
                 let part = self.expand_chain_node(id, payload, prev);
-                in_flight.release(len);
+                self.prefetched.clear();
+                in_flight.release(size);
                 match part {
                     Ok(part) => parts.push(part),
                     Err(e) => {

@@ -141,8 +141,9 @@ pub fn read(layout: &Layout, id: &ObjectId, cap: Cap) -> Result<(Kind, Vec<u8>)>
                     what: cap.what,
                 });
             }
-            let stored = odb::read_found(&file, &place, len, id, file_max(cap))?;
-            decode(id, &path, &stored, cap)
+            let record = odb::read_found(&file, &place, len, id, file_max(cap))?;
+            decode(id, &path, &record[pack::RECORD_HEADER as usize..], cap)
+                .map_err(|e| odb::explain_damage(e, &record, &place, id))
         }
         Some(Found::Loose) => read_loose(layout, id, cap),
         None => Err(Error::Missing {

@@ -108,6 +108,14 @@ fn check_of(header48: &[u8], stored: &[u8]) -> [u8; 8] {
     out
 }
 
+/// Whether a whole record (header and stored bytes) matches its check.
+/// Readers that verify an object's id skip this on the fast path and ask it
+/// only when decoding fails, to report a torn or damaged record as such.
+pub(crate) fn check_matches(record: &[u8]) -> bool {
+    record.len() >= RECORD_HEADER as usize
+        && check_of(&record[..48], &record[RECORD_HEADER as usize..])[..] == record[48..56]
+}
+
 /// The bytes of a record.
 pub(crate) fn encode_record(rtype: RecordType, id: &ObjectId, stored: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(RECORD_HEADER as usize + stored.len());

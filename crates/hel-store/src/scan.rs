@@ -66,12 +66,15 @@ impl Store {
                     if len > max + crate::pack::RECORD_HEADER {
                         continue; // larger than any list node: a blob
                     }
-                    let stored = odb::read_found(&file, &place, len, &id, max)?;
+                    let record = odb::read_found(&file, &place, len, &id, max)?;
+                    let stored = &record[crate::pack::RECORD_HEADER as usize..];
                     // Skip what is not a list node from its first bytes alone.
-                    if object::peek_kind(&stored) != Some(Kind::List) {
+                    if object::peek_kind(stored) != Some(Kind::List) {
                         continue;
                     }
-                    object::decode(&id, &place.display_path(), &stored, Cap::LIST)?.1
+                    object::decode(&id, &place.display_path(), stored, Cap::LIST)
+                        .map_err(|e| odb::explain_damage(e, &record, &place, &id))?
+                        .1
                 }
                 _ => match object::read(layout, &id, Cap::ANY)? {
                     (Kind::List, payload) => payload,
