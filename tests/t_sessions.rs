@@ -237,7 +237,11 @@ fn busy_sessions_are_refused_while_others_work() {
     for cmd in ["log", "show"] {
         let run = p.run(None, &["sessions", cmd, &sid]);
         assert_eq!(run.code, 1);
-        assert!(run.stderr.contains("no checkpoint yet"), "{cmd}: {}", run.stderr);
+        assert!(
+            run.stderr.contains("no checkpoint yet"),
+            "{cmd}: {}",
+            run.stderr
+        );
     }
     let run = p.run(None, &resume_nowhere);
     assert_eq!(run.code, 1);
