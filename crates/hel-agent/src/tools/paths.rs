@@ -634,9 +634,31 @@ mod tests {
         ]
     }
 
-    /// The file's text, or the error's message.
-    fn read(d: &ProjectDir, path: &str) -> Result<String, String> {
-        match d.open_file(path).map_err(|e| e.to_string())? {
+    /// A refusal's message, for assertions on what it says.
+    #[derive(Debug)]
+    struct Refused(String);
+
+    impl Refused {
+        fn contains(&self, what: &str) -> bool {
+            self.0.contains(what)
+        }
+    }
+
+    impl std::fmt::Display for Refused {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str(&self.0)
+        }
+    }
+
+    impl From<PathError> for Refused {
+        fn from(e: PathError) -> Refused {
+            Refused(e.to_string())
+        }
+    }
+
+    /// The file's text, or why not.
+    fn read(d: &ProjectDir, path: &str) -> Result<String, Refused> {
+        match d.open_file(path)? {
             Opened::File { mut file, .. } => {
                 let mut s = String::new();
                 file.read_to_string(&mut s).unwrap();
@@ -646,17 +668,17 @@ mod tests {
         }
     }
 
-    /// Write the file, or the error's message.
-    fn write(d: &ProjectDir, path: &str, text: &str) -> Result<(), String> {
-        let entry = match d.resolve(path, true).map_err(|e| e.to_string())? {
-            Target::Store(_) => return Err("store".into()),
+    /// Write the file, or why not.
+    fn write(d: &ProjectDir, path: &str, text: &str) -> Result<(), Refused> {
+        let entry = match d.resolve(path, true)? {
+            Target::Store(_) => return Err(Refused("store".into())),
             Target::Entry(e) => e,
         };
         d.replace(&entry, path, &Cancel::default(), |f| {
             f.write_all(text.as_bytes())
                 .map_err(|e| PathError::io(path, e))
-        })
-        .map_err(|e| e.to_string())
+        })?;
+        Ok(())
     }
 
     #[test]
