@@ -6,7 +6,7 @@
 mod restore;
 mod setup;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::sync::Arc;
 
@@ -87,40 +87,10 @@ impl Run {
         let instance = Instance::start()?;
         let store = Store::open(&setup.project)?;
         let observer = host.observer;
-        let opened = match session::open(&store, &setup.project, &start) {
-            Ok(o) => Some(o),
-            Err(SessionError::Store(error)) if start == Start::New => {
-                observer.warn(Warning::NoSession {
-                    store: store.root_path(),
-                    error,
-                });
-                None
-            }
-            Err(e) => return Err(e.into()),
-        };
-        let (mut session, head) = match opened {
-            Some(o) => {
-                for w in o.warnings {
-                    observer.warn(Warning::Store(w));
-                }
-                (Some(o.session), o.head)
-            }
-            None => (None, None),
-        };
+        let (mut session, head) = take_session(&store, &setup.project, &start, &*observer)?;
         observer.event(Event::Session(session.as_ref().map(|s| s.id().clone())));
         let recorder = match &options.record {
-            Some(dir) => {
-                let mut rec = Recorder::create(dir, &setup.config.model).map_err(|source| {
-                    StartError::Record {
-                        dir: dir.clone(),
-                        source,
-                    }
-                })?;
-                if let Some(s) = &session {
-                    rec.set_session(s.id());
-                }
-                Some(rec)
-            }
+            Some(dir) => Some(recorder(dir, &setup.config.model, session.as_ref())?),
             None => None,
         };
         if !options.sandbox && setup.toolset.contains(ToolName::Bash) {
@@ -153,20 +123,18 @@ impl Run {
             confirm: host.confirm,
             observer: Rc::clone(&observer),
         };
-        let mut agent = Agent::new(
-            Parts {
-                config: setup.config,
-                client: setup.client,
-                toolset: setup.toolset,
-                tools,
-                recorder,
-                policy: setup.policy,
-                max_turns: options.max_turns,
-                interrupts: host.interrupts,
-                observer: Rc::clone(&observer),
-            },
-            system_message,
-        );
+        let parts = Parts {
+            config: setup.config,
+            client: setup.client,
+            toolset: setup.toolset,
+            tools,
+            recorder,
+            policy: setup.policy,
+            max_turns: options.max_turns,
+            interrupts: host.interrupts,
+            observer: Rc::clone(&observer),
+        };
+        let mut agent = Agent::new(parts, system_message);
         if let (Some(s), Some(head)) = (session.as_mut(), head) {
             restore::restore(s, &mut agent, head, &*observer)?;
         }
@@ -229,6 +197,45 @@ impl Run {
         }
         self.instance.finish();
     }
+}
+
+/// Take the session `start` names, and the checkpoint to continue from.
+/// A new session that cannot be made is a warning: the run goes on
+/// unsaved.
+fn take_session(
+    store: &Store,
+    project: &std::path::Path,
+    start: &Start,
+    observer: &dyn Observer,
+) -> Result<(Option<Session>, Option<hel_store::ObjectId>), StartError> {
+    match session::open(store, project, start) {
+        Ok(o) => {
+            for w in o.warnings {
+                observer.warn(Warning::Store(w));
+            }
+            Ok((Some(o.session), o.head))
+        }
+        Err(SessionError::Store(error)) if *start == Start::New => {
+            observer.warn(Warning::NoSession {
+                store: store.root_path(),
+                error,
+            });
+            Ok((None, None))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Record mode's recorder, writing to `dir`.
+fn recorder(dir: &Path, model: &str, session: Option<&Session>) -> Result<Recorder, StartError> {
+    let mut rec = Recorder::create(dir, model).map_err(|source| StartError::Record {
+        dir: dir.to_owned(),
+        source,
+    })?;
+    if let Some(s) = session {
+        rec.set_session(s.id());
+    }
+    Ok(rec)
 }
 
 impl Drop for Run {

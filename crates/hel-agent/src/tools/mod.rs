@@ -6,6 +6,7 @@ pub mod bash;
 pub mod cancel;
 pub mod cursor;
 pub mod edit;
+pub mod output;
 pub mod paths;
 pub mod read;
 pub mod sandbox;

@@ -162,6 +162,38 @@ impl<'a> Walker<'a> {
         false
     }
 
+    /// A walker standing in the directory `root_rel` (shown as `shown`),
+    /// with the ignore rules of every directory from the project down to
+    /// it, and that directory held open.
+    fn down_to(
+        dir: &'a ProjectDir,
+        root_rel: &Path,
+        shown: &str,
+    ) -> Result<(Walker<'a>, OwnedFd), SearchError> {
+        let mut w = Walker {
+            dir,
+            rules: Vec::new(),
+            exclude: None,
+        };
+        let top = dir.fd();
+        let mut fd = open_dir_at(top, OsStr::new(".")).map_err(|e| SearchError::Io {
+            path: shown.to_owned(),
+            source: e.into(),
+        })?;
+        w.exclude = open_dir_at(top, OsStr::new(".git"))
+            .and_then(|git| open_dir_at(git.as_fd(), OsStr::new("info")))
+            .ok()
+            .and_then(|info| load_ignore(info.as_fd(), "exclude", dir.path()));
+        let mut rel = PathBuf::new();
+        w.rules.push(w.rules_for(fd.as_fd(), &rel));
+        for c in root_rel.iter() {
+            fd = open_dir_at(fd.as_fd(), c).map_err(|_| SearchError::Changed(shown.to_owned()))?;
+            rel.push(c);
+            w.rules.push(w.rules_for(fd.as_fd(), &rel));
+        }
+        Ok((w, fd))
+    }
+
     /// Call `each(dir, name, rel)` for every regular file under `root`
     /// (a path as the model gave it; None: the project), in path order,
     /// until `cancel` is cancelled.
@@ -196,28 +228,8 @@ impl<'a> Walker<'a> {
                 kind: paths::kind_name(&st),
             });
         }
-        let mut w = Walker {
-            dir,
-            rules: Vec::new(),
-            exclude: None,
-        };
-        // Down from the project to the root, gathering the ignore rules on the way.
-        let top = dir.fd();
-        let mut fd = open_dir_at(top, OsStr::new(".")).map_err(|e| SearchError::Io {
-            path: shown.to_owned(),
-            source: e.into(),
-        })?;
-        w.exclude = open_dir_at(top, OsStr::new(".git"))
-            .and_then(|git| open_dir_at(git.as_fd(), OsStr::new("info")))
-            .ok()
-            .and_then(|info| load_ignore(info.as_fd(), "exclude", dir.path()));
-        let mut rel = PathBuf::new();
-        w.rules.push(w.rules_for(fd.as_fd(), &rel));
-        for c in entry.rel.iter() {
-            fd = open_dir_at(fd.as_fd(), c).map_err(|_| SearchError::Changed(shown.to_owned()))?;
-            rel.push(c);
-            w.rules.push(w.rules_for(fd.as_fd(), &rel));
-        }
+        let (mut w, fd) = Walker::down_to(dir, &entry.rel, shown)?;
+        let rel = entry.rel.clone();
         let mut stack = vec![Level::list(fd, rel)];
         while let Some(top) = stack.last_mut() {
             cancel.check()?;

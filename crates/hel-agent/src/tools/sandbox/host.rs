@@ -18,6 +18,7 @@ use tokio::sync::mpsc;
 
 use super::init::SOCKET_FD;
 use super::proto::{self, FileId, Report, Request, RunBody, Spec, Status};
+use crate::tools::output::Kept;
 
 /// How long the sandbox may take to get ready.
 const READY_WAIT: Duration = Duration::from_secs(10);
@@ -26,8 +27,6 @@ const DRAIN: Duration = Duration::from_millis(200);
 /// How long teardown waits for every process in the sandbox to be gone
 /// before it kills the helper outright.
 const TEARDOWN_WAIT: Duration = Duration::from_secs(3);
-/// Bytes of each stream kept in memory; the rest is counted and dropped.
-const STREAM_CAP: usize = 8 << 20;
 
 /// What the sandbox must hide and show, as found on disk. A sandbox built
 /// for one layout is rebuilt when the layout changes (say, `.hel/` appears).
@@ -316,37 +315,7 @@ impl Sandbox {
         if let Some(why) = self.lost() {
             return Err(RunError::Lost(why));
         }
-        let encoded = body.encode().map_err(|e| RunError::Failed(e.to_string()))?;
-        let sys = |what: &str, e: std::io::Error| RunError::Failed(format!("{what}: {e}"));
-        let memfd = proto::body(&encoded).map_err(|e| sys("memfd", e))?;
-        let pipe_flags = rustix::pipe::PipeFlags::CLOEXEC;
-        let (out_r, out_w) =
-            rustix::pipe::pipe_with(pipe_flags).map_err(|e| sys("pipe", e.into()))?;
-        let (err_r, err_w) =
-            rustix::pipe::pipe_with(pipe_flags).map_err(|e| sys("pipe", e.into()))?;
-        let mut out = pipe::Receiver::from_owned_fd(out_r).map_err(|e| sys("pipe", e))?;
-        let mut err = pipe::Receiver::from_owned_fd(err_r).map_err(|e| sys("pipe", e))?;
-        let mut guard = CallGuard {
-            sock: self.sock.clone(),
-            abandoned: self.abandoned.clone(),
-            pid: None,
-            sent: false,
-            finished: false,
-        };
-        if let Err(e) = proto::send(
-            self.sock.as_fd(),
-            &Request::Run.encode(),
-            &[memfd.as_fd(), out_w.as_fd(), err_w.as_fd()],
-        ) {
-            let why = format!("cannot reach the sandbox: {e}");
-            self.lost = Some(why.clone());
-            return Err(RunError::Lost(why));
-        }
-        guard.sent = true;
-        // Only the command holds the write ends now: EOF means it is done.
-        drop((memfd, out_w, err_w));
-        let mut so = Stream::default();
-        let mut se = Stream::default();
+        let (mut output, mut guard) = self.send_run(body)?;
         let waited = tokio::time::timeout(limit, async {
             loop {
                 tokio::select! {
@@ -356,8 +325,7 @@ impl Sandbox {
                             return Ok(st);
                         }
                     }
-                    _ = so.fill(&mut out), if !so.eof => {}
-                    _ = se.fill(&mut err), if !se.eof => {}
+                    _ = output.read_some() => {}
                 }
             }
         })
@@ -379,22 +347,50 @@ impl Sandbox {
                 None
             }
         };
-        let deadline = tokio::time::Instant::now() + DRAIN;
-        while !(so.eof && se.eof) {
-            tokio::select! {
-                _ = so.fill(&mut out), if !so.eof => {}
-                _ = se.fill(&mut err), if !se.eof => {}
-                _ = tokio::time::sleep_until(deadline) => break,
-            }
-        }
-        if !(so.eof && se.eof) {
-            tokio::spawn(discard(out, err, so.eof, se.eof));
-        }
+        let (stdout, stderr) = output.finish().await;
         Ok(Outcome {
             status,
-            stdout: so.text(),
-            stderr: se.text(),
+            stdout,
+            stderr,
         })
+    }
+
+    /// Ask the sandbox to run `body`, with new pipes for its output.
+    fn send_run(&mut self, body: &RunBody) -> Result<(Output, CallGuard), RunError> {
+        let encoded = body.encode().map_err(|e| RunError::Failed(e.to_string()))?;
+        let sys = |what: &str, e: std::io::Error| RunError::Failed(format!("{what}: {e}"));
+        let memfd = proto::body(&encoded).map_err(|e| sys("memfd", e))?;
+        let pipe_flags = rustix::pipe::PipeFlags::CLOEXEC;
+        let (out_r, out_w) =
+            rustix::pipe::pipe_with(pipe_flags).map_err(|e| sys("pipe", e.into()))?;
+        let (err_r, err_w) =
+            rustix::pipe::pipe_with(pipe_flags).map_err(|e| sys("pipe", e.into()))?;
+        let output = Output {
+            out: pipe::Receiver::from_owned_fd(out_r).map_err(|e| sys("pipe", e))?,
+            err: pipe::Receiver::from_owned_fd(err_r).map_err(|e| sys("pipe", e))?,
+            so: Kept::default(),
+            se: Kept::default(),
+        };
+        let mut guard = CallGuard {
+            sock: self.sock.clone(),
+            abandoned: self.abandoned.clone(),
+            pid: None,
+            sent: false,
+            finished: false,
+        };
+        if let Err(e) = proto::send(
+            self.sock.as_fd(),
+            &Request::Run.encode(),
+            &[memfd.as_fd(), out_w.as_fd(), err_w.as_fd()],
+        ) {
+            let why = format!("cannot reach the sandbox: {e}");
+            self.lost = Some(why.clone());
+            return Err(RunError::Lost(why));
+        }
+        guard.sent = true;
+        // Only the command holds the write ends now (dropped on return):
+        // EOF means it is done.
+        Ok((output, guard))
     }
 
     /// End the sandbox: every process in it is gone when this returns
@@ -459,34 +455,46 @@ impl Drop for CallGuard {
     }
 }
 
-#[derive(Default)]
-struct Stream {
-    kept: Vec<u8>,
-    dropped: usize,
-    eof: bool,
-    buf: Vec<u8>,
+/// A command's stdout and stderr, read as they come.
+struct Output {
+    out: pipe::Receiver,
+    err: pipe::Receiver,
+    so: Kept,
+    se: Kept,
 }
 
-impl Stream {
-    /// Read once (cancel-safe: a read that did not complete took nothing).
-    async fn fill(&mut self, r: &mut pipe::Receiver) {
-        self.buf.resize(64 * 1024, 0);
-        match r.read(&mut self.buf).await {
-            Ok(0) | Err(_) => self.eof = true,
-            Ok(n) => {
-                let room = STREAM_CAP.saturating_sub(self.kept.len()).min(n);
-                self.kept.extend_from_slice(&self.buf[..room]);
-                self.dropped += n - room;
-            }
+impl Output {
+    fn done(&self) -> bool {
+        self.so.eof && self.se.eof
+    }
+
+    /// Read from whichever stream has something (cancel-safe); never
+    /// returns once both have ended.
+    async fn read_some(&mut self) {
+        if self.done() {
+            return std::future::pending().await;
+        }
+        tokio::select! {
+            _ = self.so.fill(&mut self.out), if !self.so.eof => {}
+            _ = self.se.fill(&mut self.err), if !self.se.eof => {}
         }
     }
 
-    fn text(&self) -> String {
-        let mut s = String::from_utf8_lossy(&self.kept).into_owned();
-        if self.dropped > 0 {
-            s.push_str(&format!("\n[{} more bytes not kept]", self.dropped));
+    /// What was kept of each stream, after reading on for [`DRAIN`] at
+    /// most; what comes later is read and dropped in the background.
+    async fn finish(mut self) -> (String, String) {
+        let deadline = tokio::time::Instant::now() + DRAIN;
+        while !self.done() {
+            tokio::select! {
+                _ = self.read_some() => {}
+                _ = tokio::time::sleep_until(deadline) => break,
+            }
         }
-        s
+        let texts = (self.so.text(), self.se.text());
+        if !self.done() {
+            tokio::spawn(discard(self.out, self.err, self.so.eof, self.se.eof));
+        }
+        texts
     }
 }
 
@@ -507,15 +515,10 @@ async fn discard(
     }
 }
 
-/// The sandbox thread: spawn the helper, forward its reports, and wait
-/// for it; it lives exactly as long as the helper, whose death signal
-/// follows this thread.
-fn supervise(
-    sock: Arc<OwnedFd>,
-    theirs: OwnedFd,
-    tx: mpsc::UnboundedSender<Event>,
-    started: tokio::sync::oneshot::Sender<std::io::Result<Option<OwnedFd>>>,
-) {
+/// Start `hel __sandbox-init` with `theirs` as its fd 3. Must run on the
+/// thread that lives as long as the helper (its death signal follows the
+/// thread that spawned it).
+fn spawn_helper(theirs: &OwnedFd) -> std::io::Result<std::process::Child> {
     use std::os::unix::process::CommandExt;
     let me = rustix::process::getpid();
     // This very binary (even if its file was replaced since), named hel.
@@ -553,7 +556,19 @@ fn supervise(
             Ok(())
         });
     }
-    let spawned = cmd.spawn();
+    cmd.spawn()
+}
+
+/// The sandbox thread: spawn the helper, forward its reports, and wait
+/// for it; it lives exactly as long as the helper, whose death signal
+/// follows this thread.
+fn supervise(
+    sock: Arc<OwnedFd>,
+    theirs: OwnedFd,
+    tx: mpsc::UnboundedSender<Event>,
+    started: tokio::sync::oneshot::Sender<std::io::Result<Option<OwnedFd>>>,
+) {
+    let spawned = spawn_helper(&theirs);
     drop(theirs);
     let mut child = match spawned {
         Ok(c) => c,

@@ -1,21 +1,16 @@
 //! bash: run a command in the project directory, confined by the sandbox
 //! (see [`super::sandbox`]), or unconfined with `--no-sandbox`.
 
-use std::ffi::OsString;
-use std::os::unix::process::ExitStatusExt;
-use std::path::Path;
-use std::process::Stdio;
-use std::time::Duration;
+mod unconfined;
 
-use tokio::io::{AsyncRead, AsyncReadExt};
+use std::ffi::OsString;
+use std::path::Path;
+use std::time::Duration;
 
 use super::args::BashArgs;
 use super::sandbox::host::{Layout, RunError, Sandbox, SandboxError};
 use super::sandbox::proto::{RunBody, Status};
 use super::{ToolCtx, ToolResult};
-
-/// Bytes of each stream kept in memory; the rest is counted and dropped.
-const STREAM_CAP: usize = 8 << 20;
 
 /// Environment variables that never reach a command: API keys.
 fn is_secret(name: &str) -> bool {
@@ -74,7 +69,7 @@ pub async fn run(ctx: &mut ToolCtx, args: BashArgs) -> ToolResult {
     if ctx.sandbox {
         sandboxed(ctx, command).await
     } else {
-        unconfined(ctx, &command).await
+        unconfined::run(ctx, &command).await
     }
 }
 
@@ -132,88 +127,4 @@ async fn sandboxed(ctx: &mut ToolCtx, command: String) -> ToolResult {
             ))
         }
     }
-}
-
-/// `--no-sandbox`: bash directly, as hel's child, in its own process group;
-/// whatever it leaves behind is killed when it exits.
-async fn unconfined(ctx: &mut ToolCtx, command: &str) -> ToolResult {
-    let mut cmd = tokio::process::Command::new("bash");
-    cmd.arg("-c")
-        .arg(command)
-        .env_clear()
-        .envs(command_env(&ctx.tmp))
-        .current_dir(&ctx.project)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        // Own process group, so a timeout kills the command and its children.
-        .process_group(0);
-    let mut child = match cmd.spawn() {
-        Ok(c) => c,
-        Err(e) => return ToolResult::failed(format!("error: cannot start bash: {e}")),
-    };
-    let pid = child
-        .id()
-        .and_then(|p| rustix::process::Pid::from_raw(p as i32));
-    let kill_group = move || {
-        if let Some(pid) = pid {
-            let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
-        }
-    };
-    let mut out = child.stdout.take();
-    let mut err = child.stderr.take();
-    let timeout = Duration::from_secs(ctx.bash_timeout);
-    let work = async {
-        let (o, e, status) = tokio::join!(drain(out.as_mut()), drain(err.as_mut()), async {
-            let status = child.wait().await;
-            // Stragglers left in the background would hold the pipes open.
-            kill_group();
-            status
-        });
-        (o, e, status)
-    };
-    let (stdout, stderr, status) = match tokio::time::timeout(timeout, work).await {
-        Ok(r) => r,
-        Err(_) => {
-            kill_group();
-            return ToolResult::failed(format_result(None, ctx.bash_timeout, "", ""));
-        }
-    };
-    let status = match status {
-        Ok(s) => s,
-        Err(e) => return ToolResult::failed(format!("error: waiting for bash: {e}")),
-    };
-    let status = match (status.code(), status.signal()) {
-        (Some(c), _) => Some(Status::Code(c)),
-        (None, Some(s)) => Some(Status::Signal(s)),
-        _ => {
-            return ToolResult::ok(format!(
-                "exit=unknown\nstdout:\n{stdout}\nstderr:\n{stderr}"
-            ))
-        }
-    };
-    ToolResult::ok(format_result(status, ctx.bash_timeout, &stdout, &stderr))
-}
-
-async fn drain<R: AsyncRead + Unpin>(r: Option<&mut R>) -> String {
-    let Some(r) = r else { return String::new() };
-    let mut kept = Vec::new();
-    let mut dropped = 0usize;
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        match r.read(&mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => {
-                let room = STREAM_CAP.saturating_sub(kept.len()).min(n);
-                kept.extend_from_slice(&buf[..room]);
-                dropped += n - room;
-            }
-        }
-    }
-    let mut s = String::from_utf8_lossy(&kept).into_owned();
-    if dropped > 0 {
-        s.push_str(&format!("\n[{dropped} more bytes not kept]"));
-    }
-    s
 }
