@@ -9,8 +9,8 @@ use std::time::Duration;
 use hel_store::{ObjectId, SessionId};
 
 use crate::client::RequestError;
-use crate::spill::SpillError;
-use crate::system::ContextFileError;
+use crate::spill::Unspilled;
+use crate::system::ContextFileWarning;
 
 /// Something that happened during a run, in the order it happened.
 #[derive(Debug)]
@@ -66,15 +66,9 @@ pub enum Warning {
     /// `--no-sandbox` with the bash tool offered.
     #[error("--no-sandbox: bash commands run unconfined, with your permissions")]
     Unconfined,
-    /// The project's instructions file exists but cannot be used.
-    #[error("cannot read {name}: {error}; continuing without it")]
-    ContextFile {
-        name: String,
-        error: ContextFileError,
-    },
-    /// The project's instructions file is longer than what is used of it.
-    #[error("{name} is larger than {kib} KiB; only its first {kib} KiB are used")]
-    ContextFileCut { name: String, kib: usize },
+    /// The project's instructions file cannot be used, or not whole.
+    #[error(transparent)]
+    ContextFile(#[from] ContextFileWarning),
     /// The cursors a checkpoint saved cannot be read.
     #[error("the saved read_file cursors could not be read; reads start over")]
     CursorsUnreadable,
@@ -82,8 +76,8 @@ pub enum Warning {
     #[error("cannot save the read_file cursors: {0}")]
     CursorsUnsaved(serde_json::Error),
     /// A large tool result could not be spilled; it was cut instead.
-    #[error("cannot write spill file {name}: {error}; the result is cut instead")]
-    SpillUnwritable { name: String, error: SpillError },
+    #[error(transparent)]
+    Unspilled(#[from] Unspilled),
     /// The session's spill working copies stayed behind at exit.
     #[error("cannot remove spill working copies: {0}")]
     SpillNotRemoved(hel_store::Error),

@@ -21,6 +21,7 @@ pub mod event;
 pub mod instance;
 pub mod interrupt;
 pub mod meter;
+pub mod outcome;
 pub mod record;
 pub mod run;
 pub mod session;

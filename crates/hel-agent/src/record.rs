@@ -38,8 +38,8 @@ use std::time::Instant;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::agent::Termination;
 use crate::event::Warning;
+use crate::outcome::Termination;
 use crate::tools::Decision;
 
 /// Why a model request was sent.

@@ -20,8 +20,6 @@ use std::sync::Arc;
 
 use hel_store::{ObjectId, SessionLease, SpillEntry, Store};
 
-use crate::event::Warning;
-
 /// Why a spill file could not be written.
 #[derive(Debug, thiserror::Error)]
 pub enum SpillError {
@@ -32,6 +30,15 @@ pub enum SpillError {
         path: PathBuf,
         source: std::io::Error,
     },
+}
+
+/// A result too large for the conversation that could not be saved (it
+/// was cut instead).
+#[derive(Debug, thiserror::Error)]
+#[error("cannot write spill file {name}: {error}; the result is cut instead")]
+pub struct Unspilled {
+    pub name: String,
+    pub error: SpillError,
 }
 
 /// Default spill limit in characters (Unicode scalar values), ~12,500 tokens.
@@ -167,8 +174,8 @@ impl SpillStore {
 
     /// If `content` is over the limit, save it and return what the
     /// conversation gets instead; when it cannot be saved, the content is
-    /// cut and the warning says so.
-    pub fn maybe_spill(&mut self, tool: &str, content: String) -> (String, Option<Warning>) {
+    /// cut and the second value says why.
+    pub fn maybe_spill(&mut self, tool: &str, content: String) -> (String, Option<Unspilled>) {
         let chars = content.chars().count();
         if chars <= self.limit {
             return (content, None);
@@ -185,7 +192,7 @@ impl SpillStore {
                 "{head}\n[{} more characters cut: the output could not be saved]",
                 chars.saturating_sub(EDGE)
             );
-            return (cut, Some(Warning::SpillUnwritable { name, error }));
+            return (cut, Some(Unspilled { name, error }));
         }
         let key = format!("{}{name}", self.prefix);
         self.entries.insert(key.clone(), Source::File(name.clone()));

@@ -8,9 +8,8 @@ use std::os::fd::AsFd;
 
 use serde_json::{json, Value};
 
-use crate::event::Warning;
+use crate::tools::args::ToolName;
 use crate::tools::paths::{self, OpenError, PathError, ProjectDir, Target};
-use crate::tools::ToolName;
 
 /// Bytes of the instructions file used; the rest is left out with a warning.
 pub const CONTEXT_FILE_BYTES: usize = 64 << 10;
@@ -34,6 +33,18 @@ pub enum ContextFileError {
     Io(#[from] std::io::Error),
 }
 
+/// Why the instructions file was left out or cut.
+#[derive(Debug, thiserror::Error)]
+pub enum ContextFileWarning {
+    #[error("cannot read {name}: {error}; continuing without it")]
+    Unreadable {
+        name: String,
+        error: ContextFileError,
+    },
+    #[error("{name} is larger than {kib} KiB; only its first {kib} KiB are used")]
+    Cut { name: String, kib: usize },
+}
+
 /// Build the system message for the project. `context_file` is the
 /// instructions file to read (None: `--no-context-file`), opened beneath
 /// the project like the file tools open files: a regular file inside the
@@ -44,7 +55,7 @@ pub fn build(
     project: &ProjectDir,
     context_file: Option<&str>,
     tools: &[ToolName],
-) -> (Value, Vec<Warning>) {
+) -> (Value, Vec<ContextFileWarning>) {
     let mut warnings = Vec::new();
     let mut text = format!(
         "You are hel, a coding agent working in a terminal on the project in the working directory.\n\
@@ -82,7 +93,7 @@ pub fn build(
                 text.push('\n');
             }
             Ok(None) => {}
-            Err(error) => warnings.push(Warning::ContextFile {
+            Err(error) => warnings.push(ContextFileWarning::Unreadable {
                 name: name.to_owned(),
                 error,
             }),
@@ -96,7 +107,7 @@ pub fn build(
 fn context(
     project: &ProjectDir,
     name: &str,
-    warnings: &mut Vec<Warning>,
+    warnings: &mut Vec<ContextFileWarning>,
 ) -> Result<Option<String>, ContextFileError> {
     let entry = match project.resolve(name, false)? {
         Target::Entry(e) => e,
@@ -125,7 +136,7 @@ fn context(
             cut -= 1;
         }
         bytes.truncate(cut);
-        warnings.push(Warning::ContextFileCut {
+        warnings.push(ContextFileWarning::Cut {
             name: name.to_owned(),
             kib: CONTEXT_FILE_BYTES >> 10,
         });

@@ -5,8 +5,8 @@ use std::io::{IsTerminal, Write};
 use std::rc::Rc;
 use std::sync::Arc;
 
-use hel_agent::agent::{Outcome, Termination};
 use hel_agent::interrupt::{self, Interrupts};
+use hel_agent::outcome::{Outcome, Termination};
 use hel_agent::run::{Host, Run};
 use hel_agent::session::Start;
 use tokio::io::{AsyncBufReadExt, BufReader, Lines, Stdin};

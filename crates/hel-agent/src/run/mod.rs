@@ -3,57 +3,31 @@
 //! through its instructions (each completed answer saved as a checkpoint)
 //! to its end (the sandbox, the instance and spill working copies gone).
 
+mod error;
 mod restore;
 mod setup;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::rc::Rc;
 use std::sync::Arc;
 
 use hel_store::Store;
 
-use crate::agent::{Agent, Outcome, Parts};
-use crate::client::RequestError;
-use crate::config::ConfigError;
+use crate::agent::{Agent, Parts};
 use crate::event::{Event, Observer, Warning};
-use crate::instance::{Instance, InstanceError};
+use crate::instance::Instance;
 use crate::interrupt::Interrupts;
+use crate::outcome::Outcome;
 use crate::record::Recorder;
 use crate::session::{self, Session, SessionError, Start};
 use crate::spill::SpillStore;
 use crate::system;
 use crate::tools::cursor::CursorTable;
 use crate::tools::paths::ProjectDir;
-use crate::tools::sandbox::AllowWriteError;
 use crate::tools::{Confirm, ToolCtx, ToolName};
 
+pub use error::StartError;
 pub use setup::{Compaction, Options};
-
-/// Why a run could not start.
-#[derive(Debug, thiserror::Error)]
-pub enum StartError {
-    #[error(transparent)]
-    Config(#[from] ConfigError),
-    #[error("cannot use the current directory: {0}")]
-    CurrentDir(std::io::Error),
-    #[error(transparent)]
-    Client(RequestError),
-    #[error(transparent)]
-    AllowWrite(#[from] AllowWriteError),
-    #[error("cannot create the instance directory: {0}")]
-    Instance(#[from] InstanceError),
-    #[error(transparent)]
-    Store(#[from] hel_store::Error),
-    #[error(transparent)]
-    Session(#[from] SessionError),
-    #[error("cannot write the record to {}: {source}", dir.display())]
-    Record {
-        dir: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("cannot open the project directory: {0}")]
-    ProjectDir(std::io::Error),
-}
 
 /// What a run talks to besides the model: who hears its events, who
 /// confirms writes and commands, and where interrupts come from.
@@ -107,7 +81,7 @@ impl Run {
             setup.toolset.names(),
         );
         for w in warnings {
-            observer.warn(w);
+            observer.warn(w.into());
         }
         let tools = ToolCtx {
             project: setup.project.clone(),

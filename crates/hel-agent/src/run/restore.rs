@@ -10,7 +10,7 @@ use crate::meter::Meter;
 use crate::session::{self, Session};
 use crate::tools::cursor::CursorTable;
 
-use super::StartError;
+use super::error::StartError;
 
 /// Continue from checkpoint `head`: load it (validated), check it belongs
 /// here, rebuild the system message, apply the current config, and restore

@@ -7,7 +7,7 @@ use crate::compact::Policy;
 use crate::config::{self, ConfigError, ProviderChoice, RequestConfig};
 use crate::tools::{Access, Toolset};
 
-use super::StartError;
+use super::error::StartError;
 
 /// When to compact.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -12,8 +12,8 @@ use std::os::unix::fs::FileExt;
 
 use super::args::{SearchReplaceArgs, WriteArgs};
 use super::cancel::{self, Cancel, Cancelled};
+use super::context::{ToolCtx, ToolResult};
 use super::paths::{Opened, PathError, ProjectDir, Target};
-use super::{ToolCtx, ToolResult};
 
 /// Bytes read at once while scanning a file.
 const CHUNK: usize = 1 << 20;

@@ -1,9 +1,11 @@
 //! The tools the model can call, and the rules around them (access modes
 //! and confirmation, the project boundary, spill, cancellation).
 
+pub mod access;
 pub mod args;
 pub mod bash;
 pub mod cancel;
+pub mod context;
 pub mod cursor;
 pub mod edit;
 pub mod output;
@@ -12,112 +14,14 @@ pub mod read;
 pub mod sandbox;
 pub mod search;
 
-use std::path::PathBuf;
-use std::rc::Rc;
 use std::sync::Arc;
 
-use serde::Serialize;
 use serde_json::Value;
 
 use crate::config::ConfigError;
-use crate::event::Observer;
-use crate::spill::SpillStore;
+pub use access::{Access, Answer, Confirm, Decision};
 pub use args::{Call, ToolName};
-use cursor::CursorTable;
-
-/// Which calls run without asking.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Access {
-    /// Only the reading tools are offered.
-    ReadOnly,
-    /// Writes and commands are confirmed through [`Confirm`].
-    Confirm,
-    /// Everything runs.
-    Auto,
-}
-
-/// How a call came to run (or not), as record.json names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Decision {
-    Auto,
-    Confirmed,
-    Denied,
-    ReadOnly,
-}
-
-/// The answer to a confirmation request.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Answer {
-    Yes,
-    No,
-    /// Nobody can be asked; the text says why.
-    Unavailable(String),
-}
-
-/// Asks the user to allow a write or a command. It may block (it runs on
-/// a blocking thread).
-pub trait Confirm: Send + Sync {
-    /// `request` is what would happen, such as ``run `make` `` or
-    /// `write_file src/a.rs`; it comes from the model.
-    fn ask(&self, request: &str) -> Answer;
-}
-
-/// What one tool call produced.
-#[derive(Debug, Clone)]
-pub struct ToolResult {
-    pub content: String,
-    /// False only when the tool could not do its job (refused, timed out,
-    /// failed to start, bad arguments). A command exiting non-zero is ok.
-    pub ok: bool,
-    pub decision: Decision,
-}
-
-impl ToolResult {
-    pub fn ok(content: String) -> Self {
-        ToolResult {
-            content,
-            ok: true,
-            decision: Decision::Auto,
-        }
-    }
-    pub fn failed(content: String) -> Self {
-        ToolResult {
-            content,
-            ok: false,
-            decision: Decision::Auto,
-        }
-    }
-    /// The result of a tool's work: its text, or its error as `error: …`.
-    pub fn of<E: std::fmt::Display>(r: Result<String, E>) -> Self {
-        match r {
-            Ok(s) => ToolResult::ok(s),
-            Err(e) => ToolResult::failed(format!("error: {e}")),
-        }
-    }
-}
-
-/// Everything the tools work with.
-pub struct ToolCtx {
-    /// The project directory, canonical.
-    pub project: PathBuf,
-    /// The project directory held open: the file tools resolve beneath it
-    /// (from blocking threads, hence shared).
-    pub project_dir: Arc<paths::ProjectDir>,
-    pub access: Access,
-    pub bash_timeout: u64,
-    pub sandbox: bool,
-    pub allow_write: Vec<PathBuf>,
-    /// The instance's tmp dir.
-    pub tmp: PathBuf,
-    /// The sandbox bash commands run in (started at the first call).
-    pub commands: bash::Commands,
-    pub cursors: CursorTable,
-    pub spill: SpillStore,
-    pub confirm: Arc<dyn Confirm>,
-    /// Hears spill warnings.
-    pub observer: Rc<dyn Observer>,
-}
+pub use context::{ToolCtx, ToolResult};
 
 /// The selected tools.
 #[derive(Debug, Clone, PartialEq)]
@@ -231,7 +135,7 @@ pub async fn execute(
         let (content, warning) = ctx.spill.maybe_spill(tool.as_str(), result.content);
         result.content = content;
         if let Some(w) = warning {
-            ctx.observer.warn(w);
+            ctx.observer.warn(w.into());
         }
     }
     result
@@ -248,7 +152,11 @@ async fn confirm(confirm: &Arc<dyn Confirm>, request: String) -> Answer {
 
 #[cfg(test)]
 pub(crate) mod testing {
+    use std::rc::Rc;
+
+    use super::cursor::CursorTable;
     use super::*;
+    use crate::spill::SpillStore;
 
     /// A tool context over a temporary project.
     pub fn ctx() -> (tempfile::TempDir, ToolCtx) {

@@ -11,9 +11,9 @@ use std::sync::Arc;
 
 use super::args::ReadArgs;
 use super::cancel::{self, Cancel, Cancelled};
+use super::context::{ToolCtx, ToolResult};
 use super::cursor::{Cursor, Identity};
 use super::paths::{Opened, PathError, ProjectDir};
-use super::{ToolCtx, ToolResult};
 
 /// Bytes of file content per call.
 pub const PAGE_BYTES: usize = 10_000;

@@ -19,6 +19,20 @@ pub mod host;
 pub mod init;
 pub mod proto;
 
+/// The instance's sandbox, started at the first bash call; None until
+/// then, and after it stopped.
+#[derive(Default)]
+pub struct Commands(pub Option<host::Sandbox>);
+
+impl Commands {
+    /// End the sandbox and every process in it (at the instance's end).
+    pub fn shutdown(&mut self) {
+        if let Some(mut s) = self.0.take() {
+            s.shutdown();
+        }
+    }
+}
+
 use std::path::{Path, PathBuf};
 
 use hel_store::STORE_DIR;

@@ -31,8 +31,8 @@ use rustix::fs::{self as rfs, AtFlags, FileType, Mode, OFlags};
 
 use super::args::{GlobArgs, GrepArgs};
 use super::cancel::{self, Cancel, Cancelled};
+use super::context::{ToolCtx, ToolResult};
 use super::paths::{self, is_store_name, open_regular_at, PathError, ProjectDir, Target};
-use super::{ToolCtx, ToolResult};
 
 pub const MAX_MATCHES: usize = 100;
 pub const MAX_BYTES: usize = 10_000;

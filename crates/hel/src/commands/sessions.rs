@@ -7,7 +7,7 @@ use hel_store::time::rfc3339;
 use hel_store::{SessionId, Store};
 use serde::Serialize;
 
-use super::{print_json, say};
+use super::report::{print_json, say};
 use crate::exit::Exit;
 use crate::render;
 

@@ -9,7 +9,7 @@ use hel_agent::session;
 use hel_store::{Checkpoint, Loaded, ObjectId, SessionId, SpillEntry, Store};
 use serde_json::Value;
 
-use super::say;
+use super::report::say;
 use crate::exit::Exit;
 
 pub fn show(

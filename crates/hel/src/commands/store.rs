@@ -2,7 +2,7 @@
 
 use hel_store::Store;
 
-use super::{project, say};
+use super::report::{project, say};
 use crate::exit::Exit;
 
 pub fn gc(dry_run: bool) -> Result<u8, Exit> {

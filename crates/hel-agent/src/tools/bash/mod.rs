@@ -1,63 +1,21 @@
 //! bash: run a command in the project directory, confined by the sandbox
 //! (see [`super::sandbox`]), or unconfined with `--no-sandbox`.
 
+mod shell;
 mod unconfined;
 
-use std::ffi::OsString;
-use std::path::Path;
 use std::time::Duration;
 
 use super::args::BashArgs;
+use super::context::{ToolCtx, ToolResult};
 use super::sandbox::host::{Layout, RunError, Sandbox, SandboxError};
-use super::sandbox::proto::{RunBody, Status};
-use super::{ToolCtx, ToolResult};
-
-/// Environment variables that never reach a command: API keys.
-fn is_secret(name: &str) -> bool {
-    let n = name.to_ascii_uppercase();
-    n.ends_with("_API_KEY") || n == "HEL_API_KEY"
-}
-
-/// hel's environment without keys, with the instance's tmp dir as `$TMPDIR`.
-fn command_env(tmp: &Path) -> Vec<(OsString, OsString)> {
-    let mut env: Vec<(OsString, OsString)> = std::env::vars_os()
-        .filter(|(k, _)| !k.to_str().is_some_and(is_secret))
-        .filter(|(k, _)| !matches!(k.to_str(), Some("TMPDIR" | "TMP" | "TEMP")))
-        .collect();
-    for var in ["TMPDIR", "TMP", "TEMP"] {
-        env.push((var.into(), tmp.as_os_str().to_owned()));
-    }
-    env
-}
-
-/// The instance's sandbox, started at the first bash call.
-#[derive(Default)]
-pub struct Commands {
-    sandbox: Option<Sandbox>,
-}
-
-impl Commands {
-    /// End the sandbox and every process in it (at the instance's end).
-    pub fn shutdown(&mut self) {
-        if let Some(mut s) = self.sandbox.take() {
-            s.shutdown();
-        }
-    }
-}
+use super::sandbox::proto::RunBody;
+use shell::{command_env, format_result};
 
 fn refusal(what: &SandboxError) -> ToolResult {
     ToolResult::failed(format!(
         "refused: the sandbox cannot run here: {what}. The user can run hel with --no-sandbox to allow unconfined commands."
     ))
-}
-
-fn format_result(status: Option<Status>, timeout: u64, stdout: &str, stderr: &str) -> String {
-    let exit = match status {
-        Some(Status::Code(c)) => format!("exit={c}"),
-        Some(Status::Signal(s)) => format!("exit=signal {s}"),
-        None => format!("exit=timeout after {timeout}s"),
-    };
-    format!("{exit}\nstdout:\n{stdout}\nstderr:\n{stderr}")
 }
 
 /// The tool. Dropping the call kills the command (see [`Sandbox::run`]).
@@ -84,7 +42,7 @@ async fn sandboxed(ctx: &mut ToolCtx, command: String) -> ToolResult {
         Err(e) => return refusal(&e),
     };
     let mut note = String::new();
-    if let Some(sb) = ctx.commands.sandbox.as_mut() {
+    if let Some(sb) = ctx.commands.0.as_mut() {
         if let Some(why) = sb.lost() {
             note = format!("note: the sandbox had stopped ({why}); this command runs in a new one, and processes earlier commands left running are gone\n");
             ctx.commands.shutdown();
@@ -93,15 +51,15 @@ async fn sandboxed(ctx: &mut ToolCtx, command: String) -> ToolResult {
             ctx.commands.shutdown();
         }
     }
-    if ctx.commands.sandbox.is_none() {
+    if ctx.commands.0.is_none() {
         let mut writable = vec![ctx.project.clone(), ctx.tmp.clone()];
         writable.extend(ctx.allow_write.iter().cloned());
         match Sandbox::start(layout, writable).await {
-            Ok(sb) => ctx.commands.sandbox = Some(sb),
+            Ok(sb) => ctx.commands.0 = Some(sb),
             Err(e) => return refusal(&e),
         }
     }
-    let Some(sb) = ctx.commands.sandbox.as_mut() else {
+    let Some(sb) = ctx.commands.0.as_mut() else {
         return refusal(&SandboxError::Helper("it did not start".into()));
     };
     let body = RunBody {

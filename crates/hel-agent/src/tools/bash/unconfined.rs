@@ -4,10 +4,10 @@ use std::os::unix::process::ExitStatusExt;
 use std::process::Stdio;
 use std::time::Duration;
 
-use super::{command_env, format_result};
+use super::shell::{command_env, format_result};
+use crate::tools::context::{ToolCtx, ToolResult};
 use crate::tools::output::Kept;
 use crate::tools::sandbox::proto::Status;
-use crate::tools::{ToolCtx, ToolResult};
 
 /// `--no-sandbox`: bash directly, as hel's child, in its own process group;
 /// whatever it leaves behind is killed when it exits.
