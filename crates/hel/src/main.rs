@@ -72,5 +72,10 @@ fn agent(args: cli::RunArgs, start: Start) -> Result<u8, Exit> {
         .enable_all()
         .build()
         .map_err(|e| Exit::refused(format!("cannot start the async runtime: {e}")))?;
-    runtime.block_on(chat::run(args, start))
+    let code = runtime.block_on(chat::run(args, start));
+    // A file tool cancelled by Ctrl-C may still be between two checks of
+    // its flag: it never writes after the cancel, so it is not waited for
+    // long.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(500));
+    code
 }

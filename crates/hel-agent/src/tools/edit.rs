@@ -13,7 +13,7 @@ use std::os::unix::fs::FileExt;
 use super::args::{SearchReplaceArgs, WriteArgs};
 use super::cancel::{self, Cancel, Cancelled};
 use super::context::{ToolCtx, ToolResult};
-use super::paths::{Opened, PathError, ProjectDir, Target};
+use super::paths::{Opened, PathError, ProjectDir};
 
 /// Bytes read at once while scanning a file.
 const CHUNK: usize = 1 << 20;
@@ -80,15 +80,7 @@ pub async fn write_file(ctx: &mut ToolCtx, args: WriteArgs) -> ToolResult {
 
 fn write(dir: &ProjectDir, args: &WriteArgs, cancel: &Cancel) -> Result<String, EditError> {
     let path = args.path.as_str();
-    let entry = match dir.resolve(path, true)? {
-        Target::Entry(e) => e,
-        Target::Store(_) => {
-            return Err(PathError::InStore {
-                path: path.to_owned(),
-            }
-            .into())
-        }
-    };
+    let entry = dir.resolve_entry(path, true)?;
     dir.replace(&entry, path, cancel, |f| {
         f.write_all(args.content.as_bytes())
             .map_err(|e| Stopped::Io(e).at(path))

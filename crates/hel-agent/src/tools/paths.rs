@@ -384,6 +384,16 @@ impl ProjectDir {
         }
     }
 
+    /// [`ProjectDir::resolve`], refusing a path into `.hel/`.
+    pub fn resolve_entry(&self, path: &str, create: bool) -> Result<Entry, PathError> {
+        match self.resolve(path, create)? {
+            Target::Entry(e) => Ok(e),
+            Target::Store(_) => Err(PathError::InStore {
+                path: path.to_owned(),
+            }),
+        }
+    }
+
     fn dup(&self) -> std::io::Result<OwnedFd> {
         rustix::io::fcntl_dupfd_cloexec(&self.fd, 0).map_err(io)
     }

@@ -32,7 +32,7 @@ use rustix::fs::{self as rfs, AtFlags, FileType, Mode, OFlags};
 use super::args::{GlobArgs, GrepArgs};
 use super::cancel::{self, Cancel, Cancelled};
 use super::context::{ToolCtx, ToolResult};
-use super::paths::{self, is_store_name, open_regular_at, PathError, ProjectDir, Target};
+use super::paths::{self, is_store_name, open_regular_at, PathError, ProjectDir};
 
 pub const MAX_MATCHES: usize = 100;
 pub const MAX_BYTES: usize = 10_000;
@@ -204,15 +204,7 @@ impl<'a> Walker<'a> {
         each: &mut dyn FnMut(BorrowedFd<'_>, &OsStr, &Path),
     ) -> Result<(), SearchError> {
         let shown = root.unwrap_or(".");
-        let entry = match dir.resolve(shown, false)? {
-            Target::Entry(e) => e,
-            Target::Store(_) => {
-                return Err(PathError::InStore {
-                    path: shown.to_owned(),
-                }
-                .into())
-            }
-        };
+        let entry = dir.resolve_entry(shown, false)?;
         let Some(st) = entry.stat else {
             return Err(SearchError::Missing(shown.to_owned()));
         };
@@ -352,10 +344,7 @@ fn glob_in(dir: &ProjectDir, args: &GlobArgs, cancel: &Cancel) -> Result<String,
     let m = glob_matcher(&args.pattern)?;
     let root = args.path.as_deref();
     let root_rel = match root {
-        Some(r) => match dir.resolve(r, false)? {
-            Target::Entry(e) => e.rel,
-            Target::Store(_) => return Err(PathError::InStore { path: r.to_owned() }.into()),
-        },
+        Some(r) => dir.resolve_entry(r, false)?.rel,
         None => PathBuf::new(),
     };
     let mut out = Capped::new();
