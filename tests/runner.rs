@@ -1,4 +1,8 @@
 //! End-to-end tests: one test binary (links once), one module per area.
+//! Declared in crates/hel/Cargo.toml, so they run the hel binary that
+//! very build produced.
+
+mod common;
 
 mod t_bounds;
 mod t_compaction;

@@ -7,7 +7,7 @@ use std::os::unix::fs::FileExt;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use hel_e2e::*;
+use crate::common::*;
 use serde_json::json;
 
 fn tool_results(mock: &Mock, request: usize) -> Vec<String> {

@@ -1,6 +1,6 @@
 //! The core: request bodies, the loop, providers, errors, exit codes, record mode.
 
-use hel_e2e::*;
+use crate::common::*;
 use serde_json::json;
 
 #[test]

@@ -6,7 +6,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Stdio};
 
-use hel_e2e::*;
+use crate::common::*;
 use serde_json::{json, Value};
 
 /// hel reading instructions on stdin, answering one line each.

@@ -9,7 +9,7 @@
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 
-use hel_e2e::*;
+use crate::common::*;
 use hel_store::{testing, ObjectId};
 use serde_json::{json, Value};
 

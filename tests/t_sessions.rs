@@ -3,7 +3,7 @@
 use std::io::{BufRead, BufReader, Write};
 use std::process::Stdio;
 
-use hel_e2e::*;
+use crate::common::*;
 use serde_json::{json, Value};
 
 fn json_out(run: &Run) -> Value {

@@ -93,11 +93,60 @@ pub enum ProviderName {
     Openai,
 }
 
+impl From<ProviderName> for hel_agent::config::Provider {
+    fn from(p: ProviderName) -> Self {
+        match p {
+            ProviderName::Deepseek => Self::Deepseek,
+            ProviderName::Openai => Self::Openai,
+        }
+    }
+}
+
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Access {
     ReadOnly,
     Confirm,
     Auto,
+}
+
+impl From<Access> for hel_agent::tools::Access {
+    fn from(a: Access) -> Self {
+        match a {
+            Access::ReadOnly => Self::ReadOnly,
+            Access::Confirm => Self::Confirm,
+            Access::Auto => Self::Auto,
+        }
+    }
+}
+
+impl RunArgs {
+    /// The run's options, as the agent library takes them.
+    pub fn options(&self) -> hel_agent::run::Options {
+        use hel_agent::run::Compaction;
+        hel_agent::run::Options {
+            provider: hel_agent::config::ProviderChoice {
+                provider: self.provider.map(Into::into),
+                base_url: self.base_url.clone(),
+                model: self.model.clone(),
+                max_output_tokens: self.max_output_tokens,
+            },
+            request_timeout: self.request_timeout,
+            max_turns: self.max_turns,
+            record: self.record.clone(),
+            access: self.access.into(),
+            tools: self.tools.clone(),
+            bash_timeout: self.bash_timeout,
+            allow_write: self.allow_write.clone(),
+            sandbox: !self.no_sandbox,
+            context_file: (!self.no_context_file).then(|| self.context_file.clone()),
+            compaction: match (self.no_compaction, self.compact_at, self.keep_recent) {
+                (true, _, _) => Compaction::Off,
+                (false, Some(at), Some(keep_recent)) => Compaction::At { at, keep_recent },
+                _ => Compaction::Default,
+            },
+            context_window: self.context_window,
+        }
+    }
 }
 
 #[derive(Subcommand, Debug)]

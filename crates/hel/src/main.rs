@@ -1,14 +1,26 @@
+//! `hel`: the command line of the hel agent. It parses flags, renders the
+//! agent library's events, asks on the terminal and turns failures into
+//! one line and an exit code ([`exit`]); `hel-agent` does the work.
+
+mod chat;
+mod cli;
+mod commands;
+mod exit;
+mod render;
+mod tty;
+
 use std::process::ExitCode;
 
 use clap::Parser;
-use hel::cli::{Cli, Command};
-use hel::exit::Exit;
-use hel::run::{self, Start};
+use hel_agent::session::{check_session_arg, Start};
+
+use cli::{Cli, Command};
+use exit::Exit;
 
 fn main() -> ExitCode {
     let argv: Vec<String> = std::env::args().collect();
     if argv.get(1).map(String::as_str) == Some("__sandbox-init") {
-        hel::tools::sandbox::init::helper_main(&argv[2..]);
+        hel_agent::tools::sandbox::init::helper_main(&argv[2..]);
     }
     let cli = Cli::parse();
     if matches!(
@@ -21,9 +33,9 @@ fn main() -> ExitCode {
         unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     }
     let result = match cli.command {
-        Some(Command::Sessions { command, json }) => hel::commands::sessions(command, json),
-        Some(Command::Gc { dry_run }) => hel::commands::gc(dry_run),
-        Some(Command::Fsck) => hel::commands::fsck(),
+        Some(Command::Sessions { command, json }) => commands::sessions(command, json),
+        Some(Command::Gc { dry_run }) => commands::gc(dry_run),
+        Some(Command::Fsck) => commands::fsck(),
         Some(Command::Resume { session, last, at }) => {
             let start = match (session, last, at) {
                 (_, true, Some(_)) => Err(Exit::usage("--at needs a session, not --last")),
@@ -46,19 +58,24 @@ fn main() -> ExitCode {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
             // Errors name paths and objects a repository may have chosen.
-            hel::note!("hel: {}", hel::terminal::escape_line(&e.to_string()));
+            render::line(&format!("hel: {e}"));
             ExitCode::from(e.code)
         }
     }
 }
 
-fn agent(args: hel::cli::RunArgs, start: Start) -> Result<u8, Exit> {
+fn agent(args: cli::RunArgs, start: Start) -> Result<u8, Exit> {
     if let Start::Resume(s) | Start::Fork { session: s, .. } = &start {
-        hel::session::check_session_arg(s)?;
+        check_session_arg(s)?;
     }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| Exit::refused(format!("cannot start the async runtime: {e}")))?;
-    runtime.block_on(run::run(args, start))
+    let code = runtime.block_on(chat::run(args, start));
+    // A file tool cancelled by Ctrl-C may still be between two checks of
+    // its flag: it never writes after the cancel, so it is not waited for
+    // long.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(500));
+    code
 }

@@ -1,0 +1,219 @@
+//! A run: the agent at work on one session of a project, from its start
+//! (configuration, the instance, the session, restoring a checkpoint)
+//! through its instructions (each completed answer saved as a checkpoint)
+//! to its end (the sandbox, the instance and spill working copies gone).
+
+mod error;
+mod restore;
+mod setup;
+
+use std::path::Path;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use hel_store::Store;
+
+use crate::agent::{Agent, Parts};
+use crate::event::{Event, Observer, Warning};
+use crate::instance::Instance;
+use crate::interrupt::Interrupts;
+use crate::outcome::Outcome;
+use crate::record::Recorder;
+use crate::session::{self, Session, SessionError, Start};
+use crate::spill::SpillStore;
+use crate::system;
+use crate::tools::cursor::CursorTable;
+use crate::tools::paths::ProjectDir;
+use crate::tools::{Confirm, ToolCtx, ToolName};
+
+pub use error::StartError;
+pub use setup::{Compaction, Options};
+
+/// What a run talks to besides the model: who hears its events, who
+/// confirms writes and commands, and where interrupts come from.
+pub struct Host {
+    pub observer: Rc<dyn Observer>,
+    pub confirm: Arc<dyn Confirm>,
+    pub interrupts: Interrupts,
+}
+
+/// A run in progress. Dropping it ends it (see [`Run::finish`]).
+pub struct Run {
+    agent: Agent,
+    session: Option<Session>,
+    instance: Instance,
+    observer: Rc<dyn Observer>,
+    finished: bool,
+}
+
+impl Run {
+    /// Start a run in the current directory on the session `start` names.
+    /// The first event is always [`Event::Session`]. A new session that
+    /// cannot be made is a warning (the run goes on unsaved); any other
+    /// problem is an error, before any instruction.
+    pub fn start(options: Options, start: Start, host: Host) -> Result<Run, StartError> {
+        let setup = setup::Setup::new(&options)?;
+        let allow_write = crate::tools::sandbox::check_allow_write(
+            &options.allow_write,
+            &setup.project,
+            &crate::instance::runtime_root(),
+        )?;
+        let instance = Instance::start()?;
+        let store = Store::open(&setup.project)?;
+        let observer = host.observer;
+        let (mut session, head) = take_session(&store, &setup.project, &start, &*observer)?;
+        observer.event(Event::Session(session.as_ref().map(|s| s.id().clone())));
+        let recorder = match &options.record {
+            Some(dir) => Some(recorder(dir, &setup.config.model, session.as_ref())?),
+            None => None,
+        };
+        if !options.sandbox && setup.toolset.contains(ToolName::Bash) {
+            observer.warn(Warning::Unconfined);
+        }
+        let spill = match &session {
+            Some(s) => SpillStore::for_session(&store, Arc::clone(&s.lease)),
+            None => SpillStore::for_instance(&instance.spill()),
+        };
+        let project_dir = ProjectDir::open(&setup.project).map_err(StartError::ProjectDir)?;
+        let (system_message, warnings) = system::build(
+            &project_dir,
+            options.context_file.as_deref(),
+            setup.toolset.names(),
+        );
+        for w in warnings {
+            observer.warn(w.into());
+        }
+        let tools = ToolCtx {
+            project: setup.project.clone(),
+            project_dir: Arc::new(project_dir),
+            access: options.access,
+            bash_timeout: options.bash_timeout,
+            sandbox: options.sandbox,
+            allow_write,
+            tmp: instance.tmp(),
+            commands: Default::default(),
+            cursors: CursorTable::default(),
+            spill,
+            confirm: host.confirm,
+            observer: Rc::clone(&observer),
+        };
+        let parts = Parts {
+            config: setup.config,
+            client: setup.client,
+            toolset: setup.toolset,
+            tools,
+            recorder,
+            policy: setup.policy,
+            max_turns: options.max_turns,
+            interrupts: host.interrupts,
+            observer: Rc::clone(&observer),
+        };
+        let mut agent = Agent::new(parts, system_message);
+        if let (Some(s), Some(head)) = (session.as_mut(), head) {
+            restore::restore(s, &mut agent, head, &*observer)?;
+        }
+        Ok(Run {
+            agent,
+            session,
+            instance,
+            observer,
+            finished: false,
+        })
+    }
+
+    /// Run one instruction. A completed answer is saved as a checkpoint
+    /// before this returns (an answer shown is an answer on disk); a failed
+    /// save is a warning, and the next answer saves everything.
+    pub async fn instruction(&mut self, text: &str) -> Outcome {
+        let outcome = self.agent.run_instruction(text).await;
+        if let Some(rec) = self.agent.recorder() {
+            let (answer, error) = match &outcome {
+                Outcome::Completed(a) => (Some(a.as_str()), None),
+                Outcome::Incomplete(why) => (None, Some(why.to_string())),
+            };
+            if let Some(w) = rec.instruction(outcome.termination(), answer, error) {
+                self.observer.warn(w);
+            }
+        }
+        if let (Outcome::Completed(_), Some(s)) = (&outcome, self.session.as_mut()) {
+            match s.checkpoint(&mut self.agent, text) {
+                Ok(saved) => {
+                    self.observer.event(Event::CheckpointSaved {
+                        id: saved.committed.id,
+                    });
+                    for w in saved.warnings {
+                        self.observer.warn(w);
+                    }
+                }
+                Err(e) => self.observer.warn(Warning::CheckpointFailed(e)),
+            }
+        }
+        outcome
+    }
+
+    /// End the run: write the record, end every process a command started,
+    /// then remove the instance's tmp and the session's spill working
+    /// copies (a cache of the committed blobs). Runs once; dropping the run
+    /// calls it.
+    pub fn finish(&mut self) {
+        if std::mem::replace(&mut self.finished, true) {
+            return;
+        }
+        if let Some(w) = self.agent.recorder().and_then(|rec| rec.flush()) {
+            self.observer.warn(w);
+        }
+        // Every process a command started ends before tmp and spill go.
+        self.agent.tools_mut().commands.shutdown();
+        if let Some(s) = &self.session {
+            if let Err(e) = s.store.clear_spill(&s.lease) {
+                self.observer.warn(Warning::SpillNotRemoved(e));
+            }
+        }
+        self.instance.finish();
+    }
+}
+
+/// Take the session `start` names, and the checkpoint to continue from.
+/// A new session that cannot be made is a warning: the run goes on
+/// unsaved.
+fn take_session(
+    store: &Store,
+    project: &std::path::Path,
+    start: &Start,
+    observer: &dyn Observer,
+) -> Result<(Option<Session>, Option<hel_store::ObjectId>), StartError> {
+    match session::open(store, project, start) {
+        Ok(o) => {
+            for w in o.warnings {
+                observer.warn(Warning::Store(w));
+            }
+            Ok((Some(o.session), o.head))
+        }
+        Err(SessionError::Store(error)) if *start == Start::New => {
+            observer.warn(Warning::NoSession {
+                store: store.root_path(),
+                error,
+            });
+            Ok((None, None))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Record mode's recorder, writing to `dir`.
+fn recorder(dir: &Path, model: &str, session: Option<&Session>) -> Result<Recorder, StartError> {
+    let mut rec = Recorder::create(dir, model).map_err(|source| StartError::Record {
+        dir: dir.to_owned(),
+        source,
+    })?;
+    if let Some(s) = session {
+        rec.set_session(s.id());
+    }
+    Ok(rec)
+}
+
+impl Drop for Run {
+    fn drop(&mut self) {
+        self.finish();
+    }
+}

@@ -1,0 +1,156 @@
+//! `hel sessions` (list), `hel sessions log`, `hel sessions delete`.
+
+use std::path::Path;
+
+use hel_agent::session;
+use hel_store::time::rfc3339;
+use hel_store::{SessionId, Store};
+use serde::Serialize;
+
+use super::report::{print_json, say};
+use crate::exit::Exit;
+use crate::render;
+
+/// A row of `hel sessions --json` (fields in the order the JSON has).
+#[derive(Serialize)]
+struct SessionRow<'a> {
+    broken: &'a Option<String>,
+    busy: bool,
+    checkpoints: u64,
+    head: Option<String>,
+    id: &'a SessionId,
+    instruction: &'a str,
+    messages: u64,
+    updated: String,
+}
+
+/// A checkpoint of `hel sessions log --json` (fields in the order the
+/// JSON has).
+#[derive(Serialize)]
+struct LogRow<'a> {
+    fork_point: bool,
+    id: String,
+    input_tokens: u64,
+    instruction: &'a str,
+    messages: u64,
+    output_tokens: u64,
+    session: &'a SessionId,
+    time: &'a str,
+}
+
+pub fn list(store: &Store, as_json: bool) -> Result<u8, Exit> {
+    let sessions = store.sessions()?;
+    if as_json {
+        let rows: Vec<SessionRow> = sessions
+            .iter()
+            .map(|s| SessionRow {
+                broken: &s.broken,
+                busy: s.busy,
+                checkpoints: s.checkpoints,
+                head: s.head.map(|h| h.to_hex()),
+                id: &s.id,
+                instruction: &s.instruction,
+                messages: s.messages,
+                updated: rfc3339(s.updated_ms),
+            })
+            .collect();
+        print_json(&rows);
+        return Ok(0);
+    }
+    if sessions.is_empty() {
+        say!("no sessions in this project");
+        return Ok(0);
+    }
+    say!(
+        "{:<36}  {:<5}  {:<24}  {:>11}  {:>8}  INSTRUCTION",
+        "SESSION",
+        "STATE",
+        "UPDATED",
+        "CHECKPOINTS",
+        "MESSAGES"
+    );
+    let mut broken = 0;
+    for s in sessions {
+        let state = match (&s.broken, s.busy) {
+            (Some(_), _) => "broken",
+            (None, true) => "busy",
+            (None, false) => "idle",
+        };
+        let updated = if s.broken.is_some() {
+            "?".to_owned()
+        } else {
+            rfc3339(s.updated_ms)
+        };
+        say!(
+            "{:<36}  {:<5}  {:<24}  {:>11}  {:>8}  {}",
+            s.id,
+            state,
+            updated,
+            s.checkpoints,
+            s.messages,
+            s.instruction.chars().take(60).collect::<String>()
+        );
+        if let Some(why) = &s.broken {
+            broken += 1;
+            render::line(&format!("hel: session {}: {why}", s.id));
+        }
+    }
+    if broken > 0 {
+        render::line(&format!(
+            "hel: {broken} session(s) cannot be read; `hel fsck` checks the whole store"
+        ));
+    }
+    Ok(0)
+}
+
+pub fn log(store: &Store, project: &Path, spec: &str, as_json: bool) -> Result<u8, Exit> {
+    let id = session::resolve(store, project, spec)?;
+    let entries = store.log(&id)?;
+    if as_json {
+        let rows: Vec<LogRow> = entries
+            .iter()
+            .map(|e| LogRow {
+                fork_point: e.fork_point,
+                id: e.id.to_hex(),
+                input_tokens: e.input_tokens,
+                instruction: &e.instruction,
+                messages: e.messages,
+                output_tokens: e.output_tokens,
+                session: &e.session_id,
+                time: &e.time,
+            })
+            .collect();
+        print_json(&rows);
+        return Ok(0);
+    }
+    for e in entries {
+        if e.fork_point {
+            say!(
+                "--- forked from session {} at checkpoint {} ---",
+                e.session_id,
+                &e.id.to_hex()[..12]
+            );
+        }
+        say!(
+            "{}  {}  {:>5} msgs  {:>8} in {:>6} out  {}",
+            &e.id.to_hex()[..12],
+            e.time,
+            e.messages,
+            e.input_tokens,
+            e.output_tokens,
+            e.instruction.chars().take(60).collect::<String>()
+        );
+    }
+    Ok(0)
+}
+
+pub fn delete(store: &Store, project: &Path, spec: &str) -> Result<u8, Exit> {
+    let id = session::resolve(store, project, spec)?;
+    let report = store.delete(&id, true)?.unwrap_or_default();
+    say!(
+        "deleted session {id}; reclaimed {} objects, {} bytes",
+        report.objects_removed,
+        report.bytes_removed
+    );
+    Ok(0)
+}
