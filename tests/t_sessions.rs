@@ -549,6 +549,8 @@ fn ambiguous_prefixes_list_candidates() {
             input_tokens: 0,
             output_tokens: 0,
             why: "test".into(),
+            record: hel_store::Record::Answer,
+            workspace: None,
         };
         store
             .commit(&lease, &mut hel_store::SessionState::default(), input)

@@ -231,6 +231,8 @@ impl World {
                     input_tokens: 0,
                     output_tokens: 0,
                     why: "test".into(),
+                    record: hel_store::Record::Answer,
+                    workspace: None,
                 },
             )
             .expect("the store takes the conversation's leaves");

@@ -13,7 +13,6 @@ use std::collections::{BTreeSet, HashSet};
 use zstd::zstd_safe::{DCtx, InBuffer, OutBuffer, ResetDirective};
 
 use crate::dir;
-use crate::error::IoContext;
 use crate::layout::{object_name, Layout};
 use crate::lock::Shared;
 use crate::odb::{self, Found};
@@ -58,6 +57,16 @@ impl Cap {
         max: 64 * MIB,
         what: "spill file",
     };
+    pub const TREE: Cap = Cap {
+        max: 16 * MIB,
+        what: "tree",
+    };
+    /// A file of a workspace snapshot (its size limit can be raised up to
+    /// this).
+    pub const FILE: Cap = Cap {
+        max: 64 * MIB,
+        what: "workspace file",
+    };
     /// Any object, whatever it is used for (fsck, gc).
     pub const ANY: Cap = Cap {
         max: 64 * MIB,
@@ -69,6 +78,7 @@ impl Cap {
         match kind {
             Kind::Snapshot => Cap::SNAPSHOT,
             Kind::List => Cap::LIST,
+            Kind::Tree => Cap::TREE,
             Kind::Blob => Cap::ANY,
         }
     }
@@ -83,6 +93,8 @@ pub enum Kind {
     List,
     /// A checkpoint (canonical JSON).
     Snapshot,
+    /// A directory of a workspace snapshot (binary, objects-spec §13).
+    Tree,
 }
 
 impl Kind {
@@ -91,6 +103,7 @@ impl Kind {
             Kind::Blob => "blob",
             Kind::List => "list",
             Kind::Snapshot => "snapshot",
+            Kind::Tree => "tree",
         }
     }
 
@@ -99,6 +112,7 @@ impl Kind {
             "blob" => Some(Kind::Blob),
             "list" => Some(Kind::List),
             "snapshot" => Some(Kind::Snapshot),
+            "tree" => Some(Kind::Tree),
             _ => None,
         }
     }
@@ -109,6 +123,35 @@ pub fn encode(kind: Kind, payload: &[u8]) -> (ObjectId, Vec<u8>) {
     let mut bytes = format!("{} {}\0", kind.name(), payload.len()).into_bytes();
     bytes.extend_from_slice(payload);
     (ObjectId::of_canonical(&bytes), bytes)
+}
+
+thread_local! {
+    static COMPRESSOR: RefCell<Option<zstd::bulk::Compressor<'static>>> = const { RefCell::new(None) };
+}
+
+/// The id of an object of `kind` with `payload` and its stored bytes (its
+/// canonical bytes as one zstd frame). Any thread may call this.
+pub fn compress(kind: Kind, payload: &[u8]) -> Result<(ObjectId, Vec<u8>)> {
+    let (id, canonical) = encode(kind, payload);
+    Ok((id, compress_canonical(&id, &canonical)?))
+}
+
+fn compress_canonical(id: &ObjectId, canonical: &[u8]) -> Result<Vec<u8>> {
+    let failed = |e: std::io::Error| Error::Io {
+        path: std::path::PathBuf::from(format!("(compressing object {id})")),
+        source: e,
+    };
+    let stored = COMPRESSOR.with(|slot| -> std::io::Result<Vec<u8>> {
+        let mut slot = slot.borrow_mut();
+        if slot.is_none() {
+            *slot = Some(zstd::bulk::Compressor::new(LEVEL)?);
+        }
+        match slot.as_mut() {
+            Some(c) => c.compress(canonical),
+            None => zstd::bulk::compress(canonical, LEVEL),
+        }
+    });
+    stored.map_err(failed)
 }
 
 /// The id an object of `kind` with `payload` has, without building its
@@ -392,9 +435,10 @@ const SHARE_MIN: u64 = 4096;
 pub(crate) struct Writer<'a> {
     layout: &'a Layout,
     session: SessionId,
-    compressor: Option<zstd::bulk::Compressor<'static>>,
-    /// New objects: (id, stored bytes).
+    /// New objects not yet staged in the journal: (id, stored bytes).
     pending: Vec<(ObjectId, Vec<u8>)>,
+    pending_bytes: u64,
+    /// Every object this writer wrote, staged or pending.
     pending_ids: HashSet<ObjectId>,
     /// Sessions whose journals hold objects this write names.
     pub deps: BTreeSet<SessionId>,
@@ -411,8 +455,8 @@ impl<'a> Writer<'a> {
         Writer {
             layout: lock.layout,
             session: session.clone(),
-            compressor: None,
             pending: Vec::new(),
+            pending_bytes: 0,
             pending_ids: HashSet::new(),
             deps: deps.clone(),
             objects_written: 0,
@@ -424,26 +468,49 @@ impl<'a> Writer<'a> {
     /// may name it) and return its id.
     pub fn put(&mut self, kind: Kind, payload: &[u8]) -> Result<ObjectId> {
         let (id, canonical) = encode(kind, payload);
-        if self.pending_ids.contains(&id) {
+        if self.has(&id)? {
             return Ok(id);
         }
-        if self.can_share(&id)? {
-            return Ok(id);
-        }
-        if self.compressor.is_none() {
-            self.compressor =
-                Some(zstd::bulk::Compressor::new(LEVEL).at(self.layout.loose_path(&id))?);
-        }
-        let compressed = match self.compressor.as_mut() {
-            Some(c) => c.compress(&canonical),
-            None => zstd::bulk::compress(&canonical, LEVEL),
-        }
-        .at(self.layout.loose_path(&id))?;
-        self.objects_written += 1;
-        self.bytes_written += compressed.len() as u64 + pack::RECORD_HEADER;
-        self.pending_ids.insert(id);
-        self.pending.push((id, compressed));
+        let stored = compress_canonical(&id, &canonical)?;
+        self.push(id, stored);
         Ok(id)
+    }
+
+    /// Store the compressed bytes of object `id` as [`compress`] made them
+    /// (unless it is stored where this session may name it). Returns
+    /// whether they were written.
+    pub fn put_stored(&mut self, id: ObjectId, stored: Vec<u8>) -> Result<bool> {
+        if self.has(&id)? {
+            return Ok(false);
+        }
+        self.push(id, stored);
+        Ok(true)
+    }
+
+    fn push(&mut self, id: ObjectId, stored: Vec<u8>) {
+        self.objects_written += 1;
+        self.bytes_written += stored.len() as u64 + pack::RECORD_HEADER;
+        self.pending_bytes += stored.len() as u64;
+        self.pending_ids.insert(id);
+        self.pending.push((id, stored));
+    }
+
+    /// May what this write stores name `id`: written by it, or stored where
+    /// this session may name it ([`Writer::can_share`])?
+    pub fn has(&mut self, id: &ObjectId) -> Result<bool> {
+        Ok(self.pending_ids.contains(id) || self.can_share(id)?)
+    }
+
+    /// Compressed bytes pending in memory.
+    pub fn pending_bytes(&self) -> u64 {
+        self.pending_bytes
+    }
+
+    /// Take the objects pending in memory (to stage them in the journal);
+    /// they still count as written by this writer.
+    pub fn take_pending(&mut self) -> Vec<(ObjectId, Vec<u8>)> {
+        self.pending_bytes = 0;
+        std::mem::take(&mut self.pending)
     }
 
     /// May this write name `id` where it is already stored? Only a stored
@@ -486,14 +553,16 @@ impl<'a> Writer<'a> {
     /// session's journal, durable with one sync. Nothing is published on
     /// error.
     pub fn commit(
-        self,
+        &mut self,
         journal: &mut journal::Writer,
         head: ObjectId,
         payload: journal::CommitPayload,
     ) -> Result<journal::Commit> {
         let commit = journal.commit(&self.pending, head, payload)?;
-        for (id, _) in &self.pending {
-            self.layout.set_verified(*id);
+        self.pending.clear();
+        self.pending_bytes = 0;
+        for id in self.pending_ids.drain() {
+            self.layout.set_verified(id);
         }
         Ok(commit)
     }
@@ -629,9 +698,9 @@ mod tests {
     #[test]
     fn unknown_kind_bombs_and_caps_are_typed_errors() {
         let (_d, layout) = store();
-        let id = plant(&layout, b"tree 2\0hi");
+        let id = plant(&layout, b"twig 2\0hi");
         assert!(
-            matches!(read(&layout, &id, Cap::ANY), Err(Error::UnknownKind { kind, .. }) if kind == "tree")
+            matches!(read(&layout, &id, Cap::ANY), Err(Error::UnknownKind { kind, .. }) if kind == "twig")
         );
 
         // Declares 5 bytes, decompresses to 1 MB: stops at the declared size.

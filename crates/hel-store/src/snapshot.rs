@@ -9,8 +9,9 @@ use crate::layout::Layout;
 use crate::object::{self, Cap, Kind};
 use crate::{Error, ObjectId, Result, SessionId};
 
-/// The snapshot schema this build writes and the newest it reads.
-pub const SCHEMA_VERSION: u64 = 1;
+/// The snapshot schema this build writes and the newest it reads. Schema 2
+/// adds what each record is and the workspace; schema 1 is still read.
+pub const SCHEMA_VERSION: u64 = 2;
 
 /// A snapshot object: one checkpoint. Everything a new process needs to
 /// continue a session is here or named from here (messages, request config,
@@ -41,7 +42,96 @@ pub struct Checkpoint {
     /// Spill path as the conversation names it → its blob.
     pub spill: BTreeMap<String, SpillEntry>,
     pub summary: Summary,
+    /// What this record is (schema 2; a schema-1 checkpoint is an answer).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub record: Option<Record>,
+    /// The project's files at this record (schema 2), when snapshotted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<Workspace>,
 }
+
+/// What a record of a session's history is (objects-spec §4, "record").
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum Record {
+    /// A completed answer: a checkpoint of the conversation.
+    Answer,
+    /// An instruction started: the workspace before the agent acted, so
+    /// that an instruction that never completes can still be undone. The
+    /// messages are the previous record's.
+    Start,
+    /// An instruction ended without an answer (interrupted, failed): the
+    /// workspace it left. The messages are the previous record's.
+    Interrupted,
+    /// The workspace just before a restore or undo wrote anything, so that
+    /// every restore can itself be undone.
+    BeforeRestore,
+    /// What a restore or undo wrote (the workspace after it).
+    Restored,
+    /// A fork's first record: the forked checkpoint, in a new session.
+    Fork,
+}
+
+impl Record {
+    /// The record of `cp`, a schema-1 checkpoint being an answer.
+    pub fn of(cp: &Checkpoint) -> Record {
+        cp.record.unwrap_or(Record::Answer)
+    }
+
+    /// The name objects-spec gives it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Record::Answer => "answer",
+            Record::Start => "start",
+            Record::Interrupted => "interrupted",
+            Record::BeforeRestore => "before-restore",
+            Record::Restored => "restored",
+            Record::Fork => "fork",
+        }
+    }
+}
+
+/// The workspace at a record.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct Workspace {
+    /// The project's root tree when this record was written (for an
+    /// answer, when it completed).
+    pub tree: ObjectId,
+    /// For an answer or an interrupted instruction: the root tree when its
+    /// instruction started. Otherwise null.
+    pub start: Option<ObjectId>,
+    /// Files `tree` lists as not tracked (over the size limit or budget):
+    /// the snapshot is partial when this is not zero.
+    pub not_tracked: u64,
+    /// For a `restored` record: what was restored.
+    pub restored: Option<Restored>,
+}
+
+/// What a restore or undo wrote.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct Restored {
+    /// The record whose files were put back.
+    pub from: ObjectId,
+    /// Its workspace at the instruction's start (`true`) or at the record
+    /// (`false`).
+    pub start: bool,
+    /// Whether this was an undo (a following undo steps further back).
+    pub undo: bool,
+    /// Paths written or removed.
+    pub count: u64,
+    /// Paths left alone because they changed since the session recorded
+    /// them.
+    pub conflicts: u64,
+    /// The first paths written or removed (at most [`RESTORED_PATHS_MAX`],
+    /// for display and for the note the model gets; not UTF-8 safe names
+    /// are shown lossily).
+    pub paths: Vec<String>,
+}
+
+/// The most paths a restored record lists.
+pub const RESTORED_PATHS_MAX: usize = 100;
 
 /// The root of a checkpoint's message list.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -123,14 +213,65 @@ impl Checkpoint {
         if cp.spill.keys().any(|k| k.is_empty()) {
             return Err(Invalid::Malformed("a spill entry has an empty name".into()));
         }
+        check_record(&cp).map_err(|r| Invalid::Malformed(r.into()))?;
         Ok(cp)
     }
+}
+
+/// What schema 2 requires of `record` and `workspace` together.
+fn check_record(cp: &Checkpoint) -> std::result::Result<(), &'static str> {
+    if cp.schema_version < 2 {
+        if cp.record.is_some() || cp.workspace.is_some() {
+            return Err("a schema 1 checkpoint with schema 2 fields");
+        }
+        return Ok(());
+    }
+    let Some(record) = cp.record else {
+        return Err("no record");
+    };
+    let ws = cp.workspace.as_ref();
+    let needs_workspace = matches!(
+        record,
+        Record::Start | Record::BeforeRestore | Record::Restored
+    );
+    if needs_workspace && ws.is_none() {
+        return Err("a workspace record without a workspace");
+    }
+    if let Some(ws) = ws {
+        let may_start = matches!(record, Record::Answer | Record::Interrupted | Record::Fork);
+        if ws.start.is_some() && !may_start {
+            return Err("a start tree on a record that is not an instruction's end");
+        }
+        match (&ws.restored, record) {
+            (Some(r), Record::Restored) => {
+                if r.paths.len() > RESTORED_PATHS_MAX
+                    || r.paths.len() as u64 > r.count
+                    || r.paths.iter().any(|p| p.is_empty() || p.len() > 4096)
+                {
+                    return Err("a malformed list of restored paths");
+                }
+            }
+            (None, Record::Restored) => return Err("a restored record that says nothing restored"),
+            (Some(_), _) => return Err("restored paths on a record that is not a restore"),
+            (None, _) => {}
+        }
+    }
+    Ok(())
 }
 
 /// Why a snapshot payload is not valid.
 pub(crate) enum Invalid {
     Malformed(String),
     Newer(u64),
+}
+
+impl Invalid {
+    pub(crate) fn reason(&self) -> String {
+        match self {
+            Invalid::Malformed(r) => r.clone(),
+            Invalid::Newer(v) => format!("schema_version {v} is newer than this build"),
+        }
+    }
 }
 
 /// Read and validate snapshot `id`.

@@ -87,6 +87,8 @@ fn input<'a>(messages: &'a [Value], leaves: &'a [Option<Leaf>]) -> CommitInput<'
         input_tokens: 0,
         output_tokens: 0,
         why: "test".into(),
+        record: hel_store::Record::Answer,
+        workspace: None,
     }
 }
 

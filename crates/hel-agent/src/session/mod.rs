@@ -65,6 +65,8 @@ impl Session {
                 input_tokens: usage.input_tokens,
                 output_tokens: usage.output_tokens,
                 why: format!("checkpoint: {}", hel_store::first_line(instruction)),
+                record: hel_store::Record::Answer,
+                workspace: None,
             },
         )?;
         agent.conversation_mut().committed(&committed);

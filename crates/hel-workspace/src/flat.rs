@@ -1,0 +1,181 @@
+//! A snapshot as a flat map from path to entry, read from its trees or
+//! built by a walk, and turned back into trees.
+
+use std::collections::{BTreeMap, HashMap};
+
+use hel_store::tree::{Entry, EntryKind, Tree, DEPTH_MAX};
+use hel_store::{ObjectId, Store};
+
+/// The longest path a snapshot may hold (Linux's `PATH_MAX` less the NUL).
+pub const PATH_MAX: usize = 4095;
+
+/// One path of a snapshot: a tree entry without its name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Item {
+    pub kind: EntryKind,
+    pub mode: u16,
+    pub size: u64,
+    /// The blob or tree ([`ObjectId::ZERO`] for what has none, and for a
+    /// directory of a walk until [`Flat::trees`] computed it).
+    pub id: ObjectId,
+}
+
+impl Item {
+    /// Same content, kind and mode: nothing to write to go from one to the
+    /// other. (Directories compare by kind and mode only: their content is
+    /// their own paths.)
+    pub fn same(&self, other: &Item) -> bool {
+        if self.kind == EntryKind::Dir && other.kind == EntryKind::Dir {
+            return self.mode == other.mode;
+        }
+        self.kind == other.kind && self.mode == other.mode && self.id == other.id
+    }
+}
+
+/// Why a snapshot could not be read back.
+#[derive(Debug, thiserror::Error)]
+pub enum FlatError {
+    #[error(transparent)]
+    Store(#[from] hel_store::Error),
+    #[error("tree {tree} nests deeper than {DEPTH_MAX} directories (at {path}); the store may be damaged or hostile: run `hel fsck`")]
+    TooDeep { tree: ObjectId, path: String },
+    #[error("tree {tree} holds a path longer than {PATH_MAX} bytes ({path}…); the store may be damaged or hostile: run `hel fsck`")]
+    PathTooLong { tree: ObjectId, path: String },
+}
+
+/// Every path of a snapshot: files, symlinks, directories, not-tracked
+/// files and nested repositories, by path (bytes, `/`-separated, relative
+/// to the project; the root itself is not listed).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Flat {
+    pub items: BTreeMap<Vec<u8>, Item>,
+}
+
+/// The directory part of a path (`b""` for the root) and its name.
+pub fn split(path: &[u8]) -> (&[u8], &[u8]) {
+    match path.iter().rposition(|&c| c == b'/') {
+        Some(k) => (&path[..k], &path[k + 1..]),
+        None => (&[], path),
+    }
+}
+
+/// `dir/name` (or `name` at the root).
+pub fn join(dir: &[u8], name: &[u8]) -> Vec<u8> {
+    let mut p = Vec::with_capacity(dir.len() + 1 + name.len());
+    if !dir.is_empty() {
+        p.extend_from_slice(dir);
+        p.push(b'/');
+    }
+    p.extend_from_slice(name);
+    p
+}
+
+impl Flat {
+    /// Read the snapshot whose root tree is `root`: every tree read and
+    /// validated by the store, walked with a stack (never recursion), no
+    /// deeper than [`DEPTH_MAX`] and no path longer than [`PATH_MAX`].
+    pub fn read(store: &Store, root: &ObjectId) -> Result<Flat, FlatError> {
+        let mut items = BTreeMap::new();
+        let mut stack: Vec<(Vec<u8>, ObjectId, usize)> = vec![(Vec::new(), *root, 0)];
+        while let Some((dir, id, depth)) = stack.pop() {
+            let tree = store.read_tree(&id)?;
+            for e in tree.entries {
+                let path = join(&dir, &e.name);
+                if path.len() > PATH_MAX {
+                    return Err(FlatError::PathTooLong {
+                        tree: *root,
+                        path: String::from_utf8_lossy(&path[..200]).into_owned(),
+                    });
+                }
+                if e.kind == EntryKind::Dir {
+                    if depth + 1 >= DEPTH_MAX {
+                        return Err(FlatError::TooDeep {
+                            tree: *root,
+                            path: String::from_utf8_lossy(&path).into_owned(),
+                        });
+                    }
+                    stack.push((path.clone(), e.id, depth + 1));
+                }
+                items.insert(
+                    path,
+                    Item {
+                        kind: e.kind,
+                        mode: e.mode,
+                        size: e.size,
+                        id: e.id,
+                    },
+                );
+            }
+        }
+        Ok(Flat { items })
+    }
+
+    pub fn get(&self, path: &[u8]) -> Option<&Item> {
+        self.items.get(path)
+    }
+
+    /// Paths the snapshot saw but did not record (not tracked).
+    pub fn not_tracked(&self) -> impl Iterator<Item = &[u8]> {
+        self.items
+            .iter()
+            .filter(|(_, i)| i.kind == EntryKind::NotTracked)
+            .map(|(p, _)| p.as_slice())
+    }
+
+    /// The trees of this snapshot, deepest first and the root last, each
+    /// with its directory's path and id; directory items get their tree's
+    /// id. Every directory a path goes through must be an item (a walk
+    /// lists them all), else this is an error naming the path.
+    pub fn trees(&mut self) -> Result<Vec<(Vec<u8>, Tree, ObjectId)>, String> {
+        // Children by directory, in path order (which is name order within
+        // one directory only when compared by name: sorted again below).
+        let mut children: HashMap<Vec<u8>, Vec<Vec<u8>>> = HashMap::new();
+        children.entry(Vec::new()).or_default();
+        for (path, item) in &self.items {
+            let (dir, _) = split(path);
+            if !dir.is_empty()
+                && !matches!(self.items.get(dir), Some(i) if i.kind == EntryKind::Dir)
+            {
+                return Err(format!(
+                    "{} is in no directory of the snapshot",
+                    String::from_utf8_lossy(path)
+                ));
+            }
+            children.entry(dir.to_vec()).or_default().push(path.clone());
+            if item.kind == EntryKind::Dir {
+                children.entry(path.clone()).or_default();
+            }
+        }
+        let mut dirs: Vec<Vec<u8>> = children.keys().cloned().collect();
+        // Deepest first: a directory after all of its subdirectories.
+        dirs.sort_by_key(|d| {
+            std::cmp::Reverse(if d.is_empty() {
+                0
+            } else {
+                1 + d.iter().filter(|&&c| c == b'/').count()
+            })
+        });
+        let mut out = Vec::with_capacity(dirs.len());
+        for dir in dirs {
+            let mut tree = Tree::default();
+            for path in children.get(&dir).map(Vec::as_slice).unwrap_or(&[]) {
+                let (_, name) = split(path);
+                let item = self.items[path];
+                tree.entries.push(Entry {
+                    name: name.to_vec(),
+                    kind: item.kind,
+                    mode: item.mode,
+                    size: item.size,
+                    id: item.id,
+                });
+            }
+            tree.sort();
+            let id = hel_store::tree_id(&tree);
+            if let Some(item) = self.items.get_mut(&dir) {
+                item.id = id;
+            }
+            out.push((dir, tree, id));
+        }
+        Ok(out)
+    }
+}
