@@ -121,12 +121,13 @@ impl Store {
 }
 
 impl<'a> Txn<'a> {
-    /// Is object `id` stored where this session may name it (verified
-    /// once per process; a copy in another session's journal makes this
-    /// session depend on that journal)? An object this answers `true` for
-    /// may be named by what this commit writes.
+    /// Is workspace object `id` (a file's blob, a tree) written by this
+    /// commit or stored where this session may name it? A copy in another
+    /// session's journal makes this session depend on that journal. An
+    /// object this answers `true` for may be named by what this commit
+    /// writes.
     pub fn has(&mut self, id: &ObjectId) -> Result<bool> {
-        self.writer.has(id)
+        self.writer.has_for_workspace(id)
     }
 
     /// Store a blob (unless stored where this session may name it).
@@ -136,10 +137,10 @@ impl<'a> Txn<'a> {
         Ok(id)
     }
 
-    /// Store an encoded blob (unless stored where this session may name
-    /// it). Returns whether it was written.
+    /// Store an encoded blob of a workspace file (unless [`Txn::has`]).
+    /// Returns whether it was written.
     pub fn put_encoded(&mut self, e: Encoded) -> Result<bool> {
-        let written = self.writer.put_stored(e.id, e.stored)?;
+        let written = self.writer.put_workspace(e.id, e.stored)?;
         self.stage()?;
         Ok(written)
     }
@@ -162,7 +163,7 @@ impl<'a> Txn<'a> {
                     String::from_utf8_lossy(&e.name)
                 )));
             }
-            if e.kind.has_object() && !self.writer.has(&e.id)? {
+            if e.kind.has_object() && !self.writer.has_for_workspace(&e.id)? {
                 return Err(Error::Internal(format!(
                     "tree entry {:?} names {}, which is not stored",
                     String::from_utf8_lossy(&e.name),
@@ -170,7 +171,8 @@ impl<'a> Txn<'a> {
                 )));
             }
         }
-        let id = self.writer.put(Kind::Tree, &t.to_payload())?;
+        let (id, stored) = object::compress(Kind::Tree, &t.to_payload())?;
+        self.writer.put_workspace(id, stored)?;
         self.stage()?;
         Ok(id)
     }
@@ -237,7 +239,7 @@ impl<'a> Txn<'a> {
         }
         if let Some(ws) = &input.workspace {
             for t in std::iter::once(&ws.tree).chain(&ws.start) {
-                if !self.writer.has(t)? {
+                if !self.writer.has_for_workspace(t)? {
                     return Err(Error::Internal(format!(
                         "the workspace names tree {t}, which is not stored"
                     )));
@@ -346,39 +348,9 @@ impl<'a> Txn<'a> {
             record: Some(input.record),
             workspace: input.workspace,
         };
-        // What a reader would refuse is never written.
-        let payload = cp.to_payload();
-        Checkpoint::parse(&payload).map_err(|e| {
-            Error::Internal(format!(
-                "the checkpoint would not read back: {}",
-                e.reason()
-            ))
-        })?;
-        let id = writer.put(Kind::Snapshot, &payload)?;
-        let (objects_written, bytes_written) = (writer.objects_written, writer.bytes_written);
-        let deps = writer.deps.clone();
-        let record = CommitPayload {
-            deps: deps.clone(),
-            parent: state.head,
-            seq: state.seq + 1,
-            session: self.lease.session().clone(),
-            summary: cp.summary.clone(),
-            time_ms: now,
-            why: clip(&input.why, 200),
-        };
-        let journal = self
-            .journal
-            .as_mut()
-            .ok_or_else(|| Error::Internal("journal writer not kept".into()))?;
-        self.writer.commit(journal, id, record)?;
-        // Published: the state follows the head.
-        let mut warnings = std::mem::take(&mut self.warnings);
-        self.store
-            .retire_ref(self.layout, self.lease.session(), &mut warnings);
-        state.head = Some(id);
-        state.seq += 1;
-        state.deps = deps;
-        state.checkpoints = cp.summary.checkpoints;
+        let spill_after = spill.clone();
+        let published = self.publish(cp, &input.why)?;
+        let state = &mut *self.state;
         for (node, _) in state.nodes.drain(reused..) {
             state.node_len.remove(&node);
         }
@@ -393,15 +365,98 @@ impl<'a> Txn<'a> {
             }));
             state.locs.extend_from_slice(&new_leaves);
         }
-        state.spill = spill;
+        state.spill = spill_after;
+        Ok(Committed {
+            leaves_from: base_end,
+            new_leaves,
+            ..published
+        })
+    }
+
+    /// Write snapshot `cp` (checked as a reader would check it) and the
+    /// commit record publishing it with everything this transaction wrote,
+    /// in one sync; then the state's head follows.
+    fn publish(&mut self, cp: Checkpoint, why: &str) -> Result<Committed> {
+        // What a reader would refuse is never written.
+        let payload = cp.to_payload();
+        Checkpoint::parse(&payload).map_err(|e| {
+            Error::Internal(format!(
+                "the checkpoint would not read back: {}",
+                e.reason()
+            ))
+        })?;
+        let id = self.writer.put(Kind::Snapshot, &payload)?;
+        let (objects_written, bytes_written) =
+            (self.writer.objects_written, self.writer.bytes_written);
+        let deps = self.writer.deps.clone();
+        let record = CommitPayload {
+            deps: deps.clone(),
+            parent: self.state.head,
+            seq: self.state.seq + 1,
+            session: self.lease.session().clone(),
+            summary: cp.summary.clone(),
+            time_ms: cp.created_at_ms,
+            why: clip(why, 200),
+        };
+        let journal = self
+            .journal
+            .as_mut()
+            .ok_or_else(|| Error::Internal("journal writer not kept".into()))?;
+        self.writer.commit(journal, id, record)?;
+        // Published: the state follows the head.
+        let mut warnings = std::mem::take(&mut self.warnings);
+        self.store
+            .retire_ref(self.layout, self.lease.session(), &mut warnings);
+        let state = &mut *self.state;
+        state.head = Some(id);
+        state.seq += 1;
+        state.deps = deps;
+        state.checkpoints = cp.summary.checkpoints;
         Ok(Committed {
             id,
             objects_written,
             bytes_written,
-            leaves_from: base_end,
-            new_leaves,
+            leaves_from: 0,
+            new_leaves: Vec::new(),
             warnings,
         })
+    }
+}
+
+impl Txn<'_> {
+    /// Commit a workspace record (before-restore, restored, start,
+    /// interrupted) that keeps everything else of the session's head: its
+    /// messages, request config, cursors, meter and spill. For a process
+    /// that has not loaded the conversation (`hel undo`, `hel restore`).
+    /// The session must have a head.
+    pub fn commit_record(
+        mut self,
+        record: crate::snapshot::Record,
+        workspace: crate::snapshot::Workspace,
+        why: &str,
+    ) -> Result<Committed> {
+        let head = self.state.head.ok_or_else(|| {
+            Error::Internal("a workspace record needs a checkpoint to follow".into())
+        })?;
+        let base = crate::snapshot::read(self.layout, &head)?;
+        let now = time::now_ms();
+        let cp = Checkpoint {
+            schema_version: SCHEMA_VERSION,
+            parents: vec![head],
+            created_at: time::rfc3339(now),
+            created_at_ms: now,
+            summary: Summary {
+                checkpoints: self.state.checkpoints + 1,
+                ..base.summary.clone()
+            },
+            record: Some(record),
+            workspace: Some(workspace),
+            ..base
+        };
+        let mut done = self.publish(cp, why)?;
+        // The messages are the head's: all stay where they are.
+        done.leaves_from = self.state.locs.len();
+        Ok(done)
     }
 }
 

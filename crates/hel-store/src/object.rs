@@ -425,6 +425,22 @@ pub(crate) fn decode(
 /// session depend on that journal for a few bytes.
 const SHARE_MIN: u64 = 4096;
 
+/// How a writer may name an object already stored.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Sharing {
+    /// Messages, spill, snapshots: a copy verified once per process; in
+    /// another session's journal only when large.
+    Verified,
+    /// Workspace files and trees: any copy where this session may name it,
+    /// any size (a project's sessions share most files, and one dependency
+    /// costs less than every small file stored again per session), not read
+    /// back first (a snapshot of 70,000 files cannot decompress them all
+    /// once per process). A forged copy under a file's name is caught when
+    /// it is read, as every read verifies: a restore of that file fails
+    /// naming the object, never writes other bytes, and fsck reports it.
+    Workspace,
+}
+
 /// Writes the objects of one operation (a commit, a fork) into the
 /// session's journal. It exists only under the shared store lock
 /// ([`Shared`]), so gc cannot remove an object between "it already exists"
@@ -476,17 +492,6 @@ impl<'a> Writer<'a> {
         Ok(id)
     }
 
-    /// Store the compressed bytes of object `id` as [`compress`] made them
-    /// (unless it is stored where this session may name it). Returns
-    /// whether they were written.
-    pub fn put_stored(&mut self, id: ObjectId, stored: Vec<u8>) -> Result<bool> {
-        if self.has(&id)? {
-            return Ok(false);
-        }
-        self.push(id, stored);
-        Ok(true)
-    }
-
     fn push(&mut self, id: ObjectId, stored: Vec<u8>) {
         self.objects_written += 1;
         self.bytes_written += stored.len() as u64 + pack::RECORD_HEADER;
@@ -520,6 +525,25 @@ impl<'a> Writer<'a> {
     /// sealed pack or a loose file, or another session's journal when the
     /// object is large enough to be worth a dependency.
     fn can_share(&mut self, id: &ObjectId) -> Result<bool> {
+        self.can_share_as(id, Sharing::Verified)
+    }
+
+    /// [`Writer::can_share`] for workspace objects: see [`Sharing::Workspace`].
+    pub fn has_for_workspace(&mut self, id: &ObjectId) -> Result<bool> {
+        Ok(self.pending_ids.contains(id) || self.can_share_as(id, Sharing::Workspace)?)
+    }
+
+    /// Store the compressed bytes of workspace object `id` (unless
+    /// [`Writer::has_for_workspace`]). Returns whether they were written.
+    pub fn put_workspace(&mut self, id: ObjectId, stored: Vec<u8>) -> Result<bool> {
+        if self.has_for_workspace(&id)? {
+            return Ok(false);
+        }
+        self.push(id, stored);
+        Ok(true)
+    }
+
+    fn can_share_as(&mut self, id: &ObjectId, sharing: Sharing) -> Result<bool> {
         let found = self.layout.odb().locate_open(self.layout, id)?;
         let owner = match &found {
             None => return Ok(false),
@@ -527,7 +551,7 @@ impl<'a> Writer<'a> {
             Some(Found::Record { len, .. }) => {
                 match self.layout.odb().journal_of(id, &self.session) {
                     Some(s) if s != self.session && !self.deps.contains(&s) => {
-                        if *len < SHARE_MIN {
+                        if *len < SHARE_MIN && sharing == Sharing::Verified {
                             return Ok(false);
                         }
                         Some(s)
@@ -536,7 +560,7 @@ impl<'a> Writer<'a> {
                 }
             }
         };
-        if !self.layout.is_verified(id) {
+        if sharing == Sharing::Verified && !self.layout.is_verified(id) {
             if read(self.layout, id, Cap::ANY).is_err() {
                 // Not the content its name promises: write ours.
                 return Ok(false);

@@ -13,9 +13,13 @@
 //! Paths are bytes (a file name on Linux is not always UTF-8), relative to
 //! the project, components joined by `/`.
 
+pub mod cache;
 pub mod flat;
+pub mod snapshot;
+pub mod walk;
 
 pub use flat::{Flat, Item};
 pub mod stat;
 
+pub use snapshot::{Options, Prev, Snapshot, SnapshotError, Workspace};
 pub use stat::FileStat;
