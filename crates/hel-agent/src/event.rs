@@ -84,6 +84,17 @@ pub enum Warning {
     /// The compaction request failed; the conversation stays as it was.
     #[error("compaction failed ({0}); keeping the conversation as is")]
     CompactionFailed(RequestError),
+    /// The project's files could not be snapshotted for this checkpoint
+    /// (undo cannot go back past it).
+    #[error("cannot snapshot the project's files ({0}); this checkpoint cannot be undone")]
+    WorkspaceFailed(crate::workspace::WorkspaceError),
+    /// Workspace snapshots are off for this run.
+    #[error("workspace snapshots are off: {0}")]
+    WorkspaceOff(crate::workspace::WorkspaceError),
+    /// Some files are not recorded (too large, or past a snapshot's budget
+    /// of new bytes): undo and restore leave them alone. Said once a run.
+    #[error("{count} file(s) are too large to snapshot and are not tracked by undo ({}{}); raise --workspace-max-file to track them", first.join(", "), if *count > first.len() { ", …" } else { "" })]
+    WorkspacePartial { count: usize, first: Vec<String> },
     /// record.json could not be written.
     #[error("cannot write {}", .0.display())]
     RecordUnwritable(PathBuf),

@@ -29,3 +29,4 @@ pub mod spill;
 pub mod system;
 pub mod terminal;
 pub mod tools;
+pub mod workspace;

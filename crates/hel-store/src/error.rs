@@ -57,8 +57,12 @@ pub enum Error {
     },
     #[error("{path} holds {size} bytes, over the {max} bytes such a file may have")]
     FileTooLarge { path: PathBuf, size: u64, max: u64 },
-    #[error("session {session} is in use by another hel instance")]
-    InUse { session: String },
+    #[error("session {session} is in use by another hel instance{}", holder.as_ref().map(|h| format!(" ({h})")).unwrap_or_default())]
+    InUse {
+        session: String,
+        /// Who holds it, as the lease file says (pid and since when).
+        holder: Option<String>,
+    },
     #[error("no session {session} in this store")]
     NoSuchSession { session: String },
     #[error("session {session} has no checkpoint yet")]

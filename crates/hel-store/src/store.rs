@@ -278,6 +278,7 @@ impl Store {
             Some(head) => Ok((SessionLease::acquire(lock.layout, session, true)?, head.id)),
             None if lock::is_busy(layout, session)? => Err(Error::InUse {
                 session: session.to_string(),
+                holder: None,
             }),
             None => Err(no_such()),
         }
@@ -369,6 +370,25 @@ impl Store {
             messages: resolved.messages,
             leaves: state.locs.clone(),
             state,
+        })
+    }
+
+    /// The state a writer of the lease's session needs to commit workspace
+    /// records after its head ([`crate::Txn::commit_record`]) without loading its
+    /// conversation. A message commit after it stores every message anew.
+    pub fn record_state(&self, lease: &SessionLease) -> Result<SessionState> {
+        let layout = self.layout_create()?;
+        let Some(head) = heads::read(layout, lease.session())? else {
+            return Ok(SessionState::default());
+        };
+        let cp = snapshot::read(layout, &head.id)?;
+        Ok(SessionState {
+            head: Some(head.id),
+            checkpoints: cp.summary.checkpoints,
+            spill: cp.spill,
+            deps: head.deps(),
+            seq: head.seq(),
+            ..SessionState::default()
         })
     }
 
@@ -466,7 +486,7 @@ impl Store {
     }
 
     /// Commit a checkpoint of the lease's session and move its ref: a
-    /// [`Store::begin`] with nothing else written, then [`Txn::commit`].
+    /// [`Store::begin`] with nothing else written, then [`crate::Txn::commit`].
     pub fn commit(
         &self,
         lease: &SessionLease,

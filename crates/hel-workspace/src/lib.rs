@@ -15,6 +15,7 @@
 
 pub mod cache;
 pub mod flat;
+pub mod history;
 pub mod snapshot;
 pub mod walk;
 

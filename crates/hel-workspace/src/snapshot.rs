@@ -8,8 +8,8 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use hel_store::tree::{EntryKind, TARGET_MAX};
-use hel_store::{Cap, ObjectId, Store, Txn};
+use hel_store::tree::{EntryKind, Tree, TARGET_MAX};
+use hel_store::{Cap, Encoded, ObjectId, Store, Txn};
 use rustix::fs::{Mode, OFlags};
 
 use crate::cache::{Cache, Known};
@@ -89,6 +89,51 @@ pub enum SnapshotError {
     Internal(String),
 }
 
+/// Where a snapshot's objects go: a commit in progress ([`Txn`]), or
+/// nowhere ([`Scan`]) when only the ids are wanted.
+pub trait Sink {
+    /// Is `id` stored where this snapshot may name it?
+    fn has(&mut self, id: &ObjectId) -> Result<bool, hel_store::Error>;
+    fn put_blob(&mut self, bytes: &[u8]) -> Result<ObjectId, hel_store::Error>;
+    /// Returns whether the blob was new.
+    fn put_encoded(&mut self, e: Encoded) -> Result<bool, hel_store::Error>;
+    fn put_tree(&mut self, t: &Tree) -> Result<ObjectId, hel_store::Error>;
+}
+
+impl Sink for Txn<'_> {
+    fn has(&mut self, id: &ObjectId) -> Result<bool, hel_store::Error> {
+        Txn::has(self, id)
+    }
+    fn put_blob(&mut self, bytes: &[u8]) -> Result<ObjectId, hel_store::Error> {
+        Txn::put_blob(self, bytes)
+    }
+    fn put_encoded(&mut self, e: Encoded) -> Result<bool, hel_store::Error> {
+        Txn::put_encoded(self, e)
+    }
+    fn put_tree(&mut self, t: &Tree) -> Result<ObjectId, hel_store::Error> {
+        Txn::put_tree(self, t)
+    }
+}
+
+/// A sink that stores nothing: a snapshot through it computes the ids of
+/// what is on disk (for a diff against the files), as if all were stored.
+pub struct Scan;
+
+impl Sink for Scan {
+    fn has(&mut self, _: &ObjectId) -> Result<bool, hel_store::Error> {
+        Ok(true)
+    }
+    fn put_blob(&mut self, bytes: &[u8]) -> Result<ObjectId, hel_store::Error> {
+        Ok(hel_store::blob_id(bytes))
+    }
+    fn put_encoded(&mut self, _: Encoded) -> Result<bool, hel_store::Error> {
+        Ok(false)
+    }
+    fn put_tree(&mut self, t: &Tree) -> Result<ObjectId, hel_store::Error> {
+        Ok(hel_store::tree_id(t))
+    }
+}
+
 /// A project's workspace, open for snapshots: its path, its stat cache
 /// (kept in memory between snapshots, reloaded when another process saved
 /// a newer one), and the limits.
@@ -148,7 +193,7 @@ impl Workspace {
     /// are published with the record `txn` commits.
     pub fn snapshot(
         &mut self,
-        txn: &mut Txn<'_>,
+        txn: &mut dyn Sink,
         prev: Option<Prev<'_>>,
     ) -> Result<Snapshot, SnapshotError> {
         if !self.cache.is_current(self.dir.as_fd()) {
@@ -302,7 +347,7 @@ impl Workspace {
     /// within the budget.
     fn read_files(
         &self,
-        txn: &mut Txn<'_>,
+        txn: &mut dyn Sink,
         entries: &[walk::Entry],
         to_read: &[(usize, u64)],
         tracked_before: &dyn Fn(&[u8]) -> bool,
@@ -353,7 +398,7 @@ impl Workspace {
 
     fn store_read(
         &self,
-        txn: &mut Txn<'_>,
+        txn: &mut dyn Sink,
         e: &walk::Entry,
         read: Result<Read, String>,
         tracked_before: &dyn Fn(&[u8]) -> bool,

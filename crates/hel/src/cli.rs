@@ -85,6 +85,37 @@ pub struct RunArgs {
     /// The model's context window in tokens (default 1,000,000 for deepseek, 128,000 otherwise).
     #[arg(long, value_name = "W", global = true)]
     pub context_window: Option<u64>,
+    /// Do not snapshot the project's files (undo and restore then have nothing to go back to).
+    #[arg(long, global = true)]
+    pub no_workspace: bool,
+    /// New files larger than this are not snapshotted (listed as not tracked): bytes, or with K/M/G.
+    #[arg(long, value_name = "SIZE", default_value = "1M", value_parser = parse_size, global = true)]
+    pub workspace_max_file: u64,
+    /// New file content one snapshot may store; past it, new files are not tracked.
+    #[arg(long, value_name = "SIZE", default_value = "64M", value_parser = parse_size, global = true)]
+    pub workspace_budget: u64,
+}
+
+/// A size in bytes: a number, optionally followed by K, M or G (powers of
+/// 1024). At most 64M for one file (what a stored object may hold).
+fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let (digits, unit) = match t.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
+        Some((k, _)) => (&t[..k], &t[k..]),
+        None => (t, ""),
+    };
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("{s:?} is not a size (try 1M, 500K or 1048576)"))?;
+    let shift = match unit.to_ascii_uppercase().as_str() {
+        "" | "B" => 0,
+        "K" | "KB" | "KIB" => 10,
+        "M" | "MB" | "MIB" => 20,
+        "G" | "GB" | "GIB" => 30,
+        _ => return Err(format!("{s:?}: unknown unit {unit:?} (use K, M or G)")),
+    };
+    n.checked_mul(1 << shift)
+        .ok_or_else(|| format!("{s:?} is too large"))
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -145,6 +176,10 @@ impl RunArgs {
                 _ => Compaction::Default,
             },
             context_window: self.context_window,
+            workspace: (!self.no_workspace).then_some(hel_workspace::Options {
+                max_file: self.workspace_max_file.min(hel_store::Cap::FILE.max),
+                budget: self.workspace_budget,
+            }),
         }
     }
 }
@@ -162,6 +197,63 @@ pub enum Command {
         /// Fork: start a new session from this checkpoint of SESSION.
         #[arg(long, value_name = "CHECKPOINT")]
         at: Option<String>,
+        /// With --at: also make the project's files as they were at that checkpoint.
+        #[arg(long, requires = "at")]
+        restore_files: bool,
+        /// With --restore-files: write even files changed since the session recorded them.
+        #[arg(long, requires = "restore_files")]
+        force: bool,
+    },
+    /// Put the project's files back as they were when the session's last instruction started.
+    #[command(long_about = "Put the project's files back as they were when the session's last \
+instruction started (completed or not), and nothing else: only files that instruction changed, \
+and only where they are still what it left. A second `hel undo` steps one instruction further \
+back. Every undo is recorded first (`hel restore SESSION --at <before-restore checkpoint>` \
+undoes it).")]
+    Undo {
+        /// Session id or prefix (default: the most recently updated idle session).
+        session: Option<String>,
+        /// Write even files changed since the session recorded them.
+        #[arg(long)]
+        force: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Make the project's files as they were at a checkpoint (all tracked paths, or the given ones).
+    Restore {
+        session: String,
+        /// The checkpoint (default: the session's latest).
+        #[arg(long, value_name = "CHECKPOINT")]
+        at: Option<String>,
+        /// As they were when that checkpoint's instruction started.
+        #[arg(long)]
+        before: bool,
+        /// Write even files changed since the session recorded them.
+        #[arg(long)]
+        force: bool,
+        #[arg(long)]
+        json: bool,
+        /// Only these paths (and what is under them), relative to the project.
+        paths: Vec<PathBuf>,
+    },
+    /// Which files changed, with a unified diff of text files.
+    Diff {
+        session: String,
+        /// The checkpoint (default: the session's latest); without --against or --worktree,
+        /// what its instruction changed.
+        #[arg(long, value_name = "CHECKPOINT")]
+        at: Option<String>,
+        /// Compare with this checkpoint instead.
+        #[arg(long, value_name = "CHECKPOINT", conflicts_with = "worktree")]
+        against: Option<String>,
+        /// Compare with the files on disk now.
+        #[arg(long)]
+        worktree: bool,
+        /// Only a line per file with lines added and removed.
+        #[arg(long)]
+        stat: bool,
+        #[arg(long, conflicts_with = "stat")]
+        json: bool,
     },
     /// List, inspect and delete sessions (default: list).
     Sessions {
@@ -176,6 +268,9 @@ pub enum Command {
         /// Only report what would be reclaimed.
         #[arg(long)]
         dry_run: bool,
+        /// Also move loose objects and small packs into one pack.
+        #[arg(long, conflicts_with = "dry_run")]
+        repack: bool,
     },
     /// Check the session store.
     Fsck,
@@ -191,6 +286,9 @@ pub enum SessionsCommand {
     /// A session's checkpoints, newest first.
     Log {
         session: String,
+        /// Also the start record of every instruction that ended.
+        #[arg(long)]
+        all: bool,
         #[arg(long)]
         json: bool,
     },

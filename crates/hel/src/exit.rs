@@ -70,8 +70,9 @@ impl Exit {
         use hel_store::Error as E;
         match e {
             E::BadSessionId(_) => Exit::usage(e.to_string()),
-            E::InUse { session } => Exit::refused(format!(
-                "session {session} is in use by another hel instance: wait for it to exit, or fork it with `hel resume {session} --at <CHECKPOINT>`"
+            E::InUse { session, holder } => Exit::refused(format!(
+                "session {session} is in use by another hel instance{}: wait for it to exit, or fork it with `hel resume {session} --at <CHECKPOINT>`",
+                holder.as_ref().map(|h| format!(" ({h})")).unwrap_or_default()
             )),
             E::NoSuchSession { session } => Exit::refused(format!("no session {session} in this project; a session exists once an answer completes (`hel sessions` lists them)")),
             E::NoCheckpoint { session } => Exit::refused(format!(

@@ -34,7 +34,7 @@ fn main() -> ExitCode {
     }
     let result = match cli.command {
         Some(Command::Sessions { command, json }) => commands::sessions(command, json),
-        Some(Command::Gc { dry_run }) => commands::gc(dry_run),
+        Some(Command::Gc { dry_run, repack }) => commands::gc(dry_run, repack),
         Some(Command::Fsck) => commands::fsck(),
         Some(Command::Resume { session, last, at }) => {
             let start = match (session, last, at) {

@@ -11,7 +11,7 @@ use std::path::Path;
 use std::rc::Rc;
 use std::sync::Arc;
 
-use hel_store::Store;
+use hel_store::{Record, Store};
 
 use crate::agent::{Agent, Parts};
 use crate::event::{Event, Observer, Warning};
@@ -25,6 +25,7 @@ use crate::system;
 use crate::tools::cursor::CursorTable;
 use crate::tools::paths::ProjectDir;
 use crate::tools::{Confirm, ToolCtx, ToolName};
+use crate::workspace::Snapshots;
 
 pub use error::StartError;
 pub use setup::{Compaction, Options};
@@ -41,6 +42,8 @@ pub struct Host {
 pub struct Run {
     agent: Agent,
     session: Option<Session>,
+    /// Snapshots of the project's files (None: off, or no session).
+    snapshots: Option<Snapshots>,
     instance: Instance,
     observer: Rc<dyn Observer>,
     finished: bool,
@@ -112,9 +115,20 @@ impl Run {
         if let (Some(s), Some(head)) = (session.as_mut(), head) {
             restore::restore(s, &mut agent, head, &*observer)?;
         }
+        let snapshots = match (&options.workspace, &session) {
+            (Some(opts), Some(s)) => match Snapshots::open(&s.store, *opts) {
+                Ok(snaps) => Some(snaps),
+                Err(e) => {
+                    observer.warn(Warning::WorkspaceOff(e));
+                    None
+                }
+            },
+            _ => None,
+        };
         Ok(Run {
             agent,
             session,
+            snapshots,
             instance,
             observer,
             finished: false,
@@ -123,9 +137,13 @@ impl Run {
 
     /// Run one instruction. A completed answer is saved as a checkpoint
     /// before this returns (an answer shown is an answer on disk); a failed
-    /// save is a warning, and the next answer saves everything.
+    /// save is a warning, and the next answer saves everything. With
+    /// workspace snapshots on, the project's files are recorded when the
+    /// instruction starts (so even one that never ends can be undone) and
+    /// when it ends, completed or not.
     pub async fn instruction(&mut self, text: &str) -> Outcome {
-        let outcome = self.agent.run_instruction(text).await;
+        let said = self.start_instruction(text);
+        let outcome = self.agent.run_instruction(&said).await;
         if let Some(rec) = self.agent.recorder() {
             let (answer, error) = match &outcome {
                 Outcome::Completed(a) => (Some(a.as_str()), None),
@@ -135,12 +153,21 @@ impl Run {
                 self.observer.warn(w);
             }
         }
-        if let (Outcome::Completed(_), Some(s)) = (&outcome, self.session.as_mut()) {
-            match s.checkpoint(&mut self.agent, text) {
+        let record = match &outcome {
+            Outcome::Completed(_) => Some(Record::Answer),
+            // What an unfinished instruction left is recorded when its
+            // start was.
+            Outcome::Incomplete(_) if self.snapshots.as_ref().is_some_and(|s| s.start.is_some()) => {
+                Some(Record::Interrupted)
+            }
+            Outcome::Incomplete(_) => None,
+        };
+        if let (Some(record), Some(s)) = (record, self.session.as_mut()) {
+            match s.record(&mut self.agent, text, record, self.snapshots.as_mut()) {
                 Ok(saved) => {
-                    self.observer.event(Event::CheckpointSaved {
-                        id: saved.committed.id,
-                    });
+                    if let (Some(c), Record::Answer) = (&saved.committed, record) {
+                        self.observer.event(Event::CheckpointSaved { id: c.id });
+                    }
                     for w in saved.warnings {
                         self.observer.warn(w);
                     }
@@ -148,7 +175,36 @@ impl Run {
                 Err(e) => self.observer.warn(Warning::CheckpointFailed(e)),
             }
         }
+        if let Some(snaps) = self.snapshots.as_mut() {
+            snaps.start = None;
+        }
         outcome
+    }
+
+    /// Record the project's files as the instruction starts, and return
+    /// what the model is told: the instruction, after a note when files
+    /// were restored since the last answer.
+    fn start_instruction(&mut self, text: &str) -> String {
+        let (Some(s), Some(snaps)) = (self.session.as_mut(), self.snapshots.as_mut()) else {
+            return text.to_owned();
+        };
+        let note = s
+            .state
+            .head
+            .and_then(|head| hel_workspace::history::restores_since_answer(&s.store, &head).ok())
+            .and_then(|r| crate::workspace::restored_note(&r));
+        match s.record(&mut self.agent, text, Record::Start, Some(snaps)) {
+            Ok(saved) => {
+                for w in saved.warnings {
+                    self.observer.warn(w);
+                }
+            }
+            Err(e) => self.observer.warn(Warning::CheckpointFailed(e)),
+        }
+        match note {
+            Some(note) => format!("{note}\n\n{text}"),
+            None => text.to_owned(),
+        }
     }
 
     /// End the run: write the record, end every process a command started,

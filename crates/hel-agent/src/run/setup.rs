@@ -45,6 +45,8 @@ pub struct Options {
     pub compaction: Compaction,
     /// The model's context window (None: by provider).
     pub context_window: Option<u64>,
+    /// Workspace snapshots and their limits (None: `--no-workspace`).
+    pub workspace: Option<hel_workspace::Options>,
 }
 
 /// The decided configuration.

@@ -18,8 +18,8 @@ pub fn sessions(command: Option<SessionsCommand>, json_flag: bool) -> Result<u8,
     let store = Store::open(&project)?;
     match command.unwrap_or(SessionsCommand::List { json: json_flag }) {
         SessionsCommand::List { json } => sessions::list(&store, json || json_flag),
-        SessionsCommand::Log { session, json } => {
-            sessions::log(&store, &project, &session, json || json_flag)
+        SessionsCommand::Log { session, all, json } => {
+            sessions::log(&store, &project, &session, all, json || json_flag)
         }
         SessionsCommand::Show { session, at, json } => {
             show::show(&store, &project, &session, at.as_deref(), json || json_flag)

@@ -4,7 +4,8 @@ use std::path::Path;
 
 use hel_agent::session;
 use hel_store::time::rfc3339;
-use hel_store::{SessionId, Store};
+use hel_store::log::LogEntry;
+use hel_store::{Record, SessionId, Store};
 use serde::Serialize;
 
 use super::report::{print_json, say};
@@ -34,8 +35,47 @@ struct LogRow<'a> {
     instruction: &'a str,
     messages: u64,
     output_tokens: u64,
+    record: &'static str,
     session: &'a SessionId,
     time: &'a str,
+    /// The workspace tree at the record, and at its instruction's start.
+    workspace: Option<String>,
+    workspace_start: Option<String>,
+}
+
+/// What `sessions log` says of a record besides its columns ("" for an
+/// answer).
+fn record_tag(e: &LogEntry, ended: bool) -> String {
+    let ws = e.workspace.as_ref();
+    let partial = match ws {
+        Some(w) if w.not_tracked > 0 => format!(", {} files not tracked", w.not_tracked),
+        _ => String::new(),
+    };
+    match e.record {
+        Record::Answer if ws.is_none() => "[no file snapshot] ".into(),
+        Record::Answer if partial.is_empty() => String::new(),
+        Record::Answer => format!("[{}] ", &partial[2..]),
+        Record::Start if ended => format!("[start{partial}] "),
+        Record::Start => format!("[started, never ended: `hel undo` reverts it{partial}] "),
+        Record::Interrupted => format!("[interrupted{partial}] "),
+        Record::BeforeRestore => format!("[files before a restore{partial}] "),
+        Record::Restored => match ws.and_then(|w| w.restored.as_ref()) {
+            Some(r) => format!(
+                "[{} {} file(s) to {} of {}{}] ",
+                if r.undo { "undo: restored" } else { "restored" },
+                r.count,
+                if r.start { "the start" } else { "the end" },
+                &r.from.to_hex()[..12],
+                if r.conflicts > 0 {
+                    format!(", {} conflict(s) left alone", r.conflicts)
+                } else {
+                    String::new()
+                }
+            ),
+            None => "[restored] ".into(),
+        },
+        Record::Fork => "[fork] ".into(),
+    }
 }
 
 pub fn list(store: &Store, as_json: bool) -> Result<u8, Exit> {
@@ -103,7 +143,13 @@ pub fn list(store: &Store, as_json: bool) -> Result<u8, Exit> {
     Ok(0)
 }
 
-pub fn log(store: &Store, project: &Path, spec: &str, as_json: bool) -> Result<u8, Exit> {
+pub fn log(
+    store: &Store,
+    project: &Path,
+    spec: &str,
+    all: bool,
+    as_json: bool,
+) -> Result<u8, Exit> {
     let id = session::resolve(store, project, spec)?;
     let entries = store.log(&id)?;
     if as_json {
@@ -116,14 +162,29 @@ pub fn log(store: &Store, project: &Path, spec: &str, as_json: bool) -> Result<u
                 instruction: &e.instruction,
                 messages: e.messages,
                 output_tokens: e.output_tokens,
+                record: e.record.name(),
                 session: &e.session_id,
                 time: &e.time,
+                workspace: e.workspace.as_ref().map(|w| w.tree.to_hex()),
+                workspace_start: e
+                    .workspace
+                    .as_ref()
+                    .and_then(|w| w.start)
+                    .map(|t| t.to_hex()),
             })
             .collect();
         print_json(&rows);
         return Ok(0);
     }
-    for e in entries {
+    for (k, e) in entries.iter().enumerate() {
+        // An instruction's start is shown only when it never ended (or with
+        // --all): its end record carries both snapshots.
+        let ended = k > 0
+            && matches!(entries[k - 1].record, Record::Answer | Record::Interrupted)
+            && entries[k - 1].parent == Some(e.id);
+        if e.record == Record::Start && ended && !all {
+            continue;
+        }
         if e.fork_point {
             say!(
                 "--- forked from session {} at checkpoint {} ---",
@@ -132,12 +193,13 @@ pub fn log(store: &Store, project: &Path, spec: &str, as_json: bool) -> Result<u
             );
         }
         say!(
-            "{}  {}  {:>5} msgs  {:>8} in {:>6} out  {}",
+            "{}  {}  {:>5} msgs  {:>8} in {:>6} out  {}{}",
             &e.id.to_hex()[..12],
             e.time,
             e.messages,
             e.input_tokens,
             e.output_tokens,
+            record_tag(e, ended),
             e.instruction.chars().take(60).collect::<String>()
         );
     }

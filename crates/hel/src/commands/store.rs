@@ -5,9 +5,13 @@ use hel_store::Store;
 use super::report::{project, say};
 use crate::exit::Exit;
 
-pub fn gc(dry_run: bool) -> Result<u8, Exit> {
+pub fn gc(dry_run: bool, repack: bool) -> Result<u8, Exit> {
     let store = Store::open(&project()?)?;
-    let r = store.gc(dry_run)?;
+    let r = if repack {
+        store.repack()?
+    } else {
+        store.gc(dry_run)?
+    };
     let verb = if dry_run {
         "would reclaim"
     } else {
@@ -22,6 +26,13 @@ pub fn gc(dry_run: bool) -> Result<u8, Exit> {
         r.spill_dirs_removed,
         r.objects_kept
     );
+    if r.packs_written > 0 || r.journals_removed > 0 {
+        say!(
+            "wrote {} pack(s); removed {} journal(s) of deleted sessions",
+            r.packs_written,
+            r.journals_removed
+        );
+    }
     Ok(0)
 }
 
