@@ -13,7 +13,9 @@
 //! Paths are bytes (a file name on Linux is not always UTF-8), relative to
 //! the project, components joined by `/`.
 
+pub mod diff;
 pub mod flat;
+pub mod restore;
 
 pub use flat::{Flat, Item};
 pub mod stat;
