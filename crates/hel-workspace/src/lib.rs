@@ -14,13 +14,15 @@
 //! the project, components joined by `/`.
 
 pub mod cache;
+pub mod diff;
 pub mod flat;
 pub mod history;
+pub mod restore;
 pub mod snapshot;
+pub mod stat;
+pub mod undo;
 pub mod walk;
 
 pub use flat::{Flat, Item};
-pub mod stat;
-
-pub use snapshot::{Options, Prev, Snapshot, SnapshotError, Workspace};
+pub use snapshot::{Options, Prev, Scan, Sink, Snapshot, SnapshotError, Workspace};
 pub use stat::FileStat;

@@ -139,6 +139,8 @@ impl Sink for Scan {
 /// a newer one), and the limits.
 pub struct Workspace {
     root: PathBuf,
+    /// The project directory, opened once (restores write beneath it).
+    project: OwnedFd,
     dir: OwnedFd,
     cache: Cache,
     pub options: Options,
@@ -175,8 +177,18 @@ impl Workspace {
         check_project(&root)?;
         let (dir, _) = store.workspace_dir()?;
         let cache = Cache::load(dir.as_fd());
+        let project = rustix::fs::open(
+            &root,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| SnapshotError::Walk(walk::WalkError {
+            path: root.display().to_string(),
+            reason: e.to_string(),
+        }))?;
         Ok(Workspace {
             root,
+            project,
             dir,
             cache,
             options,
@@ -185,6 +197,11 @@ impl Workspace {
 
     pub fn root(&self) -> &Path {
         &self.root
+    }
+
+    /// The project directory's descriptor.
+    pub fn project_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.project.as_fd()
     }
 
     /// Snapshot the project through `txn` (the session's commit in

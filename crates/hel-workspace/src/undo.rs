@@ -90,6 +90,8 @@ pub struct Outcome {
     pub removed: Vec<Vec<u8>>,
     /// Paths left alone, and why.
     pub conflicts: Vec<(Vec<u8>, Conflict)>,
+    /// Why the writes may not survive a power loss (a failed sync), if so.
+    pub not_durable: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -218,10 +220,20 @@ pub fn go_back(
     };
     let (changes, mut conflicts) = plan(&target, &expected, &before, go);
     // 3. The writes.
-    let applied = restore::apply(ws.root(), store, &changes)?;
+    // Once the writes are made they are recorded, even when they could not
+    // be made durable (said in `not_durable`).
+    let (applied, not_durable) = match restore::apply(ws.project_fd(), store, &changes) {
+        Ok(a) => (a, None),
+        Err(restore::RestoreError::NotDurable {
+            path,
+            source,
+            applied,
+        }) => (*applied, Some(format!("{}: {source}", path.display()))),
+        Err(e) => return Err(e.into()),
+    };
     let mut after = before.flat.clone();
     let (mut written, mut removed) = (Vec::new(), Vec::new());
-    for (path, item, _) in &applied.done {
+    for (path, item, _stat) in &applied.done {
         match item {
             Some(i) => {
                 after.items.insert(path.clone(), *i);
@@ -285,6 +297,7 @@ pub fn go_back(
         written,
         removed,
         conflicts,
+        not_durable,
     })
 }
 
