@@ -64,9 +64,11 @@ fn detach(cmd: &mut Command) {
     }
 }
 
-/// A temporary project directory.
+/// A temporary project directory, and a home directory beside it (a
+/// project that is the home directory is not snapshotted).
 pub struct Project {
     pub dir: tempfile::TempDir,
+    pub home: tempfile::TempDir,
 }
 
 /// The outcome of one hel run.
@@ -98,7 +100,8 @@ impl Run {
 impl Project {
     pub fn new() -> Project {
         let dir = tempfile::tempdir().unwrap();
-        Project { dir }
+        let home = tempfile::tempdir().unwrap();
+        Project { dir, home }
     }
 
     pub fn path(&self) -> PathBuf {
@@ -126,7 +129,7 @@ impl Project {
         cmd.current_dir(dir)
             .env_clear()
             .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("HOME", self.dir.path());
+            .env("HOME", self.home.path());
         if let Some(m) = mock {
             cmd.args(["--base-url", &m.url, "--model", "mock-model"]);
         }

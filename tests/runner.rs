@@ -14,3 +14,4 @@ mod t_races;
 mod t_sandbox;
 mod t_sessions;
 mod t_tools;
+mod t_workspace;

@@ -60,9 +60,24 @@ impl Snapshots {
                 }
             }
         }
-        let prev = self.last.as_ref().map(|(tree, flat)| Prev { tree: *tree, flat });
+        let prev = self
+            .last
+            .as_ref()
+            .map(|(tree, flat)| Prev { tree: *tree, flat });
         let snap = self.workspace.snapshot(txn, prev)?;
         Ok(snap)
+    }
+
+    /// The workspace, for a restore.
+    pub fn workspace_mut(&mut self) -> &mut Workspace {
+        &mut self.workspace
+    }
+
+    /// Records were written elsewhere (a restore): the next snapshot reads
+    /// what it builds on from the session's history again.
+    pub fn forget(&mut self) {
+        self.last = None;
+        self.loaded = false;
     }
 
     /// The snapshot `snap` was committed: the next one builds on it.
@@ -91,7 +106,12 @@ pub fn restored_note(restores: &[hel_store::Restored]) -> Option<String> {
     if count == 0 {
         return None;
     }
-    let shown = paths.iter().take(20).copied().collect::<Vec<_>>().join(", ");
+    let shown = paths
+        .iter()
+        .take(20)
+        .copied()
+        .collect::<Vec<_>>()
+        .join(", ");
     let more = if (paths.len() as u64) < count || paths.len() > 20 {
         " and others"
     } else {

@@ -9,7 +9,7 @@ use crate::layout::Layout;
 use crate::list::{Item, Leaf, Node, INLINE_MAX, NODE_INLINE_BUDGET};
 use crate::lock::{SessionLease, Shared};
 use crate::object::{self, Cap, Kind, Writer};
-use crate::snapshot::{Checkpoint, MessagesRef, SpillEntry, Summary, SCHEMA_VERSION};
+use crate::snapshot::{Checkpoint, MessagesRef, Record, SpillEntry, Summary, SCHEMA_VERSION};
 use crate::store::{clip, CommitInput, Committed, SessionState, Store, Warning};
 use crate::tree::{self, Tree};
 use crate::{canonical, heads, message, time, Error, ObjectId, Result};
@@ -340,7 +340,7 @@ impl<'a> Txn<'a> {
             spill: spill.clone(),
             summary: Summary {
                 messages: messages.len() as u64,
-                checkpoints: state.checkpoints + 1,
+                checkpoints: state.checkpoints + u64::from(input.record == Record::Answer),
                 instruction: clip(&crate::first_line(&input.instruction), 1000),
                 input_tokens: input.input_tokens,
                 output_tokens: input.output_tokens,
@@ -446,7 +446,7 @@ impl Txn<'_> {
             created_at: time::rfc3339(now),
             created_at_ms: now,
             summary: Summary {
-                checkpoints: self.state.checkpoints + 1,
+                checkpoints: self.state.checkpoints,
                 ..base.summary.clone()
             },
             record: Some(record),

@@ -155,7 +155,9 @@ pub struct SpillEntry {
 #[serde(deny_unknown_fields)]
 pub struct Summary {
     pub messages: u64,
-    /// Checkpoints in this one's first-parent history, itself included.
+    /// Answers in this record's first-parent history, itself included
+    /// (schema 1, where every checkpoint is an answer: checkpoints).
+    /// Workspace records and forks do not count.
     pub checkpoints: u64,
     /// First line of the last user instruction.
     pub instruction: String,
@@ -207,7 +209,7 @@ impl Checkpoint {
                 "an empty list has no root, and only an empty one".into(),
             ));
         }
-        if cp.summary.checkpoints == 0 {
+        if cp.summary.checkpoints == 0 && cp.schema_version < 2 {
             return Err(Invalid::Malformed("summary counts 0 checkpoints".into()));
         }
         if cp.spill.keys().any(|k| k.is_empty()) {

@@ -16,7 +16,7 @@ use crate::layout::{Layout, SPILL, STORE_DIR};
 use crate::list::{Leaf, Limits, Reader};
 use crate::lock::{self, Exclusive, SessionLease, Shared};
 use crate::object::{self, Cap, Kind, Writer};
-use crate::snapshot::{self, Checkpoint, Record, SpillEntry, Summary, Workspace, SCHEMA_VERSION};
+use crate::snapshot::{self, Checkpoint, Record, SpillEntry, Workspace, SCHEMA_VERSION};
 use crate::{heads, message, refs, time, Error, ObjectId, Result, SessionId};
 
 /// The session store of one project (its `.hel/` directory), held open:
@@ -522,10 +522,7 @@ impl Store {
             parents: vec![*at],
             created_at: time::rfc3339(now),
             created_at_ms: now,
-            summary: Summary {
-                checkpoints: base.summary.checkpoints + 1,
-                ..base.summary.clone()
-            },
+            summary: base.summary.clone(),
             schema_version: SCHEMA_VERSION,
             record: Some(Record::Fork),
             workspace: base.workspace.clone().map(|w| Workspace {

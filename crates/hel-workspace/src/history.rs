@@ -9,6 +9,8 @@
 //! the start record's tree; a start record not followed by its end is an
 //! instruction that never ended (a crash).
 
+use std::collections::BTreeSet;
+
 use hel_store::{Checkpoint, ObjectId, Record, Store, Workspace};
 
 /// The most records a history walk reads before giving up (a hostile
@@ -39,6 +41,10 @@ pub enum HistoryError {
     NothingToUndo(String),
     #[error("checkpoint {0} has no workspace snapshot (saved without one, or by an older hel): its files cannot be compared or restored")]
     NoWorkspace(ObjectId),
+    #[error("checkpoint {0} is not in this session's history")]
+    NotInHistory(ObjectId),
+    #[error("the snapshot nests deeper than a tree may, at {0}; the store may be damaged: run `hel fsck`")]
+    TooDeep(String),
 }
 
 fn parent(cp: &Checkpoint) -> Option<ObjectId> {
@@ -157,11 +163,161 @@ pub fn restores_since_answer(
         let Some(id) = at else { break };
         let cp = store.checkpoint(&id)?;
         match (Record::of(&cp), &cp.workspace) {
-            (Record::Restored, Some(Workspace { restored: Some(r), .. })) => out.push(r.clone()),
+            (
+                Record::Restored,
+                Some(Workspace {
+                    restored: Some(r), ..
+                }),
+            ) => out.push(r.clone()),
             (Record::BeforeRestore, _) => {}
             _ => break,
         }
         at = parent(&cp);
     }
     Ok(out)
+}
+
+/// Paths a session changed.
+#[derive(Debug, Default)]
+pub struct Changed {
+    /// Changed with their content known on both sides (files, links,
+    /// directories that appear or go, and everything under them).
+    pub known: BTreeSet<Vec<u8>>,
+    /// Changed where one side is a not-tracked file or a nested repository:
+    /// hel never writes or removes those.
+    pub unknown: BTreeSet<Vec<u8>>,
+}
+
+/// The paths that differ between trees `a` and `b`, read from the store
+/// descending only into subtrees whose ids differ.
+pub fn tree_changes(
+    store: &Store,
+    a: &ObjectId,
+    b: &ObjectId,
+    out: &mut Changed,
+) -> Result<(), HistoryError> {
+    use hel_store::tree::{EntryKind, DEPTH_MAX};
+    /// A directory to compare: its path, its tree on each side, its depth.
+    type Pair = (Vec<u8>, Option<ObjectId>, Option<ObjectId>, usize);
+    let mut stack: Vec<Pair> = vec![(Vec::new(), Some(*a), Some(*b), 0)];
+    while let Some((dir, ta, tb, depth)) = stack.pop() {
+        if ta == tb {
+            continue;
+        }
+        if depth >= DEPTH_MAX {
+            return Err(HistoryError::TooDeep(
+                String::from_utf8_lossy(&dir).into_owned(),
+            ));
+        }
+        let read = |t: Option<ObjectId>| -> Result<Vec<hel_store::tree::Entry>, HistoryError> {
+            Ok(match t {
+                Some(t) => store.read_tree(&t)?.entries,
+                None => Vec::new(),
+            })
+        };
+        let (ea, eb) = (read(ta)?, read(tb)?);
+        let mut names: BTreeSet<&[u8]> = ea.iter().map(|e| e.name.as_slice()).collect();
+        names.extend(eb.iter().map(|e| e.name.as_slice()));
+        let find = |es: &[hel_store::tree::Entry], n: &[u8]| {
+            es.binary_search_by(|e| e.name.as_slice().cmp(n))
+                .ok()
+                .map(|k| es[k].clone())
+        };
+        for name in names {
+            let (x, y) = (find(&ea, name), find(&eb, name));
+            if x == y {
+                continue;
+            }
+            let path = crate::flat::join(&dir, name);
+            let sub = |e: &Option<hel_store::tree::Entry>| {
+                e.as_ref()
+                    .filter(|e| e.kind == EntryKind::Dir)
+                    .map(|e| e.id)
+            };
+            let (da, db) = (sub(&x), sub(&y));
+            let both_dirs = da.is_some() && db.is_some();
+            let opaque = |e: &Option<hel_store::tree::Entry>| {
+                e.as_ref().is_some_and(|e| {
+                    matches!(e.kind, EntryKind::NotTracked | EntryKind::Repository)
+                })
+            };
+            if opaque(&x) || opaque(&y) {
+                out.unknown.insert(path.clone());
+            } else if !both_dirs || x.as_ref().map(|e| e.mode) != y.as_ref().map(|e| e.mode) {
+                out.known.insert(path.clone());
+            }
+            if da.is_some() || db.is_some() {
+                stack.push((path, da, db, depth + 1));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// What one record of a session changed in the project, as a pair of
+/// trees (before, after): an instruction's start and end, a restore's
+/// before-restore tree and what it wrote. `None` for records that only
+/// observe (starts that ended, before-restore records, forks).
+fn record_change(
+    store: &Store,
+    cp: &Checkpoint,
+) -> Result<Option<(ObjectId, ObjectId)>, HistoryError> {
+    let Some(w) = &cp.workspace else {
+        return Ok(None);
+    };
+    Ok(match Record::of(cp) {
+        Record::Answer | Record::Interrupted => w.start.map(|s| (s, w.tree)),
+        Record::Restored => match parent(cp) {
+            Some(p) => store
+                .checkpoint(&p)?
+                .workspace
+                .map(|before| (before.tree, w.tree)),
+            None => None,
+        },
+        _ => None,
+    })
+}
+
+/// The paths the session whose head is `head` changed itself after record
+/// `since` (its instructions, interrupted or not, and its restores), and
+/// with `include_since` those `since`'s own instruction changed. An
+/// instruction that never ended changed what differs between its start
+/// and `now` (the files on disk). `since` must be in the history; when
+/// the history reaches a fork before it, the walk continues in the
+/// session forked from (through `origin`, the head of the session `since`
+/// belongs to, if another).
+pub fn changed_by_session(
+    store: &Store,
+    head: &ObjectId,
+    since: &ObjectId,
+    include_since: bool,
+    now: &ObjectId,
+) -> Result<Changed, HistoryError> {
+    let mut out = Changed::default();
+    let mut at = Some(*head);
+    let mut newest = true;
+    for _ in 0..WALK_MAX {
+        let Some(id) = at else { break };
+        let cp = store.checkpoint(&id)?;
+        if id == *since && !include_since {
+            return Ok(out);
+        }
+        let record = Record::of(&cp);
+        match (record, &cp.workspace) {
+            (Record::Start, Some(w)) if newest => tree_changes(store, &w.tree, now, &mut out)?,
+            _ => {
+                if let Some((a, b)) = record_change(store, &cp)? {
+                    tree_changes(store, &a, &b, &mut out)?;
+                }
+            }
+        }
+        if !matches!(record, Record::BeforeRestore | Record::Restored) {
+            newest = false;
+        }
+        if id == *since {
+            return Ok(out);
+        }
+        at = parent(&cp);
+    }
+    Err(HistoryError::NotInHistory(*since))
 }

@@ -4,18 +4,16 @@
 
 use std::collections::{HashMap, HashSet};
 use std::os::fd::{AsFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
 
-use hel_store::tree::{EntryKind, Tree, TARGET_MAX};
+use hel_store::tree::{EntryKind, Tree};
 use hel_store::{Cap, Encoded, ObjectId, Store, Txn};
 use rustix::fs::{Mode, OFlags};
 
 use crate::cache::{Cache, Known};
 use crate::flat::{Flat, Item};
 use crate::stat::FileStat;
-use crate::walk::{self, Found, Skipped};
+use crate::walk::{self, Content, Found, Skipped};
 
 /// Limits of a snapshot.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -182,10 +180,12 @@ impl Workspace {
             OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
             Mode::empty(),
         )
-        .map_err(|e| SnapshotError::Walk(walk::WalkError {
-            path: root.display().to_string(),
-            reason: e.to_string(),
-        }))?;
+        .map_err(|e| {
+            SnapshotError::Walk(walk::WalkError {
+                path: root.display().to_string(),
+                reason: e.to_string(),
+            })
+        })?;
         Ok(Workspace {
             root,
             project,
@@ -197,6 +197,26 @@ impl Workspace {
 
     pub fn root(&self) -> &Path {
         &self.root
+    }
+
+    /// What the project holds at `path` now, for a diff against the files
+    /// on disk: a regular file's bytes (at most [`Cap::FILE`]) or a
+    /// symlink's target. Never through a link, never blocking on a FIFO.
+    pub fn read_current(&self, path: &[u8], kind: EntryKind) -> std::io::Result<Vec<u8>> {
+        let (dir, name) = crate::flat::split(path);
+        let dirfd = walk::open_dir(self.project.as_fd(), dir)?;
+        if kind == EntryKind::Symlink {
+            return Ok(rustix::fs::readlinkat(&dirfd, name, Vec::new())?.into_bytes());
+        }
+        let Some((fd, _)) = walk::open_regular(dirfd.as_fd(), name)? else {
+            return Err(std::io::Error::other("not a regular file"));
+        };
+        let mut out = Vec::new();
+        use std::io::Read as _;
+        std::fs::File::from(fd)
+            .take(Cap::FILE.max)
+            .read_to_end(&mut out)?;
+        Ok(out)
     }
 
     /// The project directory's descriptor.
@@ -217,117 +237,48 @@ impl Workspace {
             self.cache = Cache::load(self.dir.as_fd());
         }
         let walk_start = now_ns();
-        let walked = walk::walk(&self.root)?;
         let prev_flat = prev.as_ref().map(|p| p.flat);
-        let tracked_before = |path: &[u8]| {
-            prev_flat.and_then(|f| f.get(path)).map(|i| i.kind) == Some(EntryKind::File)
-        };
         let mut out = Snapshot {
             tree: ObjectId::ZERO,
             flat: Flat::default(),
-            stats: HashMap::with_capacity(walked.entries.len()),
+            stats: HashMap::new(),
             not_tracked: Vec::new(),
-            skipped: walked.skipped,
+            skipped: Vec::new(),
             repositories: Vec::new(),
             files_read: 0,
             new_bytes: 0,
         };
         let mut known: HashMap<Vec<u8>, Known> = HashMap::new();
-        // Files to read: (index in walked.entries, the most it may hold).
-        let mut to_read: Vec<(usize, u64)> = Vec::new();
-        for (k, e) in walked.entries.iter().enumerate() {
-            out.stats.insert(e.path.clone(), e.stat);
-            let item = |kind, mode, size, id| Item {
-                kind,
-                mode,
-                size,
-                id,
-            };
-            match e.found {
-                Found::Dir => {
-                    out.flat.items.insert(
-                        e.path.clone(),
-                        item(EntryKind::Dir, e.stat.perm(), 0, ObjectId::ZERO),
-                    );
-                }
-                Found::Repository => {
-                    out.repositories.push(e.path.clone());
-                    out.flat.items.insert(
-                        e.path.clone(),
-                        item(EntryKind::Repository, 0, 0, ObjectId::ZERO),
-                    );
-                }
-                Found::Symlink => {
-                    let target =
-                        match rustix::fs::readlink(self.root.join(path_of(&e.path)), Vec::new()) {
-                            Ok(t) => t.into_bytes(),
-                            Err(err) => {
-                                out.skipped
-                                    .push(Skipped::Unreadable(e.path.clone(), err.to_string()));
-                                continue;
-                            }
-                        };
-                    let size = target.len() as u64;
-                    if size == 0 || size > TARGET_MAX {
-                        out.skipped.push(Skipped::Unreadable(
-                            e.path.clone(),
-                            "a symbolic link target over 4095 bytes".into(),
-                        ));
-                        continue;
-                    }
-                    let id = txn.put_blob(&target)?;
-                    out.flat
-                        .items
-                        .insert(e.path.clone(), item(EntryKind::Symlink, 0, size, id));
-                }
-                Found::File => {
-                    let cached = self.cache.lookup(&e.path, &e.stat).filter(|id| {
-                        // Named by the session's last snapshot at this path:
-                        // stored where the session may name it.
-                        prev_flat.and_then(|f| f.get(&e.path)).map(|i| i.id) == Some(*id)
-                    });
-                    let cached = match cached {
-                        Some(id) => Some(id),
-                        None => match self.cache.lookup(&e.path, &e.stat) {
-                            Some(id) if txn.has(&id)? => Some(id),
-                            _ => None,
-                        },
-                    };
-                    if let Some(id) = cached {
-                        known.insert(e.path.clone(), Known { stat: e.stat, id });
-                        out.flat.items.insert(
-                            e.path.clone(),
-                            item(EntryKind::File, e.stat.perm(), e.stat.size, id),
-                        );
-                        continue;
-                    }
-                    let before = tracked_before(&e.path);
-                    if e.stat.size > self.options.max_file && !before {
-                        out.not_tracked
-                            .push((e.path.clone(), NotTracked::TooLarge { size: e.stat.size }));
-                        out.flat.items.insert(
-                            e.path.clone(),
-                            item(EntryKind::NotTracked, 0, e.stat.size, ObjectId::ZERO),
-                        );
-                        continue;
-                    }
-                    let max = if before {
-                        Cap::FILE.max
-                    } else {
-                        self.options.max_file.min(Cap::FILE.max)
-                    };
-                    to_read.push((k, max));
+        let plan = walk::Plan {
+            root: &self.root,
+            cache: &self.cache,
+            prev: prev_flat,
+            max_file: self.options.max_file,
+        };
+        let (max_file, budget) = (
+            self.options.max_file.min(Cap::FILE.max),
+            self.options.budget,
+        );
+        let project = self.project.as_fd();
+        let mut failed: Option<SnapshotError> = None;
+        let walked = walk::walk(project, &plan, |e| {
+            if failed.is_none() {
+                let tracked = prev_flat
+                    .and_then(|f| f.get(&e.path))
+                    .is_some_and(|i| i.kind == EntryKind::File);
+                let limits = (max_file, budget);
+                let r = take(
+                    txn, project, e, tracked, prev_flat, limits, &mut known, &mut out,
+                );
+                if let Err(err) = r {
+                    failed = Some(err);
                 }
             }
+        })?;
+        if let Some(e) = failed {
+            return Err(e);
         }
-        self.read_files(
-            txn,
-            &walked.entries,
-            &to_read,
-            &tracked_before,
-            &mut known,
-            &mut out,
-        )?;
+        out.skipped.extend(walked.skipped);
         // The trees, deepest first; what the last snapshot holds is stored.
         let known_trees: HashSet<ObjectId> = prev
             .iter()
@@ -359,175 +310,109 @@ impl Workspace {
         }
         Ok(out)
     }
+}
 
-    /// Read, hash and compress `to_read` on every core; store what is new
-    /// within the budget.
-    fn read_files(
-        &self,
-        txn: &mut dyn Sink,
-        entries: &[walk::Entry],
-        to_read: &[(usize, u64)],
-        tracked_before: &dyn Fn(&[u8]) -> bool,
-        known: &mut HashMap<Vec<u8>, Known>,
-        out: &mut Snapshot,
-    ) -> Result<(), SnapshotError> {
-        if to_read.is_empty() {
+/// Record one entry of the walk in `out`: store what is new (within the
+/// budget, unless the session tracked the file before), list what is not
+/// tracked.
+#[allow(clippy::too_many_arguments)]
+fn take(
+    txn: &mut dyn Sink,
+    project: std::os::fd::BorrowedFd<'_>,
+    e: walk::Entry,
+    tracked: bool,
+    prev: Option<&Flat>,
+    (max_file, budget): (u64, u64),
+    known: &mut HashMap<Vec<u8>, Known>,
+    out: &mut Snapshot,
+) -> Result<(), SnapshotError> {
+    let item = |kind, mode, size, id| Item {
+        kind,
+        mode,
+        size,
+        id,
+    };
+    out.stats.insert(e.path.clone(), e.stat);
+    let content = match e.found {
+        Found::Dir => {
+            out.flat.items.insert(
+                e.path,
+                item(EntryKind::Dir, e.stat.perm(), 0, ObjectId::ZERO),
+            );
             return Ok(());
         }
-        let threads = std::thread::available_parallelism()
-            .map_or(2, |n| n.get())
-            .min(to_read.len());
-        let next = AtomicUsize::new(0);
-        let root = &self.root;
-        std::thread::scope(|s| -> Result<(), SnapshotError> {
-            let (tx, rx) =
-                std::sync::mpsc::sync_channel::<(usize, Result<Read, String>)>(threads * 4);
-            for _ in 0..threads {
-                let tx = tx.clone();
-                let next = &next;
-                s.spawn(move || loop {
-                    let j = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(&(k, max)) = to_read.get(j) else {
-                        break;
-                    };
-                    let e = &entries[k];
-                    if tx.send((k, read_file(root, e, max))).is_err() {
-                        break;
-                    }
-                });
-            }
-            drop(tx);
-            let mut failed = None;
-            for (k, read) in rx {
-                if failed.is_some() {
-                    continue; // drain so the workers end
-                }
-                let e = &entries[k];
-                out.files_read += 1;
-                let result = self.store_read(txn, e, read, tracked_before, known, out);
-                if let Err(err) = result {
-                    failed = Some(err);
-                }
-            }
-            failed.map_or(Ok(()), Err)
-        })
-    }
-
-    fn store_read(
-        &self,
-        txn: &mut dyn Sink,
-        e: &walk::Entry,
-        read: Result<Read, String>,
-        tracked_before: &dyn Fn(&[u8]) -> bool,
-        known: &mut HashMap<Vec<u8>, Known>,
-        out: &mut Snapshot,
-    ) -> Result<(), SnapshotError> {
-        let not_tracked = |out: &mut Snapshot, why: NotTracked, size: u64| {
-            out.not_tracked.push((e.path.clone(), why));
-            out.flat.items.insert(
-                e.path.clone(),
-                Item {
-                    kind: EntryKind::NotTracked,
-                    mode: 0,
-                    size,
-                    id: ObjectId::ZERO,
-                },
-            );
-        };
-        let r = match read {
-            Ok(Read::Gone) => return Ok(()),
-            Ok(Read::TooLarge(size)) => {
-                not_tracked(out, NotTracked::TooLarge { size }, size);
+        Found::Repository => {
+            out.repositories.push(e.path.clone());
+            out.flat
+                .items
+                .insert(e.path, item(EntryKind::Repository, 0, 0, ObjectId::ZERO));
+            return Ok(());
+        }
+        Found::Symlink(target) => {
+            let id = txn.put_blob(&target)?;
+            let size = target.len() as u64;
+            out.flat
+                .items
+                .insert(e.path, item(EntryKind::Symlink, 0, size, id));
+            return Ok(());
+        }
+        Found::File(c) => c,
+    };
+    let content = match content {
+        Content::Cached(id) => {
+            // Named by the session's last snapshot at this path: stored
+            // where the session may name it. Otherwise ask the store, and
+            // read the file again if its content is not there.
+            let prev_id = prev.and_then(|f| f.get(&e.path)).map(|i| i.id);
+            if prev_id == Some(id) || txn.has(&id)? {
+                known.insert(e.path.clone(), Known { stat: e.stat, id });
+                out.flat.items.insert(
+                    e.path,
+                    item(EntryKind::File, e.stat.perm(), e.stat.size, id),
+                );
                 return Ok(());
             }
-            Ok(Read::Content(r)) => r,
-            Err(why) => {
-                not_tracked(out, NotTracked::Unreadable(why), e.stat.size);
-                return Ok(());
-            }
-        };
-        let id = r.blob.id();
-        if !txn.has(&id)? {
-            if out.new_bytes + r.size > self.options.budget && !tracked_before(&e.path) {
-                not_tracked(out, NotTracked::OverBudget { size: r.size }, r.size);
-                return Ok(());
-            }
-            if txn.put_encoded(r.blob)? {
-                out.new_bytes += r.size;
+            let (dir, name) = crate::flat::split(&e.path);
+            let max = if tracked { Cap::FILE.max } else { max_file };
+            match walk::open_dir(project, dir) {
+                Ok(fd) => walk::read(fd.as_fd(), name, &e.stat, max),
+                Err(err) => Content::Unreadable(err.to_string()),
             }
         }
-        let perm = r.stat.perm();
-        known.insert(e.path.clone(), Known { stat: r.stat, id });
-        out.stats.insert(e.path.clone(), r.stat);
+        other => other,
+    };
+    let not_tracked = |out: &mut Snapshot, why: NotTracked, size: u64| {
+        out.not_tracked.push((e.path.clone(), why));
         out.flat.items.insert(
             e.path.clone(),
-            Item {
-                kind: EntryKind::File,
-                mode: perm,
-                size: r.size,
-                id,
-            },
+            item(EntryKind::NotTracked, 0, size, ObjectId::ZERO),
         );
-        Ok(())
-    }
-}
-
-/// A file read for a snapshot.
-struct Content {
-    blob: hel_store::Encoded,
-    /// Its `fstat` before it was read.
-    stat: FileStat,
-    size: u64,
-}
-
-enum Read {
-    Content(Content),
-    /// Over the most it may hold (its size when known).
-    TooLarge(u64),
-    /// No longer there (or no longer a regular file).
-    Gone,
-}
-
-fn path_of(rel: &[u8]) -> &Path {
-    Path::new(std::ffi::OsStr::from_bytes(rel))
-}
-
-/// Read file `e` (relative to `root`) if it is still the regular file the
-/// walk saw: never through a link at its last component, never blocking
-/// on a FIFO swapped in, at most `max` bytes.
-fn read_file(root: &Path, e: &walk::Entry, max: u64) -> Result<Read, String> {
-    let path = root.join(path_of(&e.path));
-    let fd = match rustix::fs::open(
-        &path,
-        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY,
-        Mode::empty(),
-    ) {
-        Ok(fd) => fd,
-        Err(rustix::io::Errno::NOENT | rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR) => {
-            return Ok(Read::Gone)
-        }
-        Err(err) => return Err(err.to_string()),
     };
-    let stat = FileStat::of(&rustix::fs::fstat(&fd).map_err(|e| e.to_string())?);
-    if !stat.is_file() || stat.ino != e.stat.ino || stat.dev != e.stat.dev {
-        return Ok(Read::Gone);
+    match content {
+        Content::Gone => {
+            out.stats.remove(&e.path);
+        }
+        Content::TooLarge(size) => not_tracked(out, NotTracked::TooLarge { size }, size),
+        Content::Unreadable(why) => not_tracked(out, NotTracked::Unreadable(why), e.stat.size),
+        Content::Cached(_) => {}
+        Content::Read { blob, stat, size } => {
+            out.files_read += 1;
+            let id = blob.id();
+            if !txn.has(&id)? {
+                if out.new_bytes + size > budget && !tracked {
+                    not_tracked(out, NotTracked::OverBudget { size }, size);
+                    return Ok(());
+                }
+                if txn.put_encoded(blob)? {
+                    out.new_bytes += size;
+                }
+            }
+            known.insert(e.path.clone(), Known { stat, id });
+            out.stats.insert(e.path.clone(), stat);
+            out.flat
+                .items
+                .insert(e.path, item(EntryKind::File, stat.perm(), size, id));
+        }
     }
-    if stat.size > max {
-        return Ok(Read::TooLarge(stat.size));
-    }
-    let mut bytes = Vec::with_capacity(stat.size as usize);
-    use std::io::Read as _;
-    std::fs::File::from(fd)
-        .take(max + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| e.to_string())?;
-    if bytes.len() as u64 > max {
-        return Ok(Read::TooLarge(bytes.len() as u64));
-    }
-    let blob = hel_store::encode_blob(&bytes).map_err(|e| e.to_string())?;
-    Ok(Read::Content(Content {
-        blob,
-        stat,
-        size: bytes.len() as u64,
-    }))
+    Ok(())
 }

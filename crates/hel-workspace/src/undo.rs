@@ -5,9 +5,11 @@
 //! The rules (objects-spec §13.6):
 //! - Before anything is written, the project is snapshotted into a
 //!   `before-restore` record, so every restore can itself be undone.
-//! - A path is considered only if the target snapshot and what the session
-//!   last recorded (`expected`) differ there: files the session never
-//!   recorded (untracked) and ignored files are never touched.
+//! - A path is considered only if the session itself changed it (an
+//!   instruction of the session, interrupted or not, or a restore) after
+//!   the record whose files are brought back: files the user created or
+//!   changed between instructions, files of other sessions, untracked and
+//!   ignored files are never touched.
 //! - A path is written or removed only if it is now what the session last
 //!   recorded for it; anything else is a conflict, listed and left alone
 //!   (unless forced). Not-tracked files and nested repositories are never
@@ -16,7 +18,7 @@
 //!   following restore or undo of the session does not see it as a
 //!   conflict.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::HashSet;
 
 use hel_store::tree::EntryKind;
 use hel_store::{ObjectId, Record, Restored, SessionLease, Store, Workspace, RESTORED_PATHS_MAX};
@@ -46,6 +48,10 @@ pub struct GoBack {
     /// instruction's start (`true`) or the record's own.
     pub from: ObjectId,
     pub start: bool,
+    /// The head of the history that leads to `from` (the session's, or for
+    /// a fork the head of the session forked from): the paths its records
+    /// changed after `from` are the ones considered.
+    pub history: ObjectId,
     /// An undo (a following undo steps further back).
     pub undo: bool,
     /// Only these paths (and what is under them); all when empty.
@@ -134,26 +140,40 @@ fn same(a: Option<&Item>, b: Option<&Item>) -> bool {
     }
 }
 
-/// Plan the changes from `expected` to `target` given what is on disk now
-/// (`now`, with its stats from `before`).
+/// Plan the changes to `target` of the paths the session changed
+/// (`owned`), given what it last recorded (`expected`) and what is on disk
+/// now (`before`).
 fn plan(
     target: &Flat,
     expected: &Flat,
+    owned: &history::Changed,
     before: &crate::Snapshot,
     go: &GoBack,
 ) -> (Vec<Change>, Vec<(Vec<u8>, Conflict)>) {
-    let paths: BTreeSet<&Vec<u8>> = target.items.keys().chain(expected.items.keys()).collect();
     let mut changes = Vec::new();
     let mut conflicts = Vec::new();
-    for path in paths {
+    for path in &owned.unknown {
+        if selected(path, &go.paths) {
+            let repo = [target.get(path), expected.get(path), before.flat.get(path)]
+                .iter()
+                .any(|i| i.is_some_and(|i| i.kind == EntryKind::Repository));
+            let why = if repo {
+                Conflict::Repository
+            } else {
+                Conflict::NotTracked
+            };
+            conflicts.push((path.clone(), why));
+        }
+    }
+    for path in owned.known.difference(&owned.unknown) {
         if !selected(path, &go.paths) {
             continue;
         }
         let (t, x) = (target.get(path), expected.get(path));
-        if same(t, x) {
-            continue;
-        }
         let now = before.flat.get(path);
+        if same(now, t) {
+            continue; // already as wanted
+        }
         if let Some(c) = untouchable(t)
             .or_else(|| untouchable(x))
             .or_else(|| untouchable(now))
@@ -164,9 +184,6 @@ fn plan(
         if !same(now, x) && !go.force {
             conflicts.push((path.clone(), Conflict::Changed));
             continue;
-        }
-        if same(now, t) {
-            continue; // already as wanted
         }
         changes.push(Change {
             path: path.clone(),
@@ -179,15 +196,17 @@ fn plan(
 }
 
 /// Restore the files of the project `ws` as `go` says, in the session of
-/// `lease` (which must have a head): a before-restore record, the writes,
-/// then a restored record.
+/// `lease` whose last checkpoint `state` describes (it must have one;
+/// [`Store::record_state`] gives a state for a process that has not loaded
+/// the conversation): a before-restore record, the writes, then a restored
+/// record. `state` follows the records.
 pub fn go_back(
     store: &Store,
     lease: &SessionLease,
+    state: &mut hel_store::SessionState,
     ws: &mut Project,
     go: &GoBack,
 ) -> Result<Outcome, UndoError> {
-    let mut state = store.record_state(lease)?;
     let head = state
         .head
         .ok_or_else(|| UndoError::Internal("the session has no checkpoint".into()))?;
@@ -197,8 +216,10 @@ pub fn go_back(
         None => None,
     };
     // 1. What is on disk now, recorded before anything is written.
-    let mut txn = store.begin(lease, &mut state)?;
-    let prev = prev_tree.zip(prev_flat.as_ref()).map(|(tree, flat)| Prev { tree, flat });
+    let mut txn = store.begin(lease, state)?;
+    let prev = prev_tree
+        .zip(prev_flat.as_ref())
+        .map(|(tree, flat)| Prev { tree, flat });
     let before = ws.snapshot(&mut txn, prev)?;
     let before_id = txn
         .commit_record(
@@ -218,7 +239,8 @@ pub fn go_back(
         Expected::Tree(t) => Flat::read(store, &t)?,
         Expected::Disk => before.flat.clone(),
     };
-    let (changes, mut conflicts) = plan(&target, &expected, &before, go);
+    let owned = history::changed_by_session(store, &go.history, &go.from, go.start, &before.tree)?;
+    let (changes, mut conflicts) = plan(&target, &expected, &owned, &before, go);
     // 3. The writes.
     // Once the writes are made they are recorded, even when they could not
     // be made durable (said in `not_durable`).
@@ -257,7 +279,7 @@ pub fn go_back(
         .map(|i| i.id)
         .chain(std::iter::once(before.tree))
         .collect();
-    let mut txn = store.begin(lease, &mut state)?;
+    let mut txn = store.begin(lease, state)?;
     let trees = after.trees().map_err(UndoError::Internal)?;
     for (_, tree, id) in &trees {
         if !known.contains(id) {
@@ -304,11 +326,13 @@ pub fn go_back(
 /// The restore `hel undo` performs on the session whose head is `head`.
 pub fn undo_plan(store: &Store, head: &ObjectId, force: bool) -> Result<GoBack, UndoError> {
     let i = history::undo_target(store, head)?;
+    let expected = history::last_recorded(store, head)?.map_or(Expected::Disk, Expected::Tree);
     Ok(GoBack {
         target: i.start,
-        expected: i.end.map_or(Expected::Disk, Expected::Tree),
+        expected,
         from: i.record,
         start: true,
+        history: *head,
         undo: true,
         paths: Vec::new(),
         force,
@@ -345,6 +369,7 @@ pub fn restore_plan(
         expected,
         from: *at,
         start: before,
+        history: *head,
         undo: false,
         paths,
         force,

@@ -20,7 +20,7 @@ use crate::tty::Tty;
 const INTERRUPTED: u8 = 130;
 
 /// Run hel as an agent. Returns the exit code.
-pub async fn run(args: RunArgs, start: Start) -> Result<u8, Exit> {
+pub async fn run(args: RunArgs, start: Start, restore_files: Option<bool>) -> Result<u8, Exit> {
     let (interrupter, interrupts) = interrupt::channel();
     let host = Host {
         observer: Rc::new(Stderr),
@@ -28,6 +28,23 @@ pub async fn run(args: RunArgs, start: Start) -> Result<u8, Exit> {
         interrupts: interrupts.clone(),
     };
     let mut run = Run::start(args.options(), start, host)?;
+    if let Some(force) = restore_files {
+        let out = run
+            .restore_forked_files(force)
+            .map_err(|e| Exit::refused(e.to_string()))?;
+        render::line(&format!(
+            "hel: restored the files of the forked checkpoint: {} written, {} removed, {} left alone",
+            out.written.len(),
+            out.removed.len(),
+            out.conflicts.len()
+        ));
+        for (p, why) in &out.conflicts {
+            render::line(&format!(
+                "hel:   left alone {}: {why}",
+                String::from_utf8_lossy(p)
+            ));
+        }
+    }
     tokio::spawn(async move {
         while tokio::signal::ctrl_c().await.is_ok() {
             interrupter.interrupt();

@@ -151,6 +151,15 @@ impl From<Access> for hel_agent::tools::Access {
 }
 
 impl RunArgs {
+    /// The limits of workspace snapshots (undo and restore snapshot the
+    /// project before writing).
+    pub fn workspace_options(&self) -> hel_workspace::Options {
+        hel_workspace::Options {
+            max_file: self.workspace_max_file.min(hel_store::Cap::FILE.max),
+            budget: self.workspace_budget,
+        }
+    }
+
     /// The run's options, as the agent library takes them.
     pub fn options(&self) -> hel_agent::run::Options {
         use hel_agent::run::Compaction;
@@ -176,10 +185,7 @@ impl RunArgs {
                 _ => Compaction::Default,
             },
             context_window: self.context_window,
-            workspace: (!self.no_workspace).then_some(hel_workspace::Options {
-                max_file: self.workspace_max_file.min(hel_store::Cap::FILE.max),
-                budget: self.workspace_budget,
-            }),
+            workspace: (!self.no_workspace).then_some(self.workspace_options()),
         }
     }
 }
@@ -205,11 +211,13 @@ pub enum Command {
         force: bool,
     },
     /// Put the project's files back as they were when the session's last instruction started.
-    #[command(long_about = "Put the project's files back as they were when the session's last \
+    #[command(
+        long_about = "Put the project's files back as they were when the session's last \
 instruction started (completed or not), and nothing else: only files that instruction changed, \
 and only where they are still what it left. A second `hel undo` steps one instruction further \
 back. Every undo is recorded first (`hel restore SESSION --at <before-restore checkpoint>` \
-undoes it).")]
+undoes it)."
+    )]
     Undo {
         /// Session id or prefix (default: the most recently updated idle session).
         session: Option<String>,

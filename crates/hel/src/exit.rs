@@ -58,6 +58,17 @@ impl From<SessionError> for Exit {
     }
 }
 
+impl From<hel_workspace::undo::UndoError> for Exit {
+    fn from(e: hel_workspace::undo::UndoError) -> Exit {
+        use hel_workspace::history::HistoryError;
+        use hel_workspace::undo::UndoError as U;
+        match e {
+            U::Store(e) | U::History(HistoryError::Store(e)) => e.into(),
+            e => Exit::refused(e.to_string()),
+        }
+    }
+}
+
 impl From<hel_store::Error> for Exit {
     fn from(e: hel_store::Error) -> Exit {
         Exit::store(&e)

@@ -25,7 +25,14 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     if matches!(
         cli.command,
-        Some(Command::Sessions { .. } | Command::Gc { .. } | Command::Fsck)
+        Some(
+            Command::Sessions { .. }
+                | Command::Gc { .. }
+                | Command::Fsck
+                | Command::Diff { .. }
+                | Command::Undo { .. }
+                | Command::Restore { .. }
+        )
     ) {
         // Reports on stdout end quietly when their reader goes away
         // (`hel sessions | head`), as Unix tools do.
@@ -36,7 +43,42 @@ fn main() -> ExitCode {
         Some(Command::Sessions { command, json }) => commands::sessions(command, json),
         Some(Command::Gc { dry_run, repack }) => commands::gc(dry_run, repack),
         Some(Command::Fsck) => commands::fsck(),
-        Some(Command::Resume { session, last, at }) => {
+        Some(Command::Undo {
+            session,
+            force,
+            json,
+        }) => commands::undo(session, force, json, cli.run.workspace_options()),
+        Some(Command::Restore {
+            session,
+            at,
+            before,
+            force,
+            json,
+            paths,
+        }) => commands::restore(
+            session,
+            at,
+            before,
+            paths,
+            force,
+            json,
+            cli.run.workspace_options(),
+        ),
+        Some(Command::Diff {
+            session,
+            at,
+            against,
+            worktree,
+            stat,
+            json,
+        }) => commands::diff(session, at, against, worktree, stat, json),
+        Some(Command::Resume {
+            session,
+            last,
+            at,
+            restore_files,
+            force,
+        }) => {
             let start = match (session, last, at) {
                 (_, true, Some(_)) => Err(Exit::usage("--at needs a session, not --last")),
                 (_, true, None) => Ok(Start::Last),
@@ -44,14 +86,15 @@ fn main() -> ExitCode {
                 (Some(s), false, None) => Ok(Start::Resume(s)),
                 (None, false, _) => Err(Exit::usage("resume needs a SESSION or --last")),
             };
-            start.and_then(|s| agent(cli.run, s))
+            let restore = restore_files.then_some(force);
+            start.and_then(|s| agent(cli.run, s, restore))
         }
         None => {
             let start = match cli.run.resume.clone() {
                 Some(s) => Start::Resume(s),
                 None => Start::New,
             };
-            agent(cli.run, start)
+            agent(cli.run, start, None)
         }
     };
     match result {
@@ -64,7 +107,9 @@ fn main() -> ExitCode {
     }
 }
 
-fn agent(args: cli::RunArgs, start: Start) -> Result<u8, Exit> {
+/// Run the agent; `restore_files` (with its --force) restores the files
+/// of a forked checkpoint first.
+fn agent(args: cli::RunArgs, start: Start, restore_files: Option<bool>) -> Result<u8, Exit> {
     if let Start::Resume(s) | Start::Fork { session: s, .. } = &start {
         check_session_arg(s)?;
     }
@@ -72,7 +117,7 @@ fn agent(args: cli::RunArgs, start: Start) -> Result<u8, Exit> {
         .enable_all()
         .build()
         .map_err(|e| Exit::refused(format!("cannot start the async runtime: {e}")))?;
-    let code = runtime.block_on(chat::run(args, start));
+    let code = runtime.block_on(chat::run(args, start, restore_files));
     // A file tool cancelled by Ctrl-C may still be between two checks of
     // its flag: it never writes after the cancel, so it is not waited for
     // long.

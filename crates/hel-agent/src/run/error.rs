@@ -33,3 +33,18 @@ pub enum StartError {
     #[error("cannot open the project directory: {0}")]
     ProjectDir(std::io::Error),
 }
+
+/// Why `--restore-files` could not restore the files of a fork.
+#[derive(Debug, thiserror::Error)]
+pub enum RestoreFilesError {
+    #[error(
+        "--restore-files needs workspace snapshots, which are off (--no-workspace, or no session)"
+    )]
+    Off,
+    #[error("--restore-files: this session does not start at a fork with a snapshot of the files")]
+    NotAFork,
+    #[error(transparent)]
+    Store(#[from] hel_store::Error),
+    #[error(transparent)]
+    Undo(#[from] hel_workspace::undo::UndoError),
+}

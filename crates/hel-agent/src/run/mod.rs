@@ -27,7 +27,7 @@ use crate::tools::paths::ProjectDir;
 use crate::tools::{Confirm, ToolCtx, ToolName};
 use crate::workspace::Snapshots;
 
-pub use error::StartError;
+pub use error::{RestoreFilesError, StartError};
 pub use setup::{Compaction, Options};
 
 /// What a run talks to besides the model: who hears its events, who
@@ -157,7 +157,9 @@ impl Run {
             Outcome::Completed(_) => Some(Record::Answer),
             // What an unfinished instruction left is recorded when its
             // start was.
-            Outcome::Incomplete(_) if self.snapshots.as_ref().is_some_and(|s| s.start.is_some()) => {
+            Outcome::Incomplete(_)
+                if self.snapshots.as_ref().is_some_and(|s| s.start.is_some()) =>
+            {
                 Some(Record::Interrupted)
             }
             Outcome::Incomplete(_) => None,
@@ -205,6 +207,54 @@ impl Run {
             Some(note) => format!("{note}\n\n{text}"),
             None => text.to_owned(),
         }
+    }
+
+    /// Make the project's files as they were at the checkpoint this run's
+    /// session was forked from (`hel resume SESSION --at CHECKPOINT
+    /// --restore-files`), recorded in this session: only files the forked
+    /// session changed since, and only where they are still what it last
+    /// recorded (unless `force`).
+    pub fn restore_forked_files(
+        &mut self,
+        force: bool,
+    ) -> Result<hel_workspace::undo::Outcome, RestoreFilesError> {
+        use hel_workspace::undo::{Expected, GoBack};
+        let (Some(s), Some(snaps)) = (self.session.as_mut(), self.snapshots.as_mut()) else {
+            return Err(RestoreFilesError::Off);
+        };
+        let head = s.state.head.ok_or(RestoreFilesError::NotAFork)?;
+        let fork = s.store.checkpoint(&head)?;
+        let (Some(at), Some(ws), Some(hel_store::Record::Fork)) = (
+            fork.parents.first().copied(),
+            fork.workspace.as_ref(),
+            fork.record,
+        ) else {
+            return Err(RestoreFilesError::NotAFork);
+        };
+        let origin = s.store.checkpoint(&at)?.session_id;
+        let origin_head = s.store.head(&origin)?;
+        let expected = hel_workspace::history::last_recorded(&s.store, &origin_head)
+            .map_err(hel_workspace::undo::UndoError::from)?
+            .map_or(Expected::Disk, Expected::Tree);
+        let go = GoBack {
+            target: ws.tree,
+            expected,
+            from: at,
+            start: false,
+            history: origin_head,
+            undo: false,
+            paths: Vec::new(),
+            force,
+        };
+        let out = hel_workspace::undo::go_back(
+            &s.store,
+            &s.lease,
+            &mut s.state,
+            snaps.workspace_mut(),
+            &go,
+        );
+        snaps.forget();
+        Ok(out?)
     }
 
     /// End the run: write the record, end every process a command started,

@@ -1,10 +1,12 @@
-//! The store commands: `sessions` (list, log, show, delete), `gc`, `fsck`.
-//! They need no key and no provider, and print their report on stdout.
+//! The store commands: `sessions` (list, log, show, delete), `gc`, `fsck`,
+//! and the workspace commands `undo`, `restore`, `diff`. They need no key
+//! and no provider, and print their report on stdout.
 
 mod report;
 mod sessions;
 mod show;
 mod store;
+mod workspace;
 
 use hel_store::Store;
 
@@ -12,6 +14,7 @@ use crate::cli::SessionsCommand;
 use crate::exit::Exit;
 
 pub use store::{fsck, gc};
+pub use workspace::{diff, restore, undo};
 
 pub fn sessions(command: Option<SessionsCommand>, json_flag: bool) -> Result<u8, Exit> {
     let project = report::project()?;

@@ -3,8 +3,8 @@
 use std::path::Path;
 
 use hel_agent::session;
-use hel_store::time::rfc3339;
 use hel_store::log::LogEntry;
+use hel_store::time::rfc3339;
 use hel_store::{Record, SessionId, Store};
 use serde::Serialize;
 
