@@ -290,6 +290,28 @@ fn valid_path(path: &[u8]) -> bool {
 mod tests {
     use super::*;
 
+    #[test]
+    fn the_specified_cache_file_is_read_and_written_byte_for_byte() {
+        let doc: serde_json::Value =
+            serde_json::from_str(include_str!("../../../objects-spec/workspace-vectors.json"))
+                .unwrap();
+        let c = &doc["cache"];
+        let bytes: Vec<u8> = (0..c["hex"].as_str().unwrap().len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&c["hex"].as_str().unwrap()[i..i + 2], 16).unwrap())
+            .collect();
+        let (walk_start, entries) = parse(&bytes).unwrap();
+        assert_eq!(walk_start, c["walk_start_ns"].as_i64().unwrap());
+        for e in c["entries"].as_array().unwrap() {
+            let k = &entries[e["path"].as_str().unwrap().as_bytes()];
+            assert_eq!(k.id.to_hex(), e["id"].as_str().unwrap());
+            assert_eq!(k.stat.mode as u64, e["mode"].as_u64().unwrap());
+            assert_eq!(k.stat.mtime_ns, e["mtime_ns"].as_i64().unwrap());
+            assert_eq!(k.stat.ino, e["ino"].as_u64().unwrap());
+        }
+        assert_eq!(encode(&entries, walk_start), bytes);
+    }
+
     fn known(n: u8, mtime_ns: i64) -> Known {
         Known {
             stat: FileStat {

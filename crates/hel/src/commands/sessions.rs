@@ -192,13 +192,17 @@ pub fn log(
                 &e.id.to_hex()[..12]
             );
         }
+        // Tokens belong to answers; workspace records repeat the last.
+        let tokens = if e.record == Record::Answer {
+            format!("{:>8} in {:>6} out", e.input_tokens, e.output_tokens)
+        } else {
+            " ".repeat(21)
+        };
         say!(
-            "{}  {}  {:>5} msgs  {:>8} in {:>6} out  {}{}",
+            "{}  {}  {:>5} msgs  {tokens}  {}{}",
             &e.id.to_hex()[..12],
             e.time,
             e.messages,
-            e.input_tokens,
-            e.output_tokens,
             record_tag(e, ended),
             e.instruction.chars().take(60).collect::<String>()
         );
