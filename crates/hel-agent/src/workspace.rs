@@ -81,8 +81,8 @@ impl Snapshots {
     }
 
     /// The snapshot `snap` was committed: the next one builds on it.
-    pub fn committed(&mut self, snap: &Snapshot) {
-        self.last = Some((snap.tree, snap.flat.clone()));
+    pub fn committed(&mut self, snap: Snapshot) {
+        self.last = Some((snap.tree, snap.flat));
     }
 }
 

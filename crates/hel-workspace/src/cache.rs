@@ -19,7 +19,7 @@
 //! aside and renamed into place without a sync: a torn cache fails its
 //! check and costs one full hashing pass, nothing else.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::os::fd::{AsFd, BorrowedFd};
 
 use hel_store::tree::bad_name;
@@ -114,34 +114,6 @@ impl Cache {
         (k.stat == *stat && stat.mtime_ns < settled).then_some(k.id)
     }
 
-    /// Whether the cache would change if it held exactly `entries` from a
-    /// walk that began at `walk_start_ns`: an entry added, changed, gone,
-    /// or one that was racy and would no longer be.
-    pub fn differs<'a>(
-        &self,
-        entries: impl ExactSizeIterator<Item = (&'a [u8], &'a Known)>,
-        walk_start_ns: i64,
-    ) -> bool {
-        if entries.len() != self.entries.len() {
-            return true;
-        }
-        let settled = self.walk_start_ns.saturating_sub(RACY_NS);
-        let now_settled = walk_start_ns.saturating_sub(RACY_NS);
-        for (path, k) in entries {
-            match self.entries.get(path) {
-                Some(old) if old == k => {
-                    let racy = k.stat.mtime_ns >= settled;
-                    let would_settle = k.stat.mtime_ns < now_settled;
-                    if racy && would_settle {
-                        return true;
-                    }
-                }
-                _ => return true,
-            }
-        }
-        false
-    }
-
     /// Replace the cache with `entries` from a walk that began at
     /// `walk_start_ns`, and write it to `dir` (aside, then renamed). A
     /// failure to write is returned; the in-memory cache is replaced
@@ -149,10 +121,10 @@ impl Cache {
     pub fn save(
         &mut self,
         dir: BorrowedFd<'_>,
-        entries: HashMap<Vec<u8>, Known>,
+        entries: Vec<(Vec<u8>, Known)>,
         walk_start_ns: i64,
     ) -> std::io::Result<()> {
-        self.entries = entries;
+        self.entries = entries.into_iter().collect();
         self.walk_start_ns = walk_start_ns;
         self.file = None;
         let bytes = encode(&self.entries, walk_start_ns);
@@ -235,7 +207,7 @@ fn parse(bytes: &[u8]) -> Option<(i64, HashMap<Vec<u8>, Known>)> {
     if count > (body.len() - HEADER) / FIXED {
         return None;
     }
-    let mut entries = HashMap::with_capacity(count);
+    let mut entries = HashMap::with_capacity_and_hasher(count, Default::default());
     let mut prev: Vec<u8> = Vec::new();
     let mut at = HEADER;
     let u64_at = |b: &[u8], k: usize| -> Option<u64> {
@@ -336,11 +308,12 @@ mod tests {
         )
         .unwrap();
         let start = 100 * RACY_NS;
-        let mut entries = HashMap::new();
+        let mut entries = HashMap::default();
         entries.insert(b"a/b.txt".to_vec(), known(1, start - 2 * RACY_NS));
         entries.insert(b"a/c.txt".to_vec(), known(2, start - RACY_NS / 2));
         let mut c = Cache::default();
-        c.save(fd.as_fd(), entries.clone(), start).unwrap();
+        c.save(fd.as_fd(), entries.clone().into_iter().collect(), start)
+            .unwrap();
         let c = Cache::load(fd.as_fd());
         assert_eq!(c.len(), 2);
         assert!(c.is_current(fd.as_fd()));
@@ -353,11 +326,6 @@ mod tests {
         let mut moved = old.stat;
         moved.ino += 1;
         assert_eq!(c.lookup(b"a/b.txt", &moved), None);
-        // The racy entry settles when saved again after a later walk.
-        let view = entries.iter().map(|(p, k)| (p.as_slice(), k));
-        assert!(c.differs(view, start + 2 * RACY_NS));
-        let view = entries.iter().map(|(p, k)| (p.as_slice(), k));
-        assert!(!c.differs(view, start));
         // A damaged or hostile file is an empty cache.
         let path = dir.path().join(CACHE_FILE);
         let mut bytes = std::fs::read(&path).unwrap();
@@ -370,7 +338,7 @@ mod tests {
         let check = blake3::hash(&hostile);
         hostile.extend_from_slice(check.as_bytes());
         assert!(parse(&hostile).is_none());
-        let mut bad = HashMap::new();
+        let mut bad = HashMap::default();
         bad.insert(b"x/.git/config".to_vec(), known(3, 0));
         assert!(parse(&encode(&bad, start)).is_none());
         std::fs::remove_file(&path).unwrap();

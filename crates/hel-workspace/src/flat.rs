@@ -122,6 +122,121 @@ impl Flat {
             .map(|(p, _)| p.as_slice())
     }
 
+    /// The trees of this snapshot that differ from `prev`'s, deepest first
+    /// and the root last (when it differs), each with its directory's path
+    /// and id; every other directory item gets `prev`'s id for it. A
+    /// directory differs when a path under it was added, removed or
+    /// changed. Without `prev`, every tree ([`Flat::trees`]).
+    pub fn trees_since(
+        &mut self,
+        prev: Option<&Flat>,
+    ) -> Result<Vec<(Vec<u8>, Tree, ObjectId)>, String> {
+        let Some(prev) = prev else {
+            return self.trees();
+        };
+        // One merge of the two sorted maps finds what differs.
+        let mut dirty: rustc_hash::FxHashSet<Vec<u8>> = Default::default();
+        let mark = |dirty: &mut rustc_hash::FxHashSet<Vec<u8>>, path: &[u8]| {
+            let mut p = path;
+            loop {
+                let (dir, _) = split(p);
+                if !dirty.insert(dir.to_vec()) || dir.is_empty() {
+                    break;
+                }
+                p = dir;
+            }
+        };
+        let (mut a, mut b) = (self.items.iter().peekable(), prev.items.iter().peekable());
+        loop {
+            match (a.peek(), b.peek()) {
+                (None, None) => break,
+                (Some((pa, ia)), Some((pb, ib))) if pa == pb => {
+                    if !ia.same(ib) || ia.kind != ib.kind {
+                        mark(&mut dirty, pa);
+                    }
+                    a.next();
+                    b.next();
+                }
+                (Some((pa, _)), Some((pb, _))) if pa < pb => {
+                    mark(&mut dirty, pa);
+                    a.next();
+                }
+                (Some((pa, _)), None) => {
+                    mark(&mut dirty, pa);
+                    a.next();
+                }
+                (_, Some((pb, _))) => {
+                    mark(&mut dirty, pb);
+                    b.next();
+                }
+            }
+        }
+        if dirty.is_empty() {
+            for (path, item) in self.items.iter_mut() {
+                if item.kind == EntryKind::Dir {
+                    item.id = prev.items.get(path).map_or(ObjectId::ZERO, |i| i.id);
+                }
+            }
+            return Ok(Vec::new());
+        }
+        for (path, item) in self.items.iter_mut() {
+            if item.kind == EntryKind::Dir && !dirty.contains(path) {
+                match prev.items.get(path) {
+                    Some(p) if p.kind == EntryKind::Dir => item.id = p.id,
+                    _ => {
+                        return Err(
+                            "a directory unchanged since the last snapshot is not in it".into()
+                        )
+                    }
+                }
+            }
+        }
+        let mut dirs: Vec<Vec<u8>> = dirty.into_iter().collect();
+        dirs.sort_by_key(|d| {
+            std::cmp::Reverse(if d.is_empty() {
+                0
+            } else {
+                1 + d.iter().filter(|&&c| c == b'/').count()
+            })
+        });
+        let mut out = Vec::with_capacity(dirs.len());
+        for dir in dirs {
+            if !dir.is_empty()
+                && !matches!(self.items.get(&dir), Some(i) if i.kind == EntryKind::Dir)
+            {
+                continue; // a directory that is gone
+            }
+            let mut tree = Tree::default();
+            let prefix = if dir.is_empty() {
+                Vec::new()
+            } else {
+                join(&dir, b"")
+            };
+            for (path, item) in self.items.range(prefix.clone()..) {
+                let Some(name) = path.strip_prefix(prefix.as_slice()) else {
+                    break;
+                };
+                if name.contains(&b'/') {
+                    continue;
+                }
+                tree.entries.push(Entry {
+                    name: name.to_vec(),
+                    kind: item.kind,
+                    mode: item.mode,
+                    size: item.size,
+                    id: item.id,
+                });
+            }
+            tree.sort();
+            let id = hel_store::tree_id(&tree);
+            if let Some(item) = self.items.get_mut(&dir) {
+                item.id = id;
+            }
+            out.push((dir, tree, id));
+        }
+        Ok(out)
+    }
+
     /// The trees of this snapshot, deepest first and the root last, each
     /// with its directory's path and id; directory items get their tree's
     /// id. Every directory a path goes through must be an item (a walk
@@ -177,5 +292,86 @@ impl Flat {
             out.push((dir, tree, id));
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(n: u8) -> Item {
+        Item {
+            kind: EntryKind::File,
+            mode: 0o644,
+            size: 1,
+            id: ObjectId::from_bytes([n; 32]),
+        }
+    }
+
+    fn dir() -> Item {
+        Item {
+            kind: EntryKind::Dir,
+            mode: 0o755,
+            size: 0,
+            id: ObjectId::ZERO,
+        }
+    }
+
+    fn root_of(f: &mut Flat, prev: Option<&Flat>) -> Option<ObjectId> {
+        let trees = f.trees_since(prev).unwrap();
+        trees
+            .last()
+            .filter(|(d, _, _)| d.is_empty())
+            .map(|(_, _, id)| *id)
+    }
+
+    #[test]
+    fn trees_since_recomputes_only_what_changed_and_agrees_with_a_full_pass() {
+        let mut base = Flat::default();
+        for d in ["a", "a/x", "b", "b/y", "b/y/z"] {
+            base.items.insert(d.as_bytes().to_vec(), dir());
+        }
+        for (k, p) in ["a/1", "a/x/2", "b/3", "b/y/4", "b/y/z/5", "top"]
+            .iter()
+            .enumerate()
+        {
+            base.items.insert(p.as_bytes().to_vec(), file(k as u8 + 1));
+        }
+        let full_root = root_of(&mut base.clone(), None).unwrap();
+        let mut prev = base.clone();
+        prev.trees().unwrap();
+        // Nothing changed: no tree recomputed, directory ids kept.
+        let mut same = base.clone();
+        assert!(same.trees_since(Some(&prev)).unwrap().is_empty());
+        assert_eq!(same.items[&b"b/y"[..]].id, prev.items[&b"b/y"[..]].id);
+        // Each kind of change gives the root a full pass would.
+        let changes: Vec<Box<dyn Fn(&mut Flat)>> = vec![
+            Box::new(|f| {
+                f.items.insert(b"b/y/z/5".to_vec(), file(99));
+            }),
+            Box::new(|f| {
+                f.items.remove(&b"a/x/2"[..]);
+            }),
+            Box::new(|f| {
+                f.items.insert(b"a/x/new".to_vec(), file(7));
+            }),
+            Box::new(|f| {
+                f.items.get_mut(&b"b"[..]).unwrap().mode = 0o700;
+            }),
+            Box::new(|f| {
+                f.items.remove(&b"b/y/z/5"[..]);
+                f.items.remove(&b"b/y/z"[..]);
+            }),
+        ];
+        for change in changes {
+            let mut next = base.clone();
+            change(&mut next);
+            let mut fresh = next.clone();
+            let want = root_of(&mut fresh, None).unwrap();
+            let got = root_of(&mut next, Some(&prev)).unwrap();
+            assert_eq!(got, want);
+            assert_ne!(got, full_root);
+            assert_eq!(next.items, fresh.items, "directory ids agree");
+        }
     }
 }

@@ -2,8 +2,8 @@
 //! vouch for (in parallel), and write the blobs and trees that are new
 //! through a commit transaction of the session.
 
-use std::collections::{HashMap, HashSet};
-use std::os::fd::{AsFd, OwnedFd};
+use std::collections::HashMap;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use hel_store::tree::{EntryKind, Tree};
@@ -233,77 +233,93 @@ impl Workspace {
         txn: &mut dyn Sink,
         prev: Option<Prev<'_>>,
     ) -> Result<Snapshot, SnapshotError> {
+        self.take_snapshot(txn, prev, false)
+    }
+
+    /// [`Workspace::snapshot`], also keeping every path's `lstat` in
+    /// [`Snapshot::stats`] (what a restore checks before touching a path).
+    pub fn snapshot_with_stats(
+        &mut self,
+        txn: &mut dyn Sink,
+        prev: Option<Prev<'_>>,
+    ) -> Result<Snapshot, SnapshotError> {
+        self.take_snapshot(txn, prev, true)
+    }
+
+    fn take_snapshot(
+        &mut self,
+        txn: &mut dyn Sink,
+        prev: Option<Prev<'_>>,
+        keep_stats: bool,
+    ) -> Result<Snapshot, SnapshotError> {
         if !self.cache.is_current(self.dir.as_fd()) {
             self.cache = Cache::load(self.dir.as_fd());
         }
         let walk_start = now_ns();
         let prev_flat = prev.as_ref().map(|p| p.flat);
-        let mut out = Snapshot {
-            tree: ObjectId::ZERO,
-            flat: Flat::default(),
-            stats: HashMap::new(),
-            not_tracked: Vec::new(),
-            skipped: Vec::new(),
-            repositories: Vec::new(),
-            files_read: 0,
-            new_bytes: 0,
+        let mut t = Taking {
+            txn,
+            project: self.project.as_fd(),
+            prev: prev_flat,
+            max_file: self.options.max_file.min(Cap::FILE.max),
+            budget: self.options.budget,
+            keep_stats,
+            known: Vec::new(),
+            cache_hits: 0,
+            out: Snapshot {
+                tree: ObjectId::ZERO,
+                flat: Flat::default(),
+                stats: HashMap::new(),
+                not_tracked: Vec::new(),
+                skipped: Vec::new(),
+                repositories: Vec::new(),
+                files_read: 0,
+                new_bytes: 0,
+            },
+            failed: None,
         };
-        let mut known: HashMap<Vec<u8>, Known> = HashMap::new();
         let plan = walk::Plan {
             root: &self.root,
             cache: &self.cache,
             prev: prev_flat,
             max_file: self.options.max_file,
         };
-        let (max_file, budget) = (
-            self.options.max_file.min(Cap::FILE.max),
-            self.options.budget,
-        );
-        let project = self.project.as_fd();
-        let mut failed: Option<SnapshotError> = None;
-        let walked = walk::walk(project, &plan, |e| {
-            if failed.is_none() {
-                let tracked = prev_flat
-                    .and_then(|f| f.get(&e.path))
-                    .is_some_and(|i| i.kind == EntryKind::File);
-                let limits = (max_file, budget);
-                let r = take(
-                    txn, project, e, tracked, prev_flat, limits, &mut known, &mut out,
-                );
-                if let Err(err) = r {
-                    failed = Some(err);
+        let walked = walk::walk(self.project.as_fd(), &plan, |e| {
+            if t.failed.is_none() {
+                if let Err(err) = t.take(e) {
+                    t.failed = Some(err);
                 }
             }
         })?;
-        if let Some(e) = failed {
+        if let Some(e) = t.failed {
             return Err(e);
         }
+        let Taking {
+            txn,
+            mut out,
+            known,
+            cache_hits,
+            ..
+        } = t;
         out.skipped.extend(walked.skipped);
-        // The trees, deepest first; what the last snapshot holds is stored.
-        let known_trees: HashSet<ObjectId> = prev
-            .iter()
-            .flat_map(|p| {
-                std::iter::once(p.tree).chain(
-                    p.flat
-                        .items
-                        .values()
-                        .filter(|i| i.kind == EntryKind::Dir)
-                        .map(|i| i.id),
-                )
-            })
-            .collect();
-        let trees = out.flat.trees().map_err(SnapshotError::Internal)?;
-        for (_, tree, id) in &trees {
-            if !known_trees.contains(id) {
-                txn.put_tree(tree)?;
-            }
+        // The trees that differ from the last snapshot's, deepest first; the
+        // others are stored already.
+        let trees = out
+            .flat
+            .trees_since(prev_flat)
+            .map_err(SnapshotError::Internal)?;
+        for (_, tree, _) in &trees {
+            txn.put_tree(tree)?;
         }
-        out.tree = trees.last().map_or(ObjectId::ZERO, |(_, _, id)| *id);
-        if self
-            .cache
-            .differs(known.iter().map(|(p, k)| (p.as_slice(), k)), walk_start)
-            || !self.cache.is_current(self.dir.as_fd())
-        {
+        out.tree = match (trees.last(), &prev) {
+            (Some((dir, _, id)), _) if dir.is_empty() => *id,
+            (_, Some(p)) => p.tree,
+            _ => hel_store::tree_id(&Tree::default()),
+        };
+        // The cache changes when a file was read (new, changed, or racy:
+        // saved again it settles) or a file it knew is gone.
+        let changed = out.files_read > 0 || cache_hits != self.cache.len();
+        if changed || !self.cache.is_current(self.dir.as_fd()) {
             // A cache that cannot be written costs the next snapshot a
             // full read, nothing else.
             let _ = self.cache.save(self.dir.as_fd(), known, walk_start);
@@ -312,107 +328,129 @@ impl Workspace {
     }
 }
 
-/// Record one entry of the walk in `out`: store what is new (within the
-/// budget, unless the session tracked the file before), list what is not
-/// tracked.
-#[allow(clippy::too_many_arguments)]
-fn take(
-    txn: &mut dyn Sink,
-    project: std::os::fd::BorrowedFd<'_>,
-    e: walk::Entry,
-    tracked: bool,
-    prev: Option<&Flat>,
-    (max_file, budget): (u64, u64),
-    known: &mut HashMap<Vec<u8>, Known>,
-    out: &mut Snapshot,
-) -> Result<(), SnapshotError> {
-    let item = |kind, mode, size, id| Item {
-        kind,
-        mode,
-        size,
-        id,
-    };
-    out.stats.insert(e.path.clone(), e.stat);
-    let content = match e.found {
-        Found::Dir => {
-            out.flat.items.insert(
-                e.path,
-                item(EntryKind::Dir, e.stat.perm(), 0, ObjectId::ZERO),
-            );
-            return Ok(());
+/// A snapshot being taken: what the walk's entries go into.
+struct Taking<'a, 'b> {
+    txn: &'a mut dyn Sink,
+    project: BorrowedFd<'b>,
+    prev: Option<&'b Flat>,
+    max_file: u64,
+    budget: u64,
+    keep_stats: bool,
+    /// Every file with content, for the stat cache.
+    known: Vec<(Vec<u8>, Known)>,
+    /// Files the cache vouched for.
+    cache_hits: usize,
+    out: Snapshot,
+    failed: Option<SnapshotError>,
+}
+
+impl Taking<'_, '_> {
+    /// Record one entry of the walk: store what is new (within the budget,
+    /// unless the session tracked the file before), list what is not
+    /// tracked.
+    fn take(&mut self, e: walk::Entry) -> Result<(), SnapshotError> {
+        let item = |kind, mode, size, id| Item {
+            kind,
+            mode,
+            size,
+            id,
+        };
+        let out = &mut self.out;
+        if self.keep_stats {
+            out.stats.insert(e.path.clone(), e.stat);
         }
-        Found::Repository => {
-            out.repositories.push(e.path.clone());
-            out.flat
-                .items
-                .insert(e.path, item(EntryKind::Repository, 0, 0, ObjectId::ZERO));
-            return Ok(());
-        }
-        Found::Symlink(target) => {
-            let id = txn.put_blob(&target)?;
-            let size = target.len() as u64;
-            out.flat
-                .items
-                .insert(e.path, item(EntryKind::Symlink, 0, size, id));
-            return Ok(());
-        }
-        Found::File(c) => c,
-    };
-    let content = match content {
-        Content::Cached(id) => {
-            // Named by the session's last snapshot at this path: stored
-            // where the session may name it. Otherwise ask the store, and
-            // read the file again if its content is not there.
-            let prev_id = prev.and_then(|f| f.get(&e.path)).map(|i| i.id);
-            if prev_id == Some(id) || txn.has(&id)? {
-                known.insert(e.path.clone(), Known { stat: e.stat, id });
+        let content = match e.found {
+            Found::Dir => {
                 out.flat.items.insert(
                     e.path,
-                    item(EntryKind::File, e.stat.perm(), e.stat.size, id),
+                    item(EntryKind::Dir, e.stat.perm(), 0, ObjectId::ZERO),
                 );
                 return Ok(());
             }
-            let (dir, name) = crate::flat::split(&e.path);
-            let max = if tracked { Cap::FILE.max } else { max_file };
-            match walk::open_dir(project, dir) {
-                Ok(fd) => walk::read(fd.as_fd(), name, &e.stat, max),
-                Err(err) => Content::Unreadable(err.to_string()),
+            Found::Repository => {
+                out.repositories.push(e.path.clone());
+                out.flat
+                    .items
+                    .insert(e.path, item(EntryKind::Repository, 0, 0, ObjectId::ZERO));
+                return Ok(());
             }
-        }
-        other => other,
-    };
-    let not_tracked = |out: &mut Snapshot, why: NotTracked, size: u64| {
-        out.not_tracked.push((e.path.clone(), why));
-        out.flat.items.insert(
-            e.path.clone(),
-            item(EntryKind::NotTracked, 0, size, ObjectId::ZERO),
-        );
-    };
-    match content {
-        Content::Gone => {
-            out.stats.remove(&e.path);
-        }
-        Content::TooLarge(size) => not_tracked(out, NotTracked::TooLarge { size }, size),
-        Content::Unreadable(why) => not_tracked(out, NotTracked::Unreadable(why), e.stat.size),
-        Content::Cached(_) => {}
-        Content::Read { blob, stat, size } => {
-            out.files_read += 1;
-            let id = blob.id();
-            if !txn.has(&id)? {
-                if out.new_bytes + size > budget && !tracked {
-                    not_tracked(out, NotTracked::OverBudget { size }, size);
+            Found::Symlink(target) => {
+                let id = self.txn.put_blob(&target)?;
+                let size = target.len() as u64;
+                out.flat
+                    .items
+                    .insert(e.path, item(EntryKind::Symlink, 0, size, id));
+                return Ok(());
+            }
+            Found::File(c) => c,
+        };
+        let prev = self.prev.and_then(|f| f.get(&e.path));
+        let tracked = prev.is_some_and(|i| i.kind == EntryKind::File);
+        let content = match content {
+            Content::Cached(id) => {
+                // Named by the session's last snapshot at this path: stored
+                // where the session may name it. Otherwise ask the store,
+                // and read the file again if its content is not there.
+                if prev.map(|i| i.id) == Some(id) || self.txn.has(&id)? {
+                    self.cache_hits += 1;
+                    self.known
+                        .push((e.path.clone(), Known { stat: e.stat, id }));
+                    out.flat.items.insert(
+                        e.path,
+                        item(EntryKind::File, e.stat.perm(), e.stat.size, id),
+                    );
                     return Ok(());
                 }
-                if txn.put_encoded(blob)? {
-                    out.new_bytes += size;
+                let (dir, name) = crate::flat::split(&e.path);
+                let max = if tracked {
+                    Cap::FILE.max
+                } else {
+                    self.max_file
+                };
+                match walk::open_dir(self.project, dir) {
+                    Ok(fd) => walk::read(fd.as_fd(), name, &e.stat, max),
+                    Err(err) => Content::Unreadable(err.to_string()),
                 }
             }
-            known.insert(e.path.clone(), Known { stat, id });
-            out.stats.insert(e.path.clone(), stat);
+            other => other,
+        };
+        let path = e.path;
+        let not_tracked = |out: &mut Snapshot, path: Vec<u8>, why: NotTracked, size: u64| {
+            out.not_tracked.push((path.clone(), why));
             out.flat
                 .items
-                .insert(e.path, item(EntryKind::File, stat.perm(), size, id));
+                .insert(path, item(EntryKind::NotTracked, 0, size, ObjectId::ZERO));
+        };
+        match content {
+            Content::Gone => {
+                out.stats.remove(&path);
+            }
+            Content::TooLarge(size) => not_tracked(out, path, NotTracked::TooLarge { size }, size),
+            Content::Unreadable(why) => {
+                not_tracked(out, path, NotTracked::Unreadable(why), e.stat.size)
+            }
+            Content::Cached(_) => {}
+            Content::Read { blob, stat, size } => {
+                out.files_read += 1;
+                let id = blob.id();
+                if !self.txn.has(&id)? {
+                    if out.new_bytes + size > self.budget && !tracked {
+                        not_tracked(out, path, NotTracked::OverBudget { size }, size);
+                        return Ok(());
+                    }
+                    if self.txn.put_encoded(blob)? {
+                        out.new_bytes += size;
+                    }
+                }
+                self.known.push((path.clone(), Known { stat, id }));
+                if self.keep_stats {
+                    out.stats.insert(path.clone(), stat);
+                }
+                out.flat
+                    .items
+                    .insert(path, item(EntryKind::File, stat.perm(), size, id));
+            }
         }
+        Ok(())
     }
-    Ok(())
 }

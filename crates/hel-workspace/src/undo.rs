@@ -220,7 +220,7 @@ pub fn go_back(
     let prev = prev_tree
         .zip(prev_flat.as_ref())
         .map(|(tree, flat)| Prev { tree, flat });
-    let before = ws.snapshot(&mut txn, prev)?;
+    let before = ws.snapshot_with_stats(&mut txn, prev)?;
     let before_id = txn
         .commit_record(
             Record::BeforeRestore,

@@ -285,25 +285,32 @@ pub fn walk(
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get().min(8));
     let mut walked = Walked::default();
     std::thread::scope(|s| {
-        let (tx, rx) = std::sync::mpsc::sync_channel::<Msg>(256);
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Msg>>(64);
         for _ in 0..threads {
             let tx = tx.clone();
             let (queue, global) = (&queue, &global);
             s.spawn(move || worker(queue, global, plan, &tx));
         }
         drop(tx);
-        for msg in rx {
-            match msg {
-                Msg::Entry(e) => each(e),
-                Msg::Skipped(k) => walked.skipped.push(k),
-                Msg::Special => walked.special += 1,
+        for batch in rx {
+            for msg in batch {
+                match msg {
+                    Msg::Entry(e) => each(e),
+                    Msg::Skipped(k) => walked.skipped.push(k),
+                    Msg::Special => walked.special += 1,
+                }
             }
         }
     });
     Ok(walked)
 }
 
-fn worker(queue: &Queue, global: &Global, plan: &Plan<'_>, tx: &std::sync::mpsc::SyncSender<Msg>) {
+fn worker(
+    queue: &Queue,
+    global: &Global,
+    plan: &Plan<'_>,
+    tx: &std::sync::mpsc::SyncSender<Vec<Msg>>,
+) {
     loop {
         let job = {
             let mut st = queue.state.lock().unwrap_or_else(|p| p.into_inner());
@@ -322,7 +329,11 @@ fn worker(queue: &Queue, global: &Global, plan: &Plan<'_>, tx: &std::sync::mpsc:
             queue.more.notify_all();
             return;
         };
-        let jobs = list(job, global, plan, tx);
+        let mut batch = Vec::new();
+        let jobs = list(job, global, plan, &mut batch);
+        // One message per directory: the caller's thread wakes once for
+        // all its entries. A closed channel means the caller stopped.
+        let _ = tx.send(batch);
         let mut st = queue.state.lock().unwrap_or_else(|p| p.into_inner());
         st.0.extend(jobs);
         st.1 -= 1;
@@ -332,16 +343,9 @@ fn worker(queue: &Queue, global: &Global, plan: &Plan<'_>, tx: &std::sync::mpsc:
 }
 
 /// List one directory: send its entries, return its subdirectories.
-fn list(
-    job: Job,
-    global: &Global,
-    plan: &Plan<'_>,
-    tx: &std::sync::mpsc::SyncSender<Msg>,
-) -> Vec<Job> {
+fn list(job: Job, global: &Global, plan: &Plan<'_>, out: &mut Vec<Msg>) -> Vec<Job> {
     let mut subdirs = Vec::new();
-    let send = |m: Msg| {
-        let _ = tx.send(m);
-    };
+    let mut send = |m: Msg| out.push(m);
     let dir = match rustix::fs::Dir::read_from(&job.fd) {
         Ok(d) => d,
         Err(e) => {

@@ -111,8 +111,7 @@ impl Session {
             record,
             workspace,
         })?;
-        if let (Some(s), Some(snaps)) = (&snapshot, snaps) {
-            snaps.committed(s);
+        if let (Some(s), Some(snaps)) = (snapshot, snaps) {
             if record == Record::Start {
                 snaps.start = Some(s.tree);
             }
@@ -128,6 +127,7 @@ impl Session {
                         .collect(),
                 });
             }
+            snaps.committed(s);
         }
         agent.conversation_mut().committed(&committed);
         let spill = &mut agent.tools_mut().spill;
