@@ -345,7 +345,8 @@ mod tests {
         assert!(same.trees_since(Some(&prev)).unwrap().is_empty());
         assert_eq!(same.items[&b"b/y"[..]].id, prev.items[&b"b/y"[..]].id);
         // Each kind of change gives the root a full pass would.
-        let changes: Vec<Box<dyn Fn(&mut Flat)>> = vec![
+        type Change = Box<dyn Fn(&mut Flat)>;
+        let changes: Vec<Change> = vec![
             Box::new(|f| {
                 f.items.insert(b"b/y/z/5".to_vec(), file(99));
             }),
