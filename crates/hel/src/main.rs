@@ -5,13 +5,14 @@
 mod chat;
 mod cli;
 mod commands;
+mod config;
 mod exit;
 mod render;
 mod tty;
 
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches};
 use hel_agent::session::{check_session_arg, Start};
 
 use cli::{Cli, Command};
@@ -22,7 +23,12 @@ fn main() -> ExitCode {
     if argv.get(1).map(String::as_str) == Some("__sandbox-init") {
         hel_agent::tools::sandbox::init::helper_main(&argv[2..]);
     }
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(c) => c,
+        Err(e) => e.exit(),
+    };
+    let sub_matches = matches.subcommand().map(|(_, m)| m.clone());
     if matches!(
         cli.command,
         Some(
@@ -48,6 +54,12 @@ fn main() -> ExitCode {
             force,
             json,
         }) => commands::undo(session, force, json, cli.run.workspace_options()),
+        Some(Command::Config { run }) => {
+            config::settings(&cli.run, &matches, sub_matches.as_ref().map(|m| (&run, m))).map(|s| {
+                config::print(&s);
+                0
+            })
+        }
         Some(Command::Restore {
             session,
             at,
@@ -78,6 +90,7 @@ fn main() -> ExitCode {
             at,
             restore_files,
             force,
+            run,
         }) => {
             let start = match (session, last, at) {
                 (_, true, Some(_)) => Err(Exit::usage("--at needs a session, not --last")),
@@ -87,14 +100,16 @@ fn main() -> ExitCode {
                 (None, false, _) => Err(Exit::usage("resume needs a SESSION or --last")),
             };
             let restore = restore_files.then_some(force);
-            start.and_then(|s| agent(cli.run, s, restore))
+            let settings =
+                config::settings(&cli.run, &matches, sub_matches.as_ref().map(|m| (&run, m)));
+            start.and_then(|s| agent(settings?.run, s, restore))
         }
         None => {
-            let start = match cli.run.resume.clone() {
+            let start = match cli.resume.clone() {
                 Some(s) => Start::Resume(s),
                 None => Start::New,
             };
-            agent(cli.run, start, None)
+            config::settings(&cli.run, &matches, None).and_then(|s| agent(s.run, start, None))
         }
     };
     match result {

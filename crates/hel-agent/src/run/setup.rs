@@ -47,6 +47,8 @@ pub struct Options {
     pub context_window: Option<u64>,
     /// Workspace snapshots and their limits (None: `--no-workspace`).
     pub workspace: Option<hel_workspace::Options>,
+    /// Ask for streamed answers (`--no-stream` turns it off).
+    pub stream: bool,
 }
 
 /// The decided configuration.
