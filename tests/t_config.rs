@@ -29,10 +29,21 @@ fn flags_then_environment_then_the_file_then_defaults() {
     );
     let run = p.run(None, &["config"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
-    let file = p.home.path().join(".config/hel/config.toml").display().to_string();
-    assert_eq!(row(&run.stdout, "model"), ("from-file".into(), file.clone()));
+    let file = p
+        .home
+        .path()
+        .join(".config/hel/config.toml")
+        .display()
+        .to_string();
+    assert_eq!(
+        row(&run.stdout, "model"),
+        ("from-file".into(), file.clone())
+    );
     assert_eq!(row(&run.stdout, "access"), ("auto".into(), file.clone()));
-    assert_eq!(row(&run.stdout, "max_output_tokens"), ("1234".into(), file.clone()));
+    assert_eq!(
+        row(&run.stdout, "max_output_tokens"),
+        ("1234".into(), file.clone())
+    );
     assert_eq!(row(&run.stdout, "stream").1, "default");
     // The environment beats the file, a flag beats both.
     let out = p
@@ -42,7 +53,10 @@ fn flags_then_environment_then_the_file_then_defaults() {
         .output()
         .unwrap();
     let out = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert_eq!(row(&out, "model"), ("from-env".into(), "environment".into()));
+    assert_eq!(
+        row(&out, "model"),
+        ("from-env".into(), "environment".into())
+    );
     assert_eq!(row(&out, "access"), ("read-only".into(), "flag".into()));
     // A real run sends what the file says.
     let mock = Mock::start(json!([{"content": "ok"}]));
@@ -50,14 +64,20 @@ fn flags_then_environment_then_the_file_then_defaults() {
     assert_eq!(run.code, 0, "{}", run.stderr);
     let body = &mock.requests()[0];
     assert_eq!(body["max_tokens"], 1234);
-    assert_eq!(body["model"], "mock-model", "--model on the command line wins");
+    assert_eq!(
+        body["model"], "mock-model",
+        "--model on the command line wins"
+    );
 }
 
 #[test]
 fn keys_unknown_settings_and_broken_files_are_refused_naming_the_file() {
     let p = Project::new();
     for (text, says) in [
-        ("api_key = \"sk-secret\"\n", "API keys are never read from the config file"),
+        (
+            "api_key = \"sk-secret\"\n",
+            "API keys are never read from the config file",
+        ),
         ("modle = \"x\"\n", "unknown field `modle`"),
         ("access = \"everything\"\n", "unknown variant `everything`"),
         ("model = \n", "config.toml"),
@@ -65,7 +85,11 @@ fn keys_unknown_settings_and_broken_files_are_refused_naming_the_file() {
         config_file(&p, text);
         let run = p.run(None, &["config"]);
         assert_eq!(run.code, 2, "{text}: {}", run.stderr);
-        assert!(run.stderr.contains(says) && run.stderr.contains("config.toml"), "{text}: {}", run.stderr);
+        assert!(
+            run.stderr.contains(says) && run.stderr.contains("config.toml"),
+            "{text}: {}",
+            run.stderr
+        );
         assert!(!run.stderr.contains("sk-secret"), "{}", run.stderr);
     }
 }
@@ -75,12 +99,23 @@ fn a_project_cannot_configure_hel() {
     let p = Project::new();
     // Everything a repository could ship to switch on auto access or
     // another server.
-    for rel in [".hel/config.toml", "hel.toml", ".config/hel/config.toml", "config.toml"] {
-        p.write(rel, "access = \"auto\"\nbase_url = \"http://127.0.0.1:9\"\n");
+    for rel in [
+        ".hel/config.toml",
+        "hel.toml",
+        ".config/hel/config.toml",
+        "config.toml",
+    ] {
+        p.write(
+            rel,
+            "access = \"auto\"\nbase_url = \"http://127.0.0.1:9\"\n",
+        );
     }
     let run = p.run(None, &["config"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
-    assert_eq!(row(&run.stdout, "access"), ("confirm".into(), "default".into()));
+    assert_eq!(
+        row(&run.stdout, "access"),
+        ("confirm".into(), "default".into())
+    );
     assert_eq!(row(&run.stdout, "base_url").1, "default");
 }
 
@@ -89,7 +124,10 @@ fn help_fits_the_command() {
     let p = Project::new();
     let sessions = p.run(None, &["sessions", "--help"]).stdout;
     for flag in ["--model", "--access", "--instruction", "--no-sandbox"] {
-        assert!(!sessions.contains(flag), "{flag} in sessions --help:\n{sessions}");
+        assert!(
+            !sessions.contains(flag),
+            "{flag} in sessions --help:\n{sessions}"
+        );
     }
     assert!(sessions.contains("Examples:"), "{sessions}");
     let resume = p.run(None, &["resume", "--help"]).stdout;
@@ -98,7 +136,13 @@ fn help_fits_the_command() {
     }
     for cmd in ["gc", "fsck", "undo", "restore", "diff", "config"] {
         let help = p.run(None, &[cmd, "--help"]).stdout;
-        assert!(help.contains("Example"), "{cmd} --help has no example:\n{help}");
-        assert!(!help.contains("--max-turns") || cmd == "config", "{cmd} --help lists run flags");
+        assert!(
+            help.contains("Example"),
+            "{cmd} --help has no example:\n{help}"
+        );
+        assert!(
+            !help.contains("--max-turns") || cmd == "config",
+            "{cmd} --help lists run flags"
+        );
     }
 }
