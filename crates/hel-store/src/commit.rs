@@ -152,7 +152,7 @@ impl<'a> Txn<'a> {
         for (k, e) in t.entries.iter().enumerate() {
             let bad = tree::bad_name(&e.name)
                 .map(str::to_owned)
-                .or_else(|| tree::check_entry(e).err().map(str::to_owned))
+                .or_else(|| tree::check_entry(e).err().map(|why| why.to_string()))
                 .or_else(|| {
                     (k > 0 && t.entries[k - 1].name >= e.name)
                         .then(|| "entries out of order or repeated".to_owned())
@@ -379,12 +379,8 @@ impl<'a> Txn<'a> {
     fn publish(&mut self, cp: Checkpoint, why: &str) -> Result<Committed> {
         // What a reader would refuse is never written.
         let payload = cp.to_payload();
-        Checkpoint::parse(&payload).map_err(|e| {
-            Error::Internal(format!(
-                "the checkpoint would not read back: {}",
-                e.reason()
-            ))
-        })?;
+        Checkpoint::parse(&payload)
+            .map_err(|e| Error::Internal(format!("the checkpoint would not read back: {e}")))?;
         let id = self.writer.put(Kind::Snapshot, &payload)?;
         let (objects_written, bytes_written) =
             (self.writer.objects_written, self.writer.bytes_written);

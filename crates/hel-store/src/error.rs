@@ -1,5 +1,7 @@
 use std::path::PathBuf;
 
+use crate::message::{MessageError, PairingError};
+use crate::refs::RefError;
 use crate::ObjectId;
 
 /// Every way a store operation can fail. Variants that concern an object
@@ -71,7 +73,8 @@ pub enum Error {
     BadRef {
         session: String,
         path: PathBuf,
-        reason: String,
+        #[source]
+        reason: RefError,
     },
     #[error(
         "ref of session {session} moved (expected {expected}, found {found}): another writer?"
@@ -88,12 +91,14 @@ pub enum Error {
         id: ObjectId,
         path: PathBuf,
         index: usize,
-        reason: String,
+        #[source]
+        reason: MessageError,
     },
     #[error("checkpoint {checkpoint} holds a broken conversation: {reason}")]
     BrokenConversation {
         checkpoint: ObjectId,
-        reason: String,
+        #[source]
+        reason: PairingError,
     },
     #[error("checkpoint {checkpoint} holds more than {limit} {what}, over what hel loads (see README, \"Limits\")")]
     ConversationTooLarge {
@@ -121,6 +126,10 @@ pub enum Error {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+// Every store call returns this by value, and other crates' errors wrap
+// it: a reason that would grow it is boxed instead.
+const _: () = assert!(std::mem::size_of::<Error>() <= 96);
 
 /// Attach a path to an I/O result.
 pub(crate) trait IoContext<T> {

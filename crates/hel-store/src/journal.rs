@@ -229,7 +229,7 @@ pub(crate) fn open(dir: &Dir, session: &SessionId, full: bool) -> Result<Option<
                 offset: 0,
             },
             None,
-            r,
+            r.to_string(),
         )
     })?;
     let mut view = View::empty(session, path, file);

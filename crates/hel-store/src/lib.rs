@@ -47,6 +47,7 @@ pub use layout::{FORMAT_VERSION, STORE_DIR};
 pub use list::{Leaf, Limits, INLINE_MAX};
 pub use lock::SessionLease;
 pub use object::Cap;
+pub use refs::RefError;
 pub use snapshot::{
     Checkpoint, MessagesRef, Record, Restored, SpillEntry, Summary, Workspace, RESTORED_PATHS_MAX,
     SCHEMA_VERSION,
@@ -77,7 +78,7 @@ pub fn blob_id(bytes: &[u8]) -> ObjectId {
 #[doc(hidden)]
 pub mod parse {
     /// Parse a ref file's bytes.
-    pub fn ref_file(bytes: &[u8]) -> Result<crate::ObjectId, &'static str> {
+    pub fn ref_file(bytes: &[u8]) -> Result<crate::ObjectId, crate::RefError> {
         crate::refs::parse(bytes)
     }
 

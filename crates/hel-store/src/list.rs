@@ -109,6 +109,48 @@ impl Node {
     }
 }
 
+/// Why a list node's payload is not a node. Its `Display` is what follows
+/// "malformed list node: " in the error that names the node.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum NodeError {
+    /// Not JSON, or not exactly the keys `count`, `items`, `prev` with
+    /// their types (serde's description, with line and column).
+    #[error("{0}")]
+    Json(#[source] serde_json::Error),
+    /// Item `index` (counted in the node's own items) is malformed.
+    #[error("item {index}: {reason}")]
+    Item {
+        index: usize,
+        #[source]
+        reason: ItemError,
+    },
+    /// The payload does not end with a `prev` (read before parsing).
+    #[error("no prev")]
+    NoPrev,
+    /// The `prev` read from the payload's end is not the one it holds.
+    #[error("prev is not its last key")]
+    PrevNotLast,
+}
+
+/// Why one item of a list node is not exactly one of the three forms.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ItemError {
+    #[error("{0}")]
+    Json(#[source] serde_json::Error),
+    #[error("an item is not an object")]
+    NotAnObject,
+    #[error("bad id in item")]
+    BadId,
+    /// A slice whose `from` or `to` is not an unsigned integer.
+    #[error("bad slice")]
+    BadSlice,
+    /// A slice with `from >= to`.
+    #[error("empty slice")]
+    EmptySlice,
+    #[error("an item is exactly one of {{m}}, {{b}}, {{s, from, to}}")]
+    NotOneForm,
+}
+
 /// A node's payload split into its parts without building any message:
 /// `count`, `prev`, and the byte range of each item in the payload. Exactly
 /// the keys `count`, `items`, `prev`; the items are parsed one at a time by
@@ -130,8 +172,10 @@ struct RawNodeDe<'a> {
 }
 
 impl RawNode {
-    pub fn parse(payload: &[u8]) -> std::result::Result<RawNode, String> {
-        let de: RawNodeDe<'_> = serde_json::from_slice(payload).map_err(|e| e.to_string())?;
+    /// Split `payload` into its parts; `Err` when it is not JSON with
+    /// exactly a node's keys (the items themselves are not looked at).
+    pub fn parse(payload: &[u8]) -> std::result::Result<RawNode, NodeError> {
+        let de: RawNodeDe<'_> = serde_json::from_slice(payload).map_err(NodeError::Json)?;
         let base = payload.as_ptr() as usize;
         let items = de
             .items
@@ -150,15 +194,15 @@ impl RawNode {
 }
 
 /// Parse one item's JSON: exactly one of the three forms.
-pub(crate) fn parse_item(raw: &[u8]) -> std::result::Result<Item, String> {
-    let v: Value = serde_json::from_slice(raw).map_err(|e| e.to_string())?;
+pub(crate) fn parse_item(raw: &[u8]) -> std::result::Result<Item, ItemError> {
+    let v: Value = serde_json::from_slice(raw).map_err(ItemError::Json)?;
     item_of(v)
 }
 
 /// Parse a node payload whole: its parts (as [`RawNode::parse`] gives them,
 /// item ranges empty) and its items. Accepts exactly what [`RawNode::parse`]
 /// and [`parse_item`] accept.
-fn parse_whole(payload: &[u8]) -> std::result::Result<(RawNode, Vec<Item>), String> {
+fn parse_whole(payload: &[u8]) -> std::result::Result<(RawNode, Vec<Item>), NodeError> {
     #[derive(Deserialize)]
     #[serde(deny_unknown_fields)]
     struct Whole {
@@ -166,13 +210,13 @@ fn parse_whole(payload: &[u8]) -> std::result::Result<(RawNode, Vec<Item>), Stri
         items: Vec<Value>,
         prev: Prev,
     }
-    let w: Whole = serde_json::from_slice(payload).map_err(|e| e.to_string())?;
+    let w: Whole = serde_json::from_slice(payload).map_err(NodeError::Json)?;
     let items = w
         .items
         .into_iter()
         .enumerate()
-        .map(|(k, v)| item_of(v).map_err(|r| format!("item {k}: {r}")))
-        .collect::<std::result::Result<Vec<Item>, String>>()?;
+        .map(|(index, v)| item_of(v).map_err(|reason| NodeError::Item { index, reason }))
+        .collect::<std::result::Result<Vec<Item>, NodeError>>()?;
     Ok((
         RawNode {
             count: w.count,
@@ -184,28 +228,34 @@ fn parse_whole(payload: &[u8]) -> std::result::Result<(RawNode, Vec<Item>), Stri
 }
 
 /// An item from its parsed JSON.
-fn item_of(v: Value) -> std::result::Result<Item, String> {
+fn item_of(v: Value) -> std::result::Result<Item, ItemError> {
     let Value::Object(mut m) = v else {
-        return Err("an item is not an object".into());
+        return Err(ItemError::NotAnObject);
     };
-    let id = |v: Option<&Value>| -> std::result::Result<ObjectId, String> {
+    let id = |v: Option<&Value>| -> std::result::Result<ObjectId, ItemError> {
         v.and_then(Value::as_str)
             .and_then(|s| s.parse().ok())
-            .ok_or_else(|| "bad id in item".to_owned())
+            .ok_or(ItemError::BadId)
     };
     match m.len() {
         1 if m.contains_key("m") => Ok(Item::Inline(m.remove("m").unwrap_or(Value::Null))),
         1 if m.contains_key("b") => Ok(Item::Blob(id(m.get("b"))?)),
         3 if m.contains_key("s") => {
             let node = id(m.get("s"))?;
-            let from = m.get("from").and_then(Value::as_u64).ok_or("bad slice")?;
-            let to = m.get("to").and_then(Value::as_u64).ok_or("bad slice")?;
+            let from = m
+                .get("from")
+                .and_then(Value::as_u64)
+                .ok_or(ItemError::BadSlice)?;
+            let to = m
+                .get("to")
+                .and_then(Value::as_u64)
+                .ok_or(ItemError::BadSlice)?;
             if from >= to {
-                return Err("empty slice".into());
+                return Err(ItemError::EmptySlice);
             }
             Ok(Item::Slice { node, from, to })
         }
-        _ => Err("an item is exactly one of {m}, {b}, {s, from, to}".into()),
+        _ => Err(ItemError::NotOneForm),
     }
 }
 
@@ -256,14 +306,17 @@ struct RawItem {
 }
 
 impl Shape {
-    pub fn parse(payload: &[u8]) -> std::result::Result<Shape, String> {
-        let raw: RawShape = serde_json::from_slice(payload).map_err(|e| e.to_string())?;
+    /// The shape of `payload`; `Err` exactly when [`RawNode::parse`] or
+    /// [`parse_item`] of an item would refuse it.
+    pub fn parse(payload: &[u8]) -> std::result::Result<Shape, NodeError> {
+        let raw: RawShape = serde_json::from_slice(payload).map_err(NodeError::Json)?;
         let mut shape = Shape {
             count: raw.count,
             prev: raw.prev.0,
             ..Shape::default()
         };
-        for it in raw.items {
+        for (index, it) in raw.items.into_iter().enumerate() {
+            let refuse = |reason| NodeError::Item { index, reason };
             match (it.m, it.b, it.s, it.from, it.to) {
                 (Some(_), None, None, None, None) => shape.items_len += 1,
                 (None, Some(b), None, None, None) => {
@@ -274,8 +327,10 @@ impl Shape {
                     shape.items_len += to - from;
                     shape.slices.push((s, from, to));
                 }
-                (None, None, Some(_), Some(_), Some(_)) => return Err("empty slice".into()),
-                _ => return Err("an item is exactly one of {m}, {b}, {s, from, to}".into()),
+                (None, None, Some(_), Some(_), Some(_)) => {
+                    return Err(refuse(ItemError::EmptySlice))
+                }
+                _ => return Err(refuse(ItemError::NotOneForm)),
             }
         }
         Ok(shape)
@@ -290,10 +345,15 @@ fn corrupt(layout: &Layout, id: &ObjectId, reason: String) -> Error {
     }
 }
 
+/// Node `id` is not a node.
+pub(crate) fn malformed(layout: &Layout, id: &ObjectId, e: NodeError) -> Error {
+    corrupt(layout, id, format!("malformed list node: {e}"))
+}
+
 /// Read and parse node `id`'s shape.
 pub(crate) fn read_shape(layout: &Layout, id: &ObjectId) -> Result<Shape> {
     let payload = object::read_kind(layout, id, Kind::List, Cap::LIST)?;
-    Shape::parse(&payload).map_err(|r| corrupt(layout, id, format!("malformed list node: {r}")))
+    Shape::parse(&payload).map_err(|e| malformed(layout, id, e))
 }
 
 /// The messages of one node's items, with their weights as prefix sums
@@ -478,7 +538,7 @@ impl<'a> Reader<'a> {
             id: *b,
             path: self.layout.object_path(b),
             index: 0,
-            reason: format!("not JSON: {e}"),
+            reason: message::MessageError::NotJson(e),
         });
         self.budget.refund(bytes.len() as u64);
         parsed
@@ -494,15 +554,14 @@ impl<'a> Reader<'a> {
             .saturating_sub(self.budget.bytes);
         let whole = (payload.len() as u64).saturating_mul(PARSE_WHOLE_FACTOR) <= bytes_left;
         let (raw, mut items) = if whole {
-            let (raw, parsed) = parse_whole(&payload)
-                .map_err(|r| corrupt(self.layout, &id, format!("malformed list node: {r}")))?;
+            let (raw, parsed) =
+                parse_whole(&payload).map_err(|e| malformed(self.layout, &id, e))?;
             (
                 raw,
                 parsed.into_iter().map(Pending::Parsed).collect::<Vec<_>>(),
             )
         } else {
-            let raw = RawNode::parse(&payload)
-                .map_err(|r| corrupt(self.layout, &id, format!("malformed list node: {r}")))?;
+            let raw = RawNode::parse(&payload).map_err(|e| malformed(self.layout, &id, e))?;
             let items = raw
                 .items
                 .iter()
@@ -564,13 +623,12 @@ impl<'a> Reader<'a> {
                     };
                     match pending {
                         Pending::Parsed(item) => item,
-                        Pending::Raw(a, b) => parse_item(&frame.payload[a..b]).map_err(|r| {
-                            corrupt(
-                                self.layout,
-                                &frame.id,
-                                format!("malformed list node: item {}: {r}", frame.next),
-                            )
-                        })?,
+                        Pending::Raw(a, b) => {
+                            parse_item(&frame.payload[a..b]).map_err(|reason| {
+                                let index = frame.next;
+                                malformed(self.layout, &frame.id, NodeError::Item { index, reason })
+                            })?
+                        }
                     }
                 }
             };
@@ -669,9 +727,8 @@ impl<'a> Reader<'a> {
                         ));
                     }
                     let payload = object::read_kind(layout, &id, Kind::List, Cap::LIST)?;
-                    next = prev_of(&payload).ok_or_else(|| {
-                        corrupt(layout, &id, "malformed list node: no prev".into())
-                    })?;
+                    next = prev_of(&payload)
+                        .ok_or_else(|| malformed(layout, &id, NodeError::NoPrev))?;
                     // Read (and verify) the node's message blobs here too,
                     // so the parsing thread only parses. A hint: the node
                     // is checked when it is parsed, and a blob this could
@@ -767,8 +824,7 @@ impl<'a> Reader<'a> {
     ) -> Result<(ObjectId, u64, Vec<Value>)> {
         if let Some(v) = self.expanded.get(&id) {
             // Sliced before, so expanded (and counted) already.
-            let raw = RawNode::parse(&payload)
-                .map_err(|r| corrupt(self.layout, &id, format!("malformed list node: {r}")))?;
+            let raw = RawNode::parse(&payload).map_err(|e| malformed(self.layout, &id, e))?;
             let v = Rc::clone(v);
             self.budget
                 .charge(v.messages.len() as u64, *v.weights.last().unwrap_or(&0))?;
@@ -777,11 +833,7 @@ impl<'a> Reader<'a> {
         self.budget.charge(0, payload.len() as u64)?;
         let (frame, raw) = self.frame(id, payload)?;
         if raw.prev != prev {
-            return Err(corrupt(
-                self.layout,
-                &id,
-                "malformed list node: prev is not its last key".into(),
-            ));
+            return Err(malformed(self.layout, &id, NodeError::PrevNotLast));
         }
         let out = self.expand(frame)?;
         Ok((id, raw.count, out.messages))
@@ -869,17 +921,11 @@ impl Shapes {
 /// ids its items name, to be checked as messages.
 pub(crate) fn validate_node_messages(layout: &Layout, id: &ObjectId) -> Result<Vec<ObjectId>> {
     let payload = object::read_kind(layout, id, Kind::List, Cap::LIST)?;
-    let raw = RawNode::parse(&payload)
-        .map_err(|r| corrupt(layout, id, format!("malformed list node: {r}")))?;
+    let raw = RawNode::parse(&payload).map_err(|e| malformed(layout, id, e))?;
     let mut blobs = Vec::new();
     for (index, (a, b)) in raw.items.iter().enumerate() {
-        let item = parse_item(&payload[*a..*b]).map_err(|r| {
-            corrupt(
-                layout,
-                id,
-                format!("malformed list node: item {index}: {r}"),
-            )
-        })?;
+        let item = parse_item(&payload[*a..*b])
+            .map_err(|reason| malformed(layout, id, NodeError::Item { index, reason }))?;
         match item {
             Item::Inline(m) => message::validate(&m).map_err(|reason| Error::BadMessage {
                 id: *id,
@@ -901,7 +947,7 @@ pub(crate) fn validate_blob_message(layout: &Layout, b: &ObjectId) -> Result<()>
         id: *b,
         path: layout.object_path(b),
         index: 0,
-        reason: format!("not JSON: {e}"),
+        reason: message::MessageError::NotJson(e),
     })?;
     message::validate(&m).map_err(|reason| Error::BadMessage {
         id: *b,

@@ -235,16 +235,13 @@ fn fill<C: zstd::zstd_safe::WriteBuf + ?Sized>(
     input: &mut InBuffer<'_>,
     out: &mut C,
     pos: &mut usize,
-) -> std::result::Result<bool, String> {
+) -> std::result::Result<bool, DecodeError> {
     loop {
         let before = (*pos, input.pos());
         let mut buf = OutBuffer::around_pos(out, *pos);
-        let hint = dctx.decompress_stream(&mut buf, input).map_err(|code| {
-            format!(
-                "cannot decompress: {}",
-                zstd::zstd_safe::get_error_name(code)
-            )
-        })?;
+        let hint = dctx
+            .decompress_stream(&mut buf, input)
+            .map_err(|code| DecodeError::Decompress(zstd::zstd_safe::get_error_name(code)))?;
         *pos = buf.pos();
         let full = *pos == buf.capacity();
         if hint == 0 {
@@ -254,7 +251,7 @@ fn fill<C: zstd::zstd_safe::WriteBuf + ?Sized>(
             return Ok(false);
         }
         if (*pos, input.pos()) == before {
-            return Err("truncated".into());
+            return Err(DecodeError::Truncated);
         }
     }
 }
@@ -265,22 +262,42 @@ struct Decompressed {
     payload: Vec<u8>,
 }
 
+/// Why the bytes of an object file are not the object they should be.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum DecodeError {
+    /// zstd refused the frame (its error name).
+    #[error("cannot decompress: {0}")]
+    Decompress(&'static str),
+    /// The frame ends before the header does.
+    #[error("truncated")]
+    Truncated,
+    #[error("cannot reset the decompressor")]
+    Reset,
+    /// No NUL, or not `<kind> <length>` before it.
+    #[error("malformed header")]
+    MalformedHeader,
+    #[error("data after the declared length")]
+    DataAfterLength,
+    #[error("truncated: {at} of {len} payload bytes")]
+    TruncatedPayload { at: usize, len: usize },
+    #[error("trailing bytes after the frame")]
+    TrailingBytes,
+    #[error("content does not match its id")]
+    IdMismatch,
+    #[error("header is not text")]
+    HeaderNotText,
+}
+
 /// Why an object file could not be decompressed.
 enum Undecodable {
-    Corrupt(String),
+    Corrupt(DecodeError),
     /// The header declares this many payload bytes, over the cap.
     OverCap(u64),
 }
 
-impl From<String> for Undecodable {
-    fn from(s: String) -> Self {
-        Undecodable::Corrupt(s)
-    }
-}
-
-impl From<&str> for Undecodable {
-    fn from(s: &str) -> Self {
-        Undecodable::Corrupt(s.to_owned())
+impl From<DecodeError> for Undecodable {
+    fn from(e: DecodeError) -> Self {
+        Undecodable::Corrupt(e)
     }
 }
 
@@ -293,7 +310,7 @@ fn decompress(data: &[u8], cap: u64) -> std::result::Result<Decompressed, Undeco
         let mut slot = cell.borrow_mut();
         let dctx = slot.get_or_insert_with(DCtx::create);
         dctx.reset(ResetDirective::SessionOnly)
-            .map_err(|_| "cannot reset the decompressor".to_owned())?;
+            .map_err(|_| DecodeError::Reset)?;
         let mut input = InBuffer::around(data);
         let mut head = [0u8; 33];
         let mut pos = 0;
@@ -301,19 +318,19 @@ fn decompress(data: &[u8], cap: u64) -> std::result::Result<Decompressed, Undeco
         let nul = head[..pos]
             .iter()
             .position(|&b| b == 0)
-            .ok_or("malformed header")?;
+            .ok_or(DecodeError::MalformedHeader)?;
         let len: u64 = std::str::from_utf8(&head[..nul])
             .ok()
             .and_then(|h| h.split_once(' '))
             .and_then(|(_, n)| n.parse().ok())
-            .ok_or("malformed header")?;
+            .ok_or(DecodeError::MalformedHeader)?;
         if len > cap {
             return Err(Undecodable::OverCap(len));
         }
         let len = len as usize;
         let already = &head[nul + 1..pos];
         if already.len() > len {
-            return Err("data after the declared length".into());
+            return Err(DecodeError::DataAfterLength.into());
         }
         let mut payload = Vec::with_capacity(len);
         payload.extend_from_slice(already);
@@ -322,21 +339,21 @@ fn decompress(data: &[u8], cap: u64) -> std::result::Result<Decompressed, Undeco
             ended = fill(dctx, &mut input, &mut payload, &mut at)?;
         }
         if at > len {
-            return Err("data after the declared length".into());
+            return Err(DecodeError::DataAfterLength.into());
         }
         if at < len {
-            return Err(format!("truncated: {at} of {len} payload bytes").into());
+            return Err(DecodeError::TruncatedPayload { at, len }.into());
         }
         if !ended {
             // Full: the frame must end here.
             let mut extra = [0u8; 1];
             let mut p = 0;
             if !fill(dctx, &mut input, &mut extra[..], &mut p)? || p > 0 {
-                return Err("data after the declared length".into());
+                return Err(DecodeError::DataAfterLength.into());
             }
         }
         if input.pos() != data.len() {
-            return Err("trailing bytes after the frame".into());
+            return Err(DecodeError::TrailingBytes.into());
         }
         Ok(Decompressed {
             header: head[..nul].to_vec(),
@@ -382,10 +399,10 @@ pub(crate) fn decode(
     data: &[u8],
     cap: Cap,
 ) -> Result<(Kind, Vec<u8>)> {
-    let corrupt = |reason: String| Error::Corrupt {
+    let corrupt = |e: DecodeError| Error::Corrupt {
         id: *id,
         path: path.to_owned(),
-        reason,
+        reason: e.to_string(),
     };
     let Decompressed { header, payload } = match decompress(data, cap.max) {
         Ok(d) => d,
@@ -405,10 +422,10 @@ pub(crate) fn decode(
     hasher.update(&[0]);
     hasher.update(&payload);
     if ObjectId::from_bytes(*hasher.finalize().as_bytes()) != *id {
-        return Err(corrupt("content does not match its id".into()));
+        return Err(corrupt(DecodeError::IdMismatch));
     }
     // The header parsed (its length matched) in decompress; the kind is checked last.
-    let text = std::str::from_utf8(&header).map_err(|_| corrupt("header is not text".into()))?;
+    let text = std::str::from_utf8(&header).map_err(|_| corrupt(DecodeError::HeaderNotText))?;
     let kind_name = text.split_once(' ').map_or(text, |(k, _)| k);
     match Kind::parse(kind_name) {
         Some(kind) => Ok((kind, payload)),

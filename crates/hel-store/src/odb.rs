@@ -74,11 +74,11 @@ fn open_sealed(dir: &Dir, stem: &str) -> Result<Sealed> {
         source: std::io::Error::new(std::io::ErrorKind::NotFound, "pack index missing"),
     })?;
     let bytes = pack::read_all(&idx_file, IDX_MAX, &idx_path)?;
-    let idx = Idx::parse(&bytes).map_err(|reason| Error::DamagedRecord {
+    let idx = Idx::parse(&bytes).map_err(|e| Error::DamagedRecord {
         pack: idx_path.clone(),
         offset: 0,
         id: None,
-        reason,
+        reason: e.to_string(),
     })?;
     let mut fh = [0u8; pack::FILE_HEADER as usize];
     use std::os::unix::fs::FileExt;
@@ -87,7 +87,7 @@ fn open_sealed(dir: &Dir, stem: &str) -> Result<Sealed> {
         pack: path.clone(),
         offset: 0,
         id: None,
-        reason: r.into(),
+        reason: r.to_string(),
     })?;
     Ok(Sealed {
         name: stem.to_owned(),
@@ -389,7 +389,7 @@ pub(crate) fn read_found(
             return Err(pack::damaged(place, Some(id), "the file ends inside it"));
         }
     }
-    let h = pack::parse_header(&buf).map_err(|r| pack::damaged(place, Some(id), r))?;
+    let h = pack::parse_header(&buf).map_err(|r| pack::damaged(place, Some(id), r.to_string()))?;
     if h.id != *id || h.rtype != RecordType::Object || h.record_len() != len {
         return Err(pack::damaged(
             place,

@@ -12,7 +12,7 @@ use serde_json::value::RawValue;
 use crate::list::RawNode;
 use crate::object::{self, Cap, Kind};
 use crate::odb::{self, Found};
-use crate::{heads, Error, ObjectId, Result, Store};
+use crate::{heads, ObjectId, Result, Store};
 
 /// Every object id the store holds, each once: in journals, sealed packs
 /// and loose files.
@@ -81,11 +81,8 @@ impl Store {
                     _ => continue,
                 },
             };
-            let raw = RawNode::parse(&payload).map_err(|r| Error::Corrupt {
-                id,
-                path: layout.object_path(&id),
-                reason: format!("malformed list node: {r}"),
-            })?;
+            let raw =
+                RawNode::parse(&payload).map_err(|e| crate::list::malformed(layout, &id, e))?;
             for (a, b) in raw.items {
                 let Ok(item) = serde_json::from_slice::<InlineItem>(&payload[a..b]) else {
                     continue;

@@ -175,61 +175,75 @@ impl Checkpoint {
     /// this build reads, at most one parent, a spill map of blobs, and a
     /// summary that agrees with the message count.
     pub(crate) fn parse(payload: &[u8]) -> std::result::Result<Checkpoint, Invalid> {
-        let value: Value =
-            serde_json::from_slice(payload).map_err(|e| Invalid::Malformed(e.to_string()))?;
+        let value: Value = serde_json::from_slice(payload).map_err(Invalid::Json)?;
         let found = value
             .get("schema_version")
             .and_then(Value::as_u64)
-            .ok_or_else(|| Invalid::Malformed("no schema_version".into()))?;
+            .ok_or(Invalid::NoSchemaVersion)?;
         if found > SCHEMA_VERSION {
             return Err(Invalid::Newer(found));
         }
         if found == 0 {
-            return Err(Invalid::Malformed("schema_version 0".into()));
+            return Err(Invalid::SchemaZero);
         }
-        let cp: Checkpoint =
-            serde_json::from_value(value).map_err(|e| Invalid::Malformed(e.to_string()))?;
+        let cp: Checkpoint = serde_json::from_value(value).map_err(Invalid::Json)?;
         if cp.parents.len() > 1 {
-            return Err(Invalid::Malformed(format!(
-                "{} parents, a checkpoint has at most one",
-                cp.parents.len()
-            )));
+            return Err(Invalid::Parents(cp.parents.len()));
         }
         if cp.cwd.is_empty() {
-            return Err(Invalid::Malformed("empty cwd".into()));
+            return Err(Invalid::EmptyCwd);
         }
         if cp.summary.messages != cp.messages.count {
-            return Err(Invalid::Malformed(format!(
-                "summary says {} messages, the list {}",
-                cp.summary.messages, cp.messages.count
-            )));
+            return Err(Invalid::SummaryCount {
+                summary: cp.summary.messages,
+                list: cp.messages.count,
+            });
         }
         if (cp.messages.count == 0) != cp.messages.root.is_none() {
-            return Err(Invalid::Malformed(
-                "an empty list has no root, and only an empty one".into(),
-            ));
+            return Err(Invalid::Root);
         }
         if cp.summary.checkpoints == 0 && cp.schema_version < 2 {
-            return Err(Invalid::Malformed("summary counts 0 checkpoints".into()));
+            return Err(Invalid::NoCheckpoints);
         }
         if cp.spill.keys().any(|k| k.is_empty()) {
-            return Err(Invalid::Malformed("a spill entry has an empty name".into()));
+            return Err(Invalid::EmptySpillName);
         }
-        check_record(&cp).map_err(|r| Invalid::Malformed(r.into()))?;
+        check_record(&cp)?;
         Ok(cp)
     }
 }
 
-/// What schema 2 requires of `record` and `workspace` together.
-fn check_record(cp: &Checkpoint) -> std::result::Result<(), &'static str> {
+/// Why a checkpoint's `record` and `workspace` do not go together.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum RecordError {
+    #[error("a schema 1 checkpoint with schema 2 fields")]
+    SchemaOneWithTwo,
+    #[error("no record")]
+    NoRecord,
+    #[error("a workspace record without a workspace")]
+    NoWorkspace,
+    #[error("a start tree on a record that is not an instruction's end")]
+    StartNotAtEnd,
+    /// Too many, more than the count, or an empty or over-long path.
+    #[error("a malformed list of restored paths")]
+    BadRestoredPaths,
+    #[error("a restored record that says nothing restored")]
+    NothingRestored,
+    #[error("restored paths on a record that is not a restore")]
+    RestoredNotRestore,
+}
+
+/// What schema 2 requires of `record` and `workspace` together (schema 1
+/// has neither).
+fn check_record(cp: &Checkpoint) -> std::result::Result<(), RecordError> {
     if cp.schema_version < 2 {
         if cp.record.is_some() || cp.workspace.is_some() {
-            return Err("a schema 1 checkpoint with schema 2 fields");
+            return Err(RecordError::SchemaOneWithTwo);
         }
         return Ok(());
     }
     let Some(record) = cp.record else {
-        return Err("no record");
+        return Err(RecordError::NoRecord);
     };
     let ws = cp.workspace.as_ref();
     let needs_workspace = matches!(
@@ -237,12 +251,12 @@ fn check_record(cp: &Checkpoint) -> std::result::Result<(), &'static str> {
         Record::Start | Record::BeforeRestore | Record::Restored
     );
     if needs_workspace && ws.is_none() {
-        return Err("a workspace record without a workspace");
+        return Err(RecordError::NoWorkspace);
     }
     if let Some(ws) = ws {
         let may_start = matches!(record, Record::Answer | Record::Interrupted | Record::Fork);
         if ws.start.is_some() && !may_start {
-            return Err("a start tree on a record that is not an instruction's end");
+            return Err(RecordError::StartNotAtEnd);
         }
         match (&ws.restored, record) {
             (Some(r), Record::Restored) => {
@@ -250,46 +264,61 @@ fn check_record(cp: &Checkpoint) -> std::result::Result<(), &'static str> {
                     || r.paths.len() as u64 > r.count
                     || r.paths.iter().any(|p| p.is_empty() || p.len() > 4096)
                 {
-                    return Err("a malformed list of restored paths");
+                    return Err(RecordError::BadRestoredPaths);
                 }
             }
-            (None, Record::Restored) => return Err("a restored record that says nothing restored"),
-            (Some(_), _) => return Err("restored paths on a record that is not a restore"),
+            (None, Record::Restored) => return Err(RecordError::NothingRestored),
+            (Some(_), _) => return Err(RecordError::RestoredNotRestore),
             (None, _) => {}
         }
     }
     Ok(())
 }
 
-/// Why a snapshot payload is not valid.
+/// Why a snapshot payload is not one this build reads: malformed (every
+/// variant but [`Invalid::Newer`]), or of a newer schema.
+#[derive(Debug, thiserror::Error)]
 pub(crate) enum Invalid {
-    Malformed(String),
+    /// Not JSON, or a key missing, unknown or of the wrong type (serde's
+    /// description).
+    #[error("{0}")]
+    Json(#[source] serde_json::Error),
+    #[error("no schema_version")]
+    NoSchemaVersion,
+    #[error("schema_version {0} is newer than this build")]
     Newer(u64),
-}
-
-impl Invalid {
-    pub(crate) fn reason(&self) -> String {
-        match self {
-            Invalid::Malformed(r) => r.clone(),
-            Invalid::Newer(v) => format!("schema_version {v} is newer than this build"),
-        }
-    }
+    #[error("schema_version 0")]
+    SchemaZero,
+    #[error("{0} parents, a checkpoint has at most one")]
+    Parents(usize),
+    #[error("empty cwd")]
+    EmptyCwd,
+    #[error("summary says {summary} messages, the list {list}")]
+    SummaryCount { summary: u64, list: u64 },
+    #[error("an empty list has no root, and only an empty one")]
+    Root,
+    #[error("summary counts 0 checkpoints")]
+    NoCheckpoints,
+    #[error("a spill entry has an empty name")]
+    EmptySpillName,
+    #[error("{0}")]
+    Record(#[from] RecordError),
 }
 
 /// Read and validate snapshot `id`.
 pub(crate) fn read(layout: &Layout, id: &ObjectId) -> Result<Checkpoint> {
     let payload = object::read_kind(layout, id, Kind::Snapshot, Cap::SNAPSHOT)?;
     Checkpoint::parse(&payload).map_err(|e| match e {
-        Invalid::Malformed(reason) => Error::Corrupt {
-            id: *id,
-            path: layout.object_path(id),
-            reason: format!("malformed snapshot: {reason}"),
-        },
         Invalid::Newer(found) => Error::NewerSchema {
             id: *id,
             path: layout.object_path(id),
             found,
             supported: SCHEMA_VERSION,
+        },
+        malformed => Error::Corrupt {
+            id: *id,
+            path: layout.object_path(id),
+            reason: format!("malformed snapshot: {malformed}"),
         },
     })
 }

@@ -183,8 +183,9 @@ pub struct SessionInfo {
     pub checkpoints: u64,
     pub messages: u64,
     pub instruction: String,
-    /// Why the session's checkpoint could not be read, if it could not.
-    pub broken: Option<String>,
+    /// Why the session's head or checkpoint could not be read, if it
+    /// could not (shared, so that a listing stays cheap to clone).
+    pub broken: Option<Arc<Error>>,
 }
 
 impl Store {
@@ -782,7 +783,7 @@ impl SessionInfo {
             checkpoints: 0,
             messages: 0,
             instruction: String::new(),
-            broken: Some(e.to_string()),
+            broken: Some(Arc::new(e)),
         }
     }
 }

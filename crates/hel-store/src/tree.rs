@@ -105,6 +105,54 @@ pub struct Tree {
     pub entries: Vec<Entry>,
 }
 
+/// Why a tree payload is refused. `entry` counts entries from the
+/// payload's start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TreeError {
+    /// The payload ends inside the entry's fixed fields.
+    #[error("entry {entry} is cut short")]
+    CutShort { entry: usize },
+    /// The payload ends inside the entry's name.
+    #[error("entry {entry}'s name is cut short")]
+    NameCutShort { entry: usize },
+    #[error("entry {entry} has unknown kind {kind}")]
+    UnknownKind { entry: usize, kind: u8 },
+    /// The name is not one a tree may hold ([`bad_name`] says why).
+    #[error("entry {entry} has {why}")]
+    BadName { entry: usize, why: &'static str },
+    /// The entry's fields contradict its kind ([`check_entry`]).
+    #[error("entry {entry}: {why}")]
+    BadEntry {
+        entry: usize,
+        #[source]
+        why: EntryError,
+    },
+    /// Its name is not above the name before it.
+    #[error("entry {entry} is out of order or repeated")]
+    OutOfOrder { entry: usize },
+}
+
+/// Why an entry's mode, size or id do not fit its kind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum EntryError {
+    #[error("mode bits above 0o777")]
+    ModeAbove777,
+    #[error("a symlink with mode bits")]
+    SymlinkMode,
+    #[error("a symlink target of no or over 4095 bytes")]
+    SymlinkSize,
+    #[error("a directory with a size")]
+    DirSize,
+    /// A not-tracked file or repository with an id or mode bits.
+    #[error("an entry without an object that names one or has mode bits")]
+    ObjectlessWithObject,
+    #[error("a repository with a size")]
+    RepositorySize,
+    /// A file, symlink or directory whose id is zero.
+    #[error("the zero id")]
+    ZeroId,
+}
+
 /// Why a name cannot be a tree entry's, or `None` when it can.
 pub fn bad_name(name: &[u8]) -> Option<&'static str> {
     if name.is_empty() {
@@ -154,16 +202,19 @@ impl Tree {
     /// Parse and validate a tree payload (objects-spec §13.1): every entry
     /// whole, a known kind, a valid name, names strictly increasing, mode
     /// and size and id as the kind requires.
-    pub fn parse(payload: &[u8]) -> Result<Tree, String> {
+    /// `Err` names the first entry at fault.
+    pub fn parse(payload: &[u8]) -> Result<Tree, TreeError> {
         let mut entries = Vec::new();
         let mut at = 0usize;
         while at < payload.len() {
             let k = entries.len();
             let fixed = payload
                 .get(at..at + ENTRY_FIXED)
-                .ok_or_else(|| format!("entry {k} is cut short"))?;
-            let kind = EntryKind::from_code(fixed[0])
-                .ok_or_else(|| format!("entry {k} has unknown kind {}", fixed[0]))?;
+                .ok_or(TreeError::CutShort { entry: k })?;
+            let kind = EntryKind::from_code(fixed[0]).ok_or(TreeError::UnknownKind {
+                entry: k,
+                kind: fixed[0],
+            })?;
             let mode = u16::from_le_bytes([fixed[1], fixed[2]]);
             let mut size = [0u8; 8];
             size.copy_from_slice(&fixed[3..11]);
@@ -175,10 +226,10 @@ impl Tree {
             at += ENTRY_FIXED;
             let name = payload
                 .get(at..at + name_len)
-                .ok_or_else(|| format!("entry {k}'s name is cut short"))?;
+                .ok_or(TreeError::NameCutShort { entry: k })?;
             at += name_len;
             if let Some(why) = bad_name(name) {
-                return Err(format!("entry {k} has {why}"));
+                return Err(TreeError::BadName { entry: k, why });
             }
             let e = Entry {
                 name: name.to_vec(),
@@ -187,11 +238,11 @@ impl Tree {
                 size,
                 id,
             };
-            check_entry(&e).map_err(|why| format!("entry {k}: {why}"))?;
+            check_entry(&e).map_err(|why| TreeError::BadEntry { entry: k, why })?;
             if let Some(prev) = entries.last() {
                 let prev: &Entry = prev;
                 if prev.name >= e.name {
-                    return Err(format!("entry {k} is out of order or repeated"));
+                    return Err(TreeError::OutOfOrder { entry: k });
                 }
             }
             entries.push(e);
@@ -200,37 +251,38 @@ impl Tree {
     }
 }
 
-/// Check what an entry's kind requires of its other fields.
-pub fn check_entry(e: &Entry) -> Result<(), &'static str> {
+/// Check what an entry's kind requires of its other fields (its name is
+/// [`bad_name`]'s to judge): `Err` says the first field that does not fit.
+pub fn check_entry(e: &Entry) -> Result<(), EntryError> {
     if e.mode > 0o777 {
-        return Err("mode bits above 0o777");
+        return Err(EntryError::ModeAbove777);
     }
     match e.kind {
         EntryKind::File => {}
         EntryKind::Symlink => {
             if e.mode != 0 {
-                return Err("a symlink with mode bits");
+                return Err(EntryError::SymlinkMode);
             }
             if e.size == 0 || e.size > TARGET_MAX {
-                return Err("a symlink target of no or over 4095 bytes");
+                return Err(EntryError::SymlinkSize);
             }
         }
         EntryKind::Dir => {
             if e.size != 0 {
-                return Err("a directory with a size");
+                return Err(EntryError::DirSize);
             }
         }
         EntryKind::NotTracked | EntryKind::Repository => {
             if e.id != ObjectId::ZERO || e.mode != 0 {
-                return Err("an entry without an object that names one or has mode bits");
+                return Err(EntryError::ObjectlessWithObject);
             }
             if e.kind == EntryKind::Repository && e.size != 0 {
-                return Err("a repository with a size");
+                return Err(EntryError::RepositorySize);
             }
         }
     }
     if e.kind.has_object() && e.id == ObjectId::ZERO {
-        return Err("the zero id");
+        return Err(EntryError::ZeroId);
     }
     Ok(())
 }
@@ -268,9 +320,10 @@ mod tests {
         assert_eq!(Tree::parse(&[]).unwrap(), Tree::default());
         let mut bad = t.clone();
         bad.entries.swap(0, 1);
-        assert!(Tree::parse(&bad.to_payload())
-            .unwrap_err()
-            .contains("out of order"));
+        assert_eq!(
+            Tree::parse(&bad.to_payload()),
+            Err(TreeError::OutOfOrder { entry: 1 })
+        );
         for name in [".git", ".HEL", ".jj", "..", "a/b", ""] {
             let t = Tree {
                 entries: vec![entry(name, EntryKind::File)],
@@ -279,15 +332,24 @@ mod tests {
         }
         let mut p = t.to_payload();
         p.pop();
-        assert!(Tree::parse(&p).unwrap_err().contains("cut short"));
+        let e = Tree::parse(&p).unwrap_err();
+        assert_eq!(e, TreeError::NameCutShort { entry: 4 });
+        assert_eq!(e.to_string(), "entry 4's name is cut short");
         let mut p = t.to_payload();
         p[0] = 9;
-        assert!(Tree::parse(&p).unwrap_err().contains("unknown kind"));
+        let e = Tree::parse(&p).unwrap_err();
+        assert_eq!(e, TreeError::UnknownKind { entry: 0, kind: 9 });
+        assert_eq!(e.to_string(), "entry 0 has unknown kind 9");
         let mut e = entry("x", EntryKind::NotTracked);
         e.id = ObjectId::from_bytes([1; 32]);
-        assert!(check_entry(&e).is_err());
+        assert_eq!(check_entry(&e), Err(EntryError::ObjectlessWithObject));
         let mut e = entry("x", EntryKind::File);
         e.mode = 0o4755;
-        assert!(check_entry(&e).is_err());
+        assert_eq!(check_entry(&e), Err(EntryError::ModeAbove777));
+        let mut p = entry("x", EntryKind::Dir);
+        p.size = 1;
+        let t = Tree { entries: vec![p] };
+        let e = Tree::parse(&t.to_payload()).unwrap_err();
+        assert_eq!(e.to_string(), "entry 0: a directory with a size");
     }
 }

@@ -43,6 +43,19 @@ pub enum FlatError {
     PathTooLong { tree: ObjectId, path: String },
 }
 
+/// Why a snapshot's paths do not make trees: the map is not one a walk
+/// or a restore plan builds (a bug in hel, not a fault of the disk).
+#[derive(Debug, thiserror::Error)]
+pub enum TreesError {
+    /// `path`'s parent is not a directory item.
+    #[error("{path} is in no directory of the snapshot")]
+    NoDirectory { path: String },
+    /// A directory [`Flat::trees_since`] found unchanged has no directory
+    /// item in the previous snapshot.
+    #[error("a directory unchanged since the last snapshot is not in it ({path})")]
+    NotInPrevious { path: String },
+}
+
 /// Every path of a snapshot: files, symlinks, directories, not-tracked
 /// files and nested repositories, by path (bytes, `/`-separated, relative
 /// to the project; the root itself is not listed).
@@ -126,11 +139,13 @@ impl Flat {
     /// and the root last (when it differs), each with its directory's path
     /// and id; every other directory item gets `prev`'s id for it. A
     /// directory differs when a path under it was added, removed or
-    /// changed. Without `prev`, every tree ([`Flat::trees`]).
+    /// changed. Without `prev`, every tree ([`Flat::trees`]). Refused as
+    /// [`Flat::trees`] refuses, and when a directory unchanged since `prev`
+    /// is not one of `prev`'s.
     pub fn trees_since(
         &mut self,
         prev: Option<&Flat>,
-    ) -> Result<Vec<(Vec<u8>, Tree, ObjectId)>, String> {
+    ) -> Result<Vec<(Vec<u8>, Tree, ObjectId)>, TreesError> {
         let Some(prev) = prev else {
             return self.trees();
         };
@@ -184,9 +199,9 @@ impl Flat {
                 match prev.items.get(path) {
                     Some(p) if p.kind == EntryKind::Dir => item.id = p.id,
                     _ => {
-                        return Err(
-                            "a directory unchanged since the last snapshot is not in it".into()
-                        )
+                        return Err(TreesError::NotInPrevious {
+                            path: String::from_utf8_lossy(path).into_owned(),
+                        })
                     }
                 }
             }
@@ -240,8 +255,9 @@ impl Flat {
     /// The trees of this snapshot, deepest first and the root last, each
     /// with its directory's path and id; directory items get their tree's
     /// id. Every directory a path goes through must be an item (a walk
-    /// lists them all), else this is an error naming the path.
-    pub fn trees(&mut self) -> Result<Vec<(Vec<u8>, Tree, ObjectId)>, String> {
+    /// lists them all), else this is [`TreesError::NoDirectory`] naming
+    /// the path.
+    pub fn trees(&mut self) -> Result<Vec<(Vec<u8>, Tree, ObjectId)>, TreesError> {
         // Children by directory, in path order (which is name order within
         // one directory only when compared by name: sorted again below).
         let mut children: HashMap<Vec<u8>, Vec<Vec<u8>>> = HashMap::new();
@@ -251,10 +267,9 @@ impl Flat {
             if !dir.is_empty()
                 && !matches!(self.items.get(dir), Some(i) if i.kind == EntryKind::Dir)
             {
-                return Err(format!(
-                    "{} is in no directory of the snapshot",
-                    String::from_utf8_lossy(path)
-                ));
+                return Err(TreesError::NoDirectory {
+                    path: String::from_utf8_lossy(path).into_owned(),
+                });
             }
             children.entry(dir.to_vec()).or_default().push(path.clone());
             if item.kind == EntryKind::Dir {
@@ -374,5 +389,23 @@ mod tests {
             assert_ne!(got, full_root);
             assert_eq!(next.items, fresh.items, "directory ids agree");
         }
+    }
+
+    #[test]
+    fn paths_outside_any_directory_are_refused_by_name() {
+        let mut f = Flat::default();
+        f.items.insert(b"a/1".to_vec(), file(1));
+        let e = f.trees().unwrap_err();
+        assert!(matches!(&e, TreesError::NoDirectory { path } if path == "a/1"));
+        assert_eq!(e.to_string(), "a/1 is in no directory of the snapshot");
+        // A directory unchanged since a snapshot that does not hold it.
+        let mut prev = Flat::default();
+        prev.items.insert(b"b".to_vec(), file(2));
+        let mut next = Flat::default();
+        next.items.insert(b"b".to_vec(), dir());
+        next.items.insert(b"c".to_vec(), file(3));
+        prev.items.insert(b"c".to_vec(), file(3));
+        let e = next.trees_since(Some(&prev)).unwrap_err();
+        assert!(matches!(&e, TreesError::NotInPrevious { path } if path == "b"));
     }
 }

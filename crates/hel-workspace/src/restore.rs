@@ -49,7 +49,7 @@ use std::os::unix::ffi::OsStringExt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use hel_store::tree::{bad_name, check_entry, Entry, EntryKind};
+use hel_store::tree::{bad_name, check_entry, Entry, EntryError, EntryKind};
 use hel_store::{Cap, Store};
 use rustix::fs::{AtFlags, Mode, OFlags, RenameFlags};
 use rustix::io::Errno;
@@ -105,6 +105,8 @@ pub enum Skip {
     /// The plan contradicts itself (an item without a stat, a stat of
     /// another kind than the item, an invalid target, a path listed twice).
     BadPlan(&'static str),
+    /// The target's mode, size or id do not fit its kind.
+    BadEntry(EntryError),
     /// A not-tracked file or a nested repository on either side: hel has
     /// not their content and never writes or removes them.
     NotRestorable(EntryKind),
@@ -128,6 +130,7 @@ impl fmt::Display for Skip {
         match self {
             Skip::BadPath(why) => write!(f, "not a path hel restores: {why}"),
             Skip::BadPlan(why) => write!(f, "the restore plan is inconsistent: {why}"),
+            Skip::BadEntry(why) => write!(f, "the restore plan is inconsistent: {why}"),
             Skip::NotRestorable(EntryKind::Repository) => {
                 f.write_str("a nested repository, which hel leaves alone")
             }
@@ -538,7 +541,7 @@ impl Op {
                 id: t.id,
             };
             if let Err(why) = check_entry(&entry) {
-                return refuse(Skip::BadPlan(why));
+                return refuse(Skip::BadEntry(why));
             }
         }
         match (c.now, c.target) {
@@ -1573,7 +1576,15 @@ mod tests {
         assert_eq!(fs::read(fx.p("twice")).unwrap(), b"good\n");
         let reasons = skipped(&a);
         assert_eq!(reasons.len(), 5, "{reasons:?}");
-        assert!(reasons.iter().all(|(_, s)| matches!(s, Skip::BadPlan(_))));
+        assert!(reasons
+            .iter()
+            .all(|(_, s)| matches!(s, Skip::BadPlan(_) | Skip::BadEntry(_))));
+        assert!(reasons.contains(&("setuid", Skip::BadEntry(EntryError::ModeAbove777))));
+        assert!(reasons.contains(&("empty-link", Skip::BadEntry(EntryError::SymlinkSize))));
+        assert_eq!(
+            Skip::BadEntry(EntryError::ModeAbove777).to_string(),
+            "the restore plan is inconsistent: mode bits above 0o777"
+        );
         assert_eq!(
             reasons[4],
             ("twice", Skip::BadPlan("the path is listed twice"))

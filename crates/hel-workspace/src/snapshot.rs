@@ -11,7 +11,7 @@ use hel_store::{Cap, Encoded, ObjectId, Store, Txn};
 use rustix::fs::{Mode, OFlags};
 
 use crate::cache::{Cache, Known};
-use crate::flat::{Flat, Item};
+use crate::flat::{Flat, Item, TreesError};
 use crate::stat::FileStat;
 use crate::walk::{self, Content, Found, Skipped};
 
@@ -84,7 +84,7 @@ pub enum SnapshotError {
     #[error("{0} is {1}: hel does not snapshot it (use --no-workspace, or run hel in a project directory)")]
     Refused(PathBuf, &'static str),
     #[error("snapshot of the project: {0}")]
-    Internal(String),
+    Trees(#[source] TreesError),
 }
 
 /// Where a snapshot's objects go: a commit in progress ([`Txn`]), or
@@ -307,7 +307,7 @@ impl Workspace {
         let trees = out
             .flat
             .trees_since(prev_flat)
-            .map_err(SnapshotError::Internal)?;
+            .map_err(SnapshotError::Trees)?;
         for (_, tree, _) in &trees {
             txn.put_tree(tree)?;
         }

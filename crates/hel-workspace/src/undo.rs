@@ -113,7 +113,13 @@ pub enum UndoError {
     #[error(transparent)]
     Restore(#[from] restore::RestoreError),
     #[error("restore: {0}")]
-    Internal(String),
+    Trees(#[source] crate::flat::TreesError),
+    /// The session being restored has no checkpoint to record after.
+    #[error("restore: the session has no checkpoint")]
+    NoCheckpoint,
+    /// `--before` of a checkpoint that is not an instruction's end.
+    #[error("restore: checkpoint {0} is not the end of an instruction: it has no start to go back to (drop --before)")]
+    NoStart(ObjectId),
 }
 
 /// Whether `path` is one of `filter` or under one (all when empty).
@@ -207,9 +213,7 @@ pub fn go_back(
     ws: &mut Project,
     go: &GoBack,
 ) -> Result<Outcome, UndoError> {
-    let head = state
-        .head
-        .ok_or_else(|| UndoError::Internal("the session has no checkpoint".into()))?;
+    let head = state.head.ok_or(UndoError::NoCheckpoint)?;
     let prev_tree = history::newest_tree(store, &head)?;
     let prev_flat = match prev_tree {
         Some(t) => Some(Flat::read(store, &t)?),
@@ -280,7 +284,7 @@ pub fn go_back(
         .chain(std::iter::once(before.tree))
         .collect();
     let mut txn = store.begin(lease, state)?;
-    let trees = after.trees().map_err(UndoError::Internal)?;
+    let trees = after.trees().map_err(UndoError::Trees)?;
     for (_, tree, id) in &trees {
         if !known.contains(id) {
             txn.put_tree(tree)?;
@@ -355,11 +359,7 @@ pub fn restore_plan(
         .as_ref()
         .ok_or(HistoryError::NoWorkspace(*at))?;
     let target = if before {
-        ws.start.ok_or_else(|| {
-            UndoError::Internal(format!(
-                "checkpoint {at} is not the end of an instruction: it has no start to go back to (drop --before)"
-            ))
-        })?
+        ws.start.ok_or(UndoError::NoStart(*at))?
     } else {
         ws.tree
     };

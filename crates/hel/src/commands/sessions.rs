@@ -15,7 +15,7 @@ use crate::render;
 /// A row of `hel sessions --json` (fields in the order the JSON has).
 #[derive(Serialize)]
 struct SessionRow<'a> {
-    broken: &'a Option<String>,
+    broken: Option<String>,
     busy: bool,
     checkpoints: u64,
     head: Option<String>,
@@ -84,7 +84,7 @@ pub fn list(store: &Store, as_json: bool) -> Result<u8, Exit> {
         let rows: Vec<SessionRow> = sessions
             .iter()
             .map(|s| SessionRow {
-                broken: &s.broken,
+                broken: s.broken.as_ref().map(|e| e.to_string()),
                 busy: s.busy,
                 checkpoints: s.checkpoints,
                 head: s.head.map(|h| h.to_hex()),
