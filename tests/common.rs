@@ -1,7 +1,7 @@
-//! Helpers for the end-to-end tests: a scripted `hel-mock`, a temporary
-//! project, and `hel` runs in it. The binaries come from the workspace's
-//! target directory (`cargo build --workspace` builds them first; the
-//! README's test command does).
+//! Helpers for the end-to-end tests: a scripted model server (`hel-mock`,
+//! run in-process), a temporary project, and `hel` runs in it. The `hel`
+//! run is the one Cargo built for these tests (`CARGO_BIN_EXE_hel`), never
+//! a stale copy.
 
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt;
@@ -10,85 +10,41 @@ use std::process::{Child, Command, Output, Stdio};
 
 use serde_json::Value;
 
-/// The directory holding the built binaries (next to the test binary's deps/).
-pub fn bin_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("test binary path");
-    let dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("target dir")
-        .to_owned();
-    for b in ["hel", "hel-mock", "hel-evals", "measure"] {
-        assert!(
-            dir.join(b).exists(),
-            "{} is missing: run `cargo build --workspace` before the tests",
-            dir.join(b).display()
-        );
-    }
-    dir
-}
-
+/// The hel binary under test.
 pub fn hel_bin() -> PathBuf {
-    bin_dir().join("hel")
+    PathBuf::from(env!("CARGO_BIN_EXE_hel"))
 }
 
-/// A running `hel-mock` with a script, logging the requests it receives.
+/// A running scripted model server, keeping the requests it receives.
 pub struct Mock {
-    child: Child,
+    server: hel_mock::Server,
     pub url: String,
-    log: PathBuf,
-    _dir: tempfile::TempDir,
 }
 
 impl Mock {
     pub fn start(script: Value) -> Mock {
-        Self::start_with(Some(script), &[])
+        let config = hel_mock::Config::from_json(&script).expect("a valid mock script");
+        Self::serve(config)
     }
 
     pub fn recall() -> Mock {
-        Self::start_with(None, &["--recall"])
+        Self::serve(hel_mock::Config {
+            recall: true,
+            ..hel_mock::Config::default()
+        })
     }
 
-    fn start_with(script: Option<Value>, extra: &[&str]) -> Mock {
-        let dir = tempfile::tempdir().unwrap();
-        let log = dir.path().join("requests.jsonl");
-        let mut cmd = Command::new(bin_dir().join("hel-mock"));
-        cmd.args(["--port", "0", "--log"]).arg(&log).args(extra);
-        if let Some(script) = script {
-            let path = dir.path().join("script.json");
-            std::fs::write(&path, script.to_string()).unwrap();
-            cmd.arg("--script").arg(&path);
-        }
-        let mut child = cmd
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
-        // Readiness: the first line names the address.
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let addr = line
-            .trim()
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("hel-mock said {line:?}"))
-            .to_owned();
+    fn serve(config: hel_mock::Config) -> Mock {
+        let server = hel_mock::Server::start(0, config).expect("the mock server starts");
         Mock {
-            child,
-            url: format!("http://{addr}"),
-            log,
-            _dir: dir,
+            url: server.url(),
+            server,
         }
     }
 
     /// Every request body received so far, in order.
     pub fn requests(&self) -> Vec<Value> {
-        std::fs::read_to_string(&self.log)
-            .unwrap_or_default()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect()
+        self.server.requests()
     }
 
     /// The messages of request `i`.
@@ -97,16 +53,22 @@ impl Mock {
     }
 }
 
-impl Drop for Mock {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+/// No controlling terminal in the child, like CI.
+fn detach(cmd: &mut Command) {
+    // SAFETY: setsid(2) only, between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            rustix::process::setsid()?;
+            Ok(())
+        });
     }
 }
 
-/// A temporary project directory.
+/// A temporary project directory, and a home directory beside it (a
+/// project that is the home directory is not snapshotted).
 pub struct Project {
     pub dir: tempfile::TempDir,
+    pub home: tempfile::TempDir,
 }
 
 /// The outcome of one hel run.
@@ -138,7 +100,8 @@ impl Run {
 impl Project {
     pub fn new() -> Project {
         let dir = tempfile::tempdir().unwrap();
-        Project { dir }
+        let home = tempfile::tempdir().unwrap();
+        Project { dir, home }
     }
 
     pub fn path(&self) -> PathBuf {
@@ -166,18 +129,12 @@ impl Project {
         cmd.current_dir(dir)
             .env_clear()
             .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("HOME", self.dir.path());
+            .env("HOME", self.home.path());
         if let Some(m) = mock {
             cmd.args(["--base-url", &m.url, "--model", "mock-model"]);
         }
         cmd.stdin(Stdio::null());
-        // SAFETY: setsid(2) in the child: no controlling terminal, like CI.
-        unsafe {
-            cmd.pre_exec(|| {
-                libc::setsid();
-                Ok(())
-            });
-        }
+        detach(&mut cmd);
         cmd
     }
 
@@ -309,17 +266,53 @@ pub struct Measured {
     pub max_rss_kib: u64,
 }
 
+/// How `run_measured` runs a program: in a fresh, small python3, which
+/// forks it and reports its `ru_maxrss` from `wait4`. (Measured straight
+/// from the test runner, the figure would include the runner's own peak:
+/// Linux carries the old address space's peak across `exec`. The small
+/// parent's own few MiB can only raise the figure, never hide hel's.)
+const MEASURE: &str = r#"
+import os, sys
+out, argv = sys.argv[1], sys.argv[2:]
+pid = os.fork()
+if pid == 0:
+    try:
+        os.execvp(argv[0], argv)
+    finally:
+        os._exit(127)
+_, status, usage = os.wait4(pid, 0)
+with open(out, "w") as f:
+    f.write("%d\n" % usage.ru_maxrss)
+sys.exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 128 + os.WTERMSIG(status))
+"#;
+
+/// The python3 interpreter itself (not a launcher such as a pyenv shim,
+/// which would change the environment hel runs with).
+fn python() -> &'static Path {
+    static PYTHON: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    PYTHON.get_or_init(|| {
+        let o = Command::new("python3")
+            .args(["-I", "-S", "-c", "import sys; print(sys.executable)"])
+            .output()
+            .expect("python3 runs (the peak-memory tests need it)");
+        PathBuf::from(String::from_utf8_lossy(&o.stdout).trim())
+    })
+}
+
 /// Run a prepared command to its end (stdin closed), collecting its output
-/// and its peak resident memory. The program runs under the `measure`
-/// helper (see tests/bin/measure.rs for why), with the command's arguments,
+/// and its peak resident memory, with the command's arguments,
 /// environment and directory.
 pub fn run_measured(cmd: &mut Command) -> Measured {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("maxrss");
     let program = cmd.get_program().to_owned();
     let args: Vec<std::ffi::OsString> = cmd.get_args().map(|a| a.to_owned()).collect();
-    let mut wrapped = Command::new(bin_dir().join("measure"));
-    wrapped.arg(&out).arg(program).args(args);
+    let mut wrapped = Command::new(python());
+    wrapped
+        .args(["-I", "-S", "-c", MEASURE])
+        .arg(&out)
+        .arg(program)
+        .args(args);
     if let Some(d) = cmd.get_current_dir() {
         wrapped.current_dir(d);
     }
@@ -331,18 +324,12 @@ pub fn run_measured(cmd: &mut Command) -> Measured {
             wrapped.env(k, v);
         }
     }
-    // SAFETY: setsid(2) in the child: no controlling terminal, like CI.
-    unsafe {
-        wrapped.pre_exec(|| {
-            libc::setsid();
-            Ok(())
-        });
-    }
+    detach(&mut wrapped);
     let o = wrapped.stdin(Stdio::null()).output().unwrap();
     let max_rss_kib = std::fs::read_to_string(&out)
         .unwrap_or_else(|e| {
             panic!(
-                "measure wrote no figure ({e}): {}",
+                "the measurement wrote no figure ({e}): {}",
                 String::from_utf8_lossy(&o.stderr)
             )
         })

@@ -1,7 +1,12 @@
 //! End-to-end tests: one test binary (links once), one module per area.
+//! Declared in crates/hel/Cargo.toml, so they run the hel binary that
+//! very build produced.
+
+mod common;
 
 mod t_bounds;
 mod t_compaction;
+mod t_config;
 mod t_core;
 mod t_durability;
 mod t_evals;
@@ -10,3 +15,4 @@ mod t_races;
 mod t_sandbox;
 mod t_sessions;
 mod t_tools;
+mod t_workspace;

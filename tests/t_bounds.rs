@@ -7,7 +7,7 @@ use std::os::unix::fs::FileExt;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use hel_e2e::*;
+use crate::common::*;
 use serde_json::json;
 
 fn tool_results(mock: &Mock, request: usize) -> Vec<String> {
@@ -286,7 +286,7 @@ fn escape_sequences_from_outside_are_neutralized_on_the_terminal() {
         .current_dir(p.path())
         .env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("HOME", p.path())
+        .env("HOME", p.home.path())
         .args([
             "--base-url",
             &mock.url,

@@ -1,6 +1,6 @@
 //! Context budget: trimming, then summary compaction, through the program.
 
-use hel_e2e::*;
+use crate::common::*;
 use serde_json::{json, Value};
 
 const SUMMARY: &str =

@@ -1,6 +1,6 @@
 //! The core: request bodies, the loop, providers, errors, exit codes, record mode.
 
-use hel_e2e::*;
+use crate::common::*;
 use serde_json::json;
 
 #[test]
@@ -380,11 +380,23 @@ fn ctrl_c_cancels_the_instruction_and_exits_130() {
     );
     assert!(out.stdout.is_empty());
     assert_eq!(record(&rec)["termination"], "interrupted");
-    // Nothing was committed for the interrupted instruction: the session
-    // never had a checkpoint, so it does not exist.
+    // No answer was saved: the session holds the instruction's start and
+    // what the interrupted instruction left (files `hel undo` can revert),
+    // and its conversation has nothing of it.
     let sessions: serde_json::Value =
         serde_json::from_str(&p.run(None, &["sessions", "--json"]).stdout).unwrap();
-    assert_eq!(sessions, serde_json::json!([]));
+    assert_eq!(sessions[0]["checkpoints"], 0);
+    assert_eq!(sessions[0]["messages"], 1, "the system message only");
+    let sid = sessions[0]["id"].as_str().unwrap().to_owned();
+    let log: serde_json::Value =
+        serde_json::from_str(&p.run(None, &["sessions", "log", &sid, "--json"]).stdout).unwrap();
+    let records: Vec<&str> = log
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["record"].as_str().unwrap())
+        .collect();
+    assert_eq!(records, ["interrupted", "start"]);
 }
 
 #[test]

@@ -6,7 +6,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Stdio};
 
-use hel_e2e::*;
+use crate::common::*;
 use serde_json::{json, Value};
 
 /// hel reading instructions on stdin, answering one line each.
@@ -86,7 +86,12 @@ fn a_failed_publishing_sync_saves_nothing_and_the_next_answer_saves_everything()
     let p = Project::new();
     let mock = Mock::start(answers(3));
     // The sync that would publish the second answer fails.
-    let mut hel = Interactive::start(p.hel(Some(&mock)).env("HEL_FAILPOINTS", "journal-sync@2"));
+    // Without workspace records, every sync is an answer's.
+    let mut hel = Interactive::start(
+        p.hel(Some(&mock))
+            .arg("--no-workspace")
+            .env("HEL_FAILPOINTS", "journal-sync@2"),
+    );
     assert_eq!(hel.ask("q1"), "a1\n");
     assert_eq!(hel.ask("q2"), "a2\n");
     assert_eq!(hel.ask("q3"), "a3\n");
@@ -233,7 +238,7 @@ fn a_full_disk_fails_the_save_and_the_next_answer_saves_everything() {
         {"content": format!("a2 {big}")},
         {"content": "a3"},
     ]));
-    let mut hel = Interactive::start(&mut p.hel_in(&project, Some(&mock)));
+    let mut hel = Interactive::start(p.hel_in(&project, Some(&mock)).arg("--no-workspace"));
     assert_eq!(hel.ask("q1"), "a1\n");
     let filler = fill(&fs.path());
     assert_eq!(hel.ask("q2"), format!("a2 {big}\n"));

@@ -1,34 +1,27 @@
-//! The resume-recall experiment against the mock model, end to end.
+//! The resume-recall experiment against the mock model, end to end: the
+//! runner (in-process) drives the hel binary under test.
 
-use std::process::Command;
-
-use hel_e2e::*;
+use crate::common::*;
 
 #[test]
 fn session_resume_experiment_gives_3_0_3() {
     let out = tempfile::tempdir().unwrap();
-    let evals = bin_dir().join("hel-evals");
     let spec = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../tools/evals/session-resume.json"
+        "/../../tools/evals/session-resume.json"
     );
-    let run = Command::new(&evals)
-        .args(["run", spec, "--provider", "mock", "--out"])
-        .arg(out.path())
-        .output()
-        .unwrap();
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
-    let report = Command::new(&evals)
-        .arg("report")
-        .arg(out.path())
-        .output()
-        .unwrap();
-    assert!(report.status.success());
-    let table = String::from_utf8(report.stdout).unwrap();
+    let runner = hel_evals::Runner { hel: hel_bin() };
+    let mut runs = 0;
+    hel_evals::run(
+        &runner,
+        std::path::Path::new(spec),
+        hel_evals::Provider::Mock,
+        out.path(),
+        &mut |_| runs += 1,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(runs, 9);
+    let table = hel_evals::report(out.path()).unwrap();
     let row = |name: &str| -> Vec<String> {
         let line = table
             .lines()

@@ -9,7 +9,7 @@
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 
-use hel_e2e::*;
+use crate::common::*;
 use hel_store::{testing, ObjectId};
 use serde_json::{json, Value};
 
@@ -588,7 +588,7 @@ fn wrong_kinds_bad_counts_and_bad_snapshots_are_faults_everywhere() {
         ),
         (
             "0badf00d-0000-4000-8000-0000000000b5",
-            h.raw("snapshot", br#"{"schema_version":2}"#),
+            h.raw("snapshot", br#"{"schema_version":3}"#),
             "upgrade hel",
         ),
         (

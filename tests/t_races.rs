@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use hel_e2e::*;
+use crate::common::*;
 use serde_json::json;
 
 fn tool_results(mock: &Mock, request: usize) -> Vec<String> {

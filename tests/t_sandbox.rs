@@ -5,7 +5,7 @@
 use std::process::Child;
 use std::time::{Duration, Instant};
 
-use hel_e2e::*;
+use crate::common::*;
 use serde_json::json;
 
 fn tool_results(mock: &Mock, request: usize) -> Vec<String> {

@@ -3,7 +3,7 @@
 use std::io::{BufRead, BufReader, Write};
 use std::process::Stdio;
 
-use hel_e2e::*;
+use crate::common::*;
 use serde_json::{json, Value};
 
 fn json_out(run: &Run) -> Value {
@@ -217,7 +217,8 @@ fn spill_cursors_survive_resume() {
 fn busy_sessions_are_refused_while_others_work() {
     let p = Project::new();
     let slow = Mock::start(json!([{"content": "slow", "delay_ms": 60000}]));
-    let (mut child, sid) = p.spawn_session(Some(&slow), &["-p", "wait"]);
+    // Without a workspace snapshot, nothing is saved before the answer.
+    let (mut child, sid) = p.spawn_session(Some(&slow), &["--no-workspace", "-p", "wait"]);
     // Resume to a server nobody listens on: it must be refused before any request.
     let resume_nowhere = [
         "resume",
@@ -281,8 +282,10 @@ fn busy_sessions_are_refused_while_others_work() {
 fn a_failed_commit_warns_and_the_next_answer_saves_everything() {
     let p = Project::new();
     let mock = Mock::start(json!([{"content": "a1"}, {"content": "a2"}, {"content": "a3"}]));
+    // Without workspace records, every commit is an answer's.
     let mut child = p
         .hel(Some(&mock))
+        .arg("--no-workspace")
         .env("HEL_FAILPOINTS", "commit@2")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -336,7 +339,15 @@ fn fork_at_a_checkpoint_and_read_inherited_spill_after_the_original_is_deleted()
     ]));
     let run = p.run(
         Some(&mock),
-        &["--access", "auto", "-p", "first", "-p", "second"],
+        &[
+            "--access",
+            "auto",
+            "--no-workspace",
+            "-p",
+            "first",
+            "-p",
+            "second",
+        ],
     );
     assert_eq!(run.code, 0, "{}", run.stderr);
     let sid = run.session();
@@ -353,7 +364,15 @@ fn fork_at_a_checkpoint_and_read_inherited_spill_after_the_original_is_deleted()
     ]));
     let run = p.run(
         Some(&fork_mock),
-        &["resume", &sid, "--at", &first, "-p", "in the fork"],
+        &[
+            "resume",
+            &sid,
+            "--at",
+            &first,
+            "--no-workspace",
+            "-p",
+            "in the fork",
+        ],
     );
     assert_eq!(run.code, 0, "{}", run.stderr);
     let fork = run.session();
@@ -549,6 +568,8 @@ fn ambiguous_prefixes_list_candidates() {
             input_tokens: 0,
             output_tokens: 0,
             why: "test".into(),
+            record: hel_store::Record::Answer,
+            workspace: None,
         };
         store
             .commit(&lease, &mut hel_store::SessionState::default(), input)
@@ -603,8 +624,10 @@ fn nothing_a_command_started_survives_a_killed_instance_and_its_session_is_free(
     wait_until("every process the command started to be gone", || {
         processes_with(&mark).is_empty()
     });
-    // Only hel held the lease: with hel gone the session is free, and since
-    // it never saved a checkpoint it is not a session at all.
+    // Only hel held the lease: with hel gone the session is free (it has
+    // the start record of its instruction, which `hel undo` can revert).
     let list = json_out(&p.run(None, &["sessions", "--json"]));
-    assert_eq!(list, json!([]), "only hel held the lease");
+    assert_eq!(list[0]["id"], sid.as_str());
+    assert_eq!(list[0]["busy"], false, "only hel held the lease");
+    assert_eq!(list[0]["checkpoints"], 0);
 }

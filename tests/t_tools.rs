@@ -1,7 +1,7 @@
 //! Tools through the whole program: the sandbox, the boundary, spill and
 //! cursors, timeouts, access modes.
 
-use hel_e2e::*;
+use crate::common::*;
 use serde_json::json;
 
 fn tool_results(mock: &Mock, request: usize) -> Vec<String> {

@@ -151,6 +151,8 @@ impl BenchStore for HelStore {
                     input_tokens: 1000,
                     output_tokens: 100,
                     why: "bench".into(),
+                    record: hel_store::Record::Answer,
+                    workspace: None,
                 },
             )
             .expect("commit");

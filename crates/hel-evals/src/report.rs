@@ -2,41 +2,39 @@
 
 use std::path::Path;
 
-use serde_json::Value;
+use crate::record::RunRecord;
+use crate::EvalError;
 
 /// All run-level records under `dir` (`<experiment>/<condition>/<rep>/record.json`).
-fn records(dir: &Path) -> Result<Vec<Value>, String> {
+fn records(dir: &Path) -> Result<Vec<RunRecord>, EvalError> {
     let mut out = Vec::new();
-    let read = |p: &Path| std::fs::read_dir(p).map_err(|e| format!("{}: {e}", p.display()));
-    for exp in read(dir)? {
-        let exp = exp.map_err(|e| e.to_string())?.path();
-        if !exp.is_dir() {
-            continue;
-        }
-        for cond in read(&exp)? {
-            let cond = cond.map_err(|e| e.to_string())?.path();
-            if !cond.is_dir() {
-                continue;
+    let subdirs = |p: &Path| -> Result<Vec<std::path::PathBuf>, EvalError> {
+        let mut dirs = Vec::new();
+        for e in std::fs::read_dir(p).map_err(EvalError::io(p))? {
+            let path = e.map_err(EvalError::io(p))?.path();
+            if path.is_dir() {
+                dirs.push(path);
             }
-            for rep in read(&cond)? {
-                let path = rep.map_err(|e| e.to_string())?.path().join("record.json");
+        }
+        Ok(dirs)
+    };
+    for exp in subdirs(dir)? {
+        for cond in subdirs(&exp)? {
+            for rep in subdirs(&cond)? {
+                let path = rep.join("record.json");
                 if let Ok(text) = std::fs::read_to_string(&path) {
-                    let v: Value = serde_json::from_str(&text)
-                        .map_err(|e| format!("{}: {e}", path.display()))?;
-                    out.push(v);
+                    let r = serde_json::from_str(&text)
+                        .map_err(|source| EvalError::Json { path, source })?;
+                    out.push(r);
                 }
             }
         }
     }
     if out.is_empty() {
-        return Err(format!("no run records under {}", dir.display()));
+        return Err(EvalError::NoRecords(dir.to_owned()));
     }
-    out.sort_by_key(|r| {
-        (
-            r["experiment"].as_str().unwrap_or("").to_owned(),
-            r["condition"].as_str().unwrap_or("").to_owned(),
-            r["rep"].as_u64().unwrap_or(0),
-        )
+    out.sort_by(|a: &RunRecord, b: &RunRecord| {
+        (&a.experiment, &a.condition, a.rep).cmp(&(&b.experiment, &b.condition, b.rep))
     });
     Ok(out)
 }
@@ -51,19 +49,15 @@ struct Row {
     wall_ms: u64,
 }
 
-fn row(rs: &[&Value]) -> Row {
-    let n = |r: &&Value, k: &str| r[k].as_u64().unwrap_or(0);
+fn row(rs: &[&RunRecord]) -> Row {
     Row {
         runs: rs.len() as u64,
-        valid: rs.iter().filter(|r| r["valid"] != false).count() as u64,
-        successes: rs
-            .iter()
-            .filter(|r| r["valid"] != false && r["success"] == true)
-            .count() as u64,
-        requests: rs.iter().map(|r| n(r, "requests")).sum(),
-        tool_calls: rs.iter().map(|r| n(r, "tool_calls")).sum(),
-        input_tokens: rs.iter().map(|r| n(r, "input_tokens")).sum(),
-        wall_ms: rs.iter().map(|r| n(r, "wall_time_ms")).sum(),
+        valid: rs.iter().filter(|r| r.valid).count() as u64,
+        successes: rs.iter().filter(|r| r.valid && r.success).count() as u64,
+        requests: rs.iter().map(|r| r.requests).sum(),
+        tool_calls: rs.iter().map(|r| r.tool_calls).sum(),
+        input_tokens: rs.iter().map(|r| r.input_tokens).sum(),
+        wall_ms: rs.iter().map(|r| r.wall_time_ms).sum(),
     }
 }
 
@@ -86,13 +80,12 @@ fn line(name: &str, r: &Row) -> String {
 }
 
 /// The report for the records under `dir`.
-pub fn report(dir: &Path) -> Result<String, String> {
+pub fn report(dir: &Path) -> Result<String, EvalError> {
     let all = records(dir)?;
-    let mut conditions: Vec<String> = Vec::new();
+    let mut conditions: Vec<&str> = Vec::new();
     for r in &all {
-        let c = r["condition"].as_str().unwrap_or("?").to_owned();
-        if !conditions.contains(&c) {
-            conditions.push(c);
+        if !conditions.contains(&r.condition.as_str()) {
+            conditions.push(&r.condition);
         }
     }
     // The spec's order for the known experiment; otherwise alphabetical.
@@ -100,31 +93,25 @@ pub fn report(dir: &Path) -> Result<String, String> {
     conditions.sort_by_key(|c| order.iter().position(|o| o == c).unwrap_or(order.len()));
     let mut out = String::from("| condition | runs | successes | API requests | tool calls | mean input tokens / request | wall time |\n|---|---|---|---|---|---|---|\n");
     for c in &conditions {
-        let rs: Vec<&Value> = all
-            .iter()
-            .filter(|r| r["condition"] == c.as_str())
-            .collect();
+        let rs: Vec<&RunRecord> = all.iter().filter(|r| r.condition == *c).collect();
         out.push_str(&line(c, &row(&rs)));
     }
     out.push_str(&line("all", &row(&all.iter().collect::<Vec<_>>())));
-    let bad: Vec<&Value> = all
-        .iter()
-        .filter(|r| r["valid"] == false || r["success"] != true)
-        .collect();
+    let bad: Vec<&RunRecord> = all.iter().filter(|r| !r.valid || !r.success).collect();
     if !bad.is_empty() {
         out.push_str("\nFailed and invalid runs:\n");
         for r in bad {
-            let (kind, why) = if r["valid"] == false {
-                ("invalid", &r["invalid_reason"])
+            let (kind, why) = if !r.valid {
+                ("invalid", &r.invalid_reason)
             } else {
-                ("failed", &r["failure_reason"])
+                ("failed", &r.failure_reason)
             };
             out.push_str(&format!(
                 "- {}/{}/{}: {kind}: {}\n",
-                r["experiment"].as_str().unwrap_or("?"),
-                r["condition"].as_str().unwrap_or("?"),
-                r["rep"],
-                why.as_str().unwrap_or("")
+                r.experiment,
+                r.condition,
+                r.rep,
+                why.as_deref().unwrap_or("")
             ));
         }
     }

@@ -123,6 +123,12 @@ impl Dir {
         })
     }
 
+    /// A descriptor of this directory of the caller's own.
+    pub fn dup_fd(&self) -> Result<std::os::fd::OwnedFd> {
+        use std::os::fd::AsFd;
+        self.fd.as_fd().try_clone_to_owned().at(&self.path)
+    }
+
     pub fn path(&self) -> &Path {
         &self.path
     }

@@ -1,5 +1,7 @@
 use std::path::PathBuf;
 
+use crate::message::{MessageError, PairingError};
+use crate::refs::RefError;
 use crate::ObjectId;
 
 /// Every way a store operation can fail. Variants that concern an object
@@ -57,8 +59,12 @@ pub enum Error {
     },
     #[error("{path} holds {size} bytes, over the {max} bytes such a file may have")]
     FileTooLarge { path: PathBuf, size: u64, max: u64 },
-    #[error("session {session} is in use by another hel instance")]
-    InUse { session: String },
+    #[error("session {session} is in use by another hel instance{}", holder.as_ref().map(|h| format!(" ({h})")).unwrap_or_default())]
+    InUse {
+        session: String,
+        /// Who holds it, as the lease file says (pid and since when).
+        holder: Option<String>,
+    },
     #[error("no session {session} in this store")]
     NoSuchSession { session: String },
     #[error("session {session} has no checkpoint yet")]
@@ -67,7 +73,8 @@ pub enum Error {
     BadRef {
         session: String,
         path: PathBuf,
-        reason: String,
+        #[source]
+        reason: RefError,
     },
     #[error(
         "ref of session {session} moved (expected {expected}, found {found}): another writer?"
@@ -84,12 +91,14 @@ pub enum Error {
         id: ObjectId,
         path: PathBuf,
         index: usize,
-        reason: String,
+        #[source]
+        reason: MessageError,
     },
     #[error("checkpoint {checkpoint} holds a broken conversation: {reason}")]
     BrokenConversation {
         checkpoint: ObjectId,
-        reason: String,
+        #[source]
+        reason: PairingError,
     },
     #[error("checkpoint {checkpoint} holds more than {limit} {what}, over what hel loads (see README, \"Limits\")")]
     ConversationTooLarge {
@@ -117,6 +126,10 @@ pub enum Error {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+// Every store call returns this by value, and other crates' errors wrap
+// it: a reason that would grow it is boxed instead.
+const _: () = assert!(std::mem::size_of::<Error>() <= 96);
 
 /// Attach a path to an I/O result.
 pub(crate) trait IoContext<T> {

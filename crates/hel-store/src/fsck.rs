@@ -181,7 +181,10 @@ impl Store {
                         faults.push(Fault::Broken(Error::BadRef {
                             session: session.to_string(),
                             path: layout.ref_path(session.as_str()),
-                            reason: format!("names checkpoint {head} of session {}", cp.session_id),
+                            reason: refs::RefError::OtherSession {
+                                checkpoint: Box::new(*head),
+                                owner: cp.session_id,
+                            },
                         }));
                     }
                 }

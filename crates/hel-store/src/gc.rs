@@ -29,6 +29,7 @@ use crate::list::{self, Shapes};
 use crate::lock::{Exclusive, SessionLease};
 use crate::object::Cap;
 use crate::snapshot;
+use crate::tree::EntryKind as EntryKindT;
 use crate::{heads, Error, ObjectId, Result, SessionId, Store};
 
 /// What a gc did (or, with `dry_run`, would do).
@@ -60,11 +61,14 @@ pub(crate) struct Marked {
     pub message_blobs: HashSet<ObjectId>,
     /// Blobs that hold JSON of a known use (request config, cursors).
     pub json_blobs: Vec<(ObjectId, Cap)>,
+    /// Trees reached (each read and validated).
+    pub trees: u64,
 }
 
 /// Every object reachable from `roots` (snapshot ids): snapshots through
 /// their parents, their config, cursor and spill blobs, their list chains,
-/// and what list items name (blobs, and the items of sliced nodes). Every
+/// what list items name (blobs, and the items of sliced nodes), and their
+/// workspace trees with the blobs those name. Every
 /// snapshot and node is validated as it is read, and counts and slice
 /// bounds are checked at the end. Errors go to `on_error`; the walk goes
 /// on past them (fsck) or the caller aborts on the first (gc). Iterative:
@@ -78,6 +82,9 @@ pub(crate) fn mark(
     let mut snapshots: Vec<ObjectId> = roots.to_vec();
     let mut nodes: Vec<ObjectId> = Vec::new();
     let mut nodes_seen: HashSet<ObjectId> = HashSet::new();
+    // Trees are walked with a stack, never recursion: a hostile store
+    // cannot make a walk deeper than memory.
+    let mut trees: Vec<ObjectId> = Vec::new();
     while let Some(id) = snapshots.pop() {
         if !m.reachable.insert(id) {
             continue;
@@ -97,6 +104,31 @@ pub(crate) fn mark(
             }
         }
         m.reachable.extend(cp.spill.values().map(|s| s.blob));
+        if let Some(ws) = &cp.workspace {
+            trees.extend(std::iter::once(ws.tree).chain(ws.start));
+        }
+        while let Some(tid) = trees.pop() {
+            if !m.reachable.insert(tid) {
+                continue;
+            }
+            let t = match crate::commit::read_tree(layout, &tid) {
+                Ok(t) => t,
+                Err(e) => {
+                    on_error(e)?;
+                    continue;
+                }
+            };
+            m.trees += 1;
+            for e in t.entries {
+                match e.kind {
+                    EntryKindT::Dir => trees.push(e.id),
+                    EntryKindT::File | EntryKindT::Symlink => {
+                        m.reachable.insert(e.id);
+                    }
+                    EntryKindT::NotTracked | EntryKindT::Repository => {}
+                }
+            }
+        }
         if let Some(root) = cp.messages.root {
             if nodes_seen.insert(root) {
                 nodes.push(root);

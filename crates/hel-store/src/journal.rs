@@ -229,7 +229,7 @@ pub(crate) fn open(dir: &Dir, session: &SessionId, full: bool) -> Result<Option<
                 offset: 0,
             },
             None,
-            r,
+            r.to_string(),
         )
     })?;
     let mut view = View::empty(session, path, file);
@@ -377,6 +377,10 @@ pub(crate) struct Writer {
     pub view: Arc<RwLock<View>>,
     /// The sidecar, when it could be opened (it is only a hint).
     sidecar: Option<File>,
+    /// Records appended past the committed end by [`Writer::stage`], not
+    /// yet published (the next commit record publishes them).
+    staged: Vec<Entry>,
+    staged_len: u64,
 }
 
 impl Drop for Writer {
@@ -454,7 +458,45 @@ impl Writer {
         Ok(Writer {
             view: Arc::new(RwLock::new(view)),
             sidecar,
+            staged: Vec::new(),
+            staged_len: 0,
         })
+    }
+
+    /// Append object records past the committed end without a sync and
+    /// without publishing them: the next [`Writer::commit`] publishes them
+    /// with its record and its one sync. Until then they are a tail that
+    /// readers ignore and the next open cuts off.
+    pub fn stage(&mut self, records: &[(ObjectId, Vec<u8>)]) -> Result<()> {
+        let view = self.view.read().unwrap_or_else(|p| p.into_inner());
+        let start = view.committed + self.staged_len;
+        let mut bytes = Vec::new();
+        let mut entries = Vec::with_capacity(records.len());
+        for (id, stored) in records {
+            let rec = pack::encode_record(RecordType::Object, id, stored);
+            entries.push(Entry {
+                id: *id,
+                offset: start + bytes.len() as u64,
+                len: rec.len() as u64,
+                rtype: RecordType::Object,
+            });
+            bytes.extend_from_slice(&rec);
+        }
+        if let Err(e) = view.file.write_all_at(&bytes, start).at(&view.path) {
+            let _ = view.file.set_len(view.committed);
+            drop(view);
+            self.discard_staged();
+            return Err(e);
+        }
+        self.staged_len += bytes.len() as u64;
+        self.staged.extend(entries);
+        Ok(())
+    }
+
+    /// Forget what was staged (the next commit writes over it).
+    pub fn discard_staged(&mut self) {
+        self.staged.clear();
+        self.staged_len = 0;
     }
 
     /// Append `records` and a commit record publishing `head`, in one
@@ -466,9 +508,11 @@ impl Writer {
         payload: CommitPayload,
     ) -> Result<Commit> {
         let mut view = self.view.write().unwrap_or_else(|p| p.into_inner());
-        let start = view.committed;
+        let start = view.committed + self.staged_len;
         let mut bytes = Vec::new();
-        let mut entries = Vec::with_capacity(records.len() + 1);
+        let mut entries = std::mem::take(&mut self.staged);
+        entries.reserve(records.len() + 1);
+        self.staged_len = 0;
         for (id, stored) in records {
             let rec = pack::encode_record(RecordType::Object, id, stored);
             entries.push(Entry {
@@ -502,7 +546,7 @@ impl Writer {
             .and_then(|()| sync_data(&view.file, &path));
         if let Err(e) = written {
             // Nothing was published: cut what may have landed.
-            let _ = view.file.set_len(start);
+            let _ = view.file.set_len(view.committed);
             return Err(e);
         }
         // Published. The sidecar is a hint: a failure to write it costs a

@@ -39,6 +39,9 @@ pub(crate) const SPILL: &str = "spill";
 pub(crate) const PACKS: &str = "packs";
 pub(crate) const JOURNALS: &str = "journals";
 pub(crate) const FORMAT: &str = "format";
+/// Workspace snapshots' own files (hel-workspace: its stat cache and the
+/// temporary files of a restore), outside the object store.
+pub(crate) const WORKSPACE: &str = "workspace";
 
 /// The store format this build writes and the newest it reads: 2 has packs
 /// and journals (objects-spec §12); 1 (no `format` file) is loose objects
@@ -62,6 +65,7 @@ pub(crate) struct Layout {
     logs: OnceLock<Dir>,
     sessions: OnceLock<Dir>,
     tmp: OnceLock<Dir>,
+    workspace: OnceLock<Dir>,
     packs: OnceLock<Dir>,
     journals: OnceLock<Dir>,
     /// Where objects are.
@@ -83,6 +87,7 @@ enum Sub {
     Tmp,
     Packs,
     Journals,
+    Workspace,
 }
 
 impl Layout {
@@ -137,6 +142,7 @@ impl Layout {
             logs: OnceLock::new(),
             sessions: OnceLock::new(),
             tmp: OnceLock::new(),
+            workspace: OnceLock::new(),
             packs: OnceLock::new(),
             journals: OnceLock::new(),
             odb: crate::odb::Odb::default(),
@@ -272,6 +278,7 @@ impl Layout {
             Sub::Tmp => &self.tmp,
             Sub::Packs => &self.packs,
             Sub::Journals => &self.journals,
+            Sub::Workspace => &self.workspace,
         }
     }
 
@@ -285,6 +292,7 @@ impl Layout {
             Sub::Objects => self.root.sub(OBJECTS)?,
             Sub::Sessions => self.root.sub(SESSIONS)?,
             Sub::Tmp => self.root.sub(TMP)?,
+            Sub::Workspace => self.root.sub(WORKSPACE)?,
             Sub::Packs => self.root.sub(PACKS)?,
             Sub::Journals => match self.root.sub(PACKS)? {
                 Some(d) => d.sub(JOURNALS)?,
@@ -311,6 +319,7 @@ impl Layout {
             Sub::Objects => self.root.sub_create(OBJECTS, DIR_MODE)?,
             Sub::Sessions => self.root.sub_create(SESSIONS, DIR_MODE)?,
             Sub::Tmp => self.root.sub_create(TMP, DIR_MODE)?,
+            Sub::Workspace => self.root.sub_create(WORKSPACE, DIR_MODE)?,
             Sub::Packs => self.root.sub_create(PACKS, DIR_MODE)?,
             Sub::Journals => self
                 .root
@@ -348,6 +357,9 @@ impl Layout {
     }
     pub fn tmp_create(&self) -> Result<&Dir> {
         self.dir_create(Sub::Tmp)
+    }
+    pub fn workspace_create(&self) -> Result<&Dir> {
+        self.dir_create(Sub::Workspace)
     }
     pub fn packs(&self) -> Result<Option<&Dir>> {
         self.dir(Sub::Packs)

@@ -15,6 +15,7 @@
 //! writer per session) and its [`Checkpoint`]s are read back whole.
 
 pub mod canonical;
+mod commit;
 mod dir;
 mod error;
 mod failpoint;
@@ -37,17 +38,35 @@ mod scan;
 mod snapshot;
 mod store;
 pub mod time;
+pub mod tree;
 
+pub use commit::{encode_blob, Encoded, Txn};
 pub use error::{Error, Result};
 pub use id::{ObjectId, ParseIdError, SessionId};
 pub use layout::{FORMAT_VERSION, STORE_DIR};
 pub use list::{Leaf, Limits, INLINE_MAX};
 pub use lock::SessionLease;
 pub use object::Cap;
-pub use snapshot::{Checkpoint, MessagesRef, SpillEntry, Summary, SCHEMA_VERSION};
+pub use refs::RefError;
+pub use snapshot::{
+    Checkpoint, MessagesRef, Record, Restored, SpillEntry, Summary, Workspace, RESTORED_PATHS_MAX,
+    SCHEMA_VERSION,
+};
 pub use store::{
     first_line, CommitInput, Committed, Loaded, SessionInfo, SessionState, Store, Warning,
 };
+
+/// Should the failpoint `name` fire now? (Test builds only; see
+/// hel-store's `failpoints` feature. Other crates' crash tests use it.)
+#[doc(hidden)]
+pub fn failpoint(name: &str) -> bool {
+    failpoint::hit(name)
+}
+
+/// The id `tree` has as an object.
+pub fn tree_id(tree: &tree::Tree) -> ObjectId {
+    object::id_of(object::Kind::Tree, &tree.to_payload())
+}
 
 /// The id a blob holding `bytes` has (spill files are named by it).
 pub fn blob_id(bytes: &[u8]) -> ObjectId {
@@ -59,7 +78,7 @@ pub fn blob_id(bytes: &[u8]) -> ObjectId {
 #[doc(hidden)]
 pub mod parse {
     /// Parse a ref file's bytes.
-    pub fn ref_file(bytes: &[u8]) -> Result<crate::ObjectId, &'static str> {
+    pub fn ref_file(bytes: &[u8]) -> Result<crate::ObjectId, crate::RefError> {
         crate::refs::parse(bytes)
     }
 

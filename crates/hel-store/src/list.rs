@@ -109,6 +109,48 @@ impl Node {
     }
 }
 
+/// Why a list node's payload is not a node. Its `Display` is what follows
+/// "malformed list node: " in the error that names the node.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum NodeError {
+    /// Not JSON, or not exactly the keys `count`, `items`, `prev` with
+    /// their types (serde's description, with line and column).
+    #[error("{0}")]
+    Json(#[source] serde_json::Error),
+    /// Item `index` (counted in the node's own items) is malformed.
+    #[error("item {index}: {reason}")]
+    Item {
+        index: usize,
+        #[source]
+        reason: ItemError,
+    },
+    /// The payload does not end with a `prev` (read before parsing).
+    #[error("no prev")]
+    NoPrev,
+    /// The `prev` read from the payload's end is not the one it holds.
+    #[error("prev is not its last key")]
+    PrevNotLast,
+}
+
+/// Why one item of a list node is not exactly one of the three forms.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ItemError {
+    #[error("{0}")]
+    Json(#[source] serde_json::Error),
+    #[error("an item is not an object")]
+    NotAnObject,
+    #[error("bad id in item")]
+    BadId,
+    /// A slice whose `from` or `to` is not an unsigned integer.
+    #[error("bad slice")]
+    BadSlice,
+    /// A slice with `from >= to`.
+    #[error("empty slice")]
+    EmptySlice,
+    #[error("an item is exactly one of {{m}}, {{b}}, {{s, from, to}}")]
+    NotOneForm,
+}
+
 /// A node's payload split into its parts without building any message:
 /// `count`, `prev`, and the byte range of each item in the payload. Exactly
 /// the keys `count`, `items`, `prev`; the items are parsed one at a time by
@@ -130,8 +172,10 @@ struct RawNodeDe<'a> {
 }
 
 impl RawNode {
-    pub fn parse(payload: &[u8]) -> std::result::Result<RawNode, String> {
-        let de: RawNodeDe<'_> = serde_json::from_slice(payload).map_err(|e| e.to_string())?;
+    /// Split `payload` into its parts; `Err` when it is not JSON with
+    /// exactly a node's keys (the items themselves are not looked at).
+    pub fn parse(payload: &[u8]) -> std::result::Result<RawNode, NodeError> {
+        let de: RawNodeDe<'_> = serde_json::from_slice(payload).map_err(NodeError::Json)?;
         let base = payload.as_ptr() as usize;
         let items = de
             .items
@@ -150,29 +194,68 @@ impl RawNode {
 }
 
 /// Parse one item's JSON: exactly one of the three forms.
-pub(crate) fn parse_item(raw: &[u8]) -> std::result::Result<Item, String> {
-    let v: Value = serde_json::from_slice(raw).map_err(|e| e.to_string())?;
+pub(crate) fn parse_item(raw: &[u8]) -> std::result::Result<Item, ItemError> {
+    let v: Value = serde_json::from_slice(raw).map_err(ItemError::Json)?;
+    item_of(v)
+}
+
+/// Parse a node payload whole: its parts (as [`RawNode::parse`] gives them,
+/// item ranges empty) and its items. Accepts exactly what [`RawNode::parse`]
+/// and [`parse_item`] accept.
+fn parse_whole(payload: &[u8]) -> std::result::Result<(RawNode, Vec<Item>), NodeError> {
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Whole {
+        count: u64,
+        items: Vec<Value>,
+        prev: Prev,
+    }
+    let w: Whole = serde_json::from_slice(payload).map_err(NodeError::Json)?;
+    let items = w
+        .items
+        .into_iter()
+        .enumerate()
+        .map(|(index, v)| item_of(v).map_err(|reason| NodeError::Item { index, reason }))
+        .collect::<std::result::Result<Vec<Item>, NodeError>>()?;
+    Ok((
+        RawNode {
+            count: w.count,
+            prev: w.prev.0,
+            items: Vec::new(),
+        },
+        items,
+    ))
+}
+
+/// An item from its parsed JSON.
+fn item_of(v: Value) -> std::result::Result<Item, ItemError> {
     let Value::Object(mut m) = v else {
-        return Err("an item is not an object".into());
+        return Err(ItemError::NotAnObject);
     };
-    let id = |v: Option<&Value>| -> std::result::Result<ObjectId, String> {
+    let id = |v: Option<&Value>| -> std::result::Result<ObjectId, ItemError> {
         v.and_then(Value::as_str)
             .and_then(|s| s.parse().ok())
-            .ok_or_else(|| "bad id in item".to_owned())
+            .ok_or(ItemError::BadId)
     };
     match m.len() {
         1 if m.contains_key("m") => Ok(Item::Inline(m.remove("m").unwrap_or(Value::Null))),
         1 if m.contains_key("b") => Ok(Item::Blob(id(m.get("b"))?)),
         3 if m.contains_key("s") => {
             let node = id(m.get("s"))?;
-            let from = m.get("from").and_then(Value::as_u64).ok_or("bad slice")?;
-            let to = m.get("to").and_then(Value::as_u64).ok_or("bad slice")?;
+            let from = m
+                .get("from")
+                .and_then(Value::as_u64)
+                .ok_or(ItemError::BadSlice)?;
+            let to = m
+                .get("to")
+                .and_then(Value::as_u64)
+                .ok_or(ItemError::BadSlice)?;
             if from >= to {
-                return Err("empty slice".into());
+                return Err(ItemError::EmptySlice);
             }
             Ok(Item::Slice { node, from, to })
         }
-        _ => Err("an item is exactly one of {m}, {b}, {s, from, to}".into()),
+        _ => Err(ItemError::NotOneForm),
     }
 }
 
@@ -223,14 +306,17 @@ struct RawItem {
 }
 
 impl Shape {
-    pub fn parse(payload: &[u8]) -> std::result::Result<Shape, String> {
-        let raw: RawShape = serde_json::from_slice(payload).map_err(|e| e.to_string())?;
+    /// The shape of `payload`; `Err` exactly when [`RawNode::parse`] or
+    /// [`parse_item`] of an item would refuse it.
+    pub fn parse(payload: &[u8]) -> std::result::Result<Shape, NodeError> {
+        let raw: RawShape = serde_json::from_slice(payload).map_err(NodeError::Json)?;
         let mut shape = Shape {
             count: raw.count,
             prev: raw.prev.0,
             ..Shape::default()
         };
-        for it in raw.items {
+        for (index, it) in raw.items.into_iter().enumerate() {
+            let refuse = |reason| NodeError::Item { index, reason };
             match (it.m, it.b, it.s, it.from, it.to) {
                 (Some(_), None, None, None, None) => shape.items_len += 1,
                 (None, Some(b), None, None, None) => {
@@ -241,8 +327,10 @@ impl Shape {
                     shape.items_len += to - from;
                     shape.slices.push((s, from, to));
                 }
-                (None, None, Some(_), Some(_), Some(_)) => return Err("empty slice".into()),
-                _ => return Err("an item is exactly one of {m}, {b}, {s, from, to}".into()),
+                (None, None, Some(_), Some(_), Some(_)) => {
+                    return Err(refuse(ItemError::EmptySlice))
+                }
+                _ => return Err(refuse(ItemError::NotOneForm)),
             }
         }
         Ok(shape)
@@ -257,10 +345,15 @@ fn corrupt(layout: &Layout, id: &ObjectId, reason: String) -> Error {
     }
 }
 
+/// Node `id` is not a node.
+pub(crate) fn malformed(layout: &Layout, id: &ObjectId, e: NodeError) -> Error {
+    corrupt(layout, id, format!("malformed list node: {e}"))
+}
+
 /// Read and parse node `id`'s shape.
 pub(crate) fn read_shape(layout: &Layout, id: &ObjectId) -> Result<Shape> {
     let payload = object::read_kind(layout, id, Kind::List, Cap::LIST)?;
-    Shape::parse(&payload).map_err(|r| corrupt(layout, id, format!("malformed list node: {r}")))
+    Shape::parse(&payload).map_err(|e| malformed(layout, id, e))
 }
 
 /// The messages of one node's items, with their weights as prefix sums
@@ -310,13 +403,28 @@ impl Budget {
 struct Frame {
     id: ObjectId,
     payload: Vec<u8>,
-    items: Vec<(usize, usize)>,
+    /// The items not yet expanded, last first.
+    items: Vec<Pending>,
     /// Index of the next item (for error messages).
     next: usize,
     /// A slice item to retry once the node it names is expanded.
     retry: Option<Item>,
     out: Expanded,
 }
+
+/// An item waiting in a frame: its bytes in the payload (parsed when its
+/// turn comes, so a node of a million tiny items never becomes a million
+/// values before the budget is asked), or already parsed (when the whole
+/// node fits the budget many times over, which is one parse instead of
+/// two).
+enum Pending {
+    Raw(usize, usize),
+    Parsed(Item),
+}
+
+/// How much more memory than its JSON a parsed node may take: what a node
+/// must fit in the budget this many times over to be parsed whole.
+const PARSE_WHOLE_FACTOR: u64 = 24;
 
 /// The resolved list of a checkpoint, and per node of its chain (oldest
 /// first) the node id and the list length after it.
@@ -355,6 +463,39 @@ pub(crate) struct Reader<'a> {
     layout: &'a Layout,
     budget: Budget,
     expanded: HashMap<ObjectId, Rc<Expanded>>,
+    /// Message blobs of the chain node being expanded, read ahead.
+    prefetched: HashMap<ObjectId, Vec<u8>>,
+}
+
+/// A chain node as the walking thread hands it over: its payload, what it
+/// took for its `prev`, the message blobs it names (read ahead), and the
+/// bytes all that holds.
+struct ChainPart {
+    id: ObjectId,
+    payload: Vec<u8>,
+    prev: Option<ObjectId>,
+    blobs: Vec<(ObjectId, Vec<u8>)>,
+    size: u64,
+}
+
+/// The ids of a node's `{"b":"<id>"}` items, found by their canonical
+/// bytes without parsing (a hint for reading ahead).
+fn blob_items(payload: &[u8]) -> Vec<ObjectId> {
+    const KEY: &[u8] = b"{\"b\":\"";
+    let mut out = Vec::new();
+    let mut at = 0;
+    while let Some(k) = memchr::memmem::find(&payload[at..], KEY) {
+        let start = at + k + KEY.len();
+        if let Some(hex) = payload.get(start..start + 64) {
+            if payload.get(start + 64..start + 66) == Some(b"\"}") {
+                if let Some(id) = std::str::from_utf8(hex).ok().and_then(|h| h.parse().ok()) {
+                    out.push(id);
+                }
+            }
+        }
+        at = start;
+    }
+    out
 }
 
 impl<'a> Reader<'a> {
@@ -368,6 +509,7 @@ impl<'a> Reader<'a> {
                 checkpoint,
             },
             expanded: HashMap::new(),
+            prefetched: HashMap::new(),
         }
     }
 
@@ -386,14 +528,17 @@ impl<'a> Reader<'a> {
 
     /// Read blob `b` as a message.
     fn blob_message(&mut self, b: &ObjectId) -> Result<Value> {
-        let bytes = object::read_kind(self.layout, b, Kind::Blob, Cap::MESSAGE)?;
+        let bytes = match self.prefetched.remove(b) {
+            Some(bytes) => bytes,
+            None => object::read_kind(self.layout, b, Kind::Blob, Cap::MESSAGE)?,
+        };
         // The blob's bytes are in memory while it is parsed.
         self.budget.charge(0, bytes.len() as u64)?;
         let parsed = serde_json::from_slice(&bytes).map_err(|e| Error::BadMessage {
             id: *b,
             path: self.layout.object_path(b),
             index: 0,
-            reason: format!("not JSON: {e}"),
+            reason: message::MessageError::NotJson(e),
         });
         self.budget.refund(bytes.len() as u64);
         parsed
@@ -402,21 +547,40 @@ impl<'a> Reader<'a> {
     /// A frame for node `id` with `payload` (already counted against the
     /// budget), its items split out.
     fn frame(&mut self, id: ObjectId, payload: Vec<u8>) -> Result<(Frame, RawNode)> {
-        let raw = RawNode::parse(&payload)
-            .map_err(|r| corrupt(self.layout, &id, format!("malformed list node: {r}")))?;
+        let bytes_left = self
+            .budget
+            .limits
+            .max_bytes
+            .saturating_sub(self.budget.bytes);
+        let whole = (payload.len() as u64).saturating_mul(PARSE_WHOLE_FACTOR) <= bytes_left;
+        let (raw, mut items) = if whole {
+            let (raw, parsed) =
+                parse_whole(&payload).map_err(|e| malformed(self.layout, &id, e))?;
+            (
+                raw,
+                parsed.into_iter().map(Pending::Parsed).collect::<Vec<_>>(),
+            )
+        } else {
+            let raw = RawNode::parse(&payload).map_err(|e| malformed(self.layout, &id, e))?;
+            let items = raw
+                .items
+                .iter()
+                .map(|(a, b)| Pending::Raw(*a, *b))
+                .collect();
+            (raw, items)
+        };
         let left = self
             .budget
             .limits
             .max_messages
             .saturating_sub(self.budget.messages);
-        if raw.items.len() as u64 > left {
+        if items.len() as u64 > left {
             return Err(Error::ConversationTooLarge {
                 checkpoint: self.budget.checkpoint,
                 what: "messages",
                 limit: self.budget.limits.max_messages,
             });
         }
-        let mut items = raw.items.clone();
         items.reverse();
         let frame = Frame {
             id,
@@ -444,7 +608,7 @@ impl<'a> Reader<'a> {
             let item = match frame.retry.take() {
                 Some(item) => item,
                 None => {
-                    let Some((a, b)) = frame.items.pop() else {
+                    let Some(pending) = frame.items.pop() else {
                         // This frame is done.
                         self.budget.refund(frame.payload.len() as u64);
                         match stack.pop() {
@@ -457,13 +621,15 @@ impl<'a> Reader<'a> {
                             }
                         }
                     };
-                    parse_item(&frame.payload[a..b]).map_err(|r| {
-                        corrupt(
-                            self.layout,
-                            &frame.id,
-                            format!("malformed list node: item {}: {r}", frame.next),
-                        )
-                    })?
+                    match pending {
+                        Pending::Parsed(item) => item,
+                        Pending::Raw(a, b) => {
+                            parse_item(&frame.payload[a..b]).map_err(|reason| {
+                                let index = frame.next;
+                                malformed(self.layout, &frame.id, NodeError::Item { index, reason })
+                            })?
+                        }
+                    }
                 }
             };
             let index = frame.next;
@@ -547,8 +713,7 @@ impl<'a> Reader<'a> {
         // Newest first: (node, its count, its messages).
         let mut parts: Vec<(ObjectId, u64, Vec<Value>)> = Vec::new();
         std::thread::scope(|scope| -> Result<()> {
-            let (tx, rx) =
-                std::sync::mpsc::sync_channel::<(ObjectId, Vec<u8>, Option<ObjectId>)>(256);
+            let (tx, rx) = std::sync::mpsc::sync_channel::<ChainPart>(256);
             let in_flight = &in_flight;
             let walker = scope.spawn(move || -> Result<()> {
                 let mut next = root;
@@ -562,21 +727,57 @@ impl<'a> Reader<'a> {
                         ));
                     }
                     let payload = object::read_kind(layout, &id, Kind::List, Cap::LIST)?;
-                    next = prev_of(&payload).ok_or_else(|| {
-                        corrupt(layout, &id, "malformed list node: no prev".into())
-                    })?;
-                    in_flight.acquire(payload.len() as u64);
-                    if tx.send((id, payload, next)).is_err() {
+                    next = prev_of(&payload)
+                        .ok_or_else(|| malformed(layout, &id, NodeError::NoPrev))?;
+                    // Read (and verify) the node's message blobs here too,
+                    // so the parsing thread only parses. A hint: the node
+                    // is checked when it is parsed, and a blob this could
+                    // not read is read (and its error told) there.
+                    // Each blob once, and no more than READ_AHEAD bytes of
+                    // them: a hostile node naming one huge blob a million
+                    // times must not become a million copies here.
+                    let mut blobs = Vec::new();
+                    let mut seen = std::collections::HashSet::new();
+                    let mut size = payload.len() as u64;
+                    for b in blob_items(&payload) {
+                        if size >= READ_AHEAD {
+                            break;
+                        }
+                        if !seen.insert(b) {
+                            continue;
+                        }
+                        if let Ok(bytes) = object::read_kind(layout, &b, Kind::Blob, Cap::MESSAGE) {
+                            size += bytes.len() as u64;
+                            blobs.push((b, bytes));
+                        }
+                    }
+                    in_flight.acquire(size);
+                    let part = ChainPart {
+                        id,
+                        payload,
+                        prev: next,
+                        blobs,
+                        size,
+                    };
+                    if tx.send(part).is_err() {
                         break; // the reader stopped on an error
                     }
                 }
                 Ok(())
             });
             let mut parsed = Ok(());
-            for (id, payload, prev) in rx.iter() {
-                let len = payload.len() as u64;
+            for ChainPart {
+                id,
+                payload,
+                prev,
+                blobs,
+                size,
+            } in rx.iter()
+            {
+                self.prefetched.extend(blobs);
                 let part = self.expand_chain_node(id, payload, prev);
-                in_flight.release(len);
+                self.prefetched.clear();
+                in_flight.release(size);
                 match part {
                     Ok(part) => parts.push(part),
                     Err(e) => {
@@ -623,8 +824,7 @@ impl<'a> Reader<'a> {
     ) -> Result<(ObjectId, u64, Vec<Value>)> {
         if let Some(v) = self.expanded.get(&id) {
             // Sliced before, so expanded (and counted) already.
-            let raw = RawNode::parse(&payload)
-                .map_err(|r| corrupt(self.layout, &id, format!("malformed list node: {r}")))?;
+            let raw = RawNode::parse(&payload).map_err(|e| malformed(self.layout, &id, e))?;
             let v = Rc::clone(v);
             self.budget
                 .charge(v.messages.len() as u64, *v.weights.last().unwrap_or(&0))?;
@@ -633,11 +833,7 @@ impl<'a> Reader<'a> {
         self.budget.charge(0, payload.len() as u64)?;
         let (frame, raw) = self.frame(id, payload)?;
         if raw.prev != prev {
-            return Err(corrupt(
-                self.layout,
-                &id,
-                "malformed list node: prev is not its last key".into(),
-            ));
+            return Err(malformed(self.layout, &id, NodeError::PrevNotLast));
         }
         let out = self.expand(frame)?;
         Ok((id, raw.count, out.messages))
@@ -725,17 +921,11 @@ impl Shapes {
 /// ids its items name, to be checked as messages.
 pub(crate) fn validate_node_messages(layout: &Layout, id: &ObjectId) -> Result<Vec<ObjectId>> {
     let payload = object::read_kind(layout, id, Kind::List, Cap::LIST)?;
-    let raw = RawNode::parse(&payload)
-        .map_err(|r| corrupt(layout, id, format!("malformed list node: {r}")))?;
+    let raw = RawNode::parse(&payload).map_err(|e| malformed(layout, id, e))?;
     let mut blobs = Vec::new();
     for (index, (a, b)) in raw.items.iter().enumerate() {
-        let item = parse_item(&payload[*a..*b]).map_err(|r| {
-            corrupt(
-                layout,
-                id,
-                format!("malformed list node: item {index}: {r}"),
-            )
-        })?;
+        let item = parse_item(&payload[*a..*b])
+            .map_err(|reason| malformed(layout, id, NodeError::Item { index, reason }))?;
         match item {
             Item::Inline(m) => message::validate(&m).map_err(|reason| Error::BadMessage {
                 id: *id,
@@ -757,7 +947,7 @@ pub(crate) fn validate_blob_message(layout: &Layout, b: &ObjectId) -> Result<()>
         id: *b,
         path: layout.object_path(b),
         index: 0,
-        reason: format!("not JSON: {e}"),
+        reason: message::MessageError::NotJson(e),
     })?;
     message::validate(&m).map_err(|reason| Error::BadMessage {
         id: *b,

@@ -62,17 +62,19 @@ impl SessionLease {
         loop {
             match file.try_lock() {
                 Ok(()) => {
+                    note_holder(&file);
                     return Ok(SessionLease {
                         session: session.clone(),
                         _file: file,
                         journal: std::sync::Mutex::new(None),
-                    })
+                    });
                 }
                 Err(TryLockError::WouldBlock) => match waits.next() {
                     Some(ms) => std::thread::sleep(Duration::from_millis(*ms)),
                     None => {
                         return Err(Error::InUse {
                             session: session.to_string(),
+                            holder: holder(&file),
                         })
                     }
                 },
@@ -98,6 +100,7 @@ impl SessionLease {
             }),
             Err(TryLockError::WouldBlock) => Err(Error::InUse {
                 session: session.to_string(),
+                holder: holder(&file),
             }),
             Err(TryLockError::Error(e)) => Err(e).at(dir.child_path(LEASE)),
         }
@@ -106,6 +109,36 @@ impl SessionLease {
     pub fn session(&self) -> &SessionId {
         &self.session
     }
+}
+
+/// Write who holds the lease into its file, for the message another
+/// instance shows when it is refused. Only a hint: a failure is ignored.
+fn note_holder(file: &File) {
+    use std::os::unix::fs::FileExt;
+    let who = format!(
+        "pid {} since {}\n",
+        std::process::id(),
+        crate::time::rfc3339(crate::time::now_ms())
+    );
+    if file.set_len(0).is_ok() {
+        let _ = file.write_all_at(who.as_bytes(), 0);
+    }
+}
+
+/// Who holds a lease, as its file says (untrusted: at most 100 printable
+/// ASCII characters of its first line).
+fn holder(file: &File) -> Option<String> {
+    use std::os::unix::fs::FileExt;
+    let mut buf = [0u8; 100];
+    let n = file.read_at(&mut buf, 0).ok()?;
+    let line: String = buf[..n]
+        .split(|&c| c == b'\n')
+        .next()?
+        .iter()
+        .map(|&c| c as char)
+        .filter(|c| c.is_ascii_graphic() || *c == ' ')
+        .collect();
+    (!line.is_empty()).then_some(line)
 }
 
 /// Is `session` held by a live instance right now? A probe: it takes and

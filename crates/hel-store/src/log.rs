@@ -22,6 +22,12 @@ pub struct LogEntry {
     /// True for the first entry that belongs to the history a fork was made
     /// from (the forked checkpoint): a listing marks the fork point above it.
     pub fork_point: bool,
+    /// What the record is (an answer, an instruction's start, a restore…).
+    pub record: crate::Record,
+    /// Its workspace snapshot, if it has one.
+    pub workspace: Option<crate::Workspace>,
+    /// The record before it in the session's history.
+    pub parent: Option<ObjectId>,
 }
 
 impl Store {
@@ -46,6 +52,7 @@ impl Store {
                 current = cp.session_id.clone();
             }
             next = cp.parents.first().copied();
+            let record = crate::Record::of(&cp);
             out.push(LogEntry {
                 id,
                 session_id: cp.session_id,
@@ -56,6 +63,9 @@ impl Store {
                 input_tokens: cp.summary.input_tokens,
                 output_tokens: cp.summary.output_tokens,
                 fork_point,
+                record,
+                parent: cp.parents.first().copied(),
+                workspace: cp.workspace,
             });
         }
         Ok(out)

@@ -11,15 +11,93 @@
 
 use serde_json::Value;
 
-/// Check one message; the error says what is wrong with it.
-pub fn validate(m: &Value) -> Result<(), String> {
+/// Why a stored message is not one hel loads. Each variant names the
+/// field at fault and, where it has the wrong type, the type it has; what
+/// a hostile store put there is never echoed whole (an unknown role is
+/// clipped to 40 characters). Kept small: it travels inside
+/// [`crate::Error::BadMessage`].
+#[derive(Debug, thiserror::Error)]
+pub enum MessageError {
+    #[error("a message is a JSON object, not {found}")]
+    NotAnObject { found: JsonType },
+    /// A message blob whose bytes are not JSON at all ([`validate`] never
+    /// returns this: it is given parsed JSON).
+    #[error("not JSON: {0}")]
+    NotJson(#[source] serde_json::Error),
+    #[error("no role")]
+    NoRole,
+    #[error("unknown role {0:?}")]
+    UnknownRole(String),
+    #[error("role is {found}, not a string")]
+    RoleNotString { found: JsonType },
+    #[error("no content")]
+    NoContent,
+    #[error("content is {found}, not a string or an array of parts")]
+    ContentType { found: JsonType },
+    #[error("tool_calls is {found}, not an array")]
+    ToolCallsNotArray { found: JsonType },
+    #[error("a tool message needs a string tool_call_id")]
+    NoToolCallId,
+    #[error("name is not a string")]
+    NameNotString,
+    /// Tool call `index` of an assistant message.
+    #[error("tool call {index}: {reason}")]
+    ToolCall {
+        index: usize,
+        #[source]
+        reason: ToolCallError,
+    },
+}
+
+/// Why one entry of an assistant message's `tool_calls` is refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ToolCallError {
+    #[error("{found}, not an object")]
+    NotAnObject { found: JsonType },
+    #[error("no string id")]
+    NoId,
+    #[error("no function object")]
+    NoFunction,
+    #[error("function has no string name")]
+    NoName,
+    #[error("function has no string arguments")]
+    NoArguments,
+}
+
+/// Why a conversation's tool calls and results do not pair up. Indexes
+/// count messages from the start of the conversation; call ids are the
+/// stored strings.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PairingError {
+    /// Message `index` is a tool result for a call no assistant message
+    /// before it left open.
+    #[error("message {index} answers tool call {call:?}, which no assistant message made")]
+    Unasked { index: usize, call: String },
+    /// Message `index` comes (and is not a tool result) while `call` is
+    /// still open.
+    #[error("tool call {call:?} has no result before message {index}")]
+    NoResultBefore { call: String, index: usize },
+    /// The conversation ends while `call` is open.
+    #[error("tool call {call:?} has no result")]
+    NoResult { call: String },
+}
+
+/// Check one message: `Ok` when hel may load it, otherwise the first
+/// thing found wrong with it.
+pub fn validate(m: &Value) -> Result<(), MessageError> {
     let Value::Object(map) = m else {
-        return Err(format!("a message is a JSON object, not {}", type_name(m)));
+        return Err(MessageError::NotAnObject {
+            found: type_name(m),
+        });
     };
     let role = match map.get("role") {
         Some(Value::String(r)) => r.as_str(),
-        Some(other) => return Err(format!("role is {}, not a string", type_name(other))),
-        None => return Err("no role".into()),
+        Some(other) => {
+            return Err(MessageError::RoleNotString {
+                found: type_name(other),
+            })
+        }
+        None => return Err(MessageError::NoRole),
     };
     let content = map.get("content");
     match role {
@@ -29,31 +107,28 @@ pub fn validate(m: &Value) -> Result<(), String> {
             match map.get("tool_calls") {
                 None | Some(Value::Null) => {}
                 Some(Value::Array(calls)) => {
-                    for (i, c) in calls.iter().enumerate() {
-                        tool_call(c).map_err(|e| format!("tool call {i}: {e}"))?;
+                    for (index, c) in calls.iter().enumerate() {
+                        tool_call(c).map_err(|reason| MessageError::ToolCall { index, reason })?;
                     }
                 }
                 Some(other) => {
-                    return Err(format!("tool_calls is {}, not an array", type_name(other)))
+                    return Err(MessageError::ToolCallsNotArray {
+                        found: type_name(other),
+                    })
                 }
             }
         }
         "tool" => {
             content_is(content, false)?;
             if !matches!(map.get("tool_call_id"), Some(Value::String(_))) {
-                return Err("a tool message needs a string tool_call_id".into());
+                return Err(MessageError::NoToolCallId);
             }
         }
-        other => {
-            return Err(format!(
-                "unknown role {:?}",
-                other.chars().take(40).collect::<String>()
-            ))
-        }
+        other => return Err(MessageError::UnknownRole(other.chars().take(40).collect())),
     }
     if let Some(name) = map.get("name") {
         if !name.is_string() {
-            return Err("name is not a string".into());
+            return Err(MessageError::NameNotString);
         }
     }
     Ok(())
@@ -61,53 +136,81 @@ pub fn validate(m: &Value) -> Result<(), String> {
 
 /// `content` is a string, an array of content parts (objects), or (where
 /// `nullable`: an assistant message that only calls tools) null or absent.
-fn content_is(content: Option<&Value>, nullable: bool) -> Result<(), String> {
+fn content_is(content: Option<&Value>, nullable: bool) -> Result<(), MessageError> {
     match content {
         Some(Value::String(_)) => Ok(()),
         Some(Value::Array(parts)) if parts.iter().all(Value::is_object) => Ok(()),
         None | Some(Value::Null) if nullable => Ok(()),
-        None => Err("no content".into()),
-        Some(other) => Err(format!(
-            "content is {}, not a string or an array of parts",
-            type_name(other)
-        )),
+        None => Err(MessageError::NoContent),
+        Some(other) => Err(MessageError::ContentType {
+            found: type_name(other),
+        }),
     }
 }
 
-fn tool_call(c: &Value) -> Result<(), String> {
+/// Check one entry of `tool_calls`: an object with a string `id` and a
+/// `function` object holding a string `name` and string `arguments`.
+fn tool_call(c: &Value) -> Result<(), ToolCallError> {
     let Value::Object(map) = c else {
-        return Err(format!("{}, not an object", type_name(c)));
+        return Err(ToolCallError::NotAnObject {
+            found: type_name(c),
+        });
     };
     if !matches!(map.get("id"), Some(Value::String(_))) {
-        return Err("no string id".into());
+        return Err(ToolCallError::NoId);
     }
     let Some(Value::Object(f)) = map.get("function") else {
-        return Err("no function object".into());
+        return Err(ToolCallError::NoFunction);
     };
     if !matches!(f.get("name"), Some(Value::String(_))) {
-        return Err("function has no string name".into());
+        return Err(ToolCallError::NoName);
     }
     if !matches!(f.get("arguments"), Some(Value::String(_))) {
-        return Err("function has no string arguments".into());
+        return Err(ToolCallError::NoArguments);
     }
     Ok(())
 }
 
-fn type_name(v: &Value) -> &'static str {
+/// The type of a JSON value, as refusals name it ("a number").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JsonType {
+    Null,
+    Boolean,
+    Number,
+    String,
+    Array,
+    Object,
+}
+
+impl std::fmt::Display for JsonType {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            JsonType::Null => "null",
+            JsonType::Boolean => "a boolean",
+            JsonType::Number => "a number",
+            JsonType::String => "a string",
+            JsonType::Array => "an array",
+            JsonType::Object => "an object",
+        })
+    }
+}
+
+fn type_name(v: &Value) -> JsonType {
     match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
+        Value::Null => JsonType::Null,
+        Value::Bool(_) => JsonType::Boolean,
+        Value::Number(_) => JsonType::Number,
+        Value::String(_) => JsonType::String,
+        Value::Array(_) => JsonType::Array,
+        Value::Object(_) => JsonType::Object,
     }
 }
 
 /// Every assistant tool call has its tool message, and every tool message
 /// answers a call of the assistant message before it. Messages are assumed
-/// valid ([`validate`]).
-pub fn check_pairing(messages: &[Value]) -> Result<(), String> {
+/// valid ([`validate`]); `Err` names the first call or message that breaks
+/// the pairing.
+pub fn check_pairing(messages: &[Value]) -> Result<(), PairingError> {
     let mut open: Vec<&str> = Vec::new();
     for (i, m) in messages.iter().enumerate() {
         match m.get("role").and_then(Value::as_str) {
@@ -118,15 +221,19 @@ pub fn check_pairing(messages: &[Value]) -> Result<(), String> {
                         open.remove(p);
                     }
                     None => {
-                        return Err(format!(
-                            "message {i} answers tool call {id:?}, which no assistant message made"
-                        ))
+                        return Err(PairingError::Unasked {
+                            index: i,
+                            call: id.to_owned(),
+                        })
                     }
                 }
             }
             role => {
                 if let Some(o) = open.first() {
-                    return Err(format!("tool call {o:?} has no result before message {i}"));
+                    return Err(PairingError::NoResultBefore {
+                        call: (*o).to_owned(),
+                        index: i,
+                    });
                 }
                 if role == Some("assistant") {
                     if let Some(calls) = m.get("tool_calls").and_then(Value::as_array) {
@@ -140,7 +247,9 @@ pub fn check_pairing(messages: &[Value]) -> Result<(), String> {
         }
     }
     match open.first() {
-        Some(o) => Err(format!("tool call {o:?} has no result")),
+        Some(o) => Err(PairingError::NoResult {
+            call: (*o).to_owned(),
+        }),
         None => Ok(()),
     }
 }
@@ -190,7 +299,9 @@ mod tests {
             json!({"role": "assistant", "content": "hi", "reasoning_content": "r"}),
             json!({"role": "tool", "tool_call_id": "a", "content": "out"}),
         ] {
-            assert_eq!(validate(&ok), Ok(()), "{ok}");
+            if let Err(e) = validate(&ok) {
+                panic!("{ok}: {e}");
+            }
         }
         for bad in [
             json!(42),
@@ -209,6 +320,40 @@ mod tests {
     }
 
     #[test]
+    fn refusals_read_as_before() {
+        for (bad, says) in [
+            (json!(42), "a message is a JSON object, not a number"),
+            (json!({"role": 1}), "role is a number, not a string"),
+            (json!({"content": "x"}), "no role"),
+            (json!({"role": "banana"}), "unknown role \"banana\""),
+            (json!({"role": "user"}), "no content"),
+            (
+                json!({"role": "user", "content": 5}),
+                "content is a number, not a string or an array of parts",
+            ),
+            (
+                json!({"role": "assistant", "tool_calls": {}}),
+                "tool_calls is an object, not an array",
+            ),
+            (
+                json!({"role": "assistant", "tool_calls": [{"id": "a"}]}),
+                "tool call 0: no function object",
+            ),
+            (
+                json!({"role": "tool", "content": "x"}),
+                "a tool message needs a string tool_call_id",
+            ),
+            (
+                json!({"role": "user", "content": "x", "name": 1}),
+                "name is not a string",
+            ),
+        ] {
+            let e = validate(&bad).unwrap_err();
+            assert_eq!(e.to_string(), says, "{bad}");
+        }
+    }
+
+    #[test]
     fn pairing() {
         let call = json!({"role": "assistant", "tool_calls": [{"id": "a"}, {"id": "b"}]});
         let ra = json!({"role": "tool", "tool_call_id": "a", "content": ""});
@@ -222,13 +367,26 @@ mod tests {
             user.clone()
         ])
         .is_ok());
-        assert!(check_pairing(&[call.clone(), ra.clone()])
-            .unwrap_err()
-            .contains("\"b\""));
-        assert!(check_pairing(&[call.clone(), ra.clone(), user.clone(), rb.clone()]).is_err());
-        assert!(check_pairing(&[user, ra])
-            .unwrap_err()
-            .contains("no assistant"));
+        assert_eq!(
+            check_pairing(&[call.clone(), ra.clone()]),
+            Err(PairingError::NoResult { call: "b".into() })
+        );
+        assert_eq!(
+            check_pairing(&[call.clone(), ra.clone(), user.clone(), rb.clone()]),
+            Err(PairingError::NoResultBefore {
+                call: "b".into(),
+                index: 2
+            })
+        );
+        let e = check_pairing(&[user, ra]).unwrap_err();
+        assert_eq!(
+            e,
+            PairingError::Unasked {
+                index: 1,
+                call: "a".into()
+            }
+        );
+        assert!(e.to_string().contains("no assistant"), "{e}");
     }
 
     #[test]

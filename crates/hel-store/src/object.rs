@@ -13,7 +13,6 @@ use std::collections::{BTreeSet, HashSet};
 use zstd::zstd_safe::{DCtx, InBuffer, OutBuffer, ResetDirective};
 
 use crate::dir;
-use crate::error::IoContext;
 use crate::layout::{object_name, Layout};
 use crate::lock::Shared;
 use crate::odb::{self, Found};
@@ -58,6 +57,16 @@ impl Cap {
         max: 64 * MIB,
         what: "spill file",
     };
+    pub const TREE: Cap = Cap {
+        max: 16 * MIB,
+        what: "tree",
+    };
+    /// A file of a workspace snapshot (its size limit can be raised up to
+    /// this).
+    pub const FILE: Cap = Cap {
+        max: 64 * MIB,
+        what: "workspace file",
+    };
     /// Any object, whatever it is used for (fsck, gc).
     pub const ANY: Cap = Cap {
         max: 64 * MIB,
@@ -69,6 +78,7 @@ impl Cap {
         match kind {
             Kind::Snapshot => Cap::SNAPSHOT,
             Kind::List => Cap::LIST,
+            Kind::Tree => Cap::TREE,
             Kind::Blob => Cap::ANY,
         }
     }
@@ -83,6 +93,8 @@ pub enum Kind {
     List,
     /// A checkpoint (canonical JSON).
     Snapshot,
+    /// A directory of a workspace snapshot (binary, objects-spec §13).
+    Tree,
 }
 
 impl Kind {
@@ -91,6 +103,7 @@ impl Kind {
             Kind::Blob => "blob",
             Kind::List => "list",
             Kind::Snapshot => "snapshot",
+            Kind::Tree => "tree",
         }
     }
 
@@ -99,6 +112,7 @@ impl Kind {
             "blob" => Some(Kind::Blob),
             "list" => Some(Kind::List),
             "snapshot" => Some(Kind::Snapshot),
+            "tree" => Some(Kind::Tree),
             _ => None,
         }
     }
@@ -109,6 +123,35 @@ pub fn encode(kind: Kind, payload: &[u8]) -> (ObjectId, Vec<u8>) {
     let mut bytes = format!("{} {}\0", kind.name(), payload.len()).into_bytes();
     bytes.extend_from_slice(payload);
     (ObjectId::of_canonical(&bytes), bytes)
+}
+
+thread_local! {
+    static COMPRESSOR: RefCell<Option<zstd::bulk::Compressor<'static>>> = const { RefCell::new(None) };
+}
+
+/// The id of an object of `kind` with `payload` and its stored bytes (its
+/// canonical bytes as one zstd frame). Any thread may call this.
+pub fn compress(kind: Kind, payload: &[u8]) -> Result<(ObjectId, Vec<u8>)> {
+    let (id, canonical) = encode(kind, payload);
+    Ok((id, compress_canonical(&id, &canonical)?))
+}
+
+fn compress_canonical(id: &ObjectId, canonical: &[u8]) -> Result<Vec<u8>> {
+    let failed = |e: std::io::Error| Error::Io {
+        path: std::path::PathBuf::from(format!("(compressing object {id})")),
+        source: e,
+    };
+    let stored = COMPRESSOR.with(|slot| -> std::io::Result<Vec<u8>> {
+        let mut slot = slot.borrow_mut();
+        if slot.is_none() {
+            *slot = Some(zstd::bulk::Compressor::new(LEVEL)?);
+        }
+        match slot.as_mut() {
+            Some(c) => c.compress(canonical),
+            None => zstd::bulk::compress(canonical, LEVEL),
+        }
+    });
+    stored.map_err(failed)
 }
 
 /// The id an object of `kind` with `payload` has, without building its
@@ -141,8 +184,9 @@ pub fn read(layout: &Layout, id: &ObjectId, cap: Cap) -> Result<(Kind, Vec<u8>)>
                     what: cap.what,
                 });
             }
-            let stored = odb::read_found(&file, &place, len, id, file_max(cap))?;
-            decode(id, &path, &stored, cap)
+            let record = odb::read_found(&file, &place, len, id, file_max(cap))?;
+            decode(id, &path, &record[pack::RECORD_HEADER as usize..], cap)
+                .map_err(|e| odb::explain_damage(e, &record, &place, id))
         }
         Some(Found::Loose) => read_loose(layout, id, cap),
         None => Err(Error::Missing {
@@ -191,16 +235,13 @@ fn fill<C: zstd::zstd_safe::WriteBuf + ?Sized>(
     input: &mut InBuffer<'_>,
     out: &mut C,
     pos: &mut usize,
-) -> std::result::Result<bool, String> {
+) -> std::result::Result<bool, DecodeError> {
     loop {
         let before = (*pos, input.pos());
         let mut buf = OutBuffer::around_pos(out, *pos);
-        let hint = dctx.decompress_stream(&mut buf, input).map_err(|code| {
-            format!(
-                "cannot decompress: {}",
-                zstd::zstd_safe::get_error_name(code)
-            )
-        })?;
+        let hint = dctx
+            .decompress_stream(&mut buf, input)
+            .map_err(|code| DecodeError::Decompress(zstd::zstd_safe::get_error_name(code)))?;
         *pos = buf.pos();
         let full = *pos == buf.capacity();
         if hint == 0 {
@@ -210,7 +251,7 @@ fn fill<C: zstd::zstd_safe::WriteBuf + ?Sized>(
             return Ok(false);
         }
         if (*pos, input.pos()) == before {
-            return Err("truncated".into());
+            return Err(DecodeError::Truncated);
         }
     }
 }
@@ -221,22 +262,42 @@ struct Decompressed {
     payload: Vec<u8>,
 }
 
+/// Why the bytes of an object file are not the object they should be.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum DecodeError {
+    /// zstd refused the frame (its error name).
+    #[error("cannot decompress: {0}")]
+    Decompress(&'static str),
+    /// The frame ends before the header does.
+    #[error("truncated")]
+    Truncated,
+    #[error("cannot reset the decompressor")]
+    Reset,
+    /// No NUL, or not `<kind> <length>` before it.
+    #[error("malformed header")]
+    MalformedHeader,
+    #[error("data after the declared length")]
+    DataAfterLength,
+    #[error("truncated: {at} of {len} payload bytes")]
+    TruncatedPayload { at: usize, len: usize },
+    #[error("trailing bytes after the frame")]
+    TrailingBytes,
+    #[error("content does not match its id")]
+    IdMismatch,
+    #[error("header is not text")]
+    HeaderNotText,
+}
+
 /// Why an object file could not be decompressed.
 enum Undecodable {
-    Corrupt(String),
+    Corrupt(DecodeError),
     /// The header declares this many payload bytes, over the cap.
     OverCap(u64),
 }
 
-impl From<String> for Undecodable {
-    fn from(s: String) -> Self {
-        Undecodable::Corrupt(s)
-    }
-}
-
-impl From<&str> for Undecodable {
-    fn from(s: &str) -> Self {
-        Undecodable::Corrupt(s.to_owned())
+impl From<DecodeError> for Undecodable {
+    fn from(e: DecodeError) -> Self {
+        Undecodable::Corrupt(e)
     }
 }
 
@@ -249,7 +310,7 @@ fn decompress(data: &[u8], cap: u64) -> std::result::Result<Decompressed, Undeco
         let mut slot = cell.borrow_mut();
         let dctx = slot.get_or_insert_with(DCtx::create);
         dctx.reset(ResetDirective::SessionOnly)
-            .map_err(|_| "cannot reset the decompressor".to_owned())?;
+            .map_err(|_| DecodeError::Reset)?;
         let mut input = InBuffer::around(data);
         let mut head = [0u8; 33];
         let mut pos = 0;
@@ -257,19 +318,19 @@ fn decompress(data: &[u8], cap: u64) -> std::result::Result<Decompressed, Undeco
         let nul = head[..pos]
             .iter()
             .position(|&b| b == 0)
-            .ok_or("malformed header")?;
+            .ok_or(DecodeError::MalformedHeader)?;
         let len: u64 = std::str::from_utf8(&head[..nul])
             .ok()
             .and_then(|h| h.split_once(' '))
             .and_then(|(_, n)| n.parse().ok())
-            .ok_or("malformed header")?;
+            .ok_or(DecodeError::MalformedHeader)?;
         if len > cap {
             return Err(Undecodable::OverCap(len));
         }
         let len = len as usize;
         let already = &head[nul + 1..pos];
         if already.len() > len {
-            return Err("data after the declared length".into());
+            return Err(DecodeError::DataAfterLength.into());
         }
         let mut payload = Vec::with_capacity(len);
         payload.extend_from_slice(already);
@@ -278,21 +339,21 @@ fn decompress(data: &[u8], cap: u64) -> std::result::Result<Decompressed, Undeco
             ended = fill(dctx, &mut input, &mut payload, &mut at)?;
         }
         if at > len {
-            return Err("data after the declared length".into());
+            return Err(DecodeError::DataAfterLength.into());
         }
         if at < len {
-            return Err(format!("truncated: {at} of {len} payload bytes").into());
+            return Err(DecodeError::TruncatedPayload { at, len }.into());
         }
         if !ended {
             // Full: the frame must end here.
             let mut extra = [0u8; 1];
             let mut p = 0;
             if !fill(dctx, &mut input, &mut extra[..], &mut p)? || p > 0 {
-                return Err("data after the declared length".into());
+                return Err(DecodeError::DataAfterLength.into());
             }
         }
         if input.pos() != data.len() {
-            return Err("trailing bytes after the frame".into());
+            return Err(DecodeError::TrailingBytes.into());
         }
         Ok(Decompressed {
             header: head[..nul].to_vec(),
@@ -338,10 +399,10 @@ pub(crate) fn decode(
     data: &[u8],
     cap: Cap,
 ) -> Result<(Kind, Vec<u8>)> {
-    let corrupt = |reason: String| Error::Corrupt {
+    let corrupt = |e: DecodeError| Error::Corrupt {
         id: *id,
         path: path.to_owned(),
-        reason,
+        reason: e.to_string(),
     };
     let Decompressed { header, payload } = match decompress(data, cap.max) {
         Ok(d) => d,
@@ -361,10 +422,10 @@ pub(crate) fn decode(
     hasher.update(&[0]);
     hasher.update(&payload);
     if ObjectId::from_bytes(*hasher.finalize().as_bytes()) != *id {
-        return Err(corrupt("content does not match its id".into()));
+        return Err(corrupt(DecodeError::IdMismatch));
     }
     // The header parsed (its length matched) in decompress; the kind is checked last.
-    let text = std::str::from_utf8(&header).map_err(|_| corrupt("header is not text".into()))?;
+    let text = std::str::from_utf8(&header).map_err(|_| corrupt(DecodeError::HeaderNotText))?;
     let kind_name = text.split_once(' ').map_or(text, |(k, _)| k);
     match Kind::parse(kind_name) {
         Some(kind) => Ok((kind, payload)),
@@ -381,6 +442,22 @@ pub(crate) fn decode(
 /// session depend on that journal for a few bytes.
 const SHARE_MIN: u64 = 4096;
 
+/// How a writer may name an object already stored.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Sharing {
+    /// Messages, spill, snapshots: a copy verified once per process; in
+    /// another session's journal only when large.
+    Verified,
+    /// Workspace files and trees: any copy where this session may name it,
+    /// any size (a project's sessions share most files, and one dependency
+    /// costs less than every small file stored again per session), not read
+    /// back first (a snapshot of 70,000 files cannot decompress them all
+    /// once per process). A forged copy under a file's name is caught when
+    /// it is read, as every read verifies: a restore of that file fails
+    /// naming the object, never writes other bytes, and fsck reports it.
+    Workspace,
+}
+
 /// Writes the objects of one operation (a commit, a fork) into the
 /// session's journal. It exists only under the shared store lock
 /// ([`Shared`]), so gc cannot remove an object between "it already exists"
@@ -391,9 +468,10 @@ const SHARE_MIN: u64 = 4096;
 pub(crate) struct Writer<'a> {
     layout: &'a Layout,
     session: SessionId,
-    compressor: Option<zstd::bulk::Compressor<'static>>,
-    /// New objects: (id, stored bytes).
+    /// New objects not yet staged in the journal: (id, stored bytes).
     pending: Vec<(ObjectId, Vec<u8>)>,
+    pending_bytes: u64,
+    /// Every object this writer wrote, staged or pending.
     pending_ids: HashSet<ObjectId>,
     /// Sessions whose journals hold objects this write names.
     pub deps: BTreeSet<SessionId>,
@@ -410,8 +488,8 @@ impl<'a> Writer<'a> {
         Writer {
             layout: lock.layout,
             session: session.clone(),
-            compressor: None,
             pending: Vec::new(),
+            pending_bytes: 0,
             pending_ids: HashSet::new(),
             deps: deps.clone(),
             objects_written: 0,
@@ -423,26 +501,38 @@ impl<'a> Writer<'a> {
     /// may name it) and return its id.
     pub fn put(&mut self, kind: Kind, payload: &[u8]) -> Result<ObjectId> {
         let (id, canonical) = encode(kind, payload);
-        if self.pending_ids.contains(&id) {
+        if self.has(&id)? {
             return Ok(id);
         }
-        if self.can_share(&id)? {
-            return Ok(id);
-        }
-        if self.compressor.is_none() {
-            self.compressor =
-                Some(zstd::bulk::Compressor::new(LEVEL).at(self.layout.loose_path(&id))?);
-        }
-        let compressed = match self.compressor.as_mut() {
-            Some(c) => c.compress(&canonical),
-            None => zstd::bulk::compress(&canonical, LEVEL),
-        }
-        .at(self.layout.loose_path(&id))?;
-        self.objects_written += 1;
-        self.bytes_written += compressed.len() as u64 + pack::RECORD_HEADER;
-        self.pending_ids.insert(id);
-        self.pending.push((id, compressed));
+        let stored = compress_canonical(&id, &canonical)?;
+        self.push(id, stored);
         Ok(id)
+    }
+
+    fn push(&mut self, id: ObjectId, stored: Vec<u8>) {
+        self.objects_written += 1;
+        self.bytes_written += stored.len() as u64 + pack::RECORD_HEADER;
+        self.pending_bytes += stored.len() as u64;
+        self.pending_ids.insert(id);
+        self.pending.push((id, stored));
+    }
+
+    /// May what this write stores name `id`: written by it, or stored where
+    /// this session may name it ([`Writer::can_share`])?
+    pub fn has(&mut self, id: &ObjectId) -> Result<bool> {
+        Ok(self.pending_ids.contains(id) || self.can_share(id)?)
+    }
+
+    /// Compressed bytes pending in memory.
+    pub fn pending_bytes(&self) -> u64 {
+        self.pending_bytes
+    }
+
+    /// Take the objects pending in memory (to stage them in the journal);
+    /// they still count as written by this writer.
+    pub fn take_pending(&mut self) -> Vec<(ObjectId, Vec<u8>)> {
+        self.pending_bytes = 0;
+        std::mem::take(&mut self.pending)
     }
 
     /// May this write name `id` where it is already stored? Only a stored
@@ -452,6 +542,25 @@ impl<'a> Writer<'a> {
     /// sealed pack or a loose file, or another session's journal when the
     /// object is large enough to be worth a dependency.
     fn can_share(&mut self, id: &ObjectId) -> Result<bool> {
+        self.can_share_as(id, Sharing::Verified)
+    }
+
+    /// [`Writer::can_share`] for workspace objects: see [`Sharing::Workspace`].
+    pub fn has_for_workspace(&mut self, id: &ObjectId) -> Result<bool> {
+        Ok(self.pending_ids.contains(id) || self.can_share_as(id, Sharing::Workspace)?)
+    }
+
+    /// Store the compressed bytes of workspace object `id` (unless
+    /// [`Writer::has_for_workspace`]). Returns whether they were written.
+    pub fn put_workspace(&mut self, id: ObjectId, stored: Vec<u8>) -> Result<bool> {
+        if self.has_for_workspace(&id)? {
+            return Ok(false);
+        }
+        self.push(id, stored);
+        Ok(true)
+    }
+
+    fn can_share_as(&mut self, id: &ObjectId, sharing: Sharing) -> Result<bool> {
         let found = self.layout.odb().locate_open(self.layout, id)?;
         let owner = match &found {
             None => return Ok(false),
@@ -459,7 +568,7 @@ impl<'a> Writer<'a> {
             Some(Found::Record { len, .. }) => {
                 match self.layout.odb().journal_of(id, &self.session) {
                     Some(s) if s != self.session && !self.deps.contains(&s) => {
-                        if *len < SHARE_MIN {
+                        if *len < SHARE_MIN && sharing == Sharing::Verified {
                             return Ok(false);
                         }
                         Some(s)
@@ -468,7 +577,7 @@ impl<'a> Writer<'a> {
                 }
             }
         };
-        if !self.layout.is_verified(id) {
+        if sharing == Sharing::Verified && !self.layout.is_verified(id) {
             if read(self.layout, id, Cap::ANY).is_err() {
                 // Not the content its name promises: write ours.
                 return Ok(false);
@@ -485,14 +594,16 @@ impl<'a> Writer<'a> {
     /// session's journal, durable with one sync. Nothing is published on
     /// error.
     pub fn commit(
-        self,
+        &mut self,
         journal: &mut journal::Writer,
         head: ObjectId,
         payload: journal::CommitPayload,
     ) -> Result<journal::Commit> {
         let commit = journal.commit(&self.pending, head, payload)?;
-        for (id, _) in &self.pending {
-            self.layout.set_verified(*id);
+        self.pending.clear();
+        self.pending_bytes = 0;
+        for id in self.pending_ids.drain() {
+            self.layout.set_verified(id);
         }
         Ok(commit)
     }
@@ -628,9 +739,9 @@ mod tests {
     #[test]
     fn unknown_kind_bombs_and_caps_are_typed_errors() {
         let (_d, layout) = store();
-        let id = plant(&layout, b"tree 2\0hi");
+        let id = plant(&layout, b"twig 2\0hi");
         assert!(
-            matches!(read(&layout, &id, Cap::ANY), Err(Error::UnknownKind { kind, .. }) if kind == "tree")
+            matches!(read(&layout, &id, Cap::ANY), Err(Error::UnknownKind { kind, .. }) if kind == "twig")
         );
 
         // Declares 5 bytes, decompresses to 1 MB: stops at the declared size.

@@ -74,11 +74,11 @@ fn open_sealed(dir: &Dir, stem: &str) -> Result<Sealed> {
         source: std::io::Error::new(std::io::ErrorKind::NotFound, "pack index missing"),
     })?;
     let bytes = pack::read_all(&idx_file, IDX_MAX, &idx_path)?;
-    let idx = Idx::parse(&bytes).map_err(|reason| Error::DamagedRecord {
+    let idx = Idx::parse(&bytes).map_err(|e| Error::DamagedRecord {
         pack: idx_path.clone(),
         offset: 0,
         id: None,
-        reason,
+        reason: e.to_string(),
     })?;
     let mut fh = [0u8; pack::FILE_HEADER as usize];
     use std::os::unix::fs::FileExt;
@@ -87,7 +87,7 @@ fn open_sealed(dir: &Dir, stem: &str) -> Result<Sealed> {
         pack: path.clone(),
         offset: 0,
         id: None,
-        reason: r.into(),
+        reason: r.to_string(),
     })?;
     Ok(Sealed {
         name: stem.to_owned(),
@@ -353,8 +353,12 @@ impl Odb {
     }
 }
 
-/// Read the stored bytes of a record found by [`Odb::locate`], checked
-/// against `id`, refusing more than `max` stored bytes.
+/// Read the record of object `id` found by [`Odb::locate`] (its place and
+/// length from an index) in one positioned read, refusing more than `max`
+/// stored bytes. Returns the record's bytes; its stored bytes start at
+/// [`pack::RECORD_HEADER`]. The header must name `id` as an object record
+/// of that length; the record's check is not computed, because the caller
+/// decodes the object and verifies its id, which proves more.
 pub(crate) fn read_found(
     file: &File,
     place: &Place,
@@ -365,13 +369,48 @@ pub(crate) fn read_found(
     if len < pack::RECORD_HEADER {
         return Err(pack::damaged(place, Some(id), "the index gives it no room"));
     }
-    let (h, stored) = pack::read_record(file, place, max, Some(id))?;
-    if h.rtype != RecordType::Object || h.record_len() != len {
+    if len - pack::RECORD_HEADER > max {
+        return Err(pack::damaged(
+            place,
+            Some(id),
+            format!(
+                "it would hold {} stored bytes, over the {max} it may have",
+                len - pack::RECORD_HEADER
+            ),
+        ));
+    }
+    let mut buf: Vec<u8> = Vec::with_capacity(len as usize);
+    while (buf.len() as u64) < len {
+        let at = place.offset + buf.len() as u64;
+        // Reads into the spare capacity only, so never past `len`.
+        let got = rustix::io::pread(file, rustix::buffer::spare_capacity(&mut buf), at)
+            .map_err(|e| pack::damaged(place, Some(id), format!("cannot read it: {e}")))?;
+        if got == 0 {
+            return Err(pack::damaged(place, Some(id), "the file ends inside it"));
+        }
+    }
+    let h = pack::parse_header(&buf).map_err(|r| pack::damaged(place, Some(id), r.to_string()))?;
+    if h.id != *id || h.rtype != RecordType::Object || h.record_len() != len {
         return Err(pack::damaged(
             place,
             Some(id),
             "the index and the record disagree",
         ));
     }
-    Ok(stored)
+    Ok(buf)
+}
+
+/// The error to report when the object in `record` failed to decode: a
+/// record that fails its own check is torn or damaged in its pack, which
+/// says more than "content does not match its id".
+pub(crate) fn explain_damage(e: Error, record: &[u8], place: &Place, id: &ObjectId) -> Error {
+    if pack::check_matches(record) {
+        e
+    } else {
+        pack::damaged(
+            place,
+            Some(id),
+            "its check does not match (torn or damaged)",
+        )
+    }
 }

@@ -80,21 +80,36 @@ pub(crate) fn file_header(kind: FileKind) -> [u8; FILE_HEADER as usize] {
     h
 }
 
-/// Check a pack file's header; `Err` says what is wrong.
+/// Why the first bytes of a pack or journal file are not the header
+/// expected.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum FileHeaderError {
+    /// Too short, or not the magic.
+    #[error("not a pack file")]
+    NotAPack,
+    #[error("pack file of an unknown version")]
+    UnknownVersion { version: u32 },
+    /// A sealed pack where a journal was expected, or the other way.
+    #[error("pack file of another kind")]
+    OtherKind { kind: u32 },
+}
+
+/// Check a pack file's header: `Ok` when `bytes` start with the header
+/// of a file of `kind` in this format version.
 pub(crate) fn check_file_header(
     bytes: &[u8],
     kind: FileKind,
-) -> std::result::Result<(), &'static str> {
+) -> std::result::Result<(), FileHeaderError> {
     if bytes.len() < FILE_HEADER as usize || &bytes[..8] != FILE_MAGIC {
-        return Err("not a pack file");
+        return Err(FileHeaderError::NotAPack);
     }
     let version = u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]);
     if version != FILE_VERSION {
-        return Err("pack file of an unknown version");
+        return Err(FileHeaderError::UnknownVersion { version });
     }
     let k = u32::from_le_bytes([bytes[12], bytes[13], bytes[14], bytes[15]]);
     if k != kind as u32 {
-        return Err("pack file of another kind");
+        return Err(FileHeaderError::OtherKind { kind: k });
     }
     Ok(())
 }
@@ -106,6 +121,14 @@ fn check_of(header48: &[u8], stored: &[u8]) -> [u8; 8] {
     let mut out = [0u8; 8];
     out.copy_from_slice(&h.finalize().as_bytes()[..8]);
     out
+}
+
+/// Whether a whole record (header and stored bytes) matches its check.
+/// Readers that verify an object's id skip this on the fast path and ask it
+/// only when decoding fails, to report a torn or damaged record as such.
+pub(crate) fn check_matches(record: &[u8]) -> bool {
+    record.len() >= RECORD_HEADER as usize
+        && check_of(&record[..48], &record[RECORD_HEADER as usize..])[..] == record[48..56]
 }
 
 /// The bytes of a record.
@@ -122,21 +145,37 @@ pub(crate) fn encode_record(rtype: RecordType, id: &ObjectId, stored: &[u8]) -> 
     out
 }
 
-/// Parse a record header (56 bytes).
-pub(crate) fn parse_header(b: &[u8]) -> std::result::Result<Header, &'static str> {
+/// Why bytes are not a record header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum HeaderError {
+    /// Fewer than [`RECORD_HEADER`] bytes.
+    #[error("truncated record header")]
+    Truncated,
+    #[error("no record here (bad magic)")]
+    BadMagic,
+    #[error("unknown record type")]
+    UnknownType { rtype: u8 },
+    /// The reserved bytes are not zero.
+    #[error("malformed record header")]
+    Reserved,
+}
+
+/// Parse a record header (its first [`RECORD_HEADER`] bytes; more are
+/// ignored). The check is returned, not verified.
+pub(crate) fn parse_header(b: &[u8]) -> std::result::Result<Header, HeaderError> {
     if b.len() < RECORD_HEADER as usize {
-        return Err("truncated record header");
+        return Err(HeaderError::Truncated);
     }
     if &b[..4] != RECORD_MAGIC {
-        return Err("no record here (bad magic)");
+        return Err(HeaderError::BadMagic);
     }
     let rtype = match b[4] {
         1 => RecordType::Object,
         2 => RecordType::Commit,
-        _ => return Err("unknown record type"),
+        t => return Err(HeaderError::UnknownType { rtype: t }),
     };
     if b[5..8] != [0, 0, 0] {
-        return Err("malformed record header");
+        return Err(HeaderError::Reserved);
     }
     let mut id = [0u8; 32];
     id.copy_from_slice(&b[8..40]);
@@ -190,7 +229,7 @@ pub(crate) fn read_record(
     let mut hb = [0u8; RECORD_HEADER as usize];
     file.read_exact_at(&mut hb, place.offset)
         .map_err(|e| damaged(place, expect, format!("cannot read its header: {e}")))?;
-    let header = parse_header(&hb).map_err(|r| damaged(place, expect, r))?;
+    let header = parse_header(&hb).map_err(|r| damaged(place, expect, r.to_string()))?;
     if let Some(want) = expect {
         if header.id != *want {
             return Err(damaged(
@@ -274,6 +313,36 @@ pub(crate) fn encode_idx(entries: &mut [IdxEntry], pack_hash: &[u8; 32]) -> Vec<
     out
 }
 
+/// Why bytes are not a sealed pack's index.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum IdxError {
+    /// Shorter than an empty index, or not the magic.
+    #[error("not a pack index")]
+    NotAnIndex,
+    #[error("pack index of an unknown version")]
+    UnknownVersion { version: u32 },
+    /// The entry count does not fit this machine's address space.
+    #[error("bad count")]
+    BadCount { count: u32 },
+    #[error("index of {count} entries should hold {expected} bytes, holds {found}")]
+    WrongLength {
+        count: usize,
+        expected: usize,
+        found: usize,
+    },
+    #[error("the index's checksum does not match")]
+    Checksum,
+    /// Not non-decreasing, or not ending at the entry count.
+    #[error("the fan-out table is inconsistent")]
+    FanOut,
+    /// Entry `entry`'s id is not above the one before it.
+    #[error("ids are not sorted")]
+    Unsorted { entry: usize },
+    /// Entry `entry` is outside the fan-out range of its first byte.
+    #[error("the fan-out table does not match the ids")]
+    FanOutMismatch { entry: usize },
+}
+
 /// A sealed pack's index, read whole and checked.
 #[derive(Debug)]
 pub(crate) struct Idx {
@@ -283,33 +352,39 @@ pub(crate) struct Idx {
 }
 
 impl Idx {
-    /// Parse index bytes; `Err` says what is wrong.
-    pub fn parse(b: &[u8]) -> std::result::Result<Idx, String> {
+    /// Parse index bytes: every entry, checked against the checksum,
+    /// the fan-out table and each other; `Err` names the first fault.
+    pub fn parse(b: &[u8]) -> std::result::Result<Idx, IdxError> {
         if b.len() < 16 + 1024 + 64 || &b[..8] != IDX_MAGIC {
-            return Err("not a pack index".into());
+            return Err(IdxError::NotAnIndex);
         }
         let u32_at = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
-        if u32_at(8) != IDX_VERSION {
-            return Err("pack index of an unknown version".into());
+        let version = u32_at(8);
+        if version != IDX_VERSION {
+            return Err(IdxError::UnknownVersion { version });
         }
-        let count = u32_at(12) as usize;
-        let body = 16 + 1024 + count.checked_mul(IDX_ENTRY).ok_or("bad count")?;
-        if b.len() != body + 64 {
-            return Err(format!(
-                "index of {count} entries should hold {} bytes, holds {}",
-                body + 64,
-                b.len()
-            ));
+        let raw_count = u32_at(12);
+        let count = raw_count as usize;
+        let body = count
+            .checked_mul(IDX_ENTRY)
+            .and_then(|n| n.checked_add(16 + 1024))
+            .ok_or(IdxError::BadCount { count: raw_count })?;
+        if Some(b.len()) != body.checked_add(64) {
+            return Err(IdxError::WrongLength {
+                count,
+                expected: body.saturating_add(64),
+                found: b.len(),
+            });
         }
         if blake3::hash(&b[..body + 32]).as_bytes() != &b[body + 32..] {
-            return Err("the index's checksum does not match".into());
+            return Err(IdxError::Checksum);
         }
         let mut fan = [0u32; 256];
         for (i, f) in fan.iter_mut().enumerate() {
             *f = u32_at(16 + 4 * i);
         }
         if fan.windows(2).any(|w| w[0] > w[1]) || fan[255] as usize != count {
-            return Err("the fan-out table is inconsistent".into());
+            return Err(IdxError::FanOut);
         }
         let mut entries = Vec::with_capacity(count);
         for k in 0..count {
@@ -326,8 +401,8 @@ impl Idx {
                 len: u64::from_le_bytes(l),
             });
         }
-        if entries.windows(2).any(|w| w[0].id >= w[1].id) {
-            return Err("ids are not sorted".into());
+        if let Some(k) = entries.windows(2).position(|w| w[0].id >= w[1].id) {
+            return Err(IdxError::Unsorted { entry: k + 1 });
         }
         for (k, e) in entries.iter().enumerate() {
             let first = e.id.as_bytes()[0] as usize;
@@ -337,7 +412,7 @@ impl Idx {
                 fan[first - 1] as usize
             };
             if k < lo || k >= fan[first] as usize {
-                return Err("the fan-out table does not match the ids".into());
+                return Err(IdxError::FanOutMismatch { entry: k });
             }
         }
         let mut pack_hash = [0u8; 32];

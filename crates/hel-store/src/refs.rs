@@ -11,11 +11,34 @@ use crate::{Error, ObjectId, Result, SessionId};
 /// The most bytes a ref file may hold (64 hex digits and a newline).
 const REF_MAX: u64 = 65;
 
-/// Parse the bytes of a ref file.
-pub(crate) fn parse(bytes: &[u8]) -> std::result::Result<ObjectId, &'static str> {
-    let text = std::str::from_utf8(bytes).map_err(|_| "not text")?;
-    let hex = text.strip_suffix('\n').ok_or("no trailing newline")?;
-    hex.parse().map_err(|_| "not a 64-digit hex object id")
+/// Why a session's ref is refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RefError {
+    #[error("not text")]
+    NotText,
+    #[error("no trailing newline")]
+    NoNewline,
+    #[error("not a 64-digit hex object id")]
+    NotAnId,
+    /// The file holds more than a ref can.
+    #[error("{size} bytes, a ref holds {REF_MAX}")]
+    TooLarge { size: u64 },
+    /// It names a checkpoint that another session made (fsck). The id is
+    /// boxed so that [`Error`] stays as small as it was.
+    #[error("names checkpoint {checkpoint} of session {owner}")]
+    OtherSession {
+        checkpoint: Box<ObjectId>,
+        owner: SessionId,
+    },
+}
+
+/// Parse the bytes of a ref file: the id, or why they are not a ref
+/// ([`RefError::NotText`], [`RefError::NoNewline`] or
+/// [`RefError::NotAnId`]).
+pub(crate) fn parse(bytes: &[u8]) -> std::result::Result<ObjectId, RefError> {
+    let text = std::str::from_utf8(bytes).map_err(|_| RefError::NotText)?;
+    let hex = text.strip_suffix('\n').ok_or(RefError::NoNewline)?;
+    hex.parse().map_err(|_| RefError::NotAnId)
 }
 
 /// The snapshot `session` points at, or `None` if it has no ref.
@@ -23,7 +46,7 @@ pub(crate) fn read(layout: &Layout, session: &SessionId) -> Result<Option<Object
     let Some(dir) = layout.refs()? else {
         return Ok(None);
     };
-    let bad = |reason: String| Error::BadRef {
+    let bad = |reason: RefError| Error::BadRef {
         session: session.to_string(),
         path: layout.ref_path(session.as_str()),
         reason,
@@ -31,12 +54,10 @@ pub(crate) fn read(layout: &Layout, session: &SessionId) -> Result<Option<Object
     let bytes = match dir.read_file(session.as_str(), REF_MAX) {
         Ok(Some(b)) => b,
         Ok(None) => return Ok(None),
-        Err(Error::FileTooLarge { size, .. }) => {
-            return Err(bad(format!("{size} bytes, a ref holds 65")))
-        }
+        Err(Error::FileTooLarge { size, .. }) => return Err(bad(RefError::TooLarge { size })),
         Err(e) => return Err(e),
     };
-    parse(&bytes).map(Some).map_err(|r| bad(r.to_owned()))
+    parse(&bytes).map(Some).map_err(bad)
 }
 
 /// The new id of the last line of `session`'s ref log, if it has one that

@@ -80,13 +80,22 @@ pub(crate) fn write_sealed(
     Ok((stem, body.len() as u64))
 }
 
-/// The stored bytes of object `id` from wherever it is now.
+/// The stored bytes of object `id` from wherever it is now, verified: a
+/// repack must never give damaged bytes a fresh, valid record.
 pub(crate) fn stored_bytes(layout: &Layout, id: &ObjectId) -> Result<Vec<u8>> {
     let cap = crate::object::Cap::ANY;
     let max = cap.max + cap.max / 128 + 4096;
     match layout.odb().locate(layout, id)? {
         Some(odb::Found::Record { file, place, len }) => {
-            odb::read_found(&file, &place, len, id, max)
+            let mut record = odb::read_found(&file, &place, len, id, max)?;
+            if !crate::pack::check_matches(&record) {
+                return Err(crate::pack::damaged(
+                    &place,
+                    Some(id),
+                    "its check does not match (torn or damaged)",
+                ));
+            }
+            Ok(record.split_off(crate::pack::RECORD_HEADER as usize))
         }
         Some(odb::Found::Loose) => {
             let path = layout.loose_path(id);
@@ -99,7 +108,9 @@ pub(crate) fn stored_bytes(layout: &Layout, id: &ObjectId) -> Result<Vec<u8>> {
                     id: *id,
                     path: path.clone(),
                 })?;
-            crate::dir::read_bounded(file, max, &path)
+            let stored = crate::dir::read_bounded(file, max, &path)?;
+            crate::object::decode(id, &path, &stored, cap)?;
+            Ok(stored)
         }
         None => Err(Error::Missing {
             id: *id,

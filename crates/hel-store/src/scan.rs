@@ -12,7 +12,7 @@ use serde_json::value::RawValue;
 use crate::list::RawNode;
 use crate::object::{self, Cap, Kind};
 use crate::odb::{self, Found};
-use crate::{heads, Error, ObjectId, Result, Store};
+use crate::{heads, ObjectId, Result, Store};
 
 /// Every object id the store holds, each once: in journals, sealed packs
 /// and loose files.
@@ -66,23 +66,23 @@ impl Store {
                     if len > max + crate::pack::RECORD_HEADER {
                         continue; // larger than any list node: a blob
                     }
-                    let stored = odb::read_found(&file, &place, len, &id, max)?;
+                    let record = odb::read_found(&file, &place, len, &id, max)?;
+                    let stored = &record[crate::pack::RECORD_HEADER as usize..];
                     // Skip what is not a list node from its first bytes alone.
-                    if object::peek_kind(&stored) != Some(Kind::List) {
+                    if object::peek_kind(stored) != Some(Kind::List) {
                         continue;
                     }
-                    object::decode(&id, &place.display_path(), &stored, Cap::LIST)?.1
+                    object::decode(&id, &place.display_path(), stored, Cap::LIST)
+                        .map_err(|e| odb::explain_damage(e, &record, &place, &id))?
+                        .1
                 }
                 _ => match object::read(layout, &id, Cap::ANY)? {
                     (Kind::List, payload) => payload,
                     _ => continue,
                 },
             };
-            let raw = RawNode::parse(&payload).map_err(|r| Error::Corrupt {
-                id,
-                path: layout.object_path(&id),
-                reason: format!("malformed list node: {r}"),
-            })?;
+            let raw =
+                RawNode::parse(&payload).map_err(|e| crate::list::malformed(layout, &id, e))?;
             for (a, b) in raw.items {
                 let Ok(item) = serde_json::from_slice::<InlineItem>(&payload[a..b]) else {
                     continue;

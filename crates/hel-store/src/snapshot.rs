@@ -9,8 +9,9 @@ use crate::layout::Layout;
 use crate::object::{self, Cap, Kind};
 use crate::{Error, ObjectId, Result, SessionId};
 
-/// The snapshot schema this build writes and the newest it reads.
-pub const SCHEMA_VERSION: u64 = 1;
+/// The snapshot schema this build writes and the newest it reads. Schema 2
+/// adds what each record is and the workspace; schema 1 is still read.
+pub const SCHEMA_VERSION: u64 = 2;
 
 /// A snapshot object: one checkpoint. Everything a new process needs to
 /// continue a session is here or named from here (messages, request config,
@@ -41,7 +42,96 @@ pub struct Checkpoint {
     /// Spill path as the conversation names it → its blob.
     pub spill: BTreeMap<String, SpillEntry>,
     pub summary: Summary,
+    /// What this record is (schema 2; a schema-1 checkpoint is an answer).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub record: Option<Record>,
+    /// The project's files at this record (schema 2), when snapshotted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<Workspace>,
 }
+
+/// What a record of a session's history is (objects-spec §4, "record").
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum Record {
+    /// A completed answer: a checkpoint of the conversation.
+    Answer,
+    /// An instruction started: the workspace before the agent acted, so
+    /// that an instruction that never completes can still be undone. The
+    /// messages are the previous record's.
+    Start,
+    /// An instruction ended without an answer (interrupted, failed): the
+    /// workspace it left. The messages are the previous record's.
+    Interrupted,
+    /// The workspace just before a restore or undo wrote anything, so that
+    /// every restore can itself be undone.
+    BeforeRestore,
+    /// What a restore or undo wrote (the workspace after it).
+    Restored,
+    /// A fork's first record: the forked checkpoint, in a new session.
+    Fork,
+}
+
+impl Record {
+    /// The record of `cp`, a schema-1 checkpoint being an answer.
+    pub fn of(cp: &Checkpoint) -> Record {
+        cp.record.unwrap_or(Record::Answer)
+    }
+
+    /// The name objects-spec gives it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Record::Answer => "answer",
+            Record::Start => "start",
+            Record::Interrupted => "interrupted",
+            Record::BeforeRestore => "before-restore",
+            Record::Restored => "restored",
+            Record::Fork => "fork",
+        }
+    }
+}
+
+/// The workspace at a record.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct Workspace {
+    /// The project's root tree when this record was written (for an
+    /// answer, when it completed).
+    pub tree: ObjectId,
+    /// For an answer or an interrupted instruction: the root tree when its
+    /// instruction started. Otherwise null.
+    pub start: Option<ObjectId>,
+    /// Files `tree` lists as not tracked (over the size limit or budget):
+    /// the snapshot is partial when this is not zero.
+    pub not_tracked: u64,
+    /// For a `restored` record: what was restored.
+    pub restored: Option<Restored>,
+}
+
+/// What a restore or undo wrote.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct Restored {
+    /// The record whose files were put back.
+    pub from: ObjectId,
+    /// Its workspace at the instruction's start (`true`) or at the record
+    /// (`false`).
+    pub start: bool,
+    /// Whether this was an undo (a following undo steps further back).
+    pub undo: bool,
+    /// Paths written or removed.
+    pub count: u64,
+    /// Paths left alone because they changed since the session recorded
+    /// them.
+    pub conflicts: u64,
+    /// The first paths written or removed (at most [`RESTORED_PATHS_MAX`],
+    /// for display and for the note the model gets; not UTF-8 safe names
+    /// are shown lossily).
+    pub paths: Vec<String>,
+}
+
+/// The most paths a restored record lists.
+pub const RESTORED_PATHS_MAX: usize = 100;
 
 /// The root of a checkpoint's message list.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -65,7 +155,9 @@ pub struct SpillEntry {
 #[serde(deny_unknown_fields)]
 pub struct Summary {
     pub messages: u64,
-    /// Checkpoints in this one's first-parent history, itself included.
+    /// Answers in this record's first-parent history, itself included
+    /// (schema 1, where every checkpoint is an answer: checkpoints).
+    /// Workspace records and forks do not count.
     pub checkpoints: u64,
     /// First line of the last user instruction.
     pub instruction: String,
@@ -83,70 +175,150 @@ impl Checkpoint {
     /// this build reads, at most one parent, a spill map of blobs, and a
     /// summary that agrees with the message count.
     pub(crate) fn parse(payload: &[u8]) -> std::result::Result<Checkpoint, Invalid> {
-        let value: Value =
-            serde_json::from_slice(payload).map_err(|e| Invalid::Malformed(e.to_string()))?;
+        let value: Value = serde_json::from_slice(payload).map_err(Invalid::Json)?;
         let found = value
             .get("schema_version")
             .and_then(Value::as_u64)
-            .ok_or_else(|| Invalid::Malformed("no schema_version".into()))?;
+            .ok_or(Invalid::NoSchemaVersion)?;
         if found > SCHEMA_VERSION {
             return Err(Invalid::Newer(found));
         }
         if found == 0 {
-            return Err(Invalid::Malformed("schema_version 0".into()));
+            return Err(Invalid::SchemaZero);
         }
-        let cp: Checkpoint =
-            serde_json::from_value(value).map_err(|e| Invalid::Malformed(e.to_string()))?;
+        let cp: Checkpoint = serde_json::from_value(value).map_err(Invalid::Json)?;
         if cp.parents.len() > 1 {
-            return Err(Invalid::Malformed(format!(
-                "{} parents, a checkpoint has at most one",
-                cp.parents.len()
-            )));
+            return Err(Invalid::Parents(cp.parents.len()));
         }
         if cp.cwd.is_empty() {
-            return Err(Invalid::Malformed("empty cwd".into()));
+            return Err(Invalid::EmptyCwd);
         }
         if cp.summary.messages != cp.messages.count {
-            return Err(Invalid::Malformed(format!(
-                "summary says {} messages, the list {}",
-                cp.summary.messages, cp.messages.count
-            )));
+            return Err(Invalid::SummaryCount {
+                summary: cp.summary.messages,
+                list: cp.messages.count,
+            });
         }
         if (cp.messages.count == 0) != cp.messages.root.is_none() {
-            return Err(Invalid::Malformed(
-                "an empty list has no root, and only an empty one".into(),
-            ));
+            return Err(Invalid::Root);
         }
-        if cp.summary.checkpoints == 0 {
-            return Err(Invalid::Malformed("summary counts 0 checkpoints".into()));
+        if cp.summary.checkpoints == 0 && cp.schema_version < 2 {
+            return Err(Invalid::NoCheckpoints);
         }
         if cp.spill.keys().any(|k| k.is_empty()) {
-            return Err(Invalid::Malformed("a spill entry has an empty name".into()));
+            return Err(Invalid::EmptySpillName);
         }
+        check_record(&cp)?;
         Ok(cp)
     }
 }
 
-/// Why a snapshot payload is not valid.
+/// Why a checkpoint's `record` and `workspace` do not go together.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum RecordError {
+    #[error("a schema 1 checkpoint with schema 2 fields")]
+    SchemaOneWithTwo,
+    #[error("no record")]
+    NoRecord,
+    #[error("a workspace record without a workspace")]
+    NoWorkspace,
+    #[error("a start tree on a record that is not an instruction's end")]
+    StartNotAtEnd,
+    /// Too many, more than the count, or an empty or over-long path.
+    #[error("a malformed list of restored paths")]
+    BadRestoredPaths,
+    #[error("a restored record that says nothing restored")]
+    NothingRestored,
+    #[error("restored paths on a record that is not a restore")]
+    RestoredNotRestore,
+}
+
+/// What schema 2 requires of `record` and `workspace` together (schema 1
+/// has neither).
+fn check_record(cp: &Checkpoint) -> std::result::Result<(), RecordError> {
+    if cp.schema_version < 2 {
+        if cp.record.is_some() || cp.workspace.is_some() {
+            return Err(RecordError::SchemaOneWithTwo);
+        }
+        return Ok(());
+    }
+    let Some(record) = cp.record else {
+        return Err(RecordError::NoRecord);
+    };
+    let ws = cp.workspace.as_ref();
+    let needs_workspace = matches!(
+        record,
+        Record::Start | Record::BeforeRestore | Record::Restored
+    );
+    if needs_workspace && ws.is_none() {
+        return Err(RecordError::NoWorkspace);
+    }
+    if let Some(ws) = ws {
+        let may_start = matches!(record, Record::Answer | Record::Interrupted | Record::Fork);
+        if ws.start.is_some() && !may_start {
+            return Err(RecordError::StartNotAtEnd);
+        }
+        match (&ws.restored, record) {
+            (Some(r), Record::Restored) => {
+                if r.paths.len() > RESTORED_PATHS_MAX
+                    || r.paths.len() as u64 > r.count
+                    || r.paths.iter().any(|p| p.is_empty() || p.len() > 4096)
+                {
+                    return Err(RecordError::BadRestoredPaths);
+                }
+            }
+            (None, Record::Restored) => return Err(RecordError::NothingRestored),
+            (Some(_), _) => return Err(RecordError::RestoredNotRestore),
+            (None, _) => {}
+        }
+    }
+    Ok(())
+}
+
+/// Why a snapshot payload is not one this build reads: malformed (every
+/// variant but [`Invalid::Newer`]), or of a newer schema.
+#[derive(Debug, thiserror::Error)]
 pub(crate) enum Invalid {
-    Malformed(String),
+    /// Not JSON, or a key missing, unknown or of the wrong type (serde's
+    /// description).
+    #[error("{0}")]
+    Json(#[source] serde_json::Error),
+    #[error("no schema_version")]
+    NoSchemaVersion,
+    #[error("schema_version {0} is newer than this build")]
     Newer(u64),
+    #[error("schema_version 0")]
+    SchemaZero,
+    #[error("{0} parents, a checkpoint has at most one")]
+    Parents(usize),
+    #[error("empty cwd")]
+    EmptyCwd,
+    #[error("summary says {summary} messages, the list {list}")]
+    SummaryCount { summary: u64, list: u64 },
+    #[error("an empty list has no root, and only an empty one")]
+    Root,
+    #[error("summary counts 0 checkpoints")]
+    NoCheckpoints,
+    #[error("a spill entry has an empty name")]
+    EmptySpillName,
+    #[error("{0}")]
+    Record(#[from] RecordError),
 }
 
 /// Read and validate snapshot `id`.
 pub(crate) fn read(layout: &Layout, id: &ObjectId) -> Result<Checkpoint> {
     let payload = object::read_kind(layout, id, Kind::Snapshot, Cap::SNAPSHOT)?;
     Checkpoint::parse(&payload).map_err(|e| match e {
-        Invalid::Malformed(reason) => Error::Corrupt {
-            id: *id,
-            path: layout.object_path(id),
-            reason: format!("malformed snapshot: {reason}"),
-        },
         Invalid::Newer(found) => Error::NewerSchema {
             id: *id,
             path: layout.object_path(id),
             found,
             supported: SCHEMA_VERSION,
+        },
+        malformed => Error::Corrupt {
+            id: *id,
+            path: layout.object_path(id),
+            reason: format!("malformed snapshot: {malformed}"),
         },
     })
 }

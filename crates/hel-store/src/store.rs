@@ -13,11 +13,11 @@ use crate::dir::Dir;
 use crate::gc::GcReport;
 use crate::journal::{self, CommitPayload};
 use crate::layout::{Layout, SPILL, STORE_DIR};
-use crate::list::{Item, Leaf, Limits, Node, Reader, INLINE_MAX, NODE_INLINE_BUDGET};
+use crate::list::{Leaf, Limits, Reader};
 use crate::lock::{self, Exclusive, SessionLease, Shared};
 use crate::object::{self, Cap, Kind, Writer};
-use crate::snapshot::{self, Checkpoint, MessagesRef, SpillEntry, Summary, SCHEMA_VERSION};
-use crate::{canonical, heads, message, refs, time, Error, ObjectId, Result, SessionId};
+use crate::snapshot::{self, Checkpoint, Record, SpillEntry, Workspace, SCHEMA_VERSION};
+use crate::{heads, message, refs, time, Error, ObjectId, Result, SessionId};
 
 /// The session store of one project (its `.hel/` directory), held open:
 /// the project and its store are reached through descriptors taken when
@@ -72,19 +72,19 @@ impl std::fmt::Display for Warning {
 pub struct SessionState {
     /// The checkpoint the session's ref names (the next commit's parent).
     pub head: Option<ObjectId>,
-    checkpoints: u64,
+    pub(crate) checkpoints: u64,
     /// Where each message of the last committed list lives.
-    locs: Vec<Leaf>,
+    pub(crate) locs: Vec<Leaf>,
     /// The committed list's nodes: (node id, list length after it).
-    nodes: Vec<(ObjectId, usize)>,
+    pub(crate) nodes: Vec<(ObjectId, usize)>,
     /// Items each of those nodes adds, to check a claimed leaf cheaply.
-    node_len: HashMap<ObjectId, usize>,
-    spill: BTreeMap<String, SpillEntry>,
+    pub(crate) node_len: HashMap<ObjectId, usize>,
+    pub(crate) spill: BTreeMap<String, SpillEntry>,
     /// The sessions whose journals hold objects this session's history
     /// names (carried into every commit record).
-    deps: BTreeSet<SessionId>,
+    pub(crate) deps: BTreeSet<SessionId>,
     /// The head's commit record's sequence number (0: none yet here).
-    seq: u64,
+    pub(crate) seq: u64,
 }
 
 impl SessionState {
@@ -109,7 +109,7 @@ impl SessionState {
     }
 
     /// Is `leaf` a message of the last checkpoint?
-    fn holds(&self, leaf: &Leaf) -> bool {
+    pub(crate) fn holds(&self, leaf: &Leaf) -> bool {
         self.node_len
             .get(&leaf.node)
             .is_some_and(|len| (leaf.index as usize) < *len)
@@ -149,8 +149,14 @@ pub struct CommitInput<'a> {
     pub instruction: String,
     pub input_tokens: u64,
     pub output_tokens: u64,
-    /// Why the ref moves (recorded in the ref log).
+    /// Why the head moves (recorded in the commit record).
     pub why: String,
+    /// What this record is: an answer, or a workspace record (whose
+    /// messages are the last checkpoint's).
+    pub record: Record,
+    /// The project's files at this record, when snapshotted: trees written
+    /// through the same [`crate::Txn`].
+    pub workspace: Option<Workspace>,
 }
 
 /// The result of a commit: the checkpoint is published.
@@ -177,8 +183,9 @@ pub struct SessionInfo {
     pub checkpoints: u64,
     pub messages: u64,
     pub instruction: String,
-    /// Why the session's checkpoint could not be read, if it could not.
-    pub broken: Option<String>,
+    /// Why the session's head or checkpoint could not be read, if it
+    /// could not (shared, so that a listing stays cheap to clone).
+    pub broken: Option<Arc<Error>>,
 }
 
 impl Store {
@@ -233,7 +240,7 @@ impl Store {
     }
 
     /// The open store, created if absent.
-    fn layout_create(&self) -> Result<&Layout> {
+    pub(crate) fn layout_create(&self) -> Result<&Layout> {
         if let Some(l) = self.layout()? {
             l.init()?;
             return Ok(l);
@@ -272,6 +279,7 @@ impl Store {
             Some(head) => Ok((SessionLease::acquire(lock.layout, session, true)?, head.id)),
             None if lock::is_busy(layout, session)? => Err(Error::InUse {
                 session: session.to_string(),
+                holder: None,
             }),
             None => Err(no_such()),
         }
@@ -366,6 +374,25 @@ impl Store {
         })
     }
 
+    /// The state a writer of the lease's session needs to commit workspace
+    /// records after its head ([`crate::Txn::commit_record`]) without loading its
+    /// conversation. A message commit after it stores every message anew.
+    pub fn record_state(&self, lease: &SessionLease) -> Result<SessionState> {
+        let layout = self.layout_create()?;
+        let Some(head) = heads::read(layout, lease.session())? else {
+            return Ok(SessionState::default());
+        };
+        let cp = snapshot::read(layout, &head.id)?;
+        Ok(SessionState {
+            head: Some(head.id),
+            checkpoints: cp.summary.checkpoints,
+            spill: cp.spill,
+            deps: head.deps(),
+            seq: head.seq(),
+            ..SessionState::default()
+        })
+    }
+
     /// The path of `session`'s spill directory, as seen from the project
     /// (conversations name spill files under it).
     pub fn spill_dir_path(&self, session: &SessionId) -> PathBuf {
@@ -376,7 +403,7 @@ impl Store {
     }
 
     /// The spill directory of the lease's session, created if absent.
-    fn spill_dir(&self, lease: &SessionLease) -> Result<Dir> {
+    pub(crate) fn spill_dir(&self, lease: &SessionLease) -> Result<Dir> {
         let layout = self.layout_create()?;
         let sessions = layout.sessions_create()?;
         let dir = sessions
@@ -423,9 +450,28 @@ impl Store {
         object::read_kind(self.layout_or_missing(id)?, id, Kind::Blob, Cap::SPILL)
     }
 
+    /// The bytes of blob `id` used as `cap` says (a workspace file:
+    /// [`Cap::FILE`]), verified.
+    pub fn read_blob_as(&self, id: &ObjectId, cap: Cap) -> Result<Vec<u8>> {
+        object::read_kind(self.layout_or_missing(id)?, id, Kind::Blob, cap)
+    }
+
+    /// The directory `.hel/workspace/` (created when absent), opened
+    /// without following links, and its path. Workspace snapshots keep
+    /// their stat cache and a restore's temporary files there.
+    pub fn workspace_dir(&self) -> Result<(std::os::fd::OwnedFd, PathBuf)> {
+        let dir = self.layout_create()?.workspace_create()?;
+        Ok((dir.dup_fd()?, dir.path().to_owned()))
+    }
+
+    /// Read and validate tree `id` (a directory of a workspace snapshot).
+    pub fn read_tree(&self, id: &ObjectId) -> Result<crate::tree::Tree> {
+        crate::commit::read_tree(self.layout_or_missing(id)?, id)
+    }
+
     /// Warn once when the project's path leads elsewhere than the
     /// directory hel opened (moved or replaced).
-    fn check_project(&self, warnings: &mut Vec<Warning>) {
+    pub(crate) fn check_project(&self, warnings: &mut Vec<Warning>) {
         let path = self.project_path();
         let here = std::fs::metadata(path).ok().map(|m| {
             use std::os::unix::fs::MetadataExt;
@@ -440,212 +486,15 @@ impl Store {
         }
     }
 
-    /// Commit a checkpoint of the lease's session and move its ref. Writes
-    /// only what is new: one list node (new small messages inline, carried
-    /// ones as slices of the nodes that hold them), blobs of new large
-    /// messages and spill, and the snapshot; all are durable before the ref
-    /// moves.
-    ///
-    /// On error the previous checkpoint is untouched and `state` unchanged.
-    /// Once the ref has moved the checkpoint is published and `state`
-    /// follows it, whatever fails after (returned as warnings).
+    /// Commit a checkpoint of the lease's session and move its ref: a
+    /// [`Store::begin`] with nothing else written, then [`crate::Txn::commit`].
     pub fn commit(
         &self,
         lease: &SessionLease,
         state: &mut SessionState,
         input: CommitInput<'_>,
     ) -> Result<Committed> {
-        let messages = input.messages;
-        if input.leaves.len() != messages.len() {
-            return Err(Error::Internal(format!(
-                "{} leaves for {} messages",
-                input.leaves.len(),
-                messages.len()
-            )));
-        }
-        // The caller's promise, checked: every carried message names a
-        // message of the last checkpoint. Every new one is a valid message:
-        // nothing is saved that a load would refuse.
-        for (i, leaf) in input.leaves.iter().enumerate() {
-            match leaf {
-                Some(leaf) if !state.holds(leaf) => {
-                    return Err(Error::Internal(format!(
-                        "message {i} claims to be item {} of node {}, which the last checkpoint does not hold",
-                        leaf.index, leaf.node
-                    )));
-                }
-                Some(_) => {}
-                None => message::validate(&messages[i]).map_err(|why| {
-                    Error::Internal(format!("message {i} is not a valid message: {why}"))
-                })?,
-            }
-        }
-        if crate::failpoint::hit("commit") {
-            return Err(Error::Io {
-                path: self.root_path(),
-                source: crate::failpoint::error("commit"),
-            });
-        }
-        let mut warnings = Vec::new();
-        self.check_project(&mut warnings);
-        let layout = self.layout_create()?;
-        let lock = Shared::take(layout)?;
-        layout.odb().forget_removed();
-        let mut journal = lease.journal.lock().unwrap_or_else(|p| p.into_inner());
-        let journal = self.journal_writer(layout, lease, &mut journal)?;
-        // The lease makes this the only writer; still, never move a head
-        // that is not where this state says it is.
-        let current = heads::read(layout, lease.session())?.map(|h| h.id);
-        if current != state.head {
-            let show = |o: Option<ObjectId>| o.map_or("none".to_owned(), |i| i.to_hex());
-            return Err(Error::RefMoved {
-                session: lease.session().to_string(),
-                expected: show(state.head),
-                found: show(current),
-            });
-        }
-        let mut writer = Writer::new(&lock, lease.session(), &state.deps);
-        // The prefix still where the last checkpoint has it.
-        let keep = input
-            .leaves
-            .iter()
-            .zip(&state.locs)
-            .take_while(|(a, b)| a.as_ref() == Some(*b))
-            .count();
-        // Reuse every committed node that ends within that prefix. (The
-        // state is only read here and updated in place once the ref has
-        // moved: no per-commit copy of anything as long as the session.)
-        let reused = state.nodes.partition_point(|(_, end)| *end <= keep);
-        let base = state.nodes[..reused].last().copied();
-        let base_end = base.map_or(0, |(_, e)| e);
-        let mut items: Vec<Item> = Vec::new();
-        let mut inline_bytes = 0usize;
-        for (i, m) in messages.iter().enumerate().skip(base_end) {
-            if let Some(Leaf { node, index }) = input.leaves[i] {
-                let k = u64::from(index);
-                if let Some(Item::Slice { node: n, to, .. }) = items.last_mut() {
-                    if *n == node && *to == k {
-                        *to += 1;
-                        continue;
-                    }
-                }
-                items.push(Item::Slice {
-                    node,
-                    from: k,
-                    to: k + 1,
-                });
-                continue;
-            }
-            let bytes = canonical::to_vec(m);
-            if bytes.len() >= INLINE_MAX || inline_bytes + bytes.len() > NODE_INLINE_BUDGET {
-                items.push(Item::Blob(writer.put(Kind::Blob, &bytes)?));
-            } else {
-                inline_bytes += bytes.len();
-                items.push(Item::Inline(m.clone()));
-            }
-        }
-        let new_node = if items.is_empty() {
-            None
-        } else {
-            let node = Node {
-                count: messages.len() as u64,
-                items,
-                prev: base.map(|(id, _)| id),
-            };
-            Some(writer.put(Kind::List, &node.to_payload())?)
-        };
-        let root = new_node.or(base.map(|(id, _)| id));
-        let request_config = writer.put(Kind::Blob, &canonical::to_vec(&input.request_config))?;
-        let cursors = writer.put(Kind::Blob, &canonical::to_vec(&input.cursors))?;
-        let mut spill = state.spill.clone();
-        if !input.new_spill.is_empty() {
-            let dir = self.spill_dir(lease)?;
-            for (key, file) in &input.new_spill {
-                let bytes = dir
-                    .read_file(file, Cap::SPILL.max)?
-                    .ok_or_else(|| Error::Io {
-                        path: dir.child_path(file),
-                        source: std::io::Error::new(
-                            std::io::ErrorKind::NotFound,
-                            "spill working copy vanished",
-                        ),
-                    })?;
-                let blob = writer.put(Kind::Blob, &bytes)?;
-                spill.insert(
-                    key.clone(),
-                    SpillEntry {
-                        blob,
-                        size: bytes.len() as u64,
-                    },
-                );
-            }
-        }
-        let now = time::now_ms();
-        let cp = Checkpoint {
-            schema_version: SCHEMA_VERSION,
-            session_id: lease.session().clone(),
-            parents: state.head.into_iter().collect(),
-            created_at: time::rfc3339(now),
-            created_at_ms: now,
-            cwd: input.cwd,
-            request_config,
-            meter: input.meter,
-            cursors,
-            messages: MessagesRef {
-                root,
-                count: messages.len() as u64,
-            },
-            spill: spill.clone(),
-            summary: Summary {
-                messages: messages.len() as u64,
-                checkpoints: state.checkpoints + 1,
-                instruction: clip(&first_line(&input.instruction), 1000),
-                input_tokens: input.input_tokens,
-                output_tokens: input.output_tokens,
-            },
-        };
-        let id = writer.put(Kind::Snapshot, &cp.to_payload())?;
-        let (objects_written, bytes_written) = (writer.objects_written, writer.bytes_written);
-        let deps = writer.deps.clone();
-        let payload = CommitPayload {
-            deps: deps.clone(),
-            parent: state.head,
-            seq: state.seq + 1,
-            session: lease.session().clone(),
-            summary: cp.summary.clone(),
-            time_ms: now,
-            why: clip(&input.why, 200),
-        };
-        writer.commit(journal, id, payload)?;
-        // Published: the state follows the head.
-        self.retire_ref(layout, lease.session(), &mut warnings);
-        state.head = Some(id);
-        state.seq += 1;
-        state.deps = deps;
-        state.checkpoints = cp.summary.checkpoints;
-        for (node, _) in state.nodes.drain(reused..) {
-            state.node_len.remove(&node);
-        }
-        state.locs.truncate(base_end);
-        let mut new_leaves = Vec::new();
-        if let Some(node_id) = new_node {
-            state.nodes.push((node_id, messages.len()));
-            state.node_len.insert(node_id, messages.len() - base_end);
-            new_leaves.extend((0..messages.len() - base_end).map(|k| Leaf {
-                node: node_id,
-                index: k as u32,
-            }));
-            state.locs.extend_from_slice(&new_leaves);
-        }
-        state.spill = spill;
-        Ok(Committed {
-            id,
-            objects_written,
-            bytes_written,
-            leaves_from: base_end,
-            new_leaves,
-            warnings,
-        })
+        self.begin(lease, state)?.commit(input)
     }
 
     /// Fork checkpoint `at` into a new session: one new snapshot that names
@@ -674,11 +523,13 @@ impl Store {
             parents: vec![*at],
             created_at: time::rfc3339(now),
             created_at_ms: now,
-            summary: Summary {
-                checkpoints: base.summary.checkpoints + 1,
-                ..base.summary.clone()
-            },
+            summary: base.summary.clone(),
             schema_version: SCHEMA_VERSION,
+            record: Some(Record::Fork),
+            workspace: base.workspace.clone().map(|w| Workspace {
+                restored: None,
+                ..w
+            }),
             ..base
         };
         let id = {
@@ -704,7 +555,7 @@ impl Store {
 
     /// The lease's journal writer, opened (and made known to the object
     /// database) at the session's first commit in this process.
-    fn journal_writer<'j>(
+    pub(crate) fn journal_writer<'j>(
         &self,
         layout: &Layout,
         lease: &SessionLease,
@@ -722,7 +573,12 @@ impl Store {
     /// A session written by a format-1 hel kept its head in a ref file;
     /// once its journal holds the head, the file goes (a failure to remove
     /// it is only a warning: the journal's head wins).
-    fn retire_ref(&self, layout: &Layout, session: &SessionId, warnings: &mut Vec<Warning>) {
+    pub(crate) fn retire_ref(
+        &self,
+        layout: &Layout,
+        session: &SessionId,
+        warnings: &mut Vec<Warning>,
+    ) {
         let Ok(Some(refs)) = layout.refs() else {
             return;
         };
@@ -927,13 +783,13 @@ impl SessionInfo {
             checkpoints: 0,
             messages: 0,
             instruction: String::new(),
-            broken: Some(e.to_string()),
+            broken: Some(Arc::new(e)),
         }
     }
 }
 
 /// At most `max` characters of `text`.
-fn clip(text: &str, max: usize) -> String {
+pub(crate) fn clip(text: &str, max: usize) -> String {
     text.chars().take(max).collect()
 }
 

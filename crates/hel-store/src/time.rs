@@ -1,7 +1,7 @@
 //! Wall-clock times as the store records them: milliseconds since the Unix
 //! epoch, shown as RFC 3339 in UTC.
 
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Milliseconds since the Unix epoch, now.
 pub fn now_ms() -> u64 {
@@ -11,34 +11,15 @@ pub fn now_ms() -> u64 {
         .unwrap_or(0)
 }
 
-/// `ms` as RFC 3339 in UTC with millisecond precision, such as
-/// `2026-11-30T01:36:32.123Z`.
-pub fn rfc3339(ms: u64) -> String {
-    let secs = ms / 1000;
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
-    let (y, m, d) = civil_from_days(days);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
-        rem / 3600,
-        rem / 60 % 60,
-        rem % 60,
-        ms % 1000
-    )
-}
+/// The last millisecond RFC 3339 can write (its years have four digits).
+const LAST_MS: u64 = 253_402_300_800_000 - 1;
 
-// Howard Hinnant's days-to-civil algorithm.
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (if m <= 2 { y + 1 } else { y }, m, d)
+/// `ms` as RFC 3339 in UTC with millisecond precision, such as
+/// `2026-11-30T01:36:32.123Z`. Instants after the year 9999, which only a
+/// hostile store records, show as its last millisecond.
+pub fn rfc3339(ms: u64) -> String {
+    let t = UNIX_EPOCH + Duration::from_millis(ms.min(LAST_MS));
+    humantime::format_rfc3339_millis(t).to_string()
 }
 
 #[cfg(test)]
@@ -51,5 +32,7 @@ mod tests {
             super::rfc3339(1_796_002_592_000),
             "2026-11-30T01:36:32.000Z"
         );
+        assert_eq!(super::rfc3339(u64::MAX), "9999-12-31T23:59:59.999Z");
+        assert_eq!(super::rfc3339(super::LAST_MS), "9999-12-31T23:59:59.999Z");
     }
 }

@@ -87,6 +87,8 @@ fn input<'a>(messages: &'a [Value], leaves: &'a [Option<Leaf>]) -> CommitInput<'
         input_tokens: 0,
         output_tokens: 0,
         why: "test".into(),
+        record: hel_store::Record::Answer,
+        workspace: None,
     }
 }
 
@@ -448,7 +450,9 @@ fn leases_exclude_and_release_on_drop() {
     let sid = lease.session().clone();
     let mut state = SessionState::default();
     commit_new(&store, &lease, &mut state, &conversation("l", 4));
-    assert!(matches!(store.resume(&sid), Err(Error::InUse { session }) if session == sid.as_str()));
+    assert!(
+        matches!(store.resume(&sid), Err(Error::InUse { session, holder: Some(h) }) if session == sid.as_str() && h.starts_with(&format!("pid {} since ", std::process::id())))
+    );
     assert!(matches!(store.delete(&sid, true), Err(Error::InUse { .. })));
     let other = store.new_session().unwrap();
     commit_new(

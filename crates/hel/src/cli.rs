@@ -1,5 +1,8 @@
-//! Command-line flags (clap). Run flags are global: they are accepted before
-//! or after a subcommand such as `resume <SESSION>`.
+//! Command-line flags (clap). Run flags belong to the commands that run the
+//! model: `hel` itself and `hel resume`; given before `resume` they still
+//! apply to it (`hel --access auto resume S -p …`). Settings not given as a
+//! flag or in the environment come from the user's config file
+//! ([`crate::config`]), then from the defaults.
 
 use std::path::PathBuf;
 
@@ -17,6 +20,9 @@ continues the conversation in a new process.\n\nWith -p, runs the given instruct
 without, reads one instruction per line from stdin (until EOF or /exit)."
 )]
 pub struct Cli {
+    /// Continue SESSION (same as `hel resume SESSION`).
+    #[arg(long, value_name = "SESSION")]
+    pub resume: Option<String>,
     #[command(flatten)]
     pub run: RunArgs,
     #[command(subcommand)]
@@ -26,83 +32,179 @@ pub struct Cli {
 #[derive(Args, Debug, Clone)]
 pub struct RunArgs {
     /// An instruction to run (repeatable; run in order in one conversation).
-    #[arg(short = 'p', long = "instruction", value_name = "TEXT", global = true)]
+    #[arg(short = 'p', long = "instruction", value_name = "TEXT")]
     pub instructions: Vec<String>,
-    /// Continue SESSION (same as `hel resume SESSION`).
-    #[arg(long, value_name = "SESSION", global = true)]
-    pub resume: Option<String>,
     /// Model name (deepseek: default deepseek-v4-flash; alias deepseek-flash).
-    #[arg(long, global = true, env = "HEL_MODEL")]
+    #[arg(long, env = "HEL_MODEL")]
     pub model: Option<String>,
     /// Base URL of an OpenAI-compatible server (…/chat/completions is appended).
-    #[arg(long, value_name = "URL", global = true, env = "HEL_BASE_URL")]
+    #[arg(long, value_name = "URL", env = "HEL_BASE_URL")]
     pub base_url: Option<String>,
     /// Provider preset: deepseek (default) or openai.
-    #[arg(long, value_enum, global = true)]
+    #[arg(long, value_enum)]
     pub provider: Option<ProviderName>,
     /// Output limit per model request, in tokens.
-    #[arg(long, value_name = "N", default_value_t = 8192, global = true)]
+    #[arg(long, value_name = "N", default_value_t = 8192)]
     pub max_output_tokens: u64,
     /// Seconds each model request may take.
-    #[arg(long, value_name = "SECS", default_value_t = 120, global = true)]
+    #[arg(long, value_name = "SECS", default_value_t = 120)]
     pub request_timeout: u64,
     /// Model calls allowed per instruction.
-    #[arg(long, value_name = "N", default_value_t = 50, global = true)]
+    #[arg(long, value_name = "N", default_value_t = 50)]
     pub max_turns: u32,
     /// Write record.json and raw/requests.jsonl of this run to DIR.
-    #[arg(long, value_name = "DIR", global = true)]
+    #[arg(long, value_name = "DIR")]
     pub record: Option<PathBuf>,
     /// Tool access: read-only, confirm (ask on the terminal before writes and commands), auto.
-    #[arg(long, value_enum, default_value_t = Access::Confirm, global = true)]
+    #[arg(long, value_enum, default_value_t = Access::Confirm)]
     pub access: Access,
     /// Toolset: comma-separated tool names, or `none`.
-    #[arg(long, value_name = "LIST", global = true)]
+    #[arg(long, value_name = "LIST")]
     pub tools: Option<String>,
     /// Seconds a bash command may run before its process group is killed.
-    #[arg(long, value_name = "SECS", default_value_t = 120, global = true)]
+    #[arg(long, value_name = "SECS", default_value_t = 120)]
     pub bash_timeout: u64,
     /// A directory bash commands may also write to (repeatable).
-    #[arg(long, value_name = "DIR", global = true)]
+    #[arg(long, value_name = "DIR")]
     pub allow_write: Vec<PathBuf>,
     /// Run bash commands without the sandbox (warns once).
-    #[arg(long, global = true)]
+    #[arg(long)]
     pub no_sandbox: bool,
     /// Project instructions file read into the system message.
-    #[arg(long, value_name = "NAME", default_value = "HEL.md", global = true)]
+    #[arg(long, value_name = "NAME", default_value = "HEL.md")]
     pub context_file: String,
     /// Do not read a project instructions file.
-    #[arg(long, global = true)]
+    #[arg(long)]
     pub no_context_file: bool,
     /// Compact when the estimated request exceeds N tokens (with --keep-recent).
-    #[arg(long, value_name = "N", global = true, requires = "keep_recent")]
+    #[arg(long, value_name = "N", requires = "keep_recent")]
     pub compact_at: Option<u64>,
     /// Tokens of recent conversation kept verbatim by compaction (with --compact-at).
-    #[arg(long, value_name = "M", global = true, requires = "compact_at")]
+    #[arg(long, value_name = "M", requires = "compact_at")]
     pub keep_recent: Option<u64>,
     /// Never compact.
-    #[arg(long, global = true, conflicts_with_all = ["compact_at", "keep_recent"])]
+    #[arg(long, conflicts_with_all = ["compact_at", "keep_recent"])]
     pub no_compaction: bool,
     /// The model's context window in tokens (default 1,000,000 for deepseek, 128,000 otherwise).
-    #[arg(long, value_name = "W", global = true)]
+    #[arg(long, value_name = "W")]
     pub context_window: Option<u64>,
+    /// Do not snapshot the project's files (undo and restore then have nothing to go back to).
+    #[arg(long)]
+    pub no_workspace: bool,
+    /// New files larger than this are not snapshotted (listed as not tracked): bytes, or with K/M/G.
+    #[arg(long, value_name = "SIZE", default_value = "1M", value_parser = parse_size)]
+    pub workspace_max_file: u64,
+    /// New file content one snapshot may store; past it, new files are not tracked.
+    #[arg(long, value_name = "SIZE", default_value = "64M", value_parser = parse_size)]
+    pub workspace_budget: u64,
+    /// Ask for the whole answer at once instead of a stream (servers without streaming).
+    #[arg(long)]
+    pub no_stream: bool,
 }
 
-#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+/// A size in bytes: a number, optionally followed by K, M or G (powers of
+/// 1024). At most 64M for one file (what a stored object may hold).
+fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let (digits, unit) = match t.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
+        Some((k, _)) => (&t[..k], &t[k..]),
+        None => (t, ""),
+    };
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("{s:?} is not a size (try 1M, 500K or 1048576)"))?;
+    let shift = match unit.to_ascii_uppercase().as_str() {
+        "" | "B" => 0,
+        "K" | "KB" | "KIB" => 10,
+        "M" | "MB" | "MIB" => 20,
+        "G" | "GB" | "GIB" => 30,
+        _ => return Err(format!("{s:?}: unknown unit {unit:?} (use K, M or G)")),
+    };
+    n.checked_mul(1 << shift)
+        .ok_or_else(|| format!("{s:?} is too large"))
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum ProviderName {
     Deepseek,
     Openai,
 }
 
-#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+impl From<ProviderName> for hel_agent::config::Provider {
+    fn from(p: ProviderName) -> Self {
+        match p {
+            ProviderName::Deepseek => Self::Deepseek,
+            ProviderName::Openai => Self::Openai,
+        }
+    }
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum Access {
     ReadOnly,
     Confirm,
     Auto,
 }
 
+impl From<Access> for hel_agent::tools::Access {
+    fn from(a: Access) -> Self {
+        match a {
+            Access::ReadOnly => Self::ReadOnly,
+            Access::Confirm => Self::Confirm,
+            Access::Auto => Self::Auto,
+        }
+    }
+}
+
+impl RunArgs {
+    /// The limits of workspace snapshots (undo and restore snapshot the
+    /// project before writing).
+    pub fn workspace_options(&self) -> hel_workspace::Options {
+        hel_workspace::Options {
+            max_file: self.workspace_max_file.min(hel_store::Cap::FILE.max),
+            budget: self.workspace_budget,
+        }
+    }
+
+    /// The run's options, as the agent library takes them.
+    pub fn options(&self) -> hel_agent::run::Options {
+        use hel_agent::run::Compaction;
+        hel_agent::run::Options {
+            provider: hel_agent::config::ProviderChoice {
+                provider: self.provider.map(Into::into),
+                base_url: self.base_url.clone(),
+                model: self.model.clone(),
+                max_output_tokens: self.max_output_tokens,
+            },
+            request_timeout: self.request_timeout,
+            max_turns: self.max_turns,
+            record: self.record.clone(),
+            access: self.access.into(),
+            tools: self.tools.clone(),
+            bash_timeout: self.bash_timeout,
+            allow_write: self.allow_write.clone(),
+            sandbox: !self.no_sandbox,
+            context_file: (!self.no_context_file).then(|| self.context_file.clone()),
+            compaction: match (self.no_compaction, self.compact_at, self.keep_recent) {
+                (true, _, _) => Compaction::Off,
+                (false, Some(at), Some(keep_recent)) => Compaction::At { at, keep_recent },
+                _ => Compaction::Default,
+            },
+            context_window: self.context_window,
+            workspace: (!self.no_workspace).then_some(self.workspace_options()),
+            stream: !self.no_stream,
+        }
+    }
+}
+
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Continue a session in this process (or fork it with --at).
+    #[command(
+        after_help = "Examples:\n  hel resume 4da5 -p \"and the tests?\"\n  hel resume 4da5 --at 3f2a91c0 --restore-files"
+    )]
     Resume {
         /// Session id or a unique prefix of at least 4 hex digits.
         #[arg(required_unless_present = "last", conflicts_with = "last")]
@@ -113,8 +215,79 @@ pub enum Command {
         /// Fork: start a new session from this checkpoint of SESSION.
         #[arg(long, value_name = "CHECKPOINT")]
         at: Option<String>,
+        /// With --at: also make the project's files as they were at that checkpoint.
+        #[arg(long, requires = "at")]
+        restore_files: bool,
+        /// With --restore-files: write even files changed since the session recorded them.
+        #[arg(long, requires = "restore_files")]
+        force: bool,
+        #[command(flatten)]
+        run: RunArgs,
+    },
+    /// Put the project's files back as they were when the session's last instruction started.
+    #[command(
+        long_about = "Put the project's files back as they were when the session's last \
+instruction started (completed or not), and nothing else: only files that instruction changed, \
+and only where they are still what it left. A second `hel undo` steps one instruction further \
+back. Every undo is recorded first (`hel restore SESSION --at <before-restore checkpoint>` \
+undoes it)."
+    )]
+    #[command(after_help = "Examples:\n  hel undo\n  hel undo 4da5 --force")]
+    Undo {
+        /// Session id or prefix (default: the most recently updated idle session).
+        session: Option<String>,
+        /// Write even files changed since the session recorded them.
+        #[arg(long)]
+        force: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Make the project's files as they were at a checkpoint (all tracked paths, or the given ones).
+    #[command(
+        after_help = "Examples:\n  hel restore 4da5 --at 3f2a91c0\n  hel restore 4da5 --at 3f2a91c0 --before src/main.rs"
+    )]
+    Restore {
+        session: String,
+        /// The checkpoint (default: the session's latest).
+        #[arg(long, value_name = "CHECKPOINT")]
+        at: Option<String>,
+        /// As they were when that checkpoint's instruction started.
+        #[arg(long)]
+        before: bool,
+        /// Write even files changed since the session recorded them.
+        #[arg(long)]
+        force: bool,
+        #[arg(long)]
+        json: bool,
+        /// Only these paths (and what is under them), relative to the project.
+        paths: Vec<PathBuf>,
+    },
+    /// Which files changed, with a unified diff of text files.
+    #[command(
+        after_help = "Examples:\n  hel diff 4da5\n  hel diff 4da5 --at 3f2a91c0 --worktree --stat"
+    )]
+    Diff {
+        session: String,
+        /// The checkpoint (default: the session's latest); without --against or --worktree,
+        /// what its instruction changed.
+        #[arg(long, value_name = "CHECKPOINT")]
+        at: Option<String>,
+        /// Compare with this checkpoint instead.
+        #[arg(long, value_name = "CHECKPOINT", conflicts_with = "worktree")]
+        against: Option<String>,
+        /// Compare with the files on disk now.
+        #[arg(long)]
+        worktree: bool,
+        /// Only a line per file with lines added and removed.
+        #[arg(long)]
+        stat: bool,
+        #[arg(long, conflicts_with = "stat")]
+        json: bool,
     },
     /// List, inspect and delete sessions (default: list).
+    #[command(
+        after_help = "Examples:\n  hel sessions\n  hel sessions log 4da5\n  hel sessions show 4da5 --at 3f2a91c0"
+    )]
     Sessions {
         #[command(subcommand)]
         command: Option<SessionsCommand>,
@@ -123,29 +296,48 @@ pub enum Command {
         json: bool,
     },
     /// Reclaim storage that no session reaches.
+    #[command(after_help = "Examples:\n  hel gc --dry-run\n  hel gc --repack")]
     Gc {
         /// Only report what would be reclaimed.
         #[arg(long)]
         dry_run: bool,
+        /// Also move loose objects and small packs into one pack.
+        #[arg(long, conflicts_with = "dry_run")]
+        repack: bool,
     },
     /// Check the session store.
+    #[command(after_help = "Example:\n  hel fsck")]
     Fsck,
+    /// The settings a run would use, and where each comes from (flag, environment, config file, default).
+    #[command(
+        after_help = "Example:\n  hel config\n\nThe config file is $XDG_CONFIG_HOME/hel/config.toml (default ~/.config/hel/config.toml); see the README."
+    )]
+    Config {
+        #[command(flatten)]
+        run: RunArgs,
+    },
 }
 
 #[derive(Subcommand, Debug)]
 pub enum SessionsCommand {
     /// One row per session, most recently updated first.
+    #[command(after_help = "Example:\n  hel sessions list --json")]
     List {
         #[arg(long)]
         json: bool,
     },
     /// A session's checkpoints, newest first.
+    #[command(after_help = "Example:\n  hel sessions log 4da5 --all")]
     Log {
         session: String,
+        /// Also the start record of every instruction that ended.
+        #[arg(long)]
+        all: bool,
         #[arg(long)]
         json: bool,
     },
     /// The conversation and request config of a checkpoint.
+    #[command(after_help = "Example:\n  hel sessions show 4da5 --at 3f2a91c0 --json")]
     Show {
         session: String,
         #[arg(long, value_name = "CHECKPOINT")]
@@ -154,5 +346,6 @@ pub enum SessionsCommand {
         json: bool,
     },
     /// Delete a session and reclaim its storage.
+    #[command(after_help = "Example:\n  hel sessions delete 4da5")]
     Delete { session: String },
 }

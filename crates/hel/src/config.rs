@@ -1,140 +1,313 @@
-//! Provider resolution and the request config: what a run sends and to whom.
+//! The user's settings: flags, then the environment, then the config file
+//! `$XDG_CONFIG_HOME/hel/config.toml` (default `~/.config/hel/config.toml`),
+//! then the defaults.
+//!
+//! Nothing is ever read from the project directory: a cloned repository
+//! must not be able to switch on `--access auto` or point hel at another
+//! server. API keys are never read from the file (a key in it is refused,
+//! so it is not left lying there believed to work).
 
-use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
 
-use crate::cli::{ProviderName, RunArgs};
+use clap::parser::ValueSource;
+use clap::ArgMatches;
+use serde::Deserialize;
 
-/// A configuration problem: reported before anything starts, exit 2.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct ConfigError(pub String);
+use crate::cli::{Access, ProviderName, RunArgs};
+use crate::exit::Exit;
 
-/// Everything that shapes a model request except the messages. Stored in
-/// every checkpoint (the key is not part of it).
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
-pub struct RequestConfig {
-    /// `deepseek`, `openai` or `compatible`.
-    pub provider: String,
-    pub base_url: String,
-    pub model: String,
-    /// Extra body parameters (none yet; part of the Meter's input signature).
-    pub params: Value,
-    pub max_output_tokens: u64,
-    /// The body field carrying the output limit.
-    pub output_limit_field: String,
-    /// The toolset's definitions as sent.
-    pub tools: Vec<Value>,
-    /// The compaction policy in force.
-    pub compaction: Value,
+/// The largest config file read.
+const MAX_BYTES: u64 = 64 * 1024;
+
+/// The config file's keys (all optional).
+#[derive(Deserialize, Debug, Default, Clone)]
+#[serde(deny_unknown_fields, rename_all = "snake_case")]
+pub struct File {
+    provider: Option<ProviderName>,
+    model: Option<String>,
+    base_url: Option<String>,
+    access: Option<Access>,
+    context_window: Option<u64>,
+    max_output_tokens: Option<u64>,
+    /// `false` turns compaction off.
+    compaction: Option<bool>,
+    compact_at: Option<u64>,
+    keep_recent: Option<u64>,
+    stream: Option<bool>,
 }
 
-/// The resolved endpoint: config plus the key, which is never stored.
-#[derive(Debug, Clone)]
-pub struct Endpoint {
-    pub config: RequestConfig,
-    pub api_key: Option<String>,
+/// `$XDG_CONFIG_HOME` (when absolute, as the XDG spec requires) or
+/// `$HOME/.config`.
+pub fn config_home() -> Option<PathBuf> {
+    xdg("XDG_CONFIG_HOME", ".config")
 }
 
-fn env(name: &str) -> Option<String> {
-    std::env::var(name).ok().filter(|v| !v.is_empty())
-}
-
-/// Resolve the provider from flags and environment (see README, "Providers").
-pub fn resolve(args: &RunArgs) -> Result<Endpoint, ConfigError> {
-    let (provider, base, key_var, default_model, field) = match args.provider {
-        Some(ProviderName::Deepseek) => (
-            "deepseek",
-            "https://api.deepseek.com",
-            Some("DEEPSEEK_API_KEY"),
-            Some("deepseek-v4-flash"),
-            "max_tokens",
-        ),
-        Some(ProviderName::Openai) => (
-            "openai",
-            "https://api.openai.com/v1",
-            Some("OPENAI_API_KEY"),
-            None,
-            "max_completion_tokens",
-        ),
-        None if args.base_url.is_some() => ("compatible", "", None, None, "max_tokens"),
-        None => (
-            "deepseek",
-            "https://api.deepseek.com",
-            Some("DEEPSEEK_API_KEY"),
-            Some("deepseek-v4-flash"),
-            "max_tokens",
-        ),
-    };
-    let base_url = args.base_url.clone().unwrap_or_else(|| base.to_owned());
-    let base_url = base_url.trim_end_matches('/').to_owned();
-    if !(base_url.starts_with("http://") || base_url.starts_with("https://")) {
-        return Err(ConfigError(format!(
-            "base URL {base_url:?} is not an http(s) URL: pass --base-url http://host:port"
-        )));
+fn xdg(var: &str, fallback: &str) -> Option<PathBuf> {
+    match std::env::var_os(var).map(PathBuf::from) {
+        Some(p) if p.is_absolute() => Some(p),
+        _ => std::env::var_os("HOME")
+            .map(PathBuf::from)
+            .filter(|h| h.is_absolute())
+            .map(|h| h.join(fallback)),
     }
-    let model = match (&args.model, default_model) {
-        (Some(m), _) if provider == "deepseek" && m == "deepseek-flash" => {
-            "deepseek-v4-flash".to_owned()
-        }
-        (Some(m), _) => m.clone(),
-        (None, Some(d)) => d.to_owned(),
-        (None, None) => {
-            return Err(ConfigError(format!(
-                "no model for the {provider} provider: pass --model NAME or set HEL_MODEL"
-            )))
-        }
-    };
-    let api_key = match key_var {
-        Some(var) => Some(env(var).ok_or_else(|| {
-            ConfigError(format!(
-                "{var} is not set: export your {provider} API key as {var} (or use --base-url for another server)"
-            ))
-        })?),
-        None => env("HEL_API_KEY"),
-    };
-    Ok(Endpoint {
-        config: RequestConfig {
-            provider: provider.to_owned(),
-            base_url,
-            model,
-            params: json!({}),
-            max_output_tokens: args.max_output_tokens,
-            output_limit_field: field.to_owned(),
-            tools: Vec::new(),
-            compaction: Value::Null,
-        },
-        api_key,
-    })
 }
 
-impl RequestConfig {
-    /// The one place a request body is built.
-    pub fn body(&self, messages: &[Value], tools: bool) -> Value {
-        let mut body = json!({
-            "model": self.model,
-            "messages": messages,
-        });
-        if let Value::Object(params) = &self.params {
-            for (k, v) in params {
-                body[k] = v.clone();
+/// Where the config file is.
+pub fn path() -> Option<PathBuf> {
+    config_home().map(|d| d.join("hel").join("config.toml"))
+}
+
+/// Read the config file, if there is one. A file that cannot be read or
+/// parsed is a usage error naming it.
+pub fn load() -> Result<Option<(PathBuf, File)>, Exit> {
+    let Some(path) = path() else { return Ok(None) };
+    let bytes = match read_bounded(&path) {
+        Ok(Some(b)) => b,
+        Ok(None) => return Ok(None),
+        Err(e) => return Err(Exit::usage(format!("cannot read {}: {e}", path.display()))),
+    };
+    let text = String::from_utf8(bytes)
+        .map_err(|_| Exit::usage(format!("{} is not UTF-8 text", path.display())))?;
+    let value: toml::Table = toml::from_str(&text)
+        .map_err(|e| Exit::usage(format!("{}: {}", path.display(), e.message().trim())))?;
+    for key in value.keys() {
+        if key.contains("key") || key.contains("token") && !key.contains("tokens") {
+            return Err(Exit::usage(format!(
+                "{}: `{key}`: API keys are never read from the config file; export DEEPSEEK_API_KEY, OPENAI_API_KEY or HEL_API_KEY instead",
+                path.display()
+            )));
+        }
+    }
+    let file: File = File::deserialize(value).map_err(|e| {
+        Exit::usage(format!(
+            "{}: {} (keys: provider, model, base_url, access, context_window, max_output_tokens, compaction, compact_at, keep_recent, stream)",
+            path.display(),
+            e.message().trim()
+        ))
+    })?;
+    Ok(Some((path, file)))
+}
+
+/// The file at `path`, at most [`MAX_BYTES`], never a FIFO or device;
+/// `None` when there is none.
+fn read_bounded(path: &Path) -> std::io::Result<Option<Vec<u8>>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+    {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    let mut out = Vec::new();
+    file.take(MAX_BYTES + 1).read_to_end(&mut out)?;
+    if out.len() as u64 > MAX_BYTES {
+        return Err(std::io::Error::other("over 64 KiB"));
+    }
+    Ok(Some(out))
+}
+
+/// Where a setting came from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Source {
+    Flag,
+    Env,
+    File(PathBuf),
+    Default,
+}
+
+impl std::fmt::Display for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Source::Flag => f.write_str("flag"),
+            Source::Env => f.write_str("environment"),
+            Source::File(p) => write!(f, "{}", p.display()),
+            Source::Default => f.write_str("default"),
+        }
+    }
+}
+
+/// Where `id` was given in `matches`, if it was.
+fn given(matches: Option<&ArgMatches>, id: &str) -> Option<Source> {
+    match matches?.value_source(id)? {
+        ValueSource::CommandLine => Some(Source::Flag),
+        ValueSource::EnvVariable => Some(Source::Env),
+        _ => None,
+    }
+}
+
+/// The run flags in force, and where each setting came from.
+pub struct Settings {
+    pub run: RunArgs,
+    pub sources: Vec<(&'static str, Source)>,
+}
+
+/// Merge the run flags given before a subcommand (`top`), after it
+/// (`sub`), the config file and the defaults: for each setting, the first
+/// that has it.
+pub fn settings(
+    top: &RunArgs,
+    top_m: &ArgMatches,
+    sub: Option<(&RunArgs, &ArgMatches)>,
+) -> Result<Settings, Exit> {
+    let file = load()?;
+    let mut run = sub.map_or_else(|| top.clone(), |(r, _)| r.clone());
+    let sub_m = sub.map(|(_, m)| m);
+    let mut sources = Vec::new();
+    // Every run flag: after the subcommand wins, then before it.
+    macro_rules! merge {
+        ($($field:ident),* $(,)?) => {$(
+            let id = stringify!($field);
+            let from = given(sub_m, id).or_else(|| {
+                given(Some(top_m), id).inspect(|_| run.$field = top.$field.clone())
+            });
+            if let Some(src) = from {
+                sources.push((id, src));
             }
-        }
-        body[&self.output_limit_field] = json!(self.max_output_tokens);
-        if tools && !self.tools.is_empty() {
-            body["tools"] = Value::Array(self.tools.clone());
-        }
-        body
+        )*};
     }
+    merge!(
+        instructions,
+        model,
+        base_url,
+        provider,
+        max_output_tokens,
+        request_timeout,
+        max_turns,
+        record,
+        access,
+        tools,
+        bash_timeout,
+        allow_write,
+        no_sandbox,
+        context_file,
+        no_context_file,
+        compact_at,
+        keep_recent,
+        no_compaction,
+        context_window,
+        no_workspace,
+        workspace_max_file,
+        workspace_budget,
+        no_stream,
+    );
+    let set = |id: &str, sources: &[(&'static str, Source)]| sources.iter().any(|(k, _)| *k == id);
+    // The config file fills what no flag or variable set.
+    if let Some((path, f)) = file {
+        let src = Source::File(path);
+        macro_rules! fill {
+            ($field:ident, $value:expr, $id:literal) => {
+                if let Some(v) = $value {
+                    if !set($id, &sources) {
+                        run.$field = v;
+                        sources.push(($id, src.clone()));
+                    }
+                }
+            };
+        }
+        fill!(provider, f.provider.map(Some), "provider");
+        fill!(model, f.model.map(Some), "model");
+        fill!(base_url, f.base_url.map(Some), "base_url");
+        fill!(access, f.access, "access");
+        fill!(context_window, f.context_window.map(Some), "context_window");
+        fill!(max_output_tokens, f.max_output_tokens, "max_output_tokens");
+        if !set("compact_at", &sources)
+            && !set("keep_recent", &sources)
+            && !set("no_compaction", &sources)
+        {
+            fill!(compact_at, f.compact_at.map(Some), "compact_at");
+            fill!(keep_recent, f.keep_recent.map(Some), "keep_recent");
+            fill!(no_compaction, f.compaction.map(|on| !on), "no_compaction");
+        }
+        fill!(no_stream, f.stream.map(|on| !on), "no_stream");
+    }
+    if run.compact_at.is_some() != run.keep_recent.is_some() {
+        return Err(Exit::usage(
+            "compact_at and keep_recent go together (flags or config file)",
+        ));
+    }
+    Ok(Settings { run, sources })
+}
 
-    /// The Meter's input signature: provider, model, params and tools, but
-    /// not the output limit (which does not change what the prompt costs).
-    pub fn signature(&self) -> Value {
-        json!({
-            "provider": self.provider,
-            "model": self.model,
-            "params": self.params,
-            "tools": self.tools,
-        })
+/// `hel config`: the effective settings and where each came from.
+pub fn print(settings: &Settings) {
+    let src = |id: &str| {
+        settings
+            .sources
+            .iter()
+            .find(|(k, _)| *k == id)
+            .map_or(Source::Default, |(_, s)| s.clone())
+    };
+    let r = &settings.run;
+    let provider = match (r.provider, &r.base_url) {
+        (Some(ProviderName::Deepseek), _) | (None, None) => "deepseek",
+        (Some(ProviderName::Openai), _) => "openai",
+        (None, Some(_)) => "compatible",
+    };
+    let opt = |v: &Option<String>| v.clone().unwrap_or_else(|| "(provider's)".into());
+    let compaction = match (r.no_compaction, r.compact_at, r.keep_recent) {
+        (true, _, _) => "off".to_owned(),
+        (false, Some(a), Some(k)) => format!("at {a} tokens, keeping {k}"),
+        _ => "default (by context window)".to_owned(),
+    };
+    let access = match r.access {
+        Access::ReadOnly => "read-only",
+        Access::Confirm => "confirm",
+        Access::Auto => "auto",
+    };
+    let rows: Vec<(&str, String, Source)> = vec![
+        ("provider", provider.into(), src("provider")),
+        ("model", opt(&r.model), src("model")),
+        ("base_url", opt(&r.base_url), src("base_url")),
+        ("access", access.into(), src("access")),
+        (
+            "context_window",
+            r.context_window
+                .map_or("(provider's)".into(), |w| w.to_string()),
+            src("context_window"),
+        ),
+        (
+            "max_output_tokens",
+            r.max_output_tokens.to_string(),
+            src("max_output_tokens"),
+        ),
+        (
+            "compaction",
+            compaction,
+            src("compact_at").clone().min_source(src("no_compaction")),
+        ),
+        ("stream", (!r.no_stream).to_string(), src("no_stream")),
+    ];
+    for (k, v, s) in rows {
+        println!("{k:<18} {:<32} {s}", hel_agent::terminal::escape_line(&v));
+    }
+    match path() {
+        Some(p) => println!(
+            "\nconfig file: {}{}",
+            p.display(),
+            if p.exists() { "" } else { " (none)" }
+        ),
+        None => println!("\nconfig file: none (no HOME)"),
+    }
+}
+
+trait MinSource {
+    fn min_source(self, other: Source) -> Source;
+}
+
+impl MinSource for Source {
+    /// The more specific of two sources.
+    fn min_source(self, other: Source) -> Source {
+        if self == Source::Default {
+            other
+        } else {
+            self
+        }
     }
 }

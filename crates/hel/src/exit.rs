@@ -4,6 +4,9 @@
 
 use std::fmt;
 
+use hel_agent::run::StartError;
+use hel_agent::session::SessionError;
+
 /// A failure to report on stderr as one line, with its exit code.
 #[derive(Debug)]
 pub struct Exit {
@@ -32,19 +35,55 @@ impl fmt::Display for Exit {
     }
 }
 
-impl From<crate::config::ConfigError> for Exit {
-    fn from(e: crate::config::ConfigError) -> Exit {
-        Exit::usage(e.0)
+impl From<StartError> for Exit {
+    fn from(e: StartError) -> Exit {
+        match e {
+            StartError::Config(_) | StartError::AllowWrite(_) => Exit::usage(e.to_string()),
+            StartError::Store(e) => e.into(),
+            StartError::Session(e) => e.into(),
+            e => Exit::refused(e.to_string()),
+        }
+    }
+}
+
+impl From<SessionError> for Exit {
+    fn from(e: SessionError) -> Exit {
+        match e {
+            SessionError::NotASessionId(_) | SessionError::NotACheckpointId(_) => {
+                Exit::usage(e.to_string())
+            }
+            SessionError::Store(e) => e.into(),
+            e => Exit::refused(e.to_string()),
+        }
+    }
+}
+
+impl From<hel_workspace::undo::UndoError> for Exit {
+    fn from(e: hel_workspace::undo::UndoError) -> Exit {
+        use hel_workspace::history::HistoryError;
+        use hel_workspace::undo::UndoError as U;
+        match e {
+            U::Store(e) | U::History(HistoryError::Store(e)) => e.into(),
+            e => Exit::refused(e.to_string()),
+        }
     }
 }
 
 impl From<hel_store::Error> for Exit {
     fn from(e: hel_store::Error) -> Exit {
+        Exit::store(&e)
+    }
+}
+
+impl Exit {
+    /// A store error as hel reports it.
+    pub fn store(e: &hel_store::Error) -> Exit {
         use hel_store::Error as E;
-        match &e {
+        match e {
             E::BadSessionId(_) => Exit::usage(e.to_string()),
-            E::InUse { session } => Exit::refused(format!(
-                "session {session} is in use by another hel instance: wait for it to exit, or fork it with `hel resume {session} --at <CHECKPOINT>`"
+            E::InUse { session, holder } => Exit::refused(format!(
+                "session {session} is in use by another hel instance{}: wait for it to exit, or fork it with `hel resume {session} --at <CHECKPOINT>`",
+                holder.as_ref().map(|h| format!(" ({h})")).unwrap_or_default()
             )),
             E::NoSuchSession { session } => Exit::refused(format!("no session {session} in this project; a session exists once an answer completes (`hel sessions` lists them)")),
             E::NoCheckpoint { session } => Exit::refused(format!(
@@ -62,5 +101,22 @@ impl From<hel_store::Error> for Exit {
             }
             _ => Exit::refused(e.to_string()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_arguments_are_usage_errors() {
+        for bad in ["../x", "/tmp/x", "abc", "zzzz", ""] {
+            let e = hel_agent::session::check_session_arg(bad).unwrap_err();
+            assert_eq!(Exit::from(e).code, 2, "{bad}");
+        }
+        let e = hel_agent::session::resolve_checkpoint(&[], "xyz").unwrap_err();
+        assert_eq!(Exit::from(e).code, 2);
+        let e = hel_agent::session::resolve_checkpoint(&[], "abcd").unwrap_err();
+        assert_eq!(Exit::from(e).code, 1);
     }
 }

@@ -1,19 +1,44 @@
+//! `hel`: the command line of the hel agent. It parses flags, renders the
+//! agent library's events, asks on the terminal and turns failures into
+//! one line and an exit code ([`exit`]); `hel-agent` does the work.
+
+mod chat;
+mod cli;
+mod commands;
+mod config;
+mod exit;
+mod render;
+mod tty;
+
 use std::process::ExitCode;
 
-use clap::Parser;
-use hel::cli::{Cli, Command};
-use hel::exit::Exit;
-use hel::run::{self, Start};
+use clap::{CommandFactory, FromArgMatches};
+use hel_agent::session::{check_session_arg, Start};
+
+use cli::{Cli, Command};
+use exit::Exit;
 
 fn main() -> ExitCode {
     let argv: Vec<String> = std::env::args().collect();
     if argv.get(1).map(String::as_str) == Some("__sandbox-init") {
-        hel::tools::sandbox::init::helper_main(&argv[2..]);
+        hel_agent::tools::sandbox::init::helper_main(&argv[2..]);
     }
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(c) => c,
+        Err(e) => e.exit(),
+    };
+    let sub_matches = matches.subcommand().map(|(_, m)| m.clone());
     if matches!(
         cli.command,
-        Some(Command::Sessions { .. } | Command::Gc { .. } | Command::Fsck)
+        Some(
+            Command::Sessions { .. }
+                | Command::Gc { .. }
+                | Command::Fsck
+                | Command::Diff { .. }
+                | Command::Undo { .. }
+                | Command::Restore { .. }
+        )
     ) {
         // Reports on stdout end quietly when their reader goes away
         // (`hel sessions | head`), as Unix tools do.
@@ -21,10 +46,52 @@ fn main() -> ExitCode {
         unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     }
     let result = match cli.command {
-        Some(Command::Sessions { command, json }) => hel::commands::sessions(command, json),
-        Some(Command::Gc { dry_run }) => hel::commands::gc(dry_run),
-        Some(Command::Fsck) => hel::commands::fsck(),
-        Some(Command::Resume { session, last, at }) => {
+        Some(Command::Sessions { command, json }) => commands::sessions(command, json),
+        Some(Command::Gc { dry_run, repack }) => commands::gc(dry_run, repack),
+        Some(Command::Fsck) => commands::fsck(),
+        Some(Command::Undo {
+            session,
+            force,
+            json,
+        }) => commands::undo(session, force, json, cli.run.workspace_options()),
+        Some(Command::Config { run }) => {
+            config::settings(&cli.run, &matches, sub_matches.as_ref().map(|m| (&run, m))).map(|s| {
+                config::print(&s);
+                0
+            })
+        }
+        Some(Command::Restore {
+            session,
+            at,
+            before,
+            force,
+            json,
+            paths,
+        }) => commands::restore(
+            session,
+            at,
+            before,
+            paths,
+            force,
+            json,
+            cli.run.workspace_options(),
+        ),
+        Some(Command::Diff {
+            session,
+            at,
+            against,
+            worktree,
+            stat,
+            json,
+        }) => commands::diff(session, at, against, worktree, stat, json),
+        Some(Command::Resume {
+            session,
+            last,
+            at,
+            restore_files,
+            force,
+            run,
+        }) => {
             let start = match (session, last, at) {
                 (_, true, Some(_)) => Err(Exit::usage("--at needs a session, not --last")),
                 (_, true, None) => Ok(Start::Last),
@@ -32,33 +99,43 @@ fn main() -> ExitCode {
                 (Some(s), false, None) => Ok(Start::Resume(s)),
                 (None, false, _) => Err(Exit::usage("resume needs a SESSION or --last")),
             };
-            start.and_then(|s| agent(cli.run, s))
+            let restore = restore_files.then_some(force);
+            let settings =
+                config::settings(&cli.run, &matches, sub_matches.as_ref().map(|m| (&run, m)));
+            start.and_then(|s| agent(settings?.run, s, restore))
         }
         None => {
-            let start = match cli.run.resume.clone() {
+            let start = match cli.resume.clone() {
                 Some(s) => Start::Resume(s),
                 None => Start::New,
             };
-            agent(cli.run, start)
+            config::settings(&cli.run, &matches, None).and_then(|s| agent(s.run, start, None))
         }
     };
     match result {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
             // Errors name paths and objects a repository may have chosen.
-            hel::note!("hel: {}", hel::terminal::escape_line(&e.to_string()));
+            render::line(&format!("hel: {e}"));
             ExitCode::from(e.code)
         }
     }
 }
 
-fn agent(args: hel::cli::RunArgs, start: Start) -> Result<u8, Exit> {
+/// Run the agent; `restore_files` (with its --force) restores the files
+/// of a forked checkpoint first.
+fn agent(args: cli::RunArgs, start: Start, restore_files: Option<bool>) -> Result<u8, Exit> {
     if let Start::Resume(s) | Start::Fork { session: s, .. } = &start {
-        hel::session::check_session_arg(s)?;
+        check_session_arg(s)?;
     }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| Exit::refused(format!("cannot start the async runtime: {e}")))?;
-    runtime.block_on(run::run(args, start))
+    let code = runtime.block_on(chat::run(args, start, restore_files));
+    // A file tool cancelled by Ctrl-C may still be between two checks of
+    // its flag: it never writes after the cancel, so it is not waited for
+    // long.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(500));
+    code
 }

@@ -1,0 +1,349 @@
+//! The agent loop: send the conversation, run the tool calls, repeat until
+//! the model answers without tool calls.
+
+use std::rc::Rc;
+
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use crate::client::{ModelClient, Reply, RequestError};
+use crate::compact::{self, Policy, Summarizer, SummaryError};
+use crate::config::RequestConfig;
+use crate::conversation::Conversation;
+use crate::event::{Event, Observer};
+use crate::interrupt::Interrupts;
+use crate::meter::Meter;
+use crate::outcome::{Incomplete, Outcome};
+use crate::record::{Exchange, Purpose, Recorder};
+use crate::tools::{self, ToolCtx, Toolset};
+
+/// Tokens the API reported over one instruction.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Usage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+}
+
+/// What sends requests to the model: the config, the client, the record,
+/// and what they counted.
+pub(crate) struct Model {
+    pub(crate) config: RequestConfig,
+    client: ModelClient,
+    pub(crate) recorder: Option<Recorder>,
+    pub(crate) usage: Usage,
+    interrupts: Interrupts,
+    observer: Rc<dyn Observer>,
+}
+
+impl Model {
+    /// Send one request, recording it; `None` as the error: interrupted
+    /// after the first `seen` interrupts.
+    async fn request(
+        &mut self,
+        purpose: Purpose,
+        messages: &[Value],
+        tools: bool,
+        meter: &Meter,
+        seen: u64,
+    ) -> Result<Reply, Option<RequestError>> {
+        let body = self.config.body(messages, tools);
+        let estimate = meter.estimate(messages);
+        let observed = meter.is_observed();
+        let observer = Rc::clone(&self.observer);
+        let mut on_retry = |e: &RequestError, wait| {
+            observer.event(Event::Retry {
+                error: e.clone(),
+                wait,
+            })
+        };
+        let result = tokio::select! {
+            r = self.client.send(&body, &mut on_retry) => r,
+            _ = self.interrupts.after(seen) => return Err(None),
+        };
+        let (response, input, output, model) = match &result {
+            Ok(r) => (
+                r.body.clone(),
+                r.prompt_tokens,
+                r.completion_tokens,
+                r.model.clone(),
+            ),
+            Err(e) => (json!({"error": e.to_string()}), 0, 0, None),
+        };
+        self.usage.input_tokens += input;
+        self.usage.output_tokens += output;
+        if let Some(rec) = self.recorder.as_mut() {
+            rec.request(Exchange {
+                purpose,
+                request: &body,
+                response: &response,
+                input_tokens: input,
+                output_tokens: output,
+                estimate,
+                observed,
+                actual_model: model.as_deref(),
+            });
+        }
+        result.map_err(Some)
+    }
+}
+
+/// Compaction's summaries, asked of the model.
+struct ModelSummarizer<'a> {
+    model: &'a mut Model,
+    seen: u64,
+}
+
+impl Summarizer for ModelSummarizer<'_> {
+    async fn summarize(
+        &mut self,
+        request: &[Value],
+        meter: &Meter,
+    ) -> Result<String, SummaryError> {
+        match self
+            .model
+            .request(Purpose::Compaction, request, false, meter, self.seen)
+            .await
+        {
+            Ok(reply) => Ok(reply
+                .message
+                .get("content")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_owned()),
+            Err(None) => Err(SummaryError::Interrupted),
+            Err(Some(e)) => Err(SummaryError::Failed(e)),
+        }
+    }
+}
+
+/// One tool call of an assistant message. Missing parts are empty: the
+/// call then fails as a tool result the model reads.
+#[derive(Deserialize, Default)]
+struct ToolCall {
+    #[serde(default)]
+    id: String,
+    #[serde(default)]
+    function: Function,
+}
+
+#[derive(Deserialize, Default)]
+struct Function {
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    arguments: String,
+}
+
+fn tool_calls(message: &Value) -> Vec<ToolCall> {
+    message
+        .get("tool_calls")
+        .and_then(Value::as_array)
+        .map(|calls| {
+            calls
+                .iter()
+                .map(|c| serde_json::from_value(c.clone()).unwrap_or_default())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Everything an [`Agent`] is made of.
+pub struct Parts {
+    pub config: RequestConfig,
+    pub client: ModelClient,
+    pub toolset: Toolset,
+    pub tools: ToolCtx,
+    pub recorder: Option<Recorder>,
+    pub policy: Option<Policy>,
+    pub max_turns: u32,
+    pub interrupts: Interrupts,
+    pub observer: Rc<dyn Observer>,
+}
+
+/// One conversation with the model and the tools.
+pub struct Agent {
+    model: Model,
+    toolset: Toolset,
+    tools: ToolCtx,
+    /// What the model will be sent next (after compaction, not the whole
+    /// history), with its store bookkeeping.
+    conversation: Conversation,
+    meter: Meter,
+    policy: Option<Policy>,
+    max_turns: u32,
+}
+
+impl Agent {
+    /// An agent whose conversation is the system message alone.
+    pub fn new(parts: Parts, system: Value) -> Agent {
+        let mut conversation = Conversation::new();
+        conversation.set_system(system);
+        Agent {
+            model: Model {
+                config: parts.config,
+                client: parts.client,
+                recorder: parts.recorder,
+                usage: Usage::default(),
+                interrupts: parts.interrupts,
+                observer: parts.observer,
+            },
+            toolset: parts.toolset,
+            tools: parts.tools,
+            conversation,
+            meter: Meter::default(),
+            policy: parts.policy,
+            max_turns: parts.max_turns,
+        }
+    }
+
+    pub fn conversation(&self) -> &Conversation {
+        &self.conversation
+    }
+
+    pub fn config(&self) -> &RequestConfig {
+        &self.model.config
+    }
+
+    pub fn meter(&self) -> Meter {
+        self.meter
+    }
+
+    /// Tokens reported over the last instruction.
+    pub fn usage(&self) -> Usage {
+        self.model.usage
+    }
+
+    pub(crate) fn tools(&self) -> &ToolCtx {
+        &self.tools
+    }
+
+    pub(crate) fn tools_mut(&mut self) -> &mut ToolCtx {
+        &mut self.tools
+    }
+
+    pub(crate) fn conversation_mut(&mut self) -> &mut Conversation {
+        &mut self.conversation
+    }
+
+    pub(crate) fn set_meter(&mut self, meter: Meter) {
+        self.meter = meter;
+    }
+
+    pub(crate) fn recorder(&mut self) -> Option<&mut Recorder> {
+        self.model.recorder.as_mut()
+    }
+
+    /// Run one user instruction to its end. An incomplete one leaves the
+    /// conversation at its last completed point.
+    pub async fn run_instruction(&mut self, text: &str) -> Outcome {
+        let seen = self.model.interrupts.count();
+        self.model.usage = Usage::default();
+        self.conversation.begin_instruction(text);
+        match self.turns(seen).await {
+            Ok(answer) => {
+                self.conversation.finish_instruction();
+                Outcome::Completed(answer)
+            }
+            Err(why) => {
+                self.conversation.abandon_instruction();
+                Outcome::Incomplete(why)
+            }
+        }
+    }
+
+    /// Model calls until one answers without tool calls.
+    async fn turns(&mut self, seen: u64) -> Result<String, Incomplete> {
+        let mut turns = 0;
+        loop {
+            if turns >= self.max_turns {
+                return Err(Incomplete::MaxTurns(self.max_turns));
+            }
+            turns += 1;
+            self.compact(seen).await?;
+            let reply = self.send_turn(seen).await?;
+            let calls = tool_calls(&reply.message);
+            let answer = match reply.message.get("content") {
+                Some(Value::String(s)) => s.clone(),
+                _ => String::new(),
+            };
+            self.conversation.push(reply.message);
+            if calls.is_empty() {
+                return Ok(answer);
+            }
+            self.run_calls(&calls, seen).await?;
+            self.conversation.round_finished();
+        }
+    }
+
+    /// Trim and compact when over the policy's threshold.
+    async fn compact(&mut self, seen: u64) -> Result<(), Incomplete> {
+        let Some(policy) = self.policy else {
+            return Ok(());
+        };
+        let observer = Rc::clone(&self.model.observer);
+        let max_output = self.model.config.max_output_tokens;
+        let mut summarizer = ModelSummarizer {
+            model: &mut self.model,
+            seen,
+        };
+        compact::before_request(
+            &mut self.conversation,
+            &mut self.meter,
+            &policy,
+            max_output,
+            &mut summarizer,
+            &*observer,
+        )
+        .await
+        .map_err(Incomplete::from)
+    }
+
+    /// Send the conversation; a reply cut at the output limit is an end.
+    async fn send_turn(&mut self, seen: u64) -> Result<Reply, Incomplete> {
+        let sent = self.conversation.len();
+        let tools = !self.toolset.is_empty();
+        let reply = self
+            .model
+            .request(
+                Purpose::Turn,
+                self.conversation.messages(),
+                tools,
+                &self.meter,
+                seen,
+            )
+            .await
+            .map_err(|e| e.map_or(Incomplete::Interrupted, Incomplete::Request))?;
+        self.meter.observe(sent, reply.prompt_tokens);
+        if reply.finish_reason.as_deref() == Some("length") {
+            return Err(Incomplete::OutputLimit(self.model.config.max_output_tokens));
+        }
+        Ok(reply)
+    }
+
+    /// Run a reply's tool calls in order, appending each result.
+    async fn run_calls(&mut self, calls: &[ToolCall], seen: u64) -> Result<(), Incomplete> {
+        for call in calls {
+            let (name, arguments) = (&call.function.name, &call.function.arguments);
+            self.model.observer.event(Event::ToolStarted {
+                name: name.clone(),
+                arguments: arguments.clone(),
+            });
+            let result = tokio::select! {
+                r = tools::execute(&mut self.tools, &self.toolset, name, arguments) => r,
+                // Dropping the call cancels it: no write lands after this.
+                _ = self.model.interrupts.after(seen) => return Err(Incomplete::Interrupted),
+            };
+            if let Some(rec) = self.model.recorder.as_mut() {
+                rec.tool_call(name, arguments, result.ok, result.decision);
+            }
+            self.model.observer.event(Event::ToolFinished {
+                name: name.clone(),
+                content: result.content.clone(),
+                ok: result.ok,
+            });
+            self.conversation
+                .push(json!({"role": "tool", "tool_call_id": call.id, "content": result.content}));
+        }
+        Ok(())
+    }
+}

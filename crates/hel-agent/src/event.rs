@@ -1,0 +1,118 @@
+//! What a run tells whoever drives it. The library prints nothing: it
+//! hands [`Event`]s to an [`Observer`], and the `hel` binary renders them
+//! as lines on stderr (streaming and an interactive prompt will render the
+//! same events).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use hel_store::{ObjectId, SessionId};
+
+use crate::client::RequestError;
+use crate::spill::Unspilled;
+use crate::system::ContextFileWarning;
+
+/// Something that happened during a run, in the order it happened.
+#[derive(Debug)]
+pub enum Event {
+    /// The session this run works on; None when none could be made (the
+    /// conversation is then not saved). Always the first event of a run.
+    Session(Option<SessionId>),
+    /// A resumed session continues with settings that differ from the
+    /// saved ones (each difference in words, such as `toolset changed`).
+    SettingsChanged(Vec<String>),
+    /// A tool call is about to run: its name and raw arguments, as the
+    /// model sent them.
+    ToolStarted { name: String, arguments: String },
+    /// A tool call ended; `content` is what the model reads.
+    ToolFinished {
+        name: String,
+        content: String,
+        ok: bool,
+    },
+    /// A model request failed and is tried again after `wait`.
+    Retry { error: RequestError, wait: Duration },
+    /// Old tool results were trimmed to keep the request under `under`
+    /// tokens.
+    Trimmed { under: u64 },
+    /// The first `messages` messages after the system message are being
+    /// summarized.
+    Compacting { messages: usize },
+    /// The summary was not smaller than what it would have replaced; the
+    /// conversation stays as it was.
+    CompactionSkipped,
+    /// A completed answer was saved as checkpoint `id`.
+    CheckpointSaved { id: ObjectId },
+    /// Something went wrong that does not stop the run.
+    Warning(Warning),
+}
+
+/// Something that went wrong without stopping the run. `Display` says what
+/// happened and what hel does about it, in one line.
+#[derive(Debug, thiserror::Error)]
+pub enum Warning {
+    /// No session could be made for a new run.
+    #[error("cannot create a session in {} ({error}); this conversation will not be saved", store.display())]
+    NoSession {
+        store: PathBuf,
+        error: hel_store::Error,
+    },
+    /// What the store reported after publishing a checkpoint or a fork.
+    #[error("{0}")]
+    Store(hel_store::Warning),
+    /// A completed answer could not be saved.
+    #[error("could not save a checkpoint ({0}); the conversation goes on in memory and the next answer saves it all")]
+    CheckpointFailed(hel_store::Error),
+    /// `--no-sandbox` with the bash tool offered.
+    #[error("--no-sandbox: bash commands run unconfined, with your permissions")]
+    Unconfined,
+    /// The project's instructions file cannot be used, or not whole.
+    #[error(transparent)]
+    ContextFile(#[from] ContextFileWarning),
+    /// The cursors a checkpoint saved cannot be read.
+    #[error("the saved read_file cursors could not be read; reads start over")]
+    CursorsUnreadable,
+    /// The cursors cannot be saved with a checkpoint.
+    #[error("cannot save the read_file cursors: {0}")]
+    CursorsUnsaved(serde_json::Error),
+    /// A large tool result could not be spilled; it was cut instead.
+    #[error(transparent)]
+    Unspilled(#[from] Unspilled),
+    /// The session's spill working copies stayed behind at exit.
+    #[error("cannot remove spill working copies: {0}")]
+    SpillNotRemoved(hel_store::Error),
+    /// The compaction request failed; the conversation stays as it was.
+    #[error("compaction failed ({0}); keeping the conversation as is")]
+    CompactionFailed(RequestError),
+    /// The project's files could not be snapshotted for this checkpoint
+    /// (undo cannot go back past it).
+    #[error("cannot snapshot the project's files ({0}); this checkpoint cannot be undone")]
+    WorkspaceFailed(crate::workspace::WorkspaceError),
+    /// Workspace snapshots are off for this run.
+    #[error("workspace snapshots are off: {0}")]
+    WorkspaceOff(crate::workspace::WorkspaceError),
+    /// Some files are not recorded (too large, or past a snapshot's budget
+    /// of new bytes): undo and restore leave them alone. Said once a run.
+    #[error("{count} file(s) are too large to snapshot and are not tracked by undo ({}{}); raise --workspace-max-file to track them", first.join(", "), if *count > first.len() { ", …" } else { "" })]
+    WorkspacePartial { count: usize, first: Vec<String> },
+    /// record.json could not be written.
+    #[error("cannot write {}", .0.display())]
+    RecordUnwritable(PathBuf),
+}
+
+/// Receives a run's events.
+pub trait Observer {
+    fn event(&self, event: Event);
+
+    fn warn(&self, warning: Warning) {
+        self.event(Event::Warning(warning));
+    }
+}
+
+/// An observer that drops every event (tests, and callers that only want
+/// the outcome).
+pub struct Ignore;
+
+impl Observer for Ignore {
+    fn event(&self, _: Event) {}
+}

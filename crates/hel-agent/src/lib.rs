@@ -1,0 +1,32 @@
+//! hel-agent: the agent library of hel, a coding agent for the terminal.
+//!
+//! A [`Run`](run::Run) takes a session of the project in the current
+//! directory (new, resumed or forked, through [`hel_store`]), runs
+//! instructions with the [`Agent`](agent::Agent) loop (the model
+//! [client], the [tools] and their sandbox, [compaction](compact)) and
+//! saves every completed answer as a checkpoint.
+//!
+//! The library parses no flags, prints nothing and knows no exit codes:
+//! it reports what happens as [`Event`](event::Event)s to an
+//! [`Observer`](event::Observer), asks for confirmations through
+//! [`Confirm`](tools::Confirm), and fails with typed errors. The `hel`
+//! binary does the rest.
+
+pub mod agent;
+pub mod client;
+pub mod compact;
+pub mod config;
+pub mod conversation;
+pub mod event;
+pub mod instance;
+pub mod interrupt;
+pub mod meter;
+pub mod outcome;
+pub mod record;
+pub mod run;
+pub mod session;
+pub mod spill;
+pub mod system;
+pub mod terminal;
+pub mod tools;
+pub mod workspace;

@@ -1,0 +1,50 @@
+//! Why a run could not start.
+
+use std::path::PathBuf;
+
+use crate::client::RequestError;
+use crate::config::ConfigError;
+use crate::instance::InstanceError;
+use crate::session::SessionError;
+use crate::tools::sandbox::AllowWriteError;
+
+/// Why a run could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("cannot use the current directory: {0}")]
+    CurrentDir(std::io::Error),
+    #[error(transparent)]
+    Client(RequestError),
+    #[error(transparent)]
+    AllowWrite(#[from] AllowWriteError),
+    #[error("cannot create the instance directory: {0}")]
+    Instance(#[from] InstanceError),
+    #[error(transparent)]
+    Store(#[from] hel_store::Error),
+    #[error(transparent)]
+    Session(#[from] SessionError),
+    #[error("cannot write the record to {}: {source}", dir.display())]
+    Record {
+        dir: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot open the project directory: {0}")]
+    ProjectDir(std::io::Error),
+}
+
+/// Why `--restore-files` could not restore the files of a fork.
+#[derive(Debug, thiserror::Error)]
+pub enum RestoreFilesError {
+    #[error(
+        "--restore-files needs workspace snapshots, which are off (--no-workspace, or no session)"
+    )]
+    Off,
+    #[error("--restore-files: this session does not start at a fork with a snapshot of the files")]
+    NotAFork,
+    #[error(transparent)]
+    Store(#[from] hel_store::Error),
+    #[error(transparent)]
+    Undo(#[from] hel_workspace::undo::UndoError),
+}

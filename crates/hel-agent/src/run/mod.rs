@@ -1,0 +1,325 @@
+//! A run: the agent at work on one session of a project, from its start
+//! (configuration, the instance, the session, restoring a checkpoint)
+//! through its instructions (each completed answer saved as a checkpoint)
+//! to its end (the sandbox, the instance and spill working copies gone).
+
+mod error;
+mod restore;
+mod setup;
+
+use std::path::Path;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use hel_store::{Record, Store};
+
+use crate::agent::{Agent, Parts};
+use crate::event::{Event, Observer, Warning};
+use crate::instance::Instance;
+use crate::interrupt::Interrupts;
+use crate::outcome::Outcome;
+use crate::record::Recorder;
+use crate::session::{self, Session, SessionError, Start};
+use crate::spill::SpillStore;
+use crate::system;
+use crate::tools::cursor::CursorTable;
+use crate::tools::paths::ProjectDir;
+use crate::tools::{Confirm, ToolCtx, ToolName};
+use crate::workspace::Snapshots;
+
+pub use error::{RestoreFilesError, StartError};
+pub use setup::{Compaction, Options};
+
+/// What a run talks to besides the model: who hears its events, who
+/// confirms writes and commands, and where interrupts come from.
+pub struct Host {
+    pub observer: Rc<dyn Observer>,
+    pub confirm: Arc<dyn Confirm>,
+    pub interrupts: Interrupts,
+}
+
+/// A run in progress. Dropping it ends it (see [`Run::finish`]).
+pub struct Run {
+    agent: Agent,
+    session: Option<Session>,
+    /// Snapshots of the project's files (None: off, or no session).
+    snapshots: Option<Snapshots>,
+    instance: Instance,
+    observer: Rc<dyn Observer>,
+    finished: bool,
+}
+
+impl Run {
+    /// Start a run in the current directory on the session `start` names.
+    /// The first event is always [`Event::Session`]. A new session that
+    /// cannot be made is a warning (the run goes on unsaved); any other
+    /// problem is an error, before any instruction.
+    pub fn start(options: Options, start: Start, host: Host) -> Result<Run, StartError> {
+        let setup = setup::Setup::new(&options)?;
+        let allow_write = crate::tools::sandbox::check_allow_write(
+            &options.allow_write,
+            &setup.project,
+            &crate::instance::runtime_root(),
+        )?;
+        let instance = Instance::start()?;
+        let store = Store::open(&setup.project)?;
+        let observer = host.observer;
+        let (mut session, head) = take_session(&store, &setup.project, &start, &*observer)?;
+        observer.event(Event::Session(session.as_ref().map(|s| s.id().clone())));
+        let recorder = match &options.record {
+            Some(dir) => Some(recorder(dir, &setup.config.model, session.as_ref())?),
+            None => None,
+        };
+        if !options.sandbox && setup.toolset.contains(ToolName::Bash) {
+            observer.warn(Warning::Unconfined);
+        }
+        let spill = match &session {
+            Some(s) => SpillStore::for_session(&store, Arc::clone(&s.lease)),
+            None => SpillStore::for_instance(&instance.spill()),
+        };
+        let project_dir = ProjectDir::open(&setup.project).map_err(StartError::ProjectDir)?;
+        let (system_message, warnings) = system::build(
+            &project_dir,
+            options.context_file.as_deref(),
+            setup.toolset.names(),
+        );
+        for w in warnings {
+            observer.warn(w.into());
+        }
+        let tools = ToolCtx {
+            project: setup.project.clone(),
+            project_dir: Arc::new(project_dir),
+            access: options.access,
+            bash_timeout: options.bash_timeout,
+            sandbox: options.sandbox,
+            allow_write,
+            tmp: instance.tmp(),
+            commands: Default::default(),
+            cursors: CursorTable::default(),
+            spill,
+            confirm: host.confirm,
+            observer: Rc::clone(&observer),
+        };
+        let parts = Parts {
+            config: setup.config,
+            client: setup.client,
+            toolset: setup.toolset,
+            tools,
+            recorder,
+            policy: setup.policy,
+            max_turns: options.max_turns,
+            interrupts: host.interrupts,
+            observer: Rc::clone(&observer),
+        };
+        let mut agent = Agent::new(parts, system_message);
+        if let (Some(s), Some(head)) = (session.as_mut(), head) {
+            restore::restore(s, &mut agent, head, &*observer)?;
+        }
+        let snapshots = match (&options.workspace, &session) {
+            (Some(opts), Some(s)) => match Snapshots::open(&s.store, *opts) {
+                Ok(snaps) => Some(snaps),
+                Err(e) => {
+                    observer.warn(Warning::WorkspaceOff(e));
+                    None
+                }
+            },
+            _ => None,
+        };
+        Ok(Run {
+            agent,
+            session,
+            snapshots,
+            instance,
+            observer,
+            finished: false,
+        })
+    }
+
+    /// Run one instruction. A completed answer is saved as a checkpoint
+    /// before this returns (an answer shown is an answer on disk); a failed
+    /// save is a warning, and the next answer saves everything. With
+    /// workspace snapshots on, the project's files are recorded when the
+    /// instruction starts (so even one that never ends can be undone) and
+    /// when it ends, completed or not.
+    pub async fn instruction(&mut self, text: &str) -> Outcome {
+        let said = self.start_instruction(text);
+        let outcome = self.agent.run_instruction(&said).await;
+        if let Some(rec) = self.agent.recorder() {
+            let (answer, error) = match &outcome {
+                Outcome::Completed(a) => (Some(a.as_str()), None),
+                Outcome::Incomplete(why) => (None, Some(why.to_string())),
+            };
+            if let Some(w) = rec.instruction(outcome.termination(), answer, error) {
+                self.observer.warn(w);
+            }
+        }
+        let record = match &outcome {
+            Outcome::Completed(_) => Some(Record::Answer),
+            // What an unfinished instruction left is recorded when its
+            // start was.
+            Outcome::Incomplete(_)
+                if self.snapshots.as_ref().is_some_and(|s| s.start.is_some()) =>
+            {
+                Some(Record::Interrupted)
+            }
+            Outcome::Incomplete(_) => None,
+        };
+        if let (Some(record), Some(s)) = (record, self.session.as_mut()) {
+            match s.record(&mut self.agent, text, record, self.snapshots.as_mut()) {
+                Ok(saved) => {
+                    if let (Some(c), Record::Answer) = (&saved.committed, record) {
+                        self.observer.event(Event::CheckpointSaved { id: c.id });
+                    }
+                    for w in saved.warnings {
+                        self.observer.warn(w);
+                    }
+                }
+                Err(e) => self.observer.warn(Warning::CheckpointFailed(e)),
+            }
+        }
+        if let Some(snaps) = self.snapshots.as_mut() {
+            snaps.start = None;
+        }
+        outcome
+    }
+
+    /// Record the project's files as the instruction starts, and return
+    /// what the model is told: the instruction, after a note when files
+    /// were restored since the last answer.
+    fn start_instruction(&mut self, text: &str) -> String {
+        let (Some(s), Some(snaps)) = (self.session.as_mut(), self.snapshots.as_mut()) else {
+            return text.to_owned();
+        };
+        let note = s
+            .state
+            .head
+            .and_then(|head| hel_workspace::history::restores_since_answer(&s.store, &head).ok())
+            .and_then(|r| crate::workspace::restored_note(&r));
+        match s.record(&mut self.agent, text, Record::Start, Some(snaps)) {
+            Ok(saved) => {
+                for w in saved.warnings {
+                    self.observer.warn(w);
+                }
+            }
+            Err(e) => self.observer.warn(Warning::CheckpointFailed(e)),
+        }
+        match note {
+            Some(note) => format!("{note}\n\n{text}"),
+            None => text.to_owned(),
+        }
+    }
+
+    /// Make the project's files as they were at the checkpoint this run's
+    /// session was forked from (`hel resume SESSION --at CHECKPOINT
+    /// --restore-files`), recorded in this session: only files the forked
+    /// session changed since, and only where they are still what it last
+    /// recorded (unless `force`).
+    pub fn restore_forked_files(
+        &mut self,
+        force: bool,
+    ) -> Result<hel_workspace::undo::Outcome, RestoreFilesError> {
+        use hel_workspace::undo::{Expected, GoBack};
+        let (Some(s), Some(snaps)) = (self.session.as_mut(), self.snapshots.as_mut()) else {
+            return Err(RestoreFilesError::Off);
+        };
+        let head = s.state.head.ok_or(RestoreFilesError::NotAFork)?;
+        let fork = s.store.checkpoint(&head)?;
+        let (Some(at), Some(ws), Some(hel_store::Record::Fork)) = (
+            fork.parents.first().copied(),
+            fork.workspace.as_ref(),
+            fork.record,
+        ) else {
+            return Err(RestoreFilesError::NotAFork);
+        };
+        let origin = s.store.checkpoint(&at)?.session_id;
+        let origin_head = s.store.head(&origin)?;
+        let expected = hel_workspace::history::last_recorded(&s.store, &origin_head)
+            .map_err(hel_workspace::undo::UndoError::from)?
+            .map_or(Expected::Disk, Expected::Tree);
+        let go = GoBack {
+            target: ws.tree,
+            expected,
+            from: at,
+            start: false,
+            history: origin_head,
+            undo: false,
+            paths: Vec::new(),
+            force,
+        };
+        let out = hel_workspace::undo::go_back(
+            &s.store,
+            &s.lease,
+            &mut s.state,
+            snaps.workspace_mut(),
+            &go,
+        );
+        snaps.forget();
+        Ok(out?)
+    }
+
+    /// End the run: write the record, end every process a command started,
+    /// then remove the instance's tmp and the session's spill working
+    /// copies (a cache of the committed blobs). Runs once; dropping the run
+    /// calls it.
+    pub fn finish(&mut self) {
+        if std::mem::replace(&mut self.finished, true) {
+            return;
+        }
+        if let Some(w) = self.agent.recorder().and_then(|rec| rec.flush()) {
+            self.observer.warn(w);
+        }
+        // Every process a command started ends before tmp and spill go.
+        self.agent.tools_mut().commands.shutdown();
+        if let Some(s) = &self.session {
+            if let Err(e) = s.store.clear_spill(&s.lease) {
+                self.observer.warn(Warning::SpillNotRemoved(e));
+            }
+        }
+        self.instance.finish();
+    }
+}
+
+/// Take the session `start` names, and the checkpoint to continue from.
+/// A new session that cannot be made is a warning: the run goes on
+/// unsaved.
+fn take_session(
+    store: &Store,
+    project: &std::path::Path,
+    start: &Start,
+    observer: &dyn Observer,
+) -> Result<(Option<Session>, Option<hel_store::ObjectId>), StartError> {
+    match session::open(store, project, start) {
+        Ok(o) => {
+            for w in o.warnings {
+                observer.warn(Warning::Store(w));
+            }
+            Ok((Some(o.session), o.head))
+        }
+        Err(SessionError::Store(error)) if *start == Start::New => {
+            observer.warn(Warning::NoSession {
+                store: store.root_path(),
+                error,
+            });
+            Ok((None, None))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Record mode's recorder, writing to `dir`.
+fn recorder(dir: &Path, model: &str, session: Option<&Session>) -> Result<Recorder, StartError> {
+    let mut rec = Recorder::create(dir, model).map_err(|source| StartError::Record {
+        dir: dir.to_owned(),
+        source,
+    })?;
+    if let Some(s) = session {
+        rec.set_session(s.id());
+    }
+    Ok(rec)
+}
+
+impl Drop for Run {
+    fn drop(&mut self) {
+        self.finish();
+    }
+}

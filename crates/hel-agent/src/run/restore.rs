@@ -1,0 +1,87 @@
+//! Continuing from a checkpoint.
+
+use hel_store::ObjectId;
+
+use crate::agent::Agent;
+use crate::config::RequestConfig;
+use crate::conversation::Conversation;
+use crate::event::{Event, Observer, Warning};
+use crate::meter::Meter;
+use crate::session::{self, Session};
+use crate::tools::cursor::CursorTable;
+
+use super::error::StartError;
+
+/// Continue from checkpoint `head`: load it (validated), check it belongs
+/// here, rebuild the system message, apply the current config, and restore
+/// the Meter (when the rule allows), the cursors and the spill map.
+pub(super) fn restore(
+    session: &mut Session,
+    agent: &mut Agent,
+    head: ObjectId,
+    observer: &dyn Observer,
+) -> Result<(), StartError> {
+    let hel_store::Loaded {
+        checkpoint: cp,
+        messages,
+        leaves,
+        state,
+        request_config,
+        cursors,
+    } = session.store.load(&head)?;
+    session::verify(&cp, session.id(), &session.cwd)?;
+    let fresh_system = agent.conversation().messages()[0].clone();
+    let mut conversation = Conversation::restored(messages, &leaves);
+    let system_changed = conversation.set_system(fresh_system);
+    *agent.conversation_mut() = conversation;
+    session.state = state;
+
+    let saved: Option<RequestConfig> = serde_json::from_value(request_config).ok();
+    let same_signature = saved
+        .as_ref()
+        .is_some_and(|s| s.signature() == agent.config().signature());
+    if let Some(saved) = &saved {
+        let diffs = differences(saved, agent.config());
+        if !diffs.is_empty() {
+            observer.event(Event::SettingsChanged(diffs));
+        }
+    }
+    let meter: Meter = serde_json::from_value(cp.meter.clone()).unwrap_or_default();
+    let keep = !system_changed && same_signature && meter.is_observed();
+    agent.set_meter(if keep { meter } else { Meter::default() });
+    if let Some(rec) = agent.recorder() {
+        rec.set_meter_restored(keep);
+    }
+    let tools = agent.tools_mut();
+    tools.cursors = serde_json::from_value(cursors).unwrap_or_else(|_| {
+        observer.warn(Warning::CursorsUnreadable);
+        CursorTable::default()
+    });
+    tools.spill.set_committed(&cp.spill);
+    tools.spill.materialize();
+    Ok(())
+}
+
+/// How the current settings differ from the saved ones, in words.
+fn differences(saved: &RequestConfig, now: &RequestConfig) -> Vec<String> {
+    let mut diffs = Vec::new();
+    if saved.model != now.model || saved.provider != now.provider {
+        diffs.push(format!(
+            "model {}/{} → {}/{}",
+            saved.provider, saved.model, now.provider, now.model
+        ));
+    }
+    if saved.tools != now.tools {
+        diffs.push("toolset changed".to_owned());
+    }
+    if saved.params != now.params {
+        diffs.push("params changed".to_owned());
+    }
+    if saved.max_output_tokens != now.max_output_tokens {
+        diffs.push(format!(
+            "output limit {} → {}",
+            saved.max_output_tokens, now.max_output_tokens
+        ));
+    }
+    diffs
+}

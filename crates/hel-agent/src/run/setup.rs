@@ -1,0 +1,111 @@
+//! What a run is configured with, decided before any session exists.
+
+use std::path::PathBuf;
+
+use crate::client::ModelClient;
+use crate::compact::Policy;
+use crate::config::{self, ConfigError, ProviderChoice, RequestConfig};
+use crate::tools::{Access, Toolset};
+
+use super::error::StartError;
+
+/// When to compact.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compaction {
+    /// Never.
+    Off,
+    /// The defaults for the context window (see [`Policy::defaults`]).
+    Default,
+    /// At `at` tokens, keeping `keep_recent` tokens verbatim.
+    At { at: u64, keep_recent: u64 },
+}
+
+/// Everything the user chose for a run.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The model server, the model and the output limit.
+    pub provider: ProviderChoice,
+    /// Seconds each model request may take.
+    pub request_timeout: u64,
+    /// Model calls allowed per instruction.
+    pub max_turns: u32,
+    /// Where record mode writes, if on.
+    pub record: Option<PathBuf>,
+    pub access: Access,
+    /// `--tools`: a comma-separated list, `none`, or None for all.
+    pub tools: Option<String>,
+    /// Seconds a bash command may run.
+    pub bash_timeout: u64,
+    /// Directories commands may also write to.
+    pub allow_write: Vec<PathBuf>,
+    /// Whether commands run in the sandbox.
+    pub sandbox: bool,
+    /// The project instructions file (None: none is read).
+    pub context_file: Option<String>,
+    pub compaction: Compaction,
+    /// The model's context window (None: by provider).
+    pub context_window: Option<u64>,
+    /// Workspace snapshots and their limits (None: `--no-workspace`).
+    pub workspace: Option<hel_workspace::Options>,
+    /// Ask for streamed answers (`--no-stream` turns it off).
+    pub stream: bool,
+}
+
+/// The decided configuration.
+pub(super) struct Setup {
+    pub config: RequestConfig,
+    pub client: ModelClient,
+    pub toolset: Toolset,
+    pub policy: Option<Policy>,
+    /// The project directory, canonical.
+    pub project: PathBuf,
+}
+
+impl Setup {
+    pub fn new(options: &Options) -> Result<Setup, StartError> {
+        let endpoint = config::resolve(&options.provider)?;
+        let toolset = Toolset::select(options.tools.as_deref(), options.access)?;
+        let window = options
+            .context_window
+            .unwrap_or(if endpoint.config.provider == "deepseek" {
+                1_000_000
+            } else {
+                128_000
+            });
+        let policy = match options.compaction {
+            Compaction::Off => None,
+            Compaction::At { at, keep_recent } => {
+                if keep_recent >= at {
+                    return Err(ConfigError::KeepRecent {
+                        keep_recent,
+                        compact_at: at,
+                    }
+                    .into());
+                }
+                Some(Policy {
+                    at,
+                    keep_recent,
+                    window,
+                })
+            }
+            Compaction::Default => {
+                Some(Policy::defaults(window, options.provider.max_output_tokens))
+            }
+        };
+        let project = std::env::current_dir()
+            .and_then(|d| d.canonicalize())
+            .map_err(StartError::CurrentDir)?;
+        let client =
+            ModelClient::new(&endpoint, options.request_timeout).map_err(StartError::Client)?;
+        let mut config = endpoint.config;
+        config.tools = toolset.definitions();
+        config.compaction = serde_json::to_value(policy).unwrap_or_default();
+        Ok(Setup {
+            config,
+            client,
+            toolset,
+            policy,
+            project,
+        })
+    }
+}

@@ -1,0 +1,70 @@
+//! Taking the session a run works on.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use hel_store::{ObjectId, SessionLease, SessionState, Store};
+
+use super::{resolve, resolve_checkpoint, Session, SessionError};
+
+/// Which session to work on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Start {
+    New,
+    /// A session argument (an id or a unique prefix).
+    Resume(String),
+    /// The most recently updated session not in use.
+    Last,
+    /// A new session from checkpoint `at` of `session`.
+    Fork {
+        session: String,
+        at: String,
+    },
+}
+
+/// A session taken, the checkpoint to continue from (for a resume or
+/// fork) and what the store warned about.
+pub struct Opened {
+    pub session: Session,
+    pub head: Option<ObjectId>,
+    pub warnings: Vec<hel_store::Warning>,
+}
+
+/// Take the session `start` names in `store` for the project at `project`.
+pub fn open(store: &Store, project: &Path, start: &Start) -> Result<Opened, SessionError> {
+    let cwd = project.to_string_lossy().into_owned();
+    let make = |lease: SessionLease, head, warnings| Opened {
+        session: Session {
+            store: store.clone(),
+            lease: Arc::new(lease),
+            state: SessionState::default(),
+            cwd: cwd.clone(),
+        },
+        head,
+        warnings,
+    };
+    match start {
+        Start::New => Ok(make(store.new_session()?, None, Vec::new())),
+        Start::Resume(spec) => {
+            let id = resolve(store, project, spec)?;
+            let (lease, head) = store.resume(&id)?;
+            Ok(make(lease, Some(head), Vec::new()))
+        }
+        Start::Last => {
+            let last = store
+                .sessions()?
+                .into_iter()
+                .find(|s| !s.busy && s.head.is_some() && s.broken.is_none())
+                .ok_or(SessionError::NoneResumable)?;
+            let (lease, head) = store.resume(&last.id)?;
+            Ok(make(lease, Some(head), Vec::new()))
+        }
+        Start::Fork { session: spec, at } => {
+            let id = resolve(store, project, spec)?;
+            let log = store.log(&id)?;
+            let checkpoint = resolve_checkpoint(&log, at)?;
+            let (lease, first, warnings) = store.fork(&checkpoint)?;
+            Ok(make(lease, Some(first), warnings))
+        }
+    }
+}

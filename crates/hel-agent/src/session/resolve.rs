@@ -1,0 +1,173 @@
+//! Session and checkpoint arguments: a session UUID or a unique prefix of
+//! at least 4 hex digits; a checkpoint as `hel sessions log` prints it.
+
+use std::path::{Path, PathBuf};
+
+use hel_store::log::LogEntry;
+use hel_store::{Checkpoint, ObjectId, SessionId, Store};
+
+/// Why a session could not be found or continued here.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    /// A session argument that cannot name a session (bad usage).
+    #[error("{0:?} is not a session id: give a session UUID or a prefix of at least 4 hex digits (`hel sessions` lists them)")]
+    NotASessionId(String),
+    /// A checkpoint argument that cannot name a checkpoint (bad usage).
+    #[error("{0:?} is not a checkpoint id: give at least 4 hex digits as `hel sessions log` prints them")]
+    NotACheckpointId(String),
+    #[error("no session {spec} in {}; it belongs to the project at {}: run hel there", project.display(), owner.display())]
+    InOtherProject {
+        spec: String,
+        project: PathBuf,
+        owner: PathBuf,
+    },
+    #[error("no session matches {spec} in {} (`hel sessions` lists them)", project.display())]
+    NoMatch { spec: String, project: PathBuf },
+    #[error("{spec} is ambiguous: it matches {}; give more digits", list(matches.iter().map(SessionId::as_str)))]
+    Ambiguous {
+        spec: String,
+        matches: Vec<SessionId>,
+    },
+    #[error("no checkpoint {0} in this session's log (`hel sessions log <SESSION>` lists them)")]
+    NoCheckpoint(String),
+    #[error("checkpoint {spec} is ambiguous: it matches {}", short_ids(matches))]
+    AmbiguousCheckpoint {
+        spec: String,
+        matches: Vec<ObjectId>,
+    },
+    #[error("checkpoint belongs to session {found}, not {session}: the store is inconsistent (run `hel fsck`)")]
+    OtherSession {
+        found: SessionId,
+        session: SessionId,
+    },
+    #[error("session {session} belongs to the project at {saved}, but this is {project}: run hel from {saved} (a copied or moved project starts new sessions)")]
+    OtherProject {
+        session: SessionId,
+        saved: String,
+        project: String,
+    },
+    #[error("no session of this project can be resumed (none, or all in use)")]
+    NoneResumable,
+    #[error(transparent)]
+    Store(#[from] hel_store::Error),
+}
+
+fn list<'a>(items: impl Iterator<Item = &'a str>) -> String {
+    items.collect::<Vec<_>>().join(", ")
+}
+
+/// Checkpoint ids as `hel sessions log` prints them.
+fn short_ids(ids: &[ObjectId]) -> String {
+    ids.iter()
+        .map(|id| id.to_hex()[..12].to_owned())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Check the shape of a session argument: a UUID or a prefix of at least 4
+/// hex digits (hyphens allowed).
+pub fn check_session_arg(spec: &str) -> Result<(), SessionError> {
+    let hex = spec.chars().filter(|c| *c != '-').count();
+    let ok =
+        hex >= 4 && spec.len() <= 36 && spec.chars().all(|c| c.is_ascii_hexdigit() || c == '-');
+    if ok {
+        Ok(())
+    } else {
+        Err(SessionError::NotASessionId(spec.to_owned()))
+    }
+}
+
+/// Resolve a session argument to one session id of `store`.
+pub fn resolve(store: &Store, project: &Path, spec: &str) -> Result<SessionId, SessionError> {
+    check_session_arg(spec)?;
+    let spec = spec.to_ascii_lowercase();
+    // A whole id names its session whatever is there, so that what is
+    // wrong with it (a link, a FIFO) is reported as such.
+    if let Ok(id) = spec.parse::<SessionId>() {
+        if store.knows(&id)? {
+            return Ok(id);
+        }
+    }
+    let mut matches = store.sessions_matching(&spec)?;
+    match matches.len() {
+        1 => Ok(matches.remove(0)),
+        0 => {
+            // Run from inside a project that holds it? Say where.
+            for dir in project.ancestors().skip(1) {
+                let Ok(other) = Store::open(dir) else {
+                    continue;
+                };
+                if other.exists() && other.sessions_matching(&spec).is_ok_and(|m| !m.is_empty()) {
+                    return Err(SessionError::InOtherProject {
+                        spec,
+                        project: project.to_owned(),
+                        owner: dir.to_owned(),
+                    });
+                }
+            }
+            Err(SessionError::NoMatch {
+                spec,
+                project: project.to_owned(),
+            })
+        }
+        _ => Err(SessionError::Ambiguous { spec, matches }),
+    }
+}
+
+/// Resolve a checkpoint argument among the checkpoints of `log`.
+pub fn resolve_checkpoint(log: &[LogEntry], spec: &str) -> Result<ObjectId, SessionError> {
+    if spec.len() < 4 || !spec.chars().all(|c| c.is_ascii_hexdigit()) {
+        return Err(SessionError::NotACheckpointId(spec.to_owned()));
+    }
+    let spec = spec.to_ascii_lowercase();
+    let found: Vec<ObjectId> = log
+        .iter()
+        .filter(|e| e.id.to_hex().starts_with(&spec))
+        .map(|e| e.id)
+        .collect();
+    match found.as_slice() {
+        [one] => Ok(*one),
+        [] => Err(SessionError::NoCheckpoint(spec)),
+        _ => Err(SessionError::AmbiguousCheckpoint {
+            spec,
+            matches: found,
+        }),
+    }
+}
+
+/// Refuse a checkpoint that may not be continued here: another session's,
+/// or saved in another directory. (What it holds was validated when it was
+/// loaded: a broken conversation never gets this far.)
+pub fn verify(cp: &Checkpoint, session: &SessionId, project: &str) -> Result<(), SessionError> {
+    if cp.session_id != *session {
+        return Err(SessionError::OtherSession {
+            found: cp.session_id.clone(),
+            session: session.clone(),
+        });
+    }
+    if cp.cwd != project {
+        return Err(SessionError::OtherProject {
+            session: session.clone(),
+            saved: cp.cwd.clone(),
+            project: project.to_owned(),
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn session_args() {
+        assert!(check_session_arg("0c9e").is_ok());
+        assert!(check_session_arg("0c9e6f1a-1b2c-4d3e-8f40-123456789abc").is_ok());
+        for bad in ["../x", "/tmp/x", "abc", "zzzz", ""] {
+            assert!(
+                matches!(check_session_arg(bad), Err(SessionError::NotASessionId(_))),
+                "{bad}"
+            );
+        }
+    }
+}

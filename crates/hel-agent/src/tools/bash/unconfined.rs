@@ -1,0 +1,76 @@
+//! `--no-sandbox`: commands as hel's own children.
+
+use std::os::unix::process::ExitStatusExt;
+use std::process::Stdio;
+use std::time::Duration;
+
+use super::shell::{command_env, format_result};
+use crate::tools::context::{ToolCtx, ToolResult};
+use crate::tools::output::Kept;
+use crate::tools::sandbox::proto::Status;
+
+/// `--no-sandbox`: bash directly, as hel's child, in its own process group;
+/// whatever it leaves behind is killed when it exits.
+pub(super) async fn run(ctx: &mut ToolCtx, command: &str) -> ToolResult {
+    let mut cmd = tokio::process::Command::new("bash");
+    cmd.arg("-c")
+        .arg(command)
+        .env_clear()
+        .envs(command_env(&ctx.tmp))
+        .current_dir(&ctx.project)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        // Own process group, so a timeout kills the command and its children.
+        .process_group(0);
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => return ToolResult::failed(format!("error: cannot start bash: {e}")),
+    };
+    let pid = child
+        .id()
+        .and_then(|p| rustix::process::Pid::from_raw(p as i32));
+    let kill_group = move || {
+        if let Some(pid) = pid {
+            let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+        }
+    };
+    let mut out = child.stdout.take();
+    let mut err = child.stderr.take();
+    let timeout = Duration::from_secs(ctx.bash_timeout);
+    let work = async {
+        let (o, e, status) = tokio::join!(
+            Kept::read_all(out.as_mut()),
+            Kept::read_all(err.as_mut()),
+            async {
+                let status = child.wait().await;
+                // Stragglers left in the background would hold the pipes open.
+                kill_group();
+                status
+            }
+        );
+        (o.text(), e.text(), status)
+    };
+    let (stdout, stderr, status) = match tokio::time::timeout(timeout, work).await {
+        Ok(r) => r,
+        Err(_) => {
+            kill_group();
+            return ToolResult::failed(format_result(None, ctx.bash_timeout, "", ""));
+        }
+    };
+    let status = match status {
+        Ok(s) => s,
+        Err(e) => return ToolResult::failed(format!("error: waiting for bash: {e}")),
+    };
+    let status = match (status.code(), status.signal()) {
+        (Some(c), _) => Some(Status::Code(c)),
+        (None, Some(s)) => Some(Status::Signal(s)),
+        _ => {
+            return ToolResult::ok(format!(
+                "exit=unknown\nstdout:\n{stdout}\nstderr:\n{stderr}"
+            ))
+        }
+    };
+    ToolResult::ok(format_result(status, ctx.bash_timeout, &stdout, &stderr))
+}

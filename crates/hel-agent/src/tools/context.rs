@@ -1,0 +1,68 @@
+//! What a tool call works with, and what it produces.
+
+use std::path::PathBuf;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use super::access::{Access, Confirm, Decision};
+use super::cursor::CursorTable;
+use super::paths::ProjectDir;
+use super::sandbox::Commands;
+use crate::event::Observer;
+use crate::spill::SpillStore;
+
+/// What one tool call produced.
+#[derive(Debug, Clone)]
+pub struct ToolResult {
+    pub content: String,
+    /// False only when the tool could not do its job (refused, timed out,
+    /// failed to start, bad arguments). A command exiting non-zero is ok.
+    pub ok: bool,
+    pub decision: Decision,
+}
+
+impl ToolResult {
+    pub fn ok(content: String) -> Self {
+        ToolResult {
+            content,
+            ok: true,
+            decision: Decision::Auto,
+        }
+    }
+    pub fn failed(content: String) -> Self {
+        ToolResult {
+            content,
+            ok: false,
+            decision: Decision::Auto,
+        }
+    }
+    /// The result of a tool's work: its text, or its error as `error: …`.
+    pub fn of<E: std::fmt::Display>(r: Result<String, E>) -> Self {
+        match r {
+            Ok(s) => ToolResult::ok(s),
+            Err(e) => ToolResult::failed(format!("error: {e}")),
+        }
+    }
+}
+
+/// Everything the tools work with.
+pub struct ToolCtx {
+    /// The project directory, canonical.
+    pub project: PathBuf,
+    /// The project directory held open: the file tools resolve beneath it
+    /// (from blocking threads, hence shared).
+    pub project_dir: Arc<ProjectDir>,
+    pub access: Access,
+    pub bash_timeout: u64,
+    pub sandbox: bool,
+    pub allow_write: Vec<PathBuf>,
+    /// The instance's tmp dir.
+    pub tmp: PathBuf,
+    /// The sandbox bash commands run in (started at the first call).
+    pub commands: Commands,
+    pub cursors: CursorTable,
+    pub spill: SpillStore,
+    pub confirm: Arc<dyn Confirm>,
+    /// Hears spill warnings.
+    pub observer: Rc<dyn Observer>,
+}

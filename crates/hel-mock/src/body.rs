@@ -1,0 +1,151 @@
+//! Response bodies, including the faults a client must survive: a body
+//! that never ends, one far larger than any answer, one that declares more
+//! than it sends.
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use hyper::body::{Body, Frame, SizeHint};
+use hyper::header::{HeaderValue, CONNECTION, CONTENT_LENGTH, CONTENT_TYPE};
+use hyper::{Response, StatusCode};
+
+/// The start of a JSON answer whose content then streams.
+const HEAD: &[u8] = br#"{"choices":[{"index":0,"message":{"role":"assistant","content":""#;
+/// The end of that answer.
+const TAIL: &[u8] =
+    br#""},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1}}"#;
+/// Bytes per frame of a streamed body.
+const BLOCK: usize = 64 * 1024;
+
+/// A body: some bytes, then what follows them.
+pub(crate) struct MockBody {
+    queue: VecDeque<Bytes>,
+    rest: Rest,
+    /// The exact length, when known (hyper then sends it as Content-Length).
+    exact: Option<u64>,
+}
+
+enum Rest {
+    End,
+    /// This block, forever.
+    Forever(Bytes),
+    /// Nothing more, and no end: held until the client hangs up.
+    Hold,
+    /// `left` bytes of `block` repeated, then `tail`.
+    Blocks {
+        block: Bytes,
+        left: u64,
+        tail: Bytes,
+    },
+}
+
+impl Body for MockBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        let this = self.get_mut();
+        let data = |b: Bytes| Poll::Ready(Some(Ok(Frame::data(b))));
+        if let Some(b) = this.queue.pop_front() {
+            return data(b);
+        }
+        match &mut this.rest {
+            Rest::End => Poll::Ready(None),
+            Rest::Forever(b) => data(b.clone()),
+            // Never woken: the connection ends with the client or the server.
+            Rest::Hold => Poll::Pending,
+            Rest::Blocks { block, left, tail } if *left > 0 => {
+                let k = (*left).min(block.len() as u64) as usize;
+                *left -= k as u64;
+                data(block.slice(..k))
+            }
+            Rest::Blocks { tail, .. } => {
+                let tail = std::mem::take(tail);
+                this.rest = Rest::End;
+                data(tail)
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.queue.is_empty() && matches!(self.rest, Rest::End)
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.exact
+            .map_or_else(SizeHint::default, SizeHint::with_exact)
+    }
+}
+
+fn response(status: StatusCode, body: MockBody) -> Response<MockBody> {
+    let mut r = Response::new(body);
+    *r.status_mut() = status;
+    let h = r.headers_mut();
+    h.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    h.insert(CONNECTION, HeaderValue::from_static("close"));
+    r
+}
+
+/// A whole body.
+pub(crate) fn json(status: StatusCode, text: String) -> Response<MockBody> {
+    let len = text.len() as u64;
+    response(
+        status,
+        MockBody {
+            queue: VecDeque::from([Bytes::from(text)]),
+            rest: Rest::End,
+            exact: Some(len),
+        },
+    )
+}
+
+/// The start of a JSON answer, then `a` forever, chunked.
+pub(crate) fn endless() -> Response<MockBody> {
+    response(
+        StatusCode::OK,
+        MockBody {
+            queue: VecDeque::from([Bytes::from_static(HEAD)]),
+            rest: Rest::Forever(Bytes::from(vec![b'a'; BLOCK])),
+            exact: None,
+        },
+    )
+}
+
+/// A valid answer whose content is `n` bytes of `x`, streamed with its
+/// Content-Length, or chunked without one.
+pub(crate) fn huge(n: u64, chunked: bool) -> Response<MockBody> {
+    let len = (HEAD.len() + TAIL.len()) as u64 + n;
+    response(
+        StatusCode::OK,
+        MockBody {
+            queue: VecDeque::from([Bytes::from_static(HEAD)]),
+            rest: Rest::Blocks {
+                block: Bytes::from(vec![b'x'; BLOCK]),
+                left: n,
+                tail: Bytes::from_static(TAIL),
+            },
+            exact: (!chunked).then_some(len),
+        },
+    )
+}
+
+/// Headers declaring a Content-Length of `n` bytes, then a few bytes of
+/// body, and nothing more.
+pub(crate) fn declared(n: u64) -> Response<MockBody> {
+    let mut r = response(
+        StatusCode::OK,
+        MockBody {
+            queue: VecDeque::from([Bytes::from_static(b"{\"choices\"")]),
+            rest: Rest::Hold,
+            exact: None,
+        },
+    );
+    r.headers_mut().insert(CONTENT_LENGTH, HeaderValue::from(n));
+    r
+}

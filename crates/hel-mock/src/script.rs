@@ -1,0 +1,102 @@
+//! The script: steps and the order they answer in.
+
+use serde::Deserialize;
+use serde_json::Value;
+
+/// One step of a script (see the crate docs for what each field does).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct Step {
+    pub content: Option<Value>,
+    pub tool_calls: Option<Vec<ScriptCall>>,
+    pub message: Option<Value>,
+    pub finish_reason: Option<Value>,
+    pub status: Option<u16>,
+    pub body: Option<String>,
+    pub raw: Option<String>,
+    pub delay_ms: Option<u64>,
+    #[serde(rename = "match")]
+    pub matches: Option<String>,
+    pub recall: bool,
+    pub endless: bool,
+    pub huge_content: Option<u64>,
+    pub chunked: bool,
+    pub declared_length: Option<u64>,
+}
+
+/// A scripted tool call.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default)]
+pub struct ScriptCall {
+    pub id: Option<Value>,
+    pub name: Option<Value>,
+    /// An object (encoded for the wire) or a raw string sent as it is.
+    pub arguments: Option<Value>,
+}
+
+impl Step {
+    /// A step answering as `--recall` does.
+    pub fn recall() -> Step {
+        Step {
+            recall: true,
+            ..Step::default()
+        }
+    }
+}
+
+/// The steps and which have been used.
+pub(crate) struct Script {
+    steps: Vec<Step>,
+    used: Vec<bool>,
+}
+
+impl Script {
+    pub fn new(steps: Vec<Step>) -> Script {
+        Script {
+            used: vec![false; steps.len()],
+            steps,
+        }
+    }
+
+    /// The step that answers a request with body `text`: the first unused
+    /// step whose `match` the body contains, else the first unused step
+    /// without one.
+    pub fn next(&mut self, text: &str) -> Option<Step> {
+        let free = |i: &usize| !self.used[*i];
+        let matched = (0..self.steps.len()).filter(free).find(|&i| {
+            self.steps[i]
+                .matches
+                .as_deref()
+                .is_some_and(|m| text.contains(m))
+        });
+        let i = matched.or_else(|| {
+            (0..self.steps.len())
+                .filter(free)
+                .find(|&i| self.steps[i].matches.is_none())
+        })?;
+        self.used[i] = true;
+        Some(self.steps[i].clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn matching_steps_wait_for_their_request() {
+        let steps: Vec<Step> = serde_json::from_value(json!([
+            {"content": "late", "match": "second"},
+            {"content": "first"},
+            {"content": "third"},
+        ]))
+        .unwrap();
+        let mut s = Script::new(steps);
+        let content = |s: Option<Step>| s.and_then(|s| s.content).unwrap();
+        assert_eq!(content(s.next("one")), "first");
+        assert_eq!(content(s.next("the second")), "late");
+        assert_eq!(content(s.next("second again")), "third");
+        assert!(s.next("x").is_none());
+    }
+}

@@ -1,0 +1,467 @@
+//! Commits: a transaction that writes a record's objects (workspace files
+//! and trees, messages, spill) into the session's journal and publishes
+//! them with one commit record.
+
+use std::sync::MutexGuard;
+
+use crate::journal::{self, CommitPayload};
+use crate::layout::Layout;
+use crate::list::{Item, Leaf, Node, INLINE_MAX, NODE_INLINE_BUDGET};
+use crate::lock::{SessionLease, Shared};
+use crate::object::{self, Cap, Kind, Writer};
+use crate::snapshot::{Checkpoint, MessagesRef, Record, SpillEntry, Summary, SCHEMA_VERSION};
+use crate::store::{clip, CommitInput, Committed, SessionState, Store, Warning};
+use crate::tree::{self, Tree};
+use crate::{canonical, heads, message, time, Error, ObjectId, Result};
+
+/// New objects kept in memory before they are appended to the journal
+/// (unsynced; the commit's one sync makes them durable with the record).
+const STAGE_BYTES: u64 = 8 << 20;
+
+/// An object encoded and compressed, ready for [`Txn::put_encoded`]: made
+/// by [`encode_blob`] on any thread, so that a snapshot compresses files
+/// in parallel.
+#[derive(Debug)]
+pub struct Encoded {
+    id: ObjectId,
+    stored: Vec<u8>,
+}
+
+impl Encoded {
+    pub fn id(&self) -> ObjectId {
+        self.id
+    }
+
+    /// The compressed bytes it takes in a journal (its record's header
+    /// aside).
+    pub fn stored_len(&self) -> u64 {
+        self.stored.len() as u64
+    }
+}
+
+/// A blob of `bytes`, compressed.
+pub fn encode_blob(bytes: &[u8]) -> Result<Encoded> {
+    let (id, stored) = object::compress(Kind::Blob, bytes)?;
+    Ok(Encoded { id, stored })
+}
+
+/// A commit in progress on a session (see [`Store::begin`]). It holds the
+/// shared store lock, so gc cannot remove an object between "it is stored"
+/// and the commit record that publishes what names it, and the session's
+/// journal. Dropping it publishes nothing.
+#[must_use = "call commit() to publish what was written"]
+pub struct Txn<'a> {
+    store: &'a Store,
+    lease: &'a SessionLease,
+    state: &'a mut SessionState,
+    layout: &'a Layout,
+    journal: MutexGuard<'a, Option<journal::Writer>>,
+    writer: Writer<'a>,
+    warnings: Vec<Warning>,
+    // Last: the lock outlives everything written under it.
+    _lock: Shared<'a>,
+}
+
+impl Drop for Txn<'_> {
+    fn drop(&mut self) {
+        // Whatever was appended unpublished is overwritten by the next
+        // commit (and cut off by the next open).
+        if let Some(j) = self.journal.as_mut() {
+            j.discard_staged();
+        }
+    }
+}
+
+impl Store {
+    /// Begin a commit on the lease's session, whose last checkpoint is what
+    /// `state` says. Objects written through the [`Txn`] become durable and
+    /// published only by [`Txn::commit`]; until then gc waits.
+    pub fn begin<'a>(
+        &'a self,
+        lease: &'a SessionLease,
+        state: &'a mut SessionState,
+    ) -> Result<Txn<'a>> {
+        if crate::failpoint::hit("commit") {
+            return Err(Error::Io {
+                path: self.root_path(),
+                source: crate::failpoint::error("commit"),
+            });
+        }
+        let mut warnings = Vec::new();
+        self.check_project(&mut warnings);
+        let layout = self.layout_create()?;
+        let lock = Shared::take(layout)?;
+        layout.odb().forget_removed();
+        let mut journal = lease.journal.lock().unwrap_or_else(|p| p.into_inner());
+        self.journal_writer(layout, lease, &mut journal)?
+            .discard_staged();
+        // The lease makes this the only writer; still, never move a head
+        // that is not where this state says it is.
+        let current = heads::read(layout, lease.session())?.map(|h| h.id);
+        if current != state.head {
+            let show = |o: Option<ObjectId>| o.map_or("none".to_owned(), |i| i.to_hex());
+            return Err(Error::RefMoved {
+                session: lease.session().to_string(),
+                expected: show(state.head),
+                found: show(current),
+            });
+        }
+        let writer = Writer::new(&lock, lease.session(), &state.deps);
+        Ok(Txn {
+            store: self,
+            lease,
+            state,
+            layout,
+            journal,
+            writer,
+            warnings,
+            _lock: lock,
+        })
+    }
+}
+
+impl<'a> Txn<'a> {
+    /// Is workspace object `id` (a file's blob, a tree) written by this
+    /// commit or stored where this session may name it? A copy in another
+    /// session's journal makes this session depend on that journal. An
+    /// object this answers `true` for may be named by what this commit
+    /// writes.
+    pub fn has(&mut self, id: &ObjectId) -> Result<bool> {
+        self.writer.has_for_workspace(id)
+    }
+
+    /// Store a blob (unless stored where this session may name it).
+    pub fn put_blob(&mut self, bytes: &[u8]) -> Result<ObjectId> {
+        let id = self.writer.put(Kind::Blob, bytes)?;
+        self.stage()?;
+        Ok(id)
+    }
+
+    /// Store an encoded blob of a workspace file (unless [`Txn::has`]).
+    /// Returns whether it was written.
+    pub fn put_encoded(&mut self, e: Encoded) -> Result<bool> {
+        let written = self.writer.put_workspace(e.id, e.stored)?;
+        self.stage()?;
+        Ok(written)
+    }
+
+    /// Store a tree after checking it as a reader would (sorted, valid
+    /// names and entries) and that every object it names is stored where
+    /// this session may name it or was written by this commit.
+    pub fn put_tree(&mut self, t: &Tree) -> Result<ObjectId> {
+        for (k, e) in t.entries.iter().enumerate() {
+            let bad = tree::bad_name(&e.name)
+                .map(str::to_owned)
+                .or_else(|| tree::check_entry(e).err().map(|why| why.to_string()))
+                .or_else(|| {
+                    (k > 0 && t.entries[k - 1].name >= e.name)
+                        .then(|| "entries out of order or repeated".to_owned())
+                });
+            if let Some(why) = bad {
+                return Err(Error::Internal(format!(
+                    "tree entry {:?}: {why}",
+                    String::from_utf8_lossy(&e.name)
+                )));
+            }
+            if e.kind.has_object() && !self.writer.has_for_workspace(&e.id)? {
+                return Err(Error::Internal(format!(
+                    "tree entry {:?} names {}, which is not stored",
+                    String::from_utf8_lossy(&e.name),
+                    e.id
+                )));
+            }
+        }
+        let (id, stored) = object::compress(Kind::Tree, &t.to_payload())?;
+        self.writer.put_workspace(id, stored)?;
+        self.stage()?;
+        Ok(id)
+    }
+
+    /// Objects and compressed bytes this commit has written so far.
+    pub fn written(&self) -> (u64, u64) {
+        (self.writer.objects_written, self.writer.bytes_written)
+    }
+
+    /// The store this commit writes to.
+    pub fn store(&self) -> &Store {
+        self.store
+    }
+
+    /// Append what is pending to the journal once it is large, so that a
+    /// snapshot of many files never holds them all in memory.
+    fn stage(&mut self) -> Result<()> {
+        if self.writer.pending_bytes() < STAGE_BYTES {
+            return Ok(());
+        }
+        let records = self.writer.take_pending();
+        let journal = self
+            .journal
+            .as_mut()
+            .ok_or_else(|| Error::Internal("journal writer not kept".into()))?;
+        journal.stage(&records)
+    }
+
+    /// Commit the record `input` describes and move the session's head.
+    /// Writes only what is new: one list node (new small messages inline,
+    /// carried ones as slices of the nodes that hold them), blobs of new
+    /// large messages and spill, and the snapshot; all are durable with
+    /// what was written through this transaction before the head moves.
+    ///
+    /// On error the previous checkpoint is untouched and the state
+    /// unchanged. Once the head has moved the checkpoint is published and
+    /// the state follows it, whatever fails after (returned as warnings).
+    pub fn commit(mut self, input: CommitInput<'_>) -> Result<Committed> {
+        let messages = input.messages;
+        let state = &mut *self.state;
+        if input.leaves.len() != messages.len() {
+            return Err(Error::Internal(format!(
+                "{} leaves for {} messages",
+                input.leaves.len(),
+                messages.len()
+            )));
+        }
+        // The caller's promise, checked: every carried message names a
+        // message of the last checkpoint. Every new one is a valid message:
+        // nothing is saved that a load would refuse.
+        for (i, leaf) in input.leaves.iter().enumerate() {
+            match leaf {
+                Some(leaf) if !state.holds(leaf) => {
+                    return Err(Error::Internal(format!(
+                        "message {i} claims to be item {} of node {}, which the last checkpoint does not hold",
+                        leaf.index, leaf.node
+                    )));
+                }
+                Some(_) => {}
+                None => message::validate(&messages[i]).map_err(|why| {
+                    Error::Internal(format!("message {i} is not a valid message: {why}"))
+                })?,
+            }
+        }
+        if let Some(ws) = &input.workspace {
+            for t in std::iter::once(&ws.tree).chain(&ws.start) {
+                if !self.writer.has_for_workspace(t)? {
+                    return Err(Error::Internal(format!(
+                        "the workspace names tree {t}, which is not stored"
+                    )));
+                }
+            }
+        }
+        let writer = &mut self.writer;
+        // The prefix still where the last checkpoint has it.
+        let keep = input
+            .leaves
+            .iter()
+            .zip(&state.locs)
+            .take_while(|(a, b)| a.as_ref() == Some(*b))
+            .count();
+        // Reuse every committed node that ends within that prefix. (The
+        // state is only read here and updated in place once the head has
+        // moved: no per-commit copy of anything as long as the session.)
+        let reused = state.nodes.partition_point(|(_, end)| *end <= keep);
+        let base = state.nodes[..reused].last().copied();
+        let base_end = base.map_or(0, |(_, e)| e);
+        let mut items: Vec<Item> = Vec::new();
+        let mut inline_bytes = 0usize;
+        for (i, m) in messages.iter().enumerate().skip(base_end) {
+            if let Some(Leaf { node, index }) = input.leaves[i] {
+                let k = u64::from(index);
+                if let Some(Item::Slice { node: n, to, .. }) = items.last_mut() {
+                    if *n == node && *to == k {
+                        *to += 1;
+                        continue;
+                    }
+                }
+                items.push(Item::Slice {
+                    node,
+                    from: k,
+                    to: k + 1,
+                });
+                continue;
+            }
+            let bytes = canonical::to_vec(m);
+            if bytes.len() >= INLINE_MAX || inline_bytes + bytes.len() > NODE_INLINE_BUDGET {
+                items.push(Item::Blob(writer.put(Kind::Blob, &bytes)?));
+            } else {
+                inline_bytes += bytes.len();
+                items.push(Item::Inline(m.clone()));
+            }
+        }
+        let new_node = if items.is_empty() {
+            None
+        } else {
+            let node = Node {
+                count: messages.len() as u64,
+                items,
+                prev: base.map(|(id, _)| id),
+            };
+            Some(writer.put(Kind::List, &node.to_payload())?)
+        };
+        let root = new_node.or(base.map(|(id, _)| id));
+        let request_config = writer.put(Kind::Blob, &canonical::to_vec(&input.request_config))?;
+        let cursors = writer.put(Kind::Blob, &canonical::to_vec(&input.cursors))?;
+        let mut spill = state.spill.clone();
+        if !input.new_spill.is_empty() {
+            let dir = self.store.spill_dir(self.lease)?;
+            for (key, file) in &input.new_spill {
+                let bytes = dir
+                    .read_file(file, Cap::SPILL.max)?
+                    .ok_or_else(|| Error::Io {
+                        path: dir.child_path(file),
+                        source: std::io::Error::new(
+                            std::io::ErrorKind::NotFound,
+                            "spill working copy vanished",
+                        ),
+                    })?;
+                let blob = writer.put(Kind::Blob, &bytes)?;
+                spill.insert(
+                    key.clone(),
+                    SpillEntry {
+                        blob,
+                        size: bytes.len() as u64,
+                    },
+                );
+            }
+        }
+        let now = time::now_ms();
+        let cp = Checkpoint {
+            schema_version: SCHEMA_VERSION,
+            session_id: self.lease.session().clone(),
+            parents: state.head.into_iter().collect(),
+            created_at: time::rfc3339(now),
+            created_at_ms: now,
+            cwd: input.cwd,
+            request_config,
+            meter: input.meter,
+            cursors,
+            messages: MessagesRef {
+                root,
+                count: messages.len() as u64,
+            },
+            spill: spill.clone(),
+            summary: Summary {
+                messages: messages.len() as u64,
+                checkpoints: state.checkpoints + u64::from(input.record == Record::Answer),
+                instruction: clip(&crate::first_line(&input.instruction), 1000),
+                input_tokens: input.input_tokens,
+                output_tokens: input.output_tokens,
+            },
+            record: Some(input.record),
+            workspace: input.workspace,
+        };
+        let spill_after = spill.clone();
+        let published = self.publish(cp, &input.why)?;
+        let state = &mut *self.state;
+        for (node, _) in state.nodes.drain(reused..) {
+            state.node_len.remove(&node);
+        }
+        state.locs.truncate(base_end);
+        let mut new_leaves = Vec::new();
+        if let Some(node_id) = new_node {
+            state.nodes.push((node_id, messages.len()));
+            state.node_len.insert(node_id, messages.len() - base_end);
+            new_leaves.extend((0..messages.len() - base_end).map(|k| Leaf {
+                node: node_id,
+                index: k as u32,
+            }));
+            state.locs.extend_from_slice(&new_leaves);
+        }
+        state.spill = spill_after;
+        Ok(Committed {
+            leaves_from: base_end,
+            new_leaves,
+            ..published
+        })
+    }
+
+    /// Write snapshot `cp` (checked as a reader would check it) and the
+    /// commit record publishing it with everything this transaction wrote,
+    /// in one sync; then the state's head follows.
+    fn publish(&mut self, cp: Checkpoint, why: &str) -> Result<Committed> {
+        // What a reader would refuse is never written.
+        let payload = cp.to_payload();
+        Checkpoint::parse(&payload)
+            .map_err(|e| Error::Internal(format!("the checkpoint would not read back: {e}")))?;
+        let id = self.writer.put(Kind::Snapshot, &payload)?;
+        let (objects_written, bytes_written) =
+            (self.writer.objects_written, self.writer.bytes_written);
+        let deps = self.writer.deps.clone();
+        let record = CommitPayload {
+            deps: deps.clone(),
+            parent: self.state.head,
+            seq: self.state.seq + 1,
+            session: self.lease.session().clone(),
+            summary: cp.summary.clone(),
+            time_ms: cp.created_at_ms,
+            why: clip(why, 200),
+        };
+        let journal = self
+            .journal
+            .as_mut()
+            .ok_or_else(|| Error::Internal("journal writer not kept".into()))?;
+        self.writer.commit(journal, id, record)?;
+        // Published: the state follows the head.
+        let mut warnings = std::mem::take(&mut self.warnings);
+        self.store
+            .retire_ref(self.layout, self.lease.session(), &mut warnings);
+        let state = &mut *self.state;
+        state.head = Some(id);
+        state.seq += 1;
+        state.deps = deps;
+        state.checkpoints = cp.summary.checkpoints;
+        Ok(Committed {
+            id,
+            objects_written,
+            bytes_written,
+            leaves_from: 0,
+            new_leaves: Vec::new(),
+            warnings,
+        })
+    }
+}
+
+impl Txn<'_> {
+    /// Commit a workspace record (before-restore, restored, start,
+    /// interrupted) that keeps everything else of the session's head: its
+    /// messages, request config, cursors, meter and spill. For a process
+    /// that has not loaded the conversation (`hel undo`, `hel restore`).
+    /// The session must have a head.
+    pub fn commit_record(
+        mut self,
+        record: crate::snapshot::Record,
+        workspace: crate::snapshot::Workspace,
+        why: &str,
+    ) -> Result<Committed> {
+        let head = self.state.head.ok_or_else(|| {
+            Error::Internal("a workspace record needs a checkpoint to follow".into())
+        })?;
+        let base = crate::snapshot::read(self.layout, &head)?;
+        let now = time::now_ms();
+        let cp = Checkpoint {
+            schema_version: SCHEMA_VERSION,
+            parents: vec![head],
+            created_at: time::rfc3339(now),
+            created_at_ms: now,
+            summary: Summary {
+                checkpoints: self.state.checkpoints,
+                ..base.summary.clone()
+            },
+            record: Some(record),
+            workspace: Some(workspace),
+            ..base
+        };
+        let mut done = self.publish(cp, why)?;
+        // The messages are the head's: all stay where they are.
+        done.leaves_from = self.state.locs.len();
+        Ok(done)
+    }
+}
+
+/// Read and validate tree `id`.
+pub(crate) fn read_tree(layout: &Layout, id: &ObjectId) -> Result<Tree> {
+    let payload = object::read_kind(layout, id, Kind::Tree, Cap::TREE)?;
+    Tree::parse(&payload).map_err(|reason| Error::Corrupt {
+        id: *id,
+        path: layout.object_path(id),
+        reason: format!("malformed tree: {reason}"),
+    })
+}

@@ -1,0 +1,24 @@
+use hel_workspace::walk;
+use std::os::fd::AsFd;
+fn main() {
+    let root = std::path::PathBuf::from(std::env::args().nth(1).unwrap());
+    let fd = rustix::fs::open(
+        &root,
+        rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY,
+        rustix::fs::Mode::empty(),
+    )
+    .unwrap();
+    let cache = hel_workspace::cache::Cache::default();
+    let plan = walk::Plan {
+        root: &root,
+        cache: &cache,
+        prev: None,
+        max_file: 0,
+    };
+    for _ in 0..3 {
+        let t = std::time::Instant::now();
+        let mut n = 0;
+        walk::walk(fd.as_fd(), &plan, |_e| n += 1).unwrap();
+        println!("walk {n} entries {:?}", t.elapsed());
+    }
+}

@@ -1,0 +1,456 @@
+//! Taking a snapshot: walk the project, hash what the stat cache cannot
+//! vouch for (in parallel), and write the blobs and trees that are new
+//! through a commit transaction of the session.
+
+use std::collections::HashMap;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::path::{Path, PathBuf};
+
+use hel_store::tree::{EntryKind, Tree};
+use hel_store::{Cap, Encoded, ObjectId, Store, Txn};
+use rustix::fs::{Mode, OFlags};
+
+use crate::cache::{Cache, Known};
+use crate::flat::{Flat, Item, TreesError};
+use crate::stat::FileStat;
+use crate::walk::{self, Content, Found, Skipped};
+
+/// Limits of a snapshot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Options {
+    /// A file larger than this that the session has not recorded before is
+    /// listed as not tracked instead of stored.
+    pub max_file: u64,
+    /// New content (bytes of files not stored yet) one snapshot may add;
+    /// past it, new files are listed as not tracked.
+    pub budget: u64,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            max_file: 1 << 20,
+            budget: 64 << 20,
+        }
+    }
+}
+
+/// Why a path is listed as not tracked.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NotTracked {
+    /// Larger than the size limit.
+    TooLarge { size: u64 },
+    /// Past the snapshot's budget of new bytes.
+    OverBudget { size: u64 },
+    /// Could not be read.
+    Unreadable(String),
+}
+
+/// The previous snapshot of the session: its files are tracked whatever
+/// their size, and what it names is stored where the session may name it.
+pub struct Prev<'a> {
+    pub tree: ObjectId,
+    pub flat: &'a Flat,
+}
+
+/// A snapshot written (or found unchanged).
+#[derive(Debug)]
+pub struct Snapshot {
+    /// The root tree.
+    pub tree: ObjectId,
+    pub flat: Flat,
+    /// Every path's `lstat` as the walk saw it (what a restore re-checks
+    /// before touching the path).
+    pub stats: HashMap<Vec<u8>, FileStat>,
+    /// Paths listed as not tracked, and why.
+    pub not_tracked: Vec<(Vec<u8>, NotTracked)>,
+    /// What the walk left out.
+    pub skipped: Vec<Skipped>,
+    /// Nested repositories left out whole.
+    pub repositories: Vec<Vec<u8>>,
+    /// Files read and hashed (the others the cache vouched for).
+    pub files_read: u64,
+    /// Bytes of new file content stored.
+    pub new_bytes: u64,
+}
+
+/// Why a snapshot failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SnapshotError {
+    #[error(transparent)]
+    Walk(#[from] walk::WalkError),
+    #[error(transparent)]
+    Store(#[from] hel_store::Error),
+    #[error("{0} is {1}: hel does not snapshot it (use --no-workspace, or run hel in a project directory)")]
+    Refused(PathBuf, &'static str),
+    #[error("snapshot of the project: {0}")]
+    Trees(#[source] TreesError),
+}
+
+/// Where a snapshot's objects go: a commit in progress ([`Txn`]), or
+/// nowhere ([`Scan`]) when only the ids are wanted.
+pub trait Sink {
+    /// Is `id` stored where this snapshot may name it?
+    fn has(&mut self, id: &ObjectId) -> Result<bool, hel_store::Error>;
+    fn put_blob(&mut self, bytes: &[u8]) -> Result<ObjectId, hel_store::Error>;
+    /// Returns whether the blob was new.
+    fn put_encoded(&mut self, e: Encoded) -> Result<bool, hel_store::Error>;
+    fn put_tree(&mut self, t: &Tree) -> Result<ObjectId, hel_store::Error>;
+}
+
+impl Sink for Txn<'_> {
+    fn has(&mut self, id: &ObjectId) -> Result<bool, hel_store::Error> {
+        Txn::has(self, id)
+    }
+    fn put_blob(&mut self, bytes: &[u8]) -> Result<ObjectId, hel_store::Error> {
+        Txn::put_blob(self, bytes)
+    }
+    fn put_encoded(&mut self, e: Encoded) -> Result<bool, hel_store::Error> {
+        Txn::put_encoded(self, e)
+    }
+    fn put_tree(&mut self, t: &Tree) -> Result<ObjectId, hel_store::Error> {
+        Txn::put_tree(self, t)
+    }
+}
+
+/// A sink that stores nothing: a snapshot through it computes the ids of
+/// what is on disk (for a diff against the files), as if all were stored.
+pub struct Scan;
+
+impl Sink for Scan {
+    fn has(&mut self, _: &ObjectId) -> Result<bool, hel_store::Error> {
+        Ok(true)
+    }
+    fn put_blob(&mut self, bytes: &[u8]) -> Result<ObjectId, hel_store::Error> {
+        Ok(hel_store::blob_id(bytes))
+    }
+    fn put_encoded(&mut self, _: Encoded) -> Result<bool, hel_store::Error> {
+        Ok(false)
+    }
+    fn put_tree(&mut self, t: &Tree) -> Result<ObjectId, hel_store::Error> {
+        Ok(hel_store::tree_id(t))
+    }
+}
+
+/// A project's workspace, open for snapshots: its path, its stat cache
+/// (kept in memory between snapshots, reloaded when another process saved
+/// a newer one), and the limits.
+pub struct Workspace {
+    root: PathBuf,
+    /// The project directory, opened once (restores write beneath it).
+    project: OwnedFd,
+    dir: OwnedFd,
+    cache: Cache,
+    pub options: Options,
+}
+
+/// Whether `project` may be snapshotted: never `/` nor the home directory.
+pub fn check_project(project: &Path) -> Result<(), SnapshotError> {
+    let canonical = project
+        .canonicalize()
+        .unwrap_or_else(|_| project.to_owned());
+    if canonical == Path::new("/") {
+        return Err(SnapshotError::Refused(canonical, "the root directory"));
+    }
+    if let Some(home) = std::env::var_os("HOME") {
+        let home = PathBuf::from(home);
+        if home.canonicalize().unwrap_or(home) == canonical {
+            return Err(SnapshotError::Refused(canonical, "your home directory"));
+        }
+    }
+    Ok(())
+}
+
+fn now_ns() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos().min(i64::MAX as u128) as i64)
+}
+
+impl Workspace {
+    /// Open the workspace of `store`'s project (refused for `/` and the
+    /// home directory).
+    pub fn open(store: &Store, options: Options) -> Result<Workspace, SnapshotError> {
+        let root = store.project_path().to_owned();
+        check_project(&root)?;
+        let (dir, _) = store.workspace_dir()?;
+        let cache = Cache::load(dir.as_fd());
+        let project = rustix::fs::open(
+            &root,
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| {
+            SnapshotError::Walk(walk::WalkError {
+                path: root.display().to_string(),
+                reason: e.to_string(),
+            })
+        })?;
+        Ok(Workspace {
+            root,
+            project,
+            dir,
+            cache,
+            options,
+        })
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// What the project holds at `path` now, for a diff against the files
+    /// on disk: a regular file's bytes (at most [`Cap::FILE`]) or a
+    /// symlink's target. Never through a link, never blocking on a FIFO.
+    pub fn read_current(&self, path: &[u8], kind: EntryKind) -> std::io::Result<Vec<u8>> {
+        let (dir, name) = crate::flat::split(path);
+        let dirfd = walk::open_dir(self.project.as_fd(), dir)?;
+        if kind == EntryKind::Symlink {
+            return Ok(rustix::fs::readlinkat(&dirfd, name, Vec::new())?.into_bytes());
+        }
+        let Some((fd, _)) = walk::open_regular(dirfd.as_fd(), name)? else {
+            return Err(std::io::Error::other("not a regular file"));
+        };
+        let mut out = Vec::new();
+        use std::io::Read as _;
+        std::fs::File::from(fd)
+            .take(Cap::FILE.max)
+            .read_to_end(&mut out)?;
+        Ok(out)
+    }
+
+    /// The project directory's descriptor.
+    pub fn project_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.project.as_fd()
+    }
+
+    /// Snapshot the project through `txn` (the session's commit in
+    /// progress): files the cache vouches for are not read, new content is
+    /// written, and every tree that `prev` does not already hold. The trees
+    /// are published with the record `txn` commits.
+    pub fn snapshot(
+        &mut self,
+        txn: &mut dyn Sink,
+        prev: Option<Prev<'_>>,
+    ) -> Result<Snapshot, SnapshotError> {
+        self.take_snapshot(txn, prev, false)
+    }
+
+    /// [`Workspace::snapshot`], also keeping every path's `lstat` in
+    /// [`Snapshot::stats`] (what a restore checks before touching a path).
+    pub fn snapshot_with_stats(
+        &mut self,
+        txn: &mut dyn Sink,
+        prev: Option<Prev<'_>>,
+    ) -> Result<Snapshot, SnapshotError> {
+        self.take_snapshot(txn, prev, true)
+    }
+
+    fn take_snapshot(
+        &mut self,
+        txn: &mut dyn Sink,
+        prev: Option<Prev<'_>>,
+        keep_stats: bool,
+    ) -> Result<Snapshot, SnapshotError> {
+        if !self.cache.is_current(self.dir.as_fd()) {
+            self.cache = Cache::load(self.dir.as_fd());
+        }
+        let walk_start = now_ns();
+        let prev_flat = prev.as_ref().map(|p| p.flat);
+        let mut t = Taking {
+            txn,
+            project: self.project.as_fd(),
+            prev: prev_flat,
+            max_file: self.options.max_file.min(Cap::FILE.max),
+            budget: self.options.budget,
+            keep_stats,
+            known: Vec::new(),
+            cache_hits: 0,
+            out: Snapshot {
+                tree: ObjectId::ZERO,
+                flat: Flat::default(),
+                stats: HashMap::new(),
+                not_tracked: Vec::new(),
+                skipped: Vec::new(),
+                repositories: Vec::new(),
+                files_read: 0,
+                new_bytes: 0,
+            },
+            failed: None,
+        };
+        let plan = walk::Plan {
+            root: &self.root,
+            cache: &self.cache,
+            prev: prev_flat,
+            max_file: self.options.max_file,
+        };
+        let walked = walk::walk(self.project.as_fd(), &plan, |e| {
+            if t.failed.is_none() {
+                if let Err(err) = t.take(e) {
+                    t.failed = Some(err);
+                }
+            }
+        })?;
+        if let Some(e) = t.failed {
+            return Err(e);
+        }
+        let Taking {
+            txn,
+            mut out,
+            known,
+            cache_hits,
+            ..
+        } = t;
+        out.skipped.extend(walked.skipped);
+        // The trees that differ from the last snapshot's, deepest first; the
+        // others are stored already.
+        let trees = out
+            .flat
+            .trees_since(prev_flat)
+            .map_err(SnapshotError::Trees)?;
+        for (_, tree, _) in &trees {
+            txn.put_tree(tree)?;
+        }
+        out.tree = match (trees.last(), &prev) {
+            (Some((dir, _, id)), _) if dir.is_empty() => *id,
+            (_, Some(p)) => p.tree,
+            _ => hel_store::tree_id(&Tree::default()),
+        };
+        // The cache changes when a file was read (new, changed, or racy:
+        // saved again it settles) or a file it knew is gone.
+        let changed = out.files_read > 0 || cache_hits != self.cache.len();
+        if changed || !self.cache.is_current(self.dir.as_fd()) {
+            // A cache that cannot be written costs the next snapshot a
+            // full read, nothing else.
+            let _ = self.cache.save(self.dir.as_fd(), known, walk_start);
+        }
+        Ok(out)
+    }
+}
+
+/// A snapshot being taken: what the walk's entries go into.
+struct Taking<'a, 'b> {
+    txn: &'a mut dyn Sink,
+    project: BorrowedFd<'b>,
+    prev: Option<&'b Flat>,
+    max_file: u64,
+    budget: u64,
+    keep_stats: bool,
+    /// Every file with content, for the stat cache.
+    known: Vec<(Vec<u8>, Known)>,
+    /// Files the cache vouched for.
+    cache_hits: usize,
+    out: Snapshot,
+    failed: Option<SnapshotError>,
+}
+
+impl Taking<'_, '_> {
+    /// Record one entry of the walk: store what is new (within the budget,
+    /// unless the session tracked the file before), list what is not
+    /// tracked.
+    fn take(&mut self, e: walk::Entry) -> Result<(), SnapshotError> {
+        let item = |kind, mode, size, id| Item {
+            kind,
+            mode,
+            size,
+            id,
+        };
+        let out = &mut self.out;
+        if self.keep_stats {
+            out.stats.insert(e.path.clone(), e.stat);
+        }
+        let content = match e.found {
+            Found::Dir => {
+                out.flat.items.insert(
+                    e.path,
+                    item(EntryKind::Dir, e.stat.perm(), 0, ObjectId::ZERO),
+                );
+                return Ok(());
+            }
+            Found::Repository => {
+                out.repositories.push(e.path.clone());
+                out.flat
+                    .items
+                    .insert(e.path, item(EntryKind::Repository, 0, 0, ObjectId::ZERO));
+                return Ok(());
+            }
+            Found::Symlink(target) => {
+                let id = self.txn.put_blob(&target)?;
+                let size = target.len() as u64;
+                out.flat
+                    .items
+                    .insert(e.path, item(EntryKind::Symlink, 0, size, id));
+                return Ok(());
+            }
+            Found::File(c) => c,
+        };
+        let prev = self.prev.and_then(|f| f.get(&e.path));
+        let tracked = prev.is_some_and(|i| i.kind == EntryKind::File);
+        let content = match content {
+            Content::Cached(id) => {
+                // Named by the session's last snapshot at this path: stored
+                // where the session may name it. Otherwise ask the store,
+                // and read the file again if its content is not there.
+                if prev.map(|i| i.id) == Some(id) || self.txn.has(&id)? {
+                    self.cache_hits += 1;
+                    self.known
+                        .push((e.path.clone(), Known { stat: e.stat, id }));
+                    out.flat.items.insert(
+                        e.path,
+                        item(EntryKind::File, e.stat.perm(), e.stat.size, id),
+                    );
+                    return Ok(());
+                }
+                let (dir, name) = crate::flat::split(&e.path);
+                let max = if tracked {
+                    Cap::FILE.max
+                } else {
+                    self.max_file
+                };
+                match walk::open_dir(self.project, dir) {
+                    Ok(fd) => walk::read(fd.as_fd(), name, &e.stat, max),
+                    Err(err) => Content::Unreadable(err.to_string()),
+                }
+            }
+            other => other,
+        };
+        let path = e.path;
+        let not_tracked = |out: &mut Snapshot, path: Vec<u8>, why: NotTracked, size: u64| {
+            out.not_tracked.push((path.clone(), why));
+            out.flat
+                .items
+                .insert(path, item(EntryKind::NotTracked, 0, size, ObjectId::ZERO));
+        };
+        match content {
+            Content::Gone => {
+                out.stats.remove(&path);
+            }
+            Content::TooLarge(size) => not_tracked(out, path, NotTracked::TooLarge { size }, size),
+            Content::Unreadable(why) => {
+                not_tracked(out, path, NotTracked::Unreadable(why), e.stat.size)
+            }
+            Content::Cached(_) => {}
+            Content::Read { blob, stat, size } => {
+                out.files_read += 1;
+                let id = blob.id();
+                if !self.txn.has(&id)? {
+                    if out.new_bytes + size > self.budget && !tracked {
+                        not_tracked(out, path, NotTracked::OverBudget { size }, size);
+                        return Ok(());
+                    }
+                    if self.txn.put_encoded(blob)? {
+                        out.new_bytes += size;
+                    }
+                }
+                self.known.push((path.clone(), Known { stat, id }));
+                if self.keep_stats {
+                    out.stats.insert(path.clone(), stat);
+                }
+                out.flat
+                    .items
+                    .insert(path, item(EntryKind::File, stat.perm(), size, id));
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,138 @@
+//! An agent run on the command line: instructions from `-p` or stdin,
+//! answers on stdout, Ctrl-C, and the exit code.
+
+use std::io::{IsTerminal, Write};
+use std::rc::Rc;
+use std::sync::Arc;
+
+use hel_agent::interrupt::{self, Interrupts};
+use hel_agent::outcome::{Outcome, Termination};
+use hel_agent::run::{Host, Run};
+use hel_agent::session::Start;
+use tokio::io::{AsyncBufReadExt, BufReader, Lines, Stdin};
+
+use crate::cli::RunArgs;
+use crate::exit::Exit;
+use crate::render::{self, Stderr};
+use crate::tty::Tty;
+
+/// Exit code of a run ended by Ctrl-C.
+const INTERRUPTED: u8 = 130;
+
+/// Run hel as an agent. Returns the exit code.
+pub async fn run(args: RunArgs, start: Start, restore_files: Option<bool>) -> Result<u8, Exit> {
+    let (interrupter, interrupts) = interrupt::channel();
+    let host = Host {
+        observer: Rc::new(Stderr),
+        confirm: Arc::new(Tty),
+        interrupts: interrupts.clone(),
+    };
+    let mut run = Run::start(args.options(), start, host)?;
+    if let Some(force) = restore_files {
+        let out = run
+            .restore_forked_files(force)
+            .map_err(|e| Exit::refused(e.to_string()))?;
+        render::line(&format!(
+            "hel: restored the files of the forked checkpoint: {} written, {} removed, {} left alone",
+            out.written.len(),
+            out.removed.len(),
+            out.conflicts.len()
+        ));
+        for (p, why) in &out.conflicts {
+            render::line(&format!(
+                "hel:   left alone {}: {why}",
+                String::from_utf8_lossy(p)
+            ));
+        }
+    }
+    tokio::spawn(async move {
+        while tokio::signal::ctrl_c().await.is_ok() {
+            interrupter.interrupt();
+        }
+    });
+    let from_stdin = args.instructions.is_empty();
+    let mut instructions = args.instructions.into_iter();
+    let mut stdin = BufReader::new(tokio::io::stdin()).lines();
+    let mut failed = false;
+    loop {
+        let text = if from_stdin {
+            match next_line(&mut stdin, &interrupts).await {
+                Line::Text(t) => t,
+                Line::End => break,
+                Line::Interrupted => {
+                    run.finish();
+                    return Ok(INTERRUPTED);
+                }
+                Line::Unreadable(e) => {
+                    render::line(&format!("hel: cannot read stdin: {e}"));
+                    failed = true;
+                    break;
+                }
+            }
+        } else {
+            match instructions.next() {
+                Some(t) => t,
+                None => break,
+            }
+        };
+        match run.instruction(&text).await {
+            Outcome::Completed(answer) => print_answer(&answer),
+            Outcome::Incomplete(why) => {
+                let t = why.termination();
+                render::line(&format!(
+                    "hel: instruction incomplete ({}): {why}",
+                    t.name()
+                ));
+                failed = true;
+                if t == Termination::Interrupted && !from_stdin {
+                    run.finish();
+                    return Ok(INTERRUPTED);
+                }
+                if !from_stdin {
+                    break;
+                }
+            }
+        }
+    }
+    run.finish();
+    Ok(if failed { 1 } else { 0 })
+}
+
+/// The next instruction read from stdin.
+enum Line {
+    Text(String),
+    /// EOF or `/exit`.
+    End,
+    Interrupted,
+    Unreadable(std::io::Error),
+}
+
+/// Read lines until one holds an instruction (blank lines are skipped).
+async fn next_line(stdin: &mut Lines<BufReader<Stdin>>, interrupts: &Interrupts) -> Line {
+    let seen = interrupts.count();
+    loop {
+        let line = tokio::select! {
+            l = stdin.next_line() => l,
+            _ = interrupts.after(seen) => return Line::Interrupted,
+        };
+        return match line {
+            Ok(Some(l)) if l.trim() == "/exit" => Line::End,
+            Ok(Some(l)) if l.trim().is_empty() => continue,
+            Ok(Some(l)) => Line::Text(l),
+            Ok(None) => Line::End,
+            Err(e) => Line::Unreadable(e),
+        };
+    }
+}
+
+/// An answer on stdout. On a terminal the model's escape sequences are
+/// shown, not obeyed; into a pipe or file the answer goes byte for byte.
+fn print_answer(answer: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = if out.is_terminal() {
+        writeln!(out, "{}", hel_agent::terminal::escape_text(answer))
+    } else {
+        writeln!(out, "{answer}")
+    };
+    let _ = out.flush();
+}

@@ -1,0 +1,222 @@
+//! `hel sessions` (list), `hel sessions log`, `hel sessions delete`.
+
+use std::path::Path;
+
+use hel_agent::session;
+use hel_store::log::LogEntry;
+use hel_store::time::rfc3339;
+use hel_store::{Record, SessionId, Store};
+use serde::Serialize;
+
+use super::report::{print_json, say};
+use crate::exit::Exit;
+use crate::render;
+
+/// A row of `hel sessions --json` (fields in the order the JSON has).
+#[derive(Serialize)]
+struct SessionRow<'a> {
+    broken: Option<String>,
+    busy: bool,
+    checkpoints: u64,
+    head: Option<String>,
+    id: &'a SessionId,
+    instruction: &'a str,
+    messages: u64,
+    updated: String,
+}
+
+/// A checkpoint of `hel sessions log --json` (fields in the order the
+/// JSON has).
+#[derive(Serialize)]
+struct LogRow<'a> {
+    fork_point: bool,
+    id: String,
+    input_tokens: u64,
+    instruction: &'a str,
+    messages: u64,
+    output_tokens: u64,
+    record: &'static str,
+    session: &'a SessionId,
+    time: &'a str,
+    /// The workspace tree at the record, and at its instruction's start.
+    workspace: Option<String>,
+    workspace_start: Option<String>,
+}
+
+/// What `sessions log` says of a record besides its columns ("" for an
+/// answer).
+fn record_tag(e: &LogEntry, ended: bool) -> String {
+    let ws = e.workspace.as_ref();
+    let partial = match ws {
+        Some(w) if w.not_tracked > 0 => format!(", {} files not tracked", w.not_tracked),
+        _ => String::new(),
+    };
+    match e.record {
+        Record::Answer if ws.is_none() => "[no file snapshot] ".into(),
+        Record::Answer if partial.is_empty() => String::new(),
+        Record::Answer => format!("[{}] ", &partial[2..]),
+        Record::Start if ended => format!("[start{partial}] "),
+        Record::Start => format!("[started, never ended: `hel undo` reverts it{partial}] "),
+        Record::Interrupted => format!("[interrupted{partial}] "),
+        Record::BeforeRestore => format!("[files before a restore{partial}] "),
+        Record::Restored => match ws.and_then(|w| w.restored.as_ref()) {
+            Some(r) => format!(
+                "[{} {} file(s) to {} of {}{}] ",
+                if r.undo { "undo: restored" } else { "restored" },
+                r.count,
+                if r.start { "the start" } else { "the end" },
+                &r.from.to_hex()[..12],
+                if r.conflicts > 0 {
+                    format!(", {} conflict(s) left alone", r.conflicts)
+                } else {
+                    String::new()
+                }
+            ),
+            None => "[restored] ".into(),
+        },
+        Record::Fork => "[fork] ".into(),
+    }
+}
+
+pub fn list(store: &Store, as_json: bool) -> Result<u8, Exit> {
+    let sessions = store.sessions()?;
+    if as_json {
+        let rows: Vec<SessionRow> = sessions
+            .iter()
+            .map(|s| SessionRow {
+                broken: s.broken.as_ref().map(|e| e.to_string()),
+                busy: s.busy,
+                checkpoints: s.checkpoints,
+                head: s.head.map(|h| h.to_hex()),
+                id: &s.id,
+                instruction: &s.instruction,
+                messages: s.messages,
+                updated: rfc3339(s.updated_ms),
+            })
+            .collect();
+        print_json(&rows);
+        return Ok(0);
+    }
+    if sessions.is_empty() {
+        say!("no sessions in this project");
+        return Ok(0);
+    }
+    say!(
+        "{:<36}  {:<5}  {:<24}  {:>11}  {:>8}  INSTRUCTION",
+        "SESSION",
+        "STATE",
+        "UPDATED",
+        "CHECKPOINTS",
+        "MESSAGES"
+    );
+    let mut broken = 0;
+    for s in sessions {
+        let state = match (&s.broken, s.busy) {
+            (Some(_), _) => "broken",
+            (None, true) => "busy",
+            (None, false) => "idle",
+        };
+        let updated = if s.broken.is_some() {
+            "?".to_owned()
+        } else {
+            rfc3339(s.updated_ms)
+        };
+        say!(
+            "{:<36}  {:<5}  {:<24}  {:>11}  {:>8}  {}",
+            s.id,
+            state,
+            updated,
+            s.checkpoints,
+            s.messages,
+            s.instruction.chars().take(60).collect::<String>()
+        );
+        if let Some(why) = &s.broken {
+            broken += 1;
+            render::line(&format!("hel: session {}: {why}", s.id));
+        }
+    }
+    if broken > 0 {
+        render::line(&format!(
+            "hel: {broken} session(s) cannot be read; `hel fsck` checks the whole store"
+        ));
+    }
+    Ok(0)
+}
+
+pub fn log(
+    store: &Store,
+    project: &Path,
+    spec: &str,
+    all: bool,
+    as_json: bool,
+) -> Result<u8, Exit> {
+    let id = session::resolve(store, project, spec)?;
+    let entries = store.log(&id)?;
+    if as_json {
+        let rows: Vec<LogRow> = entries
+            .iter()
+            .map(|e| LogRow {
+                fork_point: e.fork_point,
+                id: e.id.to_hex(),
+                input_tokens: e.input_tokens,
+                instruction: &e.instruction,
+                messages: e.messages,
+                output_tokens: e.output_tokens,
+                record: e.record.name(),
+                session: &e.session_id,
+                time: &e.time,
+                workspace: e.workspace.as_ref().map(|w| w.tree.to_hex()),
+                workspace_start: e
+                    .workspace
+                    .as_ref()
+                    .and_then(|w| w.start)
+                    .map(|t| t.to_hex()),
+            })
+            .collect();
+        print_json(&rows);
+        return Ok(0);
+    }
+    for (k, e) in entries.iter().enumerate() {
+        // An instruction's start is shown only when it never ended (or with
+        // --all): its end record carries both snapshots.
+        let ended = k > 0
+            && matches!(entries[k - 1].record, Record::Answer | Record::Interrupted)
+            && entries[k - 1].parent == Some(e.id);
+        if e.record == Record::Start && ended && !all {
+            continue;
+        }
+        if e.fork_point {
+            say!(
+                "--- forked from session {} at checkpoint {} ---",
+                e.session_id,
+                &e.id.to_hex()[..12]
+            );
+        }
+        // Tokens belong to answers; workspace records repeat the last.
+        let tokens = if e.record == Record::Answer {
+            format!("{:>8} in {:>6} out", e.input_tokens, e.output_tokens)
+        } else {
+            " ".repeat(21)
+        };
+        say!(
+            "{}  {}  {:>5} msgs  {tokens}  {}{}",
+            &e.id.to_hex()[..12],
+            e.time,
+            e.messages,
+            record_tag(e, ended),
+            e.instruction.chars().take(60).collect::<String>()
+        );
+    }
+    Ok(0)
+}
+
+pub fn delete(store: &Store, project: &Path, spec: &str) -> Result<u8, Exit> {
+    let id = session::resolve(store, project, spec)?;
+    let report = store.delete(&id, true)?.unwrap_or_default();
+    say!(
+        "deleted session {id}; reclaimed {} objects, {} bytes",
+        report.objects_removed,
+        report.bytes_removed
+    );
+    Ok(0)
+}

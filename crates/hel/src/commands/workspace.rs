@@ -1,0 +1,381 @@
+//! `hel undo`, `hel restore` and `hel diff`: the project's files as a
+//! session's snapshots recorded them.
+
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Component, Path, PathBuf};
+
+use hel_agent::session::{self, resolve_checkpoint, SessionError};
+use hel_store::tree::EntryKind;
+use hel_store::{Cap, ObjectId, SessionId, Store};
+use hel_workspace::diff::{self, Status};
+use hel_workspace::undo::{self, GoBack, Outcome};
+use hel_workspace::{Flat, Item, Scan, Workspace};
+use serde::Serialize;
+
+use super::report::{print_json, project, say};
+use crate::exit::Exit;
+
+/// The most recently updated session nobody is working on.
+fn last_idle(store: &Store) -> Result<SessionId, Exit> {
+    store
+        .sessions()?
+        .into_iter()
+        .find(|s| !s.busy && s.head.is_some() && s.broken.is_none())
+        .map(|s| s.id)
+        .ok_or_else(|| Exit::from(SessionError::NoneResumable))
+}
+
+/// The checkpoint `at` names in `session`'s history, or its newest record
+/// with a snapshot of the files.
+fn checkpoint_of(store: &Store, session: &SessionId, at: Option<&str>) -> Result<ObjectId, Exit> {
+    let log = store.log(session)?;
+    match at {
+        Some(spec) => Ok(resolve_checkpoint(&log, spec)?),
+        None => log
+            .iter()
+            .find(|e| e.workspace.is_some())
+            .map(|e| e.id)
+            .ok_or_else(|| {
+                Exit::refused(format!(
+                    "session {session} has no snapshot of the project's files (saved with --no-workspace, or by an older hel)"
+                ))
+            }),
+    }
+}
+
+/// A path argument as a path of the project: relative to the current
+/// directory (the project) or absolute inside it, never above it.
+fn project_path(project: &Path, arg: &Path) -> Result<Vec<u8>, Exit> {
+    let rel = if arg.is_absolute() {
+        arg.strip_prefix(project).map_err(|_| {
+            Exit::usage(format!(
+                "{} is not inside the project {}",
+                arg.display(),
+                project.display()
+            ))
+        })?
+    } else {
+        arg
+    };
+    let mut parts: Vec<&[u8]> = Vec::new();
+    for c in rel.components() {
+        match c {
+            Component::Normal(n) => parts.push(n.as_bytes()),
+            Component::CurDir => {}
+            Component::ParentDir if parts.pop().is_some() => {}
+            _ => {
+                return Err(Exit::usage(format!(
+                    "{} leads outside the project",
+                    arg.display()
+                )))
+            }
+        }
+    }
+    if parts.is_empty() {
+        return Ok(Vec::new());
+    }
+    Ok(parts.join(&b'/'))
+}
+
+fn show(path: &[u8]) -> String {
+    String::from_utf8_lossy(path).into_owned()
+}
+
+/// `hel undo`/`hel restore` as JSON.
+#[derive(Serialize)]
+struct Report {
+    before: String,
+    conflicts: Vec<ConflictRow>,
+    not_durable: Option<String>,
+    removed: Vec<String>,
+    restored: String,
+    session: String,
+    written: Vec<String>,
+}
+
+#[derive(Serialize)]
+struct ConflictRow {
+    path: String,
+    reason: String,
+}
+
+/// Take the session's lease (refused while an instance works on it,
+/// naming it) and perform `go`.
+fn go_back(
+    store: &Store,
+    session: &SessionId,
+    options: hel_workspace::Options,
+    go: impl FnOnce(&ObjectId) -> Result<GoBack, Exit>,
+) -> Result<Outcome, Exit> {
+    let (lease, head) = store.resume(session)?;
+    let plan = go(&head)?;
+    let mut ws = Workspace::open(store, options).map_err(|e| Exit::refused(e.to_string()))?;
+    let mut state = store.record_state(&lease)?;
+    Ok(undo::go_back(store, &lease, &mut state, &mut ws, &plan)?)
+}
+
+fn report(session: &SessionId, what: &str, out: &Outcome, json: bool) -> u8 {
+    if json {
+        print_json(&Report {
+            before: out.before.to_hex(),
+            conflicts: out
+                .conflicts
+                .iter()
+                .map(|(p, c)| ConflictRow {
+                    path: show(p),
+                    reason: c.to_string(),
+                })
+                .collect(),
+            not_durable: out.not_durable.clone(),
+            removed: out.removed.iter().map(|p| show(p)).collect(),
+            restored: out.restored.to_hex(),
+            session: session.to_string(),
+            written: out.written.iter().map(|p| show(p)).collect(),
+        });
+    } else {
+        say!("{what}");
+        for p in &out.written {
+            say!("  restored  {}", show(p));
+        }
+        for p in &out.removed {
+            say!("  removed   {}", show(p));
+        }
+        for (p, c) in &out.conflicts {
+            say!("  left alone  {}: {c}", show(p));
+        }
+        say!(
+            "{} restored, {} removed, {} left alone{}. To take this back: hel restore {} --at {}",
+            out.written.len(),
+            out.removed.len(),
+            out.conflicts.len(),
+            if out
+                .conflicts
+                .iter()
+                .any(|(_, c)| *c == undo::Conflict::Changed)
+            {
+                " (--force writes files changed since the session recorded them)"
+            } else {
+                ""
+            },
+            session,
+            &out.before.to_hex()[..12]
+        );
+        if let Some(why) = &out.not_durable {
+            say!("warning: the restored files may not survive a power loss: {why}");
+        }
+    }
+    u8::from(!out.conflicts.is_empty())
+}
+
+pub fn undo(
+    spec: Option<String>,
+    force: bool,
+    json: bool,
+    options: hel_workspace::Options,
+) -> Result<u8, Exit> {
+    let project = project()?;
+    let store = Store::open(&project)?;
+    let session = match spec {
+        Some(s) => session::resolve(&store, &project, &s)?,
+        None => last_idle(&store)?,
+    };
+    let mut instruction = String::new();
+    let out = go_back(&store, &session, options, |head| {
+        let plan = undo::undo_plan(&store, head, force)?;
+        instruction = store.checkpoint(&plan.from)?.summary.instruction;
+        Ok(plan)
+    })?;
+    let what = format!(
+        "undo in session {session}: the files as they were before \"{}\"",
+        instruction.chars().take(60).collect::<String>()
+    );
+    Ok(report(&session, &what, &out, json))
+}
+
+#[allow(clippy::too_many_arguments)]
+pub fn restore(
+    spec: String,
+    at: Option<String>,
+    before: bool,
+    paths: Vec<PathBuf>,
+    force: bool,
+    json: bool,
+    options: hel_workspace::Options,
+) -> Result<u8, Exit> {
+    let project = project()?;
+    let store = Store::open(&project)?;
+    let session = session::resolve(&store, &project, &spec)?;
+    let checkpoint = checkpoint_of(&store, &session, at.as_deref())?;
+    let paths = paths
+        .iter()
+        .map(|p| project_path(&project, p))
+        .collect::<Result<Vec<_>, _>>()?;
+    let out = go_back(&store, &session, options, |head| {
+        Ok(undo::restore_plan(
+            &store,
+            head,
+            &checkpoint,
+            before,
+            paths.into_iter().filter(|p| !p.is_empty()).collect(),
+            force,
+        )?)
+    })?;
+    let what = format!(
+        "restore in session {session}: the files as they were {} checkpoint {}",
+        if before {
+            "when the instruction of"
+        } else {
+            "at"
+        },
+        &checkpoint.to_hex()[..12]
+    );
+    Ok(report(&session, &what, &out, json))
+}
+
+/// Where one side of a diff reads content from.
+enum Side<'a> {
+    Store(&'a Store),
+    Disk(&'a Workspace),
+}
+
+impl Side<'_> {
+    /// The content of `item` at `path` (a file's bytes, a link's target),
+    /// or None when it has none to show.
+    fn content(&self, path: &[u8], item: Option<&Item>) -> Result<Option<Vec<u8>>, Exit> {
+        let Some(item) = item else { return Ok(None) };
+        if !matches!(item.kind, EntryKind::File | EntryKind::Symlink) {
+            return Ok(None);
+        }
+        match self {
+            Side::Store(store) => Ok(Some(store.read_blob_as(&item.id, Cap::FILE)?)),
+            Side::Disk(ws) => ws
+                .read_current(path, item.kind)
+                .map(Some)
+                .map_err(|e| Exit::refused(format!("cannot read {}: {e}", show(path)))),
+        }
+    }
+}
+
+pub fn diff(
+    spec: String,
+    at: Option<String>,
+    against: Option<String>,
+    worktree: bool,
+    stat: bool,
+    json: bool,
+) -> Result<u8, Exit> {
+    let project = project()?;
+    let store = Store::open(&project)?;
+    let session = session::resolve(&store, &project, &spec)?;
+    let at = checkpoint_of(&store, &session, at.as_deref())?;
+    let cp = store.checkpoint(&at)?;
+    let ws = cp.workspace.as_ref().ok_or_else(|| {
+        Exit::refused(format!(
+            "checkpoint {at} has no snapshot of the project's files"
+        ))
+    })?;
+    let at_flat = Flat::read(&store, &ws.tree).map_err(|e| Exit::refused(e.to_string()))?;
+    let mut disk = if worktree {
+        Some(
+            Workspace::open(&store, hel_workspace::Options::default())
+                .map_err(|e| Exit::refused(e.to_string()))?,
+        )
+    } else {
+        None
+    };
+    let (old, new, on_disk) = if let Some(other) = against {
+        let other = resolve_checkpoint(&store.log(&session)?, &other)?;
+        let ocp = store.checkpoint(&other)?;
+        let tree = ocp.workspace.map(|w| w.tree).ok_or_else(|| {
+            Exit::refused(format!(
+                "checkpoint {other} has no snapshot of the project's files"
+            ))
+        })?;
+        let old = Flat::read(&store, &tree).map_err(|e| Exit::refused(e.to_string()))?;
+        (old, at_flat, false)
+    } else if worktree {
+        let now = disk
+            .as_mut()
+            .ok_or_else(|| Exit::refused("no workspace"))?
+            .snapshot(
+                &mut Scan,
+                Some(hel_workspace::Prev {
+                    tree: ws.tree,
+                    flat: &at_flat,
+                }),
+            )
+            .map_err(|e| Exit::refused(e.to_string()))?;
+        (at_flat, now.flat, true)
+    } else {
+        // What the checkpoint's instruction changed.
+        let start = match ws.start {
+            Some(s) => s,
+            None => cp
+                .parents
+                .first()
+                .and_then(|p| hel_workspace::history::newest_tree(&store, p).ok().flatten())
+                .ok_or_else(|| {
+                    Exit::refused(format!(
+                        "checkpoint {at} has no earlier snapshot to compare with (use --against or --worktree)"
+                    ))
+                })?,
+        };
+        let old = Flat::read(&store, &start).map_err(|e| Exit::refused(e.to_string()))?;
+        (old, at_flat, false)
+    };
+    let old_side = Side::Store(&store);
+    let new_side = match (on_disk, &disk) {
+        (true, Some(w)) => Side::Disk(w),
+        _ => Side::Store(&store),
+    };
+    let changes = diff::changes(&old, &new);
+    let mut rows = Vec::new();
+    for c in &changes {
+        let a = old_side.content(&c.path, c.old.as_ref())?;
+        let b = new_side.content(&c.path, c.new.as_ref())?;
+        if json {
+            let lines = diff::line_stat(a.as_deref(), b.as_deref());
+            let binary = a.iter().chain(&b).any(|x| diff::is_binary(x));
+            rows.push(diff::to_json(c, lines, binary));
+            continue;
+        }
+        let name = show(&c.path);
+        if stat {
+            let counts = match diff::line_stat(a.as_deref(), b.as_deref()) {
+                Some(l) => format!("+{} -{}", l.added, l.removed),
+                None => "binary".into(),
+            };
+            say!("{} {name} | {counts}", letter(c.status));
+            continue;
+        }
+        say!("{} {name}", letter(c.status));
+        if c.status == Status::ModeChanged {
+            let m = |i: &Option<Item>| i.map(|i| format!("{:o}", i.mode)).unwrap_or_default();
+            say!("old mode {}\nnew mode {}", m(&c.old), m(&c.new));
+        }
+        if a.is_none() && b.is_none() {
+            continue;
+        }
+        match diff::unified(&c.path, a.as_deref(), b.as_deref(), 3) {
+            Some(text) if !text.is_empty() => print!("{}", hel_agent::terminal::escape_text(&text)),
+            Some(_) => {}
+            None => say!("Binary files a/{name} and b/{name} differ"),
+        }
+    }
+    if json {
+        print_json(&rows);
+    } else if changes.is_empty() {
+        say!("no changes");
+    }
+    Ok(0)
+}
+
+fn letter(s: Status) -> char {
+    match s {
+        Status::Added => 'A',
+        Status::Modified => 'M',
+        Status::Deleted => 'D',
+        Status::TypeChanged => 'T',
+        Status::ModeChanged => 'm',
+    }
+}

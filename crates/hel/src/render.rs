@@ -1,0 +1,82 @@
+//! Events as lines on stderr: the agent's progress, tool activity and
+//! warnings (stdout carries only answers and reports).
+
+use hel_agent::event::{Event, Observer, Warning};
+use hel_agent::terminal::escape_line;
+
+use crate::exit::Exit;
+
+/// Print a line on stderr. A closed stderr (say, piped into a program that
+/// exited) is no reason for an agent run to stop, so errors are ignored.
+#[macro_export]
+macro_rules! note {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
+/// One line of text from outside hel (names, arguments, paths, server
+/// messages), made safe for a terminal.
+pub fn line(text: &str) {
+    note!("{}", escape_line(text));
+}
+
+/// Renders a run's events on stderr.
+pub struct Stderr;
+
+impl Observer for Stderr {
+    fn event(&self, event: Event) {
+        match event {
+            Event::Session(Some(id)) => line(&format!("session: {id}")),
+            Event::Session(None) => line("session: none"),
+            Event::SettingsChanged(diffs) => line(&format!(
+                "hel: note: continuing with the current settings ({}); the saved ones stay in the checkpoint",
+                diffs.join(", ")
+            )),
+            Event::ToolStarted { name, arguments } => {
+                line(&format!("hel: {name} {}", one_line(&arguments, 120)))
+            }
+            Event::ToolFinished { content, .. } => {
+                line(&format!("hel:   {}", one_line(&content, 120)))
+            }
+            Event::Retry { error, wait } => line(&format!(
+                "hel: {error}; retrying in {:.1}s",
+                wait.as_secs_f64()
+            )),
+            Event::Trimmed { under } => line(&format!(
+                "hel: trimmed old tool results to stay under {under} tokens"
+            )),
+            Event::Compacting { messages } => line(&format!(
+                "hel: compacting {messages} messages into a summary"
+            )),
+            Event::CompactionSkipped => line(
+                "hel: the compaction summary is not smaller than what it would replace; keeping the conversation as is",
+            ),
+            Event::CheckpointSaved { .. } => {}
+            Event::Warning(w) => line(&format!("hel: warning: {}", warning(&w))),
+        }
+    }
+}
+
+/// A warning in words; a store error in it reads as it would on exit.
+fn warning(w: &Warning) -> String {
+    match w {
+        Warning::NoSession { store, error } => format!(
+            "cannot create a session in {} ({}); this conversation will not be saved",
+            store.display(),
+            Exit::store(error)
+        ),
+        w => w.to_string(),
+    }
+}
+
+/// `s` on one line (newlines as spaces), cut to `max` characters.
+fn one_line(s: &str, max: usize) -> String {
+    let flat: String = s.chars().map(|c| if c == '\n' { ' ' } else { c }).collect();
+    if flat.chars().count() > max {
+        format!("{}…", flat.chars().take(max).collect::<String>())
+    } else {
+        flat
+    }
+}

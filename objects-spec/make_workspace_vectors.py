@@ -1,0 +1,103 @@
+#!/usr/bin/env python3
+"""Write workspace-vectors.json: tree objects (a directory with a file, an
+executable, a symlink, a subdirectory, a not-tracked file and a nested
+repository), the schema-2 snapshot fields that name them, and a stat cache
+file, built from objects-spec section 13 alone (an implementation
+independent of crates/hel-store and crates/hel-workspace, whose tests check
+these bytes).
+
+Needs the `blake3` package (pip install blake3).
+"""
+
+import json
+import struct
+from pathlib import Path
+
+import blake3
+
+KINDS = {"file": 1, "symlink": 2, "dir": 3, "not-tracked": 4, "repository": 5}
+ZERO = bytes(32)
+
+
+def canonical(value):
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def object_id(kind, payload):
+    return blake3.blake3(f"{kind} {len(payload)}".encode() + b"\0" + payload).digest()
+
+
+def tree_payload(entries):
+    out = b""
+    for name, kind, mode, size, oid in sorted(entries, key=lambda e: e[0]):
+        out += bytes([KINDS[kind]]) + struct.pack("<HQ", mode, size) + oid
+        out += struct.pack("<H", len(name)) + name
+    return out
+
+
+def main():
+    blobs = {
+        "main.rs": b"fn main() {}\n",
+        "run.sh": b"#!/bin/sh\necho hi\n",
+        "link": b"src/main.rs",  # a symlink's blob is its target
+    }
+    ids = {k: object_id("blob", v) for k, v in blobs.items()}
+    src = tree_payload([(b"main.rs", "file", 0o644, len(blobs["main.rs"]), ids["main.rs"])])
+    src_id = object_id("tree", src)
+    root = tree_payload(
+        [
+            (b"src", "dir", 0o755, 0, src_id),
+            (b"run.sh", "file", 0o755, len(blobs["run.sh"]), ids["run.sh"]),
+            (b"link", "symlink", 0, len(blobs["link"]), ids["link"]),
+            (b"big.bin", "not-tracked", 0, 5_000_000, ZERO),
+            (b"vendor", "repository", 0, 0, ZERO),
+            ("caf\u00e9".encode() + b"\xff", "file", 0o600, 0, object_id("blob", b"")),
+        ]
+    )
+    root_id = object_id("tree", root)
+    workspace = {
+        "not_tracked": 1,
+        "restored": None,
+        "start": root_id.hex(),
+        "tree": root_id.hex(),
+    }
+    # A stat cache of two files (section 13.4).
+    walk_start = 1_796_000_000_000_000_000
+    cache_entries = [
+        (b"run.sh", 0o100755, len(blobs["run.sh"]), walk_start - 5 * 10**9, walk_start - 4 * 10**9, 12, 2049, ids["run.sh"]),
+        (b"src/main.rs", 0o100644, len(blobs["main.rs"]), walk_start - 9 * 10**9, walk_start - 9 * 10**9, 13, 2049, ids["main.rs"]),
+    ]
+    cache = b"HELWSC1\n" + struct.pack("<qI", walk_start, len(cache_entries))
+    prev = b""
+    for path, mode, size, mtime, ctime, ino, dev, oid in cache_entries:
+        shared = 0
+        while shared < min(len(prev), len(path)) and prev[shared] == path[shared]:
+            shared += 1
+        suffix = path[shared:]
+        cache += struct.pack("<HHHQqqQQ", shared, len(suffix), mode, size, mtime, ctime, ino, dev)
+        cache += oid + suffix
+        prev = path
+    cache += blake3.blake3(cache).digest()
+    doc = {
+        "blobs": {k: {"bytes_hex": v.hex(), "id": ids[k].hex()} for k, v in blobs.items()},
+        "trees": [
+            {"path": "src", "payload_hex": src.hex(), "id": src_id.hex()},
+            {"path": "", "payload_hex": root.hex(), "id": root_id.hex()},
+        ],
+        "snapshot_workspace": {"canonical": canonical(workspace).decode(), "record": "answer"},
+        "cache": {
+            "hex": cache.hex(),
+            "walk_start_ns": walk_start,
+            "entries": [
+                {"path": p.decode(), "mode": m, "size": s, "mtime_ns": mt, "ctime_ns": ct, "ino": i, "dev": d, "id": o.hex()}
+                for p, m, s, mt, ct, i, d, o in cache_entries
+            ],
+        },
+    }
+    out = Path(__file__).with_name("workspace-vectors.json")
+    out.write_text(json.dumps(doc, indent=1) + "\n")
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,551 @@
+//! Workspace checkpoints through the whole program: the scripted model
+//! changes files with its tools, then `hel undo`, `hel restore` and `hel
+//! diff` give back exactly the earlier bytes, modes and links, and leave
+//! alone what the session does not own.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+use crate::common::*;
+use serde_json::{json, Value};
+
+/// Every path of the project outside `.hel` with what it is: a file's
+/// bytes and mode, a link's target, a directory's mode.
+fn fingerprint(root: &Path) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    for e in walkdir::WalkDir::new(root)
+        .min_depth(1)
+        .into_iter()
+        .filter_entry(|e| e.file_name() != ".hel")
+    {
+        let e = e.unwrap();
+        let rel = e.path().strip_prefix(root).unwrap().display().to_string();
+        let meta = fs::symlink_metadata(e.path()).unwrap();
+        let what = if meta.file_type().is_symlink() {
+            format!("link -> {}", fs::read_link(e.path()).unwrap().display())
+        } else if meta.is_dir() {
+            format!("dir {:o}", meta.permissions().mode() & 0o777)
+        } else {
+            format!(
+                "file {:o} {:?}",
+                meta.permissions().mode() & 0o777,
+                String::from_utf8_lossy(&fs::read(e.path()).unwrap())
+            )
+        };
+        out.insert(rel, what);
+    }
+    out
+}
+
+fn log(p: &Project, sid: &str) -> Vec<Value> {
+    let run = p.run(None, &["sessions", "log", sid, "--json"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    serde_json::from_str::<Vec<Value>>(&run.stdout).unwrap()
+}
+
+fn seed(p: &Project) {
+    p.write("a.txt", "one\n");
+    p.write("b.txt", "bee\n");
+    p.write("run.sh", "echo hi\n");
+    p.write("dir/c.txt", "see\n");
+    p.write("keep.txt", "unchanged\n");
+}
+
+/// The model's edits: write_file, then bash with sed -i, rm, mv, chmod +x,
+/// ln -s and a new file.
+fn edits() -> Value {
+    json!([
+        {"tool_calls": [
+            call("write_file", json!({"path": "a.txt", "content": "changed by write_file\n"})),
+            call("bash", json!({"command": "sed -i s/bee/BEE/ b.txt && rm dir/c.txt && mv a.txt moved.txt && chmod +x run.sh && ln -s b.txt link && mkdir -p new/deep && echo fresh > new/deep/f.txt"})),
+        ]},
+        {"content": "done"},
+    ])
+}
+
+#[test]
+fn undo_restore_and_diff_give_back_exact_bytes_modes_and_links() {
+    let p = Project::new();
+    seed(&p);
+    let before = fingerprint(&p.path());
+    let mock = Mock::start(edits());
+    let run = p.run(Some(&mock), &["--access", "auto", "-p", "edit things"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let sid = run.session();
+    let after = fingerprint(&p.path());
+    assert_eq!(after["moved.txt"], "file 644 \"changed by write_file\\n\"");
+    assert_eq!(after["run.sh"], "file 755 \"echo hi\\n\"");
+    assert_eq!(after["link"], "link -> b.txt");
+
+    // The log shows the answer; its start is folded into it.
+    let entries = log(&p, &sid);
+    let records: Vec<&str> = entries
+        .iter()
+        .map(|e| e["record"].as_str().unwrap())
+        .collect();
+    assert_eq!(records, ["answer", "start"]);
+    let answer = entries[0]["id"].as_str().unwrap().to_owned();
+    let text = p.run(None, &["sessions", "log", &sid]);
+    assert_eq!(text.stdout.lines().count(), 1, "{}", text.stdout);
+
+    // diff: what the instruction changed.
+    let diff = p.run(None, &["diff", &sid]);
+    assert_eq!(diff.code, 0, "{}", diff.stderr);
+    for line in [
+        "D a.txt",
+        "A moved.txt",
+        "M b.txt",
+        "D dir/c.txt",
+        "m run.sh",
+        "A link",
+        "A new/deep/f.txt",
+    ] {
+        assert!(
+            diff.stdout.lines().any(|l| l == line),
+            "{line} in\n{}",
+            diff.stdout
+        );
+    }
+    assert!(diff.stdout.contains("-bee\n+BEE\n"), "{}", diff.stdout);
+    assert!(
+        diff.stdout.contains("old mode 644\nnew mode 755"),
+        "{}",
+        diff.stdout
+    );
+    assert!(!diff.stdout.contains("keep.txt"));
+    let json: Vec<Value> =
+        serde_json::from_str(&p.run(None, &["diff", &sid, "--json"]).stdout).unwrap();
+    let b = json.iter().find(|c| c["path"] == "b.txt").unwrap();
+    assert_eq!(
+        (
+            b["status"].as_str(),
+            b["added"].as_u64(),
+            b["removed"].as_u64()
+        ),
+        (Some("modified"), Some(1), Some(1))
+    );
+
+    // undo: exactly the files as they were.
+    let undo = p.run(None, &["undo", &sid]);
+    assert_eq!(undo.code, 0, "{}\n{}", undo.stdout, undo.stderr);
+    assert_eq!(fingerprint(&p.path()), before);
+    assert!(
+        undo.stdout.contains("before \"edit things\""),
+        "{}",
+        undo.stdout
+    );
+
+    // The log now shows the restore and what came before it.
+    let entries = log(&p, &sid);
+    let records: Vec<&str> = entries
+        .iter()
+        .map(|e| e["record"].as_str().unwrap())
+        .collect();
+    assert_eq!(records, ["restored", "before-restore", "answer", "start"]);
+    let before_restore = entries[1]["id"].as_str().unwrap().to_owned();
+
+    // diff against the files on disk: the answer's files differ again.
+    let wt = p.run(
+        None,
+        &["diff", &sid, "--at", &answer[..12], "--worktree", "--stat"],
+    );
+    assert!(wt.stdout.contains("b.txt | +1 -1"), "{}", wt.stdout);
+
+    // restore --at the answer: forward again, no conflict (the undo's
+    // writes are the session's own).
+    let fwd = p.run(None, &["restore", &sid, "--at", &answer[..12]]);
+    assert_eq!(fwd.code, 0, "{}\n{}", fwd.stdout, fwd.stderr);
+    assert_eq!(fingerprint(&p.path()), after);
+    let none = p.run(None, &["diff", &sid, "--at", &answer[..12], "--worktree"]);
+    assert_eq!(none.stdout.trim(), "no changes", "{}", none.stdout);
+
+    // The start of the answer's instruction: back again.
+    let back = p.run(None, &["restore", &sid, "--at", &answer[..12], "--before"]);
+    assert_eq!(back.code, 0, "{}\n{}", back.stdout, back.stderr);
+    assert_eq!(fingerprint(&p.path()), before);
+    // And the undo can itself be undone by its before-restore record.
+    let redo = p.run(None, &["restore", &sid, "--at", &before_restore[..12]]);
+    assert_eq!(redo.code, 0, "{}\n{}", redo.stdout, redo.stderr);
+    assert_eq!(fingerprint(&p.path()), after);
+
+    // The next instruction tells the model what was restored.
+    let mock2 = Mock::start(json!([{"content": "ok"}]));
+    let next = p.run(Some(&mock2), &["resume", &sid, "-p", "what now"]);
+    assert_eq!(next.code, 0, "{}", next.stderr);
+    let msgs = mock2.messages(0);
+    let last = msgs.last().unwrap()["content"].as_str().unwrap();
+    assert!(
+        last.contains("restored") && last.contains("b.txt") && last.ends_with("what now"),
+        "{last}"
+    );
+}
+
+#[test]
+fn a_second_undo_steps_back_one_more_instruction() {
+    let p = Project::new();
+    p.write("f.txt", "v0\n");
+    let mock = Mock::start(json!([
+        {"tool_calls": [call("write_file", json!({"path": "f.txt", "content": "v1\n"}))]},
+        {"content": "one"},
+        {"tool_calls": [call("write_file", json!({"path": "f.txt", "content": "v2\n"}))]},
+        {"content": "two"},
+    ]));
+    let run = p.run(
+        Some(&mock),
+        &["--access", "auto", "-p", "first", "-p", "second"],
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let sid = run.session();
+    assert_eq!(p.read("f.txt"), "v2\n");
+    let u1 = p.run(None, &["undo"]);
+    assert_eq!(u1.code, 0, "{}\n{}", u1.stdout, u1.stderr);
+    assert_eq!(p.read("f.txt"), "v1\n");
+    let u2 = p.run(None, &["undo", &sid]);
+    assert_eq!(u2.code, 0, "{}\n{}", u2.stdout, u2.stderr);
+    assert_eq!(p.read("f.txt"), "v0\n");
+    let u3 = p.run(None, &["undo", &sid]);
+    assert_eq!(u3.code, 1);
+    assert!(u3.stderr.contains("nothing to undo"), "{}", u3.stderr);
+    assert_eq!(p.read("f.txt"), "v0\n");
+}
+
+#[test]
+fn conflicts_untracked_ignored_and_nested_repositories_are_left_alone() {
+    let p = Project::new();
+    p.write(".gitignore", ".env\n");
+    p.write("mine.txt", "agent will change\n");
+    p.write("other.txt", "agent will change too\n");
+    p.write("vendor/lib/.git/HEAD", "ref: refs/heads/main\n");
+    p.write("vendor/lib/code.c", "int x;\n");
+    let mock = Mock::start(json!([
+        {"tool_calls": [call("bash", json!({"command": "echo agent > mine.txt && echo agent > other.txt && echo SECRET=2 > .env && echo changed > vendor/lib/code.c"}))]},
+        {"content": "done"},
+    ]));
+    let run = p.run(Some(&mock), &["--access", "auto", "-p", "go"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let sid = run.session();
+    let r = &mock.messages(1);
+    assert!(
+        r[r.len() - 1]["content"]
+            .as_str()
+            .unwrap()
+            .starts_with("exit=0"),
+        "{r:?}"
+    );
+    // The user edits one of the agent's files and makes a file of their own.
+    p.write("other.txt", "the user's own edit\n");
+    p.write("notes.txt", "untracked, the user's\n");
+    let undo = p.run(None, &["undo", &sid]);
+    assert_eq!(undo.code, 1, "a conflict is reported: {}", undo.stdout);
+    assert!(
+        undo.stdout
+            .contains("left alone  other.txt: changed since the session recorded it"),
+        "{}",
+        undo.stdout
+    );
+    assert_eq!(p.read("mine.txt"), "agent will change\n");
+    assert_eq!(p.read("other.txt"), "the user's own edit\n");
+    assert_eq!(p.read("notes.txt"), "untracked, the user's\n");
+    assert_eq!(
+        p.read(".env"),
+        "SECRET=2\n",
+        "ignored files are never touched"
+    );
+    assert_eq!(
+        p.read("vendor/lib/code.c"),
+        "changed\n",
+        "nested repositories are never touched"
+    );
+    // --force writes over the user's edit (after recording it).
+    let forced = p.run(
+        None,
+        &[
+            "restore",
+            &sid,
+            "--at",
+            &log(&p, &sid)[2]["id"].as_str().unwrap()[..12],
+            "--before",
+            "--force",
+        ],
+    );
+    assert_eq!(forced.code, 0, "{}\n{}", forced.stdout, forced.stderr);
+    assert_eq!(p.read("other.txt"), "agent will change too\n");
+    assert_eq!(p.read("notes.txt"), "untracked, the user's\n");
+}
+
+#[test]
+fn a_restore_never_writes_through_a_symlinked_directory() {
+    let p = Project::new();
+    p.write("d/f.txt", "original\n");
+    let outside = tempfile::tempdir().unwrap();
+    let mock = Mock::start(json!([
+        {"tool_calls": [call("bash", json!({"command": "echo agent > d/f.txt"}))]},
+        {"content": "done"},
+    ]));
+    let run = p.run(Some(&mock), &["--access", "auto", "-p", "go"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let sid = run.session();
+    // The directory is swapped for a link to somewhere else, holding a file
+    // of the same name and content.
+    fs::write(outside.path().join("f.txt"), "agent\n").unwrap();
+    fs::rename(p.path().join("d"), p.path().join("d.old")).unwrap();
+    std::os::unix::fs::symlink(outside.path(), p.path().join("d")).unwrap();
+    let undo = p.run(None, &["undo", &sid, "--force"]);
+    assert_eq!(
+        fs::read_to_string(outside.path().join("f.txt")).unwrap(),
+        "agent\n"
+    );
+    assert!(
+        undo.stdout.contains("d/f.txt"),
+        "{}\n{}",
+        undo.stdout,
+        undo.stderr
+    );
+}
+
+#[test]
+fn undoing_one_session_leaves_another_sessions_changes() {
+    let p = Project::new();
+    p.write("a.txt", "a0\n");
+    p.write("b.txt", "b0\n");
+    let ma = Mock::start(json!([
+        {"tool_calls": [call("write_file", json!({"path": "a.txt", "content": "a1\n"}))]},
+        {"content": "a done"},
+    ]));
+    let ra = p.run(Some(&ma), &["--access", "auto", "-p", "session a"]);
+    assert_eq!(ra.code, 0, "{}", ra.stderr);
+    let mb = Mock::start(json!([
+        {"tool_calls": [call("write_file", json!({"path": "b.txt", "content": "b1\n"}))]},
+        {"content": "b done"},
+    ]));
+    let rb = p.run(Some(&mb), &["--access", "auto", "-p", "session b"]);
+    assert_eq!(rb.code, 0, "{}", rb.stderr);
+    let undo = p.run(None, &["undo", &ra.session()]);
+    assert_eq!(undo.code, 0, "{}\n{}", undo.stdout, undo.stderr);
+    assert_eq!(p.read("a.txt"), "a0\n");
+    assert_eq!(p.read("b.txt"), "b1\n", "session b's change stays");
+}
+
+#[test]
+fn files_over_the_size_limit_are_not_tracked_and_said_once() {
+    let p = Project::new();
+    let mock = Mock::start(json!([
+        {"tool_calls": [call("bash", json!({"command": "head -c 4096 /dev/zero > big.bin && echo small > small.txt"}))]},
+        {"content": "one"},
+        {"content": "two"},
+    ]));
+    let run = p.run(
+        Some(&mock),
+        &[
+            "--access",
+            "auto",
+            "--workspace-max-file",
+            "1K",
+            "-p",
+            "make",
+            "-p",
+            "again",
+        ],
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let sid = run.session();
+    assert_eq!(
+        run.stderr.matches("too large to snapshot").count(),
+        1,
+        "{}",
+        run.stderr
+    );
+    assert!(run.stderr.contains("big.bin"), "{}", run.stderr);
+    let text = p.run(None, &["sessions", "log", &sid]);
+    assert!(
+        text.stdout.contains("1 files not tracked"),
+        "{}",
+        text.stdout
+    );
+    // Undo of the first instruction: small.txt goes, big.bin (not
+    // tracked) stays.
+    p.run(None, &["undo", &sid]);
+    let undo = p.run(None, &["undo", &sid]);
+    assert!(!p.path().join("small.txt").exists(), "{}", undo.stdout);
+    assert_eq!(fs::read(p.path().join("big.bin")).unwrap().len(), 4096);
+    assert!(
+        undo.stdout
+            .contains("left alone  big.bin: its content was not recorded"),
+        "{}",
+        undo.stdout
+    );
+}
+
+#[test]
+fn an_instruction_killed_midway_can_be_undone() {
+    let p = Project::new();
+    p.write("f.txt", "before\n");
+    let mock = Mock::start(json!([
+        {"tool_calls": [call("bash", json!({"command": "echo during > f.txt && rm -f gone.txt && echo new > n.txt"}))]},
+        {"endless": true},
+    ]));
+    let (mut child, sid) = p.spawn_session(Some(&mock), &["--access", "auto", "-p", "long job"]);
+    // The second request means the tool ran; then the model stalls.
+    while mock.requests().len() < 2 {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(p.read("f.txt"), "during\n");
+    let entries = log(&p, &sid);
+    assert_eq!(entries[0]["record"], "start");
+    let text = p.run(None, &["sessions", "log", &sid]);
+    assert!(text.stdout.contains("never ended"), "{}", text.stdout);
+    let undo = p.run(None, &["undo", &sid]);
+    assert_eq!(undo.code, 0, "{}\n{}", undo.stdout, undo.stderr);
+    assert_eq!(p.read("f.txt"), "before\n");
+    assert!(!p.path().join("n.txt").exists());
+}
+
+#[test]
+fn undo_refuses_a_busy_session_naming_its_holder() {
+    let p = Project::new();
+    let mock = Mock::start(json!([{"content": "first"}, {"endless": true}]));
+    let first = p.run(Some(&mock), &["-p", "one"]);
+    let sid = first.session();
+    let (mut child, _) = p.spawn_session(Some(&mock), &["resume", &sid, "-p", "two"]);
+    let undo = p.run(None, &["undo", &sid]);
+    assert_eq!(undo.code, 1);
+    assert!(
+        undo.stderr.contains("in use by another hel instance (pid "),
+        "{}",
+        undo.stderr
+    );
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+#[test]
+fn a_restore_killed_midway_leaves_every_file_old_or_new_and_its_record() {
+    let p = Project::new();
+    let n = 40;
+    for i in 0..n {
+        p.write(&format!("f{i:02}.txt"), &format!("old {i}\n"));
+    }
+    let mock = Mock::start(json!([
+        {"tool_calls": [call("bash", json!({"command": "for f in f*.txt; do echo new-$f > $f; done"}))]},
+        {"content": "done"},
+    ]));
+    let run = p.run(Some(&mock), &["--access", "auto", "-p", "rewrite all"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let sid = run.session();
+    let undo = p
+        .hel(None)
+        .env("HEL_FAILPOINTS", "restore-rename@15")
+        .args(["undo", &sid])
+        .output()
+        .unwrap();
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(undo.status.signal(), Some(9), "killed by the failpoint");
+    let mut old = 0;
+    for i in 0..n {
+        let text = p.read(&format!("f{i:02}.txt"));
+        if text == format!("old {i}\n") {
+            old += 1;
+        } else {
+            assert_eq!(text, format!("new-f{i:02}.txt\n"), "never torn");
+        }
+    }
+    assert_eq!(old, 14, "renames before the 15th landed");
+    let entries = log(&p, &sid);
+    assert_eq!(entries[0]["record"], "before-restore");
+    // The undo can be finished: the partly restored files are the
+    // session's own records' content, so --force is needed only for them.
+    let again = p.run(None, &["undo", &sid, "--force"]);
+    assert_eq!(again.code, 0, "{}\n{}", again.stdout, again.stderr);
+    for i in 0..n {
+        assert_eq!(p.read(&format!("f{i:02}.txt")), format!("old {i}\n"));
+    }
+}
+
+#[test]
+fn resume_at_a_checkpoint_with_restore_files_forks_and_brings_its_files_back() {
+    let p = Project::new();
+    p.write("f.txt", "v0\n");
+    let mock = Mock::start(json!([
+        {"tool_calls": [call("write_file", json!({"path": "f.txt", "content": "v1\n"}))]},
+        {"content": "one"},
+        {"tool_calls": [call("bash", json!({"command": "echo v2 > f.txt && echo extra > g.txt"}))]},
+        {"content": "two"},
+    ]));
+    let run = p.run(
+        Some(&mock),
+        &["--access", "auto", "-p", "first", "-p", "second"],
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let sid = run.session();
+    let first = log(&p, &sid)
+        .into_iter()
+        .find(|e| e["record"] == "answer" && e["instruction"] == "first")
+        .unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // diff --against: from the first answer to the second.
+    let d = p.run(None, &["diff", &sid, "--against", &first[..12], "--stat"]);
+    assert_eq!(
+        d.stdout, "M f.txt | +1 -1\nA g.txt | +1 -0\n",
+        "{}",
+        d.stderr
+    );
+    let mock2 = Mock::start(json!([{"content": "forked"}]));
+    let fork = p.run(
+        Some(&mock2),
+        &[
+            "resume",
+            &sid,
+            "--at",
+            &first[..12],
+            "--restore-files",
+            "-p",
+            "go on",
+        ],
+    );
+    assert_eq!(fork.code, 0, "{}", fork.stderr);
+    assert!(
+        fork.stderr
+            .contains("restored the files of the forked checkpoint: 1 written, 1 removed"),
+        "{}",
+        fork.stderr
+    );
+    assert_eq!(p.read("f.txt"), "v1\n");
+    assert!(!p.path().join("g.txt").exists());
+    // The fork's history holds the restore; the original session is as it was.
+    let fsid = fork.session();
+    assert_ne!(fsid, sid);
+    let records: Vec<String> = log(&p, &fsid)
+        .iter()
+        .map(|e| e["record"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        &records[..5],
+        ["answer", "start", "restored", "before-restore", "fork"]
+    );
+    assert_eq!(log(&p, &sid)[0]["instruction"], "second");
+}
+
+#[test]
+fn an_instruction_that_fails_is_recorded_as_interrupted_and_can_be_undone() {
+    let p = Project::new();
+    p.write("f.txt", "before\n");
+    let mock = Mock::start(json!([
+        {"tool_calls": [call("write_file", json!({"path": "f.txt", "content": "half done\n"}))]},
+        {"status": 400, "body": "bad request"},
+    ]));
+    let run = p.run(Some(&mock), &["--access", "auto", "-p", "try"]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    let sid = run.session();
+    let entries = log(&p, &sid);
+    assert_eq!(entries[0]["record"], "interrupted");
+    assert!(entries[0]["workspace_start"].is_string());
+    let undo = p.run(None, &["undo", &sid]);
+    assert_eq!(undo.code, 0, "{}\n{}", undo.stdout, undo.stderr);
+    assert_eq!(p.read("f.txt"), "before\n");
+}
