@@ -1,6 +1,7 @@
 //! hel-bench: hel-store against SQLite, an append-only JSONL log and a
 //! whole-file snapshot store, driven through the same seeded workloads in
-//! one process run. See README, "Benchmarks", and tools/bench/README.md.
+//! one process run; and workspace snapshots against git ([`workspace`]).
+//! See README, "Benchmarks", and tools/bench/README.md.
 
 pub mod carry;
 pub mod chart;
@@ -8,3 +9,4 @@ pub mod packs;
 pub mod run;
 pub mod stores;
 pub mod workload;
+pub mod workspace;

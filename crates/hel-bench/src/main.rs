@@ -1,4 +1,5 @@
 //! `cargo run --release -p hel-bench -- [--quick] [--only WORKLOAD] [--json PATH] [--png PATH] [--hel PATH]`
+//! `cargo run --release -p hel-bench -- workspace [--files N] [--dirs N] [--dir PATH] [--json PATH]`
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -9,8 +10,10 @@ use hel_bench::run::{self, Config};
 /// hel-store against SQLite, JSONL and whole-file snapshots, through the
 /// same seeded workloads in one run.
 #[derive(Debug, Parser)]
-#[command(name = "hel-bench")]
+#[command(name = "hel-bench", args_conflicts_with_subcommands = true)]
 struct Args {
+    #[command(subcommand)]
+    command: Option<Sub>,
     /// Smaller sizes (about two minutes).
     #[arg(long)]
     quick: bool,
@@ -35,8 +38,85 @@ struct Args {
     probe: Option<Vec<String>>,
 }
 
+#[derive(Debug, clap::Subcommand)]
+enum Sub {
+    /// Workspace snapshots, undo and checkpoint commits against git on a
+    /// generated project (issue 14's figures).
+    Workspace(WorkspaceArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct WorkspaceArgs {
+    /// Files in the generated project.
+    #[arg(long, default_value_t = 70_000)]
+    files: usize,
+    /// Directories in the generated project.
+    #[arg(long, default_value_t = 7_000)]
+    dirs: usize,
+    /// Files changed and restored.
+    #[arg(long, default_value_t = 1_000)]
+    restore_files: usize,
+    /// Runs per figure (the median is reported).
+    #[arg(long, default_value_t = 7)]
+    runs: usize,
+    /// The generator's seed.
+    #[arg(long, default_value_t = 14)]
+    seed: u64,
+    /// Where to generate the project (default: a directory under the
+    /// system's temporary directory).
+    #[arg(long, value_name = "PATH")]
+    dir: Option<PathBuf>,
+    /// Keep the generated project (and its .hel and .git) afterwards.
+    #[arg(long)]
+    keep: bool,
+    /// Write the results as JSON.
+    #[arg(long, value_name = "PATH")]
+    json: Option<PathBuf>,
+}
+
+fn workspace(a: WorkspaceArgs) -> ExitCode {
+    use hel_bench::workspace;
+    let dir = a.dir.unwrap_or_else(|| {
+        std::env::temp_dir().join(format!("hel-bench-ws-{}", std::process::id()))
+    });
+    let cfg = workspace::Config {
+        files: a.files,
+        dirs: a.dirs,
+        restore_files: a.restore_files,
+        runs: a.runs,
+        seed: a.seed,
+        keep: a.keep,
+        ..workspace::Config::full(dir)
+    };
+    let r = match workspace::run(&cfg, |what| eprintln!("workspace: {what}")) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("hel-bench workspace: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    println!("{}", workspace::table(&r));
+    println!(
+        "machine: {}; total {:.0} s",
+        run::machine(),
+        r.total_seconds
+    );
+    if let Some(path) = a.json {
+        let report = serde_json::json!({"machine": run::machine(), "results": r});
+        let text = serde_json::to_string_pretty(&report).unwrap_or_default();
+        if let Err(e) = std::fs::write(&path, text + "\n") {
+            eprintln!("hel-bench: {}: {e}", path.display());
+            return ExitCode::FAILURE;
+        }
+    }
+    ExitCode::SUCCESS
+}
+
 fn main() -> ExitCode {
     let args = Args::parse();
+    if let Some(Sub::Workspace(a)) = args.command {
+        return workspace(a);
+    }
     if let Some(probe) = &args.probe {
         return ExitCode::from(run::probe_main(probe) as u8);
     }

@@ -61,13 +61,16 @@ pub fn no_limits() -> hel_store::Limits {
     }
 }
 
+/// A session the benchmark holds: its lease, state and leaves.
+type LiveSession = (SessionLease, SessionState, Vec<Option<Leaf>>);
+
 pub struct HelStore {
     pub project: PathBuf,
     pub store: Store,
     /// Per session: its lease, state and the leaves of its last commit,
     /// kept up to date as hel's conversation keeps them (new messages are
     /// `None` until committed), so a commit costs the benchmark what is new.
-    sessions: Vec<Option<(SessionLease, SessionState, Vec<Option<Leaf>>)>>,
+    sessions: Vec<Option<LiveSession>>,
     ids: Vec<SessionId>,
     checkpoints: Vec<Vec<ObjectId>>,
 }
