@@ -154,6 +154,10 @@ pub struct Results {
     pub restore_ms: f64,
     pub restore_snapshot_ms: f64,
     pub git_status_checkout_ms: f64,
+    /// The same followed by one `syncfs` (the durability hel's restore
+    /// gives), and one `syncfs` with nothing of the benchmark's to write.
+    pub git_status_checkout_syncfs_ms: f64,
+    pub idle_syncfs_ms: f64,
     pub restore_written: usize,
     pub restore_conflicts: usize,
     /// The store's part of a checkpoint commit (one exchange of four
@@ -683,6 +687,7 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Results, Benc
     git.run(&["commit", "-q", "--no-verify", "-m", "one-file changes"])?;
     let n = r.restore_files;
     let (mut hel_r, mut hel_rs, mut git_r) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut git_sync, mut idle_sync) = (Vec::new(), Vec::new());
     for rep in 0..runs.div_ceil(3) {
         let chosen: Vec<&File> = (0..n)
             .map(|i| &p.files[(i * (p.files.len() / n).max(1) + rep) % p.files.len()])
@@ -697,6 +702,9 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Results, Benc
         for f in &chosen {
             p.write(f, variant)?;
         }
+        // The change is on disk before anything is timed: a restore's
+        // `syncfs` does not flush the benchmark's own writes.
+        rustix::fs::sync();
         let mut txn = s.store.begin(&s.lease, &mut s.state)?;
         let prev = s
             .last
@@ -751,10 +759,22 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Results, Benc
         for f in &chosen {
             p.write(f, variant)?;
         }
+        rustix::fs::sync();
         let t = Instant::now();
         git.run(&["status", "--porcelain"])?;
         git.run(&["checkout", "--", "."])?;
         git_r.push(t.elapsed());
+        // git does not make the checkout durable; hel's restore does
+        // (syncfs): the same with one syncfs after it.
+        let project = fs::File::open(&root).map_err(io(&root))?;
+        let t = Instant::now();
+        rustix::fs::syncfs(&project).map_err(|e| io(&root)(e.into()))?;
+        git_sync.push(git_r[git_r.len() - 1] + t.elapsed());
+        // What one syncfs costs on this shared disk with nothing of ours
+        // to write.
+        let t = Instant::now();
+        rustix::fs::syncfs(&project).map_err(|e| io(&root)(e.into()))?;
+        idle_sync.push(t.elapsed());
         for (f, old) in chosen.iter().zip(&before) {
             let path = root.join(&f.path);
             if fs::read(&path).map_err(io(&path))? != *old {
@@ -768,6 +788,8 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Results, Benc
     r.restore_ms = med(&hel_r);
     r.restore_snapshot_ms = med(&hel_rs);
     r.git_status_checkout_ms = med(&git_r);
+    r.git_status_checkout_syncfs_ms = med(&git_sync);
+    r.idle_syncfs_ms = med(&idle_sync);
 
     // 5. The store's part of a checkpoint commit, with and without the
     // workspace field (alternating; the snapshot is not timed).
@@ -875,6 +897,14 @@ pub fn table(r: &Results) -> String {
     );
     line(
         &mut s,
+        "the same restore",
+        r.restore_ms,
+        "`git status` + `git checkout -- .` + one `syncfs`",
+        r.git_status_checkout_syncfs_ms,
+        1.5,
+    );
+    line(
+        &mut s,
         "checkpoint commit with the workspace field (walk excluded)",
         r.commit_with_workspace_ms,
         "commit without it",
@@ -887,7 +917,8 @@ pub fn table(r: &Results) -> String {
          | stat cache | {:.1} B per file ({} B) | ≤ 100 B per file | {} |\n\
          | first snapshot | {} B of file content stored, store {} B | | |\n\
          | first commit | {:.1} ms after the snapshot | | |\n\
-         | restore's before-restore snapshot alone | {:.1} ms | | |\n",
+         | restore's before-restore snapshot alone | {:.1} ms | | |\n\
+         | one `syncfs` with nothing of ours to write | {:.1} ms | | |\n",
         r.onefile_new_bytes,
         r.onefile_blob_stored_bytes,
         r.onefile_tree_bytes_per_entry,
@@ -900,6 +931,7 @@ pub fn table(r: &Results) -> String {
         r.store_bytes,
         r.first_commit_ms,
         r.restore_snapshot_ms,
+        r.idle_syncfs_ms,
     ));
     s
 }
