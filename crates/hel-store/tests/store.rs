@@ -124,7 +124,7 @@ fn conversation(tag: &str, n: usize) -> Vec<Value> {
         .collect()
 }
 
-struct Rng(u64);
+struct Rng(fastrand::Rng);
 impl Rng {
     fn seeded() -> Rng {
         let seed = std::env::var("HEL_TEST_SEED")
@@ -132,16 +132,10 @@ impl Rng {
             .and_then(|s| s.parse().ok())
             .unwrap_or_else(|| hel_store::time::now_ms() ^ std::process::id() as u64);
         eprintln!("seed {seed} (set HEL_TEST_SEED to repeat)");
-        Rng(seed | 1)
-    }
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
+        Rng(fastrand::Rng::with_seed(seed))
     }
     fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
+        self.0.u64(..n.max(1))
     }
 }
 
