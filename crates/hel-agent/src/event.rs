@@ -43,6 +43,13 @@ pub enum Event {
     CompactionSkipped,
     /// A completed answer was saved as checkpoint `id`.
     CheckpointSaved { id: ObjectId },
+    /// A resumed session saved in project directory `from` continues in
+    /// `to`; record `checkpoint` says so (`hel resume --relocate`).
+    Relocated {
+        from: String,
+        to: String,
+        checkpoint: ObjectId,
+    },
     /// Something went wrong that does not stop the run.
     Warning(Warning),
 }

@@ -100,6 +100,9 @@ pub struct RunArgs {
     /// Ask for the whole answer at once instead of a stream (servers without streaming).
     #[arg(long)]
     pub no_stream: bool,
+    /// Set by `hel resume --relocate` (not a flag of every run).
+    #[arg(skip)]
+    pub relocate: bool,
 }
 
 /// A size in bytes: a number, optionally followed by K, M or G (powers of
@@ -195,6 +198,7 @@ impl RunArgs {
             context_window: self.context_window,
             workspace: (!self.no_workspace).then_some(self.workspace_options()),
             stream: !self.no_stream,
+            relocate: self.relocate,
         }
     }
 }
@@ -203,7 +207,7 @@ impl RunArgs {
 pub enum Command {
     /// Continue a session in this process (or fork it with --at).
     #[command(
-        after_help = "Examples:\n  hel resume 4da5 -p \"and the tests?\"\n  hel resume 4da5 --at 3f2a91c0 --restore-files"
+        after_help = "Examples:\n  hel resume 4da5 -p \"and the tests?\"\n  hel resume 4da5 --at 3f2a91c0 --restore-files\n  hel resume 4da5 --relocate"
     )]
     Resume {
         /// Session id or a unique prefix of at least 4 hex digits.
@@ -221,6 +225,9 @@ pub enum Command {
         /// With --restore-files: write even files changed since the session recorded them.
         #[arg(long, requires = "restore_files")]
         force: bool,
+        /// Continue a session saved in another project directory here (the project moved, or the session was pulled from another machine): a new checkpoint records this directory; the history keeps the old one.
+        #[arg(long, conflicts_with = "at")]
+        relocate: bool,
         #[command(flatten)]
         run: RunArgs,
     },

@@ -54,6 +54,14 @@ impl Observer for Stderr {
                 "hel: the compaction summary is not smaller than what it would replace; keeping the conversation as is",
             ),
             Event::CheckpointSaved { .. } => {}
+            Event::Relocated {
+                from,
+                to,
+                checkpoint,
+            } => line(&format!(
+                "hel: the session moved from {from} to {to} (recorded as checkpoint {})",
+                &checkpoint.to_hex()[..12]
+            )),
             Event::Warning(w) => line(&format!("hel: warning: {}", warning(&w))),
         }
     }

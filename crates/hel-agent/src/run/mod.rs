@@ -113,7 +113,7 @@ impl Run {
         };
         let mut agent = Agent::new(parts, system_message);
         if let (Some(s), Some(head)) = (session.as_mut(), head) {
-            restore::restore(s, &mut agent, head, &*observer)?;
+            restore::restore(s, &mut agent, head, &*observer, options.relocate)?;
         }
         let snapshots = match (&options.workspace, &session) {
             (Some(opts), Some(s)) => match Snapshots::open(&s.store, *opts) {

@@ -49,6 +49,9 @@ pub struct Options {
     pub workspace: Option<hel_workspace::Options>,
     /// Ask for streamed answers (`--no-stream` turns it off).
     pub stream: bool,
+    /// A resumed session saved in another project directory continues in
+    /// this one (`hel resume --relocate`): a `relocated` record says so.
+    pub relocate: bool,
 }
 
 /// The decided configuration.

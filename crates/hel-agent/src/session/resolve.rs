@@ -40,7 +40,7 @@ pub enum SessionError {
         found: SessionId,
         session: SessionId,
     },
-    #[error("session {session} belongs to the project at {saved}, but this is {project}: run hel from {saved} (a copied or moved project starts new sessions)")]
+    #[error("session {session} belongs to the project at {saved}, but this is {project}: run hel from {saved}, or, if the project moved here, continue it here with `hel resume {session} --relocate`")]
     OtherProject {
         session: SessionId,
         saved: String,

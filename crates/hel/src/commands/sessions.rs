@@ -75,6 +75,7 @@ fn record_tag(e: &LogEntry, ended: bool) -> String {
             None => "[restored] ".into(),
         },
         Record::Fork => "[fork] ".into(),
+        Record::Relocated => format!("[moved to {}] ", e.cwd),
     }
 }
 
