@@ -165,6 +165,10 @@ pub struct Results {
     /// stored already (the walk excluded; it is the no-change figure).
     pub commit_plain_ms: f64,
     pub commit_with_workspace_ms: f64,
+    /// The same with a `sync` between the snapshot and the commit (what the
+    /// walk left dirty written first), and the files those snapshots read.
+    pub commit_with_workspace_synced_ms: f64,
+    pub commit_files_read: u64,
     pub total_seconds: f64,
 }
 
@@ -795,8 +799,8 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Results, Benc
     // workspace field (alternating; the snapshot is not timed).
     progress("checkpoint commits with and without the workspace");
     record(&mut s, &mut w, Record::Start, None)?;
-    let (mut plain, mut with) = (Vec::new(), Vec::new());
-    for _ in 0..(runs * 3).max(11) {
+    let (mut plain, mut with, mut synced) = (Vec::new(), Vec::new(), Vec::new());
+    for k in 0..(runs * 3).max(11) {
         let txn = s.store.begin(&s.lease, &mut s.state)?;
         plain.push(s.conv.answer(txn, None)?.0);
         let mut txn = s.store.begin(&s.lease, &mut s.state)?;
@@ -805,10 +809,24 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Results, Benc
             .as_ref()
             .map(|(tree, flat)| Prev { tree: *tree, flat });
         let snap = w.snapshot(&mut txn, prev)?;
+        r.commit_files_read += snap.files_read;
         let tree = snap.tree;
         s.last = Some((tree, snap.flat));
-        with.push(s.conv.answer(txn, Some(ws(tree, Some(tree), 0)))?.0);
+        // Every other run, what the walk left dirty (the stat cache when
+        // it was saved) is written first, so that the commit's one sync
+        // does not carry it (ext4 in ordered mode writes a file's new
+        // data blocks with the journal commit an fsync forces).
+        if k % 2 == 1 {
+            rustix::fs::sync();
+        }
+        let took = s.conv.answer(txn, Some(ws(tree, Some(tree), 0)))?.0;
+        if k % 2 == 1 {
+            synced.push(took);
+        } else {
+            with.push(took);
+        }
     }
+    r.commit_with_workspace_synced_ms = med(&synced);
     r.commit_plain_ms = med(&plain);
     r.commit_with_workspace_ms = med(&with);
     let (apparent, _) = disk_usage(&root.join(".hel"));
@@ -907,6 +925,14 @@ pub fn table(r: &Results) -> String {
         &mut s,
         "checkpoint commit with the workspace field (walk excluded)",
         r.commit_with_workspace_ms,
+        "commit without it",
+        r.commit_plain_ms,
+        1.2,
+    );
+    line(
+        &mut s,
+        "the same, what the walk left dirty synced first",
+        r.commit_with_workspace_synced_ms,
         "commit without it",
         r.commit_plain_ms,
         1.2,
