@@ -88,6 +88,12 @@ pub enum Warning {
     /// The session's spill working copies stayed behind at exit.
     #[error("cannot remove spill working copies: {0}")]
     SpillNotRemoved(hel_store::Error),
+    /// The repack that runs on its own when packs or loose objects pile up
+    /// failed; nothing is lost, `hel gc --repack` tries again.
+    #[error(
+        "the automatic repack failed ({0}); the store is as it was: `hel gc --repack` tries again"
+    )]
+    RepackFailed(hel_store::Error),
     /// The compaction request failed; the conversation stays as it was.
     #[error("compaction failed ({0}); keeping the conversation as is")]
     CompactionFailed(RequestError),

@@ -274,6 +274,11 @@ impl Run {
             if let Err(e) = s.store.clear_spill(&s.lease) {
                 self.observer.warn(Warning::SpillNotRemoved(e));
             }
+            // Only when loose objects or sealed packs piled up, and only if
+            // no other process holds the store lock right now.
+            if let Err(e) = s.store.maybe_repack() {
+                self.observer.warn(Warning::RepackFailed(e));
+            }
         }
         self.instance.finish();
     }
