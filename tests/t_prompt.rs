@@ -1,5 +1,5 @@
 //! The interactive prompt, driven through a pseudo-terminal: an
-//! instruction, a multi-line paste, a slash command, Ctrl-C cancelling a
+//! instruction, a multi-line paste, slash commands, Ctrl-C cancelling a
 //! slow answer and the prompt coming back, the confirm question asked at
 //! the prompt, and the history surviving a restart.
 
@@ -101,11 +101,21 @@ fn prompt_instruction_paste_command_and_ctrl_c() {
     assert!(log.contains("line one") && log.contains("hello"), "{log}");
     assert_eq!(mock.requests().len(), 2, "a command is not sent");
 
+    // Another command: the next request goes to another model.
+    type_in(&mut s, "/model other-model\r");
+    expect(&mut s, PROMPT_END);
+
     // A slow answer, cancelled by Ctrl-C once the request is out.
     type_in(&mut s, "slow\r");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_millis(TIMEOUT_MS);
     while mock.requests().len() < 3 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the request never came"
+        );
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
+    assert_eq!(mock.requests()[2]["model"], "other-model");
     s.send_control('c').unwrap();
     expect(&mut s, "hel: instruction incomplete (interrupted)");
     expect(&mut s, PROMPT_END);
