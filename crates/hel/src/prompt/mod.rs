@@ -318,3 +318,27 @@ fn report(args: &[&str]) {
         render::line(&format!("hel: {e}"));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_prompt_shows_the_short_id_and_the_context_fill() {
+        let mut status = Status {
+            session: "4da5b0e0-1111-4222-8333-444455556666".parse().ok(),
+            head: None,
+            context_tokens: 15_360,
+            window: 128_000,
+            usage: Default::default(),
+            model: "m".into(),
+        };
+        assert_eq!(prompt_text(&status), "hel 4da5b0e0 · 12% › ");
+        status.session = None;
+        status.context_tokens = 0;
+        assert_eq!(prompt_text(&status), "hel unsaved · 0% › ");
+        assert_eq!(tokens(950), "950");
+        assert_eq!(tokens(12_345), "12.3k");
+        assert_eq!(tokens(1_000_000), "1.0M");
+    }
+}
