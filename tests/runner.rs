@@ -11,6 +11,7 @@ mod t_core;
 mod t_durability;
 mod t_evals;
 mod t_hostile_store;
+mod t_prompt;
 mod t_races;
 mod t_sandbox;
 mod t_sessions;

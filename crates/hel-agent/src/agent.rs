@@ -233,6 +233,31 @@ impl Agent {
         self.model.recorder.as_mut()
     }
 
+    /// Send the next requests to `model` (`/model` in the prompt).
+    pub fn set_model(&mut self, model: &str) {
+        self.model.config.model = model.to_owned();
+    }
+
+    /// Compact the conversation now, keeping the newest `keep_recent`
+    /// tokens verbatim (see [`compact::now`]). Returns whether it changed.
+    pub async fn compact_now(&mut self, keep_recent: u64) -> Result<bool, Incomplete> {
+        let seen = self.model.interrupts.count();
+        let observer = Rc::clone(&self.model.observer);
+        let mut summarizer = ModelSummarizer {
+            model: &mut self.model,
+            seen,
+        };
+        compact::now(
+            &mut self.conversation,
+            &mut self.meter,
+            keep_recent,
+            &mut summarizer,
+            &*observer,
+        )
+        .await
+        .map_err(Incomplete::from)
+    }
+
     /// Run one user instruction to its end. An incomplete one leaves the
     /// conversation at its last completed point.
     pub async fn run_instruction(&mut self, text: &str) -> Outcome {

@@ -17,7 +17,8 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 chat model, runs the tools the model asks for (read, search, edit, bash in a sandbox) and loops until \
 the model answers. Every completed answer is a checkpoint in .hel/, so `hel resume <SESSION>` \
 continues the conversation in a new process.\n\nWith -p, runs the given instructions in order; \
-without, reads one instruction per line from stdin (until EOF or /exit)."
+without, on a terminal, opens an interactive prompt (/help there lists its commands); from a \
+pipe, reads one instruction per line (until EOF or /exit)."
 )]
 pub struct Cli {
     /// Continue SESSION (same as `hel resume SESSION`).

@@ -60,6 +60,8 @@ pub(super) struct Setup {
     pub client: ModelClient,
     pub toolset: Toolset,
     pub policy: Option<Policy>,
+    /// The model's context window, in tokens.
+    pub window: u64,
     /// The project directory, canonical.
     pub project: PathBuf,
 }
@@ -108,6 +110,7 @@ impl Setup {
             client,
             toolset,
             policy,
+            window,
             project,
         })
     }
