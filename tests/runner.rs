@@ -14,5 +14,6 @@ mod t_hostile_store;
 mod t_races;
 mod t_sandbox;
 mod t_sessions;
+mod t_stream;
 mod t_tools;
 mod t_workspace;

@@ -1,11 +1,12 @@
 //! Response bodies, including the faults a client must survive: a body
 //! that never ends, one far larger than any answer, one that declares more
-//! than it sends.
+//! than it sends, a stream that breaks off or only keeps itself alive.
 
 use std::collections::VecDeque;
-use std::convert::Infallible;
+use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use bytes::Bytes;
 use hyper::body::{Body, Frame, SizeHint};
@@ -18,7 +19,9 @@ const HEAD: &[u8] = br#"{"choices":[{"index":0,"message":{"role":"assistant","co
 const TAIL: &[u8] =
     br#""},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1}}"#;
 /// Bytes per frame of a streamed body.
-const BLOCK: usize = 64 * 1024;
+pub(crate) const BLOCK: usize = 64 * 1024;
+/// How often a stalled stream sends a keep-alive comment.
+const KEEPALIVE_EVERY: Duration = Duration::from_millis(100);
 
 /// A body: some bytes, then what follows them.
 pub(crate) struct MockBody {
@@ -34,6 +37,20 @@ enum Rest {
     Forever(Bytes),
     /// Nothing more, and no end: held until the client hangs up.
     Hold,
+    /// The connection breaks: no end of the chunked body. Once `flushed`:
+    /// the frames before it are sent first (hyper writes out what it holds
+    /// when the body has nothing ready).
+    Break {
+        flushed: bool,
+    },
+    /// An SSE keep-alive comment every [`KEEPALIVE_EVERY`], and nothing else.
+    KeepAlive(Pin<Box<tokio::time::Sleep>>),
+    /// `block` `times` times, then `tail`.
+    Repeat {
+        block: Bytes,
+        times: u64,
+        tail: Bytes,
+    },
     /// `left` bytes of `block` repeated, then `tail`.
     Blocks {
         block: Bytes,
@@ -44,12 +61,12 @@ enum Rest {
 
 impl Body for MockBody {
     type Data = Bytes;
-    type Error = Infallible;
+    type Error = std::io::Error;
 
     fn poll_frame(
         self: Pin<&mut Self>,
-        _: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
         let this = self.get_mut();
         let data = |b: Bytes| Poll::Ready(Some(Ok(Frame::data(b))));
         if let Some(b) = this.queue.pop_front() {
@@ -70,6 +87,31 @@ impl Body for MockBody {
                 this.rest = Rest::End;
                 data(tail)
             }
+            Rest::Break { flushed: false } => {
+                this.rest = Rest::Break { flushed: true };
+                cx.waker().wake_by_ref();
+                Poll::Pending
+            }
+            Rest::Break { flushed: true } => {
+                Poll::Ready(Some(Err(std::io::Error::other("scripted break"))))
+            }
+            Rest::KeepAlive(sleep) => match sleep.as_mut().poll(cx) {
+                Poll::Ready(()) => {
+                    let next = tokio::time::Instant::now() + KEEPALIVE_EVERY;
+                    sleep.as_mut().reset(next);
+                    data(Bytes::from_static(b": keep-alive\n\n"))
+                }
+                Poll::Pending => Poll::Pending,
+            },
+            Rest::Repeat { block, times, .. } if *times > 0 => {
+                *times -= 1;
+                data(block.clone())
+            }
+            Rest::Repeat { tail, .. } => {
+                let tail = std::mem::take(tail);
+                this.rest = Rest::End;
+                data(tail)
+            }
         }
     }
 
@@ -84,10 +126,14 @@ impl Body for MockBody {
 }
 
 fn response(status: StatusCode, body: MockBody) -> Response<MockBody> {
+    typed(status, body, "application/json")
+}
+
+fn typed(status: StatusCode, body: MockBody, content_type: &'static str) -> Response<MockBody> {
     let mut r = Response::new(body);
     *r.status_mut() = status;
     let h = r.headers_mut();
-    h.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    h.insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
     h.insert(CONNECTION, HeaderValue::from_static("close"));
     r
 }
@@ -148,4 +194,51 @@ pub(crate) fn declared(n: u64) -> Response<MockBody> {
     );
     r.headers_mut().insert(CONTENT_LENGTH, HeaderValue::from(n));
     r
+}
+
+/// How a scripted event stream ends.
+pub(crate) enum StreamEnd {
+    /// As a stream should: the body ends.
+    Whole,
+    /// The connection breaks.
+    Break,
+    /// Keep-alive comments forever, no more events.
+    Stall,
+}
+
+/// An event stream: `frames` (each one body frame), then `end`.
+pub(crate) fn event_stream(frames: Vec<Bytes>, end: StreamEnd) -> Response<MockBody> {
+    let rest = match end {
+        StreamEnd::Whole => Rest::End,
+        StreamEnd::Break => Rest::Break { flushed: false },
+        StreamEnd::Stall => Rest::KeepAlive(Box::pin(tokio::time::sleep(KEEPALIVE_EVERY))),
+    };
+    sse(frames, rest)
+}
+
+/// An event stream: `head`, then `block` `times` times, then `tail`.
+pub(crate) fn repeated_events(
+    head: Bytes,
+    block: Bytes,
+    times: u64,
+    tail: Bytes,
+) -> Response<MockBody> {
+    sse(vec![head], Rest::Repeat { block, times, tail })
+}
+
+/// An event stream: `head`, then `block` forever.
+pub(crate) fn endless_events(head: Bytes, block: Bytes) -> Response<MockBody> {
+    sse(vec![head], Rest::Forever(block))
+}
+
+fn sse(frames: Vec<Bytes>, rest: Rest) -> Response<MockBody> {
+    typed(
+        StatusCode::OK,
+        MockBody {
+            queue: VecDeque::from(frames),
+            rest,
+            exact: None,
+        },
+        "text/event-stream",
+    )
 }
