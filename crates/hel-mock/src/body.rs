@@ -1,8 +1,9 @@
 //! Response bodies, including the faults a client must survive: a body
 //! that never ends, one far larger than any answer, one that declares more
-//! than it sends, a stream that breaks off or only keeps itself alive.
+//! than it sends, a stream that stops short or only keeps itself alive.
 
 use std::collections::VecDeque;
+use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -37,12 +38,6 @@ enum Rest {
     Forever(Bytes),
     /// Nothing more, and no end: held until the client hangs up.
     Hold,
-    /// The connection breaks: no end of the chunked body. Once `flushed`:
-    /// the frames before it are sent first (hyper writes out what it holds
-    /// when the body has nothing ready).
-    Break {
-        flushed: bool,
-    },
     /// An SSE keep-alive comment every [`KEEPALIVE_EVERY`], and nothing else.
     KeepAlive(Pin<Box<tokio::time::Sleep>>),
     /// `block` `times` times, then `tail`.
@@ -61,12 +56,12 @@ enum Rest {
 
 impl Body for MockBody {
     type Data = Bytes;
-    type Error = std::io::Error;
+    type Error = Infallible;
 
     fn poll_frame(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
         let this = self.get_mut();
         let data = |b: Bytes| Poll::Ready(Some(Ok(Frame::data(b))));
         if let Some(b) = this.queue.pop_front() {
@@ -86,14 +81,6 @@ impl Body for MockBody {
                 let tail = std::mem::take(tail);
                 this.rest = Rest::End;
                 data(tail)
-            }
-            Rest::Break { flushed: false } => {
-                this.rest = Rest::Break { flushed: true };
-                cx.waker().wake_by_ref();
-                Poll::Pending
-            }
-            Rest::Break { flushed: true } => {
-                Poll::Ready(Some(Err(std::io::Error::other("scripted break"))))
             }
             Rest::KeepAlive(sleep) => match sleep.as_mut().poll(cx) {
                 Poll::Ready(()) => {
@@ -198,10 +185,11 @@ pub(crate) fn declared(n: u64) -> Response<MockBody> {
 
 /// How a scripted event stream ends.
 pub(crate) enum StreamEnd {
-    /// As a stream should: the body ends.
-    Whole,
-    /// The connection breaks.
-    Break,
+    /// The body ends (whether the events were all there or not). A body
+    /// that fails instead would make hyper drop the connection with what
+    /// it had not yet written, headers included: the client would see a
+    /// connection error before any response, not a stream cut short.
+    End,
     /// Keep-alive comments forever, no more events.
     Stall,
 }
@@ -209,8 +197,7 @@ pub(crate) enum StreamEnd {
 /// An event stream: `frames` (each one body frame), then `end`.
 pub(crate) fn event_stream(frames: Vec<Bytes>, end: StreamEnd) -> Response<MockBody> {
     let rest = match end {
-        StreamEnd::Whole => Rest::End,
-        StreamEnd::Break => Rest::Break { flushed: false },
+        StreamEnd::End => Rest::End,
         StreamEnd::Stall => Rest::KeepAlive(Box::pin(tokio::time::sleep(KEEPALIVE_EVERY))),
     };
     sse(frames, rest)

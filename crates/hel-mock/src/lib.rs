@@ -47,7 +47,8 @@
 //! - `"interleave": true`: the tool calls' pieces alternate (by `index`).
 //! - `"keepalive": true`: an SSE comment (`: keep-alive`) before every event.
 //! - `"frame_bytes": N`: body frames of N bytes, wherever the events end.
-//! - `"cut_after": K`: the connection breaks after K events.
+//! - `"cut_after": K`: the stream stops after K events (the body ends
+//!   there: no finish reason, no `[DONE]`).
 //! - `"stall_after": K`: after K events, only a keep-alive comment every
 //!   100 ms, forever.
 //! - `"no_stream": true`: one JSON body anyway (a server without streaming).

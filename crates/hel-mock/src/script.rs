@@ -30,7 +30,7 @@ pub struct Step {
     pub keepalive: bool,
     /// Streamed: the body's frames are this many bytes (else one an event).
     pub frame_bytes: Option<usize>,
-    /// Streamed: the connection breaks after this many events.
+    /// Streamed: the body ends after this many events.
     pub cut_after: Option<usize>,
     /// Streamed: after this many events, keep-alive comments only.
     pub stall_after: Option<usize>,

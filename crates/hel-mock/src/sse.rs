@@ -59,9 +59,9 @@ pub(crate) fn stream(reply: &Value, step: &Step, request: &Value) -> Response<Mo
     let mut events: Vec<String> = datas.iter().map(|d| d.to_string()).collect();
     events.push("[DONE]".into());
     let (events, end) = match (step.cut_after, step.stall_after) {
-        (Some(k), _) => (&events[..k.min(events.len())], StreamEnd::Break),
+        (Some(k), _) => (&events[..k.min(events.len())], StreamEnd::End),
         (None, Some(k)) => (&events[..k.min(events.len())], StreamEnd::Stall),
-        (None, None) => (&events[..], StreamEnd::Whole),
+        (None, None) => (&events[..], StreamEnd::End),
     };
     let mut text = String::new();
     for e in events {

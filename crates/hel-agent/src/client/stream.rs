@@ -196,6 +196,46 @@ mod tests {
             .collect()
     }
 
+    /// A connection lost mid-stream (the server gone after one event, its
+    /// chunked body unfinished) is a stream cut off, after what arrived.
+    #[tokio::test]
+    async fn a_connection_lost_mid_stream_is_cut() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/", listener.local_addr().unwrap());
+        let server = tokio::spawn(async move {
+            let (mut sock, _) = listener.accept().await.unwrap();
+            let mut req = Vec::new();
+            while !req.ends_with(b"\r\n\r\n") {
+                let mut b = [0u8; 1];
+                if sock.read(&mut b).await.unwrap() == 0 {
+                    break;
+                }
+                req.push(b[0]);
+            }
+            let event = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"}}]}\n\n";
+            let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n";
+            let text = format!("{head}{:x}\r\n{event}\r\n", event.len());
+            sock.write_all(text.as_bytes()).await.unwrap();
+            // Dropped here: no last chunk.
+        });
+        let resp = reqwest::get(&url).await.unwrap();
+        assert!(is_event_stream(&resp));
+        let mut heard = Vec::new();
+        let gap = Gap {
+            every: Duration::from_secs(60),
+            secs: 60,
+        };
+        let r = read(resp, 1 << 20, gap, &mut |d| heard.push(format!("{d:?}"))).await;
+        server.await.unwrap();
+        // The transport's error, not a clean end without a finish reason.
+        assert!(
+            matches!(&r, Err(RequestError::Cut(why)) if !why.contains("finish reason")),
+            "{r:?}"
+        );
+        assert_eq!(heard, ["First", "Text(\"hi\")"]);
+    }
+
     #[test]
     fn lines_are_whole_whatever_the_chunks() {
         assert_eq!(

@@ -41,6 +41,8 @@ struct Shown {
     cr: bool,
     /// It completed as the answer, all shown.
     answer: bool,
+    /// Its last line was ended early, for a note on stderr.
+    ended: bool,
 }
 
 impl Default for Live {
@@ -79,6 +81,7 @@ impl Live {
         let mut out = self.out.borrow_mut();
         // A closed stdout is no reason for a run to stop.
         let _ = match (self.terminal, shown.answer) {
+            (true, true) if shown.ended => Ok(()),
             (true, true) => writeln!(out),
             (true, false) => writeln!(out, "{}", escape_text(answer)),
             (false, _) => writeln!(out, "{answer}"),
@@ -118,6 +121,7 @@ impl Live {
         }
         if std::mem::take(&mut s.open) {
             let _ = writeln!(out);
+            s.ended = true;
         }
         let _ = out.flush();
     }
@@ -151,6 +155,7 @@ impl Observer for Live {
                         let mut out = self.out.borrow_mut();
                         let _ = write!(out, "{}", escape_text("\r"));
                         let _ = out.flush();
+                        s.open = true;
                     }
                     s.answer = shown;
                 }
@@ -216,6 +221,10 @@ mod tests {
         live.event(Event::ResponseEnded { calls_tools: true });
         stream(&live, &["Done\r", "\nok\x1b[2J\r"]);
         live.event(Event::ResponseEnded { calls_tools: false });
+        // Saving it may be said before it is printed: one line end still.
+        live.event(Event::CheckpointSaved {
+            id: hel_store::ObjectId::from_bytes([0; 32]),
+        });
         live.answer("Done\r\nok\x1b[2J\r");
         assert_eq!(out.text(), "Let me look.\nDone\r\nok^[[2J^M\n");
         assert_eq!(
