@@ -146,12 +146,17 @@ impl Source {
 /// arrive. The SSE parser is fed one whole line at a time because it
 /// rescans its buffer from the start whenever bytes arrive and copies what
 /// follows each line it takes: fed a long line in many pieces, or many
-/// lines at once, it would take time quadratic in their size.
+/// lines at once, it would take time quadratic in their size. Lines the
+/// parser would ignore are not fed to it at all, so a flood of them costs
+/// a scan: comments (keep-alives) and a blank line after a blank line
+/// (dispatching an empty event does nothing).
 #[derive(Default)]
 struct Lines {
     partial: Vec<u8>,
     /// Bytes of `partial` known to hold no line end.
     scanned: usize,
+    /// The last line fed was blank.
+    blank: bool,
 }
 
 impl Lines {
@@ -160,7 +165,18 @@ impl Lines {
         let buf = &self.partial;
         let mut start = 0;
         let mut at = self.scanned;
-        while let Some(off) = memchr::memchr2(b'\n', b'\r', &buf[at..]) {
+        loop {
+            if self.blank && start == at {
+                // Blank lines after a blank line, skipped in one pass.
+                at += buf[at..]
+                    .iter()
+                    .take_while(|&&b| b == b'\n' || b == b'\r')
+                    .count();
+                start = at;
+            }
+            let Some(off) = memchr::memchr2(b'\n', b'\r', &buf[at..]) else {
+                break;
+            };
             let pos = at + off;
             let end = match (buf[pos], buf.get(pos + 1)) {
                 (b'\r', Some(b'\n')) => pos + 2,
@@ -168,7 +184,12 @@ impl Lines {
                 (b'\r', None) => break,
                 _ => pos + 1,
             };
-            out.push_back(buf[start..end].to_vec());
+            let line = &buf[start..end];
+            let blank = matches!(line, b"\n" | b"\r" | b"\r\n");
+            if !(line.starts_with(b":") || (blank && self.blank)) {
+                out.push_back(line.to_vec());
+                self.blank = blank;
+            }
             start = end;
             at = end;
         }
@@ -240,7 +261,12 @@ mod tests {
     fn lines_are_whole_whatever_the_chunks() {
         assert_eq!(
             split(&["da", "ta: a\n\nda", "ta: b\r", "\n\r", "\r\nx"]),
-            ["data: a\n", "\n", "data: b\r\n", "\r", "\r\n"]
+            ["data: a\n", "\n", "data: b\r\n", "\r"]
+        );
+        // What the parser would ignore is not fed to it.
+        assert_eq!(
+            split(&[": keep-alive\n\n: more\n\n\n", "data: c\n\n"]),
+            ["\n", "data: c\n", "\n"]
         );
         assert_eq!(split(&["a\rb\n"]), ["a\r", "b\n"]);
         assert_eq!(split(&["no end"]), Vec::<String>::new());
