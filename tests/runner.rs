@@ -15,5 +15,6 @@ mod t_prompt;
 mod t_races;
 mod t_sandbox;
 mod t_sessions;
+mod t_stream;
 mod t_tools;
 mod t_workspace;

@@ -135,13 +135,18 @@ fn prompt_instruction_paste_command_and_ctrl_c() {
 fn history_survives_a_restart_and_confirm_asks_at_the_prompt() {
     let p = Project::new();
     let mock = Mock::start(json!([
-        {"tool_calls": [call("write_file", json!({"path": "a.txt", "content": "hi\n"}))]},
-        {"content": "Wrote it."},
+        {"content": "Writing the file now.", "piece": 3,
+         "tool_calls": [call("write_file", json!({"path": "a.txt", "content": "hi\n"}))]},
+        {"content": "Wrote it.", "piece": 2},
         {"content": "Again."},
     ]));
     let mut s = spawn(&p, &mock, &["--access", "confirm"]);
     expect(&mut s, PROMPT_END);
     type_in(&mut s, "write\x1b\rthe file\r");
+    // Streamed text of a response that goes on with tools: shown as it
+    // arrives, then set apart as working notes.
+    expect(&mut s, "Writing the file now.");
+    expect(&mut s, "working notes");
     expect(&mut s, "hel: allow write_file a.txt? [y/N] ");
     type_in(&mut s, "y\r");
     expect(&mut s, "Wrote it.");

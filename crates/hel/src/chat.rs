@@ -1,7 +1,7 @@
 //! An agent run on the command line: instructions from `-p` or stdin,
 //! answers on stdout, Ctrl-C, and the exit code.
 
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::rc::Rc;
 use std::sync::Arc;
 
@@ -13,7 +13,7 @@ use tokio::io::{AsyncBufReadExt, BufReader, Lines, Stdin};
 
 use crate::cli::RunArgs;
 use crate::exit::Exit;
-use crate::render::{self, Stderr};
+use crate::render::{self, live::Live};
 use crate::tty::Tty;
 
 /// Exit code of a run ended by Ctrl-C.
@@ -27,8 +27,9 @@ pub async fn run(args: RunArgs, start: Start, restore_files: Option<bool>) -> Re
         return crate::prompt::run(args, start, restore_files).await;
     }
     let (interrupter, interrupts) = interrupt::channel();
+    let live = Rc::new(Live::new());
     let host = Host {
-        observer: Rc::new(Stderr),
+        observer: live.clone(),
         confirm: Arc::new(Tty),
         interrupts: interrupts.clone(),
     };
@@ -63,7 +64,7 @@ pub async fn run(args: RunArgs, start: Start, restore_files: Option<bool>) -> Re
             }
         };
         match run.instruction(&text).await {
-            Outcome::Completed(answer) => print_answer(&answer),
+            Outcome::Completed(answer) => live.answer(&answer),
             Outcome::Incomplete(why) => {
                 let t = why.termination();
                 render::line(&format!(
@@ -141,16 +142,4 @@ async fn next_line(stdin: &mut Lines<BufReader<Stdin>>, interrupts: &Interrupts)
             Err(e) => Line::Unreadable(e),
         };
     }
-}
-
-/// An answer on stdout. On a terminal the model's escape sequences are
-/// shown, not obeyed; into a pipe or file the answer goes byte for byte.
-pub fn print_answer(answer: &str) {
-    let mut out = std::io::stdout().lock();
-    let _ = if out.is_terminal() {
-        writeln!(out, "{}", hel_agent::terminal::escape_text(answer))
-    } else {
-        writeln!(out, "{answer}")
-    };
-    let _ = out.flush();
 }

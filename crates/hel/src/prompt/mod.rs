@@ -28,23 +28,27 @@ use crate::chat;
 use crate::cli::{Cli, Command, RunArgs};
 use crate::exit::Exit;
 use crate::note;
-use crate::render::{self, Stderr};
+use crate::render::{self, live::Live};
 use editor::{Ask, Editor, Read};
 use history::History;
 use slash::Slash;
 use spinner::Spinner;
 
-/// Renders events on stderr, after stopping the spinner: the run's first
-/// event is the first sign of an answer (until streamed answers give a
-/// better one).
+/// Renders events as [`Live`] does, with the spinner on while a request
+/// waits for its first sign of an answer (again after each tool round).
 struct Watched {
     spinner: Spinner,
+    live: Rc<Live>,
 }
 
 impl Observer for Watched {
     fn event(&self, event: Event) {
-        self.spinner.stop();
-        Stderr.event(event);
+        if matches!(event, Event::Waiting) {
+            self.spinner.start();
+        } else {
+            self.spinner.stop();
+        }
+        self.live.event(event);
     }
 }
 
@@ -56,6 +60,8 @@ struct Prompt {
     editor: Editor,
     history: Option<History>,
     spinner: Spinner,
+    /// Shows answers as they arrive; prints them when complete.
+    live: Rc<Live>,
     interrupter: Interrupter,
     interrupts: Interrupts,
 }
@@ -87,10 +93,11 @@ pub async fn run(args: RunArgs, start: Start, restore_files: Option<bool>) -> Re
         .map_err(|e| Exit::refused(format!("cannot use the terminal: {e}")))?;
     let (interrupter, interrupts) = interrupt::channel();
     let spinner = Spinner::default();
+    let live = Rc::new(Live::new());
     let run = Run::start(
         args.options(),
         start,
-        host(&spinner, &editor, &interrupter, &interrupts),
+        host(&spinner, &live, &editor, &interrupter, &interrupts),
     )?;
     let mut prompt = Prompt {
         run,
@@ -98,6 +105,7 @@ pub async fn run(args: RunArgs, start: Start, restore_files: Option<bool>) -> Re
         editor,
         history,
         spinner,
+        live,
         interrupter: interrupter.clone(),
         interrupts,
     };
@@ -148,6 +156,7 @@ pub async fn run(args: RunArgs, start: Start, restore_files: Option<bool>) -> Re
 /// What a run of the prompt talks to.
 fn host(
     spinner: &Spinner,
+    live: &Rc<Live>,
     editor: &Editor,
     interrupter: &Interrupter,
     interrupts: &Interrupts,
@@ -155,6 +164,7 @@ fn host(
     Host {
         observer: Rc::new(Watched {
             spinner: spinner.clone(),
+            live: Rc::clone(live),
         }),
         confirm: Arc::new(Ask {
             editor: editor.clone(),
@@ -210,7 +220,7 @@ impl Prompt {
         self.spinner.stop();
         match outcome {
             Outcome::Completed(answer) => {
-                chat::print_answer(&answer);
+                self.live.answer(&answer);
                 let status = self.run.status();
                 note!(
                     "hel: {} tokens in, {} out · context {} of {} ({}%)",
@@ -289,6 +299,7 @@ impl Prompt {
     fn fork(&mut self, session: String, at: String) {
         let host = host(
             &self.spinner,
+            &self.live,
             &self.editor,
             &self.interrupter,
             &self.interrupts,
