@@ -336,8 +336,10 @@ pub enum SessionsCommand {
         #[arg(long)]
         json: bool,
     },
-    /// The conversation and request config of a checkpoint.
-    #[command(after_help = "Example:\n  hel sessions show 4da5 --at 3f2a91c0 --json")]
+    /// The conversation of a checkpoint, for a person to read (--json: everything stored).
+    #[command(
+        after_help = "Examples:\n  hel sessions show fix-login\n  hel sessions show 4da5 --at 3f2a91c0 --json"
+    )]
     Show {
         session: String,
         #[arg(long, value_name = "CHECKPOINT")]
@@ -348,4 +350,19 @@ pub enum SessionsCommand {
     /// Delete a session and reclaim its storage.
     #[command(after_help = "Example:\n  hel sessions delete 4da5")]
     Delete { session: String },
+    /// Name a session: every command that takes a session then takes its name.
+    #[command(
+        after_help = "Example:\n  hel sessions rename 4da5 fix-login\n\nA name is 1-64 letters, digits, '.', '_' or '-', with at least one character that is not a hex digit or '-'; names are unique in a project."
+    )]
+    Rename { session: String, name: String },
+    /// Find the sessions whose conversation has a message matching a regular expression.
+    #[command(
+        after_help = "Examples:\n  hel sessions search 'flaky test'\n  hel sessions search '(?i)timeout' --role tool --json"
+    )]
+    Search(crate::commands::SearchArgs),
+    /// Write a conversation as Markdown (to share) or as the JSON messages the model was sent.
+    #[command(
+        after_help = "Examples:\n  hel sessions export fix-login --format md > fix-login.md\n  hel sessions export 4da5 --at 3f2a91c0 --format json"
+    )]
+    Export(crate::commands::ExportArgs),
 }

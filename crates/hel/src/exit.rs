@@ -110,7 +110,7 @@ mod tests {
 
     #[test]
     fn bad_arguments_are_usage_errors() {
-        for bad in ["../x", "/tmp/x", "abc", "zzzz", ""] {
+        for bad in ["../x", "/tmp/x", "abc", "zz zz", ""] {
             let e = hel_agent::session::check_session_arg(bad).unwrap_err();
             assert_eq!(Exit::from(e).code, 2, "{bad}");
         }
