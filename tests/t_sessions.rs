@@ -451,7 +451,7 @@ fn delete_and_gc_reclaim_spill_while_others_stay_intact() {
         fsck.stdout
     );
     let show = p.run(None, &["sessions", "show", &b]);
-    assert!(show.stdout.contains("[1] user: b"), "{}", show.stdout);
+    assert!(show.stdout.contains("── user ──\nb\n"), "{}", show.stdout);
 }
 
 #[test]

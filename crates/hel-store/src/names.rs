@@ -45,7 +45,9 @@ pub enum NameError {
     Invalid { name: String, reason: &'static str },
     #[error("the name {name:?} is taken by session {holder} (`hel sessions` lists names)")]
     Taken { name: String, holder: SessionId },
-    #[error("{path} line {line} is malformed: {reason} (fix or remove the file; `hel fsck` checks it)")]
+    #[error(
+        "{path} line {line} is malformed: {reason} (fix or remove the file; `hel fsck` checks it)"
+    )]
     Malformed {
         path: PathBuf,
         line: usize,
@@ -270,11 +272,9 @@ impl Store {
     /// are not touched: names live in `.hel/names` only.
     pub fn rename(&self, session: &SessionId, name: &str) -> Result<()> {
         check_name(name).map_err(|e| Error::Name(Box::new(e)))?;
-        let layout = self
-            .layout_for_gc()?
-            .ok_or_else(|| Error::NoSuchSession {
-                session: session.to_string(),
-            })?;
+        let layout = self.layout_for_gc()?.ok_or_else(|| Error::NoSuchSession {
+            session: session.to_string(),
+        })?;
         // Shared: a delete (exclusive) cannot remove the session meanwhile.
         let _store = Shared::take(layout)?;
         if !self.knows(session)? {

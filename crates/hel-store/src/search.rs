@@ -312,7 +312,11 @@ impl Scan<'_> {
         let mut parts = Vec::with_capacity(raw.items.len());
         for (index, (a, b)) in raw.items.iter().enumerate() {
             let item = parse_item(&payload[*a..*b]).map_err(|reason| {
-                malformed(self.layout, id, crate::list::NodeError::Item { index, reason })
+                malformed(
+                    self.layout,
+                    id,
+                    crate::list::NodeError::Item { index, reason },
+                )
             })?;
             parts.push(match item {
                 Item::Inline(m) => {
