@@ -243,9 +243,8 @@ impl Scan<'_> {
                 stack.pop();
                 continue;
             }
-            if !pending.contains_key(&top) {
-                let read = self.read_node(&top)?;
-                pending.insert(top, read);
+            if let std::collections::hash_map::Entry::Vacant(slot) = pending.entry(top) {
+                slot.insert(self.read_node(&top)?);
             }
             let (_, _, parts) = &pending[&top];
             let waiting: Vec<ObjectId> = parts
