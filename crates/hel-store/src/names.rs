@@ -380,6 +380,36 @@ mod tests {
     }
 
     #[test]
+    fn names_follow_sessions_through_rename_gc_and_delete() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let lease = store.new_session().unwrap();
+        let id = lease.session().clone();
+        store.rename(&id, "draft").unwrap();
+        assert_eq!(store.session_named("draft").unwrap(), Some(id.clone()));
+        let other = store.new_session().unwrap();
+        let taken = store.rename(other.session(), "draft").unwrap_err();
+        assert!(matches!(&taken, Error::Name(e) if matches!(**e, NameError::Taken { .. })));
+        store.rename(other.session(), "kept").unwrap();
+        // Never checkpointed, then abandoned: gc removes the session and
+        // forgets its name; the busy one keeps its own.
+        drop(lease);
+        let report = store.gc(false).unwrap();
+        assert_eq!(report.sessions_removed, vec![id.clone()]);
+        assert_eq!(report.names_removed, 1);
+        assert_eq!(store.session_named("draft").unwrap(), None);
+        assert_eq!(
+            store.name_of(other.session()).unwrap().as_deref(),
+            Some("kept")
+        );
+        let unknown: SessionId = "0c9e6f1a-1b2c-4d3e-8f40-123456789abc".parse().unwrap();
+        assert!(matches!(
+            store.rename(&unknown, "x1"),
+            Err(Error::NoSuchSession { .. })
+        ));
+    }
+
+    #[test]
     fn fork_copies_get_a_free_suffix() {
         let a: SessionId = "0c9e6f1a-1b2c-4d3e-8f40-123456789abc".parse().unwrap();
         let b: SessionId = "1c9e6f1a-1b2c-4d3e-8f40-123456789abc".parse().unwrap();

@@ -65,6 +65,9 @@ pub struct SearchReport {
     /// List nodes and message blobs decompressed.
     pub nodes_read: u64,
     pub blobs_read: u64,
+    /// Time spent reading, verifying and decompressing objects (each
+    /// once): what the search costs beyond it is parsing and matching.
+    pub read_time: std::time::Duration,
 }
 
 /// Where a message's bytes are: inline in a node (item index), or a blob.
@@ -156,7 +159,9 @@ impl Store {
 impl Scan<'_> {
     /// The matching messages of the conversation at checkpoint `head`.
     fn session(&mut self, head: &ObjectId) -> Result<Vec<Found>> {
+        let t = std::time::Instant::now();
         let cp = snapshot::read(self.layout, head)?;
+        self.report.read_time += t.elapsed();
         let msgs = self.conversation(head, cp.messages.root, cp.messages.count)?;
         let mut found = Vec::new();
         for (index, m) in msgs.iter().enumerate() {
@@ -305,7 +310,9 @@ impl Scan<'_> {
     /// Read node `id`: its count, prev and items; its inline messages are
     /// scanned now, while the node is in memory.
     fn read_node(&mut self, id: &ObjectId) -> Result<(u64, Option<ObjectId>, Vec<Part>)> {
+        let t = std::time::Instant::now();
         let payload = object::read_kind(self.layout, id, Kind::List, Cap::LIST)?;
+        self.report.read_time += t.elapsed();
         self.report.nodes_read += 1;
         let raw = RawNode::parse(&payload).map_err(|e| malformed(self.layout, id, e))?;
         let mut parts = Vec::with_capacity(raw.items.len());
@@ -340,7 +347,9 @@ impl Scan<'_> {
         let Content::Blob(b) = content else {
             return Err(Error::Internal("inline message not scanned".into()));
         };
+        let t = std::time::Instant::now();
         let bytes = object::read_kind(self.layout, &b, Kind::Blob, Cap::MESSAGE)?;
+        self.report.read_time += t.elapsed();
         self.report.blobs_read += 1;
         let m: Value = serde_json::from_slice(&bytes).map_err(|e| Error::BadMessage {
             id: b,
