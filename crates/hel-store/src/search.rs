@@ -29,6 +29,11 @@ use crate::{snapshot, Error, ObjectId, Result, SessionId, Store};
 /// Characters of the matching line an excerpt keeps at most.
 pub const EXCERPT_MAX: usize = 160;
 
+/// Items of list nodes kept read across sessions (a few hundred MB at
+/// most). Past it the cache starts over: a hostile store can make a search
+/// read nodes again, never hold more.
+const CACHE_ITEMS: u64 = 4_000_000;
+
 /// A message that matches.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Found {
@@ -84,17 +89,29 @@ struct Msg {
     content: Content,
 }
 
-/// A node's own items, slices resolved; and its chain fields.
-struct Resolved {
+/// A node as read: its chain fields and its items, slices unresolved.
+struct NodeParts {
     count: u64,
     prev: Option<ObjectId>,
-    items: Rc<Vec<Msg>>,
+    parts: Vec<Part>,
 }
 
-/// A node read but waiting for the nodes its slices name.
+/// One item of a node.
 enum Part {
     Own(Content),
     Slice(ObjectId, u64, u64),
+}
+
+/// Why resolving stopped: over the session's budget, or an error.
+enum Budget {
+    Over,
+    Err(Error),
+}
+
+impl From<Error> for Budget {
+    fn from(e: Error) -> Budget {
+        Budget::Err(e)
+    }
 }
 
 /// A match in one message, before its checkpoint is known.
@@ -109,7 +126,12 @@ struct Scan<'a> {
     re: &'a regex::Regex,
     role: Option<&'a str>,
     max_messages: u64,
-    nodes: HashMap<ObjectId, Resolved>,
+    /// Nodes read so far, kept across sessions (forks share them) while
+    /// they hold at most [`CACHE_ITEMS`] items in all.
+    nodes: HashMap<ObjectId, Rc<NodeParts>>,
+    cached_items: u64,
+    /// Per stored message: whether it matches. Inline messages' verdicts
+    /// go with their node's cache entry.
     verdicts: HashMap<Content, Option<Verdict>>,
     /// Snapshot → (its list root, its parent), for first appearances.
     snapshots: HashMap<ObjectId, (Option<ObjectId>, Option<ObjectId>)>,
@@ -131,6 +153,7 @@ impl Store {
             role,
             max_messages: self.limits().max_messages,
             nodes: HashMap::new(),
+            cached_items: 0,
             verdicts: HashMap::new(),
             snapshots: HashMap::new(),
             report: SearchReport::default(),
@@ -159,6 +182,11 @@ impl Store {
 impl Scan<'_> {
     /// The matching messages of the conversation at checkpoint `head`.
     fn session(&mut self, head: &ObjectId) -> Result<Vec<Found>> {
+        if self.cached_items > CACHE_ITEMS {
+            self.nodes.clear();
+            self.verdicts.retain(|c, _| matches!(c, Content::Blob(_)));
+            self.cached_items = 0;
+        }
         let t = std::time::Instant::now();
         let cp = snapshot::read(self.layout, head)?;
         self.report.read_time += t.elapsed();
@@ -191,14 +219,19 @@ impl Scan<'_> {
         root: Option<ObjectId>,
         count: u64,
     ) -> Result<Vec<Msg>> {
+        let limit = self.max_messages;
         let too_large = || Error::ConversationTooLarge {
             checkpoint: *checkpoint,
             what: "messages",
-            limit: self.max_messages,
+            limit,
         };
         if count > self.max_messages {
             return Err(too_large());
         }
+        // This session's nodes with their slices resolved; every item
+        // they hold counts against the budget, as a load counts them.
+        let mut memo: HashMap<ObjectId, Rc<Vec<Msg>>> = HashMap::new();
+        let mut budget = self.max_messages.saturating_mul(2);
         let mut parts: Vec<Rc<Vec<Msg>>> = Vec::new();
         let mut next = root;
         let mut expect = count;
@@ -207,18 +240,20 @@ impl Scan<'_> {
             if !seen.insert(id) {
                 return Err(self.corrupt(&id, "the chain leads back to this node"));
             }
-            self.resolve(&id)?;
-            let node = self
-                .nodes
-                .get(&id)
-                .ok_or_else(|| Error::Internal("resolved node not kept".into()))?;
-            let len = node.items.len() as u64;
+            let items = self
+                .resolve(&id, &mut memo, &mut budget)
+                .map_err(|e| match e {
+                    Budget::Over => too_large(),
+                    Budget::Err(e) => e,
+                })?;
+            let node = self.node(&id)?;
+            let len = items.len() as u64;
             if node.count != expect || len > expect {
                 return Err(self.corrupt(&id, "its count does not match the list it ends"));
             }
             expect -= len;
             next = node.prev;
-            parts.push(Rc::clone(&node.items));
+            parts.push(items);
         }
         if expect != 0 {
             return Err(Error::Corrupt {
@@ -238,83 +273,96 @@ impl Scan<'_> {
         }
     }
 
-    /// Resolve node `id` (and every node its slices name, with an explicit
-    /// stack: nesting is as deep as the store says, never the call stack).
-    fn resolve(&mut self, id: &ObjectId) -> Result<()> {
+    /// Node `id` as read (from the cache, or read now).
+    fn node(&mut self, id: &ObjectId) -> Result<Rc<NodeParts>> {
+        if let Some(n) = self.nodes.get(id) {
+            return Ok(Rc::clone(n));
+        }
+        let n = Rc::new(self.read_node(id)?);
+        self.cached_items += n.parts.len() as u64;
+        self.nodes.insert(*id, Rc::clone(&n));
+        Ok(n)
+    }
+
+    /// The items of node `id` with its slices resolved (and those of every
+    /// node they name, with an explicit stack: nesting is as deep as the
+    /// store says, never the call stack), each node once per session.
+    fn resolve(
+        &mut self,
+        id: &ObjectId,
+        memo: &mut HashMap<ObjectId, Rc<Vec<Msg>>>,
+        budget: &mut u64,
+    ) -> std::result::Result<Rc<Vec<Msg>>, Budget> {
         let mut stack = vec![*id];
-        let mut pending: HashMap<ObjectId, (u64, Option<ObjectId>, Vec<Part>)> = HashMap::new();
+        let mut open: HashSet<ObjectId> = HashSet::new();
         while let Some(&top) = stack.last() {
-            if self.nodes.contains_key(&top) {
+            if memo.contains_key(&top) {
                 stack.pop();
                 continue;
             }
-            if let std::collections::hash_map::Entry::Vacant(slot) = pending.entry(top) {
-                slot.insert(self.read_node(&top)?);
-            }
-            let (_, _, parts) = &pending[&top];
-            let waiting: Vec<ObjectId> = parts
+            open.insert(top);
+            let node = self.node(&top)?;
+            let waiting: Vec<ObjectId> = node
+                .parts
                 .iter()
                 .filter_map(|p| match p {
-                    Part::Slice(s, _, _) if !self.nodes.contains_key(s) => Some(*s),
+                    Part::Slice(s, _, _) if !memo.contains_key(s) => Some(*s),
                     _ => None,
                 })
                 .collect();
             if !waiting.is_empty() {
                 for s in waiting {
-                    if pending.contains_key(&s) {
-                        return Err(self.corrupt(&top, "its slices lead back to itself"));
+                    if open.contains(&s) {
+                        return Err(self.corrupt(&top, "its slices lead back to itself").into());
                     }
                     stack.push(s);
                 }
                 continue;
             }
-            let (count, prev, parts) = pending
-                .remove(&top)
-                .ok_or_else(|| Error::Internal("pending node lost".into()))?;
             let mut items = Vec::new();
-            for p in parts {
+            for p in &node.parts {
                 match p {
                     Part::Own(content) => items.push(Msg {
                         origin: top,
-                        content,
+                        content: *content,
                     }),
                     Part::Slice(s, from, to) => {
-                        let of = &self.nodes[&s].items;
-                        let range = usize::try_from(from)
+                        let of = &memo[s];
+                        let range = usize::try_from(*from)
                             .ok()
-                            .zip(usize::try_from(to).ok())
+                            .zip(usize::try_from(*to).ok())
                             .filter(|(_, t)| *t <= of.len());
                         let Some((from, to)) = range else {
-                            return Err(self.corrupt(&top, "a slice reaches past its node"));
+                            return Err(self.corrupt(&top, "a slice reaches past its node").into());
                         };
+                        if (to - from) as u64 > *budget {
+                            return Err(Budget::Over);
+                        }
                         items.extend_from_slice(&of[from..to]);
                     }
                 }
-                if items.len() as u64 > self.max_messages {
-                    return Err(self.corrupt(&top, "its slices hold more messages than hel loads"));
-                }
             }
-            self.nodes.insert(
-                top,
-                Resolved {
-                    count,
-                    prev,
-                    items: Rc::new(items),
-                },
-            );
+            *budget = budget.checked_sub(items.len() as u64).ok_or(Budget::Over)?;
+            open.remove(&top);
+            memo.insert(top, Rc::new(items));
             stack.pop();
         }
-        Ok(())
+        memo.get(id)
+            .cloned()
+            .ok_or_else(|| Error::Internal("resolved node not kept".into()).into())
     }
 
     /// Read node `id`: its count, prev and items; its inline messages are
     /// scanned now, while the node is in memory.
-    fn read_node(&mut self, id: &ObjectId) -> Result<(u64, Option<ObjectId>, Vec<Part>)> {
+    fn read_node(&mut self, id: &ObjectId) -> Result<NodeParts> {
         let t = std::time::Instant::now();
         let payload = object::read_kind(self.layout, id, Kind::List, Cap::LIST)?;
         self.report.read_time += t.elapsed();
         self.report.nodes_read += 1;
         let raw = RawNode::parse(&payload).map_err(|e| malformed(self.layout, id, e))?;
+        if raw.items.len() as u64 > self.max_messages {
+            return Err(self.corrupt(id, "it holds more items than hel loads"));
+        }
         let mut parts = Vec::with_capacity(raw.items.len());
         for (index, (a, b)) in raw.items.iter().enumerate() {
             let item = parse_item(&payload[*a..*b]).map_err(|reason| {
@@ -336,7 +384,11 @@ impl Scan<'_> {
                 Item::Slice { node, from, to } => Part::Slice(node, from, to),
             });
         }
-        Ok((raw.count, raw.prev, parts))
+        Ok(NodeParts {
+            count: raw.count,
+            prev: raw.prev,
+            parts,
+        })
     }
 
     /// Does the message at `content` match? Each blob is read once.
