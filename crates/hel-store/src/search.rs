@@ -463,7 +463,9 @@ impl Scan<'_> {
             let (root, parent) = match self.snapshots.get(&id) {
                 Some(v) => *v,
                 None => {
+                    let t = std::time::Instant::now();
                     let cp = snapshot::read(self.layout, &id)?;
+                    self.report.read_time += t.elapsed();
                     let v = (cp.messages.root, cp.parents.first().copied());
                     self.snapshots.insert(id, v);
                     v
