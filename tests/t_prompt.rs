@@ -104,6 +104,13 @@ fn prompt_instruction_paste_command_and_ctrl_c() {
     // Another command: the next request goes to another model.
     type_in(&mut s, "/model other-model\r");
     expect(&mut s, PROMPT_END);
+    // And a name for the session, which other commands then take.
+    type_in(&mut s, "/rename prompt-task\r");
+    expect(&mut s, "is named prompt-task");
+    expect(&mut s, PROMPT_END);
+    let log = p.run(None, &["sessions", "log", "prompt-task"]);
+    assert_eq!(log.code, 0, "{}", log.stderr);
+    assert!(log.stdout.contains("line one"), "{}", log.stdout);
 
     // A slow answer, cancelled by Ctrl-C once the request is out.
     type_in(&mut s, "slow\r");

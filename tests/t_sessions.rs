@@ -451,7 +451,7 @@ fn delete_and_gc_reclaim_spill_while_others_stay_intact() {
         fsck.stdout
     );
     let show = p.run(None, &["sessions", "show", &b]);
-    assert!(show.stdout.contains("[1] user: b"), "{}", show.stdout);
+    assert!(show.stdout.contains("── user ──\nb\n"), "{}", show.stdout);
 }
 
 #[test]
@@ -492,7 +492,7 @@ fn meter_is_kept_or_reset_by_the_rule() {
 #[test]
 fn malformed_unknown_and_moved_sessions_are_refused() {
     let p = Project::new();
-    for bad in ["../x", "/tmp/abcd", "zzzz", "ab"] {
+    for bad in ["../x", "/tmp/abcd", "zz zz", "ab"] {
         let run = p.run(None, &["resume", bad, "-p", "x"]);
         assert_eq!(run.code, 2, "{bad}: {}", run.stderr);
         assert_eq!(run.stderr.lines().count(), 1, "{}", run.stderr);

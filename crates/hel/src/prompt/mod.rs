@@ -254,11 +254,12 @@ impl Prompt {
             (Slash::Help, _) => note!("{}", slash::HELP),
             (Slash::Exit, _) => return Next::Exit,
             (Slash::Sessions, _) => report(&["sessions"]),
-            (Slash::Log | Slash::Show | Slash::Fork(_), None) => {
+            (Slash::Log | Slash::Show | Slash::Fork(_) | Slash::Rename(_), None) => {
                 render::line("hel: this run has no session (it is not saved)")
             }
             (Slash::Log, Some(id)) => report(&["sessions", "log", &id]),
             (Slash::Show, Some(id)) => report(&["sessions", "show", &id]),
+            (Slash::Rename(name), Some(id)) => report(&["sessions", "rename", &id, &name]),
             (Slash::Fork(at), Some(id)) => {
                 let at = match (at, status.head) {
                     (Some(at), _) => at,

@@ -14,6 +14,8 @@ pub enum Slash {
     Fork(Option<String>),
     Compact,
     Model(String),
+    /// Name this session (`hel sessions rename`).
+    Rename(String),
     Exit,
 }
 
@@ -27,6 +29,7 @@ Commands:
                      this one (default: the newest); the files stay as they are
   /compact           summarize the older part of the conversation now
   /model NAME        send the next requests to model NAME
+  /rename NAME       name this session (any command then takes the name)
   /exit              leave (also Ctrl-D, or Ctrl-C on an empty line twice)
 Keys: Enter sends, Alt-Enter starts a new line, a paste is sent whole;
 Ctrl-C cancels a running instruction; Up and Down walk the history.
@@ -61,6 +64,10 @@ pub fn parse(entry: &str) -> Option<Result<Slash, String>> {
             [model] => Ok(Slash::Model((*model).to_owned())),
             _ => Err("/model takes a model NAME, such as /model deepseek-chat".into()),
         },
+        "/rename" => match args.as_slice() {
+            [new] => Ok(Slash::Rename((*new).to_owned())),
+            _ => Err("/rename takes one NAME, such as /rename fix-login".into()),
+        },
         _ => Err(format!(
             "no command {name} (/help lists them); to send this to the model, start the line with a space"
         )),
@@ -80,6 +87,11 @@ mod tests {
         );
         assert_eq!(parse("/model m1"), Some(Ok(Slash::Model("m1".into()))));
         assert!(matches!(parse("/model"), Some(Err(_))));
+        assert_eq!(
+            parse("/rename fix-login"),
+            Some(Ok(Slash::Rename("fix-login".into())))
+        );
+        assert!(matches!(parse("/rename a b"), Some(Err(_))));
         assert!(matches!(parse("/log x"), Some(Err(_))));
         assert!(matches!(parse("/etc/passwd?"), Some(Err(e)) if e.contains("space")));
         assert_eq!(parse(" /etc/passwd?"), None);
