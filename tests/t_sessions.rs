@@ -451,7 +451,7 @@ fn delete_and_gc_reclaim_spill_while_others_stay_intact() {
         fsck.stdout
     );
     let show = p.run(None, &["sessions", "show", &b]);
-    assert!(show.stdout.contains("[1] user: b"), "{}", show.stdout);
+    assert!(show.stdout.contains("── user ──\nb\n"), "{}", show.stdout);
 }
 
 #[test]
@@ -492,7 +492,7 @@ fn meter_is_kept_or_reset_by_the_rule() {
 #[test]
 fn malformed_unknown_and_moved_sessions_are_refused() {
     let p = Project::new();
-    for bad in ["../x", "/tmp/abcd", "zzzz", "ab"] {
+    for bad in ["../x", "/tmp/abcd", "zz zz", "ab"] {
         let run = p.run(None, &["resume", bad, "-p", "x"]);
         assert_eq!(run.code, 2, "{bad}: {}", run.stderr);
         assert_eq!(run.stderr.lines().count(), 1, "{}", run.stderr);
@@ -723,5 +723,37 @@ fn a_moved_project_resumes_with_relocate_and_keeps_its_spill() {
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert_eq!(run.stdout, "here\n");
     let fsck = p.run_in(&moved, &["fsck"]);
+    assert_eq!(fsck.code, 0, "{}", fsck.stderr);
+}
+
+/// Loose objects piling up (an older hel's store) are packed on their own
+/// when a run ends: no `hel gc` needed.
+#[test]
+fn a_run_repacks_loose_objects_that_piled_up() {
+    let p = Project::new();
+    let mock = Mock::start(json!([{"content": "one"}, {"content": "two"}]));
+    let run = p.run(Some(&mock), &["-p", "one"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let objects = p.path().join(".hel/objects");
+    let loose = || {
+        walkdir::WalkDir::new(&objects)
+            .min_depth(2)
+            .into_iter()
+            .filter(|e| e.as_ref().is_ok_and(|e| e.file_type().is_file()))
+            .count()
+    };
+    let before = loose();
+    // 300 unreachable loose objects, as an older hel's gc would leave none.
+    for i in 0..300u32 {
+        let hex = format!("{:02x}{:062x}", i % 251, i);
+        let dir = objects.join(&hex[..2]);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(&hex[2..]), b"stale").unwrap();
+    }
+    assert_eq!(loose(), before + 300);
+    let run = p.run(Some(&mock), &["resume", &run.session(), "-p", "two"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(loose(), before, "the run's end repacked them away");
+    let fsck = p.run(None, &["fsck"]);
     assert_eq!(fsck.code, 0, "{}", fsck.stderr);
 }

@@ -47,6 +47,8 @@ pub struct GcReport {
     pub packs_written: u64,
     /// Journals of deleted sessions removed.
     pub journals_removed: u64,
+    /// Names of sessions that no longer exist, forgotten.
+    pub names_removed: u64,
 }
 
 /// What a mark found.
@@ -560,6 +562,14 @@ impl Store {
                 drop(lease);
                 report.sessions_removed.push(id);
             }
+        }
+        // Names of sessions that are gone (never committed, or deleted by
+        // a hel that knew no names). A names file that cannot be read is
+        // left alone: fsck reports it, and gc has nothing to reclaim there.
+        if let Ok(n) = crate::names::prune(layout, dry_run, |id| {
+            Ok(!report.sessions_removed.contains(id) && self.knows(id)?)
+        }) {
+            report.names_removed = n;
         }
         Ok(Some(report))
     }

@@ -17,7 +17,8 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 chat model, runs the tools the model asks for (read, search, edit, bash in a sandbox) and loops until \
 the model answers. Every completed answer is a checkpoint in .hel/, so `hel resume <SESSION>` \
 continues the conversation in a new process.\n\nWith -p, runs the given instructions in order; \
-without, reads one instruction per line from stdin (until EOF or /exit)."
+without, on a terminal, opens an interactive prompt (/help there lists its commands); from a \
+pipe, reads one instruction per line (until EOF or /exit)."
 )]
 pub struct Cli {
     /// Continue SESSION (same as `hel resume SESSION`).
@@ -343,8 +344,10 @@ pub enum SessionsCommand {
         #[arg(long)]
         json: bool,
     },
-    /// The conversation and request config of a checkpoint.
-    #[command(after_help = "Example:\n  hel sessions show 4da5 --at 3f2a91c0 --json")]
+    /// The conversation of a checkpoint, for a person to read (--json: everything stored).
+    #[command(
+        after_help = "Examples:\n  hel sessions show fix-login\n  hel sessions show 4da5 --at 3f2a91c0 --json"
+    )]
     Show {
         session: String,
         #[arg(long, value_name = "CHECKPOINT")]
@@ -355,4 +358,68 @@ pub enum SessionsCommand {
     /// Delete a session and reclaim its storage.
     #[command(after_help = "Example:\n  hel sessions delete 4da5")]
     Delete { session: String },
+    /// Name a session: every command that takes a session then takes its name.
+    #[command(
+        after_help = "Example:\n  hel sessions rename 4da5 fix-login\n\nA name is 1-64 letters, digits, '.', '_' or '-', with at least one character that is not a hex digit or '-'; names are unique in a project."
+    )]
+    Rename { session: String, name: String },
+    /// Find the sessions whose conversation has a message matching a regular expression.
+    #[command(
+        after_help = "Examples:\n  hel sessions search 'flaky test'\n  hel sessions search '(?i)timeout' --role tool --json"
+    )]
+    Search(SearchArgs),
+    /// Write a conversation as Markdown (to share) or as the JSON messages the model was sent.
+    #[command(
+        after_help = "Examples:\n  hel sessions export fix-login --format md > fix-login.md\n  hel sessions export 4da5 --at 3f2a91c0 --format json"
+    )]
+    Export(ExportArgs),
+}
+
+/// `hel sessions search`.
+#[derive(Args, Debug)]
+pub struct SearchArgs {
+    /// A regular expression (Rust regex syntax; `(?i)` makes it case-insensitive).
+    pub pattern: String,
+    /// Only messages of this role.
+    #[arg(long, value_enum)]
+    pub role: Option<SearchRole>,
+    /// Print JSON: every matching message of every session.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SearchRole {
+    User,
+    Assistant,
+    Tool,
+}
+
+impl SearchRole {
+    pub fn name(self) -> &'static str {
+        match self {
+            SearchRole::User => "user",
+            SearchRole::Assistant => "assistant",
+            SearchRole::Tool => "tool",
+        }
+    }
+}
+
+/// `hel sessions export`: what to export and in which form.
+#[derive(Args, Debug)]
+pub struct ExportArgs {
+    /// Session name, id or a unique prefix of at least 4 hex digits.
+    pub session: String,
+    /// The checkpoint (default: the session's newest).
+    #[arg(long, value_name = "CHECKPOINT")]
+    pub at: Option<String>,
+    /// md: Markdown, for people; json: the messages the model was sent, as stored.
+    #[arg(long, value_enum, default_value_t = ExportFormat::Md)]
+    pub format: ExportFormat,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExportFormat {
+    Md,
+    Json,
 }
