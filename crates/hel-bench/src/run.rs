@@ -181,6 +181,10 @@ pub struct Row {
     pub search_hits: Option<usize>,
     /// hel-store only: zstd-decoding every object the store holds once.
     pub search_decode_once_ms: Option<f64>,
+    /// many, hel-store, with the `hel` binary: `hel sessions search` of the
+    /// needle (every session's newest conversation) as a process in the
+    /// project, warm (one unmeasured run, then the median of 3).
+    pub sessions_search_ms: Option<f64>,
     pub fsck_ms: Option<f64>,
     /// Reading every pack record, checking it, zstd decoding, BLAKE3 of the
     /// canonical bytes and serde_json parsing of what is JSON (`packs::Pass::Verify`).
@@ -668,10 +672,48 @@ fn many(cfg: &Config, kind: &str) -> Row {
             .map(|_| packs::pass(&dir.join(".hel"), Pass::Decode).ms)
             .collect();
         row.search_decode_once_ms = Some(median(times));
+        if cfg.probe_child {
+            row.sessions_search_ms = Some(sessions_search(cfg, &dir));
+        }
     }
     drop(store);
     let _ = fs::remove_dir_all(&dir);
     row
+}
+
+/// `hel sessions search` of the needle in the project `dir`, as a process:
+/// warm (one unmeasured run), the median of 3 in ms.
+fn sessions_search(cfg: &Config, dir: &Path) -> f64 {
+    // The needle as a regular expression that matches it literally.
+    let pattern: String = cfg
+        .needle
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == ' ' {
+                c.to_string()
+            } else {
+                format!("\\x{{{:x}}}", c as u32)
+            }
+        })
+        .collect();
+    let once = || {
+        let t = Instant::now();
+        let out = Command::new(&cfg.hel)
+            .args(["sessions", "search", &pattern])
+            .current_dir(dir)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap_or_else(|e| panic!("{}: {e}", cfg.hel.display()));
+        // Exit 1: nothing matched; anything else is a failure.
+        assert!(
+            matches!(out.status.code(), Some(0 | 1)),
+            "hel sessions search failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        ms(t.elapsed())
+    };
+    once();
+    median((0..3).map(|_| once()).collect())
 }
 
 /// list: many small sessions, listed as a person does: `hel sessions` (the
@@ -1055,6 +1097,12 @@ pub fn targets(rows: &[Row]) -> String {
                 verdict(t <= 200.0),
                 q.map(|q| format!("; SQLite rows {q:.1} ms ({:.1}×)", ratio(t, q)))
                     .unwrap_or_default()
+            ));
+        }
+        if let Some(t) = r.sessions_search_ms {
+            s.push_str(&format!(
+                "- `hel sessions search` of the {}-session many store (newest conversations, as a process, warm): {t:.0} ms\n",
+                r.n
             ));
         }
         if let (Some(t), Some(y)) = (r.search_ms, r.search_decode_once_ms) {
