@@ -220,10 +220,18 @@ impl<'a> Txn<'a> {
                 messages.len()
             )));
         }
-        // The caller's promise, checked: every carried message names a
-        // message of the last checkpoint. Every new one is a valid message:
-        // nothing is saved that a load would refuse.
-        for (i, leaf) in input.leaves.iter().enumerate() {
+        // The prefix still where the last checkpoint has it (a comparison
+        // per message, no lookups: the state's leaves are that checkpoint's).
+        let keep = input
+            .leaves
+            .iter()
+            .zip(&state.locs)
+            .take_while(|(a, b)| a.as_ref() == Some(*b))
+            .count();
+        // The caller's promise, checked past that prefix: every carried
+        // message names a message of the last checkpoint. Every new one is
+        // a valid message: nothing is saved that a load would refuse.
+        for (i, leaf) in input.leaves.iter().enumerate().skip(keep) {
             match leaf {
                 Some(leaf) if !state.holds(leaf) => {
                     return Err(Error::Internal(format!(
@@ -247,13 +255,6 @@ impl<'a> Txn<'a> {
             }
         }
         let writer = &mut self.writer;
-        // The prefix still where the last checkpoint has it.
-        let keep = input
-            .leaves
-            .iter()
-            .zip(&state.locs)
-            .take_while(|(a, b)| a.as_ref() == Some(*b))
-            .count();
         // Reuse every committed node that ends within that prefix. (The
         // state is only read here and updated in place once the head has
         // moved: no per-commit copy of anything as long as the session.)
