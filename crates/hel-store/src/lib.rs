@@ -38,6 +38,7 @@ mod scan;
 mod snapshot;
 mod store;
 pub mod time;
+pub mod transfer;
 pub mod tree;
 
 pub use commit::{encode_blob, Encoded, Txn};
