@@ -12,6 +12,7 @@ mod t_durability;
 mod t_evals;
 mod t_hostile_store;
 mod t_races;
+mod t_remote;
 mod t_sandbox;
 mod t_sessions;
 mod t_tools;

@@ -294,6 +294,9 @@ undoes it)."
         /// Print JSON.
         #[arg(long)]
         json: bool,
+        /// List the sessions of this remote instead (from their refs; no conversation is downloaded).
+        #[arg(long, value_name = "NAME")]
+        remote: Option<String>,
     },
     /// Reclaim storage that no session reaches.
     #[command(after_help = "Examples:\n  hel gc --dry-run\n  hel gc --repack")]
@@ -304,6 +307,41 @@ undoes it)."
         /// Also move loose objects and small packs into one pack.
         #[arg(long, conflicts_with = "dry_run")]
         repack: bool,
+        /// Collect the packs no ref of this remote names instead (two-phase: see README).
+        #[arg(long, value_name = "NAME", conflicts_with = "repack")]
+        remote: Option<String>,
+        /// With --remote: how old unreferenced data must be before it goes (at least 1h).
+        #[arg(
+            long,
+            value_name = "DURATION",
+            requires = "remote",
+            default_value = "24h"
+        )]
+        grace: String,
+    },
+    /// Manage remotes: where sessions are pushed to and pulled from (kept in $XDG_CONFIG_HOME/hel/remotes.toml).
+    #[command(
+        after_help = "Examples:\n  hel remote add team s3://my-bucket/hel --region eu-west-1\n  hel remote add minio s3://hel/sessions --endpoint http://127.0.0.1:9000\n  hel remote add shared file:///mnt/shared/hel\n  hel remote list"
+    )]
+    Remote {
+        #[command(subcommand)]
+        command: RemoteCommand,
+    },
+    /// Upload sessions to a remote (default: those changed since their last push).
+    #[command(after_help = "Examples:\n  hel push\n  hel push --remote team 4da5")]
+    Push {
+        /// The remote (default: the only one configured).
+        #[arg(long, value_name = "NAME")]
+        remote: Option<String>,
+        sessions: Vec<String>,
+    },
+    /// Bring sessions in from a remote (default: all of them).
+    #[command(after_help = "Examples:\n  hel pull\n  hel pull --remote team 4da5")]
+    Pull {
+        /// The remote (default: the only one configured).
+        #[arg(long, value_name = "NAME")]
+        remote: Option<String>,
+        sessions: Vec<String>,
     },
     /// Check the session store.
     #[command(after_help = "Example:\n  hel fsck")]
@@ -346,6 +384,32 @@ pub enum SessionsCommand {
         json: bool,
     },
     /// Delete a session and reclaim its storage.
-    #[command(after_help = "Example:\n  hel sessions delete 4da5")]
-    Delete { session: String },
+    #[command(
+        after_help = "Examples:\n  hel sessions delete 4da5\n  hel sessions delete --remote team 4da5"
+    )]
+    Delete {
+        session: String,
+        /// Remove the session's ref on this remote instead (its data goes at a later `hel gc --remote`).
+        #[arg(long, value_name = "NAME")]
+        remote: Option<String>,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum RemoteCommand {
+    /// Add a remote, after checking that it honours conditional writes.
+    Add {
+        name: String,
+        /// s3://bucket/prefix or file:///path (no credentials: AWS environment variables, ~/.aws/credentials and profiles are used).
+        url: String,
+        /// An S3-compatible server (MinIO, R2, Ceph RGW, …).
+        #[arg(long, value_name = "URL")]
+        endpoint: Option<String>,
+        #[arg(long, value_name = "REGION")]
+        region: Option<String>,
+    },
+    /// List the remotes.
+    List,
+    /// Remove a remote from the configuration (nothing on it is deleted).
+    Remove { name: String },
 }

@@ -2,6 +2,7 @@
 //! and the workspace commands `undo`, `restore`, `diff`. They need no key
 //! and no provider, and print their report on stdout.
 
+pub mod remote;
 mod report;
 mod sessions;
 mod show;
@@ -16,7 +17,27 @@ use crate::exit::Exit;
 pub use store::{fsck, gc};
 pub use workspace::{diff, restore, undo};
 
-pub fn sessions(command: Option<SessionsCommand>, json_flag: bool) -> Result<u8, Exit> {
+pub fn sessions(
+    command: Option<SessionsCommand>,
+    json_flag: bool,
+    remote_name: Option<String>,
+) -> Result<u8, Exit> {
+    match (&command, remote_name) {
+        (None | Some(SessionsCommand::List { .. }), Some(name)) => {
+            let json = json_flag || matches!(command, Some(SessionsCommand::List { json: true }));
+            return remote::list_sessions(&name, json);
+        }
+        (Some(SessionsCommand::Delete { session, .. }), Some(name)) => {
+            let store = Store::open(&report::project()?)?;
+            return remote::delete_session(&store, &name, session);
+        }
+        (_, None) => {}
+        (_, Some(_)) => {
+            return Err(Exit::usage(
+                "--remote goes with `hel sessions` (list) and `hel sessions delete`",
+            ))
+        }
+    }
     let project = report::project()?;
     let store = Store::open(&project)?;
     match command.unwrap_or(SessionsCommand::List { json: json_flag }) {
@@ -27,6 +48,10 @@ pub fn sessions(command: Option<SessionsCommand>, json_flag: bool) -> Result<u8,
         SessionsCommand::Show { session, at, json } => {
             show::show(&store, &project, &session, at.as_deref(), json || json_flag)
         }
-        SessionsCommand::Delete { session } => sessions::delete(&store, &project, &session),
+        SessionsCommand::Delete {
+            session,
+            remote: Some(name),
+        } => remote::delete_session(&store, &name, &session),
+        SessionsCommand::Delete { session, .. } => sessions::delete(&store, &project, &session),
     }
 }
