@@ -160,6 +160,11 @@ impl Remote {
         &self.name
     }
 
+    /// The object store under this remote (for tools and tests).
+    pub fn object_store(&self) -> Arc<dyn ObjectStore> {
+        Arc::clone(&self.store)
+    }
+
     fn path(&self, rel: &str) -> Path {
         if self.prefix.is_empty() {
             Path::from(rel)

@@ -524,3 +524,127 @@ fn remote_gc_takes_orphans_in_two_runs_and_never_what_a_ref_names() {
     assert_eq!((last.refs, last.packs, last.deleted), (0, 2, 2));
     assert_eq!(rt.block_on(remote.gc(grace, false)).unwrap().packs, 0);
 }
+
+/// The README's figures (`cargo test -p hel-remote --release --test remote
+/// measure -- --ignored --nocapture`): a 10,000-message session pushed and
+/// pulled whole, one more checkpoint pushed and pulled, and a listing of
+/// 1,000 remote sessions; against the loopback S3 server when
+/// `HEL_TEST_S3_ENDPOINT` names one, else in memory.
+#[test]
+#[ignore]
+fn measure() {
+    let rt = rt();
+    let inner: Arc<dyn ObjectStore> = match std::env::var("HEL_TEST_S3_ENDPOINT") {
+        Ok(endpoint) => Arc::new(
+            object_store::aws::AmazonS3Builder::from_env()
+                .with_bucket_name(std::env::var("HEL_TEST_S3_BUCKET").unwrap_or("hel-test".into()))
+                .with_endpoint(&endpoint)
+                .with_allow_http(true)
+                .with_region("us-east-1")
+                .build()
+                .unwrap(),
+        ),
+        Err(_) => Arc::new(InMemory::new()),
+    };
+    let (remote, counts) = counted(Arc::clone(&inner));
+    let (a_dir, a) = project();
+    // 10,000 messages in 50 checkpoints of 200 (tool-sized texts).
+    let lease = a.new_session().unwrap();
+    let s = lease.session().clone();
+    let mut state = Default::default();
+    let mut messages: Vec<Value> = Vec::new();
+    let mut leaves: Vec<Option<Leaf>> = Vec::new();
+    for c in 0..50 {
+        for i in 0..100 {
+            let n = c * 100 + i;
+            // Text that compresses about as well as real transcripts do.
+            let noise = |k: u64| blake3::hash(&k.to_le_bytes()).to_hex().to_string();
+            messages.push(json!({"role": "user", "content": format!("instruction {n}: look at {} and fix it", noise(n))}));
+            messages.push(json!({"role": "assistant", "content": format!("answer {n}: changed {} and {}; the tests pass. {}", noise(n + 1), noise(n + 2), "Done. ".repeat(20))}));
+            leaves.extend([None, None]);
+        }
+        let done = a
+            .commit(&lease, &mut state, input(&messages, &leaves))
+            .unwrap();
+        for (k, l) in done.new_leaves.iter().enumerate() {
+            leaves[done.leaves_from + k] = Some(*l);
+        }
+    }
+    drop(lease);
+    let local: u64 = walk_size(&a_dir.path().join(".hel/packs"));
+    counts.take();
+    let bytes_before = local;
+    let pushed = rt.block_on(remote.push(&a, &s)).unwrap();
+    let push_req = counts.take();
+    let hel_remote::Pushed::Sent {
+        bytes: sent,
+        objects,
+    } = pushed
+    else {
+        panic!()
+    };
+    println!("push of 10,000 messages: {objects} objects, {sent} bytes sent, local store {bytes_before} bytes ({:.3}x), requests [put, get, head, list, delete] = {push_req:?}", sent as f64 / bytes_before as f64);
+    let (_b_dir, b) = project();
+    let t = std::time::Instant::now();
+    let pulled = rt.block_on(remote.pull(&b, &s)).unwrap();
+    println!(
+        "pull: {} bytes, {:?}, requests {:?}",
+        pulled.bytes,
+        t.elapsed(),
+        counts.take()
+    );
+    let (_, _) = exchange(&a, Some(&s), "one more");
+    rt.block_on(remote.push(&a, &s)).unwrap();
+    println!(
+        "incremental push of one checkpoint: requests {:?}",
+        counts.take()
+    );
+    rt.block_on(remote.pull(&b, &s)).unwrap();
+    println!(
+        "incremental pull of one checkpoint: requests {:?}",
+        counts.take()
+    );
+    // 1,000 remote sessions (refs written directly).
+    let (r, _) = rt.block_on(remote.read_ref(&s)).unwrap().unwrap();
+    let (lister, lcounts) = counted(inner);
+    rt.block_on(async {
+        let puts: Vec<_> = (0..1000)
+            .map(|_| {
+                let mut r = r.clone();
+                r.session = SessionId::new_random();
+                let path = Path::from(format!("team/hel/sessions/{}", r.session));
+                let body = serde_json::to_vec(&r).unwrap();
+                let store = Arc::clone(&lister_store(&lister));
+                async move { store.put(&path, PutPayload::from(body)).await.unwrap() }
+            })
+            .collect();
+        futures::future::join_all(puts).await;
+    });
+    lcounts.take();
+    let t = std::time::Instant::now();
+    let listed = rt.block_on(lister.sessions()).unwrap();
+    println!(
+        "hel sessions --remote with {} sessions: {:?}, requests {:?}",
+        listed.len(),
+        t.elapsed(),
+        lcounts.take()
+    );
+}
+
+fn lister_store(r: &Remote) -> Arc<dyn ObjectStore> {
+    r.object_store()
+}
+
+fn walk_size(p: &FsPath) -> u64 {
+    let mut total = 0;
+    for e in std::fs::read_dir(p).unwrap() {
+        let e = e.unwrap();
+        let m = e.metadata().unwrap();
+        total += if m.is_dir() {
+            walk_size(&e.path())
+        } else {
+            m.len()
+        };
+    }
+    total
+}
