@@ -385,3 +385,52 @@ fn uuid_like(p: &Path) -> String {
         .collect::<String>()
         .to_ascii_lowercase()
 }
+
+#[test]
+fn bundle_round_trip_and_a_tampered_bundle() {
+    let m = Machines::new();
+    let mock = Mock::recall();
+    let sid = m
+        .run(false, Some(&mock), &["-p", "Remember ID-b0b0b0b0."])
+        .session();
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = dir.path().join("s.helbundle");
+    let bundle_arg = bundle.to_str().unwrap();
+    let out = ok(&m.run(
+        false,
+        None,
+        &["sessions", "export", &sid[..8], "--bundle", bundle_arg],
+    ))
+    .to_owned();
+    assert!(out.contains(&format!("wrote session {sid}")), "{out}");
+    // Tampered: one byte of the last object flipped. Refused, naming the
+    // object, and nothing is added.
+    let good = std::fs::read(&bundle).unwrap();
+    let mut bad = good.clone();
+    let n = bad.len();
+    bad[n - 2] ^= 0x01;
+    let tampered = dir.path().join("t.helbundle");
+    std::fs::write(&tampered, &bad).unwrap();
+    m.switch_to(true);
+    let run = m.run(
+        true,
+        None,
+        &["sessions", "import", tampered.to_str().unwrap()],
+    );
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("t.helbundle") && run.stderr.contains("(object "),
+        "{}",
+        run.stderr
+    );
+    assert!(!ok(&m.run(true, None, &["sessions"])).contains(&sid));
+    // The good one comes in whole and resumes.
+    assert!(ok(&m.run(true, None, &["sessions", "import", bundle_arg])).contains("imported"));
+    let run = m.run(
+        true,
+        Some(&mock),
+        &["resume", &sid, "-p", "Which identifier?"],
+    );
+    assert_eq!(ok(&run), "ID-b0b0b0b0\n");
+    assert_eq!(m.run(true, None, &["fsck"]).code, 0);
+}

@@ -9,6 +9,7 @@
 //! and a received head is validated whole before any local head moves.
 
 pub mod backend;
+pub mod bundle;
 pub mod config;
 pub mod error;
 pub mod remote;

@@ -393,6 +393,16 @@ pub enum SessionsCommand {
         #[arg(long, value_name = "NAME")]
         remote: Option<String>,
     },
+    /// Write a session (its objects and its ref) to one self-contained bundle file.
+    #[command(after_help = "Example:\n  hel sessions export 4da5 --bundle session.helbundle")]
+    Export {
+        session: String,
+        #[arg(long, value_name = "FILE")]
+        bundle: PathBuf,
+    },
+    /// Bring in a session from a bundle, verifying everything first.
+    #[command(after_help = "Example:\n  hel sessions import session.helbundle")]
+    Import { file: PathBuf },
 }
 
 #[derive(Subcommand, Debug)]

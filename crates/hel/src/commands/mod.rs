@@ -53,5 +53,9 @@ pub fn sessions(
             remote: Some(name),
         } => remote::delete_session(&store, &name, &session),
         SessionsCommand::Delete { session, .. } => sessions::delete(&store, &project, &session),
+        SessionsCommand::Export { session, bundle } => {
+            remote::export_bundle(&store, &project, &session, &bundle)
+        }
+        SessionsCommand::Import { file } => remote::import_bundle(&store, &file),
     }
 }

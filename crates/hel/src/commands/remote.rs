@@ -329,3 +329,29 @@ pub fn gc(name: &str, grace: &str, dry_run: bool) -> Result<u8, Exit> {
     );
     Ok(0)
 }
+
+pub fn export_bundle(
+    store: &Store,
+    project: &std::path::Path,
+    spec: &str,
+    file: &std::path::Path,
+) -> Result<u8, Exit> {
+    let id = session::resolve(store, project, spec)?;
+    let size = hel_remote::bundle::export(store, &id, file)?;
+    say!("wrote session {id} to {} ({size} bytes)", file.display());
+    Ok(0)
+}
+
+pub fn import_bundle(store: &Store, file: &std::path::Path) -> Result<u8, Exit> {
+    let (id, adopted) = hel_remote::bundle::import(store, file)?;
+    match adopted {
+        Adopted::New => say!("{id}: imported"),
+        Adopted::UpToDate => say!("{id}: already here"),
+        Adopted::LocalAhead => say!("{id}: this project is ahead of the bundle"),
+        Adopted::FastForward { from } => say!("{id}: fast-forward from {}", short(&from)),
+        Adopted::Forked { session, .. } => {
+            say!("{id}: diverged: the bundle's line is now session {session}; {id} is untouched")
+        }
+    }
+    Ok(0)
+}
