@@ -475,10 +475,12 @@ impl Remote {
                         bytes,
                     });
                 }
-                // Someone moved the ref (or made it) since: look again. The
-                // pack just sent stays unreferenced until remote gc.
+                // Someone moved the ref (or made it, or deleted it) since:
+                // look again. The pack just sent stays unreferenced until
+                // remote gc.
                 Err(object_store::Error::Precondition { .. })
-                | Err(object_store::Error::AlreadyExists { .. }) => {
+                | Err(object_store::Error::AlreadyExists { .. })
+                | Err(object_store::Error::NotFound { .. }) => {
                     known = None;
                 }
                 Err(e) => return Err(self.err(e)),

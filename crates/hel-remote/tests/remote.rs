@@ -648,3 +648,22 @@ fn walk_size(p: &FsPath) -> u64 {
     }
     total
 }
+
+#[test]
+fn a_push_after_the_remote_ref_was_deleted_elsewhere_starts_it_again() {
+    let rt = rt();
+    let tmp = tempfile::tempdir().unwrap();
+    let remote = Remote::new("shared", "file://d", dir_store(tmp.path()), "");
+    let (_a_dir, a) = project();
+    let (s, _) = exchange(&a, None, "one");
+    rt.block_on(remote.push(&a, &s)).unwrap();
+    // Another machine deletes it; this project's record is now stale.
+    assert!(rt.block_on(remote.delete_session(None, &s)).unwrap());
+    let (_, h) = exchange(&a, Some(&s), "two");
+    rt.block_on(remote.push(&a, &s)).unwrap();
+    let (r, _) = rt.block_on(remote.read_ref(&s)).unwrap().unwrap();
+    assert_eq!((r.head, r.packs.len()), (h, 1));
+    let (_b_dir, b) = project();
+    rt.block_on(remote.pull(&b, &s)).unwrap();
+    assert!(b.fsck().unwrap().is_sound());
+}
