@@ -34,6 +34,8 @@ pub const REF_MAX: u64 = 1 << 20;
 pub const REF_PACKS_MAX: usize = 4096;
 /// The most bytes one pack may hold.
 pub const PACK_MAX: u64 = 1 << 30;
+/// The most pack bytes one pull of one session takes in.
+pub const PULL_MAX: u64 = 4 << 30;
 /// The longest a push may take between starting its pack's upload and
 /// its ref write; remote gc's grace period must be longer.
 pub const PUSH_WINDOW: Duration = Duration::from_secs(30 * 60);
@@ -516,6 +518,12 @@ impl Remote {
             for p in &want {
                 let got = self.fetch_pack(store, p).await?;
                 bytes += got.1;
+                if bytes > PULL_MAX {
+                    return Err(self.hostile(
+                        &format!("sessions/{session}"),
+                        format!("its packs hold over {PULL_MAX} bytes, more than one pull takes"),
+                    ));
+                }
                 received.push(got.0);
             }
             match store.adopt(session, &r.head, &received) {
