@@ -702,3 +702,38 @@ fn a_planted_corrupt_object_is_never_deduplicated_against() {
     assert_eq!(run.code, 1, "{}", run.stdout);
     assert!(run.stdout.contains("symbolic link"), "{}", run.stdout);
 }
+
+#[test]
+fn search_names_broken_objects_and_escapes_what_it_prints() {
+    let h = Hostile::new();
+    let evil = "remember \u{1b}]0;pwned\u{7}this";
+    h.forge(FORGED, &[system(), user(evil)]);
+    // A session whose message blob is missing: named, the others searched.
+    let missing = ObjectId::from_bytes([7; 32]);
+    let node = h.list(
+        &json!({"count": 2, "items": [{"m": system()}, {"b": missing.to_hex()}], "prev": null}),
+    );
+    let broken = "0badf00d-0000-4000-8000-0000000000c1";
+    h.set_ref(broken, &h.snapshot(broken, Some(node), 2));
+    let run = h.run(None, &["sessions", "search", "remember"]);
+    assert_eq!(
+        run.code, 1,
+        "a session could not be searched: {}",
+        run.stderr
+    );
+    let lines: Vec<&str> = run.stdout.lines().collect();
+    assert_eq!(lines.len(), 2, "{}", run.stdout);
+    assert!(
+        run.stdout.contains("remember ^[]0;pwned^Gthis"),
+        "{}",
+        run.stdout
+    );
+    assert!(!run.stdout.contains('\u{1b}') && !run.stdout.contains('\u{7}'));
+    assert!(
+        run.stderr
+            .contains(&format!("session {broken} not searched"))
+            && run.stderr.contains(&missing.to_hex()),
+        "{}",
+        run.stderr
+    );
+}

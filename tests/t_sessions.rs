@@ -451,7 +451,7 @@ fn delete_and_gc_reclaim_spill_while_others_stay_intact() {
         fsck.stdout
     );
     let show = p.run(None, &["sessions", "show", &b]);
-    assert!(show.stdout.contains("[1] user: b"), "{}", show.stdout);
+    assert!(show.stdout.contains("── user ──\nb\n"), "{}", show.stdout);
 }
 
 #[test]
@@ -492,7 +492,7 @@ fn meter_is_kept_or_reset_by_the_rule() {
 #[test]
 fn malformed_unknown_and_moved_sessions_are_refused() {
     let p = Project::new();
-    for bad in ["../x", "/tmp/abcd", "zzzz", "ab"] {
+    for bad in ["../x", "/tmp/abcd", "zz zz", "ab"] {
         let run = p.run(None, &["resume", bad, "-p", "x"]);
         assert_eq!(run.code, 2, "{bad}: {}", run.stderr);
         assert_eq!(run.stderr.lines().count(), 1, "{}", run.stderr);
@@ -630,4 +630,130 @@ fn nothing_a_command_started_survives_a_killed_instance_and_its_session_is_free(
     assert_eq!(list[0]["id"], sid.as_str());
     assert_eq!(list[0]["busy"], false, "only hel held the lease");
     assert_eq!(list[0]["checkpoints"], 0);
+}
+
+/// A project moved elsewhere: its sessions are refused with the way to go
+/// on, `resume --relocate` records the new directory (history keeps the
+/// old one), and the spill saved at the old path still reads.
+#[test]
+fn a_moved_project_resumes_with_relocate_and_keeps_its_spill() {
+    let p = Project::new();
+    let mock = Mock::start(json!([
+        {"tool_calls": [call("bash", json!({"command": "seq 1 20000"}))]},
+        {"content": "counted"},
+    ]));
+    let run = p.run(Some(&mock), &["--access", "auto", "-p", "count"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let sid = run.session();
+    let old = p.path();
+    let there = tempfile::tempdir().unwrap();
+    let moved = there.path().canonicalize().unwrap().join("moved");
+    std::fs::rename(&old, &moved).unwrap();
+
+    let mock2 = Mock::start(json!([
+        {"tool_calls": [call("read_file", json!({"path": "{{spill}}"}))]},
+        {"content": "still there"},
+    ]));
+    let run = Run::from_cmd(p.hel_in(&moved, Some(&mock2)).args([
+        "--access",
+        "auto",
+        "resume",
+        &sid,
+        "-p",
+        "the last line?",
+    ]));
+    assert_ne!(run.code, 0);
+    let want = format!("hel resume {sid} --relocate");
+    assert!(
+        run.stderr.contains(&want) && run.stderr.contains(old.to_str().unwrap()),
+        "{}",
+        run.stderr
+    );
+    assert!(mock2.requests().is_empty(), "refused before any request");
+
+    let run = Run::from_cmd(
+        p.hel_in(&moved, Some(&mock2))
+            .args(["--access", "auto", "resume", &sid, "--relocate"])
+            .args(["-p", "the last line?"]),
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.stdout, "still there\n");
+    assert!(run.stderr.contains("moved from"), "{}", run.stderr);
+    let m = mock2.messages(1);
+    assert_eq!(
+        roles(&m),
+        [
+            "system",
+            "user",
+            "assistant",
+            "tool",
+            "assistant",
+            "user",
+            "assistant",
+            "tool"
+        ]
+    );
+    assert!(
+        m[0]["content"]
+            .as_str()
+            .unwrap()
+            .contains(moved.to_str().unwrap()),
+        "the system message names the new directory"
+    );
+    let read = m[7]["content"].as_str().unwrap();
+    assert!(
+        read.starts_with("exit=0\nstdout:\n1\n2\n3\n") && read.contains("read_file({\"cursor\""),
+        "the spill reads after the move: {read}"
+    );
+
+    let log = p.run_in(&moved, &["sessions", "log", &sid, "--all"]);
+    assert_eq!(log.code, 0, "{}", log.stderr);
+    assert!(
+        log.stdout
+            .contains(&format!("[moved to {}]", moved.display())),
+        "{}",
+        log.stdout
+    );
+    // Resumed here from now on, without the flag.
+    let mock3 = Mock::start(json!([{"content": "here"}]));
+    let run = Run::from_cmd(
+        p.hel_in(&moved, Some(&mock3))
+            .args(["resume", &sid, "-p", "again"]),
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.stdout, "here\n");
+    let fsck = p.run_in(&moved, &["fsck"]);
+    assert_eq!(fsck.code, 0, "{}", fsck.stderr);
+}
+
+/// Loose objects piling up (an older hel's store) are packed on their own
+/// when a run ends: no `hel gc` needed.
+#[test]
+fn a_run_repacks_loose_objects_that_piled_up() {
+    let p = Project::new();
+    let mock = Mock::start(json!([{"content": "one"}, {"content": "two"}]));
+    let run = p.run(Some(&mock), &["-p", "one"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let objects = p.path().join(".hel/objects");
+    let loose = || {
+        walkdir::WalkDir::new(&objects)
+            .min_depth(2)
+            .into_iter()
+            .filter(|e| e.as_ref().is_ok_and(|e| e.file_type().is_file()))
+            .count()
+    };
+    let before = loose();
+    // 300 unreachable loose objects, as an older hel's gc would leave none.
+    for i in 0..300u32 {
+        let hex = format!("{:02x}{:062x}", i % 251, i);
+        let dir = objects.join(&hex[..2]);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(&hex[2..]), b"stale").unwrap();
+    }
+    assert_eq!(loose(), before + 300);
+    let run = p.run(Some(&mock), &["resume", &run.session(), "-p", "two"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(loose(), before, "the run's end repacked them away");
+    let fsck = p.run(None, &["fsck"]);
+    assert_eq!(fsck.code, 0, "{}", fsck.stderr);
 }

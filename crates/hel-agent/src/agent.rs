@@ -1,12 +1,13 @@
 //! The agent loop: send the conversation, run the tool calls, repeat until
 //! the model answers without tool calls.
 
+use std::cell::Cell;
 use std::rc::Rc;
 
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::client::{ModelClient, Reply, RequestError};
+use crate::client::{Delta, ModelClient, Reply, RequestError};
 use crate::compact::{self, Policy, Summarizer, SummaryError};
 use crate::config::RequestConfig;
 use crate::conversation::Conversation;
@@ -33,11 +34,14 @@ pub(crate) struct Model {
     pub(crate) usage: Usage,
     interrupts: Interrupts,
     observer: Rc<dyn Observer>,
+    /// Whether anything of the last request's response arrived.
+    started: bool,
 }
 
 impl Model {
     /// Send one request, recording it; `None` as the error: interrupted
-    /// after the first `seen` interrupts.
+    /// after the first `seen` interrupts. A turn's request tells the
+    /// observer what arrives of its response as it arrives.
     async fn request(
         &mut self,
         purpose: Purpose,
@@ -46,19 +50,39 @@ impl Model {
         meter: &Meter,
         seen: u64,
     ) -> Result<Reply, Option<RequestError>> {
-        let body = self.config.body(messages, tools);
+        let mut body = self.config.body(messages, tools);
+        self.client.prepare(&mut body);
         let estimate = meter.estimate(messages);
         let observed = meter.is_observed();
         let observer = Rc::clone(&self.observer);
+        let live = purpose == Purpose::Turn;
         let mut on_retry = |e: &RequestError, wait| {
             observer.event(Event::Retry {
                 error: e.clone(),
                 wait,
             })
         };
+        let started = Cell::new(false);
+        let mut on_delta = |d: Delta<'_>| match d {
+            Delta::First => {
+                started.set(true);
+                if live {
+                    observer.event(Event::ResponseStarted);
+                }
+            }
+            Delta::Text(t) if live => observer.event(Event::TextDelta(t.to_owned())),
+            Delta::Text(_) => {}
+        };
+        if live {
+            self.observer.event(Event::Waiting);
+        }
         let result = tokio::select! {
-            r = self.client.send(&body, &mut on_retry) => r,
-            _ = self.interrupts.after(seen) => return Err(None),
+            r = self.client.send(&body, &mut on_retry, &mut on_delta) => Some(r),
+            _ = self.interrupts.after(seen) => None,
+        };
+        self.started = started.get();
+        let Some(result) = result else {
+            return Err(None);
         };
         let (response, input, output, model) = match &result {
             Ok(r) => (
@@ -186,6 +210,7 @@ impl Agent {
                 usage: Usage::default(),
                 interrupts: parts.interrupts,
                 observer: parts.observer,
+                started: false,
             },
             toolset: parts.toolset,
             tools: parts.tools,
@@ -231,6 +256,31 @@ impl Agent {
 
     pub(crate) fn recorder(&mut self) -> Option<&mut Recorder> {
         self.model.recorder.as_mut()
+    }
+
+    /// Send the next requests to `model` (`/model` in the prompt).
+    pub fn set_model(&mut self, model: &str) {
+        self.model.config.model = model.to_owned();
+    }
+
+    /// Compact the conversation now, keeping the newest `keep_recent`
+    /// tokens verbatim (see [`compact::now`]). Returns whether it changed.
+    pub async fn compact_now(&mut self, keep_recent: u64) -> Result<bool, Incomplete> {
+        let seen = self.model.interrupts.count();
+        let observer = Rc::clone(&self.model.observer);
+        let mut summarizer = ModelSummarizer {
+            model: &mut self.model,
+            seen,
+        };
+        compact::now(
+            &mut self.conversation,
+            &mut self.meter,
+            keep_recent,
+            &mut summarizer,
+            &*observer,
+        )
+        .await
+        .map_err(Incomplete::from)
     }
 
     /// Run one user instruction to its end. An incomplete one leaves the
@@ -302,7 +352,7 @@ impl Agent {
     async fn send_turn(&mut self, seen: u64) -> Result<Reply, Incomplete> {
         let sent = self.conversation.len();
         let tools = !self.toolset.is_empty();
-        let reply = self
+        let result = self
             .model
             .request(
                 Purpose::Turn,
@@ -312,12 +362,23 @@ impl Agent {
                 seen,
             )
             .await
-            .map_err(|e| e.map_or(Incomplete::Interrupted, Incomplete::Request))?;
-        self.meter.observe(sent, reply.prompt_tokens);
-        if reply.finish_reason.as_deref() == Some("length") {
-            return Err(Incomplete::OutputLimit(self.model.config.max_output_tokens));
-        }
-        Ok(reply)
+            .map_err(|e| e.map_or(Incomplete::Interrupted, Incomplete::Request))
+            .and_then(|reply| {
+                self.meter.observe(sent, reply.prompt_tokens);
+                if reply.finish_reason.as_deref() == Some("length") {
+                    return Err(Incomplete::OutputLimit(self.model.config.max_output_tokens));
+                }
+                Ok(reply)
+            });
+        let event = match &result {
+            Ok(reply) => Event::ResponseEnded {
+                calls_tools: !tool_calls(&reply.message).is_empty(),
+            },
+            Err(_) if self.model.started => Event::ResponseIncomplete,
+            Err(_) => return result,
+        };
+        self.model.observer.event(event);
+        result
     }
 
     /// Run a reply's tool calls in order, appending each result.

@@ -166,6 +166,26 @@ pub async fn before_request(
     Ok(())
 }
 
+/// Compact now, whatever the estimate (the user asked for it): summarize
+/// everything before the newest `keep_recent` tokens. Returns whether the
+/// conversation changed (nothing old enough, a failed request or a summary
+/// that is not smaller leave it as it was).
+pub async fn now(
+    conversation: &mut Conversation,
+    meter: &mut Meter,
+    keep_recent: u64,
+    summarizer: &mut impl Summarizer,
+    observer: &dyn Observer,
+) -> Result<bool, Stop> {
+    let t = tail_start(conversation.messages(), keep_recent);
+    if t <= 1 {
+        return Ok(false);
+    }
+    let before = conversation.len();
+    summarize(conversation, meter, t, summarizer, observer).await?;
+    Ok(conversation.len() != before)
+}
+
 /// Replace `messages[1..t]` by a summary, unless the summary is not smaller.
 async fn summarize(
     conversation: &mut Conversation,

@@ -1,7 +1,11 @@
 //! What a run tells whoever drives it. The library prints nothing: it
 //! hands [`Event`]s to an [`Observer`], and the `hel` binary renders them
-//! as lines on stderr (streaming and an interactive prompt will render the
-//! same events).
+//! (notes on stderr; on a terminal, the answer's text as it arrives).
+//!
+//! A turn's model response goes through [`Event::Waiting`], then
+//! [`Event::ResponseStarted`] once something of it arrived, any number of
+//! [`Event::TextDelta`]s, and ends with [`Event::ResponseEnded`] or
+//! [`Event::ResponseIncomplete`]. Compaction's requests send none of them.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -30,6 +34,24 @@ pub enum Event {
         content: String,
         ok: bool,
     },
+    /// A turn's request was sent to the model; nothing of the response
+    /// has arrived yet.
+    Waiting,
+    /// The first delta of a turn's response arrived (not streamed: the
+    /// whole response).
+    ResponseStarted,
+    /// A piece of a turn's `content`, as it streams in. Raw model text:
+    /// escape it before showing it on a terminal. Whether it is the answer
+    /// or working notes is known at [`Event::ResponseEnded`].
+    TextDelta(String),
+    /// A turn's response completed. `calls_tools`: it goes on to call
+    /// tools, so its text was the model's working notes; otherwise its
+    /// text is the answer (saved before the run returns it).
+    ResponseEnded { calls_tools: bool },
+    /// A turn's response that had started did not complete (cut off,
+    /// stalled, too large, interrupted, or cut at the output limit): what
+    /// arrived of it is not part of the conversation and is not saved.
+    ResponseIncomplete,
     /// A model request failed and is tried again after `wait`.
     Retry { error: RequestError, wait: Duration },
     /// Old tool results were trimmed to keep the request under `under`
@@ -43,6 +65,13 @@ pub enum Event {
     CompactionSkipped,
     /// A completed answer was saved as checkpoint `id`.
     CheckpointSaved { id: ObjectId },
+    /// A resumed session saved in project directory `from` continues in
+    /// `to`; record `checkpoint` says so (`hel resume --relocate`).
+    Relocated {
+        from: String,
+        to: String,
+        checkpoint: ObjectId,
+    },
     /// Something went wrong that does not stop the run.
     Warning(Warning),
 }
@@ -81,6 +110,12 @@ pub enum Warning {
     /// The session's spill working copies stayed behind at exit.
     #[error("cannot remove spill working copies: {0}")]
     SpillNotRemoved(hel_store::Error),
+    /// The repack that runs on its own when packs or loose objects pile up
+    /// failed; nothing is lost, `hel gc --repack` tries again.
+    #[error(
+        "the automatic repack failed ({0}); the store is as it was: `hel gc --repack` tries again"
+    )]
+    RepackFailed(hel_store::Error),
     /// The compaction request failed; the conversation stays as it was.
     #[error("compaction failed ({0}); keeping the conversation as is")]
     CompactionFailed(RequestError),

@@ -1,12 +1,19 @@
 //! Interrupts (Ctrl-C): whoever owns the process's signals calls
 //! [`Interrupter::interrupt`]; the run's waits end at the next interrupt
-//! after the point they started from.
+//! after the point they started from. An interrupt cancels what is
+//! running when it comes, nothing later: a wait counts only interrupts
+//! after the ones it has seen, so an interactive prompt can cancel one
+//! instruction and go on with the next.
+
+use std::sync::Arc;
 
 use tokio::sync::watch;
 
-/// The sending side: one per process.
+/// The sending side. Clones send on the same channel (the signal handler
+/// and a question asked in raw mode, where Ctrl-C is a key, not a signal).
+#[derive(Clone)]
 pub struct Interrupter {
-    tx: watch::Sender<u64>,
+    tx: Arc<watch::Sender<u64>>,
 }
 
 /// The receiving side: counts interrupts.
@@ -18,7 +25,7 @@ pub struct Interrupts {
 /// A connected pair.
 pub fn channel() -> (Interrupter, Interrupts) {
     let (tx, rx) = watch::channel(0);
-    (Interrupter { tx }, Interrupts { rx })
+    (Interrupter { tx: Arc::new(tx) }, Interrupts { rx })
 }
 
 impl Interrupter {

@@ -50,7 +50,9 @@ impl Incomplete {
         match self {
             Incomplete::MaxTurns(_) => Termination::MaxTurns,
             Incomplete::OutputLimit(_) => Termination::MaxOutputTokens,
-            Incomplete::Request(RequestError::Timeout(_)) => Termination::Timeout,
+            Incomplete::Request(RequestError::Timeout(_) | RequestError::Stalled(_)) => {
+                Termination::Timeout
+            }
             Incomplete::Request(_) => Termination::Error,
             Incomplete::Interrupted => Termination::Interrupted,
             Incomplete::Overflow { .. } => Termination::ContextOverflow,

@@ -27,6 +27,9 @@
 //!
 //! raw/requests.jsonl: one line per API request
 //! `{"purpose": "turn"|"compaction", "request": <body>, "response": <body or {"error": …}>}`.
+//! `request` is the body as sent (`stream` included); a streamed
+//! `response` is the one its deltas assembled to, as a non-streamed
+//! response body (`object`: `chat.completion`).
 //! The authorization header is never written.
 
 use std::fs::{self, File, OpenOptions};

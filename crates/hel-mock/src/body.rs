@@ -1,11 +1,13 @@
 //! Response bodies, including the faults a client must survive: a body
 //! that never ends, one far larger than any answer, one that declares more
-//! than it sends.
+//! than it sends, a stream that stops short or only keeps itself alive.
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
+use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use bytes::Bytes;
 use hyper::body::{Body, Frame, SizeHint};
@@ -18,7 +20,9 @@ const HEAD: &[u8] = br#"{"choices":[{"index":0,"message":{"role":"assistant","co
 const TAIL: &[u8] =
     br#""},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":1}}"#;
 /// Bytes per frame of a streamed body.
-const BLOCK: usize = 64 * 1024;
+pub(crate) const BLOCK: usize = 64 * 1024;
+/// How often a stalled stream sends a keep-alive comment.
+const KEEPALIVE_EVERY: Duration = Duration::from_millis(100);
 
 /// A body: some bytes, then what follows them.
 pub(crate) struct MockBody {
@@ -34,6 +38,14 @@ enum Rest {
     Forever(Bytes),
     /// Nothing more, and no end: held until the client hangs up.
     Hold,
+    /// An SSE keep-alive comment every [`KEEPALIVE_EVERY`], and nothing else.
+    KeepAlive(Pin<Box<tokio::time::Sleep>>),
+    /// `block` `times` times, then `tail`.
+    Repeat {
+        block: Bytes,
+        times: u64,
+        tail: Bytes,
+    },
     /// `left` bytes of `block` repeated, then `tail`.
     Blocks {
         block: Bytes,
@@ -48,7 +60,7 @@ impl Body for MockBody {
 
     fn poll_frame(
         self: Pin<&mut Self>,
-        _: &mut Context<'_>,
+        cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
         let this = self.get_mut();
         let data = |b: Bytes| Poll::Ready(Some(Ok(Frame::data(b))));
@@ -70,6 +82,23 @@ impl Body for MockBody {
                 this.rest = Rest::End;
                 data(tail)
             }
+            Rest::KeepAlive(sleep) => match sleep.as_mut().poll(cx) {
+                Poll::Ready(()) => {
+                    let next = tokio::time::Instant::now() + KEEPALIVE_EVERY;
+                    sleep.as_mut().reset(next);
+                    data(Bytes::from_static(b": keep-alive\n\n"))
+                }
+                Poll::Pending => Poll::Pending,
+            },
+            Rest::Repeat { block, times, .. } if *times > 0 => {
+                *times -= 1;
+                data(block.clone())
+            }
+            Rest::Repeat { tail, .. } => {
+                let tail = std::mem::take(tail);
+                this.rest = Rest::End;
+                data(tail)
+            }
         }
     }
 
@@ -84,10 +113,14 @@ impl Body for MockBody {
 }
 
 fn response(status: StatusCode, body: MockBody) -> Response<MockBody> {
+    typed(status, body, "application/json")
+}
+
+fn typed(status: StatusCode, body: MockBody, content_type: &'static str) -> Response<MockBody> {
     let mut r = Response::new(body);
     *r.status_mut() = status;
     let h = r.headers_mut();
-    h.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    h.insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
     h.insert(CONNECTION, HeaderValue::from_static("close"));
     r
 }
@@ -148,4 +181,51 @@ pub(crate) fn declared(n: u64) -> Response<MockBody> {
     );
     r.headers_mut().insert(CONTENT_LENGTH, HeaderValue::from(n));
     r
+}
+
+/// How a scripted event stream ends.
+pub(crate) enum StreamEnd {
+    /// The body ends (whether the events were all there or not). A body
+    /// that fails instead would make hyper drop the connection with what
+    /// it had not yet written, headers included: the client would see a
+    /// connection error before any response, not a stream cut short.
+    End,
+    /// Keep-alive comments forever, no more events.
+    Stall,
+}
+
+/// An event stream: `frames` (each one body frame), then `end`.
+pub(crate) fn event_stream(frames: Vec<Bytes>, end: StreamEnd) -> Response<MockBody> {
+    let rest = match end {
+        StreamEnd::End => Rest::End,
+        StreamEnd::Stall => Rest::KeepAlive(Box::pin(tokio::time::sleep(KEEPALIVE_EVERY))),
+    };
+    sse(frames, rest)
+}
+
+/// An event stream: `head`, then `block` `times` times, then `tail`.
+pub(crate) fn repeated_events(
+    head: Bytes,
+    block: Bytes,
+    times: u64,
+    tail: Bytes,
+) -> Response<MockBody> {
+    sse(vec![head], Rest::Repeat { block, times, tail })
+}
+
+/// An event stream: `head`, then `block` forever.
+pub(crate) fn endless_events(head: Bytes, block: Bytes) -> Response<MockBody> {
+    sse(vec![head], Rest::Forever(block))
+}
+
+fn sse(frames: Vec<Bytes>, rest: Rest) -> Response<MockBody> {
+    typed(
+        StatusCode::OK,
+        MockBody {
+            queue: VecDeque::from(frames),
+            rest,
+            exact: None,
+        },
+        "text/event-stream",
+    )
 }

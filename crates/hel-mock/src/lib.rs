@@ -34,6 +34,25 @@
 //! - `{"declared_length": N}`: headers declaring a Content-Length of N
 //!   bytes, then a few bytes of body, held until the client hangs up.
 //!
+//!
+//! A request with `"stream": true` gets its answer (a final answer, tool
+//! calls, `message`, `recall`, `huge_content`, `endless`) as server-sent
+//! events, as OpenAI-compatible servers stream: a first delta with the
+//! role and every non-string field, then each string field in pieces of 16
+//! characters, then each tool call (id, type and name, then its arguments
+//! in pieces), a chunk with the finish reason, a usage chunk when
+//! `stream_options.include_usage` asks for it, and `data: [DONE]`; one
+//! body frame per event. Steps shape the stream with:
+//! - `"piece": N`: N characters per piece.
+//! - `"interleave": true`: the tool calls' pieces alternate (by `index`).
+//! - `"keepalive": true`: an SSE comment (`: keep-alive`) before every event.
+//! - `"frame_bytes": N`: body frames of N bytes, wherever the events end.
+//! - `"cut_after": K`: the stream stops after K events (the body ends
+//!   there: no finish reason, no `[DONE]`).
+//! - `"stall_after": K`: after K events, only a keep-alive comment every
+//!   100 ms, forever.
+//! - `"no_stream": true`: one JSON body anyway (a server without streaming).
+//!
 //! In tool-call arguments, `{{spill}}` and `{{cursor}}` stand for the newest
 //! spill path and read_file cursor in the messages of the request, as a
 //! model would copy them from its context.
@@ -50,6 +69,7 @@
 mod body;
 mod reply;
 mod script;
+mod sse;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

@@ -6,6 +6,7 @@ use serde_json::{json, Value};
 
 use crate::body::{self, MockBody};
 use crate::script::Step;
+use crate::sse;
 
 /// The response for `step` to `request` (whose body was `body_len` bytes),
 /// the `n`-th request.
@@ -21,11 +22,20 @@ pub(crate) fn answer(step: &Step, request: &Value, body_len: usize, n: u64) -> R
     if let Some(raw) = &step.raw {
         return body::json(StatusCode::OK, raw.clone());
     }
+    let stream = sse::wanted(request) && !step.no_stream;
     if step.endless {
-        return body::endless();
+        return if stream {
+            sse::endless()
+        } else {
+            body::endless()
+        };
     }
     if let Some(n) = step.huge_content {
-        return body::huge(n, step.chunked);
+        return if stream {
+            sse::huge(n, request)
+        } else {
+            body::huge(n, step.chunked)
+        };
     }
     if let Some(n) = step.declared_length {
         return body::declared(n);
@@ -50,6 +60,9 @@ pub(crate) fn answer(step: &Step, request: &Value, body_len: usize, n: u64) -> R
             "total_tokens": body_len / 4 + content_len / 4 + 1,
         },
     });
+    if stream {
+        return sse::stream(&reply, step, request);
+    }
     body::json(StatusCode::OK, reply.to_string())
 }
 

@@ -22,6 +22,20 @@ pub struct Step {
     pub huge_content: Option<u64>,
     pub chunked: bool,
     pub declared_length: Option<u64>,
+    /// Streamed: characters per piece of each streamed string.
+    pub piece: Option<usize>,
+    /// Streamed: the tool calls' pieces alternate.
+    pub interleave: bool,
+    /// Streamed: a keep-alive comment before every event.
+    pub keepalive: bool,
+    /// Streamed: the body's frames are this many bytes (else one an event).
+    pub frame_bytes: Option<usize>,
+    /// Streamed: the body ends after this many events.
+    pub cut_after: Option<usize>,
+    /// Streamed: after this many events, keep-alive comments only.
+    pub stall_after: Option<usize>,
+    /// Answer a request for a stream with one JSON body anyway.
+    pub no_stream: bool,
 }
 
 /// A scripted tool call.

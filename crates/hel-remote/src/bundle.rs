@@ -1,11 +1,11 @@
 //! Bundles: one self-contained file holding a session's objects and its
-//! ref, for mail, attachments and air-gapped machines (objects-spec §14.8).
+//! ref, for mail, attachments and air-gapped machines (objects-spec §15.8).
 //!
 //! ```text
 //! "HELBNDL\0" | version u32 LE (1) | manifest length u32 LE | manifest (JSON) | pack
 //! ```
 //!
-//! The manifest is a remote ref (§14.2) whose `packs` holds the one
+//! The manifest is a remote ref (§15.2) whose `packs` holds the one
 //! pack's BLAKE3 (hex); the pack is a sealed pack of everything the head
 //! reaches. Importing verifies every record and object of the pack (a
 //! tampered one is named by id and offset) and the pack's hash before any

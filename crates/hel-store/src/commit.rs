@@ -456,6 +456,43 @@ impl Txn<'_> {
     }
 }
 
+impl Txn<'_> {
+    /// Commit a `relocated` record: the session's head with `cwd` as its
+    /// project directory, everything else kept (the messages, the spill,
+    /// the workspace it recorded). History keeps the old path in the
+    /// records before. The session must have a head.
+    pub fn relocate(mut self, cwd: &str) -> Result<Committed> {
+        let head = self
+            .state
+            .head
+            .ok_or_else(|| Error::Internal("a relocation needs a checkpoint to follow".into()))?;
+        let base = crate::snapshot::read(self.layout, &head)?;
+        let now = time::now_ms();
+        let why = format!("relocated from {}", clip(&base.cwd, 150));
+        let cp = Checkpoint {
+            schema_version: SCHEMA_VERSION,
+            parents: vec![head],
+            created_at: time::rfc3339(now),
+            created_at_ms: now,
+            cwd: cwd.to_owned(),
+            summary: Summary {
+                checkpoints: self.state.checkpoints,
+                ..base.summary.clone()
+            },
+            record: Some(crate::snapshot::Record::Relocated),
+            workspace: base.workspace.clone().map(|w| crate::snapshot::Workspace {
+                start: None,
+                restored: None,
+                ..w
+            }),
+            ..base
+        };
+        let mut done = self.publish(cp, &why)?;
+        done.leaves_from = self.state.locs.len();
+        Ok(done)
+    }
+}
+
 /// Read and validate tree `id`.
 pub(crate) fn read_tree(layout: &Layout, id: &ObjectId) -> Result<Tree> {
     let payload = object::read_kind(layout, id, Kind::Tree, Cap::TREE)?;

@@ -121,6 +121,8 @@ pub enum Error {
         found: u64,
         supported: u64,
     },
+    #[error(transparent)]
+    Name(Box<crate::names::NameError>),
     #[error("internal error: {0} (nothing was saved; please report this)")]
     Internal(String),
 }

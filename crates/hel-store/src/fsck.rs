@@ -199,8 +199,20 @@ impl Store {
                 }
             }
         }
-        // 5. Session working directories and tmp/.
+        // 5. Session working directories, names and tmp/.
         sessions_dir_faults(layout, &mut faults)?;
+        match crate::names::read(layout) {
+            Ok(names) => {
+                for (id, name) in names {
+                    if !self.knows(&id)? {
+                        report.notes.push(format!(
+                            "the name {name:?} names session {id}, which does not exist (`hel gc` forgets it)"
+                        ));
+                    }
+                }
+            }
+            Err(e) => faults.push(Fault::Broken(e)),
+        }
         report.tmp_files = match layout.tmp()? {
             Some(tmp) => tmp.entries()?.len() as u64,
             None => 0,

@@ -47,6 +47,8 @@ pub struct GcReport {
     pub packs_written: u64,
     /// Journals of deleted sessions removed.
     pub journals_removed: u64,
+    /// Names of sessions that no longer exist, forgotten.
+    pub names_removed: u64,
 }
 
 /// What a mark found.
@@ -423,16 +425,12 @@ impl Store {
         // abort rather than sweep what a broken snapshot might name.
         let live = mark(layout, &root_ids, fail)?.reachable;
         let live_sessions: HashSet<&SessionId> = heads.iter().map(|(s, _)| s).collect();
-        // Objects in live journals stay where they are.
-        let mut in_journals: HashSet<ObjectId> = HashSet::new();
-        for s in &live_sessions {
-            if let Some(v) = layout.odb().journal(layout, s)? {
-                in_journals.extend(v.read().unwrap_or_else(|p| p.into_inner()).objects.keys());
-            }
-        }
         let stub = crate::layout::stub_object();
-        // Everything else that is live is rewritten into one sealed pack
-        // when anything outside the journals is dead, loose, or scattered.
+        // Every live object of a pack or a loose file is rewritten into one
+        // sealed pack when anything there is dead, loose, or scattered. Also
+        // one that a live journal holds too: a session may name the pack's
+        // copy without depending on that journal (it found the pack first),
+        // and the journal goes when its session is deleted.
         let sealed = layout.odb().all_sealed(layout)?;
         let listing = object_files(layout)?;
         let loose: Vec<&(ObjectId, String, String)> = listing
@@ -446,7 +444,7 @@ impl Store {
         let mut dead_bytes = 0u64;
         for p in &sealed {
             for e in &p.idx.entries {
-                if live.contains(&e.id) && !in_journals.contains(&e.id) {
+                if live.contains(&e.id) {
                     if seen.insert(e.id) {
                         outside.push(e.id);
                     }
@@ -457,7 +455,7 @@ impl Store {
             }
         }
         for (id, _, _) in &loose {
-            if live.contains(id) && !in_journals.contains(id) && seen.insert(*id) {
+            if live.contains(id) && seen.insert(*id) {
                 outside.push(*id);
             }
         }
@@ -564,6 +562,14 @@ impl Store {
                 drop(lease);
                 report.sessions_removed.push(id);
             }
+        }
+        // Names of sessions that are gone (never committed, or deleted by
+        // a hel that knew no names). A names file that cannot be read is
+        // left alone: fsck reports it, and gc has nothing to reclaim there.
+        if let Ok(n) = crate::names::prune(layout, dry_run, |id| {
+            Ok(!report.sessions_removed.contains(id) && self.knows(id)?)
+        }) {
+            report.names_removed = n;
         }
         Ok(Some(report))
     }

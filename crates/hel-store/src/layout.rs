@@ -8,6 +8,7 @@
 //! .hel/logs/sessions/<uuid>  the session's ref log
 //! .hel/sessions/<uuid>/      .active lease and materialized spill/
 //! .hel/tmp/                  files of writes in progress
+//! .hel/names                 session names (see names.rs), and .names.lock
 //! .hel/format                "hel-store-format 2\n" (absent: format 1, loose objects only)
 //! .hel/packs/pack-<hex>.pack sealed packs and their .idx
 //! .hel/packs/journals/<uuid>.journal  a session's append-only pack (and .jidx)
@@ -40,6 +41,9 @@ pub(crate) const SPILL: &str = "spill";
 pub(crate) const PACKS: &str = "packs";
 pub(crate) const JOURNALS: &str = "journals";
 pub(crate) const FORMAT: &str = "format";
+/// Session names (objects-spec §14) and the lock their writers hold.
+pub(crate) const NAMES: &str = "names";
+pub(crate) const NAMES_LOCK: &str = ".names.lock";
 /// Workspace snapshots' own files (hel-workspace: its stat cache and the
 /// temporary files of a restore), outside the object store.
 pub(crate) const WORKSPACE: &str = "workspace";

@@ -28,6 +28,8 @@ pub struct LogEntry {
     pub workspace: Option<crate::Workspace>,
     /// The record before it in the session's history.
     pub parent: Option<ObjectId>,
+    /// The project directory the record belongs to.
+    pub cwd: String,
 }
 
 impl Store {
@@ -65,6 +67,7 @@ impl Store {
                 fork_point,
                 record,
                 parent: cp.parents.first().copied(),
+                cwd: cp.cwd,
                 workspace: cp.workspace,
             });
         }

@@ -70,6 +70,10 @@ pub enum Record {
     Restored,
     /// A fork's first record: the forked checkpoint, in a new session.
     Fork,
+    /// The session continues in another project directory (`hel resume
+    /// --relocate`): the previous record with the new `cwd`. The files are
+    /// the previous record's, wherever they now are.
+    Relocated,
 }
 
 impl Record {
@@ -87,6 +91,7 @@ impl Record {
             Record::BeforeRestore => "before-restore",
             Record::Restored => "restored",
             Record::Fork => "fork",
+            Record::Relocated => "relocated",
         }
     }
 }

@@ -46,6 +46,9 @@ pub enum Warning {
     /// The project's path no longer leads to the directory hel opened; hel
     /// goes on with the store it opened (said once per process).
     ProjectMoved(PathBuf),
+    /// After a fork was published: the name of the session it was made
+    /// from could not be copied to it.
+    NameNotCopied(Error),
 }
 
 impl std::fmt::Display for Warning {
@@ -59,6 +62,10 @@ impl std::fmt::Display for Warning {
                 f,
                 "{} no longer leads to the project hel started in; checkpoints keep going to the store it opened",
                 p.display()
+            ),
+            Warning::NameNotCopied(e) => write!(
+                f,
+                "the fork was made, but it could not be given a copy of the session's name ({e})"
             ),
         }
     }
@@ -549,8 +556,13 @@ impl Store {
             writer.commit(journal, id, payload)?;
             id
         };
+        // The fork is published: a name that cannot be copied is a warning.
+        let mut warnings = Vec::new();
+        if let Err(e) = crate::names::copy_for_fork(layout, &base.session_id, lease.session()) {
+            warnings.push(Warning::NameNotCopied(e));
+        }
         drop(lock);
-        Ok((lease, id, Vec::new()))
+        Ok((lease, id, warnings))
     }
 
     /// The lease's journal writer, opened (and made known to the object
@@ -609,6 +621,8 @@ impl Store {
             }
             let lease = SessionLease::acquire(lock.layout, session, true)?;
             let released = crate::gc::release(layout, &lock, session)?;
+            // The name goes first: a name left behind would name nothing.
+            crate::names::remove(layout, session)?;
             if let Some(sessions) = layout.sessions()? {
                 // The lease file goes with the directory; the lock is dropped after.
                 sessions.remove_tree(session.as_str())?;

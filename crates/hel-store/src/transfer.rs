@@ -1,4 +1,4 @@
-//! Moving a session between stores (remotes, objects-spec §14): the
+//! Moving a session between stores (remotes, objects-spec §15): the
 //! objects one checkpoint reaches that another does not, as the bytes of a
 //! sealed pack; a received pack verified record by record; and a received
 //! head brought in as a new session, a fast-forward, or a fork, only after

@@ -34,7 +34,13 @@ const ENTRY_FIXED: usize = 1 + 2 + 8 + 32 + 2;
 
 /// Names no tree may hold, whatever their case: version control and store
 /// directories are never recorded, so a restore never writes into them.
-const NEVER: [&[u8]; 3] = [b".git", b".hel", b".jj"];
+const NEVER: [&[u8]; 3] = [b".git", crate::layout::STORE_DIR.as_bytes(), b".jj"];
+
+/// Is `name` one no tree may hold (`.git`, `.hel`, `.jj`, in any case: on
+/// a case-insensitive filesystem `.GIT` is `.git`)?
+pub fn is_never(name: &[u8]) -> bool {
+    NEVER.iter().any(|n| n.eq_ignore_ascii_case(name))
+}
 
 /// What an entry is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -167,7 +173,7 @@ pub fn bad_name(name: &[u8]) -> Option<&'static str> {
     if name.iter().any(|&c| c == b'/' || c == 0) {
         return Some("a name holding / or NUL");
     }
-    if NEVER.iter().any(|n| n.eq_ignore_ascii_case(name)) {
+    if is_never(name) {
         return Some("a .git, .hel or .jj entry");
     }
     None

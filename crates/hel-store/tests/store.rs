@@ -124,7 +124,7 @@ fn conversation(tag: &str, n: usize) -> Vec<Value> {
         .collect()
 }
 
-struct Rng(u64);
+struct Rng(fastrand::Rng);
 impl Rng {
     fn seeded() -> Rng {
         let seed = std::env::var("HEL_TEST_SEED")
@@ -132,16 +132,10 @@ impl Rng {
             .and_then(|s| s.parse().ok())
             .unwrap_or_else(|| hel_store::time::now_ms() ^ std::process::id() as u64);
         eprintln!("seed {seed} (set HEL_TEST_SEED to repeat)");
-        Rng(seed | 1)
-    }
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
+        Rng(fastrand::Rng::with_seed(seed))
     }
     fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
+        self.0.u64(..n.max(1))
     }
 }
 
@@ -1425,4 +1419,43 @@ fn a_scan_reads_each_distinct_message_once() {
         .unwrap();
     assert_eq!(seen, 21 + 1);
     assert_eq!(needles, 2);
+}
+
+/// A session that names an object where a sealed pack holds it (a new
+/// process has not opened the journal that also holds a copy) must keep it
+/// when gc and the other copy's session go: gc keeps every live object of a
+/// pack in the pack it writes, whoever else holds a copy.
+#[test]
+fn an_object_shared_from_a_pack_survives_gc_and_the_deletion_of_another_copy() {
+    let dir = tempfile::tempdir().unwrap();
+    let sys = [msg("system", "sys")];
+    let m_id = {
+        let store = Store::open(dir.path()).unwrap();
+        // K and M each hold their own copy of the small system message.
+        let k = store.new_session().unwrap();
+        let k_ckpt = commit_new(&store, &k, &mut SessionState::default(), &sys).id;
+        let k_id = k.session().clone();
+        let m = store.new_session().unwrap();
+        commit_new(&store, &m, &mut SessionState::default(), &sys);
+        let m_id = m.session().clone();
+        drop((k, m));
+        // A fork of K, then K's deletion: K's objects the fork needs move
+        // into a sealed pack.
+        let (f, _, _) = store.fork(&k_ckpt).unwrap();
+        drop(f);
+        store.delete(&k_id, false).unwrap();
+        m_id
+    };
+    // A new process: J finds the message in the pack, not in M's journal.
+    let j = {
+        let store = Store::open(dir.path()).unwrap();
+        let j = store.new_session().unwrap();
+        let c = commit_new(&store, &j, &mut SessionState::default(), &sys);
+        c.id
+    };
+    let store = Store::open(dir.path()).unwrap();
+    store.gc(false).unwrap();
+    store.delete(&m_id, true).unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    assert_eq!(store.load(&j).unwrap().messages, sys.to_vec());
 }

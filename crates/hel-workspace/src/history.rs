@@ -72,7 +72,7 @@ pub fn undo_target(store: &Store, head: &ObjectId) -> Result<Instruction, Histor
                 at = parent(&from);
                 continue;
             }
-            (Record::Restored | Record::BeforeRestore, _) => {}
+            (Record::Restored | Record::BeforeRestore | Record::Relocated, _) => {}
             (Record::Answer | Record::Interrupted, Some(w)) => {
                 let Some(start) = w.start else {
                     return Err(HistoryError::NoWorkspace(id));
@@ -169,7 +169,7 @@ pub fn restores_since_answer(
                     restored: Some(r), ..
                 }),
             ) => out.push(r.clone()),
-            (Record::BeforeRestore, _) => {}
+            (Record::BeforeRestore | Record::Relocated, _) => {}
             _ => break,
         }
         at = parent(&cp);

@@ -116,13 +116,8 @@ pub struct Plan<'a> {
     pub max_file: u64,
 }
 
-/// A name no snapshot enters (case-insensitive: on a case-insensitive
-/// filesystem `.GIT` is `.git`).
-pub fn is_never(name: &[u8]) -> bool {
-    [&b".git"[..], b".hel", b".jj"]
-        .iter()
-        .any(|n| n.eq_ignore_ascii_case(name))
-}
+/// A name no snapshot enters: one no tree may hold.
+pub use hel_store::tree::is_never;
 
 /// The ignore rules of one directory, and its parent's.
 struct Rules {

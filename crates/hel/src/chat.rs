@@ -1,11 +1,11 @@
 //! An agent run on the command line: instructions from `-p` or stdin,
 //! answers on stdout, Ctrl-C, and the exit code.
 
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::rc::Rc;
 use std::sync::Arc;
 
-use hel_agent::interrupt::{self, Interrupts};
+use hel_agent::interrupt::{self, Interrupter, Interrupts};
 use hel_agent::outcome::{Outcome, Termination};
 use hel_agent::run::{Host, Run};
 use hel_agent::session::Start;
@@ -13,43 +13,31 @@ use tokio::io::{AsyncBufReadExt, BufReader, Lines, Stdin};
 
 use crate::cli::RunArgs;
 use crate::exit::Exit;
-use crate::render::{self, Stderr};
+use crate::render::{self, live::Live};
 use crate::tty::Tty;
 
 /// Exit code of a run ended by Ctrl-C.
 const INTERRUPTED: u8 = 130;
 
-/// Run hel as an agent. Returns the exit code.
+/// Run hel as an agent. Returns the exit code. With no `-p` and stdin a
+/// terminal, this is the interactive prompt ([`crate::prompt`]); else
+/// instructions come from `-p`, or one per line from stdin.
 pub async fn run(args: RunArgs, start: Start, restore_files: Option<bool>) -> Result<u8, Exit> {
+    if args.instructions.is_empty() && std::io::stdin().is_terminal() {
+        return crate::prompt::run(args, start, restore_files).await;
+    }
     let (interrupter, interrupts) = interrupt::channel();
+    let live = Rc::new(Live::new());
     let host = Host {
-        observer: Rc::new(Stderr),
+        observer: live.clone(),
         confirm: Arc::new(Tty),
         interrupts: interrupts.clone(),
     };
     let mut run = Run::start(args.options(), start, host)?;
     if let Some(force) = restore_files {
-        let out = run
-            .restore_forked_files(force)
-            .map_err(|e| Exit::refused(e.to_string()))?;
-        render::line(&format!(
-            "hel: restored the files of the forked checkpoint: {} written, {} removed, {} left alone",
-            out.written.len(),
-            out.removed.len(),
-            out.conflicts.len()
-        ));
-        for (p, why) in &out.conflicts {
-            render::line(&format!(
-                "hel:   left alone {}: {why}",
-                String::from_utf8_lossy(p)
-            ));
-        }
+        restore_forked(&mut run, force)?;
     }
-    tokio::spawn(async move {
-        while tokio::signal::ctrl_c().await.is_ok() {
-            interrupter.interrupt();
-        }
-    });
+    forward_ctrl_c(interrupter);
     let from_stdin = args.instructions.is_empty();
     let mut instructions = args.instructions.into_iter();
     let mut stdin = BufReader::new(tokio::io::stdin()).lines();
@@ -76,7 +64,7 @@ pub async fn run(args: RunArgs, start: Start, restore_files: Option<bool>) -> Re
             }
         };
         match run.instruction(&text).await {
-            Outcome::Completed(answer) => print_answer(&answer),
+            Outcome::Completed(answer) => live.answer(&answer),
             Outcome::Incomplete(why) => {
                 let t = why.termination();
                 render::line(&format!(
@@ -96,6 +84,37 @@ pub async fn run(args: RunArgs, start: Start, restore_files: Option<bool>) -> Re
     }
     run.finish();
     Ok(if failed { 1 } else { 0 })
+}
+
+/// Restore the files of the checkpoint a new fork starts from
+/// (`--restore-files`, with its `--force`), and say what was done.
+pub fn restore_forked(run: &mut Run, force: bool) -> Result<(), Exit> {
+    let out = run
+        .restore_forked_files(force)
+        .map_err(|e| Exit::refused(e.to_string()))?;
+    render::line(&format!(
+        "hel: restored the files of the forked checkpoint: {} written, {} removed, {} left alone",
+        out.written.len(),
+        out.removed.len(),
+        out.conflicts.len()
+    ));
+    for (p, why) in &out.conflicts {
+        render::line(&format!(
+            "hel:   left alone {}: {why}",
+            String::from_utf8_lossy(p)
+        ));
+    }
+    Ok(())
+}
+
+/// From now on Ctrl-C (SIGINT) no longer ends the process: each one is an
+/// interrupt, which cancels what the run is doing.
+pub fn forward_ctrl_c(interrupter: Interrupter) {
+    tokio::spawn(async move {
+        while tokio::signal::ctrl_c().await.is_ok() {
+            interrupter.interrupt();
+        }
+    });
 }
 
 /// The next instruction read from stdin.
@@ -123,16 +142,4 @@ async fn next_line(stdin: &mut Lines<BufReader<Stdin>>, interrupts: &Interrupts)
             Err(e) => Line::Unreadable(e),
         };
     }
-}
-
-/// An answer on stdout. On a terminal the model's escape sequences are
-/// shown, not obeyed; into a pipe or file the answer goes byte for byte.
-fn print_answer(answer: &str) {
-    let mut out = std::io::stdout().lock();
-    let _ = if out.is_terminal() {
-        writeln!(out, "{}", hel_agent::terminal::escape_text(answer))
-    } else {
-        writeln!(out, "{answer}")
-    };
-    let _ = out.flush();
 }

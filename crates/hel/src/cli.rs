@@ -17,7 +17,8 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 chat model, runs the tools the model asks for (read, search, edit, bash in a sandbox) and loops until \
 the model answers. Every completed answer is a checkpoint in .hel/, so `hel resume <SESSION>` \
 continues the conversation in a new process.\n\nWith -p, runs the given instructions in order; \
-without, reads one instruction per line from stdin (until EOF or /exit)."
+without, on a terminal, opens an interactive prompt (/help there lists its commands); from a \
+pipe, reads one instruction per line (until EOF or /exit)."
 )]
 pub struct Cli {
     /// Continue SESSION (same as `hel resume SESSION`).
@@ -100,6 +101,9 @@ pub struct RunArgs {
     /// Ask for the whole answer at once instead of a stream (servers without streaming).
     #[arg(long)]
     pub no_stream: bool,
+    /// Set by `hel resume --relocate` (not a flag of every run).
+    #[arg(skip)]
+    pub relocate: bool,
 }
 
 /// A size in bytes: a number, optionally followed by K, M or G (powers of
@@ -195,6 +199,7 @@ impl RunArgs {
             context_window: self.context_window,
             workspace: (!self.no_workspace).then_some(self.workspace_options()),
             stream: !self.no_stream,
+            relocate: self.relocate,
         }
     }
 }
@@ -203,7 +208,7 @@ impl RunArgs {
 pub enum Command {
     /// Continue a session in this process (or fork it with --at).
     #[command(
-        after_help = "Examples:\n  hel resume 4da5 -p \"and the tests?\"\n  hel resume 4da5 --at 3f2a91c0 --restore-files"
+        after_help = "Examples:\n  hel resume 4da5 -p \"and the tests?\"\n  hel resume 4da5 --at 3f2a91c0 --restore-files\n  hel resume 4da5 --relocate"
     )]
     Resume {
         /// Session id or a unique prefix of at least 4 hex digits.
@@ -221,6 +226,9 @@ pub enum Command {
         /// With --restore-files: write even files changed since the session recorded them.
         #[arg(long, requires = "restore_files")]
         force: bool,
+        /// Continue a session saved in another project directory here (the project moved, or the session was pulled from another machine): a new checkpoint records this directory; the history keeps the old one.
+        #[arg(long, conflicts_with = "at")]
+        relocate: bool,
         #[command(flatten)]
         run: RunArgs,
     },
@@ -374,8 +382,10 @@ pub enum SessionsCommand {
         #[arg(long)]
         json: bool,
     },
-    /// The conversation and request config of a checkpoint.
-    #[command(after_help = "Example:\n  hel sessions show 4da5 --at 3f2a91c0 --json")]
+    /// The conversation of a checkpoint, for a person to read (--json: everything stored).
+    #[command(
+        after_help = "Examples:\n  hel sessions show fix-login\n  hel sessions show 4da5 --at 3f2a91c0 --json"
+    )]
     Show {
         session: String,
         #[arg(long, value_name = "CHECKPOINT")]
@@ -393,13 +403,21 @@ pub enum SessionsCommand {
         #[arg(long, value_name = "NAME")]
         remote: Option<String>,
     },
-    /// Write a session (its objects and its ref) to one self-contained bundle file.
-    #[command(after_help = "Example:\n  hel sessions export 4da5 --bundle session.helbundle")]
-    Export {
-        session: String,
-        #[arg(long, value_name = "FILE")]
-        bundle: PathBuf,
-    },
+    /// Name a session: every command that takes a session then takes its name.
+    #[command(
+        after_help = "Example:\n  hel sessions rename 4da5 fix-login\n\nA name is 1-64 letters, digits, '.', '_' or '-', with at least one character that is not a hex digit or '-'; names are unique in a project."
+    )]
+    Rename { session: String, name: String },
+    /// Find the sessions whose conversation has a message matching a regular expression.
+    #[command(
+        after_help = "Examples:\n  hel sessions search 'flaky test'\n  hel sessions search '(?i)timeout' --role tool --json"
+    )]
+    Search(SearchArgs),
+    /// Write a conversation as Markdown (to share) or as the JSON messages the model was sent, or a session as a bundle.
+    #[command(
+        after_help = "Examples:\n  hel sessions export fix-login --format md > fix-login.md\n  hel sessions export 4da5 --at 3f2a91c0 --format json\n  hel sessions export fix-login --bundle fix-login.helbundle"
+    )]
+    Export(ExportArgs),
     /// Bring in a session from a bundle, verifying everything first.
     #[command(after_help = "Example:\n  hel sessions import session.helbundle")]
     Import { file: PathBuf },
@@ -422,4 +440,57 @@ pub enum RemoteCommand {
     List,
     /// Remove a remote from the configuration (nothing on it is deleted).
     Remove { name: String },
+}
+
+/// `hel sessions search`.
+#[derive(Args, Debug)]
+pub struct SearchArgs {
+    /// A regular expression (Rust regex syntax; `(?i)` makes it case-insensitive).
+    pub pattern: String,
+    /// Only messages of this role.
+    #[arg(long, value_enum)]
+    pub role: Option<SearchRole>,
+    /// Print JSON: every matching message of every session.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SearchRole {
+    User,
+    Assistant,
+    Tool,
+}
+
+impl SearchRole {
+    pub fn name(self) -> &'static str {
+        match self {
+            SearchRole::User => "user",
+            SearchRole::Assistant => "assistant",
+            SearchRole::Tool => "tool",
+        }
+    }
+}
+
+/// `hel sessions export`: what to export and in which form.
+#[derive(Args, Debug)]
+pub struct ExportArgs {
+    /// Session name, id or a unique prefix of at least 4 hex digits.
+    pub session: String,
+    /// The checkpoint (default: the session's newest).
+    #[arg(long, value_name = "CHECKPOINT")]
+    pub at: Option<String>,
+    /// md: Markdown, for people; json: the messages the model was sent, as stored.
+    #[arg(long, value_enum, default_value_t = ExportFormat::Md)]
+    pub format: ExportFormat,
+    /// Write the session's objects and ref to one self-contained bundle file instead
+    /// (`hel sessions import FILE` on another machine).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["at", "format"])]
+    pub bundle: Option<PathBuf>,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExportFormat {
+    Md,
+    Json,
 }

@@ -81,6 +81,9 @@ impl Exit {
         use hel_store::Error as E;
         match e {
             E::BadSessionId(_) => Exit::usage(e.to_string()),
+            E::Name(n) if matches!(**n, hel_store::NameError::Invalid { .. }) => {
+                Exit::usage(e.to_string())
+            }
             E::InUse { session, holder } => Exit::refused(format!(
                 "session {session} is in use by another hel instance{}: wait for it to exit, or fork it with `hel resume {session} --at <CHECKPOINT>`",
                 holder.as_ref().map(|h| format!(" ({h})")).unwrap_or_default()
@@ -110,7 +113,7 @@ mod tests {
 
     #[test]
     fn bad_arguments_are_usage_errors() {
-        for bad in ["../x", "/tmp/x", "abc", "zzzz", ""] {
+        for bad in ["../x", "/tmp/x", "abc", "zz zz", ""] {
             let e = hel_agent::session::check_session_arg(bad).unwrap_err();
             assert_eq!(Exit::from(e).code, 2, "{bad}");
         }

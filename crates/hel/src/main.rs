@@ -7,6 +7,7 @@ mod cli;
 mod commands;
 mod config;
 mod exit;
+mod prompt;
 mod render;
 mod tty;
 
@@ -106,6 +107,7 @@ fn main() -> ExitCode {
             at,
             restore_files,
             force,
+            relocate,
             run,
         }) => {
             let start = match (session, last, at) {
@@ -118,7 +120,11 @@ fn main() -> ExitCode {
             let restore = restore_files.then_some(force);
             let settings =
                 config::settings(&cli.run, &matches, sub_matches.as_ref().map(|m| (&run, m)));
-            start.and_then(|s| agent(settings?.run, s, restore))
+            start.and_then(|s| {
+                let mut run = settings?.run;
+                run.relocate = relocate;
+                agent(run, s, restore)
+            })
         }
         None => {
             let start = match cli.resume.clone() {

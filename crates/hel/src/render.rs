@@ -1,5 +1,8 @@
 //! Events as lines on stderr: the agent's progress, tool activity and
-//! warnings (stdout carries only answers and reports).
+//! warnings (stdout carries only answers and reports). [`live::Live`] also
+//! shows a streamed answer on a terminal as it arrives.
+
+pub mod live;
 
 use hel_agent::event::{Event, Observer, Warning};
 use hel_agent::terminal::escape_line;
@@ -54,6 +57,20 @@ impl Observer for Stderr {
                 "hel: the compaction summary is not smaller than what it would replace; keeping the conversation as is",
             ),
             Event::CheckpointSaved { .. } => {}
+            Event::Relocated {
+                from,
+                to,
+                checkpoint,
+            } => line(&format!(
+                "hel: the session moved from {from} to {to} (recorded as checkpoint {})",
+                &checkpoint.to_hex()[..12]
+            )),
+            // The answer's text is Live's to show.
+            Event::Waiting
+            | Event::ResponseStarted
+            | Event::TextDelta(_)
+            | Event::ResponseEnded { .. }
+            | Event::ResponseIncomplete => {}
             Event::Warning(w) => line(&format!("hel: warning: {}", warning(&w))),
         }
     }

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use hel_store::{Record, Store};
 
 use crate::agent::{Agent, Parts};
+use crate::compact::Policy;
 use crate::event::{Event, Observer, Warning};
 use crate::instance::Instance;
 use crate::interrupt::Interrupts;
@@ -46,7 +47,28 @@ pub struct Run {
     snapshots: Option<Snapshots>,
     instance: Instance,
     observer: Rc<dyn Observer>,
+    /// The model's context window, in tokens.
+    window: u64,
+    /// Tokens kept verbatim by a compaction the user asks for.
+    keep_recent: u64,
     finished: bool,
+}
+
+/// Where a run stands between instructions (the interactive prompt shows
+/// it).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Status {
+    /// The session (None: the run is not saved).
+    pub session: Option<hel_store::SessionId>,
+    /// The session's newest checkpoint.
+    pub head: Option<hel_store::ObjectId>,
+    /// Estimated tokens of the next request's conversation.
+    pub context_tokens: u64,
+    /// The model's context window.
+    pub window: u64,
+    /// Tokens the API reported over the last instruction.
+    pub usage: crate::agent::Usage,
+    pub model: String,
 }
 
 impl Run {
@@ -56,6 +78,11 @@ impl Run {
     /// problem is an error, before any instruction.
     pub fn start(options: Options, start: Start, host: Host) -> Result<Run, StartError> {
         let setup = setup::Setup::new(&options)?;
+        let window = setup.window;
+        let keep_recent = setup.policy.map_or_else(
+            || Policy::defaults(window, options.provider.max_output_tokens).keep_recent,
+            |p| p.keep_recent,
+        );
         let allow_write = crate::tools::sandbox::check_allow_write(
             &options.allow_write,
             &setup.project,
@@ -113,7 +140,7 @@ impl Run {
         };
         let mut agent = Agent::new(parts, system_message);
         if let (Some(s), Some(head)) = (session.as_mut(), head) {
-            restore::restore(s, &mut agent, head, &*observer)?;
+            restore::restore(s, &mut agent, head, &*observer, options.relocate)?;
         }
         let snapshots = match (&options.workspace, &session) {
             (Some(opts), Some(s)) => match Snapshots::open(&s.store, *opts) {
@@ -131,6 +158,8 @@ impl Run {
             snapshots,
             instance,
             observer,
+            window,
+            keep_recent,
             finished: false,
         })
     }
@@ -181,6 +210,30 @@ impl Run {
             snaps.start = None;
         }
         outcome
+    }
+
+    /// Where the run stands: its session, context use and last usage.
+    pub fn status(&self) -> Status {
+        let conversation = self.agent.conversation().messages();
+        Status {
+            session: self.session.as_ref().map(|s| s.id().clone()),
+            head: self.session.as_ref().and_then(|s| s.state.head),
+            context_tokens: self.agent.meter().estimate(conversation),
+            window: self.window,
+            usage: self.agent.usage(),
+            model: self.agent.config().model.clone(),
+        }
+    }
+
+    /// Send the next requests to `model`; the next checkpoint records it.
+    pub fn set_model(&mut self, model: &str) {
+        self.agent.set_model(model);
+    }
+
+    /// Compact the conversation now (the user asked): the summary is saved
+    /// with the next answer. Returns whether the conversation changed.
+    pub async fn compact_now(&mut self) -> Result<bool, crate::outcome::Incomplete> {
+        self.agent.compact_now(self.keep_recent).await
     }
 
     /// Record the project's files as the instruction starts, and return
@@ -273,6 +326,11 @@ impl Run {
         if let Some(s) = &self.session {
             if let Err(e) = s.store.clear_spill(&s.lease) {
                 self.observer.warn(Warning::SpillNotRemoved(e));
+            }
+            // Only when loose objects or sealed packs piled up, and only if
+            // no other process holds the store lock right now.
+            if let Err(e) = s.store.maybe_repack() {
+                self.observer.warn(Warning::RepackFailed(e));
             }
         }
         self.instance.finish();

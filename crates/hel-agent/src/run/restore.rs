@@ -14,12 +14,15 @@ use super::error::StartError;
 
 /// Continue from checkpoint `head`: load it (validated), check it belongs
 /// here, rebuild the system message, apply the current config, and restore
-/// the Meter (when the rule allows), the cursors and the spill map.
+/// the Meter (when the rule allows), the cursors and the spill map. With
+/// `relocate`, a checkpoint saved in another project directory is
+/// continued here, after a `relocated` record that says so.
 pub(super) fn restore(
     session: &mut Session,
     agent: &mut Agent,
     head: ObjectId,
     observer: &dyn Observer,
+    relocate: bool,
 ) -> Result<(), StartError> {
     let hel_store::Loaded {
         checkpoint: cp,
@@ -29,12 +32,28 @@ pub(super) fn restore(
         request_config,
         cursors,
     } = session.store.load(&head)?;
-    session::verify(&cp, session.id(), &session.cwd)?;
+    let moved_from = (relocate && cp.cwd != session.cwd).then(|| cp.cwd.clone());
+    if moved_from.is_none() {
+        session::verify(&cp, session.id(), &session.cwd)?;
+    } else {
+        session::verify(&cp, session.id(), &cp.cwd)?;
+    }
     let fresh_system = agent.conversation().messages()[0].clone();
     let mut conversation = Conversation::restored(messages, &leaves);
     let system_changed = conversation.set_system(fresh_system);
     *agent.conversation_mut() = conversation;
     session.state = state;
+    if let Some(from) = moved_from {
+        let done = session
+            .store
+            .begin(&session.lease, &mut session.state)?
+            .relocate(&session.cwd)?;
+        observer.event(Event::Relocated {
+            from,
+            to: session.cwd.clone(),
+            checkpoint: done.id,
+        });
+    }
 
     let saved: Option<RequestConfig> = serde_json::from_value(request_config).ok();
     let same_signature = saved

@@ -49,6 +49,9 @@ pub struct Options {
     pub workspace: Option<hel_workspace::Options>,
     /// Ask for streamed answers (`--no-stream` turns it off).
     pub stream: bool,
+    /// A resumed session saved in another project directory continues in
+    /// this one (`hel resume --relocate`): a `relocated` record says so.
+    pub relocate: bool,
 }
 
 /// The decided configuration.
@@ -57,6 +60,8 @@ pub(super) struct Setup {
     pub client: ModelClient,
     pub toolset: Toolset,
     pub policy: Option<Policy>,
+    /// The model's context window, in tokens.
+    pub window: u64,
     /// The project directory, canonical.
     pub project: PathBuf,
 }
@@ -95,8 +100,8 @@ impl Setup {
         let project = std::env::current_dir()
             .and_then(|d| d.canonicalize())
             .map_err(StartError::CurrentDir)?;
-        let client =
-            ModelClient::new(&endpoint, options.request_timeout).map_err(StartError::Client)?;
+        let client = ModelClient::new(&endpoint, options.request_timeout, options.stream)
+            .map_err(StartError::Client)?;
         let mut config = endpoint.config;
         config.tools = toolset.definitions();
         config.compaction = serde_json::to_value(policy).unwrap_or_default();
@@ -105,6 +110,7 @@ impl Setup {
             client,
             toolset,
             policy,
+            window,
             project,
         })
     }

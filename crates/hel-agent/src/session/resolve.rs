@@ -1,5 +1,7 @@
-//! Session and checkpoint arguments: a session UUID or a unique prefix of
-//! at least 4 hex digits; a checkpoint as `hel sessions log` prints it.
+//! Session and checkpoint arguments: a session's name, its UUID or a
+//! unique prefix of at least 4 hex digits; a checkpoint as `hel sessions
+//! log` prints it. A name always holds a character that is not a hex digit
+//! or `-`, so the two kinds of argument cannot be confused.
 
 use std::path::{Path, PathBuf};
 
@@ -10,7 +12,7 @@ use hel_store::{Checkpoint, ObjectId, SessionId, Store};
 #[derive(Debug, thiserror::Error)]
 pub enum SessionError {
     /// A session argument that cannot name a session (bad usage).
-    #[error("{0:?} is not a session id: give a session UUID or a prefix of at least 4 hex digits (`hel sessions` lists them)")]
+    #[error("{0:?} is not a session id or name: give a session's name, its UUID or a prefix of at least 4 hex digits (`hel sessions` lists them)")]
     NotASessionId(String),
     /// A checkpoint argument that cannot name a checkpoint (bad usage).
     #[error("{0:?} is not a checkpoint id: give at least 4 hex digits as `hel sessions log` prints them")]
@@ -40,7 +42,7 @@ pub enum SessionError {
         found: SessionId,
         session: SessionId,
     },
-    #[error("session {session} belongs to the project at {saved}, but this is {project}: run hel from {saved} (a copied or moved project starts new sessions)")]
+    #[error("session {session} belongs to the project at {saved}, but this is {project}: run hel from {saved}, or, if the project moved here, continue it here with `hel resume {session} --relocate`")]
     OtherProject {
         session: SessionId,
         saved: String,
@@ -64,9 +66,12 @@ fn short_ids(ids: &[ObjectId]) -> String {
         .join(", ")
 }
 
-/// Check the shape of a session argument: a UUID or a prefix of at least 4
-/// hex digits (hyphens allowed).
+/// Check the shape of a session argument: a name ([`hel_store::check_name`]),
+/// a UUID or a prefix of at least 4 hex digits (hyphens allowed).
 pub fn check_session_arg(spec: &str) -> Result<(), SessionError> {
+    if hel_store::looks_like_name(spec) {
+        return Ok(());
+    }
     let hex = spec.chars().filter(|c| *c != '-').count();
     let ok =
         hex >= 4 && spec.len() <= 36 && spec.chars().all(|c| c.is_ascii_hexdigit() || c == '-');
@@ -80,6 +85,15 @@ pub fn check_session_arg(spec: &str) -> Result<(), SessionError> {
 /// Resolve a session argument to one session id of `store`.
 pub fn resolve(store: &Store, project: &Path, spec: &str) -> Result<SessionId, SessionError> {
     check_session_arg(spec)?;
+    if hel_store::looks_like_name(spec) {
+        return match store.session_named(spec)? {
+            Some(id) => Ok(id),
+            None => Err(SessionError::NoMatch {
+                spec: spec.to_owned(),
+                project: project.to_owned(),
+            }),
+        };
+    }
     let spec = spec.to_ascii_lowercase();
     // A whole id names its session whatever is there, so that what is
     // wrong with it (a link, a FIFO) is reported as such.
@@ -163,7 +177,8 @@ mod tests {
     fn session_args() {
         assert!(check_session_arg("0c9e").is_ok());
         assert!(check_session_arg("0c9e6f1a-1b2c-4d3e-8f40-123456789abc").is_ok());
-        for bad in ["../x", "/tmp/x", "abc", "zzzz", ""] {
+        assert!(check_session_arg("fix-login").is_ok());
+        for bad in ["../x", "/tmp/x", "abc", "zz zz", "-x", ""] {
             assert!(
                 matches!(check_session_arg(bad), Err(SessionError::NotASessionId(_))),
                 "{bad}"

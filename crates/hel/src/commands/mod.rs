@@ -1,12 +1,17 @@
-//! The store commands: `sessions` (list, log, show, delete), `gc`, `fsck`,
+//! The store commands: `sessions` (list, log, show, delete, rename, search,
+//! export), `gc`, `fsck`,
 //! and the workspace commands `undo`, `restore`, `diff`. They need no key
 //! and no provider, and print their report on stdout.
 
+mod export;
+mod pager;
 pub mod remote;
 mod report;
+mod search;
 mod sessions;
 mod show;
 mod store;
+mod transcript;
 mod workspace;
 
 use hel_store::Store;
@@ -53,9 +58,14 @@ pub fn sessions(
             remote: Some(name),
         } => remote::delete_session(&store, &name, &session),
         SessionsCommand::Delete { session, .. } => sessions::delete(&store, &project, &session),
-        SessionsCommand::Export { session, bundle } => {
-            remote::export_bundle(&store, &project, &session, &bundle)
+        SessionsCommand::Rename { session, name } => {
+            sessions::rename(&store, &project, &session, &name)
         }
+        SessionsCommand::Search(args) => search::search(&store, &args, json_flag),
+        SessionsCommand::Export(args) => match &args.bundle {
+            Some(bundle) => remote::export_bundle(&store, &project, &args.session, bundle),
+            None => export::export(&store, &project, &args),
+        },
         SessionsCommand::Import { file } => remote::import_bundle(&store, &file),
     }
 }

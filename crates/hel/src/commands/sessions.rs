@@ -1,5 +1,7 @@
-//! `hel sessions` (list), `hel sessions log`, `hel sessions delete`.
+//! `hel sessions` (list), `hel sessions log`, `hel sessions delete`,
+//! `hel sessions rename`.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use hel_agent::session;
@@ -22,6 +24,7 @@ struct SessionRow<'a> {
     id: &'a SessionId,
     instruction: &'a str,
     messages: u64,
+    name: Option<&'a str>,
     updated: String,
 }
 
@@ -75,11 +78,23 @@ fn record_tag(e: &LogEntry, ended: bool) -> String {
             None => "[restored] ".into(),
         },
         Record::Fork => "[fork] ".into(),
+        Record::Relocated => format!("[moved to {}] ", e.cwd),
     }
+}
+
+/// The names of the store's sessions; a names file that cannot be read is
+/// said on stderr and the listing goes on without names.
+pub(super) fn names_or_warn(store: &Store) -> BTreeMap<SessionId, String> {
+    store.names().unwrap_or_else(|e| {
+        render::line(&format!("hel: warning: session names not shown: {e}"));
+        BTreeMap::new()
+    })
 }
 
 pub fn list(store: &Store, as_json: bool) -> Result<u8, Exit> {
     let sessions = store.sessions()?;
+    let names = names_or_warn(store);
+    let name_of = |id: &SessionId| names.get(id).map(String::as_str);
     if as_json {
         let rows: Vec<SessionRow> = sessions
             .iter()
@@ -91,6 +106,7 @@ pub fn list(store: &Store, as_json: bool) -> Result<u8, Exit> {
                 id: &s.id,
                 instruction: &s.instruction,
                 messages: s.messages,
+                name: name_of(&s.id),
                 updated: rfc3339(s.updated_ms),
             })
             .collect();
@@ -101,9 +117,11 @@ pub fn list(store: &Store, as_json: bool) -> Result<u8, Exit> {
         say!("no sessions in this project");
         return Ok(0);
     }
+    let width = names.values().map(String::len).max().unwrap_or(0).max(4);
     say!(
-        "{:<36}  {:<5}  {:<24}  {:>11}  {:>8}  INSTRUCTION",
+        "{:<36}  {:<width$}  {:<5}  {:<24}  {:>11}  {:>8}  INSTRUCTION",
         "SESSION",
+        "NAME",
         "STATE",
         "UPDATED",
         "CHECKPOINTS",
@@ -122,8 +140,9 @@ pub fn list(store: &Store, as_json: bool) -> Result<u8, Exit> {
             rfc3339(s.updated_ms)
         };
         say!(
-            "{:<36}  {:<5}  {:<24}  {:>11}  {:>8}  {}",
+            "{:<36}  {:<width$}  {:<5}  {:<24}  {:>11}  {:>8}  {}",
             s.id,
+            name_of(&s.id).unwrap_or("-"),
             state,
             updated,
             s.checkpoints,
@@ -218,5 +237,13 @@ pub fn delete(store: &Store, project: &Path, spec: &str) -> Result<u8, Exit> {
         report.objects_removed,
         report.bytes_removed
     );
+    Ok(0)
+}
+
+pub fn rename(store: &Store, project: &Path, spec: &str, name: &str) -> Result<u8, Exit> {
+    hel_store::check_name(name).map_err(|e| Exit::usage(e.to_string()))?;
+    let id = session::resolve(store, project, spec)?;
+    store.rename(&id, name)?;
+    say!("session {id} is named {name}");
     Ok(0)
 }

@@ -1,15 +1,17 @@
-//! `hel sessions show`: the stored conversation of a checkpoint, its spill
-//! references and the request config it was saved with.
+//! `hel sessions show`: the conversation of a checkpoint for a person to
+//! read (through a pager on a terminal), or with `--json` everything
+//! stored: the messages, spill references and request config.
 
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
 
 use hel_agent::session;
-use hel_store::{Checkpoint, Loaded, ObjectId, SessionId, SpillEntry, Store};
+use hel_agent::terminal::{escape_line, escape_text};
+use hel_store::{Loaded, ObjectId, SessionId, SpillEntry, Store};
 use serde_json::Value;
 
-use super::report::say;
+use super::{pager, transcript};
 use crate::exit::Exit;
 
 pub fn show(
@@ -19,18 +21,30 @@ pub fn show(
     at: Option<&str>,
     as_json: bool,
 ) -> Result<u8, Exit> {
+    let (id, checkpoint, loaded) = load_at(store, project, spec, at)?;
+    if as_json {
+        show_json(&id, checkpoint, &loaded);
+    } else {
+        show_text(store, &id, checkpoint, &loaded);
+    }
+    Ok(0)
+}
+
+/// The session `spec` names, its checkpoint `at` (default: its newest),
+/// and that checkpoint loaded whole.
+pub(super) fn load_at(
+    store: &Store,
+    project: &Path,
+    spec: &str,
+    at: Option<&str>,
+) -> Result<(SessionId, ObjectId, Loaded), Exit> {
     let id = session::resolve(store, project, spec)?;
     let checkpoint = match at {
         Some(at) => session::resolve_checkpoint(&store.log(&id)?, at)?,
         None => store.head(&id)?,
     };
     let loaded = store.load(&checkpoint)?;
-    if as_json {
-        show_json(&id, checkpoint, &loaded);
-    } else {
-        show_text(&id, checkpoint, &loaded);
-    }
-    Ok(0)
+    Ok((id, checkpoint, loaded))
 }
 
 /// The checkpoint as JSON (fields in the order the JSON has).
@@ -68,25 +82,35 @@ fn show_json(id: &SessionId, checkpoint: ObjectId, loaded: &Loaded) {
     let _ = writeln!(out);
 }
 
-fn show_text(id: &SessionId, checkpoint: ObjectId, loaded: &Loaded) {
+fn show_text(store: &Store, id: &SessionId, checkpoint: ObjectId, loaded: &Loaded) {
     let cp = &loaded.checkpoint;
-    say!(
-        "session {id}\ncheckpoint {checkpoint}\ncreated {}\ncwd {}",
-        cp.created_at,
-        cp.cwd
-    );
+    let style = transcript::Style::for_stdout();
+    let name = match store.name_of(id) {
+        Ok(Some(n)) => format!(" ({n})"),
+        _ => String::new(),
+    };
     let rc = &loaded.request_config;
-    say!(
-        "saved with: provider {}, model {}, output limit {}, tools [{}]\n",
+    let mut out = format!(
+        "session {id}{name}\ncheckpoint {checkpoint}\ncreated {}\ncwd {}\nsaved with: provider {}, model {}, output limit {}, tools [{}]\n\n",
+        cp.created_at,
+        cp.cwd,
         rc["provider"].as_str().unwrap_or("?"),
         rc["model"].as_str().unwrap_or("?"),
         rc["max_output_tokens"],
         tool_names(rc)
     );
-    for (i, m) in loaded.messages.iter().enumerate() {
-        show_message(i, m);
+    out = escape_text(&out).into_owned();
+    out.push_str(transcript::text(&loaded.messages, style).trim_end());
+    out.push('\n');
+    if !cp.spill.is_empty() {
+        out.push_str("\nspill:\n");
+        for (k, v) in &cp.spill {
+            let line = format!("  {k}  {} bytes  blob {}", v.size, &v.blob.to_hex()[..12]);
+            out.push_str(&escape_line(&line));
+            out.push('\n');
+        }
     }
-    show_spill(cp);
+    pager::show(&out);
 }
 
 /// The names of the tools a request config offered.
@@ -100,55 +124,4 @@ fn tool_names(rc: &Value) -> String {
                 .join(", ")
         })
         .unwrap_or_default()
-}
-
-/// Message `i`: its role, its first line, its tool calls and the spill it
-/// names.
-fn show_message(i: usize, m: &Value) {
-    let role = m["role"].as_str().unwrap_or("?");
-    let text = m["content"].as_str().unwrap_or("");
-    let first: String = text
-        .lines()
-        .next()
-        .unwrap_or("")
-        .chars()
-        .take(100)
-        .collect();
-    let more = if text.lines().count() > 1 || first.chars().count() < text.chars().count() {
-        " …"
-    } else {
-        ""
-    };
-    match role {
-        "tool" => say!(
-            "[{i}] tool ({}): {first}{more}",
-            m["tool_call_id"].as_str().unwrap_or("")
-        ),
-        _ => say!("[{i}] {role}: {first}{more}"),
-    }
-    if let Some(calls) = m["tool_calls"].as_array() {
-        for c in calls {
-            say!(
-                "      → {} {}",
-                c.pointer("/function/name")
-                    .and_then(Value::as_str)
-                    .unwrap_or("?"),
-                c.pointer("/function/arguments")
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-            );
-        }
-    }
-    for line in text.lines().filter(|l| l.starts_with("spill: ")) {
-        say!("      {line}");
-    }
-}
-
-fn show_spill(cp: &Checkpoint) {
-    if !cp.spill.is_empty() {
-        say!("\nspill:");
-        for (k, v) in &cp.spill {
-            say!("  {k}  {} bytes  blob {}", v.size, &v.blob.to_hex()[..12]);
-        }
-    }
 }

@@ -1,12 +1,29 @@
-//! The model client: `POST {base}/chat/completions`, not streamed, with
-//! retries for 429, 5xx and connection errors. Response bodies are read up
-//! to a limit ([`DEFAULT_MAX_RESPONSE_BYTES`], `HEL_MAX_RESPONSE_BYTES`):
-//! a declared Content-Length over it is refused before reading, and the
-//! body is counted while it streams in.
+//! The model client: `POST {base}/chat/completions`, with retries for 429,
+//! 5xx and connection errors (never once a response has begun).
+//!
+//! Streamed (the default): the request asks for `stream: true` with
+//! `stream_options.include_usage`, and the server-sent events are
+//! assembled into the response a non-streamed request would have had
+//! ([`stream`], [`assemble`]), which is then validated as one. A server
+//! that answers a streamed request with a plain JSON body is read as one.
+//! Not streamed (`--no-stream`): one JSON body.
+//!
+//! The completed/incomplete rule is the same either way. Response bodies
+//! are read up to a limit ([`DEFAULT_MAX_RESPONSE_BYTES`],
+//! `HEL_MAX_RESPONSE_BYTES`): a declared Content-Length over it is refused
+//! before reading, and bytes are counted as they arrive (a stream's
+//! keep-alive comments included). `--request-timeout` bounds a whole
+//! non-streamed request; for a stream it bounds the wait for the response
+//! headers and then every gap between two deltas (keep-alive comments are
+//! not progress). A stream is complete only when its finish reason
+//! arrived and the stream then ended cleanly.
+
+mod assemble;
+mod stream;
 
 use std::time::Duration;
 
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use crate::config::Endpoint;
 
@@ -31,6 +48,24 @@ pub enum RequestError {
     Malformed(String),
     #[error("the model server's response is larger than the limit of {} (HEL_MAX_RESPONSE_BYTES): refused", size(*.0))]
     TooLarge(u64),
+    /// A stream went `{0}` seconds without a new delta.
+    #[error("the model server sent nothing new for {0}s (raise --request-timeout)")]
+    Stalled(u64),
+    /// A stream ended, or its connection broke, before it was complete.
+    #[error("the model server's stream broke off before the answer was complete ({0})")]
+    Cut(String),
+    /// The server reported an error inside a stream.
+    #[error("the model server reported an error mid-stream: {0}")]
+    StreamFailed(String),
+}
+
+/// What arrives of a response before it is complete.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Delta<'a> {
+    /// The first delta of the response (for a whole body: the body).
+    First,
+    /// A piece of the answer's `content`, as the model sent it.
+    Text(&'a str),
 }
 
 /// `n` bytes for messages: in MiB when it is a whole number of them.
@@ -72,12 +107,20 @@ pub struct ModelClient {
     key: Option<String>,
     timeout_secs: u64,
     max_body: u64,
+    stream: bool,
 }
 
 impl ModelClient {
-    pub fn new(endpoint: &Endpoint, timeout_secs: u64) -> Result<ModelClient, RequestError> {
+    /// A client for `endpoint` whose requests take at most `timeout_secs`
+    /// (for a stream: per gap between deltas), streamed when `stream`.
+    pub fn new(
+        endpoint: &Endpoint,
+        timeout_secs: u64,
+        stream: bool,
+    ) -> Result<ModelClient, RequestError> {
+        // No client-wide timeout: a stream may rightly last longer than
+        // --request-timeout; each request sets its own bounds.
         let http = reqwest::Client::builder()
-            .timeout(Duration::from_secs(timeout_secs.max(1)))
             .build()
             .map_err(|e| RequestError::Connect {
                 url: endpoint.config.base_url.clone(),
@@ -89,19 +132,37 @@ impl ModelClient {
             key: endpoint.api_key.clone(),
             timeout_secs,
             max_body: max_response_bytes(),
+            stream,
         })
     }
 
-    /// Send `body`; retry 429, 5xx and connection failures up to 3 times
-    /// with backoff (0.5 s, 1 s, 2 s), telling `on_retry` before each wait.
+    fn timeout(&self) -> Duration {
+        Duration::from_secs(self.timeout_secs.max(1))
+    }
+
+    /// Make `body` (a chat-completions request) the one this client sends:
+    /// when streaming, it asks for a stream and for the usage at its end
+    /// (so the Meter still sees real `prompt_tokens`).
+    pub fn prepare(&self, body: &mut Value) {
+        if let (true, Some(fields)) = (self.stream, body.as_object_mut()) {
+            fields.insert("stream".into(), json!(true));
+            fields.insert("stream_options".into(), json!({"include_usage": true}));
+        }
+    }
+
+    /// Send `body` (as made by [`ModelClient::prepare`]); retry 429, 5xx
+    /// and connection failures up to 3 times with backoff (0.5 s, 1 s,
+    /// 2 s), telling `on_retry` before each wait. `on_delta` hears what
+    /// arrives of the response before it is complete.
     pub async fn send(
         &self,
         body: &Value,
         on_retry: &mut dyn FnMut(&RequestError, Duration),
+        on_delta: &mut dyn FnMut(Delta<'_>),
     ) -> Result<Reply, RequestError> {
         let mut attempt = 0;
         loop {
-            match self.send_once(body).await {
+            match self.send_once(body, on_delta).await {
                 Err(e) if attempt < RETRIES && retryable(&e) => {
                     let wait = Duration::from_millis(500 << attempt);
                     on_retry(&e, wait);
@@ -113,12 +174,23 @@ impl ModelClient {
         }
     }
 
-    async fn send_once(&self, body: &Value) -> Result<Reply, RequestError> {
+    async fn send_once(
+        &self,
+        body: &Value,
+        on_delta: &mut dyn FnMut(Delta<'_>),
+    ) -> Result<Reply, RequestError> {
+        let deadline = tokio::time::Instant::now() + self.timeout();
         let mut req = self.http.post(&self.url).json(body);
+        if !self.stream {
+            req = req.timeout(self.timeout());
+        }
         if let Some(key) = &self.key {
             req = req.bearer_auth(key);
         }
-        let resp = req.send().await.map_err(|e| self.transport(e))?;
+        let resp = tokio::time::timeout_at(deadline, req.send())
+            .await
+            .map_err(|_| RequestError::Timeout(self.timeout_secs))?
+            .map_err(|e| self.transport(e))?;
         let status = resp.status().as_u16();
         if !(200..300).contains(&status) {
             // Only the start of an error body is shown; the rest is not read.
@@ -134,8 +206,20 @@ impl ModelClient {
             let body = crate::terminal::escape_line(&body).into_owned();
             return Err(RequestError::Status { status, body });
         }
-        let bytes = self.read_body(resp, self.max_body, true).await?;
-        parse_reply_bytes(&bytes)
+        if self.stream && stream::is_event_stream(&resp) {
+            let gap = stream::Gap {
+                every: self.timeout(),
+                secs: self.timeout_secs,
+            };
+            let body = stream::read(resp, self.max_body, gap, on_delta).await?;
+            return parse_reply_value(body);
+        }
+        let bytes = tokio::time::timeout_at(deadline, self.read_body(resp, self.max_body, true))
+            .await
+            .map_err(|_| RequestError::Timeout(self.timeout_secs))??;
+        let reply = parse_reply_bytes(&bytes)?;
+        on_delta(Delta::First);
+        Ok(reply)
     }
 
     /// The body of `resp`, at most `limit` bytes: past it, an error when
@@ -172,18 +256,23 @@ impl ModelClient {
         } else if e.is_decode() || e.is_body() {
             RequestError::Malformed(e.to_string())
         } else {
-            let mut reason = e.to_string();
-            let mut source = std::error::Error::source(&e);
-            while let Some(s) = source {
-                reason = s.to_string();
-                source = s.source();
-            }
             RequestError::Connect {
                 url: self.url.clone(),
-                reason: crate::terminal::escape_line(&reason).into_owned(),
+                reason: root_cause(&e),
             }
         }
     }
+}
+
+/// The innermost cause of `e`, escaped for a terminal.
+fn root_cause(e: &reqwest::Error) -> String {
+    let mut reason = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        reason = s.to_string();
+        source = s.source();
+    }
+    crate::terminal::escape_line(&reason).into_owned()
 }
 
 fn retryable(e: &RequestError) -> bool {
@@ -201,16 +290,25 @@ pub fn parse_reply(text: &str) -> Result<Reply, RequestError> {
 
 /// Parse a chat-completions response body given as bytes.
 pub fn parse_reply_bytes(bytes: &[u8]) -> Result<Reply, RequestError> {
-    let body: Value = serde_json::from_slice(bytes).map_err(|e| {
-        let head: String = String::from_utf8_lossy(&bytes[..bytes.len().min(320)])
-            .chars()
-            .take(80)
-            .collect();
-        RequestError::Malformed(format!(
-            "not JSON ({e}): {}",
-            crate::terminal::escape_line(&format!("{head:?}"))
-        ))
-    })?;
+    let body: Value = serde_json::from_slice(bytes).map_err(|e| not_json("not JSON", &e, bytes))?;
+    parse_reply_value(body)
+}
+
+/// Malformed: `what` failed to parse as JSON; names the start of `bytes`.
+fn not_json(what: &str, e: &serde_json::Error, bytes: &[u8]) -> RequestError {
+    let head: String = String::from_utf8_lossy(&bytes[..bytes.len().min(320)])
+        .chars()
+        .take(80)
+        .collect();
+    RequestError::Malformed(format!(
+        "{what} ({e}): {}",
+        crate::terminal::escape_line(&format!("{head:?}"))
+    ))
+}
+
+/// Validate a chat-completions response body, whether it came whole or
+/// was assembled from a stream.
+fn parse_reply_value(body: Value) -> Result<Reply, RequestError> {
     let choice = body
         .pointer("/choices/0")
         .ok_or_else(|| RequestError::Malformed("no choices[0]".into()))?;

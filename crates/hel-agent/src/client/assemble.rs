@@ -1,0 +1,289 @@
+//! Assembling a streamed chat completion: the chunks' deltas of choice 0
+//! become the message a non-streamed response would have held.
+//!
+//! Merging, as the OpenAI SDKs do: a string piece is appended to what came
+//! before (`content`, `reasoning_content`, a call's `function.name` and
+//! `function.arguments`), except `role`, `type` and a call's `id`, which
+//! are set; `null` adds nothing; any other value is set. Tool calls are
+//! assembled by their `index` (pieces of several calls may interleave) and
+//! listed in index order.
+
+use std::collections::BTreeMap;
+
+use serde_json::{json, Map, Value};
+
+use super::{not_json, Delta, RequestError};
+
+/// Fields of the response itself, taken from the first chunk naming them.
+const HEAD: [&str; 4] = ["id", "model", "created", "system_fingerprint"];
+
+/// A response being assembled.
+#[derive(Default)]
+pub(super) struct Assembler {
+    head: Map<String, Value>,
+    message: Map<String, Value>,
+    calls: BTreeMap<u64, Map<String, Value>>,
+    finish: Option<Value>,
+    usage: Option<Value>,
+    started: bool,
+}
+
+impl Assembler {
+    /// Take one event's data. Returns whether it was progress: a delta, a
+    /// finish reason or the usage (an empty delta is not).
+    pub fn chunk(
+        &mut self,
+        data: &str,
+        on_delta: &mut dyn FnMut(Delta<'_>),
+    ) -> Result<bool, RequestError> {
+        let chunk: Value = serde_json::from_str(data)
+            .map_err(|e| not_json("a stream event is not JSON", &e, data.as_bytes()))?;
+        let Value::Object(chunk) = chunk else {
+            return Err(malformed("a stream event is not a JSON object"));
+        };
+        if let Some(error) = chunk.get("error").filter(|e| !e.is_null()) {
+            let text = match error.get("message").and_then(Value::as_str) {
+                Some(m) => m.to_owned(),
+                None => error.to_string(),
+            };
+            let text: String = text.chars().take(300).collect();
+            return Err(RequestError::StreamFailed(
+                crate::terminal::escape_line(&text).into_owned(),
+            ));
+        }
+        for k in HEAD {
+            if let Some(v) = chunk.get(k) {
+                self.head.entry(k).or_insert_with(|| v.clone());
+            }
+        }
+        let mut progress = false;
+        if let Some(usage) = chunk.get("usage").filter(|u| !u.is_null()) {
+            self.usage = Some(usage.clone());
+            progress = true;
+        }
+        let mut text = String::new();
+        let choices = match chunk.get("choices") {
+            None | Some(Value::Null) => &[][..],
+            Some(Value::Array(c)) => c.as_slice(),
+            Some(_) => return Err(malformed("choices is not an array")),
+        };
+        for choice in choices {
+            if choice.get("index").and_then(Value::as_u64).unwrap_or(0) != 0 {
+                continue;
+            }
+            match choice.get("delta") {
+                None | Some(Value::Null) => {}
+                Some(Value::Object(delta)) => {
+                    for (k, v) in delta {
+                        if k == "tool_calls" {
+                            self.tool_calls(v)?;
+                        } else {
+                            merge(&mut self.message, k, v, k == "role");
+                        }
+                        if k == "content" {
+                            text.push_str(v.as_str().unwrap_or(""));
+                        }
+                    }
+                    progress |= !delta.is_empty();
+                }
+                Some(_) => return Err(malformed("a delta is not an object")),
+            }
+            if let Some(f) = choice.get("finish_reason").filter(|f| !f.is_null()) {
+                self.finish = Some(f.clone());
+                progress = true;
+            }
+        }
+        if progress && !std::mem::replace(&mut self.started, true) {
+            on_delta(Delta::First);
+        }
+        if !text.is_empty() {
+            on_delta(Delta::Text(&text));
+        }
+        Ok(progress)
+    }
+
+    fn tool_calls(&mut self, calls: &Value) -> Result<(), RequestError> {
+        let calls = match calls {
+            Value::Null => return Ok(()),
+            Value::Array(c) => c,
+            _ => return Err(malformed("tool_calls is not an array")),
+        };
+        for call in calls {
+            let call = call
+                .as_object()
+                .ok_or_else(|| malformed("a streamed tool call is not an object"))?;
+            let index = call
+                .get("index")
+                .and_then(Value::as_u64)
+                .ok_or_else(|| malformed("a streamed tool call has no index"))?;
+            let acc = self.calls.entry(index).or_default();
+            for (k, v) in call {
+                match (k.as_str(), v) {
+                    ("index", _) => {}
+                    ("function", Value::Object(f)) => {
+                        let slot = acc
+                            .entry("function")
+                            .or_insert_with(|| Value::Object(Map::new()));
+                        if !slot.is_object() {
+                            *slot = Value::Object(Map::new());
+                        }
+                        if let Value::Object(acc_f) = slot {
+                            for (fk, fv) in f {
+                                merge(acc_f, fk, fv, false);
+                            }
+                        }
+                    }
+                    ("function", Value::Null) => {}
+                    ("function", _) => {
+                        return Err(malformed(
+                            "a streamed tool call's function is not an object",
+                        ))
+                    }
+                    (k, v) => merge(acc, k, v, k == "id" || k == "type"),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The assembled response body: complete only with its finish reason.
+    pub fn finish(self) -> Result<Value, RequestError> {
+        let Some(finish) = self.finish else {
+            return Err(RequestError::Cut(
+                "it ended without a finish reason".to_owned(),
+            ));
+        };
+        let mut message = self.message;
+        message.entry("role").or_insert_with(|| json!("assistant"));
+        if !self.calls.is_empty() {
+            let calls = self.calls.into_values().map(Value::Object).collect();
+            message.insert("tool_calls".into(), Value::Array(calls));
+        }
+        let mut body = self.head;
+        body.insert("object".into(), json!("chat.completion"));
+        body.insert(
+            "choices".into(),
+            json!([{"index": 0, "message": message, "finish_reason": finish}]),
+        );
+        if let Some(usage) = self.usage {
+            body.insert("usage".into(), usage);
+        }
+        Ok(Value::Object(body))
+    }
+}
+
+fn malformed(what: &str) -> RequestError {
+    RequestError::Malformed(what.to_owned())
+}
+
+/// Merge the piece `v` of field `k` into `acc` (see the module docs);
+/// `set`: the field is replaced, never appended to.
+fn merge(acc: &mut Map<String, Value>, k: &str, v: &Value, set: bool) {
+    match (acc.get_mut(k), v) {
+        (None, v) => {
+            acc.insert(k.to_owned(), v.clone());
+        }
+        (Some(_), Value::Null) => {}
+        (Some(Value::String(a)), Value::String(piece)) if !set => a.push_str(piece),
+        (Some(slot), v) => *slot = v.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Assemble the chunks (as JSON), returning the body and what
+    /// `on_delta` heard.
+    fn assemble(chunks: &[Value]) -> (Result<Value, RequestError>, Vec<String>) {
+        let mut heard = Vec::new();
+        let mut asm = Assembler::default();
+        let mut on_delta = |d: Delta<'_>| {
+            heard.push(match d {
+                Delta::First => "<first>".to_owned(),
+                Delta::Text(t) => t.to_owned(),
+            })
+        };
+        for c in chunks {
+            if let Err(e) = asm.chunk(&c.to_string(), &mut on_delta) {
+                return (Err(e), heard);
+            }
+        }
+        (asm.finish(), heard)
+    }
+
+    fn delta(d: Value) -> Value {
+        json!({"id": "c1", "model": "m", "choices": [{"index": 0, "delta": d, "finish_reason": null}]})
+    }
+
+    #[test]
+    fn content_and_interleaved_calls_assemble_exactly() {
+        let chunks = [
+            delta(json!({"role": "assistant", "content": null})),
+            delta(json!({"content": "Hel"})),
+            delta(json!({"content": "lo", "reasoning_content": "r1"})),
+            delta(json!({"reasoning_content": "r2", "role": "assistant"})),
+            delta(
+                json!({"tool_calls": [{"index": 1, "id": "b", "type": "function", "function": {"name": "gr", "arguments": ""}}]}),
+            ),
+            delta(
+                json!({"tool_calls": [{"index": 0, "id": "a", "type": "function", "function": {"name": "read_file", "arguments": "{\"pa"}}]}),
+            ),
+            delta(
+                json!({"tool_calls": [{"index": 1, "function": {"name": "ep", "arguments": "{\"pattern\":"}}]}),
+            ),
+            delta(
+                json!({"tool_calls": [{"index": 0, "function": {"arguments": "th\":\"a\"}"}}, {"index": 1, "function": {"arguments": "\"x\"}"}}]}),
+            ),
+            json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}),
+            json!({"choices": [], "usage": {"prompt_tokens": 7, "completion_tokens": 3}}),
+        ];
+        let (body, heard) = assemble(&chunks);
+        let body = body.unwrap();
+        assert_eq!(heard, ["<first>", "Hel", "lo"]);
+        assert_eq!(
+            body,
+            json!({
+                "id": "c1", "model": "m", "object": "chat.completion",
+                "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
+                    "role": "assistant", "content": "Hello", "reasoning_content": "r1r2",
+                    "tool_calls": [
+                        {"id": "a", "type": "function", "function": {"name": "read_file", "arguments": "{\"path\":\"a\"}"}},
+                        {"id": "b", "type": "function", "function": {"name": "grep", "arguments": "{\"pattern\":\"x\"}"}},
+                    ]}}],
+                "usage": {"prompt_tokens": 7, "completion_tokens": 3},
+            })
+        );
+        let reply = super::super::parse_reply_value(body).unwrap();
+        assert_eq!(reply.prompt_tokens, 7);
+        assert_eq!(reply.finish_reason.as_deref(), Some("tool_calls"));
+    }
+
+    #[test]
+    fn incomplete_and_malformed_streams_are_errors() {
+        let (r, _) = assemble(&[delta(json!({"content": "half"}))]);
+        assert!(matches!(r, Err(RequestError::Cut(_))), "{r:?}");
+        for bad in [
+            json!([1]),
+            json!({"choices": 5}),
+            json!({"choices": [{"delta": "x"}]}),
+            delta(json!({"tool_calls": 5})),
+            delta(json!({"tool_calls": [{"function": {"arguments": "{}"}}]})),
+            delta(json!({"tool_calls": [{"index": 0, "function": "f"}]})),
+        ] {
+            let (r, _) = assemble(std::slice::from_ref(&bad));
+            assert!(matches!(r, Err(RequestError::Malformed(_))), "{bad}: {r:?}");
+        }
+        let (r, _) = assemble(&[json!({"error": {"message": "overloaded\u{1b}[2J"}})]);
+        let e = r.unwrap_err();
+        assert!(matches!(e, RequestError::StreamFailed(_)));
+        assert!(!e.to_string().contains('\u{1b}'), "{e}");
+        // Empty deltas are no progress; nothing is heard.
+        let mut asm = Assembler::default();
+        let mut heard = 0;
+        let progress = asm
+            .chunk(&delta(json!({})).to_string(), &mut |_| heard += 1)
+            .unwrap();
+        assert!(!progress && heard == 0);
+    }
+}

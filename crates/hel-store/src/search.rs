@@ -1,0 +1,612 @@
+//! Search: a regular expression over the conversations of every session.
+//!
+//! For each session the conversation at its newest checkpoint is walked
+//! (its list chain, slices resolved); each distinct stored message is
+//! decompressed and scanned once however many checkpoints, sessions or
+//! forks share it: an inline message with the node that holds it (each
+//! node is read once), a large message as its blob (each blob once). A
+//! message is then reported once per session whose conversation holds it,
+//! with the checkpoint where it first appeared in that session's history
+//! (the checkpoint whose commit stored it, possibly before a fork).
+//!
+//! The system prompt is not searched (every session has one). Everything
+//! read is bounded as a load bounds it (objects' caps, the store's
+//! [`crate::Limits`] on a conversation's length); a broken object is
+//! reported against the session that names it, and the others are still
+//! searched.
+
+use std::collections::{HashMap, HashSet};
+use std::rc::Rc;
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use crate::layout::Layout;
+use crate::list::{malformed, parse_item, Item, RawNode};
+use crate::object::{self, Cap, Kind};
+use crate::{snapshot, Error, ObjectId, Result, SessionId, Store};
+
+/// Characters of the matching line an excerpt keeps at most.
+pub const EXCERPT_MAX: usize = 160;
+
+/// Items of list nodes kept read across sessions (a few hundred MB at
+/// most). Past it the cache starts over: a hostile store can make a search
+/// read nodes again, never hold more.
+const CACHE_ITEMS: u64 = 4_000_000;
+
+/// A message that matches.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Found {
+    /// The checkpoint where the message first appeared.
+    pub checkpoint: ObjectId,
+    /// Its position in the conversation at the session's newest checkpoint.
+    pub index: usize,
+    pub role: String,
+    /// The line of the first match, cut to [`EXCERPT_MAX`] characters around
+    /// it. Stored text: the caller escapes it before it reaches a terminal.
+    pub excerpt: String,
+}
+
+/// A session whose conversation matches.
+#[derive(Debug, Clone)]
+pub struct SessionHits {
+    pub session: SessionId,
+    pub updated_ms: u64,
+    /// Its newest checkpoint (whose conversation was searched).
+    pub head: ObjectId,
+    /// Every matching message, in conversation order.
+    pub matches: Vec<Found>,
+}
+
+/// What a search found, and what it cost.
+#[derive(Debug, Default)]
+pub struct SearchReport {
+    /// Sessions with a matching message, most recently updated first.
+    pub sessions: Vec<SessionHits>,
+    /// Sessions that could not be searched, and why.
+    pub errors: Vec<(SessionId, Arc<Error>)>,
+    /// Distinct stored messages parsed and scanned.
+    pub messages_scanned: u64,
+    /// List nodes and message blobs decompressed.
+    pub nodes_read: u64,
+    pub blobs_read: u64,
+    /// Time spent reading, verifying and decompressing objects (each
+    /// once): what the search costs beyond it is parsing and matching.
+    pub read_time: std::time::Duration,
+}
+
+/// Where a message's bytes are: inline in a node (item index), or a blob.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+enum Content {
+    Inline(ObjectId, u32),
+    Blob(ObjectId),
+}
+
+/// A message of a list: the node whose own items store it, and its bytes.
+#[derive(Clone, Copy, Debug)]
+struct Msg {
+    origin: ObjectId,
+    content: Content,
+}
+
+/// A node as read: its chain fields and its items, slices unresolved.
+struct NodeParts {
+    count: u64,
+    prev: Option<ObjectId>,
+    parts: Vec<Part>,
+}
+
+/// One item of a node.
+enum Part {
+    Own(Content),
+    Slice(ObjectId, u64, u64),
+}
+
+/// Why resolving stopped: over the session's budget, or an error.
+enum Budget {
+    Over,
+    Err(Error),
+}
+
+impl From<Error> for Budget {
+    fn from(e: Error) -> Budget {
+        Budget::Err(e)
+    }
+}
+
+/// A match in one message, before its checkpoint is known.
+#[derive(Clone)]
+struct Verdict {
+    role: String,
+    excerpt: String,
+}
+
+struct Scan<'a> {
+    layout: &'a Layout,
+    re: &'a regex::Regex,
+    role: Option<&'a str>,
+    max_messages: u64,
+    /// Nodes read so far, kept across sessions (forks share them) while
+    /// they hold at most [`CACHE_ITEMS`] items in all.
+    nodes: HashMap<ObjectId, Rc<NodeParts>>,
+    cached_items: u64,
+    /// Per stored message: whether it matches. Inline messages' verdicts
+    /// go with their node's cache entry.
+    verdicts: HashMap<Content, Option<Verdict>>,
+    /// Snapshot → (its list root, its parent), for first appearances.
+    snapshots: HashMap<ObjectId, (Option<ObjectId>, Option<ObjectId>)>,
+    report: SearchReport,
+}
+
+impl Store {
+    /// Search the conversation at every session's newest checkpoint for
+    /// messages (of `role`, when given; never the system prompt) whose text
+    /// (content, or a tool call's name and arguments) `re` matches. See the
+    /// module doc for what is read and what is reported.
+    pub fn search(&self, re: &regex::Regex, role: Option<&str>) -> Result<SearchReport> {
+        let Some(layout) = self.layout_for_gc()? else {
+            return Ok(SearchReport::default());
+        };
+        let mut scan = Scan {
+            layout,
+            re,
+            role,
+            max_messages: self.limits().max_messages,
+            nodes: HashMap::new(),
+            cached_items: 0,
+            verdicts: HashMap::new(),
+            snapshots: HashMap::new(),
+            report: SearchReport::default(),
+        };
+        for info in self.sessions()? {
+            if let Some(e) = info.broken {
+                scan.report.errors.push((info.id, e));
+                continue;
+            }
+            let Some(head) = info.head else { continue };
+            match scan.session(&head) {
+                Ok(matches) if matches.is_empty() => {}
+                Ok(matches) => scan.report.sessions.push(SessionHits {
+                    session: info.id,
+                    updated_ms: info.updated_ms,
+                    head,
+                    matches,
+                }),
+                Err(e) => scan.report.errors.push((info.id, Arc::new(e))),
+            }
+        }
+        Ok(scan.report)
+    }
+}
+
+impl Scan<'_> {
+    /// The matching messages of the conversation at checkpoint `head`.
+    fn session(&mut self, head: &ObjectId) -> Result<Vec<Found>> {
+        if self.cached_items > CACHE_ITEMS {
+            self.nodes.clear();
+            self.verdicts.retain(|c, _| matches!(c, Content::Blob(_)));
+            self.cached_items = 0;
+        }
+        let t = std::time::Instant::now();
+        let cp = snapshot::read(self.layout, head)?;
+        self.report.read_time += t.elapsed();
+        let msgs = self.conversation(head, cp.messages.root, cp.messages.count)?;
+        let mut found = Vec::new();
+        for (index, m) in msgs.iter().enumerate() {
+            if let Some(v) = self.verdict(m.content)? {
+                found.push((index, m.origin, v));
+            }
+        }
+        if found.is_empty() {
+            return Ok(Vec::new());
+        }
+        let first = self.first_appearances(head)?;
+        Ok(found
+            .into_iter()
+            .map(|(index, origin, v)| Found {
+                checkpoint: first.get(&origin).copied().unwrap_or(*head),
+                index,
+                role: v.role,
+                excerpt: v.excerpt,
+            })
+            .collect())
+    }
+
+    /// The messages of the list `root` (of `count` messages), oldest first.
+    fn conversation(
+        &mut self,
+        checkpoint: &ObjectId,
+        root: Option<ObjectId>,
+        count: u64,
+    ) -> Result<Vec<Msg>> {
+        let limit = self.max_messages;
+        let too_large = || Error::ConversationTooLarge {
+            checkpoint: *checkpoint,
+            what: "messages",
+            limit,
+        };
+        if count > self.max_messages {
+            return Err(too_large());
+        }
+        // This session's nodes with their slices resolved; every item
+        // they hold counts against the budget, as a load counts them.
+        let mut memo: HashMap<ObjectId, Rc<Vec<Msg>>> = HashMap::new();
+        let mut budget = self.max_messages.saturating_mul(2);
+        let mut parts: Vec<Rc<Vec<Msg>>> = Vec::new();
+        let mut next = root;
+        let mut expect = count;
+        let mut seen = HashSet::new();
+        while let Some(id) = next {
+            if !seen.insert(id) {
+                return Err(self.corrupt(&id, "the chain leads back to this node"));
+            }
+            let items = self
+                .resolve(&id, &mut memo, &mut budget)
+                .map_err(|e| match e {
+                    Budget::Over => too_large(),
+                    Budget::Err(e) => e,
+                })?;
+            let node = self.node(&id)?;
+            let len = items.len() as u64;
+            if node.count != expect || len > expect {
+                return Err(self.corrupt(&id, "its count does not match the list it ends"));
+            }
+            expect -= len;
+            next = node.prev;
+            parts.push(items);
+        }
+        if expect != 0 {
+            return Err(Error::Corrupt {
+                id: *checkpoint,
+                path: self.layout.object_path(checkpoint),
+                reason: format!("snapshot says {count} messages, its list holds fewer"),
+            });
+        }
+        Ok(parts.iter().rev().flat_map(|p| p.iter().copied()).collect())
+    }
+
+    fn corrupt(&self, id: &ObjectId, reason: &str) -> Error {
+        Error::Corrupt {
+            id: *id,
+            path: self.layout.object_path(id),
+            reason: reason.to_owned(),
+        }
+    }
+
+    /// Node `id` as read (from the cache, or read now).
+    fn node(&mut self, id: &ObjectId) -> Result<Rc<NodeParts>> {
+        if let Some(n) = self.nodes.get(id) {
+            return Ok(Rc::clone(n));
+        }
+        let n = Rc::new(self.read_node(id)?);
+        self.cached_items += n.parts.len() as u64;
+        self.nodes.insert(*id, Rc::clone(&n));
+        Ok(n)
+    }
+
+    /// The items of node `id` with its slices resolved (and those of every
+    /// node they name, with an explicit stack: nesting is as deep as the
+    /// store says, never the call stack), each node once per session.
+    fn resolve(
+        &mut self,
+        id: &ObjectId,
+        memo: &mut HashMap<ObjectId, Rc<Vec<Msg>>>,
+        budget: &mut u64,
+    ) -> std::result::Result<Rc<Vec<Msg>>, Budget> {
+        let mut stack = vec![*id];
+        let mut open: HashSet<ObjectId> = HashSet::new();
+        while let Some(&top) = stack.last() {
+            if memo.contains_key(&top) {
+                stack.pop();
+                continue;
+            }
+            open.insert(top);
+            let node = self.node(&top)?;
+            let waiting: Vec<ObjectId> = node
+                .parts
+                .iter()
+                .filter_map(|p| match p {
+                    Part::Slice(s, _, _) if !memo.contains_key(s) => Some(*s),
+                    _ => None,
+                })
+                .collect();
+            if !waiting.is_empty() {
+                for s in waiting {
+                    if open.contains(&s) {
+                        return Err(self.corrupt(&top, "its slices lead back to itself").into());
+                    }
+                    stack.push(s);
+                }
+                continue;
+            }
+            let mut items = Vec::new();
+            for p in &node.parts {
+                match p {
+                    Part::Own(content) => items.push(Msg {
+                        origin: top,
+                        content: *content,
+                    }),
+                    Part::Slice(s, from, to) => {
+                        let of = &memo[s];
+                        let range = usize::try_from(*from)
+                            .ok()
+                            .zip(usize::try_from(*to).ok())
+                            .filter(|(_, t)| *t <= of.len());
+                        let Some((from, to)) = range else {
+                            return Err(self.corrupt(&top, "a slice reaches past its node").into());
+                        };
+                        if (to - from) as u64 > *budget {
+                            return Err(Budget::Over);
+                        }
+                        items.extend_from_slice(&of[from..to]);
+                    }
+                }
+            }
+            *budget = budget.checked_sub(items.len() as u64).ok_or(Budget::Over)?;
+            open.remove(&top);
+            memo.insert(top, Rc::new(items));
+            stack.pop();
+        }
+        memo.get(id)
+            .cloned()
+            .ok_or_else(|| Error::Internal("resolved node not kept".into()).into())
+    }
+
+    /// Read node `id`: its count, prev and items; its inline messages are
+    /// scanned now, while the node is in memory.
+    fn read_node(&mut self, id: &ObjectId) -> Result<NodeParts> {
+        let t = std::time::Instant::now();
+        let payload = object::read_kind(self.layout, id, Kind::List, Cap::LIST)?;
+        self.report.read_time += t.elapsed();
+        self.report.nodes_read += 1;
+        let raw = RawNode::parse(&payload).map_err(|e| malformed(self.layout, id, e))?;
+        if raw.items.len() as u64 > self.max_messages {
+            return Err(self.corrupt(id, "it holds more items than hel loads"));
+        }
+        let mut parts = Vec::with_capacity(raw.items.len());
+        for (index, (a, b)) in raw.items.iter().enumerate() {
+            let item = parse_item(&payload[*a..*b]).map_err(|reason| {
+                malformed(
+                    self.layout,
+                    id,
+                    crate::list::NodeError::Item { index, reason },
+                )
+            })?;
+            parts.push(match item {
+                Item::Inline(m) => {
+                    let content = Content::Inline(*id, index as u32);
+                    self.report.messages_scanned += 1;
+                    let v = self.scan(&m);
+                    self.verdicts.insert(content, v);
+                    Part::Own(content)
+                }
+                Item::Blob(b) => Part::Own(Content::Blob(b)),
+                Item::Slice { node, from, to } => Part::Slice(node, from, to),
+            });
+        }
+        Ok(NodeParts {
+            count: raw.count,
+            prev: raw.prev,
+            parts,
+        })
+    }
+
+    /// Does the message at `content` match? Each blob is read once.
+    fn verdict(&mut self, content: Content) -> Result<Option<Verdict>> {
+        if let Some(v) = self.verdicts.get(&content) {
+            return Ok(v.clone());
+        }
+        let Content::Blob(b) = content else {
+            return Err(Error::Internal("inline message not scanned".into()));
+        };
+        let t = std::time::Instant::now();
+        let bytes = object::read_kind(self.layout, &b, Kind::Blob, Cap::MESSAGE)?;
+        self.report.read_time += t.elapsed();
+        self.report.blobs_read += 1;
+        let m: Value = serde_json::from_slice(&bytes).map_err(|e| Error::BadMessage {
+            id: b,
+            path: self.layout.object_path(&b),
+            index: 0,
+            reason: crate::message::MessageError::NotJson(e),
+        })?;
+        drop(bytes);
+        self.report.messages_scanned += 1;
+        let v = self.scan(&m);
+        self.verdicts.insert(content, v.clone());
+        Ok(v)
+    }
+
+    /// The first match in message `m`, if it is of a searched role.
+    fn scan(&self, m: &Value) -> Option<Verdict> {
+        let role = m.get("role").and_then(Value::as_str)?;
+        if role == "system" || self.role.is_some_and(|r| r != role) {
+            return None;
+        }
+        let mut texts: Vec<&str> = Vec::new();
+        match m.get("content") {
+            Some(Value::String(s)) => texts.push(s),
+            Some(Value::Array(parts)) => texts.extend(
+                parts
+                    .iter()
+                    .filter_map(|p| p.get("text").and_then(Value::as_str)),
+            ),
+            _ => {}
+        }
+        if let Some(Value::Array(calls)) = m.get("tool_calls") {
+            for c in calls {
+                for key in ["name", "arguments"] {
+                    if let Some(s) = c.get("function").and_then(|f| f.get(key)) {
+                        texts.extend(s.as_str());
+                    }
+                }
+            }
+        }
+        texts.into_iter().find_map(|t| {
+            self.re.find(t).map(|hit| Verdict {
+                role: role.to_owned(),
+                excerpt: excerpt(t, hit.start(), hit.end()),
+            })
+        })
+    }
+
+    /// For the history of checkpoint `head` (through fork points), the
+    /// oldest checkpoint whose list ends with each node: where the
+    /// messages that node stores first appeared.
+    fn first_appearances(&mut self, head: &ObjectId) -> Result<HashMap<ObjectId, ObjectId>> {
+        let mut first = HashMap::new();
+        let mut next = Some(*head);
+        let mut seen = HashSet::new();
+        while let Some(id) = next {
+            if !seen.insert(id) {
+                break;
+            }
+            let (root, parent) = match self.snapshots.get(&id) {
+                Some(v) => *v,
+                None => {
+                    let t = std::time::Instant::now();
+                    let cp = snapshot::read(self.layout, &id)?;
+                    self.report.read_time += t.elapsed();
+                    let v = (cp.messages.root, cp.parents.first().copied());
+                    self.snapshots.insert(id, v);
+                    v
+                }
+            };
+            // Walking back: the last one seen is the oldest.
+            if let Some(r) = root {
+                first.insert(r, id);
+            }
+            next = parent;
+        }
+        Ok(first)
+    }
+}
+
+/// The line of `text` holding the match `start..end`, cut to
+/// [`EXCERPT_MAX`] characters around it (`…` where cut), trimmed.
+fn excerpt(text: &str, start: usize, end: usize) -> String {
+    let line_start = text[..start].rfind('\n').map_or(0, |k| k + 1);
+    let line_end = text[start..].find('\n').map_or(text.len(), |k| start + k);
+    let end = end.min(line_end).max(start);
+    let before: Vec<char> = text[line_start..start].chars().collect();
+    let hit: Vec<char> = text[start..end].chars().collect();
+    let after: Vec<char> = text[end..line_end].chars().collect();
+    // Some context before the match, the match, then what fits after.
+    let lead = before.len().min(EXCERPT_MAX / 3);
+    let hit_len = hit.len().min(EXCERPT_MAX - lead);
+    let tail = after.len().min(EXCERPT_MAX - lead - hit_len);
+    let mut out = String::new();
+    if lead < before.len() {
+        out.push('…');
+    }
+    out.extend(&before[before.len() - lead..]);
+    out.extend(&hit[..hit_len]);
+    out.extend(&after[..tail]);
+    if hit_len < hit.len() || tail < after.len() {
+        out.push('…');
+    }
+    out.trim().to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{CommitInput, Leaf, Record, SessionLease, SessionState};
+    use serde_json::json;
+
+    fn commit(
+        store: &Store,
+        lease: &SessionLease,
+        state: &mut SessionState,
+        msgs: &[Value],
+        leaves: &[Option<Leaf>],
+    ) -> crate::Committed {
+        store
+            .commit(
+                lease,
+                state,
+                CommitInput {
+                    messages: msgs,
+                    leaves,
+                    cwd: "/p".into(),
+                    request_config: json!({}),
+                    meter: Value::Null,
+                    cursors: json!([]),
+                    new_spill: Vec::new(),
+                    instruction: "i".into(),
+                    input_tokens: 0,
+                    output_tokens: 0,
+                    why: "test".into(),
+                    record: Record::Answer,
+                    workspace: None,
+                },
+            )
+            .unwrap()
+    }
+
+    #[test]
+    fn each_stored_message_is_scanned_once_and_reported_once_per_session() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let big = format!("the needle in a big one {}", "z".repeat(crate::INLINE_MAX));
+        // Session A: two checkpoints; the needle arrives in the first.
+        let a = store.new_session().unwrap();
+        let mut st = SessionState::default();
+        let mut msgs = vec![
+            json!({"role": "system", "content": "needle in the system prompt"}),
+            json!({"role": "user", "content": "find the needle"}),
+            json!({"role": "assistant", "content": big}),
+        ];
+        let c1 = commit(&store, &a, &mut st, &msgs, &[None, None, None]);
+        let mut leaves: Vec<Option<Leaf>> = c1.new_leaves.iter().copied().map(Some).collect();
+        msgs.push(json!({"role": "user", "content": "something else"}));
+        leaves.push(None);
+        let c2 = commit(&store, &a, &mut st, &msgs, &leaves);
+        // A fork of A's newest checkpoint, and an unrelated session B.
+        let (_fork, _, _) = store.fork(&c2.id).unwrap();
+        let b = store.new_session().unwrap();
+        let mut st_b = SessionState::default();
+        commit(
+            &store,
+            &b,
+            &mut st_b,
+            &[json!({"role": "tool", "tool_call_id": "x", "content": "no\nneedle here\n"})],
+            &[None],
+        );
+        let re = regex::Regex::new("needle").unwrap();
+        let report = store.search(&re, None).unwrap();
+        assert!(report.errors.is_empty());
+        assert_eq!(report.sessions.len(), 3);
+        // 4 messages in A (the fork shares them all), 1 in B: 5, each once.
+        assert_eq!(report.messages_scanned, 5);
+        assert_eq!(report.blobs_read, 1);
+        for s in &report.sessions {
+            if s.session == *b.session() {
+                assert_eq!(s.matches.len(), 1);
+                assert_eq!(s.matches[0].excerpt, "needle here");
+                continue;
+            }
+            // A and its fork: the user message and the answer, both first
+            // seen at A's first checkpoint; never the system prompt.
+            let got: Vec<(usize, &str, ObjectId)> = s
+                .matches
+                .iter()
+                .map(|f| (f.index, f.role.as_str(), f.checkpoint))
+                .collect();
+            assert_eq!(got, vec![(1, "user", c1.id), (2, "assistant", c1.id)]);
+        }
+        let only_tool = store.search(&re, Some("tool")).unwrap();
+        assert_eq!(only_tool.sessions.len(), 1);
+        assert_eq!(only_tool.sessions[0].session, *b.session());
+    }
+
+    #[test]
+    fn excerpts_are_one_bounded_line() {
+        assert_eq!(excerpt("a\n  find me here \nb", 4, 8), "find me here");
+        let long = format!("{}needle{}", "x".repeat(500), "y".repeat(500));
+        let e = excerpt(&long, 500, 506);
+        assert!(e.contains("needle") && e.starts_with('…') && e.ends_with('…'));
+        assert!(e.chars().count() <= EXCERPT_MAX + 2);
+        let wide = "é".repeat(300);
+        assert!(excerpt(&wide, 200, 202).chars().count() <= EXCERPT_MAX + 2);
+    }
+}

@@ -1,0 +1,55 @@
+//! `hel sessions export`: a conversation as Markdown, for people to read
+//! elsewhere, or as the JSON messages the model was sent.
+
+use std::io::Write;
+use std::path::Path;
+
+use hel_store::Store;
+
+use super::{show, transcript};
+use crate::cli::{ExportArgs, ExportFormat};
+use crate::exit::Exit;
+
+pub fn export(store: &Store, project: &Path, args: &ExportArgs) -> Result<u8, Exit> {
+    let (id, checkpoint, loaded) =
+        show::load_at(store, project, &args.session, args.at.as_deref())?;
+    let text = match args.format {
+        // The messages exactly as stored, which is exactly what the model
+        // was sent (system prompt first; hel-agent's request body carries
+        // them unchanged). JSON escapes control characters itself.
+        ExportFormat::Json => {
+            let mut t = serde_json::to_string_pretty(&loaded.messages)
+                .map_err(|e| Exit::refused(format!("cannot write the messages as JSON: {e}")))?;
+            t.push('\n');
+            t
+        }
+        ExportFormat::Md => {
+            let name = store.name_of(&id).ok().flatten();
+            let cp = &loaded.checkpoint;
+            let rc = &loaded.request_config;
+            let title = match &name {
+                Some(n) => format!("hel session {n}"),
+                None => format!("hel session {}", &id.as_str()[..8]),
+            };
+            let facts = [
+                ("Session", id.to_string()),
+                ("Checkpoint", checkpoint.to_hex()),
+                ("Saved", cp.created_at.clone()),
+                (
+                    "Model",
+                    format!(
+                        "{} ({})",
+                        rc["model"].as_str().unwrap_or("?"),
+                        rc["provider"].as_str().unwrap_or("?")
+                    ),
+                ),
+            ];
+            transcript::markdown(&title, &facts, &loaded.messages)
+        }
+    };
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .map_err(|e| Exit::refused(format!("cannot write the export: {e}")))?;
+    Ok(0)
+}

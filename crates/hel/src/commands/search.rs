@@ -1,0 +1,125 @@
+//! `hel sessions search`: which sessions discussed something.
+
+use hel_agent::terminal::escape_line;
+use hel_store::search::SessionHits;
+use hel_store::time::rfc3339;
+use hel_store::{SessionId, Store};
+use serde::Serialize;
+
+use super::report::{print_json, say};
+use super::sessions::names_or_warn;
+use crate::cli::SearchArgs;
+use crate::exit::Exit;
+use crate::render;
+
+/// Longest pattern accepted, in bytes.
+const PATTERN_MAX: usize = 4096;
+
+/// A session of `hel sessions search --json` (fields in the order the JSON
+/// has).
+#[derive(Serialize)]
+struct Row<'a> {
+    head: String,
+    matches: Vec<MatchRow<'a>>,
+    name: Option<&'a str>,
+    session: &'a SessionId,
+    updated: String,
+}
+
+#[derive(Serialize)]
+struct MatchRow<'a> {
+    checkpoint: String,
+    excerpt: &'a str,
+    index: usize,
+    role: &'a str,
+}
+
+/// The pattern compiled within bounds: a pattern that would build a huge
+/// automaton is refused, not run.
+fn compile(pattern: &str) -> Result<regex::Regex, Exit> {
+    if pattern.len() > PATTERN_MAX {
+        return Err(Exit::usage(format!(
+            "the pattern is longer than {PATTERN_MAX} bytes"
+        )));
+    }
+    regex::RegexBuilder::new(pattern)
+        .size_limit(1 << 20)
+        .dfa_size_limit(8 << 20)
+        .nest_limit(64)
+        .build()
+        .map_err(|e| {
+            Exit::usage(format!(
+                "not a regular expression hel can use: {}",
+                escape_line(&e.to_string()).replace("^J", " ")
+            ))
+        })
+}
+
+pub fn search(store: &Store, args: &SearchArgs, json_flag: bool) -> Result<u8, Exit> {
+    let re = compile(&args.pattern)?;
+    let report = store.search(&re, args.role.map(|r| r.name()))?;
+    let names = if report.sessions.is_empty() {
+        Default::default()
+    } else {
+        names_or_warn(store)
+    };
+    let name_of = |id: &SessionId| names.get(id).map(String::as_str);
+    if args.json || json_flag {
+        let rows: Vec<Row> = report
+            .sessions
+            .iter()
+            .map(|s| Row {
+                head: s.head.to_hex(),
+                matches: s
+                    .matches
+                    .iter()
+                    .map(|m| MatchRow {
+                        checkpoint: m.checkpoint.to_hex(),
+                        excerpt: &m.excerpt,
+                        index: m.index,
+                        role: &m.role,
+                    })
+                    .collect(),
+                name: name_of(&s.session),
+                session: &s.session,
+                updated: rfc3339(s.updated_ms),
+            })
+            .collect();
+        print_json(&rows);
+    } else {
+        for s in &report.sessions {
+            say!("{}", line(s, name_of(&s.session)));
+        }
+    }
+    for (session, e) in &report.errors {
+        render::line(&format!("hel: session {session} not searched: {e}"));
+    }
+    if report.sessions.is_empty() {
+        if !args.json && !json_flag {
+            render::line("hel: no message matches");
+        }
+        return Ok(1);
+    }
+    Ok(if report.errors.is_empty() { 0 } else { 1 })
+}
+
+/// A session's line: short id, name, the checkpoint where its first
+/// matching message appeared, the role, an excerpt, and how many more
+/// messages match.
+fn line(s: &SessionHits, name: Option<&str>) -> String {
+    let Some(first) = s.matches.first() else {
+        return String::new();
+    };
+    let more = match s.matches.len() - 1 {
+        0 => String::new(),
+        n => format!("  (+{n} more)"),
+    };
+    format!(
+        "{}  {}  {}  {:<9}  {}{more}",
+        &s.session.as_str()[..8],
+        name.unwrap_or("-"),
+        &first.checkpoint.to_hex()[..12],
+        first.role,
+        escape_line(&first.excerpt)
+    )
+}

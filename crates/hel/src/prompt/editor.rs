@@ -1,0 +1,125 @@
+//! The line editor (rustyline) on the terminal: the prompt's input and the
+//! `--access confirm` question both go through it, one at a time.
+//!
+//! Keys: Enter sends; Alt-Enter inserts a newline; a paste (bracketed
+//! paste) arrives whole, newlines included, as one instruction; Ctrl-C
+//! clears a line being typed and, on an empty line, asks to leave; Ctrl-D
+//! on an empty line leaves; Up and Down walk the history.
+
+use std::sync::{Arc, Mutex};
+
+use hel_agent::interrupt::Interrupter;
+use hel_agent::terminal::escape_line;
+use hel_agent::tools::{Answer, Confirm};
+use rustyline::config::{Behavior, Config};
+use rustyline::error::ReadlineError;
+use rustyline::history::MemHistory;
+use rustyline::{
+    Cmd, ConditionalEventHandler, Event, EventContext, EventHandler, KeyCode, KeyEvent, Modifiers,
+    Movement, RepeatCount,
+};
+
+type Line = rustyline::Editor<(), MemHistory>;
+
+/// What one read gave.
+pub enum Read {
+    Line(String),
+    /// Ctrl-C on an empty line.
+    CtrlC,
+    /// Ctrl-D on an empty line.
+    Eof,
+    Failed(ReadlineError),
+}
+
+/// The editor; clones share it.
+#[derive(Clone)]
+pub struct Editor {
+    line: Arc<Mutex<Line>>,
+}
+
+/// Ctrl-C: clear the line if there is one, else interrupt.
+struct CtrlC;
+
+impl ConditionalEventHandler for CtrlC {
+    fn handle(&self, _: &Event, _: RepeatCount, _: bool, ctx: &EventContext) -> Option<Cmd> {
+        if ctx.line().is_empty() {
+            Some(Cmd::Interrupt)
+        } else {
+            Some(Cmd::Kill(Movement::WholeBuffer))
+        }
+    }
+}
+
+impl Editor {
+    /// An editor on the terminal (`/dev/tty`, so that the prompt never
+    /// goes into a redirected stdout), holding `history` (oldest first).
+    pub fn new(history: &[String]) -> Result<Editor, ReadlineError> {
+        let config = Config::builder()
+            .behavior(Behavior::PreferTerm)
+            .auto_add_history(false)
+            .max_history_size(super::history::KEEP)?
+            .history_ignore_dups(true)?
+            .build();
+        let history_config = MemHistory::with_config(&config);
+        let mut line = Line::with_history(config, history_config)?;
+        line.bind_sequence(
+            KeyEvent(KeyCode::Enter, Modifiers::ALT),
+            EventHandler::Simple(Cmd::Newline),
+        );
+        line.bind_sequence(
+            KeyEvent::ctrl('C'),
+            EventHandler::Conditional(Box::new(CtrlC)),
+        );
+        for entry in history {
+            line.add_history_entry(entry.as_str())?;
+        }
+        Ok(Editor {
+            line: Arc::new(Mutex::new(line)),
+        })
+    }
+
+    /// Read one entry after `prompt`.
+    pub fn read(&self, prompt: &str) -> Read {
+        let mut line = match self.line.lock() {
+            Ok(l) => l,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        match line.readline(prompt) {
+            Ok(text) => Read::Line(text),
+            Err(ReadlineError::Interrupted) => Read::CtrlC,
+            Err(ReadlineError::Eof) => Read::Eof,
+            Err(e) => Read::Failed(e),
+        }
+    }
+
+    /// Offer `entry` to Up and Down from now on.
+    pub fn remember(&self, entry: &str) {
+        if let Ok(mut line) = self.line.lock() {
+            let _ = line.add_history_entry(entry);
+        }
+    }
+}
+
+/// The `--access confirm` question, asked through the editor. Ctrl-C
+/// there answers no and cancels the instruction (in the editor's raw mode
+/// Ctrl-C is a key, not a signal).
+pub struct Ask {
+    pub editor: Editor,
+    pub interrupter: Interrupter,
+}
+
+impl Confirm for Ask {
+    fn ask(&self, request: &str) -> Answer {
+        // The request names what the model chose: shown, never obeyed.
+        let question = format!("hel: allow {}? [y/N] ", escape_line(request));
+        match self.editor.read(&question) {
+            Read::Line(l) if matches!(l.trim(), "y" | "Y" | "yes") => Answer::Yes,
+            Read::Line(_) | Read::Eof => Answer::No,
+            Read::CtrlC => {
+                self.interrupter.interrupt();
+                Answer::No
+            }
+            Read::Failed(e) => Answer::Unavailable(e.to_string()),
+        }
+    }
+}

@@ -1,0 +1,361 @@
+//! The interactive prompt, when hel runs with no `-p` and stdin is a
+//! terminal: a line editor ([`editor`]) showing the session and how full
+//! the context is (`hel 4da5b0e0 · 12% › `), a history kept per user
+//! ([`history`]), slash commands ([`slash`]), a spinner while the model
+//! is silent ([`spinner`]) and one line of token use after each answer.
+//!
+//! Ctrl-C while an instruction runs cancels it (it ends incomplete, as an
+//! interrupt always does) and the prompt comes back; Ctrl-C on an empty
+//! line right after that, or twice, or Ctrl-D, or `/exit`, leaves with
+//! exit code 0.
+
+mod editor;
+mod history;
+mod slash;
+mod spinner;
+
+use std::rc::Rc;
+use std::sync::Arc;
+
+use clap::Parser;
+use hel_agent::event::{Event, Observer};
+use hel_agent::interrupt::{self, Interrupter, Interrupts};
+use hel_agent::outcome::{Outcome, Termination};
+use hel_agent::run::{Host, Options, Run, Status};
+use hel_agent::session::Start;
+
+use crate::chat;
+use crate::cli::{Cli, Command, RunArgs};
+use crate::exit::Exit;
+use crate::note;
+use crate::render::{self, live::Live};
+use editor::{Ask, Editor, Read};
+use history::History;
+use slash::Slash;
+use spinner::Spinner;
+
+/// Renders events as [`Live`] does, with the spinner on while a request
+/// waits for its first sign of an answer (again after each tool round).
+struct Watched {
+    spinner: Spinner,
+    live: Rc<Live>,
+}
+
+impl Observer for Watched {
+    fn event(&self, event: Event) {
+        if matches!(event, Event::Waiting) {
+            self.spinner.start();
+        } else {
+            self.spinner.stop();
+        }
+        self.live.event(event);
+    }
+}
+
+/// The prompt's state: the run (replaced by `/fork`), how to start
+/// another, and the terminal.
+struct Prompt {
+    run: Run,
+    options: Options,
+    editor: Editor,
+    history: Option<History>,
+    spinner: Spinner,
+    /// Shows answers as they arrive; prints them when complete.
+    live: Rc<Live>,
+    interrupter: Interrupter,
+    interrupts: Interrupts,
+}
+
+/// What to do after an entry.
+enum Next {
+    Continue,
+    /// The instruction was cancelled by Ctrl-C: one more on an empty line
+    /// leaves.
+    Cancelled,
+    Exit,
+}
+
+/// Run the interactive prompt. Returns the exit code.
+pub async fn run(args: RunArgs, start: Start, restore_files: Option<bool>) -> Result<u8, Exit> {
+    let (history, entries) = match history::dir() {
+        Some(dir) => match History::open(&dir) {
+            Ok((h, e)) => (Some(h), e),
+            Err(e) => {
+                render::line(&format!(
+                    "hel: warning: no prompt history ({e}); this session's entries are not kept"
+                ));
+                (None, Vec::new())
+            }
+        },
+        None => (None, Vec::new()),
+    };
+    let editor = Editor::new(&entries)
+        .map_err(|e| Exit::refused(format!("cannot use the terminal: {e}")))?;
+    let (interrupter, interrupts) = interrupt::channel();
+    let spinner = Spinner::default();
+    let live = Rc::new(Live::new());
+    let run = Run::start(
+        args.options(),
+        start,
+        host(&spinner, &live, &editor, &interrupter, &interrupts),
+    )?;
+    let mut prompt = Prompt {
+        run,
+        options: args.options(),
+        editor,
+        history,
+        spinner,
+        live,
+        interrupter: interrupter.clone(),
+        interrupts,
+    };
+    if let Some(force) = restore_files {
+        chat::restore_forked(&mut prompt.run, force)?;
+    }
+    chat::forward_ctrl_c(interrupter);
+    let mut armed = false;
+    loop {
+        let text = match prompt.editor.read(&prompt_text(&prompt.run.status())) {
+            Read::Line(text) => text,
+            Read::CtrlC if armed => break,
+            Read::CtrlC => {
+                note!("hel: Ctrl-C again (or Ctrl-D, or /exit) to leave");
+                armed = true;
+                continue;
+            }
+            Read::Eof => break,
+            Read::Failed(e) => {
+                render::line(&format!("hel: cannot read the terminal: {e}"));
+                prompt.run.finish();
+                return Ok(1);
+            }
+        };
+        armed = false;
+        if text.trim().is_empty() {
+            continue;
+        }
+        prompt.remember(&text);
+        let next = match slash::parse(&text) {
+            Some(Ok(cmd)) => prompt.command(cmd).await,
+            Some(Err(why)) => {
+                render::line(&format!("hel: {why}"));
+                Next::Continue
+            }
+            None => prompt.instruction(&text).await,
+        };
+        match next {
+            Next::Continue => {}
+            Next::Cancelled => armed = true,
+            Next::Exit => break,
+        }
+    }
+    prompt.run.finish();
+    Ok(0)
+}
+
+/// What a run of the prompt talks to.
+fn host(
+    spinner: &Spinner,
+    live: &Rc<Live>,
+    editor: &Editor,
+    interrupter: &Interrupter,
+    interrupts: &Interrupts,
+) -> Host {
+    Host {
+        observer: Rc::new(Watched {
+            spinner: spinner.clone(),
+            live: Rc::clone(live),
+        }),
+        confirm: Arc::new(Ask {
+            editor: editor.clone(),
+            interrupter: interrupter.clone(),
+        }),
+        interrupts: interrupts.clone(),
+    }
+}
+
+/// `hel 4da5b0e0 · 12% › `: the session's short id and the share of the
+/// context window the next request would fill.
+fn prompt_text(status: &Status) -> String {
+    let id = status
+        .session
+        .as_ref()
+        .map(|s| s.to_string().chars().take(8).collect::<String>())
+        .unwrap_or_else(|| "unsaved".into());
+    format!("hel {id} · {}% › ", percent(status))
+}
+
+fn percent(status: &Status) -> u64 {
+    (status.context_tokens * 100 + status.window / 2) / status.window.max(1)
+}
+
+/// A token count for people: 950, 12.3k, 1.2M.
+fn tokens(n: u64) -> String {
+    match n {
+        0..1_000 => n.to_string(),
+        1_000..1_000_000 => format!("{:.1}k", n as f64 / 1e3),
+        _ => format!("{:.1}M", n as f64 / 1e6),
+    }
+}
+
+impl Prompt {
+    fn remember(&mut self, entry: &str) {
+        self.editor.remember(entry);
+        if let Some(h) = self.history.as_mut() {
+            if let Err(e) = h.add(entry) {
+                render::line(&format!(
+                    "hel: warning: cannot save the prompt history ({e}); it is off for this session"
+                ));
+                self.history = None;
+            }
+        }
+    }
+
+    /// Run one instruction: the spinner until the first sign of an
+    /// answer, the answer on stdout, then one line of token use (after an
+    /// answer only: an incomplete instruction says why instead).
+    async fn instruction(&mut self, text: &str) -> Next {
+        self.spinner.start();
+        let outcome = self.run.instruction(text).await;
+        self.spinner.stop();
+        match outcome {
+            Outcome::Completed(answer) => {
+                self.live.answer(&answer);
+                let status = self.run.status();
+                note!(
+                    "hel: {} tokens in, {} out · context {} of {} ({}%)",
+                    tokens(status.usage.input_tokens),
+                    tokens(status.usage.output_tokens),
+                    tokens(status.context_tokens),
+                    tokens(status.window),
+                    percent(&status)
+                );
+                Next::Continue
+            }
+            Outcome::Incomplete(why) => {
+                let t = why.termination();
+                render::line(&format!(
+                    "hel: instruction incomplete ({}): {why}",
+                    t.name()
+                ));
+                if t == Termination::Interrupted {
+                    Next::Cancelled
+                } else {
+                    Next::Continue
+                }
+            }
+        }
+    }
+
+    async fn command(&mut self, cmd: Slash) -> Next {
+        let status = self.run.status();
+        let session = status.session.as_ref().map(|s| s.to_string());
+        match (cmd, session) {
+            (Slash::Help, _) => note!("{}", slash::HELP),
+            (Slash::Exit, _) => return Next::Exit,
+            (Slash::Sessions, _) => report(&["sessions"]),
+            (Slash::Log | Slash::Show | Slash::Fork(_) | Slash::Rename(_), None) => {
+                render::line("hel: this run has no session (it is not saved)")
+            }
+            (Slash::Log, Some(id)) => report(&["sessions", "log", &id]),
+            (Slash::Show, Some(id)) => report(&["sessions", "show", &id]),
+            (Slash::Rename(name), Some(id)) => report(&["sessions", "rename", &id, &name]),
+            (Slash::Fork(at), Some(id)) => {
+                let at = match (at, status.head) {
+                    (Some(at), _) => at,
+                    (None, Some(head)) => head.to_hex(),
+                    (None, None) => {
+                        render::line("hel: nothing to fork yet: this session has no checkpoint");
+                        return Next::Continue;
+                    }
+                };
+                self.fork(id, at);
+            }
+            (Slash::Compact, _) => {
+                self.spinner.start();
+                let done = self.run.compact_now().await;
+                self.spinner.stop();
+                match done {
+                    Ok(true) => note!(
+                        "hel: compacted; context now {}% (saved with the next answer)",
+                        percent(&self.run.status())
+                    ),
+                    Ok(false) => note!(
+                        "hel: nothing compacted (the newest part of the conversation is always kept as it is)"
+                    ),
+                    Err(why) => render::line(&format!("hel: compaction incomplete: {why}")),
+                }
+            }
+            (Slash::Model(model), _) => {
+                self.run.set_model(&model);
+                self.options.provider.model = Some(model.clone());
+                render::line(&format!("hel: model {model} from the next request on"));
+            }
+        }
+        Next::Continue
+    }
+
+    /// Go on in a new session forked from checkpoint `at` of `session`;
+    /// on failure the prompt stays on this one.
+    fn fork(&mut self, session: String, at: String) {
+        let host = host(
+            &self.spinner,
+            &self.live,
+            &self.editor,
+            &self.interrupter,
+            &self.interrupts,
+        );
+        match Run::start(self.options.clone(), Start::Fork { session, at }, host) {
+            Ok(run) => {
+                let mut old = std::mem::replace(&mut self.run, run);
+                old.finish();
+            }
+            Err(e) => render::line(&format!("hel: cannot fork: {}", Exit::from(e))),
+        }
+    }
+}
+
+/// Print what `hel ARGS…` prints (a store report), its failure as a line.
+fn report(args: &[&str]) {
+    let argv = std::iter::once("hel").chain(args.iter().copied());
+    let result = match Cli::try_parse_from(argv) {
+        Ok(Cli {
+            command:
+                Some(Command::Sessions {
+                    command,
+                    json,
+                    remote,
+                }),
+            ..
+        }) => crate::commands::sessions(command, json, remote),
+        Ok(_) => Err(Exit::usage("not a report")),
+        Err(e) => Err(Exit::usage(e.to_string())),
+    };
+    if let Err(e) = result {
+        render::line(&format!("hel: {e}"));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_prompt_shows_the_short_id_and_the_context_fill() {
+        let mut status = Status {
+            session: "4da5b0e0-1111-4222-8333-444455556666".parse().ok(),
+            head: None,
+            context_tokens: 15_360,
+            window: 128_000,
+            usage: Default::default(),
+            model: "m".into(),
+        };
+        assert_eq!(prompt_text(&status), "hel 4da5b0e0 · 12% › ");
+        status.session = None;
+        status.context_tokens = 0;
+        assert_eq!(prompt_text(&status), "hel unsaved · 0% › ");
+        assert_eq!(tokens(950), "950");
+        assert_eq!(tokens(12_345), "12.3k");
+        assert_eq!(tokens(1_000_000), "1.0M");
+    }
+}

@@ -1,0 +1,101 @@
+//! The prompt's slash commands: a one-line entry whose first word is one
+//! of [`HELP`]'s. Anything else, a line starting with a space included, is
+//! an instruction for the model.
+
+/// A slash command.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Slash {
+    Help,
+    Sessions,
+    Log,
+    Show,
+    /// Continue in a fork of this session, from a checkpoint (None: the
+    /// newest).
+    Fork(Option<String>),
+    Compact,
+    Model(String),
+    /// Name this session (`hel sessions rename`).
+    Rename(String),
+    Exit,
+}
+
+pub const HELP: &str = "\
+Commands:
+  /help              this list
+  /sessions          the project's sessions
+  /log               this session's checkpoints
+  /show              this session's conversation
+  /fork [CHECKPOINT] continue in a new session forked from a checkpoint of
+                     this one (default: the newest); the files stay as they are
+  /compact           summarize the older part of the conversation now
+  /model NAME        send the next requests to model NAME
+  /rename NAME       name this session (any command then takes the name)
+  /exit              leave (also Ctrl-D, or Ctrl-C on an empty line twice)
+Keys: Enter sends, Alt-Enter starts a new line, a paste is sent whole;
+Ctrl-C cancels a running instruction; Up and Down walk the history.
+A line starting with a space is always sent to the model.";
+
+/// The command `entry` is, if it is one; `Err` says what is wrong with a
+/// command's words.
+pub fn parse(entry: &str) -> Option<Result<Slash, String>> {
+    if !entry.starts_with('/') || entry.trim_end().contains('\n') {
+        return None;
+    }
+    let mut words = entry.split_whitespace();
+    let name = words.next()?;
+    let args: Vec<&str> = words.collect();
+    let none = |cmd: Slash| match args.as_slice() {
+        [] => Ok(cmd),
+        _ => Err(format!("{name} takes no arguments")),
+    };
+    Some(match name {
+        "/help" => none(Slash::Help),
+        "/sessions" => none(Slash::Sessions),
+        "/log" => none(Slash::Log),
+        "/show" => none(Slash::Show),
+        "/compact" => none(Slash::Compact),
+        "/exit" | "/quit" => none(Slash::Exit),
+        "/fork" => match args.as_slice() {
+            [] => Ok(Slash::Fork(None)),
+            [at] => Ok(Slash::Fork(Some((*at).to_owned()))),
+            _ => Err("/fork takes one CHECKPOINT at most".into()),
+        },
+        "/model" => match args.as_slice() {
+            [model] => Ok(Slash::Model((*model).to_owned())),
+            _ => Err("/model takes a model NAME, such as /model deepseek-chat".into()),
+        },
+        "/rename" => match args.as_slice() {
+            [new] => Ok(Slash::Rename((*new).to_owned())),
+            _ => Err("/rename takes one NAME, such as /rename fix-login".into()),
+        },
+        _ => Err(format!(
+            "no command {name} (/help lists them); to send this to the model, start the line with a space"
+        )),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commands_and_instructions() {
+        assert_eq!(parse("/help"), Some(Ok(Slash::Help)));
+        assert_eq!(
+            parse("/fork  3f2a "),
+            Some(Ok(Slash::Fork(Some("3f2a".into()))))
+        );
+        assert_eq!(parse("/model m1"), Some(Ok(Slash::Model("m1".into()))));
+        assert!(matches!(parse("/model"), Some(Err(_))));
+        assert_eq!(
+            parse("/rename fix-login"),
+            Some(Ok(Slash::Rename("fix-login".into())))
+        );
+        assert!(matches!(parse("/rename a b"), Some(Err(_))));
+        assert!(matches!(parse("/log x"), Some(Err(_))));
+        assert!(matches!(parse("/etc/passwd?"), Some(Err(e)) if e.contains("space")));
+        assert_eq!(parse(" /etc/passwd?"), None);
+        assert_eq!(parse("/help\nmore"), None);
+        assert_eq!(parse("hello"), None);
+    }
+}

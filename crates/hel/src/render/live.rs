@@ -1,0 +1,258 @@
+//! Answers on stdout, shown as they arrive when stdout is a terminal.
+
+use std::cell::RefCell;
+use std::io::{IsTerminal, Write};
+
+use hel_agent::event::{Event, Observer};
+use hel_agent::terminal::escape_text;
+
+use super::Stderr;
+
+/// Renders a run's events as [`Stderr`] does and prints its answers
+/// ([`Live::answer`]). When stdout is a terminal, each turn's text is
+/// shown on stdout as it arrives: the text of a response that goes on to
+/// call tools is then marked as the model's working notes, and text of a
+/// response that breaks off is followed by a line saying the answer is
+/// incomplete and was not saved. Otherwise stdout carries only completed
+/// answers, byte for byte, after they were saved.
+pub struct Live {
+    out: RefCell<Box<dyn Write>>,
+    err: RefCell<Box<dyn Write>>,
+    terminal: bool,
+    state: RefCell<Shown>,
+}
+
+/// What is on the terminal of the current response.
+#[derive(Default)]
+struct Shown {
+    /// Some of its text is shown.
+    text: bool,
+    /// The last line shown has no end yet.
+    open: bool,
+    /// A CR that ended the last piece, held back: with an LF next it is a
+    /// line end, alone it is shown escaped.
+    cr: bool,
+    /// It completed as the answer, all shown.
+    answer: bool,
+    /// Its last line was ended early, for a note on stderr.
+    ended: bool,
+}
+
+impl Default for Live {
+    fn default() -> Live {
+        Live::new()
+    }
+}
+
+impl Live {
+    /// On the process's stdout and stderr.
+    pub fn new() -> Live {
+        let terminal = std::io::stdout().is_terminal();
+        Live::with(
+            Box::new(std::io::stdout()),
+            Box::new(std::io::stderr()),
+            terminal,
+        )
+    }
+
+    /// On `out` and `err`; `terminal`: `out` is a terminal.
+    pub fn with(out: Box<dyn Write>, err: Box<dyn Write>, terminal: bool) -> Live {
+        Live {
+            out: RefCell::new(out),
+            err: RefCell::new(err),
+            terminal,
+            state: RefCell::new(Shown::default()),
+        }
+    }
+
+    /// Print a completed (and saved) answer: on a terminal, escaped, unless
+    /// it was shown as it arrived (then its line is ended); elsewhere byte
+    /// for byte. Either way followed by a newline, as the same answer not
+    /// streamed would be.
+    pub fn answer(&self, answer: &str) {
+        let shown = std::mem::take(&mut *self.state.borrow_mut());
+        let mut out = self.out.borrow_mut();
+        // A closed stdout is no reason for a run to stop.
+        let _ = match (self.terminal, shown.answer) {
+            (true, true) if shown.ended => Ok(()),
+            (true, true) => writeln!(out),
+            (true, false) => writeln!(out, "{}", escape_text(answer)),
+            (false, _) => writeln!(out, "{answer}"),
+        };
+        let _ = out.flush();
+    }
+
+    /// Show a piece of text as it arrived.
+    fn text(&self, piece: &str) {
+        let mut s = self.state.borrow_mut();
+        let mut text = String::with_capacity(piece.len() + 1);
+        if std::mem::take(&mut s.cr) {
+            text.push('\r');
+        }
+        text.push_str(piece);
+        if text.ends_with('\r') {
+            text.pop();
+            s.cr = true;
+        }
+        if text.is_empty() {
+            return;
+        }
+        s.text = true;
+        s.open = !text.ends_with('\n');
+        let mut out = self.out.borrow_mut();
+        let _ = write!(out, "{}", escape_text(&text));
+        let _ = out.flush();
+    }
+
+    /// Show what is held back and end the open line.
+    fn end_line(&self) {
+        let mut s = self.state.borrow_mut();
+        let mut out = self.out.borrow_mut();
+        if std::mem::take(&mut s.cr) {
+            let _ = write!(out, "{}", escape_text("\r"));
+            s.open = true;
+        }
+        if std::mem::take(&mut s.open) {
+            let _ = writeln!(out);
+            s.ended = true;
+        }
+        let _ = out.flush();
+    }
+
+    fn note(&self, text: &str) {
+        let mut err = self.err.borrow_mut();
+        let _ = writeln!(err, "{text}");
+        let _ = err.flush();
+    }
+}
+
+impl Observer for Live {
+    fn event(&self, event: Event) {
+        if !self.terminal {
+            return Stderr.event(event);
+        }
+        match event {
+            Event::ResponseStarted => *self.state.borrow_mut() = Shown::default(),
+            Event::TextDelta(piece) => self.text(&piece),
+            Event::ResponseEnded { calls_tools } => {
+                let shown = self.state.borrow().text;
+                if calls_tools {
+                    self.end_line();
+                    if shown {
+                        self.note("hel: (the model's working notes; it goes on with tools)");
+                    }
+                    *self.state.borrow_mut() = Shown::default();
+                } else {
+                    let mut s = self.state.borrow_mut();
+                    if std::mem::take(&mut s.cr) {
+                        let mut out = self.out.borrow_mut();
+                        let _ = write!(out, "{}", escape_text("\r"));
+                        let _ = out.flush();
+                        s.open = true;
+                    }
+                    s.answer = shown;
+                }
+            }
+            Event::ResponseIncomplete => {
+                let shown = self.state.borrow().text;
+                self.end_line();
+                if shown {
+                    self.note("hel: the answer above is incomplete and was not saved");
+                }
+                *self.state.borrow_mut() = Shown::default();
+            }
+            other => {
+                // A note never lands in the middle of a line of the answer.
+                self.end_line();
+                Stderr.event(other)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::rc::Rc;
+
+    #[derive(Clone, Default)]
+    struct Buf(Rc<RefCell<Vec<u8>>>);
+
+    impl Write for Buf {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.borrow_mut().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl Buf {
+        fn text(&self) -> String {
+            String::from_utf8(self.0.borrow().clone()).unwrap()
+        }
+    }
+
+    fn make(terminal: bool) -> (Live, Buf, Buf) {
+        let (out, err) = (Buf::default(), Buf::default());
+        let live = Live::with(Box::new(out.clone()), Box::new(err.clone()), terminal);
+        (live, out, err)
+    }
+
+    fn stream(live: &Live, pieces: &[&str]) {
+        live.event(Event::ResponseStarted);
+        for p in pieces {
+            live.event(Event::TextDelta((*p).to_owned()));
+        }
+    }
+
+    #[test]
+    fn a_terminal_sees_the_answer_arrive_and_the_same_bytes_as_unstreamed() {
+        let (live, out, err) = make(true);
+        stream(&live, &["Let me look", "."]);
+        live.event(Event::ResponseEnded { calls_tools: true });
+        stream(&live, &["Done\r", "\nok\x1b[2J\r"]);
+        live.event(Event::ResponseEnded { calls_tools: false });
+        // Saving it may be said before it is printed: one line end still.
+        live.event(Event::CheckpointSaved {
+            id: hel_store::ObjectId::from_bytes([0; 32]),
+        });
+        live.answer("Done\r\nok\x1b[2J\r");
+        assert_eq!(out.text(), "Let me look.\nDone\r\nok^[[2J^M\n");
+        assert_eq!(
+            err.text(),
+            "hel: (the model's working notes; it goes on with tools)\n"
+        );
+        // Not streamed: the answer printed whole, as before.
+        let (live, out, _) = make(true);
+        live.event(Event::ResponseStarted);
+        live.event(Event::ResponseEnded { calls_tools: false });
+        live.answer("a\x1b");
+        assert_eq!(out.text(), "a^[\n");
+    }
+
+    #[test]
+    fn text_of_a_broken_response_is_marked_not_saved() {
+        let (live, out, err) = make(true);
+        stream(&live, &["half an ans"]);
+        live.event(Event::ResponseIncomplete);
+        assert_eq!(out.text(), "half an ans\n");
+        assert_eq!(
+            err.text(),
+            "hel: the answer above is incomplete and was not saved\n"
+        );
+    }
+
+    #[test]
+    fn a_pipe_gets_only_completed_answers_byte_for_byte() {
+        let (live, out, _) = make(false);
+        stream(&live, &["partial"]);
+        live.event(Event::ResponseIncomplete);
+        stream(&live, &["a\x1b"]);
+        live.event(Event::ResponseEnded { calls_tools: false });
+        assert_eq!(out.text(), "");
+        live.answer("a\x1b");
+        assert_eq!(out.text(), "a\x1b\n");
+    }
+}
