@@ -14,6 +14,7 @@ mod t_hostile_store;
 mod t_names;
 mod t_prompt;
 mod t_races;
+mod t_remote;
 mod t_sandbox;
 mod t_sessions;
 mod t_stream;

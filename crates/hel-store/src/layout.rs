@@ -12,6 +12,7 @@
 //! .hel/format                "hel-store-format 2\n" (absent: format 1, loose objects only)
 //! .hel/packs/pack-<hex>.pack sealed packs and their .idx
 //! .hel/packs/journals/<uuid>.journal  a session's append-only pack (and .jidx)
+//! .hel/remotes/<key>         what this store last knew of a remote (transfer.rs)
 //! ```
 //!
 //! Every directory is reached through descriptors ([`Dir`]), never by path:
@@ -46,6 +47,8 @@ pub(crate) const NAMES_LOCK: &str = ".names.lock";
 /// Workspace snapshots' own files (hel-workspace: its stat cache and the
 /// temporary files of a restore), outside the object store.
 pub(crate) const WORKSPACE: &str = "workspace";
+/// What this store last knew of each remote's sessions (transfer.rs).
+pub(crate) const REMOTES: &str = "remotes";
 
 /// The store format this build writes and the newest it reads: 2 has packs
 /// and journals (objects-spec §12); 1 (no `format` file) is loose objects
@@ -72,6 +75,7 @@ pub(crate) struct Layout {
     workspace: OnceLock<Dir>,
     packs: OnceLock<Dir>,
     journals: OnceLock<Dir>,
+    remotes: OnceLock<Dir>,
     /// Where objects are.
     odb: crate::odb::Odb,
     /// Objects this process wrote or verified: a writer may dedup against
@@ -92,6 +96,7 @@ enum Sub {
     Packs,
     Journals,
     Workspace,
+    Remotes,
 }
 
 impl Layout {
@@ -149,6 +154,7 @@ impl Layout {
             workspace: OnceLock::new(),
             packs: OnceLock::new(),
             journals: OnceLock::new(),
+            remotes: OnceLock::new(),
             odb: crate::odb::Odb::default(),
             verified: Mutex::new(HashSet::new()),
             held: std::sync::atomic::AtomicUsize::new(0),
@@ -283,6 +289,7 @@ impl Layout {
             Sub::Packs => &self.packs,
             Sub::Journals => &self.journals,
             Sub::Workspace => &self.workspace,
+            Sub::Remotes => &self.remotes,
         }
     }
 
@@ -297,6 +304,7 @@ impl Layout {
             Sub::Sessions => self.root.sub(SESSIONS)?,
             Sub::Tmp => self.root.sub(TMP)?,
             Sub::Workspace => self.root.sub(WORKSPACE)?,
+            Sub::Remotes => self.root.sub(REMOTES)?,
             Sub::Packs => self.root.sub(PACKS)?,
             Sub::Journals => match self.root.sub(PACKS)? {
                 Some(d) => d.sub(JOURNALS)?,
@@ -324,6 +332,7 @@ impl Layout {
             Sub::Sessions => self.root.sub_create(SESSIONS, DIR_MODE)?,
             Sub::Tmp => self.root.sub_create(TMP, DIR_MODE)?,
             Sub::Workspace => self.root.sub_create(WORKSPACE, DIR_MODE)?,
+            Sub::Remotes => self.root.sub_create(REMOTES, DIR_MODE)?,
             Sub::Packs => self.root.sub_create(PACKS, DIR_MODE)?,
             Sub::Journals => self
                 .root
@@ -376,6 +385,12 @@ impl Layout {
     }
     pub fn journals_create(&self) -> Result<&Dir> {
         self.dir_create(Sub::Journals)
+    }
+    pub fn remotes(&self) -> Result<Option<&Dir>> {
+        self.dir(Sub::Remotes)
+    }
+    pub fn remotes_create(&self) -> Result<&Dir> {
+        self.dir_create(Sub::Remotes)
     }
 
     /// The working directory of `session`, if it exists.

@@ -40,6 +40,7 @@ pub mod search;
 mod snapshot;
 mod store;
 pub mod time;
+pub mod transfer;
 pub mod tree;
 
 pub use commit::{encode_blob, Encoded, Txn};

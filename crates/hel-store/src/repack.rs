@@ -25,6 +25,22 @@ pub(crate) fn write_sealed(
     _lock: &Exclusive<'_>,
     records: &[(ObjectId, Vec<u8>)],
 ) -> Result<(String, u64)> {
+    write_pack(layout, records)
+}
+
+/// [`write_sealed`] for objects received from elsewhere (a pull): under the
+/// shared lock, so that gc cannot run between the pack landing and the
+/// head that names its objects; it only adds a pack, and a gc that comes
+/// later treats it as any other.
+pub(crate) fn write_sealed_shared(
+    layout: &Layout,
+    _lock: &crate::lock::Shared<'_>,
+    records: &[(ObjectId, Vec<u8>)],
+) -> Result<(String, u64)> {
+    write_pack(layout, records)
+}
+
+fn write_pack(layout: &Layout, records: &[(ObjectId, Vec<u8>)]) -> Result<(String, u64)> {
     let packs = layout.packs_create()?;
     let tmp = layout.tmp_create()?;
     let need: u64 = records

@@ -302,6 +302,9 @@ undoes it)."
         /// Print JSON.
         #[arg(long)]
         json: bool,
+        /// List the sessions of this remote instead (from their refs; no conversation is downloaded).
+        #[arg(long, value_name = "NAME")]
+        remote: Option<String>,
     },
     /// Reclaim storage that no session reaches.
     #[command(after_help = "Examples:\n  hel gc --dry-run\n  hel gc --repack")]
@@ -312,6 +315,41 @@ undoes it)."
         /// Also move loose objects and small packs into one pack.
         #[arg(long, conflicts_with = "dry_run")]
         repack: bool,
+        /// Collect the packs no ref of this remote names instead (two-phase: see README).
+        #[arg(long, value_name = "NAME", conflicts_with = "repack")]
+        remote: Option<String>,
+        /// With --remote: how old unreferenced data must be before it goes (at least 1h).
+        #[arg(
+            long,
+            value_name = "DURATION",
+            requires = "remote",
+            default_value = "24h"
+        )]
+        grace: String,
+    },
+    /// Manage remotes: where sessions are pushed to and pulled from (kept in $XDG_CONFIG_HOME/hel/remotes.toml).
+    #[command(
+        after_help = "Examples:\n  hel remote add team s3://my-bucket/hel --region eu-west-1\n  hel remote add minio s3://hel/sessions --endpoint http://127.0.0.1:9000\n  hel remote add shared file:///mnt/shared/hel\n  hel remote list"
+    )]
+    Remote {
+        #[command(subcommand)]
+        command: RemoteCommand,
+    },
+    /// Upload sessions to a remote (default: those changed since their last push).
+    #[command(after_help = "Examples:\n  hel push\n  hel push --remote team 4da5")]
+    Push {
+        /// The remote (default: the only one configured).
+        #[arg(long, value_name = "NAME")]
+        remote: Option<String>,
+        sessions: Vec<String>,
+    },
+    /// Bring sessions in from a remote (default: all of them).
+    #[command(after_help = "Examples:\n  hel pull\n  hel pull --remote team 4da5")]
+    Pull {
+        /// The remote (default: the only one configured).
+        #[arg(long, value_name = "NAME")]
+        remote: Option<String>,
+        sessions: Vec<String>,
     },
     /// Check the session store.
     #[command(after_help = "Example:\n  hel fsck")]
@@ -356,8 +394,15 @@ pub enum SessionsCommand {
         json: bool,
     },
     /// Delete a session and reclaim its storage.
-    #[command(after_help = "Example:\n  hel sessions delete 4da5")]
-    Delete { session: String },
+    #[command(
+        after_help = "Examples:\n  hel sessions delete 4da5\n  hel sessions delete --remote team 4da5"
+    )]
+    Delete {
+        session: String,
+        /// Remove the session's ref on this remote instead (its data goes at a later `hel gc --remote`).
+        #[arg(long, value_name = "NAME")]
+        remote: Option<String>,
+    },
     /// Name a session: every command that takes a session then takes its name.
     #[command(
         after_help = "Example:\n  hel sessions rename 4da5 fix-login\n\nA name is 1-64 letters, digits, '.', '_' or '-', with at least one character that is not a hex digit or '-'; names are unique in a project."
@@ -368,11 +413,33 @@ pub enum SessionsCommand {
         after_help = "Examples:\n  hel sessions search 'flaky test'\n  hel sessions search '(?i)timeout' --role tool --json"
     )]
     Search(SearchArgs),
-    /// Write a conversation as Markdown (to share) or as the JSON messages the model was sent.
+    /// Write a conversation as Markdown (to share) or as the JSON messages the model was sent, or a session as a bundle.
     #[command(
-        after_help = "Examples:\n  hel sessions export fix-login --format md > fix-login.md\n  hel sessions export 4da5 --at 3f2a91c0 --format json"
+        after_help = "Examples:\n  hel sessions export fix-login --format md > fix-login.md\n  hel sessions export 4da5 --at 3f2a91c0 --format json\n  hel sessions export fix-login --bundle fix-login.helbundle"
     )]
     Export(ExportArgs),
+    /// Bring in a session from a bundle, verifying everything first.
+    #[command(after_help = "Example:\n  hel sessions import session.helbundle")]
+    Import { file: PathBuf },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum RemoteCommand {
+    /// Add a remote, after checking that it honours conditional writes.
+    Add {
+        name: String,
+        /// s3://bucket/prefix or file:///path (no credentials: AWS environment variables, ~/.aws/credentials and profiles are used).
+        url: String,
+        /// An S3-compatible server (MinIO, R2, Ceph RGW, …).
+        #[arg(long, value_name = "URL")]
+        endpoint: Option<String>,
+        #[arg(long, value_name = "REGION")]
+        region: Option<String>,
+    },
+    /// List the remotes.
+    List,
+    /// Remove a remote from the configuration (nothing on it is deleted).
+    Remove { name: String },
 }
 
 /// `hel sessions search`.
@@ -416,6 +483,10 @@ pub struct ExportArgs {
     /// md: Markdown, for people; json: the messages the model was sent, as stored.
     #[arg(long, value_enum, default_value_t = ExportFormat::Md)]
     pub format: ExportFormat,
+    /// Write the session's objects and ref to one self-contained bundle file instead
+    /// (`hel sessions import FILE` on another machine).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["at", "format"])]
+    pub bundle: Option<PathBuf>,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]

@@ -39,6 +39,7 @@ fn main() -> ExitCode {
                 | Command::Diff { .. }
                 | Command::Undo { .. }
                 | Command::Restore { .. }
+                | Command::Remote { .. }
         )
     ) {
         // Reports on stdout end quietly when their reader goes away
@@ -47,8 +48,23 @@ fn main() -> ExitCode {
         unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     }
     let result = match cli.command {
-        Some(Command::Sessions { command, json }) => commands::sessions(command, json),
-        Some(Command::Gc { dry_run, repack }) => commands::gc(dry_run, repack),
+        Some(Command::Sessions {
+            command,
+            json,
+            remote,
+        }) => commands::sessions(command, json, remote),
+        Some(Command::Gc {
+            remote: Some(name),
+            grace,
+            dry_run,
+            ..
+        }) => commands::remote::gc(&name, &grace, dry_run),
+        Some(Command::Gc {
+            dry_run, repack, ..
+        }) => commands::gc(dry_run, repack),
+        Some(Command::Remote { command }) => commands::remote::manage(command),
+        Some(Command::Push { remote, sessions }) => commands::remote::push(remote, sessions),
+        Some(Command::Pull { remote, sessions }) => commands::remote::pull(remote, sessions),
         Some(Command::Fsck) => commands::fsck(),
         Some(Command::Undo {
             session,

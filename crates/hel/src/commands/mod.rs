@@ -5,6 +5,7 @@
 
 mod export;
 mod pager;
+pub mod remote;
 mod report;
 mod search;
 mod sessions;
@@ -21,7 +22,27 @@ use crate::exit::Exit;
 pub use store::{fsck, gc};
 pub use workspace::{diff, restore, undo};
 
-pub fn sessions(command: Option<SessionsCommand>, json_flag: bool) -> Result<u8, Exit> {
+pub fn sessions(
+    command: Option<SessionsCommand>,
+    json_flag: bool,
+    remote_name: Option<String>,
+) -> Result<u8, Exit> {
+    match (&command, remote_name) {
+        (None | Some(SessionsCommand::List { .. }), Some(name)) => {
+            let json = json_flag || matches!(command, Some(SessionsCommand::List { json: true }));
+            return remote::list_sessions(&name, json);
+        }
+        (Some(SessionsCommand::Delete { session, .. }), Some(name)) => {
+            let store = Store::open(&report::project()?)?;
+            return remote::delete_session(&store, &name, session);
+        }
+        (_, None) => {}
+        (_, Some(_)) => {
+            return Err(Exit::usage(
+                "--remote goes with `hel sessions` (list) and `hel sessions delete`",
+            ))
+        }
+    }
     let project = report::project()?;
     let store = Store::open(&project)?;
     match command.unwrap_or(SessionsCommand::List { json: json_flag }) {
@@ -32,11 +53,19 @@ pub fn sessions(command: Option<SessionsCommand>, json_flag: bool) -> Result<u8,
         SessionsCommand::Show { session, at, json } => {
             show::show(&store, &project, &session, at.as_deref(), json || json_flag)
         }
-        SessionsCommand::Delete { session } => sessions::delete(&store, &project, &session),
+        SessionsCommand::Delete {
+            session,
+            remote: Some(name),
+        } => remote::delete_session(&store, &name, &session),
+        SessionsCommand::Delete { session, .. } => sessions::delete(&store, &project, &session),
         SessionsCommand::Rename { session, name } => {
             sessions::rename(&store, &project, &session, &name)
         }
         SessionsCommand::Search(args) => search::search(&store, &args, json_flag),
-        SessionsCommand::Export(args) => export::export(&store, &project, &args),
+        SessionsCommand::Export(args) => match &args.bundle {
+            Some(bundle) => remote::export_bundle(&store, &project, &args.session, bundle),
+            None => export::export(&store, &project, &args),
+        },
+        SessionsCommand::Import { file } => remote::import_bundle(&store, &file),
     }
 }

@@ -320,9 +320,14 @@ fn report(args: &[&str]) {
     let argv = std::iter::once("hel").chain(args.iter().copied());
     let result = match Cli::try_parse_from(argv) {
         Ok(Cli {
-            command: Some(Command::Sessions { command, json }),
+            command:
+                Some(Command::Sessions {
+                    command,
+                    json,
+                    remote,
+                }),
             ..
-        }) => crate::commands::sessions(command, json),
+        }) => crate::commands::sessions(command, json, remote),
         Ok(_) => Err(Exit::usage("not a report")),
         Err(e) => Err(Exit::usage(e.to_string())),
     };

@@ -1,0 +1,129 @@
+//! Bundles: one self-contained file holding a session's objects and its
+//! ref, for mail, attachments and air-gapped machines (objects-spec §15.8).
+//!
+//! ```text
+//! "HELBNDL\0" | version u32 LE (1) | manifest length u32 LE | manifest (JSON) | pack
+//! ```
+//!
+//! The manifest is a remote ref (§15.2) whose `packs` holds the one
+//! pack's BLAKE3 (hex); the pack is a sealed pack of everything the head
+//! reaches. Importing verifies every record and object of the pack (a
+//! tampered one is named by id and offset) and the pack's hash before any
+//! object is written, and everything the head reaches before any session
+//! is added.
+
+use std::io::Write;
+use std::path::Path;
+
+use hel_store::transfer::Adopted;
+use hel_store::{SessionId, Store};
+
+use crate::error::{RemoteError, Result};
+use crate::remote::{RemoteRef, PACK_MAX, REF_FORMAT, REF_MAX};
+
+const MAGIC: &[u8; 8] = b"HELBNDL\0";
+const VERSION: u32 = 1;
+
+fn bad(path: &Path, reason: impl Into<String>) -> RemoteError {
+    RemoteError::Hostile {
+        remote: "bundle".into(),
+        key: path.display().to_string(),
+        reason: reason.into(),
+    }
+}
+
+fn io(path: &Path, source: std::io::Error) -> RemoteError {
+    RemoteError::Io {
+        remote: "bundle".into(),
+        what: path.display().to_string(),
+        source,
+    }
+}
+
+/// Write `session`'s bundle to `path` (a new file; written aside, synced,
+/// renamed). Returns its size.
+pub fn export(store: &Store, session: &SessionId, path: &Path) -> Result<u64> {
+    let head = store.head(session)?;
+    let pack = store.pack_between(&head, None)?;
+    let cp = store.checkpoint(&head)?;
+    let manifest = RemoteRef {
+        format: REF_FORMAT.into(),
+        session: session.clone(),
+        head,
+        packs: vec![blake3::hash(&pack.bytes).to_hex().to_string()],
+        summary: cp.summary,
+        updated_ms: cp.created_at_ms,
+    };
+    let m = serde_json::to_vec(&manifest).unwrap_or_default();
+    let mut bytes = MAGIC.to_vec();
+    bytes.extend_from_slice(&VERSION.to_le_bytes());
+    bytes.extend_from_slice(&(m.len() as u32).to_le_bytes());
+    bytes.extend_from_slice(&m);
+    bytes.extend_from_slice(&pack.bytes);
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let tmp = dir.join(format!(".hel-bundle-{}", uuid::Uuid::new_v4().simple()));
+    let written = (|| {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)?;
+        f.write_all(&bytes)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(io(path, e));
+    }
+    Ok(bytes.len() as u64)
+}
+
+/// Import the bundle at `path` (see the module doc for what is verified
+/// first). Returns the session and what came of it.
+pub fn import(store: &Store, path: &Path) -> Result<(SessionId, Adopted)> {
+    let meta = std::fs::symlink_metadata(path).map_err(|e| io(path, e))?;
+    if !meta.is_file() {
+        return Err(bad(path, "not a regular file"));
+    }
+    let max = 16 + REF_MAX + PACK_MAX;
+    if meta.len() > max {
+        return Err(bad(
+            path,
+            format!("{} bytes, over the {max} a bundle may have", meta.len()),
+        ));
+    }
+    let bytes = std::fs::read(path).map_err(|e| io(path, e))?;
+    if bytes.len() < 16 || &bytes[..8] != MAGIC {
+        return Err(bad(path, "not a hel bundle"));
+    }
+    let version = u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]);
+    if version != VERSION {
+        return Err(bad(
+            path,
+            format!("a bundle of version {version}: upgrade hel"),
+        ));
+    }
+    let mlen = u32::from_le_bytes([bytes[12], bytes[13], bytes[14], bytes[15]]) as usize;
+    if mlen as u64 > REF_MAX || 16 + mlen > bytes.len() {
+        return Err(bad(path, "its manifest length is out of bounds"));
+    }
+    let manifest: RemoteRef = serde_json::from_slice(&bytes[16..16 + mlen])
+        .map_err(|e| bad(path, format!("its manifest is not a hel manifest: {e}")))?;
+    if manifest.format != REF_FORMAT || manifest.packs.len() != 1 {
+        return Err(bad(path, "its manifest is not a hel manifest of one pack"));
+    }
+    let pack = &bytes[16 + mlen..];
+    // Every record first: a tampered object is named by id and offset.
+    let received = store.receive_pack(pack, path)?;
+    if blake3::hash(pack).to_hex().as_str() != manifest.packs[0] {
+        return Err(bad(
+            path,
+            "its pack does not hash to what its manifest says (tampered or truncated)",
+        ));
+    }
+    let adopted = store.adopt(&manifest.session, &manifest.head, &[received])?;
+    Ok((manifest.session, adopted))
+}

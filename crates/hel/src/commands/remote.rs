@@ -1,0 +1,357 @@
+//! `hel remote add|list|remove`, `hel push`, `hel pull`,
+//! `hel sessions --remote`, `hel sessions delete --remote` and
+//! `hel gc --remote`: sessions across machines (hel-remote does the work).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use hel_agent::session;
+use hel_remote::remote::{Listed, GRACE_MIN};
+use hel_remote::{Pushed, Remote, RemoteConfig, RemoteError, Remotes};
+use hel_store::transfer::Adopted;
+use hel_store::{SessionId, Store};
+
+use super::report::{print_json, project, say};
+use crate::cli::RemoteCommand;
+use crate::exit::Exit;
+
+impl From<RemoteError> for Exit {
+    fn from(e: RemoteError) -> Exit {
+        match e {
+            RemoteError::Local(e) => e.into(),
+            RemoteError::BadUrl { .. }
+            | RemoteError::BadName { .. }
+            | RemoteError::Config { .. }
+            | RemoteError::NoRemote { .. } => Exit::usage(e.to_string()),
+            e => Exit::refused(e.to_string()),
+        }
+    }
+}
+
+/// Where the remotes are configured.
+fn config_path() -> Result<PathBuf, Exit> {
+    crate::config::config_home()
+        .map(|d| d.join("hel").join("remotes.toml"))
+        .ok_or_else(|| {
+            Exit::usage("neither XDG_CONFIG_HOME nor HOME is set: hel has nowhere to keep remotes")
+        })
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, Exit> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Exit::refused(format!("cannot start the async runtime: {e}")))
+}
+
+/// The remote `name`, or the only one configured.
+fn open(name: Option<&str>) -> Result<Remote, Exit> {
+    let remotes = Remotes::load(&config_path()?)?;
+    let name = match name {
+        Some(n) => n.to_owned(),
+        None => match remotes.remote.keys().collect::<Vec<_>>()[..] {
+            [one] => one.clone(),
+            [] => return Err(Exit::usage("no remote is configured: `hel remote add NAME URL` adds one")),
+            _ => return Err(Exit::usage("more than one remote is configured: say which with --remote NAME (`hel remote list`)")),
+        },
+    };
+    Ok(Remote::open(&name, remotes.get(&name)?, false)?)
+}
+
+pub fn manage(command: RemoteCommand) -> Result<u8, Exit> {
+    let path = config_path()?;
+    let mut remotes = Remotes::load(&path)?;
+    match command {
+        RemoteCommand::Add {
+            name,
+            url,
+            endpoint,
+            region,
+        } => {
+            hel_remote::config::check_name(&name)?;
+            if remotes.remote.contains_key(&name) {
+                return Err(RemoteError::Exists { name }.into());
+            }
+            let config = RemoteConfig {
+                url,
+                endpoint,
+                region,
+            };
+            let remote = Remote::open(&name, &config, true)?;
+            runtime()?.block_on(remote.probe())?;
+            say!(
+                "added remote {name}: {} (conditional writes: honoured)",
+                config.url
+            );
+            remotes.remote.insert(name, config);
+            remotes.save(&path)?;
+        }
+        RemoteCommand::List => {
+            for (name, r) in &remotes.remote {
+                let mut extra = String::new();
+                if let Some(e) = &r.endpoint {
+                    extra.push_str(&format!(" endpoint={e}"));
+                }
+                if let Some(g) = &r.region {
+                    extra.push_str(&format!(" region={g}"));
+                }
+                say!("{name}\t{}{extra}", r.url);
+            }
+        }
+        RemoteCommand::Remove { name } => {
+            if remotes.remote.remove(&name).is_none() {
+                return Err(RemoteError::NoRemote { name }.into());
+            }
+            remotes.save(&path)?;
+            say!("removed remote {name} (nothing on it was deleted)");
+        }
+    }
+    Ok(0)
+}
+
+fn short(id: &impl ToString) -> String {
+    id.to_string().chars().take(12).collect()
+}
+
+pub fn push(name: Option<String>, specs: Vec<String>) -> Result<u8, Exit> {
+    let project = project()?;
+    let store = Store::open(&project)?;
+    let remote = open(name.as_deref())?;
+    let sessions: Vec<SessionId> = if specs.is_empty() {
+        let mut out = Vec::new();
+        for info in store.sessions()? {
+            if info.head.is_some() && remote.changed_since_push(&store, &info.id)? {
+                out.push(info.id);
+            }
+        }
+        out
+    } else {
+        specs
+            .iter()
+            .map(|s| session::resolve(&store, &project, s))
+            .collect::<Result<_, _>>()?
+    };
+    if sessions.is_empty() {
+        say!(
+            "nothing to push to {}: every session is as last pushed",
+            remote.name()
+        );
+        return Ok(0);
+    }
+    let rt = runtime()?;
+    let mut failed = None;
+    for s in &sessions {
+        match rt.block_on(remote.push(&store, s)) {
+            Ok(Pushed::UpToDate) => say!("{s}: up to date on {}", remote.name()),
+            Ok(Pushed::Sent { objects, bytes }) => {
+                say!(
+                    "{s}: pushed to {} ({objects} objects, {bytes} bytes)",
+                    remote.name()
+                )
+            }
+            Err(e) => {
+                render_err(&e);
+                failed = Some(e);
+            }
+        }
+    }
+    match failed {
+        Some(_) => Ok(1),
+        None => Ok(0),
+    }
+}
+
+fn render_err(e: &RemoteError) {
+    crate::render::line(&format!("hel: {e}"));
+}
+
+pub fn pull(name: Option<String>, specs: Vec<String>) -> Result<u8, Exit> {
+    let store = Store::open(&project()?)?;
+    let remote = open(name.as_deref())?;
+    let rt = runtime()?;
+    let listed = rt.block_on(remote.sessions())?;
+    let mut sessions = Vec::new();
+    if specs.is_empty() {
+        sessions.extend(listed.iter().map(|l| l.session.clone()));
+    } else {
+        for spec in &specs {
+            session::check_session_arg(spec)?;
+            let spec = spec.to_ascii_lowercase();
+            let found: Vec<&Listed> = listed
+                .iter()
+                .filter(|l| l.session.as_str().starts_with(&spec))
+                .collect();
+            match found[..] {
+                [one] => sessions.push(one.session.clone()),
+                [] => {
+                    return Err(RemoteError::NoRemoteSession {
+                        remote: remote.name().to_owned(),
+                        session: spec,
+                    }
+                    .into())
+                }
+                _ => {
+                    return Err(Exit::usage(format!(
+                        "{spec} names more than one session on {}: give more digits",
+                        remote.name()
+                    )))
+                }
+            }
+        }
+    }
+    let mut failed = false;
+    for s in &sessions {
+        match rt.block_on(remote.pull(&store, s)) {
+            Ok(p) => match p.adopted {
+                Adopted::UpToDate => say!("{s}: up to date"),
+                Adopted::LocalAhead => say!("{s}: this project is ahead of {} (`hel push` sends it)", remote.name()),
+                Adopted::New => say!("{s}: pulled from {} ({} packs, {} bytes)", remote.name(), p.packs, p.bytes),
+                Adopted::FastForward { from } => say!(
+                    "{s}: fast-forward from {} ({} packs, {} bytes)",
+                    short(&from),
+                    p.packs,
+                    p.bytes
+                ),
+                Adopted::Forked { session, .. } => say!(
+                    "{s}: diverged from {}: the remote's line is now session {session} (a fork; `hel sessions log {session}` shows where it left this one); {s} is untouched",
+                    remote.name()
+                ),
+            },
+            Err(e) => {
+                render_err(&e);
+                failed = true;
+            }
+        }
+    }
+    Ok(u8::from(failed))
+}
+
+/// A row of `hel sessions --remote NAME --json`.
+#[derive(serde::Serialize)]
+struct RemoteRow<'a> {
+    broken: Option<&'a str>,
+    checkpoints: u64,
+    head: Option<String>,
+    id: &'a SessionId,
+    instruction: &'a str,
+    messages: u64,
+    updated: String,
+}
+
+pub fn list_sessions(name: &str, json: bool) -> Result<u8, Exit> {
+    let remote = open(Some(name))?;
+    let listed = runtime()?.block_on(remote.sessions())?;
+    let rows: Vec<RemoteRow> = listed
+        .iter()
+        .map(|l| match &l.r#ref {
+            Ok(r) => RemoteRow {
+                broken: None,
+                checkpoints: r.summary.checkpoints,
+                head: Some(r.head.to_hex()),
+                id: &l.session,
+                instruction: &r.summary.instruction,
+                messages: r.summary.messages,
+                updated: hel_store::time::rfc3339(r.updated_ms),
+            },
+            Err(e) => RemoteRow {
+                broken: Some(e),
+                checkpoints: 0,
+                head: None,
+                id: &l.session,
+                instruction: "",
+                messages: 0,
+                updated: String::new(),
+            },
+        })
+        .collect();
+    if json {
+        print_json(&rows);
+        return Ok(0);
+    }
+    if rows.is_empty() {
+        say!("no sessions on {name}");
+    }
+    for r in &rows {
+        match r.broken {
+            Some(e) => say!("{}  BROKEN: {e}", r.id),
+            None => say!(
+                "{}  {}  {} checkpoints, {} messages  {}",
+                r.id,
+                r.updated,
+                r.checkpoints,
+                r.messages,
+                hel_store::first_line(r.instruction)
+            ),
+        }
+    }
+    Ok(0)
+}
+
+pub fn delete_session(store: &Store, name: &str, spec: &str) -> Result<u8, Exit> {
+    let id: SessionId = spec.parse().map_err(|_| {
+        Exit::usage(format!(
+            "{spec:?}: give the whole session id to delete it on a remote"
+        ))
+    })?;
+    let remote = open(Some(name))?;
+    if runtime()?.block_on(remote.delete_session(Some(store), &id))? {
+        say!("deleted session {id} on {name} (its data goes at the next `hel gc --remote {name}` runs)");
+        Ok(0)
+    } else {
+        Err(RemoteError::NoRemoteSession {
+            remote: name.to_owned(),
+            session: id.to_string(),
+        }
+        .into())
+    }
+}
+
+pub fn gc(name: &str, grace: &str, dry_run: bool) -> Result<u8, Exit> {
+    let grace: Duration = humantime::parse_duration(grace)
+        .map_err(|e| Exit::usage(format!("--grace {grace:?}: {e} (e.g. 24h, 90m)")))?;
+    if grace < GRACE_MIN {
+        return Err(Exit::usage(format!(
+            "--grace must be at least {}: a push may take up to half of that between its data and its ref",
+            humantime::format_duration(GRACE_MIN)
+        )));
+    }
+    let remote = open(Some(name))?;
+    let r = runtime()?.block_on(remote.gc(grace, dry_run))?;
+    say!(
+        "{name}: {} refs, {} packs ({} live); {} deleted ({} bytes){}; {} unreferenced packs recorded for the next run",
+        r.refs,
+        r.packs,
+        r.live,
+        r.deleted,
+        r.bytes_deleted,
+        if dry_run { " [dry run]" } else { "" },
+        r.candidates
+    );
+    Ok(0)
+}
+
+pub fn export_bundle(
+    store: &Store,
+    project: &std::path::Path,
+    spec: &str,
+    file: &std::path::Path,
+) -> Result<u8, Exit> {
+    let id = session::resolve(store, project, spec)?;
+    let size = hel_remote::bundle::export(store, &id, file)?;
+    say!("wrote session {id} to {} ({size} bytes)", file.display());
+    Ok(0)
+}
+
+pub fn import_bundle(store: &Store, file: &std::path::Path) -> Result<u8, Exit> {
+    let (id, adopted) = hel_remote::bundle::import(store, file)?;
+    match adopted {
+        Adopted::New => say!("{id}: imported"),
+        Adopted::UpToDate => say!("{id}: already here"),
+        Adopted::LocalAhead => say!("{id}: this project is ahead of the bundle"),
+        Adopted::FastForward { from } => say!("{id}: fast-forward from {}", short(&from)),
+        Adopted::Forked { session, .. } => {
+            say!("{id}: diverged: the bundle's line is now session {session}; {id} is untouched")
+        }
+    }
+    Ok(0)
+}
