@@ -230,6 +230,18 @@ impl Project {
 /// 7,000), `files` files spread over them at random, 1 % executable, one
 /// symlink per 1,000 files, and a `build/` directory and `*.log` files
 /// that `.gitignore` leaves out.
+/// Write `bytes` to `path` with an mtime an hour back, as a project's
+/// files are when an agent starts: a snapshot trusts its stat cache only
+/// for files older than the walk that wrote it (the racy rule), and a
+/// tiny generated project would otherwise be read again whole.
+fn write_settled(path: &Path, bytes: &[u8]) -> Result<(), BenchError> {
+    use std::io::Write;
+    let mut f = fs::File::create(path).map_err(io(path))?;
+    f.write_all(bytes).map_err(io(path))?;
+    let past = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+    f.set_modified(past).map_err(io(path))
+}
+
 fn generate(cfg: &Config) -> Result<Project, BenchError> {
     let root = cfg.dir.join("project");
     if root.exists() {
@@ -277,7 +289,7 @@ fn generate(cfg: &Config) -> Result<Project, BenchError> {
     for f in &p.files {
         let bytes = p.content(f, 0);
         let path = root.join(&f.path);
-        fs::write(&path, &bytes).map_err(io(&path))?;
+        write_settled(&path, &bytes)?;
         p.bytes += bytes.len() as u64;
         if f.exec {
             let path = root.join(&f.path);
@@ -292,7 +304,7 @@ fn generate(cfg: &Config) -> Result<Project, BenchError> {
         p.symlinks += 1;
     }
     let gi = root.join(".gitignore");
-    fs::write(&gi, "build/\n*.log\n").map_err(io(&gi))?;
+    write_settled(&gi, b"build/\n*.log\n")?;
     let build = root.join("build");
     fs::create_dir_all(&build).map_err(io(&build))?;
     for k in 0..(cfg.files / 100).max(1) {
