@@ -737,3 +737,26 @@ fn search_names_broken_objects_and_escapes_what_it_prints() {
         run.stderr
     );
 }
+
+#[test]
+fn a_stored_instruction_cannot_forge_rows_of_a_listing() {
+    let h = Hostile::new();
+    let forged_row = "0badf00d-0000-4000-8000-0000000000ff  -  idle";
+    let node = h.list(&json!({"count": 1, "items": [{"m": system()}], "prev": null}));
+    let snap = h.snapshot_saying(FORGED, Some(node), 1, &format!("x\n{forged_row}"));
+    h.set_ref(FORGED, &snap);
+    for args in [vec!["sessions"], vec!["sessions", "log", FORGED]] {
+        let run = h.run(None, &args);
+        assert_eq!(run.code, 0, "{args:?}: {}", run.stderr);
+        assert!(
+            run.stdout.contains(&format!("x^J{forged_row}")),
+            "{args:?}: {}",
+            run.stdout
+        );
+        assert!(
+            !run.stdout.lines().any(|l| l.starts_with(forged_row)),
+            "{args:?}: {}",
+            run.stdout
+        );
+    }
+}
