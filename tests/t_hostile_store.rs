@@ -662,10 +662,34 @@ fn stored_text_cannot_drive_the_terminal() {
         }
         assert!(run.stdout.contains("^["), "{args:?}: {}", run.stdout);
     }
-    // JSON stays exact (its escapes are JSON's).
-    let run = h.run(None, &["sessions", "show", FORGED, "--json"]);
-    let v: Value = serde_json::from_str(&run.stdout).unwrap();
-    assert_eq!(v["messages"][1]["content"], evil);
+    // JSON stays exact (its escapes are JSON's), and C1 controls and bidi
+    // overrides, which JSON need not escape, are escaped too.
+    for args in [
+        vec!["sessions", "show", FORGED, "--json"],
+        vec!["sessions", "export", FORGED, "--format", "json"],
+        vec!["sessions", "--json"],
+        vec!["sessions", "search", "gnp", "--json"],
+    ] {
+        let run = h.run(None, &args);
+        assert_eq!(run.code, 0, "{args:?}: {}", run.stderr);
+        for bad in ['\u{1b}', '\u{9b}', '\u{202e}', '\r'] {
+            assert!(!run.stdout.contains(bad), "{args:?}: {:?}", run.stdout);
+        }
+        let v: Value = serde_json::from_str(&run.stdout).unwrap();
+        let content = match args[1] {
+            "show" => &v["messages"][1]["content"],
+            "export" => &v[1]["content"],
+            "--json" => {
+                let rows = v.as_array().unwrap();
+                &rows.iter().find(|r| r["id"] == FORGED).unwrap()["instruction"]
+            }
+            _ => &v[0]["matches"][0]["excerpt"],
+        };
+        assert!(
+            content.as_str().unwrap().contains("\u{9b}31m\u{202e}gnp"),
+            "{args:?}: {content}"
+        );
+    }
 }
 
 #[test]
