@@ -234,3 +234,26 @@ fn absurd_usage_figures_do_not_crash_the_run() {
         run.stderr
     );
 }
+
+/// A reply whose message the store could not save back (content not text,
+/// a role that is not the assistant's, a call's arguments not a string),
+/// whole or assembled from a stream, is refused as the server's fault: the
+/// run does not go on unable to save.
+#[test]
+fn a_reply_the_store_could_not_save_is_refused() {
+    let p = Project::new();
+    let mock = Mock::start(json!([
+        {"raw": json!({"choices": [{"index": 0, "message": {"role": "assistant", "content": 5}, "finish_reason": "stop"}]}).to_string()},
+        {"message": {"role": "banana", "content": "x"}},
+    ]));
+    for _ in 0..2 {
+        let run = p.run(Some(&mock), &["-p", "go"]);
+        assert_eq!(run.code, 1, "{}", run.stderr);
+        assert!(
+            run.stderr.contains("choices[0].message is not")
+                && !run.stderr.contains("internal error"),
+            "{}",
+            run.stderr
+        );
+    }
+}
