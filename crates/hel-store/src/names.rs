@@ -292,10 +292,17 @@ impl Store {
                 if holder == session {
                     return Ok(false);
                 }
-                return Err(Error::Name(Box::new(NameError::Taken {
-                    name: name.to_owned(),
-                    holder: holder.clone(),
-                })));
+                // A session that is gone (deleted by a hel that knew no
+                // names, or a copied names file) holds nothing: its name
+                // is free, not taken by a session no listing shows.
+                if self.knows(holder)? {
+                    return Err(Error::Name(Box::new(NameError::Taken {
+                        name: name.to_owned(),
+                        holder: holder.clone(),
+                    })));
+                }
+                let gone = holder.clone();
+                names.remove(&gone);
             }
             names.insert(session.clone(), name.to_owned());
             Ok(true)
@@ -412,6 +419,18 @@ mod tests {
             store.rename(&unknown, "x1"),
             Err(Error::NoSuchSession { .. })
         ));
+        // A name held by a session that is gone is free to take.
+        let layout = store.layout_for_gc().unwrap().unwrap();
+        update(layout, |names| {
+            names.insert(unknown.clone(), "stale".into());
+            Ok(true)
+        })
+        .unwrap();
+        store.rename(other.session(), "stale").unwrap();
+        assert_eq!(
+            store.names().unwrap(),
+            Names::from([(other.session().clone(), "stale".to_owned())])
+        );
     }
 
     #[test]
