@@ -662,10 +662,34 @@ fn stored_text_cannot_drive_the_terminal() {
         }
         assert!(run.stdout.contains("^["), "{args:?}: {}", run.stdout);
     }
-    // JSON stays exact (its escapes are JSON's).
-    let run = h.run(None, &["sessions", "show", FORGED, "--json"]);
-    let v: Value = serde_json::from_str(&run.stdout).unwrap();
-    assert_eq!(v["messages"][1]["content"], evil);
+    // JSON stays exact (its escapes are JSON's), and C1 controls and bidi
+    // overrides, which JSON need not escape, are escaped too.
+    for args in [
+        vec!["sessions", "show", FORGED, "--json"],
+        vec!["sessions", "export", FORGED, "--format", "json"],
+        vec!["sessions", "--json"],
+        vec!["sessions", "search", "gnp", "--json"],
+    ] {
+        let run = h.run(None, &args);
+        assert_eq!(run.code, 0, "{args:?}: {}", run.stderr);
+        for bad in ['\u{1b}', '\u{9b}', '\u{202e}', '\r'] {
+            assert!(!run.stdout.contains(bad), "{args:?}: {:?}", run.stdout);
+        }
+        let v: Value = serde_json::from_str(&run.stdout).unwrap();
+        let content = match args[1] {
+            "show" => &v["messages"][1]["content"],
+            "export" => &v[1]["content"],
+            "--json" => {
+                let rows = v.as_array().unwrap();
+                &rows.iter().find(|r| r["id"] == FORGED).unwrap()["instruction"]
+            }
+            _ => &v[0]["matches"][0]["excerpt"],
+        };
+        assert!(
+            content.as_str().unwrap().contains("\u{9b}31m\u{202e}gnp"),
+            "{args:?}: {content}"
+        );
+    }
 }
 
 #[test]
@@ -736,4 +760,27 @@ fn search_names_broken_objects_and_escapes_what_it_prints() {
         "{}",
         run.stderr
     );
+}
+
+#[test]
+fn a_stored_instruction_cannot_forge_rows_of_a_listing() {
+    let h = Hostile::new();
+    let forged_row = "0badf00d-0000-4000-8000-0000000000ff  -  idle";
+    let node = h.list(&json!({"count": 1, "items": [{"m": system()}], "prev": null}));
+    let snap = h.snapshot_saying(FORGED, Some(node), 1, &format!("x\n{forged_row}"));
+    h.set_ref(FORGED, &snap);
+    for args in [vec!["sessions"], vec!["sessions", "log", FORGED]] {
+        let run = h.run(None, &args);
+        assert_eq!(run.code, 0, "{args:?}: {}", run.stderr);
+        assert!(
+            run.stdout.contains(&format!("x^J{forged_row}")),
+            "{args:?}: {}",
+            run.stdout
+        );
+        assert!(
+            !run.stdout.lines().any(|l| l.starts_with(forged_row)),
+            "{args:?}: {}",
+            run.stdout
+        );
+    }
 }

@@ -200,3 +200,60 @@ fn ctrl_c_during_a_stream_saves_nothing() {
     );
     assert_eq!(saved(&p), (0, 1), "the system message only");
 }
+
+/// Usage figures are the server's word: absurd ones (the largest u64, on
+/// every response) must not overflow a sum or the compaction estimate;
+/// taken at their word, the conversation no longer fits: said in one line.
+#[test]
+fn absurd_usage_figures_do_not_crash_the_run() {
+    let p = Project::new();
+    let big = u64::MAX;
+    let reply = |message: Value, finish: &str| {
+        json!({"raw": json!({
+            "id": "x", "object": "chat.completion", "model": "m",
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+            "usage": {"prompt_tokens": big, "completion_tokens": big},
+        }).to_string()})
+    };
+    let call = json!({"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{\"command\": \"true\"}"}}]});
+    let mock = Mock::start(json!([
+        reply(call, "tool_calls"),
+        reply(json!({"role": "assistant", "content": "done"}), "stop"),
+    ]));
+    let run = p.run(Some(&mock), &["-p", "go"]);
+    assert!(
+        !run.stderr.contains("panicked") && run.code != 101,
+        "{}",
+        run.stderr
+    );
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("does not fit the context window of 128000 tokens"),
+        "{}",
+        run.stderr
+    );
+}
+
+/// A reply whose message the store could not save back (content not text,
+/// a role that is not the assistant's, a call's arguments not a string),
+/// whole or assembled from a stream, is refused as the server's fault: the
+/// run does not go on unable to save.
+#[test]
+fn a_reply_the_store_could_not_save_is_refused() {
+    let p = Project::new();
+    let mock = Mock::start(json!([
+        {"raw": json!({"choices": [{"index": 0, "message": {"role": "assistant", "content": 5}, "finish_reason": "stop"}]}).to_string()},
+        {"message": {"role": "banana", "content": "x"}},
+    ]));
+    for _ in 0..2 {
+        let run = p.run(Some(&mock), &["-p", "go"]);
+        assert_eq!(run.code, 1, "{}", run.stderr);
+        assert!(
+            run.stderr.contains("choices[0].message is not")
+                && !run.stderr.contains("internal error"),
+            "{}",
+            run.stderr
+        );
+    }
+}

@@ -93,8 +93,9 @@ impl Model {
             ),
             Err(e) => (json!({"error": e.to_string()}), 0, 0, None),
         };
-        self.usage.input_tokens += input;
-        self.usage.output_tokens += output;
+        // The server's figures: absurd ones saturate, never overflow.
+        self.usage.input_tokens = self.usage.input_tokens.saturating_add(input);
+        self.usage.output_tokens = self.usage.output_tokens.saturating_add(output);
         if let Some(rec) = self.recorder.as_mut() {
             rec.request(Exchange {
                 purpose,

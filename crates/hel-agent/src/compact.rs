@@ -157,7 +157,7 @@ pub async fn before_request(
         }
     }
     let estimate = meter.estimate(conversation.messages());
-    if estimate + max_output_tokens > policy.window {
+    if estimate.saturating_add(max_output_tokens) > policy.window {
         return Err(Stop::Overflow {
             estimate,
             window: policy.window,

@@ -43,7 +43,10 @@ impl Meter {
     pub fn estimate(&self, messages: &[Value]) -> u64 {
         match self.observed {
             Some(o) if o.messages_sent <= messages.len() => {
-                o.prompt_tokens + estimate_chars(&messages[o.messages_sent..])
+                // Observed from the server, or restored from a checkpoint:
+                // an absurd figure saturates (and compacts), never overflows.
+                o.prompt_tokens
+                    .saturating_add(estimate_chars(&messages[o.messages_sent..]))
             }
             _ => estimate_chars(messages),
         }

@@ -203,8 +203,9 @@ impl Recorder {
             Purpose::Compaction => r.compaction_requests += 1,
             Purpose::Turn => r.model_calls += 1,
         }
-        r.usage.input_tokens += x.input_tokens;
-        r.usage.output_tokens += x.output_tokens;
+        // The server's figures: absurd ones saturate, never overflow.
+        r.usage.input_tokens = r.usage.input_tokens.saturating_add(x.input_tokens);
+        r.usage.output_tokens = r.usage.output_tokens.saturating_add(x.output_tokens);
         if let Some(m) = x.actual_model {
             r.model.actual = Some(m.to_owned());
         }

@@ -152,7 +152,7 @@ impl Dir {
     /// `expected` thing: a link or special file is named as such.
     fn refused(&self, name: &str, expected: Kind, e: Errno) -> Error {
         let path = self.child_path(name);
-        if matches!(e, Errno::LOOP | Errno::NOTDIR | Errno::NXIO) {
+        if matches!(e, Errno::LOOP | Errno::NOTDIR | Errno::NXIO | Errno::ISDIR) {
             if let Ok(Some(found)) = self.kind_of(name) {
                 if found != expected {
                     return Error::Unexpected {
@@ -510,6 +510,10 @@ mod tests {
         assert!(err.contains("FIFO"), "{err}");
         assert!(dir.open_rw("fifo", false).is_err());
         assert!(dir.open_rw("lfile", true).is_err());
+        // A directory where a lock file goes is named as such.
+        std::fs::create_dir(d.path().join("sub")).unwrap();
+        let err = dir.open_rw("sub", false).unwrap_err().to_string();
+        assert!(err.contains("is a directory where"), "{err}");
         assert!(dir.create_new("lfile", 0o600).is_err());
         // Through a linked first component.
         let err = dir.open_file2("ldir", "secret").unwrap_err().to_string();

@@ -200,16 +200,19 @@ pub(crate) fn update(
 }
 
 /// `name` with the first suffix `-2`, `-3`, … that no session holds,
-/// shortened to fit [`NAME_MAX`].
-pub(crate) fn free_copy(names: &Names, name: &str) -> String {
+/// shortened to fit [`NAME_MAX`]; none when shortening leaves no valid
+/// name (only hex digits and `-` before the suffix): the fork then has
+/// no name, rather than one the names file would refuse.
+pub(crate) fn free_copy(names: &Names, name: &str) -> Option<String> {
     let taken: std::collections::HashSet<&str> = names.values().map(String::as_str).collect();
     for n in 2u64.. {
         let suffix = format!("-{n}");
         let keep = NAME_MAX.saturating_sub(suffix.len()).min(name.len());
         // Names are ASCII: any byte index is a char boundary.
         let candidate = format!("{}{suffix}", &name[..keep]);
+        check_name(&candidate).ok()?;
         if !taken.contains(candidate.as_str()) {
-            return candidate;
+            return Some(candidate);
         }
     }
     unreachable!("some suffix is free")
@@ -221,7 +224,9 @@ pub(crate) fn copy_for_fork(layout: &Layout, from: &SessionId, to: &SessionId) -
         let Some(name) = names.get(from) else {
             return Ok(false);
         };
-        let copy = free_copy(names, name);
+        let Some(copy) = free_copy(names, name) else {
+            return Ok(false);
+        };
         names.insert(to.clone(), copy);
         Ok(true)
     })
@@ -287,10 +292,17 @@ impl Store {
                 if holder == session {
                     return Ok(false);
                 }
-                return Err(Error::Name(Box::new(NameError::Taken {
-                    name: name.to_owned(),
-                    holder: holder.clone(),
-                })));
+                // A session that is gone (deleted by a hel that knew no
+                // names, or a copied names file) holds nothing: its name
+                // is free, not taken by a session no listing shows.
+                if self.knows(holder)? {
+                    return Err(Error::Name(Box::new(NameError::Taken {
+                        name: name.to_owned(),
+                        holder: holder.clone(),
+                    })));
+                }
+                let gone = holder.clone();
+                names.remove(&gone);
             }
             names.insert(session.clone(), name.to_owned());
             Ok(true)
@@ -407,6 +419,18 @@ mod tests {
             store.rename(&unknown, "x1"),
             Err(Error::NoSuchSession { .. })
         ));
+        // A name held by a session that is gone is free to take.
+        let layout = store.layout_for_gc().unwrap().unwrap();
+        update(layout, |names| {
+            names.insert(unknown.clone(), "stale".into());
+            Ok(true)
+        })
+        .unwrap();
+        store.rename(other.session(), "stale").unwrap();
+        assert_eq!(
+            store.names().unwrap(),
+            Names::from([(other.session().clone(), "stale".to_owned())])
+        );
     }
 
     #[test]
@@ -415,12 +439,17 @@ mod tests {
         let b: SessionId = "1c9e6f1a-1b2c-4d3e-8f40-123456789abc".parse().unwrap();
         let mut names = Names::new();
         names.insert(a, "work".into());
-        assert_eq!(free_copy(&names, "work"), "work-2");
+        assert_eq!(free_copy(&names, "work").as_deref(), Some("work-2"));
         names.insert(b, "work-2".into());
-        assert_eq!(free_copy(&names, "work"), "work-3");
+        assert_eq!(free_copy(&names, "work").as_deref(), Some("work-3"));
         let long = "n".repeat(64);
-        let copy = free_copy(&names, &long);
+        let copy = free_copy(&names, &long).unwrap();
         assert_eq!(copy.len(), 64);
         assert!(copy.ends_with("-2") && check_name(&copy).is_ok());
+        // Shortened to its hex digits, a name would read as an id prefix
+        // (and make the names file unreadable): the copy gets no name.
+        let hexy = format!("{}z", "a".repeat(63));
+        assert!(check_name(&hexy).is_ok());
+        assert_eq!(free_copy(&names, &hexy), None);
     }
 }

@@ -312,7 +312,7 @@ fn parse_reply_value(body: Value) -> Result<Reply, RequestError> {
     let choice = body
         .pointer("/choices/0")
         .ok_or_else(|| RequestError::Malformed("no choices[0]".into()))?;
-    let message = choice
+    let mut message = choice
         .get("message")
         .filter(|m| m.is_object())
         .cloned()
@@ -322,6 +322,26 @@ fn parse_reply_value(body: Value) -> Result<Reply, RequestError> {
             return Err(RequestError::Malformed("tool_calls is not an array".into()));
         }
     }
+    // The message joins the conversation, which the store refuses to save
+    // when a message is not one it can load back: refuse it here, as the
+    // server's fault, rather than carry on unable to save. A missing role
+    // is the assistant's (as a stream's first delta may leave it).
+    if let Some(m) = message.as_object_mut() {
+        if m.get("role").is_none_or(Value::is_null) {
+            m.insert("role".into(), Value::from("assistant"));
+        }
+    }
+    if message.get("role").and_then(Value::as_str) != Some("assistant") {
+        return Err(RequestError::Malformed(
+            "choices[0].message is not the assistant's".into(),
+        ));
+    }
+    hel_store::message::validate(&message).map_err(|e| {
+        RequestError::Malformed(format!(
+            "choices[0].message is not a valid message: {}",
+            crate::terminal::escape_line(&e.to_string())
+        ))
+    })?;
     let usage = |k: &str| {
         body.pointer(&format!("/usage/{k}"))
             .and_then(Value::as_u64)
@@ -361,6 +381,21 @@ mod tests {
             parse_reply(r#"{"choices":[{"message":{"tool_calls":5}}]}"#),
             Err(RequestError::Malformed(_))
         ));
+        // A message the store could not save back is the server's fault.
+        for bad in [
+            r#"{"role":"assistant","content":5}"#,
+            r#"{"role":"banana","content":"x"}"#,
+            r#"{"role":"tool","tool_call_id":"a","content":"x"}"#,
+            r#"{"role":"assistant","content":null,"tool_calls":[{"id":"a","function":{"name":"bash","arguments":5}}]}"#,
+        ] {
+            let body = format!(r#"{{"choices":[{{"message":{bad},"finish_reason":"stop"}}]}}"#);
+            assert!(
+                matches!(parse_reply(&body), Err(RequestError::Malformed(_))),
+                "{bad}"
+            );
+        }
+        let r = parse_reply(r#"{"choices":[{"message":{"content":"no role"}}]}"#).unwrap();
+        assert_eq!(r.message["role"], "assistant");
         let e = parse_reply("\u{1b}]0;x\u{7}\u{202e}")
             .unwrap_err()
             .to_string();

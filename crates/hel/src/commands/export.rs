@@ -16,12 +16,14 @@ pub fn export(store: &Store, project: &Path, args: &ExportArgs) -> Result<u8, Ex
     let text = match args.format {
         // The messages exactly as stored, which is exactly what the model
         // was sent (system prompt first; hel-agent's request body carries
-        // them unchanged). JSON escapes control characters itself.
+        // them unchanged). Control characters are escaped, JSON's way.
         ExportFormat::Json => {
-            let mut t = serde_json::to_string_pretty(&loaded.messages)
+            let mut t = Vec::new();
+            super::report::write_json(&mut t, &loaded.messages)
                 .map_err(|e| Exit::refused(format!("cannot write the messages as JSON: {e}")))?;
-            t.push('\n');
-            t
+            t.push(b'\n');
+            String::from_utf8(t)
+                .map_err(|e| Exit::refused(format!("cannot write the messages as JSON: {e}")))?
         }
         ExportFormat::Md => {
             let name = store.name_of(&id).ok().flatten();

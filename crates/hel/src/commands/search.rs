@@ -119,7 +119,34 @@ fn line(s: &SessionHits, name: Option<&str>) -> String {
         &s.session.as_str()[..8],
         name.unwrap_or("-"),
         &first.checkpoint.to_hex()[..12],
-        first.role,
+        // The role is stored text too (search does not load, so does not
+        // validate, the messages it scans): never a raw newline.
+        escape_line(&first.role),
         escape_line(&first.excerpt)
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hel_store::search::Found;
+    use hel_store::ObjectId;
+
+    #[test]
+    fn a_stored_role_cannot_forge_lines() {
+        let hit = SessionHits {
+            session: "0badf00d-0000-4000-8000-000000000001".parse().unwrap(),
+            updated_ms: 0,
+            head: ObjectId::from_bytes([1; 32]),
+            matches: vec![Found {
+                checkpoint: ObjectId::from_bytes([2; 32]),
+                index: 1,
+                role: "user\n0badf00d  fake\u{1b}[2J".into(),
+                excerpt: "hit".into(),
+            }],
+        };
+        let shown = line(&hit, None);
+        assert!(!shown.contains(['\n', '\u{1b}']), "{shown:?}");
+        assert!(shown.contains("user^J0badf00d  fake^[[2J"), "{shown:?}");
+    }
 }

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use hel_agent::session;
+use hel_agent::terminal::escape_line;
 use hel_store::log::LogEntry;
 use hel_store::time::rfc3339;
 use hel_store::{Record, SessionId, Store};
@@ -78,8 +79,15 @@ fn record_tag(e: &LogEntry, ended: bool) -> String {
             None => "[restored] ".into(),
         },
         Record::Fork => "[fork] ".into(),
-        Record::Relocated => format!("[moved to {}] ", e.cwd),
+        Record::Relocated => format!("[moved to {}] ", escape_line(&e.cwd)),
     }
+}
+
+/// A stored instruction for a listing: at most 60 characters, on one
+/// line. A store that came with a repository may hold a newline there,
+/// which would forge rows: every control character is shown escaped.
+fn one_line(instruction: &str) -> String {
+    escape_line(&instruction.chars().take(60).collect::<String>()).into_owned()
 }
 
 /// The names of the store's sessions; a names file that cannot be read is
@@ -147,7 +155,7 @@ pub fn list(store: &Store, as_json: bool) -> Result<u8, Exit> {
             updated,
             s.checkpoints,
             s.messages,
-            s.instruction.chars().take(60).collect::<String>()
+            one_line(&s.instruction)
         );
         if let Some(why) = &s.broken {
             broken += 1;
@@ -223,7 +231,7 @@ pub fn log(
             e.time,
             e.messages,
             record_tag(e, ended),
-            e.instruction.chars().take(60).collect::<String>()
+            one_line(&e.instruction)
         );
     }
     Ok(0)

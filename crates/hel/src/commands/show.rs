@@ -78,7 +78,7 @@ fn show_json(id: &SessionId, checkpoint: ObjectId, loaded: &Loaded) {
         messages: &loaded.messages,
     };
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-    let _ = serde_json::to_writer_pretty(&mut out, &shown);
+    let _ = super::report::write_json(&mut out, &shown);
     let _ = writeln!(out);
 }
 
