@@ -295,10 +295,7 @@ pub(crate) fn release(
         out.objects = objects.len() as u64;
         if !dependents.is_empty() {
             let live = mark(layout, &dependents, &mut |e| Err(e))?.reachable;
-            let mut keep = Vec::new();
-            for id in objects.into_iter().filter(|id| live.contains(id)) {
-                keep.push((id, crate::repack::stored_bytes(layout, &id)?));
-            }
+            let keep: Vec<ObjectId> = objects.into_iter().filter(|id| live.contains(id)).collect();
             if !keep.is_empty() {
                 out.copied = keep.len() as u64;
                 out.objects -= out.copied;
@@ -462,11 +459,7 @@ impl Store {
         let rewrite = force || dead_records > 0 || !loose.is_empty() || sealed.len() > 1;
         if rewrite && !dry_run {
             if !outside.is_empty() {
-                let mut records = Vec::with_capacity(outside.len());
-                for id in &outside {
-                    records.push((*id, crate::repack::stored_bytes(layout, id)?));
-                }
-                crate::repack::write_sealed(layout, &lock, &records)?;
+                crate::repack::write_sealed(layout, &lock, &outside)?;
                 report.packs_written = 1;
             }
             // The old places go only once the new pack is durable.

@@ -17,37 +17,53 @@ use crate::odb;
 use crate::pack::{self, FileKind, IdxEntry, RecordType};
 use crate::{Error, ObjectId, Result};
 
-/// Write `records` (object ids and their stored bytes, as a loose file or a
-/// record holds them) as one sealed pack; returns its stem and its size.
-/// Refuses before writing anything when the disk has no room for it.
+/// Copy the objects `ids` from wherever they are now (each read back and
+/// verified, [`stored_bytes`]) into one new sealed pack; returns its stem
+/// and its size. One object is in memory at a time, however large the
+/// store. Refuses before writing anything when the disk has no room for it.
 pub(crate) fn write_sealed(
     layout: &Layout,
     _lock: &Exclusive<'_>,
-    records: &[(ObjectId, Vec<u8>)],
+    ids: &[ObjectId],
 ) -> Result<(String, u64)> {
-    write_pack(layout, records)
+    let mut need = 0u64;
+    for id in ids {
+        need += stored_len(layout, id)?;
+    }
+    write_pack(layout, need, ids.len(), |i| {
+        Ok((ids[i], stored_bytes(layout, &ids[i])?))
+    })
 }
 
-/// [`write_sealed`] for objects received from elsewhere (a pull): under the
-/// shared lock, so that gc cannot run between the pack landing and the
-/// head that names its objects; it only adds a pack, and a gc that comes
-/// later treats it as any other.
+/// Write `records` (object ids and their stored bytes) received from
+/// elsewhere (a pull) as one sealed pack: under the shared lock, so that
+/// gc cannot run between the pack landing and the head that names its
+/// objects; it only adds a pack, and a gc that comes later treats it as
+/// any other.
 pub(crate) fn write_sealed_shared(
     layout: &Layout,
     _lock: &crate::lock::Shared<'_>,
     records: &[(ObjectId, Vec<u8>)],
 ) -> Result<(String, u64)> {
-    write_pack(layout, records)
+    let need = records.iter().map(|(_, s)| s.len() as u64).sum();
+    write_pack(layout, need, records.len(), |i| {
+        Ok((records[i].0, records[i].1.clone()))
+    })
 }
 
-fn write_pack(layout: &Layout, records: &[(ObjectId, Vec<u8>)]) -> Result<(String, u64)> {
+/// Write `count` records, the `i`th from `next(i)`, as a sealed pack:
+/// the pack is streamed to `tmp/` (hashed on the way), then its index is
+/// written, both are synced and renamed into `packs/`, index first.
+/// `stored` is about what the records hold, for the free-space check.
+fn write_pack(
+    layout: &Layout,
+    stored: u64,
+    count: usize,
+    mut next: impl FnMut(usize) -> Result<(ObjectId, Vec<u8>)>,
+) -> Result<(String, u64)> {
     let packs = layout.packs_create()?;
     let tmp = layout.tmp_create()?;
-    let need: u64 = records
-        .iter()
-        .map(|(_, s)| s.len() as u64 + pack::RECORD_HEADER + 48)
-        .sum::<u64>()
-        + 4096;
+    let need = stored + count as u64 * (pack::RECORD_HEADER + 48) + 4096;
     if let Some(free) = tmp.free_space() {
         if free < need {
             return Err(Error::Io {
@@ -58,42 +74,73 @@ fn write_pack(layout: &Layout, records: &[(ObjectId, Vec<u8>)]) -> Result<(Strin
             });
         }
     }
-    let mut hasher = blake3::Hasher::new();
-    let mut entries = Vec::with_capacity(records.len());
-    let mut body = Vec::new();
-    body.extend_from_slice(&pack::file_header(FileKind::Sealed));
-    for (id, stored) in records {
-        let rec = pack::encode_record(RecordType::Object, id, stored);
-        entries.push(IdxEntry {
-            id: *id,
-            offset: body.len() as u64,
-            len: rec.len() as u64,
-        });
-        body.extend_from_slice(&rec);
-    }
-    hasher.update(&body);
-    let pack_hash = *hasher.finalize().as_bytes();
-    let idx = pack::encode_idx(&mut entries, &pack_hash);
-    let stem = format!("pack-{}", &blake3::hash(&idx).to_hex()[..32]);
-    let (pack_name, idx_name) = odb::sealed_names(&stem);
-    let tpack = format!("{}-{}", uuid::Uuid::new_v4().simple(), pack_name);
-    let tidx = format!("{}-{}", uuid::Uuid::new_v4().simple(), idx_name);
-    let written = (|| -> Result<()> {
-        for (name, bytes) in [(&tidx, &idx), (&tpack, &body)] {
-            let mut f = tmp.create_new(name, 0o600)?;
-            f.write_all(bytes).at(tmp.child_path(name))?;
-            crate::dir::sync_file(&f, &tmp.child_path(name), false)?;
+    let nonce = uuid::Uuid::new_v4().simple().to_string();
+    let tpack = format!("{nonce}-pack");
+    let tidx = format!("{nonce}-idx");
+    let written = (|| -> Result<(String, u64)> {
+        let ppath = tmp.child_path(&tpack);
+        let file = tmp.create_new(&tpack, 0o600)?;
+        let mut out = std::io::BufWriter::with_capacity(1 << 20, &file);
+        let mut hasher = blake3::Hasher::new();
+        let mut entries = Vec::with_capacity(count);
+        let header = pack::file_header(FileKind::Sealed);
+        out.write_all(&header).at(&ppath)?;
+        hasher.update(&header);
+        let mut offset = header.len() as u64;
+        for i in 0..count {
+            let (id, stored) = next(i)?;
+            let rec = pack::encode_record(RecordType::Object, &id, &stored);
+            entries.push(IdxEntry {
+                id,
+                offset,
+                len: rec.len() as u64,
+            });
+            out.write_all(&rec).at(&ppath)?;
+            hasher.update(&rec);
+            offset += rec.len() as u64;
         }
+        out.flush().at(&ppath)?;
+        drop(out);
+        crate::dir::sync_file(&file, &ppath, false)?;
+        let pack_hash = *hasher.finalize().as_bytes();
+        let idx = pack::encode_idx(&mut entries, &pack_hash);
+        let stem = format!("pack-{}", &blake3::hash(&idx).to_hex()[..32]);
+        let (pack_name, idx_name) = odb::sealed_names(&stem);
+        let mut f = tmp.create_new(&tidx, 0o600)?;
+        f.write_all(&idx).at(tmp.child_path(&tidx))?;
+        crate::dir::sync_file(&f, &tmp.child_path(&tidx), false)?;
         tmp.rename_to(&tidx, packs, &idx_name)?;
         tmp.rename_to(&tpack, packs, &pack_name)?;
-        packs.sync()
+        packs.sync()?;
+        Ok((stem, offset))
     })();
     if written.is_err() {
         let _ = tmp.remove_file(&tpack);
         let _ = tmp.remove_file(&tidx);
     }
-    written?;
-    Ok((stem, body.len() as u64))
+    written
+}
+
+/// About how many bytes object `id` takes where it is stored now (for
+/// the free-space check before a copy).
+fn stored_len(layout: &Layout, id: &ObjectId) -> Result<u64> {
+    match layout.odb().locate(layout, id)? {
+        Some(odb::Found::Record { len, .. }) => Ok(len),
+        Some(odb::Found::Loose) => {
+            let (dir, name) = crate::layout::object_name(id);
+            let len = layout
+                .objects()?
+                .and_then(|o| o.sub(&dir).ok().flatten())
+                .and_then(|d| d.open_file(&name).ok().flatten())
+                .and_then(|f| f.metadata().ok())
+                .map_or(0, |m| m.len());
+            Ok(len)
+        }
+        None => Err(Error::Missing {
+            id: *id,
+            path: layout.loose_path(id),
+        }),
+    }
 }
 
 /// The stored bytes of object `id` from wherever it is now, verified: a
