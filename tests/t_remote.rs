@@ -434,3 +434,55 @@ fn bundle_round_trip_and_a_tampered_bundle() {
     assert_eq!(ok(&run), "ID-b0b0b0b0\n");
     assert_eq!(m.run(true, None, &["fsck"]).code, 0);
 }
+
+/// Pushes killed with SIGKILL at moments spread over a push's whole
+/// duration, each after one more checkpoint: whatever moment it was, a
+/// fresh pull on another machine gets complete data (fsck sound, the
+/// session loads, at the old head or the new one), and the retried push
+/// then succeeds.
+#[test]
+fn pushes_killed_at_moments_across_the_push_leave_the_remote_complete() {
+    const KILLS: u32 = 10;
+    let m = Machines::new();
+    let mock = Mock::recall();
+    let sid = m
+        .run(false, Some(&mock), &["-p", "Remember ID-0badcafe."])
+        .session();
+    ok(&m.run(false, None, &["push"]));
+    // How long one push takes here, to spread the kills over it.
+    ok(&m.run(false, Some(&mock), &["resume", &sid, "-p", "warm"]));
+    let t = std::time::Instant::now();
+    ok(&m.run(false, None, &["push"]));
+    let span = t.elapsed();
+    for k in 0..KILLS {
+        let turn = format!("turn {k}");
+        ok(&m.run(false, Some(&mock), &["resume", &sid, "-p", &turn]));
+        let mut child = m
+            .cmd(false, None)
+            .arg("push")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(span * k / KILLS);
+        let _ = child.kill();
+        let _ = child.wait();
+        m.switch_to(true);
+        let _ = std::fs::remove_dir_all(m.p.dir.path().join(".hel"));
+        ok(&m.run(true, None, &["pull"]));
+        let fsck = m.run(true, None, &["fsck"]);
+        assert_eq!(fsck.code, 0, "kill {k}: {}{}", fsck.stdout, fsck.stderr);
+        let shown = ok(&m.run(true, None, &["sessions", "show", &sid, "--json"])).to_owned();
+        let newest = if k == 0 {
+            "warm".to_owned()
+        } else {
+            format!("turn {}", k - 1)
+        };
+        assert!(
+            shown.contains(&turn) || shown.contains(&newest),
+            "kill {k}: the remote holds neither head"
+        );
+        m.switch_to(false);
+        ok(&m.run(false, None, &["push"]));
+    }
+}
