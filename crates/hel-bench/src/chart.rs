@@ -28,12 +28,26 @@ fn bounds(points: &[(f64, f64)]) -> (f64, f64, f64, f64) {
 /// Title, y-axis label and the value plotted.
 type Panel = (&'static str, &'static str, Box<dyn Fn(&Row) -> f64>);
 
+/// Why the chart could not be drawn.
+#[derive(Debug, thiserror::Error)]
+pub enum ChartError {
+    #[error("the chart's font cannot be loaded")]
+    Font,
+    /// What plotters said (its error type is generic over the backend).
+    #[error("cannot draw the chart: {0}")]
+    Draw(String),
+}
+
+fn draw_err(e: impl std::fmt::Display) -> ChartError {
+    ChartError::Draw(e.to_string())
+}
+
 /// Draw the chart to `path`.
-pub fn draw(rows: &[Row], path: &Path) -> Result<(), String> {
+pub fn draw(rows: &[Row], path: &Path) -> Result<(), ChartError> {
     plotters::style::register_font("sans-serif", FontStyle::Normal, FONT)
-        .map_err(|_| "bad font".to_owned())?;
+        .map_err(|_| ChartError::Font)?;
     let root = BitMapBackend::new(path, (1980, 560)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| e.to_string())?;
+    root.fill(&WHITE).map_err(draw_err)?;
     let areas = root.split_evenly((1, 3));
     let colors = [
         ("hel-store", RGBColor(200, 40, 40)),
@@ -74,14 +88,14 @@ pub fn draw(rows: &[Row], path: &Path) -> Result<(), String> {
             .x_label_area_size(45)
             .y_label_area_size(80)
             .build_cartesian_2d((x0..x1).log_scale(), (y0..y1).log_scale())
-            .map_err(|e| e.to_string())?;
+            .map_err(draw_err)?;
         chart
             .configure_mesh()
             .x_desc("messages in the session (log)")
             .y_desc(format!("{ylabel} (log)"))
             .label_style(("sans-serif", 13))
             .draw()
-            .map_err(|e| e.to_string())?;
+            .map_err(draw_err)?;
         for (store, color) in &colors {
             let pts = series(rows, store, value);
             if pts.is_empty() {
@@ -89,14 +103,14 @@ pub fn draw(rows: &[Row], path: &Path) -> Result<(), String> {
             }
             chart
                 .draw_series(LineSeries::new(pts.clone(), color.stroke_width(3)))
-                .map_err(|e| e.to_string())?
+                .map_err(draw_err)?
                 .label(*store)
                 .legend(move |(x, y)| {
                     PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(3))
                 });
             chart
                 .draw_series(pts.iter().map(|p| Circle::new(*p, 4, color.filled())))
-                .map_err(|e| e.to_string())?;
+                .map_err(draw_err)?;
         }
         chart
             .configure_series_labels()
@@ -105,7 +119,7 @@ pub fn draw(rows: &[Row], path: &Path) -> Result<(), String> {
             .border_style(BLACK)
             .label_font(("sans-serif", 14))
             .draw()
-            .map_err(|e| e.to_string())?;
+            .map_err(draw_err)?;
     }
-    root.present().map_err(|e| e.to_string())
+    root.present().map_err(draw_err)
 }

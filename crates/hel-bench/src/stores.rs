@@ -860,27 +860,27 @@ pub fn resume(args: &[String]) -> Result<Vec<Value>, String> {
 /// What `hel sessions` shows, read from the SQLite store's `sessions`
 /// rows, most recently updated first, written to `out`; returns the
 /// number of sessions.
-pub fn list_sqlite(db: &Path, out: &mut dyn Write) -> Result<usize, String> {
-    let conn = sqlite_open(db).map_err(|e| e.to_string())?;
+pub fn list_sqlite(db: &Path, out: &mut dyn Write) -> rusqlite::Result<usize> {
+    let conn = sqlite_open(db)?;
     let mut st = conn
         .prepare(
             "SELECT id, updated, checkpoints, message_count, title FROM sessions ORDER BY updated DESC, id",
         )
-        .map_err(|e| e.to_string())?;
-    let mut rows = st.query([]).map_err(|e| e.to_string())?;
+        ?;
+    let mut rows = st.query([])?;
     let _ = writeln!(
         out,
         "{:<36}  {:<24}  {:>11}  {:>8}  INSTRUCTION",
         "SESSION", "UPDATED", "CHECKPOINTS", "MESSAGES"
     );
     let mut n = 0;
-    while let Some(row) = rows.next().map_err(|e| e.to_string())? {
-        let id: i64 = row.get(0).map_err(|e| e.to_string())?;
-        let updated: i64 = row.get(1).map_err(|e| e.to_string())?;
-        let checkpoints: i64 = row.get(2).map_err(|e| e.to_string())?;
-        let messages: i64 = row.get(3).map_err(|e| e.to_string())?;
-        let title = row.get_ref(4).map_err(|e| e.to_string())?;
-        let title = title.as_str().map_err(|e| e.to_string())?;
+    while let Some(row) = rows.next()? {
+        let id: i64 = row.get(0)?;
+        let updated: i64 = row.get(1)?;
+        let checkpoints: i64 = row.get(2)?;
+        let messages: i64 = row.get(3)?;
+        let title = row.get_ref(4)?;
+        let title = title.as_str()?;
         let _ = writeln!(
             out,
             "{id:<36}  {:<24}  {checkpoints:>11}  {messages:>8}  {title}",
@@ -888,6 +888,6 @@ pub fn list_sqlite(db: &Path, out: &mut dyn Write) -> Result<usize, String> {
         );
         n += 1;
     }
-    out.flush().map_err(|e| e.to_string())?;
+    let _ = out.flush();
     Ok(n)
 }

@@ -71,8 +71,8 @@ struct State {
 #[derive(Debug, Clone)]
 pub struct Listed {
     pub session: SessionId,
-    /// The ref, or why it could not be read.
-    pub r#ref: std::result::Result<RemoteRef, String>,
+    /// The ref, or why it could not be read (shared: a listing is cloned).
+    pub r#ref: std::result::Result<RemoteRef, std::sync::Arc<RemoteError>>,
 }
 
 /// What a push did.
@@ -587,8 +587,12 @@ impl Remote {
             .map(|id| async move {
                 let r = match self.read_ref(&id).await {
                     Ok(Some((r, _))) => Ok(r),
-                    Ok(None) => Err("deleted while listing".to_owned()),
-                    Err(e) => Err(e.to_string()),
+                    // Deleted while listing.
+                    Ok(None) => Err(std::sync::Arc::new(RemoteError::NoRemoteSession {
+                        remote: self.name.clone(),
+                        session: id.to_string(),
+                    })),
+                    Err(e) => Err(std::sync::Arc::new(e)),
                 };
                 Listed {
                     session: id,

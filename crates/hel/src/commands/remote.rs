@@ -229,7 +229,7 @@ pub fn pull(name: Option<String>, specs: Vec<String>) -> Result<u8, Exit> {
 /// A row of `hel sessions --remote NAME --json`.
 #[derive(serde::Serialize)]
 struct RemoteRow<'a> {
-    broken: Option<&'a str>,
+    broken: Option<String>,
     checkpoints: u64,
     head: Option<String>,
     id: &'a SessionId,
@@ -254,7 +254,7 @@ pub fn list_sessions(name: &str, json: bool) -> Result<u8, Exit> {
                 updated: hel_store::time::rfc3339(r.updated_ms),
             },
             Err(e) => RemoteRow {
-                broken: Some(e),
+                broken: Some(e.to_string()),
                 checkpoints: 0,
                 head: None,
                 id: &l.session,
@@ -272,7 +272,7 @@ pub fn list_sessions(name: &str, json: bool) -> Result<u8, Exit> {
         say!("no sessions on {name}");
     }
     for r in &rows {
-        match r.broken {
+        match &r.broken {
             Some(e) => say!("{}  BROKEN: {e}", r.id),
             None => say!(
                 "{}  {}  {} checkpoints, {} messages  {}",
