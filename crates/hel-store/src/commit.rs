@@ -427,17 +427,49 @@ impl Txn<'_> {
     /// that has not loaded the conversation (`hel undo`, `hel restore`).
     /// The session must have a head.
     pub fn commit_record(
-        mut self,
+        self,
         record: crate::snapshot::Record,
         workspace: crate::snapshot::Workspace,
         why: &str,
     ) -> Result<Committed> {
+        self.follow_head(record, |cp| {
+            cp.workspace = Some(workspace);
+            why.to_owned()
+        })
+    }
+
+    /// Commit a `relocated` record: the session's head with `cwd` as its
+    /// project directory, everything else kept (the messages, the spill,
+    /// the workspace it recorded). History keeps the old path in the
+    /// records before. The session must have a head.
+    pub fn relocate(self, cwd: &str) -> Result<Committed> {
+        self.follow_head(crate::snapshot::Record::Relocated, |cp| {
+            let why = format!("relocated from {}", clip(&cp.cwd, 150));
+            cp.cwd = cwd.to_owned();
+            if let Some(w) = &mut cp.workspace {
+                w.start = None;
+                w.restored = None;
+            }
+            why
+        })
+    }
+
+    /// Commit `record` as a copy of the session's head (its messages
+    /// stay where they are) that `edit` changes and says why of.
+    fn follow_head(
+        mut self,
+        record: crate::snapshot::Record,
+        edit: impl FnOnce(&mut Checkpoint) -> String,
+    ) -> Result<Committed> {
         let head = self.state.head.ok_or_else(|| {
-            Error::Internal("a workspace record needs a checkpoint to follow".into())
+            Error::Internal(format!(
+                "a {} record needs a checkpoint to follow",
+                record.name()
+            ))
         })?;
         let base = crate::snapshot::read(self.layout, &head)?;
         let now = time::now_ms();
-        let cp = Checkpoint {
+        let mut cp = Checkpoint {
             schema_version: SCHEMA_VERSION,
             parents: vec![head],
             created_at: time::rfc3339(now),
@@ -447,48 +479,11 @@ impl Txn<'_> {
                 ..base.summary.clone()
             },
             record: Some(record),
-            workspace: Some(workspace),
             ..base
         };
-        let mut done = self.publish(cp, why)?;
-        // The messages are the head's: all stay where they are.
-        done.leaves_from = self.state.locs.len();
-        Ok(done)
-    }
-}
-
-impl Txn<'_> {
-    /// Commit a `relocated` record: the session's head with `cwd` as its
-    /// project directory, everything else kept (the messages, the spill,
-    /// the workspace it recorded). History keeps the old path in the
-    /// records before. The session must have a head.
-    pub fn relocate(mut self, cwd: &str) -> Result<Committed> {
-        let head = self
-            .state
-            .head
-            .ok_or_else(|| Error::Internal("a relocation needs a checkpoint to follow".into()))?;
-        let base = crate::snapshot::read(self.layout, &head)?;
-        let now = time::now_ms();
-        let why = format!("relocated from {}", clip(&base.cwd, 150));
-        let cp = Checkpoint {
-            schema_version: SCHEMA_VERSION,
-            parents: vec![head],
-            created_at: time::rfc3339(now),
-            created_at_ms: now,
-            cwd: cwd.to_owned(),
-            summary: Summary {
-                checkpoints: self.state.checkpoints,
-                ..base.summary.clone()
-            },
-            record: Some(crate::snapshot::Record::Relocated),
-            workspace: base.workspace.clone().map(|w| crate::snapshot::Workspace {
-                start: None,
-                restored: None,
-                ..w
-            }),
-            ..base
-        };
+        let why = edit(&mut cp);
         let mut done = self.publish(cp, &why)?;
+        // The messages are the head's: all stay where they are.
         done.leaves_from = self.state.locs.len();
         Ok(done)
     }

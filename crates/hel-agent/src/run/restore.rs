@@ -33,11 +33,13 @@ pub(super) fn restore(
         cursors,
     } = session.store.load(&head)?;
     let moved_from = (relocate && cp.cwd != session.cwd).then(|| cp.cwd.clone());
-    if moved_from.is_none() {
-        session::verify(&cp, session.id(), &session.cwd)?;
+    // A relocation continues from wherever the checkpoint was saved.
+    let here = if moved_from.is_some() {
+        &cp.cwd
     } else {
-        session::verify(&cp, session.id(), &cp.cwd)?;
-    }
+        &session.cwd
+    };
+    session::verify(&cp, session.id(), here)?;
     let fresh_system = agent.conversation().messages()[0].clone();
     let mut conversation = Conversation::restored(messages, &leaves);
     let system_changed = conversation.set_system(fresh_system);
