@@ -126,16 +126,9 @@ fn write_pack(
 fn stored_len(layout: &Layout, id: &ObjectId) -> Result<u64> {
     match layout.odb().locate(layout, id)? {
         Some(odb::Found::Record { len, .. }) => Ok(len),
-        Some(odb::Found::Loose) => {
-            let (dir, name) = crate::layout::object_name(id);
-            let len = layout
-                .objects()?
-                .and_then(|o| o.sub(&dir).ok().flatten())
-                .and_then(|d| d.open_file(&name).ok().flatten())
-                .and_then(|f| f.metadata().ok())
-                .map_or(0, |m| m.len());
-            Ok(len)
-        }
+        Some(odb::Found::Loose) => Ok(open_loose(layout, id)?
+            .and_then(|f| f.metadata().ok())
+            .map_or(0, |m| m.len())),
         None => Err(Error::Missing {
             id: *id,
             path: layout.loose_path(id),
@@ -162,15 +155,10 @@ pub(crate) fn stored_bytes(layout: &Layout, id: &ObjectId) -> Result<Vec<u8>> {
         }
         Some(odb::Found::Loose) => {
             let path = layout.loose_path(id);
-            let (dir, name) = crate::layout::object_name(id);
-            let file = layout
-                .objects()?
-                .and_then(|o| o.sub(&dir).ok().flatten())
-                .and_then(|d| d.open_file(&name).ok().flatten())
-                .ok_or_else(|| Error::Missing {
-                    id: *id,
-                    path: path.clone(),
-                })?;
+            let file = open_loose(layout, id)?.ok_or_else(|| Error::Missing {
+                id: *id,
+                path: path.clone(),
+            })?;
             let stored = crate::dir::read_bounded(file, max, &path)?;
             crate::object::decode(id, &path, &stored, cap)?;
             Ok(stored)
@@ -180,4 +168,14 @@ pub(crate) fn stored_bytes(layout: &Layout, id: &ObjectId) -> Result<Vec<u8>> {
             path: layout.loose_path(id),
         }),
     }
+}
+
+/// The loose file of object `id`, opened without following links (None
+/// when it cannot be opened).
+fn open_loose(layout: &Layout, id: &ObjectId) -> Result<Option<std::fs::File>> {
+    let (dir, name) = crate::layout::object_name(id);
+    Ok(layout
+        .objects()?
+        .and_then(|o| o.sub(&dir).ok().flatten())
+        .and_then(|d| d.open_file(&name).ok().flatten()))
 }
