@@ -207,13 +207,7 @@ impl Flat {
             }
         }
         let mut dirs: Vec<Vec<u8>> = dirty.into_iter().collect();
-        dirs.sort_by_key(|d| {
-            std::cmp::Reverse(if d.is_empty() {
-                0
-            } else {
-                1 + d.iter().filter(|&&c| c == b'/').count()
-            })
-        });
+        deepest_first(&mut dirs);
         let mut out = Vec::with_capacity(dirs.len());
         for dir in dirs {
             if !dir.is_empty()
@@ -234,20 +228,9 @@ impl Flat {
                 if name.contains(&b'/') {
                     continue;
                 }
-                tree.entries.push(Entry {
-                    name: name.to_vec(),
-                    kind: item.kind,
-                    mode: item.mode,
-                    size: item.size,
-                    id: item.id,
-                });
+                tree.entries.push(item.entry(name));
             }
-            tree.sort();
-            let id = hel_store::tree_id(&tree);
-            if let Some(item) = self.items.get_mut(&dir) {
-                item.id = id;
-            }
-            out.push((dir, tree, id));
+            self.seal(dir, tree, &mut out);
         }
         Ok(out)
     }
@@ -277,37 +260,56 @@ impl Flat {
             }
         }
         let mut dirs: Vec<Vec<u8>> = children.keys().cloned().collect();
-        // Deepest first: a directory after all of its subdirectories.
-        dirs.sort_by_key(|d| {
-            std::cmp::Reverse(if d.is_empty() {
-                0
-            } else {
-                1 + d.iter().filter(|&&c| c == b'/').count()
-            })
-        });
+        deepest_first(&mut dirs);
         let mut out = Vec::with_capacity(dirs.len());
         for dir in dirs {
             let mut tree = Tree::default();
             for path in children.get(&dir).map(Vec::as_slice).unwrap_or(&[]) {
                 let (_, name) = split(path);
-                let item = self.items[path];
-                tree.entries.push(Entry {
-                    name: name.to_vec(),
-                    kind: item.kind,
-                    mode: item.mode,
-                    size: item.size,
-                    id: item.id,
-                });
+                tree.entries.push(self.items[path].entry(name));
             }
-            tree.sort();
-            let id = hel_store::tree_id(&tree);
-            if let Some(item) = self.items.get_mut(&dir) {
-                item.id = id;
-            }
-            out.push((dir, tree, id));
+            self.seal(dir, tree, &mut out);
         }
         Ok(out)
     }
+}
+
+impl Flat {
+    /// Finish `dir`'s tree: sorted, its id given to `dir`'s item (the
+    /// root has none), added to `out`.
+    fn seal(&mut self, dir: Vec<u8>, mut tree: Tree, out: &mut Vec<(Vec<u8>, Tree, ObjectId)>) {
+        tree.sort();
+        let id = hel_store::tree_id(&tree);
+        if let Some(item) = self.items.get_mut(&dir) {
+            item.id = id;
+        }
+        out.push((dir, tree, id));
+    }
+}
+
+impl Item {
+    /// This item as the entry `name` of its directory's tree.
+    fn entry(&self, name: &[u8]) -> Entry {
+        Entry {
+            name: name.to_vec(),
+            kind: self.kind,
+            mode: self.mode,
+            size: self.size,
+            id: self.id,
+        }
+    }
+}
+
+/// Sort directories deepest first: each after all of its subdirectories,
+/// so that their trees' ids are known when it is built.
+fn deepest_first(dirs: &mut [Vec<u8>]) {
+    dirs.sort_by_key(|d| {
+        std::cmp::Reverse(if d.is_empty() {
+            0
+        } else {
+            1 + d.iter().filter(|&&c| c == b'/').count()
+        })
+    });
 }
 
 #[cfg(test)]
