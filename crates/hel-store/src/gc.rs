@@ -127,7 +127,8 @@ pub(crate) fn mark(
                     EntryKindT::File | EntryKindT::Symlink => {
                         m.reachable.insert(e.id);
                     }
-                    EntryKindT::NotTracked | EntryKindT::Repository => {}
+                    EntryKindT::NotTracked | EntryKindT::Repository | EntryKindT::NotTrackedDir => {
+                    }
                 }
             }
         }

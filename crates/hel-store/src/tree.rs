@@ -57,6 +57,11 @@ pub enum EntryKind {
     /// A directory holding a repository of its own (it contains `.git`),
     /// left out whole. Its id is zero.
     Repository,
+    /// A directory the snapshot did not read (ignored by a rule, could not
+    /// be opened or listed, past the snapshot's path budget): nothing is
+    /// known of what it holds, so nothing under it may be taken as absent.
+    /// Its id, mode and size are zero.
+    NotTrackedDir,
 }
 
 impl EntryKind {
@@ -67,6 +72,7 @@ impl EntryKind {
             EntryKind::Dir => 3,
             EntryKind::NotTracked => 4,
             EntryKind::Repository => 5,
+            EntryKind::NotTrackedDir => 6,
         }
     }
 
@@ -77,6 +83,7 @@ impl EntryKind {
             3 => EntryKind::Dir,
             4 => EntryKind::NotTracked,
             5 => EntryKind::Repository,
+            6 => EntryKind::NotTrackedDir,
             _ => return None,
         })
     }
@@ -152,7 +159,7 @@ pub enum EntryError {
     /// A not-tracked file or repository with an id or mode bits.
     #[error("an entry without an object that names one or has mode bits")]
     ObjectlessWithObject,
-    #[error("a repository with a size")]
+    #[error("a repository or not-tracked directory with a size")]
     RepositorySize,
     /// A file, symlink or directory whose id is zero.
     #[error("the zero id")]
@@ -278,11 +285,11 @@ pub fn check_entry(e: &Entry) -> Result<(), EntryError> {
                 return Err(EntryError::DirSize);
             }
         }
-        EntryKind::NotTracked | EntryKind::Repository => {
+        EntryKind::NotTracked | EntryKind::Repository | EntryKind::NotTrackedDir => {
             if e.id != ObjectId::ZERO || e.mode != 0 {
                 return Err(EntryError::ObjectlessWithObject);
             }
-            if e.kind == EntryKind::Repository && e.size != 0 {
+            if e.kind != EntryKind::NotTracked && e.size != 0 {
                 return Err(EntryError::RepositorySize);
             }
         }

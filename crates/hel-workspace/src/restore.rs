@@ -508,7 +508,7 @@ impl Op {
             return refuse(Skip::BadPath(why));
         }
         for item in [c.now, c.target].iter().flatten() {
-            if matches!(item.kind, EntryKind::NotTracked | EntryKind::Repository) {
+            if !item.kind.has_object() {
                 return refuse(Skip::NotRestorable(item.kind));
             }
         }
@@ -519,7 +519,9 @@ impl Op {
                     EntryKind::File => st.is_file(),
                     EntryKind::Symlink => st.is_symlink(),
                     EntryKind::Dir => st.is_dir(),
-                    EntryKind::NotTracked | EntryKind::Repository => false,
+                    EntryKind::NotTracked | EntryKind::Repository | EntryKind::NotTrackedDir => {
+                        false
+                    }
                 };
                 if !fits {
                     return refuse(Skip::BadPlan("the recorded stat is of another kind"));
