@@ -852,6 +852,32 @@ fn restore_files_of_a_checkpoint_from_before_a_relocation() {
     let outer = tempfile::tempdir().unwrap();
     let moved = outer.path().join("moved");
     fs::rename(p.dir.path(), &moved).unwrap();
+    // Not yet relocated: a fork here is refused as a resume is, and makes
+    // no session.
+    let mock0 = Mock::start(json!([{"content": "never"}]));
+    let early = Run::from_cmd(p.hel_in(&moved, Some(&mock0)).args([
+        "resume",
+        &sid,
+        "--at",
+        &first[..12],
+        "-p",
+        "too soon",
+    ]));
+    assert_eq!(early.code, 1, "{}", early.stderr);
+    assert!(
+        early.stderr.contains(&format!(
+            "session {sid} belongs to the project at {}",
+            p.dir.path().display()
+        )) && early
+            .stderr
+            .contains(&format!("hel resume {sid} --relocate")),
+        "{}",
+        early.stderr
+    );
+    assert!(mock0.requests().is_empty());
+    let sessions = Run::from_cmd(p.hel_in(&moved, None).args(["sessions", "--json"]));
+    let listed: Vec<Value> = serde_json::from_str(&sessions.stdout).unwrap();
+    assert_eq!(listed.len(), 1, "{}", sessions.stdout);
     let mock2 = Mock::start(json!([{"content": "here now"}]));
     let here = Run::from_cmd(p.hel_in(&moved, Some(&mock2)).args([
         "resume",
