@@ -735,7 +735,7 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Results, Benc
             .head
             .ok_or_else(|| BenchError::Check("no head".into()))?;
         let t = Instant::now();
-        let plan = undo::undo_plan(&s.store, &head, false)?;
+        let (plan, _) = undo::undo_plan(&s.store, &head, false)?;
         let out = undo::go_back(&s.store, &s.lease, &mut s.state, &mut w, &plan)?;
         hel_r.push(t.elapsed());
         r.restore_written = out.written.len() + out.removed.len();

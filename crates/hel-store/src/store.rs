@@ -511,6 +511,26 @@ impl Store {
     /// in between; the new session depends on the journal that holds the
     /// base (and on what that one depends on).
     pub fn fork(&self, at: &ObjectId) -> Result<(SessionLease, ObjectId, Vec<Warning>)> {
+        self.fork_with_cwd(at, None)
+    }
+
+    /// [`Store::fork`] made in the project directory `cwd`: the fork's
+    /// first record says `cwd` (the directory it is continued in), not the
+    /// directory `at` was saved in, so a checkpoint from before a
+    /// relocation can be forked where the session now is.
+    pub fn fork_here(
+        &self,
+        at: &ObjectId,
+        cwd: &str,
+    ) -> Result<(SessionLease, ObjectId, Vec<Warning>)> {
+        self.fork_with_cwd(at, Some(cwd))
+    }
+
+    fn fork_with_cwd(
+        &self,
+        at: &ObjectId,
+        cwd: Option<&str>,
+    ) -> Result<(SessionLease, ObjectId, Vec<Warning>)> {
         let layout = self.layout_or_missing(at)?;
         let lock = Shared::take(layout)?;
         layout.odb().forget_removed();
@@ -537,6 +557,7 @@ impl Store {
                 restored: None,
                 ..w
             }),
+            cwd: cwd.map_or_else(|| base.cwd.clone(), str::to_owned),
             ..base
         };
         let id = {

@@ -11,6 +11,7 @@
 
 use std::collections::BTreeSet;
 
+use hel_store::tree::{Entry, EntryKind, DEPTH_MAX};
 use hel_store::{Checkpoint, ObjectId, Record, Store, Workspace};
 
 /// The most records a history walk reads before giving up (a hostile
@@ -30,6 +31,9 @@ pub struct Instruction {
     pub end: Option<ObjectId>,
     /// The first line of the instruction.
     pub instruction: String,
+    /// How many newer instructions that changed no file (their start and
+    /// end trees are equal) the walk passed over to reach this one.
+    pub skipped: usize,
 }
 
 /// Why there is nothing to go back to.
@@ -51,25 +55,57 @@ fn parent(cp: &Checkpoint) -> Option<ObjectId> {
     cp.parents.first().copied()
 }
 
+/// " (skipped N instructions that changed no file)", or "" for none.
+pub fn skipped_note(skipped: usize) -> String {
+    match skipped {
+        0 => String::new(),
+        1 => " (skipped 1 instruction that changed no file)".into(),
+        n => format!(" (skipped {n} instructions that changed no file)"),
+    }
+}
+
 /// The instruction the next `hel undo` of the session whose head is
-/// `head` puts back: the last one, or, after an undo, the one before the
-/// instruction that undo put back.
+/// `head` puts back (objects-spec §13.6): undo is a stack of the session's
+/// instructions.
+/// - The newest instruction that changed files (its start and end trees
+///   differ, or it never ended) is the top; instructions that changed no
+///   file are passed over and counted in [`Instruction::skipped`].
+/// - An undo that left nothing refused (a `restored` record with `undo`
+///   and `conflicts` 0) pops its instruction: the next undo targets the
+///   one below.
+/// - An undo that left paths alone because they changed since the session
+///   recorded them (`conflicts` > 0: refused or partial) does not: the
+///   next undo, forced or not, targets the same instruction again.
+/// - Other restores, before-restore records (of a restore that never
+///   wrote) and relocations are passed over.
 pub fn undo_target(store: &Store, head: &ObjectId) -> Result<Instruction, HistoryError> {
     let mut at = Some(*head);
     // After stepping back over an instruction's end, its own start record
     // is skipped (by its tree).
     let mut skip_start: Option<ObjectId> = None;
+    let mut skipped = 0;
     for _ in 0..WALK_MAX {
         let Some(id) = at else { break };
         let cp = store.checkpoint(&id)?;
         let record = Record::of(&cp);
         let ws = cp.workspace.as_ref();
         match (record, ws) {
-            (Record::Restored, Some(Workspace { restored: Some(r), .. })) if r.undo => {
-                // Continue before the instruction that undo put back.
-                let from = store.checkpoint(&r.from)?;
-                skip_start = from.workspace.as_ref().and_then(|w| w.start);
-                at = parent(&from);
+            (
+                Record::Restored,
+                Some(Workspace {
+                    restored: Some(r), ..
+                }),
+            ) if r.undo => {
+                if r.conflicts > 0 {
+                    // Refused or partial: the same instruction again.
+                    skip_start = None;
+                    at = Some(r.from);
+                } else {
+                    // Continue before the instruction that undo put back.
+                    let from = store.checkpoint(&r.from)?;
+                    skip_start = from.workspace.as_ref().and_then(|w| w.start);
+                    at = parent(&from);
+                }
                 continue;
             }
             (Record::Restored | Record::BeforeRestore | Record::Relocated, _) => {}
@@ -77,12 +113,18 @@ pub fn undo_target(store: &Store, head: &ObjectId) -> Result<Instruction, Histor
                 let Some(start) = w.start else {
                     return Err(HistoryError::NoWorkspace(id));
                 };
-                return Ok(Instruction {
-                    record: id,
-                    start,
-                    end: Some(w.tree),
-                    instruction: cp.summary.instruction.clone(),
-                });
+                if start != w.tree {
+                    return Ok(Instruction {
+                        record: id,
+                        start,
+                        end: Some(w.tree),
+                        instruction: cp.summary.instruction.clone(),
+                        skipped,
+                    });
+                }
+                // It changed no file: nothing of it to put back.
+                skipped += 1;
+                skip_start = Some(start);
             }
             (Record::Answer | Record::Interrupted, None) => {
                 return Err(HistoryError::NoWorkspace(id));
@@ -94,38 +136,88 @@ pub fn undo_target(store: &Store, head: &ObjectId) -> Result<Instruction, Histor
                         start: w.tree,
                         end: None,
                         instruction: cp.summary.instruction.clone(),
+                        skipped,
                     });
                 }
             }
             (Record::Start, None) => return Err(HistoryError::NoWorkspace(id)),
             (Record::Fork, _) => {
-                return Err(HistoryError::NothingToUndo(format!(
-                    "the session begins at checkpoint {id}, a fork; undo in the session it was forked from"
-                )))
+                // The session forked from, if its checkpoint can be read.
+                let origin = parent(&cp)
+                    .and_then(|p| store.checkpoint(&p).ok())
+                    .map(|c| c.session_id);
+                let cp_id = &id.to_hex()[..12];
+                let note = skipped_note(skipped);
+                return Err(HistoryError::NothingToUndo(match origin {
+                    Some(o) => format!(
+                        "the session begins at checkpoint {cp_id}, a fork of session {o}: run `hel undo {o}` there{note}"
+                    ),
+                    None => format!(
+                        "the session begins at checkpoint {cp_id}, a fork of a checkpoint this store cannot read{note}"
+                    ),
+                }));
             }
         }
         at = parent(&cp);
     }
-    Err(HistoryError::NothingToUndo(
-        "no earlier instruction of this session recorded the project's files".into(),
-    ))
+    Err(HistoryError::NothingToUndo(format!(
+        "no earlier instruction of this session recorded the project's files{}",
+        skipped_note(skipped)
+    )))
+}
+
+/// What a session last recorded of the project as its own result.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Recorded {
+    /// The tree its newest answer, interrupted instruction, fork or
+    /// relocation left; `None` while an instruction has started and not
+    /// ended (or never will: a crash): what is on disk then counts as that
+    /// instruction's.
+    pub base: Option<ObjectId>,
+    /// The restores since then, newest first, each as its before-restore
+    /// tree and its restored tree: what a restore wrote or removed is the
+    /// session's own; what it left alone is still what `base` (or an
+    /// older restore) says, not what the user had on disk.
+    pub restores: Vec<(ObjectId, ObjectId)>,
 }
 
 /// What the session whose head is `head` last recorded of the project as
-/// its own result: the tree its last answer, interrupted instruction,
-/// restore or fork left. `None` while an instruction has started and not
-/// ended (or never will: a crash): what is on disk then counts as that
-/// instruction's.
-pub fn last_recorded(store: &Store, head: &ObjectId) -> Result<Option<ObjectId>, HistoryError> {
+/// its own result (see [`Recorded`]).
+pub fn last_recorded(store: &Store, head: &ObjectId) -> Result<Recorded, HistoryError> {
+    let mut out = Recorded::default();
     let mut at = Some(*head);
     for _ in 0..WALK_MAX {
         let Some(id) = at else { break };
         let cp = store.checkpoint(&id)?;
         match (Record::of(&cp), cp.workspace.as_ref()) {
-            // A restore that never finished: what the session had before.
+            // A restore that never wrote: what the session had before.
             (Record::BeforeRestore, _) => {}
-            (Record::Start, Some(_)) => return Ok(None),
-            (_, Some(w)) => return Ok(Some(w.tree)),
+            (Record::Restored, Some(w)) => {
+                let before = match parent(&cp) {
+                    Some(p) => Some(store.checkpoint(&p)?),
+                    None => None,
+                };
+                match before {
+                    Some(b) if Record::of(&b) == Record::BeforeRestore => {
+                        let Some(bw) = &b.workspace else {
+                            return Err(HistoryError::NoWorkspace(id));
+                        };
+                        out.restores.push((bw.tree, w.tree));
+                        at = parent(&b);
+                        continue;
+                    }
+                    // Not how hel writes a restore: take its tree whole.
+                    _ => {
+                        out.base = Some(w.tree);
+                        return Ok(out);
+                    }
+                }
+            }
+            (Record::Start, Some(_)) => return Ok(out),
+            (_, Some(w)) => {
+                out.base = Some(w.tree);
+                return Ok(out);
+            }
             (_, None) => return Err(HistoryError::NoWorkspace(id)),
         }
         at = parent(&cp);
@@ -183,20 +275,34 @@ pub struct Changed {
     /// Changed with their content known on both sides (files, links,
     /// directories that appear or go, and everything under them).
     pub known: BTreeSet<Vec<u8>>,
-    /// Changed where one side is a not-tracked file or a nested repository:
-    /// hel never writes or removes those.
+    /// Changed where one side is what a snapshot did not read (a
+    /// not-tracked file or directory, a nested repository): hel never
+    /// writes or removes those.
     pub unknown: BTreeSet<Vec<u8>>,
 }
 
-/// The paths that differ between trees `a` and `b`, read from the store
-/// descending only into subtrees whose ids differ.
-pub fn tree_changes(
+/// Whether an entry of this kind is something a snapshot did not read
+/// (objects-spec §13.1 kinds 4, 5 and 6): nothing is known of its content,
+/// nor of what is under it.
+pub fn opaque(kind: EntryKind) -> bool {
+    matches!(
+        kind,
+        EntryKind::NotTracked | EntryKind::Repository | EntryKind::NotTrackedDir
+    )
+}
+
+/// Every path where trees `a` and `b` differ, in no particular order,
+/// given to `each` with its entry on each side (`None`: absent there).
+/// Read from the store descending only into subtrees whose ids differ,
+/// with a stack, no deeper than [`DEPTH_MAX`]. A directory on both sides
+/// with the same mode is not given (its content is its own paths), but
+/// what differs under it is.
+pub fn tree_diff(
     store: &Store,
     a: &ObjectId,
     b: &ObjectId,
-    out: &mut Changed,
+    mut each: impl FnMut(Vec<u8>, Option<&Entry>, Option<&Entry>),
 ) -> Result<(), HistoryError> {
-    use hel_store::tree::{EntryKind, DEPTH_MAX};
     /// A directory to compare: its path, its tree on each side, its depth.
     type Pair = (Vec<u8>, Option<ObjectId>, Option<ObjectId>, usize);
     let mut stack: Vec<Pair> = vec![(Vec::new(), Some(*a), Some(*b), 0)];
@@ -209,7 +315,7 @@ pub fn tree_changes(
                 String::from_utf8_lossy(&dir).into_owned(),
             ));
         }
-        let read = |t: Option<ObjectId>| -> Result<Vec<hel_store::tree::Entry>, HistoryError> {
+        let read = |t: Option<ObjectId>| -> Result<Vec<Entry>, HistoryError> {
             Ok(match t {
                 Some(t) => store.read_tree(&t)?.entries,
                 None => Vec::new(),
@@ -218,40 +324,45 @@ pub fn tree_changes(
         let (ea, eb) = (read(ta)?, read(tb)?);
         let mut names: BTreeSet<&[u8]> = ea.iter().map(|e| e.name.as_slice()).collect();
         names.extend(eb.iter().map(|e| e.name.as_slice()));
-        let find = |es: &[hel_store::tree::Entry], n: &[u8]| {
-            es.binary_search_by(|e| e.name.as_slice().cmp(n))
-                .ok()
-                .map(|k| es[k].clone())
+        let find = |es: &'_ [Entry], n: &[u8]| -> Option<usize> {
+            es.binary_search_by(|e| e.name.as_slice().cmp(n)).ok()
         };
         for name in names {
-            let (x, y) = (find(&ea, name), find(&eb, name));
+            let x = find(&ea, name).map(|k| &ea[k]);
+            let y = find(&eb, name).map(|k| &eb[k]);
             if x == y {
                 continue;
             }
             let path = crate::flat::join(&dir, name);
-            let sub = |e: &Option<hel_store::tree::Entry>| {
-                e.as_ref()
-                    .filter(|e| e.kind == EntryKind::Dir)
-                    .map(|e| e.id)
-            };
-            let (da, db) = (sub(&x), sub(&y));
-            let both_dirs = da.is_some() && db.is_some();
-            let opaque = |e: &Option<hel_store::tree::Entry>| {
-                e.as_ref().is_some_and(|e| {
-                    matches!(e.kind, EntryKind::NotTracked | EntryKind::Repository)
-                })
-            };
-            if opaque(&x) || opaque(&y) {
-                out.unknown.insert(path.clone());
-            } else if !both_dirs || x.as_ref().map(|e| e.mode) != y.as_ref().map(|e| e.mode) {
-                out.known.insert(path.clone());
-            }
+            let sub = |e: Option<&Entry>| e.filter(|e| e.kind == EntryKind::Dir).map(|e| e.id);
+            let (da, db) = (sub(x), sub(y));
             if da.is_some() || db.is_some() {
-                stack.push((path, da, db, depth + 1));
+                stack.push((path.clone(), da, db, depth + 1));
+            }
+            let both_dirs = da.is_some() && db.is_some();
+            if !both_dirs || x.map(|e| e.mode) != y.map(|e| e.mode) {
+                each(path, x, y);
             }
         }
     }
     Ok(())
+}
+
+/// The paths that differ between trees `a` and `b` ([`tree_diff`]), added
+/// to `out`: to `unknown` where either side is [`opaque`].
+pub fn tree_changes(
+    store: &Store,
+    a: &ObjectId,
+    b: &ObjectId,
+    out: &mut Changed,
+) -> Result<(), HistoryError> {
+    tree_diff(store, a, b, |path, x, y| {
+        if x.is_some_and(|e| opaque(e.kind)) || y.is_some_and(|e| opaque(e.kind)) {
+            out.unknown.insert(path);
+        } else {
+            out.known.insert(path);
+        }
+    })
 }
 
 /// What one record of a session changed in the project, as a pair of

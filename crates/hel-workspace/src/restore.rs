@@ -107,8 +107,8 @@ pub enum Skip {
     BadPlan(&'static str),
     /// The target's mode, size or id do not fit its kind.
     BadEntry(EntryError),
-    /// A not-tracked file or a nested repository on either side: hel has
-    /// not their content and never writes or removes them.
+    /// A not-tracked file or directory or a nested repository on either
+    /// side: hel has not their content and never writes or removes them.
     NotRestorable(EntryKind),
     /// A directory on the way is a symbolic link.
     ThroughLink,
@@ -134,9 +134,12 @@ impl fmt::Display for Skip {
             Skip::NotRestorable(EntryKind::Repository) => {
                 f.write_str("a nested repository, which hel leaves alone")
             }
-            Skip::NotRestorable(_) => {
-                f.write_str("a file hel did not record (over the size limit or budget)")
-            }
+            Skip::NotRestorable(EntryKind::NotTrackedDir) => f.write_str(
+                "a directory hel did not read (ignored, unreadable, or past the snapshot's budget)",
+            ),
+            Skip::NotRestorable(_) => f.write_str(
+                "a file hel did not record (ignored, over the size limit or budget, or unreadable)",
+            ),
             Skip::ThroughLink => f.write_str("goes through a symbolic link"),
             Skip::MissingParent => f.write_str("its directory does not exist"),
             Skip::ParentNotDir => f.write_str("a component of its directory is not a directory"),
@@ -213,8 +216,8 @@ fn show(path: &[u8]) -> PathBuf {
 /// never with a `.git`, `.hel` or `.jj` component (any case); a file gets
 /// exactly the blob's bytes and exactly the item's permission bits; a
 /// symlink is created as a link (never followed); a directory is removed
-/// only when empty. `NotTracked` and `Repository` items are never written
-/// or removed. Paths already as their target (same content, kind and mode)
+/// only when empty. `NotTracked`, `Repository` and `NotTrackedDir` items
+/// are never written or removed. Paths already as their target (same content, kind and mode)
 /// are not touched and not listed. Every temporary it made is gone when it
 /// returns, and stale ones of crashed restores are removed first.
 ///

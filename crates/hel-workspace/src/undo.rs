@@ -1,5 +1,5 @@
 //! Undo and restore: put the project's files back as a snapshot has them,
-//! touching only what the session itself changed and only where nobody
+//! touching only what the session knows it changed and only where nobody
 //! changed it since.
 //!
 //! The rules (objects-spec §13.6):
@@ -10,10 +10,15 @@
 //!   the record whose files are brought back: files the user created or
 //!   changed between instructions, files of other sessions, untracked and
 //!   ignored files are never touched.
+//! - A path that is, or is under, what a snapshot did not read (kinds 4,
+//!   5 and 6: a not-tracked file or directory, a nested repository) in the
+//!   target, in what the session last recorded or in the files now is
+//!   never written or removed. So a path the target does not hold is
+//!   removed only when the target proves it absent ([`not_read`]).
 //! - A path is written or removed only if it is now what the session last
-//!   recorded for it; anything else is a conflict, listed and left alone
-//!   (unless forced). Not-tracked files and nested repositories are never
-//!   touched.
+//!   recorded for it (what its last instruction left, with what later
+//!   restores wrote laid over it); anything else is a conflict, listed and
+//!   left alone (unless forced).
 //! - What the restore wrote is recorded in a `restored` record, so a
 //!   following restore or undo of the session does not see it as a
 //!   conflict.
@@ -23,27 +28,18 @@ use std::collections::HashSet;
 use hel_store::tree::EntryKind;
 use hel_store::{ObjectId, Record, Restored, SessionLease, Store, Workspace, RESTORED_PATHS_MAX};
 
-use crate::flat::{Flat, Item};
-use crate::history::{self, HistoryError};
-use crate::restore::{self, Change};
+use crate::flat::{split, Flat, Item};
+use crate::history::{self, HistoryError, Instruction, Recorded};
+use crate::restore::{self, Change, Skip};
 use crate::snapshot::{Prev, SnapshotError, Workspace as Project};
-
-/// What the files should be compared with before writing.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Expected {
-    /// The session recorded this tree as its last result.
-    Tree(ObjectId),
-    /// An instruction never ended: what is on disk counts as the session's.
-    Disk,
-}
 
 /// A restore to perform.
 #[derive(Clone, Debug)]
 pub struct GoBack {
     /// The tree to bring back.
     pub target: ObjectId,
-    /// What the session last recorded.
-    pub expected: Expected,
+    /// What the session last recorded as its own.
+    pub expected: Recorded,
     /// The record whose files these are, and whether they are its
     /// instruction's start (`true`) or the record's own.
     pub from: ObjectId,
@@ -60,27 +56,85 @@ pub struct GoBack {
     pub force: bool,
 }
 
+impl GoBack {
+    /// The snapshot this restore brings back, as a reason names it.
+    pub fn target_snapshot(&self) -> Snap {
+        match (self.undo, self.start) {
+            (true, _) => Snap::InstructionStart,
+            (false, true) => Snap::CheckpointStart(self.from),
+            (false, false) => Snap::Checkpoint(self.from),
+        }
+    }
+}
+
+/// A snapshot a reason speaks of.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Snap {
+    /// The start of the instruction an undo puts back.
+    InstructionStart,
+    /// A checkpoint's own files.
+    Checkpoint(ObjectId),
+    /// The files when a checkpoint's instruction started.
+    CheckpointStart(ObjectId),
+    /// What the session last recorded as its own.
+    Recorded,
+    /// The files now (the before-restore snapshot).
+    Now,
+}
+
+impl std::fmt::Display for Snap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Snap::InstructionStart => f.write_str("at the instruction's start"),
+            Snap::Checkpoint(id) => write!(f, "at checkpoint {}", &id.to_hex()[..12]),
+            Snap::CheckpointStart(id) => write!(
+                f,
+                "at the start of checkpoint {}'s instruction",
+                &id.to_hex()[..12]
+            ),
+            Snap::Recorded => f.write_str("the session last recorded"),
+            Snap::Now => f.write_str("of the files now"),
+        }
+    }
+}
+
 /// Why a path was left alone.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Conflict {
     /// It changed since the session recorded it (by the user, another
-    /// session, an editor).
+    /// session, an editor): `--force` writes it.
     Changed,
-    /// The snapshot did not record its content (too large, over budget).
-    NotTracked,
-    /// It is a nested repository.
-    Repository,
-    /// The restore could not touch it (see the reason).
-    Skipped(String),
+    /// It is what a snapshot did not read (an entry of kind 4, 5 or 6,
+    /// objects-spec §13.1), or a path under it was one the session
+    /// changed: nothing is known of its content, nor of what is under it,
+    /// so it is neither written nor removed, forced or not.
+    NotRead { snapshot: Snap, kind: EntryKind },
+    /// The restore could not touch it.
+    Skipped(Skip),
+}
+
+impl Conflict {
+    /// Whether the path was refused because it changed since the session
+    /// recorded it (before or during the restore): what a `restored`
+    /// record counts as `conflicts`, and what keeps an undo's step current.
+    pub fn refused(&self) -> bool {
+        matches!(self, Conflict::Changed | Conflict::Skipped(Skip::Changed))
+    }
 }
 
 impl std::fmt::Display for Conflict {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Conflict::Changed => f.write_str("changed since the session recorded it"),
-            Conflict::NotTracked => f.write_str("its content was not recorded (too large)"),
-            Conflict::Repository => f.write_str("a nested repository"),
-            Conflict::Skipped(why) => f.write_str(why),
+            Conflict::NotRead { snapshot, kind } => {
+                let what = match kind {
+                    EntryKind::NotTracked => "a file it saw but did not record (ignored, over the size limit or budget, or unreadable)",
+                    EntryKind::Repository => "a nested repository, left out whole",
+                    _ => "a directory it did not list (ignored, unreadable, or past its budget), so nothing in it is touched",
+                };
+                write!(f, "not read by the snapshot {snapshot}: {what}")
+            }
+            Conflict::Skipped(why) => write!(f, "{why}"),
         }
     }
 }
@@ -94,7 +148,8 @@ pub struct Outcome {
     /// Paths written (created or overwritten) and removed.
     pub written: Vec<Vec<u8>>,
     pub removed: Vec<Vec<u8>>,
-    /// Paths left alone, and why.
+    /// Paths left alone, and why: those the plan left alone, then those
+    /// the writes could not touch.
     pub conflicts: Vec<(Vec<u8>, Conflict)>,
     /// Why the writes may not survive a power loss (a failed sync), if so.
     pub not_durable: Option<String>,
@@ -130,12 +185,24 @@ fn selected(path: &[u8], filter: &[Vec<u8>]) -> bool {
         })
 }
 
-fn untouchable(i: Option<&Item>) -> Option<Conflict> {
-    match i.map(|i| i.kind) {
-        Some(EntryKind::NotTracked) => Some(Conflict::NotTracked),
-        Some(EntryKind::Repository) => Some(Conflict::Repository),
-        _ => None,
+/// What `flat` says of `path` when it does not know: the path itself or
+/// the deepest of its directories that `flat` holds, when that is an
+/// entry the snapshot did not read (kind 4, 5 or 6), with its kind.
+///
+/// `None` means the snapshot knows the path: it holds it as a file,
+/// symlink or directory, or proves it absent (the deepest of its
+/// directories that it holds is the root or a directory, both listed
+/// whole, or a file or symlink, under which nothing can be). Only such a
+/// proof lets a restore remove a path its target does not hold.
+pub fn not_read<'p>(flat: &Flat, path: &'p [u8]) -> Option<(&'p [u8], EntryKind)> {
+    let mut p = path;
+    while !p.is_empty() {
+        if let Some(item) = flat.get(p) {
+            return history::opaque(item.kind).then_some((p, item.kind));
+        }
+        p = split(p).0;
     }
+    None
 }
 
 fn same(a: Option<&Item>, b: Option<&Item>) -> bool {
@@ -148,7 +215,10 @@ fn same(a: Option<&Item>, b: Option<&Item>) -> bool {
 
 /// Plan the changes to `target` of the paths the session changed
 /// (`owned`), given what it last recorded (`expected`) and what is on disk
-/// now (`before`).
+/// now (`before`). A path that is, or is under, what one of the three
+/// snapshots did not read is left alone, listed once under that entry's
+/// path; so is one changed since the session recorded it (unless forced).
+/// Conflicts come sorted by path.
 fn plan(
     target: &Flat,
     expected: &Flat,
@@ -158,34 +228,29 @@ fn plan(
 ) -> (Vec<Change>, Vec<(Vec<u8>, Conflict)>) {
     let mut changes = Vec::new();
     let mut conflicts = Vec::new();
-    for path in &owned.unknown {
-        if selected(path, &go.paths) {
-            let repo = [target.get(path), expected.get(path), before.flat.get(path)]
-                .iter()
-                .any(|i| i.is_some_and(|i| i.kind == EntryKind::Repository));
-            let why = if repo {
-                Conflict::Repository
-            } else {
-                Conflict::NotTracked
-            };
-            conflicts.push((path.clone(), why));
-        }
-    }
-    for path in owned.known.difference(&owned.unknown) {
+    let sides = [
+        (target, go.target_snapshot()),
+        (&before.flat, Snap::Now),
+        (expected, Snap::Recorded),
+    ];
+    let mut listed: HashSet<Vec<u8>> = HashSet::new();
+    for path in owned.known.union(&owned.unknown) {
         if !selected(path, &go.paths) {
+            continue;
+        }
+        let unread = sides
+            .iter()
+            .find_map(|(flat, snap)| not_read(flat, path).map(|(at, kind)| (at, kind, *snap)));
+        if let Some((at, kind, snapshot)) = unread {
+            if listed.insert(at.to_vec()) {
+                conflicts.push((at.to_vec(), Conflict::NotRead { snapshot, kind }));
+            }
             continue;
         }
         let (t, x) = (target.get(path), expected.get(path));
         let now = before.flat.get(path);
         if same(now, t) {
             continue; // already as wanted
-        }
-        if let Some(c) = untouchable(t)
-            .or_else(|| untouchable(x))
-            .or_else(|| untouchable(now))
-        {
-            conflicts.push((path.clone(), c));
-            continue;
         }
         if !same(now, x) && !go.force {
             conflicts.push((path.clone(), Conflict::Changed));
@@ -198,21 +263,86 @@ fn plan(
             target: t.copied(),
         });
     }
+    conflicts.sort_by(|a, b| a.0.cmp(&b.0));
     (changes, conflicts)
 }
 
-/// Restore the files of the project `ws` as `go` says, in the session of
-/// `lease` whose last checkpoint `state` describes (it must have one;
-/// [`Store::record_state`] gives a state for a process that has not loaded
-/// the conversation): a before-restore record, the writes, then a restored
-/// record. `state` follows the records.
-pub fn go_back(
+/// What the session recorded as its own, as one map: its base tree (or
+/// the files on disk, `disk`, while an instruction never ended) with what
+/// each later restore wrote or removed laid over it, oldest first.
+fn recorded_flat(store: &Store, rec: &Recorded, disk: &Flat) -> Result<Flat, UndoError> {
+    let mut flat = match rec.base {
+        Some(t) => Flat::read(store, &t)?,
+        None => disk.clone(),
+    };
+    for (before, after) in rec.restores.iter().rev() {
+        history::tree_diff(store, before, after, |path, _, now| match now {
+            Some(e) => {
+                flat.items.insert(
+                    path,
+                    Item {
+                        kind: e.kind,
+                        mode: e.mode,
+                        size: e.size,
+                        id: e.id,
+                    },
+                );
+            }
+            None => {
+                flat.items.remove(&path);
+            }
+        })?;
+    }
+    Ok(flat)
+}
+
+/// A restore planned and not yet written: the files as they were before
+/// it are recorded (its `before-restore` record is committed), and what it
+/// will write, remove and leave alone is known.
+#[derive(Debug)]
+pub struct Prepared {
+    /// The before-restore record.
+    pub before: ObjectId,
+    snapshot: crate::Snapshot,
+    changes: Vec<Change>,
+    /// Paths left alone, and why, sorted by path.
+    pub conflicts: Vec<(Vec<u8>, Conflict)>,
+}
+
+impl Prepared {
+    /// Paths the restore will create or overwrite, in path order.
+    pub fn writes(&self) -> impl Iterator<Item = &[u8]> {
+        self.changes
+            .iter()
+            .filter(|c| c.target.is_some())
+            .map(|c| c.path.as_slice())
+    }
+
+    /// Paths the restore will remove, in path order.
+    pub fn removals(&self) -> impl Iterator<Item = &[u8]> {
+        self.changes
+            .iter()
+            .filter(|c| c.target.is_none())
+            .map(|c| c.path.as_slice())
+    }
+}
+
+/// The first half of a restore of the project `ws` as `go` says, in the
+/// session of `lease` whose last checkpoint `state` describes (it must
+/// have one; [`Store::record_state`] gives a state for a process that has
+/// not loaded the conversation): the files as they are now are recorded in
+/// a `before-restore` record, then the plan is made against that record.
+/// Nothing in the project is written. A caller that stops here (the user
+/// said no) leaves only that record, which every reader of the history
+/// passes over as it passes over a restore killed before it wrote: the
+/// next undo targets the same instruction. `state` follows the record.
+pub fn prepare(
     store: &Store,
     lease: &SessionLease,
     state: &mut hel_store::SessionState,
     ws: &mut Project,
     go: &GoBack,
-) -> Result<Outcome, UndoError> {
+) -> Result<Prepared, UndoError> {
     let head = state.head.ok_or(UndoError::NoCheckpoint)?;
     let prev_tree = history::newest_tree(store, &head)?;
     let prev_flat = match prev_tree {
@@ -239,12 +369,34 @@ pub fn go_back(
         .id;
     // 2. The plan.
     let target = Flat::read(store, &go.target)?;
-    let expected = match go.expected {
-        Expected::Tree(t) => Flat::read(store, &t)?,
-        Expected::Disk => before.flat.clone(),
-    };
+    let expected = recorded_flat(store, &go.expected, &before.flat)?;
     let owned = history::changed_by_session(store, &go.history, &go.from, go.start, &before.tree)?;
-    let (changes, mut conflicts) = plan(&target, &expected, &owned, &before, go);
+    let (changes, conflicts) = plan(&target, &expected, &owned, &before, go);
+    Ok(Prepared {
+        before: before_id,
+        snapshot: before,
+        changes,
+        conflicts,
+    })
+}
+
+/// The second half of a restore [`prepare`]d with the same arguments: the
+/// writes, then a `restored` record of what the project now has. `state`
+/// follows the record.
+pub fn finish(
+    store: &Store,
+    lease: &SessionLease,
+    state: &mut hel_store::SessionState,
+    ws: &mut Project,
+    go: &GoBack,
+    prepared: Prepared,
+) -> Result<Outcome, UndoError> {
+    let Prepared {
+        before: before_id,
+        snapshot: before,
+        changes,
+        mut conflicts,
+    } = prepared;
     // 3. The writes.
     // Once the writes are made they are recorded, even when they could not
     // be made durable (said in `not_durable`).
@@ -272,7 +424,7 @@ pub fn go_back(
         }
     }
     for (path, why) in &applied.skipped {
-        conflicts.push((path.clone(), Conflict::Skipped(why.to_string())));
+        conflicts.push((path.clone(), Conflict::Skipped(*why)));
     }
     // 4. What the session now has, recorded as its own.
     let known: HashSet<ObjectId> = before
@@ -310,7 +462,7 @@ pub fn go_back(
                     start: go.start,
                     undo: go.undo,
                     count: (written.len() + removed.len()) as u64,
-                    conflicts: conflicts.len() as u64,
+                    conflicts: conflicts.iter().filter(|(_, c)| c.refused()).count() as u64,
                     paths: shown,
                 }),
             },
@@ -327,11 +479,29 @@ pub fn go_back(
     })
 }
 
-/// The restore `hel undo` performs on the session whose head is `head`.
-pub fn undo_plan(store: &Store, head: &ObjectId, force: bool) -> Result<GoBack, UndoError> {
+/// Restore the files of the project `ws` as `go` says, without asking:
+/// [`prepare`] then [`finish`].
+pub fn go_back(
+    store: &Store,
+    lease: &SessionLease,
+    state: &mut hel_store::SessionState,
+    ws: &mut Project,
+    go: &GoBack,
+) -> Result<Outcome, UndoError> {
+    let prepared = prepare(store, lease, state, ws, go)?;
+    finish(store, lease, state, ws, go, prepared)
+}
+
+/// The restore `hel undo` performs on the session whose head is `head`,
+/// and the instruction it puts back.
+pub fn undo_plan(
+    store: &Store,
+    head: &ObjectId,
+    force: bool,
+) -> Result<(GoBack, Instruction), UndoError> {
     let i = history::undo_target(store, head)?;
-    let expected = history::last_recorded(store, head)?.map_or(Expected::Disk, Expected::Tree);
-    Ok(GoBack {
+    let expected = history::last_recorded(store, head)?;
+    let go = GoBack {
         target: i.start,
         expected,
         from: i.record,
@@ -340,7 +510,8 @@ pub fn undo_plan(store: &Store, head: &ObjectId, force: bool) -> Result<GoBack, 
         undo: true,
         paths: Vec::new(),
         force,
-    })
+    };
+    Ok((go, i))
 }
 
 /// The restore `hel restore --at <at> [--before] [PATH...]` performs on the
@@ -363,7 +534,7 @@ pub fn restore_plan(
     } else {
         ws.tree
     };
-    let expected = history::last_recorded(store, head)?.map_or(Expected::Disk, Expected::Tree);
+    let expected = history::last_recorded(store, head)?;
     Ok(GoBack {
         target,
         expected,
@@ -374,4 +545,246 @@ pub fn restore_plan(
         paths,
         force,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn item(kind: EntryKind, n: u8) -> Item {
+        let has = kind.has_object();
+        Item {
+            kind,
+            mode: if has && kind != EntryKind::Symlink {
+                0o644
+            } else {
+                0
+            },
+            size: 0,
+            id: if has {
+                ObjectId::from_bytes([n; 32])
+            } else {
+                ObjectId::ZERO
+            },
+        }
+    }
+
+    fn flat(items: &[(&str, EntryKind, u8)]) -> Flat {
+        Flat {
+            items: items
+                .iter()
+                .map(|(p, k, n)| (p.as_bytes().to_vec(), item(*k, *n)))
+                .collect(),
+        }
+    }
+
+    use EntryKind::{Dir, File, NotTracked, NotTrackedDir, Repository, Symlink};
+
+    #[test]
+    fn only_a_directory_read_whole_or_a_file_proves_a_path_absent() {
+        let f = flat(&[
+            ("src", Dir, 1),
+            ("src/a.rs", File, 2),
+            ("build", NotTrackedDir, 0),
+            ("big.bin", NotTracked, 0),
+            ("vendor", Repository, 0),
+            ("notes", File, 3),
+            ("ln", Symlink, 4),
+        ]);
+        let nr = |p: &str| not_read(&f, p.as_bytes()).map(|(at, k)| (at.to_vec(), k));
+        // Absent at the root or under a directory: proven, removable.
+        assert_eq!(nr("new.txt"), None);
+        assert_eq!(nr("src/new.rs"), None);
+        assert_eq!(nr("src/deep/er/x"), None);
+        // Under a file or a symlink nothing can be: proven too.
+        assert_eq!(nr("notes/x"), None);
+        assert_eq!(nr("ln/x"), None);
+        // Held as what it is: known.
+        assert_eq!(nr("src/a.rs"), None);
+        assert_eq!(nr("src"), None);
+        // Under (or itself) what the snapshot did not read: unknown.
+        let at = |p: &str, k| Some((p.as_bytes().to_vec(), k));
+        assert_eq!(nr("build"), at("build", NotTrackedDir));
+        assert_eq!(nr("build/out.o"), at("build", NotTrackedDir));
+        assert_eq!(nr("build/a/b/c"), at("build", NotTrackedDir));
+        assert_eq!(nr("big.bin"), at("big.bin", NotTracked));
+        assert_eq!(nr("big.bin/x"), at("big.bin", NotTracked));
+        assert_eq!(nr("vendor/lib/x.c"), at("vendor", Repository));
+    }
+
+    fn snapshot(flat: Flat) -> crate::Snapshot {
+        crate::Snapshot {
+            tree: ObjectId::ZERO,
+            flat,
+            stats: Default::default(),
+            not_tracked: Vec::new(),
+            skipped: Vec::new(),
+            repositories: Vec::new(),
+            files_read: 0,
+            new_bytes: 0,
+        }
+    }
+
+    fn undo_of(from: ObjectId) -> GoBack {
+        GoBack {
+            target: ObjectId::ZERO,
+            expected: Recorded::default(),
+            from,
+            start: true,
+            history: ObjectId::ZERO,
+            undo: true,
+            paths: Vec::new(),
+            force: false,
+        }
+    }
+
+    /// Every path that differs between `a` and `b`, as the session's own.
+    fn owned(a: &Flat, b: &Flat) -> history::Changed {
+        let mut out = history::Changed::default();
+        for p in a.items.keys().chain(b.items.keys()) {
+            if a.get(p) != b.get(p) {
+                out.known.insert(p.clone());
+            }
+        }
+        out
+    }
+
+    fn shown(changes: &[Change]) -> Vec<(String, bool)> {
+        changes
+            .iter()
+            .map(|c| {
+                (
+                    String::from_utf8_lossy(&c.path).into_owned(),
+                    c.target.is_some(),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_plan_removes_only_what_the_target_proves_absent() {
+        // The instruction's start: .gitignore ignored secret.env and
+        // build/, vendor is a repository, notes a file.
+        let start = flat(&[
+            (".gitignore", File, 1),
+            ("secret.env", NotTracked, 0),
+            ("build", NotTrackedDir, 0),
+            ("vendor", Repository, 0),
+            ("notes", File, 2),
+            ("src", Dir, 3),
+        ]);
+        // Its end: .gitignore rewritten, so all of them were read; notes
+        // became a directory; a new file in src and a new directory.
+        let end = flat(&[
+            (".gitignore", File, 9),
+            ("secret.env", File, 4),
+            ("build", Dir, 5),
+            ("build/out.o", File, 6),
+            ("build/sub", Dir, 5),
+            ("build/sub/x", File, 6),
+            ("vendor", Dir, 7),
+            ("vendor/x.c", File, 8),
+            ("notes", Dir, 5),
+            ("notes/a", File, 10),
+            ("src", Dir, 3),
+            ("src/new.rs", File, 11),
+            ("cache", Dir, 5),
+            ("cache/x", File, 12),
+        ]);
+        // Now: as the instruction left it, but cache/ cannot be read.
+        let mut now = end.clone();
+        now.items.remove(&b"cache/x"[..]);
+        now.items.insert(b"cache".to_vec(), item(NotTrackedDir, 0));
+        let cp = ObjectId::from_bytes([7; 32]);
+        let go = undo_of(cp);
+        let (changes, conflicts) = plan(&start, &end, &owned(&start, &end), &snapshot(now), &go);
+        assert_eq!(
+            shown(&changes),
+            [
+                (".gitignore".to_owned(), true),
+                ("notes".to_owned(), true),
+                ("notes/a".to_owned(), false),
+                ("src/new.rs".to_owned(), false),
+            ]
+        );
+        let start_of = |kind| Conflict::NotRead {
+            snapshot: Snap::InstructionStart,
+            kind,
+        };
+        let got: Vec<(String, Conflict)> = conflicts
+            .iter()
+            .map(|(p, c)| (String::from_utf8_lossy(p).into_owned(), c.clone()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("build".to_owned(), start_of(NotTrackedDir)),
+                (
+                    "cache".to_owned(),
+                    Conflict::NotRead {
+                        snapshot: Snap::Now,
+                        kind: NotTrackedDir
+                    }
+                ),
+                ("secret.env".to_owned(), start_of(NotTracked)),
+                ("vendor".to_owned(), start_of(Repository)),
+            ]
+        );
+        assert!(!got.iter().any(|(_, c)| c.refused()));
+        assert_eq!(
+            got[0].1.to_string(),
+            "not read by the snapshot at the instruction's start: a directory it did not list (ignored, unreadable, or past its budget), so nothing in it is touched"
+        );
+        assert_eq!(
+            got[2].1.to_string(),
+            "not read by the snapshot at the instruction's start: a file it saw but did not record (ignored, over the size limit or budget, or unreadable)"
+        );
+        // A restore names its checkpoint; forced or not, nothing unread is
+        // touched.
+        let mut restore = undo_of(cp);
+        restore.undo = false;
+        restore.start = false;
+        restore.force = true;
+        let (changes2, conflicts2) = plan(
+            &start,
+            &end,
+            &owned(&start, &end),
+            &snapshot(end.clone()),
+            &restore,
+        );
+        // cache/ is readable now: the session's new directory goes too.
+        assert_eq!(changes2.len(), 6, "{:?}", shown(&changes2));
+        assert!(changes2.iter().all(|c| not_read(&start, &c.path).is_none()));
+        assert_eq!(
+            conflicts2[0].1.to_string(),
+            format!(
+                "not read by the snapshot at checkpoint {}: a directory it did not list (ignored, unreadable, or past its budget), so nothing in it is touched",
+                &cp.to_hex()[..12]
+            )
+        );
+    }
+
+    #[test]
+    fn what_the_session_recorded_decides_a_conflict_and_force_overrides_it() {
+        let start = flat(&[("a", File, 1), ("b", File, 1)]);
+        let end = flat(&[("a", File, 2), ("b", File, 2)]);
+        let mut now = end.clone();
+        now.items.insert(b"b".to_vec(), item(File, 3)); // the user's edit
+        let go = undo_of(ObjectId::ZERO);
+        let (changes, conflicts) = plan(
+            &start,
+            &end,
+            &owned(&start, &end),
+            &snapshot(now.clone()),
+            &go,
+        );
+        assert_eq!(shown(&changes), [("a".to_owned(), true)]);
+        assert_eq!(conflicts, [(b"b".to_vec(), Conflict::Changed)]);
+        assert!(conflicts[0].1.refused());
+        let forced = GoBack { force: true, ..go };
+        let (changes, conflicts) =
+            plan(&start, &end, &owned(&start, &end), &snapshot(now), &forced);
+        assert_eq!(changes.len(), 2);
+        assert!(conflicts.is_empty());
+    }
 }

@@ -236,9 +236,12 @@ pub enum Command {
     #[command(
         long_about = "Put the project's files back as they were when the session's last \
 instruction started (completed or not), and nothing else: only files that instruction changed, \
-and only where they are still what it left. A second `hel undo` steps one instruction further \
-back. Every undo is recorded first (`hel restore SESSION --at <before-restore checkpoint>` \
-undoes it)."
+and only where they are still what it left. Instructions that changed no file are passed over. \
+A second `hel undo` steps one instruction further back; after an undo that left files alone \
+because they changed since, the next `hel undo` (or `hel undo --force`) tries the same \
+instruction again. It lists what it will restore, remove and leave alone, and on a terminal \
+asks before removing anything (--yes does not ask). Every undo is recorded first \
+(`hel restore SESSION --at <before-restore checkpoint>` undoes it)."
     )]
     #[command(after_help = "Examples:\n  hel undo\n  hel undo 4da5 --force")]
     Undo {
@@ -247,6 +250,9 @@ undoes it)."
         /// Write even files changed since the session recorded them.
         #[arg(long)]
         force: bool,
+        /// Remove files without asking on the terminal.
+        #[arg(long, short = 'y')]
+        yes: bool,
         #[arg(long)]
         json: bool,
     },
@@ -265,6 +271,9 @@ undoes it)."
         /// Write even files changed since the session recorded them.
         #[arg(long)]
         force: bool,
+        /// Remove files without asking on the terminal.
+        #[arg(long, short = 'y')]
+        yes: bool,
         #[arg(long)]
         json: bool,
         /// Only these paths (and what is under them), relative to the project.
@@ -402,6 +411,9 @@ pub enum SessionsCommand {
         /// Remove the session's ref on this remote instead (its data goes at a later `hel gc --remote`).
         #[arg(long, value_name = "NAME")]
         remote: Option<String>,
+        /// Delete without asking on the terminal.
+        #[arg(long, short = 'y')]
+        yes: bool,
     },
     /// Name a session: every command that takes a session then takes its name.
     #[command(

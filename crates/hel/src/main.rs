@@ -69,8 +69,9 @@ fn main() -> ExitCode {
         Some(Command::Undo {
             session,
             force,
+            yes,
             json,
-        }) => commands::undo(session, force, json, cli.run.workspace_options()),
+        }) => commands::undo(session, force, yes, json, cli.run.workspace_options()),
         Some(Command::Config { run }) => {
             config::settings(&cli.run, &matches, sub_matches.as_ref().map(|m| (&run, m))).map(|s| {
                 config::print(&s);
@@ -82,15 +83,19 @@ fn main() -> ExitCode {
             at,
             before,
             force,
+            yes,
             json,
             paths,
         }) => commands::restore(
-            session,
-            at,
-            before,
-            paths,
-            force,
-            json,
+            commands::RestoreArgs {
+                session,
+                at,
+                before,
+                paths,
+                force,
+                yes,
+                json,
+            },
             cli.run.workspace_options(),
         ),
         Some(Command::Diff {

@@ -33,3 +33,22 @@ impl Confirm for Tty {
         }
     }
 }
+
+/// Whether a command about to remove the user's files or data asks first
+/// (`hel undo`, `hel restore`, `hel sessions delete`): unless `yes`, when
+/// stdin and stderr are a terminal. Off a terminal it goes on unasked, so
+/// that scripts keep working.
+pub fn asks(yes: bool) -> bool {
+    use std::io::IsTerminal;
+    !yes && std::io::stdin().is_terminal() && std::io::stderr().is_terminal()
+}
+
+/// Ask `hel: allow <request>? [y/N]` on the terminal ([`Tty`]): `Ok` with
+/// whether the answer was yes, `Err` with why nobody could be asked.
+pub fn allow(request: &str) -> Result<bool, String> {
+    match Tty.ask(request) {
+        Answer::Yes => Ok(true),
+        Answer::No => Ok(false),
+        Answer::Unavailable(why) => Err(why),
+    }
+}

@@ -271,7 +271,7 @@ impl Run {
         &mut self,
         force: bool,
     ) -> Result<hel_workspace::undo::Outcome, RestoreFilesError> {
-        use hel_workspace::undo::{Expected, GoBack};
+        use hel_workspace::undo::GoBack;
         let (Some(s), Some(snaps)) = (self.session.as_mut(), self.snapshots.as_mut()) else {
             return Err(RestoreFilesError::Off);
         };
@@ -287,8 +287,7 @@ impl Run {
         let origin = s.store.checkpoint(&at)?.session_id;
         let origin_head = s.store.head(&origin)?;
         let expected = hel_workspace::history::last_recorded(&s.store, &origin_head)
-            .map_err(hel_workspace::undo::UndoError::from)?
-            .map_or(Expected::Disk, Expected::Tree);
+            .map_err(hel_workspace::undo::UndoError::from)?;
         let go = GoBack {
             target: ws.tree,
             expected,

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use hel_store::{ObjectId, SessionLease, SessionState, Store};
 
-use super::{resolve, resolve_checkpoint, Session, SessionError};
+use super::{resolve, resolve_checkpoint, verify, Session, SessionError};
 
 /// Which session to work on.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,9 +61,15 @@ pub fn open(store: &Store, project: &Path, start: &Start) -> Result<Opened, Sess
         }
         Start::Fork { session: spec, at } => {
             let id = resolve(store, project, spec)?;
+            // A fork is refused where a resume of its session would be (the
+            // session was saved in another directory), and then takes this
+            // directory, whichever checkpoint of the session it starts
+            // from: one from before a relocation included.
+            let head = store.head(&id)?;
+            verify(&store.checkpoint(&head)?, &id, &cwd)?;
             let log = store.log(&id)?;
             let checkpoint = resolve_checkpoint(&log, at)?;
-            let (lease, first, warnings) = store.fork(&checkpoint)?;
+            let (lease, first, warnings) = store.fork_here(&checkpoint, &cwd)?;
             Ok(make(lease, Some(first), warnings))
         }
     }

@@ -20,7 +20,7 @@ use crate::cli::SessionsCommand;
 use crate::exit::Exit;
 
 pub use store::{fsck, gc};
-pub use workspace::{diff, restore, undo};
+pub use workspace::{diff, restore, undo, RestoreArgs};
 
 pub fn sessions(
     command: Option<SessionsCommand>,
@@ -56,8 +56,11 @@ pub fn sessions(
         SessionsCommand::Delete {
             session,
             remote: Some(name),
+            ..
         } => remote::delete_session(&store, &name, &session),
-        SessionsCommand::Delete { session, .. } => sessions::delete(&store, &project, &session),
+        SessionsCommand::Delete { session, yes, .. } => {
+            sessions::delete(&store, &project, &session, yes)
+        }
         SessionsCommand::Rename { session, name } => {
             sessions::rename(&store, &project, &session, &name)
         }

@@ -237,8 +237,29 @@ pub fn log(
     Ok(0)
 }
 
-pub fn delete(store: &Store, project: &Path, spec: &str) -> Result<u8, Exit> {
+/// Delete a session; on a terminal, only after the user said yes to the
+/// question naming it (`yes` does not ask; off a terminal it goes on).
+pub fn delete(store: &Store, project: &Path, spec: &str, yes: bool) -> Result<u8, Exit> {
     let id = session::resolve(store, project, spec)?;
+    if crate::tty::asks(yes) {
+        let what = match store.log(&id) {
+            Ok(log) => format!("deleting session {id} and its {} records", log.len()),
+            Err(_) => format!("deleting session {id}"),
+        };
+        match crate::tty::allow(&what) {
+            Ok(true) => {}
+            Ok(false) => {
+                return Err(Exit::refused(format!(
+                    "session {id} not deleted (the answer was no)"
+                )))
+            }
+            Err(why) => {
+                return Err(Exit::refused(format!(
+                    "session {id} not deleted: could not ask on the terminal ({why}); --yes deletes without asking"
+                )))
+            }
+        }
+    }
     let report = store.delete(&id, true)?.unwrap_or_default();
     say!(
         "deleted session {id}; reclaimed {} objects, {} bytes",

@@ -5,15 +5,18 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
 use hel_agent::session::{self, resolve_checkpoint, SessionError};
+use hel_agent::terminal::escape_line;
 use hel_store::tree::EntryKind;
 use hel_store::{Cap, ObjectId, SessionId, Store};
 use hel_workspace::diff::{self, Status};
-use hel_workspace::undo::{self, GoBack, Outcome};
+use hel_workspace::history;
+use hel_workspace::undo::{self, Conflict, GoBack, Outcome};
 use hel_workspace::{Flat, Item, Scan, Workspace};
 use serde::Serialize;
 
 use super::report::{print_json, project, say};
 use crate::exit::Exit;
+use crate::tty;
 
 /// The most recently updated session nobody is working on.
 fn last_idle(store: &Store) -> Result<SessionId, Exit> {
@@ -77,7 +80,15 @@ fn project_path(project: &Path, arg: &Path) -> Result<Vec<u8>, Exit> {
     Ok(parts.join(&b'/'))
 }
 
-fn show(path: &[u8]) -> String {
+/// A path for a line of text output: lossy UTF-8, with every control
+/// character escaped, line breaks included ([`escape_line`]): a file name
+/// the model chose cannot add lines of its own.
+fn name(path: &[u8]) -> String {
+    escape_line(&String::from_utf8_lossy(path)).into_owned()
+}
+
+/// A path for JSON output (which escapes control characters itself).
+fn lossy(path: &[u8]) -> String {
     String::from_utf8_lossy(path).into_owned()
 }
 
@@ -90,6 +101,8 @@ struct Report {
     removed: Vec<String>,
     restored: String,
     session: String,
+    /// Instructions that changed no file, passed over by an undo.
+    skipped: usize,
     written: Vec<String>,
 }
 
@@ -99,22 +112,81 @@ struct ConflictRow {
     reason: String,
 }
 
+/// What a restore is, for its output.
+struct Intent {
+    /// "undo" or "restore".
+    verb: &'static str,
+    /// The first line of the text output.
+    header: String,
+    /// Instructions that changed no file, passed over by an undo.
+    skipped: usize,
+}
+
 /// Take the session's lease (refused while an instance works on it,
-/// naming it) and perform `go`.
-fn go_back(
+/// naming it), plan the restore `make` gives, say what it will restore,
+/// remove and leave alone, ask before removing anything when
+/// [`tty::asks`], then write, and report.
+///
+/// The plan is made after the `before-restore` record is committed, and
+/// against it; a "no" then writes nothing and leaves only that record,
+/// as a restore killed before it wrote does, which every reader of the
+/// history passes over (the next undo targets the same instruction). So
+/// a restore that writes has always recorded the files as they were
+/// first. A path that changes while the question waits is left alone by
+/// the writes, which check each path again right before touching it.
+fn perform(
     store: &Store,
     session: &SessionId,
     options: hel_workspace::Options,
-    go: impl FnOnce(&ObjectId) -> Result<GoBack, Exit>,
-) -> Result<Outcome, Exit> {
+    yes: bool,
+    json: bool,
+    make: impl FnOnce(&ObjectId) -> Result<(GoBack, Intent), Exit>,
+) -> Result<u8, Exit> {
     let (lease, head) = store.resume(session)?;
-    let plan = go(&head)?;
+    let (go, intent) = make(&head)?;
     let mut ws = Workspace::open(store, options).map_err(|e| Exit::refused(e.to_string()))?;
     let mut state = store.record_state(&lease)?;
-    Ok(undo::go_back(store, &lease, &mut state, &mut ws, &plan)?)
+    let prepared = undo::prepare(store, &lease, &mut state, &mut ws, &go)?;
+    if !json {
+        say!("{}", intent.header);
+        for p in prepared.writes() {
+            say!("  restore   {}", name(p));
+        }
+        for p in prepared.removals() {
+            say!("  remove    {}", name(p));
+        }
+        for (p, c) in &prepared.conflicts {
+            say!("  left alone  {}: {}", name(p), escape_line(&c.to_string()));
+        }
+    }
+    let removals: Vec<&[u8]> = prepared.removals().collect();
+    if !removals.is_empty() && tty::asks(yes) {
+        let mut list: Vec<String> = removals.iter().take(3).map(|p| name(p)).collect();
+        if removals.len() > 3 {
+            list.push(format!("{} more", removals.len() - 3));
+        }
+        let request = format!("{} to remove {}", intent.verb, list.join(", "));
+        let refused = |why: String| {
+            Exit::refused(format!(
+                "{} not made: {why}; nothing was written (--yes removes without asking)",
+                intent.verb
+            ))
+        };
+        match tty::allow(&request) {
+            Ok(true) => {}
+            Ok(false) => return Err(refused("the answer was no".into())),
+            Err(why) => return Err(refused(format!("could not ask on the terminal ({why})"))),
+        }
+    }
+    let planned = prepared.conflicts.len();
+    let out = undo::finish(store, &lease, &mut state, &mut ws, &go, prepared)?;
+    Ok(report(session, &intent, &out, planned, json))
 }
 
-fn report(session: &SessionId, what: &str, out: &Outcome, json: bool) -> u8 {
+/// Print what a restore did (after its plan, or as JSON); the exit code:
+/// 1 when a path was refused or could not be written, 0 when everything
+/// left alone is what no snapshot read.
+fn report(session: &SessionId, intent: &Intent, out: &Outcome, planned: usize, json: bool) -> u8 {
     if json {
         print_json(&Report {
             before: out.before.to_hex(),
@@ -122,37 +194,28 @@ fn report(session: &SessionId, what: &str, out: &Outcome, json: bool) -> u8 {
                 .conflicts
                 .iter()
                 .map(|(p, c)| ConflictRow {
-                    path: show(p),
+                    path: lossy(p),
                     reason: c.to_string(),
                 })
                 .collect(),
             not_durable: out.not_durable.clone(),
-            removed: out.removed.iter().map(|p| show(p)).collect(),
+            removed: out.removed.iter().map(|p| lossy(p)).collect(),
             restored: out.restored.to_hex(),
             session: session.to_string(),
-            written: out.written.iter().map(|p| show(p)).collect(),
+            skipped: intent.skipped,
+            written: out.written.iter().map(|p| lossy(p)).collect(),
         });
     } else {
-        say!("{what}");
-        for p in &out.written {
-            say!("  restored  {}", show(p));
-        }
-        for p in &out.removed {
-            say!("  removed   {}", show(p));
-        }
-        for (p, c) in &out.conflicts {
-            say!("  left alone  {}: {c}", show(p));
+        // What the writes could not do, beyond the plan.
+        for (p, c) in out.conflicts.iter().skip(planned) {
+            say!("  left alone  {}: {}", name(p), escape_line(&c.to_string()));
         }
         say!(
             "{} restored, {} removed, {} left alone{}. To take this back: hel restore {} --at {}",
             out.written.len(),
             out.removed.len(),
             out.conflicts.len(),
-            if out
-                .conflicts
-                .iter()
-                .any(|(_, c)| *c == undo::Conflict::Changed)
-            {
+            if out.conflicts.iter().any(|(_, c)| *c == Conflict::Changed) {
                 " (--force writes files changed since the session recorded them)"
             } else {
                 ""
@@ -164,12 +227,17 @@ fn report(session: &SessionId, what: &str, out: &Outcome, json: bool) -> u8 {
             say!("warning: the restored files may not survive a power loss: {why}");
         }
     }
-    u8::from(!out.conflicts.is_empty())
+    let failed = out
+        .conflicts
+        .iter()
+        .any(|(_, c)| !matches!(c, Conflict::NotRead { .. }));
+    u8::from(failed)
 }
 
 pub fn undo(
     spec: Option<String>,
     force: bool,
+    yes: bool,
     json: bool,
     options: hel_workspace::Options,
 ) -> Result<u8, Exit> {
@@ -179,57 +247,72 @@ pub fn undo(
         Some(s) => session::resolve(&store, &project, &s)?,
         None => last_idle(&store)?,
     };
-    let mut instruction = String::new();
-    let out = go_back(&store, &session, options, |head| {
-        let plan = undo::undo_plan(&store, head, force)?;
-        instruction = store.checkpoint(&plan.from)?.summary.instruction;
-        Ok(plan)
-    })?;
-    let what = format!(
-        "undo in session {session}: the files as they were before \"{}\"",
-        instruction.chars().take(60).collect::<String>()
-    );
-    Ok(report(&session, &what, &out, json))
+    perform(&store, &session, options, yes, json, |head| {
+        let (plan, i) = undo::undo_plan(&store, head, force)?;
+        let header = format!(
+            "undo in session {session}: the files as they were before \"{}\"{}",
+            escape_line(&i.instruction.chars().take(60).collect::<String>()),
+            history::skipped_note(i.skipped)
+        );
+        Ok((
+            plan,
+            Intent {
+                verb: "undo",
+                header,
+                skipped: i.skipped,
+            },
+        ))
+    })
 }
 
-#[allow(clippy::too_many_arguments)]
-pub fn restore(
-    spec: String,
-    at: Option<String>,
-    before: bool,
-    paths: Vec<PathBuf>,
-    force: bool,
-    json: bool,
-    options: hel_workspace::Options,
-) -> Result<u8, Exit> {
+/// `hel restore`'s arguments.
+pub struct RestoreArgs {
+    pub session: String,
+    pub at: Option<String>,
+    pub before: bool,
+    pub paths: Vec<PathBuf>,
+    pub force: bool,
+    pub yes: bool,
+    pub json: bool,
+}
+
+pub fn restore(args: RestoreArgs, options: hel_workspace::Options) -> Result<u8, Exit> {
     let project = project()?;
     let store = Store::open(&project)?;
-    let session = session::resolve(&store, &project, &spec)?;
-    let checkpoint = checkpoint_of(&store, &session, at.as_deref())?;
-    let paths = paths
+    let session = session::resolve(&store, &project, &args.session)?;
+    let checkpoint = checkpoint_of(&store, &session, args.at.as_deref())?;
+    let paths = args
+        .paths
         .iter()
         .map(|p| project_path(&project, p))
         .collect::<Result<Vec<_>, _>>()?;
-    let out = go_back(&store, &session, options, |head| {
-        Ok(undo::restore_plan(
-            &store,
-            head,
-            &checkpoint,
-            before,
-            paths.into_iter().filter(|p| !p.is_empty()).collect(),
-            force,
-        )?)
-    })?;
-    let what = format!(
+    let header = format!(
         "restore in session {session}: the files as they were {} checkpoint {}",
-        if before {
+        if args.before {
             "when the instruction of"
         } else {
             "at"
         },
         &checkpoint.to_hex()[..12]
     );
-    Ok(report(&session, &what, &out, json))
+    perform(&store, &session, options, args.yes, args.json, |head| {
+        let plan = undo::restore_plan(
+            &store,
+            head,
+            &checkpoint,
+            args.before,
+            paths.into_iter().filter(|p| !p.is_empty()).collect(),
+            args.force,
+        )?;
+        Ok((
+            plan,
+            Intent {
+                verb: "restore",
+                header,
+                skipped: 0,
+            },
+        ))
+    })
 }
 
 /// Where one side of a diff reads content from.
@@ -251,7 +334,7 @@ impl Side<'_> {
             Side::Disk(ws) => ws
                 .read_current(path, item.kind)
                 .map(Some)
-                .map_err(|e| Exit::refused(format!("cannot read {}: {e}", show(path)))),
+                .map_err(|e| Exit::refused(format!("cannot read {}: {e}", name(path)))),
         }
     }
 }
@@ -339,7 +422,7 @@ pub fn diff(
             rows.push(diff::to_json(c, lines, binary));
             continue;
         }
-        let name = show(&c.path);
+        let name = name(&c.path);
         if stat {
             let counts = match diff::line_stat(a.as_deref(), b.as_deref()) {
                 Some(l) => format!("+{} -{}", l.added, l.removed),
@@ -356,7 +439,8 @@ pub fn diff(
         if a.is_none() && b.is_none() {
             continue;
         }
-        match diff::unified(&c.path, a.as_deref(), b.as_deref(), 3) {
+        // The headers name the path escaped, as every line here does.
+        match diff::unified(name.as_bytes(), a.as_deref(), b.as_deref(), 3) {
             Some(text) if !text.is_empty() => print!("{}", hel_agent::terminal::escape_text(&text)),
             Some(_) => {}
             None => say!("Binary files a/{name} and b/{name} differ"),
