@@ -784,3 +784,40 @@ fn a_stored_instruction_cannot_forge_rows_of_a_listing() {
         );
     }
 }
+
+// Sessions, their sidecars and what listings print of them (h/pick).
+
+#[test]
+fn a_sparse_huge_sidecar_is_read_within_bounded_memory() {
+    let h = Hostile::new();
+    let jidx = h
+        .root()
+        .join("packs/journals")
+        .join(format!("{}.jidx", h.session));
+    // 3 GiB that take no room on disk: the real entries, then zeros.
+    let f = std::fs::OpenOptions::new().write(true).open(&jidx).unwrap();
+    f.set_len(3 << 30).unwrap();
+    drop(f);
+    let run = h.run(None, &["sessions"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(run.stdout.contains(&h.session), "{}", run.stdout);
+    for args in [
+        vec!["sessions", "log", &h.session],
+        vec!["sessions", "show", &h.session],
+    ] {
+        let run = h.run(None, &args);
+        assert_eq!(run.code, 0, "{args:?}: {}", run.stderr);
+    }
+    assert!(h
+        .run(None, &["sessions", "show", &h.session])
+        .stdout
+        .contains("first answer"));
+    // The writer lists the records anew, and the session goes on.
+    let mock = Mock::start(json!([{"content": "second answer"}]));
+    let run = h.run(Some(&mock), &["resume", &h.session, "-p", "more"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.stdout, "second answer\n");
+    assert!(std::fs::metadata(&jidx).unwrap().len() < 1 << 20);
+    let run = h.run(None, &["fsck"]);
+    assert_eq!(run.code, 0, "{}", run.stdout);
+}

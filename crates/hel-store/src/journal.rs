@@ -39,6 +39,12 @@ const JIDX_ENTRY: usize = 48;
 pub(crate) const COMMIT_MAX: u64 = 64 << 10;
 /// Sidecar entries read to find the head without loading the whole index.
 const TAIL_ENTRIES: u64 = 64;
+/// The most sidecar entries read: a hint never costs more memory than
+/// this (48 MiB of entries), whatever size it claims; records past them
+/// are found by reading the journal itself.
+const SIDECAR_MAX_ENTRIES: u64 = 1 << 20;
+/// Sidecar entries read and decoded at a time.
+const SIDECAR_CHUNK: u64 = 4096;
 
 /// What a commit record says (canonical JSON, objects-spec §12.3).
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -172,40 +178,66 @@ fn parse_commit(
     })
 }
 
-/// Read the sidecar's entries (all of them, or the last `tail` ones),
-/// dropping a torn last entry. `None` when there is no usable sidecar.
-fn read_sidecar(dir: &Dir, session: &SessionId, tail: Option<u64>) -> Result<Option<Vec<Entry>>> {
+/// Read the sidecar's entries (all it may hold, or the last `tail` of
+/// them) for a journal of `journal_size` bytes. Bounded whatever the file
+/// says: no more entries than records of at least a header's length fit
+/// in the journal, never more than [`SIDECAR_MAX_ENTRIES`], read a chunk
+/// at a time, stopping at the first entry that is not one (a torn or
+/// zeroed end) or cannot be read. `None` when there is no usable sidecar
+/// (absent, not a regular file, unreadable, not a sidecar).
+fn read_sidecar(
+    dir: &Dir,
+    session: &SessionId,
+    journal_size: u64,
+    tail: Option<u64>,
+) -> Option<Vec<Entry>> {
     let name = jidx_name(session);
     // Only a hint: one that is not a readable regular file is no sidecar.
     let Ok(Some(file)) = dir.open_file(&name) else {
-        return Ok(None);
+        return None;
     };
-    let path = dir.child_path(&name);
-    let len = file.metadata().at(&path)?.len();
+    let Ok(meta) = file.metadata() else {
+        return None;
+    };
+    let len = meta.len();
     if len < JIDX_HEADER as u64 {
-        return Ok(None);
+        return None;
     }
     let mut head = [0u8; JIDX_HEADER];
-    file.read_exact_at(&mut head, 0).at(&path)?;
-    if &head[..8] != JIDX_MAGIC {
-        return Ok(None);
+    if file.read_exact_at(&mut head, 0).is_err() || &head[..8] != JIDX_MAGIC {
+        return None;
     }
-    let count = (len - JIDX_HEADER as u64) / JIDX_ENTRY as u64;
+    let fits = journal_size.saturating_sub(FILE_HEADER) / RECORD_HEADER;
+    let count = ((len - JIDX_HEADER as u64) / JIDX_ENTRY as u64)
+        .min(fits)
+        .min(SIDECAR_MAX_ENTRIES);
     let first = match tail {
         Some(t) => count.saturating_sub(t),
         None => 0,
     };
-    let mut buf = vec![0u8; ((count - first) as usize) * JIDX_ENTRY];
-    file.read_exact_at(&mut buf, JIDX_HEADER as u64 + first * JIDX_ENTRY as u64)
-        .at(&path)?;
-    let mut out = Vec::with_capacity(buf.len() / JIDX_ENTRY);
-    for chunk in buf.chunks_exact(JIDX_ENTRY) {
-        match decode_entry(chunk) {
-            Some(e) => out.push(e),
-            None => break,
+    let mut out = Vec::new();
+    let mut buf = Vec::new();
+    let mut at = first;
+    'read: while at < count {
+        let n = (count - at).min(SIDECAR_CHUNK);
+        buf.resize(n as usize * JIDX_ENTRY, 0);
+        if file
+            .read_exact_at(&mut buf, JIDX_HEADER as u64 + at * JIDX_ENTRY as u64)
+            .is_err()
+        {
+            break;
         }
+        for chunk in buf.chunks_exact(JIDX_ENTRY) {
+            match decode_entry(chunk) {
+                // A record is at least its header: an entry that says less
+                // never chains, and would let a lie list one offset forever.
+                Some(e) if e.len >= RECORD_HEADER => out.push(e),
+                _ => break 'read,
+            }
+        }
+        at += n;
     }
-    Ok(Some(out))
+    Some(out)
 }
 
 /// Open `session`'s journal for reading, if it exists. With `full`, every
@@ -234,14 +266,19 @@ pub(crate) fn open(dir: &Dir, session: &SessionId, full: bool) -> Result<Option<
     })?;
     let mut view = View::empty(session, path, file);
     view.seen_size = Some(size);
-    let mut sidecar = read_sidecar(dir, session, if full { None } else { Some(TAIL_ENTRIES) })?;
+    let mut sidecar = read_sidecar(
+        dir,
+        session,
+        size,
+        if full { None } else { Some(TAIL_ENTRIES) },
+    );
     if !full
         && sidecar
             .as_ref()
             .is_some_and(|es| !es.iter().any(|e| e.rtype == RecordType::Commit))
     {
         // One commit wrote more records than the tail holds.
-        sidecar = read_sidecar(dir, session, None)?;
+        sidecar = read_sidecar(dir, session, size, None);
     }
     // Trust the sidecar's entries up to the last commit record that checks
     // out and that they chain to.
@@ -256,7 +293,10 @@ pub(crate) fn open(dir: &Dir, session: &SessionId, full: bool) -> Result<Option<
         let mut expect = chain_from;
         let mut upto = 0;
         for (k, e) in entries.iter().enumerate() {
-            if !chained || e.offset != expect || e.offset + e.len > size {
+            if !chained
+                || e.offset != expect
+                || e.offset.checked_add(e.len).is_none_or(|end| end > size)
+            {
                 break;
             }
             expect = e.offset + e.len;
