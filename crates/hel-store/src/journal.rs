@@ -24,7 +24,7 @@ use std::sync::{Arc, RwLock};
 
 use serde::{Deserialize, Serialize};
 
-use crate::dir::Dir;
+use crate::dir::{Dir, Kind};
 use crate::error::IoContext;
 use crate::pack::{self, FileKind, Header, Place, RecordType, FILE_HEADER, RECORD_HEADER};
 use crate::snapshot::Summary;
@@ -439,32 +439,50 @@ fn sync_data(file: &File, path: &std::path::Path) -> Result<()> {
     crate::dir::sync_file(file, path, true)
 }
 
+/// Make journal `name` in `dir`: its header written and synced under a
+/// temporary name in `tmp`, renamed into place, and `dir` synced. So a
+/// journal never exists without its header: a full disk or a crash leaves
+/// at most a file in `tmp` (which gc removes), and readers, fsck and gc
+/// see either no journal or an empty one.
+fn create(dir: &Dir, tmp: &Dir, name: &str) -> Result<()> {
+    let temp = format!("journal-{}", uuid::Uuid::new_v4().simple());
+    let path = tmp.child_path(&temp);
+    let made = (|| {
+        let mut f = tmp.create_new(&temp, 0o600)?;
+        f.write_all(&pack::file_header(FileKind::Journal))
+            .at(&path)?;
+        crate::dir::sync_file(&f, &path, false)?;
+        tmp.rename_to(&temp, dir, name)
+    })();
+    if made.is_err() {
+        let _ = tmp.remove_file(&temp);
+    }
+    made?;
+    dir.sync()
+}
+
 impl Writer {
-    /// Open (creating when absent) `session`'s journal to append to it. A
-    /// torn tail past the last commit record is cut off, and the sidecar
-    /// made to list exactly the committed records. The caller holds the
+    /// Open (creating when absent) `session`'s journal in `dir` to append
+    /// to it; a new journal is made in `tmp` first ([`create`]). A torn
+    /// tail past the last commit record is cut off, and the sidecar made
+    /// to list exactly the committed records. The caller holds the
     /// session's lease and the shared store lock.
-    pub fn open(dir: &Dir, session: &SessionId) -> Result<Writer> {
+    pub fn open(dir: &Dir, tmp: &Dir, session: &SessionId) -> Result<Writer> {
         let name = journal_name(session);
-        if dir.kind_of(&name)?.is_none() {
-            // A new journal: its header and its name are durable before
-            // any commit goes into it.
-            let mut f = match dir.create_new(&name, 0o600) {
-                Ok(f) => f,
-                Err(Error::Io { source, .. })
-                    if source.kind() == std::io::ErrorKind::AlreadyExists =>
-                {
-                    dir.open_rw(&name, false)?
-                }
-                Err(e) => return Err(e),
-            };
-            let path = dir.child_path(&name);
-            if f.metadata().at(&path)?.len() == 0 {
-                f.write_all(&pack::file_header(FileKind::Journal))
-                    .at(&path)?;
-                crate::dir::sync_file(&f, &path, false)?;
-                dir.sync()?;
-            }
+        let fresh = match dir.kind_of(&name)? {
+            None => true,
+            // Shorter than its header, it holds no commit: an older hel
+            // began it and ran out of space. Made again, whole.
+            Some(Kind::File) => dir
+                .open_file(&name)?
+                .map(|f| f.metadata().at(dir.child_path(&name)))
+                .transpose()?
+                .is_none_or(|m| m.len() < FILE_HEADER),
+            // Anything else is refused by the read below, naming it.
+            Some(_) => false,
+        };
+        if fresh {
+            create(dir, tmp, &name)?;
         }
         let view = open(dir, session, true)?.ok_or_else(|| Error::Io {
             path: dir.child_path(&name),
@@ -613,5 +631,100 @@ impl Writer {
         let commit = Commit { head, payload };
         view.head = Some(commit.clone());
         Ok(commit)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn payload(session: &SessionId) -> CommitPayload {
+        CommitPayload {
+            deps: BTreeSet::new(),
+            parent: None,
+            seq: 1,
+            session: session.clone(),
+            summary: Summary::default(),
+            time_ms: 0,
+            why: "test".into(),
+        }
+    }
+
+    fn dirs() -> (tempfile::TempDir, Dir, Dir) {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::create_dir(root.path().join("journals")).unwrap();
+        std::fs::create_dir(root.path().join("tmp")).unwrap();
+        let journals = Dir::open_path(&root.path().join("journals")).unwrap();
+        let tmp = Dir::open_path(&root.path().join("tmp")).unwrap();
+        (root, journals, tmp)
+    }
+
+    #[test]
+    fn a_journal_is_made_with_its_header_and_one_without_is_made_again() {
+        let (root, journals, tmp) = dirs();
+        let sid = SessionId::new_random();
+        // What an older hel left on a full disk: the name, no header.
+        std::fs::write(root.path().join("journals").join(journal_name(&sid)), b"").unwrap();
+        let mut w = Writer::open(&journals, &tmp, &sid).unwrap();
+        let head = ObjectId::from_bytes([7; 32]);
+        w.commit(&[], head, payload(&sid)).unwrap();
+        drop(w);
+        let bytes = std::fs::read(root.path().join("journals").join(journal_name(&sid))).unwrap();
+        assert_eq!(bytes[..16], pack::file_header(FileKind::Journal));
+        let view = open(&journals, &sid, true).unwrap().unwrap();
+        assert_eq!(view.head.unwrap().head, head);
+        // Nothing is left aside.
+        assert_eq!(
+            std::fs::read_dir(root.path().join("tmp")).unwrap().count(),
+            0
+        );
+    }
+
+    #[test]
+    fn a_sidecar_is_read_within_what_its_journal_can_hold() {
+        let (root, journals, tmp) = dirs();
+        let sid = SessionId::new_random();
+        let mut w = Writer::open(&journals, &tmp, &sid).unwrap();
+        let head = ObjectId::from_bytes([7; 32]);
+        w.commit(&[], head, payload(&sid)).unwrap();
+        drop(w);
+        let jpath = root.path().join("journals").join(journal_name(&sid));
+        let size = std::fs::metadata(&jpath).unwrap().len();
+        let side = root.path().join("journals").join(jidx_name(&sid));
+        assert_eq!(read_sidecar(&journals, &sid, size, None).unwrap().len(), 1);
+        // Entries that say a record is shorter than its header never count:
+        // they would chain at one offset forever.
+        let mut lies = jidx_header().to_vec();
+        for _ in 0..1000 {
+            lies.extend_from_slice(&encode_entry(&Entry {
+                id: head,
+                offset: FILE_HEADER,
+                len: 0,
+                rtype: RecordType::Object,
+            }));
+        }
+        std::fs::write(&side, &lies).unwrap();
+        assert!(read_sidecar(&journals, &sid, size, None)
+            .unwrap()
+            .is_empty());
+        // Valid-looking entries past what the journal can hold are not read.
+        let mut many = jidx_header().to_vec();
+        for k in 0..1000u64 {
+            many.extend_from_slice(&encode_entry(&Entry {
+                id: head,
+                offset: FILE_HEADER + k * RECORD_HEADER,
+                len: RECORD_HEADER,
+                rtype: RecordType::Object,
+            }));
+        }
+        std::fs::write(&side, &many).unwrap();
+        let fits = (size - FILE_HEADER) / RECORD_HEADER;
+        assert_eq!(
+            read_sidecar(&journals, &sid, size, None).unwrap().len() as u64,
+            fits
+        );
+        // The journal itself is the truth.
+        let view = open(&journals, &sid, false).unwrap().unwrap();
+        assert_eq!(view.head.unwrap().head, head);
     }
 }

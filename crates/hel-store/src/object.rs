@@ -638,7 +638,12 @@ mod tests {
     fn put_all(layout: &Layout, objects: &[(Kind, &[u8])]) -> (Vec<ObjectId>, u64) {
         let lock = Shared::take(layout).unwrap();
         let sid = SessionId::new_random();
-        let mut jw = journal::Writer::open(layout.journals_create().unwrap(), &sid).unwrap();
+        let mut jw = journal::Writer::open(
+            layout.journals_create().unwrap(),
+            layout.tmp_create().unwrap(),
+            &sid,
+        )
+        .unwrap();
         layout.odb().adopt(std::sync::Arc::clone(&jw.view));
         let mut w = Writer::new(&lock, &sid, &BTreeSet::new());
         let ids: Vec<ObjectId> = objects.iter().map(|(k, p)| w.put(*k, p).unwrap()).collect();

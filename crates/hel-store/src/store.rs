@@ -574,7 +574,11 @@ impl Store {
         slot: &'j mut Option<journal::Writer>,
     ) -> Result<&'j mut journal::Writer> {
         if slot.is_none() {
-            let w = journal::Writer::open(layout.journals_create()?, lease.session())?;
+            let w = journal::Writer::open(
+                layout.journals_create()?,
+                layout.tmp_create()?,
+                lease.session(),
+            )?;
             layout.odb().adopt(std::sync::Arc::clone(&w.view));
             *slot = Some(w);
         }
