@@ -757,3 +757,63 @@ fn a_run_repacks_loose_objects_that_piled_up() {
     let fsck = p.run(None, &["fsck"]);
     assert_eq!(fsck.code, 0, "{}", fsck.stderr);
 }
+
+#[test]
+fn a_reply_a_load_would_refuse_is_never_stored() {
+    let p = Project::new();
+    // A valid assistant message, 1 MB on the wire, that a load would take
+    // for over 128 MiB of parsed messages.
+    let junk = Value::Array(vec![json!({}); 300_000]);
+    let mock = Mock::start(json!([
+        {"content": "a1"},
+        {"message": {"role": "assistant", "content": "a2", "junk": junk}},
+        {"content": "a3"},
+        {"content": "a4"},
+    ]));
+    let run = p.run(Some(&mock), &["-p", "q1"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let sid = run.session();
+    let run = p.run(Some(&mock), &["resume", &sid, "-p", "q2"]);
+    assert_ne!(run.code, 0, "{}", run.stderr);
+    let refusal: Vec<&str> = run
+        .stderr
+        .lines()
+        .filter(|l| l.contains("the model's reply is refused"))
+        .collect();
+    assert_eq!(refusal.len(), 1, "{}", run.stderr);
+    assert!(
+        refusal[0].contains("bytes of messages") && !run.stderr.contains("could not save"),
+        "{}",
+        run.stderr
+    );
+    // The next instruction's answer saves as usual.
+    let run = p.run(Some(&mock), &["resume", &sid, "-p", "q3"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.stdout, "a3\n");
+    assert!(!run.stderr.contains("could not save"), "{}", run.stderr);
+    // Nothing of the reply is stored, and everything reads the session.
+    let log = json_out(&p.run(None, &["sessions", "log", &sid, "--all", "--json"]));
+    for e in log.as_array().unwrap() {
+        let id = e["id"].as_str().unwrap();
+        let shown = json_out(&p.run(None, &["sessions", "show", &sid, "--at", id, "--json"]));
+        assert!(!shown.to_string().contains("junk"), "{id}");
+    }
+    let shown = json_out(&p.run(None, &["sessions", "show", &sid, "--json"]));
+    let contents: Vec<&str> = shown["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .skip(1)
+        .filter_map(|m| m["content"].as_str())
+        .collect();
+    assert_eq!(contents, ["q1", "a1", "q3", "a3"]);
+    let show = p.run(None, &["sessions", "show", &sid]);
+    assert_eq!(show.code, 0, "{}", show.stderr);
+    let export = p.run(None, &["sessions", "export", &sid, "--format", "json"]);
+    assert_eq!(export.code, 0, "{}", export.stderr);
+    let fsck = p.run(None, &["fsck"]);
+    assert_eq!(fsck.code, 0, "{}{}", fsck.stdout, fsck.stderr);
+    let run = p.run(Some(&mock), &["resume", &sid, "-p", "q4"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.stdout, "a4\n");
+}

@@ -47,7 +47,7 @@ pub use commit::{encode_blob, Encoded, Txn};
 pub use error::{Error, Result};
 pub use id::{ObjectId, ParseIdError, SessionId};
 pub use layout::{FORMAT_VERSION, STORE_DIR};
-pub use list::{Leaf, Limits, INLINE_MAX};
+pub use list::{Leaf, Limits, OverLimit, INLINE_MAX};
 pub use lock::SessionLease;
 pub use names::{check_name, looks_like_name, NameError};
 pub use object::Cap;
