@@ -139,6 +139,10 @@ pub(crate) struct View {
     pub entries: Vec<Entry>,
     /// The last valid commit record.
     pub head: Option<Commit>,
+    /// The record of the head's snapshot object (offset, record length),
+    /// when the records read to find the head hold it (a listing reads the
+    /// snapshot from there without indexing the whole journal).
+    pub head_record: Option<(u64, u64)>,
     /// Whether the sidecar listed every committed record (else the writer
     /// rewrites it).
     pub sidecar_complete: bool,
@@ -310,6 +314,7 @@ pub(crate) fn open(dir: &Dir, session: &SessionId, full: bool) -> Result<Option<
             let e = entries[k - 1];
             if e.rtype == RecordType::Commit {
                 if let Ok(c) = view.read_commit(e.offset) {
+                    view.head_record = record_of(&entries[..k - 1], &c.head);
                     view.head = Some(c);
                     view.committed = e.offset + e.len;
                     start = view.committed;
@@ -348,6 +353,7 @@ pub(crate) fn open(dir: &Dir, session: &SessionId, full: bool) -> Result<Option<
         if h.rtype == RecordType::Commit {
             match parse_commit(&h, &stored, &place, session) {
                 Ok(c) => {
+                    view.head_record = record_of(&pending, &c.head);
                     view.head = Some(c);
                     view.committed = at;
                     view.sidecar_complete = false;
@@ -370,8 +376,22 @@ pub(crate) fn open(dir: &Dir, session: &SessionId, full: bool) -> Result<Option<
                 view.objects.insert(e.id, (e.offset, e.len));
             }
         }
+        view.head_record = view
+            .head
+            .as_ref()
+            .and_then(|c| view.objects.get(&c.head).copied());
     }
     Ok(Some(view))
+}
+
+/// The object record of `id` among `entries`, newest first: (offset,
+/// record length).
+fn record_of(entries: &[Entry], id: &ObjectId) -> Option<(u64, u64)> {
+    entries
+        .iter()
+        .rev()
+        .find(|e| e.rtype == RecordType::Object && e.id == *id)
+        .map(|e| (e.offset, e.len))
 }
 
 /// The largest record a journal may hold: an object under the largest cap.
@@ -390,6 +410,7 @@ impl View {
             objects: HashMap::new(),
             entries: Vec::new(),
             head: None,
+            head_record: None,
             sidecar_complete: true,
             seen_size: None,
         }
