@@ -314,3 +314,53 @@ fn a_project_moved_away_keeps_its_checkpoints_in_the_store_hel_opened() {
     let shown = json_out(&p.run_in(&moved, &["sessions", "show", sid, "--json"]));
     assert_eq!(shown["cwd"], project.display().to_string());
 }
+
+#[test]
+fn a_session_begun_on_a_full_disk_leaves_a_sound_store() {
+    let Some(fs) = Tmpfs::mount("4m") else { return };
+    let project = fs.path().join("project");
+    std::fs::create_dir(&project).unwrap();
+    let p = Project::new();
+    let mock = Mock::start(answers(3));
+    // A store exists; then the disk fills up.
+    let run = Run::from_cmd(
+        p.hel_in(&project, Some(&mock))
+            .args(["--no-workspace", "-p", "q1"]),
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let filler = fill(&fs.path());
+    // A new session's first answer cannot be saved; the disk has room
+    // again for its second.
+    let mut hel = Interactive::start(p.hel_in(&project, Some(&mock)).arg("--no-workspace"));
+    assert_eq!(hel.ask("q2"), "a2\n");
+    std::fs::remove_file(filler).unwrap();
+    assert_eq!(hel.ask("q3"), "a3\n");
+    let (code, stderr) = hel.finish();
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(
+        stderr.matches("could not save a checkpoint").count(),
+        1,
+        "{stderr}"
+    );
+    let sid = session_of(&stderr);
+    let fsck = p.run_in(&project, &["fsck"]);
+    assert_eq!(fsck.code, 0, "{}", fsck.stdout);
+    assert!(fsck.stdout.contains("store is sound"), "{}", fsck.stdout);
+    let shown = json_out(&p.run_in(&project, &["sessions", "show", &sid, "--json"]));
+    let contents: Vec<&str> = shown["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .skip(1)
+        .filter_map(|m| m["content"].as_str())
+        .collect();
+    assert_eq!(contents, ["q2", "a2", "q3", "a3"]);
+    let gc = p.run_in(&project, &["gc"]);
+    assert_eq!(gc.code, 0, "{}", gc.stderr);
+    let tmp = project.join(".hel/tmp");
+    let left: Vec<_> = std::fs::read_dir(&tmp)
+        .map(|d| d.collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "{left:?}");
+    assert_eq!(p.run_in(&project, &["fsck"]).code, 0);
+}

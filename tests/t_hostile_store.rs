@@ -784,3 +784,91 @@ fn a_stored_instruction_cannot_forge_rows_of_a_listing() {
         );
     }
 }
+
+// Sessions, their sidecars and what listings print of them (h/pick).
+
+#[test]
+fn a_sparse_huge_sidecar_is_read_within_bounded_memory() {
+    let h = Hostile::new();
+    let jidx = h
+        .root()
+        .join("packs/journals")
+        .join(format!("{}.jidx", h.session));
+    // 3 GiB that take no room on disk: the real entries, then zeros.
+    let f = std::fs::OpenOptions::new().write(true).open(&jidx).unwrap();
+    f.set_len(3 << 30).unwrap();
+    drop(f);
+    let run = h.run(None, &["sessions"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(run.stdout.contains(&h.session), "{}", run.stdout);
+    for args in [
+        vec!["sessions", "log", &h.session],
+        vec!["sessions", "show", &h.session],
+    ] {
+        let run = h.run(None, &args);
+        assert_eq!(run.code, 0, "{args:?}: {}", run.stderr);
+    }
+    assert!(h
+        .run(None, &["sessions", "show", &h.session])
+        .stdout
+        .contains("first answer"));
+    // The writer lists the records anew, and the session goes on.
+    let mock = Mock::start(json!([{"content": "second answer"}]));
+    let run = h.run(Some(&mock), &["resume", &h.session, "-p", "more"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.stdout, "second answer\n");
+    assert!(std::fs::metadata(&jidx).unwrap().len() < 1 << 20);
+    let run = h.run(None, &["fsck"]);
+    assert_eq!(run.code, 0, "{}", run.stdout);
+}
+
+#[test]
+fn a_stored_directory_cannot_forge_lines_of_a_listing_or_a_show() {
+    let h = Hostile::new();
+    let forged_row = "0badf00d-0000-4000-8000-0000000000ff  -  idle";
+    let cwd = format!("/elsewhere\n{forged_row}");
+    let node = h.list(&json!({"count": 1, "items": [{"m": system()}], "prev": null}));
+    let snap = json!({
+        "schema_version": 1,
+        "session_id": FORGED,
+        "parents": [],
+        "created_at": "2026-11-30T00:00:00.000Z\ncreated forged",
+        "created_at_ms": 1796000000000u64,
+        "cwd": cwd,
+        "request_config": h.blob(&json!({})).to_hex(),
+        "meter": null,
+        "cursors": h.blob(&json!([])).to_hex(),
+        "messages": {"root": node.to_hex(), "count": 1},
+        "spill": {},
+        "summary": {"messages": 1, "checkpoints": 1, "instruction": "x", "input_tokens": 0, "output_tokens": 0},
+    });
+    let snap = h.raw("snapshot", &hel_store::canonical::to_vec(&snap));
+    h.set_ref(FORGED, &snap);
+    let run = h.run(None, &["sessions"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stdout
+            .contains(&format!("[saved in /elsewhere^J{forged_row}]")),
+        "{}",
+        run.stdout
+    );
+    let run = h.run(None, &["sessions", "show", FORGED]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stdout
+            .contains(&format!("cwd /elsewhere^J{forged_row}"))
+            && run.stdout.contains("^Jcreated forged"),
+        "{}",
+        run.stdout
+    );
+    for out in [
+        h.run(None, &["sessions"]).stdout,
+        h.run(None, &["sessions", "show", FORGED]).stdout,
+    ] {
+        assert!(
+            !out.lines()
+                .any(|l| l.starts_with(forged_row) || l.starts_with("created forged")),
+            "{out}"
+        );
+    }
+}

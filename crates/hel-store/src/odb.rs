@@ -31,6 +31,7 @@ pub(crate) struct Sealed {
 pub(crate) type SharedView = Arc<RwLock<View>>;
 
 /// Where an object was found.
+#[derive(Clone, Debug)]
 pub(crate) enum Found {
     /// In a record: the file, where, and how long.
     Record {

@@ -7,6 +7,7 @@ use serde_json::Value;
 
 use crate::layout::Layout;
 use crate::object::{self, Cap, Kind};
+use crate::odb::Found;
 use crate::{Error, ObjectId, Result, SessionId};
 
 /// The snapshot schema this build writes and the newest it reads. Schema 2
@@ -313,7 +314,18 @@ pub(crate) enum Invalid {
 /// Read and validate snapshot `id`.
 pub(crate) fn read(layout: &Layout, id: &ObjectId) -> Result<Checkpoint> {
     let payload = object::read_kind(layout, id, Kind::Snapshot, Cap::SNAPSHOT)?;
-    Checkpoint::parse(&payload).map_err(|e| match e {
+    validated(layout, id, &payload)
+}
+
+/// [`read`] where `found` says the snapshot is.
+pub(crate) fn read_at(layout: &Layout, id: &ObjectId, found: &Found) -> Result<Checkpoint> {
+    let payload = object::read_kind_at(layout, id, found, Kind::Snapshot, Cap::SNAPSHOT)?;
+    validated(layout, id, &payload)
+}
+
+/// Snapshot `id` from its payload, validated.
+fn validated(layout: &Layout, id: &ObjectId, payload: &[u8]) -> Result<Checkpoint> {
+    Checkpoint::parse(payload).map_err(|e| match e {
         Invalid::Newer(found) => Error::NewerSchema {
             id: *id,
             path: layout.object_path(id),

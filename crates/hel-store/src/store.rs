@@ -190,6 +190,14 @@ pub struct SessionInfo {
     pub checkpoints: u64,
     pub messages: u64,
     pub instruction: String,
+    /// The project directory its newest record was saved in (None: no
+    /// checkpoint, or one that could not be read). A session whose
+    /// directory is not the project's came from elsewhere (a `.hel/` that
+    /// arrived with a repository, say).
+    pub cwd: Option<String>,
+    /// `updated_ms` is after the time of the listing: no record made here
+    /// is, so it orders as the oldest (see [`Store::sessions`]).
+    pub future: bool,
     /// Why the session's head or checkpoint could not be read, if it
     /// could not (shared, so that a listing stays cheap to clone).
     pub broken: Option<Arc<Error>>,
@@ -595,7 +603,11 @@ impl Store {
         slot: &'j mut Option<journal::Writer>,
     ) -> Result<&'j mut journal::Writer> {
         if slot.is_none() {
-            let w = journal::Writer::open(layout.journals_create()?, lease.session())?;
+            let w = journal::Writer::open(
+                layout.journals_create()?,
+                layout.tmp_create()?,
+                lease.session(),
+            )?;
             layout.odb().adopt(std::sync::Arc::clone(&w.view));
             *slot = Some(w);
         }
@@ -682,7 +694,11 @@ impl Store {
 
     /// All sessions of this store, most recently updated first: those with
     /// a checkpoint, and those being worked on that have none yet. A
-    /// session whose checkpoint cannot be read is listed as broken.
+    /// session whose checkpoint cannot be read is listed as broken. A time
+    /// the store gives that is after the listing's own (a record dated in
+    /// the future) says nothing of when it was made: that session is
+    /// marked `future` and orders after every other, so it is never the
+    /// newest.
     pub fn sessions(&self) -> Result<Vec<SessionInfo>> {
         let Some(layout) = self.layout()? else {
             return Ok(Vec::new());
@@ -697,53 +713,66 @@ impl Store {
                     continue;
                 }
             };
-            let info = match head {
-                // The commit record says what a listing shows.
-                Some(heads::Head {
-                    id: h,
-                    commit: Some(c),
-                }) => SessionInfo {
+            let Some(head) = head else {
+                // No checkpoint yet: a session only while it is worked on.
+                if busy {
+                    out.push(SessionInfo {
+                        id,
+                        busy,
+                        head: None,
+                        updated_ms: time::now_ms(),
+                        checkpoints: 0,
+                        messages: 0,
+                        instruction: String::new(),
+                        cwd: None,
+                        future: false,
+                        broken: None,
+                    });
+                }
+                continue;
+            };
+            let read = heads::checkpoint(layout, &id, &head);
+            let info = match (head.commit, read) {
+                // The commit record says what a listing shows; the
+                // checkpoint, where it was saved.
+                (Some(c), read) => SessionInfo {
                     id,
                     busy,
-                    head: Some(h),
+                    head: Some(head.id),
                     updated_ms: c.time_ms,
                     checkpoints: c.summary.checkpoints,
                     messages: c.summary.messages,
                     instruction: c.summary.instruction,
+                    cwd: read.ok().map(|cp| cp.cwd),
+                    future: false,
                     broken: None,
                 },
-                Some(heads::Head {
-                    id: h,
-                    commit: None,
-                }) => match snapshot::read(layout, &h) {
-                    Ok(cp) => SessionInfo {
-                        id,
-                        busy,
-                        head: Some(h),
-                        updated_ms: cp.created_at_ms,
-                        checkpoints: cp.summary.checkpoints,
-                        messages: cp.summary.messages,
-                        instruction: cp.summary.instruction,
-                        broken: None,
-                    },
-                    Err(e) => SessionInfo::broken(id, busy, Some(h), e),
-                },
-                // No checkpoint yet: a session only while it is worked on.
-                None if busy => SessionInfo {
+                (None, Ok(cp)) => SessionInfo {
                     id,
                     busy,
-                    head: None,
-                    updated_ms: time::now_ms(),
-                    checkpoints: 0,
-                    messages: 0,
-                    instruction: String::new(),
+                    head: Some(head.id),
+                    updated_ms: cp.created_at_ms,
+                    checkpoints: cp.summary.checkpoints,
+                    messages: cp.summary.messages,
+                    instruction: cp.summary.instruction,
+                    cwd: Some(cp.cwd),
+                    future: false,
                     broken: None,
                 },
-                None => continue,
+                (None, Err(e)) => SessionInfo::broken(id, busy, Some(head.id), e),
             };
             out.push(info);
         }
-        out.sort_by(|a, b| b.updated_ms.cmp(&a.updated_ms).then(a.id.cmp(&b.id)));
+        // Taken after every head was read, so that a commit made while
+        // this lists is not in the future.
+        let now = time::now_ms();
+        for s in &mut out {
+            s.future = s.updated_ms > now;
+        }
+        out.sort_by(|a, b| {
+            let newest = |s: &SessionInfo| if s.future { 0 } else { s.updated_ms };
+            newest(b).cmp(&newest(a)).then(a.id.cmp(&b.id))
+        });
         Ok(out)
     }
 
@@ -818,6 +847,8 @@ impl SessionInfo {
             checkpoints: 0,
             messages: 0,
             instruction: String::new(),
+            cwd: None,
+            future: false,
             broken: Some(Arc::new(e)),
         }
     }

@@ -137,6 +137,7 @@ impl Run {
             max_turns: options.max_turns,
             interrupts: host.interrupts,
             observer: Rc::clone(&observer),
+            limits: store.limits(),
         };
         let mut agent = Agent::new(parts, system_message);
         if let (Some(s), Some(head)) = (session.as_mut(), head) {

@@ -16,7 +16,10 @@ use crate::event::Warning;
 use crate::workspace::Snapshots;
 
 pub use open::{open, Opened, Start};
-pub use resolve::{check_session_arg, resolve, resolve_checkpoint, verify, SessionError};
+pub use resolve::{
+    check_session_arg, default_session, recorded_cwd, resolve, resolve_checkpoint, verify,
+    SessionError,
+};
 
 /// A session this process holds.
 pub struct Session {

@@ -5,7 +5,9 @@ use std::sync::Arc;
 
 use hel_store::{ObjectId, SessionLease, SessionState, Store};
 
-use super::{resolve, resolve_checkpoint, verify, Session, SessionError};
+use super::{
+    default_session, recorded_cwd, resolve, resolve_checkpoint, verify, Session, SessionError,
+};
 
 /// Which session to work on.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -13,7 +15,8 @@ pub enum Start {
     New,
     /// A session argument (an id or a unique prefix).
     Resume(String),
-    /// The most recently updated session not in use.
+    /// The session hel chooses when none is named
+    /// ([`default_session`]): the newest of this project not in use.
     Last,
     /// A new session from checkpoint `at` of `session`.
     Fork {
@@ -32,7 +35,7 @@ pub struct Opened {
 
 /// Take the session `start` names in `store` for the project at `project`.
 pub fn open(store: &Store, project: &Path, start: &Start) -> Result<Opened, SessionError> {
-    let cwd = project.to_string_lossy().into_owned();
+    let cwd = recorded_cwd(project);
     let make = |lease: SessionLease, head, warnings| Opened {
         session: Session {
             store: store.clone(),
@@ -51,12 +54,8 @@ pub fn open(store: &Store, project: &Path, start: &Start) -> Result<Opened, Sess
             Ok(make(lease, Some(head), Vec::new()))
         }
         Start::Last => {
-            let last = store
-                .sessions()?
-                .into_iter()
-                .find(|s| !s.busy && s.head.is_some() && s.broken.is_none())
-                .ok_or(SessionError::NoneResumable)?;
-            let (lease, head) = store.resume(&last.id)?;
+            let last = default_session(store, project)?;
+            let (lease, head) = store.resume(&last)?;
             Ok(make(lease, Some(head), Vec::new()))
         }
         Start::Fork { session: spec, at } => {

@@ -50,8 +50,32 @@ pub enum SessionError {
     },
     #[error("no session of this project can be resumed (none, or all in use)")]
     NoneResumable,
+    /// Sessions there are, but none hel may choose on its own: each was
+    /// saved in another directory or is dated in the future.
+    #[error("no session of {} to choose: {}; hel never picks such a session by default: name one (`hel sessions` lists them), or continue one here with `hel resume <SESSION> --relocate`", project.display(), not_here(*foreign, *future))]
+    NoneHere {
+        project: PathBuf,
+        /// Sessions saved in another directory.
+        foreign: usize,
+        /// Sessions of this directory dated in the future.
+        future: usize,
+    },
     #[error(transparent)]
     Store(#[from] hel_store::Error),
+}
+
+/// What [`SessionError::NoneHere`] found instead.
+fn not_here(foreign: usize, future: usize) -> String {
+    let mut parts = Vec::new();
+    if foreign > 0 {
+        parts.push(format!(
+            "{foreign} session(s) in this store were saved in another directory (a .hel/ that came with the repository?)"
+        ));
+    }
+    if future > 0 {
+        parts.push(format!("{future} session(s) are dated in the future"));
+    }
+    parts.join(", and ")
 }
 
 fn list<'a>(items: impl Iterator<Item = &'a str>) -> String {
@@ -126,6 +150,43 @@ pub fn resolve(store: &Store, project: &Path, spec: &str) -> Result<SessionId, S
         }
         _ => Err(SessionError::Ambiguous { spec, matches }),
     }
+}
+
+/// The project directory as checkpoints record it (and as resume compares
+/// it): the canonical path, as a string.
+pub fn recorded_cwd(project: &Path) -> String {
+    project.to_string_lossy().into_owned()
+}
+
+/// The session a command works on when none is named (`hel undo`, `hel
+/// resume --last`): the newest, as `hel sessions` orders them, that
+/// nobody is working on, that has a checkpoint that can be read, and whose
+/// newest record was saved in `project`. A session saved in another
+/// directory (one that came in a repository's `.hel/`) or dated in the
+/// future is never chosen: naming it is the only way to use it.
+pub fn default_session(store: &Store, project: &Path) -> Result<SessionId, SessionError> {
+    let here = recorded_cwd(project);
+    let (mut foreign, mut future) = (0, 0);
+    for s in store.sessions()? {
+        if s.busy || s.head.is_none() || s.broken.is_some() {
+            continue;
+        }
+        if s.cwd.as_deref() != Some(here.as_str()) {
+            foreign += 1;
+        } else if s.future {
+            future += 1;
+        } else {
+            return Ok(s.id);
+        }
+    }
+    if foreign + future == 0 {
+        return Err(SessionError::NoneResumable);
+    }
+    Err(SessionError::NoneHere {
+        project: project.to_owned(),
+        foreign,
+        future,
+    })
 }
 
 /// Resolve a checkpoint argument among the checkpoints of `log`.

@@ -46,7 +46,7 @@ pub fn sessions(
     let project = report::project()?;
     let store = Store::open(&project)?;
     match command.unwrap_or(SessionsCommand::List { json: json_flag }) {
-        SessionsCommand::List { json } => sessions::list(&store, json || json_flag),
+        SessionsCommand::List { json } => sessions::list(&store, &project, json || json_flag),
         SessionsCommand::Log { session, all, json } => {
             sessions::log(&store, &project, &session, all, json || json_flag)
         }

@@ -8,7 +8,7 @@ use hel_agent::session;
 use hel_agent::terminal::escape_line;
 use hel_store::log::LogEntry;
 use hel_store::time::rfc3339;
-use hel_store::{Record, SessionId, Store};
+use hel_store::{Record, SessionId, SessionInfo, Store};
 use serde::Serialize;
 
 use super::report::{print_json, say};
@@ -21,7 +21,14 @@ struct SessionRow<'a> {
     broken: Option<String>,
     busy: bool,
     checkpoints: u64,
+    /// Where its newest record was saved (null: not known).
+    cwd: Option<&'a str>,
+    /// Its time is after the listing's: it never counts as the newest.
+    future: bool,
     head: Option<String>,
+    /// Saved in this project's directory: only such a session is ever
+    /// chosen when none is named.
+    here: bool,
     id: &'a SessionId,
     instruction: &'a str,
     messages: u64,
@@ -99,10 +106,30 @@ pub(super) fn names_or_warn(store: &Store) -> BTreeMap<SessionId, String> {
     })
 }
 
-pub fn list(store: &Store, as_json: bool) -> Result<u8, Exit> {
+/// What `hel sessions` says of a session before its instruction ("" for
+/// one of this directory, dated in the past): where it was saved when
+/// that is elsewhere, and a time in the future. Such a session is never
+/// chosen when none is named.
+fn where_tag(s: &SessionInfo, here: &str) -> String {
+    let mut tag = String::new();
+    if s.broken.is_none() && s.head.is_some() {
+        match s.cwd.as_deref() {
+            Some(cwd) if cwd == here => {}
+            Some(cwd) => tag.push_str(&format!("[saved in {}] ", escape_line(cwd))),
+            None => tag.push_str("[saved where: unknown] "),
+        }
+    }
+    if s.future {
+        tag.push_str("[dated in the future] ");
+    }
+    tag
+}
+
+pub fn list(store: &Store, project: &Path, as_json: bool) -> Result<u8, Exit> {
     let sessions = store.sessions()?;
     let names = names_or_warn(store);
     let name_of = |id: &SessionId| names.get(id).map(String::as_str);
+    let here = session::recorded_cwd(project);
     if as_json {
         let rows: Vec<SessionRow> = sessions
             .iter()
@@ -110,7 +137,10 @@ pub fn list(store: &Store, as_json: bool) -> Result<u8, Exit> {
                 broken: s.broken.as_ref().map(|e| e.to_string()),
                 busy: s.busy,
                 checkpoints: s.checkpoints,
+                cwd: s.cwd.as_deref(),
+                future: s.future,
                 head: s.head.map(|h| h.to_hex()),
+                here: s.cwd.as_deref() == Some(here.as_str()),
                 id: &s.id,
                 instruction: &s.instruction,
                 messages: s.messages,
@@ -136,7 +166,8 @@ pub fn list(store: &Store, as_json: bool) -> Result<u8, Exit> {
         "MESSAGES"
     );
     let mut broken = 0;
-    for s in sessions {
+    let mut elsewhere = 0;
+    for s in &sessions {
         let state = match (&s.broken, s.busy) {
             (Some(_), _) => "broken",
             (None, true) => "busy",
@@ -147,10 +178,14 @@ pub fn list(store: &Store, as_json: bool) -> Result<u8, Exit> {
         } else {
             rfc3339(s.updated_ms)
         };
+        let tag = where_tag(s, &here);
+        if !tag.is_empty() {
+            elsewhere += 1;
+        }
         say!(
-            "{:<36}  {:<width$}  {:<5}  {:<24}  {:>11}  {:>8}  {}",
+            "{:<36}  {:<width$}  {:<5}  {:<24}  {:>11}  {:>8}  {tag}{}",
             s.id,
-            name_of(&s.id).unwrap_or("-"),
+            escape_line(name_of(&s.id).unwrap_or("-")),
             state,
             updated,
             s.checkpoints,
@@ -161,6 +196,11 @@ pub fn list(store: &Store, as_json: bool) -> Result<u8, Exit> {
             broken += 1;
             render::line(&format!("hel: session {}: {why}", s.id));
         }
+    }
+    if elsewhere > 0 {
+        render::line(&format!(
+            "hel: {elsewhere} session(s) were saved in another directory or are dated in the future: hel never chooses them when no session is named (name one; `hel resume <SESSION> --relocate` continues one here)"
+        ));
     }
     if broken > 0 {
         render::line(&format!(

@@ -7,7 +7,7 @@ use std::io::Write;
 use std::path::Path;
 
 use hel_agent::session;
-use hel_agent::terminal::{escape_line, escape_text};
+use hel_agent::terminal::escape_line;
 use hel_store::{Loaded, ObjectId, SessionId, SpillEntry, Store};
 use serde_json::Value;
 
@@ -90,16 +90,26 @@ fn show_text(store: &Store, id: &SessionId, checkpoint: ObjectId, loaded: &Loade
         _ => String::new(),
     };
     let rc = &loaded.request_config;
-    let mut out = format!(
-        "session {id}{name}\ncheckpoint {checkpoint}\ncreated {}\ncwd {}\nsaved with: provider {}, model {}, output limit {}, tools [{}]\n\n",
-        cp.created_at,
-        cp.cwd,
-        rc["provider"].as_str().unwrap_or("?"),
-        rc["model"].as_str().unwrap_or("?"),
-        rc["max_output_tokens"],
-        tool_names(rc)
-    );
-    out = escape_text(&out).into_owned();
+    // Each header line holds stored strings: a line break in one (a cwd
+    // from a store that came with a repository) is escaped, so it cannot
+    // forge header lines.
+    let mut out = [
+        format!("session {id}{name}"),
+        format!("checkpoint {checkpoint}"),
+        format!("created {}", cp.created_at),
+        format!("cwd {}", cp.cwd),
+        format!(
+            "saved with: provider {}, model {}, output limit {}, tools [{}]",
+            rc["provider"].as_str().unwrap_or("?"),
+            rc["model"].as_str().unwrap_or("?"),
+            rc["max_output_tokens"],
+            tool_names(rc)
+        ),
+    ]
+    .iter()
+    .map(|line| format!("{}\n", escape_line(line)))
+    .collect::<String>();
+    out.push('\n');
     out.push_str(transcript::text(&loaded.messages, style).trim_end());
     out.push('\n');
     if !cp.spill.is_empty() {

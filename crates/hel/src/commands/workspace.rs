@@ -4,7 +4,7 @@
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
-use hel_agent::session::{self, resolve_checkpoint, SessionError};
+use hel_agent::session::{self, resolve_checkpoint};
 use hel_agent::terminal::escape_line;
 use hel_store::tree::EntryKind;
 use hel_store::{Cap, ObjectId, SessionId, Store};
@@ -18,14 +18,10 @@ use super::report::{print_json, project, say};
 use crate::exit::Exit;
 use crate::tty;
 
-/// The most recently updated session nobody is working on.
+/// The session hel chooses when none is named: the newest of this
+/// project's directory nobody is working on ([`session::default_session`]).
 fn last_idle(store: &Store) -> Result<SessionId, Exit> {
-    store
-        .sessions()?
-        .into_iter()
-        .find(|s| !s.busy && s.head.is_some() && s.broken.is_none())
-        .map(|s| s.id)
-        .ok_or_else(|| Exit::from(SessionError::NoneResumable))
+    Ok(session::default_session(store, &project()?)?)
 }
 
 /// The checkpoint `at` names in `session`'s history, or its newest record
