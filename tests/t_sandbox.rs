@@ -474,3 +474,288 @@ fn many_hel_processes_starting_together_all_get_an_instance() {
         .collect();
     assert!(left.is_empty(), "{left:?}");
 }
+
+/// A fresh pseudo-terminal: the side hel gets, the side the test reads
+/// and types on, and its name (`/dev/pts/N`).
+struct Pty {
+    master: std::fs::File,
+    slave: std::fs::File,
+    name: String,
+}
+
+impl Pty {
+    fn open() -> Pty {
+        use std::os::fd::{AsRawFd, FromRawFd};
+        let (mut master, mut slave) = (0, 0);
+        // SAFETY: openpty(3) fills in two descriptors; no name or settings asked for.
+        let got = unsafe {
+            libc::openpty(
+                &mut master,
+                &mut slave,
+                std::ptr::null_mut(),
+                std::ptr::null(),
+                std::ptr::null(),
+            )
+        };
+        assert_eq!(got, 0);
+        // SAFETY: both descriptors were just opened for us and are owned here only.
+        let (master, slave) = unsafe {
+            (
+                std::fs::File::from_raw_fd(master),
+                std::fs::File::from_raw_fd(slave),
+            )
+        };
+        let name = std::fs::read_link(format!("/proc/self/fd/{}", slave.as_raw_fd()))
+            .unwrap()
+            .display()
+            .to_string();
+        assert!(name.starts_with("/dev/pts/"), "{name}");
+        Pty {
+            master,
+            slave,
+            name,
+        }
+    }
+}
+
+/// hel on a pseudo-terminal that is its controlling terminal, as when you
+/// run it from your shell; what it shows is collected as it comes.
+struct OnTty {
+    child: Child,
+    master: std::fs::File,
+    shown: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+}
+
+/// The end of every prompt (`hel 4da5b0e0 · 12% › `).
+const PROMPT_END: &str = "% › ";
+
+impl OnTty {
+    /// Start `hel args` on `pty`. With `leak`, hel also gets that file as
+    /// descriptor 7, not close-on-exec: a parent that leaks one.
+    fn start(
+        pty: Pty,
+        p: &Project,
+        mock: &Mock,
+        args: &[&str],
+        leak: Option<&std::fs::File>,
+    ) -> OnTty {
+        use std::os::fd::AsRawFd;
+        use std::os::unix::process::CommandExt;
+        let leak = leak.map(|f| f.as_raw_fd());
+        let mut cmd = std::process::Command::new(hel_bin());
+        cmd.current_dir(p.dir.path())
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("HOME", p.home.path())
+            .env("TERM", "xterm")
+            .args(["--base-url", &mock.url, "--model", "mock-model"])
+            .args(args)
+            .stdin(pty.slave.try_clone().unwrap())
+            .stdout(pty.slave.try_clone().unwrap())
+            .stderr(pty.slave);
+        // SAFETY: only async-signal-safe system calls between fork and exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                rustix::process::setsid()?;
+                if libc::ioctl(0, libc::TIOCSCTTY, 0) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                // What the test process holds stays with it; only `leak`
+                // goes along, as fd 7 without close-on-exec.
+                libc::close_range(3, u32::MAX, libc::CLOSE_RANGE_CLOEXEC as libc::c_int);
+                if let Some(fd) = leak {
+                    if libc::dup2(fd, 7) < 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                }
+                Ok(())
+            });
+        }
+        let child = cmd.spawn().unwrap();
+        // The command held our copies of the slave side: reading the
+        // master ends (EIO) once hel and its sandbox are gone.
+        drop(cmd);
+        let shown = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let sink = shown.clone();
+        let mut reader = pty.master.try_clone().unwrap();
+        std::thread::spawn(move || {
+            use std::io::Read;
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = reader.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock().unwrap().extend_from_slice(&buf[..n]);
+            }
+        });
+        OnTty {
+            child,
+            master: pty.master,
+            shown,
+        }
+    }
+
+    /// Everything shown so far.
+    fn shown(&self) -> String {
+        String::from_utf8_lossy(&self.shown.lock().unwrap()).into_owned()
+    }
+
+    /// Wait until `text` has been shown `n` times.
+    fn wait_shown(&self, text: &str, n: usize) {
+        wait_until(&format!("{n} × {text:?} in {:?}", self.shown()), || {
+            self.shown().matches(text).count() >= n
+        });
+    }
+
+    /// Type `keys`.
+    fn type_in(&mut self, keys: &str) {
+        use std::io::Write;
+        self.master.write_all(keys.as_bytes()).unwrap();
+        self.master.flush().unwrap();
+    }
+
+    /// Leave with Ctrl-D at the prompt; hel's exit code.
+    fn leave(mut self) -> i32 {
+        self.type_in("\x04");
+        wait_exit(&mut self.child)
+    }
+}
+
+/// The pid of hel's process on `tty`.
+fn pid_of(tty: &OnTty) -> u32 {
+    tty.child.id()
+}
+
+#[test]
+fn commands_reach_no_terminal_of_the_user() {
+    let p = Project::new();
+    let pty = Pty::open();
+    // The command is told which terminal hel runs on (an attacker would
+    // try them all, as the loop does too).
+    let user = pty.name.clone();
+    let mock = Mock::start(json!([
+        {"tool_calls": [call("bash", json!({"command": format!(
+            "echo dev: $(ls -A /dev); \
+             for t in /dev/tty /dev/console {user} /dev/pts/[0-9]* /dev/tty[0-9]*; do \
+               (printf '\\033[2JPWNED' > \"$t\") 2>/dev/null && echo \"wrote $t\"; done; \
+             (: < /dev/tty) 2>&1 | sed 's/.*: /tty: /'; \
+             bash -c 'if exec 3<{user}; then echo open > thief.status; exec cat <&3 > stolen; else echo failed > thief.status; fi' 2>thief.err & \
+             for i in $(seq 1000); do [ -s thief.status ] && break; sleep 0.01; done; cat thief.status; \
+             python3 -c 'import os; m, s = os.openpty(); print(\"own pty\", os.ttyname(s))'"
+        )}))]},
+        {"content": "done"},
+        {"content": "ok"},
+    ]));
+    let mut tty = OnTty::start(pty, &p, &mock, &["--access", "auto"], None);
+    tty.wait_shown(PROMPT_END, 1);
+    tty.type_in("go\r");
+    tty.wait_shown(PROMPT_END, 2);
+    // Typed at hel's prompt while the command's thief would be reading.
+    tty.type_in("my password is hunter2\r");
+    tty.wait_shown(PROMPT_END, 3);
+    let shown = tty.shown();
+    assert_eq!(tty.leave(), 0);
+    let r = &tool_results(&mock, 1)[0];
+    // Only the harmless devices, and terminals of the sandbox's own.
+    assert!(
+        r.contains("dev: fd full null ptmx pts random stderr stdin stdout tty urandom zero\n"),
+        "{r}"
+    );
+    assert!(!r.contains("wrote "), "{r}");
+    assert!(r.contains("tty: No such device or address\n"), "{r}");
+    assert!(r.contains("\nfailed\n"), "{r}");
+    assert!(r.contains("own pty /dev/pts/0\n"), "{r}");
+    assert!(!shown.contains("PWNED"), "{shown}");
+    let typed = mock.messages(2);
+    let typed = typed.iter().rev().find(|m| m["role"] == "user").unwrap();
+    assert_eq!(typed["content"], "my password is hunter2");
+    assert_eq!(
+        std::fs::read_to_string(p.path().join("stolen")).unwrap_or_default(),
+        ""
+    );
+}
+
+/// hel's descriptors (but 0-2 and `except`) that are not close-on-exec,
+/// and whether one of them is a session journal.
+fn inheritable_fds(pid: u32, except: &[u32]) -> (Vec<String>, bool) {
+    let mut open = Vec::new();
+    let mut journal = false;
+    for e in std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .flatten()
+    {
+        let fd: u32 = e.file_name().to_string_lossy().parse().unwrap();
+        let target = std::fs::read_link(e.path()).unwrap_or_default();
+        journal |= target.to_string_lossy().ends_with(".journal");
+        if fd <= 2 || except.contains(&fd) {
+            continue;
+        }
+        let info = std::fs::read_to_string(format!("/proc/{pid}/fdinfo/{fd}")).unwrap_or_default();
+        let flags = info
+            .lines()
+            .find_map(|l| l.strip_prefix("flags:"))
+            .map(|f| u32::from_str_radix(f.trim(), 8).unwrap())
+            .unwrap_or(0);
+        if flags & libc::O_CLOEXEC as u32 == 0 {
+            open.push(format!("{fd} -> {}", target.display()));
+        }
+    }
+    (open, journal)
+}
+
+#[test]
+fn commands_inherit_no_descriptor_of_hel_or_of_its_parent() {
+    let outside = Outside::new();
+    let leaked = outside.path().join("leaked-by-parent");
+    std::fs::write(&leaked, "parent's\n").unwrap();
+    let leak = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&leaked)
+        .unwrap();
+    for args in [
+        &["--access", "auto"][..],
+        &["--access", "auto", "--no-sandbox"],
+    ] {
+        let p = Project::new();
+        // (ls into a file, so that bash opens nothing while it is looked at.)
+        let list = "ls -l /proc/$$/fd > fds; awk 'NR > 1 { print \"fd\", $9, $11 }' fds; \
+                    echo x >&7 && echo wrote-7; \
+                    (: < /dev/tty) 2>/dev/null && echo tty-open || echo tty-closed";
+        let mock = Mock::start(json!([
+            {"tool_calls": [call("bash", json!({"command": list}))]},
+            {"content": "first"},
+            {"tool_calls": [call("bash", json!({"command": list}))]},
+            {"content": "second"},
+        ]));
+        let mut tty = OnTty::start(Pty::open(), &p, &mock, args, Some(&leak));
+        tty.wait_shown(PROMPT_END, 1);
+        tty.type_in("one\r");
+        tty.wait_shown(PROMPT_END, 2);
+        // The first answer is committed: the session's journal is open in
+        // hel, and nothing hel holds would cross an exec but what its
+        // parent gave it.
+        let (open, journal) = inheritable_fds(pid_of(&tty), &[7]);
+        assert!(journal, "{args:?}: no journal open");
+        assert_eq!(open, Vec::<String>::new(), "{args:?}");
+        tty.type_in("two\r");
+        tty.wait_shown(PROMPT_END, 3);
+        assert_eq!(tty.leave(), 0);
+        // The first call's result is in request 1, the second's in 3.
+        for (i, request) in [(0, 1), (1, 3)] {
+            let r = &tool_results(&mock, request)[i];
+            let fds: Vec<&str> = r.lines().filter(|l| l.starts_with("fd ")).collect();
+            assert_eq!(fds.len(), 3, "{args:?} call {i}: {r}");
+            for (n, l) in fds.iter().enumerate() {
+                assert!(l.starts_with(&format!("fd {n} ")), "{args:?}: {r}");
+            }
+            assert!(
+                !r.contains("wrote-7") && r.contains("Bad file descriptor"),
+                "{args:?}: {r}"
+            );
+            // No controlling terminal: /dev/tty is not hel's.
+            assert!(r.contains("tty-closed\n"), "{args:?}: {r}");
+        }
+    }
+    assert_eq!(std::fs::read_to_string(&leaked).unwrap(), "parent's\n");
+}

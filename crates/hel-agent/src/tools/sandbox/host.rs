@@ -540,8 +540,9 @@ fn spawn_helper(theirs: &OwnedFd) -> std::io::Result<std::process::Child> {
             if rustix::process::getppid() != Some(me) {
                 return Err(std::io::Error::other("hel is gone"));
             }
-            // Not in hel's process group: Ctrl-C is for hel to handle.
-            rustix::process::setpgid(None, None)?;
+            // A session of its own: no controlling terminal for anything in
+            // the sandbox, and not hel's process group (Ctrl-C is hel's).
+            rustix::process::setsid()?;
             // The socket becomes fd 3, the only descriptor beyond stdio.
             // (libc: rustix's dup2 wants the target as an OwnedFd, which
             // fd 3 is not here, and rustix has no close_range.)
