@@ -759,3 +759,216 @@ fn commands_inherit_no_descriptor_of_hel_or_of_its_parent() {
     }
     assert_eq!(std::fs::read_to_string(&leaked).unwrap(), "parent's\n");
 }
+
+/// `git args` in `dir`, which must succeed; its stdout. No global or
+/// system configuration is read.
+pub fn git(dir: &std::path::Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .current_dir(dir)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.org"])
+        .args(["-c", "init.defaultBranch=main"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A project that is a git repository with one commit, and a nested
+/// repository in `vendor/lib`.
+fn repository() -> Project {
+    let p = Project::new();
+    git(&p.path(), &["init", "-q"]);
+    p.write("a.txt", "a\n");
+    git(&p.path(), &["add", "a.txt"]);
+    git(&p.path(), &["commit", "-qm", "one"]);
+    std::fs::create_dir_all(p.path().join("vendor/lib")).unwrap();
+    git(&p.path().join("vendor/lib"), &["init", "-q"]);
+    p
+}
+
+/// What a command run by a model tries in a repository: plant a hook and
+/// config, move the git directory away, commit.
+const PLANT: &str = "echo evil > .git/hooks/pre-commit; \
+     printf '[core]\\n\\tfsmonitor = evil\\n' >> .git/config; \
+     mv .git moved; \
+     echo evil > vendor/lib/.git/hooks/post-checkout; \
+     echo b > b.txt; git add b.txt && git -c user.name=t -c user.email=t@e commit -qm two; echo commit=$?; \
+     git config core.pager evil; echo config=$?";
+
+#[test]
+fn git_directories_are_read_only_to_commands() {
+    let p = repository();
+    let config = p.read(".git/config");
+    let mock = Mock::start(json!([
+        {"tool_calls": [call("bash", json!({"command": format!("{PLANT}; rm -rf .git")}))]},
+        {"tool_calls": [call("bash", json!({"command":
+            "git init -q fresh && echo planted > fresh/.git/hooks/pre-commit && echo same-call"}))]},
+        {"tool_calls": [call("bash", json!({"command":
+            "echo again > fresh/.git/hooks/pre-commit || echo refused"}))]},
+        {"content": "done"},
+    ]));
+    let run = p.run(Some(&mock), &["--access", "auto", "-p", "x"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let r = tool_results(&mock, 3);
+    for refused in [
+        ".git/hooks/pre-commit: Read-only file system",
+        ".git/config: Read-only file system",
+        "mv: cannot move '.git' to 'moved': Device or resource busy",
+        "vendor/lib/.git/hooks/post-checkout: Read-only file system",
+        "index.lock': Read-only file system",
+        "commit=128\n",
+        "config=",
+    ] {
+        assert!(r[0].contains(refused), "{refused}: {}", r[0]);
+    }
+    assert!(!r[0].contains("config=0"), "{}", r[0]);
+    // Nothing of it reached the repositories.
+    assert!(!p.path().join(".git/hooks/pre-commit").exists());
+    assert!(!p
+        .path()
+        .join("vendor/lib/.git/hooks/post-checkout")
+        .exists());
+    assert!(!p.path().join("moved").exists());
+    assert_eq!(p.read(".git/config"), config);
+    assert!(p.path().join(".git/HEAD").exists());
+    assert_eq!(git(&p.path(), &["log", "--oneline"]).lines().count(), 1);
+    assert_eq!(
+        git(&p.path(), &["status", "--short"]),
+        "?? b.txt\n?? fresh/\n?? vendor/\n"
+    );
+    // A repository a command creates is read-only from the next command on;
+    // what that same command wrote there is not prevented, and said.
+    assert!(
+        r[1].contains("note: this command created fresh/.git: read-only from the next command on"),
+        "{}",
+        r[1]
+    );
+    assert!(r[1].contains("same-call"), "{}", r[1]);
+    assert!(
+        run.stderr
+            .contains("hel: warning: a command created fresh/.git during the run"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        r[2].starts_with("note: the sandbox was rebuilt"),
+        "{}",
+        r[2]
+    );
+    assert!(
+        r[2].contains("fresh/.git/hooks/pre-commit: Read-only file system")
+            && r[2].contains("refused"),
+        "{}",
+        r[2]
+    );
+    assert_eq!(p.read("fresh/.git/hooks/pre-commit"), "planted\n");
+}
+
+#[test]
+fn a_worktrees_git_file_and_its_git_directories_are_read_only() {
+    let main = tempfile::tempdir().unwrap();
+    let main = main.path().canonicalize().unwrap();
+    git(&main, &["init", "-q"]);
+    git(&main, &["commit", "-q", "--allow-empty", "-m", "one"]);
+    let p = Project::new();
+    git(
+        &main,
+        &[
+            "worktree",
+            "add",
+            "-q",
+            p.path().to_str().unwrap(),
+            "-b",
+            "wt",
+        ],
+    );
+    let pointer = p.read(".git");
+    let common = std::fs::read_to_string(main.join(".git/config")).unwrap();
+    let mock = Mock::start(json!([
+        {"tool_calls": [call("bash", json!({"command": format!(
+            "printf 'gitdir: {0}/evil\\n' > .git; rm -f .git; mv .git g; \
+             echo evil >> $(git rev-parse --git-common-dir)/config; \
+             echo evil > $(git rev-parse --git-dir)/commondir; \
+             git status --short; echo status=$?",
+            p.path().display()
+        )}))]},
+        {"content": "done"},
+    ]));
+    let run = p.run(Some(&mock), &["--access", "auto", "-p", "x"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let r = &tool_results(&mock, 1)[0];
+    assert!(r.contains(".git: Read-only file system"), "{r}");
+    assert!(
+        r.contains("rm: cannot remove '.git': Device or resource busy"),
+        "{r}"
+    );
+    assert!(
+        r.contains("mv: cannot move '.git' to 'g': Device or resource busy"),
+        "{r}"
+    );
+    assert!(r.contains("/.git/config: Read-only file system"), "{r}");
+    assert!(r.contains("/commondir: Read-only file system"), "{r}");
+    // Reading the repository works.
+    assert!(r.contains("status=0\n"), "{r}");
+    assert_eq!(p.read(".git"), pointer);
+    assert_eq!(
+        std::fs::read_to_string(main.join(".git/config")).unwrap(),
+        common
+    );
+}
+
+#[test]
+fn allow_git_write_lets_commands_commit_but_not_plant() {
+    let p = repository();
+    let config = p.read(".git/config");
+    // The config file's key, as the flag would.
+    std::fs::create_dir_all(p.home.path().join(".config/hel")).unwrap();
+    std::fs::write(
+        p.home.path().join(".config/hel/config.toml"),
+        "allow_git_write = true\n",
+    )
+    .unwrap();
+    let shown = p.run(None, &["config"]);
+    let row = shown
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("allow_git_write"))
+        .unwrap_or("");
+    assert!(
+        row.contains(" true ") && row.contains("config.toml"),
+        "{}",
+        shown.stdout
+    );
+    let mock = Mock::start(json!([
+        {"tool_calls": [call("bash", json!({"command": PLANT}))]},
+        {"content": "done"},
+    ]));
+    let run = p.run(Some(&mock), &["--access", "auto", "-p", "x"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let r = &tool_results(&mock, 1)[0];
+    for refused in [
+        ".git/hooks/pre-commit: Read-only file system",
+        ".git/config: Read-only file system",
+        "mv: cannot move '.git' to 'moved': Device or resource busy",
+        "vendor/lib/.git/hooks/post-checkout: Read-only file system",
+        "commit=0\n",
+    ] {
+        assert!(r.contains(refused), "{refused}: {r}");
+    }
+    assert!(!r.contains("config=0"), "{r}");
+    assert!(!p.path().join(".git/hooks/pre-commit").exists());
+    assert!(!p
+        .path()
+        .join("vendor/lib/.git/hooks/post-checkout")
+        .exists());
+    assert_eq!(p.read(".git/config"), config);
+    assert_eq!(git(&p.path(), &["log", "--oneline"]).lines().count(), 2);
+    assert!(!p.path().join("moved").exists());
+}

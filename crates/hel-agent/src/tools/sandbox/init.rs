@@ -17,8 +17,9 @@
 //!   private `/dev` (null, zero, full, random, urandom, tty and a devpts
 //!   instance of its own: no terminal of the user's), covers every other
 //!   proc, devpts and devtmpfs mount, covers `.hel/` with an empty
-//!   read-only tmpfs showing only the
-//!   session's spill directory (read-only), restricts writes with Landlock
+//!   read-only tmpfs showing only the session's spill directory
+//!   (read-only), binds the git directories onto themselves, read-only
+//!   (see [`crate::tools::gitdirs`]), restricts writes with Landlock
 //!   (and signals with `LANDLOCK_SCOPE_SIGNAL` where the kernel has it),
 //!   drops every capability for good, and then serves run and kill requests.
 //!   Each command is `bash -c` in a new session, with only stdin, stdout and
@@ -28,8 +29,9 @@
 //! impossible here, the report is `unavailable <what>` and the exit 125.
 
 use std::collections::HashSet;
+use std::ffi::OsStr;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
-use std::path::Path;
+use std::path::{Component, Path};
 use std::process::Stdio;
 
 use landlock::{
@@ -43,7 +45,7 @@ use rustix::process::{Pid, Signal, WaitOptions};
 
 use hel_store::STORE_DIR;
 
-use super::proto::{self, FileId, Report, Request, RunBody, Spec, Status};
+use super::proto::{self, FileId, GitMount, Report, Request, RunBody, Spec, Status};
 
 // libc stays for what rustix does not offer a process that has a libc:
 // fork (rustix's is for libc-free runtimes only), sigprocmask and
@@ -290,6 +292,7 @@ fn setup(spec: &Spec) -> Result<OwnedFd, SetupError> {
     private_dev().map_err(step("cannot make a private /dev"))?;
     cover_elsewhere(&mounts)?;
     hide_store(spec).map_err(step("cannot hide .hel/"))?;
+    protect_git(&spec.git).map_err(step("cannot make the git directories read-only"))?;
     restrict(spec)?;
     drop_capabilities().map_err(step("cannot drop capabilities"))?;
     let _ = rustix::process::chdir("/");
@@ -573,6 +576,83 @@ fn show_spill(cover: &OwnedFd, parts: &[String], src: &OwnedFd) -> Result<(), Se
         "",
     )
     .map_err(sys("make the spill directory read-only"))
+}
+
+/// `path` (absolute, canonical) opened without following any link: its
+/// parent directory and itself (both `O_PATH`), and its last name.
+fn open_nofollow(path: &Path) -> Result<(OwnedFd, OwnedFd, &OsStr), SetupError> {
+    let bad = || SetupError::Refused(format!("{} is not a canonical path", path.display()));
+    let mut names = Vec::new();
+    for c in path.components() {
+        match c {
+            Component::RootDir => {}
+            Component::Normal(n) => names.push(n),
+            _ => return Err(bad()),
+        }
+    }
+    let (last, dirs) = names.split_last().ok_or_else(bad)?;
+    let what = || path.display().to_string();
+    let flags = OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let mut dir =
+        rustix::fs::open("/", flags | OFlags::DIRECTORY, Mode::empty()).map_err(sys("/"))?;
+    for d in dirs {
+        dir = rustix::fs::openat(&dir, *d, flags | OFlags::DIRECTORY, Mode::empty())
+            .map_err(sys(what()))?;
+    }
+    let target = rustix::fs::openat(&dir, *last, flags, Mode::empty()).map_err(sys(what()))?;
+    Ok((dir, target, last))
+}
+
+/// Bind each of hel's git mounts onto itself, read-only where it says
+/// (see [`crate::tools::gitdirs`]), through descriptors opened without
+/// following links and checked against the identity hel saw. Recursive
+/// binds: what is mounted beneath (the cover of `.hel/`) stays in place.
+fn protect_git(mounts: &[GitMount]) -> Result<(), SetupError> {
+    for m in mounts {
+        let what = m.path.display().to_string();
+        let (parent, target, name) = open_nofollow(&m.path)?;
+        same(&target, m.id, &what)?;
+        let st = rustix::fs::fstat(&target).map_err(sys(what.as_str()))?;
+        if FileType::from_raw_mode(st.st_mode) == FileType::Symlink {
+            return Err(SetupError::Refused(format!("{what} is a symbolic link")));
+        }
+        rustix::mount::mount_bind_recursive(fd_path(&target).as_str(), fd_path(&target).as_str())
+            .map_err(sys(format!("bind {what}")))?;
+        if m.read_only {
+            // Through the mount point, now: the bind's root.
+            let top = rustix::fs::openat(
+                &parent,
+                name,
+                OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                Mode::empty(),
+            )
+            .map_err(sys(what.as_str()))?;
+            remount_read_only(&top).map_err(sys(format!("make {what} read-only")))?;
+        }
+    }
+    Ok(())
+}
+
+/// Make the bind mount whose root `fd` is read-only, keeping the flags it
+/// has (inside a user namespace they cannot be cleared, only added to).
+fn remount_read_only(fd: &OwnedFd) -> rustix::io::Result<()> {
+    use rustix::fs::StatVfsMountFlags as V;
+    let have = rustix::fs::fstatvfs(fd)?.f_flag;
+    let mut flags = MountFlags::BIND | MountFlags::RDONLY | MountFlags::NOSUID | MountFlags::NODEV;
+    for (v, m) in [
+        (V::NOEXEC, MountFlags::NOEXEC),
+        (V::NOATIME, MountFlags::NOATIME),
+        (V::NODIRATIME, MountFlags::NODIRATIME),
+        (V::RELATIME, MountFlags::RELATIME),
+    ] {
+        if have.contains(v) {
+            flags |= m;
+        }
+    }
+    if !have.intersects(V::NOATIME | V::RELATIME) {
+        flags |= MountFlags::STRICTATIME;
+    }
+    rustix::mount::mount_remount(fd_path(fd).as_str(), flags, "")
 }
 
 /// Landlock for the whole namespace: writes only beneath the writable
