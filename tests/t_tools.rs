@@ -346,3 +346,51 @@ fn a_runtime_root_that_is_a_link_or_someone_elses_is_refused() {
     }
     assert!(mock.requests().is_empty());
 }
+
+#[test]
+fn file_tools_write_no_git_directory_and_with_allow_git_write_no_config_or_hooks() {
+    use crate::t_sandbox::git;
+    for allow in [false, true] {
+        let p = Project::new();
+        git(&p.path(), &["init", "-q"]);
+        std::fs::create_dir_all(p.path().join("sub")).unwrap();
+        p.write("sub/.git", "gitdir: ../.git\n");
+        std::os::unix::fs::symlink(".git", p.path().join("g")).unwrap();
+        let config = p.read(".git/config");
+        let mock = Mock::start(json!([
+            {"tool_calls": [
+                call("write_file", json!({"path": ".git/hooks/pre-commit", "content": "evil"})),
+                call("search_replace", json!({"path": ".git/config", "search": "[core]", "replace": "[core]\n\tfsmonitor = evil"})),
+                call("write_file", json!({"path": "g/hooks/post-checkout", "content": "evil"})),
+                call("write_file", json!({"path": "sub/.git", "content": "gitdir: /tmp/evil\n"})),
+                call("write_file", json!({"path": "fresh/.git/hooks/pre-commit", "content": "evil"})),
+                call("write_file", json!({"path": ".git/info/exclude", "content": "*.log\n"})),
+                call("write_file", json!({"path": "ok.txt", "content": "ok\n"})),
+            ]},
+            {"content": "done"},
+        ]));
+        let mut args = vec!["--access", "auto", "-p", "x"];
+        if allow {
+            args.insert(0, "--allow-git-write");
+        }
+        let run = p.run(Some(&mock), &args);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        let r = tool_results(&mock, 1);
+        let kept = "which stay read-only even with --allow-git-write: refused";
+        let closed = "is in a git directory, which tools may not write";
+        for (i, what) in r.iter().enumerate().take(5) {
+            let want = if allow || i == 3 { kept } else { closed };
+            assert!(
+                what.starts_with("error: ") && what.contains(want),
+                "{allow} {i}: {what}"
+            );
+        }
+        assert_eq!(r[5].starts_with("wrote "), allow, "{}", r[5]);
+        assert!(r[6].starts_with("wrote "), "{}", r[6]);
+        assert!(!p.path().join(".git/hooks/pre-commit").exists());
+        assert!(!p.path().join(".git/hooks/post-checkout").exists());
+        assert!(!p.path().join("fresh").exists());
+        assert_eq!(p.read(".git/config"), config);
+        assert_eq!(p.read("sub/.git"), "gitdir: ../.git\n");
+    }
+}

@@ -130,6 +130,10 @@ pub enum Warning {
     /// of new bytes): undo and restore leave them alone. Said once a run.
     #[error("{count} file(s) are too large to snapshot and are not tracked by undo ({}{}); raise --workspace-max-file to track them", first.join(", "), if *count > first.len() { ", …" } else { "" })]
     WorkspacePartial { count: usize, first: Vec<String> },
+    /// A command created a git directory, or what git reads in one, while
+    /// it ran: what it wrote there in that command was not read-only.
+    #[error("a command created {} during the run: git runs the hooks and config in it outside the sandbox, and that command could write them, so check them before you use git there (later commands cannot)", .0.join(", "))]
+    GitCreated(Vec<String>),
     /// record.json could not be written.
     #[error("cannot write {}", .0.display())]
     RecordUnwritable(PathBuf),

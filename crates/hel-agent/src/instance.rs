@@ -2,7 +2,11 @@
 //!
 //! The root belongs to one user and is private (0700, owned by them, not a
 //! symbolic link). `.active` is locked by hel alone for the life of its
-//! instance (commands never hold it). An instance directory is built and
+//! instance: its descriptor is close-on-exec, as every one hel opens, and
+//! a command starts with stdin, stdout and stderr only, so no command holds
+//! it or keeps an instance alive; what commands start ends with the
+//! instance (the sandbox's PID namespace, or with `--no-sandbox` the
+//! command's process group). An instance directory is built and
 //! locked under a `.new-<uuid>` name, which cleanup leaves alone while it is
 //! young, and then renamed into place: every `<uuid>` directory a cleanup
 //! sees is complete, and a cleanup removes only what it holds the lock of.

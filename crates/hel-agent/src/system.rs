@@ -82,6 +82,13 @@ pub fn build(
              - bash runs in a sandbox: it may write only inside the project and its temporary directory.\n\
              - When the task is done, answer without calling a tool.\n",
         );
+        if project.path().join(".git").exists() {
+            text.push_str(if project.git_writes() {
+                "- Commits work, but .git's config and hooks are read-only to bash and the file tools.\n"
+            } else {
+                "- .git is read-only to bash and the file tools: commits and git config are left to the user.\n"
+            });
+        }
     }
     if let Some(name) = context_file {
         match context(project, name, &mut warnings) {

@@ -71,6 +71,9 @@ pub struct RunArgs {
     /// Run bash commands without the sandbox (warns once).
     #[arg(long)]
     pub no_sandbox: bool,
+    /// Let commands and the file tools write .git (commit, branch); its config and hooks stay read-only.
+    #[arg(long)]
+    pub allow_git_write: bool,
     /// Project instructions file read into the system message.
     #[arg(long, value_name = "NAME", default_value = "HEL.md")]
     pub context_file: String,
@@ -190,6 +193,7 @@ impl RunArgs {
             bash_timeout: self.bash_timeout,
             allow_write: self.allow_write.clone(),
             sandbox: !self.no_sandbox,
+            allow_git_write: self.allow_git_write,
             context_file: (!self.no_context_file).then(|| self.context_file.clone()),
             compaction: match (self.no_compaction, self.compact_at, self.keep_recent) {
                 (true, _, _) => Compaction::Off,

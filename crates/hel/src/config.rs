@@ -34,6 +34,8 @@ pub struct File {
     compact_at: Option<u64>,
     keep_recent: Option<u64>,
     stream: Option<bool>,
+    /// `--allow-git-write`.
+    allow_git_write: Option<bool>,
 }
 
 /// `$XDG_CONFIG_HOME` (when absolute, as the XDG spec requires) or
@@ -186,6 +188,7 @@ pub fn settings(
         bash_timeout,
         allow_write,
         no_sandbox,
+        allow_git_write,
         context_file,
         no_context_file,
         compact_at,
@@ -226,6 +229,7 @@ pub fn settings(
             fill!(no_compaction, f.compaction.map(|on| !on), "no_compaction");
         }
         fill!(no_stream, f.stream.map(|on| !on), "no_stream");
+        fill!(allow_git_write, f.allow_git_write, "allow_git_write");
     }
     if run.compact_at.is_some() != run.keep_recent.is_some() {
         return Err(Exit::usage(
@@ -283,6 +287,11 @@ pub fn print(settings: &Settings) {
             src("compact_at").clone().min_source(src("no_compaction")),
         ),
         ("stream", (!r.no_stream).to_string(), src("no_stream")),
+        (
+            "allow_git_write",
+            r.allow_git_write.to_string(),
+            src("allow_git_write"),
+        ),
     ];
     for (k, v, s) in rows {
         println!("{k:<18} {:<32} {s}", hel_agent::terminal::escape_line(&v));

@@ -104,7 +104,9 @@ impl Run {
             Some(s) => SpillStore::for_session(&store, Arc::clone(&s.lease)),
             None => SpillStore::for_instance(&instance.spill()),
         };
-        let project_dir = ProjectDir::open(&setup.project).map_err(StartError::ProjectDir)?;
+        let project_dir = ProjectDir::open(&setup.project)
+            .map_err(StartError::ProjectDir)?
+            .allowing_git_writes(options.allow_git_write);
         let (system_message, warnings) = system::build(
             &project_dir,
             options.context_file.as_deref(),
@@ -120,6 +122,7 @@ impl Run {
             bash_timeout: options.bash_timeout,
             sandbox: options.sandbox,
             allow_write,
+            allow_git_write: options.allow_git_write,
             tmp: instance.tmp(),
             commands: Default::default(),
             cursors: CursorTable::default(),

@@ -40,6 +40,9 @@ pub struct Options {
     pub allow_write: Vec<PathBuf>,
     /// Whether commands run in the sandbox.
     pub sandbox: bool,
+    /// `--allow-git-write`: commands and the file tools may write git
+    /// directories, but for their config and hooks.
+    pub allow_git_write: bool,
     /// The project instructions file (None: none is read).
     pub context_file: Option<String>,
     pub compaction: Compaction,

@@ -56,6 +56,9 @@ pub struct ToolCtx {
     pub bash_timeout: u64,
     pub sandbox: bool,
     pub allow_write: Vec<PathBuf>,
+    /// `--allow-git-write`: git directories are open to commits (see
+    /// [`super::gitdirs`]).
+    pub allow_git_write: bool,
     /// The instance's tmp dir.
     pub tmp: PathBuf,
     /// The sandbox bash commands run in (started at the first call).

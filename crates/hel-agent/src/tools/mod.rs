@@ -8,6 +8,7 @@ pub mod cancel;
 pub mod context;
 pub mod cursor;
 pub mod edit;
+pub mod gitdirs;
 pub mod output;
 pub mod paths;
 pub mod read;
@@ -170,6 +171,7 @@ pub(crate) mod testing {
             bash_timeout: 5,
             sandbox: false,
             allow_write: Vec::new(),
+            allow_git_write: false,
             tmp: std::env::temp_dir(),
             commands: Default::default(),
             cursors: CursorTable::default(),

@@ -39,6 +39,7 @@ use rustix::fs::{self as rfs, AtFlags, FileType, Mode, OFlags, ResolveFlags, Sta
 use rustix::io::Errno;
 
 use super::cancel::{Cancel, Cancelled};
+use super::gitdirs;
 
 /// Symbolic links followed in one resolution (the kernel's MAXSYMLINKS).
 const MAX_LINKS: usize = 40;
@@ -51,6 +52,9 @@ pub struct ProjectDir {
     path: PathBuf,
     /// Cleared when openat2 turns out to be unavailable (ENOSYS).
     openat2: AtomicBool,
+    /// `--allow-git-write`: writes into git directories but
+    /// [`gitdirs::KEPT`] (see [`ProjectDir::check_git`]).
+    git_writes: bool,
 }
 
 /// Where a path leads.
@@ -97,6 +101,10 @@ pub enum PathError {
     IntoStore { path: String },
     #[error("{path} is inside {STORE_DIR}/: refused")]
     InStore { path: String },
+    #[error("{path} is in a git directory, which tools may not write (git runs what it holds outside the sandbox): refused; the user can allow commits with --allow-git-write")]
+    InGit { path: String },
+    #[error("{path} is git's configuration, hooks or the place of a git directory, which stay read-only even with --allow-git-write: refused")]
+    GitKept { path: String },
     #[error("{path}: too many levels of symbolic links")]
     TooManyLinks { path: String },
     /// The project directory itself where a file was wanted; `then` says
@@ -237,7 +245,54 @@ impl ProjectDir {
             fd,
             path: path.to_owned(),
             openat2: AtomicBool::new(true),
+            git_writes: false,
         })
+    }
+
+    /// The same, letting writes into git directories but
+    /// [`gitdirs::KEPT`] through (`--allow-git-write`).
+    pub fn allowing_git_writes(mut self, allow: bool) -> ProjectDir {
+        self.git_writes = allow;
+        self
+    }
+
+    /// Whether `--allow-git-write` is on.
+    pub fn git_writes(&self) -> bool {
+        self.git_writes
+    }
+
+    /// Refuse a write at `rel` (components below the project) that lands
+    /// in a git directory: beneath a component named `.git` (which may not
+    /// exist yet), or beneath any directory on the way that is one (the
+    /// project included); a `.git` itself, file or directory, is never
+    /// written. With `--allow-git-write` only [`gitdirs::KEPT`] is refused,
+    /// and all of a git directory that [`gitdirs::stays_read_only`]; the
+    /// outermost git directory on the way decides. The same rules as the
+    /// sandbox's mounts (see [`gitdirs`]).
+    pub fn check_git(&self, rel: &[OsString], path: &str) -> Result<(), PathError> {
+        for i in 0..=rel.len() {
+            let (at, below) = rel.split_at(i);
+            let named = at.last().is_some_and(|n| gitdirs::is_git_name(n));
+            let dir = match self.open_dirs(at, false) {
+                Ok(Walked::Dir(fd)) => Some(fd),
+                _ => None,
+            };
+            if !named && !dir.as_ref().is_some_and(|d| gitdirs::is_git_dir(d.as_fd())) {
+                continue;
+            }
+            let path = path.to_owned();
+            return match (below.first(), self.git_writes) {
+                (Some(_), false) => Err(PathError::InGit { path }),
+                (Some(first), true)
+                    if !gitdirs::is_kept(first)
+                        && dir.is_some_and(|d| !gitdirs::stays_read_only(d.as_fd())) =>
+                {
+                    Ok(())
+                }
+                _ => Err(PathError::GitKept { path }),
+            };
+        }
+        Ok(())
     }
 
     /// The same, resolving only by the per-component walk (tests of the
@@ -334,6 +389,10 @@ impl ProjectDir {
                     stat: Some(st),
                 }));
             };
+            if create {
+                // Before any directory on the way is made.
+                self.check_git(&logical, path)?;
+            }
             let (splice_at, target) = match self
                 .open_dirs(dirs, create)
                 .map_err(|e| PathError::io(path, e))?
@@ -539,6 +598,12 @@ impl ProjectDir {
             }
             .into());
         };
+        let rel: Vec<OsString> = entry
+            .rel
+            .components()
+            .map(|c| c.as_os_str().to_owned())
+            .collect();
+        self.check_git(&rel, path)?;
         if let Some(st) = &entry.stat {
             if is_dir(st) {
                 return Err(PathError::Directory {
@@ -784,6 +849,73 @@ mod tests {
         assert!(write(&d, ".", "x")
             .unwrap_err()
             .contains("project directory"));
+    }
+
+    #[test]
+    fn writes_into_git_directories_are_refused_and_only_partly_allowed() {
+        let f = fixture();
+        let p = &f.p;
+        let git_dir = |at: &Path| {
+            for d in ["objects", "refs", "hooks", "info"] {
+                std::fs::create_dir_all(at.join(d)).unwrap();
+            }
+            std::fs::write(at.join("HEAD"), "ref: refs/heads/main\n").unwrap();
+            std::fs::write(at.join("config"), "[core]\n").unwrap();
+        };
+        git_dir(&p.join(".git"));
+        git_dir(&p.join("fixtures/bare.git"));
+        std::fs::write(p.join("src/.git"), "gitdir: ../.git\n").unwrap();
+        symlink(".git", p.join("git-link")).unwrap();
+        for allow in [false, true] {
+            for d in both(p) {
+                let d = d.allowing_git_writes(allow);
+                // Never: what git runs or is pointed by, a .git itself.
+                for path in [
+                    ".git/config",
+                    ".git/hooks/pre-commit",
+                    ".GIT/Hooks/post-checkout",
+                    ".git/modules/x/config",
+                    ".git/commondir",
+                    "git-link/hooks/pre-commit",
+                    "fixtures/bare.git/config",
+                    "src/.git",
+                    "new/.git",
+                    ".git",
+                ] {
+                    let e = write(&d, path, "evil").unwrap_err();
+                    assert!(e.contains("refused") && e.contains("git"), "{path}: {e}");
+                }
+                // Elsewhere in a git directory: only with --allow-git-write.
+                for path in [
+                    ".git/info/exclude",
+                    "fixtures/bare.git/refs/x",
+                    "git-link/COMMIT_EDITMSG",
+                ] {
+                    let got = write(&d, path, "ok\n");
+                    assert_eq!(got.is_ok(), allow, "{path}: {got:?}");
+                    if !allow {
+                        assert!(got.unwrap_err().contains("--allow-git-write"));
+                    }
+                }
+                // A new repository's .git (no hooks yet) stays closed, and
+                // a refused write made no directory on the way.
+                assert!(write(&d, "new/.git/objects/x", "x").is_err());
+                assert!(!p.join("new").exists() && !p.join(".git/hooks/x").exists());
+                assert!(write(&d, ".git/hooks/x/y", "x").is_err());
+                assert!(!p.join(".git/hooks/x").exists());
+                // Outside git directories, writes go on.
+                write(&d, "src/b.rs", "fn b() {}\n").unwrap();
+            }
+        }
+        assert_eq!(
+            std::fs::read_to_string(p.join(".git/config")).unwrap(),
+            "[core]\n"
+        );
+        assert!(!p.join(".git/hooks/pre-commit").exists());
+        assert_eq!(
+            std::fs::read_to_string(p.join("src/.git")).unwrap(),
+            "gitdir: ../.git\n"
+        );
     }
 
     #[test]

@@ -9,7 +9,9 @@
 //! PID namespace, so no command can read their environment or memory or
 //! signal them; when hel ends, or is killed, the namespace and everything a
 //! command started in it go too. Commands inherit no descriptor but
-//! stdin, stdout and stderr (the session lease stays with hel).
+//! stdin, stdout and stderr (the session lease, the instance lock and the
+//! store's files stay with hel), have no controlling terminal and see a
+//! private `/dev` without the user's terminals.
 //!
 //! Reads stay open where the system needs them, and so does the network.
 //! When a step is not possible here, bash is refused with the reason and

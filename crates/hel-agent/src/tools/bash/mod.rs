@@ -4,12 +4,15 @@
 mod shell;
 mod unconfined;
 
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::args::BashArgs;
 use super::context::{ToolCtx, ToolResult};
+use super::gitdirs;
 use super::sandbox::host::{Layout, RunError, Sandbox, SandboxError};
-use super::sandbox::proto::RunBody;
+use super::sandbox::proto::{GitMount, RunBody};
+use crate::event::Warning;
 use shell::{command_env, format_result};
 
 fn refusal(what: &SandboxError) -> ToolResult {
@@ -31,24 +34,48 @@ pub async fn run(ctx: &mut ToolCtx, args: BashArgs) -> ToolResult {
     }
 }
 
+/// The sandbox's view of the project now: `.hel/`, the spill directory
+/// and the git directories among what commands may write.
+fn observe(ctx: &ToolCtx, spill: Option<&Path>) -> Result<Layout, SandboxError> {
+    Layout::observe(&ctx.project, spill, &git_roots(ctx), ctx.allow_git_write)
+}
+
+/// Where commands may write and git directories are looked for (the
+/// instance's tmp goes away with it).
+fn git_roots(ctx: &ToolCtx) -> Vec<PathBuf> {
+    let mut roots = vec![ctx.project.clone()];
+    roots.extend(ctx.allow_write.iter().cloned());
+    roots
+}
+
 async fn sandboxed(ctx: &mut ToolCtx, command: String) -> ToolResult {
     let spill = ctx.spill.own_dir();
     if let Some(dir) = &spill {
         // Shown (read-only) for the sandbox's whole life, so made now.
         let _ = std::fs::create_dir_all(dir);
     }
-    let layout = match Layout::observe(&ctx.project, spill.as_deref()) {
+    let mut layout = match observe(ctx, spill.as_deref()) {
         Ok(l) => l,
         Err(e) => return refusal(&e),
     };
     let mut note = String::new();
     if let Some(sb) = ctx.commands.0.as_mut() {
-        if let Some(why) = sb.lost() {
+        let changed = if let Some(why) = sb.lost() {
             note = format!("note: the sandbox had stopped ({why}); this command runs in a new one, and processes earlier commands left running are gone\n");
-            ctx.commands.shutdown();
+            true
         } else if sb.layout != layout {
-            note = "note: the sandbox was rebuilt (.hel/ changed); processes earlier commands left running are gone\n".into();
+            note = "note: the sandbox was rebuilt (.hel/ or a git directory changed); processes earlier commands left running are gone\n".into();
+            true
+        } else {
+            false
+        };
+        if changed {
             ctx.commands.shutdown();
+            // Seen again now that nothing of the old sandbox runs.
+            layout = match observe(ctx, spill.as_deref()) {
+                Ok(l) => l,
+                Err(e) => return refusal(&e),
+            };
         }
     }
     if ctx.commands.0.is_none() {
@@ -67,7 +94,10 @@ async fn sandboxed(ctx: &mut ToolCtx, command: String) -> ToolResult {
         command,
         env: command_env(&ctx.tmp),
     };
-    match sb.run(&body, Duration::from_secs(ctx.bash_timeout)).await {
+    let ran = sb.run(&body, Duration::from_secs(ctx.bash_timeout)).await;
+    let before = sb.layout.git.clone();
+    note.push_str(&created_git(ctx, &before));
+    match ran {
         Ok(o) => {
             let text = format_result(o.status, ctx.bash_timeout, &o.stdout, &o.stderr);
             match o.status {
@@ -85,4 +115,30 @@ async fn sandboxed(ctx: &mut ToolCtx, command: String) -> ToolResult {
             ))
         }
     }
+}
+
+/// After a command: the git directories, or what git reads in one, that
+/// appeared while it ran. What a command writes there in the same command
+/// was not read-only (the mounts are made when a sandbox starts): the user
+/// is warned, and the model told (the next command's sandbox is rebuilt
+/// with them read-only).
+fn created_git(ctx: &ToolCtx, before: &[GitMount]) -> String {
+    let now = gitdirs::protected(&git_roots(ctx), &ctx.project, ctx.allow_git_write);
+    let new: Vec<String> = now
+        .iter()
+        .filter(|m| !before.iter().any(|b| b.path == m.path && b.id == m.id))
+        .map(|m| {
+            let shown = m.path.strip_prefix(&ctx.project).unwrap_or(&m.path);
+            shown.display().to_string()
+        })
+        .collect();
+    if new.is_empty() {
+        return String::new();
+    }
+    let note = format!(
+        "note: this command created {}: read-only from the next command on\n",
+        new.join(", ")
+    );
+    ctx.observer.warn(Warning::GitCreated(new));
+    note
 }

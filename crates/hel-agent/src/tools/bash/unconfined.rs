@@ -9,7 +9,8 @@ use crate::tools::context::{ToolCtx, ToolResult};
 use crate::tools::output::Kept;
 use crate::tools::sandbox::proto::Status;
 
-/// `--no-sandbox`: bash directly, as hel's child, in its own process group;
+/// `--no-sandbox`: bash directly, as hel's child, in a session of its own
+/// (no controlling terminal) with only stdin, stdout and stderr open;
 /// whatever it leaves behind is killed when it exits.
 pub(super) async fn run(ctx: &mut ToolCtx, command: &str) -> ToolResult {
     let mut cmd = tokio::process::Command::new("bash");
@@ -21,9 +22,20 @@ pub(super) async fn run(ctx: &mut ToolCtx, command: &str) -> ToolResult {
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        // Own process group, so a timeout kills the command and its children.
-        .process_group(0);
+        .kill_on_drop(true);
+    // SAFETY: only async-signal-safe system calls between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            // Own session: no controlling terminal (`/dev/tty` is not the
+            // user's), and its own process group, so a timeout kills the
+            // command and its children.
+            rustix::process::setsid()?;
+            // Nothing but stdin, stdout and stderr crosses the exec, also
+            // not what hel itself inherited without close-on-exec.
+            libc::close_range(3, u32::MAX, libc::CLOSE_RANGE_CLOEXEC as libc::c_int);
+            Ok(())
+        });
+    }
     let mut child = match cmd.spawn() {
         Ok(c) => c,
         Err(e) => return ToolResult::failed(format!("error: cannot start bash: {e}")),

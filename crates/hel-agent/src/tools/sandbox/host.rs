@@ -17,7 +17,8 @@ use tokio::net::unix::pipe;
 use tokio::sync::mpsc;
 
 use super::init::SOCKET_FD;
-use super::proto::{self, FileId, Report, Request, RunBody, Spec, Status};
+use super::proto::{self, FileId, GitMount, Report, Request, RunBody, Spec, Status};
+use crate::tools::gitdirs;
 use crate::tools::output::Kept;
 
 /// How long the sandbox may take to get ready.
@@ -36,6 +37,8 @@ pub struct Layout {
     pub project_id: FileId,
     pub store: Option<FileId>,
     pub spill: Option<(Vec<String>, FileId)>,
+    /// The bind mounts that keep git directories read-only.
+    pub git: Vec<GitMount>,
 }
 
 /// Why the sandbox cannot run here (commands are then refused with this
@@ -83,8 +86,15 @@ fn open_dir_at(dir: impl AsFd, name: &str) -> rustix::io::Result<OwnedFd> {
 impl Layout {
     /// The project, its `.hel/` (a directory, never a link) and the
     /// session's spill directory below it, each opened without following
-    /// links.
-    pub fn observe(project: &Path, spill_dir: Option<&Path>) -> Result<Layout, SandboxError> {
+    /// links; and the git directories in `git_roots` (the directories
+    /// commands may write, but the instance's tmp), open to commits with
+    /// `allow_git_write`.
+    pub fn observe(
+        project: &Path,
+        spill_dir: Option<&Path>,
+        git_roots: &[PathBuf],
+        allow_git_write: bool,
+    ) -> Result<Layout, SandboxError> {
         let dir = rustix::fs::open(
             project,
             OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
@@ -105,11 +115,13 @@ impl Layout {
             (Some(d), Some(store)) => spill_below(project, d, store)?,
             _ => None,
         };
+        let git = gitdirs::protected(git_roots, project, allow_git_write);
         Ok(Layout {
             project: project.to_owned(),
             project_id,
             store: store_id,
             spill,
+            git,
         })
     }
 }
@@ -199,6 +211,7 @@ impl Sandbox {
             store: layout.store,
             spill: layout.spill.clone(),
             writable,
+            git: layout.git.clone(),
         };
         let spec = serde_json::to_vec(&spec).map_err(sys("the sandbox spec"))?;
         let (ours, theirs) = rustix::net::socketpair(
@@ -540,8 +553,9 @@ fn spawn_helper(theirs: &OwnedFd) -> std::io::Result<std::process::Child> {
             if rustix::process::getppid() != Some(me) {
                 return Err(std::io::Error::other("hel is gone"));
             }
-            // Not in hel's process group: Ctrl-C is for hel to handle.
-            rustix::process::setpgid(None, None)?;
+            // A session of its own: no controlling terminal for anything in
+            // the sandbox, and not hel's process group (Ctrl-C is hel's).
+            rustix::process::setsid()?;
             // The socket becomes fd 3, the only descriptor beyond stdio.
             // (libc: rustix's dup2 wants the target as an OwnedFd, which
             // fd 3 is not here, and rustix has no close_range.)

@@ -3,7 +3,9 @@
 //! empty environment:
 //!
 //! - **A** (this entry point) checks that hel is its parent (it dies with
-//!   the hel thread that started it: `PR_SET_PDEATHSIG`), reads the spec,
+//!   the hel thread that started it: `PR_SET_PDEATHSIG`; hel started it in
+//!   a session of its own, so nothing here has a controlling terminal, and
+//!   with only the socket open beyond stdio), reads the spec,
 //!   unshares user, mount and PID namespaces (a user namespace even as
 //!   root, mapping its own uid and gid to themselves), makes every mount
 //!   private, forks B and waits for it.
@@ -11,9 +13,13 @@
 //!   plus a pipe whose end A holds, since `getppid()` is 0 across the
 //!   namespace hop) and exits when hel's end of the socket closes; its end
 //!   takes every command with it. It mounts a fresh `/proc` (hel's
-//!   processes are not in it: fail closed if that mount is impossible),
-//!   covers `.hel/` with an empty read-only tmpfs showing only the
-//!   session's spill directory (read-only), restricts writes with Landlock
+//!   processes are not in it: fail closed if that mount is impossible), a
+//!   private `/dev` (null, zero, full, random, urandom, tty and a devpts
+//!   instance of its own: no terminal of the user's), covers every other
+//!   proc, devpts and devtmpfs mount, covers `.hel/` with an empty
+//!   read-only tmpfs showing only the session's spill directory
+//!   (read-only), binds the git directories onto themselves, read-only
+//!   (see [`crate::tools::gitdirs`]), restricts writes with Landlock
 //!   (and signals with `LANDLOCK_SCOPE_SIGNAL` where the kernel has it),
 //!   drops every capability for good, and then serves run and kill requests.
 //!   Each command is `bash -c` in a new session, with only stdin, stdout and
@@ -23,8 +29,9 @@
 //! impossible here, the report is `unavailable <what>` and the exit 125.
 
 use std::collections::HashSet;
+use std::ffi::OsStr;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
-use std::path::Path;
+use std::path::{Component, Path};
 use std::process::Stdio;
 
 use landlock::{
@@ -38,7 +45,7 @@ use rustix::process::{Pid, Signal, WaitOptions};
 
 use hel_store::STORE_DIR;
 
-use super::proto::{self, FileId, Report, Request, RunBody, Spec, Status};
+use super::proto::{self, FileId, GitMount, Report, Request, RunBody, Spec, Status};
 
 // libc stays for what rustix does not offer a process that has a libc:
 // fork (rustix's is for libc-free runtimes only), sigprocmask and
@@ -92,16 +99,21 @@ fn failed<E: Into<std::io::Error>>(what: &'static str) -> impl FnOnce(E) -> Setu
 /// The descriptor of hel's socket in the helper.
 pub const SOCKET_FD: i32 = 3;
 
-/// Device files commands may write.
-const DEVICES: &[&str] = &[
+/// The devices of the private `/dev`, bound from the real ones (those
+/// missing here are left out). `tty` reaches only a terminal a command
+/// opened itself: commands have no controlling terminal.
+const DEVICES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"];
+
+/// What Landlock lets commands write in the private `/dev`: the devices
+/// and the sandbox's own terminals (`ptmx` is a link into `pts`).
+const WRITABLE_DEVICES: &[&str] = &[
     "/dev/null",
     "/dev/zero",
     "/dev/full",
-    "/dev/tty",
-    "/dev/ptmx",
-    "/dev/pts",
     "/dev/random",
     "/dev/urandom",
+    "/dev/tty",
+    "/dev/pts",
 ];
 
 /// Seconds the helper waits for hel's spec.
@@ -276,51 +288,153 @@ fn setup(spec: &Spec) -> Result<OwnedFd, SetupError> {
     // Nothing can attach to, or read the memory of, PID 1.
     rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
         .map_err(sys("cannot make the sandbox undumpable"))?;
-    mount_proc()?;
+    let mounts = mount_proc()?;
+    private_dev().map_err(step("cannot make a private /dev"))?;
+    cover_elsewhere(&mounts)?;
     hide_store(spec).map_err(step("cannot hide .hel/"))?;
+    protect_git(&spec.git).map_err(step("cannot make the git directories read-only"))?;
     restrict(spec)?;
     drop_capabilities().map_err(step("cannot drop capabilities"))?;
     let _ = rustix::process::chdir("/");
     sigchld_fd().map_err(sys("signalfd"))
 }
 
-/// A fresh `/proc` for the new PID namespace, and every other proc mount
-/// covered, so that no process outside the sandbox is visible.
-fn mount_proc() -> Result<(), SetupError> {
+/// A fresh `/proc` for the new PID namespace; returns the mount table.
+fn mount_proc() -> Result<String, SetupError> {
     let flags = MountFlags::NOSUID | MountFlags::NODEV | MountFlags::NOEXEC;
     rustix::mount::mount("proc", "/proc", "proc", flags, None)
         .map_err(failed("cannot mount a private /proc"))?;
-    let info = std::fs::read_to_string("/proc/self/mountinfo")
-        .map_err(failed("cannot read the mount table"))?;
-    for target in other_proc_mounts(&info) {
-        let hide = MountFlags::NOSUID | MountFlags::NODEV | MountFlags::NOEXEC | MountFlags::RDONLY;
-        rustix::mount::mount("tmpfs", target.as_str(), "tmpfs", hide, None).map_err(|e| {
-            SetupError::Refused(format!("cannot cover the proc mount at {target} ({e})"))
+    std::fs::read_to_string("/proc/self/mountinfo").map_err(failed("cannot read the mount table"))
+}
+
+/// Cover every proc file system other than the new `/proc` (so that no
+/// process outside the sandbox is visible) and every terminal or device
+/// file system other than the private `/dev` (so that no terminal of the
+/// user's is reachable by another path).
+fn cover_elsewhere(mounts: &str) -> Result<(), SetupError> {
+    let proc = mounts_elsewhere(mounts, &["proc"], "/proc");
+    let dev = mounts_elsewhere(mounts, &["devpts", "devtmpfs"], "/dev");
+    for target in proc.iter().chain(&dev) {
+        cover(target).map_err(|e| {
+            SetupError::Refused(format!("cannot cover the mount at {target} ({e})"))
         })?;
     }
     Ok(())
 }
 
-/// Mount points of proc file systems other than `/proc` (and what is
-/// beneath it, which the new `/proc` hides).
-fn other_proc_mounts(mountinfo: &str) -> Vec<String> {
+/// Hide what is mounted at `target`: an empty read-only tmpfs over a
+/// directory, the private `/dev/null` (read-only) over anything else.
+fn cover(target: &str) -> rustix::io::Result<()> {
+    let hide = MountFlags::NOSUID | MountFlags::NODEV | MountFlags::NOEXEC | MountFlags::RDONLY;
+    let st = rustix::fs::stat(target)?;
+    if FileType::from_raw_mode(st.st_mode) == FileType::Directory {
+        return rustix::mount::mount("tmpfs", target, "tmpfs", hide, None);
+    }
+    rustix::mount::mount_bind("/dev/null", target)?;
+    rustix::mount::mount_remount(target, MountFlags::BIND | hide, "")
+}
+
+/// Mount points of file systems of the types `fstypes` other than `home`
+/// (and what is beneath it, which the sandbox's own `home` hides).
+fn mounts_elsewhere(mountinfo: &str, fstypes: &[&str], home: &str) -> Vec<String> {
     let mut out = Vec::new();
     for line in mountinfo.lines() {
         let Some((left, right)) = line.split_once(" - ") else {
             continue;
         };
-        if right.split(' ').next() != Some("proc") {
+        if !right
+            .split(' ')
+            .next()
+            .is_some_and(|t| fstypes.contains(&t))
+        {
             continue;
         }
         let Some(point) = left.split(' ').nth(4) else {
             continue;
         };
         let point = unescape_octal(point);
-        if point != "/proc" && !point.starts_with("/proc/") && !out.contains(&point) {
+        let beneath = point
+            .strip_prefix(home)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'));
+        if !beneath && !out.contains(&point) {
             out.push(point);
         }
     }
     out
+}
+
+/// A private `/dev`: an empty tmpfs holding only [`DEVICES`] (bound from
+/// the real ones), a devpts instance of the sandbox's own where the kernel
+/// allows one (else no terminal at all: commands do not need one) and the
+/// usual links, then made read-only. The user's terminals (`/dev/pts/*`,
+/// consoles) are not in it.
+fn private_dev() -> Result<(), SetupError> {
+    let mut real = Vec::new();
+    for name in DEVICES {
+        let path = format!("/dev/{name}");
+        match rustix::fs::open(
+            path.as_str(),
+            OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        ) {
+            Ok(fd) => {
+                let st = rustix::fs::fstat(&fd).map_err(sys(path.as_str()))?;
+                if FileType::from_raw_mode(st.st_mode) == FileType::CharacterDevice {
+                    real.push((*name, fd));
+                }
+            }
+            Err(rustix::io::Errno::NOENT) => {}
+            Err(e) => return Err(sys(path)(e)),
+        }
+    }
+    let opts = c"mode=0755,size=64k,nr_inodes=64";
+    let flags = MountFlags::NOSUID | MountFlags::NOEXEC;
+    rustix::mount::mount("tmpfs", "/dev", "tmpfs", flags, opts).map_err(sys("mount a tmpfs"))?;
+    let dev = rustix::fs::open(
+        "/dev",
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(sys("/dev"))?;
+    for (name, src) in &real {
+        let node = rustix::fs::openat(
+            &dev,
+            *name,
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::from_raw_mode(0o666),
+        )
+        .map_err(sys(format!("create /dev/{name}")))?;
+        rustix::mount::mount_bind(fd_path(src).as_str(), fd_path(&node).as_str())
+            .map_err(sys(format!("bind /dev/{name}")))?;
+    }
+    rustix::fs::mkdirat(&dev, "pts", Mode::from_raw_mode(0o755)).map_err(sys("mkdir pts"))?;
+    let pts = open_dir_at(&dev, "pts").map_err(sys("pts"))?;
+    // `newinstance`: its terminals are only those opened in the sandbox.
+    let own = rustix::mount::mount(
+        "devpts",
+        fd_path(&pts).as_str(),
+        "devpts",
+        flags,
+        c"newinstance,ptmxmode=0666,mode=0620",
+    );
+    let mut links = vec![
+        ("fd", "/proc/self/fd"),
+        ("stdin", "/proc/self/fd/0"),
+        ("stdout", "/proc/self/fd/1"),
+        ("stderr", "/proc/self/fd/2"),
+    ];
+    if own.is_ok() {
+        links.push(("ptmx", "pts/ptmx"));
+    }
+    for (name, target) in links {
+        rustix::fs::symlinkat(target, &dev, name).map_err(sys(format!("link /dev/{name}")))?;
+    }
+    rustix::mount::mount_remount(
+        "/dev",
+        MountFlags::RDONLY | MountFlags::NOSUID | MountFlags::NODEV | MountFlags::NOEXEC,
+        opts,
+    )
+    .map_err(sys("make /dev read-only"))
 }
 
 /// Undo mountinfo's `\040`-style escapes.
@@ -464,13 +578,90 @@ fn show_spill(cover: &OwnedFd, parts: &[String], src: &OwnedFd) -> Result<(), Se
     .map_err(sys("make the spill directory read-only"))
 }
 
+/// `path` (absolute, canonical) opened without following any link: its
+/// parent directory and itself (both `O_PATH`), and its last name.
+fn open_nofollow(path: &Path) -> Result<(OwnedFd, OwnedFd, &OsStr), SetupError> {
+    let bad = || SetupError::Refused(format!("{} is not a canonical path", path.display()));
+    let mut names = Vec::new();
+    for c in path.components() {
+        match c {
+            Component::RootDir => {}
+            Component::Normal(n) => names.push(n),
+            _ => return Err(bad()),
+        }
+    }
+    let (last, dirs) = names.split_last().ok_or_else(bad)?;
+    let what = || path.display().to_string();
+    let flags = OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let mut dir =
+        rustix::fs::open("/", flags | OFlags::DIRECTORY, Mode::empty()).map_err(sys("/"))?;
+    for d in dirs {
+        dir = rustix::fs::openat(&dir, *d, flags | OFlags::DIRECTORY, Mode::empty())
+            .map_err(sys(what()))?;
+    }
+    let target = rustix::fs::openat(&dir, *last, flags, Mode::empty()).map_err(sys(what()))?;
+    Ok((dir, target, last))
+}
+
+/// Bind each of hel's git mounts onto itself, read-only where it says
+/// (see [`crate::tools::gitdirs`]), through descriptors opened without
+/// following links and checked against the identity hel saw. Recursive
+/// binds: what is mounted beneath (the cover of `.hel/`) stays in place.
+fn protect_git(mounts: &[GitMount]) -> Result<(), SetupError> {
+    for m in mounts {
+        let what = m.path.display().to_string();
+        let (parent, target, name) = open_nofollow(&m.path)?;
+        same(&target, m.id, &what)?;
+        let st = rustix::fs::fstat(&target).map_err(sys(what.as_str()))?;
+        if FileType::from_raw_mode(st.st_mode) == FileType::Symlink {
+            return Err(SetupError::Refused(format!("{what} is a symbolic link")));
+        }
+        rustix::mount::mount_bind_recursive(fd_path(&target).as_str(), fd_path(&target).as_str())
+            .map_err(sys(format!("bind {what}")))?;
+        if m.read_only {
+            // Through the mount point, now: the bind's root.
+            let top = rustix::fs::openat(
+                &parent,
+                name,
+                OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                Mode::empty(),
+            )
+            .map_err(sys(what.as_str()))?;
+            remount_read_only(&top).map_err(sys(format!("make {what} read-only")))?;
+        }
+    }
+    Ok(())
+}
+
+/// Make the bind mount whose root `fd` is read-only, keeping the flags it
+/// has (inside a user namespace they cannot be cleared, only added to).
+fn remount_read_only(fd: &OwnedFd) -> rustix::io::Result<()> {
+    use rustix::fs::StatVfsMountFlags as V;
+    let have = rustix::fs::fstatvfs(fd)?.f_flag;
+    let mut flags = MountFlags::BIND | MountFlags::RDONLY | MountFlags::NOSUID | MountFlags::NODEV;
+    for (v, m) in [
+        (V::NOEXEC, MountFlags::NOEXEC),
+        (V::NOATIME, MountFlags::NOATIME),
+        (V::NODIRATIME, MountFlags::NODIRATIME),
+        (V::RELATIME, MountFlags::RELATIME),
+    ] {
+        if have.contains(v) {
+            flags |= m;
+        }
+    }
+    if !have.intersects(V::NOATIME | V::RELATIME) {
+        flags |= MountFlags::STRICTATIME;
+    }
+    rustix::mount::mount_remount(fd_path(fd).as_str(), flags, "")
+}
+
 /// Landlock for the whole namespace: writes only beneath the writable
 /// directories and a few devices; where the kernel has it (ABI 6), no
 /// signal to a process outside the sandbox.
 fn restrict(spec: &Spec) -> Result<(), SetupError> {
     let abi = ABI::V5;
     let handled = AccessFs::from_write(abi);
-    let devices: Vec<&Path> = DEVICES
+    let devices: Vec<&Path> = WRITABLE_DEVICES
         .iter()
         .map(Path::new)
         .filter(|p| p.exists())
@@ -675,7 +866,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn other_proc_mounts_are_found_and_unescaped() {
+    fn mounts_elsewhere_are_found_and_unescaped() {
         let info = "\
 22 1 0:21 / /proc rw,nosuid - proc proc rw
 23 22 0:22 / /proc/sys/fs/binfmt_misc rw - binfmt_misc x rw
@@ -683,6 +874,20 @@ mod tests {
 41 1 0:30 / /tmp rw - tmpfs tmpfs rw
 50 22 0:40 / /proc rw - proc proc rw
 ";
-        assert_eq!(other_proc_mounts(info), vec!["/srv/old proc".to_owned()]);
+        assert_eq!(
+            mounts_elsewhere(info, &["proc"], "/proc"),
+            vec!["/srv/old proc".to_owned()]
+        );
+        let info = "\
+24 1 0:5 / /dev rw - devtmpfs udev rw
+25 24 0:23 / /dev/pts rw - devpts devpts rw
+26 1 0:24 / /devices rw - devtmpfs udev rw
+27 1 0:23 /3 /srv/chroot/console rw - devpts devpts rw
+28 1 0:5 / /srv/chroot/dev rw - devtmpfs udev rw
+";
+        assert_eq!(
+            mounts_elsewhere(info, &["devpts", "devtmpfs"], "/dev"),
+            vec!["/devices", "/srv/chroot/console", "/srv/chroot/dev"]
+        );
     }
 }

@@ -181,6 +181,19 @@ pub struct Spec {
     pub spill: Option<(Vec<String>, FileId)>,
     /// Directories commands may write beneath.
     pub writable: Vec<PathBuf>,
+    /// Bind mounts over git directories (see [`crate::tools::gitdirs`]),
+    /// each parent before what is inside it.
+    pub git: Vec<GitMount>,
+}
+
+/// One bind mount of a path onto itself: a git directory or `.git` file
+/// (canonical, and the identity hel saw), read-only or writable (then it
+/// cannot be moved or replaced while the sandbox lives).
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct GitMount {
+    pub path: PathBuf,
+    pub id: FileId,
+    pub read_only: bool,
 }
 
 /// One command to run: its working directory, text and environment.
