@@ -37,10 +37,17 @@
 //! hel runs as `nobody` ([`Unprivileged`]); when that is not possible the
 //! test says so and mode 000 hides nothing.
 //!
-//! Knobs: `HEL_UNDO_SAFETY_SEED` (first seed), `HEL_UNDO_SAFETY_CASES`
-//! (how many random cases), `HEL_UNDO_SAFETY_SHRINK_SECS` (time spent
-//! minimizing a failing case). A failure prints the seed, the minimal
-//! case found as the commands and edits it runs, and what went wrong.
+//! Besides the random cases, two run a random case among many
+//! directories: 1,000 siblings and a chain of 100 with `ulimit -n 256`,
+//! and 2,000 siblings (with `ulimit -n 1024`, the usual default). Every
+//! case runs at most eight hel processes.
+//!
+//! Knobs: `HEL_UNDO_SAFETY_SEED` (first seed, 19), `HEL_UNDO_SAFETY_CASES`
+//! (how many random cases, 40), `HEL_UNDO_SAFETY_SHRINK_SECS` (time spent
+//! minimizing a failing case, 60), `HEL_UNDO_SAFETY_ALL` (go on after a
+//! failure and report the smallest case of each kind of failure). A
+//! failure prints the seed, the smallest failing case found as the
+//! commands and edits it runs, and what went wrong.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -62,6 +69,14 @@ const NAMES: [&str; 5] = ["a", "b", "c.log", "tmp", "ign"];
 /// anything named `ign`, at any depth.
 const PATTERNS: [&str; 3] = ["*.log", "tmp/", "ign"];
 const MODES: [u32; 5] = [0o644, 0o755, 0o600, 0o000, 0o700];
+
+/// Whether `mode` is given to directories too. A directory is readable
+/// to hel or not, never listable without entry (`r` without `x`), so that
+/// what hel can know of it is plain.
+fn for_dirs(mode: u32) -> bool {
+    mode & 0o500 == 0o500 || mode == 0
+}
+
 /// Link targets: one name, relative to the link's directory, so a link
 /// never leads out of the project.
 const TARGETS: [&str; 4] = ["a", "b", "tmp", "nowhere"];
@@ -319,7 +334,8 @@ impl Edit {
             Edit::Replace { path } => format!("sed -i s/v/w/ '{path}'"),
             Edit::Remove { path } => format!("rm -rf '{path}'"),
             Edit::Rename { from, to } => format!("{}mv '{from}' '{to}'", mkparent(to)),
-            Edit::Chmod { path, mode } => format!("chmod {mode:03o} '{path}'"),
+            Edit::Chmod { path, mode } if for_dirs(*mode) => format!("chmod {mode:03o} '{path}'"),
+            Edit::Chmod { path, mode } => format!("test -d '{path}' || chmod {mode:03o} '{path}'"),
             Edit::Mkdir { path } => format!("mkdir -p '{path}'"),
             Edit::Rmdir { path } => format!("rmdir '{path}'"),
             Edit::Symlink { target, path } => {
@@ -369,7 +385,8 @@ impl Edit {
                 let _ = fs::rename(at(from), at(to));
             }
             Edit::Chmod { path, mode } => {
-                if fs::symlink_metadata(at(path)).is_ok_and(|m| !m.file_type().is_symlink()) {
+                let meta = fs::symlink_metadata(at(path));
+                if meta.is_ok_and(|m| m.is_file() || (m.is_dir() && for_dirs(*mode))) {
                     let _ = fs::set_permissions(at(path), fs::Permissions::from_mode(*mode));
                 }
             }
@@ -583,17 +600,37 @@ impl Rng {
 /// to four undos, user edits between any two.
 fn case(seed: u64) -> Case {
     let mut r = Rng(seed);
-    let setup = (0..r.range(3, 8)).map(|_| r.edit(true)).collect();
+    let mut setup: Vec<Edit> = (0..r.range(3, 8)).map(|_| r.edit(true)).collect();
+    // Often a private directory of the user's (mode 000, holding a file),
+    // and now and then an agent opening a directory up: what hel could not
+    // read it must never remove.
+    if r.chance(40) {
+        let dir = r.pick(&NAMES).to_owned();
+        setup.push(Edit::Write {
+            path: format!("{dir}/notes"),
+            text: "the user's\n".into(),
+            bash: false,
+        });
+        setup.push(Edit::Chmod { path: dir, mode: 0 });
+    }
     let mut steps = Vec::new();
     for _ in 0..r.range(1, 4) {
         if r.chance(50) {
             steps.push(Step::User(r.edits(1, 3)));
         }
-        let calls = if r.chance(10) {
+        let mut calls = if r.chance(10) {
             Vec::new()
         } else {
             r.edits(1, 5)
         };
+        if !calls.is_empty() && r.chance(25) {
+            let at = r.range(0, calls.len() as u64);
+            let open = Edit::Chmod {
+                path: r.pick(&NAMES).to_owned(),
+                mode: r.pick(&[0o755, 0o700]),
+            };
+            calls.insert(at, open);
+        }
         steps.push(Step::Agent(calls));
     }
     for _ in 0..r.range(1, 4) {
@@ -622,12 +659,37 @@ fn case(seed: u64) -> Case {
 /// the same failure.
 #[derive(Debug)]
 struct Failure {
-    kind: &'static str,
+    kind: String,
     detail: String,
 }
 
-fn fail<T>(kind: &'static str, detail: String) -> Result<T, Failure> {
-    Err(Failure { kind, detail })
+fn fail<T>(kind: impl Into<String>, detail: String) -> Result<T, Failure> {
+    Err(Failure {
+        kind: kind.into(),
+        detail,
+    })
+}
+
+/// What hel said when it failed, without what names a case's paths and
+/// objects: `restore: ign/a is in no directory` is the kind `restore: … is
+/// in no directory`.
+fn gist(stderr: &str) -> String {
+    let last = stderr.lines().last().unwrap_or("");
+    let last = last.strip_prefix("hel: ").unwrap_or(last);
+    last.split(' ')
+        .map(|w| {
+            let bare = w.trim_matches(|c: char| "()\"',:;.".contains(c));
+            let named = bare.contains('/')
+                || bare.chars().any(|c| c.is_ascii_digit())
+                || NAMES.contains(&bare);
+            if named {
+                "…"
+            } else {
+                w
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// One hel run, given up (its process group killed) after [`DEADLINE`].
@@ -833,7 +895,7 @@ impl Trial<'_> {
         if out.code != 0 || !out.stderr.starts_with("session: ") {
             let last = out.stderr.lines().last().unwrap_or("");
             return fail(
-                "an instruction failed",
+                format!("an instruction failed: {}", gist(&out.stderr)),
                 format!(
                     "instruction {j}: exit {}\n  it said: {last}\nstdout:\n{}\nstderr:\n{}",
                     out.code, out.stdout, out.stderr
@@ -841,6 +903,17 @@ impl Trial<'_> {
             );
         }
         self.sid.get_or_insert_with(|| out.session());
+        // A checkpoint without a snapshot cannot be undone: hel says so
+        // in a warning.
+        if let Some(line) = out.stderr.lines().find(|l| l.contains("cannot snapshot")) {
+            return fail(
+                format!("an instruction's snapshot failed: {}", gist(line)),
+                format!(
+                    "instruction {j}:\n  it said: {line}\nstderr:\n{}",
+                    out.stderr
+                ),
+            );
+        }
         let end = self.observe();
         if !calls.is_empty() && !self.seen[end].contains_key(&marker) {
             return fail(
@@ -902,14 +975,14 @@ impl Trial<'_> {
         let Some(rep) = report(&out, json) else {
             let last = out.stderr.lines().last().unwrap_or("");
             return fail(
-                "hel undo failed",
+                format!("hel undo failed: {}", gist(&out.stderr)),
                 format!("{what}\n  it said: {last}\n{hel_said}"),
             );
         };
         let left_alone = self
             .check(k, force, n, p, &rep, out.code)
             .map_err(|v| Failure {
-                kind: v[0].0,
+                kind: v[0].0.to_owned(),
                 detail: format!(
                     "{what}\n{}\n{hel_said}",
                     v.iter()
@@ -1251,7 +1324,7 @@ fn check_all(cases: impl IntoIterator<Item = Case>) {
     let started = Instant::now();
     let mut ran = 0;
     let mut failed = 0;
-    let mut found: Vec<(&'static str, String)> = Vec::new();
+    let mut found: Vec<(String, String)> = Vec::new();
     for case in cases {
         ran += 1;
         let Err(first) = attempt(&case, &who) else {
@@ -1265,7 +1338,7 @@ fn check_all(cases: impl IntoIterator<Item = Case>) {
         if found.iter().any(|(k, _)| *k == first.kind) {
             continue;
         }
-        let kind = first.kind;
+        let kind = first.kind.clone();
         let (best, failure, tries) = minimize(&case, first, &who);
         found.push((
             kind,
@@ -1298,7 +1371,7 @@ fn check_all(cases: impl IntoIterator<Item = Case>) {
 #[test]
 fn random_edits_and_undos_never_lose_the_users_work() {
     let first = env_u64("HEL_UNDO_SAFETY_SEED", 19);
-    let n = env_u64("HEL_UNDO_SAFETY_CASES", 24);
+    let n = env_u64("HEL_UNDO_SAFETY_CASES", 40);
     check_all((first..first + n).map(case));
 }
 
@@ -1349,10 +1422,11 @@ fn crowded(seed: u64, wide: usize, deep: usize, nofile: u64) -> Case {
     c
 }
 
-/// `ulimit -n 256`: more sibling directories than descriptors.
+/// `ulimit -n 256`: four times as many sibling directories as
+/// descriptors, and a chain of 100.
 #[test]
 fn undo_keeps_the_users_work_with_256_descriptors() {
-    check_all([crowded(256, 400, 100, 256)]);
+    check_all([crowded(256, 1000, 100, 256)]);
 }
 
 /// 2,000 sibling directories (with `ulimit -n 1024`, the usual default,
