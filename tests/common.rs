@@ -400,3 +400,144 @@ impl Default for Outside {
         Self::new()
     }
 }
+
+/// Who runs hel where a test needs it unprivileged (a directory of mode
+/// 000 must really be unreadable to it): the tests' own user when that is
+/// not root; under root (as in CI, where permission bits do not bind)
+/// `nobody`, running a copy of the binary it can execute when the build
+/// directory is closed to it. [`Unprivileged::note`] says when neither is
+/// possible: hel then runs as root.
+pub struct Unprivileged {
+    /// The user and group hel runs as, when they are not the tests' own.
+    pub ids: Option<(u32, u32)>,
+    bin: PathBuf,
+    _copy: Option<tempfile::TempDir>,
+    /// Why hel runs privileged, when it does.
+    pub note: Option<String>,
+}
+
+/// The user and group of `name` in /etc/passwd.
+fn account(name: &str) -> Option<(u32, u32)> {
+    let passwd = std::fs::read_to_string("/etc/passwd").ok()?;
+    passwd.lines().find_map(|l| {
+        let f: Vec<&str> = l.split(':').collect();
+        (f.len() > 3 && f[0] == name).then(|| Some((f[2].parse().ok()?, f[3].parse().ok()?)))?
+    })
+}
+
+impl Unprivileged {
+    pub fn get() -> Unprivileged {
+        let mut me = Unprivileged {
+            ids: None,
+            bin: hel_bin(),
+            _copy: None,
+            note: None,
+        };
+        if !rustix::process::geteuid().is_root() {
+            return me;
+        }
+        let Some(ids) = account("nobody") else {
+            me.note = Some("the tests run as root and there is no user nobody".into());
+            return me;
+        };
+        let runs = |bin: &Path| {
+            Command::new(bin)
+                .arg("--version")
+                .uid(ids.0)
+                .gid(ids.1)
+                .env_clear()
+                .stdin(Stdio::null())
+                .output()
+                .map_err(|e| e.to_string())
+                .and_then(|o| {
+                    if o.status.success() {
+                        Ok(())
+                    } else {
+                        Err(String::from_utf8_lossy(&o.stderr).trim().to_owned())
+                    }
+                })
+        };
+        if runs(&me.bin).is_err() {
+            let dir = tempfile::tempdir().unwrap();
+            let copy = dir.path().join("hel");
+            std::fs::copy(&me.bin, &copy).unwrap();
+            let open =
+                <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o755);
+            std::fs::set_permissions(dir.path(), open).unwrap();
+            me.bin = copy;
+            me._copy = Some(dir);
+        }
+        match runs(&me.bin) {
+            Ok(()) => me.ids = Some(ids),
+            Err(e) => {
+                me.note = Some(format!(
+                    "the tests run as root and nobody cannot run hel ({e})"
+                ));
+                me.bin = hel_bin();
+            }
+        }
+        me
+    }
+
+    /// Whether permission bits bind hel (it does not run as root).
+    pub fn binds(&self) -> bool {
+        self.note.is_none()
+    }
+
+    /// [`Project::hel`], run as this user.
+    pub fn hel(&self, p: &Project, mock: Option<&Mock>) -> Command {
+        let mut cmd = Command::new(&self.bin);
+        cmd.current_dir(p.dir.path())
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("HOME", p.home.path());
+        if let Some(m) = mock {
+            cmd.args(["--base-url", &m.url, "--model", "mock-model"]);
+        }
+        if let Some((uid, gid)) = self.ids {
+            cmd.uid(uid).gid(gid);
+        }
+        cmd.stdin(Stdio::null());
+        detach(&mut cmd);
+        cmd
+    }
+
+    /// Give the project and its home directory (what the tests made in them
+    /// as root) to this user, links themselves rather than their targets.
+    pub fn hand_over(&self, p: &Project) {
+        let Some((uid, gid)) = self.ids else { return };
+        for root in [p.dir.path(), p.home.path()] {
+            let mut stack = vec![root.to_owned()];
+            while let Some(path) = stack.pop() {
+                std::os::unix::fs::lchown(&path, Some(uid), Some(gid)).unwrap();
+                let meta = std::fs::symlink_metadata(&path).unwrap();
+                if meta.is_dir() {
+                    for e in std::fs::read_dir(&path).unwrap() {
+                        let e = e.unwrap();
+                        // The store is hel's own, made as this user.
+                        if e.file_name() != ".hel" {
+                            stack.push(e.path());
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Limit `cmd` to `n` open descriptors, soft and hard (`ulimit -n n`).
+pub fn limit_open_files(cmd: &mut Command, n: u64) {
+    // SAFETY: setrlimit(2) only, between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            rustix::process::setrlimit(
+                rustix::process::Resource::Nofile,
+                rustix::process::Rlimit {
+                    current: Some(n),
+                    maximum: Some(n),
+                },
+            )?;
+            Ok(())
+        });
+    }
+}

@@ -20,4 +20,5 @@ mod t_sessions;
 mod t_stream;
 mod t_tools;
 mod t_transcripts;
+mod t_undo_safety;
 mod t_workspace;
