@@ -102,9 +102,6 @@ impl Run {
             Some(dir) => Some(recorder(dir, &setup.config.model, session.as_ref())?),
             None => None,
         };
-        if !options.sandbox && setup.toolset.contains(ToolName::Bash) {
-            observer.warn(Warning::Unconfined);
-        }
         let spill = match &session {
             Some(s) => SpillStore::for_session(&store, Arc::clone(&s.lease)),
             None => SpillStore::for_instance(&instance.spill()),
@@ -119,6 +116,9 @@ impl Run {
             found: project.found,
             instructions: system.files,
         });
+        if !options.sandbox && setup.toolset.contains(ToolName::Bash) {
+            observer.warn(Warning::Unconfined);
+        }
         for w in system.warnings {
             observer.warn(w.into());
         }
