@@ -12,6 +12,7 @@ mod t_durability;
 mod t_evals;
 mod t_hostile_store;
 mod t_names;
+mod t_project;
 mod t_prompt;
 mod t_races;
 mod t_remote;

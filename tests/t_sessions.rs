@@ -505,8 +505,10 @@ fn malformed_unknown_and_moved_sessions_are_refused() {
     assert_eq!(run.code, 1);
     assert!(run.stderr.contains("no session matches"), "{}", run.stderr);
 
-    // From a subdirectory: say where the session lives.
-    std::fs::create_dir(p.path().join("sub")).unwrap();
+    // From a subdirectory with a store of its own (one an older hel made
+    // there): that is the project found, and hel says where the session
+    // lives.
+    std::fs::create_dir_all(p.path().join("sub/.hel")).unwrap();
     let run = Run::from_cmd(
         p.hel_in(&p.path().join("sub"), Some(&mock))
             .args(["resume", &sid, "-p", "x"]),

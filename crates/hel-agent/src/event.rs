@@ -22,6 +22,16 @@ pub enum Event {
     /// The session this run works on; None when none could be made (the
     /// conversation is then not saved). Always the first event of a run.
     Session(Option<SessionId>),
+    /// Where the run works, said once at its start, after
+    /// [`Event::Session`].
+    Project {
+        /// The project's root when it is not where hel started (found
+        /// above it, or given with `--project`).
+        root: Option<PathBuf>,
+        found: crate::project::Found,
+        /// The instructions files read into the system message, in order.
+        instructions: Vec<String>,
+    },
     /// A resumed session continues with settings that differ from the
     /// saved ones (each difference in words, such as `toolset changed`).
     SettingsChanged(Vec<String>),

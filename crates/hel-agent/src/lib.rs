@@ -1,7 +1,7 @@
 //! hel-agent: the agent library of hel, a coding agent for the terminal.
 //!
-//! A [`Run`](run::Run) takes a session of the project in the current
-//! directory (new, resumed or forked, through [`hel_store`]), runs
+//! A [`Run`](run::Run) takes a session of the [project](project) hel is
+//! started in (new, resumed or forked, through [`hel_store`]), runs
 //! instructions with the [`Agent`](agent::Agent) loop (the model
 //! [client], the [tools] and their sandbox, [compaction](compact)) and
 //! saves every completed answer as a checkpoint.
@@ -22,6 +22,7 @@ pub mod instance;
 pub mod interrupt;
 pub mod meter;
 pub mod outcome;
+pub mod project;
 pub mod record;
 pub mod run;
 pub mod session;

@@ -13,8 +13,9 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
     name = "hel",
     version,
     about = "A coding agent for the terminal, with a content-addressed session store",
-    long_about = "hel works on the project in the current directory: it sends your instructions to a \
-chat model, runs the tools the model asks for (read, search, edit, bash in a sandbox) and loops until \
+    long_about = "hel works on the project it is started in (the nearest directory at or above the \
+current one that holds .hel/ or .git, or --project DIR): it sends your instructions to a chat \
+model, runs the tools the model asks for (read, search, edit, bash in a sandbox) and loops until \
 the model answers. Every completed answer is a checkpoint in .hel/, so `hel resume <SESSION>` \
 continues the conversation in a new process.\n\nWith -p, runs the given instructions in order; \
 without, on a terminal, opens an interactive prompt (/help there lists its commands); from a \
@@ -24,6 +25,9 @@ pub struct Cli {
     /// Continue SESSION (same as `hel resume SESSION`).
     #[arg(long, value_name = "SESSION")]
     pub resume: Option<String>,
+    /// The project's root (default: the nearest directory at or above this one holding .hel/ or .git).
+    #[arg(long, value_name = "DIR", global = true)]
+    pub project: Option<PathBuf>,
     #[command(flatten)]
     pub run: RunArgs,
     #[command(subcommand)]
@@ -74,9 +78,9 @@ pub struct RunArgs {
     /// Let commands and the file tools write .git (commit, branch); its config and hooks stay read-only.
     #[arg(long)]
     pub allow_git_write: bool,
-    /// Project instructions file read into the system message.
-    #[arg(long, value_name = "NAME", default_value = "HEL.md")]
-    pub context_file: String,
+    /// The one project instructions file read into the system message (default: HEL.md and AGENTS.md files).
+    #[arg(long, value_name = "NAME")]
+    pub context_file: Option<String>,
     /// Do not read a project instructions file.
     #[arg(long)]
     pub no_context_file: bool,
@@ -107,6 +111,9 @@ pub struct RunArgs {
     /// Set by `hel resume --relocate` (not a flag of every run).
     #[arg(skip)]
     pub relocate: bool,
+    /// Set from `--project` (a flag of every command).
+    #[arg(skip)]
+    pub project: Option<PathBuf>,
 }
 
 /// A size in bytes: a number, optionally followed by K, M or G (powers of
@@ -178,6 +185,7 @@ impl RunArgs {
     /// The run's options, as the agent library takes them.
     pub fn options(&self) -> hel_agent::run::Options {
         use hel_agent::run::Compaction;
+        use hel_agent::system::Instructions;
         hel_agent::run::Options {
             provider: hel_agent::config::ProviderChoice {
                 provider: self.provider.map(Into::into),
@@ -194,7 +202,12 @@ impl RunArgs {
             allow_write: self.allow_write.clone(),
             sandbox: !self.no_sandbox,
             allow_git_write: self.allow_git_write,
-            context_file: (!self.no_context_file).then(|| self.context_file.clone()),
+            instructions: match (self.no_context_file, &self.context_file) {
+                (true, _) => Instructions::None,
+                (false, Some(name)) => Instructions::File(name.clone()),
+                (false, None) => Instructions::Default,
+            },
+            project: self.project.clone(),
             compaction: match (self.no_compaction, self.compact_at, self.keep_recent) {
                 (true, _, _) => Compaction::Off,
                 (false, Some(at), Some(keep_recent)) => Compaction::At { at, keep_recent },

@@ -4,6 +4,7 @@
 
 use std::fmt;
 
+use hel_agent::project::ProjectError;
 use hel_agent::run::StartError;
 use hel_agent::session::SessionError;
 
@@ -41,7 +42,19 @@ impl From<StartError> for Exit {
             StartError::Config(_) | StartError::AllowWrite(_) => Exit::usage(e.to_string()),
             StartError::Store(e) => e.into(),
             StartError::Session(e) => e.into(),
+            StartError::Project(e) => e.into(),
             e => Exit::refused(e.to_string()),
+        }
+    }
+}
+
+impl From<ProjectError> for Exit {
+    fn from(e: ProjectError) -> Exit {
+        match e {
+            ProjectError::CurrentDir(_) => Exit::refused(e.to_string()),
+            ProjectError::Given { .. } | ProjectError::NotADirectory(_) => {
+                Exit::usage(e.to_string())
+            }
         }
     }
 }

@@ -30,6 +30,8 @@ fn main() -> ExitCode {
         Err(e) => e.exit(),
     };
     let sub_matches = matches.subcommand().map(|(_, m)| m.clone());
+    let project = cli.project.clone();
+    commands::set_project(project.clone());
     if matches!(
         cli.command,
         Some(
@@ -128,6 +130,7 @@ fn main() -> ExitCode {
             start.and_then(|s| {
                 let mut run = settings?.run;
                 run.relocate = relocate;
+                run.project = project;
                 agent(run, s, restore)
             })
         }
@@ -136,7 +139,10 @@ fn main() -> ExitCode {
                 Some(s) => Start::Resume(s),
                 None => Start::New,
             };
-            config::settings(&cli.run, &matches, None).and_then(|s| agent(s.run, start, None))
+            config::settings(&cli.run, &matches, None).and_then(|mut s| {
+                s.run.project = project;
+                agent(s.run, start, None)
+            })
         }
     };
     match result {

@@ -4,7 +4,10 @@
 
 pub mod live;
 
+use std::path::Path;
+
 use hel_agent::event::{Event, Observer, Warning};
+use hel_agent::project::Found;
 use hel_agent::terminal::escape_line;
 
 use crate::exit::Exit;
@@ -33,6 +36,15 @@ impl Observer for Stderr {
         match event {
             Event::Session(Some(id)) => line(&format!("session: {id}")),
             Event::Session(None) => line("session: none"),
+            Event::Project {
+                root,
+                found,
+                instructions,
+            } => {
+                if let Some(text) = project_line(root.as_deref(), found, &instructions) {
+                    line(&text)
+                }
+            }
             Event::SettingsChanged(diffs) => line(&format!(
                 "hel: note: continuing with the current settings ({}); the saved ones stay in the checkpoint",
                 diffs.join(", ")
@@ -74,6 +86,20 @@ impl Observer for Stderr {
             Event::Warning(w) => line(&format!("hel: warning: {}", warning(&w))),
         }
     }
+}
+
+/// `hel: project ROOT (why) · instructions A, B`: the project's root when
+/// it is not where hel started, and the instructions files read; None
+/// when there is neither.
+pub fn project_line(root: Option<&Path>, found: Found, instructions: &[String]) -> Option<String> {
+    let mut parts = Vec::new();
+    if let Some(root) = root {
+        parts.push(format!("project {} ({})", root.display(), found.why()));
+    }
+    if !instructions.is_empty() {
+        parts.push(format!("instructions {}", instructions.join(", ")));
+    }
+    (!parts.is_empty()).then(|| format!("hel: {}", parts.join(" · ")))
 }
 
 /// A warning in words; a store error in it reads as it would on exit.

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use crate::client::RequestError;
 use crate::config::ConfigError;
 use crate::instance::InstanceError;
+use crate::project::ProjectError;
 use crate::session::SessionError;
 use crate::tools::sandbox::AllowWriteError;
 
@@ -13,8 +14,8 @@ use crate::tools::sandbox::AllowWriteError;
 pub enum StartError {
     #[error(transparent)]
     Config(#[from] ConfigError),
-    #[error("cannot use the current directory: {0}")]
-    CurrentDir(std::io::Error),
+    #[error(transparent)]
+    Project(#[from] ProjectError),
     #[error(transparent)]
     Client(RequestError),
     #[error(transparent)]

@@ -19,6 +19,7 @@ use crate::event::{Event, Observer, Warning};
 use crate::instance::Instance;
 use crate::interrupt::Interrupts;
 use crate::outcome::Outcome;
+use crate::project::Project;
 use crate::record::Recorder;
 use crate::session::{self, Session, SessionError, Start};
 use crate::spill::SpillStore;
@@ -42,6 +43,8 @@ pub struct Host {
 /// A run in progress. Dropping it ends it (see [`Run::finish`]).
 pub struct Run {
     agent: Agent,
+    /// Where the run works.
+    project: Project,
     session: Option<Session>,
     /// Snapshots of the project's files (None: off, or no session).
     snapshots: Option<Snapshots>,
@@ -72,7 +75,8 @@ pub struct Status {
 }
 
 impl Run {
-    /// Start a run in the current directory on the session `start` names.
+    /// Start a run on the session `start` names, in the project found
+    /// from the current directory (or `--project`).
     /// The first event is always [`Event::Session`]. A new session that
     /// cannot be made is a warning (the run goes on unsaved); any other
     /// problem is an error, before any instruction.
@@ -83,40 +87,44 @@ impl Run {
             || Policy::defaults(window, options.provider.max_output_tokens).keep_recent,
             |p| p.keep_recent,
         );
+        let project = setup.project.clone();
         let allow_write = crate::tools::sandbox::check_allow_write(
             &options.allow_write,
-            &setup.project,
+            &project.root,
             &crate::instance::runtime_root(),
         )?;
         let instance = Instance::start()?;
-        let store = Store::open(&setup.project)?;
+        let store = Store::open(&project.root)?;
         let observer = host.observer;
-        let (mut session, head) = take_session(&store, &setup.project, &start, &*observer)?;
+        let (mut session, head) = take_session(&store, &project.root, &start, &*observer)?;
         observer.event(Event::Session(session.as_ref().map(|s| s.id().clone())));
         let recorder = match &options.record {
             Some(dir) => Some(recorder(dir, &setup.config.model, session.as_ref())?),
             None => None,
         };
-        if !options.sandbox && setup.toolset.contains(ToolName::Bash) {
-            observer.warn(Warning::Unconfined);
-        }
         let spill = match &session {
             Some(s) => SpillStore::for_session(&store, Arc::clone(&s.lease)),
             None => SpillStore::for_instance(&instance.spill()),
         };
-        let project_dir = ProjectDir::open(&setup.project)
+        let project_dir = ProjectDir::open(&project.root)
             .map_err(StartError::ProjectDir)?
+            .working_in(project.cwd_in_root())
             .allowing_git_writes(options.allow_git_write);
-        let (system_message, warnings) = system::build(
-            &project_dir,
-            options.context_file.as_deref(),
-            setup.toolset.names(),
-        );
-        for w in warnings {
+        let system = system::build(&project_dir, &options.instructions, setup.toolset.names());
+        observer.event(Event::Project {
+            root: (project.root != project.cwd).then(|| project.root.clone()),
+            found: project.found,
+            instructions: system.files,
+        });
+        if !options.sandbox && setup.toolset.contains(ToolName::Bash) {
+            observer.warn(Warning::Unconfined);
+        }
+        for w in system.warnings {
             observer.warn(w.into());
         }
         let tools = ToolCtx {
-            project: setup.project.clone(),
+            project: project.root.clone(),
+            cwd: project.cwd.clone(),
             project_dir: Arc::new(project_dir),
             access: options.access,
             bash_timeout: options.bash_timeout,
@@ -142,7 +150,7 @@ impl Run {
             observer: Rc::clone(&observer),
             limits: store.limits(),
         };
-        let mut agent = Agent::new(parts, system_message);
+        let mut agent = Agent::new(parts, system.message);
         if let (Some(s), Some(head)) = (session.as_mut(), head) {
             restore::restore(s, &mut agent, head, &*observer, options.relocate)?;
         }
@@ -158,6 +166,7 @@ impl Run {
         };
         Ok(Run {
             agent,
+            project,
             session,
             snapshots,
             instance,
@@ -214,6 +223,11 @@ impl Run {
             snaps.start = None;
         }
         outcome
+    }
+
+    /// Where the run works: the project's root and where hel started.
+    pub fn project(&self) -> &Project {
+        &self.project
     }
 
     /// Where the run stands: its session, context use and last usage.

@@ -5,6 +5,8 @@ use std::path::PathBuf;
 use crate::client::ModelClient;
 use crate::compact::Policy;
 use crate::config::{self, ConfigError, ProviderChoice, RequestConfig};
+use crate::project::Project;
+use crate::system::Instructions;
 use crate::tools::{Access, Toolset};
 
 use super::error::StartError;
@@ -43,8 +45,11 @@ pub struct Options {
     /// `--allow-git-write`: commands and the file tools may write git
     /// directories, but for their config and hooks.
     pub allow_git_write: bool,
-    /// The project instructions file (None: none is read).
-    pub context_file: Option<String>,
+    /// The project instructions to read.
+    pub instructions: Instructions,
+    /// `--project DIR`: the project's root, instead of the one found by
+    /// walking up from the current directory.
+    pub project: Option<PathBuf>,
     pub compaction: Compaction,
     /// The model's context window (None: by provider).
     pub context_window: Option<u64>,
@@ -65,8 +70,8 @@ pub(super) struct Setup {
     pub policy: Option<Policy>,
     /// The model's context window, in tokens.
     pub window: u64,
-    /// The project directory, canonical.
-    pub project: PathBuf,
+    /// The project: its root and where hel started.
+    pub project: Project,
 }
 
 impl Setup {
@@ -100,9 +105,7 @@ impl Setup {
                 Some(Policy::defaults(window, options.provider.max_output_tokens))
             }
         };
-        let project = std::env::current_dir()
-            .and_then(|d| d.canonicalize())
-            .map_err(StartError::CurrentDir)?;
+        let project = Project::find(options.project.as_deref())?;
         let client = ModelClient::new(&endpoint, options.request_timeout, options.stream)
             .map_err(StartError::Client)?;
         let mut config = endpoint.config;

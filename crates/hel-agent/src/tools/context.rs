@@ -47,8 +47,11 @@ impl ToolResult {
 
 /// Everything the tools work with.
 pub struct ToolCtx {
-    /// The project directory, canonical.
+    /// The project's root, canonical: the sandbox's boundary.
     pub project: PathBuf,
+    /// The directory hel was started in, canonical, inside the project:
+    /// where commands start.
+    pub cwd: PathBuf,
     /// The project directory held open: the file tools resolve beneath it
     /// (from blocking threads, hence shared).
     pub project_dir: Arc<ProjectDir>,

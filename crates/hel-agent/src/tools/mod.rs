@@ -166,6 +166,7 @@ pub(crate) mod testing {
         let ctx = ToolCtx {
             project_dir: Arc::new(paths::ProjectDir::open(&project).unwrap()),
             spill: SpillStore::for_instance(&project.join("..").join("spill-unused")),
+            cwd: project.clone(),
             project,
             access: Access::Auto,
             bash_timeout: 5,

@@ -3,10 +3,11 @@
 //! paths beneath that descriptor, one component at a time, never through
 //! the path from `/`:
 //!
-//! - The model's path is first normalized lexically (`..` and `.` removed;
-//!   an absolute path must name the project's canonical path). Escaping
-//!   the project is refused; a path naming `.hel/` is [`Target::Store`]
-//!   (only spill lookups may use it).
+//! - The model's path is first normalized lexically, relative to the
+//!   directory hel was started in (`..` and `.` removed; an absolute path
+//!   must name the project's canonical path). Escaping the project is
+//!   refused; a path naming `.hel/` (the root's, from wherever hel
+//!   started) is [`Target::Store`] (only spill lookups may use it).
 //! - Directories are opened with `openat2(RESOLVE_BENEATH |
 //!   RESOLVE_NO_SYMLINKS)` relative to the project descriptor, or, where
 //!   that meets a symbolic link or openat2 is missing (ENOSYS), by a walk
@@ -50,6 +51,9 @@ pub struct ProjectDir {
     fd: OwnedFd,
     /// Canonical; for messages and to recognize absolute paths.
     path: PathBuf,
+    /// Where relative paths start: the directory hel was started in, as
+    /// components below the project (empty: the project itself).
+    base: Vec<OsString>,
     /// Cleared when openat2 turns out to be unavailable (ENOSYS).
     openat2: AtomicBool,
     /// `--allow-git-write`: writes into git directories but
@@ -244,9 +248,47 @@ impl ProjectDir {
         Ok(ProjectDir {
             fd,
             path: path.to_owned(),
+            base: Vec::new(),
             openat2: AtomicBool::new(true),
             git_writes: false,
         })
+    }
+
+    /// The same, with relative paths taken from `cwd` (a directory below
+    /// the project, as components: [`crate::project::Project::cwd_in_root`]).
+    pub fn working_in(mut self, cwd: &Path) -> ProjectDir {
+        self.base = cwd
+            .components()
+            .filter_map(|c| match c {
+                Component::Normal(n) => Some(n.to_owned()),
+                _ => None,
+            })
+            .collect();
+        self
+    }
+
+    /// `rel` (a path relative to the project, as [`Entry::rel`]) as the
+    /// model names it: relative to the directory hel was started in.
+    pub fn shown(&self, rel: &Path) -> String {
+        let parts: Vec<&OsStr> = rel.iter().collect();
+        let common = self
+            .base
+            .iter()
+            .zip(&parts)
+            .take_while(|(a, b)| a.as_os_str() == **b)
+            .count();
+        let mut out = PathBuf::new();
+        for _ in common..self.base.len() {
+            out.push("..");
+        }
+        for p in &parts[common..] {
+            out.push(p);
+        }
+        if out.as_os_str().is_empty() {
+            ".".into()
+        } else {
+            display(&out)
+        }
     }
 
     /// The same, letting writes into git directories but
@@ -304,8 +346,22 @@ impl ProjectDir {
         Ok(d)
     }
 
+    /// The project's root, canonical.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Where relative paths start (where hel was started), relative to
+    /// the root.
+    pub fn cwd_in_root(&self) -> PathBuf {
+        join(&self.base)
+    }
+
+    /// Where relative paths start, as an absolute path.
+    pub fn cwd(&self) -> PathBuf {
+        let mut cwd = self.path.clone();
+        cwd.extend(&self.base);
+        cwd
     }
 
     pub fn fd(&self) -> BorrowedFd<'_> {
@@ -359,16 +415,38 @@ impl ProjectDir {
         }
     }
 
-    /// Resolve `path` (relative to the project, or absolute) beneath the
-    /// project. Symbolic links are followed while they stay inside the
-    /// project and out of `.hel/`; anything else is refused. With `create`,
-    /// missing directories on the way are created (beneath the project).
+    /// Resolve `path` (relative to the directory hel was started in, or
+    /// absolute) beneath the project. Symbolic links are followed while
+    /// they stay inside the project and out of `.hel/`; anything else is
+    /// refused. With `create`, missing directories on the way are created
+    /// (beneath the project).
     pub fn resolve(&self, path: &str, create: bool) -> Result<Target, PathError> {
+        self.resolve_from(&self.base, path, create)
+    }
+
+    /// [`ProjectDir::resolve`] with `path` relative to the project's root
+    /// (the project instructions).
+    pub fn resolve_in_root(&self, path: &str) -> Result<Target, PathError> {
+        self.resolve_from(&[], path, false)
+    }
+
+    fn resolve_from(
+        &self,
+        base: &[OsString],
+        path: &str,
+        create: bool,
+    ) -> Result<Target, PathError> {
         if path.is_empty() {
             return Err(PathError::Empty);
         }
+        // `.hel/…` names the root's store from any directory (the names
+        // spill files have in the conversation).
+        let from_root = self.lexical(&[], Path::new(path));
+        if let Some(names) = from_root.filter(|l| l.first().is_some_and(|c| is_store_name(c))) {
+            return Ok(Target::Store(join(&names).to_string_lossy().into_owned()));
+        }
         let mut logical = self
-            .lexical(&[], Path::new(path))
+            .lexical(base, Path::new(path))
             .ok_or_else(|| self.outside(path))?;
         if logical.first().is_some_and(|c| is_store_name(c)) {
             return Ok(Target::Store(join(&logical).to_string_lossy().into_owned()));
@@ -754,6 +832,48 @@ mod tests {
                 .map_err(|e| PathError::io(path, e))
         })?;
         Ok(())
+    }
+
+    #[test]
+    fn paths_start_where_hel_started_and_stay_in_the_root() {
+        let f = fixture();
+        let p = &f.p;
+        std::fs::create_dir_all(p.join("src/deep")).unwrap();
+        std::fs::write(p.join("src/deep/b.rs"), "fn b() {}\n").unwrap();
+        std::fs::write(p.join("top.txt"), "top\n").unwrap();
+        symlink("../top.txt", p.join("src/up")).unwrap();
+        for d in both(p) {
+            let d = d.working_in(Path::new("src"));
+            assert_eq!(d.cwd(), p.join("src"));
+            assert_eq!(read(&d, "a.rs").unwrap(), "fn a() {}\n");
+            assert_eq!(read(&d, "../top.txt").unwrap(), "top\n");
+            assert_eq!(read(&d, "up").unwrap(), "top\n");
+            assert_eq!(
+                read(&d, &p.join("top.txt").display().to_string()).unwrap(),
+                "top\n"
+            );
+            assert!(read(&d, "../../x")
+                .unwrap_err()
+                .contains("outside the project"));
+            // `.hel/` is the root's, from anywhere (spill names).
+            assert_eq!(read(&d, ".hel/x").unwrap(), "STORE .hel/x");
+            assert_eq!(read(&d, "../.hel/x").unwrap(), "STORE .hel/x");
+            // Context files name the root's.
+            match d.resolve_in_root("top.txt").unwrap() {
+                Target::Entry(e) => assert_eq!(e.rel, Path::new("top.txt")),
+                Target::Store(s) => panic!("{s}"),
+            }
+            write(&d, "deep/new.rs", "new").unwrap();
+            assert_eq!(
+                std::fs::read_to_string(p.join("src/deep/new.rs")).unwrap(),
+                "new"
+            );
+            // Shown as the model names them: from where hel started.
+            assert_eq!(d.shown(Path::new("src/deep/b.rs")), "deep/b.rs");
+            assert_eq!(d.shown(Path::new("top.txt")), "../top.txt");
+            assert_eq!(d.shown(Path::new("src")), ".");
+            assert_eq!(d.shown(Path::new("srcx/a")), "../srcx/a");
+        }
     }
 
     #[test]

@@ -343,15 +343,13 @@ pub async fn glob(ctx: &mut ToolCtx, args: GlobArgs) -> ToolResult {
 fn glob_in(dir: &ProjectDir, args: &GlobArgs, cancel: &Cancel) -> Result<String, SearchError> {
     let m = glob_matcher(&args.pattern)?;
     let root = args.path.as_deref();
-    let root_rel = match root {
-        Some(r) => dir.resolve_entry(r, false)?.rel,
-        None => PathBuf::new(),
-    };
+    let root_rel = dir.resolve_entry(root.unwrap_or("."), false)?.rel;
     let mut out = Capped::new();
     Walker::walk(dir, root, cancel, &mut |_, _, rel| {
         let rel_root = rel.strip_prefix(&root_rel).unwrap_or(rel);
-        if m.is_match(rel_root) || m.is_match(rel) {
-            out.push(paths::display(rel));
+        let shown = dir.shown(rel);
+        if m.is_match(rel_root) || m.is_match(&shown) {
+            out.push(shown);
         }
     })?;
     Ok(out.finish("no files match"))
@@ -368,9 +366,11 @@ fn grep_in(dir: &ProjectDir, args: &GrepArgs, cancel: &Cancel) -> Result<String,
     let re = Regex::new(&args.pattern)?;
     let include = args.include.as_deref().map(glob_matcher).transpose()?;
     let mut out = Capped::new();
+    let project = dir;
     Walker::walk(dir, args.path.as_deref(), cancel, &mut |dir, name, rel| {
+        let shown = project.shown(rel);
         if let Some(inc) = &include {
-            if !(inc.is_match(Path::new(name)) || inc.is_match(rel)) {
+            if !(inc.is_match(Path::new(name)) || inc.is_match(&shown)) {
                 return;
             }
         }
@@ -378,7 +378,6 @@ fn grep_in(dir: &ProjectDir, args: &GrepArgs, cancel: &Cancel) -> Result<String,
         let Ok(file) = open_regular_at(dir, name, None) else {
             return;
         };
-        let shown = paths::display(rel);
         let _ = grep_reader(file, &re, cancel, &mut |line, text| {
             out.push(format!("{shown}:{line}:{text}"))
         });

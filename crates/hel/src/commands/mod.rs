@@ -19,6 +19,7 @@ use hel_store::Store;
 use crate::cli::SessionsCommand;
 use crate::exit::Exit;
 
+pub use report::set_project;
 pub use store::{fsck, gc};
 pub use workspace::{diff, restore, undo, RestoreArgs};
 

@@ -3,6 +3,9 @@
 
 use std::io::Write;
 use std::path::PathBuf;
+use std::sync::OnceLock;
+
+use hel_agent::project::Project;
 
 use serde_json::ser::{Formatter, PrettyFormatter};
 
@@ -76,9 +79,32 @@ impl Formatter for TerminalSafe {
     }
 }
 
-/// The project: the current directory.
+/// `--project DIR`, set once by `main` before any command runs.
+static GIVEN: OnceLock<Option<PathBuf>> = OnceLock::new();
+/// The project, found at its first use.
+static FOUND: OnceLock<Project> = OnceLock::new();
+
+/// Take `--project DIR` (None: find the project from the current
+/// directory). Only the first call counts.
+pub fn set_project(dir: Option<PathBuf>) {
+    let _ = GIVEN.set(dir);
+}
+
+/// The project the commands work on ([`Project::find`]), found once; its
+/// root is said on stderr when it is not the current directory.
+pub(super) fn here() -> Result<&'static Project, Exit> {
+    if let Some(p) = FOUND.get() {
+        return Ok(p);
+    }
+    let found = Project::find(GIVEN.get().and_then(|d| d.as_deref()))?;
+    let root = (found.root != found.cwd).then_some(found.root.as_path());
+    if let Some(text) = crate::render::project_line(root, found.found, &[]) {
+        crate::render::line(&text);
+    }
+    Ok(FOUND.get_or_init(|| found))
+}
+
+/// The project's root: where `.hel/` is, and what sessions record.
 pub(super) fn project() -> Result<PathBuf, Exit> {
-    std::env::current_dir()
-        .and_then(|d| d.canonicalize())
-        .map_err(|e| Exit::refused(format!("cannot use the current directory: {e}")))
+    here().map(|p| p.root.clone())
 }

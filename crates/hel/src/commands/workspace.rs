@@ -4,6 +4,7 @@
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
+use hel_agent::project::Project;
 use hel_agent::session::{self, resolve_checkpoint};
 use hel_agent::terminal::escape_line;
 use hel_store::tree::EntryKind;
@@ -14,7 +15,7 @@ use hel_workspace::undo::{self, Conflict, GoBack, Outcome};
 use hel_workspace::{Flat, Item, Scan, Workspace};
 use serde::Serialize;
 
-use super::report::{print_json, project, say};
+use super::report::{here, print_json, project, say};
 use crate::exit::Exit;
 use crate::tty;
 
@@ -43,18 +44,21 @@ fn checkpoint_of(store: &Store, session: &SessionId, at: Option<&str>) -> Result
 }
 
 /// A path argument as a path of the project: relative to the current
-/// directory (the project) or absolute inside it, never above it.
-fn project_path(project: &Path, arg: &Path) -> Result<Vec<u8>, Exit> {
+/// directory (at or below the project's root) or absolute inside the
+/// project, never above it.
+fn project_path(project: &Project, arg: &Path) -> Result<Vec<u8>, Exit> {
     let rel = if arg.is_absolute() {
-        arg.strip_prefix(project).map_err(|_| {
-            Exit::usage(format!(
-                "{} is not inside the project {}",
-                arg.display(),
-                project.display()
-            ))
-        })?
+        arg.strip_prefix(&project.root)
+            .map_err(|_| {
+                Exit::usage(format!(
+                    "{} is not inside the project {}",
+                    arg.display(),
+                    project.root.display()
+                ))
+            })?
+            .to_owned()
     } else {
-        arg
+        project.cwd_in_root().join(arg)
     };
     let mut parts: Vec<&[u8]> = Vec::new();
     for c in rel.components() {
@@ -280,7 +284,7 @@ pub fn restore(args: RestoreArgs, options: hel_workspace::Options) -> Result<u8,
     let paths = args
         .paths
         .iter()
-        .map(|p| project_path(&project, p))
+        .map(|p| project_path(here()?, p))
         .collect::<Result<Vec<_>, _>>()?;
     let header = format!(
         "restore in session {session}: the files as they were {} checkpoint {}",

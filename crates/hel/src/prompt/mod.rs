@@ -11,6 +11,7 @@
 
 mod editor;
 mod history;
+mod init;
 mod slash;
 mod spinner;
 
@@ -253,6 +254,7 @@ impl Prompt {
         match (cmd, session) {
             (Slash::Help, _) => note!("{}", slash::HELP),
             (Slash::Exit, _) => return Next::Exit,
+            (Slash::Init, _) => self.init(),
             (Slash::Sessions, _) => report(&["sessions"]),
             (Slash::Log | Slash::Show | Slash::Fork(_) | Slash::Rename(_), None) => {
                 render::line("hel: this run has no session (it is not saved)")
@@ -293,6 +295,48 @@ impl Prompt {
             }
         }
         Next::Continue
+    }
+
+    /// `/init`: show a starter `AGENTS.md` for the project's root and write
+    /// it if the user says yes; never over a file already there.
+    fn init(&self) {
+        let root = &self.run.project().root;
+        let path = root.join(hel_agent::system::AGENTS_MD);
+        if std::fs::symlink_metadata(&path).is_ok() {
+            render::line(&format!(
+                "hel: {} already exists; /init leaves it as it is",
+                path.display()
+            ));
+            return;
+        }
+        let text = match init::starter(root) {
+            Ok(t) => t,
+            Err(e) => {
+                render::line(&format!("hel: cannot read {}: {e}", root.display()));
+                return;
+            }
+        };
+        for l in text.lines() {
+            render::line(l);
+        }
+        let question = format!("hel: write this to {}? [y/N] ", path.display());
+        match self
+            .editor
+            .read(&hel_agent::terminal::escape_line(&question))
+        {
+            Read::Line(l) if matches!(l.trim(), "y" | "Y" | "yes") => {}
+            _ => {
+                note!("hel: nothing written");
+                return;
+            }
+        }
+        match init::write(&path, &text) {
+            Ok(()) => render::line(&format!(
+                "hel: wrote {}; edit it, and hel reads it when it next starts (or at /fork)",
+                path.display()
+            )),
+            Err(e) => render::line(&format!("hel: cannot write {}: {e}", path.display())),
+        }
     }
 
     /// Go on in a new session forked from checkpoint `at` of `session`;

@@ -16,6 +16,8 @@ pub enum Slash {
     Model(String),
     /// Name this session (`hel sessions rename`).
     Rename(String),
+    /// Write a starter `AGENTS.md` at the project's root, after asking.
+    Init,
     Exit,
 }
 
@@ -30,6 +32,7 @@ Commands:
   /compact           summarize the older part of the conversation now
   /model NAME        send the next requests to model NAME
   /rename NAME       name this session (any command then takes the name)
+  /init              write a starter AGENTS.md at the project's root (asks first)
   /exit              leave (also Ctrl-D, or Ctrl-C on an empty line twice)
 Keys: Enter sends, Alt-Enter starts a new line, a paste is sent whole;
 Ctrl-C cancels a running instruction; Up and Down walk the history.
@@ -54,6 +57,7 @@ pub fn parse(entry: &str) -> Option<Result<Slash, String>> {
         "/log" => none(Slash::Log),
         "/show" => none(Slash::Show),
         "/compact" => none(Slash::Compact),
+        "/init" => none(Slash::Init),
         "/exit" | "/quit" => none(Slash::Exit),
         "/fork" => match args.as_slice() {
             [] => Ok(Slash::Fork(None)),
@@ -93,6 +97,8 @@ mod tests {
         );
         assert!(matches!(parse("/rename a b"), Some(Err(_))));
         assert!(matches!(parse("/log x"), Some(Err(_))));
+        assert_eq!(parse("/init"), Some(Ok(Slash::Init)));
+        assert!(matches!(parse("/init now"), Some(Err(_))));
         assert!(matches!(parse("/etc/passwd?"), Some(Err(e)) if e.contains("space")));
         assert_eq!(parse(" /etc/passwd?"), None);
         assert_eq!(parse("/help\nmore"), None);

@@ -1,5 +1,6 @@
-//! bash: run a command in the project directory, confined by the sandbox
-//! (see [`super::sandbox`]), or unconfined with `--no-sandbox`.
+//! bash: run a command in the directory hel was started in (inside the
+//! project), confined by the sandbox (see [`super::sandbox`]), or
+//! unconfined with `--no-sandbox`.
 
 mod shell;
 mod unconfined;
@@ -90,7 +91,7 @@ async fn sandboxed(ctx: &mut ToolCtx, command: String) -> ToolResult {
         return refusal(&SandboxError::Helper("it did not start".into()));
     };
     let body = RunBody {
-        cwd: ctx.project.clone(),
+        cwd: ctx.cwd.clone(),
         command,
         env: command_env(&ctx.tmp),
     };

@@ -18,7 +18,7 @@ pub(super) async fn run(ctx: &mut ToolCtx, command: &str) -> ToolResult {
         .arg(command)
         .env_clear()
         .envs(command_env(&ctx.tmp))
-        .current_dir(&ctx.project)
+        .current_dir(&ctx.cwd)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
