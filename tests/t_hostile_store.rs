@@ -939,6 +939,8 @@ fn a_tree_bomb_is_refused_by_every_reader_naming_the_tree() {
         trees.push(h.raw("tree", &tree_payload(&dirs)));
     }
     let bomb = *trees.last().unwrap();
+    // The instruction's start: one file (so that it changed something).
+    let start = h.raw("tree", &tree_payload(&[("f000".into(), 1, blob)]));
     let store_bytes = walk_size(&h.root().join("objects"));
     assert!(
         store_bytes < 400_000,
@@ -967,7 +969,7 @@ fn a_tree_bomb_is_refused_by_every_reader_naming_the_tree() {
         "spill": {},
         "summary": {"messages": 3, "checkpoints": 1, "instruction": "bomb", "input_tokens": 0, "output_tokens": 0},
         "record": "answer",
-        "workspace": {"tree": bomb.to_hex(), "start": bomb.to_hex(), "not_tracked": 0, "restored": null},
+        "workspace": {"tree": bomb.to_hex(), "start": start.to_hex(), "not_tracked": 0, "restored": null},
     });
     let snap = h.raw("snapshot", &hel_store::canonical::to_vec(&snap));
     h.set_ref(FORGED, &snap);
@@ -1014,7 +1016,7 @@ fn a_tree_bomb_is_refused_by_every_reader_naming_the_tree() {
     );
     assert_refused(&run, &tree);
     assert!(!bundle.exists());
-    let mut ids = vec![snap, node, config, cursors, blob];
+    let mut ids = vec![snap, node, config, cursors, blob, start];
     ids.extend(&trees);
     std::fs::write(&bundle, craft_bundle(&h.root(), FORGED, &snap, &ids)).unwrap();
     let other = Project::new();
