@@ -872,3 +872,170 @@ fn a_stored_directory_cannot_forge_lines_of_a_listing_or_a_show() {
         );
     }
 }
+
+/// A tree payload (objects-spec §13.1) of `entries`: (name, kind, id),
+/// given in name order; files get mode 644 and size 1.
+fn tree_payload(entries: &[(String, u8, ObjectId)]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for (name, kind, id) in entries {
+        out.push(*kind);
+        let (mode, size): (u16, u64) = if *kind == 1 { (0o644, 1) } else { (0, 0) };
+        out.extend_from_slice(&mode.to_le_bytes());
+        out.extend_from_slice(&size.to_le_bytes());
+        out.extend_from_slice(id.as_bytes());
+        out.extend_from_slice(&(name.len() as u16).to_le_bytes());
+        out.extend_from_slice(name.as_bytes());
+    }
+    out
+}
+
+/// The bytes of a bundle (objects-spec §15.8) of session `sid` at `head`
+/// holding the loose objects `ids` of `store_root`, as a hostile sender
+/// would make it.
+fn craft_bundle(store_root: &Path, sid: &str, head: &ObjectId, ids: &[ObjectId]) -> Vec<u8> {
+    let mut pack = b"HELPACK\0".to_vec();
+    pack.extend_from_slice(&1u32.to_le_bytes());
+    pack.extend_from_slice(&2u32.to_le_bytes());
+    for id in ids {
+        let stored = std::fs::read(testing::object_path(store_root, id)).unwrap();
+        let mut header = b"HELR\x01\0\0\0".to_vec();
+        header.extend_from_slice(id.as_bytes());
+        header.extend_from_slice(&(stored.len() as u64).to_le_bytes());
+        let check = ObjectId::of_canonical(&[header.as_slice(), &stored].concat());
+        header.extend_from_slice(&check.as_bytes()[..8]);
+        pack.extend_from_slice(&header);
+        pack.extend_from_slice(&stored);
+    }
+    let manifest = serde_json::to_vec(&json!({
+        "format": "hel-remote-ref 1",
+        "session": sid,
+        "head": head.to_hex(),
+        "packs": [ObjectId::of_canonical(&pack).to_hex()],
+        "summary": {"messages": 3, "checkpoints": 1, "instruction": "bomb", "input_tokens": 0, "output_tokens": 0},
+        "updated_ms": 0,
+    }))
+    .unwrap();
+    let mut bundle = b"HELBNDL\0".to_vec();
+    bundle.extend_from_slice(&1u32.to_le_bytes());
+    bundle.extend_from_slice(&(manifest.len() as u32).to_le_bytes());
+    bundle.extend_from_slice(&manifest);
+    bundle.extend_from_slice(&pack);
+    bundle
+}
+
+#[test]
+fn a_tree_bomb_is_refused_by_every_reader_naming_the_tree() {
+    let h = Hostile::new();
+    // One subtree of 1,000 files named 1,000 times at each of three
+    // levels: 10^12 paths from a few hundred kilobytes.
+    let blob = h.raw("blob", b"x");
+    let files: Vec<(String, u8, ObjectId)> =
+        (0..1000).map(|k| (format!("f{k:03}"), 1, blob)).collect();
+    let mut trees = vec![h.raw("tree", &tree_payload(&files))];
+    for _ in 0..3 {
+        let below = *trees.last().unwrap();
+        let dirs: Vec<(String, u8, ObjectId)> =
+            (0..1000).map(|k| (format!("d{k:03}"), 3, below)).collect();
+        trees.push(h.raw("tree", &tree_payload(&dirs)));
+    }
+    let bomb = *trees.last().unwrap();
+    // The instruction's start: one file (so that it changed something).
+    let start = h.raw("tree", &tree_payload(&[("f000".into(), 1, blob)]));
+    let store_bytes = walk_size(&h.root().join("objects"));
+    assert!(
+        store_bytes < 400_000,
+        "the bomb is small: {store_bytes} bytes"
+    );
+    let messages = [
+        system(),
+        user("x"),
+        json!({"role": "assistant", "content": "y"}),
+    ];
+    let items: Vec<Value> = messages.iter().map(|m| json!({"m": m})).collect();
+    let node = h.list(&json!({"count": 3, "items": items, "prev": null}));
+    let config = h.blob(&json!({}));
+    let cursors = h.blob(&json!([]));
+    let snap = json!({
+        "schema_version": 2,
+        "session_id": FORGED,
+        "parents": [],
+        "created_at": "2026-11-30T00:00:00.000Z",
+        "created_at_ms": 1796000000000u64,
+        "cwd": h.p.path().display().to_string(),
+        "request_config": config.to_hex(),
+        "meter": null,
+        "cursors": cursors.to_hex(),
+        "messages": {"root": node.to_hex(), "count": 3},
+        "spill": {},
+        "summary": {"messages": 3, "checkpoints": 1, "instruction": "bomb", "input_tokens": 0, "output_tokens": 0},
+        "record": "answer",
+        "workspace": {"tree": bomb.to_hex(), "start": start.to_hex(), "not_tracked": 0, "restored": null},
+    });
+    let snap = h.raw("snapshot", &hel_store::canonical::to_vec(&snap));
+    h.set_ref(FORGED, &snap);
+    let tree = bomb.to_hex();
+    for args in [
+        vec!["diff", FORGED],
+        vec!["diff", FORGED, "--worktree"],
+        vec!["undo", FORGED],
+        vec!["restore", FORGED, "--at", &snap.to_hex()[..12]],
+    ] {
+        let run = h.run(None, &args);
+        eprintln!("{}", run.stderr.trim_end());
+        assert_refused(&run, &tree);
+        assert!(
+            run.stderr.contains("over what hel reads"),
+            "{args:?}: {}",
+            run.stderr
+        );
+    }
+    let mock = Mock::start(json!([{"content": "never"}]));
+    let run = h.run(Some(&mock), &["resume", FORGED, "-p", "go on"]);
+    assert_refused(&run, &tree);
+    assert_eq!(mock.requests().len(), 0);
+    // fsck names it; a store fsck calls sound is one every reader takes.
+    let run = h.run(None, &["fsck"]);
+    assert_eq!(run.code, 1, "{}", run.stdout);
+    assert!(
+        run.stdout.contains(&tree) && run.stdout.contains("over what hel reads"),
+        "{}",
+        run.stdout
+    );
+    // It is not exported, and a bundle crafted to hold it is not imported.
+    let out = tempfile::tempdir().unwrap();
+    let bundle = out.path().join("bomb.helbundle");
+    let run = h.run(
+        None,
+        &[
+            "sessions",
+            "export",
+            FORGED,
+            "--bundle",
+            bundle.to_str().unwrap(),
+        ],
+    );
+    assert_refused(&run, &tree);
+    assert!(!bundle.exists());
+    let mut ids = vec![snap, node, config, cursors, blob, start];
+    ids.extend(&trees);
+    std::fs::write(&bundle, craft_bundle(&h.root(), FORGED, &snap, &ids)).unwrap();
+    let other = Project::new();
+    let m = run_measured(
+        other
+            .hel(None)
+            .args(["sessions", "import", bundle.to_str().unwrap()]),
+    );
+    assert!(
+        m.max_rss_kib <= MAX_RSS_KIB,
+        "import peaked at {} KiB",
+        m.max_rss_kib
+    );
+    assert_no_panic(&m.run);
+    assert_refused(&m.run, &tree);
+    let run = run_measured(other.hel(None).args(["sessions", "list"])).run;
+    assert!(!run.stdout.contains(FORGED), "{}", run.stdout);
+    // The real session is untouched by all of it.
+    std::fs::remove_file(testing::ref_path(&h.root(), &FORGED.parse().unwrap())).unwrap();
+    let run = h.run(None, &["sessions", "show", &h.session]);
+    assert!(run.stdout.contains("first answer"), "{}", run.stdout);
+}

@@ -136,9 +136,11 @@ pub enum Warning {
     /// Workspace snapshots are off for this run.
     #[error("workspace snapshots are off: {0}")]
     WorkspaceOff(crate::workspace::WorkspaceError),
-    /// Some files are not recorded (too large, or past a snapshot's budget
-    /// of new bytes): undo and restore leave them alone. Said once a run.
-    #[error("{count} file(s) are too large to snapshot and are not tracked by undo ({}{}); raise --workspace-max-file to track them", first.join(", "), if *count > first.len() { ", …" } else { "" })]
+    /// A snapshot could not record some paths (unreadable, too large,
+    /// past a budget, changed while it looked): undo and restore leave
+    /// them alone. `first` names the first few, each with why; said again
+    /// only when a snapshot meets one the run was not told of.
+    #[error("{count} path(s) could not be snapshotted and are not tracked by undo: {}{}", first.join("; "), match count.saturating_sub(first.len()) { 0 => String::new(), more => format!("; and {more} more") })]
     WorkspacePartial { count: usize, first: Vec<String> },
     /// A command created a git directory, or what git reads in one, while
     /// it ran: what it wrote there in that command was not read-only.

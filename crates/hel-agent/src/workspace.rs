@@ -2,8 +2,17 @@
 //! instruction starts and when it ends, so that `hel undo` and `hel
 //! restore` can bring them back.
 
+use std::collections::HashSet;
+
+use hel_store::tree::EntryKind;
 use hel_store::{ObjectId, Store, Txn};
+use hel_workspace::snapshot::NotTracked;
 use hel_workspace::{history, Flat, Options, Prev, Snapshot, SnapshotError, Workspace};
+
+use crate::event::Warning;
+
+/// Paths a warning names before it says how many more there are.
+const NAMED: usize = 5;
 
 /// Why a snapshot could not be taken.
 #[derive(Debug, thiserror::Error)]
@@ -26,8 +35,8 @@ pub struct Snapshots {
     loaded: bool,
     /// The tree the current instruction started with.
     pub start: Option<ObjectId>,
-    /// Whether the user was told that snapshots are partial.
-    pub told_partial: bool,
+    /// The paths a snapshot could not record that the user was told of.
+    told: HashSet<Vec<u8>>,
 }
 
 impl Snapshots {
@@ -39,8 +48,21 @@ impl Snapshots {
             last: None,
             loaded: false,
             start: None,
-            told_partial: false,
+            told: HashSet::new(),
         })
+    }
+
+    /// Read the session's last snapshot (of `head`'s history) now, on
+    /// which the next builds: a resumed session whose files cannot be read
+    /// back (a tree over what hel reads, a damaged store) is refused
+    /// before any instruction instead of failing at each.
+    pub fn resume_from(&mut self, store: &Store, head: &ObjectId) -> Result<(), WorkspaceError> {
+        self.loaded = true;
+        self.last = match history::newest_tree(store, head)? {
+            Some(tree) => Some((tree, Flat::read(store, &tree)?)),
+            None => None,
+        };
+        Ok(())
     }
 
     /// Snapshot the project through `txn`, building on the session's last
@@ -84,6 +106,58 @@ impl Snapshots {
     pub fn committed(&mut self, snap: Snapshot) {
         self.last = Some((snap.tree, snap.flat));
     }
+
+    /// The one warning naming the paths `snap` could not record (the
+    /// first few, each with why, then how many more), when it holds one
+    /// this run has not told of yet; `None` otherwise. Paths not read on
+    /// purpose (ignored, special files) are never named.
+    pub fn tell(&mut self, snap: &Snapshot) -> Option<Warning> {
+        let mut new = false;
+        for (path, _) in &snap.not_tracked {
+            new |= self.told.insert(path.clone());
+        }
+        if !new {
+            return None;
+        }
+        let first = snap
+            .not_tracked
+            .iter()
+            .take(NAMED)
+            .map(|(path, why)| {
+                let dir = snap
+                    .flat
+                    .get(path)
+                    .is_some_and(|i| i.kind == EntryKind::NotTrackedDir);
+                let slash = if dir { "/" } else { "" };
+                format!("{}{slash} ({})", String::from_utf8_lossy(path), reason(why))
+            })
+            .collect();
+        Some(Warning::WorkspacePartial {
+            count: snap.not_tracked.len(),
+            first,
+        })
+    }
+}
+
+/// Why a path was not recorded, in words (with what to do when there is
+/// something to do).
+fn reason(why: &NotTracked) -> String {
+    use hel_store::tree::{FLAT_BYTES_MAX, FLAT_PATHS_MAX};
+    match why {
+        NotTracked::TooLarge { size } => {
+            format!("{size} bytes, too large to snapshot: raise --workspace-max-file to track it")
+        }
+        NotTracked::OverBudget { size } => format!(
+            "{size} bytes, past this snapshot's budget of new content: raise --workspace-budget"
+        ),
+        NotTracked::Unreadable(e) => format!("unreadable: {e}"),
+        NotTracked::PastPaths => format!(
+            "past the {FLAT_PATHS_MAX} paths or {} MiB of paths a snapshot records",
+            FLAT_BYTES_MAX >> 20
+        ),
+        NotTracked::Unrecordable(what) => format!("it holds {what}, which no snapshot can"),
+        NotTracked::Changed => "it changed while the snapshot was taken".into(),
+    }
 }
 
 /// The note the model gets at the next instruction after files were
@@ -120,4 +194,88 @@ pub fn restored_note(restores: &[hel_store::Restored]) -> Option<String> {
     Some(format!(
         "[hel: since your last answer the user restored {count} file(s) to an earlier state ({shown}{more}); read them again before relying on what you last saw.]"
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hel_workspace::Item;
+
+    fn snapshot(not_tracked: Vec<(&str, NotTracked)>, dirs: &[&str]) -> Snapshot {
+        let mut flat = Flat::default();
+        for d in dirs {
+            flat.items.insert(
+                d.as_bytes().to_vec(),
+                Item {
+                    kind: EntryKind::NotTrackedDir,
+                    mode: 0,
+                    size: 0,
+                    id: ObjectId::ZERO,
+                },
+            );
+        }
+        Snapshot {
+            tree: ObjectId::ZERO,
+            flat,
+            stats: Default::default(),
+            not_tracked: not_tracked
+                .into_iter()
+                .map(|(p, why)| (p.as_bytes().to_vec(), why))
+                .collect(),
+            repositories: Vec::new(),
+            files_read: 0,
+            new_bytes: 0,
+        }
+    }
+
+    fn told(w: Option<Warning>) -> String {
+        w.map(|w| w.to_string()).unwrap_or_default()
+    }
+
+    #[test]
+    fn the_warning_says_why_each_path_was_not_recorded_and_only_news() {
+        let store_dir = tempfile::tempdir().unwrap();
+        let store = Store::open(store_dir.path()).unwrap();
+        let mut snaps = Snapshots::open(&store, Options::default()).unwrap();
+        let small = snapshot(
+            vec![(
+                "notes.txt",
+                NotTracked::Unreadable("Permission denied (os error 13)".into()),
+            )],
+            &[],
+        );
+        let text = told(snaps.tell(&small));
+        assert_eq!(
+            text,
+            "1 path(s) could not be snapshotted and are not tracked by undo: notes.txt (unreadable: Permission denied (os error 13))"
+        );
+        assert!(!text.contains("too large"), "{text}");
+        // Told once: the same path again says nothing.
+        assert!(snaps.tell(&small).is_none());
+        let many = snapshot(
+            vec![
+                ("big.bin", NotTracked::TooLarge { size: 4096 }),
+                (
+                    "locked",
+                    NotTracked::Unreadable("Permission denied (os error 13)".into()),
+                ),
+                ("n1.bin", NotTracked::OverBudget { size: 900 }),
+                ("vendor", NotTracked::PastPaths),
+                ("deep", NotTracked::Unrecordable("a path over 4095 bytes")),
+                ("notes.txt", NotTracked::Changed),
+                ("x1", NotTracked::Changed),
+            ],
+            &["locked", "vendor", "deep"],
+        );
+        let text = told(snaps.tell(&many));
+        assert_eq!(
+            text,
+            "7 path(s) could not be snapshotted and are not tracked by undo: \
+             big.bin (4096 bytes, too large to snapshot: raise --workspace-max-file to track it); \
+             locked/ (unreadable: Permission denied (os error 13)); \
+             n1.bin (900 bytes, past this snapshot's budget of new content: raise --workspace-budget); \
+             vendor/ (past the 1000000 paths or 128 MiB of paths a snapshot records); \
+             deep/ (it holds a path over 4095 bytes, which no snapshot can); and 2 more"
+        );
+    }
 }

@@ -106,6 +106,14 @@ pub enum Error {
         what: &'static str,
         limit: u64,
     },
+    /// A root tree that flattens to more than a reader takes
+    /// (`tree::Extents`): refused before anything is flattened.
+    #[error("tree {tree} flattens to more than {limit} {what}, over what hel reads (see README, \"Limits\"); the store may be damaged or hostile")]
+    TreeTooLarge {
+        tree: ObjectId,
+        what: &'static str,
+        limit: u64,
+    },
     #[error("record at {pack} offset {offset}{} is damaged: {reason}", id.map(|i| format!(" (object {i})")).unwrap_or_default())]
     DamagedRecord {
         pack: PathBuf,

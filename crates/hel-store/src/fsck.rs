@@ -132,6 +132,9 @@ impl Store {
         report.refs = heads.len() as u64;
         let root_ids: Vec<ObjectId> = heads.iter().map(|(_, h)| *h).collect();
         let marked = mark(layout, &root_ids, &mut record)?;
+        // Every snapshot's files flatten within what readers take, so that
+        // a store called sound can always be diffed and restored.
+        crate::tree::check_roots(layout, &marked.workspace_roots, &mut record)?;
         for id in &marked.reachable {
             if !present.contains(id) {
                 faults.push(Fault::Broken(Error::Missing {

@@ -65,6 +65,10 @@ pub(crate) struct Marked {
     pub json_blobs: Vec<(ObjectId, Cap)>,
     /// Trees reached (each read and validated).
     pub trees: u64,
+    /// The root trees records name (`workspace.tree` and `start`; one may
+    /// be listed more than once): what fsck and transfers check against
+    /// the flattening limits.
+    pub workspace_roots: Vec<ObjectId>,
 }
 
 /// Every object reachable from `roots` (snapshot ids): snapshots through
@@ -107,6 +111,8 @@ pub(crate) fn mark(
         }
         m.reachable.extend(cp.spill.values().map(|s| s.blob));
         if let Some(ws) = &cp.workspace {
+            m.workspace_roots
+                .extend(std::iter::once(ws.tree).chain(ws.start));
             trees.extend(std::iter::once(ws.tree).chain(ws.start));
         }
         while let Some(tid) = trees.pop() {

@@ -100,7 +100,8 @@ fn history(layout: &Layout, head: &ObjectId) -> Result<HashSet<ObjectId>> {
 
 /// Check what `head` reaches as fsck checks what a ref reaches (objects-spec
 /// §8): every object present and verified, every snapshot, node and tree
-/// valid, every message and JSON blob valid; the first fault is returned.
+/// valid, every root tree within the flattening limits (§4.1), every
+/// message and JSON blob valid; the first fault is returned.
 fn verify_reach(layout: &Layout, head: &ObjectId) -> Result<HashSet<ObjectId>> {
     let mut first: Option<Error> = None;
     let marked = gc::mark(layout, &[*head], &mut |e| {
@@ -110,6 +111,7 @@ fn verify_reach(layout: &Layout, head: &ObjectId) -> Result<HashSet<ObjectId>> {
     if let Some(e) = first {
         return Err(e);
     }
+    crate::tree::check_roots(layout, &marked.workspace_roots, &mut |e| Err(e))?;
     let mut blobs: HashSet<ObjectId> = marked.message_blobs.clone();
     for node in marked.shapes.nodes.keys() {
         blobs.extend(list::validate_node_messages(layout, node)?);
@@ -143,7 +145,10 @@ impl Store {
         })?;
         let _lock = Shared::take(layout)?;
         let mut abort = |e: Error| Err(e);
-        let want = gc::mark(layout, &[*head], &mut abort)?.reachable;
+        let marked = gc::mark(layout, &[*head], &mut abort)?;
+        // What the receiver would refuse is not sent.
+        crate::tree::check_roots(layout, &marked.workspace_roots, &mut abort)?;
+        let want = marked.reachable;
         let have = match base {
             Some(b) => gc::mark(layout, &[*b], &mut abort)?.reachable,
             None => HashSet::new(),

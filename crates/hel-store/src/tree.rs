@@ -4,9 +4,11 @@
 //! permission bits, size and object id. A file's id is the blob of its
 //! bytes, a symlink's the blob of its target (never followed), a
 //! directory's another tree. Paths the snapshot saw but did not record (a
-//! file over the size limit or the budget, a nested repository) are listed
-//! with the zero id, so that a restore knows they exist and leaves them
-//! alone. Unchanged subtrees keep their ids: a snapshot after a one-file
+//! file over the size limit or the budget, an unreadable or ignored one, a
+//! special file, a nested repository, a directory it did not read) are
+//! listed with the zero id, so that a restore knows they exist and leaves
+//! them alone; a directory entry promises its tree lists every name the
+//! directory held. Unchanged subtrees keep their ids: a snapshot after a one-file
 //! change writes that file's blob and the trees on its path.
 //!
 //! The payload is binary, because file names are bytes, not text:
@@ -15,8 +17,19 @@
 //! entry* where entry = kind u8 | mode u16 LE | size u64 LE | id [32]
 //!                      | name length u16 LE | name
 //! ```
+//!
+//! What a root tree flattens to (its paths, all the way down) is bounded
+//! ([`FLAT_PATHS_MAX`], [`FLAT_BYTES_MAX`], [`DEPTH_MAX`], [`PATH_MAX`]):
+//! a tree named a thousand times at each of three levels is a few hundred
+//! kilobytes that would flatten to a trillion paths. [`Extents`] counts
+//! that before anything is flattened, each tree once; every reader of a
+//! whole snapshot (the workspace's flat map, fsck, the checks of a bundle
+//! or a pull, an export) goes through it, and a snapshot never records
+//! more.
 
-use crate::ObjectId;
+use std::collections::HashMap;
+
+use crate::{Error, ObjectId, Result};
 
 /// The longest file name an entry may have (Linux's `NAME_MAX`).
 pub const NAME_MAX: usize = 255;
@@ -28,6 +41,19 @@ pub const TARGET_MAX: u64 = 4095;
 /// The deepest a workspace may nest trees. Walkers of untrusted trees stop
 /// here with an error instead of following a hostile chain.
 pub const DEPTH_MAX: usize = 256;
+
+/// The longest path a snapshot may hold (Linux's `PATH_MAX` less the NUL).
+pub const PATH_MAX: usize = 4095;
+
+/// The most paths (of every kind) one root tree may flatten to: what a
+/// snapshot records at most, and what every reader accepts (objects-spec
+/// §4.1). Far above a large monorepo's tracked files; a flat map of that
+/// many paths takes a few hundred bytes each in memory.
+pub const FLAT_PATHS_MAX: u64 = 1_000_000;
+
+/// The most bytes those paths may take together (each path counted whole,
+/// `src/main.rs` as 11).
+pub const FLAT_BYTES_MAX: u64 = 128 << 20;
 
 /// Fixed bytes of an entry before its name.
 const ENTRY_FIXED: usize = 1 + 2 + 8 + 32 + 2;
@@ -49,10 +75,15 @@ pub enum EntryKind {
     File,
     /// A symbolic link; its id is the blob of its target.
     Symlink,
-    /// A directory; its id is a tree.
+    /// A directory; its id is a tree, which lists every name the directory
+    /// held when the snapshot listed it (a directory not listed whole is a
+    /// [`EntryKind::NotTrackedDir`]).
     Dir,
-    /// A regular file the snapshot saw but did not record (over the size
-    /// limit or the snapshot's budget). Its id is zero.
+    /// A path the snapshot saw but did not record that is not a directory:
+    /// a file over the size limit or the snapshot's budget, unreadable, or
+    /// changed while it looked; an ignored file or symlink; a FIFO, socket
+    /// or device. Its id and mode are zero; its size is the file's length
+    /// when the snapshot tried to read it, else zero.
     NotTracked,
     /// A directory holding a repository of its own (it contains `.git`),
     /// left out whole. Its id is zero.
@@ -300,6 +331,200 @@ pub fn check_entry(e: &Entry) -> Result<(), EntryError> {
     Ok(())
 }
 
+/// What a tree holds all the way down, as paths relative to it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Extent {
+    /// Paths of every kind, directories included.
+    pub paths: u64,
+    /// Bytes of all those paths together.
+    pub bytes: u64,
+    /// Levels of directories below it (0: it holds no directory).
+    pub levels: u64,
+    /// The longest of those paths, in bytes.
+    pub longest: u64,
+}
+
+impl Extent {
+    /// Add subdirectory `child`, named in `self`'s tree with a name of
+    /// `name` bytes (the name itself is counted already). Saturating: a
+    /// hostile tree's counts stop at `u64::MAX`, over every limit.
+    fn add_dir(&mut self, name: u64, child: &Extent) {
+        self.paths = self.paths.saturating_add(child.paths);
+        self.bytes = self
+            .bytes
+            .saturating_add(child.paths.saturating_mul(name + 1))
+            .saturating_add(child.bytes);
+        self.levels = self.levels.max(child.levels.saturating_add(1));
+        if child.paths > 0 {
+            self.longest = self.longest.max(name + 1 + child.longest);
+        }
+    }
+
+    /// The first limit this extent is over: what, and the limit.
+    fn over(&self) -> Option<(&'static str, u64)> {
+        if self.paths > FLAT_PATHS_MAX {
+            Some(("paths", FLAT_PATHS_MAX))
+        } else if self.bytes > FLAT_BYTES_MAX {
+            Some(("bytes of paths", FLAT_BYTES_MAX))
+        } else if self.levels >= DEPTH_MAX as u64 {
+            Some(("levels of directories", DEPTH_MAX as u64 - 1))
+        } else if self.longest > PATH_MAX as u64 {
+            Some(("bytes in one path", PATH_MAX as u64))
+        } else {
+            None
+        }
+    }
+}
+
+/// The extents of trees, each counted once and remembered by id, so that
+/// a tree named at a thousand places costs one count, and checking many
+/// roots that share subtrees (every record of a session) costs what their
+/// distinct trees do.
+#[derive(Debug, Default)]
+pub struct Extents {
+    known: HashMap<ObjectId, Extent>,
+}
+
+/// A tree being counted: its directories still to add.
+struct Frame {
+    id: ObjectId,
+    /// Its name's length in its parent's tree.
+    name: u64,
+    entries: u64,
+    dirs: Vec<(ObjectId, u64)>,
+    next: usize,
+    extent: Extent,
+}
+
+impl Extents {
+    /// What root tree `root` flattens to, reading each tree not counted
+    /// yet with `read`; refused with [`Error::TreeTooLarge`] naming `root`
+    /// when it is over [`FLAT_PATHS_MAX`] paths, [`FLAT_BYTES_MAX`] bytes
+    /// of paths, `DEPTH_MAX - 1` levels of directories or a path of
+    /// [`PATH_MAX`] bytes, and with `read`'s error when a tree cannot be
+    /// read. Iterative (an explicit stack, never deeper than
+    /// [`DEPTH_MAX`]); it stops at the first subtree over a limit, and the
+    /// memory it takes is bounded by the limits: at most
+    /// [`FLAT_PATHS_MAX`] distinct trees (each is at a path of its own),
+    /// and the entries of the trees on the stack (each a path of its own).
+    pub fn check(
+        &mut self,
+        root: &ObjectId,
+        read: &mut dyn FnMut(&ObjectId) -> Result<Tree>,
+    ) -> Result<Extent> {
+        let refuse = |(what, limit): (&'static str, u64)| Error::TreeTooLarge {
+            tree: *root,
+            what,
+            limit,
+        };
+        if let Some(e) = self.known.get(root) {
+            return match e.over() {
+                Some(over) => Err(refuse(over)),
+                None => Ok(*e),
+            };
+        }
+        let mut on_stack = 0u64;
+        let mut open = |id: ObjectId, name: u64, on_stack: &mut u64| -> Result<Frame> {
+            let tree = read(&id)?;
+            let mut f = Frame {
+                id,
+                name,
+                entries: tree.entries.len() as u64,
+                dirs: Vec::new(),
+                next: 0,
+                extent: Extent::default(),
+            };
+            for e in &tree.entries {
+                let len = e.name.len() as u64;
+                f.extent.paths += 1;
+                f.extent.bytes += len;
+                f.extent.longest = f.extent.longest.max(len);
+                if e.kind == EntryKind::Dir {
+                    f.dirs.push((e.id, len));
+                }
+            }
+            // The entries of the trees on the stack are paths of their
+            // own: together they are within the limit, or the root is not.
+            *on_stack += f.entries;
+            if *on_stack > FLAT_PATHS_MAX {
+                return Err(refuse(("paths", FLAT_PATHS_MAX)));
+            }
+            Ok(f)
+        };
+        let mut stack = vec![open(*root, 0, &mut on_stack)?];
+        let mut whole = Extent::default();
+        while let Some(top) = stack.last_mut() {
+            if let Some(&(child, name)) = top.dirs.get(top.next) {
+                top.next += 1;
+                if let Some(c) = self.known.get(&child) {
+                    top.extent.add_dir(name, c);
+                    if let Some(over) = top.extent.over() {
+                        return Err(refuse(over));
+                    }
+                    continue;
+                }
+                if stack.len() >= DEPTH_MAX {
+                    return Err(refuse(("levels of directories", DEPTH_MAX as u64 - 1)));
+                }
+                // Each distinct tree is at a path of its own.
+                if self.known.len() as u64 >= FLAT_PATHS_MAX {
+                    return Err(refuse(("paths", FLAT_PATHS_MAX)));
+                }
+                let f = open(child, name, &mut on_stack)?;
+                stack.push(f);
+                continue;
+            }
+            let Some(done) = stack.pop() else { break };
+            on_stack -= done.entries;
+            // A subtree over a limit puts every tree above it over it.
+            if let Some(over) = done.extent.over() {
+                return Err(refuse(over));
+            }
+            self.known.insert(done.id, done.extent);
+            match stack.last_mut() {
+                None => whole = done.extent,
+                Some(parent) => {
+                    parent.extent.add_dir(done.name, &done.extent);
+                    if let Some(over) = parent.extent.over() {
+                        return Err(refuse(over));
+                    }
+                }
+            }
+        }
+        Ok(whole)
+    }
+}
+
+/// Check that every root tree in `roots` is within the limits, as
+/// [`Extents::check`] does, reading trees from `layout`; each fault goes
+/// to `on_error` (fsck goes on past it, the others stop at the first).
+pub(crate) fn check_roots(
+    layout: &crate::layout::Layout,
+    roots: &[ObjectId],
+    on_error: &mut dyn FnMut(Error) -> Result<()>,
+) -> Result<()> {
+    let mut extents = Extents::default();
+    let mut seen = std::collections::HashSet::new();
+    for root in roots {
+        if !seen.insert(*root) {
+            continue;
+        }
+        if let Err(e) = extents.check(root, &mut |id| crate::commit::read_tree(layout, id)) {
+            on_error(e)?;
+        }
+    }
+    Ok(())
+}
+
+impl crate::Store {
+    /// What root tree `root` flattens to, refused past the limits
+    /// ([`Extents::check`]): what a reader checks before it flattens a
+    /// snapshot.
+    pub fn tree_extent(&self, root: &ObjectId) -> Result<Extent> {
+        Extents::default().check(root, &mut |id| self.read_tree(id))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -327,6 +552,7 @@ mod tests {
                 entry("c", EntryKind::Dir),
                 entry("d", EntryKind::NotTracked),
                 entry("e", EntryKind::Repository),
+                entry("f", EntryKind::NotTrackedDir),
             ],
         };
         assert_eq!(Tree::parse(&t.to_payload()).unwrap(), t);
@@ -346,8 +572,8 @@ mod tests {
         let mut p = t.to_payload();
         p.pop();
         let e = Tree::parse(&p).unwrap_err();
-        assert_eq!(e, TreeError::NameCutShort { entry: 4 });
-        assert_eq!(e.to_string(), "entry 4's name is cut short");
+        assert_eq!(e, TreeError::NameCutShort { entry: 5 });
+        assert_eq!(e.to_string(), "entry 5's name is cut short");
         let mut p = t.to_payload();
         p[0] = 9;
         let e = Tree::parse(&p).unwrap_err();
@@ -364,5 +590,211 @@ mod tests {
         let t = Tree { entries: vec![p] };
         let e = Tree::parse(&t.to_payload()).unwrap_err();
         assert_eq!(e.to_string(), "entry 0: a directory with a size");
+    }
+
+    /// Trees by id, for [`Extents::check`] to read, counting reads.
+    struct Trees {
+        by_id: HashMap<ObjectId, Tree>,
+        reads: u64,
+    }
+
+    impl Trees {
+        fn new() -> Trees {
+            Trees {
+                by_id: HashMap::new(),
+                reads: 0,
+            }
+        }
+
+        fn add(&mut self, mut t: Tree) -> ObjectId {
+            t.sort();
+            let id = crate::tree_id(&t);
+            self.by_id.insert(id, t);
+            id
+        }
+
+        fn check(&mut self, ex: &mut Extents, root: &ObjectId) -> Result<Extent> {
+            let (by_id, reads) = (&self.by_id, &mut self.reads);
+            ex.check(root, &mut |id| {
+                *reads += 1;
+                by_id.get(id).cloned().ok_or(Error::Missing {
+                    id: *id,
+                    path: "test".into(),
+                })
+            })
+        }
+
+        /// Every path under `root`, flattened the plain way.
+        fn flatten(&self, root: &ObjectId) -> Vec<Vec<u8>> {
+            let mut out = Vec::new();
+            let mut stack = vec![(Vec::new(), *root)];
+            while let Some((dir, id)) = stack.pop() {
+                for e in &self.by_id[&id].entries {
+                    let mut p = dir.clone();
+                    if !p.is_empty() {
+                        p.push(b'/');
+                    }
+                    p.extend_from_slice(&e.name);
+                    if e.kind == EntryKind::Dir {
+                        stack.push((p.clone(), e.id));
+                    }
+                    out.push(p);
+                }
+            }
+            out
+        }
+    }
+
+    fn named(name: &[u8], kind: EntryKind, id: ObjectId) -> Entry {
+        Entry {
+            name: name.to_vec(),
+            kind,
+            mode: 0,
+            size: 0,
+            id,
+        }
+    }
+
+    fn file(name: &[u8]) -> Entry {
+        named(name, EntryKind::File, ObjectId::from_bytes([7; 32]))
+    }
+
+    fn dirs(t: &mut Trees, count: usize, name_len: usize, child: ObjectId) -> ObjectId {
+        let entries = (0..count)
+            .map(|k| {
+                let mut name = format!("{k:06}").into_bytes();
+                name.resize(name_len.max(6), b'n');
+                named(&name, EntryKind::Dir, child)
+            })
+            .collect();
+        t.add(Tree { entries })
+    }
+
+    #[test]
+    fn extents_count_what_a_plain_flattening_gives() {
+        let mut t = Trees::new();
+        let leaf = t.add(Tree {
+            entries: vec![file(b"a"), file(b"bb")],
+        });
+        let empty = t.add(Tree::default());
+        let mid = t.add(Tree {
+            entries: vec![
+                named(b"x", EntryKind::Dir, leaf),
+                named(b"yyy", EntryKind::Dir, leaf),
+                named(b"e", EntryKind::Dir, empty),
+                file(b"z"),
+                named(b"nt", EntryKind::NotTrackedDir, ObjectId::ZERO),
+            ],
+        });
+        let root = t.add(Tree {
+            entries: vec![
+                named(b"m", EntryKind::Dir, mid),
+                named(b"n", EntryKind::Dir, leaf),
+                file(b"top"),
+            ],
+        });
+        let paths = t.flatten(&root);
+        let want = Extent {
+            paths: paths.len() as u64,
+            bytes: paths.iter().map(|p| p.len() as u64).sum(),
+            levels: 2,
+            longest: paths.iter().map(|p| p.len() as u64).max().unwrap(),
+        };
+        let mut ex = Extents::default();
+        assert_eq!(t.check(&mut ex, &root).unwrap(), want);
+        // Each tree was read once, and is not read again.
+        assert_eq!(t.reads, 4);
+        assert_eq!(t.check(&mut ex, &root).unwrap(), want);
+        assert_eq!(t.reads, 4);
+    }
+
+    #[test]
+    fn a_tree_named_a_thousand_times_a_level_is_refused_naming_the_root() {
+        let mut t = Trees::new();
+        let leaf = t.add(Tree {
+            entries: (0..1000)
+                .map(|k| file(format!("f{k}").as_bytes()))
+                .collect(),
+        });
+        let mut root = leaf;
+        for _ in 0..3 {
+            root = dirs(&mut t, 1000, 6, root);
+        }
+        let e = t.check(&mut Extents::default(), &root).unwrap_err();
+        assert!(
+            matches!(e, Error::TreeTooLarge { tree, what: "paths", limit } if tree == root && limit == FLAT_PATHS_MAX),
+            "{e}"
+        );
+        assert!(e.to_string().contains(&root.to_hex()), "{e}");
+        assert!(t.reads <= 4, "{} reads", t.reads);
+        // Long names reach the byte limit before the path limit: 500 500
+        // paths averaging some 500 bytes.
+        let mut t = Trees::new();
+        let leaf = t.add(Tree {
+            entries: vec![file(&[b'f'; 200])],
+        });
+        let one = dirs(&mut t, 500, 200, leaf);
+        let two = dirs(&mut t, 500, 200, one);
+        let e = t.check(&mut Extents::default(), &two).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                Error::TreeTooLarge {
+                    what: "bytes of paths",
+                    ..
+                }
+            ),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn deep_chains_and_long_paths_are_refused() {
+        let mut t = Trees::new();
+        let mut at = t.add(Tree {
+            entries: vec![file(b"f")],
+        });
+        let mut depth_ok = None;
+        for level in 1..=300 {
+            at = dirs(&mut t, 1, 1, at);
+            if level == DEPTH_MAX - 1 {
+                depth_ok = Some(at);
+            }
+        }
+        let ok = t
+            .check(&mut Extents::default(), &depth_ok.unwrap())
+            .unwrap();
+        assert_eq!(ok.levels, DEPTH_MAX as u64 - 1);
+        let e = t.check(&mut Extents::default(), &at).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                Error::TreeTooLarge {
+                    what: "levels of directories",
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        // 17 names of 255 bytes: a path of 4351 bytes.
+        let mut t = Trees::new();
+        let mut at = t.add(Tree {
+            entries: vec![file(&[b'f'; 255])],
+        });
+        for _ in 0..16 {
+            at = dirs(&mut t, 1, 255, at);
+        }
+        let e = t.check(&mut Extents::default(), &at).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                Error::TreeTooLarge {
+                    what: "bytes in one path",
+                    limit: 4095,
+                    ..
+                }
+            ),
+            "{e}"
+        );
     }
 }

@@ -14,6 +14,8 @@ fn main() {
         cache: &cache,
         prev: None,
         max_file: 0,
+        paths_max: hel_store::tree::FLAT_PATHS_MAX,
+        bytes_max: hel_store::tree::FLAT_BYTES_MAX,
     };
     for _ in 0..3 {
         let t = std::time::Instant::now();

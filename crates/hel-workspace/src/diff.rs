@@ -62,7 +62,8 @@ pub struct Change {
 
 /// Every path that differs between `old` and `new`, in path order.
 ///
-/// Files, symlinks, not-tracked files and repositories are compared.
+/// Files, symlinks, not-tracked files and directories, and repositories
+/// are compared.
 /// Directories appear only when a path switches between a directory and
 /// something else ([`Status::TypeChanged`]); otherwise they are ignored,
 /// their content being their own paths (and a directory's permission bits
@@ -73,8 +74,10 @@ pub struct Change {
 /// A not-tracked file's content is unknown (only its size was recorded):
 /// against another not-tracked file or a file, it is [`Status::Modified`]
 /// when the sizes differ and not reported when they are equal (it may
-/// still have changed). A repository against a repository is never
-/// reported (hel does not look inside).
+/// still have changed; an ignored or special file is recorded with size
+/// 0). A repository against a repository, and a not-tracked directory
+/// against a not-tracked directory, are never reported (hel does not look
+/// inside).
 pub fn changes(old: &Flat, new: &Flat) -> Vec<Change> {
     let mut out = Vec::new();
     for (path, o) in &old.items {
@@ -115,7 +118,7 @@ fn status(o: Option<&Item>, n: Option<&Item>) -> Option<Status> {
         (Some(o), Some(n)) => (o, n),
     };
     match (o.kind, n.kind) {
-        (Dir, Dir) | (Repository, Repository) => None,
+        (Dir, Dir) | (Repository, Repository) | (NotTrackedDir, NotTrackedDir) => None,
         (NotTracked, NotTracked | File) | (File, NotTracked) => {
             (o.size != n.size).then_some(Status::Modified)
         }

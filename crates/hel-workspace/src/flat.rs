@@ -3,11 +3,10 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use hel_store::tree::{Entry, EntryKind, Tree, DEPTH_MAX};
+use hel_store::tree::{Entry, EntryKind, Tree, DEPTH_MAX, FLAT_BYTES_MAX, FLAT_PATHS_MAX};
 use hel_store::{ObjectId, Store};
 
-/// The longest path a snapshot may hold (Linux's `PATH_MAX` less the NUL).
-pub const PATH_MAX: usize = 4095;
+pub use hel_store::tree::PATH_MAX;
 
 /// One path of a snapshot: a tree entry without its name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -87,13 +86,35 @@ impl Flat {
     /// Read the snapshot whose root tree is `root`: every tree read and
     /// validated by the store, walked with a stack (never recursion), no
     /// deeper than [`DEPTH_MAX`] and no path longer than [`PATH_MAX`].
+    /// Refused before anything is built when the tree flattens to more
+    /// than [`FLAT_PATHS_MAX`] paths or [`FLAT_BYTES_MAX`] bytes of paths
+    /// (each subtree counted once: [`Store::tree_extent`]), naming the
+    /// tree; the same limits hold while it is built.
     pub fn read(store: &Store, root: &ObjectId) -> Result<Flat, FlatError> {
+        store.tree_extent(root)?;
         let mut items = BTreeMap::new();
         let mut stack: Vec<(Vec<u8>, ObjectId, usize)> = vec![(Vec::new(), *root, 0)];
+        let mut bytes = 0u64;
+        let over = |what, limit| {
+            FlatError::Store(hel_store::Error::TreeTooLarge {
+                tree: *root,
+                what,
+                limit,
+            })
+        };
         while let Some((dir, id, depth)) = stack.pop() {
             let tree = store.read_tree(&id)?;
+            // The trees may have changed since they were counted (another
+            // writer, a repack): counted again as they are built.
+            if (items.len() + tree.entries.len()) as u64 > FLAT_PATHS_MAX {
+                return Err(over("paths", FLAT_PATHS_MAX));
+            }
             for e in tree.entries {
                 let path = join(&dir, &e.name);
+                bytes += path.len() as u64;
+                if bytes > FLAT_BYTES_MAX {
+                    return Err(over("bytes of paths", FLAT_BYTES_MAX));
+                }
                 if path.len() > PATH_MAX {
                     return Err(FlatError::PathTooLong {
                         tree: *root,
@@ -151,7 +172,14 @@ impl Flat {
         };
         // One merge of the two sorted maps finds what differs.
         let mut dirty: rustc_hash::FxHashSet<Vec<u8>> = Default::default();
+        // A path that changed: its directory's tree, and every one above,
+        // differ; and a directory that is new here (or was something else)
+        // has a tree of its own to build, even an empty one.
+        let items = &self.items;
         let mark = |dirty: &mut rustc_hash::FxHashSet<Vec<u8>>, path: &[u8]| {
+            if items.get(path).is_some_and(|i| i.kind == EntryKind::Dir) {
+                dirty.insert(path.to_vec());
+            }
             let mut p = path;
             loop {
                 let (dir, _) = split(p);
@@ -166,7 +194,15 @@ impl Flat {
             match (a.peek(), b.peek()) {
                 (None, None) => break,
                 (Some((pa, ia)), Some((pb, ib))) if pa == pb => {
-                    if !ia.same(ib) || ia.kind != ib.kind {
+                    // A directory's id is its content (its own paths);
+                    // anything else differs in any field (a not-tracked
+                    // file's size is in its tree too).
+                    let differs = if ia.kind == EntryKind::Dir && ib.kind == EntryKind::Dir {
+                        ia.mode != ib.mode
+                    } else {
+                        ia != ib
+                    };
+                    if differs {
                         mark(&mut dirty, pa);
                     }
                     a.next();
@@ -400,14 +436,45 @@ mod tests {
         let e = f.trees().unwrap_err();
         assert!(matches!(&e, TreesError::NoDirectory { path } if path == "a/1"));
         assert_eq!(e.to_string(), "a/1 is in no directory of the snapshot");
-        // A directory unchanged since a snapshot that does not hold it.
+    }
+
+    #[test]
+    fn new_empty_directories_get_their_trees_in_every_position() {
         let mut prev = Flat::default();
         prev.items.insert(b"b".to_vec(), file(2));
-        let mut next = Flat::default();
-        next.items.insert(b"b".to_vec(), dir());
-        next.items.insert(b"c".to_vec(), file(3));
         prev.items.insert(b"c".to_vec(), file(3));
-        let e = next.trees_since(Some(&prev)).unwrap_err();
-        assert!(matches!(&e, TreesError::NotInPrevious { path } if path == "b"));
+        prev.items.insert(b"d".to_vec(), dir());
+        prev.items.insert(b"d/f".to_vec(), file(4));
+        prev.trees().unwrap();
+        type Change = Box<dyn Fn(&mut Flat)>;
+        let changes: Vec<Change> = vec![
+            // A file replaced by an empty directory.
+            Box::new(|f| {
+                f.items.insert(b"b".to_vec(), dir());
+            }),
+            // A new empty directory beside files, and one inside another.
+            Box::new(|f| {
+                f.items.insert(b"e".to_vec(), dir());
+                f.items.insert(b"d/e".to_vec(), dir());
+            }),
+            // Empty directories nested in a new one.
+            Box::new(|f| {
+                for d in ["n", "n/m", "n/m/o", "n/p"] {
+                    f.items.insert(d.as_bytes().to_vec(), dir());
+                }
+            }),
+        ];
+        for change in changes {
+            let mut next = prev.clone();
+            change(&mut next);
+            let mut fresh = next.clone();
+            let want = root_of(&mut fresh, None).unwrap();
+            let got = root_of(&mut next, Some(&prev)).unwrap();
+            assert_eq!(got, want);
+            assert_eq!(next.items, fresh.items, "directory ids agree");
+            // And the snapshot after it, with nothing changed.
+            let mut again = next.clone();
+            assert!(again.trees_since(Some(&next)).unwrap().is_empty());
+        }
     }
 }

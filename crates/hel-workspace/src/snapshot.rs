@@ -6,14 +6,14 @@ use std::collections::HashMap;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
-use hel_store::tree::{EntryKind, Tree};
+use hel_store::tree::{EntryKind, Tree, FLAT_BYTES_MAX, FLAT_PATHS_MAX};
 use hel_store::{Cap, Encoded, ObjectId, Store, Txn};
 use rustix::fs::{Mode, OFlags};
 
 use crate::cache::{Cache, Known};
 use crate::flat::{Flat, Item, TreesError};
 use crate::stat::FileStat;
-use crate::walk::{self, Content, Found, Skipped};
+use crate::walk::{self, Content, Found, NotRead};
 
 /// Limits of a snapshot.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -35,15 +35,37 @@ impl Default for Options {
     }
 }
 
-/// Why a path is listed as not tracked.
+/// Why a snapshot could not record a path it meant to (what the user is
+/// told). Ignored paths and special files are recorded as not tracked
+/// too, silently: not reading them is what was asked.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum NotTracked {
-    /// Larger than the size limit.
+    /// A file larger than the size limit.
     TooLarge { size: u64 },
-    /// Past the snapshot's budget of new bytes.
+    /// A file past the snapshot's budget of new bytes.
     OverBudget { size: u64 },
-    /// Could not be read.
+    /// Could not be opened, listed or read: why.
     Unreadable(String),
+    /// A directory past the snapshot's budget of paths.
+    PastPaths,
+    /// A directory holding what no tree can hold: what.
+    Unrecordable(&'static str),
+    /// Replaced by something else while the snapshot looked at it.
+    Changed,
+}
+
+impl NotTracked {
+    /// Why the walk did not read a path, as the user is told; `None` for
+    /// what is not read on purpose (ignored, special files).
+    fn of(why: NotRead) -> Option<NotTracked> {
+        match why {
+            NotRead::Ignored | NotRead::Special => None,
+            NotRead::Unreadable(why) => Some(NotTracked::Unreadable(why)),
+            NotRead::PastPaths => Some(NotTracked::PastPaths),
+            NotRead::Unrecordable(what) => Some(NotTracked::Unrecordable(what)),
+            NotRead::Changed => Some(NotTracked::Changed),
+        }
+    }
 }
 
 /// The previous snapshot of the session: its files are tracked whatever
@@ -62,10 +84,10 @@ pub struct Snapshot {
     /// Every path's `lstat` as the walk saw it (what a restore re-checks
     /// before touching the path).
     pub stats: HashMap<Vec<u8>, FileStat>,
-    /// Paths listed as not tracked, and why.
+    /// Paths the snapshot could not record (listed as not tracked: kind
+    /// 4, or kind 6 for directories), and why; not the paths it did not
+    /// read on purpose (ignored, special files).
     pub not_tracked: Vec<(Vec<u8>, NotTracked)>,
-    /// What the walk left out.
-    pub skipped: Vec<Skipped>,
     /// Nested repositories left out whole.
     pub repositories: Vec<Vec<u8>>,
     /// Files read and hashed (the others the cache vouched for).
@@ -142,6 +164,9 @@ pub struct Workspace {
     dir: OwnedFd,
     cache: Cache,
     pub options: Options,
+    /// The most paths and bytes of paths a snapshot records.
+    paths_max: u64,
+    bytes_max: u64,
 }
 
 /// Whether `project` may be snapshotted: never `/` nor the home directory.
@@ -192,7 +217,18 @@ impl Workspace {
             dir,
             cache,
             options,
+            paths_max: FLAT_PATHS_MAX,
+            bytes_max: FLAT_BYTES_MAX,
         })
+    }
+
+    /// Record at most `paths` paths and `bytes` bytes of paths per
+    /// snapshot (less than [`FLAT_PATHS_MAX`] and [`FLAT_BYTES_MAX`], what
+    /// every snapshot is held to): for tests of what lies past the budget.
+    #[doc(hidden)]
+    pub fn limit_paths(&mut self, paths: u64, bytes: u64) {
+        self.paths_max = paths.min(FLAT_PATHS_MAX);
+        self.bytes_max = bytes.min(FLAT_BYTES_MAX);
     }
 
     pub fn root(&self) -> &Path {
@@ -271,7 +307,6 @@ impl Workspace {
                 flat: Flat::default(),
                 stats: HashMap::new(),
                 not_tracked: Vec::new(),
-                skipped: Vec::new(),
                 repositories: Vec::new(),
                 files_read: 0,
                 new_bytes: 0,
@@ -283,8 +318,10 @@ impl Workspace {
             cache: &self.cache,
             prev: prev_flat,
             max_file: self.options.max_file,
+            paths_max: self.paths_max,
+            bytes_max: self.bytes_max,
         };
-        let walked = walk::walk(self.project.as_fd(), &plan, |e| {
+        walk::walk(self.project.as_fd(), &plan, |e| {
             if t.failed.is_none() {
                 if let Err(err) = t.take(e) {
                     t.failed = Some(err);
@@ -301,7 +338,6 @@ impl Workspace {
             cache_hits,
             ..
         } = t;
-        out.skipped.extend(walked.skipped);
         // The trees that differ from the last snapshot's, deepest first; the
         // others are stored already.
         let trees = out
@@ -367,6 +403,14 @@ impl Taking<'_, '_> {
                 );
                 return Ok(());
             }
+            Found::DirNotRead(why) => {
+                not_read(out, e.path, EntryKind::NotTrackedDir, why);
+                return Ok(());
+            }
+            Found::NotRead(why) => {
+                not_read(out, e.path, EntryKind::NotTracked, why);
+                return Ok(());
+            }
             Found::Repository => {
                 out.repositories.push(e.path.clone());
                 out.flat
@@ -409,6 +453,8 @@ impl Taking<'_, '_> {
                 };
                 match walk::open_dir(self.project, dir) {
                     Ok(fd) => walk::read(fd.as_fd(), name, &e.stat, max),
+                    Err(rustix::io::Errno::NOENT) => Content::Gone,
+                    Err(rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR) => Content::Changed,
                     Err(err) => Content::Unreadable(err.to_string()),
                 }
             }
@@ -422,9 +468,11 @@ impl Taking<'_, '_> {
                 .insert(path, item(EntryKind::NotTracked, 0, size, ObjectId::ZERO));
         };
         match content {
+            // Vanished since the listing: absent is what is true.
             Content::Gone => {
                 out.stats.remove(&path);
             }
+            Content::Changed => not_tracked(out, path, NotTracked::Changed, 0),
             Content::TooLarge(size) => not_tracked(out, path, NotTracked::TooLarge { size }, size),
             Content::Unreadable(why) => {
                 not_tracked(out, path, NotTracked::Unreadable(why), e.stat.size)
@@ -453,4 +501,19 @@ impl Taking<'_, '_> {
         }
         Ok(())
     }
+}
+
+/// Record `path`, seen but not read, as `kind` (4 or 6), and tell why
+/// unless it was not read on purpose.
+fn not_read(out: &mut Snapshot, path: Vec<u8>, kind: EntryKind, why: NotRead) {
+    if let Some(told) = NotTracked::of(why) {
+        out.not_tracked.push((path.clone(), told));
+    }
+    let item = Item {
+        kind,
+        mode: 0,
+        size: 0,
+        id: ObjectId::ZERO,
+    };
+    out.flat.items.insert(path, item);
 }

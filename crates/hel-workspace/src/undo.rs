@@ -618,7 +618,6 @@ mod tests {
             flat,
             stats: Default::default(),
             not_tracked: Vec::new(),
-            skipped: Vec::new(),
             repositories: Vec::new(),
             files_read: 0,
             new_bytes: 0,

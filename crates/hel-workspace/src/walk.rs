@@ -2,30 +2,49 @@
 //! what is there, with its `lstat`, and for files what the stat cache
 //! vouches for or what was read.
 //!
-//! What is included: everything under the project directory that
-//! `.gitignore` files, `.git/info/exclude` and git's global excludes file
-//! do not ignore (whether or not the project is a git repository), hidden
-//! files included. Never `.git`, `.hel` or `.jj` (at any depth, any case);
-//! a directory holding `.git` (a nested repository or submodule) is listed
-//! as such and not entered; links are recorded, never followed; FIFOs,
-//! sockets and devices are left out unopened.
+//! What is read: everything under the project directory that `.gitignore`
+//! files, `.git/info/exclude` and git's global excludes file do not ignore
+//! (whether or not the project is a git repository), hidden files
+//! included. Never `.git`, `.hel` or `.jj` (at any depth, any case); a
+//! directory holding `.git` (a nested repository or submodule) is listed
+//! as such and not entered; links are recorded, never followed.
+//!
+//! A walk never leaves a path out silently: what it sees but does not read
+//! is an entry too ([`Found::NotRead`], [`Found::DirNotRead`]): ignored
+//! paths (never opened, never entered), FIFOs, sockets and devices (never
+//! opened), what cannot be opened or read, what changed under it, what
+//! falls past the path budget. A directory is [`Found::Dir`] only when
+//! it was listed whole: every name in it is an entry of the walk (but
+//! `.git`, `.hel` and `.jj`, which no tree holds). One that cannot be
+//! opened, whose listing fails part way, that holds a name a tree cannot
+//! hold, or that falls past the budget is a [`Found::DirNotRead`] and
+//! none of its entries are sent.
 //!
 //! Every directory is opened relative to its parent's descriptor with
-//! `O_NOFOLLOW`, so a directory swapped for a link mid-walk is never
-//! followed out of the project; files are opened relative to their
+//! `O_NOFOLLOW` (or, when that descriptor is no longer kept, from the
+//! project one component at a time, the same way) and checked to be the
+//! directory its parent saw, so a directory swapped for a link mid-walk is
+//! never followed out of the project; files are opened relative to their
 //! directory, never blocking (`O_NONBLOCK`), checked to be the regular
 //! file the walk saw; ignore files are read the same way, at most
 //! [`IGNORE_FILE_BYTES`] each, so a FIFO named `.gitignore` cannot hang a
 //! snapshot.
+//!
+//! Descriptors are bounded whatever the tree's shape: a directory waiting
+//! to be listed holds none of its own, only a share of its parent's while
+//! fewer than [`SHARED_FDS`] are shared, and each walking thread holds at
+//! most three at once (its directory, the listing, one file). A thousand
+//! sibling directories cost what one does.
 
 use std::ffi::OsStr;
 use std::io::Read as _;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
-use hel_store::tree::{bad_name, DEPTH_MAX, TARGET_MAX};
+use hel_store::tree::{bad_name, DEPTH_MAX, PATH_MAX, TARGET_MAX};
 use hel_store::{Cap, Encoded, ObjectId};
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
 use ignore::Match;
@@ -33,11 +52,19 @@ use rustix::fs::{AtFlags, Mode, OFlags};
 use rustix::io::Errno;
 
 use crate::cache::Cache;
-use crate::flat::{join, Flat, PATH_MAX};
+use crate::flat::{join, Flat};
 use crate::stat::FileStat;
 
 /// Bytes of an ignore file read; the rest is not applied.
 pub const IGNORE_FILE_BYTES: u64 = 1 << 20;
+
+/// The most directory descriptors kept open for directories waiting to
+/// be listed; past it they are opened again by path when their turn
+/// comes.
+pub const SHARED_FDS: usize = 16;
+
+/// The most threads a walk uses.
+const THREADS_MAX: usize = 8;
 
 /// What the walk found at a path.
 #[derive(Debug)]
@@ -45,9 +72,34 @@ pub enum Found {
     File(Content),
     /// A symbolic link and its target.
     Symlink(Vec<u8>),
+    /// A directory listed whole: every name in it (but `.git`, `.hel` and
+    /// `.jj`) is an entry of the walk.
     Dir,
     /// A directory holding `.git`: left out whole.
     Repository,
+    /// A directory the walk did not read (nothing under it is sent).
+    DirNotRead(NotRead),
+    /// Something other than a directory that the walk saw but did not
+    /// read.
+    NotRead(NotRead),
+}
+
+/// Why the walk did not read a path it saw.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NotRead {
+    /// Ignored by a rule: never opened, never entered.
+    Ignored,
+    /// A FIFO, socket or device: never opened.
+    Special,
+    /// Could not be opened, listed or read (permissions, too many open
+    /// files, an I/O error): why.
+    Unreadable(String),
+    /// A directory past the snapshot's budget of paths.
+    PastPaths,
+    /// A directory holding what no tree can hold: what.
+    Unrecordable(&'static str),
+    /// Replaced by something else while the walk looked at it.
+    Changed,
 }
 
 /// A regular file's content as the walk knows it.
@@ -65,7 +117,9 @@ pub enum Content {
     TooLarge(u64),
     /// Could not be read.
     Unreadable(String),
-    /// No longer there, or no longer the regular file the walk saw.
+    /// No longer the regular file the walk saw (another file or a link).
+    Changed,
+    /// No longer there.
     Gone,
 }
 
@@ -77,31 +131,13 @@ pub struct Entry {
     pub found: Found,
 }
 
-/// What the walk left out and the user may want to know.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Skipped {
-    /// A name a tree cannot hold.
-    BadName(Vec<u8>),
-    /// Deeper than a tree may nest, or a path too long.
-    TooDeep(Vec<u8>),
-    /// Could not be read (permissions, vanished during the walk).
-    Unreadable(Vec<u8>, String),
-}
-
-/// Why a walk failed as a whole.
+/// Why a walk failed as a whole: the project directory itself could not
+/// be listed whole (it has no entry of its own to say so).
 #[derive(Debug, thiserror::Error)]
 #[error("cannot walk the project {path}: {reason}")]
 pub struct WalkError {
     pub path: String,
     pub reason: String,
-}
-
-/// What the walk reports besides its entries.
-#[derive(Debug, Default)]
-pub struct Walked {
-    pub skipped: Vec<Skipped>,
-    /// FIFOs, sockets and devices left out.
-    pub special: u64,
 }
 
 /// What a walk needs to decide what to read.
@@ -114,6 +150,11 @@ pub struct Plan<'a> {
     pub prev: Option<&'a Flat>,
     /// The most bytes a file not tracked before is read.
     pub max_file: u64,
+    /// The most paths the walk sends (past them, directories are not
+    /// read); at most [`hel_store::tree::FLAT_PATHS_MAX`].
+    pub paths_max: u64,
+    /// The most bytes of paths (each counted whole) the walk sends.
+    pub bytes_max: u64,
 }
 
 /// A name no snapshot enters: one no tree may hold.
@@ -125,18 +166,71 @@ struct Rules {
     parent: Option<Arc<Rules>>,
 }
 
-/// A directory waiting to be listed.
-struct Job {
+/// A directory descriptor shared by the directories in it waiting to be
+/// listed; closed when the last of them opened itself.
+struct Held<'a> {
     fd: OwnedFd,
+    /// How many are shared now.
+    count: &'a AtomicUsize,
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        self.count.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// A directory waiting to be listed: its name in its parent, whose
+/// descriptor it may share, and what its parent saw of it.
+struct Job<'a> {
+    parent: Option<Arc<Held<'a>>>,
+    name: Vec<u8>,
     rel: Vec<u8>,
     depth: usize,
+    stat: FileStat,
     rules: Option<Arc<Rules>>,
 }
 
 /// The shared queue of directories, and how many are being listed.
-struct Queue {
-    state: Mutex<(Vec<Job>, usize)>,
+struct Queue<'a> {
+    state: Mutex<(Vec<Job<'a>>, usize)>,
     more: Condvar,
+}
+
+/// What all walking threads share.
+struct Ctx<'a> {
+    project: BorrowedFd<'a>,
+    global: Global,
+    plan: &'a Plan<'a>,
+    /// Paths and bytes of paths the walk may still send.
+    paths_left: AtomicU64,
+    bytes_left: AtomicU64,
+    /// Descriptors shared by waiting directories.
+    held: &'a AtomicUsize,
+}
+
+impl Ctx<'_> {
+    /// Take `paths` and `bytes` from what is left, all or nothing.
+    fn reserve(&self, paths: u64, bytes: u64) -> bool {
+        let take = |left: &AtomicU64, n: u64| {
+            left.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |l| l.checked_sub(n))
+                .is_ok()
+        };
+        if !take(&self.paths_left, paths) {
+            return false;
+        }
+        if !take(&self.bytes_left, bytes) {
+            self.paths_left.fetch_add(paths, Ordering::Relaxed);
+            return false;
+        }
+        true
+    }
+
+    /// Whether `paths` and `bytes` could still be taken.
+    fn fits(&self, paths: u64, bytes: u64) -> bool {
+        paths <= self.paths_left.load(Ordering::Relaxed)
+            && bytes <= self.bytes_left.load(Ordering::Relaxed)
+    }
 }
 
 const DIR_FLAGS: OFlags = OFlags::RDONLY
@@ -161,14 +255,19 @@ pub(crate) fn open_regular(
 }
 
 /// A gitignore matcher from the file `name` in `dir` (whose path is
-/// `abs`), or None when there is none to read.
-fn load_ignore(dir: BorrowedFd<'_>, name: &str, abs: &Path) -> Option<Gitignore> {
-    let (fd, _) = open_regular(dir, name.as_bytes()).ok()??;
+/// `abs`): `None` when there is none (no such file, or not a regular
+/// file); `Err` when there is one that cannot be read.
+fn load_ignore(dir: BorrowedFd<'_>, name: &str, abs: &Path) -> Result<Option<Gitignore>, String> {
+    let fd = match open_regular(dir, name.as_bytes()) {
+        Ok(Some((fd, _))) => fd,
+        Ok(None) | Err(Errno::NOENT | Errno::LOOP) => return Ok(None),
+        Err(e) => return Err(format!("cannot read its {name}: {e}")),
+    };
     let mut bytes = Vec::new();
     std::fs::File::from(fd)
         .take(IGNORE_FILE_BYTES)
         .read_to_end(&mut bytes)
-        .ok()?;
+        .map_err(|e| format!("cannot read its {name}: {e}"))?;
     let mut b = GitignoreBuilder::new(abs);
     let from = abs.join(name);
     for (i, line) in String::from_utf8_lossy(&bytes).lines().enumerate() {
@@ -179,7 +278,7 @@ fn load_ignore(dir: BorrowedFd<'_>, name: &str, abs: &Path) -> Option<Gitignore>
         };
         let _ = b.add_line(Some(from.clone()), line);
     }
-    b.build().ok().filter(|g| !g.is_empty())
+    Ok(b.build().ok().filter(|g| !g.is_empty()))
 }
 
 /// The project-wide rules: `.git/info/exclude` and git's global excludes.
@@ -193,7 +292,7 @@ impl Global {
         let exclude = rustix::fs::openat(project, ".git", DIR_FLAGS, Mode::empty())
             .and_then(|git| rustix::fs::openat(&git, "info", DIR_FLAGS, Mode::empty()))
             .ok()
-            .and_then(|info| load_ignore(info.as_fd(), "exclude", root));
+            .and_then(|info| load_ignore(info.as_fd(), "exclude", root).ok().flatten());
         // The user's own configuration (not the project's): read as git does.
         let (global, _) = GitignoreBuilder::new(root).build_global();
         Global {
@@ -238,74 +337,77 @@ fn ignored(
     false
 }
 
-/// What a walking thread sends.
+/// What a walking thread sends: the entries of one directory listed
+/// whole (its own among them), or the one entry saying it was not, or
+/// that the project directory itself could not be listed.
 enum Msg {
-    Entry(Entry),
-    Skipped(Skipped),
-    Special,
+    Entries(Vec<Entry>),
+    RootFailed(String),
 }
 
 /// Walk the project open as `project`, calling `each` on this thread for
 /// every entry found (in no particular order) while other threads go on
-/// walking and reading.
+/// walking and reading. Every path under the project is an entry or under
+/// a [`Found::DirNotRead`] or [`Found::Repository`] entry, but for paths
+/// that vanished while it looked and `.git`, `.hel` and `.jj`. Refused
+/// when the project directory itself cannot be listed whole.
 pub fn walk(
     project: BorrowedFd<'_>,
     plan: &Plan<'_>,
     mut each: impl FnMut(Entry),
-) -> Result<Walked, WalkError> {
-    let failed = |e: Errno| WalkError {
+) -> Result<(), WalkError> {
+    let failed = |reason: String| WalkError {
         path: plan.root.display().to_string(),
-        reason: e.to_string(),
+        reason,
     };
-    let top = rustix::fs::openat(project, ".", DIR_FLAGS, Mode::empty()).map_err(failed)?;
-    let global = Global::load(project, plan.root);
-    let root_rules = load_ignore(top.as_fd(), ".gitignore", plan.root).map(|g| {
-        Arc::new(Rules {
-            gitignore: Some(g),
-            parent: None,
-        })
-    });
+    let top_stat = rustix::fs::fstat(project).map_err(|e| failed(e.to_string()))?;
+    let held = AtomicUsize::new(0);
+    let ctx = Ctx {
+        project,
+        global: Global::load(project, plan.root),
+        plan,
+        paths_left: AtomicU64::new(plan.paths_max),
+        bytes_left: AtomicU64::new(plan.bytes_max),
+        held: &held,
+    };
     let queue = Queue {
         state: Mutex::new((
             vec![Job {
-                fd: top,
+                parent: None,
+                name: Vec::new(),
                 rel: Vec::new(),
                 depth: 0,
-                rules: root_rules,
+                stat: FileStat::of(&top_stat),
+                rules: None,
             }],
             0,
         )),
         more: Condvar::new(),
     };
-    let threads = std::thread::available_parallelism().map_or(2, |n| n.get().min(8));
-    let mut walked = Walked::default();
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get().min(THREADS_MAX));
+    let mut root_failed = None;
     std::thread::scope(|s| {
-        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Msg>>(64);
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Msg>(64);
         for _ in 0..threads {
             let tx = tx.clone();
-            let (queue, global) = (&queue, &global);
-            s.spawn(move || worker(queue, global, plan, &tx));
+            let (queue, ctx) = (&queue, &ctx);
+            s.spawn(move || worker(queue, ctx, &tx));
         }
         drop(tx);
-        for batch in rx {
-            for msg in batch {
-                match msg {
-                    Msg::Entry(e) => each(e),
-                    Msg::Skipped(k) => walked.skipped.push(k),
-                    Msg::Special => walked.special += 1,
-                }
+        for msg in rx {
+            match msg {
+                Msg::Entries(batch) => batch.into_iter().for_each(&mut each),
+                Msg::RootFailed(why) => root_failed = Some(why),
             }
         }
     });
-    Ok(walked)
+    match root_failed {
+        Some(why) => Err(failed(why)),
+        None => Ok(()),
+    }
 }
 
-fn worker(
-    queue: &Queue,
-    global: &Global,
-    plan: &Plan<'_>,
-    tx: &std::sync::mpsc::SyncSender<Vec<Msg>>,
-) {
+fn worker<'a>(queue: &Queue<'a>, ctx: &Ctx<'a>, tx: &std::sync::mpsc::SyncSender<Msg>) {
     loop {
         let job = {
             let mut st = queue.state.lock().unwrap_or_else(|p| p.into_inner());
@@ -324,11 +426,12 @@ fn worker(
             queue.more.notify_all();
             return;
         };
-        let mut batch = Vec::new();
-        let jobs = list(job, global, plan, &mut batch);
+        let (msg, jobs) = visit(job, ctx);
         // One message per directory: the caller's thread wakes once for
         // all its entries. A closed channel means the caller stopped.
-        let _ = tx.send(batch);
+        if let Some(msg) = msg {
+            let _ = tx.send(msg);
+        }
         let mut st = queue.state.lock().unwrap_or_else(|p| p.into_inner());
         st.0.extend(jobs);
         st.1 -= 1;
@@ -337,119 +440,236 @@ fn worker(
     }
 }
 
-/// List one directory: send its entries, return its subdirectories.
-fn list(job: Job, global: &Global, plan: &Plan<'_>, out: &mut Vec<Msg>) -> Vec<Job> {
-    let mut subdirs = Vec::new();
-    let mut send = |m: Msg| out.push(m);
-    let dir = match rustix::fs::Dir::read_from(&job.fd) {
-        Ok(d) => d,
-        Err(e) => {
-            send(Msg::Skipped(Skipped::Unreadable(job.rel, e.to_string())));
-            return subdirs;
+/// What listing one directory came to.
+enum Listed {
+    /// Listed whole: its entries and its subdirectories (name, path,
+    /// `lstat`), with the descriptor they are opened from.
+    Whole {
+        fd: OwnedFd,
+        stat: FileStat,
+        rules: Option<Arc<Rules>>,
+        entries: Vec<Entry>,
+        subdirs: Vec<(Vec<u8>, Vec<u8>, FileStat)>,
+        paths: u64,
+        bytes: u64,
+    },
+    Repository(FileStat),
+    NotRead(NotRead),
+    /// It vanished since its parent listed it.
+    Gone,
+}
+
+/// List one directory and say what came of it: the message to send (its
+/// entry and its entries, or the entry saying it was not read) and its
+/// subdirectories to list.
+fn visit<'a>(job: Job<'a>, ctx: &Ctx<'a>) -> (Option<Msg>, Vec<Job<'a>>) {
+    let is_root = job.rel.is_empty();
+    let (rel, depth, seen) = (job.rel.clone(), job.depth, job.stat);
+    let listed = list(job, ctx);
+    let listed = match listed {
+        Listed::Whole { paths, bytes, .. } if !ctx.reserve(paths, bytes) => {
+            Listed::NotRead(NotRead::PastPaths)
         }
+        other => other,
     };
-    for item in dir {
-        let item = match item {
-            Ok(i) => i,
-            Err(e) => {
-                send(Msg::Skipped(Skipped::Unreadable(
-                    job.rel.clone(),
-                    e.to_string(),
-                )));
-                break;
+    let one = |stat, found| {
+        Some(Msg::Entries(vec![Entry {
+            path: rel.clone(),
+            stat,
+            found,
+        }]))
+    };
+    match listed {
+        Listed::Whole {
+            fd,
+            stat,
+            rules,
+            mut entries,
+            subdirs,
+            ..
+        } => {
+            if !is_root {
+                entries.push(Entry {
+                    path: rel.clone(),
+                    stat,
+                    found: Found::Dir,
+                });
             }
+            let parent = (!subdirs.is_empty()).then(|| share(fd, ctx.held)).flatten();
+            let jobs = subdirs
+                .into_iter()
+                .map(|(name, rel, stat)| Job {
+                    parent: parent.clone(),
+                    name,
+                    rel,
+                    depth: depth + 1,
+                    stat,
+                    rules: rules.clone(),
+                })
+                .collect();
+            (Some(Msg::Entries(entries)), jobs)
+        }
+        _ if is_root => {
+            let why = match listed {
+                Listed::NotRead(NotRead::Unreadable(why)) => why,
+                Listed::NotRead(NotRead::PastPaths) => format!(
+                    "it holds more than {} paths, over what a snapshot records",
+                    ctx.plan.paths_max
+                ),
+                Listed::NotRead(NotRead::Unrecordable(what)) => format!("it holds {what}"),
+                _ => "it changed while it was listed".into(),
+            };
+            (Some(Msg::RootFailed(why)), Vec::new())
+        }
+        Listed::Repository(stat) => (one(stat, Found::Repository), Vec::new()),
+        Listed::NotRead(why) => (one(seen, Found::DirNotRead(why)), Vec::new()),
+        Listed::Gone => (None, Vec::new()),
+    }
+}
+
+/// `fd` shared with the directories in it, when fewer than [`SHARED_FDS`]
+/// are; otherwise closed (they are opened again by path).
+fn share<'a>(fd: OwnedFd, count: &'a AtomicUsize) -> Option<Arc<Held<'a>>> {
+    count
+        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+            (n < SHARED_FDS).then_some(n + 1)
+        })
+        .ok()?;
+    Some(Arc::new(Held { fd, count }))
+}
+
+/// Open and list the directory of `job`, all or nothing.
+fn list<'a>(job: Job<'a>, ctx: &Ctx<'a>) -> Listed {
+    let plan = ctx.plan;
+    let opened = match &job.parent {
+        Some(p) => rustix::fs::openat(&p.fd, job.name.as_slice(), DIR_FLAGS, Mode::empty()),
+        None => open_dir(ctx.project, &job.rel),
+    };
+    // The parent's descriptor is not needed any more: let it close.
+    drop(job.parent);
+    let fd = match opened {
+        Ok(fd) => fd,
+        Err(Errno::NOENT) => return Listed::Gone,
+        // Swapped for a link or a file since its parent's lstat.
+        Err(Errno::LOOP | Errno::NOTDIR) => return Listed::NotRead(NotRead::Changed),
+        Err(e) => return Listed::NotRead(NotRead::Unreadable(e.to_string())),
+    };
+    let stat = match rustix::fs::fstat(&fd) {
+        Ok(st) => FileStat::of(&st),
+        Err(e) => return Listed::NotRead(NotRead::Unreadable(e.to_string())),
+    };
+    if stat.ino != job.stat.ino || stat.dev != job.stat.dev {
+        return Listed::NotRead(NotRead::Changed);
+    }
+    if !job.rel.is_empty() {
+        match rustix::fs::statat(&fd, ".git", AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(_) => return Listed::Repository(stat),
+            Err(Errno::NOENT) => {}
+            Err(e) => return Listed::NotRead(NotRead::Unreadable(e.to_string())),
+        }
+    }
+    let abs = plan.root.join(OsStr::from_bytes(&job.rel));
+    let rules = match load_ignore(fd.as_fd(), ".gitignore", &abs) {
+        Ok(Some(g)) => Some(Arc::new(Rules {
+            gitignore: Some(g),
+            parent: job.rules.clone(),
+        })),
+        Ok(None) => job.rules.clone(),
+        Err(why) => return Listed::NotRead(NotRead::Unreadable(why)),
+    };
+    let dir = match rustix::fs::Dir::read_from(&fd) {
+        Ok(d) => d,
+        Err(e) => return Listed::NotRead(NotRead::Unreadable(e.to_string())),
+    };
+    let (mut entries, mut subdirs) = (Vec::new(), Vec::new());
+    let (mut paths, mut bytes) = (0u64, 0u64);
+    // A test can make a listing fail part way (after its first entry).
+    let fail = hel_store::failpoint("walk-readdir");
+    for (k, item) in dir.enumerate() {
+        let item = match item {
+            Ok(_) if fail && k > 0 => {
+                return Listed::NotRead(NotRead::Unreadable("failpoint walk-readdir".into()))
+            }
+            Ok(i) => i,
+            Err(e) => return Listed::NotRead(NotRead::Unreadable(e.to_string())),
         };
         let name = item.file_name().to_bytes();
         if name == b"." || name == b".." || is_never(name) {
             continue;
         }
         let rel = join(&job.rel, name);
-        if rel.len() > PATH_MAX || job.depth + 1 >= DEPTH_MAX {
-            send(Msg::Skipped(Skipped::TooDeep(rel)));
-            continue;
+        if rel.len() > PATH_MAX {
+            return Listed::NotRead(NotRead::Unrecordable("a path over 4095 bytes"));
         }
-        if bad_name(name).is_some() {
-            send(Msg::Skipped(Skipped::BadName(rel)));
-            continue;
+        if job.depth + 1 >= DEPTH_MAX {
+            return Listed::NotRead(NotRead::Unrecordable("more than 255 levels of directories"));
         }
-        let stat = match rustix::fs::statat(&job.fd, name, AtFlags::SYMLINK_NOFOLLOW) {
+        if let Some(why) = bad_name(name) {
+            return Listed::NotRead(NotRead::Unrecordable(why));
+        }
+        paths += 1;
+        bytes += rel.len() as u64;
+        if !ctx.fits(paths, bytes) {
+            return Listed::NotRead(NotRead::PastPaths);
+        }
+        let stat = match rustix::fs::statat(&fd, name, AtFlags::SYMLINK_NOFOLLOW) {
             Ok(st) => FileStat::of(&st),
-            Err(Errno::NOENT) => continue,
-            Err(e) => {
-                send(Msg::Skipped(Skipped::Unreadable(rel, e.to_string())));
+            Err(Errno::NOENT) => {
+                // Gone since the listing: not one of its paths.
+                paths -= 1;
+                bytes -= rel.len() as u64;
                 continue;
             }
+            Err(e) => return Listed::NotRead(NotRead::Unreadable(e.to_string())),
         };
-        let found = if stat.is_dir() {
-            if ignored(plan.root, &job.rules, global, &rel, true) {
-                continue;
+        let is_dir = stat.is_dir();
+        let found = if (is_dir || stat.is_file() || stat.is_symlink())
+            && ignored(plan.root, &rules, &ctx.global, &rel, is_dir)
+        {
+            if is_dir {
+                Found::DirNotRead(NotRead::Ignored)
+            } else {
+                Found::NotRead(NotRead::Ignored)
             }
-            let fd = match rustix::fs::openat(&job.fd, name, DIR_FLAGS, Mode::empty()) {
-                Ok(fd) => fd,
-                // Swapped for a link or gone since the lstat.
-                Err(Errno::LOOP | Errno::NOTDIR | Errno::NOENT) => continue,
-                Err(e) => {
-                    send(Msg::Skipped(Skipped::Unreadable(rel, e.to_string())));
+        } else if is_dir {
+            subdirs.push((name.to_vec(), rel, stat));
+            continue;
+        } else if stat.is_symlink() {
+            match rustix::fs::readlinkat(&fd, name, Vec::new()) {
+                Ok(t) if !t.as_bytes().is_empty() && t.as_bytes().len() as u64 <= TARGET_MAX => {
+                    Found::Symlink(t.into_bytes())
+                }
+                Ok(_) => Found::NotRead(NotRead::Unreadable(
+                    "a symbolic link target over 4095 bytes".into(),
+                )),
+                Err(Errno::NOENT) => {
+                    paths -= 1;
+                    bytes -= rel.len() as u64;
                     continue;
                 }
-            };
-            if rustix::fs::statat(&fd, ".git", AtFlags::SYMLINK_NOFOLLOW).is_ok() {
-                Found::Repository
-            } else {
-                let abs = plan.root.join(OsStr::from_bytes(&rel));
-                let rules = match load_ignore(fd.as_fd(), ".gitignore", &abs) {
-                    Some(g) => Some(Arc::new(Rules {
-                        gitignore: Some(g),
-                        parent: job.rules.clone(),
-                    })),
-                    None => job.rules.clone(),
-                };
-                subdirs.push(Job {
-                    fd,
-                    rel: rel.clone(),
-                    depth: job.depth + 1,
-                    rules,
-                });
-                Found::Dir
+                Err(Errno::INVAL) => Found::NotRead(NotRead::Changed),
+                Err(e) => Found::NotRead(NotRead::Unreadable(e.to_string())),
             }
-        } else if stat.is_file() || stat.is_symlink() {
-            if ignored(plan.root, &job.rules, global, &rel, false) {
-                continue;
-            }
-            if stat.is_symlink() {
-                match rustix::fs::readlinkat(&job.fd, name, Vec::new()) {
-                    Ok(t)
-                        if !t.as_bytes().is_empty() && t.as_bytes().len() as u64 <= TARGET_MAX =>
-                    {
-                        Found::Symlink(t.into_bytes())
-                    }
-                    Ok(_) => {
-                        send(Msg::Skipped(Skipped::Unreadable(
-                            rel,
-                            "a symbolic link target over 4095 bytes".into(),
-                        )));
-                        continue;
-                    }
-                    Err(Errno::NOENT) => continue,
-                    Err(e) => {
-                        send(Msg::Skipped(Skipped::Unreadable(rel, e.to_string())));
-                        continue;
-                    }
-                }
-            } else {
-                Found::File(content(job.fd.as_fd(), name, &rel, &stat, plan))
-            }
+        } else if stat.is_file() {
+            Found::File(content(fd.as_fd(), name, &rel, &stat, plan))
         } else {
-            send(Msg::Special);
-            continue;
+            Found::NotRead(NotRead::Special)
         };
-        send(Msg::Entry(Entry {
+        entries.push(Entry {
             path: rel,
             stat,
             found,
-        }));
+        });
     }
-    subdirs
+    Listed::Whole {
+        fd,
+        stat,
+        rules,
+        entries,
+        subdirs,
+        paths,
+        bytes,
+    }
 }
 
 /// What the walk knows of file `name` in `dir` (at `rel`, with `stat`):
@@ -484,11 +704,12 @@ fn content(
 pub fn read(dir: BorrowedFd<'_>, name: &[u8], seen: &FileStat, max: u64) -> Content {
     let (fd, stat) = match open_regular(dir, name) {
         Ok(Some(x)) => x,
-        Ok(None) | Err(Errno::NOENT | Errno::LOOP) => return Content::Gone,
+        Err(Errno::NOENT) => return Content::Gone,
+        Ok(None) | Err(Errno::LOOP) => return Content::Changed,
         Err(e) => return Content::Unreadable(e.to_string()),
     };
     if stat.ino != seen.ino || stat.dev != seen.dev {
-        return Content::Gone;
+        return Content::Changed;
     }
     if stat.size > max {
         return Content::TooLarge(stat.size);

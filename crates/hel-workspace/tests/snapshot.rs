@@ -2,11 +2,13 @@
 //! what the stat cache spares, and what is left out.
 
 use std::fs;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{symlink, PermissionsExt};
 use std::path::Path;
 
 use hel_store::tree::EntryKind;
 use hel_store::{CommitInput, Record, SessionLease, SessionState, Store};
+use hel_workspace::snapshot::NotTracked;
 use hel_workspace::{Flat, Options, Prev, Snapshot, Workspace};
 use serde_json::json;
 
@@ -83,8 +85,42 @@ fn kind(flat: &Flat, path: &str) -> Option<EntryKind> {
     flat.get(path.as_bytes()).map(|i| i.kind)
 }
 
+/// Every directory `flat` records as a directory is listed whole: its
+/// entries are exactly the names on disk (but `.git`, `.hel`, `.jj`).
+fn assert_whole(root: &Path, flat: &Flat) {
+    let mut dirs: Vec<Vec<u8>> = vec![Vec::new()];
+    dirs.extend(
+        flat.items
+            .iter()
+            .filter(|(_, i)| i.kind == EntryKind::Dir)
+            .map(|(p, _)| p.clone()),
+    );
+    for dir in dirs {
+        let on_disk = root.join(std::ffi::OsStr::from_bytes(&dir));
+        let mut want: Vec<Vec<u8>> = fs::read_dir(&on_disk)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().as_bytes().to_vec())
+            .filter(|n| !hel_store::tree::is_never(n))
+            .collect();
+        want.sort();
+        let prefix = if dir.is_empty() {
+            Vec::new()
+        } else {
+            [dir.as_slice(), b"/"].concat()
+        };
+        let got: Vec<Vec<u8>> = flat
+            .items
+            .keys()
+            .filter_map(|p| p.strip_prefix(prefix.as_slice()))
+            .filter(|rest| !rest.is_empty() && !rest.contains(&b'/'))
+            .map(<[u8]>::to_vec)
+            .collect();
+        assert_eq!(got, want, "directory {:?}", String::from_utf8_lossy(&dir));
+    }
+}
+
 #[test]
-fn records_files_links_modes_and_leaves_out_what_it_must() {
+fn records_files_links_modes_and_what_it_does_not_read() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
     write(root, "a.txt", b"hello\n");
@@ -94,8 +130,9 @@ fn records_files_links_modes_and_leaves_out_what_it_must() {
     symlink("a.txt", root.join("link")).unwrap();
     symlink("/etc/passwd", root.join("outside")).unwrap();
     fs::create_dir(root.join("empty")).unwrap();
-    write(root, ".gitignore", b"*.log\n");
+    write(root, ".gitignore", b"*.log\nbuild/\n");
     write(root, "debug.log", b"noise");
+    write(root, "build/out.o", b"obj");
     write(root, "vendor/lib/.git/HEAD", b"ref: x\n");
     write(root, "vendor/lib/code.c", b"int x;\n");
     write(root, ".git/config", b"[core]\n");
@@ -128,14 +165,25 @@ fn records_files_links_modes_and_leaves_out_what_it_must() {
     assert_eq!(s.store.read_blob(&link.id).unwrap(), b"/etc/passwd");
     assert_eq!(kind(f, "vendor/lib"), Some(EntryKind::Repository));
     assert_eq!(kind(f, "vendor/lib/code.c"), None);
-    assert_eq!(kind(f, "debug.log"), None, "ignored by .gitignore");
+    // Ignored paths are seen, not read: a file as kind 4, a directory as
+    // kind 6, never entered.
+    assert_eq!(kind(f, "debug.log"), Some(EntryKind::NotTracked));
+    assert_eq!(f.get(b"debug.log").unwrap().size, 0);
+    assert_eq!(kind(f, "build"), Some(EntryKind::NotTrackedDir));
+    assert_eq!(kind(f, "build/out.o"), None);
     assert_eq!(kind(f, ".gitignore"), Some(EntryKind::File));
     assert_eq!(kind(f, ".git"), None);
     assert_eq!(kind(f, ".git/config"), None);
     assert!(!f.items.keys().any(|p| p.starts_with(b".hel")));
-    assert_eq!(kind(f, "fifo"), None);
+    // A FIFO is seen, never opened.
+    assert_eq!(kind(f, "fifo"), Some(EntryKind::NotTracked));
     assert_eq!(kind(f, "big.bin"), Some(EntryKind::NotTracked));
-    assert_eq!(snap.not_tracked.len(), 1);
+    // Only what could not be recorded is told: not what was ignored.
+    assert_eq!(
+        snap.not_tracked,
+        [(b"big.bin".to_vec(), NotTracked::TooLarge { size: 5000 })]
+    );
+    assert_whole(root, f);
     // What was committed reads back as the same map.
     assert_eq!(&Flat::read(&s.store, &snap.tree).unwrap(), f);
     assert_eq!(
@@ -144,6 +192,80 @@ fn records_files_links_modes_and_leaves_out_what_it_must() {
             .unwrap(),
         b"fn main() {}\n"
     );
+    let fsck = s.store.fsck().unwrap();
+    assert!(fsck.is_sound(), "{fsck:?}");
+}
+
+#[test]
+fn a_rewritten_gitignore_turns_not_tracked_paths_into_tracked_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    write(root, ".gitignore", b"secret.env\nbuild/\n");
+    write(root, "secret.env", b"KEY=1\n");
+    write(root, "build/out.o", b"obj");
+    let mut s = Session::new(root);
+    let mut ws = Workspace::open(&s.store, Options::default()).unwrap();
+    let (before, _) = s.snap(&mut ws);
+    // The start of an instruction knows these paths exist: an undo can
+    // never take them for the instruction's own.
+    assert_eq!(
+        kind(&before.flat, "secret.env"),
+        Some(EntryKind::NotTracked)
+    );
+    assert_eq!(kind(&before.flat, "build"), Some(EntryKind::NotTrackedDir));
+    write(root, ".gitignore", b"");
+    let (after, _) = s.snap(&mut ws);
+    assert_eq!(kind(&after.flat, "secret.env"), Some(EntryKind::File));
+    assert_eq!(kind(&after.flat, "build"), Some(EntryKind::Dir));
+    assert_eq!(kind(&after.flat, "build/out.o"), Some(EntryKind::File));
+    assert_whole(root, &after.flat);
+    assert_eq!(&Flat::read(&s.store, &after.tree).unwrap(), &after.flat);
+    let changed: Vec<String> = hel_workspace::diff::changes(&before.flat, &after.flat)
+        .iter()
+        .map(|c| format!("{} {}", String::from_utf8_lossy(&c.path), c.status.as_str()))
+        .collect();
+    assert_eq!(
+        changed,
+        [
+            ".gitignore modified",
+            "build type_changed",
+            "build/out.o added",
+            "secret.env modified"
+        ]
+    );
+}
+
+#[test]
+fn empty_directories_made_between_snapshots_in_any_position() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    write(root, "a/f.txt", b"f");
+    write(root, "g.txt", b"g");
+    let mut s = Session::new(root);
+    let mut ws = Workspace::open(&s.store, Options::default()).unwrap();
+    s.snap(&mut ws);
+    // During an instruction: an empty directory at the top, one inside a
+    // directory, empty ones nested in a new one, a file replaced by one.
+    for d in ["e", "a/e", "n/m/o", "n/p"] {
+        fs::create_dir_all(root.join(d)).unwrap();
+    }
+    fs::remove_file(root.join("g.txt")).unwrap();
+    fs::create_dir(root.join("g.txt")).unwrap();
+    let (second, _) = s.snap(&mut ws);
+    for d in ["e", "a/e", "n", "n/m", "n/m/o", "n/p", "g.txt"] {
+        assert_eq!(kind(&second.flat, d), Some(EntryKind::Dir), "{d}");
+    }
+    assert_eq!(&Flat::read(&s.store, &second.tree).unwrap(), &second.flat);
+    // Every later snapshot works: in this process, and in a new one that
+    // builds on what the store holds (a resume).
+    let (third, objects) = s.snap(&mut ws);
+    assert_eq!((third.tree, objects), (second.tree, 0));
+    fs::create_dir(root.join("n/m/o/deeper")).unwrap();
+    let mut ws2 = Workspace::open(&s.store, Options::default()).unwrap();
+    s.last = Some((third.tree, Flat::read(&s.store, &third.tree).unwrap()));
+    let (fourth, _) = s.snap(&mut ws2);
+    assert_eq!(kind(&fourth.flat, "n/m/o/deeper"), Some(EntryKind::Dir));
+    assert_eq!(&Flat::read(&s.store, &fourth.tree).unwrap(), &fourth.flat);
     let fsck = s.store.fsck().unwrap();
     assert!(fsck.is_sound(), "{fsck:?}");
 }
@@ -231,4 +353,311 @@ fn budget_and_size_limit_leave_new_files_untracked_but_never_a_tracked_one() {
     assert_eq!(over.len(), 1, "2000 + 900 fit in 3000, the second 900 not");
     assert_eq!(snap.not_tracked.len(), 2);
     assert!(snap.new_bytes <= 3000);
+}
+
+/// The environment variable that makes this test binary, run again, do a
+/// test's work in a process of its own (a lowered descriptor limit, a
+/// failpoint, another user).
+const CHILD: &str = "HEL_SNAPSHOT_TEST_CHILD";
+
+/// Run test `test` of this binary again in a child process with `env`
+/// (and `CHILD` set to `test`), as `user` (uid, gid) when given; its
+/// output when it passed. `None` when the child cannot be started as that
+/// user.
+fn in_child(test: &str, env: &[(&str, &str)], user: Option<(u32, u32)>) -> Option<String> {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
+    cmd.args([test, "--exact", "--nocapture", "--test-threads=1"])
+        .env(CHILD, test)
+        .env_remove("HEL_FAILPOINTS");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    if let Some((uid, gid)) = user {
+        // std drops the supplementary groups too (setgroups(0)) when root.
+        cmd.uid(uid).gid(gid);
+    }
+    let out = match cmd.output() {
+        Ok(out) => out,
+        Err(e) if user.is_some() => {
+            eprintln!("cannot start a child as uid {user:?}: {e}");
+            return None;
+        }
+        Err(e) => panic!("cannot run {test} in a child: {e}"),
+    };
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{test} failed in its child:\n{text}");
+    assert!(
+        text.contains("1 passed"),
+        "{test} did not run in its child:\n{text}"
+    );
+    Some(text)
+}
+
+fn is_child(test: &str) -> bool {
+    std::env::var(CHILD).is_ok_and(|c| c == test)
+}
+
+/// Descriptors this process has open now.
+fn open_fds() -> usize {
+    fs::read_dir("/proc/self/fd").map_or(0, |d| d.count())
+}
+
+#[test]
+fn two_thousand_sibling_directories_under_a_limit_of_64_descriptors() {
+    const TEST: &str = "two_thousand_sibling_directories_under_a_limit_of_64_descriptors";
+    if !is_child(TEST) {
+        let out = in_child(TEST, &[], None).unwrap_or_default();
+        for line in out
+            .lines()
+            .filter_map(|l| l.find("descriptors:").map(|k| &l[k..]))
+        {
+            println!("{line}");
+        }
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    for k in 0..2000 {
+        write(root, &format!("d{k:04}/f.txt"), format!("{k}\n").as_bytes());
+    }
+    // Nested too, so that directories wait with their parents open.
+    for k in 0..40 {
+        write(root, &format!("deep/{}/f.txt", "n/".repeat(k)), b"x");
+    }
+    rustix::process::setrlimit(
+        rustix::process::Resource::Nofile,
+        rustix::process::Rlimit {
+            current: Some(64),
+            maximum: Some(64),
+        },
+    )
+    .unwrap();
+    let mut s = Session::new(root);
+    let mut ws = Workspace::open(&s.store, Options::default()).unwrap();
+    let base = open_fds();
+    // Count descriptors while the walk runs.
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let (snap, peak) = std::thread::scope(|sc| {
+        let sampler = sc.spawn(|| {
+            let mut peak = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                peak = peak.max(open_fds());
+            }
+            peak
+        });
+        let snap = s.snap(&mut ws).0;
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        (snap, sampler.join().unwrap())
+    });
+    let f = &snap.flat;
+    for k in 0..2000 {
+        assert_eq!(
+            kind(f, &format!("d{k:04}")),
+            Some(EntryKind::Dir),
+            "d{k:04}"
+        );
+        assert_eq!(kind(f, &format!("d{k:04}/f.txt")), Some(EntryKind::File));
+    }
+    assert_eq!(
+        kind(f, &format!("deep/{}f.txt", "n/".repeat(39))),
+        Some(EntryKind::File)
+    );
+    assert!(snap.not_tracked.is_empty(), "{:?}", &snap.not_tracked[..3]);
+    assert_whole(root, f);
+    // The walk's own: shared directories, and three a thread (its
+    // directory, the listing, a file), the caller's thread included; the
+    // sampler's listing of /proc/self/fd is one more.
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get().min(8));
+    let bound = hel_workspace::walk::SHARED_FDS + 3 * (threads + 1) + 1;
+    println!("descriptors: {base} before the walk, at most {peak} during it (bound {bound} over)");
+    assert!(
+        peak <= base + bound,
+        "{peak} descriptors open, {base} before"
+    );
+}
+
+#[test]
+fn unreadable_directories_and_files_are_not_tracked_never_left_out() {
+    const TEST: &str = "unreadable_directories_and_files_are_not_tracked_never_left_out";
+    let Ok(project) = std::env::var("HEL_TEST_PROJECT") else {
+        // The parent: a project with a directory of mode 000, one that can
+        // be listed but not entered (0o600) and a file of mode 000. Root
+        // reads them all, so the walk runs as nobody.
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        write(root, "ok.txt", b"ok");
+        write(root, "secret/file", b"mine");
+        write(root, "noexec/file", b"mine too");
+        write(root, "locked.txt", b"small");
+        fs::set_permissions(root.join("secret"), fs::Permissions::from_mode(0o000)).unwrap();
+        fs::set_permissions(root.join("noexec"), fs::Permissions::from_mode(0o600)).unwrap();
+        fs::set_permissions(root.join("locked.txt"), fs::Permissions::from_mode(0o000)).unwrap();
+        let env = [("HEL_TEST_PROJECT", root.to_str().unwrap())];
+        let euid = rustix::process::geteuid();
+        let ran = if euid.is_root() {
+            let nobody = (65534, 65534);
+            for p in [
+                root,
+                &root.join("ok.txt"),
+                &root.join("secret"),
+                &root.join("noexec"),
+            ] {
+                std::os::unix::fs::lchown(p, Some(nobody.0), Some(nobody.1)).unwrap();
+            }
+            for p in ["secret/file", "noexec/file", "locked.txt"] {
+                std::os::unix::fs::lchown(root.join(p), Some(nobody.0), Some(nobody.1)).unwrap();
+            }
+            let out = in_child(TEST, &env, Some(nobody));
+            if out.is_some() {
+                println!("ran as nobody (65534)");
+            }
+            out
+        } else {
+            in_child(TEST, &env, None)
+        };
+        if ran.is_none() {
+            eprintln!(
+                "SKIPPED {TEST}: running as root, and a child cannot drop to nobody (65534) here, \
+                 so mode 000 would not keep anything unreadable"
+            );
+        }
+        // Give the parent back what it may remove.
+        for p in ["secret", "noexec", "locked.txt"] {
+            let _ = fs::set_permissions(root.join(p), fs::Permissions::from_mode(0o700));
+        }
+        return;
+    };
+    if !is_child(TEST) {
+        return;
+    }
+    let root = Path::new(&project);
+    let mut s = Session::new(root);
+    let mut ws = Workspace::open(&s.store, Options::default()).unwrap();
+    let (snap, _) = s.snap(&mut ws);
+    let f = &snap.flat;
+    assert_eq!(kind(f, "ok.txt"), Some(EntryKind::File));
+    assert_eq!(kind(f, "secret"), Some(EntryKind::NotTrackedDir));
+    assert_eq!(kind(f, "secret/file"), None);
+    assert_eq!(kind(f, "noexec"), Some(EntryKind::NotTrackedDir));
+    assert_eq!(kind(f, "noexec/file"), None);
+    assert_eq!(kind(f, "locked.txt"), Some(EntryKind::NotTracked));
+    let mut told: Vec<(&[u8], bool)> = snap
+        .not_tracked
+        .iter()
+        .map(|(p, why)| (p.as_slice(), matches!(why, NotTracked::Unreadable(_))))
+        .collect();
+    told.sort();
+    assert_eq!(
+        told,
+        [
+            (&b"locked.txt"[..], true),
+            (&b"noexec"[..], true),
+            (&b"secret"[..], true)
+        ],
+        "{:?}",
+        snap.not_tracked
+    );
+    assert_eq!(&Flat::read(&s.store, &snap.tree).unwrap(), f);
+}
+
+#[test]
+fn a_listing_that_fails_part_way_is_a_directory_not_read_never_a_partial_one() {
+    const TEST: &str = "a_listing_that_fails_part_way_is_a_directory_not_read_never_a_partial_one";
+    if !is_child(TEST) {
+        // The second directory listed is `d` (the project's own is the
+        // first): its listing fails after its first entry.
+        in_child(TEST, &[("HEL_FAILPOINTS", "walk-readdir@2")], None);
+        // At the project directory itself the snapshot fails whole.
+        in_child(
+            "a_listing_of_the_project_that_fails_fails_the_snapshot",
+            &[("HEL_FAILPOINTS", "walk-readdir@1")],
+            None,
+        );
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    write(root, "top.txt", b"t");
+    for k in 0..5 {
+        write(root, &format!("d/f{k}"), b"x");
+    }
+    let mut s = Session::new(root);
+    let mut ws = Workspace::open(&s.store, Options::default()).unwrap();
+    let (snap, _) = s.snap(&mut ws);
+    let f = &snap.flat;
+    assert_eq!(kind(f, "top.txt"), Some(EntryKind::File));
+    assert_eq!(kind(f, "d"), Some(EntryKind::NotTrackedDir));
+    assert!(
+        !f.items.keys().any(|p| p.starts_with(b"d/")),
+        "{:?}",
+        f.items.keys().collect::<Vec<_>>()
+    );
+    assert_eq!(
+        snap.not_tracked,
+        [(
+            b"d".to_vec(),
+            NotTracked::Unreadable("failpoint walk-readdir".into())
+        )]
+    );
+    assert_eq!(&Flat::read(&s.store, &snap.tree).unwrap(), f);
+}
+
+#[test]
+fn a_listing_of_the_project_that_fails_fails_the_snapshot() {
+    if !is_child("a_listing_of_the_project_that_fails_fails_the_snapshot") {
+        return; // run by the test above, in a child
+    }
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "top.txt", b"t");
+    let s = Session::new(dir.path());
+    let mut ws = Workspace::open(&s.store, Options::default()).unwrap();
+    let e = ws.snapshot(&mut hel_workspace::Scan, None).unwrap_err();
+    assert!(e.to_string().contains("failpoint walk-readdir"), "{e}");
+}
+
+#[test]
+fn past_the_path_budget_directories_are_not_read_and_the_rest_is_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    for d in 0..10 {
+        for k in 0..10 {
+            write(root, &format!("d{d}/f{k}"), b"x");
+        }
+    }
+    let mut s = Session::new(root);
+    let mut ws = Workspace::open(&s.store, Options::default()).unwrap();
+    ws.limit_paths(45, 1 << 20);
+    let (snap, _) = s.snap(&mut ws);
+    let f = &snap.flat;
+    assert!(f.items.len() <= 45, "{}", f.items.len());
+    // The 10 directories are recorded, 3 of them listed (10 + 3 × 10).
+    let listed = (0..10)
+        .filter(|d| kind(f, &format!("d{d}")) == Some(EntryKind::Dir))
+        .count();
+    let not_read = (0..10)
+        .filter(|d| kind(f, &format!("d{d}")) == Some(EntryKind::NotTrackedDir))
+        .count();
+    assert_eq!((listed, not_read), (3, 7));
+    assert_eq!(snap.not_tracked.len(), 7);
+    assert!(snap
+        .not_tracked
+        .iter()
+        .all(|(_, why)| *why == NotTracked::PastPaths));
+    assert_whole(root, f);
+    assert_eq!(&Flat::read(&s.store, &snap.tree).unwrap(), f);
+    // A byte budget works the same way: 10 names of 2 bytes, one
+    // directory's 10 paths of 5 bytes.
+    ws.limit_paths(1000, 20 + 50);
+    s.last = None;
+    let (snap, _) = s.snap(&mut ws);
+    let listed = (0..10)
+        .filter(|d| kind(&snap.flat, &format!("d{d}")) == Some(EntryKind::Dir))
+        .count();
+    assert_eq!(listed, 1);
+    assert_whole(root, &snap.flat);
 }

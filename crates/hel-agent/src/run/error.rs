@@ -33,6 +33,10 @@ pub enum StartError {
     },
     #[error("cannot open the project directory: {0}")]
     ProjectDir(std::io::Error),
+    /// The resumed session's last snapshot of the files cannot be read
+    /// back.
+    #[error("{0} (--no-workspace resumes without snapshots of the files)")]
+    Workspace(crate::workspace::WorkspaceError),
 }
 
 /// Why `--restore-files` could not restore the files of a fork.

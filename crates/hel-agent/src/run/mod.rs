@@ -154,7 +154,7 @@ impl Run {
         if let (Some(s), Some(head)) = (session.as_mut(), head) {
             restore::restore(s, &mut agent, head, &*observer, options.relocate)?;
         }
-        let snapshots = match (&options.workspace, &session) {
+        let mut snapshots = match (&options.workspace, &session) {
             (Some(opts), Some(s)) => match Snapshots::open(&s.store, *opts) {
                 Ok(snaps) => Some(snaps),
                 Err(e) => {
@@ -164,6 +164,13 @@ impl Run {
             },
             _ => None,
         };
+        if let (Some(snaps), Some(s)) = (snapshots.as_mut(), &session) {
+            if let Some(head) = s.state.head {
+                snaps
+                    .resume_from(&s.store, &head)
+                    .map_err(StartError::Workspace)?;
+            }
+        }
         Ok(Run {
             agent,
             project,

@@ -118,18 +118,7 @@ impl Session {
             if record == Record::Start {
                 snaps.start = Some(s.tree);
             }
-            if !s.not_tracked.is_empty() && !snaps.told_partial {
-                snaps.told_partial = true;
-                warnings.push(Warning::WorkspacePartial {
-                    count: s.not_tracked.len(),
-                    first: s
-                        .not_tracked
-                        .iter()
-                        .take(5)
-                        .map(|(p, _)| String::from_utf8_lossy(p).into_owned())
-                        .collect(),
-                });
-            }
+            warnings.extend(snaps.tell(&s));
             snaps.committed(s);
         }
         agent.conversation_mut().committed(&committed);
