@@ -13,9 +13,9 @@
 //! S_j and E_j (only the agent runs then); what the user changed is what
 //! differs across the test's own edits between hel runs. An undo puts back
 //! instruction k: the newest one that changed files and is not yet undone
-//! (an undo that leaves something alone leaves its step current, so the
-//! next undo applies the same step again; an instruction that changed no
-//! files is skipped). Every path then falls in one class:
+//! (an undo that leaves a path alone because it changed since the session
+//! recorded it leaves its step current, so the next undo applies the same
+//! step again; an instruction that changed no files is skipped). Every path then falls in one class:
 //! - keep, P = N exactly (same inode too): the agent did not change it in
 //!   k or later; or hel could not know it when k started (it, or a
 //!   directory above it, was ignored or unreadable to hel: its content or
@@ -29,7 +29,7 @@
 //!   above it): then it is P = N and listed as left alone.
 //!
 //! The report must agree with the disk: exit 1 exactly when something is
-//! left alone, every path written is as S_k has it, every path removed is
+//! left alone for a reason other than that no snapshot read it, every path written is as S_k has it, every path removed is
 //! absent in S_k, every path left alone is as it was, every path that
 //! changed is reported, and text output names the instruction k.
 //!
@@ -728,8 +728,24 @@ struct Report {
     written: BTreeSet<String>,
     removed: BTreeSet<String>,
     left_alone: BTreeMap<String, String>,
+    /// Some path was left alone because it changed since the session
+    /// recorded it: the undo's step stays current.
+    refused: bool,
+    /// Some path was left alone for a reason other than that no snapshot
+    /// read it: the exit code is 1.
+    failed: bool,
     /// The instruction its text output names.
     instruction: Option<String>,
+}
+
+/// Whether a reason printed for a path left alone says no snapshot read
+/// it (never written or removed: not a failure), and whether it says the
+/// path changed since the session recorded it (what `--force` writes).
+fn reason_class(why: &str) -> (bool, bool) {
+    (
+        why.starts_with("not read by the snapshot"),
+        why.starts_with("changed since the session recorded it"),
+    )
 }
 
 fn report(out: &Run, json: bool) -> Option<Report> {
@@ -745,6 +761,9 @@ fn report(out: &Run, json: bool) -> Option<Report> {
         r.written = list("written")?;
         r.removed = list("removed")?;
         for c in v["conflicts"].as_array()? {
+            let kind = c["kind"].as_str()?;
+            r.refused |= kind == "changed";
+            r.failed |= kind != "not_read";
             r.left_alone.insert(
                 c["path"].as_str()?.to_owned(),
                 c["reason"].as_str()?.to_owned(),
@@ -753,15 +772,25 @@ fn report(out: &Run, json: bool) -> Option<Report> {
         return Some(r);
     }
     let mut summary = None;
+    // The plan's lines come first; a planned write that could not be made
+    // is listed again as left alone after them.
     for line in out.stdout.lines() {
-        if let Some(p) = line.strip_prefix("  restored  ") {
+        if let Some(p) = line.strip_prefix("  restore   ") {
             r.written.insert(p.to_owned());
-        } else if let Some(p) = line.strip_prefix("  removed   ") {
+        } else if let Some(p) = line.strip_prefix("  remove    ") {
             r.removed.insert(p.to_owned());
         } else if let Some(rest) = line.strip_prefix("  left alone  ") {
             let (p, why) = rest.split_once(": ")?;
+            let (not_read, changed) = reason_class(why);
+            r.refused |= changed;
+            r.failed |= !not_read;
+            r.written.remove(p);
+            r.removed.remove(p);
             r.left_alone.insert(p.to_owned(), why.to_owned());
         } else if let Some((_, name)) = line.split_once(": the files as they were before \"") {
+            // After the name may come "(skipped N instructions that
+            // changed no file)".
+            let name = name.split("\" (skipped ").next().unwrap_or(name);
             r.instruction = Some(name.trim_end_matches('"').to_owned());
         } else if line.contains(" restored, ") {
             summary = Some(line.to_owned());
@@ -979,7 +1008,7 @@ impl Trial<'_> {
                 format!("{what}\n  it said: {last}\n{hel_said}"),
             );
         };
-        let left_alone = self
+        let refused = self
             .check(k, force, n, p, &rep, out.code)
             .map_err(|v| Failure {
                 kind: v[0].0.to_owned(),
@@ -991,7 +1020,7 @@ impl Trial<'_> {
                         .join("\n")
                 ),
             })?;
-        if !left_alone {
+        if !refused {
             self.step = Some(self.previous(Some(k)));
         }
         Ok(())
@@ -1147,10 +1176,18 @@ impl Trial<'_> {
                 ));
             }
         }
-        if code != i32::from(!rep.left_alone.is_empty()) {
+        if code != i32::from(rep.failed) {
             bad.push((
                 "an undo's exit code disagrees with its report",
-                format!("exit {code} with {} paths left alone", rep.left_alone.len()),
+                format!(
+                    "exit {code} with {} paths left alone ({})",
+                    rep.left_alone.len(),
+                    if rep.failed {
+                        "some refused or not written"
+                    } else {
+                        "only what no snapshot read"
+                    }
+                ),
             ));
         }
         if let Some(name) = &rep.instruction {
@@ -1182,7 +1219,7 @@ impl Trial<'_> {
         let mut seen = BTreeSet::new();
         bad.retain(|(_, line)| seen.insert(line.split(':').next().unwrap_or("").to_owned()));
         if bad.is_empty() {
-            Ok(!rep.left_alone.is_empty())
+            Ok(rep.refused)
         } else {
             Err(bad)
         }

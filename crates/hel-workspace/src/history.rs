@@ -9,8 +9,9 @@
 //! the start record's tree; a start record not followed by its end is an
 //! instruction that never ended (a crash).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
+use crate::flat::Item;
 use hel_store::tree::{Entry, EntryKind, DEPTH_MAX};
 use hel_store::{Checkpoint, ObjectId, Record, Store, Workspace};
 
@@ -279,6 +280,41 @@ pub struct Changed {
     /// not-tracked file or directory, a nested repository): hel never
     /// writes or removes those.
     pub unknown: BTreeSet<Vec<u8>>,
+    /// For every path of `known` and `unknown`, what the first change
+    /// added left there (`None`: absent). [`changed_by_session`] adds the
+    /// newest change first, so this is what the session itself last made
+    /// of the path: what it must still be for a restore to touch it. (Not
+    /// the newest tree whole: a later instruction's snapshot also holds
+    /// what the user changed between instructions, which is not the
+    /// session's.)
+    pub last: BTreeMap<Vec<u8>, Option<Item>>,
+    /// Paths that changed between the session's own changes, after the
+    /// record a restore goes back to: from one record's files to the next
+    /// record's files before it (the user's edits between instructions,
+    /// another session's).
+    pub gapped: BTreeSet<Vec<u8>>,
+    /// For the paths an instruction (not a restore) changed, what the
+    /// newest such change left there. A path of `gapped` that is not now
+    /// what an instruction made of it holds the user's work, even where a
+    /// restore put it back since (an undo that brought back the user's
+    /// edit): going further back would undo that edit.
+    pub made: BTreeMap<Vec<u8>, Option<Item>>,
+}
+
+impl Changed {
+    /// Whether `path`, now `now`, holds what someone other than the
+    /// session made of it after the record a restore goes back to.
+    pub fn users(&self, path: &[u8], now: Option<&Item>) -> bool {
+        self.gapped.contains(path)
+            && match self.made.get(path) {
+                Some(made) => match (now, made) {
+                    (None, None) => false,
+                    (Some(a), Some(b)) => !a.same(b),
+                    _ => true,
+                },
+                None => true,
+            }
+    }
 }
 
 /// Whether an entry of this kind is something a snapshot did not read
@@ -357,6 +393,12 @@ pub fn tree_changes(
     out: &mut Changed,
 ) -> Result<(), HistoryError> {
     tree_diff(store, a, b, |path, x, y| {
+        out.last.entry(path.clone()).or_insert(y.map(|e| Item {
+            kind: e.kind,
+            mode: e.mode,
+            size: e.size,
+            id: e.id,
+        }));
         if x.is_some_and(|e| opaque(e.kind)) || y.is_some_and(|e| opaque(e.kind)) {
             out.unknown.insert(path);
         } else {
@@ -407,20 +449,53 @@ pub fn changed_by_session(
     let mut out = Changed::default();
     let mut at = Some(*head);
     let mut newest = true;
+    // The files just before the newer record processed last (its
+    // instruction's start, its before-restore tree, or its own files):
+    // what differs from an older record's files to them changed between
+    // the two, by someone other than the session.
+    let mut newer_before: Option<ObjectId> = None;
     for _ in 0..WALK_MAX {
         let Some(id) = at else { break };
         let cp = store.checkpoint(&id)?;
+        let record = Record::of(&cp);
+        if let (Some(w), Some(nb)) = (&cp.workspace, newer_before) {
+            if w.tree != nb {
+                let mut gap = Changed::default();
+                tree_changes(store, &w.tree, &nb, &mut gap)?;
+                out.gapped.extend(gap.known);
+                out.gapped.extend(gap.unknown);
+            }
+        }
         if id == *since && !include_since {
             return Ok(out);
         }
-        let record = Record::of(&cp);
-        match (record, &cp.workspace) {
-            (Record::Start, Some(w)) if newest => tree_changes(store, &w.tree, now, &mut out)?,
-            _ => {
-                if let Some((a, b)) = record_change(store, &cp)? {
-                    tree_changes(store, &a, &b, &mut out)?;
+        let change = match (record, &cp.workspace) {
+            (Record::Start, Some(w)) if newest => Some((w.tree, *now)),
+            _ => record_change(store, &cp)?,
+        };
+        if let Some((a, b)) = change {
+            let mut this = Changed::default();
+            tree_changes(store, &a, &b, &mut this)?;
+            for (path, item) in this.last {
+                if record != Record::Restored {
+                    out.made.entry(path.clone()).or_insert(item);
                 }
+                out.last.entry(path).or_insert(item);
             }
+            out.known.extend(this.known);
+            out.unknown.extend(this.unknown);
+        }
+        if let Some(w) = &cp.workspace {
+            newer_before = Some(match record {
+                Record::Answer | Record::Interrupted => w.start.unwrap_or(w.tree),
+                // Its parent, the before-restore record, holds the files
+                // the restore changed: no gap between the two.
+                Record::Restored => match record_change(store, &cp)? {
+                    Some((before, _)) => before,
+                    None => w.tree,
+                },
+                _ => w.tree,
+            });
         }
         if !matches!(record, Record::BeforeRestore | Record::Restored) {
             newest = false;

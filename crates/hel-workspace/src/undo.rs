@@ -247,12 +247,18 @@ fn plan(
             }
             continue;
         }
-        let (t, x) = (target.get(path), expected.get(path));
+        // What the session's own newest change left at the path; the
+        // recorded tree only for what no change of the walk gave.
+        let x = match owned.last.get(path) {
+            Some(last) => last.as_ref(),
+            None => expected.get(path),
+        };
+        let t = target.get(path);
         let now = before.flat.get(path);
         if same(now, t) {
             continue; // already as wanted
         }
-        if !same(now, x) && !go.force {
+        if (!same(now, x) || owned.users(path, now)) && !go.force {
             conflicts.push((path.clone(), Conflict::Changed));
             continue;
         }

@@ -109,6 +109,11 @@ struct Report {
 #[derive(Serialize)]
 struct ConflictRow {
     path: String,
+    /// `changed`: changed since the session recorded it (`--force` writes
+    /// it; the undo's step stays current); `not_read`: no snapshot read it
+    /// (left alone always, not a failure); `skipped`: the write could not
+    /// be made.
+    kind: &'static str,
     reason: String,
 }
 
@@ -195,6 +200,11 @@ fn report(session: &SessionId, intent: &Intent, out: &Outcome, planned: usize, j
                 .iter()
                 .map(|(p, c)| ConflictRow {
                     path: lossy(p),
+                    kind: match c {
+                        _ if c.refused() => "changed",
+                        Conflict::NotRead { .. } => "not_read",
+                        _ => "skipped",
+                    },
                     reason: c.to_string(),
                 })
                 .collect(),
