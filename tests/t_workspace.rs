@@ -1059,3 +1059,65 @@ fn sessions_delete_asks_on_a_terminal() {
     assert!(!out.contains("[y/N]"), "{out}");
     assert_ne!(p.run(None, &["sessions", "log", &b]).code, 0);
 }
+
+/// What the user changes between two instructions is theirs, whatever
+/// later undos do: the agent removes a directory, the user puts a file in
+/// its place, a later instruction changes nothing, and undoing the agent's
+/// instruction leaves the user's file (before: the directory came back
+/// over it). And an undo that brought back the user's change does not make
+/// it the session's: the agent writes f, the user chmods d, the agent
+/// chmods d back; the first undo restores the user's mode, the second
+/// undo (of the write) leaves d's mode alone.
+#[test]
+fn undo_never_reverts_what_the_user_changed_between_instructions() {
+    let p = Project::new();
+    p.write("a/ign", "w7\n");
+    let mock = Mock::start(json!([
+        {"tool_calls": [call("bash", json!({"command": "rm -rf a"}))]},
+        {"content": "removed"},
+        {"content": "nothing to do"},
+    ]));
+    let run = p.run(Some(&mock), &["--access", "auto", "-p", "remove a"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let sid = run.session();
+    p.write("a", "the user's file\n");
+    let again = p.run(Some(&mock), &["resume", &sid, "-p", "a question"]);
+    assert_eq!(again.code, 0, "{}", again.stderr);
+    let undo = p.run(None, &["undo", &sid, "--json"]);
+    assert_eq!(p.read("a"), "the user's file\n", "{}", undo.stdout);
+    let out: Value = serde_json::from_str(&undo.stdout).unwrap();
+    assert_eq!(out["conflicts"][0]["path"], "a", "{}", undo.stdout);
+    assert_eq!(out["conflicts"][0]["kind"], "changed", "{}", undo.stdout);
+    assert_eq!(undo.code, 1, "a path refused as the user's: exit 1");
+
+    let p = Project::new();
+    std::fs::create_dir(p.path().join("d")).unwrap();
+    let d = p.path().join("d");
+    let mode = |m| std::fs::set_permissions(&d, std::fs::Permissions::from_mode(m)).unwrap();
+    mode(0o755);
+    let mock = Mock::start(json!([
+        {"tool_calls": [call("write_file", json!({"path": "f.txt", "content": "v1\n"}))]},
+        {"content": "wrote"},
+        {"tool_calls": [call("bash", json!({"command": "chmod 755 d"}))]},
+        {"content": "opened d"},
+    ]));
+    let run = p.run(Some(&mock), &["--access", "auto", "-p", "write f"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let sid = run.session();
+    mode(0o700);
+    let again = p.run(
+        Some(&mock),
+        &["resume", &sid, "--access", "auto", "-p", "open d"],
+    );
+    assert_eq!(again.code, 0, "{}", again.stderr);
+    let first = p.run(None, &["undo", &sid]);
+    assert_eq!(first.code, 0, "{}\n{}", first.stdout, first.stderr);
+    let perm = || std::fs::metadata(&d).unwrap().permissions().mode() & 0o777;
+    assert_eq!(perm(), 0o700, "the first undo puts back the user's mode");
+    let second = p.run(None, &["undo", &sid, "--json"]);
+    assert_eq!(perm(), 0o700, "{}", second.stdout);
+    assert!(!p.path().join("f.txt").exists(), "{}", second.stdout);
+    let out: Value = serde_json::from_str(&second.stdout).unwrap();
+    assert_eq!(out["conflicts"][0]["path"], "d", "{}", second.stdout);
+    assert_eq!(out["conflicts"][0]["kind"], "changed", "{}", second.stdout);
+}
