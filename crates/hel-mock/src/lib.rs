@@ -62,8 +62,12 @@
 //! model: the step's content instead), a request holding an assistant
 //! message whose `content` is null or missing gets its HTTP 500
 //! validation error, tool calls come with `content: null` and the
-//! deprecated `function_call`, and a stream has explicit nulls, repeats a
-//! call's id, type and whole name in every chunk, and never has usage.
+//! deprecated `function_call`, a stream has explicit nulls and never has
+//! usage, and a streamed answer that calls tools (with `tool_choice:
+//! "auto"`) is a stream that ends with no event at all (its "Automatic
+//! streaming tool choice is not supported"); with `"stream_calls": true`
+//! the call is streamed as it streams a call `tool_choice` names: its id,
+//! type and whole name repeated in every chunk, with `function_call`.
 //! With `"context_window": N` too, a request whose tokens (as the mock
 //! counts them: body length / 4) and `max_tokens` exceed N gets its HTTP
 //! 400 `context_length_exceeded`.

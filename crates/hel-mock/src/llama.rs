@@ -12,8 +12,9 @@ pub(crate) const NAME: &str = "llama-cpp-python";
 
 /// What it answered, with HTTP 500, to a request holding an assistant
 /// message whose `content` was null (FastAPI's validation of the request,
-/// wrapped as an internal error): the body as it came, one error kept.
-const VALIDATION_ERROR: &str = r#"{"error":{"message":"7 validation errors:\n  {'type': 'string_type', 'loc': ('body', 'messages', 2, 'typed-dict', 'content'), 'msg': 'Input should be a valid string', 'input': None}\n","type":"internal_server_error","param":null,"code":null}}"#;
+/// wrapped as an internal error): the body as it came (a call id and the
+/// arguments shortened; `tools/compat/run` checks its first line).
+const VALIDATION_ERROR: &str = r#"{"error":{"message":"7 validation errors:\n  {'type': 'literal_error', 'loc': ('body', 'messages', 2, 'ChatCompletionRequestSystemMessage', 'role'), 'msg': \"Input should be 'system'\", 'input': 'assistant', 'ctx': {'expected': \"'system'\"}}\n  {'type': 'literal_error', 'loc': ('body', 'messages', 2, 'ChatCompletionRequestUserMessage', 'role'), 'msg': \"Input should be 'user'\", 'input': 'assistant', 'ctx': {'expected': \"'user'\"}}\n  {'type': 'string_type', 'loc': ('body', 'messages', 2, 'ChatCompletionRequestAssistantMessage', 'content'), 'msg': 'Input should be a valid string', 'input': None}\n  {'type': 'literal_error', 'loc': ('body', 'messages', 2, 'ChatCompletionRequestToolMessage', 'role'), 'msg': \"Input should be 'tool'\", 'input': 'assistant', 'ctx': {'expected': \"'tool'\"}}\n  {'type': 'missing', 'loc': ('body', 'messages', 2, 'ChatCompletionRequestToolMessage', 'tool_call_id'), 'msg': 'Field required', 'input': {'content': None, 'role': 'assistant', 'tool_calls': [{'function': {'arguments': '{\"pattern\": \"*.js\"}', 'name': 'glob'}, 'id': 'call__0_glob_cmpl-1', 'type': 'function'}]}}\n  {'type': 'literal_error', 'loc': ('body', 'messages', 2, 'ChatCompletionRequestFunctionMessage', 'role'), 'msg': \"Input should be 'function'\", 'input': 'assistant', 'ctx': {'expected': \"'function'\"}}\n  {'type': 'missing', 'loc': ('body', 'messages', 2, 'ChatCompletionRequestFunctionMessage', 'name'), 'msg': 'Field required', 'input': {'content': None, 'role': 'assistant', 'tool_calls': [{'function': {'arguments': '{\"pattern\": \"*.js\"}', 'name': 'glob'}, 'id': 'call__0_glob_cmpl-1', 'type': 'function'}]}}\n\n  File \"/venv/lib/python3.11/site-packages/llama_cpp/server/app.py\", line 376, in create_chat_completion\n    POST /v1/chat/completions","type":"internal_server_error","param":null,"code":null}}"#;
 
 /// Its refusal of `request` (whose body was `body_len` bytes), if it
 /// refuses it: an assistant message with a null or missing `content`, or,
@@ -78,6 +79,18 @@ pub(crate) fn message(message: &mut Value, request: &Value) {
         m.insert("content".into(), Value::Null);
         m.insert("function_call".into(), function);
     }
+}
+
+/// Whether it breaks off the stream of `message` with nothing sent: its
+/// `chatml-function-calling` handler raises "Automatic streaming tool
+/// choice is not supported" once the model chose to call a tool, after
+/// the stream's headers went out.
+pub(crate) fn breaks_stream(message: &Value, request: &Value) -> bool {
+    let calls = message
+        .get("tool_calls")
+        .and_then(Value::as_array)
+        .is_some_and(|c| !c.is_empty());
+    calls && request.get("tool_choice").is_some_and(Value::is_string)
 }
 
 /// The stream of `message` as (delta, finish reason) pairs: a text answer

@@ -42,6 +42,10 @@ pub struct Step {
     pub usage: Option<String>,
     /// Answer as this server does (`llama-cpp-python`: see the crate docs).
     pub server: Option<String>,
+    /// With `server`: stream tool calls even when `tool_choice` is
+    /// `"auto"` (the server streams them only for a `tool_choice` that
+    /// names the tool, and breaks off the stream otherwise).
+    pub stream_calls: bool,
     /// With `server`: the model's context window, in the mock's tokens
     /// (the request body's length / 4); a request whose tokens and output
     /// limit exceed it gets that server's HTTP 400.

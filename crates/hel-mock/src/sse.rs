@@ -40,6 +40,9 @@ pub(crate) fn stream(reply: &Value, step: &Step, request: &Value) -> Response<Mo
         .cloned()
         .unwrap_or_default();
     let finish = reply["choices"][0]["finish_reason"].clone();
+    if step.llama() && !step.stream_calls && crate::llama::breaks_stream(&message, request) {
+        return body::event_stream(Vec::new(), StreamEnd::End);
+    }
     let mut datas: Vec<Value> = if step.llama() {
         crate::llama::deltas(&message, piece, &finish)
             .into_iter()

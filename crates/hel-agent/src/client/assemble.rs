@@ -154,7 +154,12 @@ impl Assembler {
     }
 
     /// The assembled response body: complete only with its finish reason.
+    /// A stream that ended cleanly with nothing in it is
+    /// [`RequestError::EmptyStream`].
     pub fn finish(self) -> Result<Value, RequestError> {
+        if !self.started {
+            return Err(RequestError::EmptyStream);
+        }
         let Some(finish) = self.finish else {
             return Err(RequestError::Cut(
                 "it ended without a finish reason".to_owned(),

@@ -67,6 +67,11 @@ pub enum RequestError {
     /// A stream ended, or its connection broke, before it was complete.
     #[error("the model server's stream broke off before the answer was complete ({0})")]
     Cut(String),
+    /// A stream ended cleanly before anything of the answer: some servers
+    /// cannot stream some answers (llama-cpp-python breaks off a stream
+    /// whose model chose to call a tool). Asked again once, not streamed.
+    #[error("the model server's stream ended before any of the answer")]
+    EmptyStream,
     /// The server reported an error inside a stream.
     #[error("the model server reported an error mid-stream: {0}")]
     StreamFailed(String),
@@ -211,8 +216,10 @@ impl ModelClient {
 
     /// Send `body` (as made by [`ModelClient::prepare`]); retry 429, 5xx
     /// and connection failures up to 3 times with backoff (0.5 s, 1 s,
-    /// 2 s), telling `on_retry` before each wait. `on_delta` hears what
-    /// arrives of the response before it is complete.
+    /// 2 s), telling `on_retry` before each wait. A stream that ends
+    /// before any of the answer is asked again at once, not streamed (the
+    /// record keeps the body first sent). `on_delta` hears what arrives of
+    /// the response before it is complete.
     pub async fn send(
         &self,
         body: &Value,
@@ -220,8 +227,17 @@ impl ModelClient {
         on_delta: &mut dyn FnMut(Delta<'_>),
     ) -> Result<Reply, RequestError> {
         let mut attempt = 0;
+        let mut body = std::borrow::Cow::Borrowed(body);
         loop {
-            match self.send_once(body, on_delta).await {
+            match self.send_once(&body, on_delta).await {
+                Err(e @ RequestError::EmptyStream) if body.get("stream").is_some() => {
+                    on_retry(&e, Duration::ZERO);
+                    let plain = body.to_mut();
+                    if let Some(fields) = plain.as_object_mut() {
+                        fields.remove("stream");
+                        fields.remove("stream_options");
+                    }
+                }
                 Err(e) if attempt < RETRIES && retryable(&e) => {
                     let wait = Duration::from_millis(500 << attempt);
                     on_retry(&e, wait);
@@ -239,8 +255,9 @@ impl ModelClient {
         on_delta: &mut dyn FnMut(Delta<'_>),
     ) -> Result<Reply, RequestError> {
         let deadline = tokio::time::Instant::now() + self.timeout();
+        let stream = body.get("stream") == Some(&Value::Bool(true));
         let mut req = self.http.post(&self.url).json(body);
-        if !self.stream {
+        if !stream {
             req = req.timeout(self.timeout());
         }
         if let Some(key) = &self.key {
@@ -256,7 +273,7 @@ impl ModelClient {
             let bytes = self.read_body(resp, ERROR_BODY_BYTES, false).await?;
             return Err(status_error(status, &bytes));
         }
-        if self.stream && stream::is_event_stream(&resp) {
+        if stream && stream::is_event_stream(&resp) {
             let gap = stream::Gap {
                 every: self.timeout(),
                 secs: self.timeout_secs,
