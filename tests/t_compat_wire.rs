@@ -538,6 +538,19 @@ fn a_small_window_lowers_the_output_limit_instead_of_failing() {
         notes[0]
     );
     assert_eq!(record(&rec)["compaction_requests"], 0);
+    // An answer cut at the lowered limit names the limit it was cut at.
+    let mock = Mock::start(json!([{"content": "cut", "finish_reason": "length"}]));
+    let run = p.run(Some(&mock), &["--context-window", "8192", "-p", "x"]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    let sent = mock.requests()[0]["max_tokens"].as_u64().unwrap();
+    assert!(
+        sent < 8192
+            && run
+                .stderr
+                .contains(&format!("cut at the output limit ({sent} tokens")),
+        "{}",
+        run.stderr
+    );
 }
 
 /// `hel config` says when the output limit is more than the window can

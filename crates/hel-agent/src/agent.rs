@@ -43,6 +43,8 @@ pub(crate) struct Model {
     window: u64,
     /// A request's output limit was lowered to fit the window (said once).
     lowered: bool,
+    /// The output limit the last request asked for.
+    limit: u64,
 }
 
 impl Model {
@@ -149,6 +151,7 @@ impl Model {
                 limit,
             });
         }
+        self.limit = limit;
         limit
     }
 }
@@ -257,6 +260,7 @@ impl Agent {
                 started: false,
                 window: parts.window,
                 lowered: false,
+                limit: 0,
             },
             toolset: parts.toolset,
             tools: parts.tools,
@@ -445,7 +449,7 @@ impl Agent {
                 self.meter
                     .observe(sent, reply.prompt_tokens, !reply.usage_reported);
                 if reply.finish_reason.as_deref() == Some("length") {
-                    return Err(Incomplete::OutputLimit(self.model.config.max_output_tokens));
+                    return Err(Incomplete::OutputLimit(self.model.limit));
                 }
                 Ok(reply)
             });
