@@ -6,6 +6,7 @@ mod common;
 
 mod t_bounds;
 mod t_compaction;
+mod t_compat_wire;
 mod t_config;
 mod t_core;
 mod t_durability;

@@ -179,3 +179,33 @@ fn history_survives_a_restart_and_confirm_asks_at_the_prompt() {
     s.exp_eof().unwrap();
     exited_with(&s, 0);
 }
+
+/// The line of token use marks hel's estimates: a server that reported no
+/// usage (issue 20) gets `~` on each figure, one that did gets none.
+#[test]
+fn the_token_line_marks_estimated_figures() {
+    let p = Project::new();
+    let mock = Mock::start(json!([
+        {"content": "Counted."},
+        {"content": "Guessed.", "usage": "none"},
+    ]));
+    let mut s = spawn(&p, &mock, &[]);
+    expect(&mut s, PROMPT_END);
+    type_in(&mut s, "one\r");
+    expect(&mut s, "Counted.");
+    let line = expect(&mut s, PROMPT_END);
+    assert!(
+        line.contains(" tokens in, ") && !line.contains('~'),
+        "{line:?}"
+    );
+    type_in(&mut s, "two\r");
+    expect(&mut s, "Guessed.");
+    let line = expect(&mut s, PROMPT_END);
+    assert!(
+        line.contains("hel: ~") && line.contains(&bytes(" out · context ~")),
+        "{line:?}"
+    );
+    type_in(&mut s, "/exit\r");
+    s.exp_eof().unwrap();
+    exited_with(&s, 0);
+}

@@ -14,16 +14,19 @@ use crate::config::RequestConfig;
 use crate::conversation::Conversation;
 use crate::event::{Event, Observer};
 use crate::interrupt::Interrupts;
-use crate::meter::Meter;
+use crate::meter::{estimate_body, estimate_chars, Meter};
 use crate::outcome::{Incomplete, Outcome};
 use crate::record::{Exchange, Purpose, Recorder};
 use crate::tools::{self, ToolCtx, Toolset};
 
-/// Tokens the API reported over one instruction.
+/// Tokens over one instruction: the API's figures, or hel's estimate for a
+/// response that carried no usage.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Usage {
     pub input_tokens: u64,
     pub output_tokens: u64,
+    /// Some of the figures are hel's estimate (chars/4).
+    pub estimated: bool,
 }
 
 /// What sends requests to the model: the config, the client, the record,
@@ -40,6 +43,12 @@ pub(crate) struct Model {
     /// What a load of the session builds at most: a reply over it is
     /// refused on receipt.
     limits: Limits,
+    /// The model's context window, in tokens.
+    window: u64,
+    /// A request's output limit was lowered to fit the window (said once).
+    lowered: bool,
+    /// The output limit the last request asked for.
+    limit: u64,
 }
 
 impl Model {
@@ -54,10 +63,17 @@ impl Model {
         meter: &Meter,
         seen: u64,
     ) -> Result<Reply, Option<RequestError>> {
-        let mut body = self.config.body(messages, tools);
-        self.client.prepare(&mut body);
-        let estimate = meter.estimate(messages);
+        let defs: &[Value] = if tools { &self.config.tools } else { &[] };
+        let estimate = meter.estimate(messages, defs);
         let observed = meter.is_observed();
+        let fit = match purpose {
+            Purpose::Turn => estimate,
+            // Not the conversation's request: the Meter knows nothing of it.
+            Purpose::Compaction => Meter::default().estimate(messages, defs),
+        };
+        let max_output = self.output_limit(fit);
+        let mut body = self.config.body(messages, tools, max_output);
+        self.client.prepare(&mut body);
         let observer = Rc::clone(&self.observer);
         let live = purpose == Purpose::Turn;
         let mut on_retry = |e: &RequestError, wait| {
@@ -85,9 +101,19 @@ impl Model {
             _ = self.interrupts.after(seen) => None,
         };
         self.started = started.get();
-        let Some(result) = result else {
+        let Some(mut result) = result else {
             return Err(None);
         };
+        if let Ok(r) = result.as_mut() {
+            if !r.usage_reported {
+                // No usage (or a 0): the figures are hel's, of what went on
+                // the wire and what came back.
+                r.prompt_tokens = estimate_body(&body);
+                r.completion_tokens = estimate_chars(std::slice::from_ref(&r.message));
+                self.usage.estimated = true;
+            }
+        }
+        let estimated = result.as_ref().is_ok_and(|r| !r.usage_reported);
         // A reply joins the conversation (a summary replaces part of it):
         // one that a load of the session would refuse is refused here, as
         // an over-limit response is, so no reply can make a session that
@@ -110,7 +136,7 @@ impl Model {
             ),
             Err(e) => (json!({"error": e.to_string()}), 0, 0, None),
         };
-        // The server's figures: absurd ones saturate, never overflow.
+        // The server's figures may be absurd: they saturate, never overflow.
         self.usage.input_tokens = self.usage.input_tokens.saturating_add(input);
         self.usage.output_tokens = self.usage.output_tokens.saturating_add(output);
         if let Some(rec) = self.recorder.as_mut() {
@@ -120,12 +146,30 @@ impl Model {
                 response: &response,
                 input_tokens: input,
                 output_tokens: output,
+                estimated,
                 estimate,
                 observed,
                 actual_model: model.as_deref(),
             });
         }
         result.map_err(Some)
+    }
+
+    /// The output limit of a request whose prompt is estimated at
+    /// `estimate` tokens: the configured one, or what the window has left
+    /// when that is less (said once a run).
+    fn output_limit(&mut self, estimate: u64) -> u64 {
+        let configured = self.config.max_output_tokens;
+        let limit = compact::output_limit(self.window, estimate, configured);
+        if limit < configured && !std::mem::replace(&mut self.lowered, true) {
+            self.observer.event(Event::OutputLowered {
+                configured,
+                window: self.window,
+                limit,
+            });
+        }
+        self.limit = limit;
+        limit
     }
 }
 
@@ -203,6 +247,8 @@ pub struct Parts {
     /// The limits of the store the session is saved in (what a load of it
     /// builds at most).
     pub limits: Limits,
+    /// The model's context window, in tokens.
+    pub window: u64,
 }
 
 /// One conversation with the model and the tools.
@@ -233,6 +279,9 @@ impl Agent {
                 observer: parts.observer,
                 started: false,
                 limits: parts.limits,
+                window: parts.window,
+                lowered: false,
+                limit: 0,
             },
             toolset: parts.toolset,
             tools: parts.tools,
@@ -289,6 +338,12 @@ impl Agent {
     /// tokens verbatim (see [`compact::now`]). Returns whether it changed.
     pub async fn compact_now(&mut self, keep_recent: u64) -> Result<bool, Incomplete> {
         let seen = self.model.interrupts.count();
+        self.summarize_old(keep_recent, seen).await
+    }
+
+    /// [`Agent::compact_now`] within an instruction that began after the
+    /// first `seen` interrupts.
+    async fn summarize_old(&mut self, keep_recent: u64, seen: u64) -> Result<bool, Incomplete> {
         let observer = Rc::clone(&self.model.observer);
         let mut summarizer = ModelSummarizer {
             model: &mut self.model,
@@ -318,6 +373,7 @@ impl Agent {
             }
             Err(why) => {
                 self.conversation.abandon_instruction();
+                self.meter.truncated(self.conversation.len());
                 Outcome::Incomplete(why)
             }
         }
@@ -332,7 +388,16 @@ impl Agent {
             }
             turns += 1;
             self.compact(seen).await?;
-            let reply = self.send_turn(seen).await?;
+            let reply = match self.send_turn(seen).await {
+                // The estimate was wrong: compact once and send again.
+                Err(Incomplete::Request(e)) if e.context_too_long() => {
+                    if !self.compact_to_retry(seen).await? {
+                        return Err(Incomplete::Request(e));
+                    }
+                    self.send_turn(seen).await?
+                }
+                other => other?,
+            };
             let calls = tool_calls(&reply.message);
             let answer = match reply.message.get("content") {
                 Some(Value::String(s)) => s.clone(),
@@ -354,6 +419,11 @@ impl Agent {
         };
         let observer = Rc::clone(&self.model.observer);
         let max_output = self.model.config.max_output_tokens;
+        let tools = if self.toolset.is_empty() {
+            Vec::new()
+        } else {
+            self.model.config.tools.clone()
+        };
         let mut summarizer = ModelSummarizer {
             model: &mut self.model,
             seen,
@@ -362,12 +432,23 @@ impl Agent {
             &mut self.conversation,
             &mut self.meter,
             &policy,
+            &tools,
             max_output,
             &mut summarizer,
             &*observer,
         )
         .await
         .map_err(Incomplete::from)
+    }
+
+    /// Compact now because the server refused the conversation as too long
+    /// for its context. Returns whether the conversation changed (no
+    /// compaction policy, or nothing old enough to summarize: it did not).
+    async fn compact_to_retry(&mut self, seen: u64) -> Result<bool, Incomplete> {
+        match self.policy {
+            Some(policy) => self.summarize_old(policy.keep_recent, seen).await,
+            None => Ok(false),
+        }
     }
 
     /// Send the conversation; a reply cut at the output limit is an end.
@@ -386,9 +467,10 @@ impl Agent {
             .await
             .map_err(|e| e.map_or(Incomplete::Interrupted, Incomplete::Request))
             .and_then(|reply| {
-                self.meter.observe(sent, reply.prompt_tokens);
+                self.meter
+                    .observe(sent, reply.prompt_tokens, !reply.usage_reported);
                 if reply.finish_reason.as_deref() == Some("length") {
-                    return Err(Incomplete::OutputLimit(self.model.config.max_output_tokens));
+                    return Err(Incomplete::OutputLimit(self.model.limit));
                 }
                 Ok(reply)
             });

@@ -24,12 +24,33 @@ pub struct Policy {
     pub window: u64,
 }
 
+/// The room for an answer that the budget plans for: the output limit O,
+/// but at most a quarter of the window W (O' = min(O, W/4)). A request
+/// whose conversation leaves less than O' of the window is an overflow; a
+/// request with less room than O asks for what fits ([`output_limit`]).
+pub fn planned_output(window: u64, output: u64) -> u64 {
+    output.min(window / 4)
+}
+
+/// The output limit of one request whose prompt is estimated at
+/// `estimate` tokens: `output`, lowered to what the window has left after
+/// the estimate and an eighth of it to spare (the estimate is chars/4 for
+/// what the server has not counted; a server refuses a request whose
+/// prompt and limit exceed its window), at least 1.
+pub fn output_limit(window: u64, estimate: u64, output: u64) -> u64 {
+    let needed = estimate.saturating_add(estimate / 8);
+    output.min(window.saturating_sub(needed)).max(1)
+}
+
 impl Policy {
-    /// Defaults from window W and output limit O:
-    /// at = min(0.8·W, W − O − min(65,536, 0.25·W)), keep_recent = 0.16·(W − O).
+    /// Defaults from window W and output limit O, with O' = min(O, W/4)
+    /// ([`planned_output`]): at = min(0.8·W, W − O' − min(65,536, 0.25·W)),
+    /// keep_recent = 0.16·(W − O'). Where W ≥ 4·O, O' is O; a smaller
+    /// window would otherwise leave no room at all (at ≤ 0: every request
+    /// compacted, then refused).
     pub fn defaults(window: u64, output: u64) -> Policy {
         let w = window as f64;
-        let room = window.saturating_sub(output);
+        let room = window.saturating_sub(planned_output(window, output));
         let reserve = (65_536f64).min(0.25 * w) as u64;
         let at = ((0.8 * w) as u64).min(room.saturating_sub(reserve));
         Policy {
@@ -44,9 +65,11 @@ impl Policy {
 #[derive(Debug)]
 pub enum Stop {
     Interrupted,
-    /// The conversation does not fit the window even after compaction.
+    /// The conversation does not fit the window with `room` tokens for
+    /// the answer, even after compaction.
     Overflow {
         estimate: u64,
+        room: u64,
         window: u64,
     },
 }
@@ -132,34 +155,38 @@ pub trait Summarizer {
     ) -> impl std::future::Future<Output = Result<String, SummaryError>>;
 }
 
-/// Before a request: trim, then compact, if the estimate is over the
-/// threshold; then refuse a conversation that still does not fit the
-/// window with the output limit.
+/// Before a request sending the conversation and the tool definitions
+/// `tools`: trim, then compact, if the estimate is over the threshold (a
+/// conversation under it is never touched); then refuse a conversation
+/// that still leaves less than [`planned_output`] of the window.
 pub async fn before_request(
     conversation: &mut Conversation,
     meter: &mut Meter,
     policy: &Policy,
+    tools: &[Value],
     max_output_tokens: u64,
     summarizer: &mut impl Summarizer,
     observer: &dyn Observer,
 ) -> Result<(), Stop> {
-    if meter.estimate(conversation.messages()) > policy.at {
+    if meter.estimate(conversation.messages(), tools) > policy.at {
         let tail = tail_start(conversation.messages(), policy.keep_recent);
         if !trim_tool_results(conversation, tail).is_empty() {
             observer.event(Event::Trimmed { under: policy.at });
             meter.reset();
         }
     }
-    if meter.estimate(conversation.messages()) > policy.at {
+    if meter.estimate(conversation.messages(), tools) > policy.at {
         let t = tail_start(conversation.messages(), policy.keep_recent);
         if t > 1 {
             summarize(conversation, meter, t, summarizer, observer).await?;
         }
     }
-    let estimate = meter.estimate(conversation.messages());
-    if estimate.saturating_add(max_output_tokens) > policy.window {
+    let estimate = meter.estimate(conversation.messages(), tools);
+    let room = planned_output(policy.window, max_output_tokens);
+    if estimate.saturating_add(room) > policy.window {
         return Err(Stop::Overflow {
             estimate,
+            room,
             window: policy.window,
         });
     }
@@ -181,19 +208,19 @@ pub async fn now(
     if t <= 1 {
         return Ok(false);
     }
-    let before = conversation.len();
-    summarize(conversation, meter, t, summarizer, observer).await?;
-    Ok(conversation.len() != before)
+    summarize(conversation, meter, t, summarizer, observer).await
 }
 
-/// Replace `messages[1..t]` by a summary, unless the summary is not smaller.
+/// Replace `messages[1..t]` by a summary, unless the summary is not
+/// smaller. Returns whether it did (a span of one message is replaced by
+/// one message: the length does not say).
 async fn summarize(
     conversation: &mut Conversation,
     meter: &mut Meter,
     t: usize,
     summarizer: &mut impl Summarizer,
     observer: &dyn Observer,
-) -> Result<(), Stop> {
+) -> Result<bool, Stop> {
     let transcript: Vec<String> = conversation.messages()[1..t]
         .iter()
         .map(|m| serde_json::to_string(m).unwrap_or_default())
@@ -209,18 +236,18 @@ async fn summarize(
         Err(SummaryError::Interrupted) => return Err(Stop::Interrupted),
         Err(SummaryError::Failed(e)) => {
             observer.warn(Warning::CompactionFailed(e));
-            return Ok(());
+            return Ok(false);
         }
     };
     let message = json!({"role": "user", "content": format!("<compacted-summary>\n{summary}\n</compacted-summary>")});
     let new_chars = serde_json::to_string(&message).map_or(0, |s| s.chars().count());
     if summary.is_empty() || new_chars >= span_chars {
         observer.event(Event::CompactionSkipped);
-        return Ok(());
+        return Ok(false);
     }
     conversation.summarize(1, t, message);
     meter.reset();
-    Ok(())
+    Ok(true)
 }
 
 #[cfg(test)]
@@ -240,6 +267,26 @@ mod tests {
         let p = Policy::defaults(128_000, 8_192);
         assert_eq!(p.at, 128_000 - 8_192 - 32_000);
         assert_eq!(p.keep_recent, (0.16 * 119_808f64) as u64);
+        // A window of 4·O or less plans for a quarter of it: never at 0.
+        let p = Policy::defaults(8_192, 8_192);
+        assert_eq!(planned_output(8_192, 8_192), 2_048);
+        assert_eq!(p.at, 8_192 - 2_048 - 2_048);
+        assert_eq!(p.keep_recent, (0.16 * 6_144f64) as u64);
+        assert_eq!(Policy::defaults(32_768, 8_192).at, 32_768 - 8_192 - 8_192);
+        for w in [1, 100, 4_000, 8_192, 16_384, 40_000] {
+            for o in [1, 100, 8_192, 100_000] {
+                let p = Policy::defaults(w, o);
+                assert!(p.at > 0 || w < 4, "{w} {o}: {p:?}");
+                assert!(p.at + planned_output(w, o) <= w, "{w} {o}: {p:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_output_limit_is_lowered_to_what_fits() {
+        assert_eq!(output_limit(128_000, 1_000, 8_192), 8_192);
+        assert_eq!(output_limit(8_192, 188, 8_192), 8_192 - 188 - 23);
+        assert_eq!(output_limit(8_192, 9_000, 8_192), 1);
     }
 
     fn m(role: &str, n: usize) -> Value {

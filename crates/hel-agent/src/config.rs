@@ -130,8 +130,10 @@ pub fn resolve(args: &ProviderChoice) -> Result<Endpoint, ConfigError> {
 }
 
 impl RequestConfig {
-    /// The one place a request body is built.
-    pub fn body(&self, messages: &[Value], tools: bool) -> Value {
+    /// The one place a request body is built: `messages`, the tool
+    /// definitions when `tools`, and `max_output` as the output limit (the
+    /// configured one, or less where the window has no room for it).
+    pub fn body(&self, messages: &[Value], tools: bool, max_output: u64) -> Value {
         let mut body = json!({
             "model": self.model,
             "messages": messages,
@@ -141,7 +143,7 @@ impl RequestConfig {
                 body[k] = v.clone();
             }
         }
-        body[&self.output_limit_field] = json!(self.max_output_tokens);
+        body[&self.output_limit_field] = json!(max_output);
         if tools && !self.tools.is_empty() {
             body["tools"] = Value::Array(self.tools.clone());
         }

@@ -73,6 +73,15 @@ pub enum Event {
     /// The summary was not smaller than what it would have replaced; the
     /// conversation stays as it was.
     CompactionSkipped,
+    /// The output limit (`configured`, `--max-output-tokens`) does not fit
+    /// the context window (`window`, `--context-window`) with the
+    /// conversation: requests ask for what fits (`limit` for this one).
+    /// Said once a run.
+    OutputLowered {
+        configured: u64,
+        window: u64,
+        limit: u64,
+    },
     /// A completed answer was saved as checkpoint `id`.
     CheckpointSaved { id: ObjectId },
     /// A resumed session saved in project directory `from` continues in

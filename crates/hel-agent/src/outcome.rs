@@ -41,8 +41,12 @@ pub enum Incomplete {
     Request(RequestError),
     #[error("interrupted")]
     Interrupted,
-    #[error("the conversation (about {estimate} tokens) does not fit the context window of {window} tokens even after compaction; start a new session or raise --context-window")]
-    Overflow { estimate: u64, window: u64 },
+    #[error("the conversation (about {estimate} tokens) does not fit the context window of {window} tokens with {room} tokens left for the answer, even after compaction; start a new session or raise --context-window")]
+    Overflow {
+        estimate: u64,
+        room: u64,
+        window: u64,
+    },
 }
 
 impl Incomplete {
@@ -64,7 +68,15 @@ impl From<Stop> for Incomplete {
     fn from(s: Stop) -> Incomplete {
         match s {
             Stop::Interrupted => Incomplete::Interrupted,
-            Stop::Overflow { estimate, window } => Incomplete::Overflow { estimate, window },
+            Stop::Overflow {
+                estimate,
+                room,
+                window,
+            } => Incomplete::Overflow {
+                estimate,
+                room,
+                window,
+            },
         }
     }
 }

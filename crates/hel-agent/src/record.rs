@@ -2,7 +2,8 @@
 //! `DIR/raw/requests.jsonl` holds every API request and response body.
 //!
 //! record.json fields (all counts are integers; tokens are as the API
-//! reported them, never estimated, except `meter.estimate`):
+//! reported them, except `meter.estimate` and the figures of a response
+//! that carried no usage, which are hel's chars/4 estimate and say so):
 //! - `model` {`requested`: the model hel asked for, `actual`: the model the
 //!   last response named (null before any response)}
 //! - `session_id`: the session this process worked on.
@@ -11,14 +12,17 @@
 //!   reason the first incomplete one ended: `max_turns`,
 //!   `max_output_tokens`, `timeout`, `error`, `interrupted`, `context_overflow`.
 //! - `instructions`: one entry per instruction {`termination`, `error`?}.
-//! - `usage` {`input_tokens`, `output_tokens`}: sums of `prompt_tokens` and
-//!   `completion_tokens` over all responses, compaction requests included.
+//! - `usage` {`input_tokens`, `output_tokens`, `estimated`}: sums of
+//!   `prompt_tokens` and `completion_tokens` over all responses, compaction
+//!   requests included; `estimated`: some of them are estimates.
 //! - `model_calls`: requests with purpose `turn`; `compaction_requests`:
 //!   those with purpose `compaction`.
 //! - `requests`: one per model request {`purpose`, `input_tokens`,
-//!   `output_tokens`, `meter` {`observed`: whether the estimate rested on a
-//!   real observation, `estimate`: the Meter's estimate before sending, in
-//!   tokens (derived)}}.
+//!   `output_tokens`, `estimated`: the response carried no usage, so the
+//!   two figures are chars/4 of the request as sent and of the answer,
+//!   `meter` {`observed`: whether the estimate rested on an observation
+//!   (the server's count or, for a server that reports none, an estimate),
+//!   `estimate`: the Meter's estimate before sending, in tokens (derived)}}.
 //! - `meter_restored`: the Meter came back from a checkpoint at resume.
 //! - `tool_calls`: one per call {`name`, `args` (parsed, or the raw string
 //!   when not JSON), `ok`: false only when the tool could not do its job,
@@ -62,6 +66,8 @@ pub struct Exchange<'a> {
     pub response: &'a Value,
     pub input_tokens: u64,
     pub output_tokens: u64,
+    /// The response carried no usage: the two figures are hel's estimate.
+    pub estimated: bool,
     /// The Meter's estimate before sending.
     pub estimate: u64,
     /// Whether the estimate rested on an observation.
@@ -104,6 +110,7 @@ struct InstructionEntry {
 
 #[derive(Serialize)]
 struct RequestEntry {
+    estimated: bool,
     input_tokens: u64,
     meter: MeterEntry,
     output_tokens: u64,
@@ -126,6 +133,7 @@ struct ToolCallEntry {
 
 #[derive(Serialize)]
 struct Tokens {
+    estimated: bool,
     input_tokens: u64,
     output_tokens: u64,
 }
@@ -172,6 +180,7 @@ impl Recorder {
                 termination: Termination::Completed.name(),
                 tool_calls: Vec::new(),
                 usage: Tokens {
+                    estimated: false,
                     input_tokens: 0,
                     output_tokens: 0,
                 },
@@ -206,10 +215,12 @@ impl Recorder {
         // The server's figures: absurd ones saturate, never overflow.
         r.usage.input_tokens = r.usage.input_tokens.saturating_add(x.input_tokens);
         r.usage.output_tokens = r.usage.output_tokens.saturating_add(x.output_tokens);
+        r.usage.estimated |= x.estimated;
         if let Some(m) = x.actual_model {
             r.model.actual = Some(m.to_owned());
         }
         r.requests.push(RequestEntry {
+            estimated: x.estimated,
             input_tokens: x.input_tokens,
             meter: MeterEntry {
                 estimate: x.estimate,

@@ -52,6 +52,25 @@
 //! - `"stall_after": K`: after K events, only a keep-alive comment every
 //!   100 ms, forever.
 //! - `"no_stream": true`: one JSON body anyway (a server without streaming).
+//! - `"usage": "final"`: the usage rides on the chunk with the finish
+//!   reason, asked for or not; `"usage": "none"`: no usage anywhere,
+//!   streamed or not (servers that ignore `stream_options.include_usage`).
+//!
+//! `"server": "llama-cpp-python"` on a step answers as that server (0.3.36,
+//! `chatml-function-calling`) does, as hel met it: a request with tools
+//! but no `tool_choice` gets no tool calls (its tools never reach the
+//! model: the step's content instead), a request holding an assistant
+//! message whose `content` is null or missing gets its HTTP 500
+//! validation error, tool calls come with `content: null` and the
+//! deprecated `function_call`, a stream has explicit nulls and never has
+//! usage, and a streamed answer that calls tools (with `tool_choice:
+//! "auto"`) is a stream that ends with no event at all (its "Automatic
+//! streaming tool choice is not supported"); with `"stream_calls": true`
+//! the call is streamed as it streams a call `tool_choice` names: its id,
+//! type and whole name repeated in every chunk, with `function_call`.
+//! With `"context_window": N` too, a request whose tokens (as the mock
+//! counts them: body length / 4) and `max_tokens` exceed N gets its HTTP
+//! 400 `context_length_exceeded`.
 //!
 //! In tool-call arguments, `{{spill}}` and `{{cursor}}` stand for the newest
 //! spill path and read_file cursor in the messages of the request, as a
@@ -67,6 +86,7 @@
 //! `completion_tokens` the answer's length / 4 + 1, so they grow with size.
 
 mod body;
+mod llama;
 mod reply;
 mod script;
 mod sse;

@@ -22,6 +22,11 @@ pub(crate) fn answer(step: &Step, request: &Value, body_len: usize, n: u64) -> R
     if let Some(raw) = &step.raw {
         return body::json(StatusCode::OK, raw.clone());
     }
+    if step.llama() {
+        if let Some(refused) = crate::llama::refusal(request, body_len, step.context_window) {
+            return refused;
+        }
+    }
     let stream = sse::wanted(request) && !step.no_stream;
     if step.endless {
         return if stream {
@@ -40,7 +45,10 @@ pub(crate) fn answer(step: &Step, request: &Value, body_len: usize, n: u64) -> R
     if let Some(n) = step.declared_length {
         return body::declared(n);
     }
-    let message = message(step, request, n);
+    let mut message = message(step, request, n);
+    if step.llama() {
+        crate::llama::message(&mut message, request);
+    }
     let content_len = serde_json::to_string(&message).map_or(0, |s| s.len());
     let finish = step.finish_reason.clone().unwrap_or_else(|| {
         json!(if message.get("tool_calls").is_some() {
@@ -49,7 +57,7 @@ pub(crate) fn answer(step: &Step, request: &Value, body_len: usize, n: u64) -> R
             "stop"
         })
     });
-    let reply = json!({
+    let mut reply = json!({
         "id": format!("mock-{n}"),
         "object": "chat.completion",
         "model": request.get("model").cloned().unwrap_or(json!("mock")),
@@ -62,6 +70,9 @@ pub(crate) fn answer(step: &Step, request: &Value, body_len: usize, n: u64) -> R
     });
     if stream {
         return sse::stream(&reply, step, request);
+    }
+    if step.no_usage() {
+        reply.as_object_mut().map(|r| r.remove("usage"));
     }
     body::json(StatusCode::OK, reply.to_string())
 }

@@ -36,6 +36,32 @@ pub struct Step {
     pub stall_after: Option<usize>,
     /// Answer a request for a stream with one JSON body anyway.
     pub no_stream: bool,
+    /// Where the usage goes: `none` (nowhere, streamed or not), `final`
+    /// (in the stream's chunk with the finish reason, asked for or not);
+    /// else a chunk of its own when the request asks for it.
+    pub usage: Option<String>,
+    /// Answer as this server does (`llama-cpp-python`: see the crate docs).
+    pub server: Option<String>,
+    /// With `server`: stream tool calls even when `tool_choice` is
+    /// `"auto"` (the server streams them only for a `tool_choice` that
+    /// names the tool, and breaks off the stream otherwise).
+    pub stream_calls: bool,
+    /// With `server`: the model's context window, in the mock's tokens
+    /// (the request body's length / 4); a request whose tokens and output
+    /// limit exceed it gets that server's HTTP 400.
+    pub context_window: Option<u64>,
+}
+
+impl Step {
+    /// The step answers as llama-cpp-python does.
+    pub(crate) fn llama(&self) -> bool {
+        self.server.as_deref() == Some(crate::llama::NAME)
+    }
+
+    /// The step's answer carries no usage at all.
+    pub(crate) fn no_usage(&self) -> bool {
+        self.usage.as_deref() == Some("none")
+    }
 }
 
 /// A scripted tool call.

@@ -39,15 +39,34 @@ pub(crate) fn stream(reply: &Value, step: &Step, request: &Value) -> Response<Mo
         .pointer("/choices/0/message")
         .cloned()
         .unwrap_or_default();
-    let mut datas: Vec<Value> = deltas(&message, piece, step.interleave)
-        .into_iter()
-        .map(|d| chunk(d, Value::Null))
-        .collect();
-    datas.push(chunk(
-        json!({}),
-        reply["choices"][0]["finish_reason"].clone(),
-    ));
-    if usage_wanted(request) {
+    let finish = reply["choices"][0]["finish_reason"].clone();
+    if step.llama() && !step.stream_calls && crate::llama::breaks_stream(&message, request) {
+        return body::event_stream(Vec::new(), StreamEnd::End);
+    }
+    let mut datas: Vec<Value> = if step.llama() {
+        crate::llama::deltas(&message, piece, &finish)
+            .into_iter()
+            .map(|(d, f)| chunk(d, f))
+            .collect()
+    } else {
+        let mut datas: Vec<Value> = deltas(&message, piece, step.interleave)
+            .into_iter()
+            .map(|d| chunk(d, Value::Null))
+            .collect();
+        datas.push(chunk(json!({}), finish));
+        datas
+    };
+    let usage = match step.usage.as_deref() {
+        _ if step.llama() => "none",
+        Some(u @ ("none" | "final")) => u,
+        _ => "chunk",
+    };
+    if usage == "final" {
+        if let Some(last) = datas.last_mut() {
+            last["usage"] = reply["usage"].clone();
+        }
+    }
+    if usage == "chunk" && usage_wanted(request) {
         datas.push(json!({
             "id": reply["id"],
             "object": "chat.completion.chunk",

@@ -68,6 +68,13 @@ impl Observer for Stderr {
             Event::CompactionSkipped => line(
                 "hel: the compaction summary is not smaller than what it would replace; keeping the conversation as is",
             ),
+            Event::OutputLowered {
+                configured,
+                window,
+                limit,
+            } => line(&format!(
+                "hel: note: the output limit of {configured} tokens (--max-output-tokens) does not fit the context window of {window} tokens (--context-window) with the conversation; each request asks for what fits ({limit} tokens now)"
+            )),
             Event::CheckpointSaved { .. } => {}
             Event::Relocated {
                 from,

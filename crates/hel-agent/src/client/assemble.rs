@@ -6,7 +6,9 @@
 //! `function.arguments`), except `role`, `type` and a call's `id`, which
 //! are set; `null` adds nothing; any other value is set. Tool calls are
 //! assembled by their `index` (pieces of several calls may interleave) and
-//! listed in index order.
+//! listed in index order. A call's `function.name` piece equal to the name
+//! assembled so far is dropped: some servers (llama-cpp-python) repeat the
+//! whole name in every chunk, with the next piece of the arguments.
 
 use std::collections::BTreeMap;
 
@@ -129,7 +131,12 @@ impl Assembler {
                         }
                         if let Value::Object(acc_f) = slot {
                             for (fk, fv) in f {
-                                merge(acc_f, fk, fv, false);
+                                let repeated = fk == "name"
+                                    && fv.as_str().is_some_and(|n| !n.is_empty())
+                                    && acc_f.get("name") == Some(fv);
+                                if !repeated {
+                                    merge(acc_f, fk, fv, false);
+                                }
                             }
                         }
                     }
@@ -147,7 +154,12 @@ impl Assembler {
     }
 
     /// The assembled response body: complete only with its finish reason.
+    /// A stream that ended cleanly with nothing in it is
+    /// [`RequestError::EmptyStream`].
     pub fn finish(self) -> Result<Value, RequestError> {
+        if !self.started {
+            return Err(RequestError::EmptyStream);
+        }
         let Some(finish) = self.finish else {
             return Err(RequestError::Cut(
                 "it ended without a finish reason".to_owned(),
@@ -257,6 +269,42 @@ mod tests {
         let reply = super::super::parse_reply_value(body).unwrap();
         assert_eq!(reply.prompt_tokens, 7);
         assert_eq!(reply.finish_reason.as_deref(), Some("tool_calls"));
+    }
+
+    /// llama-cpp-python's stream of a tool call: every chunk repeats the
+    /// name (and the deprecated `function_call`), with nulls for the rest.
+    #[test]
+    fn a_name_repeated_in_every_chunk_is_taken_once() {
+        let piece = |args: &str| {
+            delta(json!({"role": null, "content": null,
+                "function_call": {"name": "glob", "arguments": args},
+                "tool_calls": [{"index": 0, "id": "call__0_glob_x", "type": "function",
+                    "function": {"name": "glob", "arguments": args}}]}))
+        };
+        let chunks = [
+            delta(
+                json!({"role": "assistant", "content": null, "function_call": null, "tool_calls": null}),
+            ),
+            piece("{\"pattern\""),
+            piece(": \"*.js\"}"),
+            json!({"choices": [{"index": 0, "delta": {"role": null, "content": null, "function_call": null, "tool_calls": null}, "finish_reason": "tool_calls"}]}),
+        ];
+        let (body, _) = assemble(&chunks);
+        let body = body.unwrap();
+        let call = &body["choices"][0]["message"]["tool_calls"][0];
+        assert_eq!(call["function"]["name"], "glob");
+        assert_eq!(call["function"]["arguments"], "{\"pattern\": \"*.js\"}");
+        assert_eq!(call["id"], "call__0_glob_x");
+        // A name that does arrive in pieces still concatenates.
+        let (body, _) = assemble(&[
+            delta(json!({"tool_calls": [{"index": 0, "id": "a", "function": {"name": "gr"}}]})),
+            delta(json!({"tool_calls": [{"index": 0, "function": {"name": "ep"}}]})),
+            json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}),
+        ]);
+        assert_eq!(
+            body.unwrap()["choices"][0]["message"]["tool_calls"][0]["function"]["name"],
+            "grep"
+        );
     }
 
     #[test]

@@ -1,5 +1,13 @@
 //! The model client: `POST {base}/chat/completions`, with retries for 429,
-//! 5xx and connection errors (never once a response has begun).
+//! 5xx and connection errors (never once a response has begun). A 4xx,
+//! or a 500 whose body is a validation error of the request, is the
+//! request's fault and is not retried ([`StatusKind`]).
+//!
+//! What goes on the wire is what every compatible server understands
+//! ([`ModelClient::prepare`]): `tool_choice: "auto"` with the tools (some
+//! servers take a missing one as "none"), an assistant message that calls
+//! tools has a string `content` and no deprecated `function_call`. The
+//! conversation keeps the messages exactly as the server returned them.
 //!
 //! Streamed (the default): the request asks for `stream: true` with
 //! `stream_options.include_usage`, and the server-sent events are
@@ -40,8 +48,13 @@ const ERROR_BODY_BYTES: u64 = 64 << 10;
 pub enum RequestError {
     #[error("the model request timed out after {0}s (raise --request-timeout)")]
     Timeout(u64),
+    /// `body`: the first line of the server's message.
     #[error("the model server answered HTTP {status}: {body}")]
-    Status { status: u16, body: String },
+    Status {
+        status: u16,
+        body: String,
+        kind: StatusKind,
+    },
     #[error("cannot reach the model server at {url}: {reason}")]
     Connect { url: String, reason: String },
     #[error("the model server sent a malformed response: {0}")]
@@ -54,6 +67,11 @@ pub enum RequestError {
     /// A stream ended, or its connection broke, before it was complete.
     #[error("the model server's stream broke off before the answer was complete ({0})")]
     Cut(String),
+    /// A stream ended cleanly before anything of the answer: some servers
+    /// cannot stream some answers (llama-cpp-python breaks off a stream
+    /// whose model chose to call a tool). Asked again once, not streamed.
+    #[error("the model server's stream ended before any of the answer")]
+    EmptyStream,
     /// The server reported an error inside a stream.
     #[error("the model server reported an error mid-stream: {0}")]
     StreamFailed(String),
@@ -61,6 +79,31 @@ pub enum RequestError {
     /// (objects-spec §4.1): it is not kept.
     #[error("the model's reply is refused: with it the session would hold {0}, over what hel loads back (see README, \"Limits\")")]
     OverLimit(hel_store::OverLimit),
+}
+
+/// What an HTTP error status says about the request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StatusKind {
+    /// 429 or 5xx: the server's trouble, tried again.
+    Transient,
+    /// The server refused this request (a 4xx, or a 500 whose body is a
+    /// validation error): sending it again changes nothing.
+    Refused,
+    /// A 4xx saying the request does not fit the model's context.
+    ContextTooLong,
+}
+
+impl RequestError {
+    /// The server said the request does not fit the model's context.
+    pub fn context_too_long(&self) -> bool {
+        matches!(
+            self,
+            RequestError::Status {
+                kind: StatusKind::ContextTooLong,
+                ..
+            }
+        )
+    }
 }
 
 /// What arrives of a response before it is complete.
@@ -99,8 +142,12 @@ pub struct Reply {
     /// `choices[0].message`, exactly as sent.
     pub message: Value,
     pub finish_reason: Option<String>,
+    /// The usage the server reported (0 when it reported none).
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
+    /// The response carried a plausible usage: `prompt_tokens` above 0.
+    /// Some servers send none in a stream, whatever the request asks.
+    pub usage_reported: bool,
     /// The model the server says answered.
     pub model: Option<String>,
 }
@@ -144,20 +191,39 @@ impl ModelClient {
         Duration::from_secs(self.timeout_secs.max(1))
     }
 
-    /// Make `body` (a chat-completions request) the one this client sends:
-    /// when streaming, it asks for a stream and for the usage at its end
-    /// (so the Meter still sees real `prompt_tokens`).
+    /// Make `body` (a chat-completions request, as
+    /// [`RequestConfig::body`](crate::config::RequestConfig::body) built
+    /// it) the one this client sends: when streaming, it asks for a stream
+    /// and for the usage at its end (servers that ignore that are
+    /// estimated: [`Reply::usage_reported`]); with tools, `tool_choice:
+    /// "auto"`; and its messages in the form every compatible server
+    /// accepts ([`wire_message`]).
     pub fn prepare(&self, body: &mut Value) {
-        if let (true, Some(fields)) = (self.stream, body.as_object_mut()) {
+        let Some(fields) = body.as_object_mut() else {
+            return;
+        };
+        if self.stream {
             fields.insert("stream".into(), json!(true));
             fields.insert("stream_options".into(), json!({"include_usage": true}));
+        }
+        let tools = fields
+            .get("tools")
+            .and_then(Value::as_array)
+            .is_some_and(|t| !t.is_empty());
+        if tools && !fields.contains_key("tool_choice") {
+            fields.insert("tool_choice".into(), json!("auto"));
+        }
+        if let Some(Value::Array(messages)) = fields.get_mut("messages") {
+            messages.iter_mut().for_each(wire_message);
         }
     }
 
     /// Send `body` (as made by [`ModelClient::prepare`]); retry 429, 5xx
     /// and connection failures up to 3 times with backoff (0.5 s, 1 s,
-    /// 2 s), telling `on_retry` before each wait. `on_delta` hears what
-    /// arrives of the response before it is complete.
+    /// 2 s), telling `on_retry` before each wait. A stream that ends
+    /// before any of the answer is asked again at once, not streamed (the
+    /// record keeps the body first sent). `on_delta` hears what arrives of
+    /// the response before it is complete.
     pub async fn send(
         &self,
         body: &Value,
@@ -165,8 +231,17 @@ impl ModelClient {
         on_delta: &mut dyn FnMut(Delta<'_>),
     ) -> Result<Reply, RequestError> {
         let mut attempt = 0;
+        let mut body = std::borrow::Cow::Borrowed(body);
         loop {
-            match self.send_once(body, on_delta).await {
+            match self.send_once(&body, on_delta).await {
+                Err(e @ RequestError::EmptyStream) if body.get("stream").is_some() => {
+                    on_retry(&e, Duration::ZERO);
+                    let plain = body.to_mut();
+                    if let Some(fields) = plain.as_object_mut() {
+                        fields.remove("stream");
+                        fields.remove("stream_options");
+                    }
+                }
                 Err(e) if attempt < RETRIES && retryable(&e) => {
                     let wait = Duration::from_millis(500 << attempt);
                     on_retry(&e, wait);
@@ -184,8 +259,9 @@ impl ModelClient {
         on_delta: &mut dyn FnMut(Delta<'_>),
     ) -> Result<Reply, RequestError> {
         let deadline = tokio::time::Instant::now() + self.timeout();
+        let stream = body.get("stream") == Some(&Value::Bool(true));
         let mut req = self.http.post(&self.url).json(body);
-        if !self.stream {
+        if !stream {
             req = req.timeout(self.timeout());
         }
         if let Some(key) = &self.key {
@@ -197,20 +273,11 @@ impl ModelClient {
             .map_err(|e| self.transport(e))?;
         let status = resp.status().as_u16();
         if !(200..300).contains(&status) {
-            // Only the start of an error body is shown; the rest is not read.
+            // Only the start of an error body is read.
             let bytes = self.read_body(resp, ERROR_BODY_BYTES, false).await?;
-            let text = String::from_utf8_lossy(&bytes);
-            let mut body: String = text.chars().take(300).collect();
-            if let Ok(v) = serde_json::from_slice::<Value>(&bytes) {
-                if let Some(m) = v.pointer("/error/message").and_then(Value::as_str) {
-                    body = m.chars().take(300).collect();
-                }
-            }
-            // Server text reaches the terminal in notes: escaped once here.
-            let body = crate::terminal::escape_line(&body).into_owned();
-            return Err(RequestError::Status { status, body });
+            return Err(status_error(status, &bytes));
         }
-        if self.stream && stream::is_event_stream(&resp) {
+        if stream && stream::is_event_stream(&resp) {
             let gap = stream::Gap {
                 every: self.timeout(),
                 secs: self.timeout_secs,
@@ -281,10 +348,131 @@ fn root_cause(e: &reqwest::Error) -> String {
 
 fn retryable(e: &RequestError) -> bool {
     match e {
-        RequestError::Status { status, .. } => *status == 429 || *status >= 500,
+        RequestError::Status { kind, .. } => *kind == StatusKind::Transient,
         RequestError::Connect { .. } => true,
         _ => false,
     }
+}
+
+/// `message` on the wire: an assistant message that calls tools gets `""`
+/// for a null or missing `content` (servers that validate messages refuse
+/// a null) and loses the deprecated `function_call` (a server's echo of
+/// the first call, which `tool_calls` already says).
+fn wire_message(message: &mut Value) {
+    let Some(m) = message.as_object_mut() else {
+        return;
+    };
+    let calls = m
+        .get("tool_calls")
+        .and_then(Value::as_array)
+        .is_some_and(|c| !c.is_empty());
+    if m.get("role").and_then(Value::as_str) != Some("assistant") || !calls {
+        return;
+    }
+    if m.get("content").is_none_or(Value::is_null) {
+        m.insert("content".into(), json!(""));
+    }
+    m.remove("function_call");
+}
+
+/// Phrases of the errors servers give for a request longer than the
+/// model's context (OpenAI's `context_length_exceeded`, llama.cpp's
+/// `exceed_context_size_error`, vLLM's and others' wording), lowercase.
+const CONTEXT_TOO_LONG: [&str; 7] = [
+    "context_length_exceeded",
+    "exceed_context_size",
+    "maximum context length",
+    "context length",
+    "context window",
+    "prompt is too long",
+    "too many tokens",
+];
+
+/// The error for an HTTP `status` whose body starts with `bytes`: the
+/// first line of the server's message (escaped: it reaches the terminal),
+/// and whether trying again could help.
+fn status_error(status: u16, bytes: &[u8]) -> RequestError {
+    let json = serde_json::from_slice::<Value>(bytes).ok();
+    let text = json
+        .as_ref()
+        .and_then(error_message)
+        .unwrap_or_else(|| String::from_utf8_lossy(bytes).into_owned());
+    let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
+    let mut first = lines.next().unwrap_or("").to_owned();
+    // "7 validation errors:" says nothing without the line it introduces.
+    if first.ends_with(':') {
+        if let Some(next) = lines.next() {
+            first = format!("{first} {next}");
+        }
+    }
+    let body: String = first.chars().take(300).collect();
+    let body = crate::terminal::escape_line(&body).into_owned();
+    let lower = String::from_utf8_lossy(bytes).to_lowercase();
+    let kind = match status {
+        429 => StatusKind::Transient,
+        400..=499 if CONTEXT_TOO_LONG.iter().any(|p| lower.contains(p)) => {
+            StatusKind::ContextTooLong
+        }
+        400..=499 => StatusKind::Refused,
+        500 if json.as_ref().is_some_and(validation_error) => StatusKind::Refused,
+        _ => StatusKind::Transient,
+    };
+    RequestError::Status { status, body, kind }
+}
+
+/// The message of an error body: OpenAI's `error.message` (or an `error`
+/// string), or the first entry of a validation `detail` list as
+/// `where: what`.
+fn error_message(v: &Value) -> Option<String> {
+    if let Some(m) = v.pointer("/error/message").and_then(Value::as_str) {
+        return Some(m.to_owned());
+    }
+    if let Some(m) = v.get("error").and_then(Value::as_str) {
+        return Some(m.to_owned());
+    }
+    match v.get("detail") {
+        Some(Value::String(m)) => Some(m.clone()),
+        Some(Value::Array(list)) => {
+            let first = list.first()?;
+            let at: Vec<String> = first
+                .get("loc")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .map(|p| p.as_str().map_or_else(|| p.to_string(), str::to_owned))
+                .collect();
+            let msg = first
+                .get("msg")
+                .and_then(Value::as_str)
+                .unwrap_or("invalid");
+            let more = match list.len() {
+                1 => String::new(),
+                n => format!(" (and {} more)", n - 1),
+            };
+            Some(format!("{}: {msg}{more}", at.join(".")))
+        }
+        _ => None,
+    }
+}
+
+/// Whether an error body says the request itself is invalid: a validation
+/// `detail` list (FastAPI), an `invalid_request_error`, or a pydantic
+/// "N validation error(s)" message (llama-cpp-python answers that with a
+/// 500).
+fn validation_error(v: &Value) -> bool {
+    if v.get("detail").is_some_and(Value::is_array) {
+        return true;
+    }
+    let field = |k: &str| v.pointer(&format!("/error/{k}")).and_then(Value::as_str);
+    if field("type") == Some("invalid_request_error")
+        || field("code") == Some("invalid_request_error")
+    {
+        return true;
+    }
+    let message = field("message").unwrap_or("");
+    let words: Vec<&str> = message.split_whitespace().take(3).collect();
+    matches!(words.as_slice(), [n, "validation", e, ..]
+        if n.parse::<u64>().is_ok() && e.trim_end_matches(':').starts_with("error"))
 }
 
 /// Parse a chat-completions response body.
@@ -351,7 +539,11 @@ fn parse_reply_value(body: Value) -> Result<Reply, RequestError> {
             .and_then(Value::as_u64)
             .unwrap_or(0)
     };
+    // A 0 for a request that sent messages is no count: some servers put
+    // zeros where they have no usage.
+    let usage_reported = usage("prompt_tokens") > 0;
     Ok(Reply {
+        usage_reported,
         finish_reason: choice
             .get("finish_reason")
             .and_then(Value::as_str)
@@ -404,6 +596,90 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(!e.contains('\u{1b}') && !e.contains('\u{202e}'), "{e}");
+    }
+
+    #[test]
+    fn statuses_say_whether_to_try_again() {
+        let kind = |status, body: &str| match status_error(status, body.as_bytes()) {
+            RequestError::Status { kind, body, .. } => (kind, body),
+            e => panic!("{e}"),
+        };
+        use StatusKind::*;
+        assert_eq!(kind(429, "slow down").0, Transient);
+        assert_eq!(
+            kind(503, "<html>busy</html>"),
+            (Transient, "<html>busy</html>".into())
+        );
+        assert_eq!(
+            kind(500, r#"{"error":{"message":"boom\nat line 2"}}"#),
+            (Transient, "boom".into())
+        );
+        assert_eq!(
+            kind(404, r#"{"error":{"message":"no such model"}}"#).0,
+            Refused
+        );
+        // A 500 that is the server's validation of the request.
+        let pydantic = r#"{"error":{"message":"2 validation errors:\n  {'loc': ('body', 'messages')}\n  {'x': 1}","type":"internal_server_error"}}"#;
+        assert_eq!(
+            kind(500, pydantic),
+            (
+                Refused,
+                "2 validation errors: {'loc': ('body', 'messages')}".into()
+            )
+        );
+        assert_eq!(
+            kind(
+                500,
+                r#"{"error":{"message":"bad","type":"invalid_request_error"}}"#
+            )
+            .0,
+            Refused
+        );
+        assert_eq!(
+            kind(
+                500,
+                r#"{"detail":[{"loc":["body","messages",2,"content"],"msg":"Input should be a valid string"}]}"#
+            ),
+            (
+                Refused,
+                "body.messages.2.content: Input should be a valid string".into()
+            )
+        );
+        // Too long for the context, however each server words it.
+        for body in [
+            r#"{"error":{"message":"This model's maximum context length is 8192 tokens. However, you requested 10950 tokens","code":"context_length_exceeded"}}"#,
+            r#"{"error":{"code":400,"message":"the request exceeds the available context size","type":"exceed_context_size_error"}}"#,
+            "prompt is too long: 210000 tokens > 200000 maximum",
+        ] {
+            assert_eq!(kind(400, body).0, ContextTooLong, "{body}");
+        }
+        // Server text is escaped for the terminal.
+        assert!(!kind(400, "\u{1b}[2Jx").1.contains('\u{1b}'));
+    }
+
+    #[test]
+    fn assistant_tool_calls_go_out_with_string_content_and_no_function_call() {
+        let call = json!([{"id": "a", "type": "function", "function": {"name": "glob", "arguments": "{}"}}]);
+        let mut m = json!({"role": "assistant", "content": null, "function_call": {"name": "glob:", "arguments": "}"}, "tool_calls": call});
+        wire_message(&mut m);
+        assert_eq!(
+            m,
+            json!({"role": "assistant", "content": "", "tool_calls": call})
+        );
+        let mut m = json!({"role": "assistant", "tool_calls": call});
+        wire_message(&mut m);
+        assert_eq!(m["content"], "");
+        // Anything else goes as it is.
+        for m in [
+            json!({"role": "assistant", "content": "x", "tool_calls": call}),
+            json!({"role": "assistant", "content": null}),
+            json!({"role": "assistant", "content": null, "function_call": {"name": "f"}, "tool_calls": []}),
+            json!({"role": "user", "content": null, "tool_calls": call}),
+        ] {
+            let mut sent = m.clone();
+            wire_message(&mut sent);
+            assert_eq!(sent, m);
+        }
     }
 
     #[test]

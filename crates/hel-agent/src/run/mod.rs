@@ -67,6 +67,8 @@ pub struct Status {
     pub head: Option<hel_store::ObjectId>,
     /// Estimated tokens of the next request's conversation.
     pub context_tokens: u64,
+    /// The estimate rests on no count of the server's (hel's chars/4).
+    pub context_estimated: bool,
     /// The model's context window.
     pub window: u64,
     /// Tokens the API reported over the last instruction.
@@ -149,6 +151,7 @@ impl Run {
             interrupts: host.interrupts,
             observer: Rc::clone(&observer),
             limits: store.limits(),
+            window,
         };
         let mut agent = Agent::new(parts, system.message);
         if let (Some(s), Some(head)) = (session.as_mut(), head) {
@@ -243,7 +246,11 @@ impl Run {
         Status {
             session: self.session.as_ref().map(|s| s.id().clone()),
             head: self.session.as_ref().and_then(|s| s.state.head),
-            context_tokens: self.agent.meter().estimate(conversation),
+            context_tokens: self
+                .agent
+                .meter()
+                .estimate(conversation, &self.agent.config().tools),
+            context_estimated: self.agent.meter().is_estimated(),
             window: self.window,
             usage: self.agent.usage(),
             model: self.agent.config().model.clone(),

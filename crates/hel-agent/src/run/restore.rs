@@ -68,7 +68,9 @@ pub(super) fn restore(
         }
     }
     let meter: Meter = serde_json::from_value(cp.meter.clone()).unwrap_or_default();
-    let keep = !system_changed && same_signature && meter.is_observed();
+    // A figure of 0 for a request of messages (a server that sent no usage,
+    // saved before hel estimated) would be believed: it is dropped.
+    let keep = !system_changed && same_signature && meter.plausible();
     agent.set_meter(if keep { meter } else { Meter::default() });
     if let Some(rec) = agent.recorder() {
         rec.set_meter_restored(keep);

@@ -190,6 +190,22 @@ fn percent(status: &Status) -> u64 {
     (status.context_tokens * 100 + status.window / 2) / status.window.max(1)
 }
 
+/// The line of token use after an answer; `~` marks the figures that are
+/// hel's estimate (the server reported no usage, or the Meter rests on no
+/// count of the server's).
+fn usage_line(status: &Status) -> String {
+    let usage = if status.usage.estimated { "~" } else { "" };
+    let context = if status.context_estimated { "~" } else { "" };
+    format!(
+        "hel: {usage}{} tokens in, {usage}{} out · context {context}{} of {} ({}%)",
+        tokens(status.usage.input_tokens),
+        tokens(status.usage.output_tokens),
+        tokens(status.context_tokens),
+        tokens(status.window),
+        percent(status)
+    )
+}
+
 /// A token count for people: 950, 12.3k, 1.2M.
 fn tokens(n: u64) -> String {
     match n {
@@ -222,15 +238,7 @@ impl Prompt {
         match outcome {
             Outcome::Completed(answer) => {
                 self.live.answer(&answer);
-                let status = self.run.status();
-                note!(
-                    "hel: {} tokens in, {} out · context {} of {} ({}%)",
-                    tokens(status.usage.input_tokens),
-                    tokens(status.usage.output_tokens),
-                    tokens(status.context_tokens),
-                    tokens(status.window),
-                    percent(&status)
-                );
+                note!("{}", usage_line(&self.run.status()));
                 Next::Continue
             }
             Outcome::Incomplete(why) => {
@@ -390,11 +398,27 @@ mod tests {
             session: "4da5b0e0-1111-4222-8333-444455556666".parse().ok(),
             head: None,
             context_tokens: 15_360,
+            context_estimated: false,
             window: 128_000,
-            usage: Default::default(),
+            usage: hel_agent::agent::Usage {
+                input_tokens: 15_000,
+                output_tokens: 300,
+                estimated: false,
+            },
             model: "m".into(),
         };
         assert_eq!(prompt_text(&status), "hel 4da5b0e0 · 12% › ");
+        assert_eq!(
+            usage_line(&status),
+            "hel: 15.0k tokens in, 300 out · context 15.4k of 128.0k (12%)"
+        );
+        // A server that reported no usage: every figure is an estimate.
+        status.usage.estimated = true;
+        status.context_estimated = true;
+        assert_eq!(
+            usage_line(&status),
+            "hel: ~15.0k tokens in, ~300 out · context ~15.4k of 128.0k (12%)"
+        );
         status.session = None;
         status.context_tokens = 0;
         assert_eq!(prompt_text(&status), "hel unsaved · 0% › ");
