@@ -222,7 +222,9 @@ fn stray_kind(kind: EntryKind) -> &'static str {
 }
 
 /// The heads of a store as gc and fsck read them: the roots, and errors
-/// for everything where heads are kept that is not a readable head.
+/// for everything where heads are kept that is not a readable head, and
+/// for every journal this hel may not write (a fault, or records of a
+/// newer hel, which may name objects this hel cannot see).
 pub(crate) fn roots(
     layout: &Layout,
     on_error: &mut dyn FnMut(Error) -> Result<()>,
@@ -242,8 +244,14 @@ pub(crate) fn roots(
     let mut out = Vec::new();
     for session in listing.sessions {
         match heads::read(layout, &session) {
-            Ok(Some(head)) => out.push((session, head.id)),
-            Ok(None) => {}
+            Ok(head) => {
+                if let Err(e) = heads::writable(layout, &session) {
+                    on_error(e)?;
+                }
+                if let Some(head) = head {
+                    out.push((session, head.id));
+                }
+            }
             Err(e) => on_error(e)?,
         }
     }
@@ -505,6 +513,16 @@ impl Store {
                     continue;
                 };
                 if live_sessions.contains(&id) {
+                    continue;
+                }
+                // Only a journal read whole that holds no commit record and
+                // nothing of a newer hel: never one this hel cannot read.
+                let idle = layout.odb().journal(layout, &id)?.is_some_and(|v| {
+                    v.read()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .never_committed()
+                });
+                if !idle {
                     continue;
                 }
                 let Ok(lease) = SessionLease::try_take(lock.layout, &id) else {

@@ -291,7 +291,10 @@ impl Store {
         let layout = self.layout()?.ok_or_else(no_such)?;
         let lock = Exclusive::take(layout)?;
         match heads::read(layout, session)? {
-            Some(head) => Ok((SessionLease::acquire(lock.layout, session, true)?, head.id)),
+            Some(head) => {
+                heads::writable(layout, session)?;
+                Ok((SessionLease::acquire(lock.layout, session, true)?, head.id))
+            }
             None if lock::is_busy(layout, session)? => Err(Error::InUse {
                 session: session.to_string(),
                 holder: None,
