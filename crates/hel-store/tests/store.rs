@@ -1913,3 +1913,117 @@ fn an_abandoned_commit_leaves_no_records_after_the_next() {
     assert_eq!(fresh.head(&sid).unwrap(), c.id);
     assert!(fresh.fsck().unwrap().is_sound());
 }
+
+// ------------------------------------------------ repack replaces, once
+
+/// Bytes of every file under `.hel/packs` (sealed packs, indexes, journals).
+fn packs_disk(dir: &Path) -> u64 {
+    let mut total = 0;
+    let mut stack = vec![root(dir).join("packs")];
+    while let Some(d) = stack.pop() {
+        for e in fs::read_dir(&d).unwrap() {
+            let e = e.unwrap();
+            let m = e.metadata().unwrap();
+            if m.is_dir() {
+                stack.push(e.path());
+            } else {
+                total += m.len();
+            }
+        }
+    }
+    total
+}
+
+fn sealed_packs(dir: &Path) -> usize {
+    fs::read_dir(root(dir).join("packs"))
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .ends_with(".pack")
+        })
+        .count()
+}
+
+#[test]
+fn repeated_repacks_and_gcs_never_grow_the_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    // Two sealed packs: twice, a session forked and then deleted (what the
+    // fork needs of its journal goes to a sealed pack).
+    let mut forks = Vec::new();
+    for tag in ["p", "q"] {
+        let lease = store.new_session().unwrap();
+        let mut msgs = conversation(tag, 8);
+        msgs.push(msg("user", noise(tag, 30_000)));
+        let head = commit_new(&store, &lease, &mut SessionState::default(), &msgs).id;
+        let sid = lease.session().clone();
+        drop(lease);
+        let (fork, first, _) = store.fork(&head).unwrap();
+        drop(fork);
+        store.delete(&sid, false).unwrap();
+        forks.push((first, msgs));
+    }
+    assert_eq!(sealed_packs(dir.path()), 2);
+    let check = |what: &str| {
+        let fresh = Store::open(dir.path()).unwrap();
+        for (first, msgs) in &forks {
+            assert_eq!(&fresh.load(first).unwrap().messages, msgs, "{what}");
+        }
+        let fsck = fresh.fsck().unwrap();
+        assert!(
+            fsck.is_sound() && fsck.unreachable == Some(0),
+            "{what}: {fsck:?}"
+        );
+        assert_eq!(sealed_packs(dir.path()), 1, "{what}");
+    };
+    let two = packs_disk(dir.path());
+    store.gc(false).unwrap();
+    let merged = packs_disk(dir.path());
+    check("the first gc");
+    for k in 0..4 {
+        store.gc(false).unwrap();
+        assert!(packs_disk(dir.path()) <= merged, "gc {}", k + 2);
+        check("a later gc");
+    }
+    let mut sizes = Vec::new();
+    for k in 0..5 {
+        Store::open(dir.path()).unwrap().repack().unwrap();
+        let now = packs_disk(dir.path());
+        sizes.push(now);
+        assert!(
+            now <= merged,
+            "repack {}: {now} bytes, {merged} after the first gc",
+            k + 1
+        );
+        check("a repack");
+    }
+    // A second sealed pack holding the same objects (as a pull or a copy
+    // may leave): one gc leaves one pack, and later ones change nothing.
+    let packs = root(dir.path()).join("packs");
+    let stem = fs::read_dir(&packs)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .find_map(|n| n.strip_suffix(".pack").map(str::to_owned))
+        .unwrap();
+    let copy = format!("pack-{}", "0".repeat(32));
+    for ext in ["idx", "pack"] {
+        fs::copy(
+            packs.join(format!("{stem}.{ext}")),
+            packs.join(format!("{copy}.{ext}")),
+        )
+        .unwrap();
+    }
+    assert_eq!(sealed_packs(dir.path()), 2);
+    let mut gcs = Vec::new();
+    for k in 0..5 {
+        Store::open(dir.path()).unwrap().gc(false).unwrap();
+        let now = packs_disk(dir.path());
+        gcs.push(now);
+        assert!(now <= merged, "gc {} after the copy: {now} bytes", k + 1);
+        check("a gc after the copy");
+    }
+    eprintln!("packs/: {two} bytes with two sealed packs, {merged} after the first gc, after each of 5 repacks: {sizes:?}, after each of 5 gcs with a second copy of the pack: {gcs:?}");
+}
