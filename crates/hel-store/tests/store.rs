@@ -1611,6 +1611,19 @@ fn one_flipped_bit_anywhere_before_the_end_is_a_fault_never_a_shorter_session() 
             }
         }
     }
+    // What is intact before the fault still reads; the session can be
+    // deleted, and its journal goes with it.
+    let mut bad = good.clone();
+    bad[c2.at + 60] ^= 0x10;
+    fs::write(&journal, &bad).unwrap();
+    remove_sidecar(&journal);
+    let store = Store::open(dir.path()).unwrap();
+    assert_eq!(store.load(&heads[0]).unwrap().messages.len(), 4);
+    let kept = dir.path().join("kept.journal");
+    fs::copy(&journal, &kept).unwrap();
+    store.delete(&sid, false).unwrap();
+    assert!(!journal.exists() && store.sessions().unwrap().is_empty());
+    fs::rename(&kept, &journal).unwrap();
     // Whole again, it is the session it was.
     fs::write(&journal, &good).unwrap();
     let store = Store::open(dir.path()).unwrap();
