@@ -1039,3 +1039,113 @@ fn a_tree_bomb_is_refused_by_every_reader_naming_the_tree() {
     let run = h.run(None, &["sessions", "show", &h.session]);
     assert!(run.stdout.contains("first answer"), "{}", run.stdout);
 }
+
+// One flipped bit, a newer hel's record: a journal is never cut short
+// (h/journal).
+
+#[test]
+fn one_flipped_bit_or_a_newer_record_never_shortens_a_session() {
+    let h = Hostile::new();
+    for answer in ["second answer", "third answer"] {
+        let mock = Mock::start(json!([{ "content": answer }]));
+        let run = h.run(Some(&mock), &["resume", &h.session, "-p", "more"]);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+    }
+    let run = h.run(None, &["sessions", "rename", &h.session, "keeper"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let journal = h
+        .root()
+        .join("packs/journals")
+        .join(format!("{}.journal", h.session));
+    let jidx = journal.with_extension("jidx");
+    let names = h.root().join("names");
+    let good = std::fs::read(&journal).unwrap();
+    // One bit of the first record's stored bytes, and no sidecar (it is
+    // never synced: a crash can lose it).
+    let mut bad = good.clone();
+    bad[16 + 56 + 3] ^= 0x08;
+    std::fs::write(&journal, &bad).unwrap();
+    std::fs::remove_file(&jidx).unwrap();
+    let path = journal.display().to_string();
+    let names_fault = |text: &str| text.contains(&path) && text.contains("offset 16");
+    // Listed, as broken, with the fault.
+    let run = h.run(None, &["sessions"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let row = run
+        .stdout
+        .lines()
+        .find(|l| l.starts_with(&h.session))
+        .unwrap_or_else(|| panic!("the session is not listed:\n{}", run.stdout));
+    assert!(row.contains("keeper") && row.contains("broken"), "{row}");
+    assert!(names_fault(&run.stderr), "{}", run.stderr);
+    // fsck names the file and the offset.
+    let run = h.run(None, &["fsck"]);
+    assert_eq!(run.code, 1, "{}", run.stdout);
+    assert!(
+        run.stdout
+            .lines()
+            .any(|l| l.starts_with("fault: ") && names_fault(l)),
+        "{}",
+        run.stdout
+    );
+    // gc keeps the journal and the name.
+    let run = h.run(None, &["gc"]);
+    assert_refused(&run, "offset 16");
+    assert!(
+        std::fs::read(&journal).unwrap() == bad,
+        "gc changed the journal"
+    );
+    assert!(std::fs::read_to_string(&names).unwrap().contains("keeper"));
+    // A resume refuses before asking the model, naming the file, the
+    // offset and fsck; the journal is not cut.
+    let mock = Mock::start(json!([{ "content": "never asked" }]));
+    let run = h.run(Some(&mock), &["resume", "keeper", "-p", "more"]);
+    assert_refused(&run, "offset 16");
+    assert!(
+        names_fault(&run.stderr) && run.stderr.contains("hel fsck"),
+        "{}",
+        run.stderr
+    );
+    assert!(mock.requests().is_empty());
+    assert!(
+        std::fs::read(&journal).unwrap() == bad,
+        "resume changed the journal"
+    );
+    // Whole again: the three checkpoints are all there.
+    std::fs::write(&journal, &good).unwrap();
+    let run = h.run(None, &["sessions", "show", "keeper"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(run.stdout.contains("third answer"), "{}", run.stdout);
+    let run = h.run(None, &["fsck"]);
+    assert_eq!(run.code, 0, "{}", run.stdout);
+    // A record of a type this hel does not know, after the first commit
+    // record: read past, never cut; the session is not continued.
+    let first_commit = {
+        let mut at = 16;
+        loop {
+            let len = 56 + u64::from_le_bytes(good[at + 40..at + 48].try_into().unwrap()) as usize;
+            if good[at + 4] == 2 {
+                break at + len;
+            }
+            at += len;
+        }
+    };
+    let newer = testing::record(7, &ObjectId::from_bytes([1; 32]), b"from a newer hel");
+    let with_newer = [&good[..first_commit], &newer, &good[first_commit..]].concat();
+    std::fs::write(&journal, &with_newer).unwrap();
+    let _ = std::fs::remove_file(&jidx);
+    let run = h.run(None, &["sessions", "show", "keeper"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(run.stdout.contains("third answer"), "{}", run.stdout);
+    let mock = Mock::start(json!([{ "content": "never asked" }]));
+    let run = h.run(Some(&mock), &["resume", "keeper", "-p", "more"]);
+    assert_refused(&run, "type 7");
+    assert!(run.stderr.contains("upgrade hel"), "{}", run.stderr);
+    assert!(mock.requests().is_empty());
+    let run = h.run(None, &["gc"]);
+    assert_refused(&run, "type 7");
+    assert!(
+        std::fs::read(&journal).unwrap() == with_newer,
+        "the journal was changed"
+    );
+}

@@ -393,7 +393,7 @@ impl<'a> Txn<'a> {
             session: self.lease.session().clone(),
             summary: cp.summary.clone(),
             time_ms: cp.created_at_ms,
-            why: clip(why, 200),
+            why: clip(why, journal::WHY_MAX),
         };
         let journal = self
             .journal

@@ -121,6 +121,22 @@ pub enum Error {
         id: Option<ObjectId>,
         reason: String,
     },
+    /// A journal that is not what a writer and a crash can leave: hel
+    /// neither appends to it nor cuts it.
+    #[error("{path} offset {offset}: {reason}; hel does not write to or cut a journal with a fault (`hel fsck` checks the whole store)")]
+    JournalFault {
+        path: PathBuf,
+        offset: u64,
+        reason: String,
+    },
+    /// A journal holding a record of a type this hel does not know: read
+    /// as far as this hel knows, never appended to.
+    #[error("{path} holds a record of type {rtype} at offset {offset}, written by a newer hel: upgrade hel (this hel reads the records it knows but does not write to this session)")]
+    NewerJournal {
+        path: PathBuf,
+        offset: u64,
+        rtype: u8,
+    },
     #[error(
         "the store at {path} has format {found}, this hel reads up to {supported}: upgrade hel"
     )]

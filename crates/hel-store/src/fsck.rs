@@ -393,6 +393,21 @@ fn packs_faults(
             }
         }
     }
+    journal_faults(layout, report, faults, present, broken)
+}
+
+/// Check every journal read from the journal itself (its sidecar ignored,
+/// objects-spec §12.3): every record intact, every commit record keeping
+/// the rules and agreeing with its snapshot, each object once, every
+/// object decoding; what follows the last commit record a torn tail (a
+/// note: the next commit cuts it). Sidecars must be regular files.
+fn journal_faults(
+    layout: &Layout,
+    report: &mut FsckReport,
+    faults: &mut Vec<Fault>,
+    present: &mut HashSet<ObjectId>,
+    broken: &mut HashSet<ObjectId>,
+) -> Result<()> {
     let Some(dir) = layout.journals()? else {
         return Ok(());
     };
@@ -406,7 +421,7 @@ fn packs_faults(
         }
     }
     for session in heads::list(layout)?.sessions {
-        let view = match journal::open(dir, &session, true) {
+        let view = match journal::open(dir, &session, journal::Mode::Verify) {
             Ok(Some(v)) => v,
             Ok(None) => continue,
             Err(e) => {
@@ -416,12 +431,14 @@ fn packs_faults(
         };
         let size = view.file.metadata().map(|m| m.len()).unwrap_or(0);
         report.bytes += size;
-        if size > view.committed {
-            report.notes.push(format!(
+        match view.fault_error().or_else(|| view.newer_error()) {
+            Some(e) => faults.push(Fault::Broken(e)),
+            None if size > view.committed => report.notes.push(format!(
                 "the journal of session {session} has {} bytes of an unfinished commit after offset {} (the next commit cuts them)",
                 size - view.committed,
                 view.committed
-            ));
+            )),
+            None => {}
         }
         for e in &view.entries {
             let place = pack::Place {
@@ -444,14 +461,46 @@ fn packs_faults(
                         broken.insert(h.id);
                     }
                 }
-                Ok(_) => {
-                    if let Err(err) = view.read_commit(e.offset) {
-                        faults.push(Fault::Broken(err));
+                Ok(_) => match view.read_commit(e.offset) {
+                    Ok(c) => {
+                        if let Some(why) = commit_disagrees(layout, &session, &c) {
+                            faults.push(Fault::Broken(Error::JournalFault {
+                                path: view.path.clone(),
+                                offset: e.offset,
+                                reason: why,
+                            }));
+                        }
                     }
-                }
+                    Err(err) => faults.push(Fault::Broken(err)),
+                },
                 Err(err) => faults.push(Fault::Broken(err)),
             }
         }
     }
     Ok(())
+}
+
+/// What a commit record `c` of `session` says that its snapshot does not:
+/// its summary (listings show the commit record's), its session. `None`
+/// when they agree, or when the snapshot cannot be read (the walk from the
+/// heads reports that).
+fn commit_disagrees(layout: &Layout, session: &SessionId, c: &journal::Commit) -> Option<String> {
+    let cp = crate::snapshot::read(layout, &c.head).ok()?;
+    if cp.summary != c.payload.summary {
+        return Some(format!(
+            "the commit record's summary ({}) is not its snapshot {}'s ({})",
+            serde_json::to_string(&c.payload.summary).unwrap_or_default(),
+            c.head,
+            serde_json::to_string(&cp.summary).unwrap_or_default()
+        ));
+    }
+    // (A commit record's parent is the journal's previous head, not always
+    // a parent of its snapshot: a pull publishes a snapshot whose history
+    // came from elsewhere.)
+    (cp.session_id != *session).then(|| {
+        format!(
+            "the commit record publishes snapshot {} of session {}",
+            c.head, cp.session_id
+        )
+    })
 }

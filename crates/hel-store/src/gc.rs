@@ -228,7 +228,9 @@ fn stray_kind(kind: EntryKind) -> &'static str {
 }
 
 /// The heads of a store as gc and fsck read them: the roots, and errors
-/// for everything where heads are kept that is not a readable head.
+/// for everything where heads are kept that is not a readable head, and
+/// for every journal this hel may not write (a fault, or records of a
+/// newer hel, which may name objects this hel cannot see).
 pub(crate) fn roots(
     layout: &Layout,
     on_error: &mut dyn FnMut(Error) -> Result<()>,
@@ -248,8 +250,14 @@ pub(crate) fn roots(
     let mut out = Vec::new();
     for session in listing.sessions {
         match heads::read(layout, &session) {
-            Ok(Some(head)) => out.push((session, head.id)),
-            Ok(None) => {}
+            Ok(head) => {
+                if let Err(e) = heads::writable(layout, &session) {
+                    on_error(e)?;
+                }
+                if let Some(head) = head {
+                    out.push((session, head.id));
+                }
+            }
             Err(e) => on_error(e)?,
         }
     }
@@ -465,20 +473,25 @@ impl Store {
         }
         let rewrite = force || dead_records > 0 || !loose.is_empty() || sealed.len() > 1;
         if rewrite && !dry_run {
-            if !outside.is_empty() {
-                crate::repack::write_sealed(layout, &lock, &outside)?;
+            let written = if outside.is_empty() {
+                None
+            } else {
                 report.packs_written = 1;
-            }
-            // The old places go only once the new pack is durable.
+                Some(crate::repack::write_sealed(layout, &lock, &outside)?.0)
+            };
+            // The new pack holds every live object of every old pack: once
+            // it is durable (write_sealed returns after the sync of
+            // packs/), each old pack goes, but the one it may be (the same
+            // objects in the same order make the same pack, renamed over
+            // itself).
             if let Some(packs) = layout.packs()? {
-                let keep = crate::odb::sealed_stems(packs)?;
-                for p in &sealed {
-                    if keep.contains(&p.name) && !written_now(&report, p, &outside) {
-                        let (pack_name, idx_name) = crate::odb::sealed_names(&p.name);
-                        packs.remove_file(&pack_name)?;
-                        packs.remove_file(&idx_name)?;
+                for p in sealed.iter().filter(|p| written.as_ref() != Some(&p.name)) {
+                    let (pack_name, idx_name) = crate::odb::sealed_names(&p.name);
+                    // Pack first: readers list packs, never an index alone.
+                    if packs.remove_file(&pack_name)? {
                         report.bytes_removed += p.file.metadata().map(|m| m.len()).unwrap_or(0);
                     }
+                    packs.remove_file(&idx_name)?;
                 }
                 packs.sync()?;
             }
@@ -511,6 +524,16 @@ impl Store {
                     continue;
                 };
                 if live_sessions.contains(&id) {
+                    continue;
+                }
+                // Only a journal read whole that holds no commit record and
+                // nothing of a newer hel: never one this hel cannot read.
+                let idle = layout.odb().journal(layout, &id)?.is_some_and(|v| {
+                    v.read()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .never_committed()
+                });
+                if !idle {
                     continue;
                 }
                 let Ok(lease) = SessionLease::try_take(lock.layout, &id) else {
@@ -573,11 +596,4 @@ impl Store {
         }
         Ok(Some(report))
     }
-}
-
-/// Is `p` the pack this gc just wrote (which holds exactly `outside`)?
-fn written_now(report: &GcReport, p: &crate::odb::Sealed, outside: &[ObjectId]) -> bool {
-    report.packs_written > 0
-        && p.idx.entries.len() == outside.len()
-        && outside.iter().all(|id| p.idx.find(id).is_some())
 }

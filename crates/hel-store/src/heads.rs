@@ -39,11 +39,14 @@ impl Head {
 }
 
 /// `session`'s head, its journal opened whole (and those of the sessions
-/// it depends on) so that what it names reads without a search.
+/// it depends on) so that what it names reads without a search. A journal
+/// with a fault has no head this hel can tell: that is the error, naming
+/// the journal and the offset (never an older head, never no session).
 pub(crate) fn read(layout: &Layout, session: &SessionId) -> Result<Option<Head>> {
     if let Some(view) = layout.odb().journal(layout, session)? {
         let (head, snapshot) = {
             let v = view.read().unwrap_or_else(|p| p.into_inner());
+            told(&v)?;
             (v.head.clone(), at(&v))
         };
         if let Some(c) = head {
@@ -63,7 +66,8 @@ pub(crate) fn read(layout: &Layout, session: &SessionId) -> Result<Option<Head>>
 /// `session`'s head, reading only the tail of its journal (listings).
 pub(crate) fn read_light(layout: &Layout, session: &SessionId) -> Result<Option<Head>> {
     if let Some(dir) = layout.journals()? {
-        if let Some(view) = journal::open(dir, session, false)? {
+        if let Some(view) = journal::open(dir, session, journal::Mode::Head)? {
+            told(&view)?;
             let snapshot = at(&view);
             if let Some(c) = view.head {
                 return Ok(Some(Head {
@@ -75,6 +79,28 @@ pub(crate) fn read_light(layout: &Layout, session: &SessionId) -> Result<Option<
         }
     }
     read_ref(layout, session)
+}
+
+/// `Err` when `view` cannot tell its session's head: a fault, or no commit
+/// record this hel knows beside records of a newer hel.
+fn told(view: &journal::View) -> Result<()> {
+    if let Some(e) = view.fault_error() {
+        return Err(e);
+    }
+    match view.newer_error() {
+        Some(e) if view.head.is_none() => Err(e),
+        _ => Ok(()),
+    }
+}
+
+/// `Ok` when this hel may append to `session`'s journal (or it has none
+/// yet): no fault, nothing a newer hel wrote. Checked before a session is
+/// resumed, so that an instance never works for an answer it cannot save.
+pub(crate) fn writable(layout: &Layout, session: &SessionId) -> Result<()> {
+    match layout.odb().journal(layout, session)? {
+        Some(view) => view.read().unwrap_or_else(|p| p.into_inner()).writable(),
+        None => Ok(()),
+    }
 }
 
 fn read_ref(layout: &Layout, session: &SessionId) -> Result<Option<Head>> {

@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::dir::{Dir, Kind};
 use crate::error::IoContext;
-use crate::pack::{self, FileKind, Header, Place, RecordType, FILE_HEADER, RECORD_HEADER};
+use crate::pack::{self, FileKind, Frame, Place, RecordType, FILE_HEADER, RECORD_HEADER};
 use crate::snapshot::Summary;
 use crate::{failpoint, Error, ObjectId, Result, SessionId};
 
@@ -124,6 +124,27 @@ pub(crate) fn jidx_name(session: &SessionId) -> String {
     format!("{session}.{JIDX_EXT}")
 }
 
+/// How much of a journal [`open`] reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Mode {
+    /// The head only (listings): the sidecar's last entries when they hold
+    /// it, then the journal past them.
+    Head,
+    /// Every committed record: the sidecar as far as it holds, then the
+    /// journal past it.
+    Full,
+    /// Every record read from the journal itself, the sidecar ignored
+    /// (fsck).
+    Verify,
+}
+
+/// The first thing wrong with a journal: where, and what.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Fault {
+    pub offset: u64,
+    pub reason: String,
+}
+
 /// A session's journal as a reader sees it: its committed records.
 #[derive(Debug)]
 pub(crate) struct View {
@@ -134,8 +155,10 @@ pub(crate) struct View {
     /// there is none).
     pub committed: u64,
     /// Object records within `committed`: id → (offset, record length).
+    /// With a fault, also the intact object records before it (other
+    /// sessions may name them; every read verifies the object).
     pub objects: HashMap<ObjectId, (u64, u64)>,
-    /// Every record within `committed`, in order.
+    /// Every record of a type this hel knows within `committed`, in order.
     pub entries: Vec<Entry>,
     /// The last valid commit record.
     pub head: Option<Commit>,
@@ -150,37 +173,86 @@ pub(crate) struct View {
     /// append after), or `None` for the view of this process's own writer,
     /// which is always current.
     pub seen_size: Option<u64>,
+    /// What makes this journal something no writer and no crash leaves
+    /// (objects-spec §12.3): the session's head is unknown, nothing is
+    /// appended to the journal or cut from it, gc keeps it.
+    pub fault: Option<Fault>,
+    /// The first record of a type this hel does not know (offset, type):
+    /// a newer hel wrote it. Readers skip it; this hel never appends.
+    pub newer: Option<(u64, u8)>,
 }
 
-/// Parse and check a commit record's stored bytes.
+/// What the commit record before the one being read is, for its `seq`
+/// and `parent` rules.
+#[derive(Clone, Copy)]
+enum Prev<'a> {
+    /// None: this is the journal's first commit record.
+    First,
+    After(&'a Commit),
+    /// Not read (a listing that starts at the sidecar's last entries).
+    Unknown,
+}
+
+/// Parse a commit record's stored bytes and check every rule a writer
+/// keeps (objects-spec §12.3): the commit payload in canonical form and
+/// nothing else, of this session, not depending on itself, `why` within
+/// 200 characters, `seq` one more than the previous commit record's (1 for
+/// the first) and `parent` the previous commit record's snapshot. `Err`
+/// says which rule is broken.
 fn parse_commit(
-    header: &Header,
+    head: ObjectId,
     stored: &[u8],
-    place: &Place,
     session: &SessionId,
-) -> Result<Commit> {
-    let payload: CommitPayload = serde_json::from_slice(stored).map_err(|e| {
-        pack::damaged(
-            place,
-            Some(&header.id),
-            format!("malformed commit record: {e}"),
-        )
-    })?;
+    prev: Prev<'_>,
+) -> std::result::Result<Commit, String> {
+    let payload: CommitPayload = serde_json::from_slice(stored)
+        .map_err(|e| format!("the commit record is not a commit payload: {e}"))?;
+    let canonical = serde_json::to_value(&payload).map(|v| crate::canonical::to_vec(&v));
+    if canonical.as_deref().ok() != Some(stored) {
+        return Err("the commit record is not in canonical form".into());
+    }
     if payload.session != *session {
-        return Err(pack::damaged(
-            place,
-            Some(&header.id),
-            format!(
-                "a commit record of session {} in this session's journal",
-                payload.session
-            ),
+        return Err(format!(
+            "a commit record of session {} in this session's journal",
+            payload.session
         ));
     }
-    Ok(Commit {
-        head: header.id,
-        payload,
-    })
+    if payload.deps.contains(session) {
+        return Err("the commit record's deps name its own session".into());
+    }
+    if payload.why.chars().count() > WHY_MAX {
+        return Err(format!(
+            "the commit record's why is over {WHY_MAX} characters"
+        ));
+    }
+    match prev {
+        Prev::First if payload.seq != 1 => {
+            return Err(format!(
+                "the journal's first commit record has seq {}, not 1",
+                payload.seq
+            ));
+        }
+        Prev::After(c) => {
+            if c.payload.seq.checked_add(1) != Some(payload.seq) {
+                return Err(format!("seq {} follows seq {}", payload.seq, c.payload.seq));
+            }
+            if payload.parent != Some(c.head) {
+                return Err(format!(
+                    "parent {} where the commit record before publishes {}",
+                    payload
+                        .parent
+                        .map_or_else(|| "null".to_owned(), |p| p.to_hex()),
+                    c.head
+                ));
+            }
+        }
+        Prev::First | Prev::Unknown => {}
+    }
+    Ok(Commit { head, payload })
 }
+
+/// The most characters a commit record's `why` may have.
+pub(crate) const WHY_MAX: usize = 200;
 
 /// Read the sidecar's entries (all it may hold, or the last `tail` of
 /// them) for a journal of `journal_size` bytes. Bounded whatever the file
@@ -244,9 +316,11 @@ fn read_sidecar(
     Some(out)
 }
 
-/// Open `session`'s journal for reading, if it exists. With `full`, every
-/// committed record is indexed; without, only the head is found (listings).
-pub(crate) fn open(dir: &Dir, session: &SessionId, full: bool) -> Result<Option<View>> {
+/// Open `session`'s journal for reading, if it exists, reading as much as
+/// `mode` says. A journal that is not what a writer and a crash leave is
+/// still opened: its view says where the fault is ([`View::fault`]) and
+/// holds the records before it.
+pub(crate) fn open(dir: &Dir, session: &SessionId, mode: Mode) -> Result<Option<View>> {
     let name = journal_name(session);
     let Some(file) = dir.open_file(&name)? else {
         return Ok(None);
@@ -270,118 +344,316 @@ pub(crate) fn open(dir: &Dir, session: &SessionId, full: bool) -> Result<Option<
     })?;
     let mut view = View::empty(session, path, file);
     view.seen_size = Some(size);
-    let mut sidecar = read_sidecar(
-        dir,
-        session,
-        size,
-        if full { None } else { Some(TAIL_ENTRIES) },
-    );
-    if !full
-        && sidecar
-            .as_ref()
-            .is_some_and(|es| !es.iter().any(|e| e.rtype == RecordType::Commit))
-    {
-        // One commit wrote more records than the tail holds.
-        sidecar = read_sidecar(dir, session, size, None);
-    }
-    // Trust the sidecar's entries up to the last commit record that checks
-    // out and that they chain to.
-    let mut start = FILE_HEADER;
-    if let Some(entries) = sidecar {
-        let chain_from = entries.first().map_or(FILE_HEADER, |e| e.offset);
-        let chained = if full {
-            chain_from == FILE_HEADER
-        } else {
-            true
-        };
-        let mut expect = chain_from;
-        let mut upto = 0;
-        for (k, e) in entries.iter().enumerate() {
-            if !chained
-                || e.offset != expect
-                || e.offset.checked_add(e.len).is_none_or(|end| end > size)
-            {
-                break;
-            }
-            expect = e.offset + e.len;
-            if e.rtype == RecordType::Commit {
-                upto = k + 1;
-            }
-        }
-        // The last commit entry within the chain, checked.
-        let mut k = upto;
-        while k > 0 {
-            let e = entries[k - 1];
-            if e.rtype == RecordType::Commit {
-                if let Ok(c) = view.read_commit(e.offset) {
-                    view.head_record = record_of(&entries[..k - 1], &c.head);
-                    view.head = Some(c);
-                    view.committed = e.offset + e.len;
-                    start = view.committed;
-                    if full {
-                        view.entries = entries[..k].to_vec();
-                    }
-                    break;
-                }
-            }
-            k -= 1;
-        }
-    }
+    let (start, durable) = from_sidecar(dir, &mut view, size, mode);
     // Past what the sidecar told: read the journal itself.
     view.sidecar_complete = true;
-    let mut at = start;
-    let mut pending: Vec<Entry> = Vec::new();
-    while at + RECORD_HEADER <= size {
-        let place = Place {
-            path: view.path.clone(),
-            offset: at,
-        };
-        let max = size - at - RECORD_HEADER;
-        let Ok((h, stored)) =
-            pack::read_record(&view.file, &place, max.min(pack_record_max()), None)
-        else {
-            break; // a torn or foreign tail: not committed
-        };
-        let entry = Entry {
-            id: h.id,
-            offset: at,
-            len: h.record_len(),
-            rtype: h.rtype,
-        };
-        pending.push(entry);
-        at += h.record_len();
-        if h.rtype == RecordType::Commit {
-            match parse_commit(&h, &stored, &place, session) {
-                Ok(c) => {
-                    view.head_record = record_of(&pending, &c.head);
-                    view.head = Some(c);
-                    view.committed = at;
-                    view.sidecar_complete = false;
-                    if full {
-                        view.entries.append(&mut pending);
-                    } else {
-                        pending.clear();
-                    }
-                }
-                Err(_) => break,
-            }
-        }
-    }
-    if full && start == FILE_HEADER && !view.entries.is_empty() {
+    scan(&mut view, start, size, mode, durable);
+    if mode != Mode::Head && start == FILE_HEADER && !view.entries.is_empty() {
         view.sidecar_complete = false;
     }
-    if full {
-        for e in &view.entries {
-            if e.rtype == RecordType::Object {
-                view.objects.insert(e.id, (e.offset, e.len));
-            }
-        }
+    if mode != Mode::Head {
         view.head_record = view
             .head
             .as_ref()
             .and_then(|c| view.objects.get(&c.head).copied());
     }
     Ok(Some(view))
+}
+
+/// Take what the sidecar says of `view`'s journal (`size` bytes) as far as
+/// it holds: its entries as far as they chain (from the file header's end
+/// unless only the head is wanted), up to the last commit entry, whose
+/// record must check, name what the entry names and keep the rules
+/// (`seq` one per commit entry, `parent` the commit entry before). Returns
+/// where the journal itself must be read from (after that commit record,
+/// or from the file header's end when the sidecar does not hold: it is a
+/// hint), and where the records it lists end: the sidecar is written
+/// after its commit's sync returned, so what it lists was durable, and a
+/// record there that does not check is damage, never a torn write.
+/// [`Mode::Verify`] takes nothing from it but that end.
+fn from_sidecar(dir: &Dir, view: &mut View, size: u64, mode: Mode) -> (u64, u64) {
+    let session = view.session.clone();
+    let whole = mode != Mode::Head;
+    let mut sidecar = read_sidecar(
+        dir,
+        &session,
+        size,
+        if whole { None } else { Some(TAIL_ENTRIES) },
+    );
+    if !whole
+        && sidecar
+            .as_ref()
+            .is_some_and(|es| !es.iter().any(|e| e.rtype == RecordType::Commit))
+    {
+        // One commit wrote more records than the tail holds.
+        sidecar = read_sidecar(dir, &session, size, None);
+    }
+    let Some(entries) = sidecar else {
+        return (FILE_HEADER, FILE_HEADER);
+    };
+    let chain_from = entries.first().map_or(FILE_HEADER, |e| e.offset);
+    if whole && chain_from != FILE_HEADER {
+        return (FILE_HEADER, FILE_HEADER);
+    }
+    let mut expect = chain_from;
+    let mut upto = 0;
+    for (k, e) in entries.iter().enumerate() {
+        if e.offset != expect || e.offset.checked_add(e.len).is_none_or(|end| end > size) {
+            break;
+        }
+        expect = e.offset + e.len;
+        if e.rtype == RecordType::Commit {
+            upto = k + 1;
+        }
+    }
+    let durable = expect;
+    if upto == 0 || mode == Mode::Verify {
+        return (FILE_HEADER, durable);
+    }
+    let full = mode == Mode::Full;
+    let listed = &entries[..upto];
+    let last = listed[upto - 1];
+    let commits: Vec<&Entry> = listed
+        .iter()
+        .filter(|e| e.rtype == RecordType::Commit)
+        .collect();
+    let Ok(c) = view.read_commit(last.offset) else {
+        return (FILE_HEADER, durable);
+    };
+    let before = commits.len().checked_sub(2).map(|k| commits[k].id);
+    let holds = c.head == last.id
+        && (!full || c.payload.seq == commits.len() as u64)
+        && before.is_none_or(|b| c.payload.parent == Some(b));
+    if !holds {
+        return (FILE_HEADER, durable);
+    }
+    if full {
+        let mut objects = HashMap::with_capacity(listed.len());
+        for e in listed.iter().filter(|e| e.rtype == RecordType::Object) {
+            if objects.insert(e.id, (e.offset, e.len)).is_some() {
+                // Twice in one journal: the journal itself says where.
+                return (FILE_HEADER, durable);
+            }
+        }
+        view.objects = objects;
+        view.entries = listed.to_vec();
+    }
+    view.head_record = record_of(&listed[..upto - 1], &c.head);
+    view.head = Some(c);
+    view.committed = last.offset + last.len;
+    (view.committed, durable)
+}
+
+/// Read the records of `view`'s journal from `start` (a record boundary
+/// after which nothing is known) to its end, `size`, by the rules of
+/// objects-spec §12.3: every record intact and of a type this hel knows
+/// or skips, every commit record keeping the rules, each object once
+/// (among what the view indexes and what is read here). The bytes after
+/// the last intact record are a torn tail only when no intact record
+/// begins anywhere in them and they start at or after `durable` (the end
+/// of what the sidecar lists); anything else is the view's fault.
+fn scan(view: &mut View, start: u64, size: u64, mode: Mode, durable: u64) {
+    let mut at = start;
+    let mut pending: Vec<Entry> = Vec::new();
+    // Every object record read here, and where.
+    let mut seen: HashMap<ObjectId, u64> = HashMap::new();
+    while at < size {
+        let (frame, stored) = match frame_at(&view.file, at, size) {
+            Ok(f) => f,
+            Err(why) => {
+                match later_record(&view.file, at + 1, size) {
+                    Later::None if at < durable => view.set_fault(
+                        at,
+                        format!("{why}, and the sidecar lists records up to offset {durable}, which were durable: damage, not a torn write"),
+                    ),
+                    // What a crash during the last append leaves.
+                    Later::None => {}
+                    Later::At(x) => view.set_fault(
+                        at,
+                        format!("{why}, and an intact record follows at offset {x}: no crash leaves that"),
+                    ),
+                    Later::Undecided => view.set_fault(
+                        at,
+                        format!("{why}, and what follows holds too many record headers to tell it from a torn write"),
+                    ),
+                }
+                break;
+            }
+        };
+        let len = frame.record_len();
+        match frame.rtype {
+            t if t == RecordType::Object as u8 => {
+                let first = view
+                    .objects
+                    .get(&frame.id)
+                    .map(|(o, _)| *o)
+                    .or_else(|| seen.get(&frame.id).copied());
+                if let Some(first) = first {
+                    view.set_fault(
+                        at,
+                        format!(
+                            "object {} a second time in this journal (first at offset {first})",
+                            frame.id
+                        ),
+                    );
+                    break;
+                }
+                seen.insert(frame.id, at);
+                pending.push(Entry {
+                    id: frame.id,
+                    offset: at,
+                    len,
+                    rtype: RecordType::Object,
+                });
+            }
+            t if t == RecordType::Commit as u8 => {
+                let prev = view.head.as_ref().map_or(Prev::First, Prev::After);
+                let c = match parse_commit(frame.id, &stored, &view.session, prev) {
+                    Ok(c) => c,
+                    Err(why) => {
+                        view.set_fault(at, why);
+                        break;
+                    }
+                };
+                pending.push(Entry {
+                    id: frame.id,
+                    offset: at,
+                    len,
+                    rtype: RecordType::Commit,
+                });
+                view.head_record = record_of(&pending, &c.head);
+                view.head = Some(c);
+                view.committed = at + len;
+                view.sidecar_complete = false;
+                if mode == Mode::Head {
+                    pending.clear();
+                } else {
+                    for e in &pending {
+                        if e.rtype == RecordType::Object {
+                            view.objects.insert(e.id, (e.offset, e.len));
+                        }
+                    }
+                    view.entries.append(&mut pending);
+                }
+            }
+            // A newer hel's record: framed and checked like ours, skipped.
+            t => {
+                if view.newer.is_none() {
+                    view.newer = Some((at, t));
+                }
+            }
+        }
+        at += len;
+    }
+    if view.fault.is_some() && mode != Mode::Head {
+        for e in pending.iter().filter(|e| e.rtype == RecordType::Object) {
+            view.objects.entry(e.id).or_insert((e.offset, e.len));
+        }
+    }
+}
+
+/// The intact record at `at` of a journal of `size` bytes: its frame and,
+/// for a commit record, its stored bytes. `Err` says why there is none: a
+/// header cut short or malformed, a length past the end of the journal or
+/// over what the type may have, a check that does not hold.
+fn frame_at(file: &File, at: u64, size: u64) -> std::result::Result<(Frame, Vec<u8>), String> {
+    let mut hb = [0u8; RECORD_HEADER as usize];
+    if size - at < RECORD_HEADER || file.read_exact_at(&mut hb, at).is_err() {
+        return Err("the journal ends inside a record header".into());
+    }
+    let frame = pack::parse_frame(&hb).map_err(|e| e.to_string())?;
+    if frame.record_len() > size - at {
+        return Err(format!(
+            "the record of {} declares {} stored bytes, past the end of the journal",
+            frame.id, frame.stored_len
+        ));
+    }
+    let max = match frame.rtype {
+        t if t == RecordType::Object as u8 => pack_record_max(),
+        t if t == RecordType::Commit as u8 => COMMIT_MAX,
+        _ => u64::MAX,
+    };
+    if frame.stored_len > max {
+        return Err(format!(
+            "the record of {} declares {} stored bytes, over the {max} it may have",
+            frame.id, frame.stored_len
+        ));
+    }
+    if frame.rtype == RecordType::Commit as u8 {
+        let mut stored = vec![0u8; frame.stored_len as usize];
+        if file.read_exact_at(&mut stored, at + RECORD_HEADER).is_err() || !frame.checks(&stored) {
+            return Err(format!(
+                "the check of the record of {} does not match (torn or damaged)",
+                frame.id
+            ));
+        }
+        return Ok((frame, stored));
+    }
+    if !pack::check_streaming(file, at, &frame) {
+        return Err(format!(
+            "the check of the record of {} does not match (torn or damaged)",
+            frame.id
+        ));
+    }
+    Ok((frame, Vec::new()))
+}
+
+/// What [`later_record`] found.
+#[derive(Debug, PartialEq, Eq)]
+enum Later {
+    None,
+    /// An intact record begins at this offset.
+    At(u64),
+    /// Too many candidates to check within bounds: not provably a tail.
+    Undecided,
+}
+
+/// Record headers checked by one [`later_record`], and stored bytes hashed
+/// for them: a hostile tail of headers cannot make a read cost more.
+const LATER_CANDIDATES: u32 = 256;
+const LATER_HASHED: u64 = 256 << 20;
+
+/// Whether an intact record (its magic, zero reserved bytes, a length
+/// within the file and a check that holds; any type) begins anywhere in
+/// `from..size` of `file`. Reads the bytes once, a piece at a time.
+fn later_record(file: &File, from: u64, size: u64) -> Later {
+    const PIECE: u64 = 1 << 20;
+    let mut buf = vec![0u8; (PIECE + 3).min(size.saturating_sub(from)) as usize];
+    let (mut candidates, mut hashed) = (0u32, 0u64);
+    let mut at = from;
+    while at < size {
+        let n = (PIECE + 3).min(size - at) as usize;
+        if file.read_exact_at(&mut buf[..n], at).is_err() {
+            return Later::Undecided;
+        }
+        for k in memchr::memmem::find_iter(&buf[..n], pack::RECORD_MAGIC) {
+            let x = at + k as u64;
+            let mut hb = [0u8; RECORD_HEADER as usize];
+            if size - x < RECORD_HEADER || file.read_exact_at(&mut hb, x).is_err() {
+                continue;
+            }
+            let Ok(frame) = pack::parse_frame(&hb) else {
+                continue;
+            };
+            if frame.record_len() > size - x {
+                continue;
+            }
+            candidates += 1;
+            hashed = hashed.saturating_add(frame.stored_len);
+            if candidates > LATER_CANDIDATES || hashed > LATER_HASHED {
+                return Later::Undecided;
+            }
+            if pack::check_streaming(file, x, &frame) {
+                return Later::At(x);
+            }
+        }
+        if at + n as u64 >= size {
+            break;
+        }
+        // Overlap by three bytes: a magic across two pieces is found.
+        at += n as u64 - 3;
+    }
+    Later::None
 }
 
 /// The object record of `id` among `entries`, newest first: (offset,
@@ -413,10 +685,51 @@ impl View {
             head_record: None,
             sidecar_complete: true,
             seen_size: None,
+            fault: None,
+            newer: None,
         }
     }
 
-    /// Read and check the commit record at `offset`.
+    fn set_fault(&mut self, offset: u64, reason: String) {
+        self.fault = Some(Fault { offset, reason });
+    }
+
+    /// The journal's fault as an error naming the file and offset.
+    pub fn fault_error(&self) -> Option<Error> {
+        self.fault.as_ref().map(|f| Error::JournalFault {
+            path: self.path.clone(),
+            offset: f.offset,
+            reason: f.reason.clone(),
+        })
+    }
+
+    /// The journal's first record of an unknown type, as an error.
+    pub fn newer_error(&self) -> Option<Error> {
+        self.newer.map(|(offset, rtype)| Error::NewerJournal {
+            path: self.path.clone(),
+            offset,
+            rtype,
+        })
+    }
+
+    /// `Ok` when this hel may append to the journal: it has no fault and
+    /// no record of a type this hel does not know.
+    pub fn writable(&self) -> Result<()> {
+        match self.fault_error().or_else(|| self.newer_error()) {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// A journal whose session never committed: no commit record, no
+    /// fault, nothing this hel does not know (gc may remove it).
+    pub fn never_committed(&self) -> bool {
+        self.head.is_none() && self.fault.is_none() && self.newer.is_none()
+    }
+
+    /// Read the commit record at `offset` and check it as a commit record
+    /// whose predecessor is not known (its `seq` and `parent` are checked
+    /// by the reads that see the records before it).
     pub fn read_commit(&self, offset: u64) -> Result<Commit> {
         let place = Place {
             path: self.path.clone(),
@@ -426,7 +739,13 @@ impl View {
         if h.rtype != RecordType::Commit {
             return Err(pack::damaged(&place, Some(&h.id), "not a commit record"));
         }
-        parse_commit(&h, &stored, &place, &self.session)
+        parse_commit(h.id, &stored, &self.session, Prev::Unknown).map_err(|reason| {
+            Error::JournalFault {
+                path: self.path.clone(),
+                offset,
+                reason,
+            }
+        })
     }
 }
 
@@ -505,10 +824,13 @@ impl Writer {
         if fresh {
             create(dir, tmp, &name)?;
         }
-        let view = open(dir, session, true)?.ok_or_else(|| Error::Io {
+        let view = open(dir, session, Mode::Full)?.ok_or_else(|| Error::Io {
             path: dir.child_path(&name),
             source: std::io::Error::new(std::io::ErrorKind::NotFound, "journal vanished"),
         })?;
+        // Only a torn tail is ever cut: a journal with a fault, or with
+        // records of a newer hel, is left exactly as it is.
+        view.writable()?;
         // Appends go through a writable descriptor of the same file.
         let file = dir.open_rw(&name, false)?;
         let size = file.metadata().at(&view.path)?.len();
@@ -572,8 +894,14 @@ impl Writer {
         Ok(())
     }
 
-    /// Forget what was staged (the next commit writes over it).
+    /// Forget what was staged, and cut it off: records left past the
+    /// committed end would follow the next, shorter commit.
     pub fn discard_staged(&mut self) {
+        if self.staged_len > 0 {
+            let view = self.view.read().unwrap_or_else(|p| p.into_inner());
+            // Best effort: the next commit cuts whatever is past its end.
+            let _ = view.file.set_len(view.committed);
+        }
         self.staged.clear();
         self.staged_len = 0;
     }
@@ -618,9 +946,16 @@ impl Writer {
         });
         bytes.extend_from_slice(&rec);
         let path = view.path.clone();
+        let end = start + bytes.len() as u64;
+        // Nothing may follow the commit record: bytes a failed or
+        // abandoned write left past it would read as records after it.
         let written = view
             .file
             .write_all_at(&bytes, start)
+            .and_then(|()| match view.file.metadata()?.len() > end {
+                true => view.file.set_len(end),
+                false => Ok(()),
+            })
             .at(&path)
             .and_then(|()| sync_data(&view.file, &path));
         if let Err(e) = written {
@@ -630,7 +965,7 @@ impl Writer {
         }
         // Published. The sidecar is a hint: a failure to write it costs a
         // scan of the journal at the next open, nothing else.
-        view.committed = start + bytes.len() as u64;
+        view.committed = end;
         let mut side = Vec::with_capacity(entries.len() * JIDX_ENTRY);
         for e in &entries {
             side.extend_from_slice(&encode_entry(e));
@@ -692,7 +1027,7 @@ mod tests {
         drop(w);
         let bytes = std::fs::read(root.path().join("journals").join(journal_name(&sid))).unwrap();
         assert_eq!(bytes[..16], pack::file_header(FileKind::Journal));
-        let view = open(&journals, &sid, true).unwrap().unwrap();
+        let view = open(&journals, &sid, Mode::Full).unwrap().unwrap();
         assert_eq!(view.head.unwrap().head, head);
         // Nothing is left aside.
         assert_eq!(
@@ -745,7 +1080,65 @@ mod tests {
             fits
         );
         // The journal itself is the truth.
-        let view = open(&journals, &sid, false).unwrap().unwrap();
+        let view = open(&journals, &sid, Mode::Head).unwrap().unwrap();
         assert_eq!(view.head.unwrap().head, head);
+    }
+
+    /// A journal with one commit record, written as a commit writes it.
+    fn committed(journals: &Dir, tmp: &Dir, sid: &SessionId) -> ObjectId {
+        let mut w = Writer::open(journals, tmp, sid).unwrap();
+        let head = ObjectId::from_bytes([7; 32]);
+        let object = ObjectId::from_bytes([8; 32]);
+        w.commit(&[(object, vec![1u8; 100])], head, payload(sid))
+            .unwrap();
+        head
+    }
+
+    #[test]
+    fn a_writer_never_opens_a_journal_with_a_fault_or_a_newer_record() {
+        let (root, journals, tmp) = dirs();
+        let sid = SessionId::new_random();
+        committed(&journals, &tmp, &sid);
+        let path = root.path().join("journals").join(journal_name(&sid));
+        let good = std::fs::read(&path).unwrap();
+        let newer = pack::encode_record_raw(9, &ObjectId::from_bytes([3; 32]), b"newer");
+        let mut damaged = good.clone();
+        damaged[FILE_HEADER as usize + 60] ^= 1;
+        for (bytes, want) in [
+            ([&good[..], &newer[..]].concat(), "type 9"),
+            (damaged, "offset 16"),
+        ] {
+            std::fs::write(&path, &bytes).unwrap();
+            let _ = std::fs::remove_file(root.path().join("journals").join(jidx_name(&sid)));
+            let e = Writer::open(&journals, &tmp, &sid).unwrap_err().to_string();
+            assert!(e.contains(want), "{e}");
+            assert!(std::fs::read(&path).unwrap() == bytes, "{want}: written to");
+        }
+    }
+
+    #[test]
+    fn a_tail_of_record_headers_costs_a_bounded_read_and_is_a_fault() {
+        let (root, journals, tmp) = dirs();
+        let sid = SessionId::new_random();
+        let head = committed(&journals, &tmp, &sid);
+        let path = root.path().join("journals").join(journal_name(&sid));
+        let mut bytes = std::fs::read(&path).unwrap();
+        // Headers that each claim the rest of the file, none of which checks.
+        let n = 2000u64;
+        for k in 0..n {
+            let mut h = pack::encode_record_raw(1, &ObjectId::from_bytes([4; 32]), &[]);
+            h[40..48].copy_from_slice(&((n - k) * 56 - 56).to_le_bytes());
+            bytes.extend_from_slice(&h[..56]);
+        }
+        std::fs::write(&path, &bytes).unwrap();
+        for mode in [Mode::Head, Mode::Full, Mode::Verify] {
+            let view = open(&journals, &sid, mode).unwrap().unwrap();
+            let fault = view.fault.clone().unwrap();
+            assert!(
+                fault.reason.contains("too many record headers"),
+                "{fault:?}"
+            );
+            assert_eq!(view.head.map(|c| c.head), Some(head));
+        }
     }
 }

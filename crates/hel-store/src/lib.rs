@@ -182,6 +182,13 @@ pub mod testing {
         }
     }
 
+    /// The bytes of a pack record of type byte `rtype` (objects-spec
+    /// §12.2), its check computed: a record of a type this hel does not
+    /// know, or a forged one.
+    pub fn record(rtype: u8, id: &ObjectId, stored: &[u8]) -> Vec<u8> {
+        crate::pack::encode_record_raw(rtype, id, stored)
+    }
+
     /// Every fsync and fdatasync the store has made on this thread.
     pub fn syncs() -> u64 {
         crate::dir::SYNCS.with(std::cell::Cell::get)
@@ -342,7 +349,9 @@ mod pack_vectors {
                 .unwrap();
             }
             let d = Dir::open_path(dir.path()).unwrap();
-            let view = journal::open(&d, &session, true).unwrap().unwrap();
+            let view = journal::open(&d, &session, journal::Mode::Full)
+                .unwrap()
+                .unwrap();
             let c = view.head.unwrap();
             assert_eq!(c.head, head);
             assert_eq!(serde_json::to_value(&c.payload).unwrap(), commit);

@@ -145,7 +145,7 @@ impl Odb {
         let Some(dir) = layout.journals()? else {
             return Ok(None);
         };
-        let Some(view) = journal::open(dir, session, true)? else {
+        let Some(view) = journal::open(dir, session, journal::Mode::Full)? else {
             return Ok(None);
         };
         let shared = Arc::new(RwLock::new(view));

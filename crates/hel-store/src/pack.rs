@@ -133,16 +133,7 @@ pub(crate) fn check_matches(record: &[u8]) -> bool {
 
 /// The bytes of a record.
 pub(crate) fn encode_record(rtype: RecordType, id: &ObjectId, stored: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(RECORD_HEADER as usize + stored.len());
-    out.extend_from_slice(RECORD_MAGIC);
-    out.push(rtype as u8);
-    out.extend_from_slice(&[0, 0, 0]);
-    out.extend_from_slice(id.as_bytes());
-    out.extend_from_slice(&(stored.len() as u64).to_le_bytes());
-    let check = check_of(&out[..48], stored);
-    out.extend_from_slice(&check);
-    out.extend_from_slice(stored);
-    out
+    encode_record_raw(rtype as u8, id, stored)
 }
 
 /// Why bytes are not a record header.
@@ -189,6 +180,102 @@ pub(crate) fn parse_header(b: &[u8]) -> std::result::Result<Header, HeaderError>
         stored_len: u64::from_le_bytes(len),
         check,
     })
+}
+
+/// A record header as a journal scan frames it: any type byte (a newer
+/// hel's record types frame like ours), the check not yet verified.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Frame {
+    /// The type byte: 1 object, 2 commit, anything else a type this hel
+    /// does not know.
+    pub rtype: u8,
+    pub id: ObjectId,
+    pub stored_len: u64,
+    /// The header's first 48 bytes and its check.
+    head48: [u8; 48],
+    check: [u8; 8],
+}
+
+impl Frame {
+    /// The record's total length (header and stored bytes).
+    pub fn record_len(&self) -> u64 {
+        RECORD_HEADER.saturating_add(self.stored_len)
+    }
+
+    /// Whether `stored` (the record's stored bytes) matches the check.
+    pub fn checks(&self, stored: &[u8]) -> bool {
+        check_of(&self.head48, stored) == self.check
+    }
+}
+
+/// Frame a record header of any type: the magic and zero reserved bytes,
+/// its type byte, id and stored length (the check is returned, not
+/// verified).
+pub(crate) fn parse_frame(b: &[u8]) -> std::result::Result<Frame, HeaderError> {
+    if b.len() < RECORD_HEADER as usize {
+        return Err(HeaderError::Truncated);
+    }
+    if &b[..4] != RECORD_MAGIC {
+        return Err(HeaderError::BadMagic);
+    }
+    if b[5..8] != [0, 0, 0] {
+        return Err(HeaderError::Reserved);
+    }
+    let mut head48 = [0u8; 48];
+    head48.copy_from_slice(&b[..48]);
+    let mut id = [0u8; 32];
+    id.copy_from_slice(&b[8..40]);
+    let mut len = [0u8; 8];
+    len.copy_from_slice(&b[40..48]);
+    let mut check = [0u8; 8];
+    check.copy_from_slice(&b[48..56]);
+    Ok(Frame {
+        rtype: b[4],
+        id: ObjectId::from_bytes(id),
+        stored_len: u64::from_le_bytes(len),
+        head48,
+        check,
+    })
+}
+
+/// Whether the record framed by `frame` at `offset` of `file` matches its
+/// check, reading its stored bytes a piece at a time (so a record of any
+/// length costs a fixed amount of memory). A read that fails or ends
+/// early is a record that does not check.
+pub(crate) fn check_streaming(file: &File, offset: u64, frame: &Frame) -> bool {
+    const PIECE: u64 = 1 << 20;
+    let mut h = blake3::Hasher::new();
+    h.update(&frame.head48);
+    let mut buf = vec![0u8; PIECE.min(frame.stored_len) as usize];
+    let mut done = 0u64;
+    let start = offset.saturating_add(RECORD_HEADER);
+    while done < frame.stored_len {
+        let n = PIECE.min(frame.stored_len - done) as usize;
+        if file
+            .read_exact_at(&mut buf[..n], start.saturating_add(done))
+            .is_err()
+        {
+            return false;
+        }
+        h.update(&buf[..n]);
+        done += n as u64;
+    }
+    h.finalize().as_bytes()[..8] == frame.check
+}
+
+/// The bytes of a record whose type byte is `rtype` (a test's record of a
+/// type this hel does not know, or a forged one).
+pub(crate) fn encode_record_raw(rtype: u8, id: &ObjectId, stored: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(RECORD_HEADER as usize + stored.len());
+    out.extend_from_slice(RECORD_MAGIC);
+    out.push(rtype);
+    out.extend_from_slice(&[0, 0, 0]);
+    out.extend_from_slice(id.as_bytes());
+    out.extend_from_slice(&(stored.len() as u64).to_le_bytes());
+    let check = check_of(&out[..48], stored);
+    out.extend_from_slice(&check);
+    out.extend_from_slice(stored);
+    out
 }
 
 /// Where a record is: the pack file and the record's offset in it.

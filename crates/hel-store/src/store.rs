@@ -291,7 +291,10 @@ impl Store {
         let layout = self.layout()?.ok_or_else(no_such)?;
         let lock = Exclusive::take(layout)?;
         match heads::read(layout, session)? {
-            Some(head) => Ok((SessionLease::acquire(lock.layout, session, true)?, head.id)),
+            Some(head) => {
+                heads::writable(layout, session)?;
+                Ok((SessionLease::acquire(lock.layout, session, true)?, head.id))
+            }
             None if lock::is_busy(layout, session)? => Err(Error::InUse {
                 session: session.to_string(),
                 holder: None,
@@ -366,7 +369,12 @@ impl Store {
         })?;
         // The commit record that published this checkpoint, when it is its
         // session's head: what the next commit continues from.
-        let published = heads::read(layout, &cp.session_id)?.filter(|h| h.id == *id);
+        // A journal with a fault has no head to continue (and takes no
+        // commit): what it holds intact still reads.
+        let published = match heads::read(layout, &cp.session_id) {
+            Err(Error::JournalFault { .. }) => None,
+            head => head?.filter(|h| h.id == *id),
+        };
         let mut state = SessionState {
             head: Some(*id),
             checkpoints: cp.summary.checkpoints,
@@ -647,8 +655,13 @@ impl Store {
         let layout = self.layout()?.ok_or_else(no_such)?;
         let released = {
             let lock = Exclusive::take(layout)?;
-            let known = heads::read_light(layout, session)?.is_some()
-                || layout.session_dir(session)?.is_some();
+            // A session whose journal has a fault can be deleted: what
+            // other sessions need of it is copied first, or the delete
+            // refuses.
+            let known = match heads::read_light(layout, session) {
+                Err(Error::JournalFault { .. }) => true,
+                head => head?.is_some(),
+            } || layout.session_dir(session)?.is_some();
             if !known {
                 return Err(no_such());
             }

@@ -1459,3 +1459,584 @@ fn an_object_shared_from_a_pack_survives_gc_and_the_deletion_of_another_copy() {
     let store = Store::open(dir.path()).unwrap();
     assert_eq!(store.load(&j).unwrap().messages, sys.to_vec());
 }
+
+// ------------------------------------------- journals: no silent shortening
+
+/// A record of a pack file (objects-spec §12.2) whose type byte is
+/// `rtype`, its check computed as the spec says.
+fn record(rtype: u8, id: &[u8; 32], stored: &[u8]) -> Vec<u8> {
+    let mut out = b"HELR".to_vec();
+    out.push(rtype);
+    out.extend_from_slice(&[0, 0, 0]);
+    out.extend_from_slice(id);
+    out.extend_from_slice(&(stored.len() as u64).to_le_bytes());
+    let mut h = blake3::Hasher::new();
+    h.update(&out);
+    h.update(stored);
+    out.extend_from_slice(&h.finalize().as_bytes()[..8]);
+    out.extend_from_slice(stored);
+    out
+}
+
+/// One record of a journal's bytes, as its header frames it.
+struct Rec {
+    at: usize,
+    rtype: u8,
+    id: [u8; 32],
+    len: usize,
+}
+
+impl Rec {
+    fn stored<'a>(&self, bytes: &'a [u8]) -> &'a [u8] {
+        &bytes[self.at + 56..self.at + self.len]
+    }
+}
+
+/// The records of an intact journal's bytes, in order.
+fn records(bytes: &[u8]) -> Vec<Rec> {
+    let mut out = Vec::new();
+    let mut at = 16;
+    while at + 56 <= bytes.len() {
+        let stored = u64::from_le_bytes(bytes[at + 40..at + 48].try_into().unwrap()) as usize;
+        out.push(Rec {
+            at,
+            rtype: bytes[at + 4],
+            id: bytes[at + 8..at + 40].try_into().unwrap(),
+            len: 56 + stored,
+        });
+        at += 56 + stored;
+    }
+    out
+}
+
+/// A session of three checkpoints whose lease is free: the store's
+/// directory, the session, its heads and its journal's path.
+fn three_checkpoints() -> (tempfile::TempDir, SessionId, Vec<ObjectId>, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let lease = store.new_session().unwrap();
+    let mut state = SessionState::default();
+    let mut conv = Conv::default();
+    let all = conversation("b", 12);
+    let heads = commit_all(&store, &lease, &mut state, &mut conv, &all, 4);
+    let sid = lease.session().clone();
+    let journal = root(dir.path())
+        .join("packs/journals")
+        .join(format!("{sid}.journal"));
+    (dir, sid, heads, journal)
+}
+
+fn remove_sidecar(journal: &Path) {
+    let _ = fs::remove_file(journal.with_extension("jidx"));
+}
+
+/// Everything that reads or writes `sid` treats its journal as having a
+/// fault at `offset`: listed as broken, no head, no resume, an fsck fault,
+/// no gc; and the journal is left exactly as it is. Each error names the
+/// journal and the offset.
+fn assert_fault(dir: &Path, sid: &SessionId, journal: &Path, offset: usize, what: &str) {
+    let bytes = fs::read(journal).unwrap();
+    let store = Store::open(dir).unwrap();
+    let path = journal.display().to_string();
+    let named = |e: &dyn std::fmt::Display| {
+        let s = e.to_string();
+        s.contains(&path) && s.contains(&format!("offset {offset}"))
+    };
+    let listed = store.sessions().unwrap();
+    assert!(
+        listed.len() == 1
+            && listed[0].id == *sid
+            && listed[0].broken.as_ref().is_some_and(|e| named(e)),
+        "{what}: {listed:?}"
+    );
+    let e = store.head(sid).unwrap_err();
+    assert!(named(&e), "{what}: {e}");
+    let e = store.resume(sid).map(|_| ()).unwrap_err();
+    assert!(named(&e), "{what}: {e}");
+    let fsck = store.fsck().unwrap();
+    assert!(
+        !fsck.is_sound() && fsck.faults.iter().any(|f| named(f)),
+        "{what}: {fsck:?}"
+    );
+    let gc = store.gc(false);
+    assert!(gc.is_err(), "{what}: gc ran: {gc:?}");
+    assert!(
+        fs::read(journal).unwrap() == bytes,
+        "{what}: journal changed"
+    );
+    assert!(store.knows(sid).unwrap(), "{what}");
+}
+
+#[test]
+fn one_flipped_bit_anywhere_before_the_end_is_a_fault_never_a_shorter_session() {
+    let (dir, sid, heads, journal) = three_checkpoints();
+    let good = fs::read(&journal).unwrap();
+    let recs = records(&good);
+    let first = &recs[0];
+    let c1 = recs.iter().find(|r| r.rtype == 2).unwrap();
+    let c2 = recs.iter().filter(|r| r.rtype == 2).nth(1).unwrap();
+    for (what, at, offset) in [
+        (
+            "a stored byte of the first record",
+            first.at + 56 + 3,
+            first.at,
+        ),
+        ("the first record's length", first.at + 40, first.at),
+        (
+            "the first record's high length byte",
+            first.at + 46,
+            first.at,
+        ),
+        ("the first record's magic", first.at + 1, first.at),
+        ("the first record's type", first.at + 4, first.at),
+        ("the first commit record", c1.at + 56 + 5, c1.at),
+        ("the second commit record", c2.at + 60, c2.at),
+    ] {
+        for sidecar in [false, true] {
+            let mut bad = good.clone();
+            bad[at] ^= 0x10;
+            fs::write(&journal, &bad).unwrap();
+            if !sidecar {
+                remove_sidecar(&journal);
+            }
+            // With the sidecar, a listing reads only the journal's end:
+            // what it lists is checked where it is read (fsck, a load).
+            if sidecar {
+                let store = Store::open(dir.path()).unwrap();
+                assert!(!store.fsck().unwrap().is_sound(), "{what}");
+                assert!(store.load(&heads[2]).is_err(), "{what}");
+                assert!(fs::read(&journal).unwrap() == bad, "{what}");
+            } else {
+                assert_fault(dir.path(), &sid, &journal, offset, what);
+            }
+        }
+    }
+    // What is intact before the fault still reads; the session can be
+    // deleted, and its journal goes with it.
+    let mut bad = good.clone();
+    bad[c2.at + 60] ^= 0x10;
+    fs::write(&journal, &bad).unwrap();
+    remove_sidecar(&journal);
+    let store = Store::open(dir.path()).unwrap();
+    assert_eq!(store.load(&heads[0]).unwrap().messages.len(), 4);
+    let kept = dir.path().join("kept.journal");
+    fs::copy(&journal, &kept).unwrap();
+    store.delete(&sid, false).unwrap();
+    assert!(!journal.exists() && store.sessions().unwrap().is_empty());
+    fs::rename(&kept, &journal).unwrap();
+    // Whole again, it is the session it was.
+    fs::write(&journal, &good).unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    assert_eq!(store.head(&sid).unwrap(), heads[2]);
+    assert_eq!(store.load(&heads[2]).unwrap().messages.len(), 12);
+    assert!(store.fsck().unwrap().is_sound());
+}
+
+#[test]
+fn a_record_of_a_newer_hel_is_read_past_and_never_cut() {
+    let (dir, sid, heads, journal) = three_checkpoints();
+    let good = fs::read(&journal).unwrap();
+    let recs = records(&good);
+    let c1 = recs.iter().find(|r| r.rtype == 2).unwrap();
+    let end1 = c1.at + c1.len;
+    let newer = record(3, &[9; 32], b"what a newer hel keeps here");
+    for (what, bytes) in [
+        (
+            "in the middle",
+            [&good[..end1], &newer, &good[end1..]].concat(),
+        ),
+        ("at the end", [&good[..], &newer[..]].concat()),
+    ] {
+        fs::write(&journal, &bytes).unwrap();
+        remove_sidecar(&journal);
+        let store = Store::open(dir.path()).unwrap();
+        // What this hel knows reads on: the head is the last commit.
+        assert_eq!(store.head(&sid).unwrap(), heads[2], "{what}");
+        assert_eq!(store.load(&heads[2]).unwrap().messages.len(), 12);
+        let listed = store.sessions().unwrap();
+        assert!(
+            listed[0].broken.is_none() && listed[0].head == Some(heads[2]),
+            "{what}: {listed:?}"
+        );
+        // Continuing it is refused, naming the type: nothing is cut.
+        let e = store.resume(&sid).map(|_| ()).unwrap_err().to_string();
+        assert!(
+            e.contains("type 3") && e.contains("upgrade hel") && e.contains(".journal"),
+            "{what}: {e}"
+        );
+        // gc cannot know what such a record keeps alive.
+        assert!(store.gc(false).is_err(), "{what}");
+        let fsck = store.fsck().unwrap();
+        assert!(
+            fsck.faults.iter().any(|f| f.to_string().contains("type 3")),
+            "{what}: {fsck:?}"
+        );
+        assert!(
+            fs::read(&journal).unwrap() == bytes,
+            "{what}: journal changed"
+        );
+    }
+}
+
+#[test]
+fn commit_records_that_break_a_writer_rule_are_faults() {
+    let (dir, sid, heads, journal) = three_checkpoints();
+    let good = fs::read(&journal).unwrap();
+    let recs = records(&good);
+    let commits: Vec<&Rec> = recs.iter().filter(|r| r.rtype == 2).collect();
+    let other = SessionId::new_random();
+    type Edit = Box<dyn Fn(&mut Value) -> Option<Vec<u8>>>;
+    let edits: Vec<(&str, Edit)> = vec![
+        (
+            "another session",
+            Box::new(move |v| {
+                v["session"] = json!(other.to_string());
+                None
+            }),
+        ),
+        ("not JSON", Box::new(|_| Some(b"{\"deps\": [".to_vec()))),
+        (
+            "seq",
+            Box::new(|v| {
+                v["seq"] = json!(7);
+                None
+            }),
+        ),
+        (
+            "parent",
+            Box::new(move |v| {
+                v["parent"] = json!(heads[2].to_hex());
+                None
+            }),
+        ),
+        (
+            "not canonical",
+            Box::new(|v| Some(serde_json::to_vec_pretty(v).unwrap())),
+        ),
+        (
+            "an unknown key",
+            Box::new(|v| {
+                v["x"] = json!(1);
+                None
+            }),
+        ),
+        (
+            "deps naming itself",
+            Box::new(|v| {
+                v["deps"] = json!([v["session"].clone()]);
+                None
+            }),
+        ),
+        (
+            "why too long",
+            Box::new(|v| {
+                v["why"] = json!("w".repeat(201));
+                None
+            }),
+        ),
+    ];
+    for (k, c) in [commits[1], commits[2]].into_iter().enumerate() {
+        for (what, edit) in &edits {
+            let mut v: Value = serde_json::from_slice(c.stored(&good)).unwrap();
+            let stored = edit(&mut v).unwrap_or_else(|| canonical::to_vec(&v));
+            let rec = record(2, &c.id, &stored);
+            let bad = [&good[..c.at], &rec, &good[c.at + c.len..]].concat();
+            fs::write(&journal, &bad).unwrap();
+            remove_sidecar(&journal);
+            assert_fault(
+                dir.path(),
+                &sid,
+                &journal,
+                c.at,
+                &format!("{what} in commit record {}", k + 2),
+            );
+        }
+    }
+}
+
+#[test]
+fn an_object_twice_in_one_journal_is_a_fault() {
+    let (dir, sid, _, journal) = three_checkpoints();
+    let good = fs::read(&journal).unwrap();
+    let recs = records(&good);
+    let first = &recs[0];
+    let c3 = recs.iter().filter(|r| r.rtype == 2).nth(2).unwrap();
+    let copy = &good[first.at..first.at + first.len];
+    let bad = [&good[..c3.at], copy, &good[c3.at..]].concat();
+    fs::write(&journal, &bad).unwrap();
+    remove_sidecar(&journal);
+    assert_fault(dir.path(), &sid, &journal, c3.at, "a second copy");
+}
+
+#[test]
+fn fsck_compares_each_commit_records_summary_with_its_snapshots() {
+    let (dir, _, _, journal) = three_checkpoints();
+    let good = fs::read(&journal).unwrap();
+    let recs = records(&good);
+    let c2 = recs.iter().filter(|r| r.rtype == 2).nth(1).unwrap();
+    let mut v: Value = serde_json::from_slice(c2.stored(&good)).unwrap();
+    v["summary"]["messages"] = json!(99);
+    let rec = record(2, &c2.id, &canonical::to_vec(&v));
+    let bad = [&good[..c2.at], &rec, &good[c2.at + c2.len..]].concat();
+    fs::write(&journal, &bad).unwrap();
+    remove_sidecar(&journal);
+    let fsck = Store::open(dir.path()).unwrap().fsck().unwrap();
+    assert!(
+        !fsck.is_sound()
+            && fsck.faults.iter().any(|f| {
+                let s = f.to_string();
+                s.contains("summary") && s.contains(&format!("offset {}", c2.at))
+            }),
+        "{fsck:?}"
+    );
+}
+
+/// What a crash during the last append can leave is a torn tail: read as
+/// not committed, reported as a note, cut by the next commit.
+#[test]
+fn a_torn_tail_is_what_a_crash_leaves_and_only_that_is_cut() {
+    let (dir, sid, heads, journal) = three_checkpoints();
+    let good = fs::read(&journal).unwrap();
+    let recs = records(&good);
+    let c2 = recs.iter().filter(|r| r.rtype == 2).nth(1).unwrap();
+    let c3 = recs.iter().filter(|r| r.rtype == 2).nth(2).unwrap();
+    let object = record(1, &[5; 32], &[7u8; 300]);
+    let commit = record(2, &[6; 32], &[b'{'; 200]);
+    let mut bad_last = good.clone();
+    bad_last[c3.at + 60] ^= 1;
+    for (what, bytes, head, sidecar) in [
+        (
+            "half a record header",
+            [&good[..], &object[..30]].concat(),
+            2,
+            false,
+        ),
+        (
+            "half a record",
+            [&good[..], &object[..100]].concat(),
+            2,
+            true,
+        ),
+        (
+            "an object record and half a commit record",
+            [&good[..], &object, &commit[..120]].concat(),
+            2,
+            true,
+        ),
+        (
+            "space that never got its bytes",
+            [&good[..], &[0u8; 4096][..]].concat(),
+            2,
+            false,
+        ),
+        // Without the sidecar, a last commit record that does not check is
+        // what a torn write of it leaves (objects-spec §12.3).
+        ("a torn last commit record", bad_last.clone(), 1, false),
+    ] {
+        fs::write(&journal, &bytes).unwrap();
+        if !sidecar {
+            remove_sidecar(&journal);
+        }
+        let store = Store::open(dir.path()).unwrap();
+        assert_eq!(store.head(&sid).unwrap(), heads[head], "{what}");
+        let fsck = store.fsck().unwrap();
+        assert!(
+            fsck.is_sound() && fsck.notes.iter().any(|n| n.contains("unfinished commit")),
+            "{what}: {fsck:?}"
+        );
+        // The next commit cuts exactly the tail.
+        let (lease, at) = store.resume(&sid).unwrap();
+        let loaded = store.load(&at).unwrap();
+        let mut conv = Conv::from_loaded(&loaded);
+        let mut state = loaded.state;
+        conv.push(msg("user", "after the crash"));
+        let c = conv.commit(&store, &lease, &mut state);
+        drop(lease);
+        let after = fs::read(&journal).unwrap();
+        let kept = if head == 2 {
+            good.len()
+        } else {
+            c2.at + c2.len
+        };
+        assert!(
+            after[..kept] == bytes[..kept],
+            "{what}: the committed part changed"
+        );
+        let fresh = Store::open(dir.path()).unwrap();
+        assert_eq!(fresh.head(&sid).unwrap(), c.id, "{what}");
+        assert!(fresh.fsck().unwrap().is_sound(), "{what}");
+        fs::write(&journal, &good).unwrap();
+        remove_sidecar(&journal);
+    }
+    // With the sidecar, that last commit record was durable before the
+    // sidecar listed it: not a torn write, a fault.
+    let (dir, sid, _, journal) = three_checkpoints();
+    let good = fs::read(&journal).unwrap();
+    let c3 = records(&good)
+        .into_iter()
+        .filter(|r| r.rtype == 2)
+        .nth(2)
+        .unwrap();
+    let mut bad_last = good.clone();
+    bad_last[c3.at + 60] ^= 1;
+    assert!(journal.with_extension("jidx").exists());
+    fs::write(&journal, &bad_last).unwrap();
+    assert_fault(
+        dir.path(),
+        &sid,
+        &journal,
+        c3.at,
+        "a damaged last commit record the sidecar lists",
+    );
+}
+
+/// A commit that staged records and was dropped leaves nothing after the
+/// next commit's record (those bytes would read as records after it).
+#[test]
+fn an_abandoned_commit_leaves_no_records_after_the_next() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let lease = store.new_session().unwrap();
+    let mut state = SessionState::default();
+    let first = commit_new(&store, &lease, &mut state, &conversation("a", 4));
+    let mut rng = fastrand::Rng::with_seed(7);
+    {
+        let mut txn = store.begin(&lease, &mut state).unwrap();
+        for _ in 0..3 {
+            let noise: Vec<u8> = (0..5_000_000).map(|_| rng.u8(..)).collect();
+            txn.put_blob(&noise).unwrap();
+        }
+        // Dropped: nothing published.
+    }
+    let loaded = store.load(&first.id).unwrap();
+    let mut conv = Conv::from_loaded(&loaded);
+    let mut state = loaded.state;
+    conv.push(msg("user", "small"));
+    let c = conv.commit(&store, &lease, &mut state);
+    let sid = lease.session().clone();
+    drop(lease);
+    let journal = root(dir.path())
+        .join("packs/journals")
+        .join(format!("{sid}.journal"));
+    let bytes = fs::read(&journal).unwrap();
+    let last = records(&bytes).pop().unwrap();
+    assert_eq!((last.rtype, last.at + last.len), (2, bytes.len()));
+    remove_sidecar(&journal);
+    let fresh = Store::open(dir.path()).unwrap();
+    assert_eq!(fresh.head(&sid).unwrap(), c.id);
+    assert!(fresh.fsck().unwrap().is_sound());
+}
+
+// ------------------------------------------------ repack replaces, once
+
+/// Bytes of every file under `.hel/packs` (sealed packs, indexes, journals).
+fn packs_disk(dir: &Path) -> u64 {
+    let mut total = 0;
+    let mut stack = vec![root(dir).join("packs")];
+    while let Some(d) = stack.pop() {
+        for e in fs::read_dir(&d).unwrap() {
+            let e = e.unwrap();
+            let m = e.metadata().unwrap();
+            if m.is_dir() {
+                stack.push(e.path());
+            } else {
+                total += m.len();
+            }
+        }
+    }
+    total
+}
+
+fn sealed_packs(dir: &Path) -> usize {
+    fs::read_dir(root(dir).join("packs"))
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .ends_with(".pack")
+        })
+        .count()
+}
+
+#[test]
+fn repeated_repacks_and_gcs_never_grow_the_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    // Two sealed packs: twice, a session forked and then deleted (what the
+    // fork needs of its journal goes to a sealed pack).
+    let mut forks = Vec::new();
+    for tag in ["p", "q"] {
+        let lease = store.new_session().unwrap();
+        let mut msgs = conversation(tag, 8);
+        msgs.push(msg("user", noise(tag, 30_000)));
+        let head = commit_new(&store, &lease, &mut SessionState::default(), &msgs).id;
+        let sid = lease.session().clone();
+        drop(lease);
+        let (fork, first, _) = store.fork(&head).unwrap();
+        drop(fork);
+        store.delete(&sid, false).unwrap();
+        forks.push((first, msgs));
+    }
+    assert_eq!(sealed_packs(dir.path()), 2);
+    let check = |what: &str| {
+        let fresh = Store::open(dir.path()).unwrap();
+        for (first, msgs) in &forks {
+            assert_eq!(&fresh.load(first).unwrap().messages, msgs, "{what}");
+        }
+        let fsck = fresh.fsck().unwrap();
+        assert!(
+            fsck.is_sound() && fsck.unreachable == Some(0),
+            "{what}: {fsck:?}"
+        );
+        assert_eq!(sealed_packs(dir.path()), 1, "{what}");
+    };
+    let two = packs_disk(dir.path());
+    store.gc(false).unwrap();
+    let merged = packs_disk(dir.path());
+    check("the first gc");
+    for k in 0..4 {
+        store.gc(false).unwrap();
+        assert!(packs_disk(dir.path()) <= merged, "gc {}", k + 2);
+        check("a later gc");
+    }
+    let mut sizes = Vec::new();
+    for k in 0..5 {
+        Store::open(dir.path()).unwrap().repack().unwrap();
+        let now = packs_disk(dir.path());
+        sizes.push(now);
+        assert!(
+            now <= merged,
+            "repack {}: {now} bytes, {merged} after the first gc",
+            k + 1
+        );
+        check("a repack");
+    }
+    // A second sealed pack holding the same objects (as a pull or a copy
+    // may leave): one gc leaves one pack, and later ones change nothing.
+    let packs = root(dir.path()).join("packs");
+    let stem = fs::read_dir(&packs)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .find_map(|n| n.strip_suffix(".pack").map(str::to_owned))
+        .unwrap();
+    let copy = format!("pack-{}", "0".repeat(32));
+    for ext in ["idx", "pack"] {
+        fs::copy(
+            packs.join(format!("{stem}.{ext}")),
+            packs.join(format!("{copy}.{ext}")),
+        )
+        .unwrap();
+    }
+    assert_eq!(sealed_packs(dir.path()), 2);
+    let mut gcs = Vec::new();
+    for k in 0..5 {
+        Store::open(dir.path()).unwrap().gc(false).unwrap();
+        let now = packs_disk(dir.path());
+        gcs.push(now);
+        assert!(now <= merged, "gc {} after the copy: {now} bytes", k + 1);
+        check("a gc after the copy");
+    }
+    eprintln!("packs/: {two} bytes with two sealed packs, {merged} after the first gc, after each of 5 repacks: {sizes:?}, after each of 5 gcs with a second copy of the pack: {gcs:?}");
+}
