@@ -12,7 +12,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::flat::Item;
-use hel_store::tree::{Entry, EntryKind, DEPTH_MAX};
+use hel_store::tree::{Entry, EntryKind, DEPTH_MAX, FLAT_PATHS_MAX};
 use hel_store::{Checkpoint, ObjectId, Record, Store, Workspace};
 
 /// The most records a history walk reads before giving up (a hostile
@@ -342,6 +342,10 @@ pub fn tree_diff(
     /// A directory to compare: its path, its tree on each side, its depth.
     type Pair = (Vec<u8>, Option<ObjectId>, Option<ObjectId>, usize);
     let mut stack: Vec<Pair> = vec![(Vec::new(), Some(*a), Some(*b), 0)];
+    // A tree names each of its paths once at most here; a hostile one (a
+    // subtree named a thousand times a level) names far more: past what
+    // one may flatten to, the diff is refused naming the larger side.
+    let (mut seen_a, mut seen_b) = (0u64, 0u64);
     while let Some((dir, ta, tb, depth)) = stack.pop() {
         if ta == tb {
             continue;
@@ -363,6 +367,16 @@ pub fn tree_diff(
         let find = |es: &'_ [Entry], n: &[u8]| -> Option<usize> {
             es.binary_search_by(|e| e.name.as_slice().cmp(n)).ok()
         };
+        seen_a = seen_a.saturating_add(ea.len() as u64);
+        seen_b = seen_b.saturating_add(eb.len() as u64);
+        if seen_a.max(seen_b) > FLAT_PATHS_MAX {
+            let big = if seen_a >= seen_b { a } else { b };
+            return Err(HistoryError::Store(hel_store::Error::TreeTooLarge {
+                tree: *big,
+                what: "paths",
+                limit: FLAT_PATHS_MAX,
+            }));
+        }
         for name in names {
             let x = find(&ea, name).map(|k| &ea[k]);
             let y = find(&eb, name).map(|k| &eb[k]);

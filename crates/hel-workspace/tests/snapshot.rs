@@ -661,3 +661,72 @@ fn past_the_path_budget_directories_are_not_read_and_the_rest_is_whole() {
     assert_eq!(listed, 1);
     assert_whole(root, &snap.flat);
 }
+
+/// A diff of two trees (what undo reads of every record after its target)
+/// is bounded like a flattening: a tree naming one subtree a thousand
+/// times on each of three levels (10^9 paths in four small trees) is
+/// refused naming it, after reading at most what one tree may flatten to.
+#[test]
+fn a_diff_against_a_tree_bomb_is_refused_naming_the_tree() {
+    use hel_store::tree::{Entry, Tree};
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = Session::new(dir.path());
+    let mut txn = s.store.begin(&s.lease, &mut s.state).unwrap();
+    let blob = txn.put_blob(b"x").unwrap();
+    let file = Entry {
+        name: b"f".to_vec(),
+        kind: EntryKind::File,
+        mode: 0o644,
+        size: 1,
+        id: blob,
+    };
+    let mut level = txn
+        .put_tree(&Tree {
+            entries: vec![file],
+        })
+        .unwrap();
+    for _ in 0..3 {
+        let mut t = Tree::default();
+        for k in 0..1000 {
+            t.entries.push(Entry {
+                name: format!("d{k:04}").into_bytes(),
+                kind: EntryKind::Dir,
+                mode: 0o755,
+                size: 0,
+                id: level,
+            });
+        }
+        level = txn.put_tree(&t).unwrap();
+    }
+    let empty = txn.put_tree(&Tree::default()).unwrap();
+    txn.commit(CommitInput {
+        messages: &[],
+        leaves: &[],
+        cwd: "/p".into(),
+        request_config: json!({}),
+        meter: json!(null),
+        cursors: json!({}),
+        new_spill: vec![],
+        instruction: "i".into(),
+        input_tokens: 0,
+        output_tokens: 0,
+        why: "test".into(),
+        record: Record::Start,
+        workspace: Some(hel_store::Workspace {
+            tree: level,
+            start: None,
+            not_tracked: 0,
+            restored: None,
+        }),
+    })
+    .unwrap();
+    let mut paths = 0u64;
+    let err = hel_workspace::history::tree_diff(&s.store, &empty, &level, |_, _, _| paths += 1)
+        .unwrap_err();
+    assert!(
+        matches!(&err, hel_workspace::history::HistoryError::Store(hel_store::Error::TreeTooLarge { tree, .. }) if *tree == level),
+        "{err}"
+    );
+    assert!(err.to_string().contains(&level.to_string()), "{err}");
+    assert!(paths <= hel_store::tree::FLAT_PATHS_MAX, "{paths}");
+}
