@@ -41,29 +41,34 @@ impl Session {
             .map(|(tree, flat)| Prev { tree: *tree, flat });
         let snap = ws.snapshot(&mut txn, prev).unwrap();
         let (objects, _) = txn.written();
-        txn.commit(CommitInput {
-            messages: &[],
-            leaves: &[],
-            cwd: "/p".into(),
-            request_config: json!({}),
-            meter: json!(null),
-            cursors: json!({}),
-            new_spill: vec![],
-            instruction: "i".into(),
-            input_tokens: 0,
-            output_tokens: 0,
-            why: "test".into(),
-            record: Record::Start,
-            workspace: Some(hel_store::Workspace {
-                tree: snap.tree,
-                start: None,
-                not_tracked: snap.not_tracked.len() as u64,
-                restored: None,
-            }),
-        })
-        .unwrap();
+        txn.commit(start_record(snap.tree, snap.not_tracked.len() as u64))
+            .unwrap();
         self.last = Some((snap.tree, snap.flat.clone()));
         (snap, objects)
+    }
+}
+
+/// A start record of a test session whose files are `tree`.
+fn start_record(tree: hel_store::ObjectId, not_tracked: u64) -> CommitInput<'static> {
+    CommitInput {
+        messages: &[],
+        leaves: &[],
+        cwd: "/p".into(),
+        request_config: json!({}),
+        meter: json!(null),
+        cursors: json!({}),
+        new_spill: vec![],
+        instruction: "i".into(),
+        input_tokens: 0,
+        output_tokens: 0,
+        why: "test".into(),
+        record: Record::Start,
+        workspace: Some(hel_store::Workspace {
+            tree,
+            start: None,
+            not_tracked,
+            restored: None,
+        }),
     }
 }
 
@@ -699,27 +704,7 @@ fn a_diff_against_a_tree_bomb_is_refused_naming_the_tree() {
         level = txn.put_tree(&t).unwrap();
     }
     let empty = txn.put_tree(&Tree::default()).unwrap();
-    txn.commit(CommitInput {
-        messages: &[],
-        leaves: &[],
-        cwd: "/p".into(),
-        request_config: json!({}),
-        meter: json!(null),
-        cursors: json!({}),
-        new_spill: vec![],
-        instruction: "i".into(),
-        input_tokens: 0,
-        output_tokens: 0,
-        why: "test".into(),
-        record: Record::Start,
-        workspace: Some(hel_store::Workspace {
-            tree: level,
-            start: None,
-            not_tracked: 0,
-            restored: None,
-        }),
-    })
-    .unwrap();
+    txn.commit(start_record(level, 0)).unwrap();
     let mut paths = 0u64;
     let err = hel_workspace::history::tree_diff(&s.store, &empty, &level, |_, _, _| paths += 1)
         .unwrap_err();
