@@ -20,6 +20,16 @@ pub struct Item {
 }
 
 impl Item {
+    /// The item a tree's entry describes (its name aside).
+    pub fn of(e: &Entry) -> Item {
+        Item {
+            kind: e.kind,
+            mode: e.mode,
+            size: e.size,
+            id: e.id,
+        }
+    }
+
     /// Same content, kind and mode: nothing to write to go from one to the
     /// other. (Directories compare by kind and mode only: their content is
     /// their own paths.)
@@ -130,15 +140,7 @@ impl Flat {
                     }
                     stack.push((path.clone(), e.id, depth + 1));
                 }
-                items.insert(
-                    path,
-                    Item {
-                        kind: e.kind,
-                        mode: e.mode,
-                        size: e.size,
-                        id: e.id,
-                    },
-                );
+                items.insert(path, Item::of(&e));
             }
         }
         Ok(Flat { items })

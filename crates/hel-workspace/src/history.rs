@@ -407,12 +407,7 @@ pub fn tree_changes(
     out: &mut Changed,
 ) -> Result<(), HistoryError> {
     tree_diff(store, a, b, |path, x, y| {
-        out.last.entry(path.clone()).or_insert(y.map(|e| Item {
-            kind: e.kind,
-            mode: e.mode,
-            size: e.size,
-            id: e.id,
-        }));
+        out.last.entry(path.clone()).or_insert(y.map(Item::of));
         if x.is_some_and(|e| opaque(e.kind)) || y.is_some_and(|e| opaque(e.kind)) {
             out.unknown.insert(path);
         } else {

@@ -284,15 +284,7 @@ fn recorded_flat(store: &Store, rec: &Recorded, disk: &Flat) -> Result<Flat, Und
     for (before, after) in rec.restores.iter().rev() {
         history::tree_diff(store, before, after, |path, _, now| match now {
             Some(e) => {
-                flat.items.insert(
-                    path,
-                    Item {
-                        kind: e.kind,
-                        mode: e.mode,
-                        size: e.size,
-                        id: e.id,
-                    },
-                );
+                flat.items.insert(path, Item::of(e));
             }
             None => {
                 flat.items.remove(&path);
