@@ -473,27 +473,7 @@ fn a_restore_killed_midway_leaves_every_file_old_or_new_and_its_record() {
 
 #[test]
 fn resume_at_a_checkpoint_with_restore_files_forks_and_brings_its_files_back() {
-    let p = Project::new();
-    p.write("f.txt", "v0\n");
-    let mock = Mock::start(json!([
-        {"tool_calls": [call("write_file", json!({"path": "f.txt", "content": "v1\n"}))]},
-        {"content": "one"},
-        {"tool_calls": [call("bash", json!({"command": "echo v2 > f.txt && echo extra > g.txt"}))]},
-        {"content": "two"},
-    ]));
-    let run = p.run(
-        Some(&mock),
-        &["--access", "auto", "-p", "first", "-p", "second"],
-    );
-    assert_eq!(run.code, 0, "{}", run.stderr);
-    let sid = run.session();
-    let first = log(&p, &sid)
-        .into_iter()
-        .find(|e| e["record"] == "answer" && e["instruction"] == "first")
-        .unwrap()["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let (p, sid, first) = two_edits();
     // diff --against: from the first answer to the second.
     let d = p.run(None, &["diff", &sid, "--against", &first[..12], "--stat"]);
     assert_eq!(
@@ -558,6 +538,28 @@ fn an_instruction_that_fails_is_recorded_as_interrupted_and_can_be_undone() {
 
 /// The id of the newest record of kind `record` (and instruction, if
 /// given) in `sid`'s log.
+/// A project whose session made two instructions: the first writes f.txt
+/// (v0 to v1), the second writes it again (v2) and creates g.txt. Returns
+/// the project, the session and the first instruction's answer record.
+fn two_edits() -> (Project, String, String) {
+    let p = Project::new();
+    p.write("f.txt", "v0\n");
+    let mock = Mock::start(json!([
+        {"tool_calls": [call("write_file", json!({"path": "f.txt", "content": "v1\n"}))]},
+        {"content": "one"},
+        {"tool_calls": [call("bash", json!({"command": "echo v2 > f.txt && echo extra > g.txt"}))]},
+        {"content": "two"},
+    ]));
+    let run = p.run(
+        Some(&mock),
+        &["--access", "auto", "-p", "first", "-p", "second"],
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let sid = run.session();
+    let first = record_id(&p, &sid, "answer", Some("first"));
+    (p, sid, first)
+}
+
 fn record_id(p: &Project, sid: &str, record: &str, instruction: Option<&str>) -> String {
     log(p, sid)
         .into_iter()
@@ -568,8 +570,8 @@ fn record_id(p: &Project, sid: &str, record: &str, instruction: Option<&str>) ->
         .to_owned()
 }
 
-// Needs h/walk: the start snapshot must list the ignored secret.env and
-// build/ (kinds 4 and 6); the walk of main leaves them out.
+// The start snapshot lists the ignored secret.env and build/ (kinds 4 and
+// 6), so undo knows it did not read them.
 #[test]
 fn undo_of_a_rewritten_gitignore_leaves_the_files_it_ignored() {
     let p = Project::new();
@@ -632,8 +634,8 @@ fn give_to_nobody(root: &Path) {
     }
 }
 
-// Needs h/walk: the start snapshot must list the unreadable directory as
-// kind 6; the walk of main leaves it out.
+// The start snapshot lists the unreadable directory as kind 6, so undo
+// knows it did not read what is in it.
 #[test]
 fn undo_leaves_a_directory_the_start_snapshot_could_not_read() {
     let p = Project::new();
@@ -831,21 +833,7 @@ fn undo_at_a_fork_names_the_session_it_was_forked_from() {
 
 #[test]
 fn restore_files_of_a_checkpoint_from_before_a_relocation() {
-    let p = Project::new();
-    p.write("f.txt", "v0\n");
-    let mock = Mock::start(json!([
-        {"tool_calls": [call("write_file", json!({"path": "f.txt", "content": "v1\n"}))]},
-        {"content": "one"},
-        {"tool_calls": [call("bash", json!({"command": "echo v2 > f.txt && echo extra > g.txt"}))]},
-        {"content": "two"},
-    ]));
-    let run = p.run(
-        Some(&mock),
-        &["--access", "auto", "-p", "first", "-p", "second"],
-    );
-    assert_eq!(run.code, 0, "{}", run.stderr);
-    let sid = run.session();
-    let first = record_id(&p, &sid, "answer", Some("first"));
+    let (p, sid, first) = two_edits();
     // The project moves; the session is continued in the new place.
     let outer = tempfile::tempdir().unwrap();
     let moved = outer.path().join("moved");
