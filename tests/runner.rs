@@ -13,6 +13,7 @@ mod t_durability;
 mod t_evals;
 mod t_hostile_store;
 mod t_names;
+mod t_output;
 mod t_project;
 mod t_prompt;
 mod t_races;

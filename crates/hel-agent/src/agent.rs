@@ -482,6 +482,18 @@ impl Agent {
             Err(_) => return result,
         };
         self.model.observer.event(event);
+        if let Ok(reply) = &result {
+            self.model.observer.event(Event::Response {
+                text: match reply.message.get("content") {
+                    Some(Value::String(s)) => s.clone(),
+                    _ => String::new(),
+                },
+                tool_calls: tool_calls(&reply.message).len(),
+                input_tokens: reply.prompt_tokens,
+                output_tokens: reply.completion_tokens,
+                estimated: !reply.usage_reported,
+            });
+        }
         result
     }
 
@@ -490,9 +502,11 @@ impl Agent {
         for call in calls {
             let (name, arguments) = (&call.function.name, &call.function.arguments);
             self.model.observer.event(Event::ToolStarted {
+                id: call.id.clone(),
                 name: name.clone(),
                 arguments: arguments.clone(),
             });
+            let spilled_before = self.tools.spill.pending().len();
             let result = tokio::select! {
                 r = tools::execute(&mut self.tools, &self.toolset, name, arguments) => r,
                 // Dropping the call cancels it: no write lands after this.
@@ -501,10 +515,21 @@ impl Agent {
             if let Some(rec) = self.model.recorder.as_mut() {
                 rec.tool_call(name, arguments, result.ok, result.decision);
             }
+            // A spill this call made is the newest pending one.
+            let spill = self
+                .tools
+                .spill
+                .pending()
+                .get(spilled_before..)
+                .and_then(|new| new.last())
+                .map(|(key, _)| key.clone());
             self.model.observer.event(Event::ToolFinished {
+                id: call.id.clone(),
                 name: name.clone(),
                 content: result.content.clone(),
                 ok: result.ok,
+                decision: result.decision,
+                spill,
             });
             self.conversation
                 .push(json!({"role": "tool", "tool_call_id": call.id, "content": result.content}));

@@ -35,14 +35,23 @@ pub enum Event {
     /// A resumed session continues with settings that differ from the
     /// saved ones (each difference in words, such as `toolset changed`).
     SettingsChanged(Vec<String>),
-    /// A tool call is about to run: its name and raw arguments, as the
-    /// model sent them.
-    ToolStarted { name: String, arguments: String },
-    /// A tool call ended; `content` is what the model reads.
+    /// A tool call is about to run: its id, name and raw arguments, as
+    /// the model sent them.
+    ToolStarted {
+        id: String,
+        name: String,
+        arguments: String,
+    },
+    /// A tool call ended; `content` is what the model reads. `decision`:
+    /// how its confirmation went; `spill`: the spill path its whole output
+    /// was saved under, when it was too large for the conversation.
     ToolFinished {
+        id: String,
         name: String,
         content: String,
         ok: bool,
+        decision: crate::tools::Decision,
+        spill: Option<String>,
     },
     /// A turn's request was sent to the model; nothing of the response
     /// has arrived yet.
@@ -58,6 +67,17 @@ pub enum Event {
     /// tools, so its text was the model's working notes; otherwise its
     /// text is the answer (saved before the run returns it).
     ResponseEnded { calls_tools: bool },
+    /// A turn's response as it joins the conversation, right after
+    /// [`Event::ResponseEnded`]: its text (`content`, empty when none),
+    /// how many tools it calls, and the tokens of its request (the
+    /// writer's chars/4 estimate when `estimated`).
+    Response {
+        text: String,
+        tool_calls: usize,
+        input_tokens: u64,
+        output_tokens: u64,
+        estimated: bool,
+    },
     /// A turn's response that had started did not complete (cut off,
     /// stalled, too large, interrupted, or cut at the output limit): what
     /// arrived of it is not part of the conversation and is not saved.

@@ -11,8 +11,13 @@ use hel_agent::run::{Host, Run};
 use hel_agent::session::Start;
 use tokio::io::{AsyncBufReadExt, BufReader, Lines, Stdin};
 
-use crate::cli::RunArgs;
+use std::time::Instant;
+
+use hel_agent::event::Observer;
+
+use crate::cli::{OutputFormat, RunArgs};
 use crate::exit::Exit;
+use crate::output::{self, Finished, JsonOut};
 use crate::render::{self, live::Live};
 use crate::tty::Tty;
 
@@ -23,17 +28,43 @@ const INTERRUPTED: u8 = 130;
 /// terminal, this is the interactive prompt ([`crate::prompt`]); else
 /// instructions come from `-p`, or one per line from stdin.
 pub async fn run(args: RunArgs, start: Start, restore_files: Option<bool>) -> Result<u8, Exit> {
+    let format = args.output_format;
+    if args.include_partial && format != OutputFormat::StreamJson {
+        return Err(Exit::usage(
+            "--include-partial needs --output-format stream-json",
+        ));
+    }
     if args.instructions.is_empty() && std::io::stdin().is_terminal() {
+        if format != OutputFormat::Text {
+            return Err(Exit::usage(
+                "--output-format json and stream-json are for -p or instructions piped on stdin, not the interactive prompt",
+            ));
+        }
         return crate::prompt::run(args, start, restore_files).await;
     }
     let (interrupter, interrupts) = interrupt::channel();
     let live = Rc::new(Live::new());
+    let json = (format != OutputFormat::Text).then(|| {
+        Rc::new(JsonOut::new(
+            format == OutputFormat::StreamJson,
+            args.include_partial,
+        ))
+    });
+    let observer: Rc<dyn Observer> = match &json {
+        Some(j) => j.clone(),
+        None => live.clone(),
+    };
     let host = Host {
-        observer: live.clone(),
+        observer,
         confirm: Arc::new(Tty),
         interrupts: interrupts.clone(),
     };
-    let mut run = Run::start(args.options(), start, host)?;
+    let options = args.options();
+    let access = args.access.name();
+    let mut run = Run::start(options, start, host)?;
+    if let Some(j) = &json {
+        j.started(&run, access);
+    }
     if let Some(force) = restore_files {
         restore_forked(&mut run, force)?;
     }
@@ -63,8 +94,22 @@ pub async fn run(args: RunArgs, start: Start, restore_files: Option<bool>) -> Re
                 None => break,
             }
         };
-        match run.instruction(&text).await {
-            Outcome::Completed(answer) => live.answer(&answer),
+        let began = Instant::now();
+        let outcome = run.instruction(&text).await;
+        if let Some(j) = &json {
+            let usage = run.status().usage;
+            j.result(&Finished {
+                outcome: &outcome,
+                input_tokens: usage.input_tokens,
+                output_tokens: usage.output_tokens,
+                estimated: usage.estimated,
+                duration: began.elapsed(),
+                exit: output::exit_status(&outcome),
+            });
+        }
+        match outcome {
+            Outcome::Completed(answer) if json.is_none() => live.answer(&answer),
+            Outcome::Completed(_) => {}
             Outcome::Incomplete(why) => {
                 let t = why.termination();
                 render::line(&format!(

@@ -108,6 +108,12 @@ pub struct RunArgs {
     /// Ask for the whole answer at once instead of a stream (servers without streaming).
     #[arg(long)]
     pub no_stream: bool,
+    /// What stdout carries with -p or piped instructions: text (the answers), json (one object per instruction) or stream-json (one event per line).
+    #[arg(long, value_enum, value_name = "FORMAT", default_value_t = OutputFormat::Text)]
+    pub output_format: OutputFormat,
+    /// With --output-format stream-json: also an event for each piece of text as it streams in.
+    #[arg(long)]
+    pub include_partial: bool,
     /// Set by `hel resume --relocate` (not a flag of every run).
     #[arg(skip)]
     pub relocate: bool,
@@ -154,12 +160,31 @@ impl From<ProviderName> for hel_agent::config::Provider {
     }
 }
 
+/// What a run writes on stdout (see [`crate::output`]).
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OutputFormat {
+    Text,
+    Json,
+    StreamJson,
+}
+
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Access {
     ReadOnly,
     Confirm,
     Auto,
+}
+
+impl Access {
+    /// The mode as the flag names it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Access::ReadOnly => "read-only",
+            Access::Confirm => "confirm",
+            Access::Auto => "auto",
+        }
+    }
 }
 
 impl From<Access> for hel_agent::tools::Access {

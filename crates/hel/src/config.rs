@@ -199,6 +199,8 @@ pub fn settings(
         workspace_max_file,
         workspace_budget,
         no_stream,
+        output_format,
+        include_partial,
     );
     let set = |id: &str, sources: &[(&'static str, Source)]| sources.iter().any(|(k, _)| *k == id);
     // The config file fills what no flag or variable set.
@@ -260,11 +262,7 @@ pub fn print(settings: &Settings) {
         (false, Some(a), Some(k)) => format!("at {a} tokens, keeping {k}"),
         _ => "default (by context window)".to_owned(),
     };
-    let access = match r.access {
-        Access::ReadOnly => "read-only",
-        Access::Confirm => "confirm",
-        Access::Auto => "auto",
-    };
+    let access = r.access.name();
     let rows: Vec<(&str, String, Source)> = vec![
         ("provider", provider.into(), src("provider")),
         ("model", opt(&r.model), src("model")),

@@ -7,6 +7,7 @@ mod cli;
 mod commands;
 mod config;
 mod exit;
+mod output;
 mod prompt;
 mod render;
 mod tty;

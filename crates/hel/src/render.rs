@@ -49,7 +49,9 @@ impl Observer for Stderr {
                 "hel: note: continuing with the current settings ({}); the saved ones stay in the checkpoint",
                 diffs.join(", ")
             )),
-            Event::ToolStarted { name, arguments } => {
+            Event::ToolStarted {
+                name, arguments, ..
+            } => {
                 line(&format!("hel: {name} {}", one_line(&arguments, 120)))
             }
             Event::ToolFinished { content, .. } => {
@@ -89,6 +91,7 @@ impl Observer for Stderr {
             | Event::ResponseStarted
             | Event::TextDelta(_)
             | Event::ResponseEnded { .. }
+            | Event::Response { .. }
             | Event::ResponseIncomplete => {}
             Event::Warning(w) => line(&format!("hel: warning: {}", warning(&w))),
         }
