@@ -239,7 +239,7 @@ async fn summarize(
             return Ok(false);
         }
     };
-    let message = json!({"role": "user", "content": format!("<compacted-summary>\n{summary}\n</compacted-summary>")});
+    let message = summary_message(&summary);
     let new_chars = serde_json::to_string(&message).map_or(0, |s| s.chars().count());
     if summary.is_empty() || new_chars >= span_chars {
         observer.event(Event::CompactionSkipped);
@@ -248,6 +248,12 @@ async fn summarize(
     conversation.summarize(1, t, message);
     meter.reset();
     Ok(true)
+}
+
+/// The message a compaction puts in place of what it summarized (a
+/// summary imported from another agent's compaction is made the same).
+pub fn summary_message(summary: &str) -> Value {
+    json!({"role": "user", "content": format!("<compacted-summary>\n{summary}\n</compacted-summary>")})
 }
 
 #[cfg(test)]

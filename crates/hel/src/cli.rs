@@ -160,6 +160,24 @@ impl From<ProviderName> for hel_agent::config::Provider {
     }
 }
 
+/// Another agent whose sessions `hel sessions import --from` reads.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ImportFrom {
+    Codex,
+    Claude,
+    Pi,
+}
+
+impl ImportFrom {
+    pub fn name(self) -> &'static str {
+        match self {
+            ImportFrom::Codex => "codex",
+            ImportFrom::Claude => "claude",
+            ImportFrom::Pi => "pi",
+        }
+    }
+}
+
 /// What a run writes on stdout (see [`crate::output`]).
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OutputFormat {
@@ -472,9 +490,17 @@ pub enum SessionsCommand {
         after_help = "Examples:\n  hel sessions export fix-login --format md > fix-login.md\n  hel sessions export 4da5 --at 3f2a91c0 --format json\n  hel sessions export fix-login --bundle fix-login.helbundle"
     )]
     Export(ExportArgs),
-    /// Bring in a session from a bundle, verifying everything first.
-    #[command(after_help = "Example:\n  hel sessions import session.helbundle")]
-    Import { file: PathBuf },
+    /// Bring in a session from a bundle, verifying everything first; with --from, sessions of another agent.
+    #[command(
+        after_help = "Examples:\n  hel sessions import session.helbundle\n  hel sessions import --from codex ~/.codex/sessions/2026/11/30\n  hel sessions import --from claude ~/.claude/projects/-home-me-proj\n  hel sessions import --from pi ~/.pi/agent/sessions/--home-me-proj--"
+    )]
+    Import {
+        /// A bundle; with --from, a session file or a directory of them (*.jsonl).
+        file: PathBuf,
+        /// Import the conversations of this agent instead of a bundle.
+        #[arg(long, value_enum, value_name = "AGENT")]
+        from: Option<ImportFrom>,
+    },
 }
 
 #[derive(Subcommand, Debug)]

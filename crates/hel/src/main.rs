@@ -7,6 +7,7 @@ mod cli;
 mod commands;
 mod config;
 mod exit;
+mod import;
 mod output;
 mod prompt;
 mod render;

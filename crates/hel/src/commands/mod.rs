@@ -70,6 +70,10 @@ pub fn sessions(
             Some(bundle) => remote::export_bundle(&store, &project, &args.session, bundle),
             None => export::export(&store, &project, &args),
         },
-        SessionsCommand::Import { file } => remote::import_bundle(&store, &file),
+        SessionsCommand::Import {
+            file,
+            from: Some(from),
+        } => crate::import::import(&store, &project, from, &file),
+        SessionsCommand::Import { file, from: None } => remote::import_bundle(&store, &file),
     }
 }

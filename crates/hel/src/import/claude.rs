@@ -1,0 +1,349 @@
+//! Claude Code session files (`~/.claude/projects/<dir>/<uuid>.jsonl`):
+//! one record per line, conversation records linked by `parentUuid`.
+//!
+//! Imported: `user` records (text; `tool_result` blocks become tool
+//! messages; a compaction's summary, `isCompactSummary`, becomes the
+//! summary message), `assistant` records (text and `tool_use` blocks;
+//! records of one API message, written one block each, are joined;
+//! `thinking` and `redacted_thinking` blocks, usage, ids and times go into
+//! the import record), `system` records of subtype `compact_boundary`
+//! (with the summary that follows), and `summary` records (the title, or a
+//! compaction's summary right after a boundary). Sidechain (subagent) and
+//! meta records, other `system` subtypes and every other record type are
+//! counted and skipped. Records are read in file order.
+
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::{arguments_text, block_text, why, Call, Found, Item, Meta, Parser};
+
+#[derive(Default)]
+pub struct Claude {
+    /// The API message id of the last assistant record, to join the
+    /// records of one message.
+    last_message: Option<String>,
+    /// A compaction boundary was read; its summary comes next.
+    boundary: Option<Meta>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Record {
+    #[serde(rename = "type")]
+    kind: String,
+    #[serde(default)]
+    uuid: Option<String>,
+    #[serde(default)]
+    session_id: Option<String>,
+    #[serde(default)]
+    timestamp: Option<String>,
+    #[serde(default)]
+    cwd: Option<String>,
+    #[serde(default)]
+    version: Option<String>,
+    #[serde(default)]
+    git_branch: Option<String>,
+    #[serde(default)]
+    is_sidechain: bool,
+    #[serde(default)]
+    is_meta: bool,
+    #[serde(default)]
+    is_compact_summary: bool,
+    #[serde(default)]
+    is_api_error_message: bool,
+    #[serde(default)]
+    request_id: Option<String>,
+    #[serde(default)]
+    subtype: Option<String>,
+    #[serde(default)]
+    summary: Option<String>,
+    #[serde(default)]
+    message: Option<Message>,
+}
+
+#[derive(Deserialize)]
+struct Message {
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    model: Option<String>,
+    #[serde(default)]
+    content: Content,
+    #[serde(default)]
+    stop_reason: Option<String>,
+    #[serde(default)]
+    usage: Option<Usage>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Content {
+    Text(String),
+    Blocks(Vec<Value>),
+}
+
+impl Default for Content {
+    fn default() -> Content {
+        Content::Blocks(Vec::new())
+    }
+}
+
+#[derive(Deserialize, serde::Serialize)]
+struct Usage {
+    #[serde(default)]
+    input_tokens: u64,
+    #[serde(default)]
+    output_tokens: u64,
+    #[serde(default)]
+    cache_creation_input_tokens: u64,
+    #[serde(default)]
+    cache_read_input_tokens: u64,
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Block {
+    Text {
+        text: String,
+    },
+    ToolUse {
+        id: String,
+        name: String,
+        #[serde(default)]
+        input: Value,
+    },
+    ToolResult {
+        tool_use_id: String,
+        #[serde(default)]
+        content: Option<Content>,
+        #[serde(default)]
+        is_error: bool,
+    },
+    Thinking {
+        #[serde(default)]
+        thinking: String,
+        #[serde(default)]
+        signature: Option<String>,
+    },
+    RedactedThinking {
+        #[serde(default)]
+        data: String,
+    },
+    #[serde(other)]
+    Other,
+}
+
+fn text_of(content: &Content, others: &mut Vec<String>) -> String {
+    match content {
+        Content::Text(s) => s.clone(),
+        Content::Blocks(b) => block_text(b, &["text"], others),
+    }
+}
+
+impl Parser for Claude {
+    fn line(
+        &mut self,
+        line: usize,
+        bytes: &[u8],
+        found: &mut Found,
+        out: &mut Vec<Item>,
+    ) -> Result<(), String> {
+        let rec: Record = serde_json::from_slice(bytes).map_err(why)?;
+        let mut meta = Meta::at(line);
+        meta.set("id", rec.uuid.clone().map(Value::String));
+        meta.set("time", rec.timestamp.clone().map(Value::String));
+        for (k, v) in [
+            ("id", &rec.session_id),
+            ("cwd", &rec.cwd),
+            ("version", &rec.version),
+            ("git_branch", &rec.git_branch),
+        ] {
+            if let Some(v) = v {
+                found
+                    .session
+                    .entry(k)
+                    .or_insert_with(|| Value::String(v.clone()));
+            }
+        }
+        if rec.is_sidechain {
+            found.skip(format!("{} (sidechain)", clip(&rec.kind)));
+            return Ok(());
+        }
+        let kind = rec.kind.clone();
+        if kind != "assistant" {
+            self.last_message = None;
+        }
+        match kind.as_str() {
+            "user" if rec.is_meta => found.skip("user (meta)"),
+            "user" => self.user(rec, meta, found, out)?,
+            "assistant" => self.assistant(rec, meta, found, out)?,
+            "system" if rec.subtype.as_deref() == Some("compact_boundary") => {
+                self.boundary = Some(meta);
+            }
+            "system" => found.skip(format!(
+                "system/{}",
+                clip(rec.subtype.as_deref().unwrap_or("?"))
+            )),
+            "summary" => match (self.boundary.take(), rec.message, rec.summary) {
+                (Some(_), Some(m), _) => out.push(Item::Compaction {
+                    summary: text_of(&m.content, &mut Vec::new()),
+                    keep_from: None,
+                    meta,
+                }),
+                (_, _, Some(title)) => found.title = Some(title),
+                _ => found.skip("summary"),
+            },
+            other => found.skip(clip(other)),
+        }
+        Ok(())
+    }
+}
+
+impl Claude {
+    fn user(
+        &mut self,
+        rec: Record,
+        meta: Meta,
+        found: &mut Found,
+        out: &mut Vec<Item>,
+    ) -> Result<(), String> {
+        let Some(message) = rec.message else {
+            return Err("a user record without a message".into());
+        };
+        if rec.is_compact_summary {
+            self.boundary = None;
+            out.push(Item::Compaction {
+                summary: text_of(&message.content, &mut Vec::new()),
+                keep_from: None,
+                meta,
+            });
+            return Ok(());
+        }
+        if self.boundary.take().is_some() {
+            found.skip("system/compact_boundary (no summary)");
+        }
+        let blocks = match message.content {
+            Content::Text(text) => {
+                out.push(Item::User { text, meta });
+                return Ok(());
+            }
+            Content::Blocks(b) => b,
+        };
+        let mut texts = Vec::new();
+        let mut others = Vec::new();
+        for b in blocks {
+            match serde_json::from_value::<Block>(b) {
+                Ok(Block::ToolResult {
+                    tool_use_id,
+                    content,
+                    is_error,
+                }) => {
+                    let mut m = meta.clone();
+                    if is_error {
+                        m.set("is_error", Some(Value::Bool(true)));
+                    }
+                    let mut left = Vec::new();
+                    let content = content.map_or(String::new(), |c| text_of(&c, &mut left));
+                    if !left.is_empty() {
+                        m.set("left_out", Some(json!(left)));
+                    }
+                    out.push(Item::ToolResult {
+                        call_id: tool_use_id,
+                        content,
+                        meta: m,
+                    });
+                }
+                Ok(Block::Text { text }) => texts.push(text),
+                Ok(_) => others.push("block".to_owned()),
+                Err(e) => return Err(why(e)),
+            }
+        }
+        if !texts.is_empty() {
+            let mut m = meta;
+            if !others.is_empty() {
+                m.set("left_out", Some(json!(others)));
+            }
+            out.push(Item::User {
+                text: texts.join("\n"),
+                meta: m,
+            });
+        }
+        Ok(())
+    }
+
+    fn assistant(
+        &mut self,
+        rec: Record,
+        mut meta: Meta,
+        found: &mut Found,
+        out: &mut Vec<Item>,
+    ) -> Result<(), String> {
+        let Some(message) = rec.message else {
+            return Err("an assistant record without a message".into());
+        };
+        if message.model.is_some() {
+            found.model.clone_from(&message.model);
+        }
+        let merge = message.id.is_some() && message.id == self.last_message;
+        self.last_message.clone_from(&message.id);
+        meta.set("message_id", message.id.map(Value::String));
+        meta.set("request_id", rec.request_id.map(Value::String));
+        meta.set("model", message.model.map(Value::String));
+        meta.set(
+            "stop_reason",
+            message.stop_reason.clone().map(Value::String),
+        );
+        if let Some(u) = &message.usage {
+            meta.set("usage", serde_json::to_value(u).ok());
+            // The records of one message repeat its usage: counted once.
+            if !merge {
+                meta.usage = Some((
+                    u.input_tokens
+                        .saturating_add(u.cache_creation_input_tokens)
+                        .saturating_add(u.cache_read_input_tokens),
+                    u.output_tokens,
+                ));
+            }
+        }
+        let blocks = match message.content {
+            Content::Text(t) => vec![json!({"type": "text", "text": t})],
+            Content::Blocks(b) => b,
+        };
+        let mut texts = Vec::new();
+        let mut calls = Vec::new();
+        let mut thinking = Vec::new();
+        for b in blocks {
+            match serde_json::from_value::<Block>(b).map_err(why)? {
+                Block::Text { text } => texts.push(text),
+                Block::ToolUse { id, name, input } => calls.push(Call {
+                    id,
+                    name,
+                    arguments: arguments_text(&input),
+                }),
+                Block::Thinking {
+                    thinking: t,
+                    signature,
+                } => thinking.push(json!({"text": t, "signature": signature})),
+                Block::RedactedThinking { data } => thinking.push(json!({"redacted": data})),
+                Block::ToolResult { .. } | Block::Other => found.skip("assistant block"),
+            }
+        }
+        if !thinking.is_empty() {
+            meta.set("thinking", Some(Value::Array(thinking)));
+        }
+        let complete =
+            !rec.is_api_error_message && message.stop_reason.as_deref() != Some("max_tokens");
+        out.push(Item::Assistant {
+            text: (!texts.is_empty()).then(|| texts.join("\n")),
+            calls,
+            merge,
+            complete,
+            meta,
+        });
+        Ok(())
+    }
+}
+
+fn clip(s: &str) -> String {
+    s.chars().take(40).collect()
+}

@@ -1,0 +1,893 @@
+//! `hel sessions import --from codex|claude|pi PATH`: conversations other
+//! agents saved, made hel sessions of this project.
+//!
+//! A parser per format ([`codex`], [`claude`], [`pi`]) reads a session
+//! file line by line into [`Item`]s; the [`Builder`] turns them into a
+//! conversation in chat-completions form with the rules hel's own loop
+//! follows (an answer is complete when it ends without tool calls; what an
+//! incomplete one leaves is cut back to its finished tool rounds; a
+//! compaction becomes the summary message hel's compaction makes) and
+//! commits one checkpoint per completed answer through the store. What the
+//! chat form has no place for goes into the checkpoint's import record
+//! (objects-spec §16), never into a message.
+//!
+//! Everything in the files is hostile: lines are bounded, every record is
+//! parsed with serde into the types supported (others are counted and
+//! skipped), a malformed line is reported with its file and line and the
+//! rest goes on, and nothing panics.
+
+mod claude;
+mod codex;
+mod pi;
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+
+use hel_agent::compact::summary_message;
+use hel_agent::conversation::Conversation;
+use hel_store::{CommitInput, Record, SessionId, SessionLease, SessionState, Store};
+use serde_json::{json, Map, Value};
+
+use crate::cli::ImportFrom;
+use crate::exit::Exit;
+use crate::render;
+
+/// A report line on stdout, made safe for a terminal.
+fn say(text: &str) {
+    println!("{}", hel_agent::terminal::escape_text(text));
+}
+
+/// The version of the import record's layout.
+pub const RECORD_VERSION: u64 = 1;
+
+/// The longest line read; a longer one is reported and skipped.
+const MAX_LINE: usize = 64 << 20;
+
+/// The most files one import reads from a directory, and how deep it
+/// looks.
+const MAX_FILES: usize = 10_000;
+const MAX_DEPTH: usize = 8;
+
+/// The most bytes of an import record (a request config blob may hold 1
+/// MiB): past it, thinking text is left out and only its size is kept.
+const RECORD_BUDGET: usize = 768 << 10;
+
+/// The most malformed lines reported one by one per file.
+const MALFORMED_SHOWN: usize = 20;
+
+/// Why a file could not be imported.
+#[derive(Debug, thiserror::Error)]
+pub enum ImportError {
+    #[error("cannot read {}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{} holds no session file (*.jsonl)", .0.display())]
+    NothingFound(PathBuf),
+    #[error("{}: more than {MAX_FILES} session files; import a smaller directory", .0.display())]
+    TooManyFiles(PathBuf),
+    #[error("cannot save the imported session of {}: {source}", path.display())]
+    Store {
+        path: PathBuf,
+        source: hel_store::Error,
+    },
+}
+
+/// Where a message came from, and what of it the chat form cannot hold.
+#[derive(Debug, Default, Clone)]
+pub struct Meta {
+    /// The line it was read from (1-based).
+    pub line: usize,
+    /// The source's own fields: its id, time, thinking, usage, model …
+    pub fields: Map<String, Value>,
+    /// Tokens of the response, when the source counted them.
+    pub usage: Option<(u64, u64)>,
+}
+
+impl Meta {
+    fn at(line: usize) -> Meta {
+        Meta {
+            line,
+            ..Meta::default()
+        }
+    }
+
+    fn set(&mut self, key: &str, value: Option<Value>) {
+        if let Some(v) = value.filter(|v| !v.is_null()) {
+            self.fields.insert(key.to_owned(), v);
+        }
+    }
+}
+
+/// A tool call as the chat form holds it.
+#[derive(Debug, Clone)]
+pub struct Call {
+    pub id: String,
+    pub name: String,
+    /// JSON text, as the chat API carries it.
+    pub arguments: String,
+}
+
+/// One thing a conversation holds, in the order the source has it.
+#[derive(Debug)]
+pub enum Item {
+    User {
+        text: String,
+        meta: Meta,
+    },
+    /// Text and tool calls of the model. `merge`: it continues the last
+    /// message when that is the model's (a source that writes one response
+    /// as several records). `complete`: the source says the response ended
+    /// (not aborted, not failed, not cut at an output limit).
+    Assistant {
+        text: Option<String>,
+        calls: Vec<Call>,
+        merge: bool,
+        complete: bool,
+        meta: Meta,
+    },
+    ToolResult {
+        call_id: String,
+        content: String,
+        meta: Meta,
+    },
+    /// Tokens the source counted for the last response.
+    Usage {
+        input: u64,
+        output: u64,
+    },
+    /// The source compacted its history into `summary`, keeping the
+    /// messages from the one with source id `keep_from` on (None: none).
+    Compaction {
+        summary: String,
+        keep_from: Option<String>,
+        meta: Meta,
+    },
+}
+
+/// What a parser keeps of a file beside its items.
+#[derive(Debug, Default)]
+pub struct Found {
+    /// The source session's fields (id, cwd, title, times, version).
+    pub session: Map<String, Value>,
+    /// A title for the session's name.
+    pub title: Option<String>,
+    /// The model the source last named.
+    pub model: Option<String>,
+    /// Record types read and not imported, with how many of each.
+    pub skipped: BTreeMap<String, u64>,
+}
+
+impl Found {
+    fn skip(&mut self, what: impl Into<String>) {
+        *self.skipped.entry(what.into()).or_default() += 1;
+    }
+}
+
+/// A format's reader: one line at a time.
+trait Parser {
+    /// Read line `line` (1-based); an `Err` is the line's one-line fault.
+    fn line(
+        &mut self,
+        line: usize,
+        bytes: &[u8],
+        found: &mut Found,
+        out: &mut Vec<Item>,
+    ) -> Result<(), String>;
+
+    /// The file ended: what was held back.
+    fn finish(&mut self, _found: &mut Found, _out: &mut Vec<Item>) {}
+}
+
+fn parser(from: ImportFrom) -> Box<dyn Parser> {
+    match from {
+        ImportFrom::Codex => Box::new(codex::Codex::default()),
+        ImportFrom::Claude => Box::new(claude::Claude::default()),
+        ImportFrom::Pi => Box::new(pi::Pi::default()),
+    }
+}
+
+/// `hel sessions import --from FORMAT PATH`: each session file at `path`
+/// (a file, or the `*.jsonl` files of a directory) becomes a session.
+/// Exit 0 when every file was read (those with no completed answer make no
+/// session), 1 when one could not be.
+pub fn import(store: &Store, project: &Path, from: ImportFrom, path: &Path) -> Result<u8, Exit> {
+    let files = session_files(path).map_err(|e| Exit::refused(e.to_string()))?;
+    let mut failed = false;
+    for file in &files {
+        match import_file(store, project, from, file) {
+            Ok(report) => report.print(file),
+            Err(e) => {
+                failed = true;
+                render::line(&format!("hel: {e}"));
+            }
+        }
+    }
+    Ok(if failed { 1 } else { 0 })
+}
+
+/// The files to read: `path` itself, or the `*.jsonl` files under it
+/// (links not followed, sorted).
+fn session_files(path: &Path) -> Result<Vec<PathBuf>, ImportError> {
+    let meta = std::fs::symlink_metadata(path).map_err(|source| ImportError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    if !meta.is_dir() {
+        return Ok(vec![path.to_owned()]);
+    }
+    let mut files = Vec::new();
+    // Breadth first with an explicit list: the depth is bounded, not the
+    // stack's.
+    let mut dirs = vec![(path.to_owned(), 0usize)];
+    while let Some((dir, depth)) = dirs.pop() {
+        let entries = std::fs::read_dir(&dir).map_err(|source| ImportError::Read {
+            path: dir.clone(),
+            source,
+        })?;
+        for entry in entries.flatten() {
+            let p = entry.path();
+            let Ok(ft) = entry.file_type() else { continue };
+            if ft.is_dir() && depth + 1 < MAX_DEPTH {
+                dirs.push((p, depth + 1));
+            } else if ft.is_file() && p.extension().is_some_and(|e| e == "jsonl") {
+                if files.len() >= MAX_FILES {
+                    return Err(ImportError::TooManyFiles(path.to_owned()));
+                }
+                files.push(p);
+            }
+        }
+    }
+    if files.is_empty() {
+        return Err(ImportError::NothingFound(path.to_owned()));
+    }
+    files.sort();
+    Ok(files)
+}
+
+/// What importing one file did.
+struct Report {
+    session: Option<SessionId>,
+    name: Option<String>,
+    name_taken: Option<String>,
+    checkpoints: u64,
+    messages: usize,
+    skipped: BTreeMap<String, u64>,
+    malformed: Vec<String>,
+    malformed_count: usize,
+    dropped: Vec<String>,
+}
+
+impl Report {
+    fn print(&self, file: &Path) {
+        for m in &self.malformed {
+            render::line(&format!("hel: {m}"));
+        }
+        if self.malformed_count > self.malformed.len() {
+            render::line(&format!(
+                "hel: {}: and {} more malformed lines",
+                file.display(),
+                self.malformed_count - self.malformed.len()
+            ));
+        }
+        for d in &self.dropped {
+            render::line(&format!("hel: {}: {d}", file.display()));
+        }
+        if let Some(n) = &self.name_taken {
+            render::line(&format!(
+                "hel: {}: the name {n} is taken; the session is left unnamed",
+                file.display()
+            ));
+        }
+        let skipped = if self.skipped.is_empty() {
+            String::new()
+        } else {
+            let parts: Vec<String> = self
+                .skipped
+                .iter()
+                .map(|(k, n)| format!("{n} {k}"))
+                .collect();
+            format!(" · skipped {}", parts.join(", "))
+        };
+        let malformed = match self.malformed_count {
+            0 => String::new(),
+            n => format!(" · {n} malformed line(s)"),
+        };
+        match &self.session {
+            Some(id) => {
+                let name = self
+                    .name
+                    .as_ref()
+                    .map_or(String::new(), |n| format!(" ({n})"));
+                say(&format!(
+                    "{}: session {id}{name} · {} checkpoint(s), {} messages{skipped}{malformed}",
+                    file.display(),
+                    self.checkpoints,
+                    self.messages
+                ));
+            }
+            None => say(&format!(
+                "{}: no completed answer, nothing imported{skipped}{malformed}",
+                file.display()
+            )),
+        }
+    }
+}
+
+fn import_file(
+    store: &Store,
+    project: &Path,
+    from: ImportFrom,
+    file: &Path,
+) -> Result<Report, ImportError> {
+    let read_err = |source| ImportError::Read {
+        path: file.to_owned(),
+        source,
+    };
+    // Not through a link, and never a FIFO or device that would block.
+    let meta = std::fs::symlink_metadata(file).map_err(read_err)?;
+    if !meta.is_file() {
+        return Err(read_err(std::io::Error::other("not a regular file")));
+    }
+    let f = std::fs::File::open(file).map_err(read_err)?;
+    let mut reader = BufReader::new(f);
+    let mut parser = parser(from);
+    let mut found = Found::default();
+    let mut builder = Builder::new(store, project, from, file);
+    let mut malformed = Vec::new();
+    let mut malformed_count = 0;
+    let mut items = Vec::new();
+    let mut buf = Vec::new();
+    let mut line = 0usize;
+    loop {
+        buf.clear();
+        line += 1;
+        let n = (&mut reader)
+            .take(MAX_LINE as u64 + 1)
+            .read_until(b'\n', &mut buf)
+            .map_err(read_err)?;
+        if n == 0 {
+            break;
+        }
+        let fault = if buf.len() > MAX_LINE && !buf.ends_with(b"\n") {
+            skip_line(&mut reader).map_err(read_err)?;
+            Some(format!("longer than {} MiB", MAX_LINE >> 20))
+        } else {
+            let text = buf.strip_suffix(b"\n").unwrap_or(&buf);
+            let text = text.strip_suffix(b"\r").unwrap_or(text);
+            if text.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            parser.line(line, text, &mut found, &mut items).err()
+        };
+        if let Some(why) = fault {
+            malformed_count += 1;
+            if malformed.len() < MALFORMED_SHOWN {
+                malformed.push(format!("{}:{line}: {why}; line skipped", file.display()));
+            }
+        }
+        for item in items.drain(..) {
+            builder.item(item, &found)?;
+        }
+    }
+    parser.finish(&mut found, &mut items);
+    for item in items.drain(..) {
+        builder.item(item, &found)?;
+    }
+    builder.end(&found, malformed_count)?;
+    let (name, name_taken) = match (&builder.session, &found.title) {
+        (Some((lease, _)), Some(title)) => name_from_title(store, lease.session(), title),
+        _ => (None, None),
+    };
+    Ok(Report {
+        session: builder.session.as_ref().map(|(l, _)| l.session().clone()),
+        name,
+        name_taken,
+        checkpoints: builder.checkpoints,
+        messages: builder.committed_len,
+        skipped: found.skipped,
+        malformed,
+        malformed_count,
+        dropped: builder.dropped,
+    })
+}
+
+/// Read past the rest of an overlong line.
+fn skip_line(reader: &mut impl BufRead) -> std::io::Result<()> {
+    loop {
+        let buf = reader.fill_buf()?;
+        if buf.is_empty() {
+            return Ok(());
+        }
+        if let Some(i) = buf.iter().position(|b| *b == b'\n') {
+            reader.consume(i + 1);
+            return Ok(());
+        }
+        let n = buf.len();
+        reader.consume(n);
+    }
+}
+
+/// Name the session after `title` when that name is valid and free.
+/// Returns the name given, or the name that was taken.
+fn name_from_title(store: &Store, id: &SessionId, title: &str) -> (Option<String>, Option<String>) {
+    let Some(name) = slug(title) else {
+        return (None, None);
+    };
+    match store.session_named(&name) {
+        Ok(Some(_)) => (None, Some(name)),
+        Ok(None) => match store.rename(id, &name) {
+            Ok(()) => (Some(name), None),
+            Err(_) => (None, Some(name)),
+        },
+        Err(_) => (None, None),
+    }
+}
+
+/// A session name made of a title: its words joined with `-`, letters
+/// and digits only, at most 48 characters; None when nothing of it is
+/// left or the result is not a valid name.
+fn slug(title: &str) -> Option<String> {
+    let mut out = String::new();
+    for word in title
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|w| !w.is_empty())
+    {
+        if out.len() + word.len() + 1 > 48 {
+            break;
+        }
+        if !out.is_empty() {
+            out.push('-');
+        }
+        out.push_str(&word.to_ascii_lowercase());
+    }
+    hel_store::check_name(&out).is_ok().then_some(out)
+}
+
+/// Turns items into a conversation and commits its completed answers.
+struct Builder<'a> {
+    store: &'a Store,
+    from: ImportFrom,
+    file: &'a Path,
+    cwd: String,
+    conversation: Conversation,
+    /// Per message of the conversation, where it came from.
+    metas: Vec<Meta>,
+    /// The calls of the last assistant message still without a result.
+    open: Vec<String>,
+    /// Whether an instruction is in progress (a user message since the
+    /// last completed answer).
+    in_instruction: bool,
+    /// The conversation's length at the last checkpoint.
+    committed_len: usize,
+    /// Messages from this index on are new since the last checkpoint (for
+    /// the import record).
+    new_from: usize,
+    instruction: String,
+    usage: (u64, u64),
+    session: Option<(SessionLease, SessionState)>,
+    checkpoints: u64,
+    dropped: Vec<String>,
+}
+
+impl<'a> Builder<'a> {
+    fn new(store: &'a Store, project: &Path, from: ImportFrom, file: &'a Path) -> Builder<'a> {
+        // The system message is rebuilt from hel's environment on resume;
+        // this one says where the conversation came from until then.
+        let system = json!({
+            "role": "system",
+            "content": format!("A conversation imported from {}.", from.name()),
+        });
+        Builder {
+            store,
+            from,
+            file,
+            cwd: hel_agent::session::recorded_cwd(project),
+            conversation: Conversation::from(vec![system]),
+            metas: vec![Meta::default()],
+            open: Vec::new(),
+            in_instruction: false,
+            committed_len: 1,
+            new_from: 1,
+            instruction: String::new(),
+            usage: (0, 0),
+            session: None,
+            checkpoints: 0,
+            dropped: Vec::new(),
+        }
+    }
+
+    /// The last message is a completed answer: a model message without
+    /// tool calls.
+    fn answered(&self) -> bool {
+        self.in_instruction
+            && self.conversation.messages().last().is_some_and(|m| {
+                m["role"] == "assistant"
+                    && m.get("tool_calls")
+                        .and_then(Value::as_array)
+                        .is_none_or(|c| c.is_empty())
+            })
+    }
+
+    fn push(&mut self, message: Value, meta: Meta) {
+        self.conversation.push(message);
+        self.metas.push(meta);
+    }
+
+    fn item(&mut self, item: Item, found: &Found) -> Result<(), ImportError> {
+        match item {
+            Item::User { text, meta } => {
+                if self.answered() {
+                    self.checkpoint(found)?;
+                } else if self.in_instruction {
+                    self.cut(meta.line, "an instruction without an answer");
+                }
+                self.instruction = hel_store::first_line(&text);
+                self.conversation.begin_instruction(&text);
+                self.metas.push(meta);
+                self.in_instruction = true;
+            }
+            Item::Assistant {
+                text,
+                calls,
+                merge,
+                complete,
+                meta,
+            } => {
+                if !complete {
+                    self.dropped.push(format!(
+                        "line {}: a response that did not complete was left out",
+                        meta.line
+                    ));
+                    return Ok(());
+                }
+                if let Some((i, o)) = meta.usage {
+                    self.usage.0 = self.usage.0.saturating_add(i);
+                    self.usage.1 = self.usage.1.saturating_add(o);
+                }
+                let last_is_model = self
+                    .conversation
+                    .messages()
+                    .last()
+                    .is_some_and(|m| m["role"] == "assistant");
+                if merge && last_is_model {
+                    self.extend_last(text, &calls, meta);
+                } else {
+                    if !self.open.is_empty() {
+                        self.cut(meta.line, "tool calls without their results");
+                    }
+                    let mut m = json!({"role": "assistant", "content": text});
+                    if !calls.is_empty() {
+                        m["tool_calls"] = calls_json(&calls);
+                    }
+                    self.open = calls.into_iter().map(|c| c.id).collect();
+                    self.push(m, meta);
+                }
+            }
+            Item::ToolResult {
+                call_id,
+                content,
+                meta,
+            } => {
+                let Some(at) = self.open.iter().position(|c| *c == call_id) else {
+                    self.dropped.push(format!(
+                        "line {}: a tool result for a call the conversation does not hold was left out",
+                        meta.line
+                    ));
+                    return Ok(());
+                };
+                self.open.remove(at);
+                self.push(
+                    json!({"role": "tool", "tool_call_id": call_id, "content": content}),
+                    meta,
+                );
+                if self.open.is_empty() {
+                    self.conversation.round_finished();
+                }
+            }
+            Item::Usage { input, output } => {
+                self.usage.0 = self.usage.0.saturating_add(input);
+                self.usage.1 = self.usage.1.saturating_add(output);
+                if let Some(m) = self.metas.last_mut() {
+                    m.fields.insert(
+                        "usage".into(),
+                        json!({"input_tokens": input, "output_tokens": output}),
+                    );
+                }
+            }
+            Item::Compaction {
+                summary,
+                keep_from,
+                meta,
+            } => {
+                // The answer before it is a checkpoint of its own.
+                if self.answered() {
+                    self.checkpoint(found)?;
+                }
+                self.compact(&summary, keep_from.as_deref(), meta);
+            }
+        }
+        Ok(())
+    }
+
+    /// Add text and calls to the last (model) message.
+    fn extend_last(&mut self, text: Option<String>, calls: &[Call], meta: Meta) {
+        let i = self.conversation.len() - 1;
+        self.conversation.edit(i, |m| {
+            if let Some(t) = text {
+                m["content"] = match m["content"].as_str() {
+                    Some(old) if !old.is_empty() => Value::String(format!("{old}\n{t}")),
+                    _ => Value::String(t),
+                };
+            }
+            if !calls.is_empty() {
+                let mut all = m["tool_calls"].as_array().cloned().unwrap_or_default();
+                if let Value::Array(new) = calls_json(calls) {
+                    all.extend(new);
+                }
+                m["tool_calls"] = Value::Array(all);
+            }
+        });
+        self.open.extend(calls.iter().map(|c| c.id.clone()));
+        let last = &mut self.metas[i];
+        // One message of several records: each record's fields are kept.
+        let earlier = std::mem::take(&mut last.fields);
+        let parts = match earlier.get("parts") {
+            Some(Value::Array(p)) => p.clone(),
+            _ => vec![Value::Object(earlier)],
+        };
+        let mut parts = parts;
+        parts.push(Value::Object(meta.fields));
+        last.fields.insert("parts".into(), Value::Array(parts));
+    }
+
+    /// The instruction in progress ended without an answer: keep its
+    /// finished tool rounds, as hel's loop does, and say what went.
+    fn cut(&mut self, line: usize, why: &str) {
+        let before = self.conversation.len();
+        self.conversation.abandon_instruction();
+        let after = self.conversation.len();
+        self.metas.truncate(after);
+        self.open.clear();
+        self.in_instruction = false;
+        if after < before {
+            self.dropped.push(format!(
+                "before line {line}: {why}: {} message(s) left out",
+                before - after
+            ));
+        }
+    }
+
+    /// The source's compaction: the messages before the kept ones become
+    /// one summary message, as hel's compaction makes it.
+    fn compact(&mut self, summary: &str, keep_from: Option<&str>, meta: Meta) {
+        let messages = self.conversation.messages();
+        let mut end = keep_from
+            .and_then(|id| {
+                self.metas
+                    .iter()
+                    .position(|m| m.fields.get("id").and_then(Value::as_str) == Some(id))
+            })
+            .unwrap_or(messages.len());
+        // The kept tail never starts with a tool result.
+        while end < messages.len() && messages[end]["role"] == "tool" {
+            end += 1;
+        }
+        if end <= 1 {
+            // Nothing before the kept messages: nothing to summarize.
+            return;
+        }
+        // Calls whose results would be summarized away are closed.
+        if end >= messages.len() {
+            self.open.clear();
+        }
+        let mut m = meta;
+        m.fields.insert("compaction".into(), Value::Bool(true));
+        self.conversation
+            .summarize(1, end, summary_message(summary));
+        let removed = end - 1;
+        self.metas.splice(1..end, [m]);
+        let shift = |i: usize| {
+            if i >= end {
+                i - removed + 1
+            } else if i > 1 {
+                2
+            } else {
+                i
+            }
+        };
+        self.committed_len = shift(self.committed_len);
+        // The summary is new, and the kept messages are named again.
+        self.new_from = 1;
+    }
+
+    /// Commit the conversation as it stands: one checkpoint, its import
+    /// record naming what is new since the last one.
+    fn checkpoint(&mut self, found: &Found) -> Result<(), ImportError> {
+        let store_err = |source| ImportError::Store {
+            path: self.file.to_owned(),
+            source,
+        };
+        if self.session.is_none() {
+            let lease = self.store.new_session().map_err(store_err)?;
+            self.session = Some((lease, SessionState::default()));
+        }
+        let record = self.import_record(found);
+        let request_config = json!({
+            "provider": self.from.name(),
+            "base_url": "",
+            "model": found.model.clone().unwrap_or_default(),
+            "params": {},
+            "max_output_tokens": 0,
+            "output_limit_field": "",
+            "tools": [],
+            "compaction": null,
+            "import": record,
+        });
+        let Some((lease, state)) = self.session.as_mut() else {
+            return Ok(());
+        };
+        let committed = self
+            .store
+            .commit(
+                lease,
+                state,
+                CommitInput {
+                    messages: self.conversation.messages(),
+                    leaves: self.conversation.leaves(),
+                    cwd: self.cwd.clone(),
+                    request_config,
+                    meter: serde_json::to_value(hel_agent::meter::Meter::default())
+                        .unwrap_or_default(),
+                    cursors: Value::Array(Vec::new()),
+                    new_spill: Vec::new(),
+                    instruction: self.instruction.clone(),
+                    input_tokens: self.usage.0,
+                    output_tokens: self.usage.1,
+                    why: format!("import from {}", self.from.name()),
+                    record: Record::Answer,
+                    workspace: None,
+                },
+            )
+            .map_err(|source| ImportError::Store {
+                path: self.file.to_owned(),
+                source,
+            })?;
+        for w in &committed.warnings {
+            render::line(&format!("hel: warning: {w}"));
+        }
+        self.conversation.committed(&committed);
+        self.conversation.finish_instruction();
+        self.checkpoints += 1;
+        self.committed_len = self.conversation.len();
+        self.new_from = self.committed_len;
+        self.usage = (0, 0);
+        self.in_instruction = false;
+        Ok(())
+    }
+
+    /// The import record of the checkpoint about to be made (objects-spec
+    /// §16), within [`RECORD_BUDGET`].
+    fn import_record(&self, found: &Found) -> Value {
+        let messages: Vec<Value> = (self.new_from..self.conversation.len())
+            .filter_map(|i| {
+                let m = self.metas.get(i)?;
+                (!m.fields.is_empty()).then(|| {
+                    json!({"index": i, "line": m.line, "source": Value::Object(m.fields.clone())})
+                })
+            })
+            .collect();
+        let mut record = json!({
+            "version": RECORD_VERSION,
+            "from": self.from.name(),
+            "file": self.file.display().to_string(),
+            "session": Value::Object(found.session.clone()),
+            "messages": messages,
+        });
+        if hel_store::canonical::to_vec(&record).len() > RECORD_BUDGET {
+            drop_thinking(&mut record);
+        }
+        if hel_store::canonical::to_vec(&record).len() > RECORD_BUDGET {
+            record["messages"] = json!([]);
+            record["cut"] = json!("the per-message fields were over the record's budget");
+        }
+        record
+    }
+
+    /// The file ended: commit a completed last answer; what follows the
+    /// last one is dropped and said.
+    fn end(&mut self, found: &Found, malformed: usize) -> Result<(), ImportError> {
+        let _ = malformed;
+        if self.answered() {
+            self.checkpoint(found)?;
+        }
+        let tail = self.conversation.len().saturating_sub(self.committed_len);
+        if tail > 0 {
+            let line = self.metas.get(self.committed_len).map_or(0, |m| m.line);
+            self.dropped.push(format!(
+                "an incomplete tail of {tail} message(s) from line {line} on (no completed answer after it) was dropped"
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Thinking text replaced by its size, everywhere in `v`.
+fn drop_thinking(v: &mut Value) {
+    let mut stack = vec![v];
+    while let Some(v) = stack.pop() {
+        match v {
+            Value::Object(map) => {
+                if let Some(t) = map.get_mut("thinking") {
+                    let chars = serde_json::to_string(t).map_or(0, |s| s.len());
+                    *t = json!({"left_out": true, "bytes": chars});
+                }
+                stack.extend(map.values_mut());
+            }
+            Value::Array(a) => stack.extend(a.iter_mut()),
+            _ => {}
+        }
+    }
+}
+
+fn calls_json(calls: &[Call]) -> Value {
+    Value::Array(
+        calls
+            .iter()
+            .map(|c| {
+                json!({"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}})
+            })
+            .collect(),
+    )
+}
+
+/// Text of content blocks: the `text` of each block of a type in `kinds`,
+/// joined by newlines; other blocks are named in `others`.
+fn block_text(blocks: &[Value], kinds: &[&str], others: &mut Vec<String>) -> String {
+    let mut parts = Vec::new();
+    for b in blocks {
+        let kind = b.get("type").and_then(Value::as_str).unwrap_or("?");
+        match b.get("text").and_then(Value::as_str) {
+            Some(t) if kinds.contains(&kind) => parts.push(t.to_owned()),
+            _ => others.push(kind.chars().take(40).collect()),
+        }
+    }
+    parts.join("\n")
+}
+
+/// A JSON value as the text of a tool call's arguments.
+fn arguments_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => serde_json::to_string(other).unwrap_or_default(),
+    }
+}
+
+/// The first line of a serde error, as a malformed line's reason.
+fn why(e: serde_json::Error) -> String {
+    let s = e.to_string();
+    s.lines()
+        .next()
+        .unwrap_or("not JSON")
+        .chars()
+        .take(200)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slugs_are_names_or_nothing() {
+        assert_eq!(
+            slug("Fix the login bug!").as_deref(),
+            Some("fix-the-login-bug")
+        );
+        assert_eq!(slug("   "), None);
+        assert_eq!(slug("deadbeef"), None);
+        assert!(slug(&"word ".repeat(40)).unwrap().len() <= 48);
+    }
+}
