@@ -131,11 +131,24 @@ impl JsonOut {
         self.write(&v);
     }
 
+    /// One line: the object with its `type` first (then the other keys
+    /// in order), for whoever reads the stream by eye.
     fn write(&self, v: &Value) {
+        let line = match v {
+            Value::Object(map) => {
+                let mut rest = map.clone();
+                let kind = rest.remove("type").unwrap_or(Value::Null);
+                let rest = Value::Object(rest).to_string();
+                match rest.strip_prefix('{').filter(|r| *r != "}") {
+                    Some(r) => format!("{{\"type\":{kind},{r}"),
+                    None => format!("{{\"type\":{kind}}}"),
+                }
+            }
+            other => other.to_string(),
+        };
         let mut out = self.out.borrow_mut();
         // A closed stdout is no reason for a run to stop (as for answers).
-        let _ = serde_json::to_writer(&mut *out, v);
-        let _ = writeln!(out);
+        let _ = writeln!(out, "{line}");
         let _ = out.flush();
     }
 

@@ -185,7 +185,7 @@ fn parser(from: ImportFrom) -> Box<dyn Parser> {
     match from {
         ImportFrom::Codex => Box::new(codex::Codex::default()),
         ImportFrom::Claude => Box::new(claude::Claude::default()),
-        ImportFrom::Pi => Box::new(pi::Pi::default()),
+        ImportFrom::Pi => Box::new(pi::Pi),
     }
 }
 
@@ -376,7 +376,7 @@ fn import_file(
     for item in items.drain(..) {
         builder.item(item, &found)?;
     }
-    builder.end(&found, malformed_count)?;
+    builder.end(&found)?;
     let (name, name_taken) = match (&builder.session, &found.title) {
         (Some((lease, _)), Some(title)) => name_from_title(store, lease.session(), title),
         _ => (None, None),
@@ -689,16 +689,16 @@ impl<'a> Builder<'a> {
             .summarize(1, end, summary_message(summary));
         let removed = end - 1;
         self.metas.splice(1..end, [m]);
-        let shift = |i: usize| {
-            if i >= end {
-                i - removed + 1
-            } else if i > 1 {
-                2
-            } else {
-                i
-            }
+        // Where the last checkpoint's end is now (as Conversation moves
+        // an instruction's completed point).
+        let c = self.committed_len;
+        self.committed_len = if c >= end {
+            c - removed + 1
+        } else if c > 1 {
+            2
+        } else {
+            c
         };
-        self.committed_len = shift(self.committed_len);
         // The summary is new, and the kept messages are named again.
         self.new_from = 1;
     }
@@ -798,8 +798,7 @@ impl<'a> Builder<'a> {
 
     /// The file ended: commit a completed last answer; what follows the
     /// last one is dropped and said.
-    fn end(&mut self, found: &Found, malformed: usize) -> Result<(), ImportError> {
-        let _ = malformed;
+    fn end(&mut self, found: &Found) -> Result<(), ImportError> {
         if self.answered() {
             self.checkpoint(found)?;
         }

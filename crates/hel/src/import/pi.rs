@@ -19,7 +19,6 @@ use serde_json::{json, Value};
 
 use super::{arguments_text, block_text, why, Call, Found, Item, Meta, Parser};
 
-#[derive(Default)]
 pub struct Pi;
 
 #[derive(Deserialize)]
