@@ -328,15 +328,15 @@ fn hostile_lines_are_reported_and_skipped_and_an_incomplete_tail_is_dropped() {
         r#"{"type":"session","version":3,"id":"s1","timestamp":"2026-01-01T00:00:00Z","cwd":"/x"}"#,
         r#"{"type":"session_info","id":"a0","parentId":null,"name":"Fix the parser"}"#,
         r#"{"type":"message","id":"a1","parentId":"a0","message":{"role":"user","content":"first"}}"#,
-        r#"{"type":"message","id":"a2","message":{"role":"assistant","content":[{"type":"thinking","thinking":"secret plan","thinkingSignature":"sig"},{"type":"text","text":"answer one"}],"stopReason":"stop"}}"#,
+        r#"{"type":"message","id":"a2","parentId":"a1","message":{"role":"assistant","content":[{"type":"thinking","thinking":"secret plan","thinkingSignature":"sig"},{"type":"text","text":"answer one"}],"stopReason":"stop"}}"#,
         "{not json",
         r#"{"type":"message","message":{"role":"user"}}"#,
-        r#"{"type":"hologram","id":"x"}"#,
-        r#"{"type":"compaction","id":"c1","summary":"we did one thing","firstKeptEntryId":"a1"}"#,
-        r#"{"type":"message","id":"a3","message":{"role":"user","content":"second"}}"#,
-        r#"{"type":"message","id":"a4","message":{"role":"assistant","content":[{"type":"text","text":"answer two"}],"stopReason":"stop"}}"#,
-        r#"{"type":"message","id":"a5","message":{"role":"user","content":"third"}}"#,
-        r#"{"type":"message","id":"a6","message":{"role":"assistant","content":[{"type":"toolCall","id":"t1","name":"read","arguments":{"path":"x"}}],"stopReason":"toolUse"}}"#,
+        r#"{"type":"hologram","id":"x","parentId":"a2"}"#,
+        r#"{"type":"compaction","id":"c1","parentId":"x","summary":"we did one thing","firstKeptEntryId":"a1"}"#,
+        r#"{"type":"message","id":"a3","parentId":"c1","message":{"role":"user","content":"second"}}"#,
+        r#"{"type":"message","id":"a4","parentId":"a3","message":{"role":"assistant","content":[{"type":"text","text":"answer two"}],"stopReason":"stop"}}"#,
+        r#"{"type":"message","id":"a5","parentId":"a4","message":{"role":"user","content":"third"}}"#,
+        r#"{"type":"message","id":"a6","parentId":"a5","message":{"role":"assistant","content":[{"type":"toolCall","id":"t1","name":"read","arguments":{"path":"x"}}],"stopReason":"toolUse"}}"#,
     ];
     std::fs::write(&file, lines.join("\n") + "\n").unwrap();
     let run = p.run(
@@ -417,5 +417,78 @@ fn hostile_lines_are_reported_and_skipped_and_an_incomplete_tail_is_dropped() {
         missing.stderr.contains("/nonexistent/x.jsonl"),
         "{}",
         missing.stderr
+    );
+}
+
+#[test]
+fn of_a_file_with_branches_the_branch_the_source_resumes_is_imported() {
+    let p = Project::new();
+    let file = p.path().join("claude-rewound.jsonl");
+    let rec = |uuid: &str, parent: Option<&str>, kind: &str, content: Value| {
+        let message = match kind {
+            "user" => json!({"role": "user", "content": content}),
+            _ => {
+                json!({"id": format!("msg_{uuid}"), "role": "assistant", "content": content, "stop_reason": "end_turn"})
+            }
+        };
+        json!({"type": kind, "uuid": uuid, "parentUuid": parent, "sessionId": "s", "message": message}).to_string()
+    };
+    let text = |t: &str| json!([{"type": "text", "text": t}]);
+    let lines = [
+        rec("u1", None, "user", json!("first question")),
+        rec("a1", Some("u1"), "assistant", text("first answer")),
+        rec("u2", Some("a1"), "user", json!("a question taken back")),
+        rec(
+            "a2",
+            Some("u2"),
+            "assistant",
+            text("an answer on the abandoned branch"),
+        ),
+        // The user went back to a1 and asked again.
+        rec(
+            "u3",
+            Some("a1"),
+            "user",
+            json!("the question asked instead"),
+        ),
+        rec("a3", Some("u3"), "assistant", text("the answer kept")),
+        json!({"type": "summary", "summary": "Rewound chat", "leafUuid": "a3"}).to_string(),
+    ];
+    std::fs::write(&file, lines.join("\n") + "\n").unwrap();
+    let run = p.run(
+        None,
+        &[
+            "sessions",
+            "import",
+            "--from",
+            "claude",
+            file.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    assert!(
+        run.stdout
+            .contains("(rewound-chat) · 2 checkpoint(s), 5 messages"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains("skipped 2 records of other branches"),
+        "{}",
+        run.stdout
+    );
+    let cp = shown(&p, "rewound-chat");
+    let texts: Vec<&str> = cp["messages"].as_array().unwrap()[1..]
+        .iter()
+        .map(|m| m["content"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        texts,
+        [
+            "first question",
+            "first answer",
+            "the question asked instead",
+            "the answer kept"
+        ]
     );
 }

@@ -15,7 +15,7 @@
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::{arguments_text, block_text, why, Call, Found, Item, Meta, Parser};
+use super::{arguments_text, block_text, why, Call, Found, Item, Link, Meta, Parser};
 
 #[derive(Default)]
 pub struct Claude {
@@ -140,7 +140,41 @@ fn text_of(content: &Content, others: &mut Vec<String>) -> String {
     }
 }
 
+/// A record's links, read without the rest of it.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Links {
+    #[serde(rename = "type")]
+    kind: String,
+    #[serde(default)]
+    uuid: Option<String>,
+    #[serde(default)]
+    parent_uuid: Option<String>,
+    #[serde(default)]
+    logical_parent_uuid: Option<String>,
+    #[serde(default)]
+    is_sidechain: bool,
+    #[serde(default)]
+    subtype: Option<String>,
+}
+
 impl Parser for Claude {
+    fn link(&self, bytes: &[u8]) -> Option<Link> {
+        let l: Links = serde_json::from_slice(bytes).ok()?;
+        // A compaction boundary starts a new chain that goes on from its
+        // logical parent.
+        Some(Link {
+            leaf: !l.is_sidechain && matches!(l.kind.as_str(), "user" | "assistant"),
+            id: l.uuid?,
+            parent: l.parent_uuid.or(l.logical_parent_uuid),
+        })
+    }
+
+    fn is_compaction(&self, bytes: &[u8]) -> bool {
+        serde_json::from_slice::<Links>(bytes)
+            .is_ok_and(|l| l.kind == "system" && l.subtype.as_deref() == Some("compact_boundary"))
+    }
+
     fn line(
         &mut self,
         line: usize,

@@ -153,7 +153,18 @@ fn output_text(v: &Value) -> String {
     }
 }
 
+/// Just the type of a record.
+#[derive(Deserialize)]
+struct Kind {
+    #[serde(rename = "type")]
+    kind: String,
+}
+
 impl Parser for Codex {
+    fn is_compaction(&self, bytes: &[u8]) -> bool {
+        serde_json::from_slice::<Kind>(bytes).is_ok_and(|k| k.kind == "compacted")
+    }
+
     fn line(
         &mut self,
         line: usize,

@@ -20,7 +20,7 @@ mod claude;
 mod codex;
 mod pi;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 
@@ -68,6 +68,12 @@ pub enum ImportError {
     NothingFound(PathBuf),
     #[error("{}: more than {MAX_FILES} session files; import a smaller directory", .0.display())]
     TooManyFiles(PathBuf),
+    #[error("{}: the conversation is over the load budget ({over}) at line {line}; the answers before are imported, nothing after", path.display())]
+    OverBudget {
+        path: PathBuf,
+        line: usize,
+        over: hel_store::OverLimit,
+    },
     #[error("cannot save the imported session of {}: {source}", path.display())]
     Store {
         path: PathBuf,
@@ -179,6 +185,25 @@ trait Parser {
 
     /// The file ended: what was held back.
     fn finish(&mut self, _found: &mut Found, _out: &mut Vec<Item>) {}
+
+    /// The record's id and parent, for a format whose records link to
+    /// a parent (a branch is a chain of them); None for a record that is
+    /// not linked (or a format without links).
+    fn link(&self, _bytes: &[u8]) -> Option<Link> {
+        None
+    }
+
+    /// Whether the line is the source's compaction record.
+    fn is_compaction(&self, bytes: &[u8]) -> bool;
+}
+
+/// A record's place in its file's tree of branches.
+pub struct Link {
+    pub id: String,
+    pub parent: Option<String>,
+    /// It can end a conversation (the newest such record is the branch
+    /// the source resumes).
+    pub leaf: bool,
 }
 
 fn parser(from: ImportFrom) -> Box<dyn Parser> {
@@ -316,6 +341,123 @@ impl Report {
     }
 }
 
+/// Open a session file: a regular file, not through a link, never a FIFO
+/// or device that would block.
+fn open_source(file: &Path) -> Result<std::fs::File, ImportError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let read_err = |source| ImportError::Read {
+        path: file.to_owned(),
+        source,
+    };
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(file)
+        .map_err(read_err)?;
+    if !f.metadata().map_err(read_err)?.is_file() {
+        return Err(read_err(std::io::Error::other("not a regular file")));
+    }
+    Ok(f)
+}
+
+/// A session file's lines, each bounded by [`MAX_LINE`].
+struct Lines {
+    reader: BufReader<std::fs::File>,
+    buf: Vec<u8>,
+    line: usize,
+}
+
+impl Lines {
+    fn new(f: std::fs::File) -> Lines {
+        Lines {
+            reader: BufReader::new(f),
+            buf: Vec::new(),
+            line: 0,
+        }
+    }
+
+    /// The next line that is not blank, without its line end: its
+    /// number and its bytes, or why it cannot be read; None at the end.
+    fn next(&mut self) -> std::io::Result<Option<(usize, Result<&[u8], String>)>> {
+        let end = loop {
+            self.buf.clear();
+            self.line += 1;
+            let n = (&mut self.reader)
+                .take(MAX_LINE as u64 + 1)
+                .read_until(b'\n', &mut self.buf)?;
+            if n == 0 {
+                return Ok(None);
+            }
+            if self.buf.len() > MAX_LINE && !self.buf.ends_with(b"\n") {
+                skip_line(&mut self.reader)?;
+                return Ok(Some((
+                    self.line,
+                    Err(format!("longer than {} MiB", MAX_LINE >> 20)),
+                )));
+            }
+            let mut end = self.buf.len();
+            for b in [b'\n', b'\r'] {
+                if end > 0 && self.buf[end - 1] == b {
+                    end -= 1;
+                }
+            }
+            if !self.buf[..end].iter().all(u8::is_ascii_whitespace) {
+                break end;
+            }
+        };
+        Ok(Some((self.line, Ok(&self.buf[..end]))))
+    }
+}
+
+/// What a first reading of a file found: the records on the branch that
+/// is imported (formats whose records link to a parent), and the line of
+/// the last compaction.
+#[derive(Default)]
+struct Survey {
+    /// None: every record is read (no links).
+    path: Option<HashSet<String>>,
+    last_compaction: Option<usize>,
+}
+
+/// Read `file` once for its links and compactions. The branch imported is
+/// the one that ends at the last record that can end a conversation, as
+/// the source resumes it; its records are found by walking parent links
+/// up from there (each record at most once).
+fn survey(file: &Path, parser: &dyn Parser) -> Result<Survey, ImportError> {
+    let read_err = |source| ImportError::Read {
+        path: file.to_owned(),
+        source,
+    };
+    let mut lines = Lines::new(open_source(file)?);
+    let mut parents: HashMap<String, Option<String>> = HashMap::new();
+    let mut leaf = None;
+    let mut out = Survey::default();
+    while let Some((line, text)) = lines.next().map_err(read_err)? {
+        let Ok(text) = text else { continue };
+        if parser.is_compaction(text) {
+            out.last_compaction = Some(line);
+        }
+        if let Some(link) = parser.link(text) {
+            if link.leaf {
+                leaf = Some(link.id.clone());
+            }
+            parents.insert(link.id, link.parent);
+        }
+    }
+    if !parents.is_empty() {
+        let mut path = HashSet::new();
+        let mut at = leaf;
+        while let Some(id) = at {
+            if !path.insert(id.clone()) {
+                break;
+            }
+            at = parents.get(&id).cloned().flatten();
+        }
+        out.path = Some(path);
+    }
+    Ok(out)
+}
+
 fn import_file(
     store: &Store,
     project: &Path,
@@ -326,41 +468,40 @@ fn import_file(
         path: file.to_owned(),
         source,
     };
-    // Not through a link, and never a FIFO or device that would block.
-    let meta = std::fs::symlink_metadata(file).map_err(read_err)?;
-    if !meta.is_file() {
-        return Err(read_err(std::io::Error::other("not a regular file")));
-    }
-    let f = std::fs::File::open(file).map_err(read_err)?;
-    let mut reader = BufReader::new(f);
     let mut parser = parser(from);
+    let survey = survey(file, parser.as_ref())?;
     let mut found = Found::default();
     let mut builder = Builder::new(store, project, from, file);
+    let size = open_source(file)?.metadata().map_err(read_err)?.len();
+    let budget = store.limits().max_bytes;
+    if let (true, Some(line)) = (size > budget, survey.last_compaction) {
+        // Whatever came before the last compaction would not load as one
+        // conversation: the source itself resumes from there.
+        builder.commit_after = line;
+        builder.dropped.push(format!(
+            "larger than the load budget ({} MiB): imported from its last compaction (line {line}) on",
+            budget >> 20
+        ));
+    }
+    let mut lines = Lines::new(open_source(file)?);
     let mut malformed = Vec::new();
     let mut malformed_count = 0;
     let mut items = Vec::new();
-    let mut buf = Vec::new();
-    let mut line = 0usize;
-    loop {
-        buf.clear();
-        line += 1;
-        let n = (&mut reader)
-            .take(MAX_LINE as u64 + 1)
-            .read_until(b'\n', &mut buf)
-            .map_err(read_err)?;
-        if n == 0 {
-            break;
-        }
-        let fault = if buf.len() > MAX_LINE && !buf.ends_with(b"\n") {
-            skip_line(&mut reader).map_err(read_err)?;
-            Some(format!("longer than {} MiB", MAX_LINE >> 20))
-        } else {
-            let text = buf.strip_suffix(b"\n").unwrap_or(&buf);
-            let text = text.strip_suffix(b"\r").unwrap_or(text);
-            if text.iter().all(u8::is_ascii_whitespace) {
-                continue;
+    while let Some((line, text)) = lines.next().map_err(read_err)? {
+        let fault = match text {
+            Err(why) => Some(why),
+            Ok(text) => {
+                let off_branch = survey
+                    .path
+                    .as_ref()
+                    .is_some_and(|path| parser.link(text).is_some_and(|l| !path.contains(&l.id)));
+                if off_branch {
+                    found.skip("records of other branches");
+                    None
+                } else {
+                    parser.line(line, text, &mut found, &mut items).err()
+                }
             }
-            parser.line(line, text, &mut found, &mut items).err()
         };
         if let Some(why) = fault {
             malformed_count += 1;
@@ -470,6 +611,9 @@ struct Builder<'a> {
     session: Option<(SessionLease, SessionState)>,
     checkpoints: u64,
     dropped: Vec<String>,
+    /// Answers up to this line are not saved as checkpoints (a source
+    /// over the load budget is imported from its last compaction on).
+    commit_after: usize,
 }
 
 impl<'a> Builder<'a> {
@@ -496,6 +640,7 @@ impl<'a> Builder<'a> {
             session: None,
             checkpoints: 0,
             dropped: Vec::new(),
+            commit_after: 0,
         }
     }
 
@@ -520,7 +665,7 @@ impl<'a> Builder<'a> {
         match item {
             Item::User { text, meta } => {
                 if self.answered() {
-                    self.checkpoint(found)?;
+                    self.checkpoint(found, meta.line)?;
                 } else if self.in_instruction {
                     self.cut(meta.line, "an instruction without an answer");
                 }
@@ -604,7 +749,7 @@ impl<'a> Builder<'a> {
             } => {
                 // The answer before it is a checkpoint of its own.
                 if self.answered() {
-                    self.checkpoint(found)?;
+                    self.checkpoint(found, meta.line)?;
                 }
                 self.compact(&summary, keep_from.as_deref(), meta);
             }
@@ -703,9 +848,32 @@ impl<'a> Builder<'a> {
         self.new_from = 1;
     }
 
-    /// Commit the conversation as it stands: one checkpoint, its import
-    /// record naming what is new since the last one.
-    fn checkpoint(&mut self, found: &Found) -> Result<(), ImportError> {
+    /// Commit the conversation as it stands (the answer was known
+    /// complete at line `line`): one checkpoint, its import record naming
+    /// what is new since the last one.
+    fn checkpoint(&mut self, found: &Found, line: usize) -> Result<(), ImportError> {
+        if line <= self.commit_after {
+            // Before the last compaction of a source too large to load:
+            // the conversation goes on, its answers unsaved.
+            self.conversation.finish_instruction();
+            self.committed_len = self.conversation.len();
+            self.new_from = self.committed_len;
+            self.usage = (0, 0);
+            self.in_instruction = false;
+            return Ok(());
+        }
+        // Nothing is saved that a load would refuse.
+        if let Some((last, before)) = self.conversation.messages().split_last() {
+            let at = self.metas.last().map_or(line, |m| m.line);
+            self.store
+                .limits()
+                .admit(before, last)
+                .map_err(|over| ImportError::OverBudget {
+                    path: self.file.to_owned(),
+                    line: at,
+                    over,
+                })?;
+        }
         let store_err = |source| ImportError::Store {
             path: self.file.to_owned(),
             source,
@@ -800,7 +968,7 @@ impl<'a> Builder<'a> {
     /// last one is dropped and said.
     fn end(&mut self, found: &Found) -> Result<(), ImportError> {
         if self.answered() {
-            self.checkpoint(found)?;
+            self.checkpoint(found, usize::MAX)?;
         }
         let tail = self.conversation.len().saturating_sub(self.committed_len);
         if tail > 0 {
@@ -878,6 +1046,63 @@ fn why(e: serde_json::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A source over the load budget is imported from its last
+    /// compaction on: the answers before it make no checkpoint.
+    #[test]
+    fn a_source_over_the_load_budget_starts_at_its_last_compaction() {
+        let dir = tempfile::tempdir().unwrap();
+        // Three long answers, a compaction, one short answer.
+        let msg = |role: &str, kind: &str, text: &str| {
+            json!({"type": "response_item", "payload": {"type": "message", "role": role,
+                "content": [{"type": kind, "text": text}]}})
+            .to_string()
+        };
+        let long = "x".repeat(40_000);
+        let mut lines = Vec::new();
+        for i in 0..3 {
+            lines.push(msg("user", "input_text", &format!("question {i}")));
+            lines.push(msg("assistant", "output_text", &long));
+        }
+        lines.push(
+            json!({"type": "compacted", "payload": {"message": "three answers"}}).to_string(),
+        );
+        lines.push(msg("user", "input_text", "last question"));
+        lines.push(msg("assistant", "output_text", "last answer"));
+        let file = dir.path().join("rollout.jsonl");
+        std::fs::write(&file, lines.join("\n") + "\n").unwrap();
+        let limits = hel_store::Limits {
+            max_messages: 1000,
+            max_bytes: 100_000,
+        };
+        let store = Store::open_with(dir.path(), limits).unwrap();
+        let report = import_file(&store, dir.path(), ImportFrom::Codex, &file).unwrap();
+        assert_eq!(report.checkpoints, 1);
+        assert!(
+            report.dropped[0].contains("imported from its last compaction (line 7) on"),
+            "{:?}",
+            report.dropped
+        );
+        let id = report.session.unwrap();
+        let loaded = store.load(&store.head(&id).unwrap()).unwrap();
+        let texts: Vec<&str> = loaded.messages[1..]
+            .iter()
+            .map(|m| m["content"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            texts,
+            [
+                "<compacted-summary>\nthree answers\n</compacted-summary>",
+                "last question",
+                "last answer"
+            ]
+        );
+        // Within the budget, every answer is a checkpoint.
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let report = import_file(&store, dir.path(), ImportFrom::Codex, &file).unwrap();
+        assert_eq!(report.checkpoints, 4);
+    }
 
     #[test]
     fn slugs_are_names_or_nothing() {

@@ -17,7 +17,7 @@
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::{arguments_text, block_text, why, Call, Found, Item, Meta, Parser};
+use super::{arguments_text, block_text, why, Call, Found, Item, Link, Meta, Parser};
 
 pub struct Pi;
 
@@ -144,7 +144,37 @@ fn text_of(content: &Content, others: &mut Vec<String>) -> String {
     }
 }
 
+/// An entry's links, read without the rest of it.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Links {
+    #[serde(rename = "type")]
+    kind: String,
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    parent_id: Option<String>,
+}
+
 impl Parser for Pi {
+    /// Version 2 and later entries link to a parent; version 1 entries
+    /// (no id) are one line.
+    fn link(&self, bytes: &[u8]) -> Option<Link> {
+        let l: Links = serde_json::from_slice(bytes).ok()?;
+        if l.kind == "session" {
+            return None;
+        }
+        Some(Link {
+            id: l.id?,
+            parent: l.parent_id,
+            leaf: true,
+        })
+    }
+
+    fn is_compaction(&self, bytes: &[u8]) -> bool {
+        serde_json::from_slice::<Links>(bytes).is_ok_and(|l| l.kind == "compaction")
+    }
+
     fn line(
         &mut self,
         line: usize,
