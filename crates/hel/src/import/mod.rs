@@ -360,6 +360,9 @@ fn open_source(file: &Path) -> Result<std::fs::File, ImportError> {
     Ok(f)
 }
 
+/// A line's bytes, or why it cannot be read.
+type LineRead<'a> = Result<&'a [u8], String>;
+
 /// A session file's lines, each bounded by [`MAX_LINE`].
 struct Lines {
     reader: BufReader<std::fs::File>,
@@ -378,7 +381,7 @@ impl Lines {
 
     /// The next line that is not blank, without its line end: its
     /// number and its bytes, or why it cannot be read; None at the end.
-    fn next(&mut self) -> std::io::Result<Option<(usize, Result<&[u8], String>)>> {
+    fn next(&mut self) -> std::io::Result<Option<(usize, LineRead<'_>)>> {
         let end = loop {
             self.buf.clear();
             self.line += 1;
