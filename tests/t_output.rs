@@ -178,6 +178,7 @@ fn json_prints_one_result_per_instruction_and_stream_json_the_confirm_and_partia
             "--output-format",
             "stream-json",
             "--include-partial",
+            "--no-sandbox",
             "-p",
             "run it",
         ],
@@ -185,6 +186,13 @@ fn json_prints_one_result_per_instruction_and_stream_json_the_confirm_and_partia
     assert_eq!(run.code, 0, "{}", run.stderr);
     let ev = events(&run.stdout);
     let t = types(&ev);
+    // A warning the run gives as it starts comes after the session event.
+    assert_eq!(t[..2], ["session", "warning"], "{}", run.stdout);
+    assert!(
+        ev[1]["message"].as_str().unwrap().contains("--no-sandbox"),
+        "{}",
+        run.stdout
+    );
     let confirm = t.iter().position(|t| *t == "confirm").unwrap();
     assert_eq!(ev[confirm]["name"], "bash");
     assert_eq!(ev[confirm]["allowed"], false);
