@@ -266,6 +266,13 @@ impl Claude {
         let mut texts = Vec::new();
         let mut others = Vec::new();
         for b in blocks {
+            let kind: String = b
+                .get("type")
+                .and_then(Value::as_str)
+                .unwrap_or("?")
+                .chars()
+                .take(40)
+                .collect();
             match serde_json::from_value::<Block>(b) {
                 Ok(Block::ToolResult {
                     tool_use_id,
@@ -288,7 +295,7 @@ impl Claude {
                     });
                 }
                 Ok(Block::Text { text }) => texts.push(text),
-                Ok(_) => others.push("block".to_owned()),
+                Ok(_) => others.push(kind),
                 Err(e) => return Err(why(e)),
             }
         }

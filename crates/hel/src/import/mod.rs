@@ -68,7 +68,7 @@ pub enum ImportError {
     NothingFound(PathBuf),
     #[error("{}: more than {MAX_FILES} session files; import a smaller directory", .0.display())]
     TooManyFiles(PathBuf),
-    #[error("{}: the conversation is over the load budget ({over}) at line {line}; the answers before are imported, nothing after", path.display())]
+    #[error("the conversation is over the load budget ({over}) at line {line}: the answers before it are imported, nothing from there on")]
     OverBudget {
         path: PathBuf,
         line: usize,
@@ -512,15 +512,17 @@ fn import_file(
                 malformed.push(format!("{}:{line}: {why}; line skipped", file.display()));
             }
         }
-        for item in items.drain(..) {
-            builder.item(item, &found)?;
+        if !builder.items(&mut items, &found)? {
+            break;
         }
     }
     parser.finish(&mut found, &mut items);
-    for item in items.drain(..) {
-        builder.item(item, &found)?;
+    if builder.items(&mut items, &found)? {
+        match builder.end(&found) {
+            Err(e @ ImportError::OverBudget { .. }) => builder.dropped.push(e.to_string()),
+            other => other?,
+        }
     }
-    builder.end(&found)?;
     let (name, name_taken) = match (&builder.session, &found.title) {
         (Some((lease, _)), Some(title)) => name_from_title(store, lease.session(), title),
         _ => (None, None),
@@ -662,6 +664,23 @@ impl<'a> Builder<'a> {
     fn push(&mut self, message: Value, meta: Meta) {
         self.conversation.push(message);
         self.metas.push(meta);
+    }
+
+    /// Take in `items` (drained). False: the conversation went over the
+    /// load budget, which ends the import of the file there (what was
+    /// saved stays, and the report says why it ends).
+    fn items(&mut self, items: &mut Vec<Item>, found: &Found) -> Result<bool, ImportError> {
+        for item in items.drain(..) {
+            match self.item(item, found) {
+                Ok(()) => {}
+                Err(e @ ImportError::OverBudget { .. }) => {
+                    self.dropped.push(e.to_string());
+                    return Ok(false);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(true)
     }
 
     fn item(&mut self, item: Item, found: &Found) -> Result<(), ImportError> {
@@ -1099,6 +1118,35 @@ mod tests {
                 "last question",
                 "last answer"
             ]
+        );
+        // Over the budget with no compaction after: the answers before
+        // the one that goes over it are imported, and the report says so.
+        let dir = tempfile::tempdir().unwrap();
+        let limits = hel_store::Limits {
+            max_messages: 1000,
+            max_bytes: 100_000,
+        };
+        let store = Store::open_with(dir.path(), limits).unwrap();
+        let plain = dir.path().join("plain.jsonl");
+        std::fs::write(&plain, lines[..6].join("\n") + "\n").unwrap();
+        let report = import_file(&store, dir.path(), ImportFrom::Codex, &plain).unwrap();
+        assert_eq!(report.checkpoints, 2, "{:?}", report.dropped);
+        assert!(
+            report
+                .dropped
+                .iter()
+                .any(|d| d.contains("over the load budget") && d.contains("at line 6")),
+            "{:?}",
+            report.dropped
+        );
+        let id = report.session.unwrap();
+        assert_eq!(
+            store
+                .load(&store.head(&id).unwrap())
+                .unwrap()
+                .messages
+                .len(),
+            5
         );
         // Within the budget, every answer is a checkpoint.
         let dir = tempfile::tempdir().unwrap();
