@@ -192,6 +192,27 @@ fn codex_rollouts_import_with_their_tool_calls_compaction_and_reasoning_aside() 
         ]
     );
     assert_eq!(cp["request_config"]["model"], "gpt-5.5");
+
+    // A directory: each of its session files is a session.
+    let before = p.run(None, &["sessions", "--json"]).stdout;
+    let before = serde_json::from_str::<Value>(&before)
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .len();
+    let dir = p.run(
+        None,
+        &["sessions", "import", "--from", "codex", &fixture("codex")],
+    );
+    assert_eq!(dir.code, 0, "{}", dir.stderr);
+    assert_eq!(dir.stdout.lines().count(), 2, "{}", dir.stdout);
+    let after = p.run(None, &["sessions", "--json"]).stdout;
+    let after = serde_json::from_str::<Value>(&after)
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .len();
+    assert_eq!(after, before + 2);
 }
 
 #[test]
@@ -453,6 +474,8 @@ fn of_a_file_with_branches_the_branch_the_source_resumes_is_imported() {
         ),
         rec("a3", Some("u3"), "assistant", text("the answer kept")),
         json!({"type": "summary", "summary": "Rewound chat", "leafUuid": "a3"}).to_string(),
+        json!({"type": "custom-title", "customTitle": "Rewound chat 2", "sessionId": "s"})
+            .to_string(),
     ];
     std::fs::write(&file, lines.join("\n") + "\n").unwrap();
     let run = p.run(
@@ -468,7 +491,7 @@ fn of_a_file_with_branches_the_branch_the_source_resumes_is_imported() {
     assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
     assert!(
         run.stdout
-            .contains("(rewound-chat) · 2 checkpoint(s), 5 messages"),
+            .contains("(rewound-chat-2) · 2 checkpoint(s), 5 messages"),
         "{}",
         run.stdout
     );
@@ -477,7 +500,7 @@ fn of_a_file_with_branches_the_branch_the_source_resumes_is_imported() {
         "{}",
         run.stdout
     );
-    let cp = shown(&p, "rewound-chat");
+    let cp = shown(&p, "rewound-chat-2");
     let texts: Vec<&str> = cp["messages"].as_array().unwrap()[1..]
         .iter()
         .map(|m| m["content"].as_str().unwrap())

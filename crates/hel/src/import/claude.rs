@@ -8,7 +8,8 @@
 //! `thinking` and `redacted_thinking` blocks, usage, ids and times go into
 //! the import record), `system` records of subtype `compact_boundary`
 //! (with the summary that follows), and `summary` records (the title, or a
-//! compaction's summary right after a boundary). Sidechain (subagent) and
+//! compaction's summary right after a boundary) and `custom-title`
+//! records (the name the user gave, preferred). Sidechain (subagent) and
 //! meta records, other `system` subtypes and every other record type are
 //! counted and skipped. Records are read in file order.
 
@@ -24,6 +25,8 @@ pub struct Claude {
     last_message: Option<String>,
     /// A compaction boundary was read; its summary comes next.
     boundary: Option<Meta>,
+    /// The user named the session (`custom-title`).
+    named: bool,
 }
 
 #[derive(Deserialize)]
@@ -57,6 +60,8 @@ struct Record {
     subtype: Option<String>,
     #[serde(default)]
     summary: Option<String>,
+    #[serde(default)]
+    custom_title: Option<String>,
     #[serde(default)]
     message: Option<Message>,
 }
@@ -224,8 +229,17 @@ impl Parser for Claude {
                     keep_from: None,
                     meta,
                 }),
-                (_, _, Some(title)) => found.title = Some(title),
+                (_, _, Some(title)) if !self.named => found.title = Some(title),
+                (_, _, Some(_)) => {}
                 _ => found.skip("summary"),
+            },
+            // A name the user gave (`/rename`) wins over a summary title.
+            "custom-title" => match rec.custom_title {
+                Some(t) => {
+                    found.title = Some(t);
+                    self.named = true;
+                }
+                None => found.skip("custom-title"),
             },
             other => found.skip(clip(other)),
         }

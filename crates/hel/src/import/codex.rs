@@ -6,7 +6,8 @@
 //! Codex's environment-context and instructions messages and developer or
 //! system messages are skipped: hel's system message takes their place),
 //! `reasoning` (into the next answer's import record), `function_call`,
-//! `custom_tool_call` and their outputs, `compacted` (a summary message),
+//! `custom_tool_call` and their outputs, `compacted` (a summary message:
+//! its `message`, or the text of its `replacement_history`),
 //! and `event_msg` `token_count` (usage). Every other record type is
 //! counted and skipped.
 
@@ -208,11 +209,36 @@ impl Parser for Codex {
             }
             "compacted" => {
                 let c: Compacted = serde_json::from_value(rec.payload).map_err(why)?;
+                // Newer Codex may leave `message` empty and put the
+                // history that replaces the old one in
+                // `replacement_history`: its messages' text is the summary.
+                let mut summary = c.message;
                 if let Some(h) = &c.replacement_history {
                     meta.set("replacement_history_items", Some(json!(h.len())));
+                    if summary.trim().is_empty() {
+                        let texts: Vec<String> = h
+                            .iter()
+                            .filter(|i| i.get("type").and_then(Value::as_str) == Some("message"))
+                            .filter_map(|i| i.get("content").and_then(Value::as_array))
+                            .map(|c| {
+                                block_text(
+                                    c,
+                                    &["input_text", "output_text", "text"],
+                                    &mut Vec::new(),
+                                )
+                            })
+                            .filter(|t| !t.trim().is_empty() && !is_context(t))
+                            .collect();
+                        summary = texts.join("\n\n");
+                    }
+                }
+                if summary.trim().is_empty() {
+                    return Err(
+                        "a compaction with no summary text (the conversation goes on whole)".into(),
+                    );
                 }
                 out.push(Item::Compaction {
-                    summary: c.message,
+                    summary,
                     keep_from: None,
                     meta,
                 });

@@ -1155,6 +1155,32 @@ mod tests {
         assert_eq!(report.checkpoints, 4);
     }
 
+    /// Newer Codex compactions carry the history that replaces the old
+    /// one: its text is the summary; one with no text at all is refused.
+    #[test]
+    fn a_codex_replacement_history_is_the_summary() {
+        let mut p = codex::Codex::default();
+        let mut found = Found::default();
+        let mut out = Vec::new();
+        let line = json!({"type": "compacted", "payload": {"message": "", "replacement_history": [
+            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "<environment_context>x</environment_context>"}]},
+            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "fix the bug"}]},
+            {"type": "compaction_summary", "encrypted_content": "..."},
+            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "we found it in parse.rs"}]},
+        ]}});
+        p.line(3, line.to_string().as_bytes(), &mut found, &mut out)
+            .unwrap();
+        let Some(Item::Compaction { summary, .. }) = out.pop() else {
+            panic!("no compaction");
+        };
+        assert_eq!(summary, "fix the bug\n\nwe found it in parse.rs");
+        let empty = json!({"type": "compacted", "payload": {"message": " "}}).to_string();
+        let e = p
+            .line(4, empty.as_bytes(), &mut found, &mut out)
+            .unwrap_err();
+        assert!(e.contains("no summary"), "{e}");
+    }
+
     #[test]
     fn slugs_are_names_or_nothing() {
         assert_eq!(
