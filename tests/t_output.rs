@@ -206,6 +206,29 @@ fn json_prints_one_result_per_instruction_and_stream_json_the_confirm_and_partia
     assert_eq!(deltas, "ok then");
     assert_eq!(t.last(), Some(&"result"));
 
+    // An instruction that does not complete: its result says why, with
+    // no answer and no checkpoint, and the run exits 1 as in text mode.
+    let mock = Mock::start(json!([{"content": "cut", "finish_reason": "length"}]));
+    let run = p.run(Some(&mock), &["--output-format", "stream-json", "-p", "x"]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    let ev = events(&run.stdout);
+    assert_eq!(
+        types(&ev),
+        ["session", "response_incomplete", "result"],
+        "{}",
+        run.stdout
+    );
+    let r = &ev[2];
+    assert_eq!(r["termination"], "max_output_tokens");
+    assert_eq!(r["answer"], Value::Null);
+    assert_eq!(r["checkpoint"], Value::Null);
+    assert_eq!(r["exit"], 1);
+    assert!(
+        r["error"].as_str().unwrap().contains("output limit"),
+        "{}",
+        run.stdout
+    );
+
     // A bad combination is a usage error.
     let bad = p.run(Some(&mock), &["--include-partial", "-p", "x"]);
     assert_eq!(bad.code, 2, "{}", bad.stderr);
