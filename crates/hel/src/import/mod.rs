@@ -619,6 +619,9 @@ struct Builder<'a> {
     /// Answers up to this line are not saved as checkpoints (a source
     /// over the load budget is imported from its last compaction on).
     commit_after: usize,
+    /// Bytes of JSON the conversation holds in memory (bounded: see
+    /// [`Builder::bounded`]).
+    held: u64,
 }
 
 impl<'a> Builder<'a> {
@@ -646,6 +649,7 @@ impl<'a> Builder<'a> {
             checkpoints: 0,
             dropped: Vec::new(),
             commit_after: 0,
+            held: 0,
         }
     }
 
@@ -662,8 +666,35 @@ impl<'a> Builder<'a> {
     }
 
     fn push(&mut self, message: Value, meta: Meta) {
+        self.held = self.held.saturating_add(json_len(&message));
         self.conversation.push(message);
         self.metas.push(meta);
+    }
+
+    /// Recount what the conversation holds (after it lost messages).
+    fn recount(&mut self) {
+        self.held = self.conversation.messages().iter().map(json_len).sum();
+    }
+
+    /// A conversation held in memory stays within twice the load budget
+    /// (a source's compaction may yet shrink it; past that, no answer of
+    /// it could be saved anyway): past it the import of the file ends at
+    /// line `line`.
+    fn bounded(&self, line: usize) -> Result<(), ImportError> {
+        let limits = self.store.limits();
+        let (what, limit) =
+            if self.conversation.len() as u64 > limits.max_messages.saturating_mul(2) {
+                ("messages", limits.max_messages)
+            } else if self.held > limits.max_bytes.saturating_mul(2) {
+                ("bytes of messages", limits.max_bytes)
+            } else {
+                return Ok(());
+            };
+        Err(ImportError::OverBudget {
+            path: self.file.to_owned(),
+            line,
+            over: hel_store::OverLimit::Conversation { what, limit },
+        })
     }
 
     /// Take in `items` (drained). False: the conversation went over the
@@ -684,6 +715,18 @@ impl<'a> Builder<'a> {
     }
 
     fn item(&mut self, item: Item, found: &Found) -> Result<(), ImportError> {
+        let line = match &item {
+            Item::User { meta, .. }
+            | Item::Assistant { meta, .. }
+            | Item::ToolResult { meta, .. }
+            | Item::Compaction { meta, .. } => meta.line,
+            Item::Usage { .. } => 0,
+        };
+        self.take(item, found)?;
+        self.bounded(line)
+    }
+
+    fn take(&mut self, item: Item, found: &Found) -> Result<(), ImportError> {
         match item {
             Item::User { text, meta } => {
                 if self.answered() {
@@ -692,6 +735,7 @@ impl<'a> Builder<'a> {
                     self.cut(meta.line, "an instruction without an answer");
                 }
                 self.instruction = hel_store::first_line(&text);
+                self.held = self.held.saturating_add(text.len() as u64);
                 self.conversation.begin_instruction(&text);
                 self.metas.push(meta);
                 self.in_instruction = true;
@@ -781,6 +825,12 @@ impl<'a> Builder<'a> {
 
     /// Add text and calls to the last (model) message.
     fn extend_last(&mut self, text: Option<String>, calls: &[Call], meta: Meta) {
+        let added = text.as_ref().map_or(0, |t| t.len())
+            + calls
+                .iter()
+                .map(|c| c.id.len() + c.name.len() + c.arguments.len())
+                .sum::<usize>();
+        self.held = self.held.saturating_add(added as u64);
         let i = self.conversation.len() - 1;
         self.conversation.edit(i, |m| {
             if let Some(t) = text {
@@ -817,6 +867,7 @@ impl<'a> Builder<'a> {
         self.conversation.abandon_instruction();
         let after = self.conversation.len();
         self.metas.truncate(after);
+        self.recount();
         self.open.clear();
         self.in_instruction = false;
         if after < before {
@@ -856,6 +907,7 @@ impl<'a> Builder<'a> {
             .summarize(1, end, summary_message(summary));
         let removed = end - 1;
         self.metas.splice(1..end, [m]);
+        self.recount();
         // Where the last checkpoint's end is now (as Conversation moves
         // an instruction's completed point).
         let c = self.committed_len;
@@ -1021,6 +1073,11 @@ fn drop_thinking(v: &mut Value) {
     }
 }
 
+/// The length of a message's JSON.
+fn json_len(m: &Value) -> u64 {
+    serde_json::to_string(m).map_or(0, |s| s.len() as u64)
+}
+
 fn calls_json(calls: &[Call]) -> Value {
     Value::Array(
         calls
@@ -1147,6 +1204,37 @@ mod tests {
                 .messages
                 .len(),
             5
+        );
+        // An instruction that grows past twice the budget without an
+        // answer is not held in memory to its end: the import stops there.
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open_with(dir.path(), limits).unwrap();
+        let mut big = vec![msg("user", "input_text", "read them all")];
+        for i in 0..20 {
+            big.push(
+                json!({"type": "response_item", "payload": {"type": "function_call",
+                "name": "shell", "arguments": "{}", "call_id": format!("c{i}")}})
+                .to_string(),
+            );
+        }
+        for i in 0..20 {
+            big.push(
+                json!({"type": "response_item", "payload": {"type": "function_call_output",
+                "call_id": format!("c{i}"), "output": long}})
+                .to_string(),
+            );
+        }
+        let big_file = dir.path().join("big.jsonl");
+        std::fs::write(&big_file, big.join("\n") + "\n").unwrap();
+        let report = import_file(&store, dir.path(), ImportFrom::Codex, &big_file).unwrap();
+        assert!(report.session.is_none());
+        assert!(
+            report
+                .dropped
+                .iter()
+                .any(|d| d.contains("over the load budget") && d.contains("at line 26")),
+            "{:?}",
+            report.dropped
         );
         // Within the budget, every answer is a checkpoint.
         let dir = tempfile::tempdir().unwrap();
