@@ -173,6 +173,15 @@ impl Store {
                 faults.push(Fault::Broken(e));
             }
         }
+        // Every spill blob is as long as the snapshots naming it say.
+        for (blob, size) in &marked.spill {
+            if !present.contains(blob) || broken.contains(blob) {
+                continue;
+            }
+            if let Err(e) = crate::store::spill_of_size(layout, blob, *size) {
+                faults.push(Fault::Broken(e));
+            }
+        }
         // 4. Every session's newest checkpoint loads whole (pairing, limits).
         let clean = faults.is_empty();
         for (session, head) in &heads {

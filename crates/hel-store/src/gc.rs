@@ -63,6 +63,9 @@ pub(crate) struct Marked {
     pub message_blobs: HashSet<ObjectId>,
     /// Blobs that hold JSON of a known use (request config, cursors).
     pub json_blobs: Vec<(ObjectId, Cap)>,
+    /// Spill blobs with the size a snapshot gives each (a blob twice when
+    /// snapshots disagree on its size).
+    pub spill: HashSet<(ObjectId, u64)>,
     /// Trees reached (each read and validated).
     pub trees: u64,
     /// The root trees records name (`workspace.tree` and `start`; one may
@@ -110,6 +113,7 @@ pub(crate) fn mark(
             }
         }
         m.reachable.extend(cp.spill.values().map(|s| s.blob));
+        m.spill.extend(cp.spill.values().map(|s| (s.blob, s.size)));
         if let Some(ws) = &cp.workspace {
             m.workspace_roots
                 .extend(std::iter::once(ws.tree).chain(ws.start));

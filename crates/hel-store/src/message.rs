@@ -7,7 +7,11 @@
 //! their types; fields it does not know (a provider's `reasoning_content`,
 //! say) are kept as they are. A conversation additionally pairs every tool
 //! call with exactly one result, right after the assistant message that
-//! made it.
+//! made it. A call's id is unique within its message (ids may recur in
+//! later messages: a result answers a call of the assistant message just
+//! before it), and only an assistant message has `tool_calls`.
+
+use std::collections::HashMap;
 
 use serde_json::Value;
 
@@ -40,6 +44,14 @@ pub enum MessageError {
     NoToolCallId,
     #[error("name is not a string")]
     NameNotString,
+    /// `tool_calls` on a message that is not the assistant's (only an
+    /// assistant calls tools; the key is refused whatever its value).
+    #[error("a {role} message has tool_calls")]
+    ToolCallsNotAssistant { role: &'static str },
+    /// Two calls of one assistant message with the same id (a result could
+    /// not say which it answers). Indexes count within `tool_calls`.
+    #[error("tool calls {first} and {again} have the same id")]
+    RepeatedToolCallId { first: usize, again: usize },
     /// Tool call `index` of an assistant message.
     #[error("tool call {index}: {reason}")]
     ToolCall {
@@ -101,14 +113,31 @@ pub fn validate(m: &Value) -> Result<(), MessageError> {
     };
     let content = map.get("content");
     match role {
+        "system" | "user" | "tool" if map.contains_key("tool_calls") => {
+            return Err(MessageError::ToolCallsNotAssistant {
+                role: match role {
+                    "system" => "system",
+                    "user" => "user",
+                    _ => "tool",
+                },
+            })
+        }
         "system" | "user" => content_is(content, false)?,
         "assistant" => {
             content_is(content, true)?;
             match map.get("tool_calls") {
                 None | Some(Value::Null) => {}
                 Some(Value::Array(calls)) => {
+                    let mut ids: HashMap<&str, usize> = HashMap::with_capacity(calls.len());
                     for (index, c) in calls.iter().enumerate() {
-                        tool_call(c).map_err(|reason| MessageError::ToolCall { index, reason })?;
+                        let id = tool_call(c)
+                            .map_err(|reason| MessageError::ToolCall { index, reason })?;
+                        if let Some(first) = ids.insert(id, index) {
+                            return Err(MessageError::RepeatedToolCallId {
+                                first,
+                                again: index,
+                            });
+                        }
                     }
                 }
                 Some(other) => {
@@ -150,15 +179,16 @@ fn content_is(content: Option<&Value>, nullable: bool) -> Result<(), MessageErro
 
 /// Check one entry of `tool_calls`: an object with a string `id` and a
 /// `function` object holding a string `name` and string `arguments`.
-fn tool_call(c: &Value) -> Result<(), ToolCallError> {
+/// Returns its id.
+fn tool_call(c: &Value) -> Result<&str, ToolCallError> {
     let Value::Object(map) = c else {
         return Err(ToolCallError::NotAnObject {
             found: type_name(c),
         });
     };
-    if !matches!(map.get("id"), Some(Value::String(_))) {
+    let Some(Value::String(id)) = map.get("id") else {
         return Err(ToolCallError::NoId);
-    }
+    };
     let Some(Value::Object(f)) = map.get("function") else {
         return Err(ToolCallError::NoFunction);
     };
@@ -168,7 +198,7 @@ fn tool_call(c: &Value) -> Result<(), ToolCallError> {
     if !matches!(f.get("arguments"), Some(Value::String(_))) {
         return Err(ToolCallError::NoArguments);
     }
-    Ok(())
+    Ok(id)
 }
 
 /// The type of a JSON value, as refusals name it ("a number").
@@ -317,6 +347,54 @@ mod tests {
         ] {
             assert!(validate(&bad).is_err(), "{bad}");
         }
+    }
+
+    fn call(id: &str) -> Value {
+        json!({"id": id, "type": "function", "function": {"name": "bash", "arguments": "{}"}})
+    }
+
+    #[test]
+    fn only_an_assistant_calls_tools() {
+        for role in ["system", "user", "tool"] {
+            for calls in [json!([call("a")]), json!([]), Value::Null] {
+                let m =
+                    json!({"role": role, "content": "x", "tool_call_id": "a", "tool_calls": calls});
+                let e = validate(&m).unwrap_err();
+                assert_eq!(
+                    e.to_string(),
+                    format!("a {role} message has tool_calls"),
+                    "{m}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_tool_call_id_is_unique_within_its_message() {
+        let twice = json!({"role": "assistant", "content": null, "tool_calls": [call("a"), call("b"), call("a")]});
+        let e = validate(&twice).unwrap_err();
+        assert_eq!(e.to_string(), "tool calls 0 and 2 have the same id");
+        // An id may come back in a later message: each result answers the
+        // message just before it.
+        let once =
+            json!({"role": "assistant", "content": null, "tool_calls": [call("a"), call("b")]});
+        validate(&once).unwrap();
+        let result = |id: &str| json!({"role": "tool", "tool_call_id": id, "content": ""});
+        let user = json!({"role": "user", "content": "x"});
+        let conv = [
+            user.clone(),
+            once.clone(),
+            result("a"),
+            result("b"),
+            user,
+            once,
+            result("b"),
+            result("a"),
+        ];
+        for m in &conv {
+            validate(m).unwrap();
+        }
+        check_pairing(&conv).unwrap();
     }
 
     #[test]

@@ -394,10 +394,41 @@ fn spill_is_kept_by_blob_and_survives_forks() {
     let cp = store.load(&fork_id).unwrap().checkpoint;
     let entry = &cp.spill[&name];
     assert_eq!(
-        store.read_blob(&entry.blob).unwrap(),
+        store.read_spill(entry).unwrap(),
         "spilled".repeat(1000).as_bytes()
     );
     assert!(store.fsck().unwrap().is_sound());
+}
+
+#[test]
+fn a_spill_entry_whose_size_is_not_its_blobs_is_refused_and_a_fault() {
+    for (size, sound) in [(7u64, true), (8, false), (0, false)] {
+        let dir = tempfile::tempdir().unwrap();
+        let (blob, canonical) = testing::encode("blob", b"spilled");
+        testing::plant(&root(dir.path()), &canonical);
+        let spill = json!({"k": {"blob": blob.to_hex(), "size": size}});
+        let (_, head) = format1_store_with_spill(
+            dir.path(),
+            &[msg("user", "x"), msg("assistant", "y")],
+            spill,
+        );
+        let store = Store::open(dir.path()).unwrap();
+        let entry = store.checkpoint(&head).unwrap().spill["k"].clone();
+        let report = store.fsck().unwrap();
+        let faults: Vec<String> = report.faults.iter().map(|f| f.to_string()).collect();
+        assert_eq!(report.is_sound(), sound, "size {size}: {faults:?}");
+        if sound {
+            assert_eq!(store.read_spill(&entry).unwrap(), b"spilled");
+            continue;
+        }
+        let err = store.read_spill(&entry).unwrap_err();
+        let says = format!("spill blob of 7 bytes where a snapshot says {size}");
+        assert!(
+            matches!(&err, Error::Corrupt { id, reason, .. } if *id == blob && *reason == says),
+            "{err}"
+        );
+        assert!(faults.iter().any(|f| f.contains(&says)), "{faults:?}");
+    }
 }
 
 #[test]
@@ -1282,6 +1313,11 @@ fn readers_without_a_lock_survive_concurrent_repacks() {
 /// A store as a format-1 hel left it: loose objects, a ref file and a ref
 /// log per session, no `format` file. Returns the session and its head.
 fn format1_store(dir: &Path, msgs: &[Value]) -> (SessionId, ObjectId) {
+    format1_store_with_spill(dir, msgs, json!({}))
+}
+
+/// [`format1_store`] whose snapshot has the spill map `spill`.
+fn format1_store_with_spill(dir: &Path, msgs: &[Value], spill: Value) -> (SessionId, ObjectId) {
     let r = root(dir);
     let sid: SessionId = "0c9e6f1a-1b2c-4d3e-8f40-123456789abc".parse().unwrap();
     let plant = |kind: &str, payload: &[u8]| {
@@ -1299,10 +1335,10 @@ fn format1_store(dir: &Path, msgs: &[Value]) -> (SessionId, ObjectId) {
         "snapshot",
         &canonical::to_vec(&json!({
             "schema_version": 1, "session_id": sid.as_str(), "parents": [],
-            "created_at": "2026-11-30T00:00:00.000Z", "created_at_ms": 1u64,
+            "created_at": "1970-01-01T00:00:00.001Z", "created_at_ms": 1u64,
             "cwd": "/project", "request_config": config.to_hex(), "meter": null,
             "cursors": cursors.to_hex(),
-            "messages": {"root": node.to_hex(), "count": msgs.len()}, "spill": {},
+            "messages": {"root": node.to_hex(), "count": msgs.len()}, "spill": spill,
             "summary": {"messages": msgs.len(), "checkpoints": 1, "instruction": "old", "input_tokens": 0, "output_tokens": 0},
         })),
     );
