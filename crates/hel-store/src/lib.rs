@@ -53,8 +53,8 @@ pub use names::{check_name, looks_like_name, NameError};
 pub use object::Cap;
 pub use refs::RefError;
 pub use snapshot::{
-    Checkpoint, MessagesRef, Record, Restored, SpillEntry, Summary, Workspace, RESTORED_PATHS_MAX,
-    SCHEMA_VERSION,
+    restored_path, Checkpoint, MessagesRef, Record, Restored, SpillEntry, Summary, Workspace,
+    RESTORED_PATHS_MAX, SCHEMA_VERSION,
 };
 pub use store::{
     first_line, CommitInput, Committed, Loaded, SessionInfo, SessionState, Store, Warning,

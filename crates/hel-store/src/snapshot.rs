@@ -139,6 +139,24 @@ pub struct Restored {
 /// The most paths a restored record lists.
 pub const RESTORED_PATHS_MAX: usize = 100;
 
+/// The most bytes of one path a restored record lists.
+const RESTORED_PATH_BYTES: usize = 4096;
+
+/// `path` as a restored record lists it: UTF-8 (lossy), cut to at most
+/// 4096 bytes at a character boundary (a path of 4095 bytes that are not
+/// UTF-8 reads as three times as many).
+pub fn restored_path(path: &[u8]) -> String {
+    let mut text = String::from_utf8_lossy(path).into_owned();
+    if text.len() > RESTORED_PATH_BYTES {
+        let mut end = RESTORED_PATH_BYTES;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+    }
+    text
+}
+
 /// The root of a checkpoint's message list.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -276,7 +294,9 @@ fn check_record(cp: &Checkpoint) -> std::result::Result<(), RecordError> {
             (Some(r), Record::Restored) => {
                 if r.paths.len() > RESTORED_PATHS_MAX
                     || r.paths.len() as u64 > r.count
-                    || r.paths.iter().any(|p| p.is_empty() || p.len() > 4096)
+                    || r.paths
+                        .iter()
+                        .any(|p| p.is_empty() || p.len() > RESTORED_PATH_BYTES)
                     || r.paths.windows(2).any(|w| w[0] > w[1])
                 {
                     return Err(RecordError::BadRestoredPaths);
@@ -477,6 +497,16 @@ mod tests {
             parse(&snapshot("restored", ws))
         };
         with_paths(json!(["a", "b/c", "é"]), 3).unwrap();
+        // A path of 4095 bytes that are not UTF-8 reads as 12,285 bytes:
+        // listed whole, the record would not read back; cut, it does.
+        let path = vec![0xffu8; 4095];
+        let lossy = String::from_utf8_lossy(&path).into_owned();
+        assert!(with_paths(json!([lossy]), 1).is_err());
+        let shown = restored_path(&path);
+        assert_eq!(shown.len(), 4095, "1365 replacement characters");
+        assert!(lossy.starts_with(&shown));
+        with_paths(json!([shown]), 1).unwrap();
+        assert_eq!(restored_path(b"src/main.rs"), "src/main.rs");
         // Two names lossily the same (not UTF-8) show as one path twice.
         with_paths(json!(["\u{fffd}", "\u{fffd}"]), 2).unwrap();
         for (paths, count) in [
