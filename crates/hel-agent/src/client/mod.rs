@@ -590,6 +590,16 @@ mod tests {
                 "{bad}"
             );
         }
+        // Two calls with one id: a result could not say which it answers.
+        let twice = r#"{"choices":[{"message":{"role":"assistant","content":null,"tool_calls":[
+            {"id":"a","type":"function","function":{"name":"bash","arguments":"{}"}},
+            {"id":"a","type":"function","function":{"name":"glob","arguments":"{}"}}]},"finish_reason":"tool_calls"}]}"#;
+        match parse_reply(twice) {
+            Err(RequestError::Malformed(why)) => {
+                assert!(why.contains("tool calls 0 and 1 have the same id"), "{why}")
+            }
+            other => panic!("{:?}", other.map(|r| r.message)),
+        }
         let r = parse_reply(r#"{"choices":[{"message":{"content":"no role"}}]}"#).unwrap();
         assert_eq!(r.message["role"], "assistant");
         let e = parse_reply("\u{1b}]0;x\u{7}\u{202e}")
