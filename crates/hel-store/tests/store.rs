@@ -479,6 +479,40 @@ fn leases_exclude_and_release_on_drop() {
         matches!(store.resume(&sid), Err(Error::InUse { session, holder: Some(h) }) if session == sid.as_str() && h.starts_with(&format!("pid {} since ", std::process::id())))
     );
     assert!(matches!(store.delete(&sid, true), Err(Error::InUse { .. })));
+    // The lock files as objects-spec §7 says: 0600, the store lock empty,
+    // the lease one line naming its holder; what a reader shows of a lease
+    // file is its first line's printable ASCII, at most 100 bytes of it.
+    use std::os::unix::fs::PermissionsExt;
+    let r = root(dir.path());
+    let lease_file = testing::session_dir(&r, &sid).join(".active");
+    for f in [&lease_file, &r.join(".sessions.lock")] {
+        assert_eq!(
+            fs::metadata(f).unwrap().permissions().mode() & 0o777,
+            0o600,
+            "{f:?}"
+        );
+    }
+    assert_eq!(fs::metadata(r.join(".sessions.lock")).unwrap().len(), 0);
+    let line = fs::read_to_string(&lease_file).unwrap();
+    let since = line
+        .strip_prefix(&format!("pid {} since ", std::process::id()))
+        .and_then(|t| t.strip_suffix('\n'))
+        .unwrap_or_else(|| panic!("{line:?}"));
+    assert_eq!(since.len(), 24, "{since:?}");
+    fs::write(
+        &lease_file,
+        format!("pid 1 \x1b[2Jsince é {}\nsecond line", "x".repeat(200)),
+    )
+    .unwrap();
+    match store.resume(&sid) {
+        Err(Error::InUse {
+            holder: Some(h), ..
+        }) => {
+            assert!(h.starts_with("pid 1 [2Jsince  xxx"), "{h:?}");
+            assert!(h.len() < 100 && !h.contains("second"), "{h:?}");
+        }
+        other => panic!("{other:?}"),
+    }
     let other = store.new_session().unwrap();
     commit_new(
         &store,
