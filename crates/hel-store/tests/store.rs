@@ -185,6 +185,10 @@ fn test_vectors_match_objects_spec() {
         };
         let (id, _) = testing::encode(kind, &payload);
         assert_eq!(id.to_hex(), v["id"].as_str().unwrap(), "{}", v["name"]);
+        if kind == "snapshot" {
+            // A snapshot a reader takes (its two times agreeing, say).
+            assert!(hel_store::parse::snapshot(&payload), "{}", v["name"]);
+        }
     }
 }
 
