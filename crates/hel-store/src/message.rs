@@ -7,9 +7,12 @@
 //! their types; fields it does not know (a provider's `reasoning_content`,
 //! say) are kept as they are. A conversation additionally pairs every tool
 //! call with exactly one result, right after the assistant message that
-//! made it. A call's id is unique within its message (ids may recur in
-//! later messages: a result answers a call of the assistant message just
-//! before it), and only an assistant message has `tool_calls`.
+//! made it, and only an assistant message has `tool_calls`.
+//!
+//! What hel takes from a model is checked more strictly ([`validate_reply`]):
+//! the calls of one reply have distinct ids. A stored message may repeat
+//! one (hels before that check stored replies as servers sent them); its
+//! results answer the calls with that id in order.
 
 use std::collections::HashMap;
 
@@ -48,8 +51,9 @@ pub enum MessageError {
     /// assistant calls tools; the key is refused whatever its value).
     #[error("a {role} message has tool_calls")]
     ToolCallsNotAssistant { role: &'static str },
-    /// Two calls of one assistant message with the same id (a result could
-    /// not say which it answers). Indexes count within `tool_calls`.
+    /// Two calls of one reply with the same id (a result could not say
+    /// which it answers; [`validate_reply`] only). Indexes count within
+    /// `tool_calls`.
     #[error("tool calls {first} and {again} have the same id")]
     RepeatedToolCallId { first: usize, again: usize },
     /// Tool call `index` of an assistant message.
@@ -128,16 +132,8 @@ pub fn validate(m: &Value) -> Result<(), MessageError> {
             match map.get("tool_calls") {
                 None | Some(Value::Null) => {}
                 Some(Value::Array(calls)) => {
-                    let mut ids: HashMap<&str, usize> = HashMap::with_capacity(calls.len());
                     for (index, c) in calls.iter().enumerate() {
-                        let id = tool_call(c)
-                            .map_err(|reason| MessageError::ToolCall { index, reason })?;
-                        if let Some(first) = ids.insert(id, index) {
-                            return Err(MessageError::RepeatedToolCallId {
-                                first,
-                                again: index,
-                            });
-                        }
+                        tool_call(c).map_err(|reason| MessageError::ToolCall { index, reason })?;
                     }
                 }
                 Some(other) => {
@@ -163,6 +159,27 @@ pub fn validate(m: &Value) -> Result<(), MessageError> {
     Ok(())
 }
 
+/// Check a model's reply before it joins the conversation: a message
+/// [`validate`] takes whose tool calls have distinct ids (a result could
+/// not say which of two calls with one id it answers).
+pub fn validate_reply(m: &Value) -> Result<(), MessageError> {
+    validate(m)?;
+    let Some(Value::Array(calls)) = m.get("tool_calls") else {
+        return Ok(());
+    };
+    let mut ids: HashMap<&str, usize> = HashMap::with_capacity(calls.len());
+    for (index, c) in calls.iter().enumerate() {
+        let id = c.get("id").and_then(Value::as_str).unwrap_or_default();
+        if let Some(first) = ids.insert(id, index) {
+            return Err(MessageError::RepeatedToolCallId {
+                first,
+                again: index,
+            });
+        }
+    }
+    Ok(())
+}
+
 /// `content` is a string, an array of content parts (objects), or (where
 /// `nullable`: an assistant message that only calls tools) null or absent.
 fn content_is(content: Option<&Value>, nullable: bool) -> Result<(), MessageError> {
@@ -179,16 +196,15 @@ fn content_is(content: Option<&Value>, nullable: bool) -> Result<(), MessageErro
 
 /// Check one entry of `tool_calls`: an object with a string `id` and a
 /// `function` object holding a string `name` and string `arguments`.
-/// Returns its id.
-fn tool_call(c: &Value) -> Result<&str, ToolCallError> {
+fn tool_call(c: &Value) -> Result<(), ToolCallError> {
     let Value::Object(map) = c else {
         return Err(ToolCallError::NotAnObject {
             found: type_name(c),
         });
     };
-    let Some(Value::String(id)) = map.get("id") else {
+    if !matches!(map.get("id"), Some(Value::String(_))) {
         return Err(ToolCallError::NoId);
-    };
+    }
     let Some(Value::Object(f)) = map.get("function") else {
         return Err(ToolCallError::NoFunction);
     };
@@ -198,7 +214,7 @@ fn tool_call(c: &Value) -> Result<&str, ToolCallError> {
     if !matches!(f.get("arguments"), Some(Value::String(_))) {
         return Err(ToolCallError::NoArguments);
     }
-    Ok(id)
+    Ok(())
 }
 
 /// The type of a JSON value, as refusals name it ("a number").
@@ -370,16 +386,28 @@ mod tests {
     }
 
     #[test]
-    fn a_tool_call_id_is_unique_within_its_message() {
+    fn a_tool_call_id_is_unique_within_a_reply() {
         let twice = json!({"role": "assistant", "content": null, "tool_calls": [call("a"), call("b"), call("a")]});
-        let e = validate(&twice).unwrap_err();
+        let e = validate_reply(&twice).unwrap_err();
         assert_eq!(e.to_string(), "tool calls 0 and 2 have the same id");
+        // Stored before replies were checked for it: still loaded, each
+        // result answering the calls with its id in order.
+        validate(&twice).unwrap();
+        let result = |id: &str| json!({"role": "tool", "tool_call_id": id, "content": ""});
+        check_pairing(&[twice.clone(), result("a"), result("b"), result("a")]).unwrap();
+        assert_eq!(
+            check_pairing(&[twice, result("a"), result("b")]),
+            Err(PairingError::NoResult { call: "a".into() })
+        );
+        // The reply check is the reader's and more.
+        assert!(
+            validate_reply(&json!({"role": "user", "content": "x", "tool_calls": []})).is_err()
+        );
         // An id may come back in a later message: each result answers the
         // message just before it.
         let once =
             json!({"role": "assistant", "content": null, "tool_calls": [call("a"), call("b")]});
-        validate(&once).unwrap();
-        let result = |id: &str| json!({"role": "tool", "tool_call_id": id, "content": ""});
+        validate_reply(&once).unwrap();
         let user = json!({"role": "user", "content": "x"});
         let conv = [
             user.clone(),
@@ -392,7 +420,7 @@ mod tests {
             result("a"),
         ];
         for m in &conv {
-            validate(m).unwrap();
+            validate_reply(m).unwrap();
         }
         check_pairing(&conv).unwrap();
     }

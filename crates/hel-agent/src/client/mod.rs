@@ -528,7 +528,7 @@ fn parse_reply_value(body: Value) -> Result<Reply, RequestError> {
             "choices[0].message is not the assistant's".into(),
         ));
     }
-    hel_store::message::validate(&message).map_err(|e| {
+    hel_store::message::validate_reply(&message).map_err(|e| {
         RequestError::Malformed(format!(
             "choices[0].message is not a valid message: {}",
             crate::terminal::escape_line(&e.to_string())
