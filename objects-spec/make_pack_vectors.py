@@ -76,7 +76,7 @@ def main():
         "schema_version": 1,
         "session_id": session,
         "parents": [],
-        "created_at": "2026-11-30T00:00:00.000Z",
+        "created_at": "2026-11-30T00:53:20.000Z",
         "created_at_ms": 1796000000000,
         "cwd": "/project",
         "request_config": object_id("blob", config).hex(),

@@ -98,7 +98,7 @@ impl Hostile {
             "schema_version": 1,
             "session_id": sid,
             "parents": [],
-            "created_at": "2026-11-30T00:00:00.000Z",
+            "created_at": "2026-11-30T00:53:20.000Z",
             "created_at_ms": 1796000000000u64,
             "cwd": self.p.path().display().to_string(),
             "request_config": self.blob(&json!({})).to_hex(),
@@ -832,7 +832,9 @@ fn a_stored_directory_cannot_forge_lines_of_a_listing_or_a_show() {
         "schema_version": 1,
         "session_id": FORGED,
         "parents": [],
-        "created_at": "2026-11-30T00:00:00.000Z\ncreated forged",
+        // (A forged `created_at` is refused with the snapshot: it must
+        // spell `created_at_ms`, objects-spec §2.3.)
+        "created_at": "2026-11-30T00:53:20.000Z",
         "created_at_ms": 1796000000000u64,
         "cwd": cwd,
         "request_config": h.blob(&json!({})).to_hex(),
@@ -856,8 +858,7 @@ fn a_stored_directory_cannot_forge_lines_of_a_listing_or_a_show() {
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(
         run.stdout
-            .contains(&format!("cwd /elsewhere^J{forged_row}"))
-            && run.stdout.contains("^Jcreated forged"),
+            .contains(&format!("cwd /elsewhere^J{forged_row}")),
         "{}",
         run.stdout
     );
@@ -865,11 +866,7 @@ fn a_stored_directory_cannot_forge_lines_of_a_listing_or_a_show() {
         h.run(None, &["sessions"]).stdout,
         h.run(None, &["sessions", "show", FORGED]).stdout,
     ] {
-        assert!(
-            !out.lines()
-                .any(|l| l.starts_with(forged_row) || l.starts_with("created forged")),
-            "{out}"
-        );
+        assert!(!out.lines().any(|l| l.starts_with(forged_row)), "{out}");
     }
 }
 
@@ -959,7 +956,7 @@ fn a_tree_bomb_is_refused_by_every_reader_naming_the_tree() {
         "schema_version": 2,
         "session_id": FORGED,
         "parents": [],
-        "created_at": "2026-11-30T00:00:00.000Z",
+        "created_at": "2026-11-30T00:53:20.000Z",
         "created_at_ms": 1796000000000u64,
         "cwd": h.p.path().display().to_string(),
         "request_config": config.to_hex(),

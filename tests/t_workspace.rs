@@ -601,6 +601,64 @@ fn undo_of_a_rewritten_gitignore_leaves_the_files_it_ignored() {
     assert!(!undo.stdout.contains("remove "), "{}", undo.stdout);
 }
 
+/// Ignored paths are not paths a snapshot could not record: no record of
+/// the session counts them in `not_tracked` (objects-spec §13.2), the
+/// restore's included, though its tree lists them as not tracked.
+#[test]
+fn a_restore_counts_no_ignored_path_as_not_tracked() {
+    let p = Project::new();
+    p.write(".gitignore", "secret.env\nbuild/\n");
+    p.write("secret.env", "KEY=the user's\n");
+    p.write("build/out.o", "object\n");
+    p.write("src.txt", "v0\n");
+    let mock = Mock::start(json!([
+        {"tool_calls": [call("bash", json!({"command": "echo v1 > src.txt"}))]},
+        {"content": "done"},
+    ]));
+    let run = p.run(Some(&mock), &["--access", "auto", "-p", "edit"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let sid = run.session();
+    let undo = p.run(None, &["undo", &sid]);
+    assert_eq!(undo.code, 0, "{}\n{}", undo.stdout, undo.stderr);
+    assert_eq!(p.read("src.txt"), "v0\n");
+    let store = hel_store::Store::open(&p.path()).unwrap();
+    let mut records = Vec::new();
+    for e in log(&p, &sid) {
+        let cp = store
+            .checkpoint(&e["id"].as_str().unwrap().parse().unwrap())
+            .unwrap();
+        let ws = cp.workspace.unwrap_or_else(|| panic!("no workspace: {e}"));
+        assert_eq!(ws.not_tracked, 0, "{e}");
+        records.push(e["record"].as_str().unwrap().to_owned());
+    }
+    assert_eq!(records, ["restored", "before-restore", "answer", "start"]);
+}
+
+/// A start record asks nothing yet: its tokens are 0, not the previous
+/// instruction's (objects-spec §2.3, the summary of records that are not
+/// answers).
+#[test]
+fn a_start_record_has_no_tokens_of_its_own() {
+    let (p, sid, _) = two_edits();
+    let entries = log(&p, &sid);
+    let find = |record: &str, instruction: &str| {
+        entries
+            .iter()
+            .find(|e| e["record"] == record && e["instruction"] == instruction)
+            .unwrap_or_else(|| panic!("no {record} of {instruction}: {entries:?}"))
+    };
+    for instruction in ["first", "second"] {
+        let answer = find("answer", instruction);
+        assert!(answer["input_tokens"].as_u64().unwrap() > 0, "{answer}");
+        let start = find("start", instruction);
+        assert_eq!(
+            (&start["input_tokens"], &start["output_tokens"]),
+            (&json!(0), &json!(0)),
+            "{start}"
+        );
+    }
+}
+
 /// Run `cmd` as `nobody` when this process is root (where mode 000 stays
 /// readable); `Err` with why, when that cannot be done here (no such
 /// user, or it cannot run the hel binary where it was built).

@@ -238,7 +238,7 @@ impl SpillStore {
                 let bytes = match copy {
                     Some(b) => b,
                     None => match &self.home {
-                        Home::Session { store, .. } => store.read_blob(&entry.blob).ok()?,
+                        Home::Session { store, .. } => store.read_spill(entry).ok()?,
                         Home::Instance { .. } => return None,
                     },
                 };
@@ -262,7 +262,7 @@ impl SpillStore {
             if self.read_file(name).is_some() {
                 continue;
             }
-            if let Ok(bytes) = store.read_blob(&entry.blob) {
+            if let Ok(bytes) = store.read_spill(entry) {
                 // A copy that exists (even a bad one) is left: reads check
                 // copies against the blob id and fall back to the blob.
                 let _ = store.write_spill(lease, name, &bytes);

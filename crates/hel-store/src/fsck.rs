@@ -134,7 +134,23 @@ impl Store {
         let marked = mark(layout, &root_ids, &mut record)?;
         // Every snapshot's files flatten within what readers take, so that
         // a store called sound can always be diffed and restored.
-        crate::tree::check_roots(layout, &marked.workspace_roots, &mut record)?;
+        let extents = crate::tree::check_roots(layout, &marked.workspace_roots, &mut record)?;
+        // A record cannot have failed to record more paths than its tree
+        // lists as not tracked (objects-spec §13.2, `not_tracked`).
+        for (snapshot, tree, says) in &marked.not_tracked {
+            if let Some(extent) = extents.known(tree) {
+                if *says > extent.not_tracked {
+                    faults.push(Fault::Broken(Error::Corrupt {
+                        id: *snapshot,
+                        path: layout.object_path(snapshot),
+                        reason: format!(
+                            "malformed snapshot: workspace.not_tracked is {says}, its tree has {} not-tracked entries",
+                            extent.not_tracked
+                        ),
+                    }));
+                }
+            }
+        }
         for id in &marked.reachable {
             if !present.contains(id) {
                 faults.push(Fault::Broken(Error::Missing {
@@ -170,6 +186,15 @@ impl Store {
                 })
             });
             if let Err(e) = parsed {
+                faults.push(Fault::Broken(e));
+            }
+        }
+        // Every spill blob is as long as the snapshots naming it say.
+        for (blob, size) in &marked.spill {
+            if !present.contains(blob) || broken.contains(blob) {
+                continue;
+            }
+            if let Err(e) = crate::store::spill_of_size(layout, blob, *size) {
                 faults.push(Fault::Broken(e));
             }
         }

@@ -63,12 +63,18 @@ pub(crate) struct Marked {
     pub message_blobs: HashSet<ObjectId>,
     /// Blobs that hold JSON of a known use (request config, cursors).
     pub json_blobs: Vec<(ObjectId, Cap)>,
+    /// Spill blobs with the size a snapshot gives each (a blob twice when
+    /// snapshots disagree on its size).
+    pub spill: HashSet<(ObjectId, u64)>,
     /// Trees reached (each read and validated).
     pub trees: u64,
     /// The root trees records name (`workspace.tree` and `start`; one may
     /// be listed more than once): what fsck and transfers check against
     /// the flattening limits.
     pub workspace_roots: Vec<ObjectId>,
+    /// Records that say their tree could not record some paths: (the
+    /// snapshot, its `workspace.tree`, its `workspace.not_tracked`).
+    pub not_tracked: Vec<(ObjectId, ObjectId, u64)>,
 }
 
 /// Every object reachable from `roots` (snapshot ids): snapshots through
@@ -110,7 +116,11 @@ pub(crate) fn mark(
             }
         }
         m.reachable.extend(cp.spill.values().map(|s| s.blob));
+        m.spill.extend(cp.spill.values().map(|s| (s.blob, s.size)));
         if let Some(ws) = &cp.workspace {
+            if ws.not_tracked > 0 {
+                m.not_tracked.push((id, ws.tree, ws.not_tracked));
+            }
             m.workspace_roots
                 .extend(std::iter::once(ws.tree).chain(ws.start));
             trees.extend(std::iter::once(ws.tree).chain(ws.start));

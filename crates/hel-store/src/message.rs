@@ -7,7 +7,14 @@
 //! their types; fields it does not know (a provider's `reasoning_content`,
 //! say) are kept as they are. A conversation additionally pairs every tool
 //! call with exactly one result, right after the assistant message that
-//! made it.
+//! made it, and only an assistant message has `tool_calls`.
+//!
+//! What hel takes from a model is checked more strictly ([`validate_reply`]):
+//! the calls of one reply have distinct ids. A stored message may repeat
+//! one (hels before that check stored replies as servers sent them); its
+//! results answer the calls with that id in order.
+
+use std::collections::HashMap;
 
 use serde_json::Value;
 
@@ -40,6 +47,15 @@ pub enum MessageError {
     NoToolCallId,
     #[error("name is not a string")]
     NameNotString,
+    /// `tool_calls` on a message that is not the assistant's (only an
+    /// assistant calls tools; the key is refused whatever its value).
+    #[error("a {role} message has tool_calls")]
+    ToolCallsNotAssistant { role: &'static str },
+    /// Two calls of one reply with the same id (a result could not say
+    /// which it answers; [`validate_reply`] only). Indexes count within
+    /// `tool_calls`.
+    #[error("tool calls {first} and {again} have the same id")]
+    RepeatedToolCallId { first: usize, again: usize },
     /// Tool call `index` of an assistant message.
     #[error("tool call {index}: {reason}")]
     ToolCall {
@@ -101,6 +117,15 @@ pub fn validate(m: &Value) -> Result<(), MessageError> {
     };
     let content = map.get("content");
     match role {
+        "system" | "user" | "tool" if map.contains_key("tool_calls") => {
+            return Err(MessageError::ToolCallsNotAssistant {
+                role: match role {
+                    "system" => "system",
+                    "user" => "user",
+                    _ => "tool",
+                },
+            })
+        }
         "system" | "user" => content_is(content, false)?,
         "assistant" => {
             content_is(content, true)?;
@@ -129,6 +154,27 @@ pub fn validate(m: &Value) -> Result<(), MessageError> {
     if let Some(name) = map.get("name") {
         if !name.is_string() {
             return Err(MessageError::NameNotString);
+        }
+    }
+    Ok(())
+}
+
+/// Check a model's reply before it joins the conversation: a message
+/// [`validate`] takes whose tool calls have distinct ids (a result could
+/// not say which of two calls with one id it answers).
+pub fn validate_reply(m: &Value) -> Result<(), MessageError> {
+    validate(m)?;
+    let Some(Value::Array(calls)) = m.get("tool_calls") else {
+        return Ok(());
+    };
+    let mut ids: HashMap<&str, usize> = HashMap::with_capacity(calls.len());
+    for (index, c) in calls.iter().enumerate() {
+        let id = c.get("id").and_then(Value::as_str).unwrap_or_default();
+        if let Some(first) = ids.insert(id, index) {
+            return Err(MessageError::RepeatedToolCallId {
+                first,
+                again: index,
+            });
         }
     }
     Ok(())
@@ -317,6 +363,66 @@ mod tests {
         ] {
             assert!(validate(&bad).is_err(), "{bad}");
         }
+    }
+
+    fn call(id: &str) -> Value {
+        json!({"id": id, "type": "function", "function": {"name": "bash", "arguments": "{}"}})
+    }
+
+    #[test]
+    fn only_an_assistant_calls_tools() {
+        for role in ["system", "user", "tool"] {
+            for calls in [json!([call("a")]), json!([]), Value::Null] {
+                let m =
+                    json!({"role": role, "content": "x", "tool_call_id": "a", "tool_calls": calls});
+                let e = validate(&m).unwrap_err();
+                assert_eq!(
+                    e.to_string(),
+                    format!("a {role} message has tool_calls"),
+                    "{m}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_tool_call_id_is_unique_within_a_reply() {
+        let twice = json!({"role": "assistant", "content": null, "tool_calls": [call("a"), call("b"), call("a")]});
+        let e = validate_reply(&twice).unwrap_err();
+        assert_eq!(e.to_string(), "tool calls 0 and 2 have the same id");
+        // Stored before replies were checked for it: still loaded, each
+        // result answering the calls with its id in order.
+        validate(&twice).unwrap();
+        let result = |id: &str| json!({"role": "tool", "tool_call_id": id, "content": ""});
+        check_pairing(&[twice.clone(), result("a"), result("b"), result("a")]).unwrap();
+        assert_eq!(
+            check_pairing(&[twice, result("a"), result("b")]),
+            Err(PairingError::NoResult { call: "a".into() })
+        );
+        // The reply check is the reader's and more.
+        assert!(
+            validate_reply(&json!({"role": "user", "content": "x", "tool_calls": []})).is_err()
+        );
+        // An id may come back in a later message: each result answers the
+        // message just before it.
+        let once =
+            json!({"role": "assistant", "content": null, "tool_calls": [call("a"), call("b")]});
+        validate_reply(&once).unwrap();
+        let user = json!({"role": "user", "content": "x"});
+        let conv = [
+            user.clone(),
+            once.clone(),
+            result("a"),
+            result("b"),
+            user,
+            once,
+            result("b"),
+            result("a"),
+        ];
+        for m in &conv {
+            validate_reply(m).unwrap();
+        }
+        check_pairing(&conv).unwrap();
     }
 
     #[test]

@@ -314,6 +314,22 @@ impl From<DecodeError> for Undecodable {
     }
 }
 
+/// The length a header's `<len>` spells, when it is canonical: decimal
+/// digits without a sign or leading zeros (`0` alone for an empty
+/// payload). `05` or `+5` would give a second id to the content of `5`
+/// (objects-spec §2.1), so they are malformed.
+fn canonical_len(n: &str) -> Option<u64> {
+    let digits = n.as_bytes();
+    let canonical = !digits.is_empty()
+        && digits.iter().all(u8::is_ascii_digit)
+        && (digits[0] != b'0' || digits.len() == 1);
+    if canonical {
+        n.parse().ok()
+    } else {
+        None
+    }
+}
+
 /// Decompress an object file. Decompression is bounded by the length the
 /// object's header declares, which must be within `cap`: the header is
 /// decompressed first, then that many payload bytes straight into the
@@ -332,10 +348,10 @@ fn decompress(data: &[u8], cap: u64) -> std::result::Result<Decompressed, Undeco
             .iter()
             .position(|&b| b == 0)
             .ok_or(DecodeError::MalformedHeader)?;
-        let len: u64 = std::str::from_utf8(&head[..nul])
+        let len = std::str::from_utf8(&head[..nul])
             .ok()
             .and_then(|h| h.split_once(' '))
-            .and_then(|(_, n)| n.parse().ok())
+            .and_then(|(_, n)| canonical_len(n))
             .ok_or(DecodeError::MalformedHeader)?;
         if len > cap {
             return Err(Undecodable::OverCap(len));
@@ -773,6 +789,44 @@ mod tests {
             read(&layout, &id, Cap::ANY),
             Err(Error::Missing { .. })
         ));
+    }
+
+    /// objects-spec/vectors.json, `refused`: a header whose length is not
+    /// canonical is malformed, though its bytes hash to an id (one content,
+    /// two ids otherwise).
+    #[test]
+    fn headers_that_are_not_canonical_are_refused() {
+        let doc: serde_json::Value =
+            serde_json::from_str(include_str!("../../../objects-spec/vectors.json")).unwrap();
+        let refused = doc["refused"].as_array().unwrap();
+        assert!(refused.len() >= 3);
+        let (_d, layout) = store();
+        for v in refused {
+            let hex = v["canonical_hex"].as_str().unwrap();
+            let canonical: Vec<u8> = (0..hex.len())
+                .step_by(2)
+                .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+                .collect();
+            let id = plant(&layout, &canonical);
+            assert_eq!(id.to_hex(), v["id"].as_str().unwrap(), "{}", v["name"]);
+            let err = read(&layout, &id, Cap::ANY).unwrap_err();
+            assert!(
+                matches!(&err, Error::Corrupt { reason, .. } if reason == "malformed header"),
+                "{}: {err}",
+                v["name"]
+            );
+        }
+        // The canonical spelling of the same content reads.
+        let id = plant(&layout, b"blob 5\0hello");
+        assert_eq!(
+            read(&layout, &id, Cap::ANY).unwrap(),
+            (Kind::Blob, b"hello".to_vec())
+        );
+        let id = plant(&layout, b"blob 0\0");
+        assert_eq!(
+            read(&layout, &id, Cap::ANY).unwrap(),
+            (Kind::Blob, Vec::new())
+        );
     }
 
     #[test]

@@ -139,6 +139,24 @@ pub struct Restored {
 /// The most paths a restored record lists.
 pub const RESTORED_PATHS_MAX: usize = 100;
 
+/// The most bytes of one path a restored record lists.
+const RESTORED_PATH_BYTES: usize = 4096;
+
+/// `path` as a restored record lists it: UTF-8 (lossy), cut to at most
+/// 4096 bytes at a character boundary (a path of 4095 bytes that are not
+/// UTF-8 reads as three times as many).
+pub fn restored_path(path: &[u8]) -> String {
+    let mut text = String::from_utf8_lossy(path).into_owned();
+    if text.len() > RESTORED_PATH_BYTES {
+        let mut end = RESTORED_PATH_BYTES;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+    }
+    text
+}
+
 /// The root of a checkpoint's message list.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -199,6 +217,13 @@ impl Checkpoint {
         if cp.cwd.is_empty() {
             return Err(Invalid::EmptyCwd);
         }
+        // One instant, two spellings: they must agree, or listings (which
+        // show one) and readers (which sort by the other) disagree.
+        if cp.created_at_ms > crate::time::LAST_MS
+            || cp.created_at != crate::time::rfc3339(cp.created_at_ms)
+        {
+            return Err(Invalid::CreatedAt);
+        }
         if cp.summary.messages != cp.messages.count {
             return Err(Invalid::SummaryCount {
                 summary: cp.summary.messages,
@@ -230,7 +255,8 @@ pub(crate) enum RecordError {
     NoWorkspace,
     #[error("a start tree on a record that is not an instruction's end")]
     StartNotAtEnd,
-    /// Too many, more than the count, or an empty or over-long path.
+    /// Too many, more than the count, out of order, or an empty or
+    /// over-long path.
     #[error("a malformed list of restored paths")]
     BadRestoredPaths,
     #[error("a restored record that says nothing restored")]
@@ -268,7 +294,10 @@ fn check_record(cp: &Checkpoint) -> std::result::Result<(), RecordError> {
             (Some(r), Record::Restored) => {
                 if r.paths.len() > RESTORED_PATHS_MAX
                     || r.paths.len() as u64 > r.count
-                    || r.paths.iter().any(|p| p.is_empty() || p.len() > 4096)
+                    || r.paths
+                        .iter()
+                        .any(|p| p.is_empty() || p.len() > RESTORED_PATH_BYTES)
+                    || r.paths.windows(2).any(|w| w[0] > w[1])
                 {
                     return Err(RecordError::BadRestoredPaths);
                 }
@@ -307,6 +336,8 @@ pub(crate) enum Invalid {
     NoCheckpoints,
     #[error("a spill entry has an empty name")]
     EmptySpillName,
+    #[error("created_at is not created_at_ms in RFC 3339 with milliseconds")]
+    CreatedAt,
     #[error("{0}")]
     Record(#[from] RecordError),
 }
@@ -338,4 +369,160 @@ fn validated(layout: &Layout, id: &ObjectId, payload: &[u8]) -> Result<Checkpoin
             reason: format!("malformed snapshot: {malformed}"),
         },
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn id(s: &str) -> String {
+        ObjectId::of_canonical(s.as_bytes()).to_hex()
+    }
+
+    /// A valid schema-2 snapshot of `record` with `workspace` (null: none).
+    fn snapshot(record: &str, workspace: Value) -> Value {
+        let mut v = json!({
+            "schema_version": 2,
+            "session_id": "0c9e6f1a-1b2c-4d3e-8f40-123456789abc",
+            "parents": [],
+            "created_at": "2026-11-30T00:53:20.000Z",
+            "created_at_ms": 1_796_000_000_000u64,
+            "cwd": "/project",
+            "request_config": id("c"),
+            "meter": null,
+            "cursors": id("k"),
+            "messages": {"root": id("r"), "count": 2},
+            "spill": {},
+            "summary": {"messages": 2, "checkpoints": 1, "instruction": "i", "input_tokens": 0, "output_tokens": 0},
+            "record": record,
+        });
+        if !workspace.is_null() {
+            v["workspace"] = workspace;
+        }
+        v
+    }
+
+    fn parse(v: &Value) -> std::result::Result<Checkpoint, Invalid> {
+        Checkpoint::parse(&crate::canonical::to_vec(v))
+    }
+
+    fn workspace(start: bool, restored: bool) -> Value {
+        json!({
+            "tree": id("t"),
+            "start": if start { Value::from(id("s")) } else { Value::Null },
+            "not_tracked": 0,
+            "restored": if restored {
+                json!({"from": id("f"), "start": true, "undo": true, "count": 2, "conflicts": 0, "paths": ["a", "b"]})
+            } else {
+                Value::Null
+            },
+        })
+    }
+
+    #[test]
+    fn created_at_spells_created_at_ms() {
+        parse(&snapshot("answer", Value::Null)).unwrap();
+        for (at, ms) in [
+            // The pack vector's old pair: 53 minutes apart.
+            ("2026-11-30T00:00:00.000Z", 1_796_000_000_000u64),
+            ("2026-11-30T00:53:20Z", 1_796_000_000_000),
+            ("2026-11-30T00:53:20.000+00:00", 1_796_000_000_000),
+            ("2026-11-30T00:53:20.000Z\nforged", 1_796_000_000_000),
+            // After the year 9999, which RFC 3339 cannot write.
+            ("9999-12-31T23:59:59.999Z", crate::time::LAST_MS + 1),
+        ] {
+            let mut v = snapshot("answer", Value::Null);
+            v["created_at"] = at.into();
+            v["created_at_ms"] = ms.into();
+            assert!(matches!(parse(&v), Err(Invalid::CreatedAt)), "{at:?} {ms}");
+        }
+        let mut v = snapshot("answer", Value::Null);
+        v["created_at"] = "9999-12-31T23:59:59.999Z".into();
+        v["created_at_ms"] = crate::time::LAST_MS.into();
+        parse(&v).unwrap();
+    }
+
+    /// Which records may have a workspace, a start tree and a restore
+    /// (objects-spec §13.2, "Valid combinations").
+    #[test]
+    fn workspace_fields_go_with_their_records() {
+        // (record, no workspace, workspace, with start, with restored,
+        // with both)
+        let table = [
+            ("answer", true, true, true, false, false),
+            ("interrupted", true, true, true, false, false),
+            ("fork", true, true, true, false, false),
+            ("relocated", true, true, false, false, false),
+            ("start", false, true, false, false, false),
+            ("before-restore", false, true, false, false, false),
+            ("restored", false, false, false, true, false),
+        ];
+        for (record, none, plain, start, restored, both) in table {
+            for (ws, valid) in [
+                (Value::Null, none),
+                (workspace(false, false), plain),
+                (workspace(true, false), start),
+                (workspace(false, true), restored),
+                (workspace(true, true), both),
+            ] {
+                let got = parse(&snapshot(record, ws.clone()));
+                assert_eq!(got.is_ok(), valid, "{record} with {ws}: {got:?}");
+            }
+        }
+        // Schema 1 has neither field.
+        let mut v = snapshot("answer", Value::Null);
+        v["schema_version"] = 1.into();
+        assert!(matches!(
+            parse(&v),
+            Err(Invalid::Record(RecordError::SchemaOneWithTwo))
+        ));
+        v.as_object_mut().unwrap().remove("record");
+        parse(&v).unwrap();
+        // Schema 2 always says what the record is.
+        let mut v = snapshot("answer", Value::Null);
+        v.as_object_mut().unwrap().remove("record");
+        assert!(matches!(
+            parse(&v),
+            Err(Invalid::Record(RecordError::NoRecord))
+        ));
+    }
+
+    #[test]
+    fn restored_paths_are_sorted_within_the_count() {
+        let with_paths = |paths: Value, count: u64| {
+            let mut ws = workspace(false, true);
+            ws["restored"]["paths"] = paths;
+            ws["restored"]["count"] = count.into();
+            parse(&snapshot("restored", ws))
+        };
+        with_paths(json!(["a", "b/c", "é"]), 3).unwrap();
+        // A path of 4095 bytes that are not UTF-8 reads as 12,285 bytes:
+        // listed whole, the record would not read back; cut, it does.
+        let path = vec![0xffu8; 4095];
+        let lossy = String::from_utf8_lossy(&path).into_owned();
+        assert!(with_paths(json!([lossy]), 1).is_err());
+        let shown = restored_path(&path);
+        assert_eq!(shown.len(), 4095, "1365 replacement characters");
+        assert!(lossy.starts_with(&shown));
+        with_paths(json!([shown]), 1).unwrap();
+        assert_eq!(restored_path(b"src/main.rs"), "src/main.rs");
+        // Two names lossily the same (not UTF-8) show as one path twice.
+        with_paths(json!(["\u{fffd}", "\u{fffd}"]), 2).unwrap();
+        for (paths, count) in [
+            (json!(["b", "a"]), 2),
+            (json!(["a", "b"]), 1),
+            (json!([""]), 1),
+            (json!(["x".repeat(4097)]), 1),
+            (json!(vec!["a"; RESTORED_PATHS_MAX + 1]), 1000),
+        ] {
+            assert!(
+                matches!(
+                    with_paths(paths.clone(), count),
+                    Err(Invalid::Record(RecordError::BadRestoredPaths))
+                ),
+                "{paths}"
+            );
+        }
+    }
 }

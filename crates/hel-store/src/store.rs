@@ -473,6 +473,16 @@ impl Store {
         object::read_kind(self.layout_or_missing(id)?, id, Kind::Blob, Cap::SPILL)
     }
 
+    /// The bytes of the spill file `entry` names, verified, and as long as
+    /// `entry.size` says (objects-spec §2.3, `spill`).
+    pub fn read_spill(&self, entry: &SpillEntry) -> Result<Vec<u8>> {
+        spill_of_size(
+            self.layout_or_missing(&entry.blob)?,
+            &entry.blob,
+            entry.size,
+        )
+    }
+
     /// The bytes of blob `id` used as `cap` says (a workspace file:
     /// [`Cap::FILE`]), verified.
     pub fn read_blob_as(&self, id: &ObjectId, cap: Cap) -> Result<Vec<u8>> {
@@ -875,4 +885,21 @@ pub(crate) fn clip(text: &str, max: usize) -> String {
 /// The first line of `text`, trimmed.
 pub fn first_line(text: &str) -> String {
     text.lines().next().unwrap_or("").trim().to_owned()
+}
+
+/// Spill blob `id`, verified, when it holds `size` bytes; a snapshot that
+/// says otherwise makes it corrupt.
+pub(crate) fn spill_of_size(layout: &Layout, id: &ObjectId, size: u64) -> Result<Vec<u8>> {
+    let bytes = object::read_kind(layout, id, Kind::Blob, Cap::SPILL)?;
+    if bytes.len() as u64 != size {
+        return Err(Error::Corrupt {
+            id: *id,
+            path: layout.object_path(id),
+            reason: format!(
+                "spill blob of {} bytes where a snapshot says {size}",
+                bytes.len()
+            ),
+        });
+    }
+    Ok(bytes)
 }

@@ -342,6 +342,9 @@ pub struct Extent {
     pub levels: u64,
     /// The longest of those paths, in bytes.
     pub longest: u64,
+    /// Those of kind 4 or 6 (not tracked, not tracked directory): at least
+    /// what a record naming it as its tree may count as `not_tracked`.
+    pub not_tracked: u64,
 }
 
 impl Extent {
@@ -355,6 +358,7 @@ impl Extent {
             .saturating_add(child.paths.saturating_mul(name + 1))
             .saturating_add(child.bytes);
         self.levels = self.levels.max(child.levels.saturating_add(1));
+        self.not_tracked = self.not_tracked.saturating_add(child.not_tracked);
         if child.paths > 0 {
             self.longest = self.longest.max(name + 1 + child.longest);
         }
@@ -439,8 +443,10 @@ impl Extents {
                 f.extent.paths += 1;
                 f.extent.bytes += len;
                 f.extent.longest = f.extent.longest.max(len);
-                if e.kind == EntryKind::Dir {
-                    f.dirs.push((e.id, len));
+                match e.kind {
+                    EntryKind::Dir => f.dirs.push((e.id, len)),
+                    EntryKind::NotTracked | EntryKind::NotTrackedDir => f.extent.not_tracked += 1,
+                    EntryKind::File | EntryKind::Symlink | EntryKind::Repository => {}
                 }
             }
             // The entries of the trees on the stack are paths of their
@@ -493,6 +499,11 @@ impl Extents {
         }
         Ok(whole)
     }
+
+    /// The extent of tree `id`, when [`Extents::check`] counted it.
+    pub(crate) fn known(&self, id: &ObjectId) -> Option<&Extent> {
+        self.known.get(id)
+    }
 }
 
 /// Check that every root tree in `roots` is within the limits, as
@@ -502,7 +513,7 @@ pub(crate) fn check_roots(
     layout: &crate::layout::Layout,
     roots: &[ObjectId],
     on_error: &mut dyn FnMut(Error) -> Result<()>,
-) -> Result<()> {
+) -> Result<Extents> {
     let mut extents = Extents::default();
     let mut seen = std::collections::HashSet::new();
     for root in roots {
@@ -513,7 +524,7 @@ pub(crate) fn check_roots(
             on_error(e)?;
         }
     }
-    Ok(())
+    Ok(extents)
 }
 
 impl crate::Store {
@@ -674,7 +685,11 @@ mod tests {
     fn extents_count_what_a_plain_flattening_gives() {
         let mut t = Trees::new();
         let leaf = t.add(Tree {
-            entries: vec![file(b"a"), file(b"bb")],
+            entries: vec![
+                file(b"a"),
+                file(b"bb"),
+                named(b"skipped", EntryKind::NotTracked, ObjectId::ZERO),
+            ],
         });
         let empty = t.add(Tree::default());
         let mid = t.add(Tree {
@@ -699,6 +714,8 @@ mod tests {
             bytes: paths.iter().map(|p| p.len() as u64).sum(),
             levels: 2,
             longest: paths.iter().map(|p| p.len() as u64).max().unwrap(),
+            // `nt` under `m`, and `skipped` in `leaf`, named three times.
+            not_tracked: 4,
         };
         let mut ex = Extents::default();
         assert_eq!(t.check(&mut ex, &root).unwrap(), want);

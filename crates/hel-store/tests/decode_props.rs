@@ -72,7 +72,7 @@ fn snapshot_payload() -> Vec<u8> {
         "schema_version": 1,
         "session_id": "0c9e6f1a-1b2c-4d3e-8f40-123456789abc",
         "parents": [],
-        "created_at": "2026-11-30T00:00:00.000Z",
+        "created_at": "1970-01-01T00:00:00.001Z",
         "created_at_ms": 1u64,
         "cwd": "/p",
         "request_config": id,

@@ -185,6 +185,10 @@ fn test_vectors_match_objects_spec() {
         };
         let (id, _) = testing::encode(kind, &payload);
         assert_eq!(id.to_hex(), v["id"].as_str().unwrap(), "{}", v["name"]);
+        if kind == "snapshot" {
+            // A snapshot a reader takes (its two times agreeing, say).
+            assert!(hel_store::parse::snapshot(&payload), "{}", v["name"]);
+        }
     }
 }
 
@@ -394,10 +398,41 @@ fn spill_is_kept_by_blob_and_survives_forks() {
     let cp = store.load(&fork_id).unwrap().checkpoint;
     let entry = &cp.spill[&name];
     assert_eq!(
-        store.read_blob(&entry.blob).unwrap(),
+        store.read_spill(entry).unwrap(),
         "spilled".repeat(1000).as_bytes()
     );
     assert!(store.fsck().unwrap().is_sound());
+}
+
+#[test]
+fn a_spill_entry_whose_size_is_not_its_blobs_is_refused_and_a_fault() {
+    for (size, sound) in [(7u64, true), (8, false), (0, false)] {
+        let dir = tempfile::tempdir().unwrap();
+        let (blob, canonical) = testing::encode("blob", b"spilled");
+        testing::plant(&root(dir.path()), &canonical);
+        let spill = json!({"k": {"blob": blob.to_hex(), "size": size}});
+        let (_, head) = format1_store_with_spill(
+            dir.path(),
+            &[msg("user", "x"), msg("assistant", "y")],
+            spill,
+        );
+        let store = Store::open(dir.path()).unwrap();
+        let entry = store.checkpoint(&head).unwrap().spill["k"].clone();
+        let report = store.fsck().unwrap();
+        let faults: Vec<String> = report.faults.iter().map(|f| f.to_string()).collect();
+        assert_eq!(report.is_sound(), sound, "size {size}: {faults:?}");
+        if sound {
+            assert_eq!(store.read_spill(&entry).unwrap(), b"spilled");
+            continue;
+        }
+        let err = store.read_spill(&entry).unwrap_err();
+        let says = format!("spill blob of 7 bytes where a snapshot says {size}");
+        assert!(
+            matches!(&err, Error::Corrupt { id, reason, .. } if *id == blob && *reason == says),
+            "{err}"
+        );
+        assert!(faults.iter().any(|f| f.contains(&says)), "{faults:?}");
+    }
 }
 
 #[test]
@@ -448,6 +483,40 @@ fn leases_exclude_and_release_on_drop() {
         matches!(store.resume(&sid), Err(Error::InUse { session, holder: Some(h) }) if session == sid.as_str() && h.starts_with(&format!("pid {} since ", std::process::id())))
     );
     assert!(matches!(store.delete(&sid, true), Err(Error::InUse { .. })));
+    // The lock files as objects-spec §7 says: 0600, the store lock empty,
+    // the lease one line naming its holder; what a reader shows of a lease
+    // file is its first line's printable ASCII, at most 100 bytes of it.
+    use std::os::unix::fs::PermissionsExt;
+    let r = root(dir.path());
+    let lease_file = testing::session_dir(&r, &sid).join(".active");
+    for f in [&lease_file, &r.join(".sessions.lock")] {
+        assert_eq!(
+            fs::metadata(f).unwrap().permissions().mode() & 0o777,
+            0o600,
+            "{f:?}"
+        );
+    }
+    assert_eq!(fs::metadata(r.join(".sessions.lock")).unwrap().len(), 0);
+    let line = fs::read_to_string(&lease_file).unwrap();
+    let since = line
+        .strip_prefix(&format!("pid {} since ", std::process::id()))
+        .and_then(|t| t.strip_suffix('\n'))
+        .unwrap_or_else(|| panic!("{line:?}"));
+    assert_eq!(since.len(), 24, "{since:?}");
+    fs::write(
+        &lease_file,
+        format!("pid 1 \x1b[2Jsince é {}\nsecond line", "x".repeat(200)),
+    )
+    .unwrap();
+    match store.resume(&sid) {
+        Err(Error::InUse {
+            holder: Some(h), ..
+        }) => {
+            assert!(h.starts_with("pid 1 [2Jsince  xxx"), "{h:?}");
+            assert!(h.len() < 100 && !h.contains("second"), "{h:?}");
+        }
+        other => panic!("{other:?}"),
+    }
     let other = store.new_session().unwrap();
     commit_new(
         &store,
@@ -1282,6 +1351,11 @@ fn readers_without_a_lock_survive_concurrent_repacks() {
 /// A store as a format-1 hel left it: loose objects, a ref file and a ref
 /// log per session, no `format` file. Returns the session and its head.
 fn format1_store(dir: &Path, msgs: &[Value]) -> (SessionId, ObjectId) {
+    format1_store_with_spill(dir, msgs, json!({}))
+}
+
+/// [`format1_store`] whose snapshot has the spill map `spill`.
+fn format1_store_with_spill(dir: &Path, msgs: &[Value], spill: Value) -> (SessionId, ObjectId) {
     let r = root(dir);
     let sid: SessionId = "0c9e6f1a-1b2c-4d3e-8f40-123456789abc".parse().unwrap();
     let plant = |kind: &str, payload: &[u8]| {
@@ -1299,10 +1373,10 @@ fn format1_store(dir: &Path, msgs: &[Value]) -> (SessionId, ObjectId) {
         "snapshot",
         &canonical::to_vec(&json!({
             "schema_version": 1, "session_id": sid.as_str(), "parents": [],
-            "created_at": "2026-11-30T00:00:00.000Z", "created_at_ms": 1u64,
+            "created_at": "1970-01-01T00:00:00.001Z", "created_at_ms": 1u64,
             "cwd": "/project", "request_config": config.to_hex(), "meter": null,
             "cursors": cursors.to_hex(),
-            "messages": {"root": node.to_hex(), "count": msgs.len()}, "spill": {},
+            "messages": {"root": node.to_hex(), "count": msgs.len()}, "spill": spill,
             "summary": {"messages": msgs.len(), "checkpoints": 1, "instruction": "old", "input_tokens": 0, "output_tokens": 0},
         })),
     );

@@ -444,7 +444,7 @@ pub fn finish(
     let mut shown: Vec<String> = written
         .iter()
         .chain(&removed)
-        .map(|p| String::from_utf8_lossy(p).into_owned())
+        .map(|p| hel_store::restored_path(p))
         .collect();
     shown.sort();
     shown.truncate(RESTORED_PATHS_MAX);
@@ -454,7 +454,11 @@ pub fn finish(
             Workspace {
                 tree,
                 start: None,
-                not_tracked: after.not_tracked().count() as u64,
+                // What `before` could not record: a restore writes no path
+                // at or under a kind 4, 5 or 6 entry, so those stay as
+                // they were (the tree cannot say which entries were
+                // ignored rather than unreadable).
+                not_tracked: before.not_tracked.len() as u64,
                 restored: Some(Restored {
                     from: go.from,
                     start: go.start,

@@ -715,3 +715,33 @@ fn a_diff_against_a_tree_bomb_is_refused_naming_the_tree() {
     assert!(err.to_string().contains(&level.to_string()), "{err}");
     assert!(paths <= hel_store::tree::FLAT_PATHS_MAX, "{paths}");
 }
+
+/// `not_tracked` counts over the whole tree, and fsck refuses a record
+/// that says more than its tree lists as not tracked (objects-spec §13.2).
+#[test]
+fn fsck_refuses_a_record_counting_more_not_tracked_paths_than_its_tree_has() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    write(root, "deep/er/huge.bin", &vec![3u8; 5000]);
+    write(root, "small.txt", b"x");
+    let options = Options {
+        max_file: 1000,
+        budget: 3000,
+    };
+    let mut s = Session::new(root);
+    let mut ws = Workspace::open(&s.store, options).unwrap();
+    let (snap, _) = s.snap(&mut ws);
+    // Not at the root: the count is of the whole tree.
+    assert_eq!(snap.not_tracked.len(), 1);
+    assert!(s.store.fsck().unwrap().is_sound());
+    let txn = s.store.begin(&s.lease, &mut s.state).unwrap();
+    let lie = txn.commit(start_record(snap.tree, 2)).unwrap().id;
+    let report = s.store.fsck().unwrap();
+    let faults: Vec<String> = report.faults.iter().map(|f| f.to_string()).collect();
+    assert_eq!(faults.len(), 1, "{faults:?}");
+    assert!(
+        faults[0].contains(&lie.to_hex())
+            && faults[0].contains("workspace.not_tracked is 2, its tree has 1 not-tracked entries"),
+        "{faults:?}"
+    );
+}

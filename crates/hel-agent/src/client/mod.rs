@@ -528,7 +528,7 @@ fn parse_reply_value(body: Value) -> Result<Reply, RequestError> {
             "choices[0].message is not the assistant's".into(),
         ));
     }
-    hel_store::message::validate(&message).map_err(|e| {
+    hel_store::message::validate_reply(&message).map_err(|e| {
         RequestError::Malformed(format!(
             "choices[0].message is not a valid message: {}",
             crate::terminal::escape_line(&e.to_string())
@@ -589,6 +589,16 @@ mod tests {
                 matches!(parse_reply(&body), Err(RequestError::Malformed(_))),
                 "{bad}"
             );
+        }
+        // Two calls with one id: a result could not say which it answers.
+        let twice = r#"{"choices":[{"message":{"role":"assistant","content":null,"tool_calls":[
+            {"id":"a","type":"function","function":{"name":"bash","arguments":"{}"}},
+            {"id":"a","type":"function","function":{"name":"glob","arguments":"{}"}}]},"finish_reason":"tool_calls"}]}"#;
+        match parse_reply(twice) {
+            Err(RequestError::Malformed(why)) => {
+                assert!(why.contains("tool calls 0 and 1 have the same id"), "{why}")
+            }
+            other => panic!("{:?}", other.map(|r| r.message)),
         }
         let r = parse_reply(r#"{"choices":[{"message":{"content":"no role"}}]}"#).unwrap();
         assert_eq!(r.message["role"], "assistant");

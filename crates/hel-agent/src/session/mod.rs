@@ -70,7 +70,12 @@ impl Session {
             warnings.push(Warning::CursorsUnsaved(e));
             Value::Array(Vec::new())
         });
-        let usage = agent.usage();
+        // A start record's instruction has asked nothing yet (the agent's
+        // usage is still the previous instruction's).
+        let usage = match record {
+            Record::Start => Default::default(),
+            _ => agent.usage(),
+        };
         let head = self.state.head;
         let mut txn = self.store.begin(&self.lease, &mut self.state)?;
         let mut snapshot = None;

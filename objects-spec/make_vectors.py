@@ -1,0 +1,106 @@
+#!/usr/bin/env python3
+"""Write the vectors of vectors.json that this script owns, from objects-spec
+alone (the other entries of the file are older and left as they are):
+- the canonical numbers of section 3: a blob holding a JSON array of numbers
+  at the edges of the rules, and its canonical JSON, written here by
+  `number()` (Python's own `repr` differs: `1e-05` for `0.00001`, `1e-07`
+  for `1e-7`, and integers beyond 64 bits);
+- `refused`: canonical bytes whose header is not canonical (section 2.1),
+  which a reader MUST refuse as malformed although they hash to an id.
+
+Needs the `blake3` package (pip install blake3). Re-running replaces these
+entries.
+"""
+
+import json
+import math
+import sys
+from pathlib import Path
+
+import blake3
+
+NAME = "numbers: integers and floats at the edges of the rules"
+
+# Each is (as Python holds it, what section 3 writes).
+NUMBERS = [
+    0, -1, 9007199254740993, 18446744073709551615, -9223372036854775808,
+    # Outside both u64 and i64: a float.
+    18446744073709551616, -9223372036854775809,
+    0.0, -0.0, 1.0, 100.0, 0.1, 0.30000000000000004, 1.5, -2.25,
+    1e15, 9007199254740993.0, 1234567890123456.7, 1e16, 1.5e16, 123456789012345680.0,
+    1e21, 1.7976931348623157e308,
+    0.0001, 1e-05, 2.5e-05, 0.000012345, 1e-06, 1e-07, 1.2345e-07, 5e-324,
+    2.2250738585072014e-308,
+]
+
+
+def number(v):
+    """Section 3's spelling of a JSON number held as `v`."""
+    if isinstance(v, int) and -(2**63) <= v < 2**64:
+        return str(v)
+    x = float(v)
+    if x == 0:
+        return "-0.0" if math.copysign(1.0, x) < 0 else "0.0"
+    sign = "-" if x < 0 else ""
+    # The shortest digits that read back as x (repr's digits), as d × 10^k.
+    mantissa, _, exp = repr(abs(x)).partition("e")
+    whole, _, frac = mantissa.partition(".")
+    frac = frac.rstrip("0")
+    digits = (whole + frac).lstrip("0")
+    k = int(exp or 0) - len(frac)
+    stripped = digits.rstrip("0")
+    k += len(digits) - len(stripped)
+    digits = stripped
+    n = len(digits)
+    kk = n + k  # 10^(kk-1) <= |x| < 10^kk
+    if 0 <= k and kk <= 16:
+        text = digits + "0" * k + ".0"
+    elif 0 < kk <= 16:
+        text = digits[:kk] + "." + digits[kk:]
+    elif -5 < kk <= 0:
+        text = "0." + "0" * -kk + digits
+    else:
+        e = kk - 1
+        exponent = f"e+{e}" if e >= 0 else f"e-{-e}"
+        text = digits[0] + ("." + digits[1:] if n > 1 else "") + exponent
+    return sign + text
+
+
+# (name, canonical bytes): each spells the text blob `hello` with a header
+# that is not canonical.
+REFUSED = [
+    ("length with a leading zero", b"blob 05\0hello"),
+    ("length with a sign", b"blob +5\0hello"),
+    ("two spaces", b"blob  5\0hello"),
+    ("zero with a leading zero", b"blob 00\0"),
+]
+
+
+def object_id(canonical):
+    return blake3.blake3(canonical).hexdigest()
+
+
+def main():
+    path = Path(__file__).with_name("vectors.json")
+    doc = json.loads(path.read_text())
+    payload = ("[" + ",".join(number(v) for v in NUMBERS) + "]").encode()
+    entry = {
+        "name": NAME,
+        "kind": "blob",
+        "json": NUMBERS,
+        "canonical": payload.decode(),
+        "id": object_id(f"blob {len(payload)}".encode() + b"\0" + payload),
+    }
+    vectors = [v for v in doc["vectors"] if v.get("name") != NAME]
+    vectors.append(entry)
+    doc["vectors"] = vectors
+    doc["refused"] = [
+        {"name": name, "canonical_hex": canonical.hex(), "id": object_id(canonical)}
+        for name, canonical in REFUSED
+    ]
+    path.write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+    print(payload.decode(), file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
