@@ -192,6 +192,16 @@ impl Store {
                     }
                 }
             }
+            // In format 3 the journal is the log once there is one: the
+            // ref log a format-1 hel kept stops where it starts.
+            let journaled = layout.heads_are_refs()
+                && match layout.journals()? {
+                    Some(d) => d.kind_of(&journal::journal_name(session))?.is_some(),
+                    None => false,
+                };
+            if journaled {
+                continue;
+            }
             if let Ok(Some(logged)) = refs::last_logged(layout, session) {
                 if logged != *head {
                     report.notes.push(format!(
