@@ -257,7 +257,7 @@ impl Store {
 fn stub_missing(layout: &Layout) -> Result<Option<Error>> {
     let stub = crate::layout::stub_object();
     let ref_path = layout.ref_path(crate::layout::STUB_SESSION);
-    let named = match layout.refs()? {
+    let named = match layout.refs().ok().flatten() {
         Some(refs) => match refs.read_file(crate::layout::STUB_SESSION, 65) {
             Ok(Some(bytes)) => refs::parse(&bytes).ok() == Some(stub),
             _ => false,
@@ -267,11 +267,13 @@ fn stub_missing(layout: &Layout) -> Result<Option<Error>> {
     if !named {
         return Ok(Some(Error::StubMissing { path: ref_path }));
     }
+    // (A link or stray where it belongs is reported with the objects: here
+    // it only means the stub is not there.)
     let (fan, name) = crate::layout::object_name(&stub);
     let present = match layout.objects()? {
-        Some(objects) => match objects.sub(&fan)? {
-            Some(d) => d.kind_of(&name)? == Some(EntryKind::File),
-            None => false,
+        Some(objects) => match objects.sub(&fan) {
+            Ok(Some(d)) => matches!(d.kind_of(&name), Ok(Some(EntryKind::File))),
+            _ => false,
         },
         None => false,
     };
@@ -441,10 +443,13 @@ fn packs_faults(
 }
 
 /// Check every journal read from the journal itself (its sidecar ignored,
-/// objects-spec §12.3): every record intact, every commit record keeping
-/// the rules and agreeing with its snapshot, each object once, every
-/// object decoding; what follows the last commit record a torn tail (a
-/// note: the next commit cuts it). Sidecars must be regular files.
+/// objects-spec §12.3), its head chosen by the store's rule (in format 3,
+/// the ref's commit record): every record intact, every commit record
+/// keeping the rules and agreeing with its snapshot, each object once,
+/// every object decoding, also those past the committed part; what
+/// follows the committed part a torn tail or one unpublished commit (a
+/// note: the next commit cuts it), a journal without a ref a note (gc
+/// removes it). Sidecars must be regular files.
 fn journal_faults(
     layout: &Layout,
     report: &mut FsckReport,

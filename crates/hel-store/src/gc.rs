@@ -1,5 +1,7 @@
-//! Garbage collection: mark everything reachable from every ref, sweep the
-//! rest.
+//! Garbage collection: mark everything reachable from every ref (every
+//! session's head), sweep the rest: rewrite sealed packs and loose files
+//! into one sealed pack when anything there is dead, and remove journals
+//! no ref publishes once what refs reach of them is in that pack.
 //!
 //! Spill working copies (`sessions/<id>/spill/`) are a cache of spill
 //! blobs for the instance that holds the session: gc removes them from
