@@ -118,9 +118,32 @@ impl Store {
         packs_faults(layout, &mut report, &mut faults, &mut present, &mut broken)?;
         // 2. Refs, and everything they reach.
         let mut record = |e: Error| -> Result<()> {
+            faults.push(Fault::Broken(e));
+            Ok(())
+        };
+        let heads = roots(layout, &mut record)?;
+        // A ref whose snapshot does not read is named as such (the walk
+        // below would only name the object).
+        let mut unreadable: HashSet<ObjectId> = HashSet::new();
+        for (session, head) in &heads {
+            if let Err(e) = crate::snapshot::read(layout, head) {
+                unreadable.insert(*head);
+                faults.push(Fault::Broken(Error::RefUnloadable {
+                    path: layout.ref_path(session.as_str()),
+                    checkpoint: *head,
+                    source: Box::new(e),
+                }));
+            }
+        }
+        let mut record = |e: Error| -> Result<()> {
             // Objects that failed verification were reported above.
             let known = match &e {
-                Error::Corrupt { id, .. } | Error::UnknownKind { id, .. } => broken.contains(id),
+                Error::Corrupt { id, .. } | Error::UnknownKind { id, .. } => {
+                    broken.contains(id) || unreadable.contains(id)
+                }
+                Error::Missing { id, .. } | Error::NewerSchema { id, .. } => {
+                    unreadable.contains(id)
+                }
                 _ => false,
             };
             if !known {
@@ -128,7 +151,6 @@ impl Store {
             }
             Ok(())
         };
-        let heads = roots(layout, &mut record)?;
         report.refs = heads.len() as u64;
         let root_ids: Vec<ObjectId> = heads.iter().map(|(_, h)| *h).collect();
         let marked = mark(layout, &root_ids, &mut record)?;
@@ -136,7 +158,7 @@ impl Store {
         // a store called sound can always be diffed and restored.
         crate::tree::check_roots(layout, &marked.workspace_roots, &mut record)?;
         for id in &marked.reachable {
-            if !present.contains(id) {
+            if !present.contains(id) && !unreadable.contains(id) {
                 faults.push(Fault::Broken(Error::Missing {
                     id: *id,
                     path: layout.object_path(id),
@@ -178,7 +200,11 @@ impl Store {
         for (session, head) in &heads {
             if clean {
                 if let Err(e) = self.load(head) {
-                    faults.push(Fault::Broken(e));
+                    faults.push(Fault::Broken(Error::RefUnloadable {
+                        path: layout.ref_path(session.as_str()),
+                        checkpoint: *head,
+                        source: Box::new(e),
+                    }));
                 } else if let Ok(cp) = self.checkpoint(head) {
                     if cp.session_id != *session {
                         faults.push(Fault::Broken(Error::BadRef {
