@@ -118,9 +118,32 @@ impl Store {
         packs_faults(layout, &mut report, &mut faults, &mut present, &mut broken)?;
         // 2. Refs, and everything they reach.
         let mut record = |e: Error| -> Result<()> {
+            faults.push(Fault::Broken(e));
+            Ok(())
+        };
+        let heads = roots(layout, &mut record)?;
+        // A ref whose snapshot does not read is named as such (the walk
+        // below would only name the object).
+        let mut unreadable: HashSet<ObjectId> = HashSet::new();
+        for (session, head) in &heads {
+            if let Err(e) = crate::snapshot::read(layout, head) {
+                unreadable.insert(*head);
+                faults.push(Fault::Broken(Error::RefUnloadable {
+                    path: layout.ref_path(session.as_str()),
+                    checkpoint: *head,
+                    source: Box::new(e),
+                }));
+            }
+        }
+        let mut record = |e: Error| -> Result<()> {
             // Objects that failed verification were reported above.
             let known = match &e {
-                Error::Corrupt { id, .. } | Error::UnknownKind { id, .. } => broken.contains(id),
+                Error::Corrupt { id, .. } | Error::UnknownKind { id, .. } => {
+                    broken.contains(id) || unreadable.contains(id)
+                }
+                Error::Missing { id, .. } | Error::NewerSchema { id, .. } => {
+                    unreadable.contains(id)
+                }
                 _ => false,
             };
             if !known {
@@ -128,7 +151,6 @@ impl Store {
             }
             Ok(())
         };
-        let heads = roots(layout, &mut record)?;
         report.refs = heads.len() as u64;
         let root_ids: Vec<ObjectId> = heads.iter().map(|(_, h)| *h).collect();
         let marked = mark(layout, &root_ids, &mut record)?;
@@ -152,7 +174,7 @@ impl Store {
             }
         }
         for id in &marked.reachable {
-            if !present.contains(id) {
+            if !present.contains(id) && !unreadable.contains(id) {
                 faults.push(Fault::Broken(Error::Missing {
                     id: *id,
                     path: layout.object_path(id),
@@ -203,7 +225,11 @@ impl Store {
         for (session, head) in &heads {
             if clean {
                 if let Err(e) = self.load(head) {
-                    faults.push(Fault::Broken(e));
+                    faults.push(Fault::Broken(Error::RefUnloadable {
+                        path: layout.ref_path(session.as_str()),
+                        checkpoint: *head,
+                        source: Box::new(e),
+                    }));
                 } else if let Ok(cp) = self.checkpoint(head) {
                     if cp.session_id != *session {
                         faults.push(Fault::Broken(Error::BadRef {
@@ -217,6 +243,16 @@ impl Store {
                     }
                 }
             }
+            // In format 3 the journal is the log once there is one: the
+            // ref log a format-1 hel kept stops where it starts.
+            let journaled = layout.heads_are_refs()
+                && match layout.journals()? {
+                    Some(d) => d.kind_of(&journal::journal_name(session))?.is_some(),
+                    None => false,
+                };
+            if journaled {
+                continue;
+            }
             if let Ok(Some(logged)) = refs::last_logged(layout, session) {
                 if logged != *head {
                     report.notes.push(format!(
@@ -225,6 +261,12 @@ impl Store {
                         &head.to_hex()[..12]
                     ));
                 }
+            }
+        }
+        // The stub that makes a format-1 hel refuse this store.
+        if layout.heads_are_refs() {
+            if let Some(e) = stub_missing(layout)? {
+                faults.push(Fault::Broken(e));
             }
         }
         // 5. Session working directories, names and tmp/.
@@ -259,6 +301,36 @@ impl Store {
         report.faults = faults;
         Ok(report)
     }
+}
+
+/// The stub of objects-spec §12.6, unless its ref names the stub snapshot
+/// and that snapshot is a loose object: the fault naming what is missing.
+fn stub_missing(layout: &Layout) -> Result<Option<Error>> {
+    let stub = crate::layout::stub_object();
+    let ref_path = layout.ref_path(crate::layout::STUB_SESSION);
+    let named = match layout.refs().ok().flatten() {
+        Some(refs) => match refs.read_file(crate::layout::STUB_SESSION, 65) {
+            Ok(Some(bytes)) => refs::parse(&bytes).ok() == Some(stub),
+            _ => false,
+        },
+        None => false,
+    };
+    if !named {
+        return Ok(Some(Error::StubMissing { path: ref_path }));
+    }
+    // (A link or stray where it belongs is reported with the objects: here
+    // it only means the stub is not there.)
+    let (fan, name) = crate::layout::object_name(&stub);
+    let present = match layout.objects()? {
+        Some(objects) => match objects.sub(&fan) {
+            Ok(Some(d)) => matches!(d.kind_of(&name), Ok(Some(EntryKind::File))),
+            _ => false,
+        },
+        None => false,
+    };
+    Ok((!present).then(|| Error::StubMissing {
+        path: layout.loose_path(&stub),
+    }))
 }
 
 /// Strays in `sessions/`: anything but directories named by session ids,
@@ -422,10 +494,13 @@ fn packs_faults(
 }
 
 /// Check every journal read from the journal itself (its sidecar ignored,
-/// objects-spec §12.3): every record intact, every commit record keeping
-/// the rules and agreeing with its snapshot, each object once, every
-/// object decoding; what follows the last commit record a torn tail (a
-/// note: the next commit cuts it). Sidecars must be regular files.
+/// objects-spec §12.3), its head chosen by the store's rule (in format 3,
+/// the ref's commit record): every record intact, every commit record
+/// keeping the rules and agreeing with its snapshot, each object once,
+/// every object decoding, also those past the committed part; what
+/// follows the committed part a torn tail or one unpublished commit (a
+/// note: the next commit cuts it), a journal without a ref a note (gc
+/// removes it). Sidecars must be regular files.
 fn journal_faults(
     layout: &Layout,
     report: &mut FsckReport,
@@ -445,8 +520,23 @@ fn journal_faults(
             });
         }
     }
-    for session in heads::list(layout)?.sessions {
-        let view = match journal::open(dir, &session, journal::Mode::Verify) {
+    let by_ref = layout.heads_are_refs();
+    for session in heads::journals(layout)? {
+        let opened = if by_ref {
+            refs::read(layout, &session).and_then(|first| {
+                journal::open_by_ref(dir, &session, journal::Mode::Verify, first, &|| {
+                    refs::read(layout, &session)
+                })
+            })
+        } else {
+            journal::open(
+                dir,
+                &session,
+                journal::Mode::Verify,
+                journal::Rule::LastCommit,
+            )
+        };
+        let view = match opened {
             Ok(Some(v)) => v,
             Ok(None) => continue,
             Err(e) => {
@@ -458,14 +548,28 @@ fn journal_faults(
         report.bytes += size;
         match view.fault_error().or_else(|| view.newer_error()) {
             Some(e) => faults.push(Fault::Broken(e)),
+            None if view.rule == journal::Rule::Ref(None) => report.notes.push(format!(
+                "the journal of session {session} has no ref: an unpublished first commit or an interrupted delete (`hel gc` removes it, once what other sessions need of it is copied)"
+            )),
             None if size > view.committed => report.notes.push(format!(
-                "the journal of session {session} has {} bytes of an unfinished commit after offset {} (the next commit cuts them)",
+                "the journal of session {session} has {} bytes of an unfinished commit (or one that did not publish) after offset {} (the next commit cuts them)",
                 size - view.committed,
                 view.committed
             )),
             None => {}
         }
-        for e in &view.entries {
+        // The records no ref publishes are checked too: gc copies from them.
+        let aside = view
+            .unpublished
+            .iter()
+            .map(|(id, (offset, len))| journal::Entry {
+                id: *id,
+                offset: *offset,
+                len: *len,
+                rtype: RecordType::Object,
+            });
+        let all: Vec<journal::Entry> = view.entries.iter().copied().chain(aside).collect();
+        for e in &all {
             let place = pack::Place {
                 path: view.path.clone(),
                 offset: e.offset,

@@ -1,5 +1,7 @@
-//! Garbage collection: mark everything reachable from every ref, sweep the
-//! rest.
+//! Garbage collection: mark everything reachable from every ref (every
+//! session's head), sweep the rest: rewrite sealed packs and loose files
+//! into one sealed pack when anything there is dead, and remove journals
+//! no ref publishes once what refs reach of them is in that pack.
 //!
 //! Spill working copies (`sessions/<id>/spill/`) are a cache of spill
 //! blobs for the instance that holds the session: gc removes them from
@@ -240,7 +242,8 @@ fn stray_kind(kind: EntryKind) -> &'static str {
 /// The heads of a store as gc and fsck read them: the roots, and errors
 /// for everything where heads are kept that is not a readable head, and
 /// for every journal this hel may not write (a fault, or records of a
-/// newer hel, which may name objects this hel cannot see).
+/// newer hel, which may name objects this hel cannot see), with a ref or
+/// without.
 pub(crate) fn roots(
     layout: &Layout,
     on_error: &mut dyn FnMut(Error) -> Result<()>,
@@ -256,6 +259,13 @@ pub(crate) fn roots(
             },
             expected: "session ref or journal",
         })?;
+    }
+    // A journal no ref publishes is no session, but gc copies from it and
+    // removes it: it must read whole, and hold nothing of a newer hel.
+    for session in heads::orphans(layout)? {
+        if let Err(e) = heads::writable(layout, &session) {
+            on_error(e)?;
+        }
     }
     let mut out = Vec::new();
     for session in listing.sessions {
@@ -312,7 +322,12 @@ pub(crate) fn release(
         let (objects, size): (Vec<ObjectId>, u64) = {
             let v = view.read().unwrap_or_else(|p| p.into_inner());
             (
-                v.objects.keys().copied().collect(),
+                // Those no ref publishes too: a dependent may name them.
+                v.objects
+                    .keys()
+                    .chain(v.unpublished.keys())
+                    .copied()
+                    .collect(),
                 v.file.metadata().map(|m| m.len()).unwrap_or(0),
             )
         };
@@ -332,6 +347,50 @@ pub(crate) fn release(
     heads::remove(layout, session)?;
     layout.odb().forget_removed();
     Ok(out)
+}
+
+/// `Ok` when every record of sealed pack `p`, walked header by header from
+/// its file header to its end, is an object record: gc may then rewrite
+/// and remove it. A record of another type is a newer hel's
+/// ([`Error::NewerPack`]); a header that does not frame, or a pack that
+/// does not end where its last record does, is damage gc cannot see past.
+fn known_records(p: &crate::odb::Sealed) -> Result<()> {
+    use crate::pack::{self, RecordType, FILE_HEADER, RECORD_HEADER};
+    use std::os::unix::fs::FileExt;
+    let size = p.file.metadata().map(|m| m.len()).unwrap_or(0);
+    let mut at = FILE_HEADER;
+    let mut hb = [0u8; RECORD_HEADER as usize];
+    while at < size {
+        let place = pack::Place {
+            path: p.path.clone(),
+            offset: at,
+        };
+        let framed = if size - at < RECORD_HEADER {
+            Err("the pack ends inside a record header".to_owned())
+        } else {
+            p.file
+                .read_exact_at(&mut hb, at)
+                .map_err(|e| format!("cannot read it: {e}"))
+                .and_then(|()| pack::parse_frame(&hb).map_err(|e| e.to_string()))
+        };
+        let frame = framed.map_err(|why| pack::damaged(&place, None, why))?;
+        if frame.rtype != RecordType::Object as u8 {
+            return Err(Error::NewerPack {
+                path: p.path.clone(),
+                offset: at,
+                rtype: frame.rtype,
+            });
+        }
+        if frame.record_len() > size - at {
+            return Err(pack::damaged(
+                &place,
+                Some(&frame.id),
+                "its length runs past the end of the pack",
+            ));
+        }
+        at += frame.record_len();
+    }
+    Ok(())
 }
 
 /// Remove `doomed` objects (or only measure them, for a dry run): objects
@@ -454,6 +513,11 @@ impl Store {
         // copy without depending on that journal (it found the pack first),
         // and the journal goes when its session is deleted.
         let sealed = layout.odb().all_sealed(layout)?;
+        // Every old pack may be removed below: each must read whole, and
+        // hold only records this hel knows.
+        for p in &sealed {
+            known_records(p)?;
+        }
         let listing = object_files(layout)?;
         let loose: Vec<&(ObjectId, String, String)> = listing
             .objects
@@ -481,7 +545,33 @@ impl Store {
                 outside.push(*id);
             }
         }
-        let rewrite = force || dead_records > 0 || !loose.is_empty() || sealed.len() > 1;
+        // Journals no ref publishes, whose lease is free (format 3): what
+        // refs reach of them goes into the new pack first, then they go.
+        // (Each read whole without a fault: `roots` refused otherwise.)
+        let mut orphans: Vec<(SessionId, Option<SessionLease>)> = Vec::new();
+        for id in heads::orphans(layout)? {
+            // No working directory: no lease, and none can be taken while
+            // gc holds the store lock.
+            let lease = match SessionLease::try_take(lock.layout, &id) {
+                Ok(lease) => Some(lease),
+                Err(Error::NoSuchSession { .. }) => None,
+                Err(_) => continue,
+            };
+            if let Some(view) = layout.odb().journal(layout, &id)? {
+                let v = view.read().unwrap_or_else(|p| p.into_inner());
+                for oid in v.objects.keys().chain(v.unpublished.keys()) {
+                    if live.contains(oid) && seen.insert(*oid) {
+                        outside.push(*oid);
+                    }
+                }
+            }
+            orphans.push((id, lease));
+        }
+        let rewrite = force
+            || dead_records > 0
+            || !loose.is_empty()
+            || sealed.len() > 1
+            || !orphans.is_empty();
         if rewrite && !dry_run {
             let written = if outside.is_empty() {
                 None
@@ -522,9 +612,18 @@ impl Store {
                 report.bytes_removed += bytes;
             }
         }
+        // The new pack is durable: the journals no ref publishes go.
+        for (id, lease) in orphans {
+            if !dry_run {
+                heads::remove(layout, &id)?;
+            }
+            report.journals_removed += 1;
+            drop(lease);
+        }
         layout.odb().forget_removed();
-        // Journals whose session never committed and whose lease is free.
-        if let Some(dir) = layout.journals()? {
+        // (Format 2) Journals whose session never committed and whose
+        // lease is free.
+        if let Some(dir) = layout.journals()?.filter(|_| !layout.heads_are_refs()) {
             for e in dir.entries()? {
                 let Some(Ok(id)) = e
                     .name_str()
