@@ -50,10 +50,12 @@ pub(crate) const WORKSPACE: &str = "workspace";
 /// What this store last knew of each remote's sessions (transfer.rs).
 pub(crate) const REMOTES: &str = "remotes";
 
-/// The store format this build writes and the newest it reads: 2 has packs
-/// and journals (objects-spec §12); 1 (no `format` file) is loose objects
-/// and ref files only, still read.
-pub const FORMAT_VERSION: u64 = 2;
+/// The store format this build writes and the newest it reads: 3 is
+/// format 2's packs and journals with each session's head in its ref file.
+/// A store of format 2 (heads in journals, objects-spec §12) or 1 (no
+/// `format` file: loose objects and ref files only) is upgraded when it is
+/// opened (see `upgrade.rs`).
+pub const FORMAT_VERSION: u64 = 3;
 
 /// A ref that format-1 readers see (section 12.6): it names a snapshot of a
 /// schema no format-1 reader knows, so an older hel says "upgrade hel"
@@ -107,21 +109,25 @@ impl Layout {
             return Ok(None);
         };
         let layout = Layout::new(root);
-        layout.check_format()?;
+        let found = layout.check_format()?;
+        if found < FORMAT_VERSION {
+            crate::upgrade::run(&layout, found)?;
+        }
         Ok(Some(layout))
     }
 
-    /// Refuse a store of a newer format than this build reads.
-    fn check_format(&self) -> Result<()> {
+    /// The store's format as its `format` file says (1 when it has none);
+    /// a store of a newer format than this build reads is refused.
+    pub fn check_format(&self) -> Result<u64> {
         let Some(bytes) = self.root.read_file(FORMAT, 64)? else {
-            return Ok(());
+            return Ok(1);
         };
         let found = std::str::from_utf8(&bytes)
             .ok()
             .and_then(|t| t.trim_end().strip_prefix("hel-store-format "))
             .and_then(|n| n.parse::<u64>().ok());
         match found {
-            Some(n) if n <= FORMAT_VERSION => Ok(()),
+            Some(n) if n <= FORMAT_VERSION => Ok(n),
             Some(n) => Err(crate::Error::NewerStore {
                 path: self.root.path().to_owned(),
                 found: n,
@@ -225,13 +231,19 @@ impl Layout {
         &self.odb
     }
 
-    /// Record the store's format (once), and the stub ref that makes a
+    /// Record the store's format (once), after the stub ref that makes a
     /// format-1 hel refuse this store (objects-spec §12.6).
     fn write_format(&self) -> Result<()> {
         if self.root.kind_of(FORMAT)?.is_some() {
             return Ok(());
         }
-        use std::io::Write;
+        self.ensure_stub()?;
+        self.publish_format()
+    }
+
+    /// Make sure the stub object and the stub ref naming it exist, durably
+    /// (objects-spec §12.6).
+    pub fn ensure_stub(&self) -> Result<()> {
         let (stub, canonical) = stub_canonical();
         let objects = self.dir_create(Sub::Objects)?;
         let (fan, name) = object_name(&stub);
@@ -242,12 +254,25 @@ impl Layout {
                 source,
             })?;
             self.place_file(&fan_dir, &name, &data)?;
+            objects.sync()?;
         }
         let refs = self.dir_create(Sub::Refs)?;
         if refs.kind_of(STUB_SESSION)?.is_none() {
             self.place_file(refs, STUB_SESSION, format!("{stub}\n").as_bytes())?;
         }
-        // The format file last: a store that has it has the rest.
+        // `refs/sessions/` and `objects/` themselves durable, before a
+        // format file can say that the stub is there.
+        if let Some(parent) = self.root.sub(REFS)? {
+            parent.sync()?;
+        }
+        self.root.sync()
+    }
+
+    /// Write `format` as `hel-store-format` [`FORMAT_VERSION`]: a new file
+    /// under `tmp/`, synced, renamed over `format`, `.hel/` synced. The
+    /// rename is the moment the store changes format.
+    pub fn publish_format(&self) -> Result<()> {
+        use std::io::Write;
         let tmp = self.dir_create(Sub::Tmp)?;
         let name = format!("format-{}", uuid::Uuid::new_v4().simple());
         let mut f = tmp.create_new(&name, 0o644)?;
@@ -257,7 +282,9 @@ impl Layout {
                 source,
             })?;
         crate::dir::sync_file(&f, &tmp.child_path(&name), false)?;
+        crate::failpoint::kill("upgrade-format-tmp");
         tmp.rename_to(&name, &self.root, FORMAT)?;
+        crate::failpoint::kill("upgrade-format");
         self.root.sync()
     }
 
@@ -355,6 +382,9 @@ impl Layout {
     }
     pub fn refs(&self) -> Result<Option<&Dir>> {
         self.dir(Sub::Refs)
+    }
+    pub fn refs_create(&self) -> Result<&Dir> {
+        self.dir_create(Sub::Refs)
     }
     pub fn logs(&self) -> Result<Option<&Dir>> {
         self.dir(Sub::Logs)

@@ -1334,7 +1334,7 @@ fn a_format1_store_keeps_working_and_moves_into_packs() {
     assert!(!testing::ref_path(&r, &sid).exists());
     assert_eq!(
         fs::read_to_string(r.join("format")).unwrap(),
-        "hel-store-format 2\n"
+        "hel-store-format 3\n"
     );
     assert_eq!(store.log(&sid).unwrap().len(), 2);
     // gc packs the loose objects the session still names and removes them.
@@ -1358,14 +1358,14 @@ fn a_newer_store_format_is_refused_by_name() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path()).unwrap();
     drop(store.new_session().unwrap());
-    fs::write(dir.path().join(".hel/format"), "hel-store-format 3\n").unwrap();
+    fs::write(dir.path().join(".hel/format"), "hel-store-format 4\n").unwrap();
     let err = Store::open(dir.path()).unwrap_err();
     assert!(
         matches!(
             err,
             Error::NewerStore {
-                found: 3,
-                supported: 2,
+                found: 4,
+                supported: 3,
                 ..
             }
         ),
