@@ -1,6 +1,8 @@
 //! Commits: a transaction that writes a record's objects (workspace files
-//! and trees, messages, spill) into the session's journal and publishes
-//! them with one commit record.
+//! and trees, messages, spill) and one commit record into the session's
+//! journal, durable with one `fdatasync`, then publishes them by moving
+//! the session's ref (objects-spec §12.3): three syncs in all (journal,
+//! new ref file, `refs/sessions/`).
 
 use std::sync::MutexGuard;
 
@@ -399,9 +401,13 @@ impl<'a> Txn<'a> {
             .journal
             .as_mut()
             .ok_or_else(|| Error::Internal("journal writer not kept".into()))?;
-        self.writer.commit(journal, id, record)?;
+        let (layout, session, parent) = (self.layout, self.lease.session(), self.state.head);
+        let (_, told) = self.writer.commit(journal, id, record, || {
+            move_ref(layout, session, parent, id)
+        })?;
         // Published: the state follows the head.
         let mut warnings = std::mem::take(&mut self.warnings);
+        warnings.extend(told.map(Warning::RefNotSynced));
         self.store
             .retire_ref(self.layout, self.lease.session(), &mut warnings);
         let state = &mut *self.state;
@@ -486,6 +492,23 @@ impl Txn<'_> {
         // The messages are the head's: all stay where they are.
         done.leaves_from = self.state.locs.len();
         Ok(done)
+    }
+}
+
+/// Publish `new` as `session`'s head after `expected`, once what it
+/// reaches is durable: in a format-3 store, move the ref
+/// ([`crate::refs::publish`]; `Ok(Some(e))`: moved, its directory not
+/// synced); in a format-2 store the commit record itself published it.
+pub(crate) fn move_ref(
+    layout: &Layout,
+    session: &crate::SessionId,
+    expected: Option<ObjectId>,
+    new: ObjectId,
+) -> Result<Option<Error>> {
+    if layout.heads_are_refs() {
+        crate::refs::publish(layout, session, expected, new)
+    } else {
+        Ok(None)
     }
 }
 

@@ -137,6 +137,10 @@ pub enum Error {
         offset: u64,
         rtype: u8,
     },
+    /// The stub of objects-spec §12.6 is not there: a format-1 hel would
+    /// take this store's refs for its own.
+    #[error("{path} is missing or not the stub: it is what makes an older hel refuse this store (remove what is there, if anything; the next commit writes it again)")]
+    StubMissing { path: PathBuf },
     #[error(
         "the store at {path} has format {found}, this hel reads up to {supported}: upgrade hel"
     )]

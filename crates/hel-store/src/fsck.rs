@@ -192,6 +192,16 @@ impl Store {
                     }
                 }
             }
+            // In format 3 the journal is the log once there is one: the
+            // ref log a format-1 hel kept stops where it starts.
+            let journaled = layout.heads_are_refs()
+                && match layout.journals()? {
+                    Some(d) => d.kind_of(&journal::journal_name(session))?.is_some(),
+                    None => false,
+                };
+            if journaled {
+                continue;
+            }
             if let Ok(Some(logged)) = refs::last_logged(layout, session) {
                 if logged != *head {
                     report.notes.push(format!(
@@ -200,6 +210,12 @@ impl Store {
                         &head.to_hex()[..12]
                     ));
                 }
+            }
+        }
+        // The stub that makes a format-1 hel refuse this store.
+        if layout.heads_are_refs() {
+            if let Some(e) = stub_missing(layout)? {
+                faults.push(Fault::Broken(e));
             }
         }
         // 5. Session working directories, names and tmp/.
@@ -234,6 +250,34 @@ impl Store {
         report.faults = faults;
         Ok(report)
     }
+}
+
+/// The stub of objects-spec §12.6, unless its ref names the stub snapshot
+/// and that snapshot is a loose object: the fault naming what is missing.
+fn stub_missing(layout: &Layout) -> Result<Option<Error>> {
+    let stub = crate::layout::stub_object();
+    let ref_path = layout.ref_path(crate::layout::STUB_SESSION);
+    let named = match layout.refs()? {
+        Some(refs) => match refs.read_file(crate::layout::STUB_SESSION, 65) {
+            Ok(Some(bytes)) => refs::parse(&bytes).ok() == Some(stub),
+            _ => false,
+        },
+        None => false,
+    };
+    if !named {
+        return Ok(Some(Error::StubMissing { path: ref_path }));
+    }
+    let (fan, name) = crate::layout::object_name(&stub);
+    let present = match layout.objects()? {
+        Some(objects) => match objects.sub(&fan)? {
+            Some(d) => d.kind_of(&name)? == Some(EntryKind::File),
+            None => false,
+        },
+        None => false,
+    };
+    Ok((!present).then(|| Error::StubMissing {
+        path: layout.loose_path(&stub),
+    }))
 }
 
 /// Strays in `sessions/`: anything but directories named by session ids,
@@ -420,8 +464,21 @@ fn journal_faults(
             });
         }
     }
-    for session in heads::list(layout)?.sessions {
-        let view = match journal::open(dir, &session, journal::Mode::Verify) {
+    let by_ref = layout.heads_are_refs();
+    for session in heads::journals(layout)? {
+        let opened = if by_ref {
+            journal::open_by_ref(dir, &session, journal::Mode::Verify, &|| {
+                refs::read(layout, &session)
+            })
+        } else {
+            journal::open(
+                dir,
+                &session,
+                journal::Mode::Verify,
+                journal::Rule::LastCommit,
+            )
+        };
+        let view = match opened {
             Ok(Some(v)) => v,
             Ok(None) => continue,
             Err(e) => {
@@ -433,14 +490,28 @@ fn journal_faults(
         report.bytes += size;
         match view.fault_error().or_else(|| view.newer_error()) {
             Some(e) => faults.push(Fault::Broken(e)),
+            None if view.rule == journal::Rule::Ref(None) => report.notes.push(format!(
+                "the journal of session {session} has no ref: an unpublished first commit or an interrupted delete (`hel gc` removes it, once what other sessions need of it is copied)"
+            )),
             None if size > view.committed => report.notes.push(format!(
-                "the journal of session {session} has {} bytes of an unfinished commit after offset {} (the next commit cuts them)",
+                "the journal of session {session} has {} bytes of an unfinished commit (or one that did not publish) after offset {} (the next commit cuts them)",
                 size - view.committed,
                 view.committed
             )),
             None => {}
         }
-        for e in &view.entries {
+        // The records no ref publishes are checked too: gc copies from them.
+        let aside = view
+            .unpublished
+            .iter()
+            .map(|(id, (offset, len))| journal::Entry {
+                id: *id,
+                offset: *offset,
+                len: *len,
+                rtype: RecordType::Object,
+            });
+        let all: Vec<journal::Entry> = view.entries.iter().copied().chain(aside).collect();
+        for e in &all {
             let place = pack::Place {
                 path: view.path.clone(),
                 offset: e.offset,

@@ -230,7 +230,8 @@ fn stray_kind(kind: EntryKind) -> &'static str {
 /// The heads of a store as gc and fsck read them: the roots, and errors
 /// for everything where heads are kept that is not a readable head, and
 /// for every journal this hel may not write (a fault, or records of a
-/// newer hel, which may name objects this hel cannot see).
+/// newer hel, which may name objects this hel cannot see), with a ref or
+/// without.
 pub(crate) fn roots(
     layout: &Layout,
     on_error: &mut dyn FnMut(Error) -> Result<()>,
@@ -246,6 +247,13 @@ pub(crate) fn roots(
             },
             expected: "session ref or journal",
         })?;
+    }
+    // A journal no ref publishes is no session, but gc copies from it and
+    // removes it: it must read whole, and hold nothing of a newer hel.
+    for session in heads::orphans(layout)? {
+        if let Err(e) = heads::writable(layout, &session) {
+            on_error(e)?;
+        }
     }
     let mut out = Vec::new();
     for session in listing.sessions {
@@ -302,7 +310,12 @@ pub(crate) fn release(
         let (objects, size): (Vec<ObjectId>, u64) = {
             let v = view.read().unwrap_or_else(|p| p.into_inner());
             (
-                v.objects.keys().copied().collect(),
+                // Those no ref publishes too: a dependent may name them.
+                v.objects
+                    .keys()
+                    .chain(v.unpublished.keys())
+                    .copied()
+                    .collect(),
                 v.file.metadata().map(|m| m.len()).unwrap_or(0),
             )
         };
@@ -471,7 +484,33 @@ impl Store {
                 outside.push(*id);
             }
         }
-        let rewrite = force || dead_records > 0 || !loose.is_empty() || sealed.len() > 1;
+        // Journals no ref publishes, whose lease is free (format 3): what
+        // refs reach of them goes into the new pack first, then they go.
+        // (Each read whole without a fault: `roots` refused otherwise.)
+        let mut orphans: Vec<(SessionId, Option<SessionLease>)> = Vec::new();
+        for id in heads::orphans(layout)? {
+            // No working directory: no lease, and none can be taken while
+            // gc holds the store lock.
+            let lease = match SessionLease::try_take(lock.layout, &id) {
+                Ok(lease) => Some(lease),
+                Err(Error::NoSuchSession { .. }) => None,
+                Err(_) => continue,
+            };
+            if let Some(view) = layout.odb().journal(layout, &id)? {
+                let v = view.read().unwrap_or_else(|p| p.into_inner());
+                for oid in v.objects.keys().chain(v.unpublished.keys()) {
+                    if live.contains(oid) && seen.insert(*oid) {
+                        outside.push(*oid);
+                    }
+                }
+            }
+            orphans.push((id, lease));
+        }
+        let rewrite = force
+            || dead_records > 0
+            || !loose.is_empty()
+            || sealed.len() > 1
+            || !orphans.is_empty();
         if rewrite && !dry_run {
             let written = if outside.is_empty() {
                 None
@@ -512,9 +551,18 @@ impl Store {
                 report.bytes_removed += bytes;
             }
         }
+        // The new pack is durable: the journals no ref publishes go.
+        for (id, lease) in orphans {
+            if !dry_run {
+                heads::remove(layout, &id)?;
+            }
+            report.journals_removed += 1;
+            drop(lease);
+        }
         layout.odb().forget_removed();
-        // Journals whose session never committed and whose lease is free.
-        if let Some(dir) = layout.journals()? {
+        // (Format 2) Journals whose session never committed and whose
+        // lease is free.
+        if let Some(dir) = layout.journals()?.filter(|_| !layout.heads_are_refs()) {
             for e in dir.entries()? {
                 let Some(Ok(id)) = e
                     .name_str()

@@ -1,10 +1,19 @@
 //! Where a session's head is: the one place that knows.
 //!
-//! In a format-2 store a session's head is the last commit record of its
-//! journal (objects-spec §12.3). A session written by a format-1 hel has a
-//! ref file instead (`refs/sessions/<uuid>`, section 5) until its first
-//! commit here, which starts its journal; from then on the journal is the
-//! truth and the ref file goes. The stub ref (section 12.6) is nobody's.
+//! In a format-3 store a session's head is its ref file
+//! (`refs/sessions/<uuid>`, objects-spec §5), and a session exists exactly
+//! when its ref does. Its journal's commit records are the ref's log: the
+//! *ref's commit record* (the last one publishing what the ref names)
+//! carries what listings show and the `deps` a delete needs. A ref whose
+//! journal does not back it is a fault naming both (see
+//! `journal::cut_at_ref`), never an older head. A session written by a
+//! format-1 hel has a ref and no journal until its first commit here.
+//!
+//! A format-2 store (made by an older hel, read until it is upgraded) keeps
+//! each head in its journal: the last commit record (§12.3), or a format-1
+//! session's ref file until the first commit here, which retires it.
+//!
+//! The stub ref (section 12.6) is nobody's.
 
 use std::collections::BTreeSet;
 
@@ -40,9 +49,13 @@ impl Head {
 
 /// `session`'s head, its journal opened whole (and those of the sessions
 /// it depends on) so that what it names reads without a search. A journal
-/// with a fault has no head this hel can tell: that is the error, naming
-/// the journal and the offset (never an older head, never no session).
+/// with a fault, or one that does not back the ref, is the error, naming
+/// the journal and the offset (never an older head, never no session); a
+/// malformed ref is the error naming the ref.
 pub(crate) fn read(layout: &Layout, session: &SessionId) -> Result<Option<Head>> {
+    if layout.heads_are_refs() {
+        return read_by_ref(layout, session, journal::Mode::Full);
+    }
     if let Some(view) = layout.odb().journal(layout, session)? {
         let (head, snapshot) = {
             let v = view.read().unwrap_or_else(|p| p.into_inner());
@@ -63,10 +76,73 @@ pub(crate) fn read(layout: &Layout, session: &SessionId) -> Result<Option<Head>>
     read_ref(layout, session)
 }
 
+/// A format-3 head: the ref, then its journal (`Mode::Full` through the
+/// object database, `Mode::Head` on its own for a listing) for the ref's
+/// commit record.
+fn read_by_ref(layout: &Layout, session: &SessionId, mode: journal::Mode) -> Result<Option<Head>> {
+    if session.as_str() == STUB_SESSION {
+        return Ok(None);
+    }
+    if refs::read(layout, session)?.is_none() {
+        return Ok(None);
+    }
+    let (rule, commit, snapshot) = if mode == journal::Mode::Full {
+        let Some(view) = layout.odb().journal(layout, session)? else {
+            return format1_head(layout, session);
+        };
+        let v = view.read().unwrap_or_else(|p| p.into_inner());
+        told(&v)?;
+        (v.rule, v.head.clone(), at(&v))
+    } else {
+        let Some(dir) = layout.journals()? else {
+            return format1_head(layout, session);
+        };
+        let read_ref = || refs::read(layout, session);
+        let Some(v) = journal::open_by_ref(dir, session, mode, &read_ref)? else {
+            return format1_head(layout, session);
+        };
+        told(&v)?;
+        let snapshot = at(&v);
+        (v.rule, v.head, snapshot)
+    };
+    // The ref as the journal was read by: as new as the one read above.
+    let journal::Rule::Ref(Some(id)) = rule else {
+        // Removed since (a delete): no session.
+        return Ok(None);
+    };
+    if mode == journal::Mode::Full {
+        if let Some(c) = &commit {
+            for dep in &c.payload.deps {
+                layout.odb().journal(layout, dep)?;
+            }
+        }
+    }
+    Ok(Some(Head {
+        id,
+        commit: commit.map(|c| c.payload),
+        snapshot,
+    }))
+}
+
+/// The head of a session that has a ref and no journal (written by a
+/// format-1 hel): the ref alone.
+fn format1_head(layout: &Layout, session: &SessionId) -> Result<Option<Head>> {
+    Ok(refs::read(layout, session)?.map(|id| Head {
+        id,
+        commit: None,
+        snapshot: None,
+    }))
+}
+
 /// `session`'s head, reading only the tail of its journal (listings).
 pub(crate) fn read_light(layout: &Layout, session: &SessionId) -> Result<Option<Head>> {
+    if layout.heads_are_refs() {
+        return read_by_ref(layout, session, journal::Mode::Head);
+    }
     if let Some(dir) = layout.journals()? {
-        if let Some(view) = journal::open(dir, session, journal::Mode::Head)? {
+        if let Some(view) =
+            journal::open(dir, session, journal::Mode::Head, journal::Rule::LastCommit)?
+        {
             told(&view)?;
             let snapshot = at(&view);
             if let Some(c) = view.head {
@@ -147,8 +223,11 @@ pub(crate) struct Listing {
     pub strays: Vec<(std::path::PathBuf, &'static str)>,
 }
 
-/// Every session with a journal or a ref file, sorted.
+/// Every session, sorted: in a format-3 store those with a ref (a journal
+/// without one is no session: [`orphans`]); in a format-2 store those with
+/// a journal or a ref file.
 pub(crate) fn list(layout: &Layout) -> Result<Listing> {
+    let by_ref = layout.heads_are_refs();
     let refs = refs::list(layout)?;
     let mut sessions: Vec<SessionId> = refs
         .sessions
@@ -170,6 +249,7 @@ pub(crate) fn list(layout: &Layout) -> Result<Listing> {
                 .strip_suffix(&format!(".{}", journal::JIDX_EXT))
                 .map(str::parse::<SessionId>);
             match (journal, jidx, e.kind) {
+                (Some(Ok(_)), _, crate::dir::Kind::File) if by_ref => {}
                 (Some(Ok(s)), _, crate::dir::Kind::File) => sessions.push(s),
                 // A sidecar is a hint, never followed: fsck judges its kind.
                 (_, Some(Ok(_)), _) => {}
@@ -189,14 +269,58 @@ pub(crate) fn list(layout: &Layout) -> Result<Listing> {
     Ok(Listing { sessions, strays })
 }
 
-/// Remove `session`'s head (its journal and sidecar, its ref file and
-/// log). The caller holds its lease and the store lock exclusively, and
-/// has made sure no other session needs the journal's objects.
+/// The sessions whose journal is a regular file (every journal fsck and
+/// gc look at), sorted.
+pub(crate) fn journals(layout: &Layout) -> Result<Vec<SessionId>> {
+    let mut out = Vec::new();
+    if let Some(dir) = layout.journals()? {
+        for e in dir.entries()? {
+            if e.kind != crate::dir::Kind::File {
+                continue;
+            }
+            if let Some(Ok(s)) = e
+                .name_str()
+                .and_then(|n| n.strip_suffix(&format!(".{}", journal::JOURNAL_EXT)))
+                .map(str::parse::<SessionId>)
+            {
+                out.push(s);
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// Journals that no ref publishes (format 3): the first commit of a
+/// session that never published, or a delete interrupted after its ref
+/// went. No session's; gc removes them once what refs reach is copied.
+pub(crate) fn orphans(layout: &Layout) -> Result<Vec<SessionId>> {
+    if !layout.heads_are_refs() {
+        return Ok(Vec::new());
+    }
+    let Some(refs) = layout.refs()? else {
+        return journals(layout);
+    };
+    let mut out = Vec::new();
+    for s in journals(layout)? {
+        if refs.kind_of(s.as_str())?.is_none() {
+            out.push(s);
+        }
+    }
+    Ok(out)
+}
+
+/// Remove `session`'s head: first its ref (and log), made durable, so the
+/// session is gone from then on; then its journal and sidecar (a crash in
+/// between leaves a journal without a ref, which gc removes). The caller
+/// holds its lease and the store lock exclusively, and has made sure no
+/// other session needs the journal's objects.
 pub(crate) fn remove(layout: &Layout, session: &SessionId) -> Result<()> {
+    refs::remove(layout, session)?;
     if let Some(dir) = layout.journals()? {
         dir.remove_tree(&journal::journal_name(session))?;
         dir.remove_tree(&journal::jidx_name(session))?;
         dir.sync()?;
     }
-    refs::remove(layout, session)
+    Ok(())
 }

@@ -4,10 +4,13 @@
 //! only the session's lease holder appends to. A commit appends the
 //! records of its new objects and then one **commit record** that names
 //! the snapshot it publishes, in one write, and makes them durable with one
-//! `fdatasync`: the session's ref rides in its journal. The session's head
-//! is the last valid commit record; anything after it (a torn tail of a
-//! commit that died) is ignored by readers and truncated by the next
-//! writer before it appends.
+//! `fdatasync`; then (format 3) it moves the session's ref (`refs.rs`).
+//! The commit records are the ref's log: which one is the head is a
+//! [`Rule`]. In a format-3 store it is the commit record publishing what
+//! the ref names (the *ref's commit record*); past it there may be the
+//! records of one commit that did not publish, which readers ignore and
+//! the lease holder cuts before it appends. In a format-2 store it is the
+//! last valid commit record, and anything after it is a torn tail.
 //!
 //! `packs/journals/<session>.jidx` lists the journal's records (id,
 //! offset, length, type), appended after each commit and never synced: a
@@ -124,6 +127,17 @@ pub(crate) fn jidx_name(session: &SessionId) -> String {
     format!("{session}.{JIDX_EXT}")
 }
 
+/// Which commit record of a journal is its session's head.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Rule {
+    /// Format 2: the last valid commit record.
+    LastCommit,
+    /// Format 3: the last commit record publishing the snapshot the
+    /// session's ref names (`None`: the session has no ref, and nothing in
+    /// the journal is published).
+    Ref(Option<ObjectId>),
+}
+
 /// How much of a journal [`open`] reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Mode {
@@ -180,6 +194,18 @@ pub(crate) struct View {
     /// The first record of a type this hel does not know (offset, type):
     /// a newer hel wrote it. Readers skip it; this hel never appends.
     pub newer: Option<(u64, u8)>,
+    /// The rule `head` and `committed` follow (for [`Rule::Ref`], the ref
+    /// as it was read just before the journal).
+    pub rule: Rule,
+    /// Intact object records past `committed` (an unpublished commit, a
+    /// journal without a ref): read by gc's copy, never shared by a writer.
+    pub unpublished: HashMap<ObjectId, (u64, u64)>,
+    /// The fault is the ref rule's (the ref and the journal disagree): a
+    /// reader reads the ref again before it believes it.
+    pub ref_fault: bool,
+    /// Where the scan met bytes that are not an intact record (a torn
+    /// tail, or damage).
+    torn_at: Option<u64>,
 }
 
 /// What the commit record before the one being read is, for its `seq`
@@ -316,11 +342,38 @@ fn read_sidecar(
     Some(out)
 }
 
+/// [`open`] by the ref rule, the ref read by `read_ref` just before the
+/// journal: read again (a few times) while they disagree, since a writer
+/// may have appended and moved the ref in between.
+pub(crate) fn open_by_ref(
+    dir: &Dir,
+    session: &SessionId,
+    mode: Mode,
+    read_ref: &dyn Fn() -> Result<Option<ObjectId>>,
+) -> Result<Option<View>> {
+    let mut r = read_ref()?;
+    let mut tries = 0;
+    loop {
+        let view = open(dir, session, mode, Rule::Ref(r))?;
+        match &view {
+            Some(v) if v.ref_fault && tries < 8 => {
+                let again = read_ref()?;
+                if again == r {
+                    return Ok(view);
+                }
+                r = again;
+                tries += 1;
+            }
+            _ => return Ok(view),
+        }
+    }
+}
+
 /// Open `session`'s journal for reading, if it exists, reading as much as
-/// `mode` says. A journal that is not what a writer and a crash leave is
-/// still opened: its view says where the fault is ([`View::fault`]) and
-/// holds the records before it.
-pub(crate) fn open(dir: &Dir, session: &SessionId, mode: Mode) -> Result<Option<View>> {
+/// `mode` says, its head chosen by `rule`. A journal that is not what a
+/// writer and a crash leave is still opened: its view says where the fault
+/// is ([`View::fault`]) and holds the records before it.
+pub(crate) fn open(dir: &Dir, session: &SessionId, mode: Mode, rule: Rule) -> Result<Option<View>> {
     let name = journal_name(session);
     let Some(file) = dir.open_file(&name)? else {
         return Ok(None);
@@ -330,7 +383,9 @@ pub(crate) fn open(dir: &Dir, session: &SessionId, mode: Mode) -> Result<Option<
     let mut fh = [0u8; FILE_HEADER as usize];
     if size < FILE_HEADER || file.read_exact_at(&mut fh, 0).is_err() {
         // Created, not yet written: no commit.
-        return Ok(Some(View::empty(session, path, file)));
+        let mut view = View::empty(session, path, file);
+        view.rule = rule;
+        return Ok(Some(view));
     }
     pack::check_file_header(&fh, FileKind::Journal).map_err(|r| {
         pack::damaged(
@@ -344,6 +399,7 @@ pub(crate) fn open(dir: &Dir, session: &SessionId, mode: Mode) -> Result<Option<
     })?;
     let mut view = View::empty(session, path, file);
     view.seen_size = Some(size);
+    view.rule = rule;
     let (start, durable) = from_sidecar(dir, &mut view, size, mode);
     // Past what the sidecar told: read the journal itself.
     view.sidecar_complete = true;
@@ -357,7 +413,108 @@ pub(crate) fn open(dir: &Dir, session: &SessionId, mode: Mode) -> Result<Option<
             .as_ref()
             .and_then(|c| view.objects.get(&c.head).copied());
     }
+    if let Rule::Ref(r) = rule {
+        if view.fault.is_none() {
+            if mode == Mode::Head {
+                // The tail read holds the ref's commit record only when it
+                // is the last one: else the journal is read whole.
+                if r.is_none() || view.head.as_ref().map(|c| c.head) != r {
+                    return open(dir, session, Mode::Full, rule);
+                }
+            } else {
+                cut_at_ref(&mut view, r);
+            }
+        }
+    }
     Ok(Some(view))
+}
+
+/// Make `view` (every committed record read) follow the ref rule for a
+/// ref naming `r`: its committed part ends after the ref's commit record
+/// (the last commit record publishing `r`; nothing for a journal without a
+/// ref); what follows may be the records of one commit that did not
+/// publish, whose `parent` is the ref's snapshot. Those are kept aside
+/// ([`View::unpublished`]). Anything else is a fault naming the journal
+/// and the offset, never an older head: two or more commit records past
+/// the ref's (a ref older than its journal), or a ref no intact commit
+/// record publishes unless the journal holds none at all (a format-1
+/// session, whose ref came before its journal) or just one unpublished
+/// commit made after that ref.
+fn cut_at_ref(view: &mut View, r: Option<ObjectId>) {
+    let commits: Vec<usize> = view
+        .entries
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| e.rtype == RecordType::Commit)
+        .map(|(k, _)| k)
+        .collect();
+    let keep = match r {
+        None => 0,
+        Some(id) => match commits.iter().rposition(|&k| view.entries[k].id == id) {
+            Some(p) => {
+                if let Some(&second) = commits.get(p + 2) {
+                    let offset = view.entries[second].offset;
+                    view.set_fault(
+                        offset,
+                        format!(
+                            "a second commit record after the one publishing {id}, which the session's ref refs/sessions/{} names: no crash leaves that (is the ref older than its journal, restored from an old copy?)",
+                            view.session
+                        ),
+                    );
+                    view.ref_fault = true;
+                    return;
+                }
+                commits[p] + 1
+            }
+            None => {
+                let first = commits
+                    .first()
+                    .map(|&k| view.read_commit(view.entries[k].offset));
+                match first {
+                    None => 0,
+                    Some(Ok(c)) if commits.len() == 1 && c.payload.parent == Some(id) => 0,
+                    _ => {
+                        let offset = view.torn_at.unwrap_or(view.committed);
+                        view.set_fault(
+                            offset,
+                            format!(
+                                "the session's ref refs/sessions/{} names snapshot {id}, which no intact commit record of this journal publishes (damaged, or a ref that does not belong to this journal)",
+                                view.session
+                            ),
+                        );
+                        view.ref_fault = true;
+                        return;
+                    }
+                }
+            }
+        },
+    };
+    if keep == view.entries.len() {
+        return;
+    }
+    let tail = view.entries.split_off(keep);
+    for e in tail.iter().filter(|e| e.rtype == RecordType::Object) {
+        view.objects.remove(&e.id);
+        view.unpublished.insert(e.id, (e.offset, e.len));
+    }
+    view.committed = view
+        .entries
+        .last()
+        .map_or(FILE_HEADER, |e| e.offset + e.len);
+    view.head = match view.entries.last() {
+        Some(e) => match view.read_commit(e.offset) {
+            Ok(c) => Some(c),
+            Err(err) => {
+                view.set_fault(e.offset, err.to_string());
+                return;
+            }
+        },
+        None => None,
+    };
+    view.head_record = view
+        .head
+        .as_ref()
+        .and_then(|c| record_of(&view.entries, &c.head));
 }
 
 /// Take what the sidecar says of `view`'s journal (`size` bytes) as far as
@@ -461,6 +618,7 @@ fn scan(view: &mut View, start: u64, size: u64, mode: Mode, durable: u64) {
         let (frame, stored) = match frame_at(&view.file, at, size) {
             Ok(f) => f,
             Err(why) => {
+                view.torn_at = Some(at);
                 match later_record(&view.file, at + 1, size) {
                     Later::None if at < durable => view.set_fault(
                         at,
@@ -687,6 +845,10 @@ impl View {
             seen_size: None,
             fault: None,
             newer: None,
+            rule: Rule::LastCommit,
+            unpublished: HashMap::new(),
+            ref_fault: false,
+            torn_at: None,
         }
     }
 
@@ -803,11 +965,12 @@ fn create(dir: &Dir, tmp: &Dir, name: &str) -> Result<()> {
 
 impl Writer {
     /// Open (creating when absent) `session`'s journal in `dir` to append
-    /// to it; a new journal is made in `tmp` first ([`create`]). A torn
-    /// tail past the last commit record is cut off, and the sidecar made
-    /// to list exactly the committed records. The caller holds the
-    /// session's lease and the shared store lock.
-    pub fn open(dir: &Dir, tmp: &Dir, session: &SessionId) -> Result<Writer> {
+    /// to it, its head chosen by `rule`; a new journal is made in `tmp`
+    /// first ([`create`]). What follows the head's commit record (a torn
+    /// tail, an unpublished commit) is cut off, and the sidecar made to
+    /// list exactly the committed records. The caller holds the session's
+    /// lease and the shared store lock.
+    pub fn open(dir: &Dir, tmp: &Dir, session: &SessionId, rule: Rule) -> Result<Writer> {
         let name = journal_name(session);
         let fresh = match dir.kind_of(&name)? {
             None => true,
@@ -824,7 +987,7 @@ impl Writer {
         if fresh {
             create(dir, tmp, &name)?;
         }
-        let view = open(dir, session, Mode::Full)?.ok_or_else(|| Error::Io {
+        let view = open(dir, session, Mode::Full, rule)?.ok_or_else(|| Error::Io {
             path: dir.child_path(&name),
             source: std::io::Error::new(std::io::ErrorKind::NotFound, "journal vanished"),
         })?;
@@ -856,6 +1019,7 @@ impl Writer {
         let mut view = view;
         view.file = Arc::new(file);
         view.seen_size = None;
+        view.unpublished.clear();
         Ok(Writer {
             view: Arc::new(RwLock::new(view)),
             sidecar,
@@ -907,13 +1071,17 @@ impl Writer {
     }
 
     /// Append `records` and a commit record publishing `head`, in one
-    /// write, and make them durable with one sync. Returns the commit.
-    pub fn commit(
+    /// write, make them durable with one sync, then call `publish` (which
+    /// moves the session's ref in a format-3 store). If any of it fails
+    /// nothing is published and what was appended is cut off. Returns the
+    /// commit and what `publish` returned.
+    pub fn commit<T>(
         &mut self,
         records: &[(ObjectId, Vec<u8>)],
         head: ObjectId,
         payload: CommitPayload,
-    ) -> Result<Commit> {
+        publish: impl FnOnce() -> Result<T>,
+    ) -> Result<(Commit, T)> {
         let mut view = self.view.write().unwrap_or_else(|p| p.into_inner());
         let start = view.committed + self.staged_len;
         let mut bytes = Vec::new();
@@ -957,15 +1125,24 @@ impl Writer {
                 false => Ok(()),
             })
             .at(&path)
-            .and_then(|()| sync_data(&view.file, &path));
-        if let Err(e) = written {
-            // Nothing was published: cut what may have landed.
-            let _ = view.file.set_len(view.committed);
-            return Err(e);
-        }
+            .and_then(|()| sync_data(&view.file, &path))
+            .and_then(|()| publish());
+        let told = match written {
+            Ok(t) => t,
+            Err(e) => {
+                // Nothing was published: cut what may have landed (a
+                // crash before the cut leaves one unpublished commit,
+                // which readers ignore and the next writer cuts).
+                let _ = view.file.set_len(view.committed);
+                return Err(e);
+            }
+        };
         // Published. The sidecar is a hint: a failure to write it costs a
         // scan of the journal at the next open, nothing else.
         view.committed = end;
+        if let Rule::Ref(_) = view.rule {
+            view.rule = Rule::Ref(Some(head));
+        }
         let mut side = Vec::with_capacity(entries.len() * JIDX_ENTRY);
         for e in &entries {
             side.extend_from_slice(&encode_entry(e));
@@ -986,7 +1163,8 @@ impl Writer {
         view.entries.extend_from_slice(&entries);
         let commit = Commit { head, payload };
         view.head = Some(commit.clone());
-        Ok(commit)
+        view.head_record = record_of(&entries, &head);
+        Ok((commit, told))
     }
 }
 
@@ -1021,13 +1199,15 @@ mod tests {
         let sid = SessionId::new_random();
         // What an older hel left on a full disk: the name, no header.
         std::fs::write(root.path().join("journals").join(journal_name(&sid)), b"").unwrap();
-        let mut w = Writer::open(&journals, &tmp, &sid).unwrap();
+        let mut w = Writer::open(&journals, &tmp, &sid, Rule::LastCommit).unwrap();
         let head = ObjectId::from_bytes([7; 32]);
-        w.commit(&[], head, payload(&sid)).unwrap();
+        w.commit(&[], head, payload(&sid), || Ok(())).unwrap();
         drop(w);
         let bytes = std::fs::read(root.path().join("journals").join(journal_name(&sid))).unwrap();
         assert_eq!(bytes[..16], pack::file_header(FileKind::Journal));
-        let view = open(&journals, &sid, Mode::Full).unwrap().unwrap();
+        let view = open(&journals, &sid, Mode::Full, Rule::LastCommit)
+            .unwrap()
+            .unwrap();
         assert_eq!(view.head.unwrap().head, head);
         // Nothing is left aside.
         assert_eq!(
@@ -1040,9 +1220,9 @@ mod tests {
     fn a_sidecar_is_read_within_what_its_journal_can_hold() {
         let (root, journals, tmp) = dirs();
         let sid = SessionId::new_random();
-        let mut w = Writer::open(&journals, &tmp, &sid).unwrap();
+        let mut w = Writer::open(&journals, &tmp, &sid, Rule::LastCommit).unwrap();
         let head = ObjectId::from_bytes([7; 32]);
-        w.commit(&[], head, payload(&sid)).unwrap();
+        w.commit(&[], head, payload(&sid), || Ok(())).unwrap();
         drop(w);
         let jpath = root.path().join("journals").join(journal_name(&sid));
         let size = std::fs::metadata(&jpath).unwrap().len();
@@ -1080,16 +1260,18 @@ mod tests {
             fits
         );
         // The journal itself is the truth.
-        let view = open(&journals, &sid, Mode::Head).unwrap().unwrap();
+        let view = open(&journals, &sid, Mode::Head, Rule::LastCommit)
+            .unwrap()
+            .unwrap();
         assert_eq!(view.head.unwrap().head, head);
     }
 
     /// A journal with one commit record, written as a commit writes it.
     fn committed(journals: &Dir, tmp: &Dir, sid: &SessionId) -> ObjectId {
-        let mut w = Writer::open(journals, tmp, sid).unwrap();
+        let mut w = Writer::open(journals, tmp, sid, Rule::LastCommit).unwrap();
         let head = ObjectId::from_bytes([7; 32]);
         let object = ObjectId::from_bytes([8; 32]);
-        w.commit(&[(object, vec![1u8; 100])], head, payload(sid))
+        w.commit(&[(object, vec![1u8; 100])], head, payload(sid), || Ok(()))
             .unwrap();
         head
     }
@@ -1110,7 +1292,9 @@ mod tests {
         ] {
             std::fs::write(&path, &bytes).unwrap();
             let _ = std::fs::remove_file(root.path().join("journals").join(jidx_name(&sid)));
-            let e = Writer::open(&journals, &tmp, &sid).unwrap_err().to_string();
+            let e = Writer::open(&journals, &tmp, &sid, Rule::LastCommit)
+                .unwrap_err()
+                .to_string();
             assert!(e.contains(want), "{e}");
             assert!(std::fs::read(&path).unwrap() == bytes, "{want}: written to");
         }
@@ -1132,7 +1316,9 @@ mod tests {
         }
         std::fs::write(&path, &bytes).unwrap();
         for mode in [Mode::Head, Mode::Full, Mode::Verify] {
-            let view = open(&journals, &sid, mode).unwrap().unwrap();
+            let view = open(&journals, &sid, mode, Rule::LastCommit)
+                .unwrap()
+                .unwrap();
             let fault = view.fault.clone().unwrap();
             assert!(
                 fault.reason.contains("too many record headers"),

@@ -4,12 +4,12 @@
 //! .hel/.gitignore            "*"
 //! .hel/.sessions.lock        store lock (see lock.rs)
 //! .hel/objects/ab/cdef…      loose objects, fan-out by the first two hex digits
-//! .hel/refs/sessions/<uuid>  a session's newest snapshot id
-//! .hel/logs/sessions/<uuid>  the session's ref log
+//! .hel/refs/sessions/<uuid>  a session's head: its newest snapshot id (format 3)
+//! .hel/logs/sessions/<uuid>  the ref log of a format-1 session (kept, never written)
 //! .hel/sessions/<uuid>/      .active lease and materialized spill/
 //! .hel/tmp/                  files of writes in progress
 //! .hel/names                 session names (see names.rs), and .names.lock
-//! .hel/format                "hel-store-format 2\n" (absent: format 1, loose objects only)
+//! .hel/format                "hel-store-format 3\n" (absent: format 1, loose objects only)
 //! .hel/packs/pack-<hex>.pack sealed packs and their .idx
 //! .hel/packs/journals/<uuid>.journal  a session's append-only pack (and .jidx)
 //! .hel/remotes/<key>         what this store last knew of a remote (transfer.rs)
@@ -51,10 +51,10 @@ pub(crate) const WORKSPACE: &str = "workspace";
 pub(crate) const REMOTES: &str = "remotes";
 
 /// The store format this build writes and the newest it reads: 3 is
-/// format 2's packs and journals with each session's head in its ref file.
-/// A store of format 2 (heads in journals, objects-spec §12) or 1 (no
+/// format 2's packs and journals with each session's head in its ref file
+/// (objects-spec §12). A store of format 2 (heads in journals) or 1 (no
 /// `format` file: loose objects and ref files only) is upgraded when it is
-/// opened (see `upgrade.rs`).
+/// opened (see `upgrade.rs`); only the upgrade reads it by its own rules.
 pub const FORMAT_VERSION: u64 = 3;
 
 /// A ref that format-1 readers see (section 12.6): it names a snapshot of a
@@ -85,6 +85,8 @@ pub(crate) struct Layout {
     verified: Mutex<HashSet<ObjectId>>,
     /// Store locks this process holds (shared or exclusive).
     held: std::sync::atomic::AtomicUsize,
+    /// The store's format as its `format` file says (1 when absent).
+    format: std::sync::atomic::AtomicU64,
 }
 
 /// A subdirectory of the store: its name(s) under `.hel/` and its cache.
@@ -127,7 +129,10 @@ impl Layout {
             .and_then(|t| t.trim_end().strip_prefix("hel-store-format "))
             .and_then(|n| n.parse::<u64>().ok());
         match found {
-            Some(n) if n <= FORMAT_VERSION => Ok(n),
+            Some(n) if n <= FORMAT_VERSION => {
+                self.format.store(n, std::sync::atomic::Ordering::SeqCst);
+                Ok(n)
+            }
             Some(n) => Err(crate::Error::NewerStore {
                 path: self.root.path().to_owned(),
                 found: n,
@@ -164,7 +169,19 @@ impl Layout {
             odb: crate::odb::Odb::default(),
             verified: Mutex::new(HashSet::new()),
             held: std::sync::atomic::AtomicUsize::new(0),
+            format: std::sync::atomic::AtomicU64::new(1),
         }
+    }
+
+    /// The store's format: 3 (heads are ref files), or 2 or 1 (a store an
+    /// older hel made: heads are read by its rules, see `heads.rs`).
+    pub fn format(&self) -> u64 {
+        self.format.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Are sessions' heads their ref files (format 3)?
+    pub fn heads_are_refs(&self) -> bool {
+        self.format() >= 3
     }
 
     pub fn lock_taken(&self) {
@@ -232,9 +249,14 @@ impl Layout {
     }
 
     /// Record the store's format (once), after the stub ref that makes a
-    /// format-1 hel refuse this store (objects-spec §12.6).
+    /// format-1 hel refuse this store (objects-spec §12.6). In a format-3
+    /// store, a stub found missing is written again (fsck reports it
+    /// missing until then).
     fn write_format(&self) -> Result<()> {
         if self.root.kind_of(FORMAT)?.is_some() {
+            if self.heads_are_refs() {
+                self.ensure_stub()?;
+            }
             return Ok(());
         }
         self.ensure_stub()?;
@@ -242,11 +264,26 @@ impl Layout {
     }
 
     /// Make sure the stub object and the stub ref naming it exist, durably
-    /// (objects-spec §12.6).
+    /// (objects-spec §12.6). Nothing is written or synced when both are
+    /// there.
     pub fn ensure_stub(&self) -> Result<()> {
         let (stub, canonical) = stub_canonical();
-        let objects = self.dir_create(Sub::Objects)?;
         let (fan, name) = object_name(&stub);
+        let ref_there = match self.dir(Sub::Refs)? {
+            Some(refs) => refs.kind_of(STUB_SESSION)?.is_some(),
+            None => false,
+        };
+        let object_there = match self.dir(Sub::Objects)? {
+            Some(objects) => match objects.sub(&fan)? {
+                Some(d) => d.kind_of(&name)?.is_some(),
+                None => false,
+            },
+            None => false,
+        };
+        if ref_there && object_there {
+            return Ok(());
+        }
+        let objects = self.dir_create(Sub::Objects)?;
         let fan_dir = objects.sub_create(&fan, DIR_MODE)?;
         if fan_dir.kind_of(&name)?.is_none() {
             let data = zstd::bulk::compress(&canonical, 3).map_err(|source| crate::Error::Io {
@@ -260,8 +297,9 @@ impl Layout {
         if refs.kind_of(STUB_SESSION)?.is_none() {
             self.place_file(refs, STUB_SESSION, format!("{stub}\n").as_bytes())?;
         }
-        // `refs/sessions/` and `objects/` themselves durable, before a
-        // format file can say that the stub is there.
+        // `refs/sessions` itself durable in `refs/`, and `objects/` and
+        // `refs/` in `.hel/`, before a format file can say that the stub is
+        // there: every later ref move syncs only `refs/sessions/`.
         if let Some(parent) = self.root.sub(REFS)? {
             parent.sync()?;
         }
@@ -285,7 +323,10 @@ impl Layout {
         crate::failpoint::kill("upgrade-format-tmp");
         tmp.rename_to(&name, &self.root, FORMAT)?;
         crate::failpoint::kill("upgrade-format");
-        self.root.sync()
+        self.root.sync()?;
+        self.format
+            .store(FORMAT_VERSION, std::sync::atomic::Ordering::SeqCst);
+        Ok(())
     }
 
     /// Write a small file durably under a new name in `dir` (through tmp/).

@@ -1,14 +1,24 @@
 //! hel-store: the content-addressed, versioned session store of hel.
 //!
-//! A store lives in `.hel/` of a project. Immutable objects (message and
-//! spill blobs, message-list nodes, snapshots) are named by the BLAKE3 hash
-//! of their canonical bytes and stored zstd-compressed; each session has one
-//! mutable ref naming its newest snapshot, moved by atomic rename. The exact
-//! on-disk format is written down in `objects-spec/` at the repository root.
+//! A store lives in `.hel/` of a project (format 3, objects-spec/README.md
+//! at the repository root). Immutable objects (message and spill blobs,
+//! message-list nodes, snapshots, workspace trees and files) are named by
+//! the BLAKE3 hash of their canonical bytes and stored zstd-compressed, as
+//! records of each session's append-only journal (`packs/journals/`) or of
+//! sealed packs (`packs/`; older stores also hold loose files under
+//! `objects/`). Each session has one mutable ref, `refs/sessions/<uuid>`,
+//! naming its newest snapshot: its head. A commit makes its objects and a
+//! commit record durable in the session's journal (one `fdatasync`), then
+//! moves the ref by atomic rename; the journal's commit records are the
+//! ref's log. Writers of objects are each session's lease holder (its own
+//! journal) and, under the store lock held exclusively, gc and delete
+//! (sealed packs). Stores of formats 1 and 2 are still read, by their rules
+//! (`heads.rs`).
 //!
 //! Everything in `.hel/` is untrusted input (a repository can ship one):
 //! the store opens nothing through a link, bounds every read, and validates
-//! everything it loads in one place before handing it out.
+//! everything it loads in one place before handing it out. Damage is a
+//! fault naming its file (and offset), never a shorter or older session.
 //!
 //! The crate knows nothing of HTTP, async runtimes or the CLI. The main entry
 //! point is [`Store`]; a session is written through a [`SessionLease`] (one
@@ -351,9 +361,14 @@ mod pack_vectors {
                 .unwrap();
             }
             let d = Dir::open_path(dir.path()).unwrap();
-            let view = journal::open(&d, &session, journal::Mode::Full)
-                .unwrap()
-                .unwrap();
+            let view = journal::open(
+                &d,
+                &session,
+                journal::Mode::Full,
+                journal::Rule::Ref(Some(head)),
+            )
+            .unwrap()
+            .unwrap();
             let c = view.head.unwrap();
             assert_eq!(c.head, head);
             assert_eq!(serde_json::to_value(&c.payload).unwrap(), commit);

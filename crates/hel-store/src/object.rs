@@ -625,15 +625,16 @@ impl<'a> Writer<'a> {
     }
 
     /// Append the new objects and a commit record publishing `head` to the
-    /// session's journal, durable with one sync. Nothing is published on
-    /// error.
-    pub fn commit(
+    /// session's journal, durable with one sync, then `publish` (the ref's
+    /// move). Nothing is published on error.
+    pub fn commit<T>(
         &mut self,
         journal: &mut journal::Writer,
         head: ObjectId,
         payload: journal::CommitPayload,
-    ) -> Result<journal::Commit> {
-        let commit = journal.commit(&self.pending, head, payload)?;
+        publish: impl FnOnce() -> Result<T>,
+    ) -> Result<(journal::Commit, T)> {
+        let commit = journal.commit(&self.pending, head, payload, publish)?;
         self.pending.clear();
         self.pending_bytes = 0;
         for id in self.pending_ids.drain() {
@@ -676,13 +677,14 @@ mod tests {
             layout.journals_create().unwrap(),
             layout.tmp_create().unwrap(),
             &sid,
+            journal::Rule::LastCommit,
         )
         .unwrap();
         layout.odb().adopt(std::sync::Arc::clone(&jw.view));
         let mut w = Writer::new(&lock, &sid, &BTreeSet::new());
         let ids: Vec<ObjectId> = objects.iter().map(|(k, p)| w.put(*k, p).unwrap()).collect();
         let written = w.objects_written;
-        w.commit(&mut jw, ids[0], payload(&sid)).unwrap();
+        w.commit(&mut jw, ids[0], payload(&sid), || Ok(())).unwrap();
         (ids, written)
     }
 

@@ -126,16 +126,23 @@ impl Odb {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The journal of `session` (its full view), opened if need be;
-    /// `None` when it has none.
+    /// The journal of `session` (its full view, its head chosen by the
+    /// store's rule: see [`rule`]), opened if need be; `None` when it has
+    /// none.
     pub fn journal(&self, layout: &Layout, session: &SessionId) -> Result<Option<SharedView>> {
         if let Some(v) = self.lock().journals.get(session).cloned() {
-            // Another process may have appended since: read it again then.
+            // Another process may have appended since, or moved the ref
+            // over records this view read as unpublished: read it again
+            // then. (A ref moves only after its journal grew, so a view
+            // with nothing past its committed part needs no look at it.)
             let current = {
                 let view = v.read().unwrap_or_else(|p| p.into_inner());
                 match view.seen_size {
                     None => true,
-                    Some(seen) => view.file.metadata().map(|m| m.len()).ok() == Some(seen),
+                    Some(seen) => {
+                        view.file.metadata().map(|m| m.len()).ok() == Some(seen)
+                            && (view.committed == seen || rule(layout, session) == view.rule)
+                    }
                 }
             };
             if current {
@@ -145,7 +152,14 @@ impl Odb {
         let Some(dir) = layout.journals()? else {
             return Ok(None);
         };
-        let Some(view) = journal::open(dir, session, journal::Mode::Full)? else {
+        let opened = if layout.heads_are_refs() {
+            journal::open_by_ref(dir, session, journal::Mode::Full, &|| {
+                Ok(published(layout, session))
+            })?
+        } else {
+            journal::open(dir, session, journal::Mode::Full, journal::Rule::LastCommit)?
+        };
+        let Some(view) = opened else {
             return Ok(None);
         };
         let shared = Arc::new(RwLock::new(view));
@@ -273,12 +287,17 @@ impl Odb {
     }
 
     /// Where `id` is: among what is open, then (when it is not there) in
-    /// packs made since and in every session's journal.
+    /// packs made since and in every session's journal, and last among
+    /// the records no ref publishes (what gc copies out of a journal
+    /// without a ref before it removes it).
     pub fn locate(&self, layout: &Layout, id: &ObjectId) -> Result<Option<Found>> {
         if let Some(f) = self.find_open(layout, id, false)? {
             return Ok(Some(f));
         }
         if let Some(f) = self.search_all(layout, id)? {
+            return Ok(Some(f));
+        }
+        if let Some(f) = self.find_unpublished(id) {
             return Ok(Some(f));
         }
         if layout.lock_held() {
@@ -289,6 +308,26 @@ impl Odb {
         // any gc to finish (the shared lock), and look once more.
         let _settled = crate::lock::Shared::take(layout)?;
         self.search_all(layout, id)
+    }
+
+    /// `id` among the records past the committed part of the journals
+    /// open: readable, never shared (a writer's dedup never looks here).
+    fn find_unpublished(&self, id: &ObjectId) -> Option<Found> {
+        let journals: Vec<SharedView> = self.lock().journals.values().cloned().collect();
+        for j in journals {
+            let v = j.read().unwrap_or_else(|p| p.into_inner());
+            if let Some((offset, len)) = v.unpublished.get(id) {
+                return Some(Found::Record {
+                    file: Arc::clone(&v.file),
+                    place: Place {
+                        path: v.path.clone(),
+                        offset: *offset,
+                    },
+                    len: *len,
+                });
+            }
+        }
+        None
     }
 
     fn search_all(&self, layout: &Layout, id: &ObjectId) -> Result<Option<Found>> {
@@ -351,6 +390,22 @@ impl Odb {
     /// Every sealed pack (for gc and fsck), reloaded.
     pub fn all_sealed(&self, layout: &Layout) -> Result<Vec<Arc<Sealed>>> {
         self.sealed(layout, true)
+    }
+}
+
+/// What `session`'s ref names, for choosing its journal's head: a ref that
+/// cannot be read counts as none (nothing of the journal is published to
+/// lookups; the reader of the session's head reports the ref itself).
+pub(crate) fn published(layout: &Layout, session: &SessionId) -> Option<ObjectId> {
+    crate::refs::read(layout, session).ok().flatten()
+}
+
+/// The rule that chooses the head of `session`'s journal in this store.
+pub(crate) fn rule(layout: &Layout, session: &SessionId) -> journal::Rule {
+    if layout.heads_are_refs() {
+        journal::Rule::Ref(published(layout, session))
+    } else {
+        journal::Rule::LastCommit
     }
 }
 

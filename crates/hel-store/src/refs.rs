@@ -1,8 +1,11 @@
-//! Ref files of format-1 stores (objects-spec §5): `refs/sessions/<uuid>`
-//! holds one snapshot id in hex and a newline, and `logs/sessions/<uuid>`
-//! one line per move. A format-2 store keeps heads in journals (see
-//! `heads.rs`) and only reads these, until a session's first commit here
-//! retires its ref file.
+//! Session refs (objects-spec §5): `refs/sessions/<uuid>` holds one
+//! snapshot id in hex and a newline (65 bytes). In a format-3 store the ref
+//! is the session's head, and only [`publish`] moves it: the new content
+//! written to a file under `tmp/`, synced, renamed over the ref, and
+//! `refs/sessions/` synced. `logs/sessions/<uuid>` is the ref log a
+//! format-1 hel kept (read by fsck, never written here). A format-2 store
+//! keeps heads in journals and only reads ref files of format-1 sessions
+//! (see `heads.rs`).
 
 use crate::error::IoContext;
 use crate::layout::Layout;
@@ -60,6 +63,60 @@ pub(crate) fn read(layout: &Layout, session: &SessionId) -> Result<Option<Object
     parse(&bytes).map(Some).map_err(bad)
 }
 
+/// Move `session`'s ref from `expected` (None: it has no ref yet) to
+/// `new` by the rename protocol: the 65 bytes written to a new file under
+/// `tmp/`, synced, renamed over `refs/sessions/<uuid>` (the rename
+/// publishes), then `refs/sessions/` synced. The caller holds the
+/// session's lease (so nothing else moves the ref) and has made durable
+/// everything `new` reaches. `Err` means nothing was published; `Ok(Some(e))`
+/// that the ref moved but the directory sync failed (`e`, a warning: the
+/// move may not survive a crash, the checkpoint's objects do).
+pub(crate) fn publish(
+    layout: &Layout,
+    session: &SessionId,
+    expected: Option<ObjectId>,
+    new: ObjectId,
+) -> Result<Option<Error>> {
+    let current = read(layout, session)?;
+    if current != expected {
+        let show = |o: Option<ObjectId>| o.map_or_else(|| "none".to_owned(), |i| i.to_hex());
+        return Err(Error::RefMoved {
+            session: session.to_string(),
+            expected: show(expected),
+            found: show(current),
+        });
+    }
+    let dir = layout.refs_create()?;
+    let tmp = layout.tmp_create()?;
+    let name = format!("ref-{}", uuid::Uuid::new_v4().simple());
+    let path = tmp.child_path(&name);
+    let written = (|| {
+        use std::io::Write;
+        let mut f = tmp.create_new(&name, 0o600)?;
+        f.write_all(format!("{new}\n").as_bytes()).at(&path)?;
+        if crate::failpoint::hit("ref-sync") {
+            return Err(crate::failpoint::error("ref-sync")).at(&path);
+        }
+        crate::dir::sync_file(&f, &path, false)?;
+        if crate::failpoint::hit("ref-rename") {
+            return Err(crate::failpoint::error("ref-rename")).at(&path);
+        }
+        tmp.rename_to(&name, dir, session.as_str())
+    })();
+    if let Err(e) = written {
+        let _ = tmp.remove_file(&name);
+        return Err(e);
+    }
+    // Published. A failed sync of the directory is told, never undone.
+    if crate::failpoint::hit("ref-dir-sync") {
+        return Ok(Some(Error::Io {
+            path: dir.path().to_owned(),
+            source: crate::failpoint::error("ref-dir-sync"),
+        }));
+    }
+    Ok(dir.sync().err())
+}
+
 /// The new id of the last line of `session`'s ref log, if it has one that
 /// parses (the log is read only to note a move it misses).
 pub(crate) fn last_logged(layout: &Layout, session: &SessionId) -> Result<Option<ObjectId>> {
@@ -115,8 +172,8 @@ pub(crate) fn list(layout: &Layout) -> Result<Listing> {
     Ok(out)
 }
 
-/// Remove `session`'s ref and log (the caller holds its lease and the
-/// store lock).
+/// Remove `session`'s ref and log, the ref's removal made durable (the
+/// caller holds its lease and the store lock).
 pub(crate) fn remove(layout: &Layout, session: &SessionId) -> Result<()> {
     if let Some(dir) = layout.refs()? {
         dir.remove_tree(session.as_str())?;

@@ -40,9 +40,14 @@ struct Inner {
 /// tells the user.
 #[derive(Debug)]
 pub enum Warning {
-    /// After the commit was published: the ref file an older hel kept for
-    /// the session could not be removed (the journal's head wins anyway).
+    /// After the commit was published (a format-2 store): the ref file an
+    /// older hel kept for the session could not be removed (the journal's
+    /// head wins anyway).
     RefNotRetired(Error),
+    /// After the ref moved: `refs/sessions/` could not be synced, so the
+    /// move may not survive a crash (the checkpoint's objects and commit
+    /// record are durable).
+    RefNotSynced(Error),
     /// The project's path no longer leads to the directory hel opened; hel
     /// goes on with the store it opened (said once per process).
     ProjectMoved(PathBuf),
@@ -57,6 +62,10 @@ impl std::fmt::Display for Warning {
             Warning::RefNotRetired(e) => write!(
                 f,
                 "the checkpoint was saved, but the session's old ref file could not be removed ({e})"
+            ),
+            Warning::RefNotSynced(e) => write!(
+                f,
+                "the checkpoint was saved, but the directory of session refs could not be synced ({e}); a crash now may lose this checkpoint's move"
             ),
             Warning::ProjectMoved(p) => write!(
                 f,
@@ -590,11 +599,14 @@ impl Store {
                 time_ms: now,
                 why: format!("fork from {at}"),
             };
-            writer.commit(journal, id, payload)?;
-            id
+            let (_, told) = writer.commit(journal, id, payload, || {
+                crate::commit::move_ref(layout, lease.session(), None, id)
+            })?;
+            (id, told)
         };
+        let (id, told) = id;
         // The fork is published: a name that cannot be copied is a warning.
-        let mut warnings = Vec::new();
+        let mut warnings: Vec<Warning> = told.into_iter().map(Warning::RefNotSynced).collect();
         if let Err(e) = crate::names::copy_for_fork(layout, &base.session_id, lease.session()) {
             warnings.push(Warning::NameNotCopied(e));
         }
@@ -611,10 +623,16 @@ impl Store {
         slot: &'j mut Option<journal::Writer>,
     ) -> Result<&'j mut journal::Writer> {
         if slot.is_none() {
+            let rule = if layout.heads_are_refs() {
+                journal::Rule::Ref(refs::read(layout, lease.session())?)
+            } else {
+                journal::Rule::LastCommit
+            };
             let w = journal::Writer::open(
                 layout.journals_create()?,
                 layout.tmp_create()?,
                 lease.session(),
+                rule,
             )?;
             layout.odb().adopt(std::sync::Arc::clone(&w.view));
             *slot = Some(w);
@@ -623,15 +641,19 @@ impl Store {
             .ok_or_else(|| Error::Internal("journal writer not kept".into()))
     }
 
-    /// A session written by a format-1 hel kept its head in a ref file;
-    /// once its journal holds the head, the file goes (a failure to remove
-    /// it is only a warning: the journal's head wins).
+    /// In a format-2 store, a session written by a format-1 hel kept its
+    /// head in a ref file; once its journal holds the head, the file goes
+    /// (a failure to remove it is only a warning: the journal's head
+    /// wins). In a format-3 store the ref is the head: nothing to do.
     pub(crate) fn retire_ref(
         &self,
         layout: &Layout,
         session: &SessionId,
         warnings: &mut Vec<Warning>,
     ) {
+        if layout.heads_are_refs() {
+            return;
+        }
         let Ok(Some(refs)) = layout.refs() else {
             return;
         };
@@ -642,10 +664,11 @@ impl Store {
         }
     }
 
-    /// Delete `session`: its head (journal or ref file) and working
-    /// directory. Refused while the session is in use. Its journal's bytes
-    /// come back at once; objects other sessions still need (forks, shared
-    /// large objects) are first copied into a sealed pack. With `collect`,
+    /// Delete `session`: its head and working directory. Refused while the
+    /// session is in use. Objects other sessions still need (forks, shared
+    /// large objects) are first copied into a sealed pack (durable), then
+    /// the ref goes (synced: from here on there is no session), then the
+    /// journal, whose bytes come back at once. With `collect`,
     /// gc then reclaims what else no session reaches (loose objects and
     /// packs of older stores).
     pub fn delete(&self, session: &SessionId, collect: bool) -> Result<Option<GcReport>> {
@@ -659,7 +682,7 @@ impl Store {
             // other sessions need of it is copied first, or the delete
             // refuses.
             let known = match heads::read_light(layout, session) {
-                Err(Error::JournalFault { .. }) => true,
+                Err(Error::JournalFault { .. } | Error::BadRef { .. }) => true,
                 head => head?.is_some(),
             } || layout.session_dir(session)?.is_some();
             if !known {

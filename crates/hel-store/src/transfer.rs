@@ -308,9 +308,12 @@ impl Store {
             time_ms: time::now_ms(),
             why: "pull".into(),
         };
-        writer.commit(journal, *head, payload)?;
+        let (_, told) = writer.commit(journal, *head, payload, || {
+            crate::commit::move_ref(layout, session, parent, *head)
+        })?;
         drop(slot);
-        let mut warnings = Vec::new();
+        let mut warnings: Vec<crate::Warning> =
+            told.into_iter().map(crate::Warning::RefNotSynced).collect();
         self.retire_ref(layout, session, &mut warnings);
         Ok(match parent {
             None => Adopted::New,

@@ -8,10 +8,11 @@
 //! lease is held (an older hel at work would go on writing by its rules):
 //!
 //! 1. each session whose head is its journal's last commit record (format 2)
-//!    gets its ref `refs/sessions/<uuid>` naming that head: 65 bytes written
-//!    under `tmp/`, synced, renamed over the ref, `refs/sessions/` synced;
-//!    a ref that already names it is left alone, and a format-1 session's
-//!    ref (its head already) is kept as it is;
+//!    gets its ref `refs/sessions/<uuid>` naming that head, moved as every
+//!    ref moves ([`refs::publish`]: 65 bytes written under `tmp/`, synced,
+//!    renamed over the ref, `refs/sessions/` synced); a ref that already
+//!    names it is left alone, and a format-1 session's ref (its head
+//!    already) is kept as it is;
 //! 2. the stub of §12.6 is made to exist (a format-1 hel refuses the store);
 //! 3. last, `format` is renamed to `hel-store-format 3` and `.hel/` synced.
 //!
@@ -27,7 +28,7 @@ use std::path::PathBuf;
 
 use crate::layout::{Layout, STUB_SESSION};
 use crate::lock::Exclusive;
-use crate::{heads, lock, refs, Error, ObjectId, Result, SessionId};
+use crate::{heads, lock, refs, Error, Result, SessionId};
 
 /// Why a store of an older format was not upgraded (it is left as it was:
 /// a hel of its format still reads all of it).
@@ -78,7 +79,6 @@ fn upgrade(lock: &Exclusive<'_>, found: u64) -> Result<()> {
     let layout = lock.layout;
     refuse_if_busy(layout, found)?;
     crate::failpoint::kill("upgrade-locked");
-    let mut placed = false;
     for session in heads::list(layout)?.sessions {
         // The head by the old format's rule (a journal's fault is the
         // error: never a ref to an older head, never no ref).
@@ -91,15 +91,17 @@ fn upgrade(lock: &Exclusive<'_>, found: u64) -> Result<()> {
             Err(e) => return Err(e),
         };
         // A head that is not a journal's is the session's ref already.
-        if head.commit.is_none() || refs::read(layout, &session).ok().flatten() == Some(head.id) {
+        let current = refs::read(layout, &session)?;
+        if head.commit.is_none() || current == Some(head.id) {
             continue;
         }
-        place_ref(layout, &session, &head.id)?;
-        placed = true;
+        // The one way refs move (tmp/, sync, rename, directory sync; no
+        // lease is needed: no one holds one, and the exclusive lock keeps
+        // it so). The move must be durable before `format` says 3.
+        if let Some(e) = refs::publish(layout, &session, current, head.id)? {
+            return Err(e);
+        }
         crate::failpoint::kill("upgrade-ref");
-    }
-    if placed {
-        layout.refs_create()?.sync()?;
     }
     crate::failpoint::kill("upgrade-refs");
     layout.ensure_stub()?;
@@ -126,30 +128,4 @@ fn refuse_if_busy(layout: &Layout, found: u64) -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// Make `session`'s ref name `id` by the rename protocol (objects-spec §5):
-/// a new file under `tmp/`, synced, renamed over the ref. The caller syncs
-/// `refs/sessions/` once every ref is in place.
-fn place_ref(layout: &Layout, session: &SessionId, id: &ObjectId) -> Result<()> {
-    use std::io::Write;
-    let dir = layout.refs_create()?;
-    let tmp = layout.tmp_create()?;
-    let name = format!("upgrade-ref-{}", uuid::Uuid::new_v4().simple());
-    let path = tmp.child_path(&name);
-    let written = (|| {
-        let mut f = tmp.create_new(&name, 0o600)?;
-        f.write_all(format!("{id}\n").as_bytes())
-            .map_err(|source| Error::Io {
-                path: path.clone(),
-                source,
-            })?;
-        crate::dir::sync_file(&f, &path, false)?;
-        crate::failpoint::kill("upgrade-ref-tmp");
-        tmp.rename_to(&name, dir, session.as_str())
-    })();
-    if written.is_err() {
-        let _ = tmp.remove_file(&name);
-    }
-    written
 }

@@ -1105,7 +1105,7 @@ fn a_fork_racing_delete_and_gc_never_names_a_swept_base() {
 }
 
 #[test]
-fn a_commit_costs_one_sync() {
+fn a_commit_costs_three_syncs() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path()).unwrap();
     let lease = store.new_session().unwrap();
@@ -1114,12 +1114,13 @@ fn a_commit_costs_one_sync() {
     let all = conversation("s", 400);
     // The first commit makes the journal (its name is made durable once).
     commit_all(&store, &lease, &mut state, &mut conv, &all[..4], 4);
-    // Every later one: its objects and its commit record, one sync.
+    // Every later one: its objects and its commit record (one sync), then
+    // the ref: its new file, and `refs/sessions/` after the rename.
     for chunk in all[4..].chunks(4).take(50) {
         let before = testing::syncs();
         conv.extend(chunk);
         conv.commit(&store, &lease, &mut state);
-        assert_eq!(testing::syncs() - before, 1, "syncs per commit");
+        assert_eq!(testing::syncs() - before, 3, "syncs per commit");
     }
     // With a large message and a spill file too, still one.
     store
@@ -1131,19 +1132,19 @@ fn a_commit_costs_one_sync() {
     let before = testing::syncs();
     let c = store.commit(&lease, &mut state, inp).unwrap();
     conv.committed(&c);
-    assert_eq!(testing::syncs() - before, 1);
+    assert_eq!(testing::syncs() - before, 3);
     // A fork: its first commit makes its journal (two more syncs for the
-    // file and its name), then one per commit again.
+    // file and its name), then three per commit again.
     let before = testing::syncs();
     let (fork, first, _) = store.fork(&c.id).unwrap();
-    assert!(testing::syncs() - before <= 3);
+    assert!(testing::syncs() - before <= 5);
     let loaded = store.load(&first).unwrap();
     let mut fconv = Conv::from_loaded(&loaded);
     let mut fstate = loaded.state;
     fconv.push(msg("user", "fork"));
     let before = testing::syncs();
     fconv.commit(&store, &fork, &mut fstate);
-    assert_eq!(testing::syncs() - before, 1);
+    assert_eq!(testing::syncs() - before, 3);
 }
 
 /// Child: forever, make a session, fork it, delete the original (its
@@ -1320,8 +1321,8 @@ fn a_format1_store_keeps_working_and_moves_into_packs() {
     let listed = store.sessions().unwrap();
     assert_eq!((listed.len(), listed[0].messages), (1, 8));
     assert_eq!(store.load(&head).unwrap().messages, msgs);
-    // Continued here: the head moves into the session's journal, the ref
-    // file goes, and format 2 is recorded (with the stub for older hels).
+    // Continued here: format 3 is recorded (with the stub for older hels),
+    // the commit lands in the session's new journal, and the ref moves.
     let (lease, h) = store.resume(&sid).unwrap();
     assert_eq!(h, head);
     let loaded = store.load(&head).unwrap();
@@ -1331,7 +1332,10 @@ fn a_format1_store_keeps_working_and_moves_into_packs() {
     let c = conv.commit(&store, &lease, &mut state);
     drop(lease);
     let r = root(dir.path());
-    assert!(!testing::ref_path(&r, &sid).exists());
+    assert_eq!(
+        fs::read_to_string(testing::ref_path(&r, &sid)).unwrap(),
+        format!("{}\n", c.id)
+    );
     assert_eq!(
         fs::read_to_string(r.join("format")).unwrap(),
         "hel-store-format 3\n"
@@ -1358,6 +1362,10 @@ fn a_newer_store_format_is_refused_by_name() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path()).unwrap();
     drop(store.new_session().unwrap());
+    assert_eq!(
+        fs::read_to_string(dir.path().join(".hel/format")).unwrap(),
+        "hel-store-format 3\n"
+    );
     fs::write(dir.path().join(".hel/format"), "hel-store-format 4\n").unwrap();
     let err = Store::open(dir.path()).unwrap_err();
     assert!(
@@ -1575,6 +1583,7 @@ fn one_flipped_bit_anywhere_before_the_end_is_a_fault_never_a_shorter_session() 
     let first = &recs[0];
     let c1 = recs.iter().find(|r| r.rtype == 2).unwrap();
     let c2 = recs.iter().filter(|r| r.rtype == 2).nth(1).unwrap();
+    let c3 = recs.iter().filter(|r| r.rtype == 2).nth(2).unwrap();
     for (what, at, offset) in [
         (
             "a stored byte of the first record",
@@ -1591,6 +1600,8 @@ fn one_flipped_bit_anywhere_before_the_end_is_a_fault_never_a_shorter_session() 
         ("the first record's type", first.at + 4, first.at),
         ("the first commit record", c1.at + 56 + 5, c1.at),
         ("the second commit record", c2.at + 60, c2.at),
+        // The ref names the last: its commit record is not a torn tail.
+        ("the last commit record", c3.at + 60, c3.at),
     ] {
         for sidecar in [false, true] {
             let mut bad = good.clone();
@@ -1621,9 +1632,12 @@ fn one_flipped_bit_anywhere_before_the_end_is_a_fault_never_a_shorter_session() 
     assert_eq!(store.load(&heads[0]).unwrap().messages.len(), 4);
     let kept = dir.path().join("kept.journal");
     fs::copy(&journal, &kept).unwrap();
+    let ref_file = testing::ref_path(&root(dir.path()), &sid);
+    let kept_ref = fs::read(&ref_file).unwrap();
     store.delete(&sid, false).unwrap();
-    assert!(!journal.exists() && store.sessions().unwrap().is_empty());
+    assert!(!journal.exists() && !ref_file.exists() && store.sessions().unwrap().is_empty());
     fs::rename(&kept, &journal).unwrap();
+    fs::write(&ref_file, kept_ref).unwrap();
     // Whole again, it is the session it was.
     fs::write(&journal, &good).unwrap();
     let store = Store::open(dir.path()).unwrap();
@@ -1829,11 +1843,16 @@ fn a_torn_tail_is_what_a_crash_leaves_and_only_that_is_cut() {
             2,
             false,
         ),
-        // Without the sidecar, a last commit record that does not check is
-        // what a torn write of it leaves (objects-spec §12.3).
+        // A last commit record that does not check, the ref still naming
+        // the one before: a commit torn before it published.
         ("a torn last commit record", bad_last.clone(), 1, false),
     ] {
         fs::write(&journal, &bytes).unwrap();
+        fs::write(
+            testing::ref_path(&root(dir.path()), &sid),
+            format!("{}\n", heads[head]),
+        )
+        .unwrap();
         if !sidecar {
             remove_sidecar(&journal);
         }
@@ -2039,4 +2058,293 @@ fn repeated_repacks_and_gcs_never_grow_the_store() {
         check("a gc after the copy");
     }
     eprintln!("packs/: {two} bytes with two sealed packs, {merged} after the first gc, after each of 5 repacks: {sizes:?}, after each of 5 gcs with a second copy of the pack: {gcs:?}");
+}
+
+/// The ref file of `sid` in the store of `dir`.
+fn ref_file(dir: &Path, sid: &SessionId) -> PathBuf {
+    testing::ref_path(&root(dir), sid)
+}
+
+/// Format 3: every commit (a checkpoint, a fork's first) moves the
+/// session's ref by renaming a new file over it: a new inode each time,
+/// 65 bytes naming the new head, nothing left in `tmp/`.
+#[test]
+fn every_commit_moves_the_ref_by_rename() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let lease = store.new_session().unwrap();
+    let sid = lease.session().clone();
+    let r = root(dir.path());
+    assert_eq!(
+        fs::read_to_string(r.join("format")).unwrap(),
+        "hel-store-format 3\n"
+    );
+    let path = ref_file(dir.path(), &sid);
+    assert!(
+        !path.exists(),
+        "a session has no ref before its first commit"
+    );
+    let check = |path: &Path, id: &ObjectId, inodes: &mut Vec<u64>| {
+        let bytes = fs::read(path).unwrap();
+        assert_eq!(bytes.len(), 65);
+        assert_eq!(bytes, format!("{id}\n").into_bytes());
+        // (A freed inode may be reused later: compare with the last.)
+        let ino = fs::metadata(path).unwrap().ino();
+        assert!(inodes.last() != Some(&ino), "the ref was written in place");
+        inodes.push(ino);
+        assert_eq!(fs::read_dir(r.join("tmp")).unwrap().count(), 0);
+    };
+    let mut inodes = Vec::new();
+    let mut state = SessionState::default();
+    let mut conv = Conv::default();
+    for chunk in conversation("ref", 24).chunks(4) {
+        conv.extend(chunk);
+        let c = conv.commit(&store, &lease, &mut state);
+        check(&path, &c.id, &mut inodes);
+        assert_eq!(store.head(&sid).unwrap(), c.id);
+    }
+    let (fork, first, _) = store.fork(&state.head.unwrap()).unwrap();
+    let fork_path = ref_file(dir.path(), fork.session());
+    check(&fork_path, &first, &mut inodes);
+    let loaded = store.load(&first).unwrap();
+    let mut fconv = Conv::from_loaded(&loaded);
+    let mut fstate = loaded.state;
+    fconv.push(msg("user", "on the fork"));
+    let c = fconv.commit(&store, &fork, &mut fstate);
+    check(&fork_path, &c.id, &mut inodes);
+    assert!(store.fsck().unwrap().is_sound());
+}
+
+/// A commit whose records are durable but whose ref did not move (a crash
+/// or a failed rename between the two) did not happen: readers take the
+/// ref's head, and the next commit cuts exactly those records.
+#[test]
+fn an_unpublished_commit_is_ignored_and_cut_by_the_next() {
+    let (dir, sid, heads, journal) = three_checkpoints();
+    let good = fs::read(&journal).unwrap();
+    let recs = records(&good);
+    let c2 = recs.iter().filter(|r| r.rtype == 2).nth(1).unwrap();
+    let end2 = c2.at + c2.len;
+    fs::write(ref_file(dir.path(), &sid), format!("{}\n", heads[1])).unwrap();
+    for sidecar in [true, false] {
+        if !sidecar {
+            remove_sidecar(&journal);
+        }
+        let store = Store::open(dir.path()).unwrap();
+        assert_eq!(store.head(&sid).unwrap(), heads[1]);
+        let listed = store.sessions().unwrap();
+        assert!(
+            listed.len() == 1 && listed[0].head == Some(heads[1]) && listed[0].messages == 8,
+            "{listed:?}"
+        );
+        let fsck = store.fsck().unwrap();
+        assert!(
+            fsck.is_sound() && fsck.notes.iter().any(|n| n.contains("did not publish")),
+            "{fsck:?}"
+        );
+    }
+    let store = Store::open(dir.path()).unwrap();
+    let (lease, at) = store.resume(&sid).unwrap();
+    assert_eq!(at, heads[1]);
+    let loaded = store.load(&at).unwrap();
+    let mut conv = Conv::from_loaded(&loaded);
+    let mut state = loaded.state;
+    conv.push(msg("user", "after the one that did not publish"));
+    let c = conv.commit(&store, &lease, &mut state);
+    drop(lease);
+    let after = fs::read(&journal).unwrap();
+    assert!(after[..end2] == good[..end2], "the committed part changed");
+    let next = records(&after)
+        .into_iter()
+        .find(|r| r.at >= end2 && r.rtype == 2)
+        .unwrap();
+    assert_eq!(
+        next.id,
+        *c.id.as_bytes(),
+        "the unpublished records were not cut"
+    );
+    let payload: Value = serde_json::from_slice(next.stored(&after)).unwrap();
+    assert_eq!(payload["parent"], heads[1].to_hex());
+    assert_eq!(payload["seq"], 3);
+    let fresh = Store::open(dir.path()).unwrap();
+    assert_eq!(fresh.head(&sid).unwrap(), c.id);
+    let fsck = fresh.fsck().unwrap();
+    assert!(fsck.is_sound() && fsck.notes.is_empty(), "{fsck:?}");
+}
+
+/// A ref older than its journal by more than one commit (restored from an
+/// old copy) is no crash's doing: a fault naming the ref and the journal,
+/// never the older session; nothing is cut.
+#[test]
+fn a_ref_restored_from_an_old_copy_is_a_fault() {
+    let (dir, sid, heads, journal) = three_checkpoints();
+    let good = fs::read(&journal).unwrap();
+    let c3 = records(&good)
+        .into_iter()
+        .filter(|r| r.rtype == 2)
+        .nth(2)
+        .unwrap();
+    let path = ref_file(dir.path(), &sid);
+    fs::write(&path, format!("{}\n", heads[0])).unwrap();
+    for sidecar in [true, false] {
+        if !sidecar {
+            remove_sidecar(&journal);
+        }
+        assert_fault(dir.path(), &sid, &journal, c3.at, "an old ref");
+        let e = Store::open(dir.path())
+            .unwrap()
+            .head(&sid)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(&format!("refs/sessions/{sid}")), "{e}");
+    }
+    // A ref naming a snapshot its journal never published: the same.
+    let other = {
+        let store = Store::open(dir.path()).unwrap();
+        let lease = store.new_session().unwrap();
+        let mut state = SessionState::default();
+        commit_new(&store, &lease, &mut state, &conversation("x", 4)).id
+    };
+    fs::write(&path, format!("{other}\n")).unwrap();
+    let e = Store::open(dir.path())
+        .unwrap()
+        .head(&sid)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("no intact commit record"), "{e}");
+    assert!(fs::read(&journal).unwrap() == good);
+    // Put back, it is the session it was.
+    fs::write(&path, format!("{}\n", heads[2])).unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    assert_eq!(store.head(&sid).unwrap(), heads[2]);
+    let fsck = store.fsck().unwrap();
+    assert!(fsck.is_sound(), "{fsck:?}");
+}
+
+/// A journal no ref publishes (a delete interrupted after the ref went, a
+/// first commit that never published) is no session: not listed, not
+/// resumed. gc removes it, but only once what other refs reach of it is
+/// copied into a sealed pack.
+#[test]
+fn a_journal_without_a_ref_is_no_session_and_gc_keeps_what_refs_reach() {
+    let (dir, sid, heads, journal) = three_checkpoints();
+    let store = Store::open(dir.path()).unwrap();
+    let (fork, first, _) = store.fork(&heads[2]).unwrap();
+    let fork_id = fork.session().clone();
+    drop(fork);
+    // A session that never published its first commit.
+    let unpublished = {
+        let lease = store.new_session().unwrap();
+        let mut state = SessionState::default();
+        commit_new(&store, &lease, &mut state, &conversation("u", 4));
+        let id = lease.session().clone();
+        fs::remove_file(ref_file(dir.path(), &id)).unwrap();
+        id
+    };
+    fs::remove_file(ref_file(dir.path(), &sid)).unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let listed: Vec<SessionId> = store
+        .sessions()
+        .unwrap()
+        .into_iter()
+        .map(|s| s.id)
+        .collect();
+    assert_eq!(listed, vec![fork_id.clone()]);
+    for gone in [&sid, &unpublished] {
+        assert!(matches!(store.head(gone), Err(Error::NoSuchSession { .. })));
+        assert!(store.resume(gone).is_err());
+    }
+    // The fork reads what it names from the journal without a ref.
+    assert_eq!(store.load(&first).unwrap().messages.len(), 12);
+    let fsck = store.fsck().unwrap();
+    assert!(
+        fsck.is_sound()
+            && fsck
+                .notes
+                .iter()
+                .filter(|n| n.contains("has no ref"))
+                .count()
+                == 2,
+        "{fsck:?}"
+    );
+    let report = store.gc(false).unwrap();
+    assert_eq!(report.journals_removed, 2, "{report:?}");
+    assert!(!journal.exists());
+    let fresh = Store::open(dir.path()).unwrap();
+    assert_eq!(fresh.load(&first).unwrap().messages.len(), 12);
+    assert_eq!(fresh.load(&heads[2]).unwrap().messages.len(), 12);
+    let fsck = fresh.fsck().unwrap();
+    assert!(fsck.is_sound() && fsck.notes.is_empty(), "{fsck:?}");
+}
+
+/// A journal without a ref that holds a record of a type this hel does not
+/// know is never removed nor rewritten: gc refuses, naming it.
+#[test]
+fn a_journal_without_a_ref_holding_a_newer_record_is_kept() {
+    let (dir, sid, _, journal) = three_checkpoints();
+    let newer = record(3, &[9; 32], b"what a newer hel keeps here");
+    let bytes = [fs::read(&journal).unwrap(), newer].concat();
+    fs::write(&journal, &bytes).unwrap();
+    fs::remove_file(ref_file(dir.path(), &sid)).unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    assert!(store.sessions().unwrap().is_empty());
+    let e = store.gc(false).unwrap_err().to_string();
+    assert!(e.contains("type 3") && e.contains("upgrade hel"), "{e}");
+    assert!(fs::read(&journal).unwrap() == bytes, "journal changed");
+}
+
+/// Delete: the ref goes first (the session is gone from then on), the
+/// journal after; a delete stopped in between leaves a journal without a
+/// ref, which is no session and which gc removes.
+#[test]
+fn a_delete_removes_the_ref_before_the_journal() {
+    let (dir, sid, heads, journal) = three_checkpoints();
+    let store = Store::open(dir.path()).unwrap();
+    let (fork, first, _) = store.fork(&heads[1]).unwrap();
+    drop(fork);
+    // What an interrupted delete leaves: the copy made, the ref gone.
+    let saved = fs::read(&journal).unwrap();
+    store.delete(&sid, false).unwrap();
+    assert!(!ref_file(dir.path(), &sid).exists() && !journal.exists());
+    fs::write(&journal, &saved).unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    assert_eq!(store.sessions().unwrap().len(), 1);
+    assert!(matches!(store.head(&sid), Err(Error::NoSuchSession { .. })));
+    store.gc(false).unwrap();
+    assert!(!journal.exists());
+    let fresh = Store::open(dir.path()).unwrap();
+    assert_eq!(fresh.load(&first).unwrap().messages.len(), 8);
+    assert!(fresh.fsck().unwrap().is_sound());
+}
+
+/// Format 3 keeps the §12.6 stub: a missing one is a fault (a format-1 hel
+/// would take this store's refs for its own), written again by the next
+/// commit.
+#[test]
+fn a_missing_stub_is_a_fault_and_written_again() {
+    let (dir, sid, heads, _) = three_checkpoints();
+    let stub = ref_file(
+        dir.path(),
+        &"00000000-0000-4000-8000-000000000000".parse().unwrap(),
+    );
+    assert!(stub.exists());
+    fs::remove_file(&stub).unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let fsck = store.fsck().unwrap();
+    assert!(
+        fsck.faults
+            .iter()
+            .any(|f| f.to_string().contains("makes an older hel refuse")),
+        "{fsck:?}"
+    );
+    let (lease, at) = store.resume(&sid).unwrap();
+    assert_eq!(at, heads[2]);
+    let loaded = store.load(&at).unwrap();
+    let mut conv = Conv::from_loaded(&loaded);
+    let mut state = loaded.state;
+    conv.push(msg("user", "again"));
+    conv.commit(&store, &lease, &mut state);
+    assert!(stub.exists());
+    assert!(store.fsck().unwrap().is_sound());
 }
