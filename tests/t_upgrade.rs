@@ -478,3 +478,76 @@ fn unhex(s: &str) -> Vec<u8> {
         .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
         .collect()
 }
+
+/// An upgrade redone after a kill writes what the journals say then, not
+/// what an earlier run wrote: a format-2 hel may have committed meanwhile
+/// (its journal's head moved on; its commit removed the session's ref).
+#[test]
+fn a_redone_upgrade_follows_the_journals() {
+    let p = unpacked(2);
+    let m = manifest(2);
+    let run = p
+        .hel(None)
+        .args(["sessions"])
+        .env("HEL_FAILPOINTS", "upgrade-refs")
+        .output()
+        .unwrap();
+    assert_eq!(run.status.signal(), Some(9));
+    assert_eq!(format_file(&p).as_deref(), Some("hel-store-format 2\n"));
+    let refs = store_dir(&p).join("refs/sessions");
+    // One ref older than its journal's head, one removed, as a format-2
+    // hel's commits leave them.
+    let sessions = m["sessions"].as_array().unwrap();
+    let stale = &sessions[0];
+    let older = stale["records"].as_array().unwrap().last().unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_ne!(stale["head"].as_str().unwrap(), older);
+    std::fs::write(
+        refs.join(stale["id"].as_str().unwrap()),
+        format!("{older}\n"),
+    )
+    .unwrap();
+    std::fs::remove_file(refs.join(sessions[1]["id"].as_str().unwrap())).unwrap();
+    holds_everything(&p, &m);
+}
+
+/// A format-2 journal with a fault (a damaged record before intact ones,
+/// its sidecar gone) has no head this hel can tell: the upgrade refuses in
+/// one line naming the journal, and the store stays format 2, everything a
+/// format-2 hel reads as it was.
+#[test]
+fn a_damaged_journal_stops_the_upgrade() {
+    let p = unpacked(2);
+    let m = manifest(2);
+    let most = m["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .max_by_key(|s| s["records"].as_array().unwrap().len())
+        .unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let journals = store_dir(&p).join("packs/journals");
+    std::fs::remove_file(journals.join(format!("{most}.jidx"))).unwrap();
+    let path = journals.join(format!("{most}.journal"));
+    let mut bytes = std::fs::read(&path).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0x40;
+    std::fs::write(&path, &bytes).unwrap();
+    let before = old_readable(&p, 2);
+    let run = p.run(None, &["sessions"]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert_eq!(run.stderr.lines().count(), 1, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("cannot upgrade")
+            && run.stderr.contains(&format!("{most}.journal"))
+            && run.stderr.contains("left as format 2"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(format_file(&p).as_deref(), Some("hel-store-format 2\n"));
+    assert_eq!(old_readable(&p, 2), before);
+}
