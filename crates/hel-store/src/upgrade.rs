@@ -22,7 +22,9 @@
 //! refs of step 1 are never read by it. A kill anywhere leaves a store the
 //! next open upgrades again from step 1, which is always safe (every step
 //! writes what the old format already says). After the rename the store
-//! is format 3 and every older hel refuses it before writing anything.
+//! is format 3: a format-2 hel refuses it before writing anything, and a
+//! format-1 hel meets the stub (objects-spec §10.1 says what it still
+//! writes).
 
 use std::path::PathBuf;
 
