@@ -141,6 +141,22 @@ pub enum Error {
     /// take this store's refs for its own.
     #[error("{path} is missing or not the stub: it is what makes an older hel refuse this store (remove what is there, if anything; the next commit writes it again)")]
     StubMissing { path: PathBuf },
+    /// A sealed pack holding a record of a type this hel does not know: gc
+    /// neither rewrites nor removes it.
+    #[error("{path} holds a record of type {rtype} at offset {offset}, written by a newer hel: upgrade hel (this hel does not rewrite or remove that pack)")]
+    NewerPack {
+        path: PathBuf,
+        offset: u64,
+        rtype: u8,
+    },
+    /// A session's ref names a checkpoint that does not load.
+    #[error("the ref {path} names checkpoint {checkpoint}, which does not load: {source}")]
+    RefUnloadable {
+        path: PathBuf,
+        checkpoint: ObjectId,
+        #[source]
+        source: Box<Error>,
+    },
     #[error(
         "the store at {path} has format {found}, this hel reads up to {supported}: upgrade hel"
     )]

@@ -118,9 +118,32 @@ impl Store {
         packs_faults(layout, &mut report, &mut faults, &mut present, &mut broken)?;
         // 2. Refs, and everything they reach.
         let mut record = |e: Error| -> Result<()> {
+            faults.push(Fault::Broken(e));
+            Ok(())
+        };
+        let heads = roots(layout, &mut record)?;
+        // A ref whose snapshot does not read is named as such (the walk
+        // below would only name the object).
+        let mut unreadable: HashSet<ObjectId> = HashSet::new();
+        for (session, head) in &heads {
+            if let Err(e) = crate::snapshot::read(layout, head) {
+                unreadable.insert(*head);
+                faults.push(Fault::Broken(Error::RefUnloadable {
+                    path: layout.ref_path(session.as_str()),
+                    checkpoint: *head,
+                    source: Box::new(e),
+                }));
+            }
+        }
+        let mut record = |e: Error| -> Result<()> {
             // Objects that failed verification were reported above.
             let known = match &e {
-                Error::Corrupt { id, .. } | Error::UnknownKind { id, .. } => broken.contains(id),
+                Error::Corrupt { id, .. } | Error::UnknownKind { id, .. } => {
+                    broken.contains(id) || unreadable.contains(id)
+                }
+                Error::Missing { id, .. } | Error::NewerSchema { id, .. } => {
+                    unreadable.contains(id)
+                }
                 _ => false,
             };
             if !known {
@@ -128,7 +151,6 @@ impl Store {
             }
             Ok(())
         };
-        let heads = roots(layout, &mut record)?;
         report.refs = heads.len() as u64;
         let root_ids: Vec<ObjectId> = heads.iter().map(|(_, h)| *h).collect();
         let marked = mark(layout, &root_ids, &mut record)?;
@@ -136,7 +158,7 @@ impl Store {
         // a store called sound can always be diffed and restored.
         crate::tree::check_roots(layout, &marked.workspace_roots, &mut record)?;
         for id in &marked.reachable {
-            if !present.contains(id) {
+            if !present.contains(id) && !unreadable.contains(id) {
                 faults.push(Fault::Broken(Error::Missing {
                     id: *id,
                     path: layout.object_path(id),
@@ -178,7 +200,11 @@ impl Store {
         for (session, head) in &heads {
             if clean {
                 if let Err(e) = self.load(head) {
-                    faults.push(Fault::Broken(e));
+                    faults.push(Fault::Broken(Error::RefUnloadable {
+                        path: layout.ref_path(session.as_str()),
+                        checkpoint: *head,
+                        source: Box::new(e),
+                    }));
                 } else if let Ok(cp) = self.checkpoint(head) {
                     if cp.session_id != *session {
                         faults.push(Fault::Broken(Error::BadRef {
@@ -257,7 +283,7 @@ impl Store {
 fn stub_missing(layout: &Layout) -> Result<Option<Error>> {
     let stub = crate::layout::stub_object();
     let ref_path = layout.ref_path(crate::layout::STUB_SESSION);
-    let named = match layout.refs()? {
+    let named = match layout.refs().ok().flatten() {
         Some(refs) => match refs.read_file(crate::layout::STUB_SESSION, 65) {
             Ok(Some(bytes)) => refs::parse(&bytes).ok() == Some(stub),
             _ => false,
@@ -267,11 +293,13 @@ fn stub_missing(layout: &Layout) -> Result<Option<Error>> {
     if !named {
         return Ok(Some(Error::StubMissing { path: ref_path }));
     }
+    // (A link or stray where it belongs is reported with the objects: here
+    // it only means the stub is not there.)
     let (fan, name) = crate::layout::object_name(&stub);
     let present = match layout.objects()? {
-        Some(objects) => match objects.sub(&fan)? {
-            Some(d) => d.kind_of(&name)? == Some(EntryKind::File),
-            None => false,
+        Some(objects) => match objects.sub(&fan) {
+            Ok(Some(d)) => matches!(d.kind_of(&name), Ok(Some(EntryKind::File))),
+            _ => false,
         },
         None => false,
     };
@@ -441,10 +469,13 @@ fn packs_faults(
 }
 
 /// Check every journal read from the journal itself (its sidecar ignored,
-/// objects-spec §12.3): every record intact, every commit record keeping
-/// the rules and agreeing with its snapshot, each object once, every
-/// object decoding; what follows the last commit record a torn tail (a
-/// note: the next commit cuts it). Sidecars must be regular files.
+/// objects-spec §12.3), its head chosen by the store's rule (in format 3,
+/// the ref's commit record): every record intact, every commit record
+/// keeping the rules and agreeing with its snapshot, each object once,
+/// every object decoding, also those past the committed part; what
+/// follows the committed part a torn tail or one unpublished commit (a
+/// note: the next commit cuts it), a journal without a ref a note (gc
+/// removes it). Sidecars must be regular files.
 fn journal_faults(
     layout: &Layout,
     report: &mut FsckReport,

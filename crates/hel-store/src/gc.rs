@@ -1,5 +1,7 @@
-//! Garbage collection: mark everything reachable from every ref, sweep the
-//! rest.
+//! Garbage collection: mark everything reachable from every ref (every
+//! session's head), sweep the rest: rewrite sealed packs and loose files
+//! into one sealed pack when anything there is dead, and remove journals
+//! no ref publishes once what refs reach of them is in that pack.
 //!
 //! Spill working copies (`sessions/<id>/spill/`) are a cache of spill
 //! blobs for the instance that holds the session: gc removes them from
@@ -337,6 +339,50 @@ pub(crate) fn release(
     Ok(out)
 }
 
+/// `Ok` when every record of sealed pack `p`, walked header by header from
+/// its file header to its end, is an object record: gc may then rewrite
+/// and remove it. A record of another type is a newer hel's
+/// ([`Error::NewerPack`]); a header that does not frame, or a pack that
+/// does not end where its last record does, is damage gc cannot see past.
+fn known_records(p: &crate::odb::Sealed) -> Result<()> {
+    use crate::pack::{self, RecordType, FILE_HEADER, RECORD_HEADER};
+    use std::os::unix::fs::FileExt;
+    let size = p.file.metadata().map(|m| m.len()).unwrap_or(0);
+    let mut at = FILE_HEADER;
+    let mut hb = [0u8; RECORD_HEADER as usize];
+    while at < size {
+        let place = pack::Place {
+            path: p.path.clone(),
+            offset: at,
+        };
+        let framed = if size - at < RECORD_HEADER {
+            Err("the pack ends inside a record header".to_owned())
+        } else {
+            p.file
+                .read_exact_at(&mut hb, at)
+                .map_err(|e| format!("cannot read it: {e}"))
+                .and_then(|()| pack::parse_frame(&hb).map_err(|e| e.to_string()))
+        };
+        let frame = framed.map_err(|why| pack::damaged(&place, None, why))?;
+        if frame.rtype != RecordType::Object as u8 {
+            return Err(Error::NewerPack {
+                path: p.path.clone(),
+                offset: at,
+                rtype: frame.rtype,
+            });
+        }
+        if frame.record_len() > size - at {
+            return Err(pack::damaged(
+                &place,
+                Some(&frame.id),
+                "its length runs past the end of the pack",
+            ));
+        }
+        at += frame.record_len();
+    }
+    Ok(())
+}
+
 /// Remove `doomed` objects (or only measure them, for a dry run): objects
 /// removed and their bytes. Unlinking is latency-bound, so a few threads
 /// share it.
@@ -457,6 +503,11 @@ impl Store {
         // copy without depending on that journal (it found the pack first),
         // and the journal goes when its session is deleted.
         let sealed = layout.odb().all_sealed(layout)?;
+        // Every old pack may be removed below: each must read whole, and
+        // hold only records this hel knows.
+        for p in &sealed {
+            known_records(p)?;
+        }
         let listing = object_files(layout)?;
         let loose: Vec<&(ObjectId, String, String)> = listing
             .objects

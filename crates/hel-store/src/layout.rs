@@ -254,6 +254,11 @@ impl Layout {
     /// missing until then).
     fn write_format(&self) -> Result<()> {
         if self.root.kind_of(FORMAT)?.is_some() {
+            // Another process may have made this store format 3 since it
+            // was opened here: never write by an older format's rules then.
+            if self.format() < FORMAT_VERSION {
+                self.check_format()?;
+            }
             if self.heads_are_refs() {
                 self.ensure_stub()?;
             }

@@ -1,4 +1,9 @@
-//! Objects: the one reader and the one writer of `.hel/objects/`.
+//! Objects: their codec (encode, compress, decode and verify), reads of an
+//! object wherever the object database finds it (a journal, a sealed pack,
+//! a loose file under `.hel/objects/`), and the writer of one commit's new
+//! objects into its session's journal. (Loose files are only read: format
+//! 3 writes none but the stub of objects-spec §12.6, which `layout.rs`
+//! places; sealed packs are written by `repack.rs`.)
 //!
 //! Canonical bytes of an object are `"<kind> <len>\0"` followed by `len`
 //! payload bytes; its id is BLAKE3 of those bytes, and the file holds them

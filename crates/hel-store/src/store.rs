@@ -795,7 +795,14 @@ impl Store {
                     future: false,
                     broken: None,
                 },
-                (None, Err(e)) => SessionInfo::broken(id, busy, Some(head.id), e),
+                (None, Err(e)) => {
+                    let e = Error::RefUnloadable {
+                        path: layout.ref_path(id.as_str()),
+                        checkpoint: head.id,
+                        source: Box::new(e),
+                    };
+                    SessionInfo::broken(id, busy, Some(head.id), e)
+                }
             };
             out.push(info);
         }

@@ -2348,3 +2348,64 @@ fn a_missing_stub_is_a_fault_and_written_again() {
     assert!(stub.exists());
     assert!(store.fsck().unwrap().is_sound());
 }
+
+/// A sealed pack holding a record of a type this hel does not know is
+/// never rewritten or removed: gc and repack refuse, naming it, and the
+/// objects it holds still read.
+#[test]
+fn a_sealed_pack_holding_a_newer_record_is_never_rewritten() {
+    let (dir, sid, heads, _) = three_checkpoints();
+    let store = Store::open(dir.path()).unwrap();
+    let (fork, first, _) = store.fork(&heads[2]).unwrap();
+    drop(fork);
+    // The delete copies what the fork needs into a sealed pack.
+    store.delete(&sid, false).unwrap();
+    let packs: Vec<PathBuf> = fs::read_dir(root(dir.path()).join("packs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "pack"))
+        .collect();
+    assert_eq!(packs.len(), 1);
+    let newer = record(3, &[9; 32], b"what a newer hel keeps here");
+    let bytes = [fs::read(&packs[0]).unwrap(), newer].concat();
+    fs::write(&packs[0], &bytes).unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    for e in [store.gc(false).unwrap_err(), store.repack().unwrap_err()] {
+        let e = e.to_string();
+        assert!(
+            e.contains("type 3") && e.contains("upgrade hel") && e.contains(".pack"),
+            "{e}"
+        );
+    }
+    assert!(fs::read(&packs[0]).unwrap() == bytes, "the pack changed");
+    assert_eq!(store.load(&first).unwrap().messages.len(), 12);
+}
+
+/// A ref whose checkpoint does not load (missing here) is a fault naming
+/// the ref: listed as broken, and fsck says which ref and why.
+#[test]
+fn a_ref_whose_checkpoint_does_not_load_is_a_fault_naming_the_ref() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    drop(store.new_session().unwrap());
+    let sid = SessionId::new_random();
+    let missing: ObjectId = "ab".repeat(32).parse().unwrap();
+    let path = ref_file(dir.path(), &sid);
+    fs::write(&path, format!("{missing}\n")).unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let named = |s: &str| s.contains(&path.display().to_string()) && s.contains("does not load");
+    let listed = store.sessions().unwrap();
+    assert!(
+        listed.len() == 1
+            && listed[0]
+                .broken
+                .as_ref()
+                .is_some_and(|e| named(&e.to_string())),
+        "{listed:?}"
+    );
+    let fsck = store.fsck().unwrap();
+    assert!(
+        fsck.faults.iter().any(|f| named(&f.to_string())),
+        "{fsck:?}"
+    );
+}
