@@ -364,12 +364,8 @@ fn a_held_lease_stops_the_upgrade() {
         let p = unpacked(format);
         let m = manifest(format);
         let busy = m["sessions"][1]["id"].as_str().unwrap().to_owned();
-        let lease = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(store_dir(&p).join("sessions").join(&busy).join(".active"))
-            .unwrap();
-        lease.lock().unwrap();
+        let mut holder =
+            LeaseHolder::take(&store_dir(&p).join("sessions").join(&busy).join(".active"));
         let listing_before = dir_listing(&store_dir(&p));
         let run = p.run(None, &["sessions"]);
         assert_eq!(run.code, 1, "{}", run.stderr);
@@ -386,8 +382,46 @@ fn a_held_lease_stops_the_upgrade() {
             listing_before,
             "nothing written"
         );
-        drop(lease);
+        holder.release();
         holds_everything(&p, &m);
+    }
+}
+
+/// A lease held by another process, as an older hel holds it. (Held by
+/// this test process, its descriptor could live on for a moment in a child
+/// another test forks, past the moment this test lets it go.)
+struct LeaseHolder(std::process::Child);
+
+impl LeaseHolder {
+    /// Hold `lease` (its flock, exclusive) until [`LeaseHolder::release`].
+    fn take(lease: &Path) -> LeaseHolder {
+        use std::io::BufRead;
+        let mut child = Command::new("python3")
+            .args([
+                "-c",
+                "import fcntl, sys\n\
+                 f = open(sys.argv[1], 'r+')\n\
+                 fcntl.flock(f, fcntl.LOCK_EX)\n\
+                 print('held', flush=True)\n\
+                 sys.stdin.read()",
+            ])
+            .arg(lease)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert_eq!(line, "held\n");
+        LeaseHolder(child)
+    }
+
+    /// Let the lease go: the holder exits, and its lock with it.
+    fn release(&mut self) {
+        drop(self.0.stdin.take());
+        assert!(self.0.wait().unwrap().success());
     }
 }
 
