@@ -25,4 +25,5 @@ mod t_stream;
 mod t_tools;
 mod t_transcripts;
 mod t_undo_safety;
+mod t_upgrade;
 mod t_workspace;

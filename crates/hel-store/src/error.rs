@@ -167,6 +167,9 @@ pub enum Error {
     },
     #[error(transparent)]
     Name(Box<crate::names::NameError>),
+    /// A store of an older format that could not be upgraded now.
+    #[error(transparent)]
+    Upgrade(Box<crate::upgrade::UpgradeError>),
     #[error("internal error: {0} (nothing was saved; please report this)")]
     Internal(String),
 }

@@ -52,3 +52,12 @@ pub(crate) fn hit(_name: &str) -> bool {
 pub(crate) fn error(name: &str) -> std::io::Error {
     std::io::Error::other(format!("failpoint {name}"))
 }
+
+/// Die by SIGKILL at `name` when it fires (the crash tests of the upgrade:
+/// what a kill leaves at that exact moment).
+pub(crate) fn kill(name: &str) {
+    if hit(name) {
+        let _ =
+            rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::KILL);
+    }
+}

@@ -52,8 +52,9 @@ pub(crate) const REMOTES: &str = "remotes";
 
 /// The store format this build writes and the newest it reads: 3 is
 /// format 2's packs and journals with each session's head in its ref file
-/// (objects-spec §12); 2 (heads in journals) and 1 (no `format` file:
-/// loose objects and ref files only) are still read.
+/// (objects-spec §12). A store of format 2 (heads in journals) or 1 (no
+/// `format` file: loose objects and ref files only) is upgraded when it is
+/// opened (see `upgrade.rs`); only the upgrade reads it by its own rules.
 pub const FORMAT_VERSION: u64 = 3;
 
 /// A ref that format-1 readers see (section 12.6): it names a snapshot of a
@@ -110,14 +111,18 @@ impl Layout {
             return Ok(None);
         };
         let layout = Layout::new(root);
-        layout.check_format()?;
+        let found = layout.check_format()?;
+        if found < FORMAT_VERSION {
+            crate::upgrade::run(&layout, found)?;
+        }
         Ok(Some(layout))
     }
 
-    /// Refuse a store of a newer format than this build reads.
-    fn check_format(&self) -> Result<()> {
+    /// The store's format as its `format` file says (1 when it has none);
+    /// a store of a newer format than this build reads is refused.
+    pub fn check_format(&self) -> Result<u64> {
         let Some(bytes) = self.root.read_file(FORMAT, 64)? else {
-            return Ok(());
+            return Ok(1);
         };
         let found = std::str::from_utf8(&bytes)
             .ok()
@@ -126,7 +131,7 @@ impl Layout {
         match found {
             Some(n) if n <= FORMAT_VERSION => {
                 self.format.store(n, std::sync::atomic::Ordering::SeqCst);
-                Ok(())
+                Ok(n)
             }
             Some(n) => Err(crate::Error::NewerStore {
                 path: self.root.path().to_owned(),
@@ -243,38 +248,46 @@ impl Layout {
         &self.odb
     }
 
-    /// Record the store's format (once), and the stub ref that makes a
-    /// format-1 hel refuse this store (objects-spec §12.6).
-    /// In a format-3 store, a stub found missing is written again (fsck
-    /// reports it missing until then).
+    /// Record the store's format (once), after the stub ref that makes a
+    /// format-1 hel refuse this store (objects-spec §12.6). In a format-3
+    /// store, a stub found missing is written again (fsck reports it
+    /// missing until then).
     fn write_format(&self) -> Result<()> {
-        let (stub, canonical) = stub_canonical();
-        let (fan, name) = object_name(&stub);
         if self.root.kind_of(FORMAT)?.is_some() {
             // Another process may have made this store format 3 since it
             // was opened here: never write by an older format's rules then.
             if self.format() < FORMAT_VERSION {
                 self.check_format()?;
             }
-            if !self.heads_are_refs() {
-                return Ok(());
+            if self.heads_are_refs() {
+                self.ensure_stub()?;
             }
-            let ref_there = match self.dir(Sub::Refs)? {
-                Some(refs) => refs.kind_of(STUB_SESSION)?.is_some(),
-                None => false,
-            };
-            let object_there = match self.dir(Sub::Objects)? {
-                Some(objects) => match objects.sub(&fan)? {
-                    Some(d) => d.kind_of(&name)?.is_some(),
-                    None => false,
-                },
-                None => false,
-            };
-            if ref_there && object_there {
-                return Ok(());
-            }
+            return Ok(());
         }
-        use std::io::Write;
+        self.ensure_stub()?;
+        self.publish_format()
+    }
+
+    /// Make sure the stub object and the stub ref naming it exist, durably
+    /// (objects-spec §12.6). Nothing is written or synced when both are
+    /// there.
+    pub fn ensure_stub(&self) -> Result<()> {
+        let (stub, canonical) = stub_canonical();
+        let (fan, name) = object_name(&stub);
+        let ref_there = match self.dir(Sub::Refs)? {
+            Some(refs) => refs.kind_of(STUB_SESSION)?.is_some(),
+            None => false,
+        };
+        let object_there = match self.dir(Sub::Objects)? {
+            Some(objects) => match objects.sub(&fan)? {
+                Some(d) => d.kind_of(&name)?.is_some(),
+                None => false,
+            },
+            None => false,
+        };
+        if ref_there && object_there {
+            return Ok(());
+        }
         let objects = self.dir_create(Sub::Objects)?;
         let fan_dir = objects.sub_create(&fan, DIR_MODE)?;
         if fan_dir.kind_of(&name)?.is_none() {
@@ -283,20 +296,26 @@ impl Layout {
                 source,
             })?;
             self.place_file(&fan_dir, &name, &data)?;
+            objects.sync()?;
         }
         let refs = self.dir_create(Sub::Refs)?;
         if refs.kind_of(STUB_SESSION)?.is_none() {
             self.place_file(refs, STUB_SESSION, format!("{stub}\n").as_bytes())?;
         }
-        // `refs/sessions` itself durable in `refs/` (the root is synced
-        // below): every later ref move syncs only `refs/sessions/`.
+        // `refs/sessions` itself durable in `refs/`, and `objects/` and
+        // `refs/` in `.hel/`, before a format file can say that the stub is
+        // there: every later ref move syncs only `refs/sessions/`.
         if let Some(parent) = self.root.sub(REFS)? {
             parent.sync()?;
         }
-        if self.root.kind_of(FORMAT)?.is_some() {
-            return Ok(());
-        }
-        // The format file last: a store that has it has the rest.
+        self.root.sync()
+    }
+
+    /// Write `format` as `hel-store-format` [`FORMAT_VERSION`]: a new file
+    /// under `tmp/`, synced, renamed over `format`, `.hel/` synced. The
+    /// rename is the moment the store changes format.
+    pub fn publish_format(&self) -> Result<()> {
+        use std::io::Write;
         let tmp = self.dir_create(Sub::Tmp)?;
         let name = format!("format-{}", uuid::Uuid::new_v4().simple());
         let mut f = tmp.create_new(&name, 0o644)?;
@@ -306,7 +325,9 @@ impl Layout {
                 source,
             })?;
         crate::dir::sync_file(&f, &tmp.child_path(&name), false)?;
+        crate::failpoint::kill("upgrade-format-tmp");
         tmp.rename_to(&name, &self.root, FORMAT)?;
+        crate::failpoint::kill("upgrade-format");
         self.root.sync()?;
         self.format
             .store(FORMAT_VERSION, std::sync::atomic::Ordering::SeqCst);

@@ -52,6 +52,7 @@ mod store;
 pub mod time;
 pub mod transfer;
 pub mod tree;
+mod upgrade;
 
 pub use commit::{encode_blob, Encoded, Txn};
 pub use error::{Error, Result};
@@ -69,6 +70,7 @@ pub use snapshot::{
 pub use store::{
     first_line, CommitInput, Committed, Loaded, SessionInfo, SessionState, Store, Warning,
 };
+pub use upgrade::UpgradeError;
 
 /// Should the failpoint `name` fire now? (Test builds only; see
 /// hel-store's `failpoints` feature. Other crates' crash tests use it.)

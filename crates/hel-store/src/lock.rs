@@ -157,6 +157,12 @@ pub(crate) fn is_busy(layout: &Layout, session: &SessionId) -> Result<bool> {
     ))
 }
 
+/// Who holds `session`'s lease, as its file says (a hint for messages).
+pub(crate) fn holder_of(layout: &Layout, session: &SessionId) -> Option<String> {
+    let file = layout.session_dir(session).ok()??.open_file(LEASE).ok()??;
+    holder(&file)
+}
+
 /// The store lock held shared: the only way to write objects, move refs and
 /// create sessions (see the module doc).
 #[derive(Debug)]
