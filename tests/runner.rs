@@ -12,6 +12,7 @@ mod t_core;
 mod t_durability;
 mod t_evals;
 mod t_hostile_store;
+mod t_mcp;
 mod t_names;
 mod t_project;
 mod t_prompt;

@@ -54,6 +54,12 @@ pub struct Run {
     window: u64,
     /// Tokens kept verbatim by a compaction the user asks for.
     keep_recent: u64,
+    /// The MCP servers to start at the first instruction.
+    mcp: Vec<crate::mcp::ServerSpec>,
+    /// What a resumed checkpoint's settings are compared with once the MCP
+    /// tools are known.
+    saved: Option<restore::Saved>,
+    access: crate::tools::Access,
     finished: bool,
 }
 
@@ -139,6 +145,7 @@ impl Run {
             spill,
             confirm: host.confirm,
             observer: Rc::clone(&observer),
+            mcp: Default::default(),
         };
         let parts = Parts {
             config: setup.config,
@@ -154,8 +161,18 @@ impl Run {
             window,
         };
         let mut agent = Agent::new(parts, system.message);
+        let mcp: Vec<crate::mcp::ServerSpec> =
+            options.mcp.iter().filter(|s| s.enabled).cloned().collect();
+        let mut saved = None;
         if let (Some(s), Some(head)) = (session.as_mut(), head) {
-            restore::restore(s, &mut agent, head, &*observer, options.relocate)?;
+            saved = restore::restore(
+                s,
+                &mut agent,
+                head,
+                &*observer,
+                options.relocate,
+                !mcp.is_empty(),
+            )?;
         }
         let mut snapshots = match (&options.workspace, &session) {
             (Some(opts), Some(s)) => match Snapshots::open(&s.store, *opts) {
@@ -183,8 +200,30 @@ impl Run {
             observer,
             window,
             keep_recent,
+            mcp,
+            saved,
+            access: options.access,
             finished: false,
         })
+    }
+
+    /// Start the MCP servers, once, before the run's first request: all at
+    /// once, each within its startup timeout; one that fails is said and
+    /// left out. Then a resumed checkpoint's settings are compared with
+    /// the complete toolset.
+    async fn start_mcp(&mut self) {
+        let specs = std::mem::take(&mut self.mcp);
+        if !specs.is_empty() {
+            let started = crate::mcp::start_all(&specs, &crate::mcp::log_dir()).await;
+            for w in started.warnings {
+                self.observer.warn(w.into());
+            }
+            self.agent
+                .add_mcp(crate::mcp::Tools::new(started.servers), self.access);
+        }
+        if let Some(saved) = self.saved.take() {
+            restore::settle(&mut self.agent, saved, &*self.observer);
+        }
     }
 
     /// Run one instruction. A completed answer is saved as a checkpoint
@@ -194,6 +233,7 @@ impl Run {
     /// instruction starts (so even one that never ends can be undone) and
     /// when it ends, completed or not.
     pub async fn instruction(&mut self, text: &str) -> Outcome {
+        self.start_mcp().await;
         let said = self.start_instruction(text);
         let outcome = self.agent.run_instruction(&said).await;
         if let Some(rec) = self.agent.recorder() {
@@ -352,7 +392,9 @@ impl Run {
         if let Some(w) = self.agent.recorder().and_then(|rec| rec.flush()) {
             self.observer.warn(w);
         }
-        // Every process a command started ends before tmp and spill go.
+        // Every process a command started ends before tmp and spill go,
+        // and every MCP server.
+        self.agent.tools_mut().mcp.shutdown();
         self.agent.tools_mut().commands.shutdown();
         if let Some(s) = &self.session {
             if let Err(e) = s.store.clear_spill(&s.lease) {
