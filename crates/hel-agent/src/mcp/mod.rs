@@ -17,7 +17,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use rmcp::model::{CallToolRequestParams, PaginatedRequestParams};
+use rmcp::model::{
+    CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, PaginatedRequestParams,
+};
 use rmcp::service::RunningService;
 use rmcp::transport::async_rw::AsyncRwTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
@@ -248,7 +250,7 @@ pub struct Server {
     pub name: String,
     pub tools: Vec<Tool>,
     tool_timeout: Duration,
-    service: Option<RunningService<RoleClient, ()>>,
+    service: Option<RunningService<RoleClient, ClientConfig>>,
     process: Option<process::Process>,
 }
 
@@ -342,7 +344,7 @@ async fn start_one(
             // The process is held while the handshake runs: a timeout that
             // drops this future stops it.
             let mut process = Some(process);
-            let service = ().serve(transport).await.map_err(|e| {
+            let service = client().serve(transport).await.map_err(|e| {
                 if let Some(p) = process.as_mut() {
                     p.stop(false);
                 }
@@ -356,10 +358,10 @@ async fn start_one(
             headers,
         } => {
             let transport = http_transport(url, bearer_env.as_deref(), headers)?;
-            let service =
-                ().serve(transport)
-                    .await
-                    .map_err(|e| StartError::Handshake(e.to_string()))?;
+            let service = client()
+                .serve(transport)
+                .await
+                .map_err(|e| StartError::Handshake(e.to_string()))?;
             (service, None)
         }
     };
@@ -373,6 +375,16 @@ async fn start_one(
     let listed = server.list().await?;
     let warnings = server.take_tools(spec, listed);
     Ok((server, warnings))
+}
+
+/// What hel tells a server of itself: its name and version, and no
+/// capabilities (no sampling, roots or elicitation: a server cannot ask
+/// the model or the user anything through hel).
+fn client() -> ClientConfig {
+    ClientConfig::new(
+        ClientCapabilities::default(),
+        Implementation::new("hel", env!("CARGO_PKG_VERSION")),
+    )
 }
 
 /// The streamable-HTTP transport to `url`, with the headers the config
@@ -415,7 +427,7 @@ fn http_transport(
 }
 
 impl Server {
-    fn service(&self) -> Result<&RunningService<RoleClient, ()>, String> {
+    fn service(&self) -> Result<&RunningService<RoleClient, ClientConfig>, String> {
         self.service
             .as_ref()
             .ok_or_else(|| "the server was stopped".to_owned())
