@@ -394,10 +394,24 @@ fn a_resumed_session_says_which_server_is_gone() {
         "{}",
         run.stderr
     );
+    assert!(run.stderr.contains("toolset changed"), "{}", run.stderr);
     let names = offered(&mock, 0);
     assert!(names.contains(&"mcp__keep1__add".to_owned()), "{names:?}");
     assert!(!names.iter().any(|n| n.starts_with("mcp__gone1__")));
     assert_eq!(saved_config(&p, &sid)["mcp_servers"], json!(["keep1"]));
+    // The same servers again: the toolset is compared once their tools are
+    // known, so it has not changed and the saved Meter is kept (Meter
+    // rule 4, the MCP definitions in the signature).
+    let rec = p.home.path().join("rec");
+    let mock = Mock::start(json!([{"content": "third"}]));
+    let run = p.run(
+        Some(&mock),
+        &["resume", &sid, "--record", rec.to_str().unwrap(), "-p", "z"],
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(!run.stderr.contains("toolset changed"), "{}", run.stderr);
+    assert!(!run.stderr.contains("not running now"), "{}", run.stderr);
+    assert_eq!(record(&rec)["meter_restored"], true);
 }
 
 /// The real server over streamable HTTP, started by the test on a free
