@@ -206,11 +206,12 @@ pub enum StartError {
 /// Something about the MCP servers that does not stop the run.
 #[derive(Debug, thiserror::Error)]
 pub enum McpWarning {
-    #[error("MCP server `{server}` left out: {error} (its stderr: {})", log.display())]
+    #[error("MCP server `{server}` left out: {error}{}", log.as_ref().map_or(String::new(), |l| format!(" (its stderr: {})", l.display())))]
     NotStarted {
         server: String,
         error: StartError,
-        log: PathBuf,
+        /// The log of a process that ran.
+        log: Option<PathBuf>,
     },
     #[error("MCP server `{server}`: tools `{first}` and `{second}` both become `{name}`: `{second}` is left out")]
     Collision {
@@ -305,10 +306,12 @@ pub async fn start_all(specs: &[ServerSpec], log_dir: &Path) -> Started {
                 started.warnings.extend(warnings);
             }
             Err(error) => {
+                let ran = matches!(spec.transport, Transport::Stdio { .. })
+                    && !matches!(error, StartError::Spawn { .. });
                 started.warnings.push(McpWarning::NotStarted {
                     server: spec.name.clone(),
                     error: error.clone(),
-                    log: log_path(log_dir, &spec.name),
+                    log: ran.then(|| log_path(log_dir, &spec.name)),
                 });
                 started.failed.push((spec.name.clone(), error));
             }
@@ -667,6 +670,7 @@ pub fn names(tools: &Tools) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
 
     fn one(c: ServerConfig) -> Result<ServerSpec, McpConfigError> {
         ServerSpec::from_config(&BTreeMap::from([("s".to_owned(), c)])).map(|mut v| v.remove(0))
@@ -704,6 +708,70 @@ mod tests {
             ..Default::default()
         };
         assert!(matches!(one(ftp), Err(McpConfigError::NotHttp(_))));
+    }
+
+    /// Tools as a server lists them, taken under the config `spec`.
+    fn take(spec: &ServerSpec, listed: Vec<rmcp::model::Tool>) -> (Server, Vec<McpWarning>) {
+        let mut server = Server {
+            name: spec.name.clone(),
+            tools: Vec::new(),
+            tool_timeout: spec.tool_timeout,
+            service: None,
+            process: None,
+        };
+        let warnings = server.take_tools(spec, listed);
+        (server, warnings)
+    }
+
+    #[test]
+    fn colliding_names_and_huge_schemas_are_refused_and_hints_ignored() {
+        let mut spec = one(ServerConfig {
+            command: Some("srv".into()),
+            read_only_tools: vec!["a.b".into()],
+            ..Default::default()
+        })
+        .unwrap();
+        spec.name = "s".into();
+        let schema = |v: Value| match v {
+            Value::Object(m) => Arc::new(m),
+            _ => unreachable!(),
+        };
+        let small = schema(json!({"type": "object"}));
+        let huge = schema(json!({"type": "object", "description": "x".repeat(MAX_SCHEMA)}));
+        let mut hinted = rmcp::model::Tool::new("w", "says it only reads", small.clone());
+        hinted.annotations = Some(rmcp::model::ToolAnnotations::new().read_only(true));
+        let listed = vec![
+            rmcp::model::Tool::new("a_b", "second in order", small.clone()),
+            rmcp::model::Tool::new("a.b", "first in order", small.clone()),
+            rmcp::model::Tool::new("big", "too large", huge),
+            hinted,
+        ];
+        let (server, warnings) = take(&spec, listed);
+        let names: Vec<(&str, &str, bool)> = server
+            .tools
+            .iter()
+            .map(|t| (t.exposed.as_str(), t.remote.as_str(), t.read_only))
+            .collect();
+        assert_eq!(
+            names,
+            [("mcp__s__a_b", "a.b", true), ("mcp__s__w", "w", false)]
+        );
+        let said: Vec<String> = warnings.iter().map(|w| w.to_string()).collect();
+        assert_eq!(said.len(), 2, "{said:?}");
+        assert!(
+            said[0].contains("tools `a.b` and `a_b` both become `mcp__s__a_b`"),
+            "{}",
+            said[0]
+        );
+        assert!(
+            said[1].contains("`big` left out: its input schema is over"),
+            "{}",
+            said[1]
+        );
+        assert_eq!(
+            server.tools[0].definition["function"]["name"],
+            "mcp__s__a_b"
+        );
     }
 
     #[test]

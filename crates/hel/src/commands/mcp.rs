@@ -37,10 +37,14 @@ pub fn list(specs: Vec<ServerSpec>, json_out: bool) -> Result<u8, Exit> {
         let status = match (spec.enabled, server, failed) {
             (false, _, _) => "disabled".to_owned(),
             (true, Some(s), _) => format!("started, {} tool(s)", s.tools.len()),
-            (true, None, Some((_, e))) => format!(
-                "failed: {e} (its stderr: {})",
-                mcp::log_path(&log_dir, &spec.name).display()
-            ),
+            (true, None, Some((_, e @ mcp::StartError::Spawn { .. }))) => format!("failed: {e}"),
+            (true, None, Some((_, e))) => match spec.transport {
+                Transport::Stdio { .. } => format!(
+                    "failed: {e} (its stderr: {})",
+                    mcp::log_path(&log_dir, &spec.name).display()
+                ),
+                Transport::Http { .. } => format!("failed: {e}"),
+            },
             (true, None, None) => "failed".to_owned(),
         };
         let tools: Vec<&mcp::Tool> = server.map(|s| s.tools.iter().collect()).unwrap_or_default();
