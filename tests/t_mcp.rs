@@ -542,3 +542,51 @@ fn bad_server_tables_are_refused_with_the_name() {
         assert!(run.stderr.contains(says), "{text}: {}", run.stderr);
     }
 }
+
+#[test]
+fn ctrl_c_while_servers_start_stops_them_and_exits_130() {
+    let Some(py) = python() else { return };
+    let p = Project::new();
+    let pids = p.home.path().join("pids");
+    config_file(
+        &p,
+        &hostile(
+            &py,
+            "noinit2",
+            "no-init",
+            &format!(
+                "env = {{ HOSTILE_PIDS = {:?} }}\nstartup_timeout_sec = 60",
+                pids.display().to_string()
+            ),
+        ),
+    );
+    let mock = Mock::start(json!([{"content": "never asked"}]));
+    let child = p
+        .hel(Some(&mock))
+        .args(["-p", "x"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Ready when the server runs (and waits for a handshake it will not
+    // answer).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let pid: u32 = loop {
+        let text = std::fs::read_to_string(&pids).unwrap_or_default();
+        if let Some(pid) = text.split_whitespace().next() {
+            break pid.parse().unwrap();
+        }
+        assert!(Instant::now() < deadline, "the server never started");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    // SAFETY: kill(2) of our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    assert!(mock.requests().is_empty(), "no request after the interrupt");
+    assert!(
+        ended(pid),
+        "the starting server (pid {pid}) was left running"
+    );
+}

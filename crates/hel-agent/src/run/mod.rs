@@ -60,6 +60,8 @@ pub struct Run {
     /// tools are known.
     saved: Option<restore::Saved>,
     access: crate::tools::Access,
+    /// Ctrl-C while the MCP servers start.
+    interrupts: Interrupts,
     finished: bool,
 }
 
@@ -155,7 +157,7 @@ impl Run {
             recorder,
             policy: setup.policy,
             max_turns: options.max_turns,
-            interrupts: host.interrupts,
+            interrupts: host.interrupts.clone(),
             observer: Rc::clone(&observer),
             limits: store.limits(),
             window,
@@ -203,6 +205,7 @@ impl Run {
             mcp,
             saved,
             access: options.access,
+            interrupts: host.interrupts,
             finished: false,
         })
     }
@@ -210,11 +213,19 @@ impl Run {
     /// Start the MCP servers, once, before the run's first request: all at
     /// once, each within its startup timeout; one that fails is said and
     /// left out. Then a resumed checkpoint's settings are compared with
-    /// the complete toolset.
-    async fn start_mcp(&mut self) {
-        let specs = std::mem::take(&mut self.mcp);
-        if !specs.is_empty() {
-            let started = crate::mcp::start_all(&specs, &crate::mcp::log_dir()).await;
+    /// the complete toolset. False: interrupted (Ctrl-C) before the servers
+    /// were up; those that had started are stopped, and the next
+    /// instruction tries again.
+    async fn start_mcp(&mut self) -> bool {
+        if !self.mcp.is_empty() {
+            let seen = self.interrupts.count();
+            let logs = crate::mcp::log_dir();
+            let started = tokio::select! {
+                s = crate::mcp::start_all(&self.mcp, &logs) => s,
+                // Dropping the starts stops their processes.
+                _ = self.interrupts.after(seen) => return false,
+            };
+            self.mcp.clear();
             for w in started.warnings {
                 self.observer.warn(w.into());
             }
@@ -224,6 +235,7 @@ impl Run {
         if let Some(saved) = self.saved.take() {
             restore::settle(&mut self.agent, saved, &*self.observer);
         }
+        true
     }
 
     /// Run one instruction. A completed answer is saved as a checkpoint
@@ -233,9 +245,12 @@ impl Run {
     /// instruction starts (so even one that never ends can be undone) and
     /// when it ends, completed or not.
     pub async fn instruction(&mut self, text: &str) -> Outcome {
-        self.start_mcp().await;
-        let said = self.start_instruction(text);
-        let outcome = self.agent.run_instruction(&said).await;
+        let outcome = if self.start_mcp().await {
+            let said = self.start_instruction(text);
+            self.agent.run_instruction(&said).await
+        } else {
+            Outcome::Incomplete(crate::outcome::Incomplete::Interrupted)
+        };
         if let Some(rec) = self.agent.recorder() {
             let (answer, error) = match &outcome {
                 Outcome::Completed(a) => (Some(a.as_str()), None),
