@@ -13,6 +13,7 @@ mod t_durability;
 mod t_evals;
 mod t_hostile_store;
 mod t_import;
+mod t_mcp;
 mod t_names;
 mod t_output;
 mod t_project;

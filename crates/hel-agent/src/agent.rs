@@ -329,6 +329,28 @@ impl Agent {
         self.model.recorder.as_mut()
     }
 
+    /// Offer the tools of the MCP servers that started (at the run's first
+    /// instruction): their definitions join the request config, so the
+    /// Meter's input signature, and the checkpoint records the servers'
+    /// names. Under `--access read-only` only the tools the config lists
+    /// as read-only are offered.
+    pub(crate) fn add_mcp(&mut self, tools: crate::mcp::Tools, access: tools::Access) {
+        let offered: Vec<&crate::mcp::Tool> = tools
+            .servers()
+            .iter()
+            .flat_map(|s| &s.tools)
+            .filter(|t| access != tools::Access::ReadOnly || t.read_only)
+            .collect();
+        let config = &mut self.model.config;
+        config
+            .tools
+            .extend(offered.iter().map(|t| t.definition.clone()));
+        config.mcp_servers = crate::mcp::names(&tools);
+        self.toolset
+            .add_mcp(offered.iter().map(|t| t.exposed.clone()));
+        self.tools.mcp = tools;
+    }
+
     /// Send the next requests to `model` (`/model` in the prompt).
     pub fn set_model(&mut self, model: &str) {
         self.model.config.model = model.to_owned();

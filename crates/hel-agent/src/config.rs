@@ -58,6 +58,11 @@ pub struct RequestConfig {
     pub tools: Vec<Value>,
     /// The compaction policy in force.
     pub compaction: Value,
+    /// The MCP servers whose tools are offered: their names only (never
+    /// a URL, a command or an environment value; checkpoints travel to
+    /// remotes). Absent when there are none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mcp_servers: Vec<String>,
 }
 
 /// The resolved endpoint: config plus the key, which is never stored.
@@ -124,6 +129,7 @@ pub fn resolve(args: &ProviderChoice) -> Result<Endpoint, ConfigError> {
             output_limit_field: field.to_owned(),
             tools: Vec::new(),
             compaction: Value::Null,
+            mcp_servers: Vec::new(),
         },
         api_key,
     })

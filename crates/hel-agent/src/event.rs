@@ -175,6 +175,10 @@ pub enum Warning {
     /// it ran: what it wrote there in that command was not read-only.
     #[error("a command created {} during the run: git runs the hooks and config in it outside the sandbox, and that command could write them, so check them before you use git there (later commands cannot)", .0.join(", "))]
     GitCreated(Vec<String>),
+    /// About the MCP servers: one that did not start, a tool left out, a
+    /// server a resumed session used that is gone.
+    #[error(transparent)]
+    Mcp(#[from] crate::mcp::McpWarning),
     /// record.json could not be written.
     #[error("cannot write {}", .0.display())]
     RecordUnwritable(PathBuf),

@@ -20,6 +20,7 @@ pub mod conversation;
 pub mod event;
 pub mod instance;
 pub mod interrupt;
+pub mod mcp;
 pub mod meter;
 pub mod outcome;
 pub mod project;

@@ -120,6 +120,9 @@ pub struct RunArgs {
     /// Set from `--project` (a flag of every command).
     #[arg(skip)]
     pub project: Option<PathBuf>,
+    /// The config file's `[mcp_servers.NAME]` tables.
+    #[arg(skip)]
+    pub mcp: Vec<hel_agent::mcp::ServerSpec>,
 }
 
 /// A size in bytes: a number, optionally followed by K, M or G (powers of
@@ -260,6 +263,7 @@ impl RunArgs {
             workspace: (!self.no_workspace).then_some(self.workspace_options()),
             stream: !self.no_stream,
             relocate: self.relocate,
+            mcp: self.mcp.clone(),
         }
     }
 }
@@ -430,6 +434,23 @@ asks before removing anything (--yes does not ask). Every undo is recorded first
     Config {
         #[command(flatten)]
         run: RunArgs,
+    },
+    /// The MCP servers of the config file, whose tools the model is offered.
+    #[command(
+        after_help = "Example:\n  hel mcp list\n\nServers are `[mcp_servers.NAME]` tables of the config file; see the README."
+    )]
+    Mcp {
+        #[command(subcommand)]
+        command: McpCommand,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum McpCommand {
+    /// Start each server, list its tools under the names the model sees, and stop it.
+    List {
+        #[arg(long)]
+        json: bool,
     },
 }
 

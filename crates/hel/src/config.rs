@@ -36,6 +36,9 @@ pub struct File {
     stream: Option<bool>,
     /// `--allow-git-write`.
     allow_git_write: Option<bool>,
+    /// MCP servers whose tools are offered (`[mcp_servers.NAME]`).
+    #[serde(default)]
+    mcp_servers: std::collections::BTreeMap<String, hel_agent::mcp::ServerConfig>,
 }
 
 /// `$XDG_CONFIG_HOME` (when absolute, as the XDG spec requires) or
@@ -82,12 +85,18 @@ pub fn load() -> Result<Option<(PathBuf, File)>, Exit> {
     }
     let file: File = File::deserialize(value).map_err(|e| {
         Exit::usage(format!(
-            "{}: {} (keys: provider, model, base_url, access, context_window, max_output_tokens, compaction, compact_at, keep_recent, stream)",
+            "{}: {} (keys: provider, model, base_url, access, context_window, max_output_tokens, compaction, compact_at, keep_recent, stream, allow_git_write, mcp_servers)",
             path.display(),
             e.message().trim()
         ))
     })?;
     Ok(Some((path, file)))
+}
+
+/// The config file's MCP servers, checked.
+fn mcp_servers(src: &Source, f: &File) -> Result<Vec<hel_agent::mcp::ServerSpec>, Exit> {
+    hel_agent::mcp::ServerSpec::from_config(&f.mcp_servers)
+        .map_err(|e| Exit::usage(format!("{src}: {e}")))
 }
 
 /// The file at `path`, at most [`MAX_BYTES`], never a FIFO or device;
@@ -206,6 +215,7 @@ pub fn settings(
     // The config file fills what no flag or variable set.
     if let Some((path, f)) = file {
         let src = Source::File(path);
+        run.mcp = mcp_servers(&src, &f)?;
         macro_rules! fill {
             ($field:ident, $value:expr, $id:literal) => {
                 if let Some(v) = $value {

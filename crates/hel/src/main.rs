@@ -76,6 +76,10 @@ fn main() -> ExitCode {
             yes,
             json,
         }) => commands::undo(session, force, yes, json, cli.run.workspace_options()),
+        Some(Command::Mcp {
+            command: cli::McpCommand::List { json },
+        }) => config::settings(&cli.run, &matches, None)
+            .and_then(|s| commands::mcp::list(s.run.mcp, json)),
         Some(Command::Config { run }) => {
             config::settings(&cli.run, &matches, sub_matches.as_ref().map(|m| (&run, m))).map(|s| {
                 config::print(&s);

@@ -54,6 +54,14 @@ pub struct Run {
     window: u64,
     /// Tokens kept verbatim by a compaction the user asks for.
     keep_recent: u64,
+    /// The MCP servers to start at the first instruction.
+    mcp: Vec<crate::mcp::ServerSpec>,
+    /// What a resumed checkpoint's settings are compared with once the MCP
+    /// tools are known.
+    saved: Option<restore::Saved>,
+    access: crate::tools::Access,
+    /// Ctrl-C while the MCP servers start.
+    interrupts: Interrupts,
     finished: bool,
 }
 
@@ -139,6 +147,7 @@ impl Run {
             spill,
             confirm: host.confirm,
             observer: Rc::clone(&observer),
+            mcp: Default::default(),
         };
         let parts = Parts {
             config: setup.config,
@@ -148,14 +157,24 @@ impl Run {
             recorder,
             policy: setup.policy,
             max_turns: options.max_turns,
-            interrupts: host.interrupts,
+            interrupts: host.interrupts.clone(),
             observer: Rc::clone(&observer),
             limits: store.limits(),
             window,
         };
         let mut agent = Agent::new(parts, system.message);
+        let mcp: Vec<crate::mcp::ServerSpec> =
+            options.mcp.iter().filter(|s| s.enabled).cloned().collect();
+        let mut saved = None;
         if let (Some(s), Some(head)) = (session.as_mut(), head) {
-            restore::restore(s, &mut agent, head, &*observer, options.relocate)?;
+            saved = restore::restore(
+                s,
+                &mut agent,
+                head,
+                &*observer,
+                options.relocate,
+                !mcp.is_empty(),
+            )?;
         }
         let mut snapshots = match (&options.workspace, &session) {
             (Some(opts), Some(s)) => match Snapshots::open(&s.store, *opts) {
@@ -183,8 +202,40 @@ impl Run {
             observer,
             window,
             keep_recent,
+            mcp,
+            saved,
+            access: options.access,
+            interrupts: host.interrupts,
             finished: false,
         })
+    }
+
+    /// Start the MCP servers, once, before the run's first request: all at
+    /// once, each within its startup timeout; one that fails is said and
+    /// left out. Then a resumed checkpoint's settings are compared with
+    /// the complete toolset. False: interrupted (Ctrl-C) before the servers
+    /// were up; those that had started are stopped, and the next
+    /// instruction tries again.
+    async fn start_mcp(&mut self) -> bool {
+        if !self.mcp.is_empty() {
+            let seen = self.interrupts.count();
+            let logs = crate::mcp::log_dir();
+            let started = tokio::select! {
+                s = crate::mcp::start_all(&self.mcp, &logs) => s,
+                // Dropping the starts stops their processes.
+                _ = self.interrupts.after(seen) => return false,
+            };
+            self.mcp.clear();
+            for w in started.warnings {
+                self.observer.warn(w.into());
+            }
+            self.agent
+                .add_mcp(crate::mcp::Tools::new(started.servers), self.access);
+        }
+        if let Some(saved) = self.saved.take() {
+            restore::settle(&mut self.agent, saved, &*self.observer);
+        }
+        true
     }
 
     /// Run one instruction. A completed answer is saved as a checkpoint
@@ -194,8 +245,12 @@ impl Run {
     /// instruction starts (so even one that never ends can be undone) and
     /// when it ends, completed or not.
     pub async fn instruction(&mut self, text: &str) -> Outcome {
-        let said = self.start_instruction(text);
-        let outcome = self.agent.run_instruction(&said).await;
+        let outcome = if self.start_mcp().await {
+            let said = self.start_instruction(text);
+            self.agent.run_instruction(&said).await
+        } else {
+            Outcome::Incomplete(crate::outcome::Incomplete::Interrupted)
+        };
         if let Some(rec) = self.agent.recorder() {
             let (answer, error) = match &outcome {
                 Outcome::Completed(a) => (Some(a.as_str()), None),
@@ -352,7 +407,9 @@ impl Run {
         if let Some(w) = self.agent.recorder().and_then(|rec| rec.flush()) {
             self.observer.warn(w);
         }
-        // Every process a command started ends before tmp and spill go.
+        // Every process a command started ends before tmp and spill go,
+        // and every MCP server.
+        self.agent.tools_mut().mcp.shutdown();
         self.agent.tools_mut().commands.shutdown();
         if let Some(s) = &self.session {
             if let Err(e) = s.store.clear_spill(&s.lease) {

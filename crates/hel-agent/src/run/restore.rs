@@ -16,14 +16,18 @@ use super::error::StartError;
 /// here, rebuild the system message, apply the current config, and restore
 /// the Meter (when the rule allows), the cursors and the spill map. With
 /// `relocate`, a checkpoint saved in another project directory is
-/// continued here, after a `relocated` record that says so.
+/// continued here, after a `relocated` record that says so. With
+/// `mcp_pending` (MCP servers to start at the first instruction, whose
+/// tools are part of the toolset), what depends on the toolset (the
+/// Meter, the settings compared) is returned to be [`settle`]d then.
 pub(super) fn restore(
     session: &mut Session,
     agent: &mut Agent,
     head: ObjectId,
     observer: &dyn Observer,
     relocate: bool,
-) -> Result<(), StartError> {
+    mcp_pending: bool,
+) -> Result<Option<Saved>, StartError> {
     let hel_store::Loaded {
         checkpoint: cp,
         messages,
@@ -57,24 +61,14 @@ pub(super) fn restore(
         });
     }
 
-    let saved: Option<RequestConfig> = serde_json::from_value(request_config).ok();
-    let same_signature = saved
-        .as_ref()
-        .is_some_and(|s| s.signature() == agent.config().signature());
-    if let Some(saved) = &saved {
-        let diffs = differences(saved, agent.config());
-        if !diffs.is_empty() {
-            observer.event(Event::SettingsChanged(diffs));
-        }
-    }
     let meter: Meter = serde_json::from_value(cp.meter.clone()).unwrap_or_default();
-    // A figure of 0 for a request of messages (a server that sent no usage,
-    // saved before hel estimated) would be believed: it is dropped.
-    let keep = !system_changed && same_signature && meter.plausible();
-    agent.set_meter(if keep { meter } else { Meter::default() });
-    if let Some(rec) = agent.recorder() {
-        rec.set_meter_restored(keep);
-    }
+    let saved = Saved {
+        config: serde_json::from_value(request_config).ok(),
+        meter,
+        // A figure of 0 for a request of messages (a server that sent no
+        // usage, saved before hel estimated) would be believed: dropped.
+        keep: !system_changed && meter.plausible(),
+    };
     let tools = agent.tools_mut();
     tools.cursors = serde_json::from_value(cursors).unwrap_or_else(|_| {
         observer.warn(Warning::CursorsUnreadable);
@@ -82,7 +76,48 @@ pub(super) fn restore(
     });
     tools.spill.set_committed(&cp.spill);
     tools.spill.materialize();
-    Ok(())
+    if mcp_pending {
+        return Ok(Some(saved));
+    }
+    settle(agent, saved, observer);
+    Ok(None)
+}
+
+/// What of a checkpoint is compared with the toolset in force.
+pub(super) struct Saved {
+    config: Option<RequestConfig>,
+    meter: Meter,
+    /// The Meter may be kept if the input signature is unchanged.
+    keep: bool,
+}
+
+/// Compare the saved settings with the current ones (the toolset complete:
+/// MCP tools included): say what changed and which MCP servers the session
+/// used are gone, and keep the saved Meter only under an unchanged input
+/// signature.
+pub(super) fn settle(agent: &mut Agent, saved: Saved, observer: &dyn Observer) {
+    let same_signature = saved
+        .config
+        .as_ref()
+        .is_some_and(|s| s.signature() == agent.config().signature());
+    if let Some(config) = &saved.config {
+        let diffs = differences(config, agent.config());
+        if !diffs.is_empty() {
+            observer.event(Event::SettingsChanged(diffs));
+        }
+        for gone in config
+            .mcp_servers
+            .iter()
+            .filter(|s| !agent.config().mcp_servers.contains(s))
+        {
+            observer.warn(crate::mcp::McpWarning::Gone(gone.clone()).into());
+        }
+    }
+    let keep = saved.keep && same_signature;
+    agent.set_meter(if keep { saved.meter } else { Meter::default() });
+    if let Some(rec) = agent.recorder() {
+        rec.set_meter_restored(keep);
+    }
 }
 
 /// How the current settings differ from the saved ones, in words.

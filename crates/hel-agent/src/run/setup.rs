@@ -60,6 +60,9 @@ pub struct Options {
     /// A resumed session saved in another project directory continues in
     /// this one (`hel resume --relocate`): a `relocated` record says so.
     pub relocate: bool,
+    /// The MCP servers of the user config (started at the first
+    /// instruction).
+    pub mcp: Vec<crate::mcp::ServerSpec>,
 }
 
 /// The decided configuration.

@@ -71,4 +71,6 @@ pub struct ToolCtx {
     pub confirm: Arc<dyn Confirm>,
     /// Hears spill warnings.
     pub observer: Rc<dyn Observer>,
+    /// The MCP servers' tools (none until they start).
+    pub mcp: crate::mcp::Tools,
 }

@@ -24,10 +24,13 @@ pub use access::{Access, Answer, Confirm, Decision};
 pub use args::{Call, ToolName};
 pub use context::{ToolCtx, ToolResult};
 
-/// The selected tools.
+/// The selected tools: hel's own, and the MCP servers' offered beside
+/// them once the servers start.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Toolset {
     names: Vec<ToolName>,
+    /// The MCP tools offered (`mcp__<server>__<tool>`).
+    mcp: Vec<String>,
 }
 
 impl Toolset {
@@ -54,7 +57,15 @@ impl Toolset {
         if access == Access::ReadOnly {
             names.retain(|n| n.only_reads());
         }
-        Ok(Toolset { names })
+        Ok(Toolset {
+            names,
+            mcp: Vec::new(),
+        })
+    }
+
+    /// Offer MCP tools too.
+    pub fn add_mcp(&mut self, names: impl IntoIterator<Item = String>) {
+        self.mcp.extend(names);
     }
 
     pub fn names(&self) -> &[ToolName] {
@@ -66,7 +77,7 @@ impl Toolset {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.names.is_empty()
+        self.names.is_empty() && self.mcp.is_empty()
     }
 
     /// The JSON definitions sent with each request.
@@ -83,6 +94,9 @@ pub async fn execute(
     name: &str,
     raw_args: &str,
 ) -> ToolResult {
+    if name.starts_with(crate::mcp::PREFIX) && toolset.mcp.iter().any(|n| n == name) {
+        return execute_mcp(ctx, name, raw_args).await;
+    }
     let Some(tool) = ToolName::parse(name).filter(|t| toolset.contains(*t)) else {
         let offered = if toolset.is_empty() {
             "none".to_owned()
@@ -91,6 +105,7 @@ pub async fn execute(
                 .names
                 .iter()
                 .map(|t| t.as_str())
+                .chain(toolset.mcp.iter().map(String::as_str))
                 .collect::<Vec<_>>()
                 .join(", ")
         };
@@ -142,6 +157,58 @@ pub async fn execute(
     result
 }
 
+/// Run a call of an MCP tool: confirmed like bash (unless the config lists
+/// it as read-only: a server's own hints are not believed), within its
+/// timeout, its result spilled like any tool's.
+async fn execute_mcp(ctx: &mut ToolCtx, name: &str, raw_args: &str) -> ToolResult {
+    let Some((server, tool)) = ctx.mcp.find(name) else {
+        return ToolResult::failed(format!("error: the MCP tool {name:?} is not running"));
+    };
+    let mut decision = Decision::Auto;
+    // Read-only mode offers only the read-only tools; this is the second
+    // lock on that door.
+    if !tool.read_only && ctx.access == Access::ReadOnly {
+        return ToolResult {
+            content:
+                "denied: read-only mode runs only the MCP tools the config lists in read_only_tools"
+                    .into(),
+            ok: false,
+            decision: Decision::ReadOnly,
+        };
+    }
+    if !tool.read_only && ctx.access == Access::Confirm {
+        match confirm(&ctx.confirm, crate::mcp::request(tool, raw_args)).await {
+            Answer::Yes => decision = Decision::Confirmed,
+            Answer::No => {
+                return ToolResult {
+                    content: "denied: the user declined this call".into(),
+                    ok: false,
+                    decision: Decision::Denied,
+                };
+            }
+            Answer::Unavailable(why) => {
+                return ToolResult {
+                    content: format!("denied: cannot ask for confirmation ({why}); the user can run hel with --access auto, or list the tool in read_only_tools of its server's config"),
+                    ok: false,
+                    decision: Decision::Denied,
+                };
+            }
+        }
+    }
+    let mut result = match crate::mcp::call(server, tool, raw_args).await {
+        Ok((text, true)) => ToolResult::ok(text),
+        Ok((text, false)) => ToolResult::failed(format!("error (from the MCP server): {text}")),
+        Err(e) => ToolResult::failed(format!("error: {e}")),
+    };
+    result.decision = decision;
+    let (content, warning) = ctx.spill.maybe_spill(name, result.content);
+    result.content = content;
+    if let Some(w) = warning {
+        ctx.observer.warn(w.into());
+    }
+    result
+}
+
 /// Ask on a blocking thread (a terminal prompt blocks).
 async fn confirm(confirm: &Arc<dyn Confirm>, request: String) -> Answer {
     let confirm = Arc::clone(confirm);
@@ -178,6 +245,7 @@ pub(crate) mod testing {
             cursors: CursorTable::default(),
             confirm: Arc::new(Refuse),
             observer: Rc::new(crate::event::Ignore),
+            mcp: Default::default(),
         };
         (dir, ctx)
     }

@@ -4,6 +4,7 @@
 //! and no provider, and print their report on stdout.
 
 mod export;
+pub mod mcp;
 mod pager;
 pub mod remote;
 mod report;

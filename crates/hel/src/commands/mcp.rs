@@ -1,0 +1,114 @@
+//! `hel mcp list`: the MCP servers of the config file, each started, its
+//! tools listed under the names the model is offered, and stopped.
+
+use hel_agent::mcp::{self, ServerSpec, Transport};
+use hel_agent::terminal::escape_line;
+use serde_json::json;
+
+use crate::exit::Exit;
+
+/// Start every configured server (as a run would), print what each offers,
+/// stop them all. Exit 1 when an enabled server did not start.
+pub fn list(specs: Vec<ServerSpec>, json_out: bool) -> Result<u8, Exit> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Exit::refused(format!("cannot start the async runtime: {e}")))?;
+    // The instance makes the private runtime root the logs go under.
+    let instance = hel_agent::instance::Instance::start()
+        .map_err(|e| Exit::refused(format!("cannot start an instance: {e}")))?;
+    let log_dir = mcp::log_dir();
+    let mut started = runtime.block_on(mcp::start_all(&specs, &log_dir));
+    let mut rows = Vec::new();
+    for spec in &specs {
+        let (kind, target) = match &spec.transport {
+            Transport::Stdio { command, args, .. } => ("stdio", {
+                let mut s = command.clone();
+                for a in args {
+                    s.push(' ');
+                    s.push_str(a);
+                }
+                s
+            }),
+            Transport::Http { url, .. } => ("http", url.clone()),
+        };
+        let server = started.servers.iter().find(|s| s.name == spec.name);
+        let failed = started.failed.iter().find(|(n, _)| *n == spec.name);
+        let status = match (spec.enabled, server, failed) {
+            (false, _, _) => "disabled".to_owned(),
+            (true, Some(s), _) => format!("started, {} tool(s)", s.tools.len()),
+            (true, None, Some((_, e @ mcp::StartError::Spawn { .. }))) => format!("failed: {e}"),
+            (true, None, Some((_, e))) => match spec.transport {
+                Transport::Stdio { .. } => format!(
+                    "failed: {e} (its stderr: {})",
+                    mcp::log_path(&log_dir, &spec.name).display()
+                ),
+                Transport::Http { .. } => format!("failed: {e}"),
+            },
+            (true, None, None) => "failed".to_owned(),
+        };
+        let tools: Vec<&mcp::Tool> = server.map(|s| s.tools.iter().collect()).unwrap_or_default();
+        rows.push((spec, kind, target, status, tools));
+    }
+    let warnings: Vec<String> = started
+        .warnings
+        .iter()
+        .filter(|w| !matches!(w, mcp::McpWarning::NotStarted { .. }))
+        .map(|w| w.to_string())
+        .collect();
+    if json_out {
+        let servers: Vec<_> = rows
+            .iter()
+            .map(|(spec, kind, target, status, tools)| {
+                json!({
+                    "name": spec.name,
+                    "transport": kind,
+                    "target": target,
+                    "status": status,
+                    "tools": tools.iter().map(|t| json!({
+                        "name": t.exposed,
+                        "server_name": t.remote,
+                        "read_only": t.read_only,
+                        "description": t.description,
+                    })).collect::<Vec<_>>(),
+                })
+            })
+            .collect();
+        println!("{}", json!({"servers": servers, "warnings": warnings}));
+    } else if rows.is_empty() {
+        println!(
+            "no MCP servers: add [mcp_servers.NAME] tables to the config file (see the README)"
+        );
+    } else {
+        for (spec, kind, target, status, tools) in &rows {
+            println!(
+                "{}  {kind}  {}  {}",
+                spec.name,
+                escape_line(target),
+                escape_line(status)
+            );
+            for t in tools {
+                let first_line = t.description.lines().next().unwrap_or("");
+                println!(
+                    "  {}{}  {}",
+                    t.exposed,
+                    if t.read_only { " (read-only)" } else { "" },
+                    escape_line(first_line)
+                );
+            }
+        }
+        for w in &warnings {
+            println!("warning: {}", escape_line(w));
+        }
+    }
+    let code = u8::from(rows.iter().any(|(spec, _, _, _, _)| {
+        spec.enabled && !started.servers.iter().any(|s| s.name == spec.name)
+    }));
+    for s in &mut started.servers {
+        s.stop();
+    }
+    drop(started);
+    runtime.shutdown_timeout(std::time::Duration::from_millis(500));
+    instance.finish();
+    Ok(code)
+}
