@@ -14,7 +14,7 @@
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
 
-use rustix::fs::{AtFlags, FileType, Mode, OFlags, Stat};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags, Stat};
 use rustix::io::Errno;
 use rustix::path::Arg;
 
@@ -39,6 +39,16 @@ pub const CREATE_NEW: OFlags = OFlags::WRONLY
     .union(OFlags::NOFOLLOW)
     .union(OFlags::NOCTTY)
     .union(OFlags::CLOEXEC);
+
+/// A handle (`O_PATH`): names a file without opening it for reading or
+/// writing; the link itself when the name is a link.
+const HANDLE: OFlags = OFlags::PATH.union(OFlags::NOFOLLOW).union(OFlags::CLOEXEC);
+
+/// How [`read_beneath`] and [`dir_handle_beneath`] resolve: no link in any
+/// component, nothing outside the directory.
+const BENEATH: ResolveFlags = ResolveFlags::NO_SYMLINKS
+    .union(ResolveFlags::BENEATH)
+    .union(ResolveFlags::NO_MAGICLINKS);
 
 /// A file created when absent, never truncated, for reading and writing.
 const RW: OFlags = OFlags::RDWR
@@ -93,6 +103,37 @@ pub fn lstat(dir: impl AsFd, name: impl Arg) -> Result<Option<Stat>, Errno> {
     }
 }
 
+/// A handle (`O_PATH`) of `name` in `dir`: the link itself when `name` is
+/// a link (check with `fstat`; `readlinkat(fd, "")` reads it). For
+/// `fstat`, `readlinkat`, mount points and further opens relative to it;
+/// it cannot be read or written.
+pub fn open_handle(dir: impl AsFd, name: impl Arg) -> Result<OwnedFd, Errno> {
+    rustix::fs::openat(dir, name, HANDLE, Mode::empty())
+}
+
+/// A handle (`O_PATH`) of the directory `name` in `dir`, not through a
+/// link: for mount points and further opens relative to it.
+pub fn open_dir_handle(dir: impl AsFd, name: impl Arg) -> Result<OwnedFd, Errno> {
+    rustix::fs::openat(dir, name, HANDLE | OFlags::DIRECTORY, Mode::empty())
+}
+
+/// The file `rel` (a relative path, maybe of several components) beneath
+/// `dir`, opened for reading as [`open_read`] does, in one `openat2` that
+/// refuses a link in any component and any escape from `dir`. `ELOOP` or
+/// `EXDEV` when one was met, `ENOSYS` where `openat2` is missing,
+/// `EAGAIN` when a rename raced it: the caller then goes one component at
+/// a time to find out which.
+pub fn read_beneath(dir: impl AsFd, rel: impl Arg) -> Result<OwnedFd, Errno> {
+    rustix::fs::openat2(dir, rel, READ, Mode::empty(), BENEATH)
+}
+
+/// A handle (`O_PATH`) of the directory `rel` beneath `dir`, resolved as
+/// [`read_beneath`] resolves (same errors).
+pub fn dir_handle_beneath(dir: impl AsFd, rel: impl Arg) -> Result<OwnedFd, Errno> {
+    let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    rustix::fs::openat2(dir, rel, flags, Mode::empty(), BENEATH)
+}
+
 /// Whether `st` describes a regular file.
 pub fn is_regular(st: &Stat) -> bool {
     FileType::from_raw_mode(st.st_mode) == FileType::RegularFile
@@ -123,7 +164,7 @@ pub fn open_dir_beneath(dir: impl AsFd, rel: &[u8]) -> Result<OwnedFd, Errno> {
                     // Gone since the open failed.
                     Ok(None) => Errno::NOENT,
                     Err(_) => e,
-                })
+                });
             }
             Err(e) => return Err(e),
         };
@@ -141,6 +182,20 @@ pub fn open_dir_path(path: &Path) -> Result<OwnedFd, Errno> {
 /// links in all but its last component.
 pub fn open_read_path(path: &Path) -> Result<OwnedFd, Errno> {
     rustix::fs::open(path, READ, Mode::empty())
+}
+
+/// The directory at `path`, following links, the last component's too:
+/// only for a directory the user named (the project, `--cwd`), never for
+/// one found inside a project or a store.
+pub fn open_dir_following(path: &Path) -> Result<OwnedFd, Errno> {
+    rustix::fs::open(path, DIR.difference(OFlags::NOFOLLOW), Mode::empty())
+}
+
+/// A handle (`O_PATH`) of the directory at `path`, following links as
+/// [`open_dir_following`] does.
+pub fn dir_handle_following(path: &Path) -> Result<OwnedFd, Errno> {
+    let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    rustix::fs::open(path, flags, Mode::empty())
 }
 
 /// The file at `path` opened for reading without blocking, following
@@ -166,14 +221,19 @@ mod tests {
         symlink(out.path(), d.path().join("a/ldir")).unwrap();
         symlink(out.path().join("secret"), d.path().join("a/lfile")).unwrap();
         let root = open_dir_path(d.path()).unwrap();
-        rustix::fs::mknodat(&root, "fifo", FileType::Fifo, Mode::from_raw_mode(0o600), 0)
-            .unwrap();
+        rustix::fs::mknodat(&root, "fifo", FileType::Fifo, Mode::from_raw_mode(0o600), 0).unwrap();
 
         assert!(open_dir_beneath(&root, b"a/b").is_ok());
         assert!(open_dir_beneath(&root, b"").is_ok());
         assert_eq!(open_dir_beneath(&root, b"a/ldir").unwrap_err(), Errno::LOOP);
-        assert_eq!(open_dir_beneath(&root, b"a/f/x").unwrap_err(), Errno::NOTDIR);
-        assert_eq!(open_dir_beneath(&root, b"a/nope").unwrap_err(), Errno::NOENT);
+        assert_eq!(
+            open_dir_beneath(&root, b"a/f/x").unwrap_err(),
+            Errno::NOTDIR
+        );
+        assert_eq!(
+            open_dir_beneath(&root, b"a/nope").unwrap_err(),
+            Errno::NOENT
+        );
         let a = open_dir(&root, "a").unwrap();
         assert_eq!(open_read(&a, "lfile").unwrap_err(), Errno::LOOP);
         assert!(open_regular(&a, "f").unwrap().is_some());
@@ -193,7 +253,11 @@ mod tests {
             let _ = tx.send((regular, by_path));
         });
         let got = rx.recv_timeout(std::time::Duration::from_secs(30));
-        assert_eq!(got, Ok((Ok(false), true)), "opening a FIFO blocked or failed");
+        assert_eq!(
+            got,
+            Ok((Ok(false), true)),
+            "opening a FIFO blocked or failed"
+        );
         assert!(lstat(&root, "absent").unwrap().is_none());
         assert!(lstat(&a, "lfile").unwrap().is_some());
         assert_eq!(std::fs::read(out.path().join("secret")).unwrap(), b"s");

@@ -21,7 +21,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStringExt;
 use std::path::{Path, PathBuf};
 
-use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags};
+use rustix::fs::{AtFlags, FileType, Mode};
 use rustix::io::Errno;
 
 use crate::{at, count_sync, Error, IoContext, Result};
@@ -112,13 +112,7 @@ impl Dir {
     /// Open the directory at `path`, following links in `path` itself (it
     /// is the user's project directory, not something inside the store).
     pub fn open_path(path: &Path) -> Result<Dir> {
-        let fd = rustix::fs::open(
-            path,
-            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-            Mode::empty(),
-        )
-        .map_err(io)
-        .at(path)?;
+        let fd = at::open_dir_following(path).map_err(io).at(path)?;
         Ok(Dir {
             fd,
             path: path.to_owned(),
@@ -232,8 +226,7 @@ impl Dir {
         check_name(dir).at(self.child_path(dir))?;
         check_name(name).at(self.child_path(dir).join(name))?;
         let rel = format!("{dir}/{name}");
-        let how = ResolveFlags::NO_SYMLINKS | ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS;
-        match rustix::fs::openat2(&self.fd, &rel, at::READ, Mode::empty(), how) {
+        match at::read_beneath(&self.fd, &rel) {
             Ok(fd) => self.require_file(&rel, fd).map(Some),
             Err(Errno::NOENT) => Ok(None),
             Err(Errno::NOSYS) | Err(Errno::AGAIN) => match self.sub(dir)? {
@@ -255,7 +248,43 @@ impl Dir {
         let Some(file) = self.open_file(name)? else {
             return Ok(None);
         };
-        crate::read_bounded(file, max, &self.child_path(name)).map(Some)
+        crate::read_bounded(&file, max, &self.child_path(name)).map(Some)
+    }
+
+    /// Replace `name` in this directory by a file holding `bytes`, with
+    /// permission bits `mode` (less the umask), atomically and durably:
+    /// written to the new file `tmp_name` in `tmp` (which must be on the
+    /// same file system), synced, renamed over `name` (a link there is
+    /// replaced, never followed), then this directory synced. A crash
+    /// leaves the old file or the new one, whole. On an error the
+    /// temporary file is removed and `name` is as it was (or, when only
+    /// the last sync failed, already replaced).
+    pub fn replace(
+        &self,
+        name: &str,
+        bytes: &[u8],
+        mode: u32,
+        tmp: &Dir,
+        tmp_name: &str,
+    ) -> Result<()> {
+        use std::io::Write;
+        let mut f = tmp.create_new(tmp_name, mode)?;
+        let written = f
+            .write_all(bytes)
+            .at(tmp.child_path(tmp_name))
+            .and_then(|()| crate::sync_file(&f, &tmp.child_path(tmp_name), false))
+            .and_then(|()| tmp.rename_to(tmp_name, self, name));
+        if written.is_err() {
+            let _ = tmp.remove_file(tmp_name);
+        }
+        written?;
+        self.sync()
+    }
+
+    /// A directory opened by the caller (`fd` must be a directory), named
+    /// `path` in messages.
+    pub fn from_fd(fd: OwnedFd, path: PathBuf) -> Dir {
+        Dir { fd, path }
     }
 
     /// Create the regular file `name`, which must not exist (`O_EXCL`: a
@@ -445,9 +474,24 @@ mod tests {
         let err = dir.open_file("lfile").unwrap_err().to_string();
         assert!(err.contains("symbolic link"), "{err}");
         assert!(dir.read_file("zero", 100).is_err());
-        let err = dir.open_file("fifo").unwrap_err().to_string();
+        // A FIFO is refused without blocking (a blocking open would never
+        // return: the deadline fails the test instead).
+        let (tx, rx) = std::sync::mpsc::channel();
+        let fifo_dir = Dir::open_path(d.path()).unwrap();
+        std::thread::spawn(move || {
+            let read = fifo_dir
+                .open_file("fifo")
+                .map(|_| ())
+                .map_err(|e| e.to_string());
+            let rw = fifo_dir.open_rw("fifo", false).is_err();
+            let _ = tx.send((read, rw));
+        });
+        let (read, rw_refused) = rx
+            .recv_timeout(std::time::Duration::from_secs(30))
+            .expect("opening a FIFO blocked");
+        let err = read.unwrap_err();
         assert!(err.contains("FIFO"), "{err}");
-        assert!(dir.open_rw("fifo", false).is_err());
+        assert!(rw_refused);
         assert!(dir.open_rw("lfile", true).is_err());
         // A directory where a lock file goes is named as such.
         std::fs::create_dir(d.path().join("sub")).unwrap();
@@ -462,6 +506,31 @@ mod tests {
         assert!(outside.path().join("secret").exists());
         assert!(dir.open_file("absent").unwrap().is_none());
         assert!(dir.sub("../x").is_err());
+    }
+
+    #[test]
+    fn replace_is_whole_and_never_through_a_link() {
+        let (d, outside, dir) = setup();
+        let tmp = dir.sub_create("tmp", 0o700).unwrap();
+        dir.replace("f", b"one", 0o600, &tmp, "t1").unwrap();
+        assert_eq!(std::fs::read(d.path().join("f")).unwrap(), b"one");
+        // A link where the file goes is replaced, not written through.
+        symlink(outside.path().join("secret"), d.path().join("l")).unwrap();
+        dir.replace("l", b"two", 0o600, &tmp, "t2").unwrap();
+        assert_eq!(std::fs::read(d.path().join("l")).unwrap(), b"two");
+        assert!(!d.path().join("l").is_symlink());
+        assert_eq!(std::fs::read(outside.path().join("secret")).unwrap(), b"s");
+        // A temporary name taken (here by a link) fails before anything
+        // is written; the file is as it was.
+        symlink(outside.path().join("secret"), d.path().join("tmp/t3")).unwrap();
+        assert!(dir.replace("f", b"three", 0o600, &tmp, "t3").is_err());
+        assert_eq!(std::fs::read(d.path().join("f")).unwrap(), b"one");
+        assert_eq!(std::fs::read(outside.path().join("secret")).unwrap(), b"s");
+        assert_eq!(
+            tmp.entries().unwrap().len(),
+            1,
+            "only the planted link is left"
+        );
     }
 
     #[test]

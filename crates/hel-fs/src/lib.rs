@@ -62,6 +62,18 @@ pub enum Error {
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// For callers whose errors are `std::io::Error` and name the path
+/// themselves: an [`Error::Io`] is its source, unchanged (same kind, no
+/// path); the others are `Other` errors with this crate's message.
+impl From<Error> for std::io::Error {
+    fn from(e: Error) -> std::io::Error {
+        match e {
+            Error::Io { source, .. } => source,
+            e => std::io::Error::other(e.to_string()),
+        }
+    }
+}
+
 /// Attach a path to an I/O result.
 pub(crate) trait IoContext<T> {
     fn at(self, path: impl Into<PathBuf>) -> Result<T>;
@@ -105,7 +117,7 @@ pub fn sync_file(file: &File, path: &Path, data_only: bool) -> Result<()> {
 /// Read `file` whole, refusing more than `max` bytes: checked against its
 /// size first (nothing is read then), and again while reading, in case it
 /// grows. [`Error::TooLarge`] names `path`.
-pub fn read_bounded(file: File, max: u64, path: &Path) -> Result<Vec<u8>> {
+pub fn read_bounded(file: &File, max: u64, path: &Path) -> Result<Vec<u8>> {
     let len = file.metadata().at(path)?.len();
     if len > max {
         return Err(Error::TooLarge {
@@ -156,9 +168,19 @@ mod tests {
         let p = d.path().join("f");
         std::fs::write(&p, vec![7u8; 10]).unwrap();
         let open = || File::open(&p).unwrap();
-        assert_eq!(read_bounded(open(), 10, &p).unwrap().len(), 10);
-        let err = read_bounded(open(), 9, &p).unwrap_err();
-        assert!(matches!(err, Error::TooLarge { size: 10, max: 9, .. }), "{err:?}");
+        assert_eq!(read_bounded(&open(), 10, &p).unwrap().len(), 10);
+        let err = read_bounded(&open(), 9, &p).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::TooLarge {
+                    size: 10,
+                    max: 9,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
         assert!(err.to_string().contains(&p.display().to_string()), "{err}");
         // A size that lies (a file that grew after its fstat) is caught
         // while reading.

@@ -84,18 +84,28 @@ pub fn export(store: &Store, session: &SessionId, path: &Path) -> Result<u64> {
 /// Import the bundle at `path` (see the module doc for what is verified
 /// first). Returns the session and what came of it.
 pub fn import(store: &Store, path: &Path) -> Result<(SessionId, Adopted)> {
-    let meta = std::fs::symlink_metadata(path).map_err(|e| io(path, e))?;
+    // Not through a link, never blocking on a FIFO, bounded.
+    let file = match hel_fs::at::open_read_path(path) {
+        Ok(fd) => std::fs::File::from(fd),
+        Err(rustix::io::Errno::LOOP) => return Err(bad(path, "not a regular file")),
+        Err(e) => return Err(io(path, e.into())),
+    };
+    let meta = file.metadata().map_err(|e| io(path, e))?;
     if !meta.is_file() {
         return Err(bad(path, "not a regular file"));
     }
     let max = 16 + REF_MAX + PACK_MAX;
-    if meta.len() > max {
-        return Err(bad(
-            path,
-            format!("{} bytes, over the {max} a bundle may have", meta.len()),
-        ));
-    }
-    let bytes = std::fs::read(path).map_err(|e| io(path, e))?;
+    let bytes = match hel_fs::read_bounded(&file, max, path) {
+        Ok(b) => b,
+        Err(hel_fs::Error::TooLarge { size, .. }) => {
+            return Err(bad(
+                path,
+                format!("{size} bytes, over the {max} a bundle may have"),
+            ))
+        }
+        Err(hel_fs::Error::Io { source, .. }) => return Err(io(path, source)),
+        Err(e) => return Err(bad(path, e.to_string())),
+    };
     if bytes.len() < 16 || &bytes[..8] != MAGIC {
         return Err(bad(path, "not a hel bundle"));
     }

@@ -65,6 +65,16 @@ impl Dir {
     pub fn read_file(&self, name: &str, max: u64) -> Result<Option<Vec<u8>>> {
         Ok(self.0.read_file(name, max)?)
     }
+    pub fn replace(
+        &self,
+        name: &str,
+        bytes: &[u8],
+        mode: u32,
+        tmp: &Dir,
+        tmp_name: &str,
+    ) -> Result<()> {
+        Ok(self.0.replace(name, bytes, mode, &tmp.0, tmp_name)?)
+    }
     pub fn create_new(&self, name: &str, mode: u32) -> Result<File> {
         Ok(self.0.create_new(name, mode)?)
     }
@@ -104,5 +114,5 @@ pub(crate) fn sync_file(file: &File, path: &Path, data_only: bool) -> Result<()>
 
 /// See [`hel_fs::read_bounded`].
 pub(crate) fn read_bounded(file: File, max: u64, path: &Path) -> Result<Vec<u8>> {
-    Ok(hel_fs::read_bounded(file, max, path)?)
+    Ok(hel_fs::read_bounded(&file, max, path)?)
 }
