@@ -4,12 +4,16 @@
 //! flags of every open of an untrusted file are here and nowhere else;
 //! [`crate::Dir`] uses them too.
 //!
-//! Each function promises the same things: a symbolic link as the last
-//! component is never followed (`ELOOP`, or `ENOTDIR` with
-//! `O_DIRECTORY` on some kernels), a FIFO never blocks the open
+//! What every function promises, but where its doc says otherwise: a
+//! symbolic link as the last component is never followed (an open fails
+//! with `ELOOP`, or `ENOTDIR` with `O_DIRECTORY` on some kernels; a
+//! handle names the link itself), a FIFO never blocks an open for reading
 //! (`O_NONBLOCK`), a terminal never becomes the controlling one
-//! (`O_NOCTTY`), and no descriptor survives an `exec` (`O_CLOEXEC`). Errors
-//! are the errno, unchanged unless a function says otherwise.
+//! (`O_NOCTTY`), and no descriptor survives an `exec` (`O_CLOEXEC`). The
+//! `*_path` functions take a whole path and follow links in all but its
+//! last component; the `*_following` ones follow every link and exist
+//! only for paths the user named. Errors are the errno, unchanged unless
+//! a function says otherwise.
 
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::Path;
