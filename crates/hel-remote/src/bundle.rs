@@ -12,7 +12,6 @@
 //! object is written, and everything the head reaches before any session
 //! is added.
 
-use std::io::Write;
 use std::path::Path;
 
 use hel_store::transfer::Adopted;
@@ -40,8 +39,8 @@ fn io(path: &Path, source: std::io::Error) -> RemoteError {
     }
 }
 
-/// Write `session`'s bundle to `path` (a new file; written aside, synced,
-/// renamed). Returns its size.
+/// Write `session`'s bundle to `path` (written aside, synced, renamed over
+/// it, the directory synced: [`hel_fs::Dir::replace`]). Returns its size.
 pub fn export(store: &Store, session: &SessionId, path: &Path) -> Result<u64> {
     let head = store.head(session)?;
     let pack = store.pack_between(&head, None)?;
@@ -64,20 +63,14 @@ pub fn export(store: &Store, session: &SessionId, path: &Path) -> Result<u64> {
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    let tmp = dir.join(format!(".hel-bundle-{}", uuid::Uuid::new_v4().simple()));
-    let written = (|| {
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&tmp)?;
-        f.write_all(&bytes)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    if let Err(e) = written {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(io(path, e));
-    }
+    let tmp = format!(".hel-bundle-{}", uuid::Uuid::new_v4().simple());
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .ok_or_else(|| bad(path, "not a file name"))?;
+    let dir = hel_fs::Dir::open_path(dir).map_err(|e| io(path, e.into()))?;
+    dir.replace(name, &bytes, 0o666, &dir, &tmp)
+        .map_err(|e| io(path, e.into()))?;
     Ok(bytes.len() as u64)
 }
 
