@@ -11,13 +11,12 @@
 //! young, and then renamed into place: every `<uuid>` directory a cleanup
 //! sees is complete, and a cleanup removes only what it holds the lock of.
 
-use std::fs::{self, DirBuilder, File, OpenOptions};
+use std::fs::{self, DirBuilder, File};
 use std::io::ErrorKind;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use rustix::fs::{Mode, OFlags};
 use rustix::io::Errno;
 
 /// Spill of dead instances older than this is removed at a later start.
@@ -126,17 +125,13 @@ fn ensure_root(root: &Path) -> Result<(), InstanceError> {
         return Err(InstanceError::Symlink(root.to_owned()));
     }
     // Checked on an open descriptor that cannot follow a swapped-in link.
-    let dir = rustix::fs::open(
-        root,
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-    .map(File::from)
-    .map_err(|e| match e {
-        Errno::LOOP => InstanceError::Symlink(root.to_owned()),
-        Errno::NOTDIR => InstanceError::NotDir(root.to_owned()),
-        e => io_at(root)(e.into()),
-    })?;
+    let dir = hel_fs::at::open_dir_path(root)
+        .map(File::from)
+        .map_err(|e| match e {
+            Errno::LOOP => InstanceError::Symlink(root.to_owned()),
+            Errno::NOTDIR => InstanceError::NotDir(root.to_owned()),
+            e => io_at(root)(e.into()),
+        })?;
     let meta = dir.metadata().map_err(io_at(root))?;
     let me = rustix::process::geteuid().as_raw();
     if meta.uid() != me {
@@ -163,14 +158,9 @@ fn create(root: &Path) -> Result<Instance, InstanceError> {
         .map_err(io_at(&staging))?;
     let built = (|| {
         let active = staging.join(ACTIVE);
-        let lock = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .custom_flags(OFlags::NOFOLLOW.bits() as i32)
-            .open(&active)
-            .map_err(io_at(&active))?;
+        let lock = hel_fs::at::create_new(rustix::fs::CWD, active.as_path(), 0o600)
+            .map(File::from)
+            .map_err(|e| io_at(&active)(e.into()))?;
         lock.try_lock().map_err(|e| {
             io_at(&active)(match e {
                 fs::TryLockError::Error(e) => e,
@@ -247,10 +237,7 @@ fn remove_tree(p: &Path) -> std::io::Result<()> {
 
 /// Take the lock of an instance directory, if it is free.
 fn take_lock(dir: &Path) -> Result<Option<File>, std::io::Error> {
-    let f = OpenOptions::new()
-        .read(true)
-        .custom_flags(OFlags::NOFOLLOW.bits() as i32)
-        .open(dir.join(ACTIVE))?;
+    let f = File::from(hel_fs::at::open_read_path(&dir.join(ACTIVE))?);
     Ok(f.try_lock().is_ok().then_some(f))
 }
 

@@ -13,7 +13,6 @@
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::sync::Arc;
@@ -164,10 +163,10 @@ impl SpillStore {
         match &self.home {
             Home::Session { store, lease, .. } => store.read_spill_copy(lease, name).ok().flatten(),
             Home::Instance { dir } => {
-                let f = std::fs::File::open(dir.join(name)).ok()?;
-                let mut bytes = Vec::new();
-                f.take(READ_MAX).read_to_end(&mut bytes).ok()?;
-                Some(bytes)
+                let (fd, _) = hel_fs::at::open_regular(rustix::fs::CWD, dir.join(name).as_path())
+                    .ok()
+                    .flatten()?;
+                hel_fs::read_head(std::fs::File::from(fd), READ_MAX).ok()
             }
         }
     }

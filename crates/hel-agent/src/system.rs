@@ -3,7 +3,6 @@
 //! runs started in the same directory of a project (no date), so a resumed
 //! session's prompt stays cacheable and the Meter rule can compare it.
 
-use std::io::Read;
 use std::os::fd::AsFd;
 
 use serde_json::{json, Value};
@@ -217,8 +216,8 @@ fn context(
             OpenError::Io(e) => ContextFileError::Io(e),
             _ => ContextFileError::Changed,
         })?;
-    let mut bytes = Vec::new();
-    file.take(*budget as u64 + 1).read_to_end(&mut bytes)?;
+    // One byte over the budget tells that the file is longer.
+    let mut bytes = hel_fs::read_head(file, *budget as u64 + 1)?;
     if bytes.len() > *budget {
         let mut cut = *budget;
         while cut > 0 && (bytes[cut] & 0xC0) == 0x80 {

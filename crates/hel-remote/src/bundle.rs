@@ -12,7 +12,6 @@
 //! object is written, and everything the head reaches before any session
 //! is added.
 
-use std::io::Write;
 use std::path::Path;
 
 use hel_store::transfer::Adopted;
@@ -40,8 +39,8 @@ fn io(path: &Path, source: std::io::Error) -> RemoteError {
     }
 }
 
-/// Write `session`'s bundle to `path` (a new file; written aside, synced,
-/// renamed). Returns its size.
+/// Write `session`'s bundle to `path` (written aside, synced, renamed over
+/// it, the directory synced: [`hel_fs::Dir::replace`]). Returns its size.
 pub fn export(store: &Store, session: &SessionId, path: &Path) -> Result<u64> {
     let head = store.head(session)?;
     let pack = store.pack_between(&head, None)?;
@@ -64,38 +63,42 @@ pub fn export(store: &Store, session: &SessionId, path: &Path) -> Result<u64> {
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    let tmp = dir.join(format!(".hel-bundle-{}", uuid::Uuid::new_v4().simple()));
-    let written = (|| {
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&tmp)?;
-        f.write_all(&bytes)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    if let Err(e) = written {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(io(path, e));
-    }
+    let tmp = format!(".hel-bundle-{}", uuid::Uuid::new_v4().simple());
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .ok_or_else(|| bad(path, "not a file name"))?;
+    let dir = hel_fs::Dir::open_path(dir).map_err(|e| io(path, e.into()))?;
+    dir.replace(name, &bytes, 0o666, &dir, &tmp)
+        .map_err(|e| io(path, e.into()))?;
     Ok(bytes.len() as u64)
 }
 
 /// Import the bundle at `path` (see the module doc for what is verified
 /// first). Returns the session and what came of it.
 pub fn import(store: &Store, path: &Path) -> Result<(SessionId, Adopted)> {
-    let meta = std::fs::symlink_metadata(path).map_err(|e| io(path, e))?;
+    // Not through a link, never blocking on a FIFO, bounded.
+    let file = match hel_fs::at::open_read_path(path) {
+        Ok(fd) => std::fs::File::from(fd),
+        Err(rustix::io::Errno::LOOP) => return Err(bad(path, "not a regular file")),
+        Err(e) => return Err(io(path, e.into())),
+    };
+    let meta = file.metadata().map_err(|e| io(path, e))?;
     if !meta.is_file() {
         return Err(bad(path, "not a regular file"));
     }
     let max = 16 + REF_MAX + PACK_MAX;
-    if meta.len() > max {
-        return Err(bad(
-            path,
-            format!("{} bytes, over the {max} a bundle may have", meta.len()),
-        ));
-    }
-    let bytes = std::fs::read(path).map_err(|e| io(path, e))?;
+    let bytes = match hel_fs::read_bounded(&file, max, path) {
+        Ok(b) => b,
+        Err(hel_fs::Error::TooLarge { size, .. }) => {
+            return Err(bad(
+                path,
+                format!("{size} bytes, over the {max} a bundle may have"),
+            ))
+        }
+        Err(hel_fs::Error::Io { source, .. }) => return Err(io(path, source)),
+        Err(e) => return Err(bad(path, e.to_string())),
+    };
     if bytes.len() < 16 || &bytes[..8] != MAGIC {
         return Err(bad(path, "not a hel bundle"));
     }

@@ -12,7 +12,6 @@
 //! It holds no credentials, and hel writes none there.
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
@@ -60,18 +59,27 @@ impl Remotes {
             path: path.to_owned(),
             reason,
         };
-        let meta = match std::fs::symlink_metadata(path) {
-            Ok(m) => m,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Remotes::default()),
-            Err(e) => return Err(bad(e.to_string())),
+        // Not through a link, never blocking on a FIFO, at most CONFIG_MAX.
+        let fd = match hel_fs::at::open_read_path(path) {
+            Ok(fd) => fd,
+            Err(rustix::io::Errno::NOENT) => return Ok(Remotes::default()),
+            Err(rustix::io::Errno::LOOP) => return Err(bad("not a regular file".into())),
+            Err(e) => return Err(bad(std::io::Error::from(e).to_string())),
         };
+        let file = std::fs::File::from(fd);
+        let meta = file.metadata().map_err(|e| bad(e.to_string()))?;
         if !meta.is_file() {
             return Err(bad("not a regular file".into()));
         }
-        if meta.len() > CONFIG_MAX {
-            return Err(bad(format!("over {CONFIG_MAX} bytes")));
-        }
-        let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
+        let bytes = match hel_fs::read_bounded(&file, CONFIG_MAX, path) {
+            Ok(b) => b,
+            Err(hel_fs::Error::TooLarge { .. }) => {
+                return Err(bad(format!("over {CONFIG_MAX} bytes")))
+            }
+            Err(hel_fs::Error::Io { source, .. }) => return Err(bad(source.to_string())),
+            Err(e) => return Err(bad(e.to_string())),
+        };
+        let text = String::from_utf8(bytes).map_err(|e| bad(e.to_string()))?;
         let remotes: Remotes = toml::from_str(&text).map_err(|e| bad(e.message().to_owned()))?;
         for (name, r) in &remotes.remote {
             check_name(name)?;
@@ -106,21 +114,14 @@ impl Remotes {
             .map(Path::to_owned)
             .unwrap_or_else(|| PathBuf::from("."));
         std::fs::create_dir_all(&dir).map_err(io)?;
-        let tmp = dir.join(format!(".remotes.toml.{}", uuid::Uuid::new_v4().simple()));
-        let result = (|| {
-            let mut f = std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .open(&tmp)?;
-            f.write_all(text.as_bytes())?;
-            f.sync_all()?;
-            std::fs::rename(&tmp, path)?;
-            std::fs::File::open(&dir)?.sync_all()
-        })();
-        if result.is_err() {
-            let _ = std::fs::remove_file(&tmp);
-        }
-        result.map_err(io)
+        let tmp = format!(".remotes.toml.{}", uuid::Uuid::new_v4().simple());
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .ok_or_else(|| io(std::io::Error::other("not a file name")))?;
+        let dir = hel_fs::Dir::open_path(&dir).map_err(|e| io(e.into()))?;
+        dir.replace(name, text.as_bytes(), 0o666, &dir, &tmp)
+            .map_err(|e| io(e.into()))
     }
 
     /// The remote named `name`.

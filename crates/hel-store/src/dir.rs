@@ -1,549 +1,118 @@
-//! Descriptor-relative file handling for everything inside `.hel/`.
-//!
-//! A project can ship a `.hel/` directory, so nothing in it is trusted: every
-//! path is opened relative to a descriptor of its directory, one component
-//! at a time, never through a symbolic link (`O_NOFOLLOW`, `openat2` with
-//! `RESOLVE_NO_SYMLINKS`), and every file is checked to be what it should
-//! be (a regular file or a directory) before it is read, written or locked.
-//! A FIFO never blocks an open (`O_NONBLOCK`), a device is never read, and
-//! nothing is ever deleted through a link: removing a link removes the link.
-//!
-//! Names handed to these functions are single path components that the
-//! crate builds itself (object hex, session ids, fixed names); the type
-//! checks that no `/` or `..` slips in all the same.
+//! The store's view of hel-fs: [`hel_fs::Dir`] with errors in the store's
+//! own [`Error`], whose messages say what to do about a link or a special
+//! file found in `.hel/`. Every mechanism (no-follow opens, kind checks,
+//! bounded reads, sync counting) is hel-fs's; this module only converts.
 
-use std::ffi::OsString;
 use std::fs::File;
-use std::io::{ErrorKind, Read};
-use std::os::fd::OwnedFd;
-use std::os::unix::ffi::OsStringExt;
 use std::path::{Path, PathBuf};
 
-use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags};
-use rustix::io::Errno;
+pub(crate) use hel_fs::{Entry, Kind};
 
-use crate::error::IoContext;
 use crate::{Error, Result};
 
-/// Deepest directory tree [`Dir::remove_tree`] descends into. The store's
-/// own trees are two levels deep; anything deeper was not made by hel.
-const MAX_TREE_DEPTH: usize = 8;
-
-/// An open directory inside (or being) the store, with the path it was
-/// reached by (for messages only: nothing is ever opened by that path).
-#[derive(Debug)]
-pub(crate) struct Dir {
-    fd: OwnedFd,
-    path: PathBuf,
-}
-
-/// What a directory entry is, without following it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Kind {
-    File,
-    Dir,
-    Symlink,
-    Other(&'static str),
-}
-
-impl Kind {
-    fn of(t: FileType) -> Kind {
-        match t {
-            FileType::RegularFile => Kind::File,
-            FileType::Directory => Kind::Dir,
-            FileType::Symlink => Kind::Symlink,
-            FileType::Fifo => Kind::Other("FIFO"),
-            FileType::Socket => Kind::Other("socket"),
-            FileType::CharacterDevice => Kind::Other("character device"),
-            FileType::BlockDevice => Kind::Other("block device"),
-            FileType::Unknown => Kind::Other("file of unknown type"),
-        }
-    }
-
-    /// How a message names this kind.
-    pub(crate) fn describe(self) -> &'static str {
-        match self {
-            Kind::File => "regular file",
-            Kind::Dir => "directory",
-            Kind::Symlink => "symbolic link",
-            Kind::Other(what) => what,
+impl From<hel_fs::Error> for Error {
+    fn from(e: hel_fs::Error) -> Error {
+        match e {
+            hel_fs::Error::Io { path, source } => Error::Io { path, source },
+            hel_fs::Error::Unexpected {
+                path,
+                found,
+                expected,
+            } => Error::Unexpected {
+                path,
+                found,
+                expected,
+            },
+            hel_fs::Error::TooLarge { path, size, max } => Error::FileTooLarge { path, size, max },
         }
     }
 }
 
-/// One entry of a directory listing.
+/// An open directory inside (or being) the store: [`hel_fs::Dir`], its
+/// errors as the store's.
 #[derive(Debug)]
-pub(crate) struct Entry {
-    pub name: OsString,
-    pub kind: Kind,
-}
-
-impl Entry {
-    /// The name as UTF-8, if it is.
-    pub fn name_str(&self) -> Option<&str> {
-        self.name.to_str()
-    }
-}
-
-fn io(e: Errno) -> std::io::Error {
-    e.into()
-}
-
-/// Refuse names that are not one plain component.
-fn check_name(name: &str) -> std::io::Result<()> {
-    if name.is_empty() || name == "." || name == ".." || name.contains('/') || name.contains('\0') {
-        return Err(std::io::Error::new(
-            ErrorKind::InvalidInput,
-            format!("{name:?} is not a single path component"),
-        ));
-    }
-    Ok(())
-}
-
-const READ: OFlags = OFlags::RDONLY
-    .union(OFlags::CLOEXEC)
-    .union(OFlags::NOFOLLOW)
-    .union(OFlags::NONBLOCK)
-    .union(OFlags::NOCTTY);
+pub(crate) struct Dir(hel_fs::Dir);
 
 impl Dir {
-    /// Open the directory at `path`, following links in `path` itself (it
-    /// is the user's project directory, not something inside the store).
+    /// See [`hel_fs::Dir::open_path`].
     pub fn open_path(path: &Path) -> Result<Dir> {
-        let fd = rustix::fs::open(
-            path,
-            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-            Mode::empty(),
-        )
-        .map_err(io)
-        .at(path)?;
-        Ok(Dir {
-            fd,
-            path: path.to_owned(),
-        })
+        Ok(Dir(hel_fs::Dir::open_path(path)?))
     }
-
-    /// A descriptor of this directory of the caller's own.
     pub fn dup_fd(&self) -> Result<std::os::fd::OwnedFd> {
-        use std::os::fd::AsFd;
-        self.fd.as_fd().try_clone_to_owned().at(&self.path)
+        Ok(self.0.dup_fd()?)
     }
-
     pub fn path(&self) -> &Path {
-        &self.path
+        self.0.path()
     }
-
-    /// The path of `name` in this directory, for messages.
     pub fn child_path(&self, name: &str) -> PathBuf {
-        self.path.join(name)
+        self.0.child_path(name)
     }
-
-    /// What `name` is, without following it; `None` when absent.
     pub fn kind_of(&self, name: &str) -> Result<Option<Kind>> {
-        check_name(name).at(self.child_path(name))?;
-        match rustix::fs::statat(&self.fd, name, AtFlags::SYMLINK_NOFOLLOW) {
-            Ok(st) => Ok(Some(Kind::of(FileType::from_raw_mode(st.st_mode)))),
-            Err(Errno::NOENT) => Ok(None),
-            Err(e) => Err(io(e)).at(self.child_path(name)),
-        }
+        Ok(self.0.kind_of(name)?)
     }
-
-    /// Explain a failed no-follow open of `name` that was meant to find an
-    /// `expected` thing: a link or special file is named as such.
-    fn refused(&self, name: &str, expected: Kind, e: Errno) -> Error {
-        let path = self.child_path(name);
-        if matches!(e, Errno::LOOP | Errno::NOTDIR | Errno::NXIO | Errno::ISDIR) {
-            if let Ok(Some(found)) = self.kind_of(name) {
-                if found != expected {
-                    return Error::Unexpected {
-                        path,
-                        found: found.describe(),
-                        expected: expected.describe(),
-                    };
-                }
-            }
-        }
-        Error::Io {
-            path,
-            source: io(e),
-        }
-    }
-
-    /// The subdirectory `name`, or `None` when absent. A link or anything
-    /// else in its place is refused.
     pub fn sub(&self, name: &str) -> Result<Option<Dir>> {
-        check_name(name).at(self.child_path(name))?;
-        match rustix::fs::openat(
-            &self.fd,
-            name,
-            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-            Mode::empty(),
-        ) {
-            Ok(fd) => Ok(Some(Dir {
-                fd,
-                path: self.child_path(name),
-            })),
-            Err(Errno::NOENT) => Ok(None),
-            Err(e) => Err(self.refused(name, Kind::Dir, e)),
-        }
+        Ok(self.0.sub(name)?.map(Dir))
     }
-
-    /// The subdirectory `name`, created (with `mode`) when absent.
     pub fn sub_create(&self, name: &str, mode: u32) -> Result<Dir> {
-        check_name(name).at(self.child_path(name))?;
-        match rustix::fs::mkdirat(&self.fd, name, Mode::from_raw_mode(mode)) {
-            Ok(()) | Err(Errno::EXIST) => {}
-            Err(e) => return Err(io(e)).at(self.child_path(name)),
-        }
-        self.sub(name)?.ok_or_else(|| Error::Io {
-            path: self.child_path(name),
-            source: std::io::Error::new(ErrorKind::NotFound, "vanished right after mkdir"),
-        })
+        Ok(Dir(self.0.sub_create(name, mode)?))
     }
-
-    /// Check what `fd` (just opened as `name`) is: a regular file, or a
-    /// refusal naming what it is instead.
-    fn require_file(&self, name: &str, fd: OwnedFd) -> Result<File> {
-        let st = rustix::fs::fstat(&fd)
-            .map_err(io)
-            .at(self.child_path(name))?;
-        let kind = Kind::of(FileType::from_raw_mode(st.st_mode));
-        if kind != Kind::File {
-            return Err(Error::Unexpected {
-                path: self.child_path(name),
-                found: kind.describe(),
-                expected: Kind::File.describe(),
-            });
-        }
-        Ok(File::from(fd))
-    }
-
-    /// Open the regular file `name` for reading; `None` when absent.
     pub fn open_file(&self, name: &str) -> Result<Option<File>> {
-        check_name(name).at(self.child_path(name))?;
-        match rustix::fs::openat(&self.fd, name, READ, Mode::empty()) {
-            Ok(fd) => self.require_file(name, fd).map(Some),
-            Err(Errno::NOENT) => Ok(None),
-            Err(e) => Err(self.refused(name, Kind::File, e)),
-        }
+        Ok(self.0.open_file(name)?)
     }
-
-    /// Open the regular file at `dir/name` (two components, as objects
-    /// are laid out) for reading, in one `openat2` that refuses links in
-    /// either component; `None` when absent.
     pub fn open_file2(&self, dir: &str, name: &str) -> Result<Option<File>> {
-        check_name(dir).at(self.child_path(dir))?;
-        check_name(name).at(self.child_path(dir).join(name))?;
-        let rel = format!("{dir}/{name}");
-        let how = ResolveFlags::NO_SYMLINKS | ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS;
-        match rustix::fs::openat2(&self.fd, &rel, READ, Mode::empty(), how) {
-            Ok(fd) => self.require_file(&rel, fd).map(Some),
-            Err(Errno::NOENT) => Ok(None),
-            Err(Errno::NOSYS) | Err(Errno::AGAIN) => match self.sub(dir)? {
-                Some(sub) => sub.open_file(name),
-                None => Ok(None),
-            },
-            Err(Errno::LOOP) | Err(Errno::NOTDIR) | Err(Errno::XDEV) => match self.sub(dir)? {
-                // The first component was the link: `sub` names it.
-                Some(sub) => sub.open_file(name),
-                None => Ok(None),
-            },
-            Err(e) => Err(io(e)).at(self.child_path(&rel)),
-        }
+        Ok(self.0.open_file2(dir, name)?)
     }
-
-    /// Read the regular file `name` whole, refusing one over `max` bytes
-    /// before reading it; `None` when absent.
     pub fn read_file(&self, name: &str, max: u64) -> Result<Option<Vec<u8>>> {
-        let Some(file) = self.open_file(name)? else {
-            return Ok(None);
-        };
-        read_bounded(file, max, &self.child_path(name)).map(Some)
+        Ok(self.0.read_file(name, max)?)
     }
-
-    /// Create the regular file `name`, which must not exist (`O_EXCL`: a
-    /// link in its place fails the create instead of being followed).
+    pub fn replace(
+        &self,
+        name: &str,
+        bytes: &[u8],
+        mode: u32,
+        tmp: &Dir,
+        tmp_name: &str,
+    ) -> Result<()> {
+        Ok(self.0.replace(name, bytes, mode, &tmp.0, tmp_name)?)
+    }
     pub fn create_new(&self, name: &str, mode: u32) -> Result<File> {
-        check_name(name).at(self.child_path(name))?;
-        let flags = OFlags::WRONLY
-            | OFlags::CREATE
-            | OFlags::EXCL
-            | OFlags::NOFOLLOW
-            | OFlags::CLOEXEC
-            | OFlags::NOCTTY;
-        rustix::fs::openat(&self.fd, name, flags, Mode::from_raw_mode(mode))
-            .map(File::from)
-            .map_err(io)
-            .at(self.child_path(name))
+        Ok(self.0.create_new(name, mode)?)
     }
-
-    /// Open (creating when absent, never truncating) the regular file
-    /// `name` for read and write: lock files and logs.
     pub fn open_rw(&self, name: &str, append: bool) -> Result<File> {
-        check_name(name).at(self.child_path(name))?;
-        let mut flags = OFlags::RDWR
-            | OFlags::CREATE
-            | OFlags::NOFOLLOW
-            | OFlags::NONBLOCK
-            | OFlags::CLOEXEC
-            | OFlags::NOCTTY;
-        if append {
-            flags |= OFlags::APPEND;
-        }
-        match rustix::fs::openat(&self.fd, name, flags, Mode::from_raw_mode(0o600)) {
-            Ok(fd) => self.require_file(name, fd),
-            Err(e) => Err(self.refused(name, Kind::File, e)),
-        }
+        Ok(self.0.open_rw(name, append)?)
     }
-
-    /// Hard-link `from` (in this directory) as `to_name` in `to`, never
-    /// replacing anything: false when `to_name` already exists.
     pub fn link_to(&self, from: &str, to: &Dir, to_name: &str) -> Result<bool> {
-        check_name(from).at(self.child_path(from))?;
-        check_name(to_name).at(to.child_path(to_name))?;
-        match rustix::fs::linkat(&self.fd, from, &to.fd, to_name, AtFlags::empty()) {
-            Ok(()) => Ok(true),
-            Err(Errno::EXIST) => Ok(false),
-            Err(e) => Err(io(e)).at(to.child_path(to_name)),
-        }
+        Ok(self.0.link_to(from, &to.0, to_name)?)
     }
-
-    /// Rename `from` (in this directory) to `to_name` in `to`, replacing
-    /// what is there (a link there is replaced, never followed).
     pub fn rename_to(&self, from: &str, to: &Dir, to_name: &str) -> Result<()> {
-        check_name(from).at(self.child_path(from))?;
-        check_name(to_name).at(to.child_path(to_name))?;
-        rustix::fs::renameat(&self.fd, from, &to.fd, to_name)
-            .map_err(io)
-            .at(to.child_path(to_name))
+        Ok(self.0.rename_to(from, &to.0, to_name)?)
     }
-
-    /// Remove the non-directory `name` (a link is removed, not followed);
-    /// false when absent.
     pub fn remove_file(&self, name: &str) -> Result<bool> {
-        check_name(name).at(self.child_path(name))?;
-        match rustix::fs::unlinkat(&self.fd, name, AtFlags::empty()) {
-            Ok(()) => Ok(true),
-            Err(Errno::NOENT) => Ok(false),
-            Err(e) => Err(io(e)).at(self.child_path(name)),
-        }
+        Ok(self.0.remove_file(name)?)
     }
-
-    /// Remove `name` and, when it is a directory, everything in it, without
-    /// following any link (a link is removed as a link). Refuses trees
-    /// deeper than hel makes. Returns the number of files removed.
     pub fn remove_tree(&self, name: &str) -> Result<u64> {
-        match self.kind_of(name)? {
-            None => Ok(0),
-            Some(Kind::Dir) => {
-                let Some(sub) = self.sub(name)? else {
-                    return Ok(0);
-                };
-                let removed = sub.empty_tree(0)?;
-                match rustix::fs::unlinkat(&self.fd, name, AtFlags::REMOVEDIR) {
-                    Ok(()) | Err(Errno::NOENT) => Ok(removed),
-                    Err(e) => Err(io(e)).at(self.child_path(name)),
-                }
-            }
-            Some(_) => Ok(u64::from(self.remove_file(name)?)),
-        }
+        Ok(self.0.remove_tree(name)?)
     }
-
-    fn empty_tree(&self, depth: usize) -> Result<u64> {
-        if depth >= MAX_TREE_DEPTH {
-            return Err(Error::Io {
-                path: self.path.clone(),
-                source: std::io::Error::other("directory tree deeper than hel makes: not removed"),
-            });
-        }
-        let mut removed = 0;
-        for e in self.entries()? {
-            let Some(name) = e.name_str() else {
-                return Err(Error::Io {
-                    path: self.path.clone(),
-                    source: std::io::Error::other("an entry's name is not UTF-8: not removed"),
-                });
-            };
-            if e.kind == Kind::Dir {
-                if let Some(sub) = self.sub(name)? {
-                    removed += sub.empty_tree(depth + 1)?;
-                }
-                match rustix::fs::unlinkat(&self.fd, name, AtFlags::REMOVEDIR) {
-                    Ok(()) | Err(Errno::NOENT) => {}
-                    Err(e) => return Err(io(e)).at(self.child_path(name)),
-                }
-            } else if self.remove_file(name)? {
-                removed += 1;
-            }
-        }
-        Ok(removed)
-    }
-
-    /// The entries of this directory (without `.` and `..`), each with
-    /// what it is (never followed).
     pub fn entries(&self) -> Result<Vec<Entry>> {
-        let mut dir = rustix::fs::Dir::read_from(&self.fd)
-            .map_err(io)
-            .at(&self.path)?;
-        let mut out = Vec::new();
-        while let Some(entry) = dir.read() {
-            let entry = entry.map_err(io).at(&self.path)?;
-            let bytes = entry.file_name().to_bytes();
-            if bytes == b"." || bytes == b".." {
-                continue;
-            }
-            let name = OsString::from_vec(bytes.to_vec());
-            let kind = match entry.file_type() {
-                FileType::Unknown => {
-                    match rustix::fs::statat(&self.fd, entry.file_name(), AtFlags::SYMLINK_NOFOLLOW)
-                    {
-                        Ok(st) => Kind::of(FileType::from_raw_mode(st.st_mode)),
-                        Err(Errno::NOENT) => continue,
-                        Err(e) => return Err(io(e)).at(self.path.join(&name)),
-                    }
-                }
-                t => Kind::of(t),
-            };
-            out.push(Entry { name, kind });
-        }
-        Ok(out)
+        Ok(self.0.entries()?)
     }
-
-    /// Make the names in this directory durable.
     pub fn sync(&self) -> Result<()> {
-        count_sync();
-        rustix::fs::fsync(&self.fd).map_err(io).at(&self.path)
+        Ok(self.0.sync()?)
     }
-
-    /// Free bytes on this directory's file system, when it says.
     pub fn free_space(&self) -> Option<u64> {
-        let st = rustix::fs::fstatvfs(&self.fd).ok()?;
-        Some(st.f_bavail.saturating_mul(st.f_frsize))
+        self.0.free_space()
     }
-
-    /// Device and inode of this directory.
     pub fn identity(&self) -> Result<(u64, u64)> {
-        let st = rustix::fs::fstat(&self.fd).map_err(io).at(&self.path)?;
-        Ok((st.st_dev, st.st_ino))
+        Ok(self.0.identity()?)
     }
 }
 
-thread_local! {
-    /// Every fsync and fdatasync this thread has made (tests count them: a
-    /// commit, which syncs on the calling thread, costs at most two).
-    pub(crate) static SYNCS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
-}
-
-fn count_sync() {
-    SYNCS.with(|c| c.set(c.get() + 1));
-}
-
-/// Make `file`'s bytes (and, unless `data_only`, all its metadata) durable.
+/// See [`hel_fs::sync_file`].
 pub(crate) fn sync_file(file: &File, path: &Path, data_only: bool) -> Result<()> {
-    count_sync();
-    if data_only {
-        file.sync_data().at(path)
-    } else {
-        file.sync_all().at(path)
-    }
+    Ok(hel_fs::sync_file(file, path, data_only)?)
 }
 
-/// Read `file` whole, refusing more than `max` bytes (checked against its
-/// size first, and again while reading, in case it grows).
+/// See [`hel_fs::read_bounded`].
 pub(crate) fn read_bounded(file: File, max: u64, path: &Path) -> Result<Vec<u8>> {
-    let len = file.metadata().at(path)?.len();
-    if len > max {
-        return Err(Error::FileTooLarge {
-            path: path.to_owned(),
-            size: len,
-            max,
-        });
-    }
-    let mut buf = Vec::with_capacity(len as usize);
-    file.take(max + 1).read_to_end(&mut buf).at(path)?;
-    if buf.len() as u64 > max {
-        return Err(Error::FileTooLarge {
-            path: path.to_owned(),
-            size: buf.len() as u64,
-            max,
-        });
-    }
-    Ok(buf)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::os::unix::fs::symlink;
-
-    fn setup() -> (tempfile::TempDir, tempfile::TempDir, Dir) {
-        let d = tempfile::tempdir().unwrap();
-        let outside = tempfile::tempdir().unwrap();
-        std::fs::write(outside.path().join("secret"), "s").unwrap();
-        let dir = Dir::open_path(d.path()).unwrap();
-        (d, outside, dir)
-    }
-
-    #[test]
-    fn links_and_special_files_are_refused() {
-        let (d, outside, dir) = setup();
-        symlink(outside.path(), d.path().join("ldir")).unwrap();
-        symlink(outside.path().join("secret"), d.path().join("lfile")).unwrap();
-        symlink("/dev/zero", d.path().join("zero")).unwrap();
-        rustix::fs::mknodat(
-            &dir.fd,
-            "fifo",
-            FileType::Fifo,
-            Mode::from_raw_mode(0o600),
-            0,
-        )
-        .unwrap();
-        let err = dir.sub("ldir").unwrap_err().to_string();
-        assert!(
-            err.contains("symbolic link") && err.contains("ldir"),
-            "{err}"
-        );
-        let err = dir.open_file("lfile").unwrap_err().to_string();
-        assert!(err.contains("symbolic link"), "{err}");
-        assert!(dir.read_file("zero", 100).is_err());
-        let err = dir.open_file("fifo").unwrap_err().to_string();
-        assert!(err.contains("FIFO"), "{err}");
-        assert!(dir.open_rw("fifo", false).is_err());
-        assert!(dir.open_rw("lfile", true).is_err());
-        // A directory where a lock file goes is named as such.
-        std::fs::create_dir(d.path().join("sub")).unwrap();
-        let err = dir.open_rw("sub", false).unwrap_err().to_string();
-        assert!(err.contains("is a directory where"), "{err}");
-        assert!(dir.create_new("lfile", 0o600).is_err());
-        // Through a linked first component.
-        let err = dir.open_file2("ldir", "secret").unwrap_err().to_string();
-        assert!(err.contains("symbolic link"), "{err}");
-        // Removing a link removes the link.
-        assert_eq!(dir.remove_tree("ldir").unwrap(), 1);
-        assert!(outside.path().join("secret").exists());
-        assert!(dir.open_file("absent").unwrap().is_none());
-        assert!(dir.sub("../x").is_err());
-    }
-
-    #[test]
-    fn trees_are_removed_without_following_links() {
-        let (d, outside, dir) = setup();
-        std::fs::create_dir_all(d.path().join("t/a/b")).unwrap();
-        std::fs::write(d.path().join("t/a/b/f"), "x").unwrap();
-        symlink(outside.path(), d.path().join("t/a/out")).unwrap();
-        assert_eq!(dir.remove_tree("t").unwrap(), 2);
-        assert!(!d.path().join("t").exists());
-        assert!(outside.path().join("secret").exists());
-    }
-
-    #[test]
-    fn bounded_reads() {
-        let (d, _o, dir) = setup();
-        std::fs::write(d.path().join("f"), vec![1u8; 100]).unwrap();
-        assert_eq!(dir.read_file("f", 100).unwrap().unwrap().len(), 100);
-        assert!(matches!(
-            dir.read_file("f", 99),
-            Err(Error::FileTooLarge { size: 100, .. })
-        ));
-    }
+    Ok(hel_fs::read_bounded(&file, max, path)?)
 }

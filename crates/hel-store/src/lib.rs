@@ -203,7 +203,7 @@ pub mod testing {
 
     /// Every fsync and fdatasync the store has made on this thread.
     pub fn syncs() -> u64 {
-        crate::dir::SYNCS.with(std::cell::Cell::get)
+        hel_fs::syncs()
     }
 
     /// A new session with a chosen id (tests that need ids sharing a prefix).

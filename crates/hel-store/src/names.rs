@@ -22,7 +22,6 @@
 
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::io::Write;
 use std::path::PathBuf;
 
 use crate::error::IoContext;
@@ -172,17 +171,7 @@ impl NamesLock {
 pub(crate) fn write(layout: &Layout, _lock: &NamesLock, names: &Names) -> Result<()> {
     let tmp = layout.tmp_create()?;
     let t = format!("names-{}", uuid::Uuid::new_v4().simple());
-    let mut f = tmp.create_new(&t, 0o600)?;
-    let written = f
-        .write_all(&render(names))
-        .at(tmp.child_path(&t))
-        .and_then(|()| crate::dir::sync_file(&f, &tmp.child_path(&t), false))
-        .and_then(|()| tmp.rename_to(&t, layout.root(), NAMES));
-    if written.is_err() {
-        let _ = tmp.remove_file(&t);
-    }
-    written?;
-    layout.root().sync()
+    layout.root().replace(NAMES, &render(names), 0o600, tmp, &t)
 }
 
 /// Change the names under the names lock: `change` gets the current names

@@ -24,7 +24,6 @@
 //! append-only pack (see `journal.rs`).
 
 use std::fs::File;
-use std::io::Read;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
@@ -530,19 +529,7 @@ impl Idx {
 
 /// Read a whole file of at most `max` bytes.
 pub(crate) fn read_all(file: &File, max: u64, path: &Path) -> Result<Vec<u8>> {
-    let len = file.metadata().at(path)?.len();
-    if len > max {
-        return Err(Error::FileTooLarge {
-            path: path.to_owned(),
-            size: len,
-            max,
-        });
-    }
-    let mut out = Vec::with_capacity(len as usize);
-    file.take(max.saturating_add(1))
-        .read_to_end(&mut out)
-        .at(path)?;
-    Ok(out)
+    Ok(hel_fs::read_bounded(file, max, path)?)
 }
 
 /// BLAKE3 of a whole file, read in pieces.

@@ -355,23 +355,11 @@ impl Store {
     /// Record `bytes` under `key`, replacing what was there: written aside,
     /// synced and renamed, so a crash leaves the old state or the new.
     pub fn set_remote_state(&self, key: &str, bytes: &[u8]) -> Result<()> {
-        use crate::error::IoContext;
-        use std::io::Write;
         check_key(key)?;
         let layout = self.layout_create()?;
         let dir = layout.remotes_create()?;
         let tmp = format!(".{key}.{}", uuid::Uuid::new_v4().simple());
-        let mut f = dir.create_new(&tmp, 0o600)?;
-        let written = f
-            .write_all(bytes)
-            .at(dir.child_path(&tmp))
-            .and_then(|()| crate::dir::sync_file(&f, &dir.child_path(&tmp), false))
-            .and_then(|()| dir.rename_to(&tmp, dir, key))
-            .and_then(|()| dir.sync());
-        if written.is_err() {
-            let _ = dir.remove_file(&tmp);
-        }
-        written
+        dir.replace(key, bytes, 0o600, dir, &tmp)
     }
 
     /// Forget what is recorded under `key`.

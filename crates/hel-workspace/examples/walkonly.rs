@@ -2,12 +2,7 @@ use hel_workspace::walk;
 use std::os::fd::AsFd;
 fn main() {
     let root = std::path::PathBuf::from(std::env::args().nth(1).unwrap());
-    let fd = rustix::fs::open(
-        &root,
-        rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY,
-        rustix::fs::Mode::empty(),
-    )
-    .unwrap();
+    let fd = hel_fs::at::open_dir_following(&root).unwrap();
     let cache = hel_workspace::cache::Cache::default();
     let plan = walk::Plan {
         root: &root,

@@ -24,7 +24,7 @@ use std::os::fd::{AsFd, BorrowedFd};
 
 use hel_store::tree::bad_name;
 use hel_store::ObjectId;
-use rustix::fs::{Mode, OFlags};
+use std::path::Path;
 
 use crate::flat::PATH_MAX;
 use crate::stat::FileStat;
@@ -65,31 +65,18 @@ impl Cache {
     /// Load the cache from the workspace directory `dir`. Never fails: a
     /// cache that cannot be used is empty.
     pub fn load(dir: BorrowedFd<'_>) -> Cache {
-        let Ok(fd) = rustix::fs::openat(
-            dir,
-            CACHE_FILE,
-            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
-            Mode::empty(),
-        ) else {
-            return Cache::default();
-        };
-        let Ok(st) = rustix::fs::fstat(&fd) else {
+        let Ok(Some((fd, st))) = hel_fs::at::open_regular(dir, CACHE_FILE) else {
             return Cache::default();
         };
         let stat = FileStat::of(&st);
-        if !stat.is_file() || stat.size > MAX_BYTES {
+        if stat.size > MAX_BYTES {
             return Cache::default();
         }
-        let mut bytes = Vec::with_capacity(stat.size as usize);
-        let mut file = std::fs::File::from(fd);
-        use std::io::Read;
-        if (&mut file)
-            .take(MAX_BYTES + 1)
-            .read_to_end(&mut bytes)
-            .is_err()
-        {
+        let file = std::fs::File::from(fd);
+        let Ok(bytes) = hel_fs::read_to_bound(file, stat.size, MAX_BYTES, Path::new(CACHE_FILE))
+        else {
             return Cache::default();
-        }
+        };
         match parse(&bytes) {
             Some((walk_start_ns, entries)) => Cache {
                 entries,
@@ -129,12 +116,9 @@ impl Cache {
         self.file = None;
         let bytes = encode(&self.entries, walk_start_ns);
         let tmp = format!("{CACHE_FILE}.tmp-{}", std::process::id());
-        let fd = rustix::fs::openat(
-            dir,
-            tmp.as_str(),
-            OFlags::WRONLY | OFlags::CREATE | OFlags::TRUNC | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-            Mode::from_raw_mode(0o600),
-        )?;
+        // One left by a process that had this pid and died.
+        let _ = rustix::fs::unlinkat(dir, tmp.as_str(), rustix::fs::AtFlags::empty());
+        let fd = hel_fs::at::create_new(dir, tmp.as_str(), 0o600)?;
         let file = std::fs::File::from(fd);
         let written = std::io::Write::write_all(&mut &file, &bytes).and_then(|()| {
             rustix::fs::renameat(dir, tmp.as_str(), dir, CACHE_FILE).map_err(Into::into)
@@ -301,12 +285,7 @@ mod tests {
     #[test]
     fn round_trip_racy_rule_and_damage() {
         let dir = tempfile::tempdir().unwrap();
-        let fd = rustix::fs::open(
-            dir.path(),
-            OFlags::RDONLY | OFlags::DIRECTORY,
-            Mode::empty(),
-        )
-        .unwrap();
+        let fd = hel_fs::at::open_dir_path(dir.path()).unwrap();
         let start = 100 * RACY_NS;
         let mut entries = HashMap::default();
         entries.insert(b"a/b.txt".to_vec(), known(1, start - 2 * RACY_NS));

@@ -51,7 +51,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use hel_store::tree::{bad_name, check_entry, Entry, EntryError, EntryKind};
 use hel_store::{Cap, Store};
-use rustix::fs::{AtFlags, Mode, OFlags, RenameFlags};
+use rustix::fs::{AtFlags, Mode, RenameFlags};
 use rustix::io::Errno;
 
 use crate::flat::{split, Item, PATH_MAX};
@@ -420,8 +420,7 @@ pub fn apply(
         let (dir, name) = split(&changes[i].path);
         let step = (|| {
             let parent = open_dir(project, dir)?;
-            let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-            let fd = match rustix::fs::openat(&parent, name, flags, Mode::empty()) {
+            let fd = match hel_fs::at::open_dir(&parent, name) {
                 Ok(fd) => fd,
                 Err(Errno::NOENT | Errno::LOOP | Errno::NOTDIR) => return Err(Skip::Changed),
                 Err(errno) => {
@@ -594,47 +593,21 @@ fn depth(path: &[u8]) -> usize {
 /// Open the directory `dir` (relative, `/`-separated, maybe empty) beneath
 /// `project`, one component at a time, never following a link.
 fn open_dir(project: BorrowedFd<'_>, dir: &[u8]) -> Result<OwnedFd, Skip> {
-    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    let mut cur =
-        rustix::fs::openat(project, ".", flags, Mode::empty()).map_err(|errno| Skip::Failed {
-            op: "open the project directory",
+    hel_fs::at::open_dir_beneath(project, dir).map_err(|errno| match errno {
+        Errno::NOENT => Skip::MissingParent,
+        Errno::LOOP => Skip::ThroughLink,
+        Errno::NOTDIR => Skip::ParentNotDir,
+        errno => Skip::Failed {
+            op: "open its directory",
             errno,
-        })?;
-    if dir.is_empty() {
-        return Ok(cur);
-    }
-    for name in dir.split(|&c| c == b'/') {
-        cur = match rustix::fs::openat(&cur, name, flags, Mode::empty()) {
-            Ok(fd) => fd,
-            Err(Errno::NOENT) => return Err(Skip::MissingParent),
-            // O_NOFOLLOW refuses a link with ELOOP (ENOTDIR on some
-            // kernels with O_DIRECTORY): tell the two apart by lstat.
-            Err(errno @ (Errno::LOOP | Errno::NOTDIR)) => {
-                return Err(match lstat(&cur, name) {
-                    Ok(Some(st)) if st.is_symlink() => Skip::ThroughLink,
-                    Ok(Some(_)) => Skip::ParentNotDir,
-                    _ => Skip::Failed {
-                        op: "open its directory",
-                        errno,
-                    },
-                })
-            }
-            Err(errno) => {
-                return Err(Skip::Failed {
-                    op: "open its directory",
-                    errno,
-                })
-            }
-        };
-    }
-    Ok(cur)
+        },
+    })
 }
 
 /// `lstat` of `name` in `dir`; `None` when absent.
 fn lstat(dir: &OwnedFd, name: &[u8]) -> Result<Option<FileStat>, Skip> {
-    match rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
-        Ok(st) => Ok(Some(FileStat::of(&st))),
-        Err(Errno::NOENT) => Ok(None),
+    match hel_fs::at::lstat(dir, name) {
+        Ok(st) => Ok(st.map(|st| FileStat::of(&st))),
         Err(errno) => Err(Skip::Failed { op: "lstat", errno }),
     }
 }
@@ -704,18 +677,10 @@ fn beside(
             made = Some(new.clone());
             (new, None)
         } else {
-            let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-            let src = rustix::fs::openat(tmp, name, flags, Mode::empty())
-                .map_err(fail("open the temporary file"))?;
-            let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW;
+            let src = hel_fs::at::open_read(tmp, name).map_err(fail("open the temporary file"))?;
             let mut out = None;
             let new = fresh(BESIDE_PREFIX, |n| {
-                out = Some(rustix::fs::openat(
-                    parent,
-                    n,
-                    flags | OFlags::CLOEXEC,
-                    Mode::from_raw_mode(0o600),
-                )?);
+                out = Some(hel_fs::at::create_new(parent, n, 0o600)?);
                 Ok(())
             })
             .map_err(fail("create a temporary file beside it"))?;
@@ -807,16 +772,9 @@ impl Temps<'_> {
             fresh(TMP_PREFIX, |n| rustix::fs::symlinkat(bytes, dir, n))
                 .map_err(|e| (TMP_PREFIX.as_bytes().to_vec(), e.into()))?
         } else {
-            let flags =
-                OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
             let mut fd = None;
             let name = fresh(TMP_PREFIX, |n| {
-                fd = Some(rustix::fs::openat(
-                    dir,
-                    n,
-                    flags,
-                    Mode::from_raw_mode(0o600),
-                )?);
+                fd = Some(hel_fs::at::create_new(dir, n, 0o600)?);
                 Ok(())
             })
             .map_err(|e| (TMP_PREFIX.as_bytes().to_vec(), e.into()))?;
@@ -869,8 +827,7 @@ fn open_tmp(ws: &OwnedFd) -> std::io::Result<OwnedFd> {
         Ok(()) | Err(Errno::EXIST) => {}
         Err(e) => return Err(e.into()),
     }
-    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    Ok(rustix::fs::openat(ws, "tmp", flags, Mode::empty())?)
+    Ok(hel_fs::at::open_dir(ws, "tmp")?)
 }
 
 /// Remove the temporaries crashed restores left in `tmp`: regular files

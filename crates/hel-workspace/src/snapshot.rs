@@ -8,7 +8,6 @@ use std::path::{Path, PathBuf};
 
 use hel_store::tree::{EntryKind, Tree, FLAT_BYTES_MAX, FLAT_PATHS_MAX};
 use hel_store::{Cap, Encoded, ObjectId, Store, Txn};
-use rustix::fs::{Mode, OFlags};
 
 use crate::cache::{Cache, Known};
 use crate::flat::{Flat, Item, TreesError};
@@ -200,12 +199,7 @@ impl Workspace {
         check_project(&root)?;
         let (dir, _) = store.workspace_dir()?;
         let cache = Cache::load(dir.as_fd());
-        let project = rustix::fs::open(
-            &root,
-            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-            Mode::empty(),
-        )
-        .map_err(|e| {
+        let project = hel_fs::at::open_dir_following(&root).map_err(|e| {
             SnapshotError::Walk(walk::WalkError {
                 path: root.display().to_string(),
                 reason: e.to_string(),
@@ -240,19 +234,14 @@ impl Workspace {
     /// symlink's target. Never through a link, never blocking on a FIFO.
     pub fn read_current(&self, path: &[u8], kind: EntryKind) -> std::io::Result<Vec<u8>> {
         let (dir, name) = crate::flat::split(path);
-        let dirfd = walk::open_dir(self.project.as_fd(), dir)?;
+        let dirfd = hel_fs::at::open_dir_beneath(self.project.as_fd(), dir)?;
         if kind == EntryKind::Symlink {
             return Ok(rustix::fs::readlinkat(&dirfd, name, Vec::new())?.into_bytes());
         }
         let Some((fd, _)) = walk::open_regular(dirfd.as_fd(), name)? else {
             return Err(std::io::Error::other("not a regular file"));
         };
-        let mut out = Vec::new();
-        use std::io::Read as _;
-        std::fs::File::from(fd)
-            .take(Cap::FILE.max)
-            .read_to_end(&mut out)?;
-        Ok(out)
+        hel_fs::read_head(std::fs::File::from(fd), Cap::FILE.max)
     }
 
     /// The project directory's descriptor.
@@ -451,7 +440,7 @@ impl Taking<'_, '_> {
                 } else {
                     self.max_file
                 };
-                match walk::open_dir(self.project, dir) {
+                match hel_fs::at::open_dir_beneath(self.project, dir) {
                     Ok(fd) => walk::read(fd.as_fd(), name, &e.stat, max),
                     Err(rustix::io::Errno::NOENT) => Content::Gone,
                     Err(rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR) => Content::Changed,

@@ -37,18 +37,18 @@
 //! sibling directories cost what one does.
 
 use std::ffi::OsStr;
-use std::io::Read as _;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
+use hel_fs::at;
 use hel_store::tree::{bad_name, DEPTH_MAX, PATH_MAX, TARGET_MAX};
 use hel_store::{Cap, Encoded, ObjectId};
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
 use ignore::Match;
-use rustix::fs::{AtFlags, Mode, OFlags};
+use rustix::fs::AtFlags;
 use rustix::io::Errno;
 
 use crate::cache::Cache;
@@ -233,25 +233,13 @@ impl Ctx<'_> {
     }
 }
 
-const DIR_FLAGS: OFlags = OFlags::RDONLY
-    .union(OFlags::DIRECTORY)
-    .union(OFlags::NOFOLLOW)
-    .union(OFlags::CLOEXEC);
-
 /// Open regular file `name` in `dir` without following a link or blocking
 /// on a FIFO; `None` when it is not a regular file.
 pub(crate) fn open_regular(
     dir: BorrowedFd<'_>,
     name: &[u8],
 ) -> rustix::io::Result<Option<(OwnedFd, FileStat)>> {
-    let fd = rustix::fs::openat(
-        dir,
-        name,
-        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY,
-        Mode::empty(),
-    )?;
-    let st = FileStat::of(&rustix::fs::fstat(&fd)?);
-    Ok(st.is_file().then_some((fd, st)))
+    Ok(at::open_regular(dir, name)?.map(|(fd, st)| (fd, FileStat::of(&st))))
 }
 
 /// A gitignore matcher from the file `name` in `dir` (whose path is
@@ -263,10 +251,7 @@ fn load_ignore(dir: BorrowedFd<'_>, name: &str, abs: &Path) -> Result<Option<Git
         Ok(None) | Err(Errno::NOENT | Errno::LOOP) => return Ok(None),
         Err(e) => return Err(format!("cannot read its {name}: {e}")),
     };
-    let mut bytes = Vec::new();
-    std::fs::File::from(fd)
-        .take(IGNORE_FILE_BYTES)
-        .read_to_end(&mut bytes)
+    let bytes = hel_fs::read_head(std::fs::File::from(fd), IGNORE_FILE_BYTES)
         .map_err(|e| format!("cannot read its {name}: {e}"))?;
     let mut b = GitignoreBuilder::new(abs);
     let from = abs.join(name);
@@ -289,8 +274,8 @@ struct Global {
 
 impl Global {
     fn load(project: BorrowedFd<'_>, root: &Path) -> Global {
-        let exclude = rustix::fs::openat(project, ".git", DIR_FLAGS, Mode::empty())
-            .and_then(|git| rustix::fs::openat(&git, "info", DIR_FLAGS, Mode::empty()))
+        let exclude = at::open_dir(project, ".git")
+            .and_then(|git| at::open_dir(&git, "info"))
             .ok()
             .and_then(|info| load_ignore(info.as_fd(), "exclude", root).ok().flatten());
         // The user's own configuration (not the project's): read as git does.
@@ -542,8 +527,8 @@ fn share<'a>(fd: OwnedFd, count: &'a AtomicUsize) -> Option<Arc<Held<'a>>> {
 fn list<'a>(job: Job<'a>, ctx: &Ctx<'a>) -> Listed {
     let plan = ctx.plan;
     let opened = match &job.parent {
-        Some(p) => rustix::fs::openat(&p.fd, job.name.as_slice(), DIR_FLAGS, Mode::empty()),
-        None => open_dir(ctx.project, &job.rel),
+        Some(p) => at::open_dir(&p.fd, job.name.as_slice()),
+        None => at::open_dir_beneath(ctx.project, &job.rel),
     };
     // The parent's descriptor is not needed any more: let it close.
     drop(job.parent);
@@ -714,16 +699,13 @@ pub fn read(dir: BorrowedFd<'_>, name: &[u8], seen: &FileStat, max: u64) -> Cont
     if stat.size > max {
         return Content::TooLarge(stat.size);
     }
-    let mut bytes = Vec::with_capacity(stat.size as usize);
-    if let Err(e) = std::fs::File::from(fd)
-        .take(max + 1)
-        .read_to_end(&mut bytes)
-    {
-        return Content::Unreadable(e.to_string());
-    }
-    if bytes.len() as u64 > max {
-        return Content::TooLarge(bytes.len() as u64);
-    }
+    let path = Path::new(OsStr::from_bytes(name));
+    let bytes = match hel_fs::read_to_bound(std::fs::File::from(fd), stat.size, max, path) {
+        Ok(b) => b,
+        Err(hel_fs::Error::TooLarge { size, .. }) => return Content::TooLarge(size),
+        Err(hel_fs::Error::Io { source, .. }) => return Content::Unreadable(source.to_string()),
+        Err(e) => return Content::Unreadable(e.to_string()),
+    };
     match hel_store::encode_blob(&bytes) {
         Ok(blob) => Content::Read {
             blob,
@@ -732,18 +714,6 @@ pub fn read(dir: BorrowedFd<'_>, name: &[u8], seen: &FileStat, max: u64) -> Cont
         },
         Err(e) => Content::Unreadable(e.to_string()),
     }
-}
-
-/// Open directory `dir` (relative, `/`-separated, maybe empty) beneath
-/// `project`, one component at a time, never following a link.
-pub fn open_dir(project: BorrowedFd<'_>, dir: &[u8]) -> rustix::io::Result<OwnedFd> {
-    let mut cur = rustix::fs::openat(project, ".", DIR_FLAGS, Mode::empty())?;
-    if !dir.is_empty() {
-        for name in dir.split(|&c| c == b'/') {
-            cur = rustix::fs::openat(&cur, name, DIR_FLAGS, Mode::empty())?;
-        }
-    }
-    Ok(cur)
 }
 
 /// The path `rel` of the project as a path.

@@ -102,26 +102,21 @@ fn mcp_servers(src: &Source, f: &File) -> Result<Vec<hel_agent::mcp::ServerSpec>
 /// The file at `path`, at most [`MAX_BYTES`], never a FIFO or device;
 /// `None` when there is none.
 fn read_bounded(path: &Path) -> std::io::Result<Option<Vec<u8>>> {
-    use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-    let file = match std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)
-    {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(e),
+    // The user's own file: a link (to a dotfiles repository) is followed.
+    let file = match hel_fs::at::open_read_following(path) {
+        Ok(fd) => std::fs::File::from(fd),
+        Err(rustix::io::Errno::NOENT) => return Ok(None),
+        Err(e) => return Err(e.into()),
     };
     if !file.metadata()?.is_file() {
         return Err(std::io::Error::other("not a regular file"));
     }
-    let mut out = Vec::new();
-    file.take(MAX_BYTES + 1).read_to_end(&mut out)?;
-    if out.len() as u64 > MAX_BYTES {
-        return Err(std::io::Error::other("over 64 KiB"));
+    match hel_fs::read_to_bound(file, 0, MAX_BYTES, path) {
+        Ok(out) => Ok(Some(out)),
+        Err(hel_fs::Error::TooLarge { .. }) => Err(std::io::Error::other("over 64 KiB")),
+        Err(hel_fs::Error::Io { source, .. }) => Err(source),
+        Err(e) => Err(std::io::Error::other(e.to_string())),
     }
-    Ok(Some(out))
 }
 
 /// Where a setting came from.

@@ -20,12 +20,11 @@
 
 use std::collections::{BTreeSet, VecDeque};
 use std::ffi::{OsStr, OsString};
-use std::io::Read;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+use rustix::fs::{AtFlags, FileType};
 
 use super::sandbox::proto::{FileId, GitMount};
 
@@ -132,7 +131,9 @@ pub fn find(roots: &[PathBuf], store: &Path) -> Found {
     let mut budget = MAX_ENTRIES;
     let mut queue: VecDeque<PathBuf> = VecDeque::new();
     for root in roots {
-        let Ok(fd) = open_dir(root) else { continue };
+        let Ok(fd) = hel_fs::at::open_dir_path(root) else {
+            continue;
+        };
         if is_git_dir(fd.as_fd()) {
             found.add_dir(root, store);
         } else {
@@ -140,7 +141,9 @@ pub fn find(roots: &[PathBuf], store: &Path) -> Found {
         }
     }
     while let Some(dir) = queue.pop_front() {
-        let Ok(fd) = open_dir(&dir) else { continue };
+        let Ok(fd) = hel_fs::at::open_dir_path(&dir) else {
+            continue;
+        };
         let Ok(list) = rustix::fs::Dir::read_from(&fd) else {
             continue;
         };
@@ -187,34 +190,15 @@ pub fn find(roots: &[PathBuf], store: &Path) -> Found {
     found
 }
 
-/// `path` opened as a directory, not through a symbolic link at its end.
-fn open_dir(path: &Path) -> rustix::io::Result<std::os::fd::OwnedFd> {
-    rustix::fs::open(
-        path,
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-}
-
 /// The start of a small regular file (a `.git` file, a `commondir`),
 /// without following a link or blocking on a FIFO.
 fn read_small(path: &Path) -> Option<String> {
-    let fd = rustix::fs::open(
-        path,
-        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-    .ok()?;
-    let st = rustix::fs::fstat(&fd).ok()?;
-    if FileType::from_raw_mode(st.st_mode) != FileType::RegularFile {
+    let fd = hel_fs::at::open_read_path(path).ok()?;
+    if !hel_fs::at::is_regular(&rustix::fs::fstat(&fd).ok()?) {
         return None;
     }
-    let mut text = String::new();
-    std::fs::File::from(fd)
-        .take(MAX_POINTER)
-        .read_to_string(&mut text)
-        .ok()?;
-    Some(text)
+    let bytes = hel_fs::read_head(std::fs::File::from(fd), MAX_POINTER).ok()?;
+    String::from_utf8(bytes).ok()
 }
 
 /// Where a path read from a file in `base` leads, canonical, if it is a
@@ -225,7 +209,7 @@ fn git_dir_at(base: &Path, target: &str) -> Option<PathBuf> {
         return None;
     }
     let dir = base.join(target).canonicalize().ok()?;
-    let fd = open_dir(&dir).ok()?;
+    let fd = hel_fs::at::open_dir_path(&dir).ok()?;
     is_git_dir(fd.as_fd()).then_some(dir)
 }
 
@@ -317,7 +301,7 @@ impl Found {
             }
             let open = is_dir
                 && allow_writes
-                && open_dir(path).is_ok_and(|fd| !stays_read_only(fd.as_fd()));
+                && hel_fs::at::open_dir_path(path).is_ok_and(|fd| !stays_read_only(fd.as_fd()));
             if !open {
                 push(&mut out, path.clone(), true);
                 continue;

@@ -36,7 +36,7 @@ use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use hel_store::STORE_DIR;
-use rustix::fs::{self as rfs, AtFlags, FileType, Mode, OFlags, ResolveFlags, Stat};
+use rustix::fs::{self as rfs, AtFlags, FileType, Mode, Stat};
 use rustix::io::Errno;
 
 use super::cancel::{Cancel, Cancelled};
@@ -218,13 +218,7 @@ pub fn open_regular_at(
             OpenError::NotRegular(kind_name(&before))
         });
     }
-    let fd = rfs::openat(
-        dir,
-        name,
-        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-    .map_err(|e| match e {
+    let fd = hel_fs::at::open_read(dir, name).map_err(|e| match e {
         Errno::LOOP | Errno::NOENT => OpenError::Changed,
         e => OpenError::Io(io(e)),
     })?;
@@ -239,12 +233,7 @@ pub fn open_regular_at(
 impl ProjectDir {
     /// Open the project directory. `path` must be canonical.
     pub fn open(path: &Path) -> std::io::Result<ProjectDir> {
-        let fd = rfs::open(
-            path,
-            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-            Mode::empty(),
-        )
-        .map_err(io)?;
+        let fd = hel_fs::at::open_dir_following(path).map_err(io)?;
         Ok(ProjectDir {
             fd,
             path: path.to_owned(),
@@ -542,13 +531,7 @@ impl ProjectDir {
             return rustix::io::fcntl_dupfd_cloexec(&self.fd, 0).map(Walked::Dir);
         }
         if self.openat2.load(Ordering::Relaxed) {
-            match rfs::openat2(
-                &self.fd,
-                join(dirs),
-                OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
-                Mode::empty(),
-                ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
-            ) {
+            match hel_fs::at::dir_handle_beneath(&self.fd, join(dirs)) {
                 Ok(fd) => return Ok(Walked::Dir(fd)),
                 Err(Errno::NOSYS) => self.openat2.store(false, Ordering::Relaxed),
                 // A link on the way (ELOOP), a racing rename (EAGAIN), a
@@ -568,12 +551,7 @@ impl ProjectDir {
         for (i, name) in dirs.iter().enumerate() {
             let mut made = false;
             loop {
-                match rfs::openat(
-                    &cur,
-                    name.as_os_str(),
-                    OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-                    Mode::empty(),
-                ) {
+                match hel_fs::at::open_handle(&cur, name.as_os_str()) {
                     Ok(fd) => {
                         let st = rfs::fstat(&fd)?;
                         match FileType::from_raw_mode(st.st_mode) {
@@ -699,15 +677,11 @@ impl ProjectDir {
             }
         }
         let tmp = format!("{WRITE_TMP_PREFIX}{}.tmp", uuid::Uuid::new_v4().simple());
-        let fd = rfs::openat(
-            &entry.parent,
-            tmp.as_str(),
-            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-            Mode::from(0o666),
-        )
-        .map_err(|e| PathError::TempFile {
-            path: path.to_owned(),
-            source: io(e),
+        let fd = hel_fs::at::create_new(&entry.parent, tmp.as_str(), 0o666).map_err(|e| {
+            PathError::TempFile {
+                path: path.to_owned(),
+                source: io(e),
+            }
         })?;
         let mut file = File::from(fd);
         let done = (|| {

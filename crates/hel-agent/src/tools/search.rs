@@ -27,7 +27,7 @@ use globset::{Glob, GlobMatcher};
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
 use ignore::Match;
 use regex::bytes::Regex;
-use rustix::fs::{self as rfs, AtFlags, FileType, Mode, OFlags};
+use rustix::fs::{self as rfs, AtFlags, FileType};
 
 use super::args::{GlobArgs, GrepArgs};
 use super::cancel::{self, Cancel, Cancelled};
@@ -96,21 +96,11 @@ struct Walker<'a> {
     exclude: Option<Gitignore>,
 }
 
-fn open_dir_at(dir: BorrowedFd<'_>, name: &OsStr) -> rustix::io::Result<OwnedFd> {
-    rfs::openat(
-        dir,
-        name,
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-}
-
 /// A gitignore matcher from the file `name` in `dir` (`abs` is the
 /// directory's path), or None when there is none to read.
 fn load_ignore(dir: BorrowedFd<'_>, name: &str, abs: &Path) -> Option<Gitignore> {
     let file = open_regular_at(dir, OsStr::new(name), None).ok()?;
-    let mut bytes = Vec::new();
-    file.take(IGNORE_FILE_BYTES).read_to_end(&mut bytes).ok()?;
+    let bytes = hel_fs::read_head(file, IGNORE_FILE_BYTES).ok()?;
     let mut b = GitignoreBuilder::new(abs);
     let from = abs.join(name);
     for (i, line) in String::from_utf8_lossy(&bytes).lines().enumerate() {
@@ -176,18 +166,19 @@ impl<'a> Walker<'a> {
             exclude: None,
         };
         let top = dir.fd();
-        let mut fd = open_dir_at(top, OsStr::new(".")).map_err(|e| SearchError::Io {
+        let mut fd = hel_fs::at::open_dir(top, OsStr::new(".")).map_err(|e| SearchError::Io {
             path: shown.to_owned(),
             source: e.into(),
         })?;
-        w.exclude = open_dir_at(top, OsStr::new(".git"))
-            .and_then(|git| open_dir_at(git.as_fd(), OsStr::new("info")))
+        w.exclude = hel_fs::at::open_dir(top, OsStr::new(".git"))
+            .and_then(|git| hel_fs::at::open_dir(git.as_fd(), OsStr::new("info")))
             .ok()
             .and_then(|info| load_ignore(info.as_fd(), "exclude", dir.path()));
         let mut rel = PathBuf::new();
         w.rules.push(w.rules_for(fd.as_fd(), &rel));
         for c in root_rel.iter() {
-            fd = open_dir_at(fd.as_fd(), c).map_err(|_| SearchError::Changed(shown.to_owned()))?;
+            fd = hel_fs::at::open_dir(fd.as_fd(), c)
+                .map_err(|_| SearchError::Changed(shown.to_owned()))?;
             rel.push(c);
             w.rules.push(w.rules_for(fd.as_fd(), &rel));
         }
@@ -240,7 +231,7 @@ impl<'a> Walker<'a> {
                         continue;
                     }
                     // O_NOFOLLOW: a directory swapped for a link is skipped.
-                    let Ok(fd) = open_dir_at(top.fd.as_fd(), &name) else {
+                    let Ok(fd) = hel_fs::at::open_dir(top.fd.as_fd(), &name) else {
                         continue;
                     };
                     let rules = w.rules_for(fd.as_fd(), &rel);

@@ -13,7 +13,7 @@ use std::os::fd::AsFd;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
-use rustix::fs::{Mode, OFlags};
+use rustix::fs::Mode;
 
 /// Bytes of the file read at the start (its newest part).
 const MAX_READ: u64 = 1 << 20;
@@ -39,7 +39,7 @@ impl std::fmt::Display for HistoryError {
 
 /// The open history file, appended to as entries are made.
 pub struct History {
-    dir: File,
+    dir: hel_fs::Dir,
     file: File,
     path: PathBuf,
 }
@@ -76,17 +76,13 @@ impl History {
                 path: dir.to_owned(),
                 source,
             })?;
-        let dir_fd = rustix::fs::open(
-            dir,
-            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-            Mode::empty(),
-        )
-        .map(File::from)
-        .map_err(|e| HistoryError {
-            path: dir.to_owned(),
-            source: e.into(),
-        })?;
-        let file = open_file(&dir_fd, FILE, OFlags::APPEND).map_err(err)?;
+        let dir_fd = hel_fs::at::open_dir_path(dir)
+            .map(|fd| hel_fs::Dir::from_fd(fd, dir.to_owned()))
+            .map_err(|e| HistoryError {
+                path: dir.to_owned(),
+                source: e.into(),
+            })?;
+        let file = open_file(&dir_fd, FILE).map_err(err)?;
         let (entries, size) = read_entries(&file).map_err(err)?;
         let mut history = History {
             dir: dir_fd,
@@ -118,39 +114,32 @@ impl History {
     /// Replace the file by `entries` alone: written aside, synced, renamed
     /// over it.
     fn rewrite(&mut self, entries: &[String]) -> std::io::Result<()> {
-        let _ = rustix::fs::unlinkat(&self.dir, ASIDE, rustix::fs::AtFlags::empty());
-        let mut aside = open_file(&self.dir, ASIDE, OFlags::TRUNC | OFlags::EXCL)?;
+        // One left by a rewrite that was interrupted.
+        let _ = self.dir.remove_file(ASIDE);
         let mut text = String::new();
         for e in entries {
             text.push_str(&serde_json::to_string(e).unwrap_or_default());
             text.push('\n');
         }
-        aside.write_all(text.as_bytes())?;
-        aside.sync_all()?;
-        rustix::fs::renameat(&self.dir, ASIDE, &self.dir, FILE)?;
-        rustix::fs::fsync(&self.dir)?;
-        self.file = open_file(&self.dir, FILE, OFlags::APPEND)?;
+        self.dir
+            .replace(FILE, text.as_bytes(), 0o600, &self.dir, ASIDE)?;
+        self.file = open_file(&self.dir, FILE)?;
         Ok(())
     }
 }
 
-/// Open `name` in `dir` for reading and writing, created 0600, never
+/// Open `name` in `dir` for reading and appending, created 0600, never
 /// through a link; refused unless it is a regular file of ours, and made
 /// private if it was not.
-fn open_file(dir: &File, name: &str, extra: OFlags) -> std::io::Result<File> {
-    let file = rustix::fs::openat(
-        dir.as_fd(),
-        name,
-        OFlags::RDWR | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::CLOEXEC | extra,
-        Mode::from_raw_mode(0o600),
-    )
-    .map(File::from)
-    .map_err(|e| match e {
-        rustix::io::Errno::LOOP => {
-            std::io::Error::other("is a symbolic link; hel does not follow it: remove it")
-        }
-        e => e.into(),
-    })?;
+fn open_file(dir: &hel_fs::Dir, name: &str) -> std::io::Result<File> {
+    let file = hel_fs::at::open_rw(dir.as_fd(), name, true)
+        .map(File::from)
+        .map_err(|e| match e {
+            rustix::io::Errno::LOOP => {
+                std::io::Error::other("is a symbolic link; hel does not follow it: remove it")
+            }
+            e => e.into(),
+        })?;
     let meta = file.metadata()?;
     if !meta.is_file() {
         return Err(std::io::Error::other("is not a regular file; remove it"));

@@ -3,7 +3,6 @@
 //! the user says yes and never over anything already there.
 
 use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 /// Entries of the root looked at; a larger directory is sketched from
@@ -94,11 +93,7 @@ pub fn starter(root: &Path) -> std::io::Result<String> {
 /// Write `text` to a new file `path`: refused if anything (a link
 /// included) is already there.
 pub fn write(path: &Path, text: &str) -> std::io::Result<()> {
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o644)
-        .open(path)?;
+    let mut file = std::fs::File::from(hel_fs::at::create_new(rustix::fs::CWD, path, 0o644)?);
     file.write_all(text.as_bytes())?;
     file.sync_all()
 }

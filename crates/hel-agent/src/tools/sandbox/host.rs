@@ -10,7 +10,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hel_store::STORE_DIR;
-use rustix::fs::{Mode, OFlags};
 use rustix::process::{Pid, Signal};
 use tokio::io::AsyncReadExt;
 use tokio::net::unix::pipe;
@@ -74,15 +73,6 @@ fn sys<E: Into<std::io::Error>>(what: impl Into<String>) -> impl FnOnce(E) -> Sa
     }
 }
 
-fn open_dir_at(dir: impl AsFd, name: &str) -> rustix::io::Result<OwnedFd> {
-    rustix::fs::openat(
-        dir,
-        name,
-        OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-}
-
 impl Layout {
     /// The project, its `.hel/` (a directory, never a link) and the
     /// session's spill directory below it, each opened without following
@@ -95,14 +85,10 @@ impl Layout {
         git_roots: &[PathBuf],
         allow_git_write: bool,
     ) -> Result<Layout, SandboxError> {
-        let dir = rustix::fs::open(
-            project,
-            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
-            Mode::empty(),
-        )
-        .map_err(sys(project.display().to_string()))?;
+        let dir = hel_fs::at::dir_handle_following(project)
+            .map_err(sys(project.display().to_string()))?;
         let project_id = FileId::of(&dir).map_err(sys(project.display().to_string()))?;
-        let store = match open_dir_at(&dir, STORE_DIR) {
+        let store = match hel_fs::at::open_dir_handle(&dir, STORE_DIR) {
             Ok(fd) => Some(fd),
             Err(rustix::io::Errno::NOENT) => None,
             Err(e) => return Err(SandboxError::Store(e.into())),
@@ -149,7 +135,7 @@ fn spill_below(
     }
     let mut fd = store.try_clone().map_err(sys("the spill directory"))?;
     for p in &parts {
-        match open_dir_at(&fd, p) {
+        match hel_fs::at::open_dir_handle(&fd, p) {
             Ok(next) => fd = next,
             Err(rustix::io::Errno::NOENT) => return Ok(None),
             Err(e) => return Err(sys("the spill directory")(e)),

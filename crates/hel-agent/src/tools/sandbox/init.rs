@@ -39,7 +39,7 @@ use landlock::{
     ABI,
 };
 use rustix::event::{PollFd, PollFlags};
-use rustix::fs::{FileType, Mode, OFlags};
+use rustix::fs::{FileType, Mode};
 use rustix::mount::{MountFlags, MountPropagationFlags};
 use rustix::process::{Pid, Signal, WaitOptions};
 
@@ -372,11 +372,7 @@ fn private_dev() -> Result<(), SetupError> {
     let mut real = Vec::new();
     for name in DEVICES {
         let path = format!("/dev/{name}");
-        match rustix::fs::open(
-            path.as_str(),
-            OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-            Mode::empty(),
-        ) {
+        match hel_fs::at::open_handle(rustix::fs::CWD, path.as_str()) {
             Ok(fd) => {
                 let st = rustix::fs::fstat(&fd).map_err(sys(path.as_str()))?;
                 if FileType::from_raw_mode(st.st_mode) == FileType::CharacterDevice {
@@ -390,25 +386,15 @@ fn private_dev() -> Result<(), SetupError> {
     let opts = c"mode=0755,size=64k,nr_inodes=64";
     let flags = MountFlags::NOSUID | MountFlags::NOEXEC;
     rustix::mount::mount("tmpfs", "/dev", "tmpfs", flags, opts).map_err(sys("mount a tmpfs"))?;
-    let dev = rustix::fs::open(
-        "/dev",
-        OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-    .map_err(sys("/dev"))?;
+    let dev = hel_fs::at::open_dir_handle(rustix::fs::CWD, "/dev").map_err(sys("/dev"))?;
     for (name, src) in &real {
-        let node = rustix::fs::openat(
-            &dev,
-            *name,
-            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-            Mode::from_raw_mode(0o666),
-        )
-        .map_err(sys(format!("create /dev/{name}")))?;
+        let node = hel_fs::at::create_new(&dev, *name, 0o666)
+            .map_err(sys(format!("create /dev/{name}")))?;
         rustix::mount::mount_bind(fd_path(src).as_str(), fd_path(&node).as_str())
             .map_err(sys(format!("bind /dev/{name}")))?;
     }
     rustix::fs::mkdirat(&dev, "pts", Mode::from_raw_mode(0o755)).map_err(sys("mkdir pts"))?;
-    let pts = open_dir_at(&dev, "pts").map_err(sys("pts"))?;
+    let pts = hel_fs::at::open_dir_handle(&dev, "pts").map_err(sys("pts"))?;
     // `newinstance`: its terminals are only those opened in the sandbox.
     let own = rustix::mount::mount(
         "devpts",
@@ -462,15 +448,6 @@ fn fd_path(fd: &OwnedFd) -> String {
     format!("/proc/self/fd/{}", fd.as_raw_fd())
 }
 
-fn open_dir_at(dir: &OwnedFd, name: &str) -> rustix::io::Result<OwnedFd> {
-    rustix::fs::openat(
-        dir,
-        name,
-        OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-}
-
 fn same(fd: &OwnedFd, want: FileId, what: &str) -> Result<(), SetupError> {
     match FileId::of(fd) {
         Ok(id) if id == want => Ok(()),
@@ -486,17 +463,13 @@ fn same(fd: &OwnedFd, want: FileId, what: &str) -> Result<(), SetupError> {
 /// (each component without following links) and checked against the
 /// identity hel saw, so no path in the project can redirect a mount.
 fn hide_store(spec: &Spec) -> Result<(), SetupError> {
-    let project = rustix::fs::open(
-        &spec.project,
-        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-    .map_err(sys(spec.project.display().to_string()))?;
+    let project = hel_fs::at::dir_handle_following(&spec.project)
+        .map_err(sys(spec.project.display().to_string()))?;
     same(&project, spec.project_id, "the project directory")?;
     let Some(store_id) = spec.store else {
         return Ok(());
     };
-    let store = open_dir_at(&project, STORE_DIR).map_err(sys(STORE_DIR))?;
+    let store = hel_fs::at::open_dir_handle(&project, STORE_DIR).map_err(sys(STORE_DIR))?;
     same(&store, store_id, STORE_DIR)?;
     // Open the spill directory before the tmpfs covers it.
     let spill = match &spec.spill {
@@ -508,7 +481,7 @@ fn hide_store(spec: &Spec) -> Result<(), SetupError> {
     rustix::mount::mount("tmpfs", fd_path(&store).as_str(), "tmpfs", flags, opts)
         .map_err(sys("mount a tmpfs on .hel"))?;
     // Through the mount point, now: the tmpfs's root.
-    let cover = open_dir_at(&project, STORE_DIR).map_err(sys(STORE_DIR))?;
+    let cover = hel_fs::at::open_dir_handle(&project, STORE_DIR).map_err(sys(STORE_DIR))?;
     let fs = rustix::fs::fstatfs(&cover).map_err(sys(STORE_DIR))?;
     // The type of f_type differs between architectures.
     #[allow(clippy::unnecessary_cast)]
@@ -539,9 +512,9 @@ fn open_spill(store: &OwnedFd, parts: &[String], id: FileId) -> Result<OwnedFd, 
     {
         return Err(SetupError::Refused("a malformed spill path".into()));
     }
-    let mut dir = open_dir_at(store, &parts[0]).map_err(sys("spill"))?;
+    let mut dir = hel_fs::at::open_dir_handle(store, &parts[0]).map_err(sys("spill"))?;
     for p in &parts[1..] {
-        dir = open_dir_at(&dir, p).map_err(sys("spill"))?;
+        dir = hel_fs::at::open_dir_handle(&dir, p).map_err(sys("spill"))?;
     }
     same(&dir, id, "the spill directory")?;
     Ok(dir)
@@ -557,15 +530,15 @@ fn show_spill(cover: &OwnedFd, parts: &[String], src: &OwnedFd) -> Result<(), Se
     for p in above {
         rustix::fs::mkdirat(&parent, p.as_str(), Mode::from_raw_mode(0o755))
             .map_err(sys(format!("mkdir {p}")))?;
-        parent = open_dir_at(&parent, p).map_err(sys(p.as_str()))?;
+        parent = hel_fs::at::open_dir_handle(&parent, p).map_err(sys(p.as_str()))?;
     }
     rustix::fs::mkdirat(&parent, last.as_str(), Mode::from_raw_mode(0o755))
         .map_err(sys(format!("mkdir {last}")))?;
-    let target = open_dir_at(&parent, last).map_err(sys(last.as_str()))?;
+    let target = hel_fs::at::open_dir_handle(&parent, last).map_err(sys(last.as_str()))?;
     rustix::mount::mount_bind(fd_path(src).as_str(), fd_path(&target).as_str())
         .map_err(sys("bind the spill directory"))?;
     // Through the new mount point: the bind's root.
-    let bound = open_dir_at(&parent, last).map_err(sys(last.as_str()))?;
+    let bound = hel_fs::at::open_dir_handle(&parent, last).map_err(sys(last.as_str()))?;
     rustix::mount::mount_remount(
         fd_path(&bound).as_str(),
         MountFlags::BIND
@@ -592,14 +565,11 @@ fn open_nofollow(path: &Path) -> Result<(OwnedFd, OwnedFd, &OsStr), SetupError> 
     }
     let (last, dirs) = names.split_last().ok_or_else(bad)?;
     let what = || path.display().to_string();
-    let flags = OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    let mut dir =
-        rustix::fs::open("/", flags | OFlags::DIRECTORY, Mode::empty()).map_err(sys("/"))?;
+    let mut dir = hel_fs::at::open_dir_handle(rustix::fs::CWD, "/").map_err(sys("/"))?;
     for d in dirs {
-        dir = rustix::fs::openat(&dir, *d, flags | OFlags::DIRECTORY, Mode::empty())
-            .map_err(sys(what()))?;
+        dir = hel_fs::at::open_dir_handle(&dir, *d).map_err(sys(what()))?;
     }
-    let target = rustix::fs::openat(&dir, *last, flags, Mode::empty()).map_err(sys(what()))?;
+    let target = hel_fs::at::open_handle(&dir, *last).map_err(sys(what()))?;
     Ok((dir, target, last))
 }
 
@@ -620,13 +590,7 @@ fn protect_git(mounts: &[GitMount]) -> Result<(), SetupError> {
             .map_err(sys(format!("bind {what}")))?;
         if m.read_only {
             // Through the mount point, now: the bind's root.
-            let top = rustix::fs::openat(
-                &parent,
-                name,
-                OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-                Mode::empty(),
-            )
-            .map_err(sys(what.as_str()))?;
+            let top = hel_fs::at::open_handle(&parent, name).map_err(sys(what.as_str()))?;
             remount_read_only(&top).map_err(sys(format!("make {what} read-only")))?;
         }
     }
