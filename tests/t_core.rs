@@ -221,7 +221,11 @@ fn incomplete_instruction_keeps_its_valid_prefix() {
         ["system", "user", "assistant", "tool", "user"]
     );
     assert_eq!(last[1]["content"], "first");
-    assert_eq!(last[4]["content"], "third");
+    // "second" got no answer: "third"'s user message carries it first.
+    assert_eq!(
+        last[4]["content"],
+        "second\n\n[hel: the instruction above did not complete (error) before it was answered; the next instruction follows]\n\nthird"
+    );
     assert_calls_answered(&last);
 }
 
@@ -380,9 +384,44 @@ fn ctrl_c_cancels_the_instruction_and_exits_130() {
     );
     assert!(out.stdout.is_empty());
     assert_eq!(record(&rec)["termination"], "interrupted");
-    // No answer was saved: the session holds the instruction's start and
-    // what the interrupted instruction left (files `hel undo` can revert),
-    // and its conversation has nothing of it.
+    // The model never answered: no session was made, nothing is stored.
+    let sessions: serde_json::Value =
+        serde_json::from_str(&p.run(None, &["sessions", "--json"]).stdout).unwrap();
+    assert_eq!(sessions, serde_json::json!([]));
+    assert!(!p.path().join(".hel").exists());
+}
+
+/// Interrupted once the model has answered with a tool call (a session
+/// exists from then on): the session holds the instruction's start and
+/// what the interrupted instruction left (files `hel undo` can revert),
+/// and its conversation has nothing of it.
+#[test]
+fn ctrl_c_after_the_first_answer_records_start_and_interrupt() {
+    let p = Project::new();
+    let mock = Mock::start(json!([
+        {"tool_calls": [call("bash", json!({"command": "echo started; sleep 60"}))]},
+    ]));
+    let mut child = p
+        .hel(Some(&mock))
+        .args(["--access", "auto", "-p", "wait"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    // Ready when the command runs (its start record was written before).
+    while !line.contains("hel: bash") {
+        line.clear();
+        assert!(
+            std::io::BufRead::read_line(&mut err, &mut line).unwrap() > 0,
+            "hel ended before running the command"
+        );
+    }
+    // SAFETY: kill(2) of our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130));
     let sessions: serde_json::Value =
         serde_json::from_str(&p.run(None, &["sessions", "--json"]).stdout).unwrap();
     assert_eq!(sessions[0]["checkpoints"], 0);

@@ -126,16 +126,139 @@ fn prompt_instruction_paste_command_and_ctrl_c() {
     s.send_control('c').unwrap();
     expect(&mut s, "hel: instruction incomplete (interrupted)");
     expect(&mut s, PROMPT_END);
-    // Recorded as any interrupt is, and the answer never saved.
+    // The model never answered it: nothing of it is recorded.
     let log = p.run(None, &["sessions", "log", &id, "--json"]);
     let log: Value = serde_json::from_str(&log.stdout).unwrap();
-    assert_eq!(log[0]["record"], "interrupted", "{log}");
-    assert_eq!(log[0]["instruction"], "slow");
+    assert_eq!(log[0]["record"], "answer", "{log}");
+    assert!(!log.to_string().contains("slow"), "{log}");
 
-    // Ctrl-C again, on the empty prompt: hel leaves.
+    // Ctrl-C on the empty prompt right after the cancel does not leave;
+    // twice within a second does, saying how to come back.
     s.send_control('c').unwrap();
+    expect(&mut s, "press Ctrl-C again within a second to leave");
+    s.send("\x03").unwrap();
+    s.flush().unwrap();
+    expect(&mut s, "resume with: hel resume prompt-task");
     s.exp_eof().unwrap();
     exited_with(&s, 0);
+}
+
+/// Wait until the mock has had `n` requests.
+fn wait_requests(mock: &Mock, n: usize) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_millis(TIMEOUT_MS);
+    while mock.requests().len() < n {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "request {n} never came"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// An instruction cancelled before any answer: `/retry` sends it again as
+/// it was; cancelled again, the next instruction's user message carries it
+/// first, then says it was interrupted. One Ctrl-C on the empty prompt
+/// does not leave (an instruction typed after it runs); two in a row do,
+/// with the hint.
+#[test]
+fn an_interrupted_instruction_is_retried_or_carried() {
+    let p = Project::new();
+    let mock = Mock::start(json!([
+        {"content": "too late", "delay_ms": 60_000},
+        {"content": "Retried."},
+        {"content": "too late", "delay_ms": 60_000},
+        {"content": "Carried."},
+    ]));
+    let mut s = spawn(&p, &mock, &[]);
+    expect(&mut s, "session: ");
+    let id: String = expect(&mut s, "\n").trim().to_owned();
+    expect(&mut s, PROMPT_END);
+    type_in(&mut s, "/retry\r");
+    expect(&mut s, "nothing to retry");
+    expect(&mut s, PROMPT_END);
+
+    type_in(&mut s, "write forever\r");
+    wait_requests(&mock, 1);
+    s.send_control('c').unwrap();
+    expect(&mut s, "hel: instruction incomplete (interrupted)");
+    expect(&mut s, "your next message carries it, or /retry sends it again");
+    expect(&mut s, PROMPT_END);
+    // Nothing reached the store: no answer came.
+    assert!(!p.path().join(".hel").exists());
+    type_in(&mut s, "/retry\r");
+    expect(&mut s, "Retried.");
+    expect(&mut s, PROMPT_END);
+    assert_eq!(last_instruction(&mock), "write forever");
+    assert_eq!(mock.requests().len(), 2);
+
+    type_in(&mut s, "slow again\r");
+    wait_requests(&mock, 3);
+    s.send_control('c').unwrap();
+    expect(&mut s, "hel: instruction incomplete (interrupted)");
+    expect(&mut s, PROMPT_END);
+    s.send_control('c').unwrap();
+    expect(&mut s, "press Ctrl-C again within a second to leave");
+    type_in(&mut s, "continue\r");
+    expect(&mut s, "Carried.");
+    expect(&mut s, PROMPT_END);
+    assert_eq!(
+        last_instruction(&mock),
+        "slow again\n\n[hel: the instruction above was interrupted before it was answered; the next instruction follows]\n\ncontinue"
+    );
+    let roles: Vec<Value> = mock.messages(3).iter().map(|m| m["role"].clone()).collect();
+    assert_eq!(
+        roles,
+        [json!("system"), json!("user"), json!("assistant"), json!("user")]
+    );
+
+    s.send("\x03\x03").unwrap();
+    s.flush().unwrap();
+    expect(&mut s, &format!("resume with: hel resume {}", &id[..8]));
+    s.exp_eof().unwrap();
+    exited_with(&s, 0);
+}
+
+/// A bare `hel resume` on a terminal: a picker of this project's
+/// answered sessions, filtered by typing; Enter continues the one picked.
+#[test]
+fn bare_resume_picks_a_session_on_the_terminal() {
+    let p = Project::new();
+    let mock = Mock::start(json!([
+        {"content": "Alpha done."},
+        {"content": "Beta done."},
+        {"content": "Back in alpha."},
+    ]));
+    let alpha = p.run(Some(&mock), &["-p", "alpha task"]);
+    assert_eq!(alpha.code, 0, "{}", alpha.stderr);
+    let beta = p.run(Some(&mock), &["-p", "beta task"]);
+    assert_eq!(beta.code, 0, "{}", beta.stderr);
+    let alpha = alpha.session();
+
+    let mut s = spawn(&p, &mock, &["resume"]);
+    expect(&mut s, "resume which session?");
+    expect(&mut s, "beta task");
+    type_in(&mut s, "alpha");
+    expect(&mut s, "alpha task");
+    type_in(&mut s, "\r");
+    expect(&mut s, &format!("session: {alpha}"));
+    expect(&mut s, &format!("hel {} · ", &alpha[..8]));
+    expect(&mut s, PROMPT_END);
+    type_in(&mut s, "more\r");
+    expect(&mut s, "Back in alpha.");
+    expect(&mut s, PROMPT_END);
+    assert_eq!(mock.messages(2)[1]["content"], "alpha task");
+    s.send_control('d').unwrap();
+    expect(&mut s, &format!("resume with: hel resume {}", &alpha[..8]));
+    s.exp_eof().unwrap();
+    exited_with(&s, 0);
+
+    // Esc picks nothing, and says so.
+    let mut s = spawn(&p, &mock, &["resume"]);
+    expect(&mut s, "resume which session?");
+    type_in(&mut s, "\x1b");
+    expect(&mut s, "no session picked");
+    s.exp_eof().unwrap();
+    exited_with(&s, 1);
 }
 
 #[test]

@@ -275,7 +275,10 @@ impl Store {
         self.new_session_named(&SessionId::new_random())
     }
 
-    pub(crate) fn new_session_named(&self, id: &SessionId) -> Result<SessionLease> {
+    /// Start a new session with an id chosen earlier (a run says its
+    /// session's id when it starts, and makes the session only when the
+    /// model first answers).
+    pub fn new_session_named(&self, id: &SessionId) -> Result<SessionLease> {
         let layout = self.layout_create()?;
         let lock = Shared::take(layout)?;
         SessionLease::acquire(lock.layout, id, true)

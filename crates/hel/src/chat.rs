@@ -6,7 +6,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use hel_agent::interrupt::{self, Interrupter, Interrupts};
-use hel_agent::outcome::{Outcome, Termination};
+use hel_agent::outcome::{Incomplete, Outcome, Termination};
 use hel_agent::run::{Host, Run};
 use hel_agent::session::Start;
 use tokio::io::{AsyncBufReadExt, BufReader, Lines, Stdin};
@@ -67,10 +67,7 @@ pub async fn run(args: RunArgs, start: Start, restore_files: Option<bool>) -> Re
             Outcome::Completed(answer) => live.answer(&answer),
             Outcome::Incomplete(why) => {
                 let t = why.termination();
-                render::line(&format!(
-                    "hel: instruction incomplete ({}): {why}",
-                    t.name()
-                ));
+                render::line(&incomplete_line(&why));
                 failed = true;
                 if t == Termination::Interrupted && !from_stdin {
                     run.finish();
@@ -84,6 +81,18 @@ pub async fn run(args: RunArgs, start: Start, restore_files: Option<bool>) -> Re
     }
     run.finish();
     Ok(if failed { 1 } else { 0 })
+}
+
+/// `hel: instruction incomplete (timeout): …`: how an instruction ended
+/// that did not complete, and why (an interrupt needs no second word).
+pub fn incomplete_line(why: &Incomplete) -> String {
+    match why {
+        Incomplete::Interrupted => "hel: instruction incomplete (interrupted)".to_owned(),
+        why => format!(
+            "hel: instruction incomplete ({}): {why}",
+            why.termination().name()
+        ),
+    }
 }
 
 /// Restore the files of the checkpoint a new fork starts from

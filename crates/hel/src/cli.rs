@@ -25,6 +25,9 @@ pub struct Cli {
     /// Continue SESSION (same as `hel resume SESSION`).
     #[arg(long, value_name = "SESSION")]
     pub resume: Option<String>,
+    /// Continue the newest session of this project that has an answer (same as `hel resume --last`).
+    #[arg(short = 'c', long = "continue", conflicts_with = "resume")]
+    pub continue_last: bool,
     /// The project's root (default: the nearest directory at or above this one holding .hel/ or .git).
     #[arg(long, value_name = "DIR", global = true)]
     pub project: Option<PathBuf>,
@@ -223,15 +226,15 @@ impl RunArgs {
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
-    /// Continue a session in this process (or fork it with --at).
+    /// Continue a session in this process (or fork it with --at); with no SESSION, on a terminal, pick one.
     #[command(
-        after_help = "Examples:\n  hel resume 4da5 -p \"and the tests?\"\n  hel resume 4da5 --at 3f2a91c0 --restore-files\n  hel resume 4da5 --relocate"
+        after_help = "Examples:\n  hel resume\n  hel resume --last\n  hel resume 4da5 -p \"and the tests?\"\n  hel resume 4da5 --at 3f2a91c0 --restore-files\n  hel resume 4da5 --relocate"
     )]
     Resume {
-        /// Session id or a unique prefix of at least 4 hex digits.
-        #[arg(required_unless_present = "last", conflicts_with = "last")]
+        /// Session name, id or a unique prefix of at least 4 hex digits (none: pick one on the terminal).
+        #[arg(conflicts_with = "last")]
         session: Option<String>,
-        /// The most recently updated session that is not in use.
+        /// The most recently updated session of this project that has an answer and is not in use.
         #[arg(long)]
         last: bool,
         /// Fork: start a new session from this checkpoint of SESSION.

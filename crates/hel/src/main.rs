@@ -122,7 +122,10 @@ fn main() -> ExitCode {
                 (_, true, None) => Ok(Start::Last),
                 (Some(s), false, Some(at)) => Ok(Start::Fork { session: s, at }),
                 (Some(s), false, None) => Ok(Start::Resume(s)),
-                (None, false, _) => Err(Exit::usage("resume needs a SESSION or --last")),
+                (None, false, Some(_)) => Err(Exit::usage(
+                    "--at needs a SESSION: `hel resume SESSION --at CHECKPOINT`",
+                )),
+                (None, false, None) => commands::session_to_resume().map(Start::Resume),
             };
             let restore = restore_files.then_some(force);
             let settings =
@@ -135,9 +138,10 @@ fn main() -> ExitCode {
             })
         }
         None => {
-            let start = match cli.resume.clone() {
-                Some(s) => Start::Resume(s),
-                None => Start::New,
+            let start = match (cli.resume.clone(), cli.continue_last) {
+                (Some(s), _) => Start::Resume(s),
+                (None, true) => Start::Last,
+                (None, false) => Start::New,
             };
             config::settings(&cli.run, &matches, None).and_then(|mut s| {
                 s.run.project = project;

@@ -5,6 +5,7 @@
 
 mod export;
 mod pager;
+mod pick;
 pub mod remote;
 mod report;
 mod search;
@@ -19,6 +20,7 @@ use hel_store::Store;
 use crate::cli::SessionsCommand;
 use crate::exit::Exit;
 
+pub use pick::session_to_resume;
 pub use report::set_project;
 pub use store::{fsck, gc};
 pub use workspace::{diff, restore, undo, RestoreArgs};

@@ -5,9 +5,10 @@
 //! is silent ([`spinner`]) and one line of token use after each answer.
 //!
 //! Ctrl-C while an instruction runs cancels it (it ends incomplete, as an
-//! interrupt always does) and the prompt comes back; Ctrl-C on an empty
-//! line right after that, or twice, or Ctrl-D, or `/exit`, leaves with
-//! exit code 0.
+//! interrupt always does) and the prompt comes back; an instruction that
+//! got no answer is carried into the next one (or sent again by
+//! `/retry`). Ctrl-C twice within a second on an empty line, Ctrl-D, or
+//! `/exit` leaves with exit code 0, saying how to come back.
 
 mod editor;
 mod history;
@@ -21,7 +22,7 @@ use std::sync::Arc;
 use clap::Parser;
 use hel_agent::event::{Event, Observer};
 use hel_agent::interrupt::{self, Interrupter, Interrupts};
-use hel_agent::outcome::{Outcome, Termination};
+use hel_agent::outcome::Outcome;
 use hel_agent::run::{Host, Options, Run, Status};
 use hel_agent::session::Start;
 
@@ -70,11 +71,10 @@ struct Prompt {
 /// What to do after an entry.
 enum Next {
     Continue,
-    /// The instruction was cancelled by Ctrl-C: one more on an empty line
-    /// leaves.
-    Cancelled,
     Exit,
 }
+
+
 
 /// Run the interactive prompt. Returns the exit code.
 pub async fn run(args: RunArgs, start: Start, restore_files: Option<bool>) -> Result<u8, Exit> {
@@ -114,24 +114,18 @@ pub async fn run(args: RunArgs, start: Start, restore_files: Option<bool>) -> Re
         chat::restore_forked(&mut prompt.run, force)?;
     }
     chat::forward_ctrl_c(interrupter);
-    let mut armed = false;
     loop {
-        let text = match prompt.editor.read(&prompt_text(&prompt.run.status())) {
+        // Ctrl-C that cancels an instruction is a signal, not a key: only
+        // presses at the prompt itself count towards leaving.
+        let text = match prompt.editor.read_entry(&prompt_text(&prompt.run.status())) {
             Read::Line(text) => text,
-            Read::CtrlC if armed => break,
-            Read::CtrlC => {
-                note!("hel: Ctrl-C again (or Ctrl-D, or /exit) to leave");
-                armed = true;
-                continue;
-            }
-            Read::Eof => break,
+            Read::CtrlC | Read::Eof => break,
             Read::Failed(e) => {
                 render::line(&format!("hel: cannot read the terminal: {e}"));
                 prompt.run.finish();
                 return Ok(1);
             }
         };
-        armed = false;
         if text.trim().is_empty() {
             continue;
         }
@@ -144,14 +138,30 @@ pub async fn run(args: RunArgs, start: Start, restore_files: Option<bool>) -> Re
             }
             None => prompt.instruction(&text).await,
         };
-        match next {
-            Next::Continue => {}
-            Next::Cancelled => armed = true,
-            Next::Exit => break,
+        if let Next::Exit = next {
+            break;
         }
     }
     prompt.run.finish();
+    if let Some(hint) = resume_hint(&prompt.run) {
+        note!("{hint}");
+    }
     Ok(0)
+}
+
+/// `resume with: hel resume fix-login` (or the short id) when the session
+/// has anything saved to come back to.
+fn resume_hint(run: &Run) -> Option<String> {
+    let status = run.status();
+    let id = status.session.filter(|_| status.head.is_some())?;
+    let name = hel_store::Store::open(&run.project().root)
+        .ok()
+        .and_then(|store| store.name_of(&id).ok().flatten());
+    let short = id.as_str().chars().take(8).collect::<String>();
+    Some(format!(
+        "resume with: hel resume {}",
+        hel_agent::terminal::escape_line(&name.unwrap_or(short))
+    ))
 }
 
 /// What a run of the prompt talks to.
@@ -235,22 +245,36 @@ impl Prompt {
         self.spinner.start();
         let outcome = self.run.instruction(text).await;
         self.spinner.stop();
+        self.outcome(outcome);
+        Next::Continue
+    }
+
+    /// `/retry`: send the instruction that got no answer again.
+    async fn retry(&mut self) {
+        if self.run.unanswered().is_none() {
+            render::line("hel: nothing to retry: the last instruction was answered (or there was none)");
+            return;
+        }
+        self.spinner.start();
+        let outcome = self.run.retry().await;
+        self.spinner.stop();
+        if let Some(outcome) = outcome {
+            self.outcome(outcome);
+        }
+    }
+
+    /// Show how an instruction ended: the answer on stdout, then one line
+    /// of token use; an incomplete one says why, and what becomes of it.
+    fn outcome(&self, outcome: Outcome) {
         match outcome {
             Outcome::Completed(answer) => {
                 self.live.answer(&answer);
                 note!("{}", usage_line(&self.run.status()));
-                Next::Continue
             }
             Outcome::Incomplete(why) => {
-                let t = why.termination();
-                render::line(&format!(
-                    "hel: instruction incomplete ({}): {why}",
-                    t.name()
-                ));
-                if t == Termination::Interrupted {
-                    Next::Cancelled
-                } else {
-                    Next::Continue
+                render::line(&chat::incomplete_line(&why));
+                if self.run.unanswered().is_some() {
+                    note!("hel: it got no answer: your next message carries it, or /retry sends it again");
                 }
             }
         }
@@ -258,14 +282,20 @@ impl Prompt {
 
     async fn command(&mut self, cmd: Slash) -> Next {
         let status = self.run.status();
-        let session = status.session.as_ref().map(|s| s.to_string());
+        // A new session exists from the model's first answer on.
+        let session = status
+            .session
+            .as_ref()
+            .filter(|_| status.head.is_some())
+            .map(|s| s.to_string());
         match (cmd, session) {
             (Slash::Help, _) => note!("{}", slash::HELP),
             (Slash::Exit, _) => return Next::Exit,
+            (Slash::Retry, _) => self.retry().await,
             (Slash::Init, _) => self.init(),
             (Slash::Sessions, _) => report(&["sessions"]),
             (Slash::Log | Slash::Show | Slash::Fork(_) | Slash::Rename(_), None) => {
-                render::line("hel: this run has no session (it is not saved)")
+                render::line("hel: nothing is saved yet: the session is made when the model first answers")
             }
             (Slash::Log, Some(id)) => report(&["sessions", "log", &id]),
             (Slash::Show, Some(id)) => report(&["sessions", "show", &id]),

@@ -18,6 +18,8 @@ pub enum Slash {
     Rename(String),
     /// Write a starter `AGENTS.md` at the project's root, after asking.
     Init,
+    /// Send the last instruction again when it got no answer.
+    Retry,
     Exit,
 }
 
@@ -29,13 +31,15 @@ Commands:
   /show              this session's conversation
   /fork [CHECKPOINT] continue in a new session forked from a checkpoint of
                      this one (default: the newest); the files stay as they are
+  /retry             send the last instruction again (when it got no answer)
   /compact           summarize the older part of the conversation now
   /model NAME        send the next requests to model NAME
   /rename NAME       name this session (any command then takes the name)
   /init              write a starter AGENTS.md at the project's root (asks first)
-  /exit              leave (also Ctrl-D, or Ctrl-C on an empty line twice)
+  /exit              leave (also Ctrl-D, or Ctrl-C twice within a second)
 Keys: Enter sends, Alt-Enter starts a new line, a paste is sent whole;
-Ctrl-C cancels a running instruction; Up and Down walk the history.
+Ctrl-C cancels a running instruction (your next message carries it, or
+/retry sends it again); Up and Down walk the history.
 A line starting with a space is always sent to the model.";
 
 /// The command `entry` is, if it is one; `Err` says what is wrong with a
@@ -58,6 +62,7 @@ pub fn parse(entry: &str) -> Option<Result<Slash, String>> {
         "/show" => none(Slash::Show),
         "/compact" => none(Slash::Compact),
         "/init" => none(Slash::Init),
+        "/retry" => none(Slash::Retry),
         "/exit" | "/quit" => none(Slash::Exit),
         "/fork" => match args.as_slice() {
             [] => Ok(Slash::Fork(None)),
@@ -98,6 +103,7 @@ mod tests {
         assert!(matches!(parse("/rename a b"), Some(Err(_))));
         assert!(matches!(parse("/log x"), Some(Err(_))));
         assert_eq!(parse("/init"), Some(Ok(Slash::Init)));
+        assert_eq!(parse("/retry"), Some(Ok(Slash::Retry)));
         assert!(matches!(parse("/init now"), Some(Err(_))));
         assert!(matches!(parse("/etc/passwd?"), Some(Err(e)) if e.contains("space")));
         assert_eq!(parse(" /etc/passwd?"), None);
