@@ -170,7 +170,11 @@ impl Project {
             .unwrap_or_else(|| panic!("first stderr line {line:?}"))
             .to_owned();
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-        while !self.run(None, &["sessions", "--json"]).stdout.contains(&sid) {
+        while !self
+            .run(None, &["sessions", "--json"])
+            .stdout
+            .contains(&sid)
+        {
             assert!(
                 std::time::Instant::now() < deadline,
                 "session {sid} never appeared"

@@ -127,7 +127,7 @@ fn missing_key_or_model_is_a_usage_error_before_any_session() {
 }
 
 #[test]
-fn server_down_is_a_clear_error_after_retries() {
+fn server_down_is_a_clear_error_at_once() {
     let p = Project::new();
     // Bind and drop: a port with nobody listening.
     let port = std::net::TcpListener::bind("127.0.0.1:0")
@@ -139,11 +139,13 @@ fn server_down_is_a_clear_error_after_retries() {
     let run = p.run(None, &["--base-url", &url, "--model", "m", "-p", "x"]);
     assert_eq!(run.code, 1);
     assert!(
-        run.stderr.contains("cannot reach the model server"),
+        run.stderr.contains("cannot reach the model server")
+            && run.stderr.contains("nobody listens there"),
         "{}",
         run.stderr
     );
-    assert_eq!(run.stderr.matches("retrying").count(), 3, "{}", run.stderr);
+    // Asking again would only be refused again.
+    assert_eq!(run.stderr.matches("retrying").count(), 0, "{}", run.stderr);
     assert!(run.stdout.is_empty());
 }
 
@@ -180,7 +182,9 @@ fn length_malformed_and_timeout_end_incomplete() {
     assert!(run.stderr.contains("malformed response"), "{}", run.stderr);
     assert_eq!(record(&rec)["termination"], "error");
 
-    let mock = Mock::start(json!([{"content": "late", "delay_ms": 3000}]));
+    // A timeout is asked again, three times, before it ends the instruction.
+    let late = json!({"content": "late", "delay_ms": 3000});
+    let mock = Mock::start(json!([late, late, late, late]));
     let run = p.run(
         Some(&mock),
         &[
@@ -194,7 +198,50 @@ fn length_malformed_and_timeout_end_incomplete() {
     );
     assert_eq!(run.code, 1);
     assert!(run.stderr.contains("timed out after 1s"), "{}", run.stderr);
+    assert_eq!(run.stderr.matches("retrying").count(), 3, "{}", run.stderr);
+    assert_eq!(mock.requests().len(), 4);
     assert_eq!(record(&rec)["termination"], "timeout");
+}
+
+/// The line after `session: <uuid>` names the model and the access mode.
+#[test]
+fn the_second_line_names_the_model_and_the_access_mode() {
+    let p = Project::new();
+    let mock = Mock::start(json!([{"content": "a"}, {"content": "b"}]));
+    let run = p.run(Some(&mock), &["-p", "x"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let lines: Vec<&str> = run.stderr.lines().collect();
+    assert!(lines[0].starts_with("session: "), "{}", run.stderr);
+    assert_eq!(lines[1], "hel: model mock-model · access confirm");
+    let run = p.run(Some(&mock), &["--access", "auto", "-p", "x"]);
+    assert_eq!(
+        run.stderr.lines().nth(1),
+        Some("hel: model mock-model · access auto"),
+        "{}",
+        run.stderr
+    );
+}
+
+/// A 401 or 403 names the variable the key comes from, and is not asked
+/// again.
+#[test]
+fn an_unauthorized_request_names_the_key_variable() {
+    let p = Project::new();
+    for status in [401, 403] {
+        let mock = Mock::start(json!([
+            {"status": status, "body": "{\"error\":{\"message\":\"invalid api key\"}}"},
+        ]));
+        let run = p.run(Some(&mock), &["-p", "x"]);
+        assert_eq!(run.code, 1);
+        assert!(
+            run.stderr.contains(&format!(
+                "HTTP {status}: invalid api key (check the API key in HEL_API_KEY)"
+            )),
+            "{}",
+            run.stderr
+        );
+        assert_eq!(mock.requests().len(), 1);
+    }
 }
 
 #[test]

@@ -74,6 +74,11 @@ fn prompt_instruction_paste_command_and_ctrl_c() {
     let before = expect(&mut s, "session: ");
     assert!(!before.contains("hel:"), "{before:?}");
     let id: String = expect(&mut s, "\n").trim().to_owned();
+    // The next line: the model, the access mode and where help is.
+    expect(
+        &mut s,
+        "hel: model mock-model · access confirm · /help lists the commands\r\n",
+    );
     expect(&mut s, &format!("hel {} · ", &id[..8]));
     expect(&mut s, PROMPT_END);
 
@@ -101,12 +106,17 @@ fn prompt_instruction_paste_command_and_ctrl_c() {
     assert!(log.contains("line one") && log.contains("hello"), "{log}");
     assert_eq!(mock.requests().len(), 2, "a command is not sent");
 
-    // Another command: the next request goes to another model.
+    // Another command: the model, then the next request to another one.
+    type_in(&mut s, "/model\r");
+    expect(&mut s, "hel: the model is mock-model; /model NAME sends");
+    expect(&mut s, PROMPT_END);
     type_in(&mut s, "/model other-model\r");
     expect(&mut s, PROMPT_END);
-    // And a name for the session, which other commands then take.
+    // And a name for the session, which other commands then take, and
+    // the prompt shows.
     type_in(&mut s, "/rename prompt-task\r");
     expect(&mut s, "is named prompt-task");
+    expect(&mut s, "hel prompt-task · ");
     expect(&mut s, PROMPT_END);
     let log = p.run(None, &["sessions", "log", "prompt-task"]);
     assert_eq!(log.code, 0, "{}", log.stderr);
@@ -181,7 +191,10 @@ fn an_interrupted_instruction_is_retried_or_carried() {
     wait_requests(&mock, 1);
     s.send_control('c').unwrap();
     expect(&mut s, "hel: instruction incomplete (interrupted)");
-    expect(&mut s, "your next message carries it, or /retry sends it again");
+    expect(
+        &mut s,
+        "your next message carries it, or /retry sends it again",
+    );
     expect(&mut s, PROMPT_END);
     // Nothing reached the store: no answer came.
     assert!(!p.path().join(".hel").exists());
@@ -208,7 +221,12 @@ fn an_interrupted_instruction_is_retried_or_carried() {
     let roles: Vec<Value> = mock.messages(3).iter().map(|m| m["role"].clone()).collect();
     assert_eq!(
         roles,
-        [json!("system"), json!("user"), json!("assistant"), json!("user")]
+        [
+            json!("system"),
+            json!("user"),
+            json!("assistant"),
+            json!("user")
+        ]
     );
 
     s.send("\x03\x03").unwrap();

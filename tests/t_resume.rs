@@ -32,7 +32,14 @@ fn a_run_that_never_reaches_a_model_leaves_nothing() {
     // Nobody listens on port 9: no answer ever comes.
     let run = p.run(
         None,
-        &["--base-url", "http://127.0.0.1:9", "--model", "m", "-p", "hi"],
+        &[
+            "--base-url",
+            "http://127.0.0.1:9",
+            "--model",
+            "m",
+            "-p",
+            "hi",
+        ],
     );
     assert_eq!(run.code, 1, "{}", run.stderr);
     // The first line still names the session the run would have made.
@@ -109,11 +116,7 @@ fn an_instruction_without_an_answer_is_carried_into_the_next() {
         {"status": 400, "body": "bad request"},
         {"content": "Carried on."},
     ]));
-    let run = p.run_stdin(
-        Some(&mock),
-        &[],
-        "hello\nwrite forever\ncontinue\n",
-    );
+    let run = p.run_stdin(Some(&mock), &[], "hello\nwrite forever\ncontinue\n");
     assert_eq!(run.code, 1, "{}", run.stderr);
     assert_eq!(run.stdout, "Hello.\nCarried on.\n");
     assert_eq!(mock.requests().len(), 3);
@@ -127,7 +130,10 @@ fn an_instruction_without_an_answer_is_carried_into_the_next() {
         ["system", "user", "assistant", "user"]
     );
     // Saved as the model was told it.
-    let show = p.run(None, &["sessions", "export", &run.session(), "--format", "json"]);
+    let show = p.run(
+        None,
+        &["sessions", "export", &run.session(), "--format", "json"],
+    );
     assert_eq!(show.code, 0, "{}", show.stderr);
     assert!(show.stdout.contains("write forever"), "{}", show.stdout);
 }

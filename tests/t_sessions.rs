@@ -254,7 +254,10 @@ fn busy_sessions_are_refused_while_others_work() {
     let run = p.run(None, &resume_nowhere);
     assert_eq!(run.code, 1);
     assert!(
-        run.stderr.contains(&format!("session {sid} is in use")),
+        run.stderr.contains(&format!(
+            "session {sid} is in use by the hel instance with pid {}",
+            child.id()
+        )) && run.stderr.contains(&format!("`kill {}`", child.id())),
         "{}",
         run.stderr
     );
@@ -278,7 +281,7 @@ fn busy_sessions_are_refused_while_others_work() {
     );
     let run = p.run(None, &["gc"]);
     assert!(
-        run.stdout.contains("1 abandoned sessions"),
+        run.stdout.contains("1 abandoned session,"),
         "{}",
         run.stdout
     );

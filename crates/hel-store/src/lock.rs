@@ -144,6 +144,14 @@ fn holder(file: &File) -> Option<String> {
 /// Is `session` held by a live instance right now? A probe: it takes and
 /// drops a shared lock, which delays a concurrent [`SessionLease::acquire`]
 /// by a moment at most and never makes it fail.
+/// Who holds `session`'s lease, as its file says (None: no file, or
+/// nothing readable in it).
+pub(crate) fn holder_of(layout: &Layout, session: &SessionId) -> Option<String> {
+    let dir = layout.session_dir(session).ok()??;
+    let file = dir.open_file(LEASE).ok()??;
+    holder(&file)
+}
+
 pub(crate) fn is_busy(layout: &Layout, session: &SessionId) -> Result<bool> {
     let Some(dir) = layout.session_dir(session)? else {
         return Ok(false);

@@ -300,7 +300,7 @@ impl Store {
             }
             None if lock::is_busy(layout, session)? => Err(Error::InUse {
                 session: session.to_string(),
-                holder: None,
+                holder: lock::holder_of(layout, session),
             }),
             None => Err(no_such()),
         }

@@ -28,6 +28,9 @@ pub async fn run(args: RunArgs, start: Start, restore_files: Option<bool>) -> Re
     }
     let (interrupter, interrupts) = interrupt::channel();
     let live = Rc::new(Live::new());
+    if let Some(intro) = args.intro(false) {
+        live.introduce(intro);
+    }
     let host = Host {
         observer: live.clone(),
         confirm: Arc::new(Tty),

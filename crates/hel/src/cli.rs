@@ -175,7 +175,31 @@ impl From<Access> for hel_agent::tools::Access {
     }
 }
 
+impl Access {
+    /// The name `--access` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            Access::ReadOnly => "read-only",
+            Access::Confirm => "confirm",
+            Access::Auto => "auto",
+        }
+    }
+}
+
 impl RunArgs {
+    /// What the line after `session: <uuid>` says of a run with these
+    /// flags (`help`: at the interactive prompt). The model is the one the
+    /// provider's settings resolve to (None: they do not resolve, and the
+    /// run will say why).
+    pub fn intro(&self, help: bool) -> Option<crate::render::Intro> {
+        let endpoint = hel_agent::config::resolve(&self.options().provider).ok()?;
+        Some(crate::render::Intro {
+            model: endpoint.config.model,
+            access: self.access.name(),
+            help,
+        })
+    }
+
     /// The limits of workspace snapshots (undo and restore snapshot the
     /// project before writing).
     pub fn workspace_options(&self) -> hel_workspace::Options {

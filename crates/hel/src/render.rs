@@ -95,16 +95,46 @@ impl Observer for Stderr {
     }
 }
 
+/// What a run says of itself in the line after `session: <uuid>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Intro {
+    /// The model requests go to.
+    pub model: String,
+    /// The access mode (`read-only`, `confirm`, `auto`).
+    pub access: &'static str,
+    /// The interactive prompt: its `/help` is named.
+    pub help: bool,
+}
+
 /// `hel: project ROOT (why) · instructions A, B`: the project's root when
 /// it is not where hel started, and the instructions files read; None
 /// when there is neither.
 pub fn project_line(root: Option<&Path>, found: Found, instructions: &[String]) -> Option<String> {
+    start_line(None, root, found, instructions)
+}
+
+/// The line after `session: <uuid>`: `hel: model M · access A · project
+/// ROOT (why) · instructions A, B · /help lists the commands`, each part
+/// only where it applies (None: no part does).
+pub fn start_line(
+    intro: Option<&Intro>,
+    root: Option<&Path>,
+    found: Found,
+    instructions: &[String],
+) -> Option<String> {
     let mut parts = Vec::new();
+    if let Some(i) = intro {
+        parts.push(format!("model {}", i.model));
+        parts.push(format!("access {}", i.access));
+    }
     if let Some(root) = root {
         parts.push(format!("project {} ({})", root.display(), found.why()));
     }
     if !instructions.is_empty() {
         parts.push(format!("instructions {}", instructions.join(", ")));
+    }
+    if intro.is_some_and(|i| i.help) {
+        parts.push("/help lists the commands".to_owned());
     }
     (!parts.is_empty()).then(|| format!("hel: {}", parts.join(" · ")))
 }
@@ -119,6 +149,12 @@ fn warning(w: &Warning) -> String {
         ),
         w => w.to_string(),
     }
+}
+
+/// `n` and the noun for it: `1 object`, `2 objects`, `0 objects`.
+pub fn count(n: impl Into<u64>, one: &str, many: &str) -> String {
+    let n = n.into();
+    format!("{n} {}", if n == 1 { one } else { many })
 }
 
 /// `s` on one line (newlines as spaces), cut to `max` characters.

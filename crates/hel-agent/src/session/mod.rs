@@ -17,8 +17,8 @@ use crate::workspace::Snapshots;
 
 pub use open::{open, Opened, Start};
 pub use resolve::{
-    check_session_arg, default_session, last_session, recorded_cwd, resolve, resolve_checkpoint, verify,
-    SessionError,
+    check_session_arg, default_session, last_session, recorded_cwd, resolve, resolve_checkpoint,
+    verify, SessionError,
 };
 
 /// A session this process holds.

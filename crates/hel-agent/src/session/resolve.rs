@@ -48,7 +48,9 @@ pub enum SessionError {
         saved: String,
         project: String,
     },
-    #[error("no session of this project to choose (none yet, or all in use): `hel sessions` lists them")]
+    #[error(
+        "no session of this project to choose (none yet, or all in use): `hel sessions` lists them"
+    )]
     NoneResumable,
     /// Sessions there are, but none hel may choose on its own: each was
     /// saved in another directory or is dated in the future.

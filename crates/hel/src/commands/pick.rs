@@ -69,20 +69,18 @@ fn resumable(s: &SessionInfo, here: &str) -> bool {
 /// `fix-login  4da5b0e0  3m ago  2 answers  add a test for …`, cut to
 /// `width` characters.
 fn row(s: &SessionInfo, names: &BTreeMap<SessionId, String>, now: u64, width: usize) -> String {
-    let name = names.get(&s.id).map(|n| format!("{n}  ")).unwrap_or_default();
+    let name = names
+        .get(&s.id)
+        .map(|n| format!("{n}  "))
+        .unwrap_or_default();
     let text = format!(
         "{name}{}  {}  {}  {}",
         &s.id.as_str()[..8],
         ago(now.saturating_sub(s.updated_ms)),
-        plural(s.checkpoints, "answer", "answers"),
+        crate::render::count(s.checkpoints, "answer", "answers"),
         s.instruction
     );
     fit(&escape_line(&text), width)
-}
-
-/// `3 answers`, `1 answer`.
-pub fn plural(n: u64, one: &str, many: &str) -> String {
-    format!("{n} {}", if n == 1 { one } else { many })
 }
 
 /// How long ago, for people: `40s ago`, `3m ago`, `5h ago`, `2d ago`.
@@ -122,7 +120,5 @@ mod tests {
         assert_eq!(ago(3_000), "3s ago");
         assert_eq!(ago(185_000), "3m ago");
         assert_eq!(ago(3 * 86_400_000), "3d ago");
-        assert_eq!(plural(1, "answer", "answers"), "1 answer");
-        assert_eq!(plural(2, "answer", "answers"), "2 answers");
     }
 }

@@ -296,15 +296,12 @@ pub fn restore(args: RestoreArgs, options: hel_workspace::Options) -> Result<u8,
         .iter()
         .map(|p| project_path(here()?, p))
         .collect::<Result<Vec<_>, _>>()?;
-    let header = format!(
-        "restore in session {session}: the files as they were {} checkpoint {}",
-        if args.before {
-            "when the instruction of"
-        } else {
-            "at"
-        },
-        &checkpoint.to_hex()[..12]
-    );
+    let at = &checkpoint.to_hex()[..12];
+    let header = if args.before {
+        format!("restore in session {session}: the files as they were when the instruction of checkpoint {at} started")
+    } else {
+        format!("restore in session {session}: the files as they were at checkpoint {at}")
+    };
     perform(&store, &session, options, args.yes, args.json, |head| {
         let plan = undo::restore_plan(
             &store,

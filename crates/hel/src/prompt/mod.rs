@@ -66,6 +66,8 @@ struct Prompt {
     live: Rc<Live>,
     interrupter: Interrupter,
     interrupts: Interrupts,
+    /// The session's name, if it has one (the prompt shows it).
+    name: Option<String>,
 }
 
 /// What to do after an entry.
@@ -73,8 +75,6 @@ enum Next {
     Continue,
     Exit,
 }
-
-
 
 /// Run the interactive prompt. Returns the exit code.
 pub async fn run(args: RunArgs, start: Start, restore_files: Option<bool>) -> Result<u8, Exit> {
@@ -95,6 +95,9 @@ pub async fn run(args: RunArgs, start: Start, restore_files: Option<bool>) -> Re
     let (interrupter, interrupts) = interrupt::channel();
     let spinner = Spinner::default();
     let live = Rc::new(Live::new());
+    if let Some(intro) = args.intro(true) {
+        live.introduce(intro);
+    }
     let run = Run::start(
         args.options(),
         start,
@@ -109,7 +112,9 @@ pub async fn run(args: RunArgs, start: Start, restore_files: Option<bool>) -> Re
         live,
         interrupter: interrupter.clone(),
         interrupts,
+        name: None,
     };
+    prompt.name = session_name(&prompt.run);
     if let Some(force) = restore_files {
         chat::restore_forked(&mut prompt.run, force)?;
     }
@@ -117,7 +122,8 @@ pub async fn run(args: RunArgs, start: Start, restore_files: Option<bool>) -> Re
     loop {
         // Ctrl-C that cancels an instruction is a signal, not a key: only
         // presses at the prompt itself count towards leaving.
-        let text = match prompt.editor.read_entry(&prompt_text(&prompt.run.status())) {
+        let shown = prompt_text(&prompt.run.status(), prompt.name.as_deref());
+        let text = match prompt.editor.read_entry(&shown) {
             Read::Line(text) => text,
             Read::CtrlC | Read::Eof => break,
             Read::Failed(e) => {
@@ -154,14 +160,21 @@ pub async fn run(args: RunArgs, start: Start, restore_files: Option<bool>) -> Re
 fn resume_hint(run: &Run) -> Option<String> {
     let status = run.status();
     let id = status.session.filter(|_| status.head.is_some())?;
-    let name = hel_store::Store::open(&run.project().root)
-        .ok()
-        .and_then(|store| store.name_of(&id).ok().flatten());
     let short = id.as_str().chars().take(8).collect::<String>();
     Some(format!(
         "resume with: hel resume {}",
-        hel_agent::terminal::escape_line(&name.unwrap_or(short))
+        session_name(run).unwrap_or(short)
     ))
+}
+
+/// The name of the run's session, if it has one (a names file that
+/// cannot be read gives none: the id is shown instead). Made safe for a
+/// terminal: the store may have come with the repository.
+fn session_name(run: &Run) -> Option<String> {
+    let id = run.status().session?;
+    let store = hel_store::Store::open(&run.project().root).ok()?;
+    let name = store.name_of(&id).ok().flatten()?;
+    Some(hel_agent::terminal::escape_line(&name).into_owned())
 }
 
 /// What a run of the prompt talks to.
@@ -185,14 +198,14 @@ fn host(
     }
 }
 
-/// `hel 4da5b0e0 · 12% › `: the session's short id and the share of the
-/// context window the next request would fill.
-fn prompt_text(status: &Status) -> String {
-    let id = status
-        .session
-        .as_ref()
-        .map(|s| s.to_string().chars().take(8).collect::<String>())
-        .unwrap_or_else(|| "unsaved".into());
+/// `hel 4da5b0e0 · 12% › `: the session's name or short id and the share
+/// of the context window the next request would fill.
+fn prompt_text(status: &Status, name: Option<&str>) -> String {
+    let id = match (name, &status.session) {
+        (Some(name), _) => name.to_owned(),
+        (None, Some(s)) => s.to_string().chars().take(8).collect::<String>(),
+        (None, None) => "unsaved".into(),
+    };
     format!("hel {id} · {}% › ", percent(status))
 }
 
@@ -252,7 +265,9 @@ impl Prompt {
     /// `/retry`: send the instruction that got no answer again.
     async fn retry(&mut self) {
         if self.run.unanswered().is_none() {
-            render::line("hel: nothing to retry: the last instruction was answered (or there was none)");
+            render::line(
+                "hel: nothing to retry: the last instruction was answered (or there was none)",
+            );
             return;
         }
         self.spinner.start();
@@ -294,12 +309,15 @@ impl Prompt {
             (Slash::Retry, _) => self.retry().await,
             (Slash::Init, _) => self.init(),
             (Slash::Sessions, _) => report(&["sessions"]),
-            (Slash::Log | Slash::Show | Slash::Fork(_) | Slash::Rename(_), None) => {
-                render::line("hel: nothing is saved yet: the session is made when the model first answers")
-            }
+            (Slash::Log | Slash::Show | Slash::Fork(_) | Slash::Rename(_), None) => render::line(
+                "hel: nothing is saved yet: the session is made when the model first answers",
+            ),
             (Slash::Log, Some(id)) => report(&["sessions", "log", &id]),
             (Slash::Show, Some(id)) => report(&["sessions", "show", &id]),
-            (Slash::Rename(name), Some(id)) => report(&["sessions", "rename", &id, &name]),
+            (Slash::Rename(name), Some(id)) => {
+                report(&["sessions", "rename", &id, &name]);
+                self.name = session_name(&self.run);
+            }
             (Slash::Fork(at), Some(id)) => {
                 let at = match (at, status.head) {
                     (Some(at), _) => at,
@@ -326,7 +344,11 @@ impl Prompt {
                     Err(why) => render::line(&format!("hel: compaction incomplete: {why}")),
                 }
             }
-            (Slash::Model(model), _) => {
+            (Slash::Model(None), _) => render::line(&format!(
+                "hel: the model is {}; /model NAME sends the next requests to another",
+                status.model
+            )),
+            (Slash::Model(Some(model)), _) => {
                 self.run.set_model(&model);
                 self.options.provider.model = Some(model.clone());
                 render::line(&format!("hel: model {model} from the next request on"));
@@ -391,6 +413,7 @@ impl Prompt {
             Ok(run) => {
                 let mut old = std::mem::replace(&mut self.run, run);
                 old.finish();
+                self.name = session_name(&self.run);
             }
             Err(e) => render::line(&format!("hel: cannot fork: {}", Exit::from(e))),
         }
@@ -437,7 +460,11 @@ mod tests {
             },
             model: "m".into(),
         };
-        assert_eq!(prompt_text(&status), "hel 4da5b0e0 · 12% › ");
+        assert_eq!(prompt_text(&status, None), "hel 4da5b0e0 · 12% › ");
+        assert_eq!(
+            prompt_text(&status, Some("fix-login")),
+            "hel fix-login · 12% › "
+        );
         assert_eq!(
             usage_line(&status),
             "hel: 15.0k tokens in, 300 out · context 15.4k of 128.0k (12%)"
@@ -451,7 +478,7 @@ mod tests {
         );
         status.session = None;
         status.context_tokens = 0;
-        assert_eq!(prompt_text(&status), "hel unsaved · 0% › ");
+        assert_eq!(prompt_text(&status, None), "hel unsaved · 0% › ");
         assert_eq!(tokens(950), "950");
         assert_eq!(tokens(12_345), "12.3k");
         assert_eq!(tokens(1_000_000), "1.0M");

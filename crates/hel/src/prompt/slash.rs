@@ -13,7 +13,8 @@ pub enum Slash {
     /// newest).
     Fork(Option<String>),
     Compact,
-    Model(String),
+    /// Send the next requests to this model (None: say which it is).
+    Model(Option<String>),
     /// Name this session (`hel sessions rename`).
     Rename(String),
     /// Write a starter `AGENTS.md` at the project's root, after asking.
@@ -33,7 +34,7 @@ Commands:
                      this one (default: the newest); the files stay as they are
   /retry             send the last instruction again (when it got no answer)
   /compact           summarize the older part of the conversation now
-  /model NAME        send the next requests to model NAME
+  /model [NAME]      send the next requests to model NAME (none: show the model)
   /rename NAME       name this session (any command then takes the name)
   /init              write a starter AGENTS.md at the project's root (asks first)
   /exit              leave (also Ctrl-D, or Ctrl-C twice within a second)
@@ -70,8 +71,9 @@ pub fn parse(entry: &str) -> Option<Result<Slash, String>> {
             _ => Err("/fork takes one CHECKPOINT at most".into()),
         },
         "/model" => match args.as_slice() {
-            [model] => Ok(Slash::Model((*model).to_owned())),
-            _ => Err("/model takes a model NAME, such as /model deepseek-chat".into()),
+            [] => Ok(Slash::Model(None)),
+            [model] => Ok(Slash::Model(Some((*model).to_owned()))),
+            _ => Err("/model takes one model NAME, such as /model deepseek-v4-flash".into()),
         },
         "/rename" => match args.as_slice() {
             [new] => Ok(Slash::Rename((*new).to_owned())),
@@ -94,8 +96,12 @@ mod tests {
             parse("/fork  3f2a "),
             Some(Ok(Slash::Fork(Some("3f2a".into()))))
         );
-        assert_eq!(parse("/model m1"), Some(Ok(Slash::Model("m1".into()))));
-        assert!(matches!(parse("/model"), Some(Err(_))));
+        assert_eq!(
+            parse("/model m1"),
+            Some(Ok(Slash::Model(Some("m1".into()))))
+        );
+        assert_eq!(parse("/model"), Some(Ok(Slash::Model(None))));
+        assert!(matches!(parse("/model a b"), Some(Err(e)) if e.contains("deepseek-v4-flash")));
         assert_eq!(
             parse("/rename fix-login"),
             Some(Ok(Slash::Rename("fix-login".into())))

@@ -6,7 +6,7 @@ use std::io::{IsTerminal, Write};
 use hel_agent::event::{Event, Observer};
 use hel_agent::terminal::escape_text;
 
-use super::Stderr;
+use super::{Intro, Stderr};
 
 /// Renders a run's events as [`Stderr`] does and prints its answers
 /// ([`Live::answer`]). When stdout is a terminal, each turn's text is
@@ -20,6 +20,8 @@ pub struct Live {
     err: RefCell<Box<dyn Write>>,
     terminal: bool,
     state: RefCell<Shown>,
+    /// What the line after `session: <uuid>` says of the run.
+    intro: RefCell<Option<Intro>>,
 }
 
 /// What is on the terminal of the current response.
@@ -62,7 +64,13 @@ impl Live {
             err: RefCell::new(err),
             terminal,
             state: RefCell::new(Shown::default()),
+            intro: RefCell::new(None),
         }
+    }
+
+    /// Say `intro` of the run in the line after `session: <uuid>`.
+    pub fn introduce(&self, intro: Intro) {
+        *self.intro.borrow_mut() = Some(intro);
     }
 
     /// Print a completed (and saved) answer: on a terminal, escaped, unless
@@ -128,6 +136,20 @@ impl Live {
 
 impl Observer for Live {
     fn event(&self, event: Event) {
+        if let Event::Project {
+            root,
+            found,
+            instructions,
+        } = &event
+        {
+            let intro = self.intro.borrow();
+            if let Some(text) =
+                super::start_line(intro.as_ref(), root.as_deref(), *found, instructions)
+            {
+                super::line(&text);
+            }
+            return;
+        }
         if !self.terminal {
             return Stderr.event(event);
         }
