@@ -222,6 +222,29 @@ fn the_second_line_names_the_model_and_the_access_mode() {
     );
 }
 
+/// With no terminal to ask on, a write is denied with a whole sentence
+/// saying why and what to do (it was cut at 120 characters).
+#[test]
+fn a_denial_off_a_terminal_is_shown_whole() {
+    let p = Project::new();
+    let mock = Mock::start(json!([
+        {"tool_calls": [call("write_file", json!({"path": "a.txt", "content": "x"}))]},
+        {"content": "ok"},
+    ]));
+    let run = p.run(Some(&mock), &["-p", "write"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let denial = run
+        .stderr
+        .lines()
+        .find(|l| l.starts_with("hel:   denied: "))
+        .unwrap_or_else(|| panic!("{}", run.stderr));
+    assert!(
+        denial.ends_with("; with --access auto hel runs writes and commands without asking"),
+        "{denial}"
+    );
+    assert!(!p.path().join("a.txt").exists());
+}
+
 /// A 401 or 403 names the variable the key comes from, and is not asked
 /// again.
 #[test]

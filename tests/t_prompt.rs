@@ -295,7 +295,8 @@ fn history_survives_a_restart_and_confirm_asks_at_the_prompt() {
     // arrives, then set apart as working notes.
     expect(&mut s, "Writing the file now.");
     expect(&mut s, "working notes");
-    expect(&mut s, "hel: allow write_file a.txt? [y/N] ");
+    expect(&mut s, "hel: │ +hi");
+    expect(&mut s, "hel: allow write_file a.txt? [y/n/a/?] ");
     type_in(&mut s, "y\r");
     expect(&mut s, "Wrote it.");
     expect(&mut s, PROMPT_END);
@@ -345,6 +346,79 @@ fn the_token_line_marks_estimated_figures() {
     assert!(
         line.contains("hel: ~") && line.contains(&bytes(" out · context ~")),
         "{line:?}"
+    );
+    type_in(&mut s, "/exit\r");
+    s.exp_eof().unwrap();
+    exited_with(&s, 0);
+}
+
+/// The confirm question shows what it asks about (the lines a
+/// search_replace changes, the size and head of a write_file, a command in
+/// full) and takes every answer: `?` explains, anything else asks again,
+/// `n REASON` sends the reason to the model, `a` allows the tool (for bash:
+/// the exact command or every command of its program) until hel exits.
+#[test]
+fn the_confirm_question_shows_the_change_and_takes_every_answer() {
+    let p = Project::new();
+    p.write("a.txt", "old line\n");
+    let mock = Mock::start(json!([
+        {"tool_calls": [call("search_replace", json!({"path": "a.txt", "search": "old line", "replace": "new line"}))]},
+        {"tool_calls": [call("write_file", json!({"path": "b.txt", "content": "hi\n"}))]},
+        {"tool_calls": [call("write_file", json!({"path": "c.txt", "content": "more\n"}))]},
+        {"tool_calls": [call("bash", json!({"command": "echo one"}))]},
+        {"tool_calls": [call("bash", json!({"command": "echo two"}))]},
+        {"content": "Done."},
+    ]));
+    let mut s = spawn(&p, &mock, &["--access", "confirm"]);
+    expect(&mut s, PROMPT_END);
+    type_in(&mut s, "change things\r");
+    expect(&mut s, "hel: │ -old line");
+    expect(&mut s, "hel: │ +new line");
+    expect(&mut s, "hel: allow search_replace a.txt? [y/n/a/?] ");
+    type_in(&mut s, "?\r");
+    expect(
+        &mut s,
+        "n [REASON]  do not; the reason, if any, goes to the model",
+    );
+    expect(&mut s, "[y/n/a/?] ");
+    type_in(&mut s, "perhaps\r");
+    expect(&mut s, "hel: answer y, n (or n and a reason), a or ?");
+    expect(&mut s, "[y/n/a/?] ");
+    type_in(&mut s, "n not that line\r");
+    // The write_file: its size and head, then always for write_file.
+    expect(&mut s, "hel: │ 1 line, 3 bytes");
+    expect(&mut s, "hel: allow write_file b.txt? [y/n/a/?] ");
+    assert_eq!(
+        mock.messages(1).last().unwrap()["content"],
+        "denied: the user declined this call: not that line"
+    );
+    type_in(&mut s, "a\r");
+    // The next write_file is allowed without asking.
+    expect(&mut s, "hel: allowed write_file c.txt (you said always)");
+    // A simple command: always its program, after choosing.
+    expect(&mut s, "hel: │ echo one");
+    expect(&mut s, "hel: allow run `echo one`? [y/n/a/?] ");
+    type_in(&mut s, "a\r");
+    expect(
+        &mut s,
+        "[c] exactly this command, or [p] every `echo` command? [c/p] ",
+    );
+    type_in(&mut s, "p\r");
+    expect(&mut s, "hel: allowed run `echo two` (you said always)");
+    expect(&mut s, "Done.");
+    expect(&mut s, PROMPT_END);
+    assert_eq!(p.read("a.txt"), "old line\n", "denied");
+    assert_eq!(p.read("b.txt"), "hi\n");
+    assert_eq!(p.read("c.txt"), "more\n");
+    let last = mock.messages(5);
+    let results: Vec<&str> = last
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap())
+        .collect();
+    assert!(
+        results[3].contains("one") && results[4].contains("two"),
+        "{results:?}"
     );
     type_in(&mut s, "/exit\r");
     s.exp_eof().unwrap();

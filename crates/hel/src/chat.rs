@@ -33,7 +33,7 @@ pub async fn run(args: RunArgs, start: Start, restore_files: Option<bool>) -> Re
     }
     let host = Host {
         observer: live.clone(),
-        confirm: Arc::new(Tty),
+        confirm: Arc::new(Tty::default()),
         interrupts: interrupts.clone(),
     };
     let mut run = Run::start(args.options(), start, host)?;

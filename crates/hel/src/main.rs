@@ -6,6 +6,7 @@ mod chat;
 mod cli;
 mod commands;
 mod config;
+mod confirm;
 mod exit;
 mod prompt;
 mod render;

@@ -52,6 +52,10 @@ impl Observer for Stderr {
             Event::ToolStarted { name, arguments } => {
                 line(&format!("hel: {name} {}", one_line(&arguments, 120)))
             }
+            // A denial is hel's own sentence: shown whole.
+            Event::ToolFinished { content, ok: false, .. } if content.starts_with("denied: ") => {
+                line(&format!("hel:   {}", one_line(&content, 400)))
+            }
             Event::ToolFinished { content, .. } => {
                 line(&format!("hel:   {}", one_line(&content, 120)))
             }

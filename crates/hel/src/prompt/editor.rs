@@ -13,7 +13,9 @@ use std::time::{Duration, Instant};
 
 use hel_agent::interrupt::Interrupter;
 use hel_agent::terminal::escape_line;
-use hel_agent::tools::{Answer, Confirm};
+use hel_agent::tools::{Answer, Confirm, Request};
+
+use crate::confirm::{self, Reading, Rules};
 use rustyline::config::{Behavior, Config};
 use rustyline::error::ReadlineError;
 use rustyline::history::MemHistory;
@@ -43,6 +45,9 @@ pub enum Read {
 pub struct Editor {
     line: Arc<Mutex<Line>>,
     ctrl_c: Arc<CtrlC>,
+    /// The confirm question's "always" answers, for the life of the
+    /// process (`/fork` keeps them; nothing stores them).
+    rules: Arc<Rules>,
 }
 
 /// Ctrl-C: clear the line if there is one, else interrupt; at the
@@ -106,6 +111,7 @@ impl Editor {
         Ok(Editor {
             line: Arc::new(Mutex::new(line)),
             ctrl_c,
+            rules: Arc::default(),
         })
     }
 
@@ -166,6 +172,26 @@ pub struct Ask {
 }
 
 impl Confirm for Ask {
+    fn confirm(&self, request: &Request) -> Answer {
+        let mut err = std::io::stderr();
+        let rules = &self.editor.rules;
+        confirm::ask(
+            request,
+            rules,
+            confirm::width(),
+            &mut err,
+            &mut |question| match self.editor.read(question) {
+                Read::Line(l) => Reading::Line(l),
+                Read::Eof => Reading::End,
+                Read::CtrlC => {
+                    self.interrupter.interrupt();
+                    Reading::Cancel
+                }
+                Read::Failed(e) => Reading::Failed(e.to_string()),
+            },
+        )
+    }
+
     fn ask(&self, request: &str) -> Answer {
         // The request names what the model chose: shown, never obeyed.
         let question = format!("hel: allow {}? [y/N] ", escape_line(request));
