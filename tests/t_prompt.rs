@@ -424,3 +424,89 @@ fn the_confirm_question_shows_the_change_and_takes_every_answer() {
     s.exp_eof().unwrap();
     exited_with(&s, 0);
 }
+
+/// The session commands inside the prompt: `/diff` shows what the last
+/// instruction changed, `/undo` puts its files back (as `hel undo`) and the
+/// session goes on, `/rewind` picks an earlier answer and goes on from it
+/// in a fork whose files are restored (the later answers stay in the
+/// original session).
+#[test]
+fn diff_undo_and_rewind_at_the_prompt() {
+    let p = Project::new();
+    let write = |text: &str| json!({"tool_calls": [call("write_file", json!({"path": "a.txt", "content": text}))]});
+    let mock = Mock::start(json!([
+        write("one\n"), {"content": "A1"},
+        write("two\n"), {"content": "A2"},
+        write("three\n"), {"content": "A3"},
+        {"content": "In the fork."},
+    ]));
+    let mut s = spawn(&p, &mock, &["--access", "auto"]);
+    expect(&mut s, "session: ");
+    let id: String = expect(&mut s, "\n").trim().to_owned();
+    expect(&mut s, PROMPT_END);
+    for (instruction, answer) in [("write one", "A1"), ("write two", "A2")] {
+        type_in(&mut s, &format!("{instruction}\r"));
+        expect(&mut s, answer);
+        expect(&mut s, PROMPT_END);
+    }
+    type_in(&mut s, "/diff\r");
+    expect(&mut s, "-one");
+    expect(&mut s, "+two");
+    expect(&mut s, PROMPT_END);
+
+    type_in(&mut s, "/undo\r");
+    expect(&mut s, "restore   a.txt");
+    expect(&mut s, &format!("session: {id}"));
+    expect(&mut s, PROMPT_END);
+    assert_eq!(p.read("a.txt"), "one\n");
+
+    type_in(&mut s, "write three\r");
+    expect(&mut s, "A3");
+    expect(&mut s, PROMPT_END);
+    assert_eq!(p.read("a.txt"), "three\n");
+
+    type_in(&mut s, "/rewind\r");
+    expect(&mut s, "go back to which answer?");
+    type_in(&mut s, "write one");
+    expect(&mut s, "write one");
+    type_in(&mut s, "\r");
+    expect(
+        &mut s,
+        "also make the project's files as they were there? [y/N] ",
+    );
+    type_in(&mut s, "y\r");
+    expect(&mut s, "session: ");
+    let fork: String = expect(&mut s, "\n").trim().to_owned();
+    assert_ne!(fork, id);
+    expect(&mut s, "restored the files of the forked checkpoint");
+    expect(&mut s, PROMPT_END);
+    assert_eq!(p.read("a.txt"), "one\n");
+    type_in(&mut s, "where am I\r");
+    expect(&mut s, "In the fork.");
+    expect(&mut s, PROMPT_END);
+    let sent: Vec<Value> = mock.messages(6);
+    let users: Vec<&str> = sent
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .map(|m| m["content"].as_str().unwrap())
+        .collect();
+    // The fork has the first answer only; the model is told the files
+    // were restored.
+    assert_eq!(users.len(), 2, "{users:?}");
+    assert_eq!(users[0], "write one");
+    assert!(
+        users[1].starts_with("[hel: since your last answer the user restored 1 file(s)")
+            && users[1].ends_with("\n\nwhere am I"),
+        "{users:?}"
+    );
+    // The original session keeps its later answers.
+    let log = p.run(None, &["sessions", "log", &id]);
+    assert!(
+        log.stdout.contains("write three") && log.stdout.contains("write two"),
+        "{}",
+        log.stdout
+    );
+    type_in(&mut s, "/exit\r");
+    s.exp_eof().unwrap();
+    exited_with(&s, 0);
+}

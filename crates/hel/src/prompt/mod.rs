@@ -309,10 +309,32 @@ impl Prompt {
             (Slash::Retry, _) => self.retry().await,
             (Slash::Init, _) => self.init(),
             (Slash::Sessions, _) => report(&["sessions"]),
-            (Slash::Log | Slash::Show | Slash::Fork(_) | Slash::Rename(_), None) => render::line(
+            (Slash::Resume(spec), _) => {
+                let picked = match spec {
+                    Some(s) => Ok(s),
+                    None => crate::commands::session_to_resume(),
+                };
+                match picked {
+                    Ok(s) => self.switch(Start::Resume(s), None),
+                    Err(e) => render::line(&format!("hel: {e}")),
+                }
+            }
+            (
+                Slash::Log
+                | Slash::Show
+                | Slash::Fork(_)
+                | Slash::Rename(_)
+                | Slash::Undo
+                | Slash::Diff
+                | Slash::Rewind,
+                None,
+            ) => render::line(
                 "hel: nothing is saved yet: the session is made when the model first answers",
             ),
             (Slash::Log, Some(id)) => report(&["sessions", "log", &id]),
+            (Slash::Diff, Some(id)) => report(&["diff", &id]),
+            (Slash::Undo, Some(id)) => self.undo(id),
+            (Slash::Rewind, Some(id)) => self.rewind(id),
             (Slash::Show, Some(id)) => report(&["sessions", "show", &id]),
             (Slash::Rename(name), Some(id)) => {
                 report(&["sessions", "rename", &id, &name]);
@@ -402,6 +424,13 @@ impl Prompt {
     /// Go on in a new session forked from checkpoint `at` of `session`;
     /// on failure the prompt stays on this one.
     fn fork(&mut self, session: String, at: String) {
+        self.switch(Start::Fork { session, at }, None);
+    }
+
+    /// Go on in the session `start` names (with `restore` Some(force):
+    /// a fork whose files are restored first, as `hel resume --at
+    /// --restore-files` does); on failure the prompt stays where it is.
+    fn switch(&mut self, start: Start, restore: Option<bool>) {
         let host = host(
             &self.spinner,
             &self.live,
@@ -409,15 +438,122 @@ impl Prompt {
             &self.interrupter,
             &self.interrupts,
         );
-        match Run::start(self.options.clone(), Start::Fork { session, at }, host) {
+        match Run::start(self.options.clone(), start, host) {
             Ok(run) => {
                 let mut old = std::mem::replace(&mut self.run, run);
                 old.finish();
                 self.name = session_name(&self.run);
+                if let Some(force) = restore {
+                    if let Err(e) = chat::restore_forked(&mut self.run, force) {
+                        render::line(&format!("hel: {e}"));
+                    }
+                }
             }
-            Err(e) => render::line(&format!("hel: cannot fork: {}", Exit::from(e))),
+            Err(e) => render::line(&format!("hel: cannot go on there: {}", Exit::from(e))),
         }
     }
+
+    /// `/undo`: `hel undo` of this session, which needs its lease: the
+    /// run lets it go (a silent stand-in holds the prompt meanwhile: it
+    /// makes nothing until a model answers), then the session is resumed,
+    /// whatever the undo did.
+    fn undo(&mut self, id: String) {
+        let quiet = Host {
+            observer: Rc::new(Quiet),
+            confirm: Arc::new(crate::tty::Tty::default()),
+            interrupts: self.interrupts.clone(),
+        };
+        let stand_in = match Run::start(self.options.clone(), Start::New, quiet) {
+            Ok(r) => r,
+            Err(e) => {
+                render::line(&format!("hel: cannot undo here: {}", Exit::from(e)));
+                return;
+            }
+        };
+        let mut old = std::mem::replace(&mut self.run, stand_in);
+        old.finish();
+        drop(old);
+        let workspace = self.options.workspace.unwrap_or_default();
+        if let Err(e) = crate::commands::undo(Some(id.clone()), false, false, false, workspace) {
+            render::line(&format!("hel: {e}"));
+        }
+        self.switch(Start::Resume(id), None);
+    }
+
+    /// `/rewind`: pick one of this session's answers, then go on from it
+    /// in a fork (the later checkpoints stay in this session), its files
+    /// restored if the user says so, with `hel restore`'s safety (a file
+    /// changed since the session recorded it is left as it is).
+    fn rewind(&mut self, id: String) {
+        let picked = match pick_checkpoint(&self.run, &id) {
+            Ok(Some(at)) => at,
+            Ok(None) => {
+                note!("hel: nothing picked; the session goes on where it was");
+                return;
+            }
+            Err(e) => {
+                render::line(&format!("hel: {e}"));
+                return;
+            }
+        };
+        let question = "hel: also make the project's files as they were there? [y/N] ";
+        let restore = matches!(
+            self.editor.read(question),
+            Read::Line(l) if matches!(l.trim(), "y" | "Y" | "yes")
+        );
+        self.switch(
+            Start::Fork {
+                session: id,
+                at: picked,
+            },
+            restore.then_some(false),
+        );
+    }
+}
+
+/// Hears nothing: the stand-in run of `/undo`.
+struct Quiet;
+
+impl Observer for Quiet {
+    fn event(&self, _: Event) {}
+}
+
+/// Pick one of `session`'s answers on the terminal, newest first (None:
+/// the user picked none).
+fn pick_checkpoint(run: &Run, session: &str) -> Result<Option<String>, Exit> {
+    let store = hel_store::Store::open(&run.project().root)?;
+    let id = hel_agent::session::resolve(&store, &run.project().root, session)?;
+    let answers: Vec<_> = store
+        .log(&id)?
+        .into_iter()
+        .filter(|e| e.record == hel_store::Record::Answer)
+        .collect();
+    if answers.is_empty() {
+        return Err(Exit::refused(
+            "this session has no answer to go back to yet",
+        ));
+    }
+    let width = crate::confirm::width().saturating_sub(4);
+    let rows: Vec<String> = answers
+        .iter()
+        .map(|e| {
+            let text = format!(
+                "{}  {}  {}",
+                &e.id.to_hex()[..12],
+                &e.time,
+                hel_agent::terminal::escape_line(&e.instruction)
+            );
+            crate::confirm::fit(&text, width)
+        })
+        .collect();
+    let picked = dialoguer::FuzzySelect::new()
+        .with_prompt("go back to which answer? (type to filter, Enter to pick, Esc to cancel)")
+        .items(&rows)
+        .default(0)
+        .max_length(10)
+        .interact_opt()
+        .map_err(|e| Exit::refused(format!("cannot use the terminal: {e}")))?;
+    Ok(picked.map(|i| answers[i].id.to_hex()))
 }
 
 /// Print what `hel ARGS…` prints (a store report), its failure as a line.
@@ -433,6 +569,18 @@ fn report(args: &[&str]) {
                 }),
             ..
         }) => crate::commands::sessions(command, json, remote),
+        Ok(Cli {
+            command:
+                Some(Command::Diff {
+                    session,
+                    at,
+                    against,
+                    worktree,
+                    stat,
+                    json,
+                }),
+            ..
+        }) => crate::commands::diff(session, at, against, worktree, stat, json),
         Ok(_) => Err(Exit::usage("not a report")),
         Err(e) => Err(Exit::usage(e.to_string())),
     };

@@ -21,6 +21,15 @@ pub enum Slash {
     Init,
     /// Send the last instruction again when it got no answer.
     Retry,
+    /// `hel undo` of this session.
+    Undo,
+    /// `hel diff` of this session's newest instruction.
+    Diff,
+    /// Pick a checkpoint of this session and go on from it in a fork.
+    Rewind,
+    /// Pick another session of the project (or the one named) and go on
+    /// in it.
+    Resume(Option<String>),
     Exit,
 }
 
@@ -32,6 +41,12 @@ Commands:
   /show              this session's conversation
   /fork [CHECKPOINT] continue in a new session forked from a checkpoint of
                      this one (default: the newest); the files stay as they are
+  /rewind            pick a checkpoint of this session and continue from it
+                     in a fork, its files restored if you say so
+  /undo              put back the files as they were before the last
+                     instruction that changed any (as `hel undo`)
+  /diff              what the last instruction changed (as `hel diff`)
+  /resume [SESSION]  continue another session of this project (none: pick)
   /retry             send the last instruction again (when it got no answer)
   /compact           summarize the older part of the conversation now
   /model [NAME]      send the next requests to model NAME (none: show the model)
@@ -64,6 +79,14 @@ pub fn parse(entry: &str) -> Option<Result<Slash, String>> {
         "/compact" => none(Slash::Compact),
         "/init" => none(Slash::Init),
         "/retry" => none(Slash::Retry),
+        "/undo" => none(Slash::Undo),
+        "/diff" => none(Slash::Diff),
+        "/rewind" => none(Slash::Rewind),
+        "/resume" => match args.as_slice() {
+            [] => Ok(Slash::Resume(None)),
+            [s] => Ok(Slash::Resume(Some((*s).to_owned()))),
+            _ => Err("/resume takes one SESSION at most".into()),
+        },
         "/exit" | "/quit" => none(Slash::Exit),
         "/fork" => match args.as_slice() {
             [] => Ok(Slash::Fork(None)),
@@ -110,6 +133,13 @@ mod tests {
         assert!(matches!(parse("/log x"), Some(Err(_))));
         assert_eq!(parse("/init"), Some(Ok(Slash::Init)));
         assert_eq!(parse("/retry"), Some(Ok(Slash::Retry)));
+        assert_eq!(parse("/undo"), Some(Ok(Slash::Undo)));
+        assert_eq!(parse("/rewind"), Some(Ok(Slash::Rewind)));
+        assert_eq!(
+            parse("/resume fix-login"),
+            Some(Ok(Slash::Resume(Some("fix-login".into()))))
+        );
+        assert!(matches!(parse("/diff x"), Some(Err(_))));
         assert!(matches!(parse("/init now"), Some(Err(_))));
         assert!(matches!(parse("/etc/passwd?"), Some(Err(e)) if e.contains("space")));
         assert_eq!(parse(" /etc/passwd?"), None);
