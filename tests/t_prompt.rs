@@ -510,3 +510,32 @@ fn diff_undo_and_rewind_at_the_prompt() {
     s.exp_eof().unwrap();
     exited_with(&s, 0);
 }
+
+/// Tab completes slash commands and `@paths`; an `@path` in an
+/// instruction sends the file's content with it.
+#[test]
+fn tab_completes_and_at_path_attaches_a_file() {
+    let p = Project::new();
+    p.write("notes.txt", "the port is 8080\n");
+    let mock = Mock::start(json!([{"content": "Read it."}]));
+    let mut s = spawn(&p, &mock, &[]);
+    expect(&mut s, PROMPT_END);
+    type_in(&mut s, "/hel\t");
+    expect(&mut s, "/help");
+    type_in(&mut s, "\r");
+    expect(&mut s, "Commands:");
+    expect(&mut s, PROMPT_END);
+    type_in(&mut s, "summarize @no\t");
+    expect(&mut s, "@notes.txt");
+    type_in(&mut s, "\r");
+    expect(&mut s, "hel: attached notes.txt (17 bytes)");
+    expect(&mut s, "Read it.");
+    expect(&mut s, PROMPT_END);
+    assert_eq!(
+        last_instruction(&mock),
+        "summarize @notes.txt\n\n--- @notes.txt (17 bytes) ---\nthe port is 8080\n\n--- end of @notes.txt ---"
+    );
+    type_in(&mut s, "/exit\r");
+    s.exp_eof().unwrap();
+    exited_with(&s, 0);
+}

@@ -15,6 +15,7 @@ use hel_agent::interrupt::Interrupter;
 use hel_agent::terminal::escape_line;
 use hel_agent::tools::{Answer, Confirm, Request};
 
+use super::complete::Complete;
 use crate::confirm::{self, Reading, Rules};
 use rustyline::config::{Behavior, Config};
 use rustyline::error::ReadlineError;
@@ -24,7 +25,7 @@ use rustyline::{
     Movement, RepeatCount,
 };
 
-type Line = rustyline::Editor<(), MemHistory>;
+type Line = rustyline::Editor<Complete, MemHistory>;
 
 /// Two Ctrl-C on the prompt's empty line within this long leave.
 const TWICE: Duration = Duration::from_secs(1);
@@ -48,6 +49,8 @@ pub struct Editor {
     /// The confirm question's "always" answers, for the life of the
     /// process (`/fork` keeps them; nothing stores them).
     rules: Arc<Rules>,
+    /// Where Tab completion looks.
+    complete: Complete,
 }
 
 /// Ctrl-C: clear the line if there is one, else interrupt; at the
@@ -96,6 +99,8 @@ impl Editor {
             .build();
         let history_config = MemHistory::with_config(&config);
         let mut line = Line::with_history(config, history_config)?;
+        let complete = Complete::default();
+        line.set_helper(Some(complete.clone()));
         line.bind_sequence(
             KeyEvent(KeyCode::Enter, Modifiers::ALT),
             EventHandler::Simple(Cmd::Newline),
@@ -112,7 +117,18 @@ impl Editor {
             line: Arc::new(Mutex::new(line)),
             ctrl_c,
             rules: Arc::default(),
+            complete,
         })
+    }
+
+    /// Complete session names from the store at `root`, and paths from
+    /// `cwd` (where hel started).
+    pub fn complete_in(&self, root: &std::path::Path, cwd: &std::path::Path) {
+        let place = Some((root.to_owned(), cwd.to_owned()));
+        match self.complete.place.lock() {
+            Ok(mut p) => *p = place,
+            Err(poisoned) => *poisoned.into_inner() = place,
+        }
     }
 
     /// Read the prompt's next entry: a first Ctrl-C on the empty line

@@ -10,6 +10,8 @@
 //! `/retry`). Ctrl-C twice within a second on an empty line, Ctrl-D, or
 //! `/exit` leaves with exit code 0, saying how to come back.
 
+mod attach;
+mod complete;
 mod editor;
 mod history;
 mod init;
@@ -115,6 +117,8 @@ pub async fn run(args: RunArgs, start: Start, restore_files: Option<bool>) -> Re
         name: None,
     };
     prompt.name = session_name(&prompt.run);
+    let project = prompt.run.project();
+    prompt.editor.complete_in(&project.root, &project.cwd);
     if let Some(force) = restore_files {
         chat::restore_forked(&mut prompt.run, force)?;
     }
@@ -255,8 +259,13 @@ impl Prompt {
     /// answer, the answer on stdout, then one line of token use (after an
     /// answer only: an incomplete instruction says why instead).
     async fn instruction(&mut self, text: &str) -> Next {
+        let project = self.run.project();
+        let (text, said) = attach::attach(text, &project.root, &project.cwd);
+        for line in said {
+            render::line(&line);
+        }
         self.spinner.start();
-        let outcome = self.run.instruction(text).await;
+        let outcome = self.run.instruction(&text).await;
         self.spinner.stop();
         self.outcome(outcome);
         Next::Continue

@@ -33,6 +33,26 @@ pub enum Slash {
     Exit,
 }
 
+/// Every command's name, for Tab completion (each one [`parse`] knows).
+pub const NAMES: &[&str] = &[
+    "/compact",
+    "/diff",
+    "/exit",
+    "/fork",
+    "/help",
+    "/init",
+    "/log",
+    "/model",
+    "/quit",
+    "/rename",
+    "/resume",
+    "/retry",
+    "/rewind",
+    "/sessions",
+    "/show",
+    "/undo",
+];
+
 pub const HELP: &str = "\
 Commands:
   /help              this list
@@ -53,7 +73,9 @@ Commands:
   /rename NAME       name this session (any command then takes the name)
   /init              write a starter AGENTS.md at the project's root (asks first)
   /exit              leave (also Ctrl-D, or Ctrl-C twice within a second)
+@PATH in an instruction sends that file's content with it (at most 64 KiB).
 Keys: Enter sends, Alt-Enter starts a new line, a paste is sent whole;
+Tab completes commands, session names after /resume, and @paths;
 Ctrl-C cancels a running instruction (your next message carries it, or
 /retry sends it again); Up and Down walk the history.
 A line starting with a space is always sent to the model.";
@@ -111,6 +133,16 @@ pub fn parse(entry: &str) -> Option<Result<Slash, String>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_name_is_a_command() {
+        for name in NAMES {
+            assert!(
+                !matches!(parse(name), Some(Err(e)) if e.starts_with("no command")),
+                "{name}"
+            );
+        }
+    }
 
     #[test]
     fn commands_and_instructions() {
