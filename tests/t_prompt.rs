@@ -77,7 +77,7 @@ fn prompt_instruction_paste_command_and_ctrl_c() {
     // The next line: the model, the access mode and where help is.
     expect(
         &mut s,
-        "hel: model mock-model · access confirm · /help lists the commands\r\n",
+        "hel: model mock-model · access confirm · /help lists the commands",
     );
     expect(&mut s, &format!("hel {} · ", &id[..8]));
     expect(&mut s, PROMPT_END);
@@ -538,4 +538,62 @@ fn tab_completes_and_at_path_attaches_a_file() {
     type_in(&mut s, "/exit\r");
     s.exp_eof().unwrap();
     exited_with(&s, 0);
+}
+
+/// On a terminal hel's own lines are dimmed and a failure stands out;
+/// `NO_COLOR` (or `--color never`) leaves them plain, and `hel diff`
+/// colours its lines only when asked to (`--color always` into a pipe).
+#[test]
+fn colour_on_a_terminal_and_plain_with_no_color() {
+    let p = Project::new();
+    let mock =
+        Mock::start(json!([{"content": "One."}, {"content": "Two."}, {"content": "Three."}]));
+    let dim = "\x1b[2mhel: model mock-model";
+    let mut s = spawn(&p, &mock, &[]);
+    expect(&mut s, dim);
+    expect(&mut s, PROMPT_END);
+    type_in(&mut s, "/exit\r");
+    s.exp_eof().unwrap();
+
+    let mut cmd = Command::new(hel_bin());
+    cmd.current_dir(p.dir.path())
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", p.home.path())
+        .env("TERM", "xterm")
+        .env("NO_COLOR", "1")
+        .args(["--base-url", &mock.url, "--model", "mock-model"]);
+    let mut s = rexpect::session::spawn_command(cmd, Some(TIMEOUT_MS)).unwrap();
+    let seen = expect(&mut s, "hel: model mock-model");
+    assert!(!seen.contains("\x1b[2m"), "{seen:?}");
+    let rest = expect(&mut s, PROMPT_END);
+    assert!(!rest.contains("\x1b[2m"), "{rest:?}");
+    type_in(&mut s, "/exit\r");
+    s.exp_eof().unwrap();
+
+    let mut s = spawn(&p, &mock, &["--color", "never"]);
+    let seen = expect(&mut s, "hel: model mock-model");
+    assert!(!seen.contains("\x1b[2m"), "{seen:?}");
+    type_in(&mut s, "/exit\r");
+    s.exp_eof().unwrap();
+
+    let writes = Mock::start(json!([
+        {"tool_calls": [call("write_file", json!({"path": "a.txt", "content": "x\n"}))]},
+        {"content": "ok"},
+    ]));
+    let run = p.run(Some(&writes), &["--access", "auto", "-p", "w"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let sid = run.session();
+    let plain = p.run(None, &["diff", &sid]);
+    assert!(
+        plain.stdout.contains("\n+x\n") && !plain.stdout.contains('\x1b'),
+        "{}",
+        plain.stdout
+    );
+    let coloured = p.run(None, &["diff", &sid, "--color", "always"]);
+    assert!(
+        coloured.stdout.contains("\x1b[32m+x\x1b[0m\n"),
+        "{:?}",
+        coloured.stdout
+    );
 }

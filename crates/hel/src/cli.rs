@@ -31,6 +31,9 @@ pub struct Cli {
     /// The project's root (default: the nearest directory at or above this one holding .hel/ or .git).
     #[arg(long, value_name = "DIR", global = true)]
     pub project: Option<PathBuf>,
+    /// Colour on a terminal: auto (unless NO_COLOR is set), always, never.
+    #[arg(long, value_enum, value_name = "WHEN", default_value_t = ColorChoice::Auto, global = true)]
+    pub color: ColorChoice,
     #[command(flatten)]
     pub run: RunArgs,
     #[command(subcommand)]
@@ -155,6 +158,14 @@ impl From<ProviderName> for hel_agent::config::Provider {
             ProviderName::Openai => Self::Openai,
         }
     }
+}
+
+/// `--color`.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ColorChoice {
+    Auto,
+    Always,
+    Never,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize)]

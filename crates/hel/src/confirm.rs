@@ -99,9 +99,9 @@ pub fn fit(text: &str, width: usize) -> String {
     cut
 }
 
-/// Whether to colour what goes to the terminal: `NO_COLOR` unset or empty.
+/// Whether to colour what goes to the terminal (it is one).
 fn colour() -> bool {
-    std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+    crate::render::colour_for(true)
 }
 
 /// The preview lines as shown: escaped, cut to `width`, `-` red and `+`

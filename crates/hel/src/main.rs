@@ -33,6 +33,7 @@ fn main() -> ExitCode {
     let sub_matches = matches.subcommand().map(|(_, m)| m.clone());
     let project = cli.project.clone();
     commands::set_project(project.clone());
+    render::set_color(cli.color);
     if matches!(
         cli.command,
         Some(
@@ -154,7 +155,7 @@ fn main() -> ExitCode {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
             // Errors name paths and objects a repository may have chosen.
-            render::line(&format!("hel: {e}"));
+            render::error(&format!("hel: {e}"));
             ExitCode::from(e.code)
         }
     }
