@@ -597,3 +597,33 @@ fn colour_on_a_terminal_and_plain_with_no_color() {
         coloured.stdout
     );
 }
+
+/// While a command runs, a spinner names the tool and the seconds it has
+/// taken (here: until the test, having seen it, lets the command end).
+#[test]
+fn a_spinner_names_the_running_tool() {
+    let p = Project::new();
+    let mock = Mock::start(json!([
+        {"tool_calls": [call("bash", json!({"command": "while [ ! -e go ]; do sleep 0.05; done; echo went"}))]},
+        {"content": "Done."},
+    ]));
+    let mut s = spawn(&p, &mock, &["--access", "auto"]);
+    expect(&mut s, PROMPT_END);
+    type_in(&mut s, "wait for it\r");
+    expect(&mut s, "running bash ");
+    expect(&mut s, "s\x1b[K");
+    std::fs::write(p.path().join("go"), "").unwrap();
+    expect(&mut s, "Done.");
+    expect(&mut s, PROMPT_END);
+    let results = mock.messages(1);
+    assert!(
+        results.last().unwrap()["content"]
+            .as_str()
+            .unwrap()
+            .contains("went"),
+        "{results:?}"
+    );
+    type_in(&mut s, "/exit\r");
+    s.exp_eof().unwrap();
+    exited_with(&s, 0);
+}

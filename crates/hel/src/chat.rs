@@ -31,8 +31,14 @@ pub async fn run(args: RunArgs, start: Start, restore_files: Option<bool>) -> Re
     if let Some(intro) = args.intro(false) {
         live.introduce(intro);
     }
+    // On a terminal, the same signs of life as at the prompt.
+    let spinner = crate::prompt::spinner::Spinner::default();
     let host = Host {
-        observer: live.clone(),
+        observer: Rc::new(crate::prompt::Watched {
+            spinner: spinner.clone(),
+            live: Rc::clone(&live),
+            asks: args.access == crate::cli::Access::Confirm,
+        }),
         confirm: Arc::new(Tty::default()),
         interrupts: interrupts.clone(),
     };
@@ -66,7 +72,10 @@ pub async fn run(args: RunArgs, start: Start, restore_files: Option<bool>) -> Re
                 None => break,
             }
         };
-        match run.instruction(&text).await {
+        spinner.start();
+        let outcome = run.instruction(&text).await;
+        spinner.stop();
+        match outcome {
             Outcome::Completed(answer) => live.answer(&answer),
             Outcome::Incomplete(why) => {
                 let t = why.termination();

@@ -16,7 +16,7 @@ mod editor;
 mod history;
 mod init;
 mod slash;
-mod spinner;
+pub(crate) mod spinner;
 
 use std::rc::Rc;
 use std::sync::Arc;
@@ -39,20 +39,35 @@ use slash::Slash;
 use spinner::Spinner;
 
 /// Renders events as [`Live`] does, with the spinner on while a request
-/// waits for its first sign of an answer (again after each tool round).
-struct Watched {
-    spinner: Spinner,
-    live: Rc<Live>,
+/// waits for its first sign of an answer (again after each tool round),
+/// and while a tool runs that asks nothing (one that waits for the
+/// confirm question has the terminal to itself).
+pub(crate) struct Watched {
+    pub spinner: Spinner,
+    pub live: Rc<Live>,
+    /// Writes and commands are asked about first (`--access confirm`).
+    pub asks: bool,
 }
 
 impl Observer for Watched {
     fn event(&self, event: Event) {
+        let tool = match &event {
+            Event::ToolStarted { name, .. } => {
+                let reads = hel_agent::tools::ToolName::parse(name).is_some_and(|t| t.only_reads());
+                (reads || !self.asks).then(|| format!("running {name}"))
+            }
+            _ => None,
+        };
         if matches!(event, Event::Waiting) {
             self.spinner.start();
         } else {
             self.spinner.stop();
         }
         self.live.event(event);
+        if let Some(what) = tool {
+            self.spinner
+                .start_for(hel_agent::terminal::escape_line(&what).into_owned());
+        }
     }
 }
 
@@ -103,7 +118,14 @@ pub async fn run(args: RunArgs, start: Start, restore_files: Option<bool>) -> Re
     let run = Run::start(
         args.options(),
         start,
-        host(&spinner, &live, &editor, &interrupter, &interrupts),
+        host(
+            &spinner,
+            &live,
+            &editor,
+            &interrupter,
+            &interrupts,
+            args.access == crate::cli::Access::Confirm,
+        ),
     )?;
     let mut prompt = Prompt {
         run,
@@ -188,11 +210,13 @@ fn host(
     editor: &Editor,
     interrupter: &Interrupter,
     interrupts: &Interrupts,
+    asks: bool,
 ) -> Host {
     Host {
         observer: Rc::new(Watched {
             spinner: spinner.clone(),
             live: Rc::clone(live),
+            asks,
         }),
         confirm: Arc::new(Ask {
             editor: editor.clone(),
@@ -446,6 +470,7 @@ impl Prompt {
             &self.editor,
             &self.interrupter,
             &self.interrupts,
+            self.options.access == hel_agent::tools::Access::Confirm,
         );
         match Run::start(self.options.clone(), start, host) {
             Ok(run) => {
