@@ -627,3 +627,42 @@ fn a_spinner_names_the_running_tool() {
     s.exp_eof().unwrap();
     exited_with(&s, 0);
 }
+
+/// On a terminal an answer is rendered as Markdown as its lines arrive
+/// (a heading, emphasis, a table fitted to the width); piped, stdout is
+/// the model's bytes exactly.
+#[test]
+fn answers_render_as_markdown_on_a_terminal_only() {
+    let p = Project::new();
+    let answer = "## Overview\nThis is **tiny**.\n| change | why |\n|---|---|\n| port | clearer |";
+    let mock = Mock::start(json!([
+        {"content": answer, "piece": 7},
+        {"content": answer, "piece": 7},
+        {"content": answer, "piece": 7},
+    ]));
+    let mut s = spawn(&p, &mock, &[]);
+    expect(&mut s, PROMPT_END);
+    type_in(&mut s, "explain\r");
+    expect(&mut s, "\x1b[1;4mOverview\x1b[0m");
+    expect(&mut s, "This is \x1b[1mtiny\x1b[0m.");
+    expect(&mut s, "change │ why");
+    let rest = expect(&mut s, "port   │ clearer");
+    assert!(!rest.contains("|---|"), "{rest:?}");
+    expect(&mut s, PROMPT_END);
+    type_in(&mut s, "/exit\r");
+    s.exp_eof().unwrap();
+
+    // Without colour: the same layout, no styles, no Markdown marks.
+    let mut s = spawn(&p, &mock, &["--color", "never"]);
+    expect(&mut s, PROMPT_END);
+    type_in(&mut s, "explain\r");
+    let shown = expect(&mut s, "port   │ clearer");
+    assert!(shown.contains("Overview\r\nThis is tiny.\r\n"), "{shown:?}");
+    assert!(!shown.contains("##") && !shown.contains("**"), "{shown:?}");
+    type_in(&mut s, "/exit\r");
+    s.exp_eof().unwrap();
+
+    let run = p.run(Some(&mock), &["-p", "explain"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.stdout, format!("{answer}\n"));
+}

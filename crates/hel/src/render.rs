@@ -3,6 +3,7 @@
 //! shows a streamed answer on a terminal as it arrives.
 
 pub mod live;
+pub mod markdown;
 
 use std::path::Path;
 
