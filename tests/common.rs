@@ -148,8 +148,10 @@ impl Project {
         Run::from(self.hel(mock).args(args).output().unwrap())
     }
 
-    /// Start `hel` in the background and wait for its `session: <uuid>`
-    /// line (the session exists and its lease is held from then on).
+    /// Start `hel` in the background, read its `session: <uuid>` line and
+    /// wait until that session is listed (a new session is made at the
+    /// model's first answer: `mock` must give one; its lease is held from
+    /// then on).
     pub fn spawn_session(&self, mock: Option<&Mock>, args: &[&str]) -> (Child, String) {
         let mut child = self
             .hel(mock)
@@ -167,6 +169,18 @@ impl Project {
             .strip_prefix("session: ")
             .unwrap_or_else(|| panic!("first stderr line {line:?}"))
             .to_owned();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while !self
+            .run(None, &["sessions", "--json"])
+            .stdout
+            .contains(&sid)
+        {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "session {sid} never appeared"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
         (child, sid)
     }
 

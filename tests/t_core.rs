@@ -127,7 +127,7 @@ fn missing_key_or_model_is_a_usage_error_before_any_session() {
 }
 
 #[test]
-fn server_down_is_a_clear_error_after_retries() {
+fn server_down_is_a_clear_error_at_once() {
     let p = Project::new();
     // Bind and drop: a port with nobody listening.
     let port = std::net::TcpListener::bind("127.0.0.1:0")
@@ -139,11 +139,13 @@ fn server_down_is_a_clear_error_after_retries() {
     let run = p.run(None, &["--base-url", &url, "--model", "m", "-p", "x"]);
     assert_eq!(run.code, 1);
     assert!(
-        run.stderr.contains("cannot reach the model server"),
+        run.stderr.contains("cannot reach the model server")
+            && run.stderr.contains("nobody listens there"),
         "{}",
         run.stderr
     );
-    assert_eq!(run.stderr.matches("retrying").count(), 3, "{}", run.stderr);
+    // Asking again would only be refused again.
+    assert_eq!(run.stderr.matches("retrying").count(), 0, "{}", run.stderr);
     assert!(run.stdout.is_empty());
 }
 
@@ -180,7 +182,9 @@ fn length_malformed_and_timeout_end_incomplete() {
     assert!(run.stderr.contains("malformed response"), "{}", run.stderr);
     assert_eq!(record(&rec)["termination"], "error");
 
-    let mock = Mock::start(json!([{"content": "late", "delay_ms": 3000}]));
+    // A timeout is asked again, three times, before it ends the instruction.
+    let late = json!({"content": "late", "delay_ms": 3000});
+    let mock = Mock::start(json!([late, late, late, late]));
     let run = p.run(
         Some(&mock),
         &[
@@ -194,7 +198,73 @@ fn length_malformed_and_timeout_end_incomplete() {
     );
     assert_eq!(run.code, 1);
     assert!(run.stderr.contains("timed out after 1s"), "{}", run.stderr);
+    assert_eq!(run.stderr.matches("retrying").count(), 3, "{}", run.stderr);
+    assert_eq!(mock.requests().len(), 4);
     assert_eq!(record(&rec)["termination"], "timeout");
+}
+
+/// The line after `session: <uuid>` names the model and the access mode.
+#[test]
+fn the_second_line_names_the_model_and_the_access_mode() {
+    let p = Project::new();
+    let mock = Mock::start(json!([{"content": "a"}, {"content": "b"}]));
+    let run = p.run(Some(&mock), &["-p", "x"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let lines: Vec<&str> = run.stderr.lines().collect();
+    assert!(lines[0].starts_with("session: "), "{}", run.stderr);
+    assert_eq!(lines[1], "hel: model mock-model · access confirm");
+    let run = p.run(Some(&mock), &["--access", "auto", "-p", "x"]);
+    assert_eq!(
+        run.stderr.lines().nth(1),
+        Some("hel: model mock-model · access auto"),
+        "{}",
+        run.stderr
+    );
+}
+
+/// With no terminal to ask on, a write is denied with a whole sentence
+/// saying why and what to do (it was cut at 120 characters).
+#[test]
+fn a_denial_off_a_terminal_is_shown_whole() {
+    let p = Project::new();
+    let mock = Mock::start(json!([
+        {"tool_calls": [call("write_file", json!({"path": "a.txt", "content": "x"}))]},
+        {"content": "ok"},
+    ]));
+    let run = p.run(Some(&mock), &["-p", "write"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let denial = run
+        .stderr
+        .lines()
+        .find(|l| l.starts_with("hel:   denied: "))
+        .unwrap_or_else(|| panic!("{}", run.stderr));
+    assert!(
+        denial.ends_with("; with --access auto hel runs writes and commands without asking"),
+        "{denial}"
+    );
+    assert!(!p.path().join("a.txt").exists());
+}
+
+/// A 401 or 403 names the variable the key comes from, and is not asked
+/// again.
+#[test]
+fn an_unauthorized_request_names_the_key_variable() {
+    let p = Project::new();
+    for status in [401, 403] {
+        let mock = Mock::start(json!([
+            {"status": status, "body": "{\"error\":{\"message\":\"invalid api key\"}}"},
+        ]));
+        let run = p.run(Some(&mock), &["-p", "x"]);
+        assert_eq!(run.code, 1);
+        assert!(
+            run.stderr.contains(&format!(
+                "HTTP {status}: invalid api key (check the API key in HEL_API_KEY)"
+            )),
+            "{}",
+            run.stderr
+        );
+        assert_eq!(mock.requests().len(), 1);
+    }
 }
 
 #[test]
@@ -221,7 +291,11 @@ fn incomplete_instruction_keeps_its_valid_prefix() {
         ["system", "user", "assistant", "tool", "user"]
     );
     assert_eq!(last[1]["content"], "first");
-    assert_eq!(last[4]["content"], "third");
+    // "second" got no answer: "third"'s user message carries it first.
+    assert_eq!(
+        last[4]["content"],
+        "second\n\n[hel: the instruction above did not complete (error) before it was answered; the next instruction follows]\n\nthird"
+    );
     assert_calls_answered(&last);
 }
 
@@ -380,9 +454,44 @@ fn ctrl_c_cancels_the_instruction_and_exits_130() {
     );
     assert!(out.stdout.is_empty());
     assert_eq!(record(&rec)["termination"], "interrupted");
-    // No answer was saved: the session holds the instruction's start and
-    // what the interrupted instruction left (files `hel undo` can revert),
-    // and its conversation has nothing of it.
+    // The model never answered: no session was made, nothing is stored.
+    let sessions: serde_json::Value =
+        serde_json::from_str(&p.run(None, &["sessions", "--json"]).stdout).unwrap();
+    assert_eq!(sessions, serde_json::json!([]));
+    assert!(!p.path().join(".hel").exists());
+}
+
+/// Interrupted once the model has answered with a tool call (a session
+/// exists from then on): the session holds the instruction's start and
+/// what the interrupted instruction left (files `hel undo` can revert),
+/// and its conversation has nothing of it.
+#[test]
+fn ctrl_c_after_the_first_answer_records_start_and_interrupt() {
+    let p = Project::new();
+    let mock = Mock::start(json!([
+        {"tool_calls": [call("bash", json!({"command": "echo started; sleep 60"}))]},
+    ]));
+    let mut child = p
+        .hel(Some(&mock))
+        .args(["--access", "auto", "-p", "wait"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    // Ready when the command runs (its start record was written before).
+    while !line.contains("hel: bash") {
+        line.clear();
+        assert!(
+            std::io::BufRead::read_line(&mut err, &mut line).unwrap() > 0,
+            "hel ended before running the command"
+        );
+    }
+    // SAFETY: kill(2) of our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130));
     let sessions: serde_json::Value =
         serde_json::from_str(&p.run(None, &["sessions", "--json"]).stdout).unwrap();
     assert_eq!(sessions[0]["checkpoints"], 0);

@@ -309,7 +309,9 @@ fn links_in_journals_packs_and_objects_are_never_followed() {
     symlink(&moved, &journals).unwrap();
     let run = h.run(None, &["sessions", "show", &h.session]);
     assert_refused(&run, "journals is a symbolic link");
-    let run = h.run(Some(&mock), &["-p", "new"]);
+    // A new session is made at the model's first answer: refused then.
+    let answers = Mock::start(json!([{"content": "new"}]));
+    let run = h.run(Some(&answers), &["-p", "new"]);
     assert!(
         run.stderr.contains("journals is a symbolic link"),
         "{}",

@@ -60,7 +60,7 @@ fn from_a_subdirectory_of_a_git_work_tree_the_root_is_the_project() {
     assert_eq!(
         second_line(&run),
         format!(
-            "hel: project {} (the top of the git work tree) · instructions HEL.md, AGENTS.md, sub/AGENTS.md",
+            "hel: model mock-model · access auto · project {} (the top of the git work tree) · instructions HEL.md, AGENTS.md, sub/AGENTS.md",
             root.display()
         ),
         "{}",
@@ -147,7 +147,7 @@ fn a_store_above_is_the_project_and_its_sessions_resume_from_below() {
     assert_eq!(
         second_line(&run),
         format!(
-            "hel: project {} (the nearest directory above with a .hel/)",
+            "hel: model mock-model · access confirm · project {} (the nearest directory above with a .hel/)",
             root.display()
         )
     );
@@ -189,7 +189,7 @@ fn the_walk_stops_at_the_git_top_and_never_follows_a_linked_store() {
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(q.path().join("sub/.hel").is_dir());
     assert_eq!(elsewhere.fingerprint(), before);
-    assert!(!run.stderr.contains("hel: project"), "{}", run.stderr);
+    assert!(!run.stderr.contains(" project "), "{}", run.stderr);
 }
 
 #[test]
@@ -206,7 +206,10 @@ fn project_flag_overrides_and_context_file_selects_one_file() {
     let run = run_in(&p, &sub, &mock, &["--project", ".", "-p", "x"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(sub.join(".hel").is_dir() && !root.join(".hel").exists());
-    assert_eq!(second_line(&run), "hel: instructions HEL.md, AGENTS.md");
+    assert_eq!(
+        second_line(&run),
+        "hel: model mock-model · access confirm · instructions HEL.md, AGENTS.md"
+    );
     let sys = system(&mock, 0);
     assert!(sys.contains("SUB HEL") && sys.contains("SUB AGENTS") && !sys.contains("ROOT AGENTS"));
     std::fs::remove_dir_all(sub.join(".hel")).unwrap();

@@ -74,6 +74,11 @@ fn prompt_instruction_paste_command_and_ctrl_c() {
     let before = expect(&mut s, "session: ");
     assert!(!before.contains("hel:"), "{before:?}");
     let id: String = expect(&mut s, "\n").trim().to_owned();
+    // The next line: the model, the access mode and where help is.
+    expect(
+        &mut s,
+        "hel: model mock-model · access confirm · /help lists the commands",
+    );
     expect(&mut s, &format!("hel {} · ", &id[..8]));
     expect(&mut s, PROMPT_END);
 
@@ -101,12 +106,17 @@ fn prompt_instruction_paste_command_and_ctrl_c() {
     assert!(log.contains("line one") && log.contains("hello"), "{log}");
     assert_eq!(mock.requests().len(), 2, "a command is not sent");
 
-    // Another command: the next request goes to another model.
+    // Another command: the model, then the next request to another one.
+    type_in(&mut s, "/model\r");
+    expect(&mut s, "hel: the model is mock-model; /model NAME sends");
+    expect(&mut s, PROMPT_END);
     type_in(&mut s, "/model other-model\r");
     expect(&mut s, PROMPT_END);
-    // And a name for the session, which other commands then take.
+    // And a name for the session, which other commands then take, and
+    // the prompt shows.
     type_in(&mut s, "/rename prompt-task\r");
     expect(&mut s, "is named prompt-task");
+    expect(&mut s, "hel prompt-task · ");
     expect(&mut s, PROMPT_END);
     let log = p.run(None, &["sessions", "log", "prompt-task"]);
     assert_eq!(log.code, 0, "{}", log.stderr);
@@ -126,16 +136,147 @@ fn prompt_instruction_paste_command_and_ctrl_c() {
     s.send_control('c').unwrap();
     expect(&mut s, "hel: instruction incomplete (interrupted)");
     expect(&mut s, PROMPT_END);
-    // Recorded as any interrupt is, and the answer never saved.
+    // The model never answered it: nothing of it is recorded.
     let log = p.run(None, &["sessions", "log", &id, "--json"]);
     let log: Value = serde_json::from_str(&log.stdout).unwrap();
-    assert_eq!(log[0]["record"], "interrupted", "{log}");
-    assert_eq!(log[0]["instruction"], "slow");
+    assert_eq!(log[0]["record"], "answer", "{log}");
+    assert!(!log.to_string().contains("slow"), "{log}");
 
-    // Ctrl-C again, on the empty prompt: hel leaves.
+    // Ctrl-C on the empty prompt right after the cancel does not leave;
+    // twice within a second does, saying how to come back.
     s.send_control('c').unwrap();
+    expect(&mut s, "press Ctrl-C again within a second to leave");
+    s.send("\x03").unwrap();
+    s.flush().unwrap();
+    expect(&mut s, "resume with: hel resume prompt-task");
     s.exp_eof().unwrap();
     exited_with(&s, 0);
+}
+
+/// Wait until the mock has had `n` requests.
+fn wait_requests(mock: &Mock, n: usize) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_millis(TIMEOUT_MS);
+    while mock.requests().len() < n {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "request {n} never came"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// An instruction cancelled before any answer: `/retry` sends it again as
+/// it was; cancelled again, the next instruction's user message carries it
+/// first, then says it was interrupted. One Ctrl-C on the empty prompt
+/// does not leave (an instruction typed after it runs); two in a row do,
+/// with the hint.
+#[test]
+fn an_interrupted_instruction_is_retried_or_carried() {
+    let p = Project::new();
+    let mock = Mock::start(json!([
+        {"content": "too late", "delay_ms": 60_000},
+        {"content": "Retried."},
+        {"content": "too late", "delay_ms": 60_000},
+        {"content": "Carried."},
+    ]));
+    let mut s = spawn(&p, &mock, &[]);
+    expect(&mut s, "session: ");
+    let id: String = expect(&mut s, "\n").trim().to_owned();
+    expect(&mut s, PROMPT_END);
+    type_in(&mut s, "/retry\r");
+    expect(&mut s, "nothing to retry");
+    expect(&mut s, PROMPT_END);
+
+    type_in(&mut s, "write forever\r");
+    wait_requests(&mock, 1);
+    s.send_control('c').unwrap();
+    expect(&mut s, "hel: instruction incomplete (interrupted)");
+    expect(
+        &mut s,
+        "your next message carries it, or /retry sends it again",
+    );
+    expect(&mut s, PROMPT_END);
+    // Nothing reached the store: no answer came.
+    assert!(!p.path().join(".hel").exists());
+    type_in(&mut s, "/retry\r");
+    expect(&mut s, "Retried.");
+    expect(&mut s, PROMPT_END);
+    assert_eq!(last_instruction(&mock), "write forever");
+    assert_eq!(mock.requests().len(), 2);
+
+    type_in(&mut s, "slow again\r");
+    wait_requests(&mock, 3);
+    s.send_control('c').unwrap();
+    expect(&mut s, "hel: instruction incomplete (interrupted)");
+    expect(&mut s, PROMPT_END);
+    s.send_control('c').unwrap();
+    expect(&mut s, "press Ctrl-C again within a second to leave");
+    type_in(&mut s, "continue\r");
+    expect(&mut s, "Carried.");
+    expect(&mut s, PROMPT_END);
+    assert_eq!(
+        last_instruction(&mock),
+        "slow again\n\n[hel: the instruction above was interrupted before it was answered; the next instruction follows]\n\ncontinue"
+    );
+    let roles: Vec<Value> = mock.messages(3).iter().map(|m| m["role"].clone()).collect();
+    assert_eq!(
+        roles,
+        [
+            json!("system"),
+            json!("user"),
+            json!("assistant"),
+            json!("user")
+        ]
+    );
+
+    s.send("\x03\x03").unwrap();
+    s.flush().unwrap();
+    expect(&mut s, &format!("resume with: hel resume {}", &id[..8]));
+    s.exp_eof().unwrap();
+    exited_with(&s, 0);
+}
+
+/// A bare `hel resume` on a terminal: a picker of this project's
+/// answered sessions, filtered by typing; Enter continues the one picked.
+#[test]
+fn bare_resume_picks_a_session_on_the_terminal() {
+    let p = Project::new();
+    let mock = Mock::start(json!([
+        {"content": "Alpha done."},
+        {"content": "Beta done."},
+        {"content": "Back in alpha."},
+    ]));
+    let alpha = p.run(Some(&mock), &["-p", "alpha task"]);
+    assert_eq!(alpha.code, 0, "{}", alpha.stderr);
+    let beta = p.run(Some(&mock), &["-p", "beta task"]);
+    assert_eq!(beta.code, 0, "{}", beta.stderr);
+    let alpha = alpha.session();
+
+    let mut s = spawn(&p, &mock, &["resume"]);
+    expect(&mut s, "resume which session?");
+    expect(&mut s, "beta task");
+    type_in(&mut s, "alpha");
+    expect(&mut s, "alpha task");
+    type_in(&mut s, "\r");
+    expect(&mut s, &format!("session: {alpha}"));
+    expect(&mut s, &format!("hel {} · ", &alpha[..8]));
+    expect(&mut s, PROMPT_END);
+    type_in(&mut s, "more\r");
+    expect(&mut s, "Back in alpha.");
+    expect(&mut s, PROMPT_END);
+    assert_eq!(mock.messages(2)[1]["content"], "alpha task");
+    s.send_control('d').unwrap();
+    expect(&mut s, &format!("resume with: hel resume {}", &alpha[..8]));
+    s.exp_eof().unwrap();
+    exited_with(&s, 0);
+
+    // Esc picks nothing, and says so.
+    let mut s = spawn(&p, &mock, &["resume"]);
+    expect(&mut s, "resume which session?");
+    type_in(&mut s, "\x1b");
+    expect(&mut s, "no session picked");
+    s.exp_eof().unwrap();
+    exited_with(&s, 1);
 }
 
 #[test]
@@ -154,7 +295,8 @@ fn history_survives_a_restart_and_confirm_asks_at_the_prompt() {
     // arrives, then set apart as working notes.
     expect(&mut s, "Writing the file now.");
     expect(&mut s, "working notes");
-    expect(&mut s, "hel: allow write_file a.txt? [y/N] ");
+    expect(&mut s, "hel: │ +hi");
+    expect(&mut s, "hel: allow write_file a.txt? [y/n/a/?] ");
     type_in(&mut s, "y\r");
     expect(&mut s, "Wrote it.");
     expect(&mut s, PROMPT_END);
@@ -208,4 +350,319 @@ fn the_token_line_marks_estimated_figures() {
     type_in(&mut s, "/exit\r");
     s.exp_eof().unwrap();
     exited_with(&s, 0);
+}
+
+/// The confirm question shows what it asks about (the lines a
+/// search_replace changes, the size and head of a write_file, a command in
+/// full) and takes every answer: `?` explains, anything else asks again,
+/// `n REASON` sends the reason to the model, `a` allows the tool (for bash:
+/// the exact command or every command of its program) until hel exits.
+#[test]
+fn the_confirm_question_shows_the_change_and_takes_every_answer() {
+    let p = Project::new();
+    p.write("a.txt", "old line\n");
+    let mock = Mock::start(json!([
+        {"tool_calls": [call("search_replace", json!({"path": "a.txt", "search": "old line", "replace": "new line"}))]},
+        {"tool_calls": [call("write_file", json!({"path": "b.txt", "content": "hi\n"}))]},
+        {"tool_calls": [call("write_file", json!({"path": "c.txt", "content": "more\n"}))]},
+        {"tool_calls": [call("bash", json!({"command": "echo one"}))]},
+        {"tool_calls": [call("bash", json!({"command": "echo two"}))]},
+        {"content": "Done."},
+    ]));
+    let mut s = spawn(&p, &mock, &["--access", "confirm"]);
+    expect(&mut s, PROMPT_END);
+    type_in(&mut s, "change things\r");
+    expect(&mut s, "hel: │ -old line");
+    expect(&mut s, "hel: │ +new line");
+    expect(&mut s, "hel: allow search_replace a.txt? [y/n/a/?] ");
+    type_in(&mut s, "?\r");
+    expect(
+        &mut s,
+        "n [REASON]  do not; the reason, if any, goes to the model",
+    );
+    expect(&mut s, "[y/n/a/?] ");
+    type_in(&mut s, "perhaps\r");
+    expect(&mut s, "hel: answer y, n (or n and a reason), a or ?");
+    expect(&mut s, "[y/n/a/?] ");
+    type_in(&mut s, "n not that line\r");
+    // The write_file: its size and head, then always for write_file.
+    expect(&mut s, "hel: │ 1 line, 3 bytes");
+    expect(&mut s, "hel: allow write_file b.txt? [y/n/a/?] ");
+    assert_eq!(
+        mock.messages(1).last().unwrap()["content"],
+        "denied: the user declined this call: not that line"
+    );
+    type_in(&mut s, "a\r");
+    // The next write_file is allowed without asking.
+    expect(&mut s, "hel: allowed write_file c.txt (you said always)");
+    // A simple command: always its program, after choosing.
+    expect(&mut s, "hel: │ echo one");
+    expect(&mut s, "hel: allow run `echo one`? [y/n/a/?] ");
+    type_in(&mut s, "a\r");
+    expect(
+        &mut s,
+        "[c] exactly this command, or [p] every `echo` command? [c/p] ",
+    );
+    type_in(&mut s, "p\r");
+    expect(&mut s, "hel: allowed run `echo two` (you said always)");
+    expect(&mut s, "Done.");
+    expect(&mut s, PROMPT_END);
+    assert_eq!(p.read("a.txt"), "old line\n", "denied");
+    assert_eq!(p.read("b.txt"), "hi\n");
+    assert_eq!(p.read("c.txt"), "more\n");
+    let last = mock.messages(5);
+    let results: Vec<&str> = last
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap())
+        .collect();
+    assert!(
+        results[3].contains("one") && results[4].contains("two"),
+        "{results:?}"
+    );
+    type_in(&mut s, "/exit\r");
+    s.exp_eof().unwrap();
+    exited_with(&s, 0);
+}
+
+/// The session commands inside the prompt: `/diff` shows what the last
+/// instruction changed, `/undo` puts its files back (as `hel undo`) and the
+/// session goes on, `/rewind` picks an earlier answer and goes on from it
+/// in a fork whose files are restored (the later answers stay in the
+/// original session).
+#[test]
+fn diff_undo_and_rewind_at_the_prompt() {
+    let p = Project::new();
+    let write = |text: &str| json!({"tool_calls": [call("write_file", json!({"path": "a.txt", "content": text}))]});
+    let mock = Mock::start(json!([
+        write("one\n"), {"content": "A1"},
+        write("two\n"), {"content": "A2"},
+        write("three\n"), {"content": "A3"},
+        {"content": "In the fork."},
+    ]));
+    let mut s = spawn(&p, &mock, &["--access", "auto"]);
+    expect(&mut s, "session: ");
+    let id: String = expect(&mut s, "\n").trim().to_owned();
+    expect(&mut s, PROMPT_END);
+    for (instruction, answer) in [("write one", "A1"), ("write two", "A2")] {
+        type_in(&mut s, &format!("{instruction}\r"));
+        expect(&mut s, answer);
+        expect(&mut s, PROMPT_END);
+    }
+    type_in(&mut s, "/diff\r");
+    expect(&mut s, "-one");
+    expect(&mut s, "+two");
+    expect(&mut s, PROMPT_END);
+
+    type_in(&mut s, "/undo\r");
+    expect(&mut s, "restore   a.txt");
+    expect(&mut s, &format!("session: {id}"));
+    expect(&mut s, PROMPT_END);
+    assert_eq!(p.read("a.txt"), "one\n");
+
+    type_in(&mut s, "write three\r");
+    expect(&mut s, "A3");
+    expect(&mut s, PROMPT_END);
+    assert_eq!(p.read("a.txt"), "three\n");
+
+    type_in(&mut s, "/rewind\r");
+    expect(&mut s, "go back to which answer?");
+    type_in(&mut s, "write one");
+    expect(&mut s, "write one");
+    type_in(&mut s, "\r");
+    expect(
+        &mut s,
+        "also make the project's files as they were there? [y/N] ",
+    );
+    type_in(&mut s, "y\r");
+    expect(&mut s, "session: ");
+    let fork: String = expect(&mut s, "\n").trim().to_owned();
+    assert_ne!(fork, id);
+    expect(&mut s, "restored the files of the forked checkpoint");
+    expect(&mut s, PROMPT_END);
+    assert_eq!(p.read("a.txt"), "one\n");
+    type_in(&mut s, "where am I\r");
+    expect(&mut s, "In the fork.");
+    expect(&mut s, PROMPT_END);
+    let sent: Vec<Value> = mock.messages(6);
+    let users: Vec<&str> = sent
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .map(|m| m["content"].as_str().unwrap())
+        .collect();
+    // The fork has the first answer only; the model is told the files
+    // were restored.
+    assert_eq!(users.len(), 2, "{users:?}");
+    assert_eq!(users[0], "write one");
+    assert!(
+        users[1].starts_with("[hel: since your last answer the user restored 1 file(s)")
+            && users[1].ends_with("\n\nwhere am I"),
+        "{users:?}"
+    );
+    // The original session keeps its later answers.
+    let log = p.run(None, &["sessions", "log", &id]);
+    assert!(
+        log.stdout.contains("write three") && log.stdout.contains("write two"),
+        "{}",
+        log.stdout
+    );
+    type_in(&mut s, "/exit\r");
+    s.exp_eof().unwrap();
+    exited_with(&s, 0);
+}
+
+/// Tab completes slash commands and `@paths`; an `@path` in an
+/// instruction sends the file's content with it.
+#[test]
+fn tab_completes_and_at_path_attaches_a_file() {
+    let p = Project::new();
+    p.write("notes.txt", "the port is 8080\n");
+    let mock = Mock::start(json!([{"content": "Read it."}]));
+    let mut s = spawn(&p, &mock, &[]);
+    expect(&mut s, PROMPT_END);
+    type_in(&mut s, "/hel\t");
+    expect(&mut s, "/help");
+    type_in(&mut s, "\r");
+    expect(&mut s, "Commands:");
+    expect(&mut s, PROMPT_END);
+    type_in(&mut s, "summarize @no\t");
+    expect(&mut s, "@notes.txt");
+    type_in(&mut s, "\r");
+    expect(&mut s, "hel: attached notes.txt (17 bytes)");
+    expect(&mut s, "Read it.");
+    expect(&mut s, PROMPT_END);
+    assert_eq!(
+        last_instruction(&mock),
+        "summarize @notes.txt\n\n--- @notes.txt (17 bytes) ---\nthe port is 8080\n\n--- end of @notes.txt ---"
+    );
+    type_in(&mut s, "/exit\r");
+    s.exp_eof().unwrap();
+    exited_with(&s, 0);
+}
+
+/// On a terminal hel's own lines are dimmed and a failure stands out;
+/// `NO_COLOR` (or `--color never`) leaves them plain, and `hel diff`
+/// colours its lines only when asked to (`--color always` into a pipe).
+#[test]
+fn colour_on_a_terminal_and_plain_with_no_color() {
+    let p = Project::new();
+    let mock =
+        Mock::start(json!([{"content": "One."}, {"content": "Two."}, {"content": "Three."}]));
+    let dim = "\x1b[2mhel: model mock-model";
+    let mut s = spawn(&p, &mock, &[]);
+    expect(&mut s, dim);
+    expect(&mut s, PROMPT_END);
+    type_in(&mut s, "/exit\r");
+    s.exp_eof().unwrap();
+
+    let mut cmd = Command::new(hel_bin());
+    cmd.current_dir(p.dir.path())
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", p.home.path())
+        .env("TERM", "xterm")
+        .env("NO_COLOR", "1")
+        .args(["--base-url", &mock.url, "--model", "mock-model"]);
+    let mut s = rexpect::session::spawn_command(cmd, Some(TIMEOUT_MS)).unwrap();
+    let seen = expect(&mut s, "hel: model mock-model");
+    assert!(!seen.contains("\x1b[2m"), "{seen:?}");
+    let rest = expect(&mut s, PROMPT_END);
+    assert!(!rest.contains("\x1b[2m"), "{rest:?}");
+    type_in(&mut s, "/exit\r");
+    s.exp_eof().unwrap();
+
+    let mut s = spawn(&p, &mock, &["--color", "never"]);
+    let seen = expect(&mut s, "hel: model mock-model");
+    assert!(!seen.contains("\x1b[2m"), "{seen:?}");
+    type_in(&mut s, "/exit\r");
+    s.exp_eof().unwrap();
+
+    let writes = Mock::start(json!([
+        {"tool_calls": [call("write_file", json!({"path": "a.txt", "content": "x\n"}))]},
+        {"content": "ok"},
+    ]));
+    let run = p.run(Some(&writes), &["--access", "auto", "-p", "w"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let sid = run.session();
+    let plain = p.run(None, &["diff", &sid]);
+    assert!(
+        plain.stdout.contains("\n+x\n") && !plain.stdout.contains('\x1b'),
+        "{}",
+        plain.stdout
+    );
+    let coloured = p.run(None, &["diff", &sid, "--color", "always"]);
+    assert!(
+        coloured.stdout.contains("\x1b[32m+x\x1b[0m\n"),
+        "{:?}",
+        coloured.stdout
+    );
+}
+
+/// While a command runs, a spinner names the tool and the seconds it has
+/// taken (here: until the test, having seen it, lets the command end).
+#[test]
+fn a_spinner_names_the_running_tool() {
+    let p = Project::new();
+    let mock = Mock::start(json!([
+        {"tool_calls": [call("bash", json!({"command": "while [ ! -e go ]; do sleep 0.05; done; echo went"}))]},
+        {"content": "Done."},
+    ]));
+    let mut s = spawn(&p, &mock, &["--access", "auto"]);
+    expect(&mut s, PROMPT_END);
+    type_in(&mut s, "wait for it\r");
+    expect(&mut s, "running bash ");
+    expect(&mut s, "s\x1b[K");
+    std::fs::write(p.path().join("go"), "").unwrap();
+    expect(&mut s, "Done.");
+    expect(&mut s, PROMPT_END);
+    let results = mock.messages(1);
+    assert!(
+        results.last().unwrap()["content"]
+            .as_str()
+            .unwrap()
+            .contains("went"),
+        "{results:?}"
+    );
+    type_in(&mut s, "/exit\r");
+    s.exp_eof().unwrap();
+    exited_with(&s, 0);
+}
+
+/// On a terminal an answer is rendered as Markdown as its lines arrive
+/// (a heading, emphasis, a table fitted to the width); piped, stdout is
+/// the model's bytes exactly.
+#[test]
+fn answers_render_as_markdown_on_a_terminal_only() {
+    let p = Project::new();
+    let answer = "## Overview\nThis is **tiny**.\n| change | why |\n|---|---|\n| port | clearer |";
+    let mock = Mock::start(json!([
+        {"content": answer, "piece": 7},
+        {"content": answer, "piece": 7},
+        {"content": answer, "piece": 7},
+    ]));
+    let mut s = spawn(&p, &mock, &[]);
+    expect(&mut s, PROMPT_END);
+    type_in(&mut s, "explain\r");
+    expect(&mut s, "\x1b[1;4mOverview\x1b[0m");
+    expect(&mut s, "This is \x1b[1mtiny\x1b[0m.");
+    expect(&mut s, "change │ why");
+    let rest = expect(&mut s, "port   │ clearer");
+    assert!(!rest.contains("|---|"), "{rest:?}");
+    expect(&mut s, PROMPT_END);
+    type_in(&mut s, "/exit\r");
+    s.exp_eof().unwrap();
+
+    // Without colour: the same layout, no styles, no Markdown marks.
+    let mut s = spawn(&p, &mock, &["--color", "never"]);
+    expect(&mut s, PROMPT_END);
+    type_in(&mut s, "explain\r");
+    let shown = expect(&mut s, "port   │ clearer");
+    assert!(shown.contains("Overview\r\nThis is tiny.\r\n"), "{shown:?}");
+    assert!(!shown.contains("##") && !shown.contains("**"), "{shown:?}");
+    type_in(&mut s, "/exit\r");
+    s.exp_eof().unwrap();
+
+    let run = p.run(Some(&mock), &["-p", "explain"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.stdout, format!("{answer}\n"));
 }

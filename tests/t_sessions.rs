@@ -216,9 +216,16 @@ fn spill_cursors_survive_resume() {
 #[test]
 fn busy_sessions_are_refused_while_others_work() {
     let p = Project::new();
-    let slow = Mock::start(json!([{"content": "slow", "delay_ms": 60000}]));
-    // Without a workspace snapshot, nothing is saved before the answer.
-    let (mut child, sid) = p.spawn_session(Some(&slow), &["--no-workspace", "-p", "wait"]);
+    // The session exists from the first answer (a command that runs for a
+    // minute); without a workspace snapshot, nothing is saved before the
+    // instruction's answer.
+    let slow = Mock::start(json!([
+        {"tool_calls": [call("bash", json!({"command": "sleep 60"}))]},
+    ]));
+    let (mut child, sid) = p.spawn_session(
+        Some(&slow),
+        &["--no-workspace", "--access", "auto", "-p", "wait"],
+    );
     // Resume to a server nobody listens on: it must be refused before any request.
     let resume_nowhere = [
         "resume",
@@ -247,7 +254,10 @@ fn busy_sessions_are_refused_while_others_work() {
     let run = p.run(None, &resume_nowhere);
     assert_eq!(run.code, 1);
     assert!(
-        run.stderr.contains(&format!("session {sid} is in use")),
+        run.stderr.contains(&format!(
+            "session {sid} is in use by the hel instance with pid {}",
+            child.id()
+        )) && run.stderr.contains(&format!("`kill {}`", child.id())),
         "{}",
         run.stderr
     );
@@ -271,7 +281,7 @@ fn busy_sessions_are_refused_while_others_work() {
     );
     let run = p.run(None, &["gc"]);
     assert!(
-        run.stdout.contains("1 abandoned sessions"),
+        run.stdout.contains("1 abandoned session,"),
         "{}",
         run.stdout
     );

@@ -198,7 +198,9 @@ fn ctrl_c_during_a_stream_saves_nothing() {
         stderr.contains("instruction incomplete (interrupted)"),
         "{stderr}"
     );
-    assert_eq!(saved(&p), (0, 1), "the system message only");
+    // No complete answer ever came: no session was made.
+    let run = p.run(None, &["sessions", "--json"]);
+    assert_eq!(run.stdout.trim(), "[]", "{}", run.stderr);
 }
 
 /// Usage figures are the server's word: absurd ones (the largest u64, on

@@ -420,7 +420,11 @@ fn undo_refuses_a_busy_session_naming_its_holder() {
     let undo = p.run(None, &["undo", &sid]);
     assert_eq!(undo.code, 1);
     assert!(
-        undo.stderr.contains("in use by another hel instance (pid "),
+        undo.stderr.contains(&format!(
+            "in use by the hel instance with pid {} (pid {} since ",
+            child.id(),
+            child.id()
+        )),
         "{}",
         undo.stderr
     );

@@ -262,6 +262,8 @@ pub struct Agent {
     meter: Meter,
     policy: Option<Policy>,
     max_turns: u32,
+    /// The last instruction ended with nothing of it kept.
+    dropped: bool,
 }
 
 impl Agent {
@@ -289,6 +291,7 @@ impl Agent {
             meter: Meter::default(),
             policy: parts.policy,
             max_turns: parts.max_turns,
+            dropped: false,
         }
     }
 
@@ -383,26 +386,43 @@ impl Agent {
     }
 
     /// Run one user instruction to its end. An incomplete one leaves the
-    /// conversation at its last completed point.
-    pub async fn run_instruction(&mut self, text: &str) -> Outcome {
+    /// conversation at its last completed point. `first_reply` is called
+    /// once, when the model's first reply to it has arrived and before any
+    /// tool it asks for runs (the run saves the instruction's start then).
+    pub async fn run_instruction(
+        &mut self,
+        text: &str,
+        first_reply: &mut dyn FnMut(&mut Agent),
+    ) -> Outcome {
         let seen = self.model.interrupts.count();
         self.model.usage = Usage::default();
+        self.dropped = false;
         self.conversation.begin_instruction(text);
-        match self.turns(seen).await {
+        match self.turns(seen, first_reply).await {
             Ok(answer) => {
                 self.conversation.finish_instruction();
                 Outcome::Completed(answer)
             }
             Err(why) => {
-                self.conversation.abandon_instruction();
+                self.dropped = self.conversation.abandon_instruction();
                 self.meter.truncated(self.conversation.len());
                 Outcome::Incomplete(why)
             }
         }
     }
 
+    /// Whether the last instruction ended incomplete with nothing of it
+    /// kept in the conversation (not even its user message).
+    pub fn instruction_dropped(&self) -> bool {
+        self.dropped
+    }
+
     /// Model calls until one answers without tool calls.
-    async fn turns(&mut self, seen: u64) -> Result<String, Incomplete> {
+    async fn turns(
+        &mut self,
+        seen: u64,
+        first_reply: &mut dyn FnMut(&mut Agent),
+    ) -> Result<String, Incomplete> {
         let mut turns = 0;
         loop {
             if turns >= self.max_turns {
@@ -420,6 +440,9 @@ impl Agent {
                 }
                 other => other?,
             };
+            if turns == 1 {
+                first_reply(self);
+            }
             let calls = tool_calls(&reply.message);
             let answer = match reply.message.get("content") {
                 Some(Value::String(s)) => s.clone(),

@@ -72,6 +72,18 @@ pub struct Endpoint {
     pub api_key: Option<String>,
 }
 
+/// The key of a server that is not a preset's (`--base-url`), if any.
+const HEL_API_KEY: &str = "HEL_API_KEY";
+
+/// The environment variable a provider's API key is read from.
+pub fn key_var(provider: &str) -> &'static str {
+    match provider {
+        "deepseek" => "DEEPSEEK_API_KEY",
+        "openai" => "OPENAI_API_KEY",
+        _ => HEL_API_KEY,
+    }
+}
+
 fn env(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.is_empty())
 }
@@ -117,7 +129,7 @@ pub fn resolve(args: &ProviderChoice) -> Result<Endpoint, ConfigError> {
     };
     let api_key = match key_var {
         Some(var) => Some(env(var).ok_or(ConfigError::NoKey { var, provider })?),
-        None => env("HEL_API_KEY"),
+        None => env(HEL_API_KEY),
     };
     Ok(Endpoint {
         config: RequestConfig {

@@ -53,6 +53,16 @@ impl Conversation {
         &self.leaves
     }
 
+    /// How many of the messages are settled: all of them, or, while an
+    /// instruction is open, those before its user message (what a record
+    /// written in the middle of an instruction stores).
+    pub fn settled_len(&self) -> usize {
+        match self.open {
+            Some(Open { start: Some(s), .. }) => s,
+            _ => self.len(),
+        }
+    }
+
     pub fn len(&self) -> usize {
         self.messages.len()
     }
@@ -93,17 +103,18 @@ impl Conversation {
 
     /// The instruction ended incomplete: keep its completed part, every
     /// finished tool round with its user message, or nothing of it when no
-    /// round finished.
-    pub fn abandon_instruction(&mut self) {
+    /// round finished. Returns whether its user message is gone with it.
+    pub fn abandon_instruction(&mut self) -> bool {
         let Some(Open { start, complete }) = self.open.take() else {
-            return;
+            return false;
         };
-        let keep = match start {
-            Some(s) if complete <= s + 1 => s,
-            _ => complete,
+        let (keep, gone) = match start {
+            Some(s) if complete <= s + 1 => (s, true),
+            _ => (complete, false),
         };
         self.messages.truncate(keep);
         self.leaves.truncate(keep);
+        gone
     }
 
     /// Change message `i` in place (it is then a new message to the store).

@@ -157,7 +157,8 @@ pub(crate) fn is_busy(layout: &Layout, session: &SessionId) -> Result<bool> {
     ))
 }
 
-/// Who holds `session`'s lease, as its file says (a hint for messages).
+/// Who holds `session`'s lease, as its file says (a hint for messages;
+/// None: no file, or nothing readable in it).
 pub(crate) fn holder_of(layout: &Layout, session: &SessionId) -> Option<String> {
     let file = layout.session_dir(session).ok()??.open_file(LEASE).ok()??;
     holder(&file)

@@ -284,7 +284,10 @@ impl Store {
         self.new_session_named(&SessionId::new_random())
     }
 
-    pub(crate) fn new_session_named(&self, id: &SessionId) -> Result<SessionLease> {
+    /// Start a new session with an id chosen earlier (a run says its
+    /// session's id when it starts, and makes the session only when the
+    /// model first answers).
+    pub fn new_session_named(&self, id: &SessionId) -> Result<SessionLease> {
         let layout = self.layout_create()?;
         let lock = Shared::take(layout)?;
         SessionLease::acquire(lock.layout, id, true)
@@ -306,7 +309,7 @@ impl Store {
             }
             None if lock::is_busy(layout, session)? => Err(Error::InUse {
                 session: session.to_string(),
-                holder: None,
+                holder: lock::holder_of(layout, session),
             }),
             None => Err(no_such()),
         }

@@ -6,7 +6,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use hel_agent::interrupt::{self, Interrupter, Interrupts};
-use hel_agent::outcome::{Outcome, Termination};
+use hel_agent::outcome::{Incomplete, Outcome, Termination};
 use hel_agent::run::{Host, Run};
 use hel_agent::session::Start;
 use tokio::io::{AsyncBufReadExt, BufReader, Lines, Stdin};
@@ -44,19 +44,29 @@ pub async fn run(args: RunArgs, start: Start, restore_files: Option<bool>) -> Re
     }
     let (interrupter, interrupts) = interrupt::channel();
     let live = Rc::new(Live::new());
+    if let Some(intro) = args.intro(false) {
+        live.introduce(intro);
+    }
     let json = (format != OutputFormat::Text).then(|| {
         Rc::new(JsonOut::new(
             format == OutputFormat::StreamJson,
             args.include_partial,
         ))
     });
+    // On a terminal, the same signs of life as at the prompt (text only:
+    // the JSON formats report every event on stdout).
+    let spinner = crate::prompt::spinner::Spinner::default();
     let observer: Rc<dyn Observer> = match &json {
         Some(j) => j.clone(),
-        None => live.clone(),
+        None => Rc::new(crate::prompt::Watched {
+            spinner: spinner.clone(),
+            live: Rc::clone(&live),
+            asks: args.access == crate::cli::Access::Confirm,
+        }),
     };
     let host = Host {
         observer,
-        confirm: Arc::new(Tty),
+        confirm: Arc::new(Tty::default()),
         interrupts: interrupts.clone(),
     };
     let options = args.options();
@@ -95,7 +105,11 @@ pub async fn run(args: RunArgs, start: Start, restore_files: Option<bool>) -> Re
             }
         };
         let began = Instant::now();
+        if json.is_none() {
+            spinner.start();
+        }
         let outcome = run.instruction(&text).await;
+        spinner.stop();
         if let Some(j) = &json {
             let usage = run.status().usage;
             j.result(&Finished {
@@ -112,10 +126,7 @@ pub async fn run(args: RunArgs, start: Start, restore_files: Option<bool>) -> Re
             Outcome::Completed(_) => {}
             Outcome::Incomplete(why) => {
                 let t = why.termination();
-                render::line(&format!(
-                    "hel: instruction incomplete ({}): {why}",
-                    t.name()
-                ));
+                render::line(&incomplete_line(&why));
                 failed = true;
                 if t == Termination::Interrupted && !from_stdin {
                     run.finish();
@@ -129,6 +140,18 @@ pub async fn run(args: RunArgs, start: Start, restore_files: Option<bool>) -> Re
     }
     run.finish();
     Ok(if failed { 1 } else { 0 })
+}
+
+/// `hel: instruction incomplete (timeout): …`: how an instruction ended
+/// that did not complete, and why (an interrupt needs no second word).
+pub fn incomplete_line(why: &Incomplete) -> String {
+    match why {
+        Incomplete::Interrupted => "hel: instruction incomplete (interrupted)".to_owned(),
+        why => format!(
+            "hel: instruction incomplete ({}): {why}",
+            why.termination().name()
+        ),
+    }
 }
 
 /// Restore the files of the checkpoint a new fork starts from

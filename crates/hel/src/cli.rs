@@ -25,9 +25,15 @@ pub struct Cli {
     /// Continue SESSION (same as `hel resume SESSION`).
     #[arg(long, value_name = "SESSION")]
     pub resume: Option<String>,
+    /// Continue the newest session of this project that has an answer (same as `hel resume --last`).
+    #[arg(short = 'c', long = "continue", conflicts_with = "resume")]
+    pub continue_last: bool,
     /// The project's root (default: the nearest directory at or above this one holding .hel/ or .git).
     #[arg(long, value_name = "DIR", global = true)]
     pub project: Option<PathBuf>,
+    /// Colour on a terminal: auto (unless NO_COLOR is set), always, never.
+    #[arg(long, value_enum, value_name = "WHEN", default_value_t = ColorChoice::Auto, global = true)]
+    pub color: ColorChoice,
     #[command(flatten)]
     pub run: RunArgs,
     #[command(subcommand)]
@@ -189,6 +195,14 @@ pub enum OutputFormat {
     StreamJson,
 }
 
+/// `--color`.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ColorChoice {
+    Auto,
+    Always,
+    Never,
+}
+
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Access {
@@ -219,6 +233,19 @@ impl From<Access> for hel_agent::tools::Access {
 }
 
 impl RunArgs {
+    /// What the line after `session: <uuid>` says of a run with these
+    /// flags (`help`: at the interactive prompt). The model is the one the
+    /// provider's settings resolve to (None: they do not resolve, and the
+    /// run will say why).
+    pub fn intro(&self, help: bool) -> Option<crate::render::Intro> {
+        let endpoint = hel_agent::config::resolve(&self.options().provider).ok()?;
+        Some(crate::render::Intro {
+            model: endpoint.config.model,
+            access: self.access.name(),
+            help,
+        })
+    }
+
     /// The limits of workspace snapshots (undo and restore snapshot the
     /// project before writing).
     pub fn workspace_options(&self) -> hel_workspace::Options {
@@ -270,15 +297,15 @@ impl RunArgs {
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
-    /// Continue a session in this process (or fork it with --at).
+    /// Continue a session in this process (or fork it with --at); with no SESSION, on a terminal, pick one.
     #[command(
-        after_help = "Examples:\n  hel resume 4da5 -p \"and the tests?\"\n  hel resume 4da5 --at 3f2a91c0 --restore-files\n  hel resume 4da5 --relocate"
+        after_help = "Examples:\n  hel resume\n  hel resume --last\n  hel resume 4da5 -p \"and the tests?\"\n  hel resume 4da5 --at 3f2a91c0 --restore-files\n  hel resume 4da5 --relocate"
     )]
     Resume {
-        /// Session id or a unique prefix of at least 4 hex digits.
-        #[arg(required_unless_present = "last", conflicts_with = "last")]
+        /// Session name, id or a unique prefix of at least 4 hex digits (none: pick one on the terminal).
+        #[arg(conflicts_with = "last")]
         session: Option<String>,
-        /// The most recently updated session that is not in use.
+        /// The most recently updated session of this project that has an answer and is not in use.
         #[arg(long)]
         last: bool,
         /// Fork: start a new session from this checkpoint of SESSION.

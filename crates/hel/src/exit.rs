@@ -97,10 +97,7 @@ impl Exit {
             E::Name(n) if matches!(**n, hel_store::NameError::Invalid { .. }) => {
                 Exit::usage(e.to_string())
             }
-            E::InUse { session, holder } => Exit::refused(format!(
-                "session {session} is in use by another hel instance{}: wait for it to exit, or fork it with `hel resume {session} --at <CHECKPOINT>`",
-                holder.as_ref().map(|h| format!(" ({h})")).unwrap_or_default()
-            )),
+            E::InUse { session, holder } => Exit::refused(in_use(session, holder.as_deref())),
             E::NoSuchSession { session } => Exit::refused(format!("no session {session} in this project; a session exists once an answer completes (`hel sessions` lists them)")),
             E::NoCheckpoint { session } => Exit::refused(format!(
                 "session {session} has no checkpoint yet: the instance working on it has not completed an answer"
@@ -120,9 +117,42 @@ impl Exit {
     }
 }
 
+/// The refusal of a session another instance holds: which one (its pid,
+/// from the lease file: untrusted, so only digits are taken) and what to
+/// do.
+fn in_use(session: &str, holder: Option<&str>) -> String {
+    let pid = holder
+        .and_then(|h| h.strip_prefix("pid "))
+        .and_then(|rest| rest.split(' ').next())
+        .filter(|p| !p.is_empty() && p.len() <= 10 && p.bytes().all(|b| b.is_ascii_digit()));
+    match (pid, holder) {
+        (Some(pid), Some(h)) => format!(
+            "session {session} is in use by the hel instance with pid {pid} ({h}): leave hel there (Ctrl-D or /exit), or stop it with `kill {pid}`, then run this again"
+        ),
+        _ => format!(
+            "session {session} is in use by another hel instance: leave hel there (Ctrl-D or /exit), then run this again"
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_busy_session_names_its_holder_and_what_to_do() {
+        assert_eq!(
+            in_use("s", Some("pid 42 since 2026-12-01T00:00:00.000Z")),
+            "session s is in use by the hel instance with pid 42 (pid 42 since 2026-12-01T00:00:00.000Z): leave hel there (Ctrl-D or /exit), or stop it with `kill 42`, then run this again"
+        );
+        // A lease file that says anything else: no pid is made up.
+        for odd in [None, Some("pid ; rm -rf /"), Some("someone")] {
+            assert_eq!(
+                in_use("s", odd),
+                "session s is in use by another hel instance: leave hel there (Ctrl-D or /exit), then run this again"
+            );
+        }
+    }
 
     #[test]
     fn bad_arguments_are_usage_errors() {

@@ -6,6 +6,7 @@ mod chat;
 mod cli;
 mod commands;
 mod config;
+mod confirm;
 mod exit;
 mod import;
 mod output;
@@ -34,6 +35,7 @@ fn main() -> ExitCode {
     let sub_matches = matches.subcommand().map(|(_, m)| m.clone());
     let project = cli.project.clone();
     commands::set_project(project.clone());
+    render::set_color(cli.color);
     if matches!(
         cli.command,
         Some(
@@ -128,7 +130,10 @@ fn main() -> ExitCode {
                 (_, true, None) => Ok(Start::Last),
                 (Some(s), false, Some(at)) => Ok(Start::Fork { session: s, at }),
                 (Some(s), false, None) => Ok(Start::Resume(s)),
-                (None, false, _) => Err(Exit::usage("resume needs a SESSION or --last")),
+                (None, false, Some(_)) => Err(Exit::usage(
+                    "--at needs a SESSION: `hel resume SESSION --at CHECKPOINT`",
+                )),
+                (None, false, None) => commands::session_to_resume().map(Start::Resume),
             };
             let restore = restore_files.then_some(force);
             let settings =
@@ -141,9 +146,10 @@ fn main() -> ExitCode {
             })
         }
         None => {
-            let start = match cli.resume.clone() {
-                Some(s) => Start::Resume(s),
-                None => Start::New,
+            let start = match (cli.resume.clone(), cli.continue_last) {
+                (Some(s), _) => Start::Resume(s),
+                (None, true) => Start::Last,
+                (None, false) => Start::New,
             };
             config::settings(&cli.run, &matches, None).and_then(|mut s| {
                 s.run.project = project;
@@ -155,7 +161,7 @@ fn main() -> ExitCode {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
             // Errors name paths and objects a repository may have chosen.
-            render::line(&format!("hel: {e}"));
+            render::error(&format!("hel: {e}"));
             ExitCode::from(e.code)
         }
     }

@@ -5,12 +5,50 @@
 use std::io::{BufRead, Write};
 
 use hel_agent::terminal::escape_line;
-use hel_agent::tools::{Answer, Confirm};
+use hel_agent::tools::{Answer, Confirm, Request};
 
-/// Asks `hel: allow <request>? [y/N]` on `/dev/tty`.
-pub struct Tty;
+use crate::confirm::{self, Reading, Rules};
+
+/// Asks on `/dev/tty`: `hel: allow <request>? [y/N]` for the store
+/// commands, the confirm question ([`confirm`]) for a run's calls.
+#[derive(Default)]
+pub struct Tty {
+    /// The confirm question's "always" answers, for this process only.
+    rules: Rules,
+}
 
 impl Confirm for Tty {
+    fn confirm(&self, request: &Request) -> Answer {
+        let tty = match std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open("/dev/tty")
+        {
+            Ok(t) => t,
+            Err(e) => return Answer::Unavailable(format!("no terminal: {e}")),
+        };
+        let mut input = std::io::BufReader::new(&tty);
+        let mut out = &tty;
+        confirm::ask(
+            request,
+            &self.rules,
+            confirm::width(),
+            &mut out,
+            &mut |question| {
+                let mut w = &tty;
+                if let Err(e) = write!(w, "{question}") {
+                    return Reading::Failed(e.to_string());
+                }
+                let mut line = String::new();
+                match input.read_line(&mut line) {
+                    Ok(0) => Reading::End,
+                    Ok(_) => Reading::Line(line),
+                    Err(e) => Reading::Failed(e.to_string()),
+                }
+            },
+        )
+    }
+
     fn ask(&self, request: &str) -> Answer {
         let tty = match std::fs::OpenOptions::new()
             .read(true)
@@ -46,9 +84,9 @@ pub fn asks(yes: bool) -> bool {
 /// Ask `hel: allow <request>? [y/N]` on the terminal ([`Tty`]): `Ok` with
 /// whether the answer was yes, `Err` with why nobody could be asked.
 pub fn allow(request: &str) -> Result<bool, String> {
-    match Tty.ask(request) {
+    match Tty::default().ask(request) {
         Answer::Yes => Ok(true),
-        Answer::No => Ok(false),
+        Answer::No | Answer::NoBecause(_) => Ok(false),
         Answer::Unavailable(why) => Err(why),
     }
 }

@@ -55,6 +55,9 @@ pub enum RequestError {
         body: String,
         kind: StatusKind,
     },
+    /// A failure to connect or to exchange the request. One that asking
+    /// again would only repeat (the name does not resolve, nobody listens
+    /// on the port) says so in `reason` and is not retried.
     #[error("cannot reach the model server at {url}: {reason}")]
     Connect { url: String, reason: String },
     #[error("the model server sent a malformed response: {0}")]
@@ -156,6 +159,8 @@ pub struct ModelClient {
     http: reqwest::Client,
     url: String,
     key: Option<String>,
+    /// Where the key comes from (a 401 or 403 names it).
+    key_var: &'static str,
     timeout_secs: u64,
     max_body: u64,
     stream: bool,
@@ -181,6 +186,7 @@ impl ModelClient {
             http,
             url: format!("{}/chat/completions", endpoint.config.base_url),
             key: endpoint.api_key.clone(),
+            key_var: crate::config::key_var(&endpoint.config.provider),
             timeout_secs,
             max_body: max_response_bytes(),
             stream,
@@ -218,9 +224,10 @@ impl ModelClient {
         }
     }
 
-    /// Send `body` (as made by [`ModelClient::prepare`]); retry 429, 5xx
-    /// and connection failures up to 3 times with backoff (0.5 s, 1 s,
-    /// 2 s), telling `on_retry` before each wait. A stream that ends
+    /// Send `body` (as made by [`ModelClient::prepare`]); retry 429, 5xx,
+    /// timeouts and connection failures (not a name that does not resolve
+    /// or a refused connection: [`retryable`]) up to 3 times with backoff
+    /// (0.5 s, 1 s, 2 s), telling `on_retry` before each wait. A stream that ends
     /// before any of the answer is asked again at once, not streamed (the
     /// record keeps the body first sent). `on_delta` hears what arrives of
     /// the response before it is complete.
@@ -275,7 +282,11 @@ impl ModelClient {
         if !(200..300).contains(&status) {
             // Only the start of an error body is read.
             let bytes = self.read_body(resp, ERROR_BODY_BYTES, false).await?;
-            return Err(status_error(status, &bytes));
+            let mut e = status_error(status, &bytes);
+            if let (RequestError::Status { body, .. }, 401 | 403) = (&mut e, status) {
+                body.push_str(&format!(" (check the API key in {})", self.key_var));
+            }
+            return Err(e);
         }
         if stream && stream::is_event_stream(&resp) {
             let gap = stream::Gap {
@@ -327,9 +338,13 @@ impl ModelClient {
         } else if e.is_decode() || e.is_body() {
             RequestError::Malformed(e.to_string())
         } else {
+            let reason = match not_there(&e) {
+                Some(why) => format!("{why} ({})", root_cause(&e)),
+                None => root_cause(&e),
+            };
             RequestError::Connect {
                 url: self.url.clone(),
-                reason: root_cause(&e),
+                reason,
             }
         }
     }
@@ -346,12 +361,39 @@ fn root_cause(e: &reqwest::Error) -> String {
     crate::terminal::escape_line(&reason).into_owned()
 }
 
+/// What [`ModelClient::transport`] says of a name that does not resolve
+/// or a port nobody listens on: asking again would only repeat it.
+const NOT_THERE: [&str; 2] = ["the host name does not resolve", "nobody listens there"];
+
+/// Whether asking again may help: 429 and 5xx (but validation errors),
+/// timeouts of the connection, a connection that broke; not a name that
+/// does not resolve or a refused connection.
 fn retryable(e: &RequestError) -> bool {
     match e {
         RequestError::Status { kind, .. } => *kind == StatusKind::Transient,
-        RequestError::Connect { .. } => true,
+        RequestError::Connect { reason, .. } => !NOT_THERE.iter().any(|n| reason.starts_with(n)),
+        RequestError::Timeout(_) => true,
         _ => false,
     }
+}
+
+/// Why a connection could not be made, when it is for good: the name does
+/// not resolve, or nobody listens on the port (None: another failure).
+fn not_there(e: &reqwest::Error) -> Option<&'static str> {
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        if let Some(io) = s.downcast_ref::<std::io::Error>() {
+            if io.kind() == std::io::ErrorKind::ConnectionRefused {
+                return Some(NOT_THERE[1]);
+            }
+        }
+        // hyper's connector names the step that failed.
+        if s.to_string().starts_with("dns error") {
+            return Some(NOT_THERE[0]);
+        }
+        source = s.source();
+    }
+    None
 }
 
 /// `message` on the wire: an assistant message that calls tools gets `""`
@@ -606,6 +648,23 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(!e.contains('\u{1b}') && !e.contains('\u{202e}'), "{e}");
+    }
+
+    #[test]
+    fn refused_connections_and_unknown_names_are_not_retried() {
+        let connect = |reason: &str| RequestError::Connect {
+            url: "http://x".into(),
+            reason: reason.into(),
+        };
+        assert!(!retryable(&connect(
+            "the host name does not resolve (failed to lookup address information)"
+        )));
+        assert!(!retryable(&connect(
+            "nobody listens there (Connection refused (os error 111))"
+        )));
+        assert!(retryable(&connect("connection reset by peer")));
+        assert!(retryable(&RequestError::Timeout(1)));
+        assert!(!retryable(&RequestError::Stalled(1)));
     }
 
     #[test]

@@ -658,8 +658,20 @@ pub async fn call(server: &Server, tool: &Tool, raw_args: &str) -> Result<(Strin
 }
 
 /// What confirmation shows of a call: the tool and its arguments.
-pub fn request(tool: &Tool, raw_args: &str) -> String {
-    format!("call {} {}", tool.exposed, raw_args.trim())
+///
+/// It is asked as a command is: the call in full is the preview, and an
+/// "always" allows exactly this call (this tool with these arguments),
+/// never the tool whatever its arguments, since a server's tool can do
+/// anything.
+pub fn request(tool: &Tool, raw_args: &str) -> crate::tools::Request {
+    let call = format!("call {} {}", tool.exposed, raw_args.trim());
+    crate::tools::Request {
+        summary: call.clone(),
+        tool: crate::tools::ToolName::Bash,
+        preview: vec![call.clone()],
+        command: Some(call),
+        program: None,
+    }
 }
 
 /// The server names a checkpoint records.

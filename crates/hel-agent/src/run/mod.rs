@@ -11,17 +11,17 @@ use std::path::Path;
 use std::rc::Rc;
 use std::sync::Arc;
 
-use hel_store::{Record, Store};
+use hel_store::{Record, SessionId, SessionState, Store};
 
 use crate::agent::{Agent, Parts};
 use crate::compact::Policy;
 use crate::event::{Event, Observer, Warning};
 use crate::instance::Instance;
 use crate::interrupt::Interrupts;
-use crate::outcome::Outcome;
+use crate::outcome::{Outcome, Termination};
 use crate::project::Project;
 use crate::record::Recorder;
-use crate::session::{self, Session, SessionError, Start};
+use crate::session::{self, Session, Start};
 use crate::spill::SpillStore;
 use crate::system;
 use crate::tools::cursor::CursorTable;
@@ -46,8 +46,14 @@ pub struct Run {
     /// Where the run works.
     project: Project,
     session: Option<Session>,
+    /// A new session not made yet: it is made when the model first
+    /// answers, so a run that never reaches a model leaves nothing.
+    pending: Option<Pending>,
     /// Snapshots of the project's files (None: off, or no session).
     snapshots: Option<Snapshots>,
+    /// The last instruction, when it ended with nothing of it kept: the
+    /// next one carries it, or `/retry` sends it again.
+    unanswered: Option<Unanswered>,
     instance: Instance,
     observer: Rc<dyn Observer>,
     /// The model's context window, in tokens.
@@ -65,13 +71,44 @@ pub struct Run {
     finished: bool,
 }
 
+/// A new session that is made at the model's first answer.
+struct Pending {
+    store: Store,
+    id: SessionId,
+    /// The project directory, as checkpoints record it.
+    cwd: String,
+    /// Workspace snapshots' limits (None: `--no-workspace`).
+    workspace: Option<hel_workspace::Options>,
+}
+
+/// An instruction that ended before anything of it was kept.
+struct Unanswered {
+    /// As the user gave it (what `/retry` names and records).
+    instruction: String,
+    /// As the model was to be told it (carrying one before it, if any).
+    said: String,
+    termination: Termination,
+}
+
+impl Unanswered {
+    /// The line that follows it in the next instruction's user message.
+    fn note(&self) -> String {
+        let how = match self.termination {
+            Termination::Interrupted => "was interrupted".to_owned(),
+            t => format!("did not complete ({})", t.name()),
+        };
+        format!("[hel: the instruction above {how} before it was answered; the next instruction follows]")
+    }
+}
+
 /// Where a run stands between instructions (the interactive prompt shows
 /// it).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Status {
-    /// The session (None: the run is not saved).
+    /// The session (None: the run is not saved). A new session has its
+    /// id from the start, and is saved from the model's first answer on.
     pub session: Option<hel_store::SessionId>,
-    /// The session's newest checkpoint.
+    /// The session's newest record (None: nothing saved yet).
     pub head: Option<hel_store::ObjectId>,
     /// Estimated tokens of the next request's conversation.
     pub context_tokens: u64,
@@ -106,8 +143,27 @@ impl Run {
         let instance = Instance::start()?;
         let store = Store::open(&project.root)?;
         let observer = host.observer;
-        let (mut session, head) = take_session(&store, &project.root, &start, &*observer)?;
-        observer.event(Event::Session(session.as_ref().map(|s| s.id().clone())));
+        let (mut session, head, pending) = match start {
+            Start::New => {
+                let pending = Pending {
+                    store: store.clone(),
+                    id: SessionId::new_random(),
+                    cwd: session::recorded_cwd(&project.root),
+                    workspace: options.workspace,
+                };
+                (None, None, Some(pending))
+            }
+            _ => {
+                let (session, head) = take_session(&store, &project.root, &start, &*observer)?;
+                (session, head, None)
+            }
+        };
+        let id = match (&session, &pending) {
+            (Some(s), _) => Some(s.id().clone()),
+            (None, Some(p)) => Some(p.id.clone()),
+            (None, None) => None,
+        };
+        observer.event(Event::Session(id));
         let recorder = match &options.record {
             Some(dir) => Some(recorder(dir, &setup.config.model, session.as_ref())?),
             None => None,
@@ -197,7 +253,9 @@ impl Run {
             agent,
             project,
             session,
+            pending,
             snapshots,
+            unanswered: None,
             instance,
             observer,
             window,
@@ -242,12 +300,43 @@ impl Run {
     /// before this returns (an answer shown is an answer on disk); a failed
     /// save is a warning, and the next answer saves everything. With
     /// workspace snapshots on, the project's files are recorded when the
-    /// instruction starts (so even one that never ends can be undone) and
-    /// when it ends, completed or not.
+    /// model first replies, before any tool runs (so even an instruction
+    /// that never ends can be undone), and when it ends, completed or not.
+    /// An instruction before it that ended with nothing kept comes first
+    /// in the user message, with a line saying how it ended.
     pub async fn instruction(&mut self, text: &str) -> Outcome {
+        let said = match self.unanswered.take() {
+            Some(u) => format!("{}\n\n{}\n\n{text}", u.said, u.note()),
+            None => text.to_owned(),
+        };
+        self.send(text, said).await
+    }
+
+    /// The last instruction, if it ended with nothing of it kept (what
+    /// [`Run::retry`] sends again).
+    pub fn unanswered(&self) -> Option<&str> {
+        self.unanswered.as_ref().map(|u| u.instruction.as_str())
+    }
+
+    /// Send the last instruction again, as it was to be said, if it ended
+    /// with nothing of it kept (None: there is none).
+    pub async fn retry(&mut self) -> Option<Outcome> {
+        let u = self.unanswered.take()?;
+        Some(self.send(&u.instruction, u.said).await)
+    }
+
+    /// Run `said` as the instruction `text`.
+    async fn send(&mut self, text: &str, said: String) -> Outcome {
+        // A Ctrl-C while the MCP servers start ends the instruction.
         let outcome = if self.start_mcp().await {
-            let said = self.start_instruction(text);
-            self.agent.run_instruction(&said).await
+            let told = self.restore_note(&said);
+            let (session, pending, snapshots) =
+                (&mut self.session, &mut self.pending, &mut self.snapshots);
+            let observer = Rc::clone(&self.observer);
+            let mut first_reply = |agent: &mut Agent| {
+                started(agent, session, pending, snapshots, &*observer, text);
+            };
+            self.agent.run_instruction(&told, &mut first_reply).await
         } else {
             Outcome::Incomplete(crate::outcome::Incomplete::Interrupted)
         };
@@ -259,6 +348,13 @@ impl Run {
             if let Some(w) = rec.instruction(outcome.termination(), answer, error) {
                 self.observer.warn(w);
             }
+        }
+        if matches!(outcome, Outcome::Incomplete(_)) && self.agent.instruction_dropped() {
+            self.unanswered = Some(Unanswered {
+                instruction: text.to_owned(),
+                said,
+                termination: outcome.termination(),
+            });
         }
         let record = match &outcome {
             Outcome::Completed(_) => Some(Record::Answer),
@@ -299,7 +395,10 @@ impl Run {
     pub fn status(&self) -> Status {
         let conversation = self.agent.conversation().messages();
         Status {
-            session: self.session.as_ref().map(|s| s.id().clone()),
+            session: match (&self.session, &self.pending) {
+                (Some(s), _) => Some(s.id().clone()),
+                (None, p) => p.as_ref().map(|p| p.id.clone()),
+            },
             head: self.session.as_ref().and_then(|s| s.state.head),
             context_tokens: self
                 .agent
@@ -323,26 +422,14 @@ impl Run {
         self.agent.compact_now(self.keep_recent).await
     }
 
-    /// Record the project's files as the instruction starts, and return
-    /// what the model is told: the instruction, after a note when files
+    /// What the model is told: the instruction, after a note when files
     /// were restored since the last answer.
-    fn start_instruction(&mut self, text: &str) -> String {
-        let (Some(s), Some(snaps)) = (self.session.as_mut(), self.snapshots.as_mut()) else {
-            return text.to_owned();
-        };
-        let note = s
-            .state
-            .head
-            .and_then(|head| hel_workspace::history::restores_since_answer(&s.store, &head).ok())
-            .and_then(|r| crate::workspace::restored_note(&r));
-        match s.record(&mut self.agent, text, Record::Start, Some(snaps)) {
-            Ok(saved) => {
-                for w in saved.warnings {
-                    self.observer.warn(w);
-                }
-            }
-            Err(e) => self.observer.warn(Warning::CheckpointFailed(e)),
-        }
+    fn restore_note(&self, text: &str) -> String {
+        let note = self.session.as_ref().and_then(|s| {
+            let head = s.state.head?;
+            let restores = hel_workspace::history::restores_since_answer(&s.store, &head).ok()?;
+            crate::workspace::restored_note(&restores)
+        });
         match note {
             Some(note) => format!("{note}\n\n{text}"),
             None => text.to_owned(),
@@ -425,31 +512,74 @@ impl Run {
     }
 }
 
-/// Take the session `start` names, and the checkpoint to continue from.
-/// A new session that cannot be made is a warning: the run goes on
-/// unsaved.
+/// The model first replied to instruction `text`: make the new session
+/// if it is not made yet (one that cannot be made is a warning: the run
+/// goes on unsaved), then record the project's files as the instruction
+/// starts, before any tool runs.
+fn started(
+    agent: &mut Agent,
+    session: &mut Option<Session>,
+    pending: &mut Option<Pending>,
+    snapshots: &mut Option<Snapshots>,
+    observer: &dyn Observer,
+    text: &str,
+) {
+    if let Some(p) = pending.take() {
+        match p.store.new_session_named(&p.id) {
+            Ok(lease) => {
+                let lease = Arc::new(lease);
+                let tools = agent.tools_mut();
+                let limit = tools.spill.limit;
+                tools.spill = SpillStore::for_session(&p.store, Arc::clone(&lease));
+                tools.spill.limit = limit;
+                if let Some(rec) = agent.recorder() {
+                    rec.set_session(&p.id);
+                }
+                if let Some(opts) = p.workspace {
+                    match Snapshots::open(&p.store, opts) {
+                        Ok(snaps) => *snapshots = Some(snaps),
+                        Err(e) => observer.warn(Warning::WorkspaceOff(e)),
+                    }
+                }
+                *session = Some(Session {
+                    store: p.store,
+                    lease,
+                    state: SessionState::default(),
+                    cwd: p.cwd,
+                });
+            }
+            Err(error) => observer.warn(Warning::NoSession {
+                store: p.store.root_path(),
+                error,
+            }),
+        }
+    }
+    let (Some(s), Some(snaps)) = (session.as_mut(), snapshots.as_mut()) else {
+        return;
+    };
+    match s.record(agent, text, Record::Start, Some(snaps)) {
+        Ok(saved) => {
+            for w in saved.warnings {
+                observer.warn(w);
+            }
+        }
+        Err(e) => observer.warn(Warning::CheckpointFailed(e)),
+    }
+}
+
+/// Take the session `start` names (an existing one), and the checkpoint
+/// to continue from.
 fn take_session(
     store: &Store,
     project: &std::path::Path,
     start: &Start,
     observer: &dyn Observer,
 ) -> Result<(Option<Session>, Option<hel_store::ObjectId>), StartError> {
-    match session::open(store, project, start) {
-        Ok(o) => {
-            for w in o.warnings {
-                observer.warn(Warning::Store(w));
-            }
-            Ok((Some(o.session), o.head))
-        }
-        Err(SessionError::Store(error)) if *start == Start::New => {
-            observer.warn(Warning::NoSession {
-                store: store.root_path(),
-                error,
-            });
-            Ok((None, None))
-        }
-        Err(e) => Err(e.into()),
+    let o = session::open(store, project, start)?;
+    for w in o.warnings {
+        observer.warn(Warning::Store(w));
     }
+    Ok((Some(o.session), o.head))
 }
 
 /// Record mode's recorder, writing to `dir`.

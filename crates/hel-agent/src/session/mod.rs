@@ -17,8 +17,8 @@ use crate::workspace::Snapshots;
 
 pub use open::{open, Opened, Start};
 pub use resolve::{
-    check_session_arg, default_session, recorded_cwd, resolve, resolve_checkpoint, verify,
-    SessionError,
+    check_session_arg, default_session, last_session, recorded_cwd, resolve, resolve_checkpoint,
+    verify, SessionError,
 };
 
 /// A session this process holds.
@@ -104,12 +104,18 @@ impl Session {
                 warnings,
             });
         }
+        // Mid-instruction (a start record), what is saved is the
+        // conversation before it: a session continued from that record
+        // never holds a user message without its answer.
+        let settled = agent.conversation().settled_len();
+        let mut meter = agent.meter();
+        meter.truncated(settled);
         let mut committed = txn.commit(CommitInput {
-            messages: agent.conversation().messages(),
-            leaves: agent.conversation().leaves(),
+            messages: &agent.conversation().messages()[..settled],
+            leaves: &agent.conversation().leaves()[..settled],
             cwd: self.cwd.clone(),
             request_config: serde_json::to_value(agent.config()).unwrap_or_default(),
-            meter: serde_json::to_value(agent.meter()).unwrap_or_default(),
+            meter: serde_json::to_value(meter).unwrap_or_default(),
             cursors,
             new_spill: agent.tools().spill.pending(),
             instruction: instruction.to_owned(),

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use hel_store::{ObjectId, SessionLease, SessionState, Store};
 
 use super::{
-    default_session, recorded_cwd, resolve, resolve_checkpoint, verify, Session, SessionError,
+    last_session, recorded_cwd, resolve, resolve_checkpoint, verify, Session, SessionError,
 };
 
 /// Which session to work on.
@@ -15,8 +15,9 @@ pub enum Start {
     New,
     /// A session argument (an id or a unique prefix).
     Resume(String),
-    /// The session hel chooses when none is named
-    /// ([`default_session`]): the newest of this project not in use.
+    /// The session hel continues when none is named
+    /// ([`last_session`]): the newest of this project with an answer and
+    /// not in use.
     Last,
     /// A new session from checkpoint `at` of `session`.
     Fork {
@@ -54,7 +55,7 @@ pub fn open(store: &Store, project: &Path, start: &Start) -> Result<Opened, Sess
             Ok(make(lease, Some(head), Vec::new()))
         }
         Start::Last => {
-            let last = default_session(store, project)?;
+            let last = last_session(store, project)?;
             let (lease, head) = store.resume(&last)?;
             Ok(make(lease, Some(head), Vec::new()))
         }

@@ -48,7 +48,9 @@ pub enum SessionError {
         saved: String,
         project: String,
     },
-    #[error("no session of this project can be resumed (none, or all in use)")]
+    #[error(
+        "no session of this project to choose (none yet, or all in use): `hel sessions` lists them"
+    )]
     NoneResumable,
     /// Sessions there are, but none hel may choose on its own: each was
     /// saved in another directory or is dated in the future.
@@ -158,17 +160,28 @@ pub fn recorded_cwd(project: &Path) -> String {
     project.to_string_lossy().into_owned()
 }
 
-/// The session a command works on when none is named (`hel undo`, `hel
-/// resume --last`): the newest, as `hel sessions` orders them, that
-/// nobody is working on, that has a checkpoint that can be read, and whose
-/// newest record was saved in `project`. A session saved in another
-/// directory (one that came in a repository's `.hel/`) or dated in the
-/// future is never chosen: naming it is the only way to use it.
+/// The session a command works on when none is named (`hel undo`): the
+/// newest, as `hel sessions` orders them, that nobody is working on, that
+/// has a checkpoint that can be read, and whose newest record was saved in
+/// `project`. A session saved in another directory (one that came in a
+/// repository's `.hel/`) or dated in the future is never chosen: naming it
+/// is the only way to use it.
 pub fn default_session(store: &Store, project: &Path) -> Result<SessionId, SessionError> {
+    newest(store, project, false)
+}
+
+/// The session `hel resume --last` and `hel --continue` go on with: as
+/// [`default_session`], among the sessions with at least one answer (one
+/// the model never answered holds no conversation to continue).
+pub fn last_session(store: &Store, project: &Path) -> Result<SessionId, SessionError> {
+    newest(store, project, true)
+}
+
+fn newest(store: &Store, project: &Path, answered: bool) -> Result<SessionId, SessionError> {
     let here = recorded_cwd(project);
     let (mut foreign, mut future) = (0, 0);
     for s in store.sessions()? {
-        if s.busy || s.head.is_none() || s.broken.is_some() {
+        if s.busy || s.head.is_none() || s.broken.is_some() || (answered && s.checkpoints == 0) {
             continue;
         }
         if s.cwd.as_deref() != Some(here.as_str()) {

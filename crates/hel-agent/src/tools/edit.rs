@@ -85,7 +85,11 @@ fn write(dir: &ProjectDir, args: &WriteArgs, cancel: &Cancel) -> Result<String, 
         f.write_all(args.content.as_bytes())
             .map_err(|e| Stopped::Io(e).at(path))
     })?;
-    Ok(format!("wrote {} bytes to {path}", args.content.len()))
+    let n = args.content.len();
+    Ok(format!(
+        "wrote {n} {} to {path}",
+        if n == 1 { "byte" } else { "bytes" }
+    ))
 }
 
 /// Replace the one occurrence of `search` in a regular file beneath the

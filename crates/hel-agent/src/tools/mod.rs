@@ -20,7 +20,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use crate::config::ConfigError;
-pub use access::{Access, Answer, Confirm, Decision};
+pub use access::{Access, Answer, Confirm, Decision, Request};
 pub use args::{Call, ToolName};
 pub use context::{ToolCtx, ToolResult};
 
@@ -119,7 +119,7 @@ pub async fn execute(
     };
     let mut decision = Decision::Auto;
     if !tool.only_reads() && ctx.access == Access::Confirm {
-        match confirm(&ctx.confirm, call.request()).await {
+        match confirm(&ctx.confirm, Request::of(&call)).await {
             Answer::Yes => decision = Decision::Confirmed,
             Answer::No => {
                 return ToolResult {
@@ -128,9 +128,16 @@ pub async fn execute(
                     decision: Decision::Denied,
                 };
             }
+            Answer::NoBecause(why) => {
+                return ToolResult {
+                    content: format!("denied: the user declined this call: {why}"),
+                    ok: false,
+                    decision: Decision::Denied,
+                };
+            }
             Answer::Unavailable(why) => {
                 return ToolResult {
-                    content: format!("denied: cannot ask for confirmation ({why}); the user can run hel with --access auto to allow writes and commands"),
+                    content: format!("denied: nobody could be asked to allow it ({why}); with --access auto hel runs writes and commands without asking"),
                     ok: false,
                     decision: Decision::Denied,
                 };
@@ -186,6 +193,13 @@ async fn execute_mcp(ctx: &mut ToolCtx, name: &str, raw_args: &str) -> ToolResul
                     decision: Decision::Denied,
                 };
             }
+            Answer::NoBecause(why) => {
+                return ToolResult {
+                    content: format!("denied: the user declined this call: {why}"),
+                    ok: false,
+                    decision: Decision::Denied,
+                };
+            }
             Answer::Unavailable(why) => {
                 return ToolResult {
                     content: format!("denied: cannot ask for confirmation ({why}); the user can run hel with --access auto, or list the tool in read_only_tools of its server's config"),
@@ -210,10 +224,10 @@ async fn execute_mcp(ctx: &mut ToolCtx, name: &str, raw_args: &str) -> ToolResul
 }
 
 /// Ask on a blocking thread (a terminal prompt blocks).
-async fn confirm(confirm: &Arc<dyn Confirm>, request: String) -> Answer {
+async fn confirm(confirm: &Arc<dyn Confirm>, mut request: Request) -> Answer {
     let confirm = Arc::clone(confirm);
-    let request: String = request.chars().take(300).collect();
-    tokio::task::spawn_blocking(move || confirm.ask(&request))
+    request.summary = request.summary.chars().take(300).collect();
+    tokio::task::spawn_blocking(move || confirm.confirm(&request))
         .await
         .unwrap_or_else(|e| Answer::Unavailable(e.to_string()))
 }

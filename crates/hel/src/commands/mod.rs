@@ -6,6 +6,7 @@
 mod export;
 pub mod mcp;
 mod pager;
+mod pick;
 pub mod remote;
 mod report;
 mod search;
@@ -20,6 +21,7 @@ use hel_store::Store;
 use crate::cli::SessionsCommand;
 use crate::exit::Exit;
 
+pub use pick::session_to_resume;
 pub use report::set_project;
 pub use store::{fsck, gc};
 pub use workspace::{diff, restore, undo, RestoreArgs};

@@ -302,9 +302,9 @@ pub fn delete(store: &Store, project: &Path, spec: &str, yes: bool) -> Result<u8
     }
     let report = store.delete(&id, true)?.unwrap_or_default();
     say!(
-        "deleted session {id}; reclaimed {} objects, {} bytes",
-        report.objects_removed,
-        report.bytes_removed
+        "deleted session {id}; reclaimed {} ({})",
+        render::count(report.objects_removed, "object", "objects"),
+        render::count(report.bytes_removed, "byte", "bytes")
     );
     Ok(0)
 }

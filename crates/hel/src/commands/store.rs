@@ -4,6 +4,7 @@ use hel_store::Store;
 
 use super::report::{project, say};
 use crate::exit::Exit;
+use crate::render::count;
 
 pub fn gc(dry_run: bool, repack: bool) -> Result<u8, Exit> {
     let store = Store::open(&project()?)?;
@@ -18,19 +19,27 @@ pub fn gc(dry_run: bool, repack: bool) -> Result<u8, Exit> {
         "reclaimed"
     };
     say!(
-        "{verb} {} objects ({} bytes), {} temporary files, {} abandoned sessions, {} spill working copies; {} objects kept",
-        r.objects_removed,
-        r.bytes_removed,
-        r.tmp_files_removed,
-        r.sessions_removed.len(),
-        r.spill_dirs_removed,
-        r.objects_kept
+        "{verb} {} ({}), {}, {}, {}; {} kept",
+        count(r.objects_removed, "object", "objects"),
+        count(r.bytes_removed, "byte", "bytes"),
+        count(r.tmp_files_removed, "temporary file", "temporary files"),
+        count(
+            r.sessions_removed.len() as u64,
+            "abandoned session",
+            "abandoned sessions"
+        ),
+        count(
+            r.spill_dirs_removed,
+            "spill working copy",
+            "spill working copies"
+        ),
+        count(r.objects_kept, "object", "objects")
     );
     if r.packs_written > 0 || r.journals_removed > 0 {
         say!(
-            "wrote {} pack(s); removed {} journal(s) of deleted sessions",
-            r.packs_written,
-            r.journals_removed
+            "wrote {}; removed {} of deleted sessions",
+            count(r.packs_written, "pack", "packs"),
+            count(r.journals_removed, "journal", "journals")
         );
     }
     Ok(0)
@@ -40,10 +49,10 @@ pub fn fsck() -> Result<u8, Exit> {
     let store = Store::open(&project()?)?;
     let r = store.fsck()?;
     say!(
-        "checked {} objects ({} bytes) and {} refs",
-        r.objects,
-        r.bytes,
-        r.refs
+        "checked {} ({}) and {}",
+        count(r.objects, "object", "objects"),
+        count(r.bytes, "byte", "bytes"),
+        count(r.refs, "ref", "refs")
     );
     for fault in &r.faults {
         say!("fault: {fault}");
@@ -53,8 +62,9 @@ pub fn fsck() -> Result<u8, Exit> {
     }
     match r.unreachable {
         Some(n) => say!(
-            "garbage: {n} unreachable objects, {} temporary files (not faults; `hel gc` reclaims them)",
-            r.tmp_files
+            "garbage: {}, {} (not faults; `hel gc` reclaims them)",
+            count(n, "unreachable object", "unreachable objects"),
+            count(r.tmp_files, "temporary file", "temporary files")
         ),
         None => say!("garbage: not counted while the store has faults (`hel gc` refuses until they are fixed)"),
     }

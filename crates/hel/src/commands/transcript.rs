@@ -29,9 +29,8 @@ impl Style {
     /// (<https://no-color.org>).
     pub fn for_stdout() -> Style {
         use std::io::IsTerminal;
-        let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
         Style {
-            color: std::io::stdout().is_terminal() && !no_color,
+            color: crate::render::colour_for(std::io::stdout().is_terminal()),
         }
     }
 

@@ -296,15 +296,12 @@ pub fn restore(args: RestoreArgs, options: hel_workspace::Options) -> Result<u8,
         .iter()
         .map(|p| project_path(here()?, p))
         .collect::<Result<Vec<_>, _>>()?;
-    let header = format!(
-        "restore in session {session}: the files as they were {} checkpoint {}",
-        if args.before {
-            "when the instruction of"
-        } else {
-            "at"
-        },
-        &checkpoint.to_hex()[..12]
-    );
+    let at = &checkpoint.to_hex()[..12];
+    let header = if args.before {
+        format!("restore in session {session}: the files as they were when the instruction of checkpoint {at} started")
+    } else {
+        format!("restore in session {session}: the files as they were at checkpoint {at}")
+    };
     perform(&store, &session, options, args.yes, args.json, |head| {
         let plan = undo::restore_plan(
             &store,
@@ -323,6 +320,40 @@ pub fn restore(args: RestoreArgs, options: hel_workspace::Options) -> Result<u8,
             },
         ))
     })
+}
+
+/// A unified diff as printed: on a coloured terminal, removed lines red,
+/// added ones green, hunk headers cyan.
+fn coloured(diff: &str) -> String {
+    use std::io::IsTerminal;
+    if !crate::render::colour_for(std::io::stdout().is_terminal()) {
+        return diff.to_owned();
+    }
+    let mut out = String::with_capacity(diff.len() + diff.len() / 8);
+    for line in diff.split_inclusive('\n') {
+        let (body, end) = match line.strip_suffix('\n') {
+            Some(b) => (b, "\n"),
+            None => (line, ""),
+        };
+        let code = if body.starts_with("+++") || body.starts_with("---") {
+            "1"
+        } else if body.starts_with('+') {
+            "32"
+        } else if body.starts_with('-') {
+            "31"
+        } else if body.starts_with("@@") {
+            "36"
+        } else {
+            ""
+        };
+        if code.is_empty() {
+            out.push_str(line);
+        } else {
+            out.push_str(&crate::render::paint(true, code, body));
+            out.push_str(end);
+        }
+    }
+    out
 }
 
 /// Where one side of a diff reads content from.
@@ -451,7 +482,9 @@ pub fn diff(
         }
         // The headers name the path escaped, as every line here does.
         match diff::unified(name.as_bytes(), a.as_deref(), b.as_deref(), 3) {
-            Some(text) if !text.is_empty() => print!("{}", hel_agent::terminal::escape_text(&text)),
+            Some(text) if !text.is_empty() => {
+                print!("{}", coloured(&hel_agent::terminal::escape_text(&text)))
+            }
             Some(_) => {}
             None => say!("Binary files a/{name} and b/{name} differ"),
         }

@@ -3,14 +3,20 @@
 //!
 //! Keys: Enter sends; Alt-Enter inserts a newline; a paste (bracketed
 //! paste) arrives whole, newlines included, as one instruction; Ctrl-C
-//! clears a line being typed and, on an empty line, asks to leave; Ctrl-D
-//! on an empty line leaves; Up and Down walk the history.
+//! clears a line being typed and, on the prompt's empty line, says how to
+//! leave, and leaves when pressed again within a second; Ctrl-D on an
+//! empty line leaves; Up and Down walk the history.
 
+use std::io::Write;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use hel_agent::interrupt::Interrupter;
 use hel_agent::terminal::escape_line;
-use hel_agent::tools::{Answer, Confirm};
+use hel_agent::tools::{Answer, Confirm, Request};
+
+use super::complete::Complete;
+use crate::confirm::{self, Reading, Rules};
 use rustyline::config::{Behavior, Config};
 use rustyline::error::ReadlineError;
 use rustyline::history::MemHistory;
@@ -19,12 +25,16 @@ use rustyline::{
     Movement, RepeatCount,
 };
 
-type Line = rustyline::Editor<(), MemHistory>;
+type Line = rustyline::Editor<Complete, MemHistory>;
+
+/// Two Ctrl-C on the prompt's empty line within this long leave.
+const TWICE: Duration = Duration::from_secs(1);
 
 /// What one read gave.
 pub enum Read {
     Line(String),
-    /// Ctrl-C on an empty line.
+    /// Ctrl-C on an empty line (at the prompt: the second within a
+    /// second).
     CtrlC,
     /// Ctrl-D on an empty line.
     Eof,
@@ -35,17 +45,44 @@ pub enum Read {
 #[derive(Clone)]
 pub struct Editor {
     line: Arc<Mutex<Line>>,
+    ctrl_c: Arc<CtrlC>,
+    /// The confirm question's "always" answers, for the life of the
+    /// process (`/fork` keeps them; nothing stores them).
+    rules: Arc<Rules>,
+    /// Where Tab completion looks.
+    complete: Complete,
 }
 
-/// Ctrl-C: clear the line if there is one, else interrupt.
-struct CtrlC;
+/// Ctrl-C: clear the line if there is one, else interrupt; at the
+/// prompt (`idle`), the first on an empty line only says how to leave.
+/// Handled within one read, so a second press is never lost between two.
+#[derive(Default)]
+struct CtrlC {
+    /// When the last Ctrl-C on the prompt's empty line came (None: not
+    /// at the prompt, or none since it was shown).
+    idle: Mutex<Option<Option<Instant>>>,
+}
 
 impl ConditionalEventHandler for CtrlC {
     fn handle(&self, _: &Event, _: RepeatCount, _: bool, ctx: &EventContext) -> Option<Cmd> {
-        if ctx.line().is_empty() {
-            Some(Cmd::Interrupt)
-        } else {
-            Some(Cmd::Kill(Movement::WholeBuffer))
+        if !ctx.line().is_empty() {
+            return Some(Cmd::Kill(Movement::WholeBuffer));
+        }
+        let mut idle = match self.idle.lock() {
+            Ok(i) => i,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        match &mut *idle {
+            Some(last) if !last.is_some_and(|t| t.elapsed() < TWICE) => {
+                *last = Some(Instant::now());
+                // The terminal is raw here: each line ends with \r\n.
+                let _ = write!(
+                    std::io::stderr(),
+                    "\r\nhel: press Ctrl-C again within a second to leave (or Ctrl-D, or /exit)\r\n"
+                );
+                Some(Cmd::Repaint)
+            }
+            _ => Some(Cmd::Interrupt),
         }
     }
 }
@@ -62,23 +99,56 @@ impl Editor {
             .build();
         let history_config = MemHistory::with_config(&config);
         let mut line = Line::with_history(config, history_config)?;
+        let complete = Complete::default();
+        line.set_helper(Some(complete.clone()));
         line.bind_sequence(
             KeyEvent(KeyCode::Enter, Modifiers::ALT),
             EventHandler::Simple(Cmd::Newline),
         );
+        let ctrl_c = Arc::new(CtrlC::default());
         line.bind_sequence(
             KeyEvent::ctrl('C'),
-            EventHandler::Conditional(Box::new(CtrlC)),
+            EventHandler::Conditional(Box::new(Shared(Arc::clone(&ctrl_c)))),
         );
         for entry in history {
             line.add_history_entry(entry.as_str())?;
         }
         Ok(Editor {
             line: Arc::new(Mutex::new(line)),
+            ctrl_c,
+            rules: Arc::default(),
+            complete,
         })
     }
 
-    /// Read one entry after `prompt`.
+    /// Complete session names from the store at `root`, and paths from
+    /// `cwd` (where hel started).
+    pub fn complete_in(&self, root: &std::path::Path, cwd: &std::path::Path) {
+        let place = Some((root.to_owned(), cwd.to_owned()));
+        match self.complete.place.lock() {
+            Ok(mut p) => *p = place,
+            Err(poisoned) => *poisoned.into_inner() = place,
+        }
+    }
+
+    /// Read the prompt's next entry: a first Ctrl-C on the empty line
+    /// says how to leave, a second within a second is [`Read::CtrlC`].
+    pub fn read_entry(&self, prompt: &str) -> Read {
+        self.set_idle(Some(None));
+        let read = self.read(prompt);
+        self.set_idle(None);
+        read
+    }
+
+    fn set_idle(&self, to: Option<Option<Instant>>) {
+        match self.ctrl_c.idle.lock() {
+            Ok(mut i) => *i = to,
+            Err(poisoned) => *poisoned.into_inner() = to,
+        }
+    }
+
+    /// Read one answer after `prompt` (Ctrl-C on the empty line is
+    /// [`Read::CtrlC`] at once).
     pub fn read(&self, prompt: &str) -> Read {
         let mut line = match self.line.lock() {
             Ok(l) => l,
@@ -100,6 +170,15 @@ impl Editor {
     }
 }
 
+/// The handler rustyline holds, sharing the editor's state.
+struct Shared(Arc<CtrlC>);
+
+impl ConditionalEventHandler for Shared {
+    fn handle(&self, e: &Event, n: RepeatCount, p: bool, ctx: &EventContext) -> Option<Cmd> {
+        self.0.handle(e, n, p, ctx)
+    }
+}
+
 /// The `--access confirm` question, asked through the editor. Ctrl-C
 /// there answers no and cancels the instruction (in the editor's raw mode
 /// Ctrl-C is a key, not a signal).
@@ -109,6 +188,26 @@ pub struct Ask {
 }
 
 impl Confirm for Ask {
+    fn confirm(&self, request: &Request) -> Answer {
+        let mut err = std::io::stderr();
+        let rules = &self.editor.rules;
+        confirm::ask(
+            request,
+            rules,
+            confirm::width(),
+            &mut err,
+            &mut |question| match self.editor.read(question) {
+                Read::Line(l) => Reading::Line(l),
+                Read::Eof => Reading::End,
+                Read::CtrlC => {
+                    self.interrupter.interrupt();
+                    Reading::Cancel
+                }
+                Read::Failed(e) => Reading::Failed(e.to_string()),
+            },
+        )
+    }
+
     fn ask(&self, request: &str) -> Answer {
         // The request names what the model chose: shown, never obeyed.
         let question = format!("hel: allow {}? [y/N] ", escape_line(request));

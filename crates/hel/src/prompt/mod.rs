@@ -5,15 +5,18 @@
 //! is silent ([`spinner`]) and one line of token use after each answer.
 //!
 //! Ctrl-C while an instruction runs cancels it (it ends incomplete, as an
-//! interrupt always does) and the prompt comes back; Ctrl-C on an empty
-//! line right after that, or twice, or Ctrl-D, or `/exit`, leaves with
-//! exit code 0.
+//! interrupt always does) and the prompt comes back; an instruction that
+//! got no answer is carried into the next one (or sent again by
+//! `/retry`). Ctrl-C twice within a second on an empty line, Ctrl-D, or
+//! `/exit` leaves with exit code 0, saying how to come back.
 
+mod attach;
+mod complete;
 mod editor;
 mod history;
 mod init;
 mod slash;
-mod spinner;
+pub(crate) mod spinner;
 
 use std::rc::Rc;
 use std::sync::Arc;
@@ -21,7 +24,7 @@ use std::sync::Arc;
 use clap::Parser;
 use hel_agent::event::{Event, Observer};
 use hel_agent::interrupt::{self, Interrupter, Interrupts};
-use hel_agent::outcome::{Outcome, Termination};
+use hel_agent::outcome::Outcome;
 use hel_agent::run::{Host, Options, Run, Status};
 use hel_agent::session::Start;
 
@@ -36,20 +39,35 @@ use slash::Slash;
 use spinner::Spinner;
 
 /// Renders events as [`Live`] does, with the spinner on while a request
-/// waits for its first sign of an answer (again after each tool round).
-struct Watched {
-    spinner: Spinner,
-    live: Rc<Live>,
+/// waits for its first sign of an answer (again after each tool round),
+/// and while a tool runs that asks nothing (one that waits for the
+/// confirm question has the terminal to itself).
+pub(crate) struct Watched {
+    pub spinner: Spinner,
+    pub live: Rc<Live>,
+    /// Writes and commands are asked about first (`--access confirm`).
+    pub asks: bool,
 }
 
 impl Observer for Watched {
     fn event(&self, event: Event) {
+        let tool = match &event {
+            Event::ToolStarted { name, .. } => {
+                let reads = hel_agent::tools::ToolName::parse(name).is_some_and(|t| t.only_reads());
+                (reads || !self.asks).then(|| format!("running {name}"))
+            }
+            _ => None,
+        };
         if matches!(event, Event::Waiting) {
             self.spinner.start();
         } else {
             self.spinner.stop();
         }
         self.live.event(event);
+        if let Some(what) = tool {
+            self.spinner
+                .start_for(hel_agent::terminal::escape_line(&what).into_owned());
+        }
     }
 }
 
@@ -65,14 +83,13 @@ struct Prompt {
     live: Rc<Live>,
     interrupter: Interrupter,
     interrupts: Interrupts,
+    /// The session's name, if it has one (the prompt shows it).
+    name: Option<String>,
 }
 
 /// What to do after an entry.
 enum Next {
     Continue,
-    /// The instruction was cancelled by Ctrl-C: one more on an empty line
-    /// leaves.
-    Cancelled,
     Exit,
 }
 
@@ -95,10 +112,20 @@ pub async fn run(args: RunArgs, start: Start, restore_files: Option<bool>) -> Re
     let (interrupter, interrupts) = interrupt::channel();
     let spinner = Spinner::default();
     let live = Rc::new(Live::new());
+    if let Some(intro) = args.intro(true) {
+        live.introduce(intro);
+    }
     let run = Run::start(
         args.options(),
         start,
-        host(&spinner, &live, &editor, &interrupter, &interrupts),
+        host(
+            &spinner,
+            &live,
+            &editor,
+            &interrupter,
+            &interrupts,
+            args.access == crate::cli::Access::Confirm,
+        ),
     )?;
     let mut prompt = Prompt {
         run,
@@ -109,29 +136,28 @@ pub async fn run(args: RunArgs, start: Start, restore_files: Option<bool>) -> Re
         live,
         interrupter: interrupter.clone(),
         interrupts,
+        name: None,
     };
+    prompt.name = session_name(&prompt.run);
+    let project = prompt.run.project();
+    prompt.editor.complete_in(&project.root, &project.cwd);
     if let Some(force) = restore_files {
         chat::restore_forked(&mut prompt.run, force)?;
     }
     chat::forward_ctrl_c(interrupter);
-    let mut armed = false;
     loop {
-        let text = match prompt.editor.read(&prompt_text(&prompt.run.status())) {
+        // Ctrl-C that cancels an instruction is a signal, not a key: only
+        // presses at the prompt itself count towards leaving.
+        let shown = prompt_text(&prompt.run.status(), prompt.name.as_deref());
+        let text = match prompt.editor.read_entry(&shown) {
             Read::Line(text) => text,
-            Read::CtrlC if armed => break,
-            Read::CtrlC => {
-                note!("hel: Ctrl-C again (or Ctrl-D, or /exit) to leave");
-                armed = true;
-                continue;
-            }
-            Read::Eof => break,
+            Read::CtrlC | Read::Eof => break,
             Read::Failed(e) => {
                 render::line(&format!("hel: cannot read the terminal: {e}"));
                 prompt.run.finish();
                 return Ok(1);
             }
         };
-        armed = false;
         if text.trim().is_empty() {
             continue;
         }
@@ -144,14 +170,37 @@ pub async fn run(args: RunArgs, start: Start, restore_files: Option<bool>) -> Re
             }
             None => prompt.instruction(&text).await,
         };
-        match next {
-            Next::Continue => {}
-            Next::Cancelled => armed = true,
-            Next::Exit => break,
+        if let Next::Exit = next {
+            break;
         }
     }
     prompt.run.finish();
+    if let Some(hint) = resume_hint(&prompt.run) {
+        note!("{hint}");
+    }
     Ok(0)
+}
+
+/// `resume with: hel resume fix-login` (or the short id) when the session
+/// has anything saved to come back to.
+fn resume_hint(run: &Run) -> Option<String> {
+    let status = run.status();
+    let id = status.session.filter(|_| status.head.is_some())?;
+    let short = id.as_str().chars().take(8).collect::<String>();
+    Some(format!(
+        "resume with: hel resume {}",
+        session_name(run).unwrap_or(short)
+    ))
+}
+
+/// The name of the run's session, if it has one (a names file that
+/// cannot be read gives none: the id is shown instead). Made safe for a
+/// terminal: the store may have come with the repository.
+fn session_name(run: &Run) -> Option<String> {
+    let id = run.status().session?;
+    let store = hel_store::Store::open(&run.project().root).ok()?;
+    let name = store.name_of(&id).ok().flatten()?;
+    Some(hel_agent::terminal::escape_line(&name).into_owned())
 }
 
 /// What a run of the prompt talks to.
@@ -161,11 +210,13 @@ fn host(
     editor: &Editor,
     interrupter: &Interrupter,
     interrupts: &Interrupts,
+    asks: bool,
 ) -> Host {
     Host {
         observer: Rc::new(Watched {
             spinner: spinner.clone(),
             live: Rc::clone(live),
+            asks,
         }),
         confirm: Arc::new(Ask {
             editor: editor.clone(),
@@ -175,14 +226,14 @@ fn host(
     }
 }
 
-/// `hel 4da5b0e0 · 12% › `: the session's short id and the share of the
-/// context window the next request would fill.
-fn prompt_text(status: &Status) -> String {
-    let id = status
-        .session
-        .as_ref()
-        .map(|s| s.to_string().chars().take(8).collect::<String>())
-        .unwrap_or_else(|| "unsaved".into());
+/// `hel 4da5b0e0 · 12% › `: the session's name or short id and the share
+/// of the context window the next request would fill.
+fn prompt_text(status: &Status, name: Option<&str>) -> String {
+    let id = match (name, &status.session) {
+        (Some(name), _) => name.to_owned(),
+        (None, Some(s)) => s.to_string().chars().take(8).collect::<String>(),
+        (None, None) => "unsaved".into(),
+    };
     format!("hel {id} · {}% › ", percent(status))
 }
 
@@ -232,25 +283,46 @@ impl Prompt {
     /// answer, the answer on stdout, then one line of token use (after an
     /// answer only: an incomplete instruction says why instead).
     async fn instruction(&mut self, text: &str) -> Next {
+        let project = self.run.project();
+        let (text, said) = attach::attach(text, &project.root, &project.cwd);
+        for line in said {
+            render::line(&line);
+        }
         self.spinner.start();
-        let outcome = self.run.instruction(text).await;
+        let outcome = self.run.instruction(&text).await;
         self.spinner.stop();
+        self.outcome(outcome);
+        Next::Continue
+    }
+
+    /// `/retry`: send the instruction that got no answer again.
+    async fn retry(&mut self) {
+        if self.run.unanswered().is_none() {
+            render::line(
+                "hel: nothing to retry: the last instruction was answered (or there was none)",
+            );
+            return;
+        }
+        self.spinner.start();
+        let outcome = self.run.retry().await;
+        self.spinner.stop();
+        if let Some(outcome) = outcome {
+            self.outcome(outcome);
+        }
+    }
+
+    /// Show how an instruction ended: the answer on stdout, then one line
+    /// of token use; an incomplete one says why, and what becomes of it.
+    fn outcome(&self, outcome: Outcome) {
         match outcome {
             Outcome::Completed(answer) => {
                 self.live.answer(&answer);
                 note!("{}", usage_line(&self.run.status()));
-                Next::Continue
             }
             Outcome::Incomplete(why) => {
-                let t = why.termination();
-                render::line(&format!(
-                    "hel: instruction incomplete ({}): {why}",
-                    t.name()
-                ));
-                if t == Termination::Interrupted {
-                    Next::Cancelled
-                } else {
-                    Next::Continue
+                render::line(&chat::incomplete_line(&why));
+                if self.run.unanswered().is_some() {
+                    note!("hel: it got no answer: your next message carries it, or /retry sends it again");
                 }
             }
         }
@@ -258,18 +330,49 @@ impl Prompt {
 
     async fn command(&mut self, cmd: Slash) -> Next {
         let status = self.run.status();
-        let session = status.session.as_ref().map(|s| s.to_string());
+        // A new session exists from the model's first answer on.
+        let session = status
+            .session
+            .as_ref()
+            .filter(|_| status.head.is_some())
+            .map(|s| s.to_string());
         match (cmd, session) {
             (Slash::Help, _) => note!("{}", slash::HELP),
             (Slash::Exit, _) => return Next::Exit,
+            (Slash::Retry, _) => self.retry().await,
             (Slash::Init, _) => self.init(),
             (Slash::Sessions, _) => report(&["sessions"]),
-            (Slash::Log | Slash::Show | Slash::Fork(_) | Slash::Rename(_), None) => {
-                render::line("hel: this run has no session (it is not saved)")
+            (Slash::Resume(spec), _) => {
+                let picked = match spec {
+                    Some(s) => Ok(s),
+                    None => crate::commands::session_to_resume(),
+                };
+                match picked {
+                    Ok(s) => self.switch(Start::Resume(s), None),
+                    Err(e) => render::line(&format!("hel: {e}")),
+                }
             }
+            (
+                Slash::Log
+                | Slash::Show
+                | Slash::Fork(_)
+                | Slash::Rename(_)
+                | Slash::Undo
+                | Slash::Diff
+                | Slash::Rewind,
+                None,
+            ) => render::line(
+                "hel: nothing is saved yet: the session is made when the model first answers",
+            ),
             (Slash::Log, Some(id)) => report(&["sessions", "log", &id]),
+            (Slash::Diff, Some(id)) => report(&["diff", &id]),
+            (Slash::Undo, Some(id)) => self.undo(id),
+            (Slash::Rewind, Some(id)) => self.rewind(id),
             (Slash::Show, Some(id)) => report(&["sessions", "show", &id]),
-            (Slash::Rename(name), Some(id)) => report(&["sessions", "rename", &id, &name]),
+            (Slash::Rename(name), Some(id)) => {
+                report(&["sessions", "rename", &id, &name]);
+                self.name = session_name(&self.run);
+            }
             (Slash::Fork(at), Some(id)) => {
                 let at = match (at, status.head) {
                     (Some(at), _) => at,
@@ -296,7 +399,11 @@ impl Prompt {
                     Err(why) => render::line(&format!("hel: compaction incomplete: {why}")),
                 }
             }
-            (Slash::Model(model), _) => {
+            (Slash::Model(None), _) => render::line(&format!(
+                "hel: the model is {}; /model NAME sends the next requests to another",
+                status.model
+            )),
+            (Slash::Model(Some(model)), _) => {
                 self.run.set_model(&model);
                 self.options.provider.model = Some(model.clone());
                 render::line(&format!("hel: model {model} from the next request on"));
@@ -350,21 +457,137 @@ impl Prompt {
     /// Go on in a new session forked from checkpoint `at` of `session`;
     /// on failure the prompt stays on this one.
     fn fork(&mut self, session: String, at: String) {
+        self.switch(Start::Fork { session, at }, None);
+    }
+
+    /// Go on in the session `start` names (with `restore` Some(force):
+    /// a fork whose files are restored first, as `hel resume --at
+    /// --restore-files` does); on failure the prompt stays where it is.
+    fn switch(&mut self, start: Start, restore: Option<bool>) {
         let host = host(
             &self.spinner,
             &self.live,
             &self.editor,
             &self.interrupter,
             &self.interrupts,
+            self.options.access == hel_agent::tools::Access::Confirm,
         );
-        match Run::start(self.options.clone(), Start::Fork { session, at }, host) {
+        match Run::start(self.options.clone(), start, host) {
             Ok(run) => {
                 let mut old = std::mem::replace(&mut self.run, run);
                 old.finish();
+                self.name = session_name(&self.run);
+                if let Some(force) = restore {
+                    if let Err(e) = chat::restore_forked(&mut self.run, force) {
+                        render::line(&format!("hel: {e}"));
+                    }
+                }
             }
-            Err(e) => render::line(&format!("hel: cannot fork: {}", Exit::from(e))),
+            Err(e) => render::line(&format!("hel: cannot go on there: {}", Exit::from(e))),
         }
     }
+
+    /// `/undo`: `hel undo` of this session, which needs its lease: the
+    /// run lets it go (a silent stand-in holds the prompt meanwhile: it
+    /// makes nothing until a model answers), then the session is resumed,
+    /// whatever the undo did.
+    fn undo(&mut self, id: String) {
+        let quiet = Host {
+            observer: Rc::new(Quiet),
+            confirm: Arc::new(crate::tty::Tty::default()),
+            interrupts: self.interrupts.clone(),
+        };
+        let stand_in = match Run::start(self.options.clone(), Start::New, quiet) {
+            Ok(r) => r,
+            Err(e) => {
+                render::line(&format!("hel: cannot undo here: {}", Exit::from(e)));
+                return;
+            }
+        };
+        let mut old = std::mem::replace(&mut self.run, stand_in);
+        old.finish();
+        drop(old);
+        let workspace = self.options.workspace.unwrap_or_default();
+        if let Err(e) = crate::commands::undo(Some(id.clone()), false, false, false, workspace) {
+            render::line(&format!("hel: {e}"));
+        }
+        self.switch(Start::Resume(id), None);
+    }
+
+    /// `/rewind`: pick one of this session's answers, then go on from it
+    /// in a fork (the later checkpoints stay in this session), its files
+    /// restored if the user says so, with `hel restore`'s safety (a file
+    /// changed since the session recorded it is left as it is).
+    fn rewind(&mut self, id: String) {
+        let picked = match pick_checkpoint(&self.run, &id) {
+            Ok(Some(at)) => at,
+            Ok(None) => {
+                note!("hel: nothing picked; the session goes on where it was");
+                return;
+            }
+            Err(e) => {
+                render::line(&format!("hel: {e}"));
+                return;
+            }
+        };
+        let question = "hel: also make the project's files as they were there? [y/N] ";
+        let restore = matches!(
+            self.editor.read(question),
+            Read::Line(l) if matches!(l.trim(), "y" | "Y" | "yes")
+        );
+        self.switch(
+            Start::Fork {
+                session: id,
+                at: picked,
+            },
+            restore.then_some(false),
+        );
+    }
+}
+
+/// Hears nothing: the stand-in run of `/undo`.
+struct Quiet;
+
+impl Observer for Quiet {
+    fn event(&self, _: Event) {}
+}
+
+/// Pick one of `session`'s answers on the terminal, newest first (None:
+/// the user picked none).
+fn pick_checkpoint(run: &Run, session: &str) -> Result<Option<String>, Exit> {
+    let store = hel_store::Store::open(&run.project().root)?;
+    let id = hel_agent::session::resolve(&store, &run.project().root, session)?;
+    let answers: Vec<_> = store
+        .log(&id)?
+        .into_iter()
+        .filter(|e| e.record == hel_store::Record::Answer)
+        .collect();
+    if answers.is_empty() {
+        return Err(Exit::refused(
+            "this session has no answer to go back to yet",
+        ));
+    }
+    let width = crate::confirm::width().saturating_sub(4);
+    let rows: Vec<String> = answers
+        .iter()
+        .map(|e| {
+            let text = format!(
+                "{}  {}  {}",
+                &e.id.to_hex()[..12],
+                &e.time,
+                hel_agent::terminal::escape_line(&e.instruction)
+            );
+            crate::confirm::fit(&text, width)
+        })
+        .collect();
+    let picked = dialoguer::FuzzySelect::new()
+        .with_prompt("go back to which answer? (type to filter, Enter to pick, Esc to cancel)")
+        .items(&rows)
+        .default(0)
+        .max_length(10)
+        .interact_opt()
+        .map_err(|e| Exit::refused(format!("cannot use the terminal: {e}")))?;
+    Ok(picked.map(|i| answers[i].id.to_hex()))
 }
 
 /// Print what `hel ARGS…` prints (a store report), its failure as a line.
@@ -380,6 +603,18 @@ fn report(args: &[&str]) {
                 }),
             ..
         }) => crate::commands::sessions(command, json, remote),
+        Ok(Cli {
+            command:
+                Some(Command::Diff {
+                    session,
+                    at,
+                    against,
+                    worktree,
+                    stat,
+                    json,
+                }),
+            ..
+        }) => crate::commands::diff(session, at, against, worktree, stat, json),
         Ok(_) => Err(Exit::usage("not a report")),
         Err(e) => Err(Exit::usage(e.to_string())),
     };
@@ -407,7 +642,11 @@ mod tests {
             },
             model: "m".into(),
         };
-        assert_eq!(prompt_text(&status), "hel 4da5b0e0 · 12% › ");
+        assert_eq!(prompt_text(&status, None), "hel 4da5b0e0 · 12% › ");
+        assert_eq!(
+            prompt_text(&status, Some("fix-login")),
+            "hel fix-login · 12% › "
+        );
         assert_eq!(
             usage_line(&status),
             "hel: 15.0k tokens in, 300 out · context 15.4k of 128.0k (12%)"
@@ -421,7 +660,7 @@ mod tests {
         );
         status.session = None;
         status.context_tokens = 0;
-        assert_eq!(prompt_text(&status), "hel unsaved · 0% › ");
+        assert_eq!(prompt_text(&status, None), "hel unsaved · 0% › ");
         assert_eq!(tokens(950), "950");
         assert_eq!(tokens(12_345), "12.3k");
         assert_eq!(tokens(1_000_000), "1.0M");

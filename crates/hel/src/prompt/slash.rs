@@ -13,13 +13,45 @@ pub enum Slash {
     /// newest).
     Fork(Option<String>),
     Compact,
-    Model(String),
+    /// Send the next requests to this model (None: say which it is).
+    Model(Option<String>),
     /// Name this session (`hel sessions rename`).
     Rename(String),
     /// Write a starter `AGENTS.md` at the project's root, after asking.
     Init,
+    /// Send the last instruction again when it got no answer.
+    Retry,
+    /// `hel undo` of this session.
+    Undo,
+    /// `hel diff` of this session's newest instruction.
+    Diff,
+    /// Pick a checkpoint of this session and go on from it in a fork.
+    Rewind,
+    /// Pick another session of the project (or the one named) and go on
+    /// in it.
+    Resume(Option<String>),
     Exit,
 }
+
+/// Every command's name, for Tab completion (each one [`parse`] knows).
+pub const NAMES: &[&str] = &[
+    "/compact",
+    "/diff",
+    "/exit",
+    "/fork",
+    "/help",
+    "/init",
+    "/log",
+    "/model",
+    "/quit",
+    "/rename",
+    "/resume",
+    "/retry",
+    "/rewind",
+    "/sessions",
+    "/show",
+    "/undo",
+];
 
 pub const HELP: &str = "\
 Commands:
@@ -29,13 +61,23 @@ Commands:
   /show              this session's conversation
   /fork [CHECKPOINT] continue in a new session forked from a checkpoint of
                      this one (default: the newest); the files stay as they are
+  /rewind            pick a checkpoint of this session and continue from it
+                     in a fork, its files restored if you say so
+  /undo              put back the files as they were before the last
+                     instruction that changed any (as `hel undo`)
+  /diff              what the last instruction changed (as `hel diff`)
+  /resume [SESSION]  continue another session of this project (none: pick)
+  /retry             send the last instruction again (when it got no answer)
   /compact           summarize the older part of the conversation now
-  /model NAME        send the next requests to model NAME
+  /model [NAME]      send the next requests to model NAME (none: show the model)
   /rename NAME       name this session (any command then takes the name)
   /init              write a starter AGENTS.md at the project's root (asks first)
-  /exit              leave (also Ctrl-D, or Ctrl-C on an empty line twice)
+  /exit              leave (also Ctrl-D, or Ctrl-C twice within a second)
+@PATH in an instruction sends that file's content with it (at most 64 KiB).
 Keys: Enter sends, Alt-Enter starts a new line, a paste is sent whole;
-Ctrl-C cancels a running instruction; Up and Down walk the history.
+Tab completes commands, session names after /resume, and @paths;
+Ctrl-C cancels a running instruction (your next message carries it, or
+/retry sends it again); Up and Down walk the history.
 A line starting with a space is always sent to the model.";
 
 /// The command `entry` is, if it is one; `Err` says what is wrong with a
@@ -58,6 +100,15 @@ pub fn parse(entry: &str) -> Option<Result<Slash, String>> {
         "/show" => none(Slash::Show),
         "/compact" => none(Slash::Compact),
         "/init" => none(Slash::Init),
+        "/retry" => none(Slash::Retry),
+        "/undo" => none(Slash::Undo),
+        "/diff" => none(Slash::Diff),
+        "/rewind" => none(Slash::Rewind),
+        "/resume" => match args.as_slice() {
+            [] => Ok(Slash::Resume(None)),
+            [s] => Ok(Slash::Resume(Some((*s).to_owned()))),
+            _ => Err("/resume takes one SESSION at most".into()),
+        },
         "/exit" | "/quit" => none(Slash::Exit),
         "/fork" => match args.as_slice() {
             [] => Ok(Slash::Fork(None)),
@@ -65,8 +116,9 @@ pub fn parse(entry: &str) -> Option<Result<Slash, String>> {
             _ => Err("/fork takes one CHECKPOINT at most".into()),
         },
         "/model" => match args.as_slice() {
-            [model] => Ok(Slash::Model((*model).to_owned())),
-            _ => Err("/model takes a model NAME, such as /model deepseek-chat".into()),
+            [] => Ok(Slash::Model(None)),
+            [model] => Ok(Slash::Model(Some((*model).to_owned()))),
+            _ => Err("/model takes one model NAME, such as /model deepseek-v4-flash".into()),
         },
         "/rename" => match args.as_slice() {
             [new] => Ok(Slash::Rename((*new).to_owned())),
@@ -83,14 +135,28 @@ mod tests {
     use super::*;
 
     #[test]
+    fn every_name_is_a_command() {
+        for name in NAMES {
+            assert!(
+                !matches!(parse(name), Some(Err(e)) if e.starts_with("no command")),
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
     fn commands_and_instructions() {
         assert_eq!(parse("/help"), Some(Ok(Slash::Help)));
         assert_eq!(
             parse("/fork  3f2a "),
             Some(Ok(Slash::Fork(Some("3f2a".into()))))
         );
-        assert_eq!(parse("/model m1"), Some(Ok(Slash::Model("m1".into()))));
-        assert!(matches!(parse("/model"), Some(Err(_))));
+        assert_eq!(
+            parse("/model m1"),
+            Some(Ok(Slash::Model(Some("m1".into()))))
+        );
+        assert_eq!(parse("/model"), Some(Ok(Slash::Model(None))));
+        assert!(matches!(parse("/model a b"), Some(Err(e)) if e.contains("deepseek-v4-flash")));
         assert_eq!(
             parse("/rename fix-login"),
             Some(Ok(Slash::Rename("fix-login".into())))
@@ -98,6 +164,14 @@ mod tests {
         assert!(matches!(parse("/rename a b"), Some(Err(_))));
         assert!(matches!(parse("/log x"), Some(Err(_))));
         assert_eq!(parse("/init"), Some(Ok(Slash::Init)));
+        assert_eq!(parse("/retry"), Some(Ok(Slash::Retry)));
+        assert_eq!(parse("/undo"), Some(Ok(Slash::Undo)));
+        assert_eq!(parse("/rewind"), Some(Ok(Slash::Rewind)));
+        assert_eq!(
+            parse("/resume fix-login"),
+            Some(Ok(Slash::Resume(Some("fix-login".into()))))
+        );
+        assert!(matches!(parse("/diff x"), Some(Err(_))));
         assert!(matches!(parse("/init now"), Some(Err(_))));
         assert!(matches!(parse("/etc/passwd?"), Some(Err(e)) if e.contains("space")));
         assert_eq!(parse(" /etc/passwd?"), None);

@@ -1,6 +1,7 @@
-//! A sign of life on stderr while the model has not said anything yet: a
-//! spinner with the seconds waited, on one line that is cleared when it
-//! stops. Nothing is drawn when stderr is not a terminal.
+//! A sign of life on stderr while the model has not said anything yet, or
+//! while a tool runs: a spinner with what is awaited and the seconds
+//! waited, on one line that is cleared when it stops. Nothing is drawn
+//! when stderr is not a terminal.
 //!
 //! Whoever sees the first sign of an answer calls [`Spinner::stop`]: today
 //! the prompt's observer, at the run's first event; with streaming, the
@@ -26,6 +27,11 @@ pub struct Spinner {
 impl Spinner {
     /// Start drawing (again), if stderr is a terminal.
     pub fn start(&self) {
+        self.start_for("waiting for the model".to_owned());
+    }
+
+    /// Start drawing `what` is awaited (again), if stderr is a terminal.
+    pub fn start_for(&self, what: String) {
         self.stop();
         if !std::io::stderr().is_terminal() {
             return;
@@ -37,7 +43,7 @@ impl Spinner {
                 tick.tick().await;
                 let waited = since.elapsed().as_secs_f64();
                 let mut err = std::io::stderr().lock();
-                let _ = write!(err, "\r{frame} waiting for the model {waited:.1}s\x1b[K");
+                let _ = write!(err, "\r{frame} {what} {waited:.1}s\x1b[K");
                 let _ = err.flush();
             }
         });

@@ -6,7 +6,8 @@ use std::io::{IsTerminal, Write};
 use hel_agent::event::{Event, Observer};
 use hel_agent::terminal::escape_text;
 
-use super::Stderr;
+use super::markdown::Markdown;
+use super::{Intro, Stderr};
 
 /// Renders a run's events as [`Stderr`] does and prints its answers
 /// ([`Live::answer`]). When stdout is a terminal, each turn's text is
@@ -20,6 +21,8 @@ pub struct Live {
     err: RefCell<Box<dyn Write>>,
     terminal: bool,
     state: RefCell<Shown>,
+    /// What the line after `session: <uuid>` says of the run.
+    intro: RefCell<Option<Intro>>,
 }
 
 /// What is on the terminal of the current response.
@@ -36,6 +39,11 @@ struct Shown {
     answer: bool,
     /// Its last line was ended early, for a note on stderr.
     ended: bool,
+    /// Text of a line not complete yet (escaped), held until its end: a
+    /// line is rendered as Markdown once it is whole.
+    pending: String,
+    /// The Markdown state of the response (None until its first text).
+    md: Option<Markdown>,
 }
 
 impl Default for Live {
@@ -62,7 +70,13 @@ impl Live {
             err: RefCell::new(err),
             terminal,
             state: RefCell::new(Shown::default()),
+            intro: RefCell::new(None),
         }
+    }
+
+    /// Say `intro` of the run in the line after `session: <uuid>`.
+    pub fn introduce(&self, intro: Intro) {
+        *self.intro.borrow_mut() = Some(intro);
     }
 
     /// Print a completed (and saved) answer: on a terminal, escaped, unless
@@ -82,7 +96,8 @@ impl Live {
         let _ = out.flush();
     }
 
-    /// Show a piece of text as it arrived.
+    /// Show a piece of text as it arrived: each line once it is whole,
+    /// rendered as Markdown.
     fn text(&self, piece: &str) {
         let mut s = self.state.borrow_mut();
         let mut text = String::with_capacity(piece.len() + 1);
@@ -98,24 +113,50 @@ impl Live {
             return;
         }
         s.text = true;
-        s.open = !text.ends_with('\n');
+        s.pending.push_str(&escape_text(&text));
+        let mut shown = String::new();
+        while let Some(i) = s.pending.find('\n') {
+            let line: String = s.pending.drain(..=i).collect();
+            let md = s.md.get_or_insert_with(markdown);
+            shown.push_str(&md.line(&line[..i]));
+        }
+        s.open = !s.pending.is_empty();
         let mut out = self.out.borrow_mut();
-        let _ = write!(out, "{}", escape_text(&text));
+        let _ = write!(out, "{shown}");
         let _ = out.flush();
+    }
+
+    /// What is held back of the response (a line not ended, a table, a
+    /// CR), rendered, its last line ended when `end` (else the caller
+    /// ends it). Empty when nothing is held.
+    fn held(s: &mut Shown, end: bool) -> String {
+        if std::mem::take(&mut s.cr) {
+            s.pending.push_str(&escape_text("\r"));
+        }
+        let rest = std::mem::take(&mut s.pending);
+        let md = s.md.get_or_insert_with(markdown);
+        let mut shown = String::new();
+        if !rest.is_empty() {
+            shown.push_str(&md.line(&rest));
+        }
+        // A table the last line ended (or was part of).
+        shown.push_str(&md.flush());
+        if !end && shown.ends_with('\n') {
+            shown.pop();
+        }
+        shown
     }
 
     /// Show what is held back and end the open line.
     fn end_line(&self) {
         let mut s = self.state.borrow_mut();
         let mut out = self.out.borrow_mut();
-        if std::mem::take(&mut s.cr) {
-            let _ = write!(out, "{}", escape_text("\r"));
-            s.open = true;
-        }
-        if std::mem::take(&mut s.open) {
-            let _ = writeln!(out);
+        let shown = Self::held(&mut s, true);
+        if !shown.is_empty() {
+            let _ = write!(out, "{shown}");
             s.ended = true;
         }
+        s.open = false;
         let _ = out.flush();
     }
 
@@ -128,6 +169,20 @@ impl Live {
 
 impl Observer for Live {
     fn event(&self, event: Event) {
+        if let Event::Project {
+            root,
+            found,
+            instructions,
+        } = &event
+        {
+            let intro = self.intro.borrow();
+            if let Some(text) =
+                super::start_line(intro.as_ref(), root.as_deref(), *found, instructions)
+            {
+                super::line(&text);
+            }
+            return;
+        }
         if !self.terminal {
             return Stderr.event(event);
         }
@@ -143,13 +198,16 @@ impl Observer for Live {
                     }
                     *self.state.borrow_mut() = Shown::default();
                 } else {
+                    // The answer's last line: shown now, ended by
+                    // [`Live::answer`].
                     let mut s = self.state.borrow_mut();
-                    if std::mem::take(&mut s.cr) {
+                    let rest = Self::held(&mut s, false);
+                    if !rest.is_empty() {
                         let mut out = self.out.borrow_mut();
-                        let _ = write!(out, "{}", escape_text("\r"));
+                        let _ = write!(out, "{rest}");
                         let _ = out.flush();
-                        s.open = true;
                     }
+                    s.open = false;
                     s.answer = shown;
                 }
             }
@@ -168,6 +226,15 @@ impl Observer for Live {
             }
         }
     }
+}
+
+/// The Markdown state of a response on stdout's terminal.
+fn markdown() -> Markdown {
+    let width = match dialoguer::console::Term::stdout().size_checked() {
+        Some((_, cols)) if cols > 0 => cols as usize,
+        _ => 80,
+    };
+    Markdown::new(super::colour_for(true), width)
 }
 
 #[cfg(test)]
@@ -224,6 +291,14 @@ mod tests {
             err.text(),
             "hel: (the model's working notes; it goes on with tools)\n"
         );
+        // A table that ends the answer is held to its end, then fitted.
+        let (live, out, _) = make(true);
+        stream(&live, &["| a | bb |\n|---|", "---|\n| ccc | d |"]);
+        live.event(Event::ResponseEnded { calls_tools: false });
+        live.answer("| a | bb |\n|---|---|\n| ccc | d |");
+        let shown = out.text();
+        assert!(shown.ends_with("ccc │ d\n"), "{shown:?}");
+        assert!(shown.contains("a   │ bb"), "{shown:?}");
         // Not streamed: the answer printed whole, as before.
         let (live, out, _) = make(true);
         live.event(Event::ResponseStarted);

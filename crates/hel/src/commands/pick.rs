@@ -1,0 +1,124 @@
+//! The session picker of a bare `hel resume` on a terminal: this project's
+//! sessions that can be continued, newest first, chosen with the arrow
+//! keys and filtered by typing (a name, an id, words of the instruction).
+
+use std::collections::BTreeMap;
+
+use hel_agent::session;
+use hel_agent::terminal::escape_line;
+use hel_store::{SessionId, SessionInfo, Store};
+
+use super::report;
+use crate::exit::Exit;
+
+/// What `hel resume` with no session says off a terminal.
+const NEEDS_SESSION: &str =
+    "resume needs a session: give its name or id (`hel sessions` lists them), or --last for the newest";
+
+/// The session a bare `hel resume` continues: picked on the terminal (as
+/// its id), or a usage error off one, with nothing to pick, or when the
+/// user cancels.
+pub fn session_to_resume() -> Result<String, Exit> {
+    if !crate::tty::asks(false) {
+        return Err(Exit::usage(NEEDS_SESSION));
+    }
+    let project = report::project()?;
+    let store = Store::open(&project)?;
+    let here = session::recorded_cwd(&project);
+    let names = super::sessions::names_or_warn(&store);
+    let sessions: Vec<SessionInfo> = store
+        .sessions()?
+        .into_iter()
+        .filter(|s| resumable(s, &here))
+        .collect();
+    if sessions.is_empty() {
+        return Err(Exit::refused(
+            "no session of this project to resume (none with an answer, or all in use): `hel` starts one",
+        ));
+    }
+    let width = dialoguer::console::Term::stderr().size().1 as usize;
+    let now = hel_store::time::now_ms();
+    let rows: Vec<String> = sessions
+        .iter()
+        .map(|s| row(s, &names, now, width.saturating_sub(4)))
+        .collect();
+    let picked = dialoguer::FuzzySelect::new()
+        .with_prompt("resume which session? (type to filter, Enter to pick, Esc to cancel)")
+        .items(&rows)
+        .default(0)
+        .max_length(10)
+        .interact_opt()
+        .map_err(|e| Exit::refused(format!("cannot use the terminal: {e}")))?;
+    match picked {
+        Some(i) => Ok(sessions[i].id.to_string()),
+        None => Err(Exit::refused("no session picked; nothing resumed")),
+    }
+}
+
+/// A session `hel resume` may pick: of this directory, answered, readable
+/// and not in use.
+fn resumable(s: &SessionInfo, here: &str) -> bool {
+    !s.busy
+        && s.broken.is_none()
+        && s.head.is_some()
+        && s.checkpoints > 0
+        && !s.future
+        && s.cwd.as_deref() == Some(here)
+}
+
+/// `fix-login  4da5b0e0  3m ago  2 answers  add a test for …`, cut to
+/// `width` characters.
+fn row(s: &SessionInfo, names: &BTreeMap<SessionId, String>, now: u64, width: usize) -> String {
+    let name = names
+        .get(&s.id)
+        .map(|n| format!("{n}  "))
+        .unwrap_or_default();
+    let text = format!(
+        "{name}{}  {}  {}  {}",
+        &s.id.as_str()[..8],
+        ago(now.saturating_sub(s.updated_ms)),
+        crate::render::count(s.checkpoints, "answer", "answers"),
+        s.instruction
+    );
+    fit(&escape_line(&text), width)
+}
+
+/// How long ago, for people: `40s ago`, `3m ago`, `5h ago`, `2d ago`.
+fn ago(ms: u64) -> String {
+    let s = ms / 1000;
+    match s {
+        0..60 => format!("{s}s ago"),
+        60..3600 => format!("{}m ago", s / 60),
+        3600..86_400 => format!("{}h ago", s / 3600),
+        _ => format!("{}d ago", s / 86_400),
+    }
+}
+
+/// `text` on one line of at most `width` characters, cut with `…`.
+fn fit(text: &str, width: usize) -> String {
+    let flat: String = text
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    if flat.chars().count() <= width {
+        return flat;
+    }
+    let mut cut: String = flat.chars().take(width.saturating_sub(1)).collect();
+    cut.push('…');
+    cut
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_fit_and_read() {
+        assert_eq!(fit("abcdef", 6), "abcdef");
+        assert_eq!(fit("abcdefg", 6), "abcde…");
+        assert_eq!(fit("a\nb", 6), "a b");
+        assert_eq!(ago(3_000), "3s ago");
+        assert_eq!(ago(185_000), "3m ago");
+        assert_eq!(ago(3 * 86_400_000), "3d ago");
+    }
+}
