@@ -20,9 +20,9 @@ pub use error::{RemoteError, Result};
 pub use remote::{GcReport, Listed, Pulled, Pushed, Remote, RemoteRef};
 
 /// Test builds only: die by SIGKILL at `name` when `HEL_FAILPOINTS` names
-/// it (hel-store's failpoints), to test interrupted pushes.
+/// it (hel-fs's failpoints), to test interrupted pushes.
 pub(crate) fn kill_point(name: &str) {
-    if hel_store::failpoint(name) {
+    if hel_fs::failpoint::hit(name) {
         let _ =
             rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::KILL);
     }

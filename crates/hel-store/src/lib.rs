@@ -11,18 +11,26 @@
 //! commit record durable in the session's journal (one `fdatasync`), then
 //! moves the ref by atomic rename; the journal's commit records are the
 //! ref's log. Writers of objects are each session's lease holder (its own
-//! journal) and, under the store lock held exclusively, gc and delete
-//! (sealed packs). Stores of formats 1 and 2 are still read, by their rules
+//! journal), a pull bringing a session in (one sealed pack, under the
+//! store lock held shared) and, under the store lock held exclusively, gc
+//! and delete (sealed packs). A store of format 1 or 2 is upgraded to
+//! format 3 when it is opened (`upgrade.rs`), reading it by its own rules
 //! (`heads.rs`).
 //!
 //! Everything in `.hel/` is untrusted input (a repository can ship one):
-//! the store opens nothing through a link, bounds every read, and validates
-//! everything it loads in one place before handing it out. Damage is a
-//! fault naming its file (and offset), never a shorter or older session.
+//! the store reaches its files through hel-fs, the file layer (no-follow
+//! opens, bounded reads), and validates everything it loads in one place
+//! before handing it out. Damage is a fault naming its file (and offset),
+//! never a shorter or older session.
 //!
 //! The crate knows nothing of HTTP, async runtimes or the CLI. The main entry
 //! point is [`Store`]; a session is written through a [`SessionLease`] (one
 //! writer per session) and its [`Checkpoint`]s are read back whole.
+//!
+//! Two cargo features exist for tests only, and hel's own build has
+//! neither: `failpoints` (hel-fs's failpoints, `HEL_FAILPOINTS`) and
+//! `testing` (the modules `parse` and `testing` and `Store::read_blob`,
+//! for tests that reach the store's internals or build hostile stores).
 
 pub mod canonical;
 mod commit;
@@ -72,13 +80,6 @@ pub use store::{
 };
 pub use upgrade::UpgradeError;
 
-/// Should the failpoint `name` fire now? (Test builds only; see
-/// hel-store's `failpoints` feature. Other crates' crash tests use it.)
-#[doc(hidden)]
-pub fn failpoint(name: &str) -> bool {
-    failpoint::hit(name)
-}
-
 /// The id `tree` has as an object.
 pub fn tree_id(tree: &tree::Tree) -> ObjectId {
     object::id_of(object::Kind::Tree, &tree.to_payload())
@@ -90,8 +91,9 @@ pub fn blob_id(bytes: &[u8]) -> ObjectId {
 }
 
 /// Parsers of untrusted bytes, exposed for property tests: each must
-/// return an error, never panic, on any input.
-#[doc(hidden)]
+/// return an error, never panic, on any input. Only with the `testing`
+/// feature.
+#[cfg(feature = "testing")]
 pub mod parse {
     /// Parse a ref file's bytes.
     pub fn ref_file(bytes: &[u8]) -> Result<crate::ObjectId, crate::RefError> {
@@ -121,9 +123,10 @@ pub mod parse {
 }
 
 /// Helpers for this crate's integration tests and for tests that build
-/// hostile stores: where things live, and object encoding. Not part of the
-/// API hel uses.
-#[doc(hidden)]
+/// hostile stores: where things live, object encoding, writes that bypass
+/// the store's rules (no lock, no lease). Only with the `testing` feature,
+/// which only dev-dependencies turn on: hel itself is built without it.
+#[cfg(feature = "testing")]
 pub mod testing {
     use std::path::{Path, PathBuf};
 

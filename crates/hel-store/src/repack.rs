@@ -1,5 +1,6 @@
 //! Writing sealed packs: what gc and delete copy live objects into
-//! (objects-spec §12.4, §12.5).
+//! (objects-spec §12.4, §12.5), and what a pull's received objects land in
+//! (`transfer.rs`).
 //!
 //! A pack and its index are written under `tmp/`, fsynced, and renamed into
 //! `packs/` (index first, then pack: a reader lists packs, so it never sees

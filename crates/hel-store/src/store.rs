@@ -480,7 +480,9 @@ impl Store {
         Ok(())
     }
 
-    /// The bytes of blob `id` (a spill file), verified.
+    /// The bytes of blob `id` (a spill file), verified. Tests only
+    /// (`testing` feature): hel reads spill through [`Store::read_spill`].
+    #[cfg(feature = "testing")]
     pub fn read_blob(&self, id: &ObjectId) -> Result<Vec<u8>> {
         object::read_kind(self.layout_or_missing(id)?, id, Kind::Blob, Cap::SPILL)
     }

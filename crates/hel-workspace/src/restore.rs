@@ -376,7 +376,7 @@ pub fn apply(
             let Some(t) = op.temp.as_ref() else {
                 return Err(Skip::BadPlan("no content was prepared"));
             };
-            if hel_store::failpoint("restore-rename") {
+            if hel_fs::failpoint::hit("restore-rename") {
                 die();
             }
             let moved = rename(&tmp, &t.name, &parent, name, expect.is_none());

@@ -218,8 +218,9 @@ impl Workspace {
 
     /// Record at most `paths` paths and `bytes` bytes of paths per
     /// snapshot (less than [`FLAT_PATHS_MAX`] and [`FLAT_BYTES_MAX`], what
-    /// every snapshot is held to): for tests of what lies past the budget.
-    #[doc(hidden)]
+    /// every snapshot is held to): for tests of what lies past the budget
+    /// (`testing` feature only).
+    #[cfg(feature = "testing")]
     pub fn limit_paths(&mut self, paths: u64, bytes: u64) {
         self.paths_max = paths.min(FLAT_PATHS_MAX);
         self.bytes_max = bytes.min(FLAT_BYTES_MAX);

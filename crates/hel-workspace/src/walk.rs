@@ -569,7 +569,7 @@ fn list<'a>(job: Job<'a>, ctx: &Ctx<'a>) -> Listed {
     let (mut entries, mut subdirs) = (Vec::new(), Vec::new());
     let (mut paths, mut bytes) = (0u64, 0u64);
     // A test can make a listing fail part way (after its first entry).
-    let fail = hel_store::failpoint("walk-readdir");
+    let fail = hel_fs::failpoint::hit("walk-readdir");
     for (k, item) in dir.enumerate() {
         let item = match item {
             Ok(_) if fail && k > 0 => {
