@@ -459,8 +459,12 @@ fn context_too_long_compacts_once_and_retries() {
 fn an_incomplete_instruction_saves_a_true_meter() {
     let p = Project::new();
     let huge = format!("Read this: {}", "many words here ".repeat(2_000));
+    // The huge instruction's first reply is a tool call (so its start is
+    // recorded and its end is saved as an interrupted record, Meter and
+    // all); its second reply is cut at the output limit.
     let mock = Mock::start(json!([
         {"content": "first"},
+        {"tool_calls": [call("glob", json!({"pattern": "*.js"}))]},
         {"content": "cut", "finish_reason": "length"},
         {"content": "after"},
     ]));
@@ -468,15 +472,18 @@ fn an_incomplete_instruction_saves_a_true_meter() {
     assert_eq!(run.code, 1, "{}", run.stderr);
     let sid = run.session();
     let loaded = head(&p, &sid);
-    // The cut reply is no answer to go on with: the instruction's start
-    // was never recorded, and the head is the first answer's.
-    assert_eq!(loaded.checkpoint.record, Some(hel_store::Record::Answer));
-    assert_eq!(loaded.messages.len(), 3, "the huge instruction is gone");
+    assert_eq!(
+        loaded.checkpoint.record,
+        Some(hel_store::Record::Interrupted),
+        "{}",
+        run.stderr
+    );
+    let kept = loaded.messages.len() as u64;
     let meter = &loaded.checkpoint.meter;
     let sent = meter["observed"]["messages_sent"].as_u64().unwrap_or(0);
     assert!(
-        meter["observed"].is_null() || sent <= 3,
-        "the saved Meter counts a dropped message: {meter}"
+        meter["observed"].is_null() || sent <= kept,
+        "the saved Meter counts a dropped message ({kept} kept): {meter}"
     );
     let rec = p.path().join("rec");
     let run = p.run(
