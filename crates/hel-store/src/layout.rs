@@ -2,7 +2,10 @@
 //!
 //! ```text
 //! .hel/.gitignore            "*"
-//! .hel/.sessions.lock        store lock (see lock.rs)
+//! .hel/.store.lock           store lock (see lock.rs)
+//! .hel/.sessions.lock/       a directory where formats 1 and 2 kept their
+//!                            store lock: an older hel fails to open it
+//!                            before it writes anything (see upgrade.rs)
 //! .hel/objects/ab/cdef…      loose objects, fan-out by the first two hex digits
 //! .hel/refs/sessions/<uuid>  a session's head: its newest snapshot id (format 3)
 //! .hel/logs/sessions/<uuid>  the ref log of a format-1 session (kept, never written)
@@ -30,7 +33,13 @@ use crate::{ObjectId, Result, SessionId};
 pub const STORE_DIR: &str = ".hel";
 
 pub(crate) const GITIGNORE: &str = ".gitignore";
-pub(crate) const STORE_LOCK: &str = ".sessions.lock";
+pub(crate) const STORE_LOCK: &str = ".store.lock";
+/// Where formats 1 and 2 keep their store lock, a file every writer of
+/// theirs opens (creating it) before writing anything. In format 3 it is a
+/// directory holding [`OLDER_LOCK_NOTE`], so that open fails ("Is a
+/// directory") and an older hel writes nothing (objects-spec §12.6).
+pub(crate) const OLDER_LOCK: &str = ".sessions.lock";
+pub(crate) const OLDER_LOCK_NOTE: &str = "README";
 pub(crate) const OBJECTS: &str = "objects";
 pub(crate) const REFS: &str = "refs";
 pub(crate) const LOGS: &str = "logs";
@@ -114,6 +123,8 @@ impl Layout {
         let found = layout.check_format()?;
         if found < FORMAT_VERSION {
             crate::upgrade::run(&layout, found)?;
+        } else {
+            crate::upgrade::finish(&layout)?;
         }
         Ok(Some(layout))
     }
@@ -249,9 +260,10 @@ impl Layout {
     }
 
     /// Record the store's format (once), after the stub ref that makes a
-    /// format-1 hel refuse this store (objects-spec §12.6). In a format-3
-    /// store, a stub found missing is written again (fsck reports it
-    /// missing until then).
+    /// format-1 hel refuse this store and the directory at `.sessions.lock`
+    /// that keeps it from writing (objects-spec §12.6). In a format-3
+    /// store, either found missing is made again (fsck reports a missing
+    /// stub until then).
     fn write_format(&self) -> Result<()> {
         if self.root.kind_of(FORMAT)?.is_some() {
             // Another process may have made this store format 3 since it
@@ -261,10 +273,12 @@ impl Layout {
             }
             if self.heads_are_refs() {
                 self.ensure_stub()?;
+                crate::upgrade::finish(self)?;
             }
             return Ok(());
         }
         self.ensure_stub()?;
+        crate::upgrade::finish(self)?;
         self.publish_format()
     }
 
