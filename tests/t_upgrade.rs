@@ -402,6 +402,19 @@ fn a_held_lease_stops_the_upgrade() {
         let mut after = dir_listing(&store_dir(&p));
         after.retain(|e| *e != (".store.lock".to_owned(), Vec::new()));
         assert_eq!(after, listing_before, "nothing written");
+        // fsck checks it in place meanwhile, by the old format's rules.
+        let fsck = p.run(None, &["fsck"]);
+        assert_eq!(fsck.code, 0, "{}{}", fsck.stdout, fsck.stderr);
+        assert!(
+            fsck.stdout.starts_with(&format!(
+                "note: this store of format {format} is not upgraded while session {busy} is in use"
+            )) && fsck.stdout.contains("store is sound"),
+            "{}",
+            fsck.stdout
+        );
+        let mut after = dir_listing(&store_dir(&p));
+        after.retain(|e| *e != (".store.lock".to_owned(), Vec::new()));
+        assert_eq!(after, listing_before, "fsck wrote nothing");
         holder.release();
         holds_everything(&p, &m);
     }
@@ -728,4 +741,19 @@ fn a_damaged_journal_stops_the_upgrade() {
     );
     assert_eq!(format_file(&p).as_deref(), Some("hel-store-format 2\n"));
     assert_eq!(old_readable(&p, 2), before);
+    // `hel fsck`, where the refusal sends the user, checks the store in
+    // place by format 2's rules: the fault, named, and nothing written.
+    let listing = dir_listing(&store_dir(&p));
+    let fsck = p.run(None, &["fsck"]);
+    assert_eq!(fsck.code, 1, "{}{}", fsck.stdout, fsck.stderr);
+    assert!(
+        fsck.stdout.starts_with("note: this store of format 2 cannot be upgraded")
+            && fsck
+                .stdout
+                .lines()
+                .any(|l| l.starts_with("fault: ") && l.contains(&format!("{most}.journal offset "))),
+        "{}",
+        fsck.stdout
+    );
+    assert_eq!(dir_listing(&store_dir(&p)), listing, "fsck wrote nothing");
 }

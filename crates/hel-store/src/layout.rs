@@ -96,6 +96,8 @@ pub(crate) struct Layout {
     held: std::sync::atomic::AtomicUsize,
     /// The store's format as its `format` file says (1 when absent).
     format: std::sync::atomic::AtomicU64,
+    /// Opened by [`Layout::open_in_place`]: never written.
+    in_place: bool,
 }
 
 /// A subdirectory of the store: its name(s) under `.hel/` and its cache.
@@ -126,6 +128,22 @@ impl Layout {
         } else {
             crate::upgrade::finish(&layout)?;
         }
+        Ok(Some(layout))
+    }
+
+    /// The store of `project` as it is, of whatever format up to this
+    /// build's, not upgraded: for `hel fsck` of a store the upgrade refused
+    /// (its rules are the old format's, see `heads.rs`). Nothing is ever
+    /// written through it, and it takes no store lock (an older hel's
+    /// would be `.sessions.lock`): a reader that misses an object does not
+    /// wait for a gc to finish.
+    pub fn open_in_place(project: &Dir) -> Result<Option<Layout>> {
+        let Some(root) = project.sub(STORE_DIR)? else {
+            return Ok(None);
+        };
+        let mut layout = Layout::new(root);
+        layout.check_format()?;
+        layout.in_place = true;
         Ok(Some(layout))
     }
 
@@ -181,6 +199,7 @@ impl Layout {
             verified: Mutex::new(HashSet::new()),
             held: std::sync::atomic::AtomicUsize::new(0),
             format: std::sync::atomic::AtomicU64::new(1),
+            in_place: false,
         }
     }
 
@@ -204,8 +223,9 @@ impl Layout {
     }
 
     /// Does this process hold the store lock (so a gc cannot be running)?
+    /// Said of a store read in place too, so that no reader waits for it.
     pub fn lock_held(&self) -> bool {
-        self.held.load(std::sync::atomic::Ordering::SeqCst) > 0
+        self.in_place || self.held.load(std::sync::atomic::Ordering::SeqCst) > 0
     }
 
     pub fn is_verified(&self, id: &ObjectId) -> bool {
@@ -223,6 +243,12 @@ impl Layout {
 
     /// Make the subdirectories and `.gitignore` if absent.
     pub fn init(&self) -> Result<()> {
+        if self.in_place {
+            return Err(crate::Error::Internal(format!(
+                "{} was opened to be checked in place, not written",
+                self.root.path().display()
+            )));
+        }
         for sub in [
             Sub::Objects,
             Sub::Refs,

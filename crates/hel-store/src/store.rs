@@ -237,6 +237,31 @@ impl Store {
         })
     }
 
+    /// The store of `project_dir` as it is, not upgraded, for
+    /// [`Store::fsck`] of a store of an older format that [`Store::open`]
+    /// refused to upgrade (a journal with a fault, a lease held): it is
+    /// checked by its own format's rules, and nothing is written.
+    pub fn open_in_place(project_dir: &Path) -> Result<Store> {
+        let project = Dir::open_path(project_dir)?;
+        let layout = OnceLock::new();
+        if let Some(l) = Layout::open_in_place(&project)? {
+            let _ = layout.set(l);
+        }
+        Ok(Store {
+            inner: Arc::new(Inner {
+                project,
+                layout,
+                limits: Limits::default(),
+                moved_warned: AtomicBool::new(false),
+            }),
+        })
+    }
+
+    /// The store's format as its `format` file says (1: none; 0: no store).
+    pub fn format(&self) -> u64 {
+        self.inner.layout.get().map_or(0, Layout::format)
+    }
+
     /// The project directory, as it was opened.
     pub fn project_path(&self) -> &Path {
         self.inner.project.path()
