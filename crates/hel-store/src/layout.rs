@@ -292,16 +292,17 @@ impl Layout {
     /// stub until then).
     fn write_format(&self) -> Result<()> {
         if self.root.kind_of(FORMAT)?.is_some() {
-            // Another process may have made this store format 3 since it
-            // was opened here: never write by an older format's rules then.
+            // A store another process made meanwhile (an older hel's,
+            // even) is never written by an older format's rules: it is
+            // upgraded first, as an open upgrades it.
             if self.format() < FORMAT_VERSION {
-                self.check_format()?;
+                let found = self.check_format()?;
+                if found < FORMAT_VERSION {
+                    crate::upgrade::run(self, found)?;
+                }
             }
-            if self.heads_are_refs() {
-                self.ensure_stub()?;
-                crate::upgrade::finish(self)?;
-            }
-            return Ok(());
+            self.ensure_stub()?;
+            return crate::upgrade::finish(self);
         }
         self.ensure_stub()?;
         crate::upgrade::finish(self)?;
