@@ -18,7 +18,7 @@ use hel_store::tree::EntryKind;
 use hel_store::{ObjectId, SessionId, Store};
 use serde_json::Value;
 
-use crate::common::Project;
+use crate::common::{Project, Run};
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures")
@@ -649,6 +649,37 @@ fn older_hels_write_nothing_in_a_format3_store() {
             }
         }
     }
+}
+
+/// Where the file system cannot swap the older hels' lock file for the
+/// directory in one step, the upgrade's last step renames the file away and
+/// the directory in: the same directory, nothing left under `tmp/`.
+#[test]
+fn without_a_swap_the_older_lock_becomes_a_directory_by_two_renames() {
+    let p = unpacked(2);
+    assert!(older_lock_is_file(&p));
+    let run = Run::from_cmd(
+        p.hel(None)
+            .args(["sessions"])
+            .env("HEL_FAILPOINTS", "older-lock-no-exchange"),
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let root = store_dir(&p);
+    assert_eq!(
+        dir_listing(&root.join(".sessions.lock")),
+        [(
+            "README".to_owned(),
+            vector()["older_lock_note"]
+                .as_str()
+                .unwrap()
+                .as_bytes()
+                .to_vec()
+        )]
+    );
+    let e = older_hel_opens_its_lock(&root, ".sessions.lock").unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::IsADirectory, "{e}");
+    assert_eq!(std::fs::read_dir(root.join("tmp")).unwrap().count(), 0);
+    holds_everything(&p, &manifest(2));
 }
 
 /// The first session of the fixture of `format`, as its manifest names it.
