@@ -8,7 +8,7 @@
 //! sessions whose lease is free.
 //!
 //! Safety against concurrent commits of other sessions: gc holds
-//! `.sessions.lock` exclusively from before the mark until after the sweep,
+//! the store lock (`.store.lock`) exclusively from before the mark until after the sweep,
 //! and every writer of objects holds it shared from before it checks
 //! whether an object exists until after its ref has moved. So a commit that
 //! reuses an existing object either finished before the mark (its ref
