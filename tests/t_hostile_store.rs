@@ -256,8 +256,15 @@ fn links_in_session_paths_are_refused_and_never_followed() {
     );
     assert!(!sdir.join("spill").exists() && h.outside.path().join("precious.txt").exists());
     // The store lock is a link: writes are refused.
-    let lock = h.root().join(".sessions.lock");
+    let lock = h.root().join(".store.lock");
     replace_with_link(&lock, &h.outside.path().join("precious.txt"));
+    let run = h.run(Some(&mock), &["resume", &h.session, "-p", "x"]);
+    assert_refused(&run, ".store.lock is a symbolic link");
+    std::fs::remove_file(&lock).unwrap();
+    // So is the directory that keeps older hels from writing: the store is
+    // refused (it is not made again through the link).
+    let older = h.root().join(".sessions.lock");
+    replace_with_link(&older, &h.outside.path());
     let run = h.run(Some(&mock), &["resume", &h.session, "-p", "x"]);
     assert_refused(&run, ".sessions.lock is a symbolic link");
 }

@@ -18,7 +18,7 @@ use hel_store::tree::EntryKind;
 use hel_store::{ObjectId, SessionId, Store};
 use serde_json::Value;
 
-use crate::common::Project;
+use crate::common::{Project, Run};
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures")
@@ -63,7 +63,7 @@ fn json(run: &crate::common::Run) -> Value {
 
 /// Every file under `.hel/` a format-1 or format-2 hel reads, with its
 /// bytes: everything but `tmp/`, the refs the upgrade writes and the stub
-/// it may add (`refs/`, `objects/` of the stub), and the lock files.
+/// it may add (`refs/`, `objects/` of the stub), and the locks.
 fn old_readable(p: &Project, format: u64) -> BTreeMap<String, Vec<u8>> {
     let root = store_dir(p);
     let stub = stub_object_path();
@@ -75,7 +75,9 @@ fn old_readable(p: &Project, format: u64) -> BTreeMap<String, Vec<u8>> {
             let rel = path.strip_prefix(&root).unwrap().display().to_string();
             let meta = std::fs::symlink_metadata(&path).unwrap();
             if meta.is_dir() {
-                if rel != "tmp" {
+                // `.sessions.lock` is a directory from the upgrade's last
+                // step on: an older hel only ever opens it.
+                if rel != "tmp" && rel != ".sessions.lock" {
                     stack.push(path);
                 }
                 continue;
@@ -125,6 +127,12 @@ fn holds_everything(p: &Project, m: &Value) {
             .map(|s| s["id"].as_str().unwrap().to_owned())
             .collect::<BTreeSet<_>>(),
         "the sessions listed"
+    );
+    // No older hel can take its store lock any more (objects-spec §12.6).
+    assert!(
+        std::fs::symlink_metadata(store_dir(p).join(".sessions.lock"))
+            .unwrap()
+            .is_dir()
     );
     let store = Store::open(&p.path()).unwrap();
     let names = store.names().unwrap();
@@ -307,11 +315,15 @@ fn killed_at_every_step(format: u64) {
                     "{point}@{k}: still the old format"
                 );
                 assert_eq!(old_readable(&p, format), before, "{point}@{k}");
+                // The old hel's store lock is still the file it locks.
+                assert!(older_lock_is_file(&p), "{point}@{k}");
                 if let Some(old) = &old {
                     old_hel_lists_all(&p, old, &m);
                 }
             } else {
                 assert_eq!(format_file(&p).as_deref(), Some("hel-store-format 3\n"));
+                // Killed before its last step: the next open does it.
+                assert!(older_lock_is_file(&p), "{point}@{k}");
             }
             holds_everything(&p, &m);
             assert_eq!(format_file(&p).as_deref(), Some("hel-store-format 3\n"));
@@ -320,6 +332,14 @@ fn killed_at_every_step(format: u64) {
     // Every point fired at least once (format 1 writes no session ref).
     let expected = if format == 2 { 5 + 5 } else { 5 };
     assert_eq!(killed, expected, "kills that landed");
+}
+
+/// Is `.sessions.lock` (the store lock of formats 1 and 2) a regular file,
+/// one an older hel can still lock?
+fn older_lock_is_file(p: &Project) -> bool {
+    std::fs::symlink_metadata(store_dir(p).join(".sessions.lock"))
+        .map(|m| m.is_file())
+        .unwrap_or(false)
 }
 
 /// The old binary lists every session of the manifest with its head.
@@ -377,11 +397,24 @@ fn a_held_lease_stops_the_upgrade() {
             "{}",
             run.stderr
         );
-        assert_eq!(
-            dir_listing(&store_dir(&p)),
-            listing_before,
-            "nothing written"
+        // Nothing written but format 3's store lock file, empty, which the
+        // upgrade takes before the older hels' one.
+        let mut after = dir_listing(&store_dir(&p));
+        after.retain(|e| *e != (".store.lock".to_owned(), Vec::new()));
+        assert_eq!(after, listing_before, "nothing written");
+        // fsck checks it in place meanwhile, by the old format's rules.
+        let fsck = p.run(None, &["fsck"]);
+        assert_eq!(fsck.code, 0, "{}{}", fsck.stdout, fsck.stderr);
+        assert!(
+            fsck.stdout.starts_with(&format!(
+                "note: this store of format {format} is not upgraded while session {busy} is in use"
+            )) && fsck.stdout.contains("store is sound"),
+            "{}",
+            fsck.stdout
         );
+        let mut after = dir_listing(&store_dir(&p));
+        after.retain(|e| *e != (".store.lock".to_owned(), Vec::new()));
+        assert_eq!(after, listing_before, "fsck wrote nothing");
         holder.release();
         holds_everything(&p, &m);
     }
@@ -446,22 +479,62 @@ fn dir_listing(dir: &Path) -> Vec<(String, Vec<u8>)> {
     out
 }
 
+/// What an older hel's writer does before it writes anything (objects-spec
+/// §12.6): open its store lock for reading and writing, creating it.
+fn older_hel_opens_its_lock(root: &Path, name: &str) -> std::io::Result<std::fs::File> {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(root.join(name))
+}
+
 /// What makes older hels refuse a format-3 store, as
 /// `objects-spec/format3-vectors.json` gives it: the `format` file a
-/// format-2 hel checks first (it names a format above 2), and the stub a
+/// format-2 hel checks first (it names a format above 2), the stub a
 /// format-1 hel meets in `refs/sessions/` (a snapshot whose schema_version
-/// is above 1). A fresh store and an upgraded one hold exactly these bytes.
+/// is above 1), and `.sessions.lock`, the older hels' store lock, a
+/// directory that no writer of theirs can open (format 3 locks
+/// `.store.lock`). A fresh store and ones upgraded from formats 1 and 2
+/// hold exactly these bytes.
 #[test]
 fn older_hels_refusal_vector() {
     let v = vector();
     let fresh = Project::new();
     // A fresh store: made by a first write (a name lookup does not make one).
     drop(Store::open(&fresh.path()).unwrap().new_session().unwrap());
-    let upgraded = unpacked(1);
-    let run = upgraded.run(None, &["sessions"]);
-    assert_eq!(run.code, 0, "{}", run.stderr);
-    for p in [&fresh, &upgraded] {
+    let upgraded1 = unpacked(1);
+    let upgraded2 = unpacked(2);
+    for p in [&upgraded1, &upgraded2] {
+        let run = p.run(None, &["sessions"]);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+    }
+    for p in [&fresh, &upgraded1, &upgraded2] {
         let root = store_dir(p);
+        let older = v["older_lock_path"].as_str().unwrap();
+        assert_eq!(v["older_lock_kind"], "directory");
+        assert!(
+            std::fs::symlink_metadata(root.join(older))
+                .unwrap()
+                .is_dir(),
+            "{older} is a directory"
+        );
+        let entries: Vec<Value> = dir_listing(&root.join(older))
+            .into_iter()
+            .map(|(name, _)| Value::from(name))
+            .collect();
+        assert_eq!(Value::from(entries), v["older_lock_entries"]);
+        assert_eq!(
+            std::fs::read_to_string(root.join(older).join("README")).unwrap(),
+            v["older_lock_note"].as_str().unwrap()
+        );
+        let e = older_hel_opens_its_lock(&root, older).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::IsADirectory, "{e}");
+        let store_lock = v["store_lock_path"].as_str().unwrap();
+        assert!(std::fs::symlink_metadata(root.join(store_lock))
+            .unwrap()
+            .is_file());
         assert_eq!(
             std::fs::read_to_string(root.join("format")).unwrap(),
             v["format_file"].as_str().unwrap()
@@ -500,6 +573,121 @@ fn older_hels_refusal_vector() {
         .parse()
         .unwrap();
     assert!(n > 2);
+}
+
+/// Older hels write nothing into a format-3 store, fresh or upgraded from
+/// either format: with `HEL_OLD_HEL_1` and `HEL_OLD_HEL_2` naming the
+/// binaries of formats 1 and 2 (tests/fixtures/README.md), a new session, a
+/// resume, a delete and a gc by each leave every file and directory under
+/// `.hel/` as they were, bytes and all. A format-2 hel refuses at its
+/// `format` check; a format-1 hel's writers fail to open their store lock,
+/// `.sessions.lock`, a directory (its `-p` runs unsaved, saying so). Skipped,
+/// saying so, when neither variable is set (the vector test above checks
+/// the directory in any case).
+#[test]
+fn older_hels_write_nothing_in_a_format3_store() {
+    let olds: Vec<(u64, std::ffi::OsString)> = [1, 2]
+        .into_iter()
+        .filter_map(|f| std::env::var_os(format!("HEL_OLD_HEL_{f}")).map(|b| (f, b)))
+        .collect();
+    if olds.is_empty() {
+        eprintln!(
+            "older_hels_write_nothing_in_a_format3_store skipped: set HEL_OLD_HEL_1 and HEL_OLD_HEL_2 to the hel binaries of formats 1 and 2"
+        );
+        return;
+    }
+    let fresh = Project::new();
+    let mock = crate::common::Mock::start(serde_json::json!([{"content": "made"}]));
+    let run = fresh.run(Some(&mock), &["-p", "hello"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let stores = [
+        (fresh, run.session()),
+        (unpacked(1), first_session(1)),
+        (unpacked(2), first_session(2)),
+    ];
+    for (p, _) in &stores[1..] {
+        let run = p.run(None, &["sessions"]);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+    }
+    for (format, old) in &olds {
+        for (p, session) in &stores {
+            let root = store_dir(p);
+            let mock = crate::common::Mock::start(serde_json::json!([{"content": "old"}]));
+            let commands: [&[&str]; 4] = [
+                &["-p", "hello"],
+                &["resume", session, "-p", "x"],
+                &["sessions", "delete", session],
+                &["gc"],
+            ];
+            for args in commands {
+                let before = dir_listing(&root);
+                let out = Command::new(old)
+                    .current_dir(p.dir.path())
+                    .env_clear()
+                    .env("HOME", p.home.path())
+                    .args(["--base-url", &mock.url, "--model", "mock-model"])
+                    .args(args)
+                    .stdin(std::process::Stdio::null())
+                    .output()
+                    .unwrap();
+                let stderr = String::from_utf8_lossy(&out.stderr);
+                assert_eq!(
+                    dir_listing(&root),
+                    before,
+                    "the format-{format} hel's {args:?} wrote into a format-3 store: {stderr}"
+                );
+                let said = match format {
+                    2 => "has format 3, this hel reads up to 2: upgrade hel",
+                    _ => ".sessions.lock: Is a directory",
+                };
+                assert!(stderr.contains(said), "{args:?}: {stderr}");
+                if args[0] == "-p" && *format == 1 {
+                    assert!(stderr.contains("will not be saved"), "{stderr}");
+                } else {
+                    assert!(!out.status.success(), "{args:?}: {stderr}");
+                }
+            }
+        }
+    }
+}
+
+/// Where the file system cannot swap the older hels' lock file for the
+/// directory in one step, the upgrade's last step renames the file away and
+/// the directory in: the same directory, nothing left under `tmp/`.
+#[test]
+fn without_a_swap_the_older_lock_becomes_a_directory_by_two_renames() {
+    let p = unpacked(2);
+    assert!(older_lock_is_file(&p));
+    let run = Run::from_cmd(
+        p.hel(None)
+            .args(["sessions"])
+            .env("HEL_FAILPOINTS", "older-lock-no-exchange"),
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let root = store_dir(&p);
+    assert_eq!(
+        dir_listing(&root.join(".sessions.lock")),
+        [(
+            "README".to_owned(),
+            vector()["older_lock_note"]
+                .as_str()
+                .unwrap()
+                .as_bytes()
+                .to_vec()
+        )]
+    );
+    let e = older_hel_opens_its_lock(&root, ".sessions.lock").unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::IsADirectory, "{e}");
+    assert_eq!(std::fs::read_dir(root.join("tmp")).unwrap().count(), 0);
+    holds_everything(&p, &manifest(2));
+}
+
+/// The first session of the fixture of `format`, as its manifest names it.
+fn first_session(format: u64) -> String {
+    manifest(format)["sessions"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned()
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -584,4 +772,19 @@ fn a_damaged_journal_stops_the_upgrade() {
     );
     assert_eq!(format_file(&p).as_deref(), Some("hel-store-format 2\n"));
     assert_eq!(old_readable(&p, 2), before);
+    // `hel fsck`, where the refusal sends the user, checks the store in
+    // place by format 2's rules: the fault, named, and nothing written.
+    let listing = dir_listing(&store_dir(&p));
+    let fsck = p.run(None, &["fsck"]);
+    assert_eq!(fsck.code, 1, "{}{}", fsck.stdout, fsck.stderr);
+    assert!(
+        fsck.stdout.starts_with("note: this store of format 2 cannot be upgraded")
+            && fsck
+                .stdout
+                .lines()
+                .any(|l| l.starts_with("fault: ") && l.contains(&format!("{most}.journal offset "))),
+        "{}",
+        fsck.stdout
+    );
+    assert_eq!(dir_listing(&store_dir(&p)), listing, "fsck wrote nothing");
 }

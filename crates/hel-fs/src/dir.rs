@@ -329,6 +329,26 @@ impl Dir {
             .at(to.child_path(to_name))
     }
 
+    /// Swap `from` (in this directory) and `to_name` in `to` in one step
+    /// (`renameat2(RENAME_EXCHANGE)`: both must exist, of any kinds; at no
+    /// moment is either name absent). `Ok(false)` when the file system
+    /// cannot do it (the caller falls back to two renames).
+    pub fn exchange(&self, from: &str, to: &Dir, to_name: &str) -> Result<bool> {
+        check_name(from).at(self.child_path(from))?;
+        check_name(to_name).at(to.child_path(to_name))?;
+        match rustix::fs::renameat_with(
+            &self.fd,
+            from,
+            &to.fd,
+            to_name,
+            rustix::fs::RenameFlags::EXCHANGE,
+        ) {
+            Ok(()) => Ok(true),
+            Err(Errno::INVAL) | Err(Errno::NOSYS) | Err(Errno::OPNOTSUPP) => Ok(false),
+            Err(e) => Err(io(e)).at(to.child_path(to_name)),
+        }
+    }
+
     /// Remove the non-directory `name` (a link is removed, not followed);
     /// false when absent.
     pub fn remove_file(&self, name: &str) -> Result<bool> {

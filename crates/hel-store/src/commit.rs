@@ -408,8 +408,6 @@ impl<'a> Txn<'a> {
         // Published: the state follows the head.
         let mut warnings = std::mem::take(&mut self.warnings);
         warnings.extend(told.map(Warning::RefNotSynced));
-        self.store
-            .retire_ref(self.layout, self.lease.session(), &mut warnings);
         let state = &mut *self.state;
         state.head = Some(id);
         state.seq += 1;
@@ -496,20 +494,16 @@ impl Txn<'_> {
 }
 
 /// Publish `new` as `session`'s head after `expected`, once what it
-/// reaches is durable: in a format-3 store, move the ref
-/// ([`crate::refs::publish`]; `Ok(Some(e))`: moved, its directory not
-/// synced); in a format-2 store the commit record itself published it.
+/// reaches is durable: move the ref ([`crate::refs::publish`];
+/// `Ok(Some(e))`: moved, its directory not synced). Every store written is
+/// format 3: an open upgrades an older one first.
 pub(crate) fn move_ref(
     layout: &Layout,
     session: &crate::SessionId,
     expected: Option<ObjectId>,
     new: ObjectId,
 ) -> Result<Option<Error>> {
-    if layout.heads_are_refs() {
-        crate::refs::publish(layout, session, expected, new)
-    } else {
-        Ok(None)
-    }
+    crate::refs::publish(layout, session, expected, new)
 }
 
 /// Read and validate tree `id`.

@@ -87,6 +87,10 @@ impl Dir {
     pub fn rename_to(&self, from: &str, to: &Dir, to_name: &str) -> Result<()> {
         Ok(self.0.rename_to(from, &to.0, to_name)?)
     }
+    /// See [`hel_fs::Dir::exchange`].
+    pub fn exchange(&self, from: &str, to: &Dir, to_name: &str) -> Result<bool> {
+        Ok(self.0.exchange(from, &to.0, to_name)?)
+    }
     pub fn remove_file(&self, name: &str) -> Result<bool> {
         Ok(self.0.remove_file(name)?)
     }

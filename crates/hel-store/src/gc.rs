@@ -8,7 +8,7 @@
 //! sessions whose lease is free.
 //!
 //! Safety against concurrent commits of other sessions: gc holds
-//! `.sessions.lock` exclusively from before the mark until after the sweep,
+//! the store lock (`.store.lock`) exclusively from before the mark until after the sweep,
 //! and every writer of objects holds it shared from before it checks
 //! whether an object exists until after its ref has moved. So a commit that
 //! reuses an existing object either finished before the mark (its ref
@@ -505,7 +505,6 @@ impl Store {
         // Any error while marking means we cannot know what is reachable:
         // abort rather than sweep what a broken snapshot might name.
         let live = mark(layout, &root_ids, fail)?.reachable;
-        let live_sessions: HashSet<&SessionId> = heads.iter().map(|(s, _)| s).collect();
         let stub = crate::layout::stub_object();
         // Every live object of a pack or a loose file is rewritten into one
         // sealed pack when anything there is dead, loose, or scattered. Also
@@ -621,39 +620,6 @@ impl Store {
             drop(lease);
         }
         layout.odb().forget_removed();
-        // (Format 2) Journals whose session never committed and whose
-        // lease is free.
-        if let Some(dir) = layout.journals()?.filter(|_| !layout.heads_are_refs()) {
-            for e in dir.entries()? {
-                let Some(Ok(id)) = e
-                    .name_str()
-                    .and_then(|n| n.strip_suffix(&format!(".{}", crate::journal::JOURNAL_EXT)))
-                    .map(str::parse::<SessionId>)
-                else {
-                    continue;
-                };
-                if live_sessions.contains(&id) {
-                    continue;
-                }
-                // Only a journal read whole that holds no commit record and
-                // nothing of a newer hel: never one this hel cannot read.
-                let idle = layout.odb().journal(layout, &id)?.is_some_and(|v| {
-                    v.read()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .never_committed()
-                });
-                if !idle {
-                    continue;
-                }
-                let Ok(lease) = SessionLease::try_take(lock.layout, &id) else {
-                    continue;
-                };
-                if !dry_run {
-                    heads::remove(layout, &id)?;
-                }
-                drop(lease);
-            }
-        }
         if let Some(tmp) = layout.tmp()? {
             for e in tmp.entries()? {
                 let Some(name) = e.name_str() else { continue };

@@ -9,9 +9,10 @@
 //! `journal::cut_at_ref`), never an older head. A session written by a
 //! format-1 hel has a ref and no journal until its first commit here.
 //!
-//! A format-2 store (made by an older hel, read until it is upgraded) keeps
+//! A format-2 store (made by an older hel; read only by the upgrade, and by
+//! `hel fsck` in place when the upgrade refuses it, never written) keeps
 //! each head in its journal: the last commit record (§12.3), or a format-1
-//! session's ref file until the first commit here, which retires it.
+//! session's ref file while its journal has no commit record.
 //!
 //! The stub ref (section 12.6) is nobody's.
 

@@ -884,12 +884,6 @@ impl View {
         }
     }
 
-    /// A journal whose session never committed: no commit record, no
-    /// fault, nothing this hel does not know (gc may remove it).
-    pub fn never_committed(&self) -> bool {
-        self.head.is_none() && self.fault.is_none() && self.newer.is_none()
-    }
-
     /// Read the commit record at `offset` and check it as a commit record
     /// whose predecessor is not known (its `seq` and `parent` are checked
     /// by the reads that see the records before it).

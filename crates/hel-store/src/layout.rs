@@ -2,7 +2,10 @@
 //!
 //! ```text
 //! .hel/.gitignore            "*"
-//! .hel/.sessions.lock        store lock (see lock.rs)
+//! .hel/.store.lock           store lock (see lock.rs)
+//! .hel/.sessions.lock/       a directory where formats 1 and 2 kept their
+//!                            store lock: an older hel fails to open it
+//!                            before it writes anything (see upgrade.rs)
 //! .hel/objects/ab/cdef…      loose objects, fan-out by the first two hex digits
 //! .hel/refs/sessions/<uuid>  a session's head: its newest snapshot id (format 3)
 //! .hel/logs/sessions/<uuid>  the ref log of a format-1 session (kept, never written)
@@ -30,7 +33,13 @@ use crate::{ObjectId, Result, SessionId};
 pub const STORE_DIR: &str = ".hel";
 
 pub(crate) const GITIGNORE: &str = ".gitignore";
-pub(crate) const STORE_LOCK: &str = ".sessions.lock";
+pub(crate) const STORE_LOCK: &str = ".store.lock";
+/// Where formats 1 and 2 keep their store lock, a file every writer of
+/// theirs opens (creating it) before writing anything. In format 3 it is a
+/// directory holding [`OLDER_LOCK_NOTE`], so that open fails ("Is a
+/// directory") and an older hel writes nothing (objects-spec §12.6).
+pub(crate) const OLDER_LOCK: &str = ".sessions.lock";
+pub(crate) const OLDER_LOCK_NOTE: &str = "README";
 pub(crate) const OBJECTS: &str = "objects";
 pub(crate) const REFS: &str = "refs";
 pub(crate) const LOGS: &str = "logs";
@@ -87,6 +96,8 @@ pub(crate) struct Layout {
     held: std::sync::atomic::AtomicUsize,
     /// The store's format as its `format` file says (1 when absent).
     format: std::sync::atomic::AtomicU64,
+    /// Opened by [`Layout::open_in_place`]: never written.
+    in_place: bool,
 }
 
 /// A subdirectory of the store: its name(s) under `.hel/` and its cache.
@@ -114,7 +125,25 @@ impl Layout {
         let found = layout.check_format()?;
         if found < FORMAT_VERSION {
             crate::upgrade::run(&layout, found)?;
+        } else {
+            crate::upgrade::finish(&layout)?;
         }
+        Ok(Some(layout))
+    }
+
+    /// The store of `project` as it is, of whatever format up to this
+    /// build's, not upgraded: for `hel fsck` of a store the upgrade refused
+    /// (its rules are the old format's, see `heads.rs`). Nothing is ever
+    /// written through it, and it takes no store lock (an older hel's
+    /// would be `.sessions.lock`): a reader that misses an object does not
+    /// wait for a gc to finish.
+    pub fn open_in_place(project: &Dir) -> Result<Option<Layout>> {
+        let Some(root) = project.sub(STORE_DIR)? else {
+            return Ok(None);
+        };
+        let mut layout = Layout::new(root);
+        layout.check_format()?;
+        layout.in_place = true;
         Ok(Some(layout))
     }
 
@@ -170,6 +199,7 @@ impl Layout {
             verified: Mutex::new(HashSet::new()),
             held: std::sync::atomic::AtomicUsize::new(0),
             format: std::sync::atomic::AtomicU64::new(1),
+            in_place: false,
         }
     }
 
@@ -193,8 +223,9 @@ impl Layout {
     }
 
     /// Does this process hold the store lock (so a gc cannot be running)?
+    /// Said of a store read in place too, so that no reader waits for it.
     pub fn lock_held(&self) -> bool {
-        self.held.load(std::sync::atomic::Ordering::SeqCst) > 0
+        self.in_place || self.held.load(std::sync::atomic::Ordering::SeqCst) > 0
     }
 
     pub fn is_verified(&self, id: &ObjectId) -> bool {
@@ -212,6 +243,12 @@ impl Layout {
 
     /// Make the subdirectories and `.gitignore` if absent.
     pub fn init(&self) -> Result<()> {
+        if self.in_place {
+            return Err(crate::Error::Internal(format!(
+                "{} was opened to be checked in place, not written",
+                self.root.path().display()
+            )));
+        }
         for sub in [
             Sub::Objects,
             Sub::Refs,
@@ -249,22 +286,26 @@ impl Layout {
     }
 
     /// Record the store's format (once), after the stub ref that makes a
-    /// format-1 hel refuse this store (objects-spec §12.6). In a format-3
-    /// store, a stub found missing is written again (fsck reports it
-    /// missing until then).
+    /// format-1 hel refuse this store and the directory at `.sessions.lock`
+    /// that keeps it from writing (objects-spec §12.6). In a format-3
+    /// store, either found missing is made again (fsck reports a missing
+    /// stub until then).
     fn write_format(&self) -> Result<()> {
         if self.root.kind_of(FORMAT)?.is_some() {
-            // Another process may have made this store format 3 since it
-            // was opened here: never write by an older format's rules then.
+            // A store another process made meanwhile (an older hel's,
+            // even) is never written by an older format's rules: it is
+            // upgraded first, as an open upgrades it.
             if self.format() < FORMAT_VERSION {
-                self.check_format()?;
+                let found = self.check_format()?;
+                if found < FORMAT_VERSION {
+                    crate::upgrade::run(self, found)?;
+                }
             }
-            if self.heads_are_refs() {
-                self.ensure_stub()?;
-            }
-            return Ok(());
+            self.ensure_stub()?;
+            return crate::upgrade::finish(self);
         }
         self.ensure_stub()?;
+        crate::upgrade::finish(self)?;
         self.publish_format()
     }
 

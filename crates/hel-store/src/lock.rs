@@ -5,19 +5,22 @@
 //! - [`SessionLease`]: exclusive, non-blocking, on `sessions/<id>/.active`,
 //!   for the whole life of the instance that works on the session. Its
 //!   descriptor is close-on-exec: no command hel runs can hold or drop it.
-//! - [`Shared`] and [`Exclusive`] on `.sessions.lock`. Writers of objects
+//! - [`Shared`] and [`Exclusive`] on `.store.lock`. Writers of objects
 //!   and refs (commit, fork, creating a session) hold it shared while they
 //!   work, through a [`Shared`] value that the object writer and the ref
 //!   mover require; resume, delete and gc hold it exclusive. gc therefore
 //!   never runs while a commit is between "this object already exists" and
 //!   "the ref that reaches it is moved", nor while a new session's
 //!   directory exists without its lease.
+//! - [`OlderLock`]: the store lock of formats 1 and 2 (`.sessions.lock`),
+//!   which only the upgrade takes, exclusively and after [`Exclusive`],
+//!   to replace it by a directory (see `upgrade.rs`).
 
 use std::fs::{File, TryLockError};
 use std::time::Duration;
 
 use crate::error::IoContext;
-use crate::layout::{Layout, DIR_MODE, LEASE, STORE_LOCK};
+use crate::layout::{Layout, DIR_MODE, LEASE, OLDER_LOCK, STORE_LOCK};
 use crate::{Error, Result, SessionId};
 
 /// Waits between attempts to take a lease that is held: a listing's probe
@@ -237,5 +240,29 @@ impl Drop for Shared<'_> {
 impl Drop for Exclusive<'_> {
     fn drop(&mut self) {
         self.layout.lock_released();
+    }
+}
+
+/// The store lock of formats 1 and 2 held exclusively, so that no older
+/// hel is between taking it and releasing it; `file` is `None` when
+/// `.sessions.lock` is a directory already (no older hel can take it).
+#[derive(Debug)]
+#[must_use = "the older hels' lock is released when dropped"]
+pub(crate) struct OlderLock {
+    pub file: Option<File>,
+}
+
+impl OlderLock {
+    /// Block until `.sessions.lock` is held exclusively (creating the file
+    /// when absent, as an older hel would), or find it a directory. Only
+    /// with the store lock held exclusively: the upgrade is its only taker.
+    pub fn take(store: &Exclusive<'_>) -> Result<OlderLock> {
+        let root = store.layout.root();
+        if root.kind_of(OLDER_LOCK)? == Some(crate::dir::Kind::Dir) {
+            return Ok(OlderLock { file: None });
+        }
+        let file = root.open_rw(OLDER_LOCK, false)?;
+        file.lock().at(root.child_path(OLDER_LOCK))?;
+        Ok(OlderLock { file: Some(file) })
     }
 }

@@ -40,10 +40,6 @@ struct Inner {
 /// tells the user.
 #[derive(Debug)]
 pub enum Warning {
-    /// After the commit was published (a format-2 store): the ref file an
-    /// older hel kept for the session could not be removed (the journal's
-    /// head wins anyway).
-    RefNotRetired(Error),
     /// After the ref moved: `refs/sessions/` could not be synced, so the
     /// move may not survive a crash (the checkpoint's objects and commit
     /// record are durable).
@@ -59,10 +55,6 @@ pub enum Warning {
 impl std::fmt::Display for Warning {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Warning::RefNotRetired(e) => write!(
-                f,
-                "the checkpoint was saved, but the session's old ref file could not be removed ({e})"
-            ),
             Warning::RefNotSynced(e) => write!(
                 f,
                 "the checkpoint was saved, but the directory of session refs could not be synced ({e}); a crash now may lose this checkpoint's move"
@@ -235,6 +227,31 @@ impl Store {
                 moved_warned: AtomicBool::new(false),
             }),
         })
+    }
+
+    /// The store of `project_dir` as it is, not upgraded, for
+    /// [`Store::fsck`] of a store of an older format that [`Store::open`]
+    /// refused to upgrade (a journal with a fault, a lease held): it is
+    /// checked by its own format's rules, and nothing is written.
+    pub fn open_in_place(project_dir: &Path) -> Result<Store> {
+        let project = Dir::open_path(project_dir)?;
+        let layout = OnceLock::new();
+        if let Some(l) = Layout::open_in_place(&project)? {
+            let _ = layout.set(l);
+        }
+        Ok(Store {
+            inner: Arc::new(Inner {
+                project,
+                layout,
+                limits: Limits::default(),
+                moved_warned: AtomicBool::new(false),
+            }),
+        })
+    }
+
+    /// The store's format as its `format` file says (1: none; 0: no store).
+    pub fn format(&self) -> u64 {
+        self.inner.layout.get().map_or(0, Layout::format)
     }
 
     /// The project directory, as it was opened.
@@ -638,11 +655,8 @@ impl Store {
         slot: &'j mut Option<journal::Writer>,
     ) -> Result<&'j mut journal::Writer> {
         if slot.is_none() {
-            let rule = if layout.heads_are_refs() {
-                journal::Rule::Ref(refs::read(layout, lease.session())?)
-            } else {
-                journal::Rule::LastCommit
-            };
+            // Every store written is format 3 (an open upgrades it).
+            let rule = journal::Rule::Ref(refs::read(layout, lease.session())?);
             let w = journal::Writer::open(
                 layout.journals_create()?,
                 layout.tmp_create()?,
@@ -654,29 +668,6 @@ impl Store {
         }
         slot.as_mut()
             .ok_or_else(|| Error::Internal("journal writer not kept".into()))
-    }
-
-    /// In a format-2 store, a session written by a format-1 hel kept its
-    /// head in a ref file; once its journal holds the head, the file goes
-    /// (a failure to remove it is only a warning: the journal's head
-    /// wins). In a format-3 store the ref is the head: nothing to do.
-    pub(crate) fn retire_ref(
-        &self,
-        layout: &Layout,
-        session: &SessionId,
-        warnings: &mut Vec<Warning>,
-    ) {
-        if layout.heads_are_refs() {
-            return;
-        }
-        let Ok(Some(refs)) = layout.refs() else {
-            return;
-        };
-        if matches!(refs.kind_of(session.as_str()), Ok(Some(_))) {
-            if let Err(e) = refs::remove(layout, session) {
-                warnings.push(Warning::RefNotRetired(e));
-            }
-        }
     }
 
     /// Delete `session`: its head and working directory. Refused while the

@@ -14,7 +14,18 @@
 //!    names it is left alone, and a format-1 session's ref (its head
 //!    already) is kept as it is;
 //! 2. the stub of §12.6 is made to exist (a format-1 hel refuses the store);
-//! 3. last, `format` is renamed to `hel-store-format 3` and `.hel/` synced.
+//! 3. `format` is renamed to `hel-store-format 3` and `.hel/` synced (the
+//!    final rename);
+//! 4. `.sessions.lock`, the store lock of formats 1 and 2, becomes a
+//!    directory ([`bar_older_hels`]), and `.hel/` is synced. Format 3's
+//!    store lock is `.store.lock`.
+//!
+//! The upgrade holds both locks from before step 1 until after step 4:
+//! `.store.lock` (format 3's, so no other hel of this format writes or
+//! upgrades meanwhile) and then `.sessions.lock` (so no older hel is
+//! between its lock and its writes). A format-3 open that finds
+//! `.sessions.lock` not a directory (a kill between steps 3 and 4) does
+//! step 4 under the same two locks ([`finish`]).
 //!
 //! Until the rename of step 3 the store is still of its old format, and
 //! everything an older hel reads is as it was: a format-2 hel takes a
@@ -22,14 +33,39 @@
 //! refs of step 1 are never read by it. A kill anywhere leaves a store the
 //! next open upgrades again from step 1, which is always safe (every step
 //! writes what the old format already says). After the rename the store
-//! is format 3: a format-2 hel refuses it before writing anything, and a
-//! format-1 hel meets the stub (objects-spec §10.1 says what it still
-//! writes).
+//! is format 3: a format-2 hel refuses it before writing anything (its
+//! `format` check), and a format-1 hel's readers meet the stub.
+//!
+//! Why step 4 keeps every older hel from writing. Every writer of formats
+//! 1 and 2 opens `.sessions.lock` (`O_RDWR|O_CREAT`, no-follow) and locks
+//! it before it writes anything under `.hel/` (what it creates before that,
+//! the store's directories and `.gitignore`, a format-3 store already
+//! has), and opens it again for every later write (each commit). Step 4
+//! swaps the file for a directory with `renameat2(RENAME_EXCHANGE)`, so the
+//! name is never absent: an older hel that opens it afterwards fails with
+//! "Is a directory" and writes nothing. One that opened the file before
+//! the swap either held its lock before the upgrade took it (the upgrade
+//! waited for it to finish, in a store of the old format; if it took a
+//! lease, the upgrade refuses) or is still waiting for the lock: that one
+//! gets the old file's lock once the upgrade ends and makes the one write
+//! it was starting (a new session's working directory, a resume's lease,
+//! a format-1 delete of a ref), never a commit (a commit needs a lease,
+//! which no older hel holds while the upgrade runs, and every later write
+//! opens `.sessions.lock` again and fails). That window is the time
+//! between the older hel's open and its lock while this upgrade holds
+//! the lock; closing it would need the directory before the final rename,
+//! which would stop older hels reading a store that is still theirs (a
+//! format-2 hel locks it to read). Where the file system cannot swap, the
+//! file is renamed away and the directory renamed in: an older hel that
+//! creates the file in between is waited for (its lock taken) and the
+//! step repeated.
 
 use std::path::PathBuf;
 
-use crate::layout::{Layout, STUB_SESSION};
-use crate::lock::Exclusive;
+use crate::dir::Kind;
+use crate::error::IoContext;
+use crate::layout::{Layout, DIR_MODE, OLDER_LOCK, OLDER_LOCK_NOTE, STUB_SESSION};
+use crate::lock::{Exclusive, OlderLock};
 use crate::{heads, lock, refs, Error, Result, SessionId};
 
 /// Why a store of an older format was not upgraded (it is left as it was:
@@ -69,13 +105,106 @@ pub(crate) fn run(layout: &Layout, found: u64) -> Result<()> {
         }
     };
     let lock = Exclusive::take(layout).map_err(failed)?;
+    let older = OlderLock::take(&lock).map_err(failed)?;
     // As the format file says now that no writer is at work.
     let found = layout.check_format()?;
-    if found >= crate::FORMAT_VERSION {
+    if found < crate::FORMAT_VERSION {
+        upgrade(&lock, found).map_err(failed)?;
+    }
+    bar_older_hels(layout, older)
+}
+
+/// Make sure older hels cannot write this format-3 store: step 4 of the
+/// upgrade, done again here if a kill stopped the upgrade after its final
+/// rename (or, for a fresh store, before its `format` file is written).
+/// Nothing is written when `.sessions.lock` is a directory already.
+pub(crate) fn finish(layout: &Layout) -> Result<()> {
+    if layout.root().kind_of(OLDER_LOCK)? == Some(Kind::Dir) {
         return Ok(());
     }
-    upgrade(&lock, found).map_err(failed)
+    let lock = Exclusive::take(layout)?;
+    let older = OlderLock::take(&lock)?;
+    bar_older_hels(layout, older)
 }
+
+/// How often [`bar_older_hels`] tries again when, without a swap, an older
+/// hel made `.sessions.lock` a file again between its two renames.
+const BAR_ATTEMPTS: usize = 8;
+
+/// Replace `.sessions.lock` (held exclusively as `older`, or absent) by a
+/// directory holding a note, and sync `.hel/` (see the module doc for why
+/// this keeps older hels from writing).
+fn bar_older_hels(layout: &Layout, mut older: OlderLock) -> Result<()> {
+    let root = layout.root();
+    let tmp = layout.tmp_create()?;
+    let dir = format!("older-lock-{}", uuid::Uuid::new_v4().simple());
+    for _ in 0..BAR_ATTEMPTS {
+        match root.kind_of(OLDER_LOCK)? {
+            Some(Kind::Dir) => {
+                tmp.remove_tree(&dir)?;
+                return root.sync();
+            }
+            Some(Kind::File) if older.file.is_none() => {
+                // Made again by an older hel since the last attempt: wait
+                // until it has done the write it took the lock for.
+                let file = root.open_rw(OLDER_LOCK, false)?;
+                file.lock().at(root.child_path(OLDER_LOCK))?;
+                older.file = Some(file);
+                continue;
+            }
+            _ => {}
+        }
+        if tmp.kind_of(&dir)?.is_none() {
+            make_note_dir(tmp, &dir)?;
+        }
+        let swapped = match root.kind_of(OLDER_LOCK)? {
+            // The failpoint plays a file system that cannot swap.
+            Some(_) if !crate::failpoint::hit("older-lock-no-exchange") => {
+                tmp.exchange(&dir, root, OLDER_LOCK)?
+            }
+            _ => false,
+        };
+        if swapped {
+            // `dir` in tmp/ is the old lock file now.
+            tmp.remove_tree(&dir)?;
+            return root.sync();
+        }
+        if root.kind_of(OLDER_LOCK)?.is_some() {
+            let away = format!("older-lock-{}", uuid::Uuid::new_v4().simple());
+            root.rename_to(OLDER_LOCK, tmp, &away)?;
+            tmp.remove_tree(&away)?;
+        }
+        older.file = None;
+        match tmp.rename_to(&dir, root, OLDER_LOCK) {
+            Ok(()) => return root.sync(),
+            // An older hel made the file again meanwhile: next try.
+            Err(_) if root.kind_of(OLDER_LOCK)?.is_some() => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Err(Error::Io {
+        path: root.child_path(OLDER_LOCK),
+        source: std::io::Error::other(
+            "an older hel keeps making it a file again; end the older hel and run this command again",
+        ),
+    })
+}
+
+/// The directory that stands at `.sessions.lock`, made under `tmp/` as
+/// `name`, with a note saying why.
+fn make_note_dir(tmp: &crate::dir::Dir, name: &str) -> Result<()> {
+    use std::io::Write;
+    let d = tmp.sub_create(name, DIR_MODE)?;
+    let mut f = d.create_new(OLDER_LOCK_NOTE, 0o600)?;
+    f.write_all(OLDER_LOCK_NOTE_TEXT.as_bytes())
+        .map_err(|source| Error::Io {
+            path: d.child_path(OLDER_LOCK_NOTE),
+            source,
+        })
+}
+
+/// What `.sessions.lock/README` says (objects-spec §12.6).
+pub(crate) const OLDER_LOCK_NOTE_TEXT: &str = "This store has format 3. Formats 1 and 2 kept their store lock in a file here; it is a directory so that a hel too old for this store fails before writing anything: upgrade hel.\n";
 
 fn upgrade(lock: &Exclusive<'_>, found: u64) -> Result<()> {
     let layout = lock.layout;

@@ -489,14 +489,14 @@ fn leases_exclude_and_release_on_drop() {
     use std::os::unix::fs::PermissionsExt;
     let r = root(dir.path());
     let lease_file = testing::session_dir(&r, &sid).join(".active");
-    for f in [&lease_file, &r.join(".sessions.lock")] {
+    for f in [&lease_file, &r.join(".store.lock")] {
         assert_eq!(
             fs::metadata(f).unwrap().permissions().mode() & 0o777,
             0o600,
             "{f:?}"
         );
     }
-    assert_eq!(fs::metadata(r.join(".sessions.lock")).unwrap().len(), 0);
+    assert_eq!(fs::metadata(r.join(".store.lock")).unwrap().len(), 0);
     let line = fs::read_to_string(&lease_file).unwrap();
     let since = line
         .strip_prefix(&format!("pid {} since ", std::process::id()))
@@ -2482,4 +2482,61 @@ fn a_ref_whose_checkpoint_does_not_load_is_a_fault_naming_the_ref() {
         fsck.faults.iter().any(|f| named(&f.to_string())),
         "{fsck:?}"
     );
+}
+
+/// What an older hel's writer does first (objects-spec §12.6): open
+/// `.sessions.lock` for reading and writing, creating it if absent.
+fn older_hel_opens_its_lock(root: &Path) -> std::io::Result<fs::File> {
+    fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(root.join(".sessions.lock"))
+}
+
+/// In a format-3 store `.sessions.lock` (the store lock of formats 1 and 2)
+/// is a directory, so an older hel's writer fails to open it and writes
+/// nothing; format 3 locks `.store.lock`. A store left with the file there
+/// (a kill between the upgrade's final rename and its last step) gets the
+/// directory at its next open.
+#[test]
+fn older_hels_cannot_open_their_lock_in_a_format3_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    drop(store.new_session().unwrap());
+    let r = root(dir.path());
+    let barred = |r: &Path| {
+        let older = r.join(".sessions.lock");
+        assert!(
+            fs::symlink_metadata(&older).unwrap().is_dir(),
+            "{older:?} is a directory"
+        );
+        let names: Vec<_> = fs::read_dir(&older)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        assert_eq!(names, ["README"]);
+        assert!(fs::read_to_string(older.join("README"))
+            .unwrap()
+            .contains("upgrade hel"));
+        let e = older_hel_opens_its_lock(r).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::IsADirectory, "{e}");
+        assert!(fs::symlink_metadata(r.join(".store.lock"))
+            .unwrap()
+            .is_file());
+    };
+    barred(&r);
+    assert_eq!(
+        fs::read_to_string(r.join("format")).unwrap(),
+        "hel-store-format 3\n"
+    );
+    // Interrupted after the final rename: the file is back in its place.
+    fs::remove_dir_all(r.join(".sessions.lock")).unwrap();
+    drop(older_hel_opens_its_lock(&r).unwrap());
+    let store = Store::open(dir.path()).unwrap();
+    barred(&r);
+    assert!(store.sessions().unwrap().is_empty());
+    // Nothing of the old file or of the directory made under tmp/ is left.
+    assert_eq!(fs::read_dir(r.join("tmp")).unwrap().count(), 0);
 }

@@ -1,6 +1,6 @@
 //! `hel gc` and `hel fsck`.
 
-use hel_store::Store;
+use hel_store::{Store, UpgradeError};
 
 use super::report::{project, say};
 use crate::exit::Exit;
@@ -46,7 +46,26 @@ pub fn gc(dry_run: bool, repack: bool) -> Result<u8, Exit> {
 }
 
 pub fn fsck() -> Result<u8, Exit> {
-    let store = Store::open(&project()?)?;
+    let dir = project()?;
+    let store = match Store::open(&dir) {
+        Ok(store) => store,
+        // A store the upgrade refused is checked as it is, by its own
+        // format's rules: the refusal sends the user here.
+        Err(hel_store::Error::Upgrade(why)) => {
+            let store = Store::open_in_place(&dir)?;
+            let found = store.format();
+            match *why {
+                UpgradeError::Busy { session, .. } => say!(
+                    "note: this store of format {found} is not upgraded while session {session} is in use; checked in place by format {found}'s rules"
+                ),
+                UpgradeError::Failed { .. } => say!(
+                    "note: this store of format {found} cannot be upgraded to format 3 until its faults are fixed; checked in place by format {found}'s rules"
+                ),
+            }
+            store
+        }
+        Err(e) => return Err(e.into()),
+    };
     let r = store.fsck()?;
     say!(
         "checked {} ({}) and {}",
