@@ -85,6 +85,26 @@ impl Entry {
     }
 }
 
+/// One version of a file: its inode, size and change time. A file
+/// replaced (by rename) or written gets a new stamp; the change time is one
+/// that no `utimes` can set back. Only ever compared for equality.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Stamp(pub [u64; 4]);
+
+impl Stamp {
+    // The fields' types differ between platforms and backends.
+    #[allow(clippy::unnecessary_cast)]
+    fn of(st: &rustix::fs::Stat) -> Stamp {
+        // Bit patterns: only equality matters.
+        Stamp([
+            st.st_ino as u64,
+            st.st_size as u64,
+            st.st_ctime as u64,
+            st.st_ctime_nsec as u64,
+        ])
+    }
+}
+
 fn io(e: Errno) -> std::io::Error {
     e.into()
 }
@@ -249,6 +269,55 @@ impl Dir {
                 None => Ok(None),
             },
             Err(e) => Err(io(e)).at(self.child_path(&rel)),
+        }
+    }
+
+    /// Read the regular file `name` whole (refusing one over `max` bytes
+    /// before reading it) with its [`Stamp`], taken before the bytes were
+    /// read; `None` when absent. Bytes written after that are not read.
+    pub fn read_file_stamped(&self, name: &str, max: u64) -> Result<Option<(Vec<u8>, Stamp)>> {
+        check_name(name).at(self.child_path(name))?;
+        let fd = match rustix::fs::openat(&self.fd, name, READ, Mode::empty()) {
+            Ok(fd) => fd,
+            Err(Errno::NOENT) => return Ok(None),
+            Err(e) => return Err(self.refused(name, Kind::File, e)),
+        };
+        let path = self.child_path(name);
+        let st = rustix::fs::fstat(&fd).map_err(io).at(&path)?;
+        let kind = Kind::of(FileType::from_raw_mode(st.st_mode));
+        if kind != Kind::File {
+            return Err(Error::Unexpected {
+                path,
+                found: kind.describe(),
+                expected: Kind::File.describe(),
+            });
+        }
+        let size = st.st_size as u64;
+        if size > max {
+            return Err(Error::FileTooLarge { path, size, max });
+        }
+        let mut file = File::from(fd);
+        let mut buf = vec![0u8; size as usize];
+        let mut filled = 0;
+        while filled < buf.len() {
+            match file.read(&mut buf[filled..]) {
+                Ok(0) => break,
+                Ok(n) => filled += n,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => return Err(e).at(&path),
+            }
+        }
+        buf.truncate(filled);
+        Ok(Some((buf, Stamp::of(&st))))
+    }
+
+    /// The [`Stamp`] of `name` (not followed); `None` when absent.
+    pub fn stamp(&self, name: &str) -> Result<Option<Stamp>> {
+        check_name(name).at(self.child_path(name))?;
+        match rustix::fs::statat(&self.fd, name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st) => Ok(Some(Stamp::of(&st))),
+            Err(Errno::NOENT) => Ok(None),
+            Err(e) => Err(io(e)).at(self.child_path(name)),
         }
     }
 

@@ -740,72 +740,21 @@ impl Store {
             return Ok(Vec::new());
         };
         let mut out = Vec::new();
+        // A hint: what it holds is used only while the ref and journal it
+        // was read from are unchanged.
+        let mut index = crate::summaries::Index::load(layout);
         for id in self.session_ids(layout)? {
             let busy = lock::is_busy(layout, &id)?;
-            let head = match heads::read_light(layout, &id) {
-                Ok(h) => h,
-                Err(e) => {
-                    out.push(SessionInfo::broken(id, busy, None, e));
-                    continue;
-                }
-            };
-            let Some(head) = head else {
-                // No checkpoint yet: a session only while it is worked on.
-                if busy {
-                    out.push(SessionInfo {
-                        id,
-                        busy,
-                        head: None,
-                        updated_ms: time::now_ms(),
-                        checkpoints: 0,
-                        messages: 0,
-                        instruction: String::new(),
-                        cwd: None,
-                        future: false,
-                        broken: None,
-                    });
-                }
+            if let Some(info) = index.lookup(layout, &id, busy) {
+                out.push(info);
                 continue;
-            };
-            let read = heads::checkpoint(layout, &id, &head);
-            let info = match (head.commit, read) {
-                // The commit record says what a listing shows; the
-                // checkpoint, where it was saved.
-                (Some(c), read) => SessionInfo {
-                    id,
-                    busy,
-                    head: Some(head.id),
-                    updated_ms: c.time_ms,
-                    checkpoints: c.summary.checkpoints,
-                    messages: c.summary.messages,
-                    instruction: c.summary.instruction,
-                    cwd: read.ok().map(|cp| cp.cwd),
-                    future: false,
-                    broken: None,
-                },
-                (None, Ok(cp)) => SessionInfo {
-                    id,
-                    busy,
-                    head: Some(head.id),
-                    updated_ms: cp.created_at_ms,
-                    checkpoints: cp.summary.checkpoints,
-                    messages: cp.summary.messages,
-                    instruction: cp.summary.instruction,
-                    cwd: Some(cp.cwd),
-                    future: false,
-                    broken: None,
-                },
-                (None, Err(e)) => {
-                    let e = Error::RefUnloadable {
-                        path: layout.ref_path(id.as_str()),
-                        checkpoint: head.id,
-                        source: Box::new(e),
-                    };
-                    SessionInfo::broken(id, busy, Some(head.id), e)
-                }
-            };
-            out.push(info);
+            }
+            if let Some(info) = listed(layout, id, busy) {
+                index.learn(&info);
+                out.push(info);
+            }
         }
+        index.save(layout);
         // Taken after every head was read, so that a commit made while
         // this lists is not in the future.
         let now = time::now_ms();
@@ -878,6 +827,68 @@ impl Store {
     pub(crate) fn layout_for_gc(&self) -> Result<Option<&Layout>> {
         self.layout()
     }
+}
+
+/// `session`'s listing row as its head, commit record and checkpoint say
+/// (no index), or `None` when it is no session: no checkpoint, and nobody
+/// working on it.
+fn listed(layout: &Layout, id: SessionId, busy: bool) -> Option<SessionInfo> {
+    let head = match heads::read_light(layout, &id) {
+        Ok(h) => h,
+        Err(e) => return Some(SessionInfo::broken(id, busy, None, e)),
+    };
+    let Some(head) = head else {
+        // No checkpoint yet: a session only while it is worked on.
+        return busy.then(|| SessionInfo {
+            id,
+            busy,
+            head: None,
+            updated_ms: time::now_ms(),
+            checkpoints: 0,
+            messages: 0,
+            instruction: String::new(),
+            cwd: None,
+            future: false,
+            broken: None,
+        });
+    };
+    let read = heads::checkpoint(layout, &id, &head);
+    Some(match (head.commit, read) {
+        // The commit record says what a listing shows; the
+        // checkpoint, where it was saved.
+        (Some(c), read) => SessionInfo {
+            id,
+            busy,
+            head: Some(head.id),
+            updated_ms: c.time_ms,
+            checkpoints: c.summary.checkpoints,
+            messages: c.summary.messages,
+            instruction: c.summary.instruction,
+            cwd: read.ok().map(|cp| cp.cwd),
+            future: false,
+            broken: None,
+        },
+        (None, Ok(cp)) => SessionInfo {
+            id,
+            busy,
+            head: Some(head.id),
+            updated_ms: cp.created_at_ms,
+            checkpoints: cp.summary.checkpoints,
+            messages: cp.summary.messages,
+            instruction: cp.summary.instruction,
+            cwd: Some(cp.cwd),
+            future: false,
+            broken: None,
+        },
+        (None, Err(e)) => {
+            let e = Error::RefUnloadable {
+                path: layout.ref_path(id.as_str()),
+                checkpoint: head.id,
+                source: Box::new(e),
+            };
+            SessionInfo::broken(id, busy, Some(head.id), e)
+        }
+    })
 }
 
 impl SessionInfo {
