@@ -111,6 +111,73 @@ fn a_failed_publishing_sync_saves_nothing_and_the_next_answer_saves_everything()
 }
 
 #[test]
+fn a_failed_ref_rename_saves_nothing_and_the_next_answer_saves_everything() {
+    let p = Project::new();
+    let mock = Mock::start(answers(3));
+    // The second answer's records are durable in the journal, but its ref
+    // cannot be moved: it is not saved, and nothing of it stays behind.
+    let mut hel = Interactive::start(
+        p.hel(Some(&mock))
+            .arg("--no-workspace")
+            .env("HEL_FAILPOINTS", "ref-rename@2"),
+    );
+    assert_eq!(hel.ask("q1"), "a1\n");
+    assert_eq!(hel.ask("q2"), "a2\n");
+    assert_eq!(hel.ask("q3"), "a3\n");
+    let (code, stderr) = hel.finish();
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(
+        stderr.matches("could not save a checkpoint").count(),
+        1,
+        "{stderr}"
+    );
+    let sid = session_of(&stderr);
+    let log = p.run(None, &["sessions", "log", &sid]);
+    assert_eq!(log.stdout.lines().count(), 2, "{}", log.stdout);
+    assert_eq!(contents(&p, &sid), ["q1", "a1", "q2", "a2", "q3", "a3"]);
+    let fsck = p.run(None, &["fsck"]);
+    assert_eq!(fsck.code, 0, "{}", fsck.stdout);
+    assert!(!fsck.stdout.contains("did not publish"), "{}", fsck.stdout);
+    assert_eq!(
+        std::fs::read_dir(p.path().join(".hel/tmp"))
+            .unwrap()
+            .count(),
+        0
+    );
+}
+
+#[test]
+fn a_failed_sync_of_the_refs_directory_is_a_saved_answer_and_a_warning() {
+    let p = Project::new();
+    let mock = Mock::start(answers(2));
+    // The rename published the first answer; only the directory's sync
+    // after it fails: a warning that says it was saved.
+    let mut hel = Interactive::start(
+        p.hel(Some(&mock))
+            .arg("--no-workspace")
+            .env("HEL_FAILPOINTS", "ref-dir-sync@1"),
+    );
+    assert_eq!(hel.ask("q1"), "a1\n");
+    assert_eq!(hel.ask("q2"), "a2\n");
+    let (code, stderr) = hel.finish();
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(
+        stderr
+            .matches(
+                "the checkpoint was saved, but the directory of session refs could not be synced"
+            )
+            .count(),
+        1,
+        "{stderr}"
+    );
+    assert!(!stderr.contains("could not save"), "{stderr}");
+    let sid = session_of(&stderr);
+    let log = p.run(None, &["sessions", "log", &sid]);
+    assert_eq!(log.stdout.lines().count(), 2, "{}", log.stdout);
+    assert_eq!(contents(&p, &sid), ["q1", "a1", "q2", "a2"]);
+}
+
+#[test]
 fn a_failure_after_the_commit_was_published_is_a_saved_answer() {
     let p = Project::new();
     let mock = Mock::start(answers(3));

@@ -498,8 +498,10 @@ fn journal_faults(
     let by_ref = layout.heads_are_refs();
     for session in heads::journals(layout)? {
         let opened = if by_ref {
-            journal::open_by_ref(dir, &session, journal::Mode::Verify, &|| {
-                refs::read(layout, &session)
+            refs::read(layout, &session).and_then(|first| {
+                journal::open_by_ref(dir, &session, journal::Mode::Verify, first, &|| {
+                    refs::read(layout, &session)
+                })
             })
         } else {
             journal::open(

@@ -83,9 +83,9 @@ fn read_by_ref(layout: &Layout, session: &SessionId, mode: journal::Mode) -> Res
     if session.as_str() == STUB_SESSION {
         return Ok(None);
     }
-    if refs::read(layout, session)?.is_none() {
+    let Some(first) = refs::read(layout, session)? else {
         return Ok(None);
-    }
+    };
     let (rule, commit, snapshot) = if mode == journal::Mode::Full {
         let Some(view) = layout.odb().journal(layout, session)? else {
             return format1_head(layout, session);
@@ -98,7 +98,7 @@ fn read_by_ref(layout: &Layout, session: &SessionId, mode: journal::Mode) -> Res
             return format1_head(layout, session);
         };
         let read_ref = || refs::read(layout, session);
-        let Some(v) = journal::open_by_ref(dir, session, mode, &read_ref)? else {
+        let Some(v) = journal::open_by_ref(dir, session, mode, Some(first), &read_ref)? else {
             return format1_head(layout, session);
         };
         told(&v)?;

@@ -342,16 +342,17 @@ fn read_sidecar(
     Some(out)
 }
 
-/// [`open`] by the ref rule, the ref read by `read_ref` just before the
-/// journal: read again (a few times) while they disagree, since a writer
-/// may have appended and moved the ref in between.
+/// [`open`] by the ref rule, the ref (`first`) read just before the
+/// journal: read again by `read_ref` (a few times) while they disagree,
+/// since a writer may have appended and moved the ref in between.
 pub(crate) fn open_by_ref(
     dir: &Dir,
     session: &SessionId,
     mode: Mode,
+    first: Option<ObjectId>,
     read_ref: &dyn Fn() -> Result<Option<ObjectId>>,
 ) -> Result<Option<View>> {
-    let mut r = read_ref()?;
+    let mut r = first;
     let mut tries = 0;
     loop {
         let view = open(dir, session, mode, Rule::Ref(r))?;

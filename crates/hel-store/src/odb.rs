@@ -153,9 +153,13 @@ impl Odb {
             return Ok(None);
         };
         let opened = if layout.heads_are_refs() {
-            journal::open_by_ref(dir, session, journal::Mode::Full, &|| {
-                Ok(published(layout, session))
-            })?
+            journal::open_by_ref(
+                dir,
+                session,
+                journal::Mode::Full,
+                published(layout, session),
+                &|| Ok(published(layout, session)),
+            )?
         } else {
             journal::open(dir, session, journal::Mode::Full, journal::Rule::LastCommit)?
         };

@@ -96,7 +96,16 @@ pub(crate) fn publish(
             found: show(current),
         });
     }
+    let existed = layout.refs()?.is_some();
     let dir = layout.refs_create()?;
+    if !existed {
+        // Made now (a store whose refs/sessions/ went): its name durable
+        // before a ref in it is.
+        if let Some(parent) = layout.root().sub(crate::layout::REFS)? {
+            parent.sync()?;
+        }
+        layout.root().sync()?;
+    }
     let tmp = layout.tmp_create()?;
     let name = format!("ref-{}", uuid::Uuid::new_v4().simple());
     let path = tmp.child_path(&name);
