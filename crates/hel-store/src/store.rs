@@ -808,7 +808,7 @@ impl Store {
     /// The ids of all sessions: those with a ref and those with only a
     /// working directory (started, no checkpoint yet), sorted.
     fn session_ids(&self, layout: &Layout) -> Result<Vec<SessionId>> {
-        let mut ids = heads::list(layout)?.sessions;
+        let mut ids = heads::sessions(layout)?;
         if let Some(dir) = layout.sessions()? {
             for e in dir.entries()? {
                 if e.kind != crate::dir::Kind::Dir {

@@ -226,12 +226,16 @@ fn encode(entries: &[Entry]) -> Vec<u8> {
 /// One entry's line: the checksum of its canonical JSON, a space, the
 /// JSON, a newline (canonical JSON never holds a raw newline).
 fn entry_line(e: &Entry) -> Vec<u8> {
-    let json = crate::canonical::to_vec(&serde_json::to_value(e).unwrap_or_default());
+    let json = canonical(e);
     let mut line = checksum(&json).into_bytes();
     line.push(b' ');
     line.extend_from_slice(&json);
     line.push(b'\n');
     line
+}
+
+fn canonical(e: &Entry) -> Vec<u8> {
+    crate::canonical::to_vec(&serde_json::to_value(e).unwrap_or_default())
 }
 
 fn checksum(json: &[u8]) -> String {
@@ -283,7 +287,7 @@ fn parse_line(line: &[u8]) -> Option<Entry> {
     }
     let e: Entry = serde_json::from_slice(json).ok()?;
     // Only the bytes this hel writes: one entry, one spelling.
-    (entry_line(&e) == [line, &b"\n"[..]].concat()).then_some(e)
+    (canonical(&e) == json).then_some(e)
 }
 
 /// Write the index file: a new file under `tmp/`, renamed over.
