@@ -734,7 +734,9 @@ impl Store {
     /// the store gives that is after the listing's own (a record dated in
     /// the future) says nothing of when it was made: that session is
     /// marked `future` and orders after every other, so it is never the
-    /// newest.
+    /// newest. A session's row is what its ref's commit record and
+    /// checkpoint say, read from the summary index while the ref and the
+    /// journal are unchanged (`summaries.rs`): the same rows either way.
     pub fn sessions(&self) -> Result<Vec<SessionInfo>> {
         let Some(layout) = self.layout()? else {
             return Ok(Vec::new());
