@@ -33,6 +33,13 @@ struct Args {
     /// Resume runs per measurement (the median is reported).
     #[arg(long, value_name = "N", default_value_t = 11)]
     runs: usize,
+    /// Sessions of the list workload (default: 1,000 with --quick, else 10,000).
+    #[arg(long, value_name = "N")]
+    list_sessions: Option<usize>,
+    /// Keep the list workload's hel-store project afterwards (its path is
+    /// printed), to profile `hel sessions` on it.
+    #[arg(long)]
+    keep_list: bool,
     /// Internal: resume (or list) in this child process and report.
     #[arg(long, hide = true, num_args = 1.., value_name = "ARGS")]
     probe: Option<Vec<String>>,
@@ -128,6 +135,10 @@ fn main() -> ExitCode {
     };
     cfg.only = args.only;
     cfg.probe_runs = args.runs.max(1);
+    if let Some(n) = args.list_sessions {
+        cfg.list_sessions = n;
+    }
+    cfg.keep_list = args.keep_list;
     if let Some(hel) = args.hel {
         cfg.hel = hel;
     }
@@ -174,7 +185,11 @@ fn main() -> ExitCode {
             ))
         )
     });
-    let _ = std::fs::remove_dir_all(&workdir);
+    if cfg.keep_list {
+        eprintln!("kept: {}", workdir.join("list-hel-store").display());
+    } else {
+        let _ = std::fs::remove_dir_all(&workdir);
+    }
     let total = started.elapsed().as_secs_f64();
     let machine = run::machine();
     println!("{}", run::table(&rows));

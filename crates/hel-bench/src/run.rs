@@ -46,6 +46,9 @@ pub struct Config {
     pub workdir: PathBuf,
     /// Run only this workload (all when None).
     pub only: Option<String>,
+    /// Keep the list workload's hel-store project (`list-hel-store` under
+    /// `workdir`) for profiling `hel sessions` afterwards.
+    pub keep_list: bool,
 }
 
 impl Config {
@@ -70,6 +73,7 @@ impl Config {
             needle: "4242".into(),
             workdir,
             only: None,
+            keep_list: false,
         }
     }
 
@@ -107,6 +111,7 @@ impl Config {
             needle: "4".into(),
             workdir,
             only: None,
+            keep_list: false,
         }
     }
 
@@ -808,7 +813,9 @@ fn list(cfg: &Config, kind: &str) -> Row {
             .collect();
         row.list_in_process_ms = Some(median(times));
     }
-    let _ = fs::remove_dir_all(&dir);
+    if !(cfg.keep_list && kind == "hel-store") {
+        let _ = fs::remove_dir_all(&dir);
+    }
     row
 }
 

@@ -93,6 +93,26 @@ impl Entry {
     }
 }
 
+/// One version of a file: its inode, size and change time. A file
+/// replaced (by rename) or written gets a new stamp; the change time is one
+/// that no `utimes` can set back. Only ever compared for equality.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Stamp(pub [u64; 4]);
+
+impl Stamp {
+    // The fields' types differ between platforms and backends.
+    #[allow(clippy::unnecessary_cast)]
+    fn of(st: &rustix::fs::Stat) -> Stamp {
+        // Bit patterns: only equality matters.
+        Stamp([
+            st.st_ino as u64,
+            st.st_size as u64,
+            st.st_ctime as u64,
+            st.st_ctime_nsec as u64,
+        ])
+    }
+}
+
 fn io(e: Errno) -> std::io::Error {
     e.into()
 }
@@ -239,6 +259,29 @@ impl Dir {
                 None => Ok(None),
             },
             Err(e) => Err(io(e)).at(self.child_path(&rel)),
+        }
+    }
+
+    /// Read the regular file `name` whole (refusing one over `max` bytes
+    /// before reading it) with its [`Stamp`], taken before the bytes were
+    /// read; `None` when absent. Bytes written after that are not read.
+    pub fn read_file_stamped(&self, name: &str, max: u64) -> Result<Option<(Vec<u8>, Stamp)>> {
+        let Some(file) = self.open_file(name)? else {
+            return Ok(None);
+        };
+        let path = self.child_path(name);
+        let st = rustix::fs::fstat(&file).map_err(io).at(&path)?;
+        let bytes = crate::read_bounded(&file, max, &path)?;
+        Ok(Some((bytes, Stamp::of(&st))))
+    }
+
+    /// The [`Stamp`] of `name` (not followed); `None` when absent.
+    pub fn stamp(&self, name: &str) -> Result<Option<Stamp>> {
+        check_name(name).at(self.child_path(name))?;
+        match rustix::fs::statat(&self.fd, name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(st) => Ok(Some(Stamp::of(&st))),
+            Err(Errno::NOENT) => Ok(None),
+            Err(e) => Err(io(e)).at(self.child_path(name)),
         }
     }
 

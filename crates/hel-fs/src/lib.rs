@@ -32,7 +32,7 @@ use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-pub use dir::{Dir, Entry, Kind};
+pub use dir::{Dir, Entry, Kind, Stamp};
 
 /// Every way an operation of this crate can fail, with the path it was
 /// about (the path is for messages: nothing is ever opened by it).

@@ -6,7 +6,7 @@
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
-pub(crate) use hel_fs::{Entry, Kind};
+pub(crate) use hel_fs::{Entry, Kind, Stamp};
 
 use crate::{Error, Result};
 
@@ -64,6 +64,14 @@ impl Dir {
     }
     pub fn read_file(&self, name: &str, max: u64) -> Result<Option<Vec<u8>>> {
         Ok(self.0.read_file(name, max)?)
+    }
+    /// See [`hel_fs::Dir::read_file_stamped`].
+    pub fn read_file_stamped(&self, name: &str, max: u64) -> Result<Option<(Vec<u8>, Stamp)>> {
+        Ok(self.0.read_file_stamped(name, max)?)
+    }
+    /// See [`hel_fs::Dir::stamp`].
+    pub fn stamp(&self, name: &str) -> Result<Option<Stamp>> {
+        Ok(self.0.stamp(name)?)
     }
     pub fn replace(
         &self,

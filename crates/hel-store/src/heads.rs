@@ -270,6 +270,18 @@ pub(crate) fn list(layout: &Layout) -> Result<Listing> {
     Ok(Listing { sessions, strays })
 }
 
+/// The sessions that have a head, sorted: [`list`]'s, without reading
+/// `packs/journals/` in a format-3 store (where only refs make sessions),
+/// so that a listing reads one directory of heads.
+pub(crate) fn sessions(layout: &Layout) -> Result<Vec<SessionId>> {
+    if !layout.heads_are_refs() {
+        return Ok(list(layout)?.sessions);
+    }
+    let mut out = refs::list(layout)?.sessions;
+    out.retain(|s| s.as_str() != STUB_SESSION);
+    Ok(out)
+}
+
 /// The sessions whose journal is a regular file (every journal fsck and
 /// gc look at), sorted.
 pub(crate) fn journals(layout: &Layout) -> Result<Vec<SessionId>> {

@@ -16,6 +16,7 @@
 //! .hel/packs/pack-<hex>.pack sealed packs and their .idx
 //! .hel/packs/journals/<uuid>.journal  a session's append-only pack (and .jidx)
 //! .hel/remotes/<key>         what this store last knew of a remote (transfer.rs)
+//! .hel/summaries             what listings show of each session, a hint (summaries.rs)
 //! ```
 //!
 //! Every directory is reached through descriptors ([`Dir`]), never by path:
@@ -58,6 +59,8 @@ pub(crate) const NAMES_LOCK: &str = ".names.lock";
 pub(crate) const WORKSPACE: &str = "workspace";
 /// What this store last knew of each remote's sessions (transfer.rs).
 pub(crate) const REMOTES: &str = "remotes";
+/// The summary index: listings' hint (summaries.rs).
+pub(crate) const SUMMARIES: &str = "summaries";
 
 /// The store format this build writes and the newest it reads: 3 is
 /// format 2's packs and journals with each session's head in its ref file

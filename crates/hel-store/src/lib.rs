@@ -57,6 +57,7 @@ mod scan;
 pub mod search;
 mod snapshot;
 mod store;
+mod summaries;
 pub mod time;
 pub mod transfer;
 pub mod tree;

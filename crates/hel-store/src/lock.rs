@@ -148,10 +148,11 @@ fn holder(file: &File) -> Option<String> {
 /// drops a shared lock, which delays a concurrent [`SessionLease::acquire`]
 /// by a moment at most and never makes it fail.
 pub(crate) fn is_busy(layout: &Layout, session: &SessionId) -> Result<bool> {
-    let Some(dir) = layout.session_dir(session)? else {
+    let Some(sessions) = layout.sessions()? else {
         return Ok(false);
     };
-    let Some(file) = dir.open_file(LEASE)? else {
+    // One open for both components (a listing probes every session).
+    let Some(file) = sessions.open_file2(session.as_str(), LEASE)? else {
         return Ok(false);
     };
     Ok(matches!(

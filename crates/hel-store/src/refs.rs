@@ -7,6 +7,7 @@
 //! keeps heads in journals and only reads ref files of format-1 sessions
 //! (see `heads.rs`).
 
+use crate::dir::Stamp;
 use crate::error::IoContext;
 use crate::layout::Layout;
 use crate::{Error, ObjectId, Result, SessionId};
@@ -46,6 +47,15 @@ pub(crate) fn parse(bytes: &[u8]) -> std::result::Result<ObjectId, RefError> {
 
 /// The snapshot `session` points at, or `None` if it has no ref.
 pub(crate) fn read(layout: &Layout, session: &SessionId) -> Result<Option<ObjectId>> {
+    Ok(read_stamped(layout, session)?.map(|(id, _)| id))
+}
+
+/// As [`read`], with the [`Stamp`] of the ref file read (every move
+/// replaces the file, so a new stamp: the summary index keys on it).
+pub(crate) fn read_stamped(
+    layout: &Layout,
+    session: &SessionId,
+) -> Result<Option<(ObjectId, Stamp)>> {
     let Some(dir) = layout.refs()? else {
         return Ok(None);
     };
@@ -54,13 +64,13 @@ pub(crate) fn read(layout: &Layout, session: &SessionId) -> Result<Option<Object
         path: layout.ref_path(session.as_str()),
         reason,
     };
-    let bytes = match dir.read_file(session.as_str(), REF_MAX) {
+    let (bytes, stamp) = match dir.read_file_stamped(session.as_str(), REF_MAX) {
         Ok(Some(b)) => b,
         Ok(None) => return Ok(None),
         Err(Error::FileTooLarge { size, .. }) => return Err(bad(RefError::TooLarge { size })),
         Err(e) => return Err(e),
     };
-    parse(&bytes).map(Some).map_err(bad)
+    parse(&bytes).map(|id| Some((id, stamp))).map_err(bad)
 }
 
 /// Move `session`'s ref from `expected` (None: it has no ref yet) to

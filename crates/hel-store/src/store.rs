@@ -740,78 +740,29 @@ impl Store {
     /// the store gives that is after the listing's own (a record dated in
     /// the future) says nothing of when it was made: that session is
     /// marked `future` and orders after every other, so it is never the
-    /// newest.
+    /// newest. A session's row is what its ref's commit record and
+    /// checkpoint say, read from the summary index while the ref and the
+    /// journal are unchanged (`summaries.rs`): the same rows either way.
     pub fn sessions(&self) -> Result<Vec<SessionInfo>> {
         let Some(layout) = self.layout()? else {
             return Ok(Vec::new());
         };
         let mut out = Vec::new();
+        // A hint: what it holds is used only while the ref and journal it
+        // was read from are unchanged.
+        let mut index = crate::summaries::Index::load(layout);
         for id in self.session_ids(layout)? {
             let busy = lock::is_busy(layout, &id)?;
-            let head = match heads::read_light(layout, &id) {
-                Ok(h) => h,
-                Err(e) => {
-                    out.push(SessionInfo::broken(id, busy, None, e));
-                    continue;
-                }
-            };
-            let Some(head) = head else {
-                // No checkpoint yet: a session only while it is worked on.
-                if busy {
-                    out.push(SessionInfo {
-                        id,
-                        busy,
-                        head: None,
-                        updated_ms: time::now_ms(),
-                        checkpoints: 0,
-                        messages: 0,
-                        instruction: String::new(),
-                        cwd: None,
-                        future: false,
-                        broken: None,
-                    });
-                }
+            if let Some(info) = index.lookup(layout, &id, busy) {
+                out.push(info);
                 continue;
-            };
-            let read = heads::checkpoint(layout, &id, &head);
-            let info = match (head.commit, read) {
-                // The commit record says what a listing shows; the
-                // checkpoint, where it was saved.
-                (Some(c), read) => SessionInfo {
-                    id,
-                    busy,
-                    head: Some(head.id),
-                    updated_ms: c.time_ms,
-                    checkpoints: c.summary.checkpoints,
-                    messages: c.summary.messages,
-                    instruction: c.summary.instruction,
-                    cwd: read.ok().map(|cp| cp.cwd),
-                    future: false,
-                    broken: None,
-                },
-                (None, Ok(cp)) => SessionInfo {
-                    id,
-                    busy,
-                    head: Some(head.id),
-                    updated_ms: cp.created_at_ms,
-                    checkpoints: cp.summary.checkpoints,
-                    messages: cp.summary.messages,
-                    instruction: cp.summary.instruction,
-                    cwd: Some(cp.cwd),
-                    future: false,
-                    broken: None,
-                },
-                (None, Err(e)) => {
-                    let e = Error::RefUnloadable {
-                        path: layout.ref_path(id.as_str()),
-                        checkpoint: head.id,
-                        source: Box::new(e),
-                    };
-                    SessionInfo::broken(id, busy, Some(head.id), e)
-                }
-            };
-            out.push(info);
+            }
+            if let Some(info) = listed(layout, id, busy) {
+                index.learn(&info);
+                out.push(info);
+            }
         }
+        index.save(layout);
         // Taken after every head was read, so that a commit made while
         // this lists is not in the future.
         let now = time::now_ms();
@@ -865,7 +816,7 @@ impl Store {
     /// The ids of all sessions: those with a ref and those with only a
     /// working directory (started, no checkpoint yet), sorted.
     fn session_ids(&self, layout: &Layout) -> Result<Vec<SessionId>> {
-        let mut ids = heads::list(layout)?.sessions;
+        let mut ids = heads::sessions(layout)?;
         if let Some(dir) = layout.sessions()? {
             for e in dir.entries()? {
                 if e.kind != crate::dir::Kind::Dir {
@@ -884,6 +835,68 @@ impl Store {
     pub(crate) fn layout_for_gc(&self) -> Result<Option<&Layout>> {
         self.layout()
     }
+}
+
+/// `session`'s listing row as its head, commit record and checkpoint say
+/// (no index), or `None` when it is no session: no checkpoint, and nobody
+/// working on it.
+fn listed(layout: &Layout, id: SessionId, busy: bool) -> Option<SessionInfo> {
+    let head = match heads::read_light(layout, &id) {
+        Ok(h) => h,
+        Err(e) => return Some(SessionInfo::broken(id, busy, None, e)),
+    };
+    let Some(head) = head else {
+        // No checkpoint yet: a session only while it is worked on.
+        return busy.then(|| SessionInfo {
+            id,
+            busy,
+            head: None,
+            updated_ms: time::now_ms(),
+            checkpoints: 0,
+            messages: 0,
+            instruction: String::new(),
+            cwd: None,
+            future: false,
+            broken: None,
+        });
+    };
+    let read = heads::checkpoint(layout, &id, &head);
+    Some(match (head.commit, read) {
+        // The commit record says what a listing shows; the
+        // checkpoint, where it was saved.
+        (Some(c), read) => SessionInfo {
+            id,
+            busy,
+            head: Some(head.id),
+            updated_ms: c.time_ms,
+            checkpoints: c.summary.checkpoints,
+            messages: c.summary.messages,
+            instruction: c.summary.instruction,
+            cwd: read.ok().map(|cp| cp.cwd),
+            future: false,
+            broken: None,
+        },
+        (None, Ok(cp)) => SessionInfo {
+            id,
+            busy,
+            head: Some(head.id),
+            updated_ms: cp.created_at_ms,
+            checkpoints: cp.summary.checkpoints,
+            messages: cp.summary.messages,
+            instruction: cp.summary.instruction,
+            cwd: Some(cp.cwd),
+            future: false,
+            broken: None,
+        },
+        (None, Err(e)) => {
+            let e = Error::RefUnloadable {
+                path: layout.ref_path(id.as_str()),
+                checkpoint: head.id,
+                source: Box::new(e),
+            };
+            SessionInfo::broken(id, busy, Some(head.id), e)
+        }
+    })
 }
 
 impl SessionInfo {

@@ -2,6 +2,7 @@
 //! `hel sessions rename`.
 
 use std::collections::BTreeMap;
+use std::io::Write;
 use std::path::Path;
 
 use hel_agent::session;
@@ -167,6 +168,9 @@ pub fn list(store: &Store, project: &Path, as_json: bool) -> Result<u8, Exit> {
     );
     let mut broken = 0;
     let mut elsewhere = 0;
+    // One write for many rows (10,000 sessions are 10,000 lines), flushed
+    // before anything goes to stderr so that the two stay in order.
+    let mut out = std::io::BufWriter::with_capacity(64 << 10, std::io::stdout().lock());
     for s in &sessions {
         let state = match (&s.broken, s.busy) {
             (Some(_), _) => "broken",
@@ -182,7 +186,7 @@ pub fn list(store: &Store, project: &Path, as_json: bool) -> Result<u8, Exit> {
         if !tag.is_empty() {
             elsewhere += 1;
         }
-        say!(
+        let row = format!(
             "{:<36}  {:<width$}  {:<5}  {:<24}  {:>11}  {:>8}  {tag}{}",
             s.id,
             escape_line(name_of(&s.id).unwrap_or("-")),
@@ -192,11 +196,15 @@ pub fn list(store: &Store, project: &Path, as_json: bool) -> Result<u8, Exit> {
             s.messages,
             one_line(&s.instruction)
         );
+        let _ = writeln!(out, "{}", hel_agent::terminal::escape_text(&row));
         if let Some(why) = &s.broken {
             broken += 1;
+            let _ = out.flush();
             render::line(&format!("hel: session {}: {why}", s.id));
         }
     }
+    let _ = out.flush();
+    drop(out);
     if elsewhere > 0 {
         render::line(&format!(
             "hel: {elsewhere} session(s) were saved in another directory or are dated in the future: hel never chooses them when no session is named (name one; `hel resume <SESSION> --relocate` continues one here)"
