@@ -119,29 +119,13 @@ pub async fn execute(
     };
     let mut decision = Decision::Auto;
     if !tool.only_reads() && ctx.access == Access::Confirm {
-        match confirm(&ctx.confirm, Request::of(&call)).await {
-            Answer::Yes => decision = Decision::Confirmed,
-            Answer::No => {
-                return ToolResult {
-                    content: "denied: the user declined this call".into(),
-                    ok: false,
-                    decision: Decision::Denied,
-                };
-            }
-            Answer::NoBecause(why) => {
-                return ToolResult {
-                    content: format!("denied: the user declined this call: {why}"),
-                    ok: false,
-                    decision: Decision::Denied,
-                };
-            }
-            Answer::Unavailable(why) => {
-                return ToolResult {
-                    content: format!("denied: nobody could be asked to allow it ({why}); with --access auto hel runs writes and commands without asking"),
-                    ok: false,
-                    decision: Decision::Denied,
-                };
-            }
+        let answer = confirm(&ctx.confirm, Request::of(&call)).await;
+        match declined(
+            answer,
+            "with --access auto hel runs writes and commands without asking",
+        ) {
+            Some(denied) => return denied,
+            None => decision = Decision::Confirmed,
         }
     }
     let mut result = match call {
@@ -184,29 +168,10 @@ async fn execute_mcp(ctx: &mut ToolCtx, name: &str, raw_args: &str) -> ToolResul
         };
     }
     if !tool.read_only && ctx.access == Access::Confirm {
-        match confirm(&ctx.confirm, crate::mcp::request(tool, raw_args)).await {
-            Answer::Yes => decision = Decision::Confirmed,
-            Answer::No => {
-                return ToolResult {
-                    content: "denied: the user declined this call".into(),
-                    ok: false,
-                    decision: Decision::Denied,
-                };
-            }
-            Answer::NoBecause(why) => {
-                return ToolResult {
-                    content: format!("denied: the user declined this call: {why}"),
-                    ok: false,
-                    decision: Decision::Denied,
-                };
-            }
-            Answer::Unavailable(why) => {
-                return ToolResult {
-                    content: format!("denied: cannot ask for confirmation ({why}); the user can run hel with --access auto, or list the tool in read_only_tools of its server's config"),
-                    ok: false,
-                    decision: Decision::Denied,
-                };
-            }
+        let answer = confirm(&ctx.confirm, crate::mcp::request(tool, raw_args)).await;
+        match declined(answer, "the user can run hel with --access auto, or list the tool in read_only_tools of its server's config") {
+            Some(denied) => return denied,
+            None => decision = Decision::Confirmed,
         }
     }
     let mut result = match crate::mcp::call(server, tool, raw_args).await {
@@ -221,6 +186,24 @@ async fn execute_mcp(ctx: &mut ToolCtx, name: &str, raw_args: &str) -> ToolResul
         ctx.observer.warn(w.into());
     }
     result
+}
+
+/// What the model is told when `answer` does not allow the call (None: it
+/// does); `otherwise` says what the user can do when nobody could be asked.
+fn declined(answer: Answer, otherwise: &str) -> Option<ToolResult> {
+    let content = match answer {
+        Answer::Yes => return None,
+        Answer::No => "denied: the user declined this call".to_owned(),
+        Answer::NoBecause(why) => format!("denied: the user declined this call: {why}"),
+        Answer::Unavailable(why) => {
+            format!("denied: nobody could be asked to allow it ({why}); {otherwise}")
+        }
+    };
+    Some(ToolResult {
+        content,
+        ok: false,
+        decision: Decision::Denied,
+    })
 }
 
 /// Ask on a blocking thread (a terminal prompt blocks).
