@@ -264,8 +264,16 @@ fn access_modes_trust_the_config_not_the_servers_hints() {
     assert!(offered(&mock, 0).contains(&"mcp__ro1__add".to_owned()));
     let r = tool_results(&mock, 1);
     assert_eq!(r[0], "hi");
-    assert!(r[1].starts_with("denied: nobody could be asked"), "{}", r[1]);
-    assert!(r[2].starts_with("denied: nobody could be asked"), "{}", r[2]);
+    assert!(
+        r[1].starts_with("denied: nobody could be asked"),
+        "{}",
+        r[1]
+    );
+    assert!(
+        r[2].starts_with("denied: nobody could be asked"),
+        "{}",
+        r[2]
+    );
 }
 
 #[test]

@@ -283,6 +283,10 @@ impl Store {
             }
             Err(e) => faults.push(Fault::Broken(e)),
         }
+        // The listing hint: reported when damaged, never a fault.
+        if let Some(note) = crate::summaries::check(layout) {
+            report.notes.push(note);
+        }
         report.tmp_files = match layout.tmp()? {
             Some(tmp) => tmp.entries()?.len() as u64,
             None => 0,

@@ -245,6 +245,28 @@ fn checksum(json: &[u8]) -> String {
     hex
 }
 
+/// What fsck says of the index (None: absent, or sound): a damaged or
+/// unreadable index is reported, never trusted, and the next listing
+/// rebuilds it. Only format-3 stores have one.
+pub(crate) fn check(layout: &Layout) -> Option<String> {
+    if !layout.heads_are_refs() {
+        return None;
+    }
+    let path = layout.root().child_path(SUMMARIES);
+    match layout.root().read_file(SUMMARIES, FILE_MAX) {
+        Ok(None) => None,
+        Ok(Some(bytes)) => parse(&bytes).1.then(|| {
+            format!(
+                "the summary index {} has damaged entries; they are not used, and the next listing rebuilds it",
+                path.display()
+            )
+        }),
+        Err(e) => Some(format!(
+            "the summary index cannot be read ({e}); it is not used, and the next listing replaces it"
+        )),
+    }
+}
+
 /// The entries of an index file, and whether anything in it was damaged:
 /// no header (then no entries), a line that is too long, fails its
 /// checksum, is not an entry's canonical JSON, or names a session an

@@ -228,8 +228,23 @@ fn a_damaged_or_missing_index_is_rebuilt() {
         let mut bad = good.clone();
         bad[at] ^= 0x01;
         fs::write(&idx, &bad).unwrap();
+        // fsck reports the damaged hint (and stays sound: it is a hint).
+        let report = store.fsck().unwrap();
+        assert!(
+            report
+                .notes
+                .iter()
+                .any(|n| n.contains("summary index") && n.contains("damaged")),
+            "flipped byte {at}: {:?}",
+            report.notes
+        );
         assert_eq!(listing(&store), truth, "flipped byte {at}");
         assert_eq!(fs::read(&idx).unwrap(), good, "flipped byte {at}: rebuilt");
+        let notes = store.fsck().unwrap().notes;
+        assert!(
+            !notes.iter().any(|n| n.contains("summary index")),
+            "rebuilt: {notes:?}"
+        );
     }
 
     // Not canonical (a space in the JSON, checksum right), a second line
