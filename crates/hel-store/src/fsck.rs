@@ -550,6 +550,11 @@ fn journal_faults(
         };
         let size = view.file.metadata().map(|m| m.len()).unwrap_or(0);
         report.bytes += size;
+        if view.fault_error().is_none() {
+            if let Some(note) = journal::sidecar_note(dir, &view, size) {
+                report.notes.push(note);
+            }
+        }
         match view.fault_error().or_else(|| view.newer_error()) {
             Some(e) => faults.push(Fault::Broken(e)),
             None if view.rule == journal::Rule::Ref(None) => report.notes.push(format!(

@@ -280,6 +280,37 @@ fn parse_commit(
 /// The most characters a commit record's `why` may have.
 pub(crate) const WHY_MAX: usize = 200;
 
+/// What fsck says of the sidecar of `view` (a journal read whole, without
+/// a fault, of `size` bytes): None when there is none, or when it lists
+/// the committed records as they are (or a prefix of them: the sidecar is
+/// appended after each commit and never synced, so a crash can leave it
+/// short). A sidecar that is not one, that lists another record than the
+/// journal holds at a place, or that lists more than the committed part
+/// is damage: reported, never trusted (every reader checks what it takes
+/// from it), and rewritten by the session's next commit.
+pub(crate) fn sidecar_note(dir: &Dir, view: &View, size: u64) -> Option<String> {
+    let name = jidx_name(&view.session);
+    if !matches!(dir.kind_of(&name), Ok(Some(_))) {
+        return None;
+    }
+    let path = dir.child_path(&name);
+    let Some(listed) = read_sidecar(dir, &view.session, size, None) else {
+        return Some(format!(
+            "the sidecar {} is not a readable sidecar: readers read the journal instead, and the session's next commit rewrites it",
+            path.display()
+        ));
+    };
+    let wrong = listed
+        .iter()
+        .zip(&view.entries)
+        .position(|(a, b)| a != b)
+        .or((listed.len() > view.entries.len()).then_some(view.entries.len()))?;
+    Some(format!(
+        "the sidecar {} is damaged at entry {wrong} (it does not list the journal's records as they are): readers check what they take from it, and the session's next commit rewrites it",
+        path.display()
+    ))
+}
+
 /// Read the sidecar's entries (all it may hold, or the last `tail` of
 /// them) for a journal of `journal_size` bytes. Bounded whatever the file
 /// says: no more entries than records of at least a header's length fit

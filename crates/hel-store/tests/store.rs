@@ -1608,6 +1608,65 @@ fn three_checkpoints() -> (tempfile::TempDir, SessionId, Vec<ObjectId>, PathBuf)
     (dir, sid, heads, journal)
 }
 
+/// A damaged sidecar is reported by fsck (a note: it is a hint), never
+/// trusted, and rewritten by the session's next resume; a short one (what
+/// a crash before its append leaves) is no damage.
+#[test]
+fn fsck_reports_a_damaged_sidecar_and_the_next_commit_rewrites_it() {
+    let (dir, sid, heads, journal) = three_checkpoints();
+    let jidx = journal.with_extension("jidx");
+    let good = fs::read(&jidx).unwrap();
+    let sidecar_notes = |store: &Store| -> Vec<String> {
+        let report = store.fsck().unwrap();
+        assert!(report.is_sound(), "{:?}", report.faults);
+        report
+            .notes
+            .into_iter()
+            .filter(|n| n.contains("sidecar"))
+            .collect()
+    };
+    let store = Store::open(dir.path()).unwrap();
+    assert!(sidecar_notes(&store).is_empty());
+    // The second entry's offset (16-byte header, 48-byte entries, the
+    // offset after the 32-byte id).
+    let mut bad = good.clone();
+    bad[16 + 48 + 32] ^= 0x01;
+    fs::write(&jidx, &bad).unwrap();
+    let notes = sidecar_notes(&store);
+    assert!(
+        notes.len() == 1 && notes[0].contains("damaged at entry 1"),
+        "{notes:?}"
+    );
+    assert_eq!(store.sessions().unwrap().len(), 1);
+    assert!(store.load(&heads[2]).is_ok());
+    // A header that is not a sidecar's.
+    let mut bad = good.clone();
+    bad[0] ^= 0x01;
+    fs::write(&jidx, &bad).unwrap();
+    let notes = sidecar_notes(&store);
+    assert!(
+        notes.len() == 1 && notes[0].contains("not a readable sidecar"),
+        "{notes:?}"
+    );
+    // Short (the last entry's append lost): no damage.
+    fs::write(&jidx, &good[..good.len() - 48]).unwrap();
+    assert!(sidecar_notes(&store).is_empty());
+    // The session's next commit rewrites a damaged one.
+    let mut bad = good.clone();
+    bad[16 + 48 + 32] ^= 0x01;
+    fs::write(&jidx, &bad).unwrap();
+    let (lease, head) = store.resume(&sid).unwrap();
+    let loaded = store.load(&head).unwrap();
+    let mut conv = Conv::from_loaded(&loaded);
+    let mut state = loaded.state;
+    conv.extend(&conversation("b", 16)[12..]);
+    conv.commit(&store, &lease, &mut state);
+    drop(lease);
+    let now = fs::read(&jidx).unwrap();
+    assert_eq!(now[..good.len()], good[..], "rewritten, then appended to");
+    assert!(sidecar_notes(&store).is_empty());
+}
+
 fn remove_sidecar(journal: &Path) {
     let _ = fs::remove_file(journal.with_extension("jidx"));
 }
