@@ -2540,3 +2540,25 @@ fn older_hels_cannot_open_their_lock_in_a_format3_store() {
     // Nothing of the old file or of the directory made under tmp/ is left.
     assert_eq!(fs::read_dir(r.join("tmp")).unwrap().count(), 0);
 }
+
+/// `refs/sessions/` gone (removed, or a backup restored without it): fsck
+/// reports the missing stub and says gc refuses, so gc must refuse too,
+/// instead of taking every journal for an unpublished one and removing it.
+#[test]
+fn gc_without_the_stub_removes_no_journal() {
+    let (dir, sid, heads, journal) = three_checkpoints();
+    let bytes = fs::read(&journal).unwrap();
+    let refs = root(dir.path()).join("refs/sessions");
+    let saved = dir.path().join("saved-refs");
+    fs::rename(&refs, &saved).unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let fsck = store.fsck().unwrap();
+    assert!(!fsck.is_sound(), "{fsck:?}");
+    let e = store.gc(false).unwrap_err();
+    assert!(e.to_string().contains("not the stub"), "{e}");
+    assert_eq!(fs::read(&journal).unwrap(), bytes, "gc removed the journal");
+    // Put back, the session is whole.
+    fs::rename(&saved, &refs).unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    assert_eq!(Some(store.head(&sid).unwrap()), heads.last().copied());
+}
