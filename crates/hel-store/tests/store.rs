@@ -2562,3 +2562,34 @@ fn gc_without_the_stub_removes_no_journal() {
     let store = Store::open(dir.path()).unwrap();
     assert_eq!(Some(store.head(&sid).unwrap()), heads.last().copied());
 }
+
+/// A ref copied from another session (no journal of its own: read as a
+/// format-1 session's) names a checkpoint of that session: resume and fsck
+/// refuse it, and the listing shows it broken, never as a second copy of
+/// the other session.
+#[test]
+fn a_ref_naming_another_sessions_checkpoint_is_listed_broken() {
+    let (dir, sid, heads, _) = three_checkpoints();
+    let other = SessionId::new_random();
+    let path = ref_file(dir.path(), &other);
+    fs::write(&path, format!("{}\n", heads[2])).unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let listed = store.sessions().unwrap();
+    let row = |s: &SessionId| listed.iter().find(|i| i.id == *s).unwrap();
+    assert!(row(&sid).broken.is_none(), "{listed:?}");
+    let broken = row(&other).broken.as_ref().map(|e| e.to_string());
+    assert!(
+        broken.as_ref().is_some_and(|e| e
+            .contains(&path.display().to_string())
+            && e.contains(&format!("of session {sid}"))),
+        "{listed:?}"
+    );
+    // The summary index learns nothing of it: listed again, still broken.
+    let listed = Store::open(dir.path()).unwrap().sessions().unwrap();
+    assert!(
+        listed.iter().any(|i| i.id == other && i.broken.is_some()),
+        "{listed:?}"
+    );
+    let fsck = store.fsck().unwrap();
+    assert!(!fsck.is_sound(), "{fsck:?}");
+}
