@@ -2201,6 +2201,12 @@ fn an_unpublished_commit_is_ignored_and_cut_by_the_next() {
     let c2 = recs.iter().filter(|r| r.rtype == 2).nth(1).unwrap();
     let end2 = c2.at + c2.len;
     fs::write(ref_file(dir.path(), &sid), format!("{}\n", heads[1])).unwrap();
+    // The sidecar as such a crash leaves it: noted only up to the ref's
+    // commit record (a commit notes its records after its ref moved).
+    let listed = recs.iter().filter(|r| r.at < end2).count();
+    let jidx = journal.with_extension("jidx");
+    let side = fs::read(&jidx).unwrap();
+    fs::write(&jidx, &side[..16 + 48 * listed]).unwrap();
     for sidecar in [true, false] {
         if !sidecar {
             remove_sidecar(&journal);
@@ -2579,9 +2585,10 @@ fn a_ref_naming_another_sessions_checkpoint_is_listed_broken() {
     assert!(row(&sid).broken.is_none(), "{listed:?}");
     let broken = row(&other).broken.as_ref().map(|e| e.to_string());
     assert!(
-        broken.as_ref().is_some_and(|e| e
-            .contains(&path.display().to_string())
-            && e.contains(&format!("of session {sid}"))),
+        broken
+            .as_ref()
+            .is_some_and(|e| e.contains(&path.display().to_string())
+                && e.contains(&format!("of session {sid}"))),
         "{listed:?}"
     );
     // The summary index learns nothing of it: listed again, still broken.
@@ -2592,4 +2599,32 @@ fn a_ref_naming_another_sessions_checkpoint_is_listed_broken() {
     );
     let fsck = store.fsck().unwrap();
     assert!(!fsck.is_sound(), "{fsck:?}");
+}
+
+/// A ref moved back by one commit (restored from a copy made between two
+/// commits) while the sidecar lists the commit after it: that commit was
+/// published (a commit notes its records only after its ref moved), so it
+/// is a fault naming the journal, never an unpublished commit the next
+/// commit cuts (the session silently one checkpoint shorter).
+#[test]
+fn a_ref_moved_back_one_commit_behind_its_sidecar_is_a_fault() {
+    let (dir, sid, heads, journal) = three_checkpoints();
+    let good = fs::read(&journal).unwrap();
+    let recs = records(&good);
+    let c2 = recs.iter().filter(|r| r.rtype == 2).nth(1).unwrap();
+    fs::write(ref_file(dir.path(), &sid), format!("{}\n", heads[1])).unwrap();
+    assert_fault(
+        dir.path(),
+        &sid,
+        &journal,
+        c2.at + c2.len,
+        "a ref one commit behind its sidecar",
+    );
+    let e = Store::open(dir.path()).unwrap().head(&sid).unwrap_err();
+    assert!(e.to_string().contains("older than its journal"), "{e}");
+    // The ref put back, the session is whole again.
+    fs::write(ref_file(dir.path(), &sid), format!("{}\n", heads[2])).unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    assert_eq!(store.head(&sid).unwrap(), heads[2]);
+    assert!(store.fsck().unwrap().is_sound());
 }
