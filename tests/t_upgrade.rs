@@ -63,7 +63,8 @@ fn json(run: &crate::common::Run) -> Value {
 
 /// Every file under `.hel/` a format-1 or format-2 hel reads, with its
 /// bytes: everything but `tmp/`, the refs the upgrade writes and the stub
-/// it may add (`refs/`, `objects/` of the stub), and the locks.
+/// it may add (`refs/`, `objects/` of the stub), the locks and the summary
+/// index.
 fn old_readable(p: &Project, format: u64) -> BTreeMap<String, Vec<u8>> {
     let root = store_dir(p);
     let stub = stub_object_path();
@@ -82,7 +83,10 @@ fn old_readable(p: &Project, format: u64) -> BTreeMap<String, Vec<u8>> {
                 }
                 continue;
             }
+            // (`summaries` is the listing's hint, §12.9: no older hel
+            // reads it, and the listings below write it.)
             let upgrade_writes = rel == "format"
+                || rel == "summaries"
                 || rel.ends_with(".lock")
                 || (format == 2 && rel.starts_with("refs/sessions/"))
                 || (format == 1 && rel.starts_with("refs/sessions/00000000-"))
