@@ -309,7 +309,7 @@ impl Store {
 
 /// The stub of objects-spec §12.6, unless its ref names the stub snapshot
 /// and that snapshot is a loose object: the fault naming what is missing.
-fn stub_missing(layout: &Layout) -> Result<Option<Error>> {
+pub(crate) fn stub_missing(layout: &Layout) -> Result<Option<Error>> {
     let stub = crate::layout::stub_object();
     let ref_path = layout.ref_path(crate::layout::STUB_SESSION);
     let named = match layout.refs().ok().flatten() {

@@ -501,6 +501,14 @@ impl Store {
         layout.odb().forget_removed();
         let fail = &mut |e| Err(e);
         let heads: Vec<(SessionId, ObjectId)> = roots(layout, fail)?;
+        // Without the stub, refs/sessions/ is not what hel left (removed,
+        // or restored in part): every journal would look unpublished and
+        // go. fsck reports the same fault and says gc refuses.
+        if layout.heads_are_refs() {
+            if let Some(e) = crate::fsck::stub_missing(layout)? {
+                return Err(e);
+            }
+        }
         let root_ids: Vec<ObjectId> = heads.iter().map(|(_, h)| *h).collect();
         // Any error while marking means we cannot know what is reachable:
         // abort rather than sweep what a broken snapshot might name.

@@ -206,6 +206,10 @@ pub(crate) struct View {
     /// Where the scan met bytes that are not an intact record (a torn
     /// tail, or damage).
     torn_at: Option<u64>,
+    /// The end of what the sidecar lists, as far as its entries chain: a
+    /// writer notes records there only after its ref moved (and the move
+    /// was synced), so they were published.
+    listed_end: u64,
 }
 
 /// What the commit record before the one being read is, for its `seq`
@@ -433,6 +437,7 @@ pub(crate) fn open(dir: &Dir, session: &SessionId, mode: Mode, rule: Rule) -> Re
     view.seen_size = Some(size);
     view.rule = rule;
     let (start, durable) = from_sidecar(dir, &mut view, size, mode);
+    view.listed_end = durable;
     // Past what the sidecar told: read the journal itself.
     view.sidecar_complete = true;
     scan(&mut view, start, size, mode, durable);
@@ -468,7 +473,8 @@ pub(crate) fn open(dir: &Dir, session: &SessionId, mode: Mode, rule: Rule) -> Re
 /// publish, whose `parent` is the ref's snapshot. Those are kept aside
 /// ([`View::unpublished`]). Anything else is a fault naming the journal
 /// and the offset, never an older head: two or more commit records past
-/// the ref's (a ref older than its journal), or a ref no intact commit
+/// the ref's (a ref older than its journal), records past it that the
+/// sidecar lists (published: a ref moved back), or a ref no intact commit
 /// record publishes unless the journal holds none at all (a format-1
 /// session, whose ref came before its journal) or just one unpublished
 /// commit made after that ref.
@@ -523,6 +529,24 @@ fn cut_at_ref(view: &mut View, r: Option<ObjectId>) {
     };
     if keep == view.entries.len() {
         return;
+    }
+    let end = keep.checked_sub(1).map_or(FILE_HEADER, |k| {
+        view.entries[k].offset + view.entries[k].len
+    });
+    if let Some(id) = r {
+        if view.listed_end > end {
+            // What follows was published (the sidecar lists it): a ref
+            // moved back, never a commit that did not publish.
+            view.set_fault(
+                end,
+                format!(
+                    "the sidecar lists records up to offset {}, past the commit record publishing {id}, which the session's ref refs/sessions/{} names: those were published, so the ref is older than its journal (restored from an old copy?)",
+                    view.listed_end, view.session
+                ),
+            );
+            view.ref_fault = true;
+            return;
+        }
     }
     let tail = view.entries.split_off(keep);
     for e in tail.iter().filter(|e| e.rtype == RecordType::Object) {
@@ -881,6 +905,7 @@ impl View {
             unpublished: HashMap::new(),
             ref_fault: false,
             torn_at: None,
+            listed_end: FILE_HEADER,
         }
     }
 
@@ -1100,14 +1125,16 @@ impl Writer {
     /// write, make them durable with one sync, then call `publish` (which
     /// moves the session's ref in a format-3 store). If any of it fails
     /// nothing is published and what was appended is cut off. Returns the
-    /// commit and what `publish` returned.
-    pub fn commit<T>(
+    /// commit and what `publish` returned: `Some` when the ref moved but
+    /// its directory sync failed (then the records are not noted in the
+    /// sidecar, which lists only moves that were synced).
+    pub fn commit(
         &mut self,
         records: &[(ObjectId, Vec<u8>)],
         head: ObjectId,
         payload: CommitPayload,
-        publish: impl FnOnce() -> Result<T>,
-    ) -> Result<(Commit, T)> {
+        publish: impl FnOnce() -> Result<Option<Error>>,
+    ) -> Result<(Commit, Option<Error>)> {
         let mut view = self.view.write().unwrap_or_else(|p| p.into_inner());
         let start = view.committed + self.staged_len;
         let mut bytes = Vec::new();
@@ -1177,8 +1204,13 @@ impl Writer {
             }
         }
         let at = (JIDX_HEADER + view.entries.len() * JIDX_ENTRY) as u64;
+        // Only a move whose directory sync returned is noted: what the
+        // sidecar lists, readers take as published (a ref behind it is a
+        // fault), and a move not synced may revert.
         let noted = match &self.sidecar {
-            Some(f) if !failpoint::hit("jidx") => f.write_all_at(&side, at).is_ok(),
+            Some(f) if told.is_none() && !failpoint::hit("jidx") => {
+                f.write_all_at(&side, at).is_ok()
+            }
             _ => false,
         };
         if !noted {
@@ -1227,7 +1259,7 @@ mod tests {
         std::fs::write(root.path().join("journals").join(journal_name(&sid)), b"").unwrap();
         let mut w = Writer::open(&journals, &tmp, &sid, Rule::LastCommit).unwrap();
         let head = ObjectId::from_bytes([7; 32]);
-        w.commit(&[], head, payload(&sid), || Ok(())).unwrap();
+        w.commit(&[], head, payload(&sid), || Ok(None)).unwrap();
         drop(w);
         let bytes = std::fs::read(root.path().join("journals").join(journal_name(&sid))).unwrap();
         assert_eq!(bytes[..16], pack::file_header(FileKind::Journal));
@@ -1248,7 +1280,7 @@ mod tests {
         let sid = SessionId::new_random();
         let mut w = Writer::open(&journals, &tmp, &sid, Rule::LastCommit).unwrap();
         let head = ObjectId::from_bytes([7; 32]);
-        w.commit(&[], head, payload(&sid), || Ok(())).unwrap();
+        w.commit(&[], head, payload(&sid), || Ok(None)).unwrap();
         drop(w);
         let jpath = root.path().join("journals").join(journal_name(&sid));
         let size = std::fs::metadata(&jpath).unwrap().len();
@@ -1297,7 +1329,7 @@ mod tests {
         let mut w = Writer::open(journals, tmp, sid, Rule::LastCommit).unwrap();
         let head = ObjectId::from_bytes([7; 32]);
         let object = ObjectId::from_bytes([8; 32]);
-        w.commit(&[(object, vec![1u8; 100])], head, payload(sid), || Ok(()))
+        w.commit(&[(object, vec![1u8; 100])], head, payload(sid), || Ok(None))
             .unwrap();
         head
     }

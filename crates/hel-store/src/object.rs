@@ -648,13 +648,13 @@ impl<'a> Writer<'a> {
     /// Append the new objects and a commit record publishing `head` to the
     /// session's journal, durable with one sync, then `publish` (the ref's
     /// move). Nothing is published on error.
-    pub fn commit<T>(
+    pub fn commit(
         &mut self,
         journal: &mut journal::Writer,
         head: ObjectId,
         payload: journal::CommitPayload,
-        publish: impl FnOnce() -> Result<T>,
-    ) -> Result<(journal::Commit, T)> {
+        publish: impl FnOnce() -> Result<Option<Error>>,
+    ) -> Result<(journal::Commit, Option<Error>)> {
         let commit = journal.commit(&self.pending, head, payload, publish)?;
         self.pending.clear();
         self.pending_bytes = 0;
@@ -705,7 +705,8 @@ mod tests {
         let mut w = Writer::new(&lock, &sid, &BTreeSet::new());
         let ids: Vec<ObjectId> = objects.iter().map(|(k, p)| w.put(*k, p).unwrap()).collect();
         let written = w.objects_written;
-        w.commit(&mut jw, ids[0], payload(&sid), || Ok(())).unwrap();
+        w.commit(&mut jw, ids[0], payload(&sid), || Ok(None))
+            .unwrap();
         (ids, written)
     }
 

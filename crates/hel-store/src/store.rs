@@ -861,6 +861,21 @@ fn listed(layout: &Layout, id: SessionId, busy: bool) -> Option<SessionInfo> {
         });
     };
     let read = heads::checkpoint(layout, &id, &head);
+    // A ref naming another session's checkpoint (copied from it) is no
+    // row of either: resume and fsck refuse it, so the listing says so.
+    if let Ok(cp) = &read {
+        if cp.session_id != id {
+            let e = Error::BadRef {
+                session: id.to_string(),
+                path: layout.ref_path(id.as_str()),
+                reason: crate::RefError::OtherSession {
+                    checkpoint: Box::new(head.id),
+                    owner: cp.session_id.clone(),
+                },
+            };
+            return Some(SessionInfo::broken(id, busy, Some(head.id), e));
+        }
+    }
     Some(match (head.commit, read) {
         // The commit record says what a listing shows; the
         // checkpoint, where it was saved.

@@ -2260,6 +2260,12 @@ fn an_unpublished_commit_is_ignored_and_cut_by_the_next() {
     let c2 = recs.iter().filter(|r| r.rtype == 2).nth(1).unwrap();
     let end2 = c2.at + c2.len;
     fs::write(ref_file(dir.path(), &sid), format!("{}\n", heads[1])).unwrap();
+    // The sidecar as such a crash leaves it: noted only up to the ref's
+    // commit record (a commit notes its records after its ref moved).
+    let listed = recs.iter().filter(|r| r.at < end2).count();
+    let jidx = journal.with_extension("jidx");
+    let side = fs::read(&jidx).unwrap();
+    fs::write(&jidx, &side[..16 + 48 * listed]).unwrap();
     for sidecar in [true, false] {
         if !sidecar {
             remove_sidecar(&journal);
@@ -2598,4 +2604,86 @@ fn older_hels_cannot_open_their_lock_in_a_format3_store() {
     assert!(store.sessions().unwrap().is_empty());
     // Nothing of the old file or of the directory made under tmp/ is left.
     assert_eq!(fs::read_dir(r.join("tmp")).unwrap().count(), 0);
+}
+
+/// `refs/sessions/` gone (removed, or a backup restored without it): fsck
+/// reports the missing stub and says gc refuses, so gc must refuse too,
+/// instead of taking every journal for an unpublished one and removing it.
+#[test]
+fn gc_without_the_stub_removes_no_journal() {
+    let (dir, sid, heads, journal) = three_checkpoints();
+    let bytes = fs::read(&journal).unwrap();
+    let refs = root(dir.path()).join("refs/sessions");
+    let saved = dir.path().join("saved-refs");
+    fs::rename(&refs, &saved).unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let fsck = store.fsck().unwrap();
+    assert!(!fsck.is_sound(), "{fsck:?}");
+    let e = store.gc(false).unwrap_err();
+    assert!(e.to_string().contains("not the stub"), "{e}");
+    assert_eq!(fs::read(&journal).unwrap(), bytes, "gc removed the journal");
+    // Put back, the session is whole.
+    fs::rename(&saved, &refs).unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    assert_eq!(Some(store.head(&sid).unwrap()), heads.last().copied());
+}
+
+/// A ref copied from another session (no journal of its own: read as a
+/// format-1 session's) names a checkpoint of that session: resume and fsck
+/// refuse it, and the listing shows it broken, never as a second copy of
+/// the other session.
+#[test]
+fn a_ref_naming_another_sessions_checkpoint_is_listed_broken() {
+    let (dir, sid, heads, _) = three_checkpoints();
+    let other = SessionId::new_random();
+    let path = ref_file(dir.path(), &other);
+    fs::write(&path, format!("{}\n", heads[2])).unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let listed = store.sessions().unwrap();
+    let row = |s: &SessionId| listed.iter().find(|i| i.id == *s).unwrap();
+    assert!(row(&sid).broken.is_none(), "{listed:?}");
+    let broken = row(&other).broken.as_ref().map(|e| e.to_string());
+    assert!(
+        broken
+            .as_ref()
+            .is_some_and(|e| e.contains(&path.display().to_string())
+                && e.contains(&format!("of session {sid}"))),
+        "{listed:?}"
+    );
+    // The summary index learns nothing of it: listed again, still broken.
+    let listed = Store::open(dir.path()).unwrap().sessions().unwrap();
+    assert!(
+        listed.iter().any(|i| i.id == other && i.broken.is_some()),
+        "{listed:?}"
+    );
+    let fsck = store.fsck().unwrap();
+    assert!(!fsck.is_sound(), "{fsck:?}");
+}
+
+/// A ref moved back by one commit (restored from a copy made between two
+/// commits) while the sidecar lists the commit after it: that commit was
+/// published (a commit notes its records only after its ref moved), so it
+/// is a fault naming the journal, never an unpublished commit the next
+/// commit cuts (the session silently one checkpoint shorter).
+#[test]
+fn a_ref_moved_back_one_commit_behind_its_sidecar_is_a_fault() {
+    let (dir, sid, heads, journal) = three_checkpoints();
+    let good = fs::read(&journal).unwrap();
+    let recs = records(&good);
+    let c2 = recs.iter().filter(|r| r.rtype == 2).nth(1).unwrap();
+    fs::write(ref_file(dir.path(), &sid), format!("{}\n", heads[1])).unwrap();
+    assert_fault(
+        dir.path(),
+        &sid,
+        &journal,
+        c2.at + c2.len,
+        "a ref one commit behind its sidecar",
+    );
+    let e = Store::open(dir.path()).unwrap().head(&sid).unwrap_err();
+    assert!(e.to_string().contains("older than its journal"), "{e}");
+    // The ref put back, the session is whole again.
+    fs::write(ref_file(dir.path(), &sid), format!("{}\n", heads[2])).unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    assert_eq!(store.head(&sid).unwrap(), heads[2]);
+    assert!(store.fsck().unwrap().is_sound());
 }
