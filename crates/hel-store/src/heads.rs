@@ -249,11 +249,16 @@ pub(crate) fn list(layout: &Layout) -> Result<Listing> {
             let jidx = name
                 .strip_suffix(&format!(".{}", journal::JIDX_EXT))
                 .map(str::parse::<SessionId>);
+            let marker = name
+                .strip_suffix(&format!(".{}", journal::DELETED_EXT))
+                .map(str::parse::<SessionId>);
             match (journal, jidx, e.kind) {
                 (Some(Ok(_)), _, crate::dir::Kind::File) if by_ref => {}
                 (Some(Ok(s)), _, crate::dir::Kind::File) => sessions.push(s),
                 // A sidecar is a hint, never followed: fsck judges its kind.
                 (_, Some(Ok(_)), _) => {}
+                // A delete's marker is only ever looked up by name.
+                _ if matches!(marker, Some(Ok(_))) && e.kind == crate::dir::Kind::File => {}
                 (_, _, kind) => strays.push((
                     dir.child_path(&name),
                     if kind == crate::dir::Kind::File {
@@ -328,11 +333,27 @@ pub(crate) fn orphans(layout: &Layout) -> Result<Vec<SessionId>> {
 /// between leaves a journal without a ref, which gc removes). The caller
 /// holds its lease and the store lock exclusively, and has made sure no
 /// other session needs the journal's objects.
+///
+/// Before the ref goes, a session with a journal gets a delete marker
+/// (`<uuid>.deleted` beside it, synced): a journal without a ref and
+/// without a marker that holds more than one commit is a lost ref, which
+/// readers report as a fault and gc never removes.
 pub(crate) fn remove(layout: &Layout, session: &SessionId) -> Result<()> {
+    let journals = layout.journals()?;
+    let marker = journal::deleted_name(session);
+    if let Some(dir) = &journals {
+        if dir.kind_of(&journal::journal_name(session))?.is_some()
+            && dir.kind_of(&marker)?.is_none()
+        {
+            dir.create_new(&marker, 0o600)?;
+            dir.sync()?;
+        }
+    }
     refs::remove(layout, session)?;
-    if let Some(dir) = layout.journals()? {
+    if let Some(dir) = &journals {
         dir.remove_tree(&journal::journal_name(session))?;
         dir.remove_tree(&journal::jidx_name(session))?;
+        dir.remove_tree(&marker)?;
         dir.sync()?;
     }
     Ok(())

@@ -35,6 +35,10 @@ use crate::{failpoint, Error, ObjectId, Result, SessionId};
 
 pub(crate) const JOURNAL_EXT: &str = "journal";
 pub(crate) const JIDX_EXT: &str = "jidx";
+/// A delete's marker beside the journal it is removing (objects-spec
+/// §12.5): written and synced before the ref goes, so that a journal
+/// without a ref is known to be a delete's leftover, never a lost ref.
+pub(crate) const DELETED_EXT: &str = "deleted";
 const JIDX_MAGIC: &[u8; 8] = b"HELJIDX\0";
 const JIDX_HEADER: usize = 16;
 const JIDX_ENTRY: usize = 48;
@@ -125,6 +129,10 @@ pub(crate) fn journal_name(session: &SessionId) -> String {
 
 pub(crate) fn jidx_name(session: &SessionId) -> String {
     format!("{session}.{JIDX_EXT}")
+}
+
+pub(crate) fn deleted_name(session: &SessionId) -> String {
+    format!("{session}.{DELETED_EXT}")
 }
 
 /// Which commit record of a journal is its session's head.
@@ -459,7 +467,9 @@ pub(crate) fn open(dir: &Dir, session: &SessionId, mode: Mode, rule: Rule) -> Re
                     return open(dir, session, Mode::Full, rule);
                 }
             } else {
-                cut_at_ref(&mut view, r);
+                let deleted =
+                    r.is_none() && matches!(dir.kind_of(&deleted_name(session)), Ok(Some(_)));
+                cut_at_ref(&mut view, r, deleted);
             }
         }
     }
@@ -478,7 +488,7 @@ pub(crate) fn open(dir: &Dir, session: &SessionId, mode: Mode, rule: Rule) -> Re
 /// record publishes unless the journal holds none at all (a format-1
 /// session, whose ref came before its journal) or just one unpublished
 /// commit made after that ref.
-fn cut_at_ref(view: &mut View, r: Option<ObjectId>) {
+fn cut_at_ref(view: &mut View, r: Option<ObjectId>, deleted: bool) {
     let commits: Vec<usize> = view
         .entries
         .iter()
@@ -487,6 +497,22 @@ fn cut_at_ref(view: &mut View, r: Option<ObjectId>) {
         .map(|(k, _)| k)
         .collect();
     let keep = match r {
+        // Without a ref, one commit record is what a crash in a session's
+        // first commit leaves, and a delete marks its journal before its
+        // ref goes: more, unmarked, is a session whose ref was lost.
+        None if commits.len() >= 2 && !deleted => {
+            let last = view.entries[commits[commits.len() - 1]].id;
+            view.set_fault(
+                view.entries[commits[1]].offset,
+                format!(
+                    "the journal holds {} published commits but the session has no ref refs/sessions/{}: the ref was lost (restore it holding {last} and a newline), or remove the journal to give the session up",
+                    commits.len(),
+                    view.session
+                ),
+            );
+            view.ref_fault = true;
+            return;
+        }
         None => 0,
         Some(id) => match commits.iter().rposition(|&k| view.entries[k].id == id) {
             Some(p) => {

@@ -2381,6 +2381,8 @@ fn a_journal_without_a_ref_is_no_session_and_gc_keeps_what_refs_reach() {
         fs::remove_file(ref_file(dir.path(), &id)).unwrap();
         id
     };
+    // An interrupted delete of `sid`: its marker, then the ref gone.
+    fs::write(journal.with_extension("deleted"), b"").unwrap();
     fs::remove_file(ref_file(dir.path(), &sid)).unwrap();
     let store = Store::open(dir.path()).unwrap();
     let listed: Vec<SessionId> = store
@@ -2425,6 +2427,8 @@ fn a_journal_without_a_ref_holding_a_newer_record_is_kept() {
     let newer = record(3, &[9; 32], b"what a newer hel keeps here");
     let bytes = [fs::read(&journal).unwrap(), newer].concat();
     fs::write(&journal, &bytes).unwrap();
+    // A delete interrupted after the ref's unlink.
+    fs::write(journal.with_extension("deleted"), b"").unwrap();
     fs::remove_file(ref_file(dir.path(), &sid)).unwrap();
     let store = Store::open(dir.path()).unwrap();
     assert!(store.sessions().unwrap().is_empty());
@@ -2442,19 +2446,51 @@ fn a_delete_removes_the_ref_before_the_journal() {
     let store = Store::open(dir.path()).unwrap();
     let (fork, first, _) = store.fork(&heads[1]).unwrap();
     drop(fork);
-    // What an interrupted delete leaves: the copy made, the ref gone.
+    // What an interrupted delete leaves: the copy made, its marker
+    // written, the ref gone.
     let saved = fs::read(&journal).unwrap();
     store.delete(&sid, false).unwrap();
-    assert!(!ref_file(dir.path(), &sid).exists() && !journal.exists());
+    let marker = journal.with_extension("deleted");
+    assert!(!ref_file(dir.path(), &sid).exists() && !journal.exists() && !marker.exists());
     fs::write(&journal, &saved).unwrap();
+    fs::write(&marker, b"").unwrap();
     let store = Store::open(dir.path()).unwrap();
     assert_eq!(store.sessions().unwrap().len(), 1);
     assert!(matches!(store.head(&sid), Err(Error::NoSuchSession { .. })));
     store.gc(false).unwrap();
-    assert!(!journal.exists());
+    assert!(!journal.exists() && !marker.exists());
     let fresh = Store::open(dir.path()).unwrap();
     assert_eq!(fresh.load(&first).unwrap().messages.len(), 8);
     assert!(fresh.fsck().unwrap().is_sound());
+}
+
+/// A ref file lost (moved away, deleted by hand) is never taken for a
+/// delete's leftover: a journal without a ref or a delete marker that holds
+/// more than one commit is a fault naming the ref to restore, gc keeps it,
+/// and putting the ref back brings the whole session back.
+#[test]
+fn a_lost_ref_is_a_fault_and_gc_keeps_its_journal() {
+    let (dir, sid, heads, journal) = three_checkpoints();
+    let r = ref_file(dir.path(), &sid);
+    let saved_ref = fs::read(&r).unwrap();
+    let saved = fs::read(&journal).unwrap();
+    fs::remove_file(&r).unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let fsck = store.fsck().unwrap();
+    assert!(
+        fsck.faults
+            .iter()
+            .any(|f| f.to_string().contains("the ref was lost")
+                && f.to_string().contains(&heads[2].to_hex())),
+        "{fsck:?}"
+    );
+    assert!(store.gc(false).is_err());
+    assert_eq!(fs::read(&journal).unwrap(), saved, "gc kept the journal");
+    fs::write(&r, &saved_ref).unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    assert_eq!(store.head(&sid).unwrap(), heads[2]);
+    assert_eq!(store.load(&heads[2]).unwrap().messages.len(), 12);
+    assert!(store.fsck().unwrap().is_sound());
 }
 
 /// Format 3 keeps the §12.6 stub: a missing one is a fault (a format-1 hel
@@ -2619,8 +2655,12 @@ fn gc_without_the_stub_removes_no_journal() {
     let store = Store::open(dir.path()).unwrap();
     let fsck = store.fsck().unwrap();
     assert!(!fsck.is_sound(), "{fsck:?}");
+    // Refused for the stub, or for the journal whose ref is gone.
     let e = store.gc(false).unwrap_err();
-    assert!(e.to_string().contains("not the stub"), "{e}");
+    assert!(
+        e.to_string().contains("not the stub") || e.to_string().contains("the ref was lost"),
+        "{e}"
+    );
     assert_eq!(fs::read(&journal).unwrap(), bytes, "gc removed the journal");
     // Put back, the session is whole.
     fs::rename(&saved, &refs).unwrap();
