@@ -53,6 +53,12 @@ pub enum Event {
         decision: crate::tools::Decision,
         spill: Option<String>,
     },
+    /// A piece of what a running bash command printed (stdout and stderr
+    /// as they arrive, at most [`crate::tools::output::LIVE_CHUNK`] bytes: the end
+    /// of what one read got), for a live view. Raw bytes from the command:
+    /// strip them before showing them. The tool's result is not made of
+    /// these; it is [`Event::ToolFinished`]'s `content`, as always.
+    ToolOutput(Vec<u8>),
     /// A turn's request was sent to the model; nothing of the response
     /// has arrived yet.
     Waiting,

@@ -4,6 +4,7 @@
 
 pub mod live;
 pub mod markdown;
+pub mod tail;
 
 use std::path::Path;
 
@@ -161,6 +162,8 @@ impl Observer for Stderr {
                 &checkpoint.to_hex()[..12]
             )),
             // The answer's text is Live's to show.
+            // The live view's (on a terminal, under the spinner).
+            Event::ToolOutput(_) => {}
             Event::Waiting
             | Event::ResponseStarted
             | Event::TextDelta(_)

@@ -188,6 +188,7 @@ impl Observer for Live {
         }
         match event {
             Event::ResponseStarted => *self.state.borrow_mut() = Shown::default(),
+            Event::ToolOutput(_) => {}
             Event::TextDelta(piece) => self.text(&piece),
             Event::ResponseEnded { calls_tools } => {
                 let shown = self.state.borrow().text;
