@@ -745,3 +745,32 @@ fn a_running_command_shows_its_last_lines_live_with_p() {
     s.exp_eof().unwrap();
     exited_with(&s, 0);
 }
+
+/// The model's reasoning, streamed before its tool calls, shows on a
+/// terminal as it arrives, set apart: marked `thinking:` and dimmed, its
+/// escape sequences escaped.
+#[test]
+fn reasoning_streams_set_apart_on_a_terminal() {
+    let p = Project::new();
+    std::fs::write(p.path().join("a.txt"), "hi\n").unwrap();
+    let mock = Mock::start(json!([
+        {"message": {"role": "assistant", "reasoning_content": "Look at a.txt\u{1b}[2J first.", "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "read_file", "arguments": "{\"path\":\"a.txt\"}"}},
+        ]}},
+        {"content": "Done."},
+    ]));
+    let mut s = spawn(&p, &mock, &["--access", "auto"]);
+    expect(&mut s, PROMPT_END);
+    type_in(&mut s, "look\r");
+    expect(
+        &mut s,
+        "\x1b[2;3mthinking:\x1b[0m \x1b[2mLook at a.txt^[[2\x1b[0m",
+    );
+    let rest = expect(&mut s, "Done.");
+    assert!(rest.contains("J first."), "{rest:?}");
+    assert!(!rest.contains("\x1b[2J"), "{rest:?}");
+    expect(&mut s, PROMPT_END);
+    type_in(&mut s, "/exit\r");
+    s.exp_eof().unwrap();
+    exited_with(&s, 0);
+}

@@ -69,6 +69,10 @@ pub enum Event {
     /// escape it before showing it on a terminal. Whether it is the answer
     /// or working notes is known at [`Event::ResponseEnded`].
     TextDelta(String),
+    /// A piece of a turn's reasoning (`reasoning_content`), as it streams
+    /// in: the model's thinking before its text or tool calls, not part of
+    /// the answer. Raw model text: escape it before showing it.
+    ReasoningDelta(String),
     /// A turn's response completed. `calls_tools`: it goes on to call
     /// tools, so its text was the model's working notes; otherwise its
     /// text is the answer (saved before the run returns it).

@@ -167,6 +167,7 @@ impl Observer for Stderr {
             Event::Waiting
             | Event::ResponseStarted
             | Event::TextDelta(_)
+            | Event::ReasoningDelta(_)
             | Event::ResponseEnded { .. }
             | Event::Response { .. }
             | Event::ResponseIncomplete => {}
