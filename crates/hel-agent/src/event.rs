@@ -4,7 +4,7 @@
 //!
 //! A turn's model response goes through [`Event::Waiting`], then
 //! [`Event::ResponseStarted`] once something of it arrived, any number of
-//! [`Event::TextDelta`]s, and ends with [`Event::ResponseEnded`] or
+//! [`Event::TextDelta`]s and [`Event::ReasoningDelta`]s, and ends with [`Event::ResponseEnded`] or
 //! [`Event::ResponseIncomplete`]. Compaction's requests send none of them.
 
 use std::path::PathBuf;
