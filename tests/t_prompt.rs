@@ -666,3 +666,111 @@ fn answers_render_as_markdown_on_a_terminal_only() {
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert_eq!(run.stdout, format!("{answer}\n"));
 }
+
+/// `command` for bash, printing a line, a line with a screen clear and a
+/// window title in it, and (once `gate` exists) `went`.
+fn noisy_command(gate: &str) -> String {
+    format!(
+        "echo alpha-$((6*7)); printf 'evil\\033]0;pwned\\007\\033[2Jtail\\n'; while [ ! -e {gate} ]; do sleep 0.05; done; echo went"
+    )
+}
+
+/// What a pty shows of a running bash command, from `hel: bash` to its
+/// result line: its last lines under the spinner, dimmed and stripped of
+/// escape sequences (none reaches the terminal raw), and cleared before
+/// the result line, so only hel's own lines stay.
+fn shows_the_live_tail(s: &mut PtySession, p: &Project, gate: &str) {
+    let mut seen = expect(s, "hel: bash ");
+    seen += &expect(s, "\x1b[2m  alpha-42\x1b[0m");
+    seen += &expect(s, "\x1b[2m  eviltail\x1b[0m");
+    std::fs::write(p.path().join(gate), "").unwrap();
+    let end = expect(s, "hel:   exit=0");
+    seen += &end;
+    let cleared = end.rfind("\r\x1b[J").expect("the tail is cleared");
+    let after = &end[cleared..];
+    assert!(
+        !after.contains("alpha-42") && !after.contains("eviltail") && !after.contains('\n'),
+        "{after:?}"
+    );
+    seen += &expect(s, "Done.");
+    for raw in ["\x1b]0;pwned", "\x1b[2J", "\x07"] {
+        assert!(
+            !seen.contains(raw),
+            "{raw:?} reached the terminal: {seen:?}"
+        );
+    }
+}
+
+/// While bash runs at the prompt, its last lines show under the spinner
+/// as they arrive, and are gone when it ends.
+#[test]
+fn a_running_command_shows_its_last_lines_live() {
+    let p = Project::new();
+    let mock = Mock::start(json!([
+        {"tool_calls": [call("bash", json!({"command": noisy_command("go")}))]},
+        {"content": "Done."},
+    ]));
+    let mut s = spawn(&p, &mock, &["--access", "auto"]);
+    expect(&mut s, PROMPT_END);
+    type_in(&mut s, "run it\r");
+    shows_the_live_tail(&mut s, &p, "go");
+    // The model reads the command's output as it always did.
+    let results = mock.messages(1);
+    let content = results.last().unwrap()["content"].as_str().unwrap();
+    assert!(
+        content.contains("alpha-42\nevil\x1b]0;pwned\x07\x1b[2Jtail\nwent"),
+        "{content:?}"
+    );
+    expect(&mut s, PROMPT_END);
+    type_in(&mut s, "/exit\r");
+    s.exp_eof().unwrap();
+    exited_with(&s, 0);
+}
+
+/// The same live tail with `-p` on a terminal, for a command run
+/// unconfined (`--no-sandbox` reads its output in another place).
+#[test]
+fn a_running_command_shows_its_last_lines_live_with_p() {
+    let p = Project::new();
+    let mock = Mock::start(json!([
+        {"tool_calls": [call("bash", json!({"command": noisy_command("gate")}))]},
+        {"content": "Done."},
+    ]));
+    let mut s = spawn(
+        &p,
+        &mock,
+        &["--access", "auto", "--no-sandbox", "-p", "run it"],
+    );
+    shows_the_live_tail(&mut s, &p, "gate");
+    s.exp_eof().unwrap();
+    exited_with(&s, 0);
+}
+
+/// The model's reasoning, streamed before its tool calls, shows on a
+/// terminal as it arrives, set apart: marked `thinking:` and dimmed, its
+/// escape sequences escaped.
+#[test]
+fn reasoning_streams_set_apart_on_a_terminal() {
+    let p = Project::new();
+    std::fs::write(p.path().join("a.txt"), "hi\n").unwrap();
+    let mock = Mock::start(json!([
+        {"message": {"role": "assistant", "reasoning_content": "Look at a.txt\u{1b}[2J first.", "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "read_file", "arguments": "{\"path\":\"a.txt\"}"}},
+        ]}},
+        {"content": "Done."},
+    ]));
+    let mut s = spawn(&p, &mock, &["--access", "auto"]);
+    expect(&mut s, PROMPT_END);
+    type_in(&mut s, "look\r");
+    expect(
+        &mut s,
+        "\x1b[2;3mthinking:\x1b[0m \x1b[2mLook at a.txt^[[2\x1b[0m",
+    );
+    let rest = expect(&mut s, "Done.");
+    assert!(rest.contains("J first."), "{rest:?}");
+    assert!(!rest.contains("\x1b[2J"), "{rest:?}");
+    expect(&mut s, PROMPT_END);
+    type_in(&mut s, "/exit\r");
+    s.exp_eof().unwrap();
+    exited_with(&s, 0);
+}

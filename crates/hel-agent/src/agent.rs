@@ -91,7 +91,8 @@ impl Model {
                 }
             }
             Delta::Text(t) if live => observer.event(Event::TextDelta(t.to_owned())),
-            Delta::Text(_) => {}
+            Delta::Reasoning(t) if live => observer.event(Event::ReasoningDelta(t.to_owned())),
+            Delta::Text(_) | Delta::Reasoning(_) => {}
         };
         if live {
             self.observer.event(Event::Waiting);

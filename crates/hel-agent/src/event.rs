@@ -4,7 +4,7 @@
 //!
 //! A turn's model response goes through [`Event::Waiting`], then
 //! [`Event::ResponseStarted`] once something of it arrived, any number of
-//! [`Event::TextDelta`]s, and ends with [`Event::ResponseEnded`] or
+//! [`Event::TextDelta`]s and [`Event::ReasoningDelta`]s, and ends with [`Event::ResponseEnded`] or
 //! [`Event::ResponseIncomplete`]. Compaction's requests send none of them.
 
 use std::path::PathBuf;
@@ -53,6 +53,12 @@ pub enum Event {
         decision: crate::tools::Decision,
         spill: Option<String>,
     },
+    /// A piece of what a running bash command printed (stdout and stderr
+    /// as they arrive, at most [`crate::tools::output::LIVE_CHUNK`] bytes: the end
+    /// of what one read got), for a live view. Raw bytes from the command:
+    /// strip them before showing them. The tool's result is not made of
+    /// these; it is [`Event::ToolFinished`]'s `content`, as always.
+    ToolOutput(Vec<u8>),
     /// A turn's request was sent to the model; nothing of the response
     /// has arrived yet.
     Waiting,
@@ -63,6 +69,10 @@ pub enum Event {
     /// escape it before showing it on a terminal. Whether it is the answer
     /// or working notes is known at [`Event::ResponseEnded`].
     TextDelta(String),
+    /// A piece of a turn's reasoning (`reasoning_content`), as it streams
+    /// in: the model's thinking before its text or tool calls, not part of
+    /// the answer. Raw model text: escape it before showing it.
+    ReasoningDelta(String),
     /// A turn's response completed. `calls_tools`: it goes on to call
     /// tools, so its text was the model's working notes; otherwise its
     /// text is the answer (saved before the run returns it).

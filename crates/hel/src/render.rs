@@ -4,6 +4,7 @@
 
 pub mod live;
 pub mod markdown;
+pub mod tail;
 
 use std::path::Path;
 
@@ -161,9 +162,12 @@ impl Observer for Stderr {
                 &checkpoint.to_hex()[..12]
             )),
             // The answer's text is Live's to show.
+            // The live view's (on a terminal, under the spinner).
+            Event::ToolOutput(_) => {}
             Event::Waiting
             | Event::ResponseStarted
             | Event::TextDelta(_)
+            | Event::ReasoningDelta(_)
             | Event::ResponseEnded { .. }
             | Event::Response { .. }
             | Event::ResponseIncomplete => {}

@@ -64,6 +64,7 @@ impl Assembler {
             progress = true;
         }
         let mut text = String::new();
+        let mut reasoning = String::new();
         let choices = match chunk.get("choices") {
             None | Some(Value::Null) => &[][..],
             Some(Value::Array(c)) => c.as_slice(),
@@ -85,6 +86,9 @@ impl Assembler {
                         if k == "content" {
                             text.push_str(v.as_str().unwrap_or(""));
                         }
+                        if k == "reasoning_content" || k == "reasoning" {
+                            reasoning.push_str(v.as_str().unwrap_or(""));
+                        }
                     }
                     progress |= !delta.is_empty();
                 }
@@ -97,6 +101,9 @@ impl Assembler {
         }
         if progress && !std::mem::replace(&mut self.started, true) {
             on_delta(Delta::First);
+        }
+        if !reasoning.is_empty() {
+            on_delta(Delta::Reasoning(&reasoning));
         }
         if !text.is_empty() {
             on_delta(Delta::Text(&text));
@@ -214,6 +221,7 @@ mod tests {
             heard.push(match d {
                 Delta::First => "<first>".to_owned(),
                 Delta::Text(t) => t.to_owned(),
+                Delta::Reasoning(t) => format!("<reasoning>{t}"),
             })
         };
         for c in chunks {
@@ -252,7 +260,11 @@ mod tests {
         ];
         let (body, heard) = assemble(&chunks);
         let body = body.unwrap();
-        assert_eq!(heard, ["<first>", "Hel", "lo"]);
+        // Reasoning is heard apart from the text, before it in a chunk.
+        assert_eq!(
+            heard,
+            ["<first>", "Hel", "<reasoning>r1", "lo", "<reasoning>r2"]
+        );
         assert_eq!(
             body,
             json!({

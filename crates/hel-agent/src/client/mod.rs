@@ -116,6 +116,9 @@ pub enum Delta<'a> {
     First,
     /// A piece of the answer's `content`, as the model sent it.
     Text(&'a str),
+    /// A piece of the model's reasoning (`reasoning_content`, or
+    /// `reasoning` as some servers name it), as the model sent it.
+    Reasoning(&'a str),
 }
 
 /// `n` bytes for messages: in MiB when it is a whole number of them.

@@ -1,10 +1,34 @@
 //! Command output, kept up to a bound: the rest is counted and dropped, so
 //! a command that prints without end costs at most [`STREAM_CAP`] bytes.
 
+use std::rc::Rc;
+
 use tokio::io::{AsyncRead, AsyncReadExt};
+
+use crate::event::{Event, Observer};
 
 /// Bytes of each stream kept in memory.
 pub const STREAM_CAP: usize = 8 << 20;
+
+/// The most bytes one [`Event::ToolOutput`] carries: a live view shows
+/// only the last lines, so of a larger read only its end is sent.
+pub const LIVE_CHUNK: usize = 4096;
+
+/// Where what a command prints is also sent as it arrives, for a live
+/// view ([`Event::ToolOutput`]).
+#[derive(Clone)]
+pub struct Tap(pub Rc<dyn Observer>);
+
+impl Tap {
+    /// Send the end of `data` (at most [`LIVE_CHUNK`] bytes).
+    fn send(&self, data: &[u8]) {
+        if data.is_empty() {
+            return;
+        }
+        let start = data.len().saturating_sub(LIVE_CHUNK);
+        self.0.event(Event::ToolOutput(data[start..].to_vec()));
+    }
+}
 
 /// What was kept of one stream.
 #[derive(Default)]
@@ -14,11 +38,24 @@ pub struct Kept {
     /// The stream ended.
     pub eof: bool,
     buf: Vec<u8>,
+    /// Hears each read as it arrives.
+    pub tap: Option<Tap>,
 }
 
 impl Kept {
+    /// Kept, with each read also sent to `tap`.
+    pub fn tapped(tap: Option<Tap>) -> Kept {
+        Kept {
+            tap,
+            ..Kept::default()
+        }
+    }
+
     /// Take in what was read.
     pub fn push(&mut self, data: &[u8]) {
+        if let Some(t) = &self.tap {
+            t.send(data);
+        }
         let room = STREAM_CAP.saturating_sub(self.bytes.len()).min(data.len());
         self.bytes.extend_from_slice(&data[..room]);
         self.dropped += data.len() - room;
@@ -38,9 +75,9 @@ impl Kept {
         }
     }
 
-    /// Read `r` to its end.
-    pub async fn read_all<R: AsyncRead + Unpin>(r: Option<&mut R>) -> Kept {
-        let mut kept = Kept::default();
+    /// Read `r` to its end, each read also sent to `tap`.
+    pub async fn read_all<R: AsyncRead + Unpin>(r: Option<&mut R>, tap: Option<Tap>) -> Kept {
+        let mut kept = Kept::tapped(tap);
         if let Some(r) = r {
             while !kept.eof {
                 kept.fill(r).await;
@@ -67,7 +104,7 @@ mod tests {
     async fn keeps_up_to_the_cap_and_counts_the_rest() {
         let big = vec![b'x'; STREAM_CAP + 10];
         let mut src: &[u8] = &big;
-        let kept = Kept::read_all(Some(&mut src)).await;
+        let kept = Kept::read_all(Some(&mut src), None).await;
         let text = kept.text();
         assert!(text.ends_with("\n[10 more bytes not kept]"));
         assert_eq!(text.len(), STREAM_CAP + "\n[10 more bytes not kept]".len());

@@ -51,6 +51,15 @@ pub(crate) struct Watched {
 
 impl Observer for Watched {
     fn event(&self, event: Event) {
+        // A running command's output: under the spinner (started for it
+        // when the call was confirmed first), nowhere else.
+        if let Event::ToolOutput(data) = &event {
+            if !self.spinner.drawing() {
+                self.spinner.start_for("running bash".to_owned());
+            }
+            self.spinner.feed(data);
+            return;
+        }
         let tool = match &event {
             Event::ToolStarted { name, .. } => {
                 let reads = hel_agent::tools::ToolName::parse(name).is_some_and(|t| t.only_reads());

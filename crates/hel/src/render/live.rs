@@ -11,11 +11,13 @@ use super::{Intro, Stderr};
 
 /// Renders a run's events as [`Stderr`] does and prints its answers
 /// ([`Live::answer`]). When stdout is a terminal, each turn's text is
-/// shown on stdout as it arrives: the text of a response that goes on to
-/// call tools is then marked as the model's working notes, and text of a
-/// response that breaks off is followed by a line saying the answer is
-/// incomplete and was not saved. Otherwise stdout carries only completed
-/// answers, byte for byte, after they were saved.
+/// shown on stdout as it arrives: the model's reasoning as it streams,
+/// set apart (marked `thinking:` at its start, dimmed when coloured), the
+/// text of a response that goes on to call tools is then marked as the
+/// model's working notes, and text of a response that breaks off is
+/// followed by a line saying the answer is incomplete and was not saved.
+/// Otherwise stdout carries only completed answers, byte for byte, after
+/// they were saved (reasoning is not shown).
 pub struct Live {
     out: RefCell<Box<dyn Write>>,
     err: RefCell<Box<dyn Write>>,
@@ -44,6 +46,10 @@ struct Shown {
     pending: String,
     /// The Markdown state of the response (None until its first text).
     md: Option<Markdown>,
+    /// Its reasoning is being shown (ended by anything else).
+    thinking: bool,
+    /// The last line of the reasoning shown has no end yet.
+    thinking_open: bool,
 }
 
 impl Default for Live {
@@ -126,6 +132,46 @@ impl Live {
         let _ = out.flush();
     }
 
+    /// Show a piece of the model's reasoning as it arrives: marked at the
+    /// start of a block of it, dimmed on a coloured terminal, escaped (CRs
+    /// dropped: nothing may overwrite a line).
+    fn reasoning(&self, piece: &str) {
+        let text = piece.replace('\r', "");
+        if text.is_empty() {
+            return;
+        }
+        let colour = super::colour_for(true);
+        let mut s = self.state.borrow_mut();
+        let mut shown = String::new();
+        if !s.thinking {
+            if s.open || s.cr || !s.pending.is_empty() {
+                // A line of text begun: ended before the reasoning.
+                shown.push_str(&Self::held(&mut s, true));
+                s.open = false;
+            }
+            shown.push_str(&super::paint(colour, "2;3", "thinking:"));
+            shown.push(' ');
+            s.thinking = true;
+        }
+        let safe = escape_text(&text);
+        shown.push_str(&super::paint(colour, "2", &safe));
+        s.thinking_open = !safe.ends_with('\n');
+        let mut out = self.out.borrow_mut();
+        let _ = write!(out, "{shown}");
+        let _ = out.flush();
+    }
+
+    /// End the reasoning shown, if any: its last line, so what follows
+    /// starts on a line of its own.
+    fn end_thinking(&self) {
+        let mut s = self.state.borrow_mut();
+        if std::mem::take(&mut s.thinking) && std::mem::take(&mut s.thinking_open) {
+            let mut out = self.out.borrow_mut();
+            let _ = writeln!(out);
+            let _ = out.flush();
+        }
+    }
+
     /// What is held back of the response (a line not ended, a table, a
     /// CR), rendered, its last line ended when `end` (else the caller
     /// ends it). Empty when nothing is held.
@@ -186,8 +232,13 @@ impl Observer for Live {
         if !self.terminal {
             return Stderr.event(event);
         }
+        if let Event::ReasoningDelta(piece) = &event {
+            return self.reasoning(piece);
+        }
+        self.end_thinking();
         match event {
             Event::ResponseStarted => *self.state.borrow_mut() = Shown::default(),
+            Event::ToolOutput(_) => {}
             Event::TextDelta(piece) => self.text(&piece),
             Event::ResponseEnded { calls_tools } => {
                 let shown = self.state.borrow().text;
@@ -305,6 +356,39 @@ mod tests {
         live.event(Event::ResponseEnded { calls_tools: false });
         live.answer("a\x1b");
         assert_eq!(out.text(), "a^[\n");
+    }
+
+    #[test]
+    fn reasoning_is_set_apart_on_a_terminal_only() {
+        let (live, out, _) = make(true);
+        live.event(Event::ResponseStarted);
+        for p in ["Check", " the\nfile\x1b[2J\r"] {
+            live.event(Event::ReasoningDelta(p.to_owned()));
+        }
+        live.event(Event::TextDelta("Done".to_owned()));
+        live.event(Event::ReasoningDelta("late\n".to_owned()));
+        live.event(Event::ResponseEnded { calls_tools: false });
+        live.answer("Done");
+        let colour = crate::render::colour_for(true);
+        let dim = |t: &str| crate::render::paint(colour, "2", t);
+        let mark = crate::render::paint(colour, "2;3", "thinking:");
+        assert_eq!(
+            out.text(),
+            format!(
+                "{mark} {}{}\nDone\n{mark} {}\n",
+                dim("Check"),
+                dim(" the\nfile^[[2J"),
+                dim("late\n")
+            )
+        );
+        // Piped: no reasoning, the answer's bytes only.
+        let (live, out, err) = make(false);
+        live.event(Event::ResponseStarted);
+        live.event(Event::ReasoningDelta("hmm".to_owned()));
+        live.event(Event::ResponseEnded { calls_tools: false });
+        live.answer("Done");
+        assert_eq!(out.text(), "Done\n");
+        assert_eq!(err.text(), "");
     }
 
     #[test]

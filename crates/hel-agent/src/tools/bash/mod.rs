@@ -13,6 +13,7 @@ use std::time::Duration;
 use super::args::BashArgs;
 use super::context::{ToolCtx, ToolResult};
 use super::gitdirs;
+use super::output::Tap;
 use super::sandbox::host::{Layout, RunError, Sandbox, SandboxError};
 use super::sandbox::proto::{GitMount, RunBody};
 use crate::event::Warning;
@@ -97,7 +98,10 @@ async fn sandboxed(ctx: &mut ToolCtx, command: String) -> ToolResult {
         command,
         env: command_env(&ctx.tmp),
     };
-    let ran = sb.run(&body, Duration::from_secs(ctx.bash_timeout)).await;
+    let tap = Tap(ctx.observer.clone());
+    let ran = sb
+        .run(&body, Duration::from_secs(ctx.bash_timeout), Some(tap))
+        .await;
     let before = sb.layout.git.clone();
     note.push_str(&created_git(ctx, &before));
     match ran {

@@ -18,7 +18,7 @@ use tokio::sync::mpsc;
 use super::init::SOCKET_FD;
 use super::proto::{self, FileId, GitMount, Report, Request, RunBody, Spec, Status};
 use crate::tools::gitdirs;
-use crate::tools::output::Kept;
+use crate::tools::output::{Kept, Tap};
 
 /// How long the sandbox may take to get ready.
 const READY_WAIT: Duration = Duration::from_secs(10);
@@ -310,11 +310,19 @@ impl Sandbox {
     /// output) or at `limit`, when its process group is killed. Output
     /// arriving later (from processes it left in the background) is read
     /// and discarded until they end, so they never die of a closed pipe.
-    pub async fn run(&mut self, body: &RunBody, limit: Duration) -> Result<Outcome, RunError> {
+    /// What it prints is also sent to `tap` as it arrives.
+    pub async fn run(
+        &mut self,
+        body: &RunBody,
+        limit: Duration,
+        tap: Option<Tap>,
+    ) -> Result<Outcome, RunError> {
         if let Some(why) = self.lost() {
             return Err(RunError::Lost(why));
         }
         let (mut output, mut guard) = self.send_run(body)?;
+        output.so.tap = tap.clone();
+        output.se.tap = tap;
         let waited = tokio::time::timeout(limit, async {
             loop {
                 tokio::select! {
