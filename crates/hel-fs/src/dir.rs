@@ -149,6 +149,15 @@ impl Dir {
         &self.path
     }
 
+    /// Refuse `name` unless it is one plain component, with its path in
+    /// the error (made only then: a listing checks 20,000 names).
+    fn check_in(&self, name: &str) -> Result<()> {
+        check_name(name).map_err(|source| Error::Io {
+            path: self.child_path(name),
+            source,
+        })
+    }
+
     /// The path of `name` in this directory, for messages.
     pub fn child_path(&self, name: &str) -> PathBuf {
         self.path.join(name)
@@ -156,7 +165,7 @@ impl Dir {
 
     /// What `name` is, without following it; `None` when absent.
     pub fn kind_of(&self, name: &str) -> Result<Option<Kind>> {
-        check_name(name).at(self.child_path(name))?;
+        self.check_in(name)?;
         match rustix::fs::statat(&self.fd, name, AtFlags::SYMLINK_NOFOLLOW) {
             Ok(st) => Ok(Some(Kind::of(FileType::from_raw_mode(st.st_mode)))),
             Err(Errno::NOENT) => Ok(None),
@@ -188,7 +197,7 @@ impl Dir {
     /// The subdirectory `name`, or `None` when absent. A link or anything
     /// else in its place is refused.
     pub fn sub(&self, name: &str) -> Result<Option<Dir>> {
-        check_name(name).at(self.child_path(name))?;
+        self.check_in(name)?;
         match at::open_dir(&self.fd, name) {
             Ok(fd) => Ok(Some(Dir {
                 fd,
@@ -201,7 +210,7 @@ impl Dir {
 
     /// The subdirectory `name`, created (with `mode`) when absent.
     pub fn sub_create(&self, name: &str, mode: u32) -> Result<Dir> {
-        check_name(name).at(self.child_path(name))?;
+        self.check_in(name)?;
         match rustix::fs::mkdirat(&self.fd, name, Mode::from_raw_mode(mode)) {
             Ok(()) | Err(Errno::EXIST) => {}
             Err(e) => return Err(io(e)).at(self.child_path(name)),
@@ -215,9 +224,10 @@ impl Dir {
     /// Check what `fd` (just opened as `name`) is: a regular file, or a
     /// refusal naming what it is instead.
     fn require_file(&self, name: &str, fd: OwnedFd) -> Result<File> {
-        let st = rustix::fs::fstat(&fd)
-            .map_err(io)
-            .at(self.child_path(name))?;
+        let st = rustix::fs::fstat(&fd).map_err(|e| Error::Io {
+            path: self.child_path(name),
+            source: io(e),
+        })?;
         let kind = Kind::of(FileType::from_raw_mode(st.st_mode));
         if kind != Kind::File {
             return Err(Error::Unexpected {
@@ -231,7 +241,7 @@ impl Dir {
 
     /// Open the regular file `name` for reading; `None` when absent.
     pub fn open_file(&self, name: &str) -> Result<Option<File>> {
-        check_name(name).at(self.child_path(name))?;
+        self.check_in(name)?;
         match at::open_read(&self.fd, name) {
             Ok(fd) => self.require_file(name, fd).map(Some),
             Err(Errno::NOENT) => Ok(None),
@@ -243,8 +253,11 @@ impl Dir {
     /// are laid out) for reading, in one `openat2` that refuses links in
     /// either component; `None` when absent.
     pub fn open_file2(&self, dir: &str, name: &str) -> Result<Option<File>> {
-        check_name(dir).at(self.child_path(dir))?;
-        check_name(name).at(self.child_path(dir).join(name))?;
+        self.check_in(dir)?;
+        check_name(name).map_err(|e| Error::Io {
+            path: self.child_path(dir).join(name),
+            source: e,
+        })?;
         let rel = format!("{dir}/{name}");
         match at::read_beneath(&self.fd, &rel) {
             Ok(fd) => self.require_file(&rel, fd).map(Some),
@@ -277,7 +290,7 @@ impl Dir {
 
     /// The [`Stamp`] of `name` (not followed); `None` when absent.
     pub fn stamp(&self, name: &str) -> Result<Option<Stamp>> {
-        check_name(name).at(self.child_path(name))?;
+        self.check_in(name)?;
         match rustix::fs::statat(&self.fd, name, AtFlags::SYMLINK_NOFOLLOW) {
             Ok(st) => Ok(Some(Stamp::of(&st))),
             Err(Errno::NOENT) => Ok(None),
@@ -333,7 +346,7 @@ impl Dir {
     /// Create the regular file `name`, which must not exist (`O_EXCL`: a
     /// link in its place fails the create instead of being followed).
     pub fn create_new(&self, name: &str, mode: u32) -> Result<File> {
-        check_name(name).at(self.child_path(name))?;
+        self.check_in(name)?;
         at::create_new(&self.fd, name, mode)
             .map(File::from)
             .map_err(io)
@@ -343,7 +356,7 @@ impl Dir {
     /// Open (creating when absent, never truncating) the regular file
     /// `name` for read and write: lock files and logs.
     pub fn open_rw(&self, name: &str, append: bool) -> Result<File> {
-        check_name(name).at(self.child_path(name))?;
+        self.check_in(name)?;
         match at::open_rw(&self.fd, name, append) {
             Ok(fd) => self.require_file(name, fd),
             Err(e) => Err(self.refused(name, Kind::File, e)),
@@ -353,8 +366,8 @@ impl Dir {
     /// Hard-link `from` (in this directory) as `to_name` in `to`, never
     /// replacing anything: false when `to_name` already exists.
     pub fn link_to(&self, from: &str, to: &Dir, to_name: &str) -> Result<bool> {
-        check_name(from).at(self.child_path(from))?;
-        check_name(to_name).at(to.child_path(to_name))?;
+        self.check_in(from)?;
+        to.check_in(to_name)?;
         match rustix::fs::linkat(&self.fd, from, &to.fd, to_name, AtFlags::empty()) {
             Ok(()) => Ok(true),
             Err(Errno::EXIST) => Ok(false),
@@ -365,8 +378,8 @@ impl Dir {
     /// Rename `from` (in this directory) to `to_name` in `to`, replacing
     /// what is there (a link there is replaced, never followed).
     pub fn rename_to(&self, from: &str, to: &Dir, to_name: &str) -> Result<()> {
-        check_name(from).at(self.child_path(from))?;
-        check_name(to_name).at(to.child_path(to_name))?;
+        self.check_in(from)?;
+        to.check_in(to_name)?;
         rustix::fs::renameat(&self.fd, from, &to.fd, to_name)
             .map_err(io)
             .at(to.child_path(to_name))
@@ -377,8 +390,8 @@ impl Dir {
     /// moment is either name absent). `Ok(false)` when the file system
     /// cannot do it (the caller falls back to two renames).
     pub fn exchange(&self, from: &str, to: &Dir, to_name: &str) -> Result<bool> {
-        check_name(from).at(self.child_path(from))?;
-        check_name(to_name).at(to.child_path(to_name))?;
+        self.check_in(from)?;
+        to.check_in(to_name)?;
         match rustix::fs::renameat_with(
             &self.fd,
             from,
@@ -395,7 +408,7 @@ impl Dir {
     /// Remove the non-directory `name` (a link is removed, not followed);
     /// false when absent.
     pub fn remove_file(&self, name: &str) -> Result<bool> {
-        check_name(name).at(self.child_path(name))?;
+        self.check_in(name)?;
         match rustix::fs::unlinkat(&self.fd, name, AtFlags::empty()) {
             Ok(()) => Ok(true),
             Err(Errno::NOENT) => Ok(false),
@@ -493,6 +506,37 @@ impl Dir {
     pub fn free_space(&self) -> Option<u64> {
         let st = rustix::fs::fstatvfs(&self.fd).ok()?;
         Some(st.f_bavail.saturating_mul(st.f_frsize))
+    }
+
+    /// Does this directory's file system keep honest change times: a
+    /// local Linux file system (ext2/3/4, XFS, Btrfs, tmpfs, F2FS, ZFS,
+    /// bcachefs) whose `stat` is never served from a cache another machine's
+    /// writes bypass (network and FUSE file systems are not on the list),
+    /// and whose ctime every change of a file moves to the kernel's clock.
+    /// Only such a file system's [`Stamp`]s may stand for a file's content.
+    pub fn keeps_change_times(&self) -> bool {
+        const LOCAL: [i64; 7] = [
+            0xEF53,      // ext2, ext3, ext4
+            0x5846_5342, // XFS
+            0x9123_683E, // Btrfs
+            0x0102_1994, // tmpfs
+            0xF2F5_2010, // F2FS
+            0x2FC1_2FC1, // ZFS
+            0xCA45_1A4E, // bcachefs
+        ];
+        #[cfg(any(target_os = "linux", target_os = "android"))]
+        {
+            // The type of f_type differs between architectures.
+            #[allow(clippy::unnecessary_cast)]
+            rustix::fs::fstatfs(&self.fd)
+                .map(|st| LOCAL.contains(&(st.f_type as i64)))
+                .unwrap_or(false)
+        }
+        #[cfg(not(any(target_os = "linux", target_os = "android")))]
+        {
+            let _ = LOCAL;
+            false
+        }
     }
 
     /// Device and inode of this directory.

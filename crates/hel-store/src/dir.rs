@@ -117,6 +117,10 @@ impl Dir {
     pub fn identity(&self) -> Result<(u64, u64)> {
         Ok(self.0.identity()?)
     }
+    /// See [`hel_fs::Dir::keeps_change_times`].
+    pub fn keeps_change_times(&self) -> bool {
+        self.0.keeps_change_times()
+    }
 }
 
 /// See [`hel_fs::sync_file`].

@@ -73,6 +73,16 @@ pub(crate) fn read_stamped(
     parse(&bytes).map(|id| Some((id, stamp))).map_err(bad)
 }
 
+/// The [`Stamp`] of `session`'s ref file, without opening it; `None` when
+/// there is none. Says nothing of what the file holds: only the summary
+/// index compares it, under the rule of objects-spec §12.9.
+pub(crate) fn stamp(layout: &Layout, session: &SessionId) -> Result<Option<Stamp>> {
+    match layout.refs()? {
+        Some(dir) => dir.stamp(session.as_str()),
+        None => Ok(None),
+    }
+}
+
 /// Move `session`'s ref from `expected` (None: it has no ref yet) to
 /// `new` by the rename protocol: the 65 bytes written to a new file under
 /// `tmp/`, synced, renamed over `refs/sessions/<uuid>` (the rename

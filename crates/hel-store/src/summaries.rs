@@ -6,7 +6,12 @@
 //! ref names and the [`Stamp`]s of the ref file and of the journal, taken
 //! before what the entry holds was read; it is used only while the ref
 //! still names that snapshot and neither file has changed since (a commit
-//! replaces the ref, any write to a journal changes its stamp). A missing,
+//! replaces the ref, any write to a journal changes its stamp). A
+//! *settled* entry (both files' ctimes were [`SETTLE_MS`] older than the
+//! listing that last read the ref and found the entry's snapshot, on a
+//! file system that [`keeps change times`](hel_fs::Dir::keeps_change_times))
+//! is used on the stamps alone, without reading the ref: any later change
+//! of either file gives it a later ctime. A missing,
 //! damaged (checksum, syntax, bounds) or stale entry is rebuilt from the
 //! ref's commit record and snapshot, exactly as a listing without the index
 //! reads them, and the file is rewritten (under `tmp/`, renamed over; never
@@ -25,7 +30,14 @@ use crate::store::SessionInfo;
 use crate::{ObjectId, SessionId};
 
 /// The first line of the file.
-const HEADER: &[u8] = b"hel-summaries 1\n";
+const HEADER: &[u8] = b"hel-summaries 2\n";
+
+/// How much older than a listing's start both files' ctimes must be for
+/// the entry that listing checks to be settled: more than any local file
+/// system's timestamp granularity (FAT's is 2 s, ext4's and tmpfs's a
+/// clock tick), so that a change after the listing looked cannot be given
+/// the ctime the entry holds.
+const SETTLE_MS: i128 = 2_000;
 
 /// The longest entry line (its checksum, JSON and newline): a commit
 /// record's summary fits in 64 KiB and a snapshot's cwd in 4 KiB. A session
@@ -40,23 +52,28 @@ const FILE_MAX: u64 = 64 << 20;
 /// its JSON).
 const CHECK_HEX: usize = 32;
 
-/// One session's entry: the key, then what a listing shows.
+/// One session's entry: the key, then what a listing shows. The fields
+/// are in the order of their keys' bytes, so that serde_json's compact
+/// output of an entry is its canonical JSON (section 3) with no detour
+/// through a `Value` (a test holds the two equal).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Entry {
-    session: SessionId,
+    checkpoints: u64,
+    cwd: String,
     /// The snapshot the ref named.
     head: ObjectId,
+    instruction: String,
+    /// The journal's stamp (null: no journal, a format-1 session's ref).
+    journal: Option<[u64; 4]>,
+    messages: u64,
     /// The ref file's stamp.
     #[serde(rename = "ref")]
     ref_stamp: [u64; 4],
-    /// The journal's stamp (null: no journal, a format-1 session's ref).
-    journal: Option<[u64; 4]>,
+    session: SessionId,
+    /// The stamps alone say the entry is fresh (see [`settled`]).
+    settled: bool,
     time_ms: u64,
-    checkpoints: u64,
-    messages: u64,
-    instruction: String,
-    cwd: String,
 }
 
 /// What [`Index::lookup`] read of a session, for [`Index::learn`].
@@ -80,6 +97,29 @@ pub(crate) struct Index {
     seen: Option<Seen>,
     /// False for stores whose heads are not refs (format 2 and older).
     enabled: bool,
+    /// The wall clock when this listing began, before any stamp was taken.
+    start_ms: i128,
+    /// The refs and journals are on a file system whose stamps may stand
+    /// for content ([`hel_fs::Dir::keeps_change_times`]).
+    local: bool,
+}
+
+/// A stamp's ctime in milliseconds (its seconds are a signed count).
+fn ctime_ms(s: &Stamp) -> i128 {
+    (s.0[2] as i64 as i128) * 1000 + (s.0[3] as i128) / 1_000_000
+}
+
+/// Whether an entry whose ref and journal had these stamps when a listing
+/// that began at `start_ms` read them (and found the entry's snapshot in
+/// the ref) may later be used on its stamps alone: both ctimes at least
+/// [`SETTLE_MS`] before the listing began. A file changed after that
+/// listing looked gets a ctime of its clock then, later than the one held;
+/// one changed within the clock's granularity of the listing's look could
+/// keep its ctime, so such an entry stays unsettled (its ref is read) until
+/// a later listing finds it settled.
+fn settled(start_ms: i128, ref_stamp: &Stamp, journal: Option<&Stamp>) -> bool {
+    let old = |s: &Stamp| ctime_ms(s) + SETTLE_MS <= start_ms;
+    old(ref_stamp) && journal.is_none_or(old)
 }
 
 impl Index {
@@ -93,10 +133,19 @@ impl Index {
             dirty: false,
             seen: None,
             enabled: layout.heads_are_refs(),
+            // Before any stamp this listing takes.
+            start_ms: crate::time::now_ms() as i128,
+            local: false,
         };
         if !index.enabled {
             return index;
         }
+        let local = |d: crate::Result<Option<&crate::dir::Dir>>| match d {
+            Ok(Some(d)) => d.keeps_change_times(),
+            Ok(None) => true,
+            Err(_) => false,
+        };
+        index.local = local(layout.refs()) && local(layout.journals());
         let bytes = match layout.root().read_file(SUMMARIES, FILE_MAX) {
             Ok(Some(b)) => b,
             Ok(None) | Err(_) => {
@@ -111,9 +160,9 @@ impl Index {
     }
 
     /// `session`'s listing row from its entry, when the entry is fresh: the
-    /// ref names the entry's snapshot and neither the ref file nor the
-    /// journal changed since it was made. `None` otherwise (also when the
-    /// ref cannot be read: the listing then says why).
+    /// journal's and the ref file's stamps are the entry's, and the entry is
+    /// settled or the ref names the entry's snapshot. `None` otherwise
+    /// (also when the ref cannot be read: the listing then says why).
     pub fn lookup(
         &mut self,
         layout: &Layout,
@@ -124,35 +173,48 @@ impl Index {
         if !self.enabled {
             return None;
         }
+        let entry = self.old.remove(session);
+        // Whatever becomes of it, the file no longer holds the same entries.
+        let dropped = |index: &mut Index, had: bool| {
+            index.dirty |= had;
+            None
+        };
         // The journal's stamp before the ref's: what is read after both
         // (here or by the listing) is at least as new as they are.
         let journal = match layout.journals() {
-            Ok(Some(dir)) => dir.stamp(&crate::journal::journal_name(session)).ok()?,
+            Ok(Some(dir)) => match dir.stamp(&crate::journal::journal_name(session)) {
+                Ok(s) => s,
+                Err(_) => return dropped(self, entry.is_some()),
+            },
             Ok(None) => None,
-            Err(_) => return None,
+            Err(_) => return dropped(self, entry.is_some()),
         };
-        let (head, ref_stamp) = crate::refs::read_stamped(layout, session).ok()??;
-        let entry = self.old.remove(session);
+        if let Some(e) = entry.as_ref() {
+            if self.local && e.settled && e.journal.map(Stamp) == journal {
+                // One stat, no read: a settled stamp is the file's content.
+                if let Ok(Some(s)) = crate::refs::stamp(layout, session) {
+                    if s == Stamp(e.ref_stamp) {
+                        return Some(self.keep(entry?, busy));
+                    }
+                }
+            }
+        }
+        let (head, ref_stamp) = match crate::refs::read_stamped(layout, session) {
+            Ok(Some(h)) => h,
+            Ok(None) | Err(_) => return dropped(self, entry.is_some()),
+        };
         match entry {
-            Some(e)
+            Some(mut e)
                 if e.head == head
                     && Stamp(e.ref_stamp) == ref_stamp
                     && e.journal.map(Stamp) == journal =>
             {
-                let info = SessionInfo {
-                    id: session.clone(),
-                    busy,
-                    head: Some(head),
-                    updated_ms: e.time_ms,
-                    checkpoints: e.checkpoints,
-                    messages: e.messages,
-                    instruction: e.instruction.clone(),
-                    cwd: Some(e.cwd.clone()),
-                    future: false,
-                    broken: None,
-                };
-                self.new.push(e);
-                Some(info)
+                let now = self.local && settled(self.start_ms, &ref_stamp, journal.as_ref());
+                if now != e.settled {
+                    e.settled = now;
+                    self.dirty = true;
+                }
+                Some(self.keep(e, busy))
             }
             stale => {
                 self.dirty |= stale.is_some();
@@ -165,6 +227,24 @@ impl Index {
                 None
             }
         }
+    }
+
+    /// The row of fresh entry `e`, which the file to write keeps.
+    fn keep(&mut self, e: Entry, busy: bool) -> SessionInfo {
+        let info = SessionInfo {
+            id: e.session.clone(),
+            busy,
+            head: Some(e.head),
+            updated_ms: e.time_ms,
+            checkpoints: e.checkpoints,
+            messages: e.messages,
+            instruction: e.instruction.clone(),
+            cwd: Some(e.cwd.clone()),
+            future: false,
+            broken: None,
+        };
+        self.new.push(e);
+        info
     }
 
     /// Keep `info`, the row the listing just read without the index for
@@ -181,7 +261,9 @@ impl Index {
             return;
         }
         self.dirty = true;
+        let settled = self.local && settled(self.start_ms, &seen.ref_stamp, seen.journal.as_ref());
         self.new.push(Entry {
+            settled,
             session: seen.session,
             head,
             ref_stamp: seen.ref_stamp.0,
@@ -234,8 +316,9 @@ fn entry_line(e: &Entry) -> Vec<u8> {
     line
 }
 
+/// `e`'s canonical JSON (its fields are in canonical order).
 fn canonical(e: &Entry) -> Vec<u8> {
-    crate::canonical::to_vec(&serde_json::to_value(e).unwrap_or_default())
+    serde_json::to_vec(e).unwrap_or_default()
 }
 
 fn checksum(json: &[u8]) -> String {
@@ -304,7 +387,7 @@ fn parse_line(line: &[u8]) -> Option<Entry> {
     let line = line.strip_suffix(b"\n")?;
     let (check, rest) = (line.get(..CHECK_HEX)?, line.get(CHECK_HEX..)?);
     let json = rest.strip_prefix(b" ")?;
-    if check != checksum(json).as_bytes() {
+    if check != &blake3::hash(json).to_hex().as_bytes()[..CHECK_HEX] {
         return None;
     }
     let e: Entry = serde_json::from_slice(json).ok()?;
@@ -328,4 +411,56 @@ fn write(layout: &Layout, bytes: &[u8]) -> crate::Result<()> {
         let _ = tmp.remove_file(&name);
     }
     written
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(secs: i64, nanos: u64) -> Stamp {
+        Stamp([7, 65, secs as u64, nanos])
+    }
+
+    #[test]
+    fn an_entry_serializes_to_its_canonical_json() {
+        let e = Entry {
+            checkpoints: u64::MAX,
+            cwd: "/p\u{7f}\u{1}\"\\é\u{2028}".into(),
+            head: ObjectId::from_bytes([3; 32]),
+            instruction: "tab\tnl\n\u{0}😀".into(),
+            journal: None,
+            messages: 0,
+            ref_stamp: [u64::MAX, 65, 1, 2],
+            session: "0190e4a0-0000-7000-8000-000000000001".parse().unwrap(),
+            settled: true,
+            time_ms: 12,
+        };
+        let via_value = crate::canonical::to_vec(&serde_json::to_value(&e).unwrap());
+        assert_eq!(canonical(&e), via_value);
+        let e = Entry {
+            journal: Some([1, 2, 3, 4]),
+            settled: false,
+            ..e
+        };
+        let via_value = crate::canonical::to_vec(&serde_json::to_value(&e).unwrap());
+        assert_eq!(canonical(&e), via_value);
+    }
+
+    #[test]
+    fn settled_means_both_ctimes_at_least_two_seconds_before_the_start() {
+        let start = 1_000_000_000_000i128; // ms
+        let s = 1_000_000_000i64; // the start's second
+        assert!(settled(start, &at(s - 2, 0), None));
+        assert!(!settled(start, &at(s - 2, 1_000_000), None), "1,999 ms");
+        assert!(!settled(start, &at(s, 0), None));
+        assert!(!settled(start, &at(s + 5, 0), None), "from the future");
+        assert!(settled(start, &at(s - 10, 0), Some(&at(s - 3, 0))));
+        assert!(
+            !settled(start, &at(s - 10, 0), Some(&at(s - 1, 0))),
+            "a journal changed lately"
+        );
+        // Before 1970: negative seconds.
+        assert!(settled(start, &at(-5, 0), None));
+        assert!(!settled(-10_000, &at(-5, 0), None));
+    }
 }

@@ -105,7 +105,7 @@ fn listing_without_index(dir: &Path, store: &Store) -> Vec<String> {
 fn entries(dir: &Path) -> Vec<Value> {
     let text = fs::read_to_string(index_path(dir)).unwrap();
     let mut lines = text.lines();
-    assert_eq!(lines.next(), Some("hel-summaries 1"));
+    assert_eq!(lines.next(), Some("hel-summaries 2"));
     lines
         .map(|l| serde_json::from_str(&l[33..]).unwrap())
         .collect()
@@ -114,7 +114,7 @@ fn entries(dir: &Path) -> Vec<Value> {
 /// Write `entries` as the index, each line with a right checksum (what a
 /// hostile store, or a stale one, can hold).
 fn write_entries(dir: &Path, entries: &[Value]) {
-    let mut text = String::from("hel-summaries 1\n");
+    let mut text = String::from("hel-summaries 2\n");
     for e in entries {
         let json = hel_store::canonical::to_vec(e);
         let check = blake3::hash(&json).to_hex().to_string();
@@ -270,7 +270,7 @@ fn a_damaged_or_missing_index_is_rebuilt() {
                 .unwrap()
                 .replace('\n', "");
             let check = blake3::hash(json.as_bytes()).to_hex().to_string();
-            format!("hel-summaries 1\n{} {json}\n", &check[..32]).into_bytes()
+            format!("hel-summaries 2\n{} {json}\n", &check[..32]).into_bytes()
         }),
         ("no header", good[first_entry..].to_vec()),
         ("garbage", vec![0xff; 5000]),
@@ -367,4 +367,109 @@ fn the_listing_with_the_index_is_the_listing_without_it() {
         !sessions.contains(&json!(deleted.as_str())) && !sessions.contains(&json!(broken.as_str()))
     );
     drop(starting);
+}
+
+/// `path`'s stamp as the index writes it: inode, size, ctime (not followed).
+fn stamp_of(path: &Path) -> [u64; 4] {
+    use std::os::unix::fs::MetadataExt;
+    let m = fs::symlink_metadata(path).unwrap();
+    [m.ino(), m.size(), m.ctime() as u64, m.ctime_nsec() as u64]
+}
+
+/// Copy the directory tree `from` to `to` (new files: new inodes, ctimes).
+fn copy_tree(from: &Path, to: &Path) {
+    fs::create_dir_all(to).unwrap();
+    for e in fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let dest = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_tree(&e.path(), &dest);
+        } else {
+            fs::copy(e.path(), &dest).unwrap();
+        }
+    }
+}
+
+#[test]
+fn a_ref_rewritten_in_place_is_read_again_even_when_its_entry_is_settled() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let a = session(&store, "a", 1);
+    let first = store.head(&a).unwrap();
+    commit_more(&store, &a, "a2", 2);
+    let _ = listing(&store);
+    let ref_file = hel_store::testing::ref_path(&dir.path().join(".hel"), &a);
+
+    // A settled entry is used on its stamps alone: one naming a's first
+    // checkpoint with a made-up instruction is shown (the ref is not read).
+    let mut es = entries(dir.path());
+    assert_eq!(entry_of(&mut es, &a)["ref"], json!(stamp_of(&ref_file)));
+    entry_of(&mut es, &a)["settled"] = json!(true);
+    entry_of(&mut es, &a)["head"] = json!(first.to_hex());
+    entry_of(&mut es, &a)["instruction"] = json!("FROM THE INDEX");
+    write_entries(dir.path(), &es);
+    let shown = listing(&store);
+    assert!(shown[0].contains("FROM THE INDEX"), "{shown:?}");
+
+    // The ref rewritten in place with as many bytes (a's first checkpoint,
+    // as a tool that is not hel may write it): the same inode and size,
+    // but the write moved the ctime, so the stamp is not the entry's.
+    write_entries(dir.path(), &es);
+    let before = stamp_of(&ref_file);
+    fs::write(&ref_file, format!("{first}\n")).unwrap();
+    let after = stamp_of(&ref_file);
+    assert_eq!((after[0], after[1]), (before[0], before[1]), "in place");
+    assert_ne!(after, before, "a write moves the ctime");
+    let now = listing(&store);
+    assert!(!now[0].contains("FROM THE INDEX"), "{now:?}");
+    assert!(now[0].contains(&first.to_hex()), "{now:?}");
+    assert_eq!(now, listing_without_index(dir.path(), &store));
+}
+
+#[test]
+fn an_unsettled_entry_is_checked_against_the_ref_even_when_the_stamps_match() {
+    // What a rewrite within one tick of the ctime clock looks like: the
+    // entry's stamps are the ref's, but the ref holds another checkpoint.
+    // Only a settled entry (both ctimes older than the listing that made
+    // it, by more than the clock's granularity) is trusted on its stamps.
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let a = session(&store, "a", 1);
+    let first = store.head(&a).unwrap();
+    commit_more(&store, &a, "a2", 2);
+    let truth = listing(&store);
+    let mut es = entries(dir.path());
+    entry_of(&mut es, &a)["settled"] = json!(false);
+    entry_of(&mut es, &a)["head"] = json!(first.to_hex());
+    entry_of(&mut es, &a)["instruction"] = json!("FROM THE INDEX");
+    write_entries(dir.path(), &es);
+    assert_eq!(listing(&store), truth);
+    assert_eq!(listing(&store), listing_without_index(dir.path(), &store));
+}
+
+#[test]
+fn a_copied_store_never_uses_the_entries_it_arrived_with() {
+    // A `.hel/` arriving with a clone or a copy: every file is new (new
+    // inodes and ctimes), so even settled entries are stale.
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let a = session(&store, "a", 1);
+    let b = session(&store, "b", 2);
+    let _ = listing(&store);
+    let mut es = entries(dir.path());
+    for sid in [&a, &b] {
+        entry_of(&mut es, sid)["settled"] = json!(true);
+        entry_of(&mut es, sid)["instruction"] = json!("FROM THE INDEX");
+    }
+    write_entries(dir.path(), &es);
+    let copy = tempfile::tempdir().unwrap();
+    copy_tree(&dir.path().join(".hel"), &copy.path().join(".hel"));
+    let copied = Store::open(copy.path()).unwrap();
+    let shown = listing(&copied);
+    assert!(
+        !shown.iter().any(|l| l.contains("FROM THE INDEX")),
+        "{shown:?}"
+    );
+    assert_eq!(shown.len(), 2);
+    assert_eq!(shown, listing_without_index(copy.path(), &copied));
 }
