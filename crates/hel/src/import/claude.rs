@@ -16,7 +16,7 @@
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::{arguments_text, block_text, why, Call, Found, Item, Link, Meta, Parser};
+use super::{arguments_text, text_of, why, Call, Content, Found, Item, Link, Meta, Parser};
 
 #[derive(Default)]
 pub struct Claude {
@@ -80,19 +80,6 @@ struct Message {
     usage: Option<Usage>,
 }
 
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum Content {
-    Text(String),
-    Blocks(Vec<Value>),
-}
-
-impl Default for Content {
-    fn default() -> Content {
-        Content::Blocks(Vec::new())
-    }
-}
-
 #[derive(Deserialize, serde::Serialize)]
 struct Usage {
     #[serde(default)]
@@ -136,13 +123,6 @@ enum Block {
     },
     #[serde(other)]
     Other,
-}
-
-fn text_of(content: &Content, others: &mut Vec<String>) -> String {
-    match content {
-        Content::Text(s) => s.clone(),
-        Content::Blocks(b) => block_text(b, &["text"], others),
-    }
 }
 
 /// A record's links, read without the rest of it.

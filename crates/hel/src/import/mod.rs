@@ -1089,6 +1089,30 @@ fn calls_json(calls: &[Call]) -> Value {
     )
 }
 
+/// A message's content as Claude Code and pi write it: a string, or a
+/// list of typed blocks.
+#[derive(serde::Deserialize)]
+#[serde(untagged)]
+pub(super) enum Content {
+    Text(String),
+    Blocks(Vec<Value>),
+}
+
+impl Default for Content {
+    fn default() -> Content {
+        Content::Blocks(Vec::new())
+    }
+}
+
+/// The text of `content`: its text blocks joined (others named in
+/// `others`).
+pub(super) fn text_of(content: &Content, others: &mut Vec<String>) -> String {
+    match content {
+        Content::Text(s) => s.clone(),
+        Content::Blocks(b) => block_text(b, &["text"], others),
+    }
+}
+
 /// Text of content blocks: the `text` of each block of a type in `kinds`,
 /// joined by newlines; other blocks are named in `others`.
 fn block_text(blocks: &[Value], kinds: &[&str], others: &mut Vec<String>) -> String {

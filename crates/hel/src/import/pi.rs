@@ -17,7 +17,7 @@
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::{arguments_text, block_text, why, Call, Found, Item, Link, Meta, Parser};
+use super::{arguments_text, text_of, why, Call, Content, Found, Item, Link, Meta, Parser};
 
 pub struct Pi;
 
@@ -88,19 +88,6 @@ enum PiMessage {
     Other,
 }
 
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum Content {
-    Text(String),
-    Blocks(Vec<Value>),
-}
-
-impl Default for Content {
-    fn default() -> Content {
-        Content::Blocks(Vec::new())
-    }
-}
-
 #[derive(Deserialize, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 struct Usage {
@@ -135,13 +122,6 @@ enum Block {
     },
     #[serde(other)]
     Other,
-}
-
-fn text_of(content: &Content, others: &mut Vec<String>) -> String {
-    match content {
-        Content::Text(s) => s.clone(),
-        Content::Blocks(b) => block_text(b, &["text"], others),
-    }
 }
 
 /// An entry's links, read without the rest of it.
