@@ -342,11 +342,19 @@ pub(crate) fn remove(layout: &Layout, session: &SessionId) -> Result<()> {
     let journals = layout.journals()?;
     let marker = journal::deleted_name(session);
     if let Some(dir) = &journals {
-        if dir.kind_of(&journal::journal_name(session))?.is_some()
-            && dir.kind_of(&marker)?.is_none()
-        {
-            dir.create_new(&marker, 0o600)?;
-            dir.sync()?;
+        if dir.kind_of(&journal::journal_name(session))?.is_some() {
+            // Only a regular file is a marker: anything else in its place
+            // goes first.
+            match dir.kind_of(&marker)? {
+                Some(crate::dir::Kind::File) => {}
+                other => {
+                    if other.is_some() {
+                        dir.remove_tree(&marker)?;
+                    }
+                    dir.create_new(&marker, 0o600)?;
+                    dir.sync()?;
+                }
+            }
         }
     }
     refs::remove(layout, session)?;

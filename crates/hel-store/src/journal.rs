@@ -467,8 +467,8 @@ pub(crate) fn open(dir: &Dir, session: &SessionId, mode: Mode, rule: Rule) -> Re
                     return open(dir, session, Mode::Full, rule);
                 }
             } else {
-                let deleted =
-                    r.is_none() && matches!(dir.kind_of(&deleted_name(session)), Ok(Some(_)));
+                let deleted = r.is_none()
+                    && matches!(dir.kind_of(&deleted_name(session)), Ok(Some(Kind::File)));
                 cut_at_ref(&mut view, r, deleted);
             }
         }

@@ -2486,6 +2486,14 @@ fn a_lost_ref_is_a_fault_and_gc_keeps_its_journal() {
     );
     assert!(store.gc(false).is_err());
     assert_eq!(fs::read(&journal).unwrap(), saved, "gc kept the journal");
+    // Only a regular file is a delete's marker: a link in its place is not.
+    let marker = journal.with_extension("deleted");
+    std::os::unix::fs::symlink(&journal, &marker).unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    assert!(!store.fsck().unwrap().is_sound());
+    assert!(store.gc(false).is_err());
+    assert_eq!(fs::read(&journal).unwrap(), saved, "gc kept the journal");
+    fs::remove_file(&marker).unwrap();
     fs::write(&r, &saved_ref).unwrap();
     let store = Store::open(dir.path()).unwrap();
     assert_eq!(store.head(&sid).unwrap(), heads[2]);
