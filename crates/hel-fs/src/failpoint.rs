@@ -50,6 +50,15 @@ pub fn hit(_name: &str) -> bool {
     false
 }
 
+/// Die by SIGKILL at `name` when it fires: the crash tests' way to see
+/// what a kill leaves at that exact moment (an upgrade, a push).
+pub fn kill(name: &str) {
+    if hit(name) {
+        let _ =
+            rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::KILL);
+    }
+}
+
 /// An error for a failpoint that fired.
 pub fn error(name: &str) -> std::io::Error {
     std::io::Error::other(format!("failpoint {name}"))

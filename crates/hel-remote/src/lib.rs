@@ -18,12 +18,3 @@ pub mod url;
 pub use config::{RemoteConfig, Remotes};
 pub use error::{RemoteError, Result};
 pub use remote::{GcReport, Listed, Pulled, Pushed, Remote, RemoteRef};
-
-/// Test builds only: die by SIGKILL at `name` when `HEL_FAILPOINTS` names
-/// it (hel-fs's failpoints), to test interrupted pushes.
-pub(crate) fn kill_point(name: &str) {
-    if hel_fs::failpoint::hit(name) {
-        let _ =
-            rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::KILL);
-    }
-}

@@ -433,7 +433,7 @@ impl Remote {
                     .map_err(|e| self.err(e))?;
                 packs.push(name);
             }
-            crate::kill_point("push-after-pack");
+            hel_fs::failpoint::kill("push-after-pack");
             if started.elapsed() > PUSH_WINDOW {
                 return Err(RemoteError::TooSlow {
                     remote: self.name.clone(),
@@ -461,7 +461,7 @@ impl Remote {
                 .await;
             match put {
                 Ok(res) => {
-                    crate::kill_point("push-after-ref");
+                    hel_fs::failpoint::kill("push-after-ref");
                     self.set_state(
                         store,
                         session,
