@@ -85,10 +85,10 @@ impl Live {
         *self.intro.borrow_mut() = Some(intro);
     }
 
-    /// Print a completed (and saved) answer: on a terminal, escaped, unless
-    /// it was shown as it arrived (then its line is ended); elsewhere byte
-    /// for byte. Either way followed by a newline, as the same answer not
-    /// streamed would be.
+    /// Print a completed (and saved) answer: on a terminal, escaped and
+    /// rendered as Markdown, unless it was shown as it arrived (then its
+    /// line is ended); elsewhere byte for byte. Either way followed by a
+    /// newline, as the same answer not streamed would be.
     pub fn answer(&self, answer: &str) {
         let shown = std::mem::take(&mut *self.state.borrow_mut());
         let mut out = self.out.borrow_mut();
@@ -96,7 +96,13 @@ impl Live {
         let _ = match (self.terminal, shown.answer) {
             (true, true) if shown.ended => Ok(()),
             (true, true) => writeln!(out),
-            (true, false) => writeln!(out, "{}", escape_text(answer)),
+            (true, false) => {
+                let mut text = markdown().whole(&escape_text(answer));
+                if !text.ends_with('\n') {
+                    text.push('\n');
+                }
+                write!(out, "{text}")
+            }
             (false, _) => writeln!(out, "{answer}"),
         };
         let _ = out.flush();
@@ -364,12 +370,15 @@ mod tests {
         let shown = plain(&out.text());
         assert!(shown.ends_with("ccc │ d\n"), "{shown:?}");
         assert!(shown.contains("a   │ bb"), "{shown:?}");
-        // Not streamed: the answer printed whole, as before.
+        // Not streamed: the answer printed whole, escaped and rendered.
         let (live, out, _) = make(true);
         live.event(Event::ResponseStarted);
         live.event(Event::ResponseEnded { calls_tools: false });
-        live.answer("a\x1b");
-        assert_eq!(out.text(), "a^[\n");
+        live.answer("## T\na\x1b");
+        assert_eq!(plain(&out.text()), "T\n\na^[\n");
+        let (live, out, _) = make(true);
+        live.answer("");
+        assert_eq!(out.text(), "\n");
     }
 
     #[test]

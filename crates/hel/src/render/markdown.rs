@@ -42,7 +42,9 @@ use std::ops::Range;
 use std::sync::OnceLock;
 
 use hel_agent::terminal::escape_line;
-use pulldown_cmark::{Alignment, CodeBlockKind, Event, HeadingLevel, Options, Parser, Tag, TagEnd};
+use pulldown_cmark::{
+    Alignment, BlockQuoteKind, CodeBlockKind, Event, HeadingLevel, Options, Parser, Tag, TagEnd,
+};
 use syntect::easy::HighlightLines;
 use syntect::highlighting::{FontStyle, Theme, ThemeSet};
 use syntect::parsing::SyntaxSet;
@@ -59,6 +61,8 @@ const MIN_WIDTH: usize = 20;
 /// Code lines longer than this are shown without highlighting (its
 /// regular expressions' time grows with the line).
 const HIGHLIGHT_MAX_LINE: usize = 4096;
+/// Bytes of one code block highlighted at most; the rest is plain.
+const HIGHLIGHT_MAX_BLOCK: usize = 256 * 1024;
 /// The narrowest a table's column is cut to (narrower, a table is shown
 /// a row at a time).
 const MIN_COLUMN: usize = 6;
@@ -85,7 +89,7 @@ struct Fence {
     marker: char,
     len: usize,
     /// Its language's highlighter (None: plain).
-    highlight: Option<HighlightLines<'static>>,
+    highlight: Option<Highlight>,
 }
 
 impl Markdown {
@@ -110,8 +114,7 @@ impl Markdown {
                 self.code = None;
                 return String::new();
             }
-            let shown = code_line(self.colour, self.width, fence.highlight.as_mut(), line);
-            return shown;
+            return code_line(self.colour, self.width, &mut fence.highlight, line);
         }
         if let Some((marker, len, info)) = opening(line) {
             if !self.continues_held(line) {
@@ -123,7 +126,11 @@ impl Markdown {
                 self.code = Some(Fence {
                     marker,
                     len,
-                    highlight: if self.colour { highlighter(info) } else { None },
+                    highlight: if self.colour {
+                        Highlight::new(info)
+                    } else {
+                        None
+                    },
                 });
                 return out;
             }
@@ -144,10 +151,17 @@ impl Markdown {
         self.take_held(done)
     }
 
+    /// `text` (made safe for a terminal) shown whole, as it is streamed
+    /// a line at a time.
+    pub fn whole(&mut self, text: &str) -> String {
+        let mut out: String = text.lines().map(|l| self.line(l)).collect();
+        out.push_str(&self.flush());
+        out
+    }
+
     /// What is held, shown; the state goes on (a code block still open
-    /// is closed).
+    /// stays open: a note between two lines of it does not end it).
     pub fn flush(&mut self) -> String {
-        self.code = None;
         self.take_held(self.held.len())
     }
 
@@ -183,15 +197,6 @@ impl Markdown {
         };
         format!("{gap}{shown}")
     }
-}
-
-/// `text` (made safe for a terminal) rendered whole, as [`Markdown`]
-/// shows it streamed.
-pub fn render(colour: bool, width: usize, text: &str) -> String {
-    let mut md = Markdown::new(colour, width);
-    let mut out: String = text.lines().map(|l| md.line(l)).collect();
-    out.push_str(&md.flush());
-    out
 }
 
 /// An opening code fence at the margin: its character, length and info
@@ -494,14 +499,9 @@ fn cut(spans: &[Span], room: usize) -> Vec<Line> {
 /// A line of code as shown (without its fence): tabs as 4 spaces,
 /// escaped, indented by 2, highlighted when there is a highlighter, cut
 /// to `width`.
-fn code_line(
-    colour: bool,
-    width: usize,
-    highlight: Option<&mut HighlightLines<'static>>,
-    line: &str,
-) -> String {
+fn code_line(colour: bool, width: usize, highlight: &mut Option<Highlight>, line: &str) -> String {
     let mut out = String::new();
-    for l in code_lines(colour, width.saturating_sub(2), highlight, line) {
+    for l in code_lines(width.saturating_sub(2), highlight, line) {
         out.push_str("  ");
         out.push_str(&l.trim_end().show(colour));
         out.push('\n');
@@ -510,38 +510,67 @@ fn code_line(
 }
 
 /// The lines of one line of code in `room` columns.
-fn code_lines(
-    colour: bool,
-    room: usize,
-    highlight: Option<&mut HighlightLines<'static>>,
-    line: &str,
-) -> Vec<Line> {
+fn code_lines(room: usize, highlight: &mut Option<Highlight>, line: &str) -> Vec<Line> {
     let text = escape_line(line.trim_end().replace('\t', "    ").as_str()).into_owned();
-    let plain = || {
-        vec![Span {
-            text: text.clone(),
-            style: Style::default(),
-        }]
-    };
-    let spans = match highlight {
-        Some(h) if colour && text.len() <= HIGHLIGHT_MAX_LINE => {
-            // The syntaxes are the ones for lines with their `\n`.
-            let with_end = format!("{text}\n");
-            match h.highlight_line(&with_end, syntaxes()) {
-                Ok(regions) => regions
-                    .into_iter()
-                    .map(|(st, piece)| Span {
-                        text: piece.trim_end_matches('\n').to_owned(),
-                        style: ansi(st),
-                    })
-                    .filter(|s| !s.text.is_empty())
-                    .collect(),
-                Err(_) => plain(),
-            }
-        }
-        _ => plain(),
-    };
+    let spans = highlight
+        .as_mut()
+        .and_then(|h| h.spans(&text))
+        .unwrap_or_else(|| {
+            // Plain from here on: a line not seen would leave the
+            // highlighter's state wrong for the lines after it.
+            *highlight = None;
+            vec![Span {
+                text: text.clone(),
+                style: Style::default(),
+            }]
+        });
     cut(&spans, room)
+}
+
+/// The highlighting of one code block.
+struct Highlight {
+    lines: HighlightLines<'static>,
+    /// Bytes it may still highlight: its time grows with the text.
+    left: usize,
+}
+
+impl Highlight {
+    /// A highlighter for the language an info string names (its first
+    /// word: `rust`, `rs`, `python,ignore`); None when syntect does not
+    /// know it.
+    fn new(info: &str) -> Option<Highlight> {
+        let lang = info.split([',', ' ', '\t', '{']).next().unwrap_or("");
+        if lang.is_empty() {
+            return None;
+        }
+        let syntax = syntaxes().find_syntax_by_token(lang)?;
+        Some(Highlight {
+            lines: HighlightLines::new(syntax, theme()?),
+            left: HIGHLIGHT_MAX_BLOCK,
+        })
+    }
+
+    /// The next line of the block (escaped), highlighted; None when it
+    /// is too long, the block's budget is spent or syntect fails.
+    fn spans(&mut self, text: &str) -> Option<Vec<Span>> {
+        if text.len() > HIGHLIGHT_MAX_LINE || text.len() > self.left {
+            return None;
+        }
+        self.left -= text.len();
+        // The syntaxes are the ones for lines with their `\n`.
+        let with_end = format!("{text}\n");
+        let regions = self.lines.highlight_line(&with_end, syntaxes()).ok()?;
+        Some(
+            regions
+                .into_iter()
+                .map(|(st, piece)| Span {
+                    text: piece.trim_end_matches('\n').to_owned(),
+                    style: ansi(st),
+                })
+                .filter(|s| !s.text.is_empty())
+                .collect(),
+        )
+    }
 }
 
 /// The syntaxes syntect ships, loaded once when first needed.
@@ -557,17 +586,6 @@ fn theme() -> Option<&'static Theme> {
     THEME
         .get_or_init(|| ThemeSet::load_defaults().themes.remove("InspiredGitHub"))
         .as_ref()
-}
-
-/// A highlighter for the language an info string names (its first word:
-/// `rust`, `rs`, `python,ignore`); None when syntect does not know it.
-fn highlighter(info: &str) -> Option<HighlightLines<'static>> {
-    let lang = info.split([',', ' ', '\t', '{']).next().unwrap_or("");
-    if lang.is_empty() {
-        return None;
-    }
-    let syntax = syntaxes().find_syntax_by_token(lang)?;
-    Some(HighlightLines::new(syntax, theme()?))
 }
 
 /// A theme style as an ANSI one: the nearest of the 6 colours of the
@@ -833,14 +851,12 @@ impl Render {
             }
             Event::InlineMath(t) | Event::DisplayMath(t) => self.text(&t, self.style()),
             Event::Html(t) | Event::InlineHtml(t) => {
-                // Shown as written, a line at a time.
-                let mut first = true;
-                for l in t.lines() {
-                    if !first {
+                // Shown as written, its lines kept.
+                for piece in t.split_inclusive('\n') {
+                    self.text(piece.trim_end_matches('\n'), self.style());
+                    if piece.ends_with('\n') {
                         self.line_break();
                     }
-                    first = false;
-                    self.text(l, self.style());
                 }
             }
             Event::FootnoteReference(t) => self.text(&format!("[^{t}]"), self.style()),
@@ -889,9 +905,26 @@ impl Render {
                     ..Style::default()
                 });
             }
-            Tag::BlockQuote(_) => {
+            Tag::BlockQuote(kind) => {
                 self.start_block();
                 self.stack.push(Container::Quote);
+                // GitHub's `> [!NOTE]`: its kind, named on the first line.
+                if let Some(kind) = kind {
+                    let name = match kind {
+                        BlockQuoteKind::Note => "Note",
+                        BlockQuoteKind::Tip => "Tip",
+                        BlockQuoteKind::Important => "Important",
+                        BlockQuoteKind::Warning => "Warning",
+                        BlockQuoteKind::Caution => "Caution",
+                    };
+                    let bold = Style {
+                        bold: true,
+                        ..Style::default()
+                    };
+                    let mut line = Line::default();
+                    line.push(name, bold);
+                    self.emit(&line);
+                }
             }
             Tag::CodeBlock(kind) => {
                 self.start_block();
@@ -1073,13 +1106,13 @@ impl Render {
             return;
         };
         let mut highlight = if self.colour {
-            highlighter(&lang)
+            Highlight::new(&lang)
         } else {
             None
         };
         let room = self.room().saturating_sub(2);
         for line in code.lines() {
-            for l in code_lines(self.colour, room, highlight.as_mut(), line) {
+            for l in code_lines(room, &mut highlight, line) {
                 let mut shown = Line::default();
                 shown.push("  ", Style::default());
                 for s in &l.spans {
@@ -1263,6 +1296,10 @@ pub(crate) fn fit_columns(natural: &[usize], room: usize) -> Vec<usize> {
 mod tests {
     use super::*;
 
+    fn render(colour: bool, width: usize, text: &str) -> String {
+        Markdown::new(colour, width).whole(text)
+    }
+
     /// `s` without SGR sequences.
     fn plain(s: &str) -> String {
         let mut out = String::new();
@@ -1315,6 +1352,11 @@ mod tests {
         }
         // Loose list items are set apart; numbering keeps its start.
         assert_eq!(render(false, 40, "3. a\n\n4. b\n"), "3. a\n\n4. b\n");
+        // HTML as written, its lines kept; GitHub's alerts named.
+        assert_eq!(
+            render(false, 40, "<div>\nhi\n</div>\n\n> [!WARNING]\n> careful"),
+            "<div>\nhi\n</div>\n\n│ Warning\n│ careful\n"
+        );
         // A lone marker stays as written; a line break stays one.
         assert_eq!(
             render(false, 80, "2 * 3 = 6, a ** b\nnext"),
@@ -1341,6 +1383,15 @@ mod tests {
         ] {
             assert!(coloured.contains(styled), "{styled:?} in {coloured:?}");
         }
+        // A line too long to highlight: it and the rest of the block
+        // plain.
+        let long = format!(
+            "```rust\nlet a = 1;\n// {}\nlet b = 2;\n```",
+            "x".repeat(HIGHLIGHT_MAX_LINE)
+        );
+        let shown = render(true, 40, &long);
+        assert!(shown.starts_with("  \x1b[1;31mlet\x1b[0m a"), "{shown:?}");
+        assert!(shown.ends_with("\n  let b = 2;\n"), "{shown:?}");
         // Unknown language, or an indented block: plain even in colour.
         let unknown = render(true, 40, "```nosuchlang\nlet x = 1;\n```");
         assert_eq!(unknown, "  let x = 1;\n");
@@ -1407,6 +1458,15 @@ mod tests {
     }
 
     #[test]
+    fn a_table_right_after_a_paragraph_is_one() {
+        let text = "This is **tiny**.\n| change | why |\n|---|---|\n| port | clearer |";
+        assert_eq!(
+            render(false, 80, text),
+            "This is tiny.\n\nchange │ why\n───────┼────────\nport   │ clearer\n"
+        );
+    }
+
+    #[test]
     fn columns_shrink_to_the_room() {
         assert_eq!(fit_columns(&[5, 3], 10), vec![5, 3]);
         assert_eq!(fit_columns(&[30, 3, 30], 20), vec![9, 3, 8]);
@@ -1432,6 +1492,11 @@ mod tests {
         // A code block at the margin is shown a line at a time.
         assert_eq!(md.line("```rust"), "\n");
         assert_eq!(md.line("let a = 1;"), "  let a = 1;\n");
+        assert_eq!(md.line("```"), "");
+        // What a note in between shows leaves a code block open.
+        assert_eq!(md.line("```"), "\n");
+        assert_eq!(md.flush(), "");
+        assert_eq!(md.line("# in code"), "  # in code\n");
         assert_eq!(md.line("```"), "");
         // A list waits for a block that is not part of it.
         assert_eq!(md.line("- one"), "");
