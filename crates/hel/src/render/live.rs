@@ -150,8 +150,10 @@ impl Live {
         let mut s = self.state.borrow_mut();
         let mut shown = String::new();
         if !s.thinking {
-            if s.open || s.cr || !s.pending.is_empty() {
-                // A line of text begun: ended before the reasoning.
+            if s.open || s.cr || !s.pending.is_empty() || s.md.as_ref().is_some_and(Markdown::holds)
+            {
+                // Text begun (or held until its block is complete):
+                // shown, its line ended, before the reasoning.
                 shown.push_str(&Self::held(&mut s, true));
                 s.open = false;
             }
@@ -388,7 +390,7 @@ mod tests {
         for p in ["Check", " the\nfile\x1b[2J\r"] {
             live.event(Event::ReasoningDelta(p.to_owned()));
         }
-        live.event(Event::TextDelta("Done".to_owned()));
+        live.event(Event::TextDelta("Done\n".to_owned()));
         live.event(Event::ReasoningDelta("late\n".to_owned()));
         live.event(Event::ResponseEnded { calls_tools: false });
         live.answer("Done");

@@ -151,6 +151,11 @@ impl Markdown {
         self.take_held(done)
     }
 
+    /// Whether lines are held, not shown yet.
+    pub fn holds(&self) -> bool {
+        !self.held.is_empty()
+    }
+
     /// `text` (made safe for a terminal) shown whole, as it is streamed
     /// a line at a time.
     pub fn whole(&mut self, text: &str) -> String {
