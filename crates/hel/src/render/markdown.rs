@@ -17,17 +17,20 @@
 //! Streaming: the text comes a line at a time ([`Markdown::line`]) and is
 //! shown a block at a time, once the block is complete, so text still
 //! appears as it streams while what is shown never has to change. The
-//! lines not shown yet are held and parsed again as each line comes; the
-//! top-level blocks before the last one are complete (a later line can
-//! no longer change them) and are shown; the last one is shown when it is
-//! complete too: a heading or a rule at once, a paragraph, table or
-//! quote at the blank line after it; a list waits for a block that is not
-//! part of it (its items may go on after a blank line). A fenced code
-//! block that starts at the margin is shown a line at a time as its
-//! lines come. What is held is bounded ([`HELD_LINES`], [`HELD_BYTES`]):
-//! past that it is shown as it parses then, so neither memory nor
-//! parsing again grows without bound. [`Markdown::flush`] shows the rest
-//! at the end of the answer.
+//! lines not shown yet are held and parsed again when a line may complete
+//! a block (a blank line, a heading or rule at the margin, a line that
+//! ends a list) or when they have doubled since they were last parsed, so
+//! each byte is parsed a few times at most; the top-level blocks before
+//! the last one are complete (a later line can no longer change them) and
+//! are shown; the last one is shown when it is complete too: a heading or
+//! a rule at once, a paragraph, table or quote at the blank line after
+//! it; a list, or a code block indented or inside another block, waits
+//! for a block that is not part of it (a list's items may go on after a
+//! blank line). A fenced code block that starts at the margin is shown a
+//! line at a time as its lines come. What is held is bounded
+//! ([`HELD_LINES`], [`HELD_BYTES`]): past that it is shown as it parses
+//! then, so neither memory nor parsing again grows without bound.
+//! [`Markdown::flush`] shows the rest at the end of the answer.
 //!
 //! Layout: every line fits the width, measured in display columns.
 //! Paragraphs wrap at word boundaries (a word longer than the line is
@@ -81,6 +84,13 @@ pub struct Markdown {
     code: Option<Fence>,
     /// Something is shown: the next block is set apart from it.
     shown: bool,
+    /// The lines held are parsed again when they are this many, if no
+    /// line completed a block before.
+    next_parse: usize,
+    /// The last line was blank.
+    after_blank: bool,
+    /// Bytes parsed to find where blocks end, all told.
+    parsed: usize,
 }
 
 /// A fenced code block open at the margin.
@@ -101,6 +111,9 @@ impl Markdown {
             held_lines: 0,
             code: None,
             shown: false,
+            next_parse: 1,
+            after_blank: false,
+            parsed: 0,
         }
     }
 
@@ -142,13 +155,53 @@ impl Markdown {
             return self.take_held(self.held.len());
         }
         let blank = line.trim().is_empty();
-        // A line of plain words can start no block, so it completes none
-        // that was not complete before: parsing again can wait.
-        if !blank && line.starts_with(char::is_alphabetic) {
+        let after_blank = std::mem::replace(&mut self.after_blank, blank);
+        if !self.due(line, blank, after_blank) {
             return String::new();
         }
+        self.parsed += self.held.len();
         let done = complete(&self.held, blank);
-        self.take_held(done)
+        let shown = self.take_held(done);
+        // Parsed again at twice the lines still held (or at a line that
+        // may complete them): a block that keeps growing is parsed a
+        // bounded number of times per line, not once per line.
+        self.next_parse = (2 * self.held_lines).max(self.held_lines + 1);
+        shown
+    }
+
+    /// Whether the lines held are worth parsing again now that `line`
+    /// (`blank`; `after_blank`: the line before it was) is added: it may
+    /// complete a block, or the lines held have doubled since they were
+    /// last parsed. A line that cannot complete one waits.
+    fn due(&self, line: &str, blank: bool, after_blank: bool) -> bool {
+        if self.held_lines >= self.next_parse {
+            return true;
+        }
+        // An ATX heading or a rule at the margin ends any block before it.
+        let rule = {
+            let marks: String = line.chars().filter(|c| !c.is_whitespace()).collect();
+            marks.len() >= 3
+                && ["-", "*", "_"]
+                    .iter()
+                    .any(|m| marks.chars().all(|c| c.to_string() == *m))
+        };
+        if line.starts_with('#') || (rule && !line.starts_with(' ')) {
+            return true;
+        }
+        let first = self
+            .held
+            .lines()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("");
+        if list_item(first) || first.starts_with("    ") || first.starts_with('\t') {
+            // A list (or indented code) goes on after a blank line; a line
+            // at the margin after one that starts no item ends it.
+            !blank && after_blank && !line.starts_with([' ', '\t']) && !list_item(line)
+        } else {
+            // A blank line ends a paragraph, table or quote; `===` makes
+            // a paragraph a heading.
+            blank || line.starts_with('=')
+        }
     }
 
     /// Whether lines are held, not shown yet.
@@ -202,6 +255,23 @@ impl Markdown {
         };
         format!("{gap}{shown}")
     }
+}
+
+/// Whether `line` starts a list item: `-`, `*` or `+`, or a number of
+/// up to 9 digits and `.` or `)`, then a space or nothing (up to 3
+/// spaces before it).
+fn list_item(line: &str) -> bool {
+    let indent = line.len() - line.trim_start_matches(' ').len();
+    let rest = &line[indent..];
+    let digits = rest.chars().take_while(char::is_ascii_digit).count();
+    let after = if digits == 0 {
+        rest.strip_prefix(['-', '*', '+'])
+    } else if digits <= 9 {
+        rest[digits..].strip_prefix(['.', ')'])
+    } else {
+        None
+    };
+    indent <= 3 && after.is_some_and(|a| a.is_empty() || a.starts_with([' ', '\t']))
 }
 
 /// An opening code fence at the margin: its character, length and info
@@ -1469,6 +1539,34 @@ mod tests {
             render(false, 80, text),
             "This is tiny.\n\nchange │ why\n───────┼────────\nport   │ clearer\n"
         );
+    }
+
+    #[test]
+    fn deep_nesting_and_long_blocks_are_shown_within_the_width() {
+        let quotes = format!("{} deep", ">".repeat(5000));
+        let lists: String = (0..300)
+            .map(|i| format!("{}- n\n", "  ".repeat(i)))
+            .collect();
+        let brackets = format!("{}x{}", "[".repeat(5000), "*".repeat(5000));
+        // Blocks that keep growing, line by line: each byte is parsed
+        // again a few times at most, not once per line after it.
+        let loose = "- a\n\n".repeat(10_000);
+        let lazy = "- a\nplain\n===\n".repeat(5_000);
+        let rows = format!("| a | b |\n|---|---|\n{}", "| c | d |\n".repeat(10_000));
+        for text in [quotes, lists, brackets, loose, lazy, rows] {
+            for width in [20, 80] {
+                let mut md = Markdown::new(false, width);
+                let shown = md.whole(&text);
+                fits(&shown, width);
+                assert!(!shown.is_empty());
+                assert!(
+                    md.parsed <= 3 * text.len(),
+                    "{} bytes parsed for {}",
+                    md.parsed,
+                    text.len()
+                );
+            }
+        }
     }
 
     #[test]
