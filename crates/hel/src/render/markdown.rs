@@ -178,14 +178,15 @@ impl Markdown {
             return true;
         }
         // An ATX heading or a rule at the margin ends any block before it.
-        let rule = {
-            let marks: String = line.chars().filter(|c| !c.is_whitespace()).collect();
-            marks.len() >= 3
-                && ["-", "*", "_"]
-                    .iter()
-                    .any(|m| marks.chars().all(|c| c.to_string() == *m))
-        };
-        if line.starts_with('#') || (rule && !line.starts_with(' ')) {
+        let hashes = line.chars().take_while(|c| *c == '#').count();
+        let heading = (1..=6).contains(&hashes)
+            && line[hashes..]
+                .chars()
+                .next()
+                .is_none_or(char::is_whitespace);
+        let marks: Vec<char> = line.chars().filter(|c| !c.is_whitespace()).collect();
+        let rule = marks.len() >= 3 && ['-', '*', '_'].iter().any(|m| marks.iter().all(|c| c == m));
+        if heading || (rule && !line.starts_with(' ')) {
             return true;
         }
         let first = self
@@ -193,14 +194,15 @@ impl Markdown {
             .lines()
             .find(|l| !l.trim().is_empty())
             .unwrap_or("");
-        if list_item(first) || first.starts_with("    ") || first.starts_with('\t') {
-            // A list (or indented code) goes on after a blank line; a line
-            // at the margin after one that starts no item ends it.
+        let fence = first.trim_start().starts_with("```") || first.trim_start().starts_with("~~~");
+        if list_item(first) || fence || first.starts_with("    ") || first.starts_with('\t') {
+            // A list or code block goes on after a blank line; a line at
+            // the margin after one that starts no item ends a list.
             !blank && after_blank && !line.starts_with([' ', '\t']) && !list_item(line)
         } else {
-            // A blank line ends a paragraph, table or quote; `===` makes
-            // a paragraph a heading.
-            blank || line.starts_with('=')
+            // A blank line ends a paragraph, table or quote; a line of
+            // `=` makes a paragraph a heading.
+            blank || (!marks.is_empty() && marks.iter().all(|c| *c == '='))
         }
     }
 
@@ -1552,8 +1554,10 @@ mod tests {
         // again a few times at most, not once per line after it.
         let loose = "- a\n\n".repeat(10_000);
         let lazy = "- a\nplain\n===\n".repeat(5_000);
+        let marks = format!("para\n{}", "#x\n=b\n".repeat(10_000));
+        let fence = format!("  ```\n{}", "code\n\n".repeat(10_000));
         let rows = format!("| a | b |\n|---|---|\n{}", "| c | d |\n".repeat(10_000));
-        for text in [quotes, lists, brackets, loose, lazy, rows] {
+        for text in [quotes, lists, brackets, loose, lazy, rows, marks, fence] {
             for width in [20, 80] {
                 let mut md = Markdown::new(false, width);
                 let shown = md.whole(&text);
