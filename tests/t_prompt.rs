@@ -628,43 +628,130 @@ fn a_spinner_names_the_running_tool() {
     exited_with(&s, 0);
 }
 
-/// On a terminal an answer is rendered as Markdown as its lines arrive
-/// (a heading, emphasis, a table fitted to the width); piped, stdout is
-/// the model's bytes exactly.
-#[test]
-fn answers_render_as_markdown_on_a_terminal_only() {
-    let p = Project::new();
-    let answer = "## Overview\nThis is **tiny**.\n| change | why |\n|---|---|\n| port | clearer |";
-    let mock = Mock::start(json!([
-        {"content": answer, "piece": 7},
-        {"content": answer, "piece": 7},
-        {"content": answer, "piece": 7},
-    ]));
-    let mut s = spawn(&p, &mock, &[]);
-    expect(&mut s, PROMPT_END);
-    type_in(&mut s, "explain\r");
-    expect(&mut s, "\x1b[1;4mOverview\x1b[0m");
-    expect(&mut s, "This is \x1b[1mtiny\x1b[0m.");
-    expect(&mut s, "change │ why");
-    let rest = expect(&mut s, "port   │ clearer");
-    assert!(!rest.contains("|---|"), "{rest:?}");
-    expect(&mut s, PROMPT_END);
-    type_in(&mut s, "/exit\r");
-    s.exp_eof().unwrap();
+/// An answer with a heading, a table far wider than 80 columns, a rust
+/// code block and a list.
+const MARKDOWN_ANSWER: &str = "## Overview\n\nThe change touches **two** files.\n\n| file | what changed | why it matters for the people who read and run this code |\n|---|---|---|\n| src/config/network/listener.rs | renamed the port variable everywhere it is read | clearer for readers and for grep |\n| src/main.rs | dropped the silent fallback to port 8080 | it hid configuration errors |\n\n```rust\nfn main() {\n    println!(\"listening\");\n}\n```\n\n- first item\n- second item with **bold** text\n- third item";
 
-    // Without colour: the same layout, no styles, no Markdown marks.
-    let mut s = spawn(&p, &mock, &["--color", "never"]);
-    expect(&mut s, PROMPT_END);
-    type_in(&mut s, "explain\r");
-    let shown = expect(&mut s, "port   │ clearer");
-    assert!(shown.contains("Overview\r\nThis is tiny.\r\n"), "{shown:?}");
-    assert!(!shown.contains("##") && !shown.contains("**"), "{shown:?}");
-    type_in(&mut s, "/exit\r");
+/// `hel` on a pseudo-terminal `columns` wide, with `env` set.
+fn spawn_sized(
+    p: &Project,
+    mock: &Mock,
+    args: &[&str],
+    env: &[(&str, &str)],
+    columns: u16,
+) -> PtySession {
+    use std::os::fd::AsRawFd;
+    let mut cmd = Command::new(hel_bin());
+    cmd.current_dir(p.dir.path())
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", p.home.path())
+        .env("TERM", "xterm")
+        .envs(env.iter().copied())
+        .args(["--base-url", &mock.url, "--model", "mock-model"])
+        .args(args);
+    let s = rexpect::session::spawn_command(cmd, Some(TIMEOUT_MS)).unwrap();
+    let size = libc::winsize {
+        ws_row: 24,
+        ws_col: columns,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: TIOCSWINSZ reads the winsize the pointer points to, which
+    // outlives the call. hel reads the width when an answer's text first
+    // arrives, long after this.
+    let r = unsafe { libc::ioctl(s.process.pty.as_raw_fd(), libc::TIOCSWINSZ, &size) };
+    assert_eq!(r, 0, "{}", std::io::Error::last_os_error());
+    s
+}
+
+/// What rexpect read (a char per byte) as the text it was.
+fn text_of(seen: &str) -> String {
+    let bytes: Vec<u8> = seen.chars().map(|c| c as u32 as u8).collect();
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// `s` without SGR sequences.
+fn unstyled(s: &str) -> String {
+    let mut out = String::new();
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        if c == '\x1b' {
+            chars.by_ref().find(|d| *d == 'm');
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Ask for the answer at `s` and return what the terminal showed of it,
+/// from just after its heading to its last list item, checking that no
+/// Markdown mark is left and no line is wider than `columns`.
+fn shown_answer(s: &mut PtySession, heading: &str, columns: usize) -> String {
+    expect(s, PROMPT_END);
+    type_in(s, "explain\r");
+    expect(s, heading);
+    let shown = text_of(&expect(s, "third item"));
+    for raw in ["##", "**", "|---", "| file", "```"] {
+        assert!(!shown.contains(raw), "{raw:?} left in {shown:?}");
+    }
+    for line in unstyled(&shown).split("\r\n") {
+        let width = unicode_width::UnicodeWidthStr::width(line);
+        assert!(width <= columns, "{width} columns: {line:?} in {shown:?}");
+    }
+    expect(s, PROMPT_END);
+    type_in(s, "/exit\r");
     s.exp_eof().unwrap();
+    shown
+}
+
+/// On a terminal an answer is rendered as Markdown as it arrives: a
+/// heading, emphasis, a table shrunk to the terminal's 80 columns (its
+/// cells wrapped), a highlighted code block and a list, no line wider
+/// than the terminal; with NO_COLOR the same layout without a single
+/// escape sequence, and on a narrower terminal everything fits it too.
+/// Piped, stdout is the model's bytes exactly.
+#[test]
+fn answers_render_as_markdown_fitted_to_the_terminal() {
+    let p = Project::new();
+    let step = json!({"content": MARKDOWN_ANSWER, "piece": 7});
+    let mock = Mock::start(json!([step, step, step, step]));
+
+    let mut s = spawn_sized(&p, &mock, &[], &[], 80);
+    let shown = shown_answer(&mut s, "\x1b[1;4mOverview\x1b[0m", 80);
+    for styled in [
+        "The change touches \x1b[1mtwo\x1b[0m files.",
+        // The table: header bold, columns apart, the header ruled off.
+        "\x1b[1mfile\x1b[0m",
+        "─┼─",
+        // The code: the rust keyword highlighted.
+        "  \x1b[1;31mfn\x1b[0m ",
+        "• second item with \x1b[1mbold\x1b[0m text\r\n",
+    ] {
+        assert!(shown.contains(styled), "{styled:?} not in {shown:?}");
+    }
+    let plain = unstyled(&shown);
+    // The table was wider than the terminal: its cells wrapped.
+    assert!(plain.contains("│ people who read and run"), "{plain}");
+    let rows = plain.lines().filter(|l| l.contains(" │ ")).count();
+    assert!(rows > 3, "{rows} table lines: {plain}");
+
+    let mut s = spawn_sized(&p, &mock, &[], &[("NO_COLOR", "1")], 80);
+    let bare = shown_answer(&mut s, "Overview", 80);
+    assert!(!bare.contains('\x1b'), "{bare:?}");
+    assert_eq!(bare, plain, "the same layout without colour");
+    assert!(bare.contains("\r\n  fn main() {\r\n"), "{bare:?}");
+    assert!(bare.contains("\r\n• first item\r\n"), "{bare:?}");
+
+    let mut s = spawn_sized(&p, &mock, &["--color", "never"], &[], 50);
+    let narrow = shown_answer(&mut s, "Overview", 50);
+    assert!(!narrow.contains('\x1b'), "{narrow:?}");
+    assert_ne!(narrow, bare, "laid out for 50 columns");
 
     let run = p.run(Some(&mock), &["-p", "explain"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
-    assert_eq!(run.stdout, format!("{answer}\n"));
+    assert_eq!(run.stdout, format!("{MARKDOWN_ANSWER}\n"));
 }
 
 /// `command` for bash, printing a line, a line with a screen clear and a

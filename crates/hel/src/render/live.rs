@@ -85,10 +85,10 @@ impl Live {
         *self.intro.borrow_mut() = Some(intro);
     }
 
-    /// Print a completed (and saved) answer: on a terminal, escaped, unless
-    /// it was shown as it arrived (then its line is ended); elsewhere byte
-    /// for byte. Either way followed by a newline, as the same answer not
-    /// streamed would be.
+    /// Print a completed (and saved) answer: on a terminal, escaped and
+    /// rendered as Markdown, unless it was shown as it arrived (then its
+    /// line is ended); elsewhere byte for byte. Either way followed by a
+    /// newline, as the same answer not streamed would be.
     pub fn answer(&self, answer: &str) {
         let shown = std::mem::take(&mut *self.state.borrow_mut());
         let mut out = self.out.borrow_mut();
@@ -96,7 +96,13 @@ impl Live {
         let _ = match (self.terminal, shown.answer) {
             (true, true) if shown.ended => Ok(()),
             (true, true) => writeln!(out),
-            (true, false) => writeln!(out, "{}", escape_text(answer)),
+            (true, false) => {
+                let mut text = markdown().whole(&escape_text(answer));
+                if !text.ends_with('\n') {
+                    text.push('\n');
+                }
+                write!(out, "{text}")
+            }
             (false, _) => writeln!(out, "{answer}"),
         };
         let _ = out.flush();
@@ -144,8 +150,10 @@ impl Live {
         let mut s = self.state.borrow_mut();
         let mut shown = String::new();
         if !s.thinking {
-            if s.open || s.cr || !s.pending.is_empty() {
-                // A line of text begun: ended before the reasoning.
+            if s.open || s.cr || !s.pending.is_empty() || s.md.as_ref().is_some_and(Markdown::holds)
+            {
+                // Text begun (or held until its block is complete):
+                // shown, its line ended, before the reasoning.
                 shown.push_str(&Self::held(&mut s, true));
                 s.open = false;
             }
@@ -312,6 +320,20 @@ mod tests {
         }
     }
 
+    /// `s` without SGR sequences.
+    fn plain(s: &str) -> String {
+        let mut out = String::new();
+        let mut chars = s.chars();
+        while let Some(c) = chars.next() {
+            if c == '\x1b' {
+                chars.by_ref().find(|d| *d == 'm');
+            } else {
+                out.push(c);
+            }
+        }
+        out
+    }
+
     fn make(terminal: bool) -> (Live, Buf, Buf) {
         let (out, err) = (Buf::default(), Buf::default());
         let live = Live::with(Box::new(out.clone()), Box::new(err.clone()), terminal);
@@ -337,7 +359,7 @@ mod tests {
             id: hel_store::ObjectId::from_bytes([0; 32]),
         });
         live.answer("Done\r\nok\x1b[2J\r");
-        assert_eq!(out.text(), "Let me look.\nDone\r\nok^[[2J^M\n");
+        assert_eq!(out.text(), "Let me look.\nDone\nok^[[2J^M\n");
         assert_eq!(
             err.text(),
             "hel: (the model's working notes; it goes on with tools)\n"
@@ -347,15 +369,18 @@ mod tests {
         stream(&live, &["| a | bb |\n|---|", "---|\n| ccc | d |"]);
         live.event(Event::ResponseEnded { calls_tools: false });
         live.answer("| a | bb |\n|---|---|\n| ccc | d |");
-        let shown = out.text();
+        let shown = plain(&out.text());
         assert!(shown.ends_with("ccc │ d\n"), "{shown:?}");
         assert!(shown.contains("a   │ bb"), "{shown:?}");
-        // Not streamed: the answer printed whole, as before.
+        // Not streamed: the answer printed whole, escaped and rendered.
         let (live, out, _) = make(true);
         live.event(Event::ResponseStarted);
         live.event(Event::ResponseEnded { calls_tools: false });
-        live.answer("a\x1b");
-        assert_eq!(out.text(), "a^[\n");
+        live.answer("## T\na\x1b");
+        assert_eq!(plain(&out.text()), "T\n\na^[\n");
+        let (live, out, _) = make(true);
+        live.answer("");
+        assert_eq!(out.text(), "\n");
     }
 
     #[test]
@@ -365,7 +390,7 @@ mod tests {
         for p in ["Check", " the\nfile\x1b[2J\r"] {
             live.event(Event::ReasoningDelta(p.to_owned()));
         }
-        live.event(Event::TextDelta("Done".to_owned()));
+        live.event(Event::TextDelta("Done\n".to_owned()));
         live.event(Event::ReasoningDelta("late\n".to_owned()));
         live.event(Event::ResponseEnded { calls_tools: false });
         live.answer("Done");
