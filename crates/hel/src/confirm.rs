@@ -12,6 +12,10 @@ use std::sync::Mutex;
 use hel_agent::terminal::escape_line;
 use hel_agent::tools::{Answer, Request, ToolName};
 
+use crate::render::columns;
+/// The Markdown renderer (render/markdown.rs) cuts table cells with it.
+pub use crate::render::fit;
+
 /// What `?` explains.
 pub const EXPLAIN: &str = "\
 hel:   y           run it
@@ -89,16 +93,6 @@ fn parse(line: &str) -> Reply {
     }
 }
 
-/// `text` cut to `width` characters, with `…` where it was cut.
-pub fn fit(text: &str, width: usize) -> String {
-    if text.chars().count() <= width {
-        return text.to_owned();
-    }
-    let mut cut: String = text.chars().take(width.saturating_sub(1)).collect();
-    cut.push('…');
-    cut
-}
-
 /// Whether to colour what goes to the terminal (it is one).
 fn colour() -> bool {
     crate::render::colour_for(true)
@@ -138,7 +132,11 @@ pub fn ask(
     read: &mut dyn FnMut(&str) -> Reading,
 ) -> Answer {
     // The request names what the model chose: shown, never obeyed.
-    let summary = escape_line(&request.summary);
+    // Cut to fit the question on one line: the preview shows it whole.
+    let summary = fit(
+        &escape_line(&request.summary),
+        width.saturating_sub(columns("hel: allowed  (you said always)")),
+    );
     if rules.allows(request) {
         let _ = writeln!(out, "hel: allowed {summary} (you said always)");
         return Answer::Yes;
@@ -203,14 +201,6 @@ fn always(
             },
             _ => return None,
         }
-    }
-}
-
-/// The terminal's width in columns (80 when it cannot be told).
-pub fn width() -> usize {
-    match dialoguer::console::Term::stderr().size_checked() {
-        Some((_, cols)) if cols > 0 => cols as usize,
-        _ => 80,
     }
 }
 

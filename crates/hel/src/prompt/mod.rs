@@ -576,7 +576,7 @@ fn pick_checkpoint(run: &Run, session: &str) -> Result<Option<String>, Exit> {
             "this session has no answer to go back to yet",
         ));
     }
-    let width = crate::confirm::width().saturating_sub(4);
+    let width = crate::render::width().saturating_sub(4);
     let rows: Vec<String> = answers
         .iter()
         .map(|e| {
@@ -586,7 +586,7 @@ fn pick_checkpoint(run: &Run, session: &str) -> Result<Option<String>, Exit> {
                 &e.time,
                 hel_agent::terminal::escape_line(&e.instruction)
             );
-            crate::confirm::fit(&text, width)
+            crate::render::fit(&text, width)
         })
         .collect();
     let picked = dialoguer::FuzzySelect::new()

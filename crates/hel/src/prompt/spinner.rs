@@ -44,7 +44,7 @@ fn held(tail: &Mutex<Tail>) -> MutexGuard<'_, Tail> {
 fn frame(line: &str, tail: &[String], colour: bool, width: usize) -> String {
     let mut s = format!("\r{line}\x1b[K");
     for l in tail {
-        let l = crate::render::tail::fit(l, width.saturating_sub(3));
+        let l = crate::render::fit(l, width.saturating_sub(3).max(2));
         s.push('\n');
         s.push_str(&crate::render::paint(colour, "2", &format!("  {l}")));
     }
@@ -75,7 +75,7 @@ impl Spinner {
             for spin in FRAMES.iter().cycle() {
                 tick.tick().await;
                 let waited = since.elapsed().as_secs_f64();
-                let width = crate::confirm::width();
+                let width = crate::render::width();
                 let lines = held(&tail).lines(LINES, width.saturating_sub(3));
                 let shown = frame(
                     &format!("{spin} {what} {waited:.1}s"),
