@@ -809,7 +809,7 @@ fn screen_lines(seen: &str) -> Vec<String> {
         }
         // ESC [ parameters final: a CSI sequence.
         if chars.next_if_eq(&'[').is_some() {
-            while let Some(c) = chars.next() {
+            for c in chars.by_ref() {
                 if ('\x40'..='\x7e').contains(&c) {
                     break;
                 }
@@ -862,8 +862,8 @@ fn listings_fit_the_terminal_width() {
     let shown = screen_lines(&expect(&mut s, PROMPT_END));
     let rows: Vec<&String> = shown.iter().filter(|l| l.contains("Rename the")).collect();
     assert_eq!(rows.len(), 2, "{shown:#?}");
-    assert!(rows.iter().all(|r| r.ends_with('…')), "{rows:#?}");
     all_fit(&shown, 80, "/log");
+    assert!(rows.iter().all(|r| r.ends_with('…')), "{rows:#?}");
     type_in(&mut s, "/exit\r");
     s.exp_eof().unwrap();
 

@@ -118,8 +118,9 @@ pub struct Stderr;
 impl Observer for Stderr {
     fn event(&self, event: Event) {
         match event {
-            Event::Session(Some(id)) => line(&format!("session: {id}")),
-            Event::Session(None) => line("session: none"),
+            // Scripts read this line: never wrapped, even on a terminal.
+            Event::Session(Some(id)) => note!("session: {id}"),
+            Event::Session(None) => note!("session: none"),
             Event::Project {
                 root,
                 found,
@@ -319,31 +320,39 @@ pub fn fit(text: &str, width: usize) -> String {
 }
 
 /// `text` as lines of at most `width` columns, broken at spaces; lines
-/// after the first start with `indent`, and a word too long for a line is
-/// cut ([`fit`]). What a sentence becomes on a narrow terminal: every
-/// word of it is still there.
+/// after the first start with `indent`, and a word too long for a line
+/// is broken where the line ends. What a sentence becomes on a narrow
+/// terminal: every character of it is still there. (A width under the
+/// indent's and two is taken as that.)
 pub fn wrap(text: &str, width: usize, indent: &str) -> Vec<String> {
+    use unicode_width::UnicodeWidthChar;
+    let indent_w = columns(indent);
+    let width = width.max(indent_w + 2);
     let mut lines = Vec::new();
     let mut current = String::new();
-    let mut used = 0;
-    let mut empty = true;
+    // Columns used on this line, and where its text starts.
+    let (mut used, mut start) = (0, 0);
     for word in text.split(' ') {
-        let w = columns(word);
-        if !empty && used + 1 + w > width {
+        if used > start && used + 1 + columns(word) > width {
             lines.push(std::mem::replace(&mut current, indent.to_owned()));
-            used = columns(indent);
-            empty = true;
+            (used, start) = (indent_w, indent_w);
         }
-        if !empty {
+        if used > start {
             current.push(' ');
             used += 1;
         }
-        current.push_str(word);
-        used += w;
-        empty = false;
+        for c in word.chars() {
+            let w = c.width().unwrap_or(0);
+            if used > start && used + w > width {
+                lines.push(std::mem::replace(&mut current, indent.to_owned()));
+                (used, start) = (indent_w, indent_w);
+            }
+            current.push(c);
+            used += w;
+        }
     }
     lines.push(current);
-    lines.into_iter().map(|l| fit(&l, width)).collect()
+    lines
 }
 
 /// A sentence for a report: on a terminal (`room`) wrapped at spaces to
@@ -492,8 +501,14 @@ mod tests {
         let words: Vec<&str> = lines.iter().flat_map(|l| l.split_whitespace()).collect();
         assert_eq!(words, text.split(' ').collect::<Vec<_>>());
         assert_eq!(wrap("short", 40, "  "), ["short"]);
-        // A word longer than a line is cut, not left to wrap mid-word.
-        assert_eq!(wrap("a bcdefghij", 6, " "), ["a", " bcde…"]);
+        // A word longer than a line is broken where the line ends.
+        assert_eq!(wrap("a bcdefghij", 6, " "), ["a", " bcdef", " ghij"]);
+        assert_eq!(wrap("한국어한국어", 7, ""), ["한국어", "한국어"]);
+        for w in 4..50 {
+            for l in wrap(text, w, "  ") {
+                assert!(columns(&l) <= w, "{w}: {l:?}");
+            }
+        }
     }
 
     #[test]

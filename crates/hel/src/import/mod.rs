@@ -332,7 +332,7 @@ impl Report {
                 say(&format!(
                     "{}: session {id}{name} · {}, {}{skipped}{malformed}",
                     file.display(),
-                    render::count(self.checkpoints as u64, "checkpoint", "checkpoints"),
+                    render::count(self.checkpoints, "checkpoint", "checkpoints"),
                     render::count(self.messages as u64, "message", "messages")
                 ));
             }
