@@ -890,3 +890,49 @@ fn listings_fit_the_terminal_width() {
     let row = piped.stdout.lines().find(|l| l.ends_with(&first)).unwrap();
     assert!(row.chars().count() > 80, "{row}");
 }
+
+/// On a 40-column terminal hel's sentences (the start line, an error
+/// naming a long URL) are wrapped at spaces, every word kept; only the
+/// `session: <uuid>` line scripts read stays whole.
+#[test]
+fn messages_wrap_to_a_narrow_terminal() {
+    let p = Project::new();
+    let url = "http://hel-test.invalid:1/v1";
+    let mut s = spawn_sized(
+        &p,
+        None,
+        40,
+        &[
+            "--base-url",
+            url,
+            "--model",
+            "mock-model",
+            "--color",
+            "never",
+            "-p",
+            "x",
+        ],
+    );
+    let shown = screen_lines(&s.exp_eof().unwrap());
+    exited_with(&s, 1);
+    let (session, rest): (Vec<String>, Vec<String>) =
+        shown.into_iter().partition(|l| l.starts_with("session: "));
+    assert_eq!(session.len(), 1, "{rest:#?}");
+    assert_eq!(session[0].len(), "session: ".len() + 36, "{session:?}");
+    all_fit(&rest, 40, "-p on 40 columns");
+    let text: Vec<&str> = rest.iter().flat_map(|l| l.split_whitespace()).collect();
+    let text = text.join(" ");
+    for part in [
+        "hel: model mock-model · access confirm",
+        "hel: instruction incomplete (error): cannot reach the model server at",
+        "the host name does not resolve",
+    ] {
+        assert!(text.contains(part), "{part:?} in {rest:#?}");
+    }
+    // The URL, longer than a line, is broken across lines, not cut.
+    assert!(
+        text.replace(' ', "")
+            .contains(&format!("{url}/chat/completions")),
+        "{rest:#?}"
+    );
+}

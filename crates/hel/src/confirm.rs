@@ -156,11 +156,16 @@ pub fn ask(
             Reply::No(None) => return Answer::No,
             Reply::No(Some(why)) => return Answer::NoBecause(why),
             Reply::Explain => {
-                let _ = writeln!(out, "{EXPLAIN}");
+                for l in EXPLAIN.lines() {
+                    say(out, l, width, "hel:               ");
+                }
             }
-            Reply::Other => {
-                let _ = writeln!(out, "hel: answer y, n (or n and a reason), a or ?");
-            }
+            Reply::Other => say(
+                out,
+                "hel: answer y, n (or n and a reason), a or ?",
+                width,
+                "hel:   ",
+            ),
             Reply::Always => match always(request, out, read) {
                 Some(rule) => {
                     rules.add(rule);
@@ -169,6 +174,14 @@ pub fn ask(
                 None => return Answer::No,
             },
         }
+    }
+}
+
+/// `line` on `out`, wrapped to `width` ([`crate::render::wrap`]), its
+/// later lines starting with `indent`.
+fn say(out: &mut dyn Write, line: &str, width: usize, indent: &str) {
+    for piece in crate::render::wrap(line, width, indent) {
+        let _ = writeln!(out, "{piece}");
     }
 }
 
@@ -252,6 +265,10 @@ mod tests {
         assert!(shown.contains("n [REASON]"), "{shown}");
         assert_eq!(shown.matches("hel: answer y, n").count(), 2, "{shown}");
         assert!(shown.starts_with("hel: │ 1 line, 3 bytes\n"), "{shown}");
+        // On 40 columns the help and the reminder are wrapped to them.
+        for l in shown.lines() {
+            assert!(crate::render::columns(l) <= 40, "{l:?}");
+        }
         // Always: the tool from now on, without asking.
         assert_eq!(run(&w, &rules, &["a"]).1, Answer::Yes);
         let (shown, answer) = run(&w, &rules, &[]);

@@ -328,11 +328,16 @@ pub fn wrap(text: &str, width: usize, indent: &str) -> Vec<String> {
     use unicode_width::UnicodeWidthChar;
     let indent_w = columns(indent);
     let width = width.max(indent_w + 2);
+    if columns(text) <= width {
+        return vec![text.to_owned()];
+    }
+    let body = text.trim_start_matches(' ');
+    let lead = text.len() - body.len();
     let mut lines = Vec::new();
-    let mut current = String::new();
+    let mut current = text[..lead].to_owned();
     // Columns used on this line, and where its text starts.
-    let (mut used, mut start) = (0, 0);
-    for word in text.split(' ') {
+    let (mut used, mut start) = (lead, lead);
+    for word in body.split(' ') {
         if used > start && used + 1 + columns(word) > width {
             lines.push(std::mem::replace(&mut current, indent.to_owned()));
             (used, start) = (indent_w, indent_w);
@@ -353,6 +358,28 @@ pub fn wrap(text: &str, width: usize, indent: &str) -> Vec<String> {
     }
     lines.push(current);
     lines
+}
+
+/// A help text (lines of `  NAME   what it does`, the second column at
+/// `column`) on stderr: on a terminal each line wrapped to its width, the
+/// later lines of an indented line under the second column, of any other
+/// two spaces in.
+pub fn help(text: &str, column: usize) {
+    for l in text.lines() {
+        match stderr_room() {
+            Some(room) => {
+                for piece in wrap(l, room, &help_indent(l, column)) {
+                    note!("{piece}");
+                }
+            }
+            None => note!("{l}"),
+        }
+    }
+}
+
+/// The indent of a help line's later lines when wrapped.
+fn help_indent(line: &str, column: usize) -> String {
+    " ".repeat(if line.starts_with("  ") { column } else { 2 })
 }
 
 /// A sentence for a report: on a terminal (`room`) wrapped at spaces to
@@ -501,6 +528,11 @@ mod tests {
         let words: Vec<&str> = lines.iter().flat_map(|l| l.split_whitespace()).collect();
         assert_eq!(words, text.split(' ').collect::<Vec<_>>());
         assert_eq!(wrap("short", 40, "  "), ["short"]);
+        assert_eq!(wrap("  two  spaces", 40, "  "), ["  two  spaces"]);
+        assert_eq!(
+            wrap("  lead words here", 12, "    "),
+            ["  lead words", "    here"]
+        );
         // A word longer than a line is broken where the line ends.
         assert_eq!(wrap("a bcdefghij", 6, " "), ["a", " bcdef", " ghij"]);
         assert_eq!(wrap("한국어한국어", 7, ""), ["한국어", "한국어"]);
@@ -509,6 +541,20 @@ mod tests {
                 assert!(columns(&l) <= w, "{w}: {l:?}");
             }
         }
+    }
+
+    #[test]
+    fn help_lines_wrap_under_their_second_column() {
+        let l = "  /fork [CHECKPOINT] continue in a new session forked from a checkpoint of";
+        assert_eq!(
+            wrap(l, 40, &help_indent(l, 21)),
+            [
+                "  /fork [CHECKPOINT] continue in a new",
+                "                     session forked from",
+                "                     a checkpoint of",
+            ]
+        );
+        assert_eq!(help_indent("Keys: Enter sends", 21).len(), 2);
     }
 
     #[test]

@@ -346,7 +346,7 @@ impl Prompt {
             .filter(|_| status.head.is_some())
             .map(|s| s.to_string());
         match (cmd, session) {
-            (Slash::Help, _) => note!("{}", slash::HELP),
+            (Slash::Help, _) => render::help(slash::HELP, slash::HELP_COLUMN),
             (Slash::Exit, _) => return Next::Exit,
             (Slash::Retry, _) => self.retry().await,
             (Slash::Init, _) => self.init(),
