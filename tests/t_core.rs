@@ -530,3 +530,51 @@ fn a_closed_stderr_does_not_stop_a_run() {
         serde_json::from_str(&p.run(None, &["sessions", "--json"]).stdout).unwrap();
     assert_eq!(sessions[0]["checkpoints"], 1);
 }
+
+/// A name that does not resolve and a port nobody listens on are said at
+/// once, on one line naming the server and why, and not asked again
+/// (asking again would only repeat them); the classes that are retried
+/// (429, 5xx, timeouts) are counted on the mock in
+/// `http_500_then_success_retries` and
+/// `length_malformed_and_timeout_end_incomplete`.
+#[test]
+fn dns_failure_and_refused_connection_are_not_retried() {
+    let p = Project::new();
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let refused = format!("http://127.0.0.1:{closed}/v1");
+    for (url, why) in [
+        (
+            "http://hel-test.invalid:1/v1",
+            "the host name does not resolve",
+        ),
+        (refused.as_str(), "nobody listens there"),
+    ] {
+        let run = p.run(None, &["--base-url", url, "--model", "m", "-p", "x"]);
+        assert_eq!(run.code, 1, "{url}: {}", run.stderr);
+        assert!(run.stdout.is_empty(), "{url}: {}", run.stdout);
+        assert_eq!(run.stderr.matches("retrying").count(), 0, "{}", run.stderr);
+        let failed: Vec<&str> = run
+            .stderr
+            .lines()
+            .filter(|l| l.contains("cannot reach"))
+            .collect();
+        assert_eq!(failed.len(), 1, "{}", run.stderr);
+        assert!(
+            failed[0].starts_with(&format!(
+                "hel: instruction incomplete (error): cannot reach the model server at {url}/chat/completions: {why} ("
+            )),
+            "{}",
+            run.stderr
+        );
+        // Nothing was answered: no session was left behind.
+        let list = p.run(None, &["sessions"]);
+        assert_eq!(
+            list.stdout, "no sessions in this project\n",
+            "{}",
+            list.stderr
+        );
+    }
+}

@@ -118,7 +118,7 @@ fn codex_rollouts_import_with_their_tool_calls_compaction_and_reasoning_aside() 
     let p = Project::new();
     let (run, id) = import(&p, "codex", "codex/compaction.jsonl");
     assert!(
-        run.stdout.contains("4 checkpoint(s), 6 messages"),
+        run.stdout.contains("4 checkpoints, 6 messages"),
         "{}",
         run.stdout
     );
@@ -168,7 +168,7 @@ fn codex_rollouts_import_with_their_tool_calls_compaction_and_reasoning_aside() 
     // skipped and counted, the answer is one checkpoint.
     let (run, id) = import(&p, "codex", "codex/exec-session.jsonl");
     assert!(
-        run.stdout.contains("1 checkpoint(s), 3 messages"),
+        run.stdout.contains("1 checkpoint, 3 messages"),
         "{}",
         run.stdout
     );
@@ -220,7 +220,7 @@ fn claude_code_sessions_import_with_tool_results_paired_and_the_compaction_summa
     let p = Project::new();
     let (run, id) = import(&p, "claude", "claude/compaction.jsonl");
     assert!(
-        run.stdout.contains("3 checkpoint(s), 6 messages"),
+        run.stdout.contains("3 checkpoints, 6 messages"),
         "{}",
         run.stdout
     );
@@ -273,7 +273,7 @@ fn pi_sessions_import_with_the_aborted_answer_left_out() {
     let p = Project::new();
     let (run, id) = import(&p, "pi", "pi/large-session-head.jsonl");
     assert!(
-        run.stdout.contains("2 checkpoint(s), 22 messages"),
+        run.stdout.contains("2 checkpoints, 22 messages"),
         "{}",
         run.stdout
     );
@@ -288,7 +288,7 @@ fn pi_sessions_import_with_the_aborted_answer_left_out() {
     );
     assert!(
         run.stderr
-            .contains("before line 5: an instruction without an answer: 1 message(s) left out"),
+            .contains("before line 5: an instruction without an answer: 1 message left out"),
         "{}",
         run.stderr
     );
@@ -370,13 +370,13 @@ fn hostile_lines_are_reported_and_skipped_and_an_incomplete_tail_is_dropped() {
     assert!(run.stderr.contains(&format!("{f}:6: ")), "{}", run.stderr);
     assert!(
         run.stderr
-            .contains("an incomplete tail of 2 message(s) from line 11 on"),
+            .contains("an incomplete tail of 2 messages from line 11 on"),
         "{}",
         run.stderr
     );
     assert!(run.stdout.contains("(fix-the-parser)"), "{}", run.stdout);
     assert!(run.stdout.contains("skipped 1 hologram"), "{}", run.stdout);
-    assert!(run.stdout.contains("2 malformed line(s)"), "{}", run.stdout);
+    assert!(run.stdout.contains("2 malformed lines"), "{}", run.stdout);
     let cp = shown(&p, "fix-the-parser");
     // The compaction kept its messages from a1 on: nothing before it to
     // summarize but the system message, so the conversation goes on whole.
@@ -491,7 +491,7 @@ fn of_a_file_with_branches_the_branch_the_source_resumes_is_imported() {
     assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
     assert!(
         run.stdout
-            .contains("(rewound-chat-2) · 2 checkpoint(s), 5 messages"),
+            .contains("(rewound-chat-2) · 2 checkpoints, 5 messages"),
         "{}",
         run.stdout
     );

@@ -508,7 +508,7 @@ fn mcp_list_shows_servers_tools_and_failures() {
     let run = p.run(None, &["mcp", "list"]);
     assert_eq!(run.code, 1, "a server did not start: {}", run.stderr);
     assert!(run.stdout.contains("list1  stdio"), "{}", run.stdout);
-    assert!(run.stdout.contains("started, 6 tool(s)"), "{}", run.stdout);
+    assert!(run.stdout.contains("started, 6 tools"), "{}", run.stdout);
     assert!(
         run.stdout
             .contains("  mcp__list1__echo (read-only)  Say the text back."),

@@ -640,29 +640,7 @@ fn spawn_sized(
     env: &[(&str, &str)],
     columns: u16,
 ) -> PtySession {
-    use std::os::fd::AsRawFd;
-    let mut cmd = Command::new(hel_bin());
-    cmd.current_dir(p.dir.path())
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("HOME", p.home.path())
-        .env("TERM", "xterm")
-        .envs(env.iter().copied())
-        .args(["--base-url", &mock.url, "--model", "mock-model"])
-        .args(args);
-    let s = rexpect::session::spawn_command(cmd, Some(TIMEOUT_MS)).unwrap();
-    let size = libc::winsize {
-        ws_row: 24,
-        ws_col: columns,
-        ws_xpixel: 0,
-        ws_ypixel: 0,
-    };
-    // SAFETY: TIOCSWINSZ reads the winsize the pointer points to, which
-    // outlives the call. hel reads the width when an answer's text first
-    // arrives, long after this.
-    let r = unsafe { libc::ioctl(s.process.pty.as_raw_fd(), libc::TIOCSWINSZ, &size) };
-    assert_eq!(r, 0, "{}", std::io::Error::last_os_error());
-    s
+    spawn_with(p, Some(mock), columns, args, env)
 }
 
 /// What rexpect read (a char per byte) as the text it was.
@@ -860,4 +838,179 @@ fn reasoning_streams_set_apart_on_a_terminal() {
     type_in(&mut s, "/exit\r");
     s.exp_eof().unwrap();
     exited_with(&s, 0);
+}
+
+/// `hel ARGS` (against `mock`, if any) on a pseudo-terminal `cols`
+/// columns wide: `stty` sets the size before hel starts.
+fn spawn_stty(p: &Project, mock: Option<&Mock>, cols: u16, args: &[&str]) -> PtySession {
+    spawn_with(p, mock, cols, args, &[])
+}
+
+/// `hel ARGS` with `env` set on a pseudo-terminal `cols` columns wide
+/// (sized before hel starts, so there is no moment it has another width).
+fn spawn_with(
+    p: &Project,
+    mock: Option<&Mock>,
+    cols: u16,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> PtySession {
+    let mut cmd = Command::new("sh");
+    cmd.current_dir(p.dir.path())
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", p.home.path())
+        .env("TERM", "xterm")
+        .envs(env.iter().copied())
+        .arg("-c")
+        .arg(format!("stty cols {cols} rows 40 && exec \"$0\" \"$@\""))
+        .arg(hel_bin());
+    if let Some(m) = mock {
+        cmd.args(["--base-url", &m.url, "--model", "mock-model"]);
+    }
+    cmd.args(args);
+    rexpect::session::spawn_command(cmd, Some(TIMEOUT_MS)).unwrap()
+}
+
+/// The lines a terminal shows of `seen` (as rexpect read it, a byte a
+/// char), without escape sequences; a line redrawn after `\r` is what it
+/// was redrawn as.
+fn screen_lines(seen: &str) -> Vec<String> {
+    let bytes: Vec<u8> = seen.chars().map(|c| c as u8).collect();
+    let text = String::from_utf8_lossy(&bytes);
+    let mut plain = String::new();
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c != '\x1b' {
+            plain.push(c);
+            continue;
+        }
+        // ESC [ parameters final: a CSI sequence.
+        if chars.next_if_eq(&'[').is_some() {
+            for c in chars.by_ref() {
+                if ('\x40'..='\x7e').contains(&c) {
+                    break;
+                }
+            }
+        }
+    }
+    plain
+        .split('\n')
+        .map(|l| {
+            let l = l.strip_suffix('\r').unwrap_or(l);
+            l.rsplit('\r').next().unwrap_or(l).to_owned()
+        })
+        .collect()
+}
+
+/// Assert that no line of `lines` is wider than `cols` (ASCII and `…`
+/// here: a character a column).
+fn all_fit(lines: &[String], cols: usize, what: &str) {
+    for l in lines {
+        assert!(
+            l.chars().count() <= cols,
+            "{what}: a line of {} columns on a {cols}-column terminal: {l:?}",
+            l.chars().count()
+        );
+    }
+}
+
+/// On an 80-column terminal every line of `hel sessions log`, `/log`
+/// and `hel sessions` fits (rows shrink and are cut with `…`), also at
+/// 40 columns; piped, the rows are as they always were.
+#[test]
+fn listings_fit_the_terminal_width() {
+    let p = Project::new();
+    let mock = Mock::start(json!([
+        {"content": "First answer."},
+        {"content": "Second answer."},
+    ]));
+    let long = "Rename the configuration option port_number to listen_port everywhere in the project, update the documentation and the tests, and keep the old name working";
+    let mut s = spawn_stty(&p, Some(&mock), 80, &[]);
+    expect(&mut s, "session: ");
+    let id: String = expect(&mut s, "\n").trim().to_owned();
+    expect(&mut s, PROMPT_END);
+    type_in(&mut s, &format!("{long}\r"));
+    expect(&mut s, "First answer.");
+    expect(&mut s, PROMPT_END);
+    type_in(&mut s, &format!("Then {long}\r"));
+    expect(&mut s, "Second answer.");
+    expect(&mut s, PROMPT_END);
+    type_in(&mut s, "/log\r");
+    let shown = screen_lines(&expect(&mut s, PROMPT_END));
+    let rows: Vec<&String> = shown.iter().filter(|l| l.contains("Rename the")).collect();
+    assert_eq!(rows.len(), 2, "{shown:#?}");
+    all_fit(&shown, 80, "/log");
+    assert!(rows.iter().all(|r| r.ends_with('…')), "{rows:#?}");
+    type_in(&mut s, "/exit\r");
+    s.exp_eof().unwrap();
+
+    for cols in [80, 40] {
+        for args in [vec!["sessions", "log", id.as_str()], vec!["sessions"]] {
+            let mut s = spawn_stty(&p, None, cols, &args);
+            let shown = screen_lines(&s.exp_eof().unwrap());
+            exited_with(&s, 0);
+            let what = format!("{args:?} at {cols} columns");
+            assert!(
+                shown
+                    .iter()
+                    .any(|l| l.contains("Rename the") || l.contains("Then Ren")),
+                "{what}: {shown:#?}"
+            );
+            all_fit(&shown, cols as usize, &what);
+        }
+    }
+
+    // Piped: the rows as before, the instruction's first 60 characters.
+    let piped = p.run(None, &["sessions", "log", &id]);
+    assert_eq!(piped.code, 0, "{}", piped.stderr);
+    let first: String = long.chars().take(60).collect();
+    let row = piped.stdout.lines().find(|l| l.ends_with(&first)).unwrap();
+    assert!(row.chars().count() > 80, "{row}");
+}
+
+/// On a 40-column terminal hel's sentences (the start line, an error
+/// naming a long URL) are wrapped at spaces, every word kept; only the
+/// `session: <uuid>` line scripts read stays whole.
+#[test]
+fn messages_wrap_to_a_narrow_terminal() {
+    let p = Project::new();
+    let url = "http://hel-test.invalid:1/v1";
+    let mut s = spawn_stty(
+        &p,
+        None,
+        40,
+        &[
+            "--base-url",
+            url,
+            "--model",
+            "mock-model",
+            "--color",
+            "never",
+            "-p",
+            "x",
+        ],
+    );
+    let shown = screen_lines(&s.exp_eof().unwrap());
+    exited_with(&s, 1);
+    let (session, rest): (Vec<String>, Vec<String>) =
+        shown.into_iter().partition(|l| l.starts_with("session: "));
+    assert_eq!(session.len(), 1, "{rest:#?}");
+    assert_eq!(session[0].len(), "session: ".len() + 36, "{session:?}");
+    all_fit(&rest, 40, "-p on 40 columns");
+    let text: Vec<&str> = rest.iter().flat_map(|l| l.split_whitespace()).collect();
+    let text = text.join(" ");
+    for part in [
+        "hel: model mock-model · access confirm",
+        "hel: instruction incomplete (error): cannot reach the model server at",
+        "the host name does not resolve",
+    ] {
+        assert!(text.contains(part), "{part:?} in {rest:#?}");
+    }
+    // The URL, longer than a line, is broken across lines, not cut.
+    assert!(
+        text.replace(' ', "")
+            .contains(&format!("{url}/chat/completions")),
+        "{rest:#?}"
+    );
 }

@@ -99,7 +99,7 @@ fn push_pull_continue_push_back_fast_forward_and_diverge() {
     m.switch_to(true);
     let listed = ok(&m.run(true, None, &["sessions", "--remote", "shared"])).to_owned();
     assert!(
-        listed.contains(&sid) && listed.contains("1 checkpoints, 3 messages"),
+        listed.contains(&sid) && listed.contains("1 checkpoint, 3 messages"),
         "{listed}"
     );
     assert!(!m.p.dir.path().join(".hel").exists());

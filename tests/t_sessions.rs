@@ -850,7 +850,9 @@ fn a_session_from_another_directory_is_never_chosen_by_default() {
         "{row}"
     );
     assert!(
-        table.stderr.contains("never chooses them"),
+        table.stderr.contains(
+            "1 session was saved in another directory or dated in the future: hel never chooses it"
+        ),
         "{}",
         table.stderr
     );

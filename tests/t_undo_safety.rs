@@ -796,9 +796,12 @@ fn report(out: &Run, json: bool) -> Option<Report> {
             summary = Some(line.to_owned());
         }
     }
+    let files = match r.written.len() {
+        1 => "1 file".to_owned(),
+        n => format!("{n} files"),
+    };
     let counts = format!(
-        "{} restored, {} removed, {} left alone",
-        r.written.len(),
+        "{files} restored, {} removed, {} left alone",
         r.removed.len(),
         r.left_alone.len()
     );

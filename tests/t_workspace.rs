@@ -360,7 +360,7 @@ fn files_over_the_size_limit_are_not_tracked_and_said_once() {
     assert!(run.stderr.contains("big.bin"), "{}", run.stderr);
     let text = p.run(None, &["sessions", "log", &sid]);
     assert!(
-        text.stdout.contains("1 files not tracked"),
+        text.stdout.contains("1 file not tracked"),
         "{}",
         text.stdout
     );
@@ -501,7 +501,7 @@ fn resume_at_a_checkpoint_with_restore_files_forks_and_brings_its_files_back() {
     assert_eq!(fork.code, 0, "{}", fork.stderr);
     assert!(
         fork.stderr
-            .contains("restored the files of the forked checkpoint: 1 written, 1 removed"),
+            .contains("restored the files of the forked checkpoint: 1 file written, 1 removed"),
         "{}",
         fork.stderr
     );
@@ -1059,7 +1059,7 @@ fn undo_asks_on_a_terminal_before_removing_and_yes_or_a_pipe_does_not() {
     let (code, rest) = ended(s);
     assert_eq!(code, 0, "{rest}");
     assert!(
-        rest.contains("1 restored, 1 removed, 0 left alone"),
+        rest.contains("1 file restored, 1 removed, 0 left alone"),
         "{rest}"
     );
     assert_eq!(p.read("f.txt"), "v0\n");

@@ -162,7 +162,7 @@ pub fn restore_forked(run: &mut Run, force: bool) -> Result<(), Exit> {
         .map_err(|e| Exit::refused(e.to_string()))?;
     render::line(&format!(
         "hel: restored the files of the forked checkpoint: {} written, {} removed, {} left alone",
-        out.written.len(),
+        render::count(out.written.len() as u64, "file", "files"),
         out.removed.len(),
         out.conflicts.len()
     ));

@@ -12,6 +12,10 @@ use std::sync::Mutex;
 use hel_agent::terminal::escape_line;
 use hel_agent::tools::{Answer, Request, ToolName};
 
+use crate::render::columns;
+/// The Markdown renderer (render/markdown.rs) cuts table cells with it.
+pub use crate::render::fit;
+
 /// What `?` explains.
 pub const EXPLAIN: &str = "\
 hel:   y           run it
@@ -89,16 +93,6 @@ fn parse(line: &str) -> Reply {
     }
 }
 
-/// `text` cut to `width` characters, with `…` where it was cut.
-pub fn fit(text: &str, width: usize) -> String {
-    if text.chars().count() <= width {
-        return text.to_owned();
-    }
-    let mut cut: String = text.chars().take(width.saturating_sub(1)).collect();
-    cut.push('…');
-    cut
-}
-
 /// Whether to colour what goes to the terminal (it is one).
 fn colour() -> bool {
     crate::render::colour_for(true)
@@ -138,7 +132,11 @@ pub fn ask(
     read: &mut dyn FnMut(&str) -> Reading,
 ) -> Answer {
     // The request names what the model chose: shown, never obeyed.
-    let summary = escape_line(&request.summary);
+    // Cut to fit the question on one line: the preview shows it whole.
+    let summary = fit(
+        &escape_line(&request.summary),
+        width.saturating_sub(columns("hel: allowed  (you said always)")),
+    );
     if rules.allows(request) {
         let _ = writeln!(out, "hel: allowed {summary} (you said always)");
         return Answer::Yes;
@@ -158,11 +156,16 @@ pub fn ask(
             Reply::No(None) => return Answer::No,
             Reply::No(Some(why)) => return Answer::NoBecause(why),
             Reply::Explain => {
-                let _ = writeln!(out, "{EXPLAIN}");
+                for l in EXPLAIN.lines() {
+                    say(out, l, width, "hel:               ");
+                }
             }
-            Reply::Other => {
-                let _ = writeln!(out, "hel: answer y, n (or n and a reason), a or ?");
-            }
+            Reply::Other => say(
+                out,
+                "hel: answer y, n (or n and a reason), a or ?",
+                width,
+                "hel:   ",
+            ),
             Reply::Always => match always(request, out, read) {
                 Some(rule) => {
                     rules.add(rule);
@@ -171,6 +174,14 @@ pub fn ask(
                 None => return Answer::No,
             },
         }
+    }
+}
+
+/// `line` on `out`, wrapped to `width` ([`crate::render::wrap`]), its
+/// later lines starting with `indent`.
+fn say(out: &mut dyn Write, line: &str, width: usize, indent: &str) {
+    for piece in crate::render::wrap(line, width, indent) {
+        let _ = writeln!(out, "{piece}");
     }
 }
 
@@ -203,14 +214,6 @@ fn always(
             },
             _ => return None,
         }
-    }
-}
-
-/// The terminal's width in columns (80 when it cannot be told).
-pub fn width() -> usize {
-    match dialoguer::console::Term::stderr().size_checked() {
-        Some((_, cols)) if cols > 0 => cols as usize,
-        _ => 80,
     }
 }
 
@@ -262,6 +265,10 @@ mod tests {
         assert!(shown.contains("n [REASON]"), "{shown}");
         assert_eq!(shown.matches("hel: answer y, n").count(), 2, "{shown}");
         assert!(shown.starts_with("hel: │ 1 line, 3 bytes\n"), "{shown}");
+        // On 40 columns the help and the reminder are wrapped to them.
+        for l in shown.lines() {
+            assert!(crate::render::columns(l) <= 40, "{l:?}");
+        }
         // Always: the tool from now on, without asking.
         assert_eq!(run(&w, &rules, &["a"]).1, Answer::Yes);
         let (shown, answer) = run(&w, &rules, &[]);

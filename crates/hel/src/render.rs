@@ -61,7 +61,8 @@ pub fn paint(on: bool, code: &str, text: &str) -> String {
 
 /// One line of text from outside hel (names, arguments, paths, server
 /// messages), made safe for a terminal; on a coloured terminal, hel's
-/// progress is dimmed and warnings stand out.
+/// progress is dimmed and warnings stand out. On a terminal a line wider
+/// than it is wrapped at spaces ([`wrap`]), so that no word is split.
 pub fn line(text: &str) {
     let safe = escape_line(text);
     let code = if safe.starts_with("hel: warning") {
@@ -73,28 +74,42 @@ pub fn line(text: &str) {
     } else {
         ""
     };
-    if code.is_empty() {
-        note!("{safe}");
-    } else {
-        note!("{}", paint(colour_stderr(), code, &safe));
+    let colour = !code.is_empty() && colour_stderr();
+    for piece in on_stderr(&safe) {
+        note!("{}", paint(colour, code, &piece));
     }
 }
 
-/// A line saying what failed, in red on a coloured terminal.
+/// A line saying what failed, in red on a coloured terminal (wrapped as
+/// [`line`] wraps).
 pub fn error(text: &str) {
-    note!("{}", paint(colour_stderr(), "1;31", &escape_line(text)));
+    let colour = colour_stderr();
+    for piece in on_stderr(&escape_line(text)) {
+        note!("{}", paint(colour, "1;31", &piece));
+    }
 }
 
-/// How much of a tool line's text (after a prefix of `prefix`
-/// characters) is shown: what fits the terminal when stderr is one, else
-/// 120 characters (a log's lines stay as they were).
-fn tool_room(prefix: usize) -> usize {
-    use std::io::IsTerminal;
-    if std::io::stderr().is_terminal() {
-        crate::confirm::width().saturating_sub(prefix + 1).max(20)
-    } else {
-        120
+/// `text` as the lines stderr shows: wrapped to a terminal's width, the
+/// later lines indented; off a terminal the one line as it is.
+fn on_stderr(text: &str) -> Vec<String> {
+    match stderr_room() {
+        Some(room) => wrap(text, room, "  "),
+        None => vec![text.to_owned()],
     }
+}
+
+/// A tool line (`hel: read_file {…}`, `hel:   ok …`): on a terminal,
+/// the whole line cut to its width; else its text after `prefix` cut to
+/// `max` characters (a log's lines stay as they were).
+fn tool_line(prefix: &str, text: &str, max: usize) {
+    let shown = match stderr_room() {
+        Some(room) => fit(
+            &format!("{prefix}{}", escape_line(&one_line(text, max))),
+            room,
+        ),
+        None => format!("{prefix}{}", one_line(text, max)),
+    };
+    line(&shown)
 }
 
 /// Renders a run's events on stderr.
@@ -103,8 +118,9 @@ pub struct Stderr;
 impl Observer for Stderr {
     fn event(&self, event: Event) {
         match event {
-            Event::Session(Some(id)) => line(&format!("session: {id}")),
-            Event::Session(None) => line("session: none"),
+            // Scripts read this line: never wrapped, even on a terminal.
+            Event::Session(Some(id)) => note!("session: {id}"),
+            Event::Session(None) => note!("session: none"),
             Event::Project {
                 root,
                 found,
@@ -120,18 +136,12 @@ impl Observer for Stderr {
             )),
             Event::ToolStarted {
                 name, arguments, ..
-            } => {
-                let room = tool_room(6 + name.chars().count());
-                line(&format!("hel: {name} {}", one_line(&arguments, room)))
-            }
+            } => tool_line(&format!("hel: {name} "), &arguments, 120),
             // A denial is hel's own sentence: shown whole.
             Event::ToolFinished { content, ok: false, .. } if content.starts_with("denied: ") => {
                 line(&format!("hel:   {}", one_line(&content, 400)))
             }
-            Event::ToolFinished { content, .. } => line(&format!(
-                "hel:   {}",
-                one_line(&content, tool_room(7))
-            )),
+            Event::ToolFinished { content, .. } => tool_line("hel:   ", &content, 120),
             Event::Retry { error, wait } => line(&format!(
                 "hel: {error}; retrying in {:.1}s",
                 wait.as_secs_f64()
@@ -140,7 +150,8 @@ impl Observer for Stderr {
                 "hel: trimmed old tool results to stay under {under} tokens"
             )),
             Event::Compacting { messages } => line(&format!(
-                "hel: compacting {messages} messages into a summary"
+                "hel: compacting {} into a summary",
+                count(messages as u64, "message", "messages")
             )),
             Event::CompactionSkipped => line(
                 "hel: the compaction summary is not smaller than what it would replace; keeping the conversation as is",
@@ -245,5 +256,342 @@ fn one_line(s: &str, max: usize) -> String {
         format!("{}…", flat.chars().take(max).collect::<String>())
     } else {
         flat
+    }
+}
+
+/// The width of the terminal stderr is, in columns (80 when it cannot be
+/// told).
+pub fn width() -> usize {
+    term_width(&dialoguer::console::Term::stderr()).unwrap_or(80)
+}
+
+/// The width of the terminal stdout is (None: stdout is not a terminal,
+/// and what goes there is left as it is: scripts read it).
+pub fn stdout_room() -> Option<usize> {
+    use std::io::IsTerminal;
+    if !std::io::stdout().is_terminal() {
+        return None;
+    }
+    Some(term_width(&dialoguer::console::Term::stdout()).unwrap_or(80))
+}
+
+/// The width of the terminal stderr is (None: stderr is not a terminal).
+pub fn stderr_room() -> Option<usize> {
+    use std::io::IsTerminal;
+    std::io::stderr().is_terminal().then(width)
+}
+
+fn term_width(term: &dialoguer::console::Term) -> Option<usize> {
+    match term.size_checked() {
+        Some((_, cols)) if cols > 0 => Some(cols as usize),
+        _ => None,
+    }
+}
+
+/// The columns `text` takes on a terminal: two for a wide (East Asian,
+/// emoji) character, none for a combining mark or a control character.
+pub fn columns(text: &str) -> usize {
+    use unicode_width::UnicodeWidthChar;
+    text.chars().map(|c| c.width().unwrap_or(0)).sum()
+}
+
+/// `text` cut to at most `width` columns ([`columns`]), ending in `…`
+/// where it was cut: the one way hel shortens a line to fit.
+pub fn fit(text: &str, width: usize) -> String {
+    use unicode_width::UnicodeWidthChar;
+    if columns(text) <= width {
+        return text.to_owned();
+    }
+    let room = width.saturating_sub(1);
+    let mut used = 0;
+    let mut cut = String::new();
+    for c in text.chars() {
+        let w = c.width().unwrap_or(0);
+        if used + w > room {
+            break;
+        }
+        used += w;
+        cut.push(c);
+    }
+    if width > 0 {
+        cut.push('…');
+    }
+    cut
+}
+
+/// `text` as lines of at most `width` columns, broken at spaces; lines
+/// after the first start with `indent`, and a word too long for a line
+/// is broken where the line ends. What a sentence becomes on a narrow
+/// terminal: every character of it is still there. (A width under the
+/// indent's and two is taken as that.)
+pub fn wrap(text: &str, width: usize, indent: &str) -> Vec<String> {
+    use unicode_width::UnicodeWidthChar;
+    let indent_w = columns(indent);
+    let width = width.max(indent_w + 2);
+    if columns(text) <= width {
+        return vec![text.to_owned()];
+    }
+    let body = text.trim_start_matches(' ');
+    let lead = text.len() - body.len();
+    let mut lines = Vec::new();
+    let mut current = text[..lead].to_owned();
+    // Columns used on this line, and where its text starts.
+    let (mut used, mut start) = (lead, lead);
+    for word in body.split(' ') {
+        if used > start && used + 1 + columns(word) > width {
+            lines.push(std::mem::replace(&mut current, indent.to_owned()));
+            (used, start) = (indent_w, indent_w);
+        }
+        if used > start {
+            current.push(' ');
+            used += 1;
+        }
+        for c in word.chars() {
+            let w = c.width().unwrap_or(0);
+            if used > start && used + w > width {
+                lines.push(std::mem::replace(&mut current, indent.to_owned()));
+                (used, start) = (indent_w, indent_w);
+            }
+            current.push(c);
+            used += w;
+        }
+    }
+    lines.push(current);
+    lines
+}
+
+/// A help text (lines of `  NAME   what it does`, the second column at
+/// `column`) on stderr: on a terminal each line wrapped to its width, the
+/// later lines of an indented line under the second column, of any other
+/// two spaces in.
+pub fn help(text: &str, column: usize) {
+    for l in text.lines() {
+        match stderr_room() {
+            Some(room) => {
+                for piece in wrap(l, room, &help_indent(l, column)) {
+                    note!("{piece}");
+                }
+            }
+            None => note!("{l}"),
+        }
+    }
+}
+
+/// The indent of a help line's later lines when wrapped.
+fn help_indent(line: &str, column: usize) -> String {
+    " ".repeat(if line.starts_with("  ") { column } else { 2 })
+}
+
+/// A sentence for a report: on a terminal (`room`) wrapped at spaces to
+/// its width, later lines starting with `indent`; else as it is.
+pub fn sentence(text: &str, room: Option<usize>, indent: &str) -> String {
+    match room {
+        Some(room) => wrap(text, room, indent).join("\n"),
+        None => text.to_owned(),
+    }
+}
+
+/// A line of a list (a path, a preview): on a terminal (`room`) cut to
+/// its width; else as it is.
+pub fn cut(text: &str, room: Option<usize>) -> String {
+    match room {
+        Some(room) => fit(text, room),
+        None => text.to_owned(),
+    }
+}
+
+/// How a [`Table`] gives up room on a narrow terminal, one step at a time.
+#[derive(Debug, Clone, Copy)]
+pub enum Shrink {
+    /// Leave column `i` out.
+    Drop(usize),
+    /// Show the first `w` characters of column `i`'s cells (an id's prefix
+    /// still names it), without `…`.
+    Prefix(usize, usize),
+    /// Cut column `i`'s cells to `w` columns with `…`.
+    Cut(usize, usize),
+}
+
+/// A table of fixed columns and a last column of free text, fitted to a
+/// terminal: the steps of `shrink` are taken in turn until the text has
+/// `min_text` columns, and each row is then cut to the width ([`fit`]).
+/// Off a terminal (no room) every column stays and no row is cut, so the
+/// output is the same bytes as always.
+#[derive(Debug, Clone)]
+pub struct Table {
+    /// Each column's width (None: left out) and alignment.
+    columns: Vec<(Option<usize>, bool)>,
+    /// Cut to a prefix (true) or with `…`, when narrowed.
+    prefix: Vec<bool>,
+    room: Option<usize>,
+}
+
+impl Table {
+    /// Columns `(width, right_aligned)`, for output `room` columns wide.
+    pub fn new(
+        columns: &[(usize, bool)],
+        room: Option<usize>,
+        shrink: &[Shrink],
+        min_text: usize,
+    ) -> Table {
+        let mut t = Table {
+            columns: columns.iter().map(|&(w, r)| (Some(w), r)).collect(),
+            prefix: vec![false; columns.len()],
+            room,
+        };
+        let Some(room) = room else { return t };
+        let used =
+            |t: &Table| -> usize { t.columns.iter().filter_map(|c| c.0).map(|w| w + 2).sum() };
+        for step in shrink {
+            if used(&t) + min_text <= room {
+                break;
+            }
+            match *step {
+                Shrink::Drop(i) => t.columns[i].0 = None,
+                Shrink::Prefix(i, w) | Shrink::Cut(i, w) => {
+                    if let Some(c) = t.columns[i].0.as_mut() {
+                        *c = (*c).min(w);
+                    }
+                    t.prefix[i] = matches!(step, Shrink::Prefix(..));
+                }
+            }
+        }
+        t
+    }
+
+    /// A row: the cells of the columns shown, padded to their widths, two
+    /// spaces apart, then `text`; on a terminal, cut to its width. Cells
+    /// and text must be escaped already.
+    pub fn row(&self, cells: &[&str], text: &str) -> String {
+        let mut out = String::new();
+        for (cell, (&(width, right), &prefix)) in
+            cells.iter().zip(self.columns.iter().zip(&self.prefix))
+        {
+            let Some(width) = width else { continue };
+            let cell = match self.room {
+                Some(_) if prefix => cell.chars().take(width).collect(),
+                Some(_) => fit(cell, width),
+                None => (*cell).to_owned(),
+            };
+            if right {
+                out.push_str(&format!("{cell:>width$}  "));
+            } else {
+                out.push_str(&format!("{cell:<width$}  "));
+            }
+        }
+        out.push_str(text);
+        match self.room {
+            Some(room) => fit(&out, room),
+            None => out,
+        }
+    }
+
+    /// A whole line (a heading between rows) as the table shows it: cut
+    /// to the width on a terminal.
+    pub fn line(&self, text: &str) -> String {
+        match self.room {
+            Some(room) => fit(text, room),
+            None => text.to_owned(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fit_counts_display_columns() {
+        assert_eq!(fit("abcdef", 6), "abcdef");
+        assert_eq!(fit("abcdefg", 6), "abcde…");
+        // Wide characters take two columns, a combining mark none.
+        assert_eq!(fit("한국어한국어", 7), "한국어…");
+        assert_eq!(columns(&fit("한국어한국어", 6)), 5);
+        assert_eq!(
+            fit("e\u{301}e\u{301}e\u{301}", 3),
+            "e\u{301}e\u{301}e\u{301}"
+        );
+        assert_eq!(fit("x", 0), "");
+        for w in 1..30 {
+            let cut = fit("hel: read_file {\"path\":\"文字/é/long.txt\"}", w);
+            assert!(columns(&cut) <= w, "{w}: {cut}");
+        }
+    }
+
+    #[test]
+    fn wrap_breaks_at_spaces_and_keeps_every_word() {
+        let text = "hel: cannot reach the model server at http://hel-test.invalid:1/v1: the host name does not resolve";
+        let lines = wrap(text, 40, "  ");
+        assert!(lines.iter().all(|l| columns(l) <= 40), "{lines:?}");
+        assert_eq!(lines[0], "hel: cannot reach the model server at");
+        assert_eq!(lines[1], "  http://hel-test.invalid:1/v1: the host");
+        let words: Vec<&str> = lines.iter().flat_map(|l| l.split_whitespace()).collect();
+        assert_eq!(words, text.split(' ').collect::<Vec<_>>());
+        assert_eq!(wrap("short", 40, "  "), ["short"]);
+        assert_eq!(wrap("  two  spaces", 40, "  "), ["  two  spaces"]);
+        assert_eq!(
+            wrap("  lead words here", 12, "    "),
+            ["  lead words", "    here"]
+        );
+        // A word longer than a line is broken where the line ends.
+        assert_eq!(wrap("a bcdefghij", 6, " "), ["a", " bcdef", " ghij"]);
+        assert_eq!(wrap("한국어한국어", 7, ""), ["한국어", "한국어"]);
+        for w in 4..50 {
+            for l in wrap(text, w, "  ") {
+                assert!(columns(&l) <= w, "{w}: {l:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn help_lines_wrap_under_their_second_column() {
+        let l = "  /fork [CHECKPOINT] continue in a new session forked from a checkpoint of";
+        assert_eq!(
+            wrap(l, 40, &help_indent(l, 21)),
+            [
+                "  /fork [CHECKPOINT] continue in a new",
+                "                     session forked from",
+                "                     a checkpoint of",
+            ]
+        );
+        assert_eq!(help_indent("Keys: Enter sends", 21).len(), 2);
+    }
+
+    #[test]
+    fn tables_shrink_on_a_terminal_and_stay_as_they_were_off_one() {
+        let cols = [(12, false), (24, false), (5, true), (4, false)];
+        let shrink = [
+            Shrink::Drop(3),
+            Shrink::Prefix(1, 16),
+            Shrink::Drop(2),
+            Shrink::Drop(1),
+        ];
+        let cells = ["0123456789ab", "2026-11-30T08:14:14.144Z", "11", "x"];
+        let text = "Fix the TODO in src/greet.py and then everything else that is there";
+        let piped = Table::new(&cols, None, &shrink, 30).row(&cells, text);
+        assert_eq!(
+            piped,
+            format!("0123456789ab  2026-11-30T08:14:14.144Z     11  x     {text}")
+        );
+        let t80 = Table::new(&cols, Some(80), &shrink, 30).row(&cells, text);
+        assert_eq!(
+            t80,
+            "0123456789ab  2026-11-30T08:14:14.144Z     11  Fix the TODO in src/greet.py and…"
+        );
+        assert_eq!(columns(&t80), 80);
+        let t40 = Table::new(&cols, Some(40), &shrink, 30).row(&cells, text);
+        assert_eq!(t40, "0123456789ab  Fix the TODO in src/greet…");
+        let t62 = Table::new(&cols, Some(62), &shrink, 30).row(&cells, text);
+        assert_eq!(
+            t62,
+            "0123456789ab  2026-11-30T08:14  Fix the TODO in src/greet.py …"
+        );
+    }
+
+    #[test]
+    fn counts_read_as_words() {
+        assert_eq!(count(1u64, "file", "files"), "1 file");
+        assert_eq!(count(0u64, "file", "files"), "0 files");
+        assert_eq!(count(2u64, "file", "files"), "2 files");
     }
 }

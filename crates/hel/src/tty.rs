@@ -32,7 +32,7 @@ impl Confirm for Tty {
         confirm::ask(
             request,
             &self.rules,
-            confirm::width(),
+            crate::render::width(),
             &mut out,
             &mut |question| {
                 let mut w = &tty;

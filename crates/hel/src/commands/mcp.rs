@@ -36,7 +36,10 @@ pub fn list(specs: Vec<ServerSpec>, json_out: bool) -> Result<u8, Exit> {
         let failed = started.failed.iter().find(|(n, _)| *n == spec.name);
         let status = match (spec.enabled, server, failed) {
             (false, _, _) => "disabled".to_owned(),
-            (true, Some(s), _) => format!("started, {} tool(s)", s.tools.len()),
+            (true, Some(s), _) => format!(
+                "started, {}",
+                crate::render::count(s.tools.len() as u64, "tool", "tools")
+            ),
             (true, None, Some((_, e @ mcp::StartError::Spawn { .. }))) => format!("failed: {e}"),
             (true, None, Some((_, e))) => match spec.transport {
                 Transport::Stdio { .. } => format!(

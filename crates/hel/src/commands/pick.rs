@@ -36,7 +36,7 @@ pub fn session_to_resume() -> Result<String, Exit> {
             "no session of this project to resume (none with an answer, or all in use): `hel` starts one",
         ));
     }
-    let width = dialoguer::console::Term::stderr().size().1 as usize;
+    let width = crate::render::width();
     let now = hel_store::time::now_ms();
     let rows: Vec<String> = sessions
         .iter()
@@ -80,7 +80,7 @@ fn row(s: &SessionInfo, names: &BTreeMap<SessionId, String>, now: u64, width: us
         crate::render::count(s.checkpoints, "answer", "answers"),
         s.instruction
     );
-    fit(&escape_line(&text), width)
+    crate::render::fit(&escape_line(&text), width)
 }
 
 /// How long ago, for people: `40s ago`, `3m ago`, `5h ago`, `2d ago`.
@@ -94,29 +94,12 @@ fn ago(ms: u64) -> String {
     }
 }
 
-/// `text` on one line of at most `width` characters, cut with `…`.
-fn fit(text: &str, width: usize) -> String {
-    let flat: String = text
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect();
-    if flat.chars().count() <= width {
-        return flat;
-    }
-    let mut cut: String = flat.chars().take(width.saturating_sub(1)).collect();
-    cut.push('…');
-    cut
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn rows_fit_and_read() {
-        assert_eq!(fit("abcdef", 6), "abcdef");
-        assert_eq!(fit("abcdefg", 6), "abcde…");
-        assert_eq!(fit("a\nb", 6), "a b");
+    fn ages_read() {
         assert_eq!(ago(3_000), "3s ago");
         assert_eq!(ago(185_000), "3m ago");
         assert_eq!(ago(3 * 86_400_000), "3d ago");

@@ -14,6 +14,7 @@ use hel_store::{SessionId, Store};
 use super::report::{print_json, project, say};
 use crate::cli::RemoteCommand;
 use crate::exit::Exit;
+use crate::render::count;
 
 impl From<RemoteError> for Exit {
     fn from(e: RemoteError) -> Exit {
@@ -145,8 +146,10 @@ pub fn push(name: Option<String>, specs: Vec<String>) -> Result<u8, Exit> {
             Ok(Pushed::UpToDate) => say!("{s}: up to date on {}", remote.name()),
             Ok(Pushed::Sent { objects, bytes }) => {
                 say!(
-                    "{s}: pushed to {} ({objects} objects, {bytes} bytes)",
-                    remote.name()
+                    "{s}: pushed to {} ({}, {})",
+                    remote.name(),
+                    count(objects, "object", "objects"),
+                    count(bytes, "byte", "bytes")
                 )
             }
             Err(e) => {
@@ -205,12 +208,17 @@ pub fn pull(name: Option<String>, specs: Vec<String>) -> Result<u8, Exit> {
             Ok(p) => match p.adopted {
                 Adopted::UpToDate => say!("{s}: up to date"),
                 Adopted::LocalAhead => say!("{s}: this project is ahead of {} (`hel push` sends it)", remote.name()),
-                Adopted::New => say!("{s}: pulled from {} ({} packs, {} bytes)", remote.name(), p.packs, p.bytes),
+                Adopted::New => say!(
+                    "{s}: pulled from {} ({}, {})",
+                    remote.name(),
+                    count(p.packs, "pack", "packs"),
+                    count(p.bytes, "byte", "bytes")
+                ),
                 Adopted::FastForward { from } => say!(
-                    "{s}: fast-forward from {} ({} packs, {} bytes)",
+                    "{s}: fast-forward from {} ({}, {})",
                     short(&from),
-                    p.packs,
-                    p.bytes
+                    count(p.packs, "pack", "packs"),
+                    count(p.bytes, "byte", "bytes")
                 ),
                 Adopted::Forked { session, .. } => say!(
                     "{s}: diverged from {}: the remote's line is now session {session} (a fork; `hel sessions log {session}` shows where it left this one); {s} is untouched",
@@ -275,11 +283,11 @@ pub fn list_sessions(name: &str, json: bool) -> Result<u8, Exit> {
         match &r.broken {
             Some(e) => say!("{}  BROKEN: {e}", r.id),
             None => say!(
-                "{}  {}  {} checkpoints, {} messages  {}",
+                "{}  {}  {}, {}  {}",
                 r.id,
                 r.updated,
-                r.checkpoints,
-                r.messages,
+                count(r.checkpoints, "checkpoint", "checkpoints"),
+                count(r.messages, "message", "messages"),
                 hel_store::first_line(r.instruction)
             ),
         }
@@ -318,14 +326,14 @@ pub fn gc(name: &str, grace: &str, dry_run: bool) -> Result<u8, Exit> {
     let remote = open(Some(name))?;
     let r = runtime()?.block_on(remote.gc(grace, dry_run))?;
     say!(
-        "{name}: {} refs, {} packs ({} live); {} deleted ({} bytes){}; {} unreferenced packs recorded for the next run",
-        r.refs,
-        r.packs,
+        "{name}: {}, {} ({} live); {} deleted ({}){}; {} recorded for the next run",
+        count(r.refs, "ref", "refs"),
+        count(r.packs, "pack", "packs"),
         r.live,
         r.deleted,
-        r.bytes_deleted,
+        count(r.bytes_deleted, "byte", "bytes"),
         if dry_run { " [dry run]" } else { "" },
-        r.candidates
+        count(r.candidates, "unreferenced pack", "unreferenced packs")
     );
     Ok(0)
 }
@@ -338,7 +346,11 @@ pub fn export_bundle(
 ) -> Result<u8, Exit> {
     let id = session::resolve(store, project, spec)?;
     let size = hel_remote::bundle::export(store, &id, file)?;
-    say!("wrote session {id} to {} ({size} bytes)", file.display());
+    say!(
+        "wrote session {id} to {} ({})",
+        file.display(),
+        count(size, "byte", "bytes")
+    );
     Ok(0)
 }
 

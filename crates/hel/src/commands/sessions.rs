@@ -14,7 +14,7 @@ use serde::Serialize;
 
 use super::report::{print_json, say};
 use crate::exit::Exit;
-use crate::render;
+use crate::render::{self, Shrink};
 
 /// A row of `hel sessions --json` (fields in the order the JSON has).
 #[derive(Serialize)]
@@ -60,7 +60,10 @@ struct LogRow<'a> {
 fn record_tag(e: &LogEntry, ended: bool) -> String {
     let ws = e.workspace.as_ref();
     let partial = match ws {
-        Some(w) if w.not_tracked > 0 => format!(", {} files not tracked", w.not_tracked),
+        Some(w) if w.not_tracked > 0 => format!(
+            ", {} not tracked",
+            render::count(w.not_tracked, "file", "files")
+        ),
         _ => String::new(),
     };
     match e.record {
@@ -73,13 +76,16 @@ fn record_tag(e: &LogEntry, ended: bool) -> String {
         Record::BeforeRestore => format!("[files before a restore{partial}] "),
         Record::Restored => match ws.and_then(|w| w.restored.as_ref()) {
             Some(r) => format!(
-                "[{} {} file(s) to {} of {}{}] ",
+                "[{} {} to {} of {}{}] ",
                 if r.undo { "undo: restored" } else { "restored" },
-                r.count,
+                render::count(r.count, "file", "files"),
                 if r.start { "the start" } else { "the end" },
                 &r.from.to_hex()[..12],
                 if r.conflicts > 0 {
-                    format!(", {} conflict(s) left alone", r.conflicts)
+                    format!(
+                        ", {} left alone",
+                        render::count(r.conflicts, "conflict", "conflicts")
+                    )
                 } else {
                     String::new()
                 }
@@ -91,11 +97,16 @@ fn record_tag(e: &LogEntry, ended: bool) -> String {
     }
 }
 
-/// A stored instruction for a listing: at most 60 characters, on one
-/// line. A store that came with a repository may hold a newline there,
-/// which would forge rows: every control character is shown escaped.
-fn one_line(instruction: &str) -> String {
-    escape_line(&instruction.chars().take(60).collect::<String>()).into_owned()
+/// A stored instruction for a listing, on one line: at most 60
+/// characters, or on a terminal (`room`) whole, for the table to cut to
+/// the width. A store that came with a repository may hold a newline
+/// there, which would forge rows: every control character is shown
+/// escaped.
+fn one_line(instruction: &str, room: Option<usize>) -> String {
+    match room {
+        Some(_) => escape_line(instruction).into_owned(),
+        None => escape_line(&instruction.chars().take(60).collect::<String>()).into_owned(),
+    }
 }
 
 /// The names of the store's sessions; a names file that cannot be read is
@@ -157,17 +168,45 @@ pub fn list(store: &Store, project: &Path, as_json: bool) -> Result<u8, Exit> {
         return Ok(0);
     }
     let width = names.values().map(String::len).max().unwrap_or(0).max(4);
-    say!(
-        "{:<36}  {:<width$}  {:<5}  {:<24}  {:>11}  {:>8}  INSTRUCTION",
-        "SESSION",
-        "NAME",
-        "STATE",
-        "UPDATED",
-        "CHECKPOINTS",
-        "MESSAGES"
+    // On a narrow terminal the counts go first, then the time; the id
+    // shrinks to the 8 characters that name it as well, the name to 16.
+    let room = render::stdout_room();
+    let table = render::Table::new(
+        &[
+            (36, false),
+            (width, false),
+            (5, false),
+            (24, false),
+            (11, true),
+            (8, true),
+        ],
+        room,
+        &[
+            Shrink::Drop(5),
+            Shrink::Drop(4),
+            Shrink::Drop(3),
+            Shrink::Prefix(0, 8),
+            Shrink::Cut(1, 16),
+            Shrink::Drop(2),
+        ],
+        24,
     );
-    let mut broken = 0;
-    let mut elsewhere = 0;
+    say!(
+        "{}",
+        table.row(
+            &[
+                "SESSION",
+                "NAME",
+                "STATE",
+                "UPDATED",
+                "CHECKPOINTS",
+                "MESSAGES"
+            ],
+            "INSTRUCTION"
+        )
+    );
+    let mut broken = 0u64;
+    let mut elsewhere = 0u64;
     // One write for many rows (10,000 sessions are 10,000 lines), flushed
     // before anything goes to stderr so that the two stay in order.
     let mut out = std::io::BufWriter::with_capacity(64 << 10, std::io::stdout().lock());
@@ -186,15 +225,16 @@ pub fn list(store: &Store, project: &Path, as_json: bool) -> Result<u8, Exit> {
         if !tag.is_empty() {
             elsewhere += 1;
         }
-        let row = format!(
-            "{:<36}  {:<width$}  {:<5}  {:<24}  {:>11}  {:>8}  {tag}{}",
-            s.id,
-            escape_line(name_of(&s.id).unwrap_or("-")),
-            state,
-            updated,
-            s.checkpoints,
-            s.messages,
-            one_line(&s.instruction)
+        let row = table.row(
+            &[
+                s.id.as_str(),
+                &escape_line(name_of(&s.id).unwrap_or("-")),
+                state,
+                &updated,
+                &s.checkpoints.to_string(),
+                &s.messages.to_string(),
+            ],
+            &format!("{tag}{}", one_line(&s.instruction, room)),
         );
         let _ = writeln!(out, "{}", hel_agent::terminal::escape_text(&row));
         if let Some(why) = &s.broken {
@@ -207,12 +247,15 @@ pub fn list(store: &Store, project: &Path, as_json: bool) -> Result<u8, Exit> {
     drop(out);
     if elsewhere > 0 {
         render::line(&format!(
-            "hel: {elsewhere} session(s) were saved in another directory or are dated in the future: hel never chooses them when no session is named (name one; `hel resume <SESSION> --relocate` continues one here)"
+            "hel: {} saved in another directory or dated in the future: hel never chooses {} when no session is named (name one; `hel resume <SESSION> --relocate` continues one here)",
+            render::count(elsewhere, "session was", "sessions were"),
+            if elsewhere == 1 { "it" } else { "them" }
         ));
     }
     if broken > 0 {
         render::line(&format!(
-            "hel: {broken} session(s) cannot be read; `hel fsck` checks the whole store"
+            "hel: {} be read; `hel fsck` checks the whole store",
+            render::count(broken, "session cannot", "sessions cannot")
         ));
     }
     Ok(0)
@@ -251,6 +294,20 @@ pub fn log(
         print_json(&rows);
         return Ok(0);
     }
+    // On a narrow terminal the tokens go first, then the time's seconds,
+    // then the messages and the time.
+    let room = render::stdout_room();
+    let table = render::Table::new(
+        &[(12, false), (24, false), (10, false), (21, false)],
+        room,
+        &[
+            Shrink::Drop(3),
+            Shrink::Prefix(1, 16),
+            Shrink::Drop(2),
+            Shrink::Drop(1),
+        ],
+        32,
+    );
     for (k, e) in entries.iter().enumerate() {
         // An instruction's start is shown only when it never ended (or with
         // --all): its end record carries both snapshots.
@@ -262,9 +319,12 @@ pub fn log(
         }
         if e.fork_point {
             say!(
-                "--- forked from session {} at checkpoint {} ---",
-                e.session_id,
-                &e.id.to_hex()[..12]
+                "{}",
+                table.line(&format!(
+                    "--- forked from session {} at checkpoint {} ---",
+                    e.session_id,
+                    &e.id.to_hex()[..12]
+                ))
             );
         }
         // Tokens belong to answers; workspace records repeat the last.
@@ -273,13 +333,23 @@ pub fn log(
         } else {
             " ".repeat(21)
         };
-        say!(
-            "{}  {}  {:>5} msgs  {tokens}  {}{}",
-            &e.id.to_hex()[..12],
-            e.time,
+        // "msg " keeps the column as wide as "msgs".
+        let messages = format!(
+            "{:>5} {}",
             e.messages,
-            record_tag(e, ended),
-            one_line(&e.instruction)
+            if e.messages == 1 { "msg " } else { "msgs" }
+        );
+        say!(
+            "{}",
+            table.row(
+                &[
+                    &e.id.to_hex()[..12],
+                    &escape_line(&e.time),
+                    &messages,
+                    &tokens
+                ],
+                &format!("{}{}", record_tag(e, ended), one_line(&e.instruction, room))
+            )
         );
     }
     Ok(0)
@@ -291,7 +361,10 @@ pub fn delete(store: &Store, project: &Path, spec: &str, yes: bool) -> Result<u8
     let id = session::resolve(store, project, spec)?;
     if crate::tty::asks(yes) {
         let what = match store.log(&id) {
-            Ok(log) => format!("deleting session {id} and its {} records", log.len()),
+            Ok(log) => format!(
+                "deleting session {id} and its {}",
+                render::count(log.len() as u64, "record", "records")
+            ),
             Err(_) => format!("deleting session {id}"),
         };
         match crate::tty::allow(&what) {

@@ -91,7 +91,10 @@ pub fn fsck() -> Result<u8, Exit> {
         say!("store is sound");
         Ok(0)
     } else {
-        say!("store has {} faults", r.faults.len());
+        say!(
+            "store has {}",
+            count(r.faults.len() as u64, "fault", "faults")
+        );
         Ok(1)
     }
 }

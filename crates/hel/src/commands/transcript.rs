@@ -109,8 +109,8 @@ pub fn text(messages: &[Value], style: Style) -> String {
         match role {
             "system" => {
                 let note = format!(
-                    "── system prompt: {} lines, not shown (--json or export shows it) ──",
-                    body.lines().count()
+                    "── system prompt: {}, not shown (--json or export shows it) ──",
+                    crate::render::count(body.lines().count() as u64, "line", "lines")
                 );
                 let _ = writeln!(out, "{}\n", style.paint("2", &note));
             }
@@ -128,7 +128,11 @@ pub fn text(messages: &[Value], style: Style) -> String {
                 if lines.len() > RESULT_LINES {
                     let rest = &lines[RESULT_LINES..];
                     let bytes: usize = rest.iter().map(|l| l.len() + 1).sum();
-                    let note = format!("… {} more lines ({bytes} bytes) cut", rest.len());
+                    let note = format!(
+                        "… {} ({}) cut",
+                        crate::render::count(rest.len() as u64, "more line", "more lines"),
+                        crate::render::count(bytes as u64, "byte", "bytes")
+                    );
                     let _ = writeln!(out, "{}", style.paint("2", &note));
                 }
                 out.push('\n');

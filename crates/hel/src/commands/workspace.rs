@@ -17,7 +17,7 @@ use serde::Serialize;
 
 use super::report::{here, print_json, project, say};
 use crate::exit::Exit;
-use crate::tty;
+use crate::{render, tty};
 
 /// The session hel chooses when none is named: the newest of this
 /// project's directory nobody is working on ([`session::default_session`]).
@@ -87,6 +87,20 @@ fn name(path: &[u8]) -> String {
     escape_line(&String::from_utf8_lossy(path)).into_owned()
 }
 
+/// `  left alone  PATH: why`: on a terminal (`room`) the reason wrapped
+/// under the path.
+fn left_alone(path: &[u8], c: &Conflict, room: Option<usize>) -> String {
+    render::sentence(
+        &format!(
+            "  left alone  {}: {}",
+            name(path),
+            escape_line(&c.to_string())
+        ),
+        room,
+        "    ",
+    )
+}
+
 /// A path for JSON output (which escapes control characters itself).
 fn lossy(path: &[u8]) -> String {
     String::from_utf8_lossy(path).into_owned()
@@ -153,15 +167,16 @@ fn perform(
     let mut state = store.record_state(&lease)?;
     let prepared = undo::prepare(store, &lease, &mut state, &mut ws, &go)?;
     if !json {
-        say!("{}", intent.header);
+        let room = render::stdout_room();
+        say!("{}", render::sentence(&intent.header, room, "  "));
         for p in prepared.writes() {
-            say!("  restore   {}", name(p));
+            say!("{}", render::cut(&format!("  restore   {}", name(p)), room));
         }
         for p in prepared.removals() {
-            say!("  remove    {}", name(p));
+            say!("{}", render::cut(&format!("  remove    {}", name(p)), room));
         }
         for (p, c) in &prepared.conflicts {
-            say!("  left alone  {}: {}", name(p), escape_line(&c.to_string()));
+            say!("{}", left_alone(p, c, room));
         }
     }
     let removals: Vec<&[u8]> = prepared.removals().collect();
@@ -216,13 +231,14 @@ fn report(session: &SessionId, intent: &Intent, out: &Outcome, planned: usize, j
             written: out.written.iter().map(|p| lossy(p)).collect(),
         });
     } else {
+        let room = render::stdout_room();
         // What the writes could not do, beyond the plan.
         for (p, c) in out.conflicts.iter().skip(planned) {
-            say!("  left alone  {}: {}", name(p), escape_line(&c.to_string()));
+            say!("{}", left_alone(p, c, room));
         }
-        say!(
+        let summary = format!(
             "{} restored, {} removed, {} left alone{}. To take this back: hel restore {} --at {}",
-            out.written.len(),
+            render::count(out.written.len() as u64, "file", "files"),
             out.removed.len(),
             out.conflicts.len(),
             if out.conflicts.iter().any(|(_, c)| *c == Conflict::Changed) {
@@ -233,8 +249,16 @@ fn report(session: &SessionId, intent: &Intent, out: &Outcome, planned: usize, j
             session,
             &out.before.to_hex()[..12]
         );
+        say!("{}", render::sentence(&summary, room, "  "));
         if let Some(why) = &out.not_durable {
-            say!("warning: the restored files may not survive a power loss: {why}");
+            say!(
+                "{}",
+                render::sentence(
+                    &format!("warning: the restored files may not survive a power loss: {why}"),
+                    room,
+                    "  "
+                )
+            );
         }
     }
     let failed = out
@@ -356,6 +380,27 @@ fn coloured(diff: &str) -> String {
     out
 }
 
+/// A file's unified diff with its two header lines (`--- a/PATH`, `+++
+/// b/PATH`) cut to the terminal's width (`room`); its changed lines stay
+/// whole.
+fn fit_headers(diff: &str, room: Option<usize>) -> String {
+    let Some(room) = room else {
+        return diff.to_owned();
+    };
+    let mut out = String::with_capacity(diff.len());
+    for (k, line) in diff.split_inclusive('\n').enumerate() {
+        let header = k < 2 && (line.starts_with("--- ") || line.starts_with("+++ "));
+        match line.strip_suffix('\n') {
+            Some(body) if header => {
+                out.push_str(&render::fit(body, room));
+                out.push('\n');
+            }
+            _ => out.push_str(line),
+        }
+    }
+    out
+}
+
 /// Where one side of a diff reads content from.
 enum Side<'a> {
     Store(&'a Store),
@@ -453,6 +498,7 @@ pub fn diff(
         _ => Side::Store(&store),
     };
     let changes = diff::changes(&old, &new);
+    let room = render::stdout_room();
     let mut rows = Vec::new();
     for c in &changes {
         let a = old_side.content(&c.path, c.old.as_ref())?;
@@ -469,10 +515,18 @@ pub fn diff(
                 Some(l) => format!("+{} -{}", l.added, l.removed),
                 None => "binary".into(),
             };
-            say!("{} {name} | {counts}", letter(c.status));
+            // On a terminal the name gives way, not the counts.
+            let shown = match room {
+                Some(r) => render::fit(&name, r.saturating_sub(5 + render::columns(&counts))),
+                None => name,
+            };
+            say!("{} {shown} | {counts}", letter(c.status));
             continue;
         }
-        say!("{} {name}", letter(c.status));
+        say!(
+            "{}",
+            render::cut(&format!("{} {name}", letter(c.status)), room)
+        );
         if c.status == Status::ModeChanged {
             let m = |i: &Option<Item>| i.map(|i| format!("{:o}", i.mode)).unwrap_or_default();
             say!("old mode {}\nnew mode {}", m(&c.old), m(&c.new));
@@ -483,7 +537,8 @@ pub fn diff(
         // The headers name the path escaped, as every line here does.
         match diff::unified(name.as_bytes(), a.as_deref(), b.as_deref(), 3) {
             Some(text) if !text.is_empty() => {
-                print!("{}", coloured(&hel_agent::terminal::escape_text(&text)))
+                let text = hel_agent::terminal::escape_text(&text);
+                print!("{}", coloured(&fit_headers(&text, room)))
             }
             Some(_) => {}
             None => say!("Binary files a/{name} and b/{name} differ"),

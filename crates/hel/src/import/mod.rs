@@ -318,7 +318,10 @@ impl Report {
         };
         let malformed = match self.malformed_count {
             0 => String::new(),
-            n => format!(" · {n} malformed line(s)"),
+            n => format!(
+                " · {}",
+                render::count(n as u64, "malformed line", "malformed lines")
+            ),
         };
         match &self.session {
             Some(id) => {
@@ -327,10 +330,10 @@ impl Report {
                     .as_ref()
                     .map_or(String::new(), |n| format!(" ({n})"));
                 say(&format!(
-                    "{}: session {id}{name} · {} checkpoint(s), {} messages{skipped}{malformed}",
+                    "{}: session {id}{name} · {}, {}{skipped}{malformed}",
                     file.display(),
-                    self.checkpoints,
-                    self.messages
+                    render::count(self.checkpoints, "checkpoint", "checkpoints"),
+                    render::count(self.messages as u64, "message", "messages")
                 ));
             }
             None => say(&format!(
@@ -872,8 +875,8 @@ impl<'a> Builder<'a> {
         self.in_instruction = false;
         if after < before {
             self.dropped.push(format!(
-                "before line {line}: {why}: {} message(s) left out",
-                before - after
+                "before line {line}: {why}: {} left out",
+                render::count((before - after) as u64, "message", "messages")
             ));
         }
     }
@@ -1048,7 +1051,8 @@ impl<'a> Builder<'a> {
         if tail > 0 {
             let line = self.metas.get(self.committed_len).map_or(0, |m| m.line);
             self.dropped.push(format!(
-                "an incomplete tail of {tail} message(s) from line {line} on (no completed answer after it) was dropped"
+                "an incomplete tail of {} from line {line} on (no completed answer after it) was dropped",
+                render::count(tail as u64, "message", "messages")
             ));
         }
         Ok(())

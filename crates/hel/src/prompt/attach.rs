@@ -38,10 +38,11 @@ pub fn attach(text: &str, root: &Path, cwd: &Path) -> (String, Vec<String>) {
                 } else {
                     String::new()
                 };
+                let size = crate::render::count(size, "byte", "bytes");
                 out.push_str(&format!(
-                    "\n\n--- @{rel} ({size} bytes{cut}) ---\n{content}\n--- end of @{rel} ---"
+                    "\n\n--- @{rel} ({size}{cut}) ---\n{content}\n--- end of @{rel} ---"
                 ));
-                said.push(format!("hel: attached {shown} ({size} bytes{cut})"));
+                said.push(format!("hel: attached {shown} ({size}{cut})"));
             }
             Err(why) => said.push(format!(
                 "hel: @{shown} is not attached: {why}; sent as typed"

@@ -194,7 +194,7 @@ impl Confirm for Ask {
         confirm::ask(
             request,
             rules,
-            confirm::width(),
+            crate::render::width(),
             &mut err,
             &mut |question| match self.editor.read(question) {
                 Read::Line(l) => Reading::Line(l),

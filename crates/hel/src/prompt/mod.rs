@@ -326,12 +326,12 @@ impl Prompt {
         match outcome {
             Outcome::Completed(answer) => {
                 self.live.answer(&answer);
-                note!("{}", usage_line(&self.run.status()));
+                render::line(&usage_line(&self.run.status()));
             }
             Outcome::Incomplete(why) => {
                 render::line(&chat::incomplete_line(&why));
                 if self.run.unanswered().is_some() {
-                    note!("hel: it got no answer: your next message carries it, or /retry sends it again");
+                    render::line("hel: it got no answer: your next message carries it, or /retry sends it again");
                 }
             }
         }
@@ -346,7 +346,7 @@ impl Prompt {
             .filter(|_| status.head.is_some())
             .map(|s| s.to_string());
         match (cmd, session) {
-            (Slash::Help, _) => note!("{}", slash::HELP),
+            (Slash::Help, _) => render::help(slash::HELP, slash::HELP_COLUMN),
             (Slash::Exit, _) => return Next::Exit,
             (Slash::Retry, _) => self.retry().await,
             (Slash::Init, _) => self.init(),
@@ -398,11 +398,11 @@ impl Prompt {
                 let done = self.run.compact_now().await;
                 self.spinner.stop();
                 match done {
-                    Ok(true) => note!(
+                    Ok(true) => render::line(&format!(
                         "hel: compacted; context now {}% (saved with the next answer)",
                         percent(&self.run.status())
-                    ),
-                    Ok(false) => note!(
+                    )),
+                    Ok(false) => render::line(
                         "hel: nothing compacted (the newest part of the conversation is always kept as it is)"
                     ),
                     Err(why) => render::line(&format!("hel: compaction incomplete: {why}")),
@@ -450,7 +450,7 @@ impl Prompt {
         {
             Read::Line(l) if matches!(l.trim(), "y" | "Y" | "yes") => {}
             _ => {
-                note!("hel: nothing written");
+                render::line("hel: nothing written");
                 return;
             }
         }
@@ -531,7 +531,7 @@ impl Prompt {
         let picked = match pick_checkpoint(&self.run, &id) {
             Ok(Some(at)) => at,
             Ok(None) => {
-                note!("hel: nothing picked; the session goes on where it was");
+                render::line("hel: nothing picked; the session goes on where it was");
                 return;
             }
             Err(e) => {
@@ -576,7 +576,7 @@ fn pick_checkpoint(run: &Run, session: &str) -> Result<Option<String>, Exit> {
             "this session has no answer to go back to yet",
         ));
     }
-    let width = crate::confirm::width().saturating_sub(4);
+    let width = crate::render::width().saturating_sub(4);
     let rows: Vec<String> = answers
         .iter()
         .map(|e| {
@@ -586,7 +586,7 @@ fn pick_checkpoint(run: &Run, session: &str) -> Result<Option<String>, Exit> {
                 &e.time,
                 hel_agent::terminal::escape_line(&e.instruction)
             );
-            crate::confirm::fit(&text, width)
+            crate::render::fit(&text, width)
         })
         .collect();
     let picked = dialoguer::FuzzySelect::new()

@@ -53,6 +53,9 @@ pub const NAMES: &[&str] = &[
     "/undo",
 ];
 
+/// Where [`HELP`]'s second column starts.
+pub const HELP_COLUMN: usize = 21;
+
 pub const HELP: &str = "\
 Commands:
   /help              this list

@@ -39,12 +39,14 @@ fn held(tail: &Mutex<Tail>) -> MutexGuard<'_, Tail> {
 }
 
 /// One frame: the spinner's line, then `tail`'s lines (dimmed when
-/// `colour`, cut to `width`) below it, the rest of the screen cleared, and
+/// `colour`), each cut to `width` with a column to spare (a line that
+/// wrapped would break the redraw), the rest of the screen cleared, and
 /// the cursor back at the start of the spinner's line.
 fn frame(line: &str, tail: &[String], colour: bool, width: usize) -> String {
+    let line = crate::render::fit(line, width.saturating_sub(1).max(2));
     let mut s = format!("\r{line}\x1b[K");
     for l in tail {
-        let l = crate::render::tail::fit(l, width.saturating_sub(3));
+        let l = crate::render::fit(l, width.saturating_sub(3).max(2));
         s.push('\n');
         s.push_str(&crate::render::paint(colour, "2", &format!("  {l}")));
     }
@@ -75,7 +77,7 @@ impl Spinner {
             for spin in FRAMES.iter().cycle() {
                 tick.tick().await;
                 let waited = since.elapsed().as_secs_f64();
-                let width = crate::confirm::width();
+                let width = crate::render::width();
                 let lines = held(&tail).lines(LINES, width.saturating_sub(3));
                 let shown = frame(
                     &format!("{spin} {what} {waited:.1}s"),
@@ -125,6 +127,10 @@ mod tests {
     #[test]
     fn a_frame_draws_the_tail_under_the_line_and_comes_back() {
         assert_eq!(frame("⠋ x 0.1s", &[], true, 80), "\r⠋ x 0.1s\x1b[K");
+        assert_eq!(
+            frame("⠋ running mcp__server__a_long_tool 3.2s", &[], true, 12),
+            "\r⠋ running …\x1b[K"
+        );
         let tail = ["ab".to_owned(), "abcdefghij".to_owned()];
         assert_eq!(
             frame("⠋ x", &tail, false, 10),

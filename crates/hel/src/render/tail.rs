@@ -36,7 +36,7 @@ impl Tail {
             .map(|l| {
                 let l = l.strip_suffix('\r').unwrap_or(l);
                 let last = l.rsplit('\r').next().unwrap_or(l);
-                fit(&strip(last), width)
+                crate::render::fit(&strip(last), width.max(2))
             })
             .filter(|l| !l.trim().is_empty())
             .take(n)
@@ -102,44 +102,6 @@ fn skip_string(chars: &mut std::iter::Peekable<impl Iterator<Item = char>>) {
             _ => {}
         }
     }
-}
-
-/// Columns `c` takes: 2 for the wide East Asian and emoji ranges, 0 for
-/// combining marks, else 1 (an estimate, erring wide).
-fn cols(c: char) -> usize {
-    match c {
-        '\u{300}'..='\u{36f}' | '\u{200b}'..='\u{200f}' | '\u{fe00}'..='\u{fe0f}' => 0,
-        '\u{1100}'..='\u{115f}'
-        | '\u{2e80}'..='\u{a4cf}'
-        | '\u{ac00}'..='\u{d7a3}'
-        | '\u{f900}'..='\u{faff}'
-        | '\u{fe30}'..='\u{fe4f}'
-        | '\u{ff00}'..='\u{ff60}'
-        | '\u{ffe0}'..='\u{ffe6}'
-        | '\u{1f300}'..='\u{1faff}'
-        | '\u{20000}'..='\u{3fffd}' => 2,
-        _ => 1,
-    }
-}
-
-/// `line` cut to `width` columns, ending in `…` when cut.
-pub fn fit(line: &str, width: usize) -> String {
-    let width = width.max(2);
-    if line.chars().map(cols).sum::<usize>() <= width {
-        return line.to_owned();
-    }
-    let mut out = String::new();
-    let mut used = 0;
-    for c in line.chars() {
-        let w = cols(c);
-        if used + w > width - 1 {
-            break;
-        }
-        used += w;
-        out.push(c);
-    }
-    out.push('…');
-    out
 }
 
 #[cfg(test)]
