@@ -495,8 +495,9 @@ fn diff_undo_and_rewind_at_the_prompt() {
     assert_eq!(users.len(), 2, "{users:?}");
     assert_eq!(users[0], "write one");
     assert!(
-        users[1].starts_with("[hel: since your last answer the user restored 1 file(s)")
-            && users[1].ends_with("\n\nwhere am I"),
+        users[1].starts_with(
+            "[hel: since your last answer the user restored 1 file to an earlier state"
+        ) && users[1].ends_with("\n\nwhere am I"),
         "{users:?}"
     );
     // The original session keeps its later answers.

@@ -179,7 +179,7 @@ pub enum Warning {
     /// past a budget, changed while it looked): undo and restore leave
     /// them alone. `first` names the first few, each with why; said again
     /// only when a snapshot meets one the run was not told of.
-    #[error("{count} path(s) could not be snapshotted and are not tracked by undo: {}{}", first.join("; "), match count.saturating_sub(first.len()) { 0 => String::new(), more => format!("; and {more} more") })]
+    #[error("{} could not be snapshotted, so undo does not track {}: {}{}", crate::count(*count as u64, "path", "paths"), if *count == 1 { "it" } else { "them" }, first.join("; "), match count.saturating_sub(first.len()) { 0 => String::new(), more => format!("; and {more} more") })]
     WorkspacePartial { count: usize, first: Vec<String> },
     /// A command created a git directory, or what git reads in one, while
     /// it ran: what it wrote there in that command was not read-only.

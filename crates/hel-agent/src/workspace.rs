@@ -192,7 +192,9 @@ pub fn restored_note(restores: &[hel_store::Restored]) -> Option<String> {
         ""
     };
     Some(format!(
-        "[hel: since your last answer the user restored {count} file(s) to an earlier state ({shown}{more}); read them again before relying on what you last saw.]"
+        "[hel: since your last answer the user restored {} to an earlier state ({shown}{more}); read {} again before relying on what you last saw.]",
+        crate::count(count, "file", "files"),
+        if count == 1 { "it" } else { "them" }
     ))
 }
 
@@ -247,7 +249,7 @@ mod tests {
         let text = told(snaps.tell(&small));
         assert_eq!(
             text,
-            "1 path(s) could not be snapshotted and are not tracked by undo: notes.txt (unreadable: Permission denied (os error 13))"
+            "1 path could not be snapshotted, so undo does not track it: notes.txt (unreadable: Permission denied (os error 13))"
         );
         assert!(!text.contains("too large"), "{text}");
         // Told once: the same path again says nothing.
@@ -270,7 +272,7 @@ mod tests {
         let text = told(snaps.tell(&many));
         assert_eq!(
             text,
-            "7 path(s) could not be snapshotted and are not tracked by undo: \
+            "7 paths could not be snapshotted, so undo does not track them: \
              big.bin (4096 bytes, too large to snapshot: raise --workspace-max-file to track it); \
              locked/ (unreadable: Permission denied (os error 13)); \
              n1.bin (900 bytes, past this snapshot's budget of new content: raise --workspace-budget); \

@@ -243,11 +243,7 @@ fn warning(w: &Warning) -> String {
     }
 }
 
-/// `n` and the noun for it: `1 object`, `2 objects`, `0 objects`.
-pub fn count(n: impl Into<u64>, one: &str, many: &str) -> String {
-    let n = n.into();
-    format!("{n} {}", if n == 1 { one } else { many })
-}
+pub use hel_agent::count;
 
 /// `s` on one line (newlines as spaces), cut to `max` characters.
 fn one_line(s: &str, max: usize) -> String {

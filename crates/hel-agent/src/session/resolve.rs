@@ -71,11 +71,15 @@ fn not_here(foreign: usize, future: usize) -> String {
     let mut parts = Vec::new();
     if foreign > 0 {
         parts.push(format!(
-            "{foreign} session(s) in this store were saved in another directory (a .hel/ that came with the repository?)"
+            "{} in this store saved in another directory (a .hel/ that came with the repository?)",
+            crate::count(foreign as u64, "session", "sessions")
         ));
     }
     if future > 0 {
-        parts.push(format!("{future} session(s) are dated in the future"));
+        parts.push(format!(
+            "{} dated in the future",
+            crate::count(future as u64, "session", "sessions")
+        ));
     }
     parts.join(", and ")
 }
