@@ -812,7 +812,7 @@ pub fn resume(args: &[String]) -> Result<Vec<Value>, String> {
                 Store::open_with(Path::new(project), no_limits()).map_err(|e| e.to_string())?;
             let session: SessionId = session
                 .parse()
-                .map_err(|e: hel_store::Error| e.to_string())?;
+                .map_err(|e: hel_store::BadSessionId| e.to_string())?;
             let head = store.head(&session).map_err(|e| e.to_string())?;
             Ok(store.load(&head).map_err(|e| e.to_string())?.messages)
         }

@@ -15,8 +15,9 @@ use std::path::PathBuf;
 use crate::dir::Kind as EntryKind;
 use crate::gc::{mark, object_files, roots};
 use crate::journal;
-use crate::layout::{Layout, LEASE, SPILL};
+use crate::layout::{LEASE, SPILL};
 use crate::object::{self, Cap, Kind};
+use crate::odb::Odb;
 use crate::pack::{self, FileKind, RecordType, FILE_HEADER, RECORD_HEADER};
 use crate::{heads, list, refs, Error, ObjectId, Result, SessionId, Store};
 
@@ -109,7 +110,7 @@ impl Store {
             let path = layout.loose_path(id);
             report.bytes += std::fs::symlink_metadata(&path).map_or(0, |m| m.len());
             present.insert(*id);
-            if let Err(e) = object::read_loose(layout, id, Cap::ANY) {
+            if let Err(e) = crate::read::loose(layout, id, Cap::ANY) {
                 faults.push(Fault::Broken(e));
                 broken.insert(*id);
             }
@@ -126,7 +127,7 @@ impl Store {
         // below would only name the object).
         let mut unreadable: HashSet<ObjectId> = HashSet::new();
         for (session, head) in &heads {
-            if let Err(e) = crate::snapshot::read(layout, head) {
+            if let Err(e) = crate::read::snapshot(layout, head) {
                 unreadable.insert(*head);
                 faults.push(Fault::Broken(Error::RefUnloadable {
                     path: layout.ref_path(session.as_str()),
@@ -156,7 +157,7 @@ impl Store {
         let marked = mark(layout, &root_ids, &mut record)?;
         // Every snapshot's files flatten within what readers take, so that
         // a store called sound can always be diffed and restored.
-        let extents = crate::tree::check_roots(layout, &marked.workspace_roots, &mut record)?;
+        let extents = crate::read::check_roots(layout, &marked.workspace_roots, &mut record)?;
         // A record cannot have failed to record more paths than its tree
         // lists as not tracked (objects-spec §13.2, `not_tracked`).
         for (snapshot, tree, says) in &marked.not_tracked {
@@ -200,7 +201,7 @@ impl Store {
             if !present.contains(blob) || broken.contains(blob) {
                 continue;
             }
-            let parsed = object::read_kind(layout, blob, Kind::Blob, *cap).and_then(|bytes| {
+            let parsed = crate::read::of_kind(layout, blob, Kind::Blob, *cap).and_then(|bytes| {
                 serde_json::from_slice::<serde_json::Value>(&bytes).map_err(|e| Error::Corrupt {
                     id: *blob,
                     path: layout.object_path(blob),
@@ -265,7 +266,7 @@ impl Store {
         }
         // The stub that makes a format-1 hel refuse this store.
         if layout.heads_are_refs() {
-            if let Some(e) = stub_missing(layout)? {
+            if let Some(e) = crate::refs::stub_missing(layout)? {
                 faults.push(Fault::Broken(e));
             }
         }
@@ -307,39 +308,9 @@ impl Store {
     }
 }
 
-/// The stub of objects-spec §12.6, unless its ref names the stub snapshot
-/// and that snapshot is a loose object: the fault naming what is missing.
-pub(crate) fn stub_missing(layout: &Layout) -> Result<Option<Error>> {
-    let stub = crate::layout::stub_object();
-    let ref_path = layout.ref_path(crate::layout::STUB_SESSION);
-    let named = match layout.refs().ok().flatten() {
-        Some(refs) => match refs.read_file(crate::layout::STUB_SESSION, 65) {
-            Ok(Some(bytes)) => refs::parse(&bytes).ok() == Some(stub),
-            _ => false,
-        },
-        None => false,
-    };
-    if !named {
-        return Ok(Some(Error::StubMissing { path: ref_path }));
-    }
-    // (A link or stray where it belongs is reported with the objects: here
-    // it only means the stub is not there.)
-    let (fan, name) = crate::layout::object_name(&stub);
-    let present = match layout.objects()? {
-        Some(objects) => match objects.sub(&fan) {
-            Ok(Some(d)) => matches!(d.kind_of(&name), Ok(Some(EntryKind::File))),
-            _ => false,
-        },
-        None => false,
-    };
-    Ok((!present).then(|| Error::StubMissing {
-        path: layout.loose_path(&stub),
-    }))
-}
-
 /// Strays in `sessions/`: anything but directories named by session ids,
 /// holding a lease file and a spill directory of regular files.
-fn sessions_dir_faults(layout: &Layout, faults: &mut Vec<Fault>) -> Result<()> {
+fn sessions_dir_faults(layout: &Odb, faults: &mut Vec<Fault>) -> Result<()> {
     let Some(sessions) = layout.sessions()? else {
         return Ok(());
     };
@@ -391,7 +362,7 @@ fn sessions_dir_faults(layout: &Layout, faults: &mut Vec<Fault>) -> Result<()> {
 /// every journal (each committed record; an unfinished tail is noted), and
 /// what else sits in `packs/`.
 fn packs_faults(
-    layout: &Layout,
+    layout: &Odb,
     report: &mut FsckReport,
     faults: &mut Vec<Fault>,
     present: &mut HashSet<ObjectId>,
@@ -420,7 +391,7 @@ fn packs_faults(
                 });
             }
         }
-        for p in layout.odb().all_sealed(layout).or_else(|e| {
+        for p in layout.index().all_sealed(layout).or_else(|e| {
             faults.push(Fault::Broken(e));
             Ok::<_, Error>(Vec::new())
         })? {
@@ -506,7 +477,7 @@ fn packs_faults(
 /// note: the next commit cuts it), a journal without a ref a note (gc
 /// removes it). Sidecars must be regular files.
 fn journal_faults(
-    layout: &Layout,
+    layout: &Odb,
     report: &mut FsckReport,
     faults: &mut Vec<Fault>,
     present: &mut HashSet<ObjectId>,
@@ -623,8 +594,8 @@ fn journal_faults(
 /// its summary (listings show the commit record's), its session. `None`
 /// when they agree, or when the snapshot cannot be read (the walk from the
 /// heads reports that).
-fn commit_disagrees(layout: &Layout, session: &SessionId, c: &journal::Commit) -> Option<String> {
-    let cp = crate::snapshot::read(layout, &c.head).ok()?;
+fn commit_disagrees(layout: &Odb, session: &SessionId, c: &journal::Commit) -> Option<String> {
+    let cp = crate::read::snapshot(layout, &c.head).ok()?;
     if cp.summary != c.payload.summary {
         return Some(format!(
             "the commit record's summary ({}) is not its snapshot {}'s ({})",

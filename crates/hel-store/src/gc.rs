@@ -26,11 +26,11 @@ use std::collections::HashSet;
 use std::path::PathBuf;
 
 use crate::dir::{Dir, Kind as EntryKind};
-use crate::layout::{Layout, SPILL};
+use crate::layout::SPILL;
 use crate::list::{self, Shapes};
 use crate::lock::{Exclusive, SessionLease};
 use crate::object::Cap;
-use crate::snapshot;
+use crate::odb::Odb;
 use crate::tree::EntryKind as EntryKindT;
 use crate::{heads, Error, ObjectId, Result, SessionId, Store};
 
@@ -88,7 +88,7 @@ pub(crate) struct Marked {
 /// on past them (fsck) or the caller aborts on the first (gc). Iterative:
 /// no recursion as deep as what a store holds.
 pub(crate) fn mark(
-    layout: &Layout,
+    layout: &Odb,
     roots: &[ObjectId],
     on_error: &mut dyn FnMut(Error) -> Result<()>,
 ) -> Result<Marked> {
@@ -104,7 +104,7 @@ pub(crate) fn mark(
             continue;
         }
         m.snapshots.push(id);
-        let cp = match snapshot::read(layout, &id) {
+        let cp = match crate::read::snapshot(layout, &id) {
             Ok(cp) => cp,
             Err(e) => {
                 on_error(e)?;
@@ -131,7 +131,7 @@ pub(crate) fn mark(
             if !m.reachable.insert(tid) {
                 continue;
             }
-            let t = match crate::commit::read_tree(layout, &tid) {
+            let t = match crate::read::tree(layout, &tid) {
                 Ok(t) => t,
                 Err(e) => {
                     on_error(e)?;
@@ -194,7 +194,7 @@ pub(crate) struct ObjectFiles {
 }
 
 /// List `objects/` without following anything.
-pub(crate) fn object_files(layout: &Layout) -> Result<ObjectFiles> {
+pub(crate) fn object_files(layout: &Odb) -> Result<ObjectFiles> {
     let mut out = ObjectFiles::default();
     let Some(objects) = layout.objects()? else {
         return Ok(out);
@@ -245,7 +245,7 @@ fn stray_kind(kind: EntryKind) -> &'static str {
 /// newer hel, which may name objects this hel cannot see), with a ref or
 /// without.
 pub(crate) fn roots(
-    layout: &Layout,
+    layout: &Odb,
     on_error: &mut dyn FnMut(Error) -> Result<()>,
 ) -> Result<Vec<(SessionId, ObjectId)>> {
     let listing = heads::list(layout)?;
@@ -300,12 +300,12 @@ pub(crate) struct Released {
 /// pack first. Without dependents this is an unlink: the journal's bytes
 /// come back at once without a walk of the store.
 pub(crate) fn release(
-    layout: &Layout,
-    lock: &Exclusive<'_>,
+    layout: &Odb,
+    lock: &Exclusive<'_, Odb>,
     session: &SessionId,
 ) -> Result<Released> {
     let mut out = Released::default();
-    let view = layout.odb().journal(layout, session)?;
+    let view = layout.index().journal(layout, session)?;
     if let Some(view) = &view {
         let mut dependents = Vec::new();
         for s in heads::list(layout)?.sessions {
@@ -345,7 +345,7 @@ pub(crate) fn release(
         }
     }
     heads::remove(layout, session)?;
-    layout.odb().forget_removed();
+    layout.index().forget_removed();
     Ok(out)
 }
 
@@ -440,6 +440,70 @@ fn sweep(objects: &Dir, doomed: &[(String, String)], dry_run: bool) -> Result<(u
 }
 
 impl Store {
+    /// Delete `session`: its head and working directory. Refused while the
+    /// session is in use. Objects other sessions still need (forks, shared
+    /// large objects) are first copied into a sealed pack (durable), then
+    /// the ref goes (synced: from here on there is no session), then the
+    /// journal, whose bytes come back at once. With `collect`,
+    /// gc then reclaims what else no session reaches (loose objects and
+    /// packs of older stores).
+    pub fn delete(&self, session: &SessionId, collect: bool) -> Result<Option<GcReport>> {
+        let no_such = || Error::NoSuchSession {
+            session: session.to_string(),
+        };
+        let layout = self.layout()?.ok_or_else(no_such)?;
+        let released = {
+            let lock = Exclusive::take(layout)?;
+            // A session whose journal has a fault can be deleted: what
+            // other sessions need of it is copied first, or the delete
+            // refuses.
+            let known = match heads::read_light(layout, session) {
+                Err(Error::JournalFault { .. } | Error::BadRef { .. }) => true,
+                head => head?.is_some(),
+            } || layout.session_dir(session)?.is_some();
+            if !known {
+                return Err(no_such());
+            }
+            let lease = SessionLease::acquire(lock.layout, session, true)?;
+            let released = release(layout, &lock, session)?;
+            // The name goes first: a name left behind would name nothing.
+            crate::names::remove(layout, session)?;
+            if let Some(sessions) = layout.sessions()? {
+                // The lease file goes with the directory; the lock is dropped after.
+                sessions.remove_tree(session.as_str())?;
+            }
+            drop(lease);
+            released
+        };
+        if !collect {
+            return Ok(None);
+        }
+        let mut report = if self.needs_gc(layout)? {
+            self.gc(false)?
+        } else {
+            GcReport::default()
+        };
+        report.bytes_removed += released.bytes;
+        report.objects_removed += released.objects;
+        report.journals_removed += 1;
+        Ok(Some(report))
+    }
+
+    /// Is there anything a gc would do beyond what deletes did: loose
+    /// objects (of a format-1 store) or sealed packs to merge?
+    fn needs_gc(&self, layout: &Odb) -> Result<bool> {
+        let stub = crate::layout::stub_object();
+        let loose = object_files(layout)?
+            .objects
+            .iter()
+            .any(|(id, _, _)| *id != stub);
+        let packs = match layout.packs()? {
+            Some(p) => crate::odb::sealed_stems(p)?.len(),
+            None => 0,
+        };
+        Ok(loose || packs > 1)
+    }
+
     /// Collect garbage: copy every live object that is not in a live
     /// session's journal (loose files, sealed packs) into one new sealed
     /// pack when anything there is dead or packs pile up, remove what no
@@ -498,14 +562,14 @@ impl Store {
                 None => return Ok(None),
             }
         };
-        layout.odb().forget_removed();
+        layout.index().forget_removed();
         let fail = &mut |e| Err(e);
         let heads: Vec<(SessionId, ObjectId)> = roots(layout, fail)?;
         // Without the stub, refs/sessions/ is not what hel left (removed,
         // or restored in part): every journal would look unpublished and
         // go. fsck reports the same fault and says gc refuses.
         if layout.heads_are_refs() {
-            if let Some(e) = crate::fsck::stub_missing(layout)? {
+            if let Some(e) = crate::refs::stub_missing(layout)? {
                 return Err(e);
             }
         }
@@ -519,7 +583,7 @@ impl Store {
         // one that a live journal holds too: a session may name the pack's
         // copy without depending on that journal (it found the pack first),
         // and the journal goes when its session is deleted.
-        let sealed = layout.odb().all_sealed(layout)?;
+        let sealed = layout.index().all_sealed(layout)?;
         // Every old pack may be removed below: each must read whole, and
         // hold only records this hel knows.
         for p in &sealed {
@@ -564,7 +628,7 @@ impl Store {
                 Err(Error::NoSuchSession { .. }) => None,
                 Err(_) => continue,
             };
-            if let Some(view) = layout.odb().journal(layout, &id)? {
+            if let Some(view) = layout.index().journal(layout, &id)? {
                 let v = view.read().unwrap_or_else(|p| p.into_inner());
                 for oid in v.objects.keys().chain(v.unpublished.keys()) {
                     if live.contains(oid) && seen.insert(*oid) {
@@ -627,7 +691,7 @@ impl Store {
             report.journals_removed += 1;
             drop(lease);
         }
-        layout.odb().forget_removed();
+        layout.index().forget_removed();
         if let Some(tmp) = layout.tmp()? {
             for e in tmp.entries()? {
                 let Some(name) = e.name_str() else { continue };

@@ -27,6 +27,27 @@
 //! point is [`Store`]; a session is written through a [`SessionLease`] (one
 //! writer per session) and its [`Checkpoint`]s are read back whole.
 //!
+//! The modules are layers: each imports only the layers below it (checked
+//! by `tests/module_cycles.rs`, which reads the sources):
+//!
+//! 1. Without I/O: `id`, `canonical`, `time`, `format` (the format's
+//!    constants), `message`, `object` (the codec: kinds, caps, encode,
+//!    decode), `snapshot` (`Checkpoint`, `Summary`), `tree`, and `error`
+//!    (the crate's one [`Error`], naming only these).
+//! 2. Files: `dir` (hel-fs's descriptor-relative handles), `pack` (record
+//!    and index formats, bounded record reads), `journal` (a session's
+//!    journal and its sidecar), `layout` (where things live under `.hel/`),
+//!    `refs`, `lock` (the store lock and session leases).
+//! 3. The object database: `odb` (the [`Layout`](layout::Layout) with the
+//!    index of where each object is), `read` (objects, snapshots and trees
+//!    read and verified), `write` (a commit's new objects), `repack`,
+//!    `list` (message lists).
+//! 4. The store: `heads` (what older formats call a head), `upgrade` (run
+//!    at open), `names`, `summaries`, `store` ([`Store`]: open, load, fork,
+//!    listings, names), `commit` ([`Txn`]), `log`.
+//! 5. Maintenance over a [`Store`]: `gc` (and delete), `fsck`, `scan` and
+//!    `search`, `transfer`.
+//!
 //! Two cargo features exist for tests only, and hel's own build has
 //! neither: `failpoints` (hel-fs's failpoints, `HEL_FAILPOINTS`) and
 //! `testing` (the modules `parse` and `testing` and `Store::read_blob`,
@@ -37,6 +58,7 @@ mod commit;
 mod dir;
 mod error;
 mod failpoint;
+mod format;
 pub mod fsck;
 pub mod gc;
 mod heads;
@@ -51,6 +73,7 @@ pub mod names;
 mod object;
 mod odb;
 mod pack;
+mod read;
 mod refs;
 mod repack;
 mod scan;
@@ -62,24 +85,23 @@ pub mod time;
 pub mod transfer;
 pub mod tree;
 mod upgrade;
+mod write;
 
 pub use commit::{encode_blob, Encoded, Txn};
 pub use error::{Error, Result};
-pub use id::{ObjectId, ParseIdError, SessionId};
-pub use layout::{FORMAT_VERSION, STORE_DIR};
+pub use error::{NameError, RefError, UpgradeError};
+pub use format::{FORMAT_VERSION, STORE_DIR};
+pub use id::{BadSessionId, ObjectId, ParseIdError, SessionId};
 pub use list::{Leaf, Limits, OverLimit, INLINE_MAX};
 pub use lock::SessionLease;
-pub use names::{check_name, looks_like_name, NameError};
+pub use names::{check_name, looks_like_name};
 pub use object::Cap;
-pub use refs::RefError;
 pub use snapshot::{
     restored_path, Checkpoint, MessagesRef, Record, Restored, SpillEntry, Summary, Workspace,
     RESTORED_PATHS_MAX, SCHEMA_VERSION,
 };
-pub use store::{
-    first_line, CommitInput, Committed, Loaded, SessionInfo, SessionState, Store, Warning,
-};
-pub use upgrade::UpgradeError;
+pub use store::{first_line, CommitInput, Committed, Loaded, SessionState, Store, Warning};
+pub use summaries::SessionInfo;
 
 /// The id `tree` has as an object.
 pub fn tree_id(tree: &tree::Tree) -> ObjectId {
@@ -188,7 +210,7 @@ pub mod testing {
         let Ok(Some(layout)) = store.layout_for_gc() else {
             return "no store".into();
         };
-        match layout.odb().locate(layout, id) {
+        match layout.index().locate(layout, id) {
             Ok(Some(crate::odb::Found::Record { place, .. })) => {
                 place.display_path().display().to_string()
             }
@@ -258,7 +280,7 @@ pub mod testing {
         let Ok(Some(layout)) = store.layout_for_gc() else {
             return Vec::new();
         };
-        let Ok(payload) = crate::object::read_kind(
+        let Ok(payload) = crate::read::of_kind(
             layout,
             id,
             crate::object::Kind::List,

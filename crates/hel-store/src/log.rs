@@ -3,7 +3,6 @@
 
 use std::collections::HashSet;
 
-use crate::snapshot;
 use crate::{Error, ObjectId, Result, SessionId, Store};
 
 /// One checkpoint in a log.
@@ -48,7 +47,7 @@ impl Store {
             if !seen.insert(id) {
                 break; // impossible with hashes; never loop all the same
             }
-            let cp = snapshot::read(layout, &id)?;
+            let cp = crate::read::snapshot(layout, &id)?;
             let fork_point = cp.session_id != current;
             if fork_point {
                 current = cp.session_id.clone();

@@ -22,12 +22,10 @@
 
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::path::PathBuf;
 
 use crate::error::IoContext;
 use crate::layout::{Layout, NAMES, NAMES_LOCK};
-use crate::lock::Shared;
-use crate::{Error, Result, SessionId, Store};
+use crate::{Error, Result, SessionId};
 
 /// Longest name, in bytes.
 pub const NAME_MAX: usize = 64;
@@ -37,22 +35,7 @@ pub const FILE_MAX: u64 = 1 << 20;
 
 const HEADER: &str = "hel-names 1";
 
-/// Why a name or the names file was refused.
-#[derive(Debug, thiserror::Error)]
-pub enum NameError {
-    #[error("{name:?} is not a session name: {reason} (names are 1-64 letters, digits, '.', '_' or '-', with at least one character that is not a hex digit or '-')")]
-    Invalid { name: String, reason: &'static str },
-    #[error("the name {name:?} is taken by session {holder} (`hel sessions` lists names)")]
-    Taken { name: String, holder: SessionId },
-    #[error(
-        "{path} line {line} is malformed: {reason} (fix or remove the file; `hel fsck` checks it)"
-    )]
-    Malformed {
-        path: PathBuf,
-        line: usize,
-        reason: &'static str,
-    },
-}
+pub use crate::error::NameError;
 
 /// Check that `name` may name a session (see the module doc).
 pub fn check_name(name: &str) -> std::result::Result<(), NameError> {
@@ -259,71 +242,10 @@ pub(crate) fn prune(
     Ok(removed)
 }
 
-impl Store {
-    /// Name `session` `name` (replacing any name it had). Refused when
-    /// `name` is not a valid name ([`check_name`]), when another session
-    /// holds it, or when the store does not know `session`. Checkpoints
-    /// are not touched: names live in `.hel/names` only.
-    pub fn rename(&self, session: &SessionId, name: &str) -> Result<()> {
-        check_name(name).map_err(|e| Error::Name(Box::new(e)))?;
-        let layout = self.layout_for_gc()?.ok_or_else(|| Error::NoSuchSession {
-            session: session.to_string(),
-        })?;
-        // Shared: a delete (exclusive) cannot remove the session meanwhile.
-        let _store = Shared::take(layout)?;
-        if !self.knows(session)? {
-            return Err(Error::NoSuchSession {
-                session: session.to_string(),
-            });
-        }
-        update(layout, |names| {
-            if let Some((holder, _)) = names.iter().find(|(_, n)| n.as_str() == name) {
-                if holder == session {
-                    return Ok(false);
-                }
-                // A session that is gone (deleted by a hel that knew no
-                // names, or a copied names file) holds nothing: its name
-                // is free, not taken by a session no listing shows.
-                if self.knows(holder)? {
-                    return Err(Error::Name(Box::new(NameError::Taken {
-                        name: name.to_owned(),
-                        holder: holder.clone(),
-                    })));
-                }
-                let gone = holder.clone();
-                names.remove(&gone);
-            }
-            names.insert(session.clone(), name.to_owned());
-            Ok(true)
-        })
-    }
-
-    /// Every session's name (a session without one is absent).
-    pub fn names(&self) -> Result<BTreeMap<SessionId, String>> {
-        match self.layout_for_gc()? {
-            Some(layout) => read(layout),
-            None => Ok(Names::new()),
-        }
-    }
-
-    /// The name of `session`, if it has one.
-    pub fn name_of(&self, session: &SessionId) -> Result<Option<String>> {
-        Ok(self.names()?.remove(session))
-    }
-
-    /// The session named `name`, if any.
-    pub fn session_named(&self, name: &str) -> Result<Option<SessionId>> {
-        Ok(self
-            .names()?
-            .into_iter()
-            .find(|(_, n)| n == name)
-            .map(|(id, _)| id))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Store;
     use std::path::Path;
 
     #[test]

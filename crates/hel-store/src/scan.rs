@@ -16,11 +16,11 @@ use crate::{heads, ObjectId, Result, Store};
 
 /// Every object id the store holds, each once: in journals, sealed packs
 /// and loose files.
-fn all_objects(layout: &crate::layout::Layout) -> Result<Vec<ObjectId>> {
+fn all_objects(layout: &crate::odb::Odb) -> Result<Vec<ObjectId>> {
     let mut seen = HashSet::new();
     let mut out = Vec::new();
     for session in heads::list(layout)?.sessions {
-        if let Some(v) = layout.odb().journal(layout, &session)? {
+        if let Some(v) = layout.index().journal(layout, &session)? {
             for id in v.read().unwrap_or_else(|p| p.into_inner()).objects.keys() {
                 if seen.insert(*id) {
                     out.push(*id);
@@ -28,7 +28,7 @@ fn all_objects(layout: &crate::layout::Layout) -> Result<Vec<ObjectId>> {
             }
         }
     }
-    for p in layout.odb().all_sealed(layout)? {
+    for p in layout.index().all_sealed(layout)? {
         for e in &p.idx.entries {
             if seen.insert(e.id) {
                 out.push(e.id);
@@ -61,7 +61,7 @@ impl Store {
         let mut blobs: HashSet<ObjectId> = HashSet::new();
         for id in all_objects(layout)? {
             let max = Cap::LIST.max + Cap::LIST.max / 128 + 4096;
-            let payload = match layout.odb().locate_open(layout, &id)? {
+            let payload = match layout.index().locate_open(layout, &id)? {
                 Some(Found::Record { file, place, len }) => {
                     if len > max + crate::pack::RECORD_HEADER {
                         continue; // larger than any list node: a blob
@@ -76,7 +76,7 @@ impl Store {
                         .map_err(|e| odb::explain_damage(e, &record, &place, &id))?
                         .1
                 }
-                _ => match object::read(layout, &id, Cap::ANY)? {
+                _ => match crate::read::object(layout, &id, Cap::ANY)? {
                     (Kind::List, payload) => payload,
                     _ => continue,
                 },
@@ -96,7 +96,7 @@ impl Store {
             }
         }
         for b in blobs {
-            f(&object::read_kind(layout, &b, Kind::Blob, Cap::MESSAGE)?);
+            f(&crate::read::of_kind(layout, &b, Kind::Blob, Cap::MESSAGE)?);
         }
         Ok(())
     }

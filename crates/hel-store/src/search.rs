@@ -21,10 +21,10 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::layout::Layout;
 use crate::list::{malformed, parse_item, Item, RawNode};
-use crate::object::{self, Cap, Kind};
-use crate::{snapshot, Error, ObjectId, Result, SessionId, Store};
+use crate::object::{Cap, Kind};
+use crate::odb::Odb;
+use crate::{Error, ObjectId, Result, SessionId, Store};
 
 /// Characters of the matching line an excerpt keeps at most.
 pub const EXCERPT_MAX: usize = 160;
@@ -122,7 +122,7 @@ struct Verdict {
 }
 
 struct Scan<'a> {
-    layout: &'a Layout,
+    layout: &'a Odb,
     re: &'a regex::Regex,
     role: Option<&'a str>,
     max_messages: u64,
@@ -188,7 +188,7 @@ impl Scan<'_> {
             self.cached_items = 0;
         }
         let t = std::time::Instant::now();
-        let cp = snapshot::read(self.layout, head)?;
+        let cp = crate::read::snapshot(self.layout, head)?;
         self.report.read_time += t.elapsed();
         let msgs = self.conversation(head, cp.messages.root, cp.messages.count)?;
         let mut found = Vec::new();
@@ -356,7 +356,7 @@ impl Scan<'_> {
     /// scanned now, while the node is in memory.
     fn read_node(&mut self, id: &ObjectId) -> Result<NodeParts> {
         let t = std::time::Instant::now();
-        let payload = object::read_kind(self.layout, id, Kind::List, Cap::LIST)?;
+        let payload = crate::read::of_kind(self.layout, id, Kind::List, Cap::LIST)?;
         self.report.read_time += t.elapsed();
         self.report.nodes_read += 1;
         let raw = RawNode::parse(&payload).map_err(|e| malformed(self.layout, id, e))?;
@@ -400,7 +400,7 @@ impl Scan<'_> {
             return Err(Error::Internal("inline message not scanned".into()));
         };
         let t = std::time::Instant::now();
-        let bytes = object::read_kind(self.layout, &b, Kind::Blob, Cap::MESSAGE)?;
+        let bytes = crate::read::of_kind(self.layout, &b, Kind::Blob, Cap::MESSAGE)?;
         self.report.read_time += t.elapsed();
         self.report.blobs_read += 1;
         let m: Value = serde_json::from_slice(&bytes).map_err(|e| Error::BadMessage {
@@ -464,7 +464,7 @@ impl Scan<'_> {
                 Some(v) => *v,
                 None => {
                     let t = std::time::Instant::now();
-                    let cp = snapshot::read(self.layout, &id)?;
+                    let cp = crate::read::snapshot(self.layout, &id)?;
                     self.report.read_time += t.elapsed();
                     let v = (cp.messages.root, cp.parents.first().copied());
                     self.snapshots.insert(id, v);

@@ -5,10 +5,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::layout::Layout;
-use crate::object::{self, Cap, Kind};
-use crate::odb::Found;
-use crate::{Error, ObjectId, Result, SessionId};
+use crate::{ObjectId, SessionId};
 
 /// The snapshot schema this build writes and the newest it reads. Schema 2
 /// adds what each record is and the workspace; schema 1 is still read.
@@ -340,35 +337,6 @@ pub(crate) enum Invalid {
     CreatedAt,
     #[error("{0}")]
     Record(#[from] RecordError),
-}
-
-/// Read and validate snapshot `id`.
-pub(crate) fn read(layout: &Layout, id: &ObjectId) -> Result<Checkpoint> {
-    let payload = object::read_kind(layout, id, Kind::Snapshot, Cap::SNAPSHOT)?;
-    validated(layout, id, &payload)
-}
-
-/// [`read`] where `found` says the snapshot is.
-pub(crate) fn read_at(layout: &Layout, id: &ObjectId, found: &Found) -> Result<Checkpoint> {
-    let payload = object::read_kind_at(layout, id, found, Kind::Snapshot, Cap::SNAPSHOT)?;
-    validated(layout, id, &payload)
-}
-
-/// Snapshot `id` from its payload, validated.
-fn validated(layout: &Layout, id: &ObjectId, payload: &[u8]) -> Result<Checkpoint> {
-    Checkpoint::parse(payload).map_err(|e| match e {
-        Invalid::Newer(found) => Error::NewerSchema {
-            id: *id,
-            path: layout.object_path(id),
-            found,
-            supported: SCHEMA_VERSION,
-        },
-        malformed => Error::Corrupt {
-            id: *id,
-            path: layout.object_path(id),
-            reason: format!("malformed snapshot: {malformed}"),
-        },
-    })
 }
 
 #[cfg(test)]

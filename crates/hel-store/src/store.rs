@@ -10,13 +10,16 @@ use std::sync::{Arc, OnceLock};
 use serde_json::Value;
 
 use crate::dir::Dir;
-use crate::gc::GcReport;
+use crate::format::STORE_DIR;
 use crate::journal::{self, CommitPayload};
-use crate::layout::{Layout, SPILL, STORE_DIR};
+use crate::layout::{Layout, SPILL};
 use crate::list::{Leaf, Limits, Reader};
 use crate::lock::{self, Exclusive, SessionLease, Shared};
-use crate::object::{self, Cap, Kind, Writer};
-use crate::snapshot::{self, Checkpoint, Record, SpillEntry, Workspace, SCHEMA_VERSION};
+use crate::object::{Cap, Kind};
+use crate::odb::Odb;
+use crate::snapshot::{Checkpoint, Record, SpillEntry, Workspace, SCHEMA_VERSION};
+use crate::summaries::SessionInfo;
+use crate::write::Writer;
 use crate::{heads, message, refs, time, Error, ObjectId, Result, SessionId};
 
 /// The session store of one project (its `.hel/` directory), held open:
@@ -31,7 +34,7 @@ pub struct Store {
 #[derive(Debug)]
 struct Inner {
     project: Dir,
-    layout: OnceLock<Layout>,
+    layout: OnceLock<Odb>,
     limits: Limits,
     moved_warned: AtomicBool,
 }
@@ -181,29 +184,6 @@ pub struct Committed {
     pub warnings: Vec<Warning>,
 }
 
-/// A session as listings show it.
-#[derive(Debug, Clone)]
-pub struct SessionInfo {
-    pub id: SessionId,
-    pub busy: bool,
-    pub head: Option<ObjectId>,
-    pub updated_ms: u64,
-    pub checkpoints: u64,
-    pub messages: u64,
-    pub instruction: String,
-    /// The project directory its newest record was saved in (None: no
-    /// checkpoint, or one that could not be read). A session whose
-    /// directory is not the project's came from elsewhere (a `.hel/` that
-    /// arrived with a repository, say).
-    pub cwd: Option<String>,
-    /// `updated_ms` is after the time of the listing: no record made here
-    /// is, so it orders as the oldest (see [`Store::sessions`]).
-    pub future: bool,
-    /// Why the session's head or checkpoint could not be read, if it
-    /// could not (shared, so that a listing stays cheap to clone).
-    pub broken: Option<Arc<Error>>,
-}
-
 impl Store {
     /// The store of the project at `project_dir` (its `.hel/`), with the
     /// default [`Limits`]. Nothing is created until something is written.
@@ -216,7 +196,7 @@ impl Store {
     pub fn open_with(project_dir: &Path, limits: Limits) -> Result<Store> {
         let project = Dir::open_path(project_dir)?;
         let layout = OnceLock::new();
-        if let Some(l) = Layout::open(&project)? {
+        if let Some(l) = crate::upgrade::open(&project)? {
             let _ = layout.set(l);
         }
         Ok(Store {
@@ -237,6 +217,7 @@ impl Store {
         let project = Dir::open_path(project_dir)?;
         let layout = OnceLock::new();
         if let Some(l) = Layout::open_in_place(&project)? {
+            let l = Odb::new(l);
             let _ = layout.set(l);
         }
         Ok(Store {
@@ -251,7 +232,7 @@ impl Store {
 
     /// The store's format as its `format` file says (1: none; 0: no store).
     pub fn format(&self) -> u64 {
-        self.inner.layout.get().map_or(0, Layout::format)
+        self.inner.layout.get().map_or(0, |l| l.format())
     }
 
     /// The project directory, as it was opened.
@@ -269,24 +250,24 @@ impl Store {
     }
 
     /// The open store, if the project has one.
-    fn layout(&self) -> Result<Option<&Layout>> {
+    pub(crate) fn layout(&self) -> Result<Option<&Odb>> {
         if let Some(l) = self.inner.layout.get() {
             return Ok(Some(l));
         }
         // Made by another process since we opened the project?
-        match Layout::open(&self.inner.project)? {
+        match crate::upgrade::open(&self.inner.project)? {
             Some(l) => Ok(Some(self.inner.layout.get_or_init(|| l))),
             None => Ok(None),
         }
     }
 
     /// The open store, created if absent.
-    pub(crate) fn layout_create(&self) -> Result<&Layout> {
+    pub(crate) fn layout_create(&self) -> Result<&Odb> {
         if let Some(l) = self.layout()? {
-            l.init()?;
+            crate::upgrade::init(l)?;
             return Ok(l);
         }
-        let made = Layout::create(&self.inner.project)?;
+        let made = crate::upgrade::create(&self.inner.project)?;
         Ok(self.inner.layout.get_or_init(|| made))
     }
 
@@ -349,7 +330,7 @@ impl Store {
         }
     }
 
-    fn layout_or_missing(&self, id: &ObjectId) -> Result<&Layout> {
+    fn layout_or_missing(&self, id: &ObjectId) -> Result<&Odb> {
         self.layout()?.ok_or_else(|| Error::Missing {
             id: *id,
             path: self.root_path(),
@@ -358,7 +339,7 @@ impl Store {
 
     /// Read checkpoint `id` (verified and validated).
     pub fn checkpoint(&self, id: &ObjectId) -> Result<Checkpoint> {
-        snapshot::read(self.layout_or_missing(id)?, id)
+        crate::read::snapshot(self.layout_or_missing(id)?, id)
     }
 
     /// Read checkpoint `id` whole, verifying every object and validating
@@ -368,9 +349,9 @@ impl Store {
     /// to commit after it.
     pub fn load(&self, id: &ObjectId) -> Result<Loaded> {
         let layout = self.layout_or_missing(id)?;
-        let cp = snapshot::read(layout, id)?;
+        let cp = crate::read::snapshot(layout, id)?;
         let json_blob = |blob: &ObjectId, cap: Cap| -> Result<Value> {
-            let bytes = object::read_kind(layout, blob, Kind::Blob, cap)?;
+            let bytes = crate::read::of_kind(layout, blob, Kind::Blob, cap)?;
             serde_json::from_slice(&bytes).map_err(|e| Error::Corrupt {
                 id: *blob,
                 path: layout.object_path(blob),
@@ -434,7 +415,7 @@ impl Store {
         let Some(head) = heads::read(layout, lease.session())? else {
             return Ok(SessionState::default());
         };
-        let cp = snapshot::read(layout, &head.id)?;
+        let cp = crate::read::snapshot(layout, &head.id)?;
         Ok(SessionState {
             head: Some(head.id),
             checkpoints: cp.summary.checkpoints,
@@ -501,7 +482,7 @@ impl Store {
     /// (`testing` feature): hel reads spill through [`Store::read_spill`].
     #[cfg(feature = "testing")]
     pub fn read_blob(&self, id: &ObjectId) -> Result<Vec<u8>> {
-        object::read_kind(self.layout_or_missing(id)?, id, Kind::Blob, Cap::SPILL)
+        crate::read::of_kind(self.layout_or_missing(id)?, id, Kind::Blob, Cap::SPILL)
     }
 
     /// The bytes of the spill file `entry` names, verified, and as long as
@@ -517,7 +498,7 @@ impl Store {
     /// The bytes of blob `id` used as `cap` says (a workspace file:
     /// [`Cap::FILE`]), verified.
     pub fn read_blob_as(&self, id: &ObjectId, cap: Cap) -> Result<Vec<u8>> {
-        object::read_kind(self.layout_or_missing(id)?, id, Kind::Blob, cap)
+        crate::read::of_kind(self.layout_or_missing(id)?, id, Kind::Blob, cap)
     }
 
     /// The directory `.hel/workspace/` (created when absent), opened
@@ -530,7 +511,7 @@ impl Store {
 
     /// Read and validate tree `id` (a directory of a workspace snapshot).
     pub fn read_tree(&self, id: &ObjectId) -> Result<crate::tree::Tree> {
-        crate::commit::read_tree(self.layout_or_missing(id)?, id)
+        crate::read::tree(self.layout_or_missing(id)?, id)
     }
 
     /// Warn once when the project's path leads elsewhere than the
@@ -548,17 +529,6 @@ impl Store {
         if moved && !self.inner.moved_warned.swap(true, Ordering::Relaxed) {
             warnings.push(Warning::ProjectMoved(path.to_owned()));
         }
-    }
-
-    /// Commit a checkpoint of the lease's session and move its ref: a
-    /// [`Store::begin`] with nothing else written, then [`crate::Txn::commit`].
-    pub fn commit(
-        &self,
-        lease: &SessionLease,
-        state: &mut SessionState,
-        input: CommitInput<'_>,
-    ) -> Result<Committed> {
-        self.begin(lease, state)?.commit(input)
     }
 
     /// Fork checkpoint `at` into a new session: one new snapshot that names
@@ -590,13 +560,13 @@ impl Store {
     ) -> Result<(SessionLease, ObjectId, Vec<Warning>)> {
         let layout = self.layout_or_missing(at)?;
         let lock = Shared::take(layout)?;
-        layout.odb().forget_removed();
-        let base = snapshot::read(layout, at)?;
+        layout.index().forget_removed();
+        let base = crate::read::snapshot(layout, at)?;
         let mut deps = BTreeSet::new();
         if let Some(origin) = heads::read(layout, &base.session_id)? {
             deps.extend(origin.deps());
         }
-        if layout.odb().journal(layout, &base.session_id)?.is_some() {
+        if layout.index().journal(layout, &base.session_id)?.is_some() {
             deps.insert(base.session_id.clone());
         }
         let lease = SessionLease::acquire(layout, &SessionId::new_random(), true)?;
@@ -632,7 +602,7 @@ impl Store {
                 why: format!("fork from {at}"),
             };
             let (_, told) = writer.commit(journal, id, payload, || {
-                crate::commit::move_ref(layout, lease.session(), None, id)
+                crate::refs::publish(layout, lease.session(), None, id)
             })?;
             (id, told)
         };
@@ -650,7 +620,7 @@ impl Store {
     /// database) at the session's first commit in this process.
     pub(crate) fn journal_writer<'j>(
         &self,
-        layout: &Layout,
+        layout: &Odb,
         lease: &SessionLease,
         slot: &'j mut Option<journal::Writer>,
     ) -> Result<&'j mut journal::Writer> {
@@ -663,75 +633,11 @@ impl Store {
                 lease.session(),
                 rule,
             )?;
-            layout.odb().adopt(std::sync::Arc::clone(&w.view));
+            layout.index().adopt(std::sync::Arc::clone(&w.view));
             *slot = Some(w);
         }
         slot.as_mut()
             .ok_or_else(|| Error::Internal("journal writer not kept".into()))
-    }
-
-    /// Delete `session`: its head and working directory. Refused while the
-    /// session is in use. Objects other sessions still need (forks, shared
-    /// large objects) are first copied into a sealed pack (durable), then
-    /// the ref goes (synced: from here on there is no session), then the
-    /// journal, whose bytes come back at once. With `collect`,
-    /// gc then reclaims what else no session reaches (loose objects and
-    /// packs of older stores).
-    pub fn delete(&self, session: &SessionId, collect: bool) -> Result<Option<GcReport>> {
-        let no_such = || Error::NoSuchSession {
-            session: session.to_string(),
-        };
-        let layout = self.layout()?.ok_or_else(no_such)?;
-        let released = {
-            let lock = Exclusive::take(layout)?;
-            // A session whose journal has a fault can be deleted: what
-            // other sessions need of it is copied first, or the delete
-            // refuses.
-            let known = match heads::read_light(layout, session) {
-                Err(Error::JournalFault { .. } | Error::BadRef { .. }) => true,
-                head => head?.is_some(),
-            } || layout.session_dir(session)?.is_some();
-            if !known {
-                return Err(no_such());
-            }
-            let lease = SessionLease::acquire(lock.layout, session, true)?;
-            let released = crate::gc::release(layout, &lock, session)?;
-            // The name goes first: a name left behind would name nothing.
-            crate::names::remove(layout, session)?;
-            if let Some(sessions) = layout.sessions()? {
-                // The lease file goes with the directory; the lock is dropped after.
-                sessions.remove_tree(session.as_str())?;
-            }
-            drop(lease);
-            released
-        };
-        if !collect {
-            return Ok(None);
-        }
-        let mut report = if self.needs_gc(layout)? {
-            self.gc(false)?
-        } else {
-            GcReport::default()
-        };
-        report.bytes_removed += released.bytes;
-        report.objects_removed += released.objects;
-        report.journals_removed += 1;
-        Ok(Some(report))
-    }
-
-    /// Is there anything a gc would do beyond what deletes did: loose
-    /// objects (of a format-1 store) or sealed packs to merge?
-    fn needs_gc(&self, layout: &Layout) -> Result<bool> {
-        let stub = crate::layout::stub_object();
-        let loose = crate::gc::object_files(layout)?
-            .objects
-            .iter()
-            .any(|(id, _, _)| *id != stub);
-        let packs = match layout.packs()? {
-            Some(p) => crate::odb::sealed_stems(p)?.len(),
-            None => 0,
-        };
-        Ok(loose || packs > 1)
     }
 
     /// All sessions of this store, most recently updated first: those with
@@ -815,7 +721,7 @@ impl Store {
 
     /// The ids of all sessions: those with a ref and those with only a
     /// working directory (started, no checkpoint yet), sorted.
-    fn session_ids(&self, layout: &Layout) -> Result<Vec<SessionId>> {
+    fn session_ids(&self, layout: &Odb) -> Result<Vec<SessionId>> {
         let mut ids = heads::sessions(layout)?;
         if let Some(dir) = layout.sessions()? {
             for e in dir.entries()? {
@@ -832,15 +738,24 @@ impl Store {
         Ok(ids)
     }
 
-    pub(crate) fn layout_for_gc(&self) -> Result<Option<&Layout>> {
+    pub(crate) fn layout_for_gc(&self) -> Result<Option<&Odb>> {
         self.layout()
+    }
+}
+
+impl Store {
+    /// What root tree `root` flattens to, refused past the limits
+    /// ([`crate::tree::Extents::check`]): what a reader checks before it flattens a
+    /// snapshot.
+    pub fn tree_extent(&self, root: &ObjectId) -> Result<crate::tree::Extent> {
+        crate::tree::Extents::default().check(root, &mut |id| self.read_tree(id))
     }
 }
 
 /// `session`'s listing row as its head, commit record and checkpoint say
 /// (no index), or `None` when it is no session: no checkpoint, and nobody
 /// working on it.
-fn listed(layout: &Layout, id: SessionId, busy: bool) -> Option<SessionInfo> {
+fn listed(layout: &Odb, id: SessionId, busy: bool) -> Option<SessionInfo> {
     let head = match heads::read_light(layout, &id) {
         Ok(h) => h,
         Err(e) => return Some(SessionInfo::broken(id, busy, None, e)),
@@ -914,23 +829,6 @@ fn listed(layout: &Layout, id: SessionId, busy: bool) -> Option<SessionInfo> {
     })
 }
 
-impl SessionInfo {
-    fn broken(id: SessionId, busy: bool, head: Option<ObjectId>, e: Error) -> SessionInfo {
-        SessionInfo {
-            id,
-            busy,
-            head,
-            updated_ms: 0,
-            checkpoints: 0,
-            messages: 0,
-            instruction: String::new(),
-            cwd: None,
-            future: false,
-            broken: Some(Arc::new(e)),
-        }
-    }
-}
-
 /// At most `max` characters of `text`.
 pub(crate) fn clip(text: &str, max: usize) -> String {
     text.chars().take(max).collect()
@@ -943,8 +841,8 @@ pub fn first_line(text: &str) -> String {
 
 /// Spill blob `id`, verified, when it holds `size` bytes; a snapshot that
 /// says otherwise makes it corrupt.
-pub(crate) fn spill_of_size(layout: &Layout, id: &ObjectId, size: u64) -> Result<Vec<u8>> {
-    let bytes = object::read_kind(layout, id, Kind::Blob, Cap::SPILL)?;
+pub(crate) fn spill_of_size(layout: &Odb, id: &ObjectId, size: u64) -> Result<Vec<u8>> {
+    let bytes = crate::read::of_kind(layout, id, Kind::Blob, Cap::SPILL)?;
     if bytes.len() as u64 != size {
         return Err(Error::Corrupt {
             id: *id,
@@ -956,4 +854,66 @@ pub(crate) fn spill_of_size(layout: &Layout, id: &ObjectId, size: u64) -> Result
         });
     }
     Ok(bytes)
+}
+
+impl Store {
+    /// Name `session` `name` (replacing any name it had). Refused when
+    /// `name` is not a valid name ([`crate::check_name`]), when another session
+    /// holds it, or when the store does not know `session`. Checkpoints
+    /// are not touched: names live in `.hel/names` only.
+    pub fn rename(&self, session: &SessionId, name: &str) -> Result<()> {
+        crate::names::check_name(name).map_err(|e| Error::Name(Box::new(e)))?;
+        let layout = self.layout_for_gc()?.ok_or_else(|| Error::NoSuchSession {
+            session: session.to_string(),
+        })?;
+        // Shared: a delete (exclusive) cannot remove the session meanwhile.
+        let _store = Shared::take(layout)?;
+        if !self.knows(session)? {
+            return Err(Error::NoSuchSession {
+                session: session.to_string(),
+            });
+        }
+        crate::names::update(layout, |names| {
+            if let Some((holder, _)) = names.iter().find(|(_, n)| n.as_str() == name) {
+                if holder == session {
+                    return Ok(false);
+                }
+                // A session that is gone (deleted by a hel that knew no
+                // names, or a copied names file) holds nothing: its name
+                // is free, not taken by a session no listing shows.
+                if self.knows(holder)? {
+                    return Err(Error::Name(Box::new(crate::NameError::Taken {
+                        name: name.to_owned(),
+                        holder: holder.clone(),
+                    })));
+                }
+                let gone = holder.clone();
+                names.remove(&gone);
+            }
+            names.insert(session.clone(), name.to_owned());
+            Ok(true)
+        })
+    }
+
+    /// Every session's name (a session without one is absent).
+    pub fn names(&self) -> Result<BTreeMap<SessionId, String>> {
+        match self.layout_for_gc()? {
+            Some(layout) => crate::names::read(layout),
+            None => Ok(BTreeMap::new()),
+        }
+    }
+
+    /// The name of `session`, if it has one.
+    pub fn name_of(&self, session: &SessionId) -> Result<Option<String>> {
+        Ok(self.names()?.remove(session))
+    }
+
+    /// The session named `name`, if any.
+    pub fn session_named(&self, name: &str) -> Result<Option<SessionId>> {
+        Ok(self
+            .names()?
+            .into_iter()
+            .find(|(_, n)| n == name)
+            .map(|(id, _)| id))
+    }
 }

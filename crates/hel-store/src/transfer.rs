@@ -16,11 +16,12 @@ use std::path::Path;
 
 use crate::heads;
 use crate::journal::CommitPayload;
-use crate::layout::Layout;
 use crate::lock::{SessionLease, Shared};
-use crate::object::{self, Cap, Kind, Writer};
+use crate::object::{self, Cap, Kind};
+use crate::odb::Odb;
 use crate::pack::{self, FileKind, RecordType, FILE_HEADER, RECORD_HEADER};
-use crate::{gc, list, snapshot, time, Error, ObjectId, Result, SessionId, Store};
+use crate::write::Writer;
+use crate::{gc, list, time, Error, ObjectId, Result, SessionId, Store};
 
 /// The most objects one received pack may hold (a pack index's limit).
 pub const PACK_OBJECTS_MAX: u64 = 1 << 20;
@@ -86,14 +87,14 @@ fn encode_pack(records: &[(ObjectId, Vec<u8>)]) -> Vec<u8> {
 
 /// Every snapshot `head`'s history holds (itself included), through all
 /// parents; iterative, each read and validated.
-fn history(layout: &Layout, head: &ObjectId) -> Result<HashSet<ObjectId>> {
+fn history(layout: &Odb, head: &ObjectId) -> Result<HashSet<ObjectId>> {
     let mut seen = HashSet::new();
     let mut todo = vec![*head];
     while let Some(id) = todo.pop() {
         if !seen.insert(id) {
             continue;
         }
-        todo.extend(snapshot::read(layout, &id)?.parents);
+        todo.extend(crate::read::snapshot(layout, &id)?.parents);
     }
     Ok(seen)
 }
@@ -102,7 +103,7 @@ fn history(layout: &Layout, head: &ObjectId) -> Result<HashSet<ObjectId>> {
 /// §8): every object present and verified, every snapshot, node and tree
 /// valid, every root tree within the flattening limits (§4.1), every
 /// message and JSON blob valid; the first fault is returned.
-fn verify_reach(layout: &Layout, head: &ObjectId) -> Result<HashSet<ObjectId>> {
+fn verify_reach(layout: &Odb, head: &ObjectId) -> Result<HashSet<ObjectId>> {
     let mut first: Option<Error> = None;
     let marked = gc::mark(layout, &[*head], &mut |e| {
         first.get_or_insert(e);
@@ -111,7 +112,7 @@ fn verify_reach(layout: &Layout, head: &ObjectId) -> Result<HashSet<ObjectId>> {
     if let Some(e) = first {
         return Err(e);
     }
-    crate::tree::check_roots(layout, &marked.workspace_roots, &mut |e| Err(e))?;
+    crate::read::check_roots(layout, &marked.workspace_roots, &mut |e| Err(e))?;
     let mut blobs: HashSet<ObjectId> = marked.message_blobs.clone();
     for node in marked.shapes.nodes.keys() {
         blobs.extend(list::validate_node_messages(layout, node)?);
@@ -120,7 +121,7 @@ fn verify_reach(layout: &Layout, head: &ObjectId) -> Result<HashSet<ObjectId>> {
         list::validate_blob_message(layout, b)?;
     }
     for (blob, cap) in &marked.json_blobs {
-        let bytes = object::read_kind(layout, blob, Kind::Blob, *cap)?;
+        let bytes = crate::read::of_kind(layout, blob, Kind::Blob, *cap)?;
         serde_json::from_slice::<serde_json::Value>(&bytes).map_err(|e| Error::Corrupt {
             id: *blob,
             path: layout.object_path(blob),
@@ -129,7 +130,7 @@ fn verify_reach(layout: &Layout, head: &ObjectId) -> Result<HashSet<ObjectId>> {
     }
     // Everything else (spill and workspace blobs): present and verified.
     for id in &marked.reachable {
-        object::read(layout, id, Cap::ANY)?;
+        crate::read::object(layout, id, Cap::ANY)?;
     }
     Ok(marked.reachable)
 }
@@ -147,7 +148,7 @@ impl Store {
         let mut abort = |e: Error| Err(e);
         let marked = gc::mark(layout, &[*head], &mut abort)?;
         // What the receiver would refuse is not sent.
-        crate::tree::check_roots(layout, &marked.workspace_roots, &mut abort)?;
+        crate::read::check_roots(layout, &marked.workspace_roots, &mut abort)?;
         let want = marked.reachable;
         let have = match base {
             Some(b) => gc::mark(layout, &[*b], &mut abort)?.reachable,
@@ -247,7 +248,7 @@ impl Store {
     ) -> Result<Adopted> {
         let layout = self.layout_create()?;
         let lock = Shared::take(layout)?;
-        layout.odb().forget_removed();
+        layout.index().forget_removed();
         let records: Vec<(ObjectId, Vec<u8>)> = received
             .iter()
             .flat_map(|r| r.records.iter().cloned())
@@ -256,7 +257,7 @@ impl Store {
             crate::repack::write_sealed_shared(layout, &lock, &records)?;
         }
         verify_reach(layout, head)?;
-        let cp = snapshot::read(layout, head)?;
+        let cp = crate::read::snapshot(layout, head)?;
         if cp.session_id != *session {
             return Err(Error::BadRef {
                 session: session.to_string(),
@@ -333,7 +334,7 @@ impl Store {
     /// Is object `id` in this store (anywhere)?
     pub fn has_object(&self, id: &ObjectId) -> Result<bool> {
         match self.layout_for_gc()? {
-            Some(layout) => Ok(layout.odb().locate(layout, id)?.is_some()),
+            Some(layout) => Ok(layout.index().locate(layout, id)?.is_some()),
             None => Ok(false),
         }
     }

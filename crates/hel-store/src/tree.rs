@@ -60,7 +60,7 @@ const ENTRY_FIXED: usize = 1 + 2 + 8 + 32 + 2;
 
 /// Names no tree may hold, whatever their case: version control and store
 /// directories are never recorded, so a restore never writes into them.
-const NEVER: [&[u8]; 3] = [b".git", crate::layout::STORE_DIR.as_bytes(), b".jj"];
+const NEVER: [&[u8]; 3] = [b".git", crate::format::STORE_DIR.as_bytes(), b".jj"];
 
 /// Is `name` one no tree may hold (`.git`, `.hel`, `.jj`, in any case: on
 /// a case-insensitive filesystem `.GIT` is `.git`)?
@@ -503,36 +503,6 @@ impl Extents {
     /// The extent of tree `id`, when [`Extents::check`] counted it.
     pub(crate) fn known(&self, id: &ObjectId) -> Option<&Extent> {
         self.known.get(id)
-    }
-}
-
-/// Check that every root tree in `roots` is within the limits, as
-/// [`Extents::check`] does, reading trees from `layout`; each fault goes
-/// to `on_error` (fsck goes on past it, the others stop at the first).
-pub(crate) fn check_roots(
-    layout: &crate::layout::Layout,
-    roots: &[ObjectId],
-    on_error: &mut dyn FnMut(Error) -> Result<()>,
-) -> Result<Extents> {
-    let mut extents = Extents::default();
-    let mut seen = std::collections::HashSet::new();
-    for root in roots {
-        if !seen.insert(*root) {
-            continue;
-        }
-        if let Err(e) = extents.check(root, &mut |id| crate::commit::read_tree(layout, id)) {
-            on_error(e)?;
-        }
-    }
-    Ok(extents)
-}
-
-impl crate::Store {
-    /// What root tree `root` flattens to, refused past the limits
-    /// ([`Extents::check`]): what a reader checks before it flattens a
-    /// snapshot.
-    pub fn tree_extent(&self, root: &ObjectId) -> Result<Extent> {
-        Extents::default().check(root, &mut |id| self.read_tree(id))
     }
 }
 

@@ -531,7 +531,7 @@ fn leases_exclude_and_release_on_drop() {
     assert_eq!(Some(head), state.head);
     assert!(matches!(
         "not-a-uuid".parse::<SessionId>(),
-        Err(Error::BadSessionId(_))
+        Err(hel_store::BadSessionId(_))
     ));
 }
 
