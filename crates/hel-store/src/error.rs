@@ -234,6 +234,43 @@ pub enum UpgradeError {
     },
 }
 
+impl From<hel_object::object::ObjectError> for Error {
+    fn from(e: hel_object::object::ObjectError) -> Error {
+        use hel_object::object::ObjectError as O;
+        match e {
+            O::Corrupt { id, path, reason } => Error::Corrupt { id, path, reason },
+            O::TooLarge {
+                id,
+                path,
+                size,
+                max,
+                what,
+            } => Error::TooLarge {
+                id,
+                path,
+                size,
+                max,
+                what,
+            },
+            O::UnknownKind { id, path, kind } => Error::UnknownKind { id, path, kind },
+            O::Compress { id, source } => Error::Io {
+                path: PathBuf::from(format!("(compressing object {id})")),
+                source,
+            },
+        }
+    }
+}
+
+impl From<hel_object::tree::TreeTooLarge> for Error {
+    fn from(e: hel_object::tree::TreeTooLarge) -> Error {
+        Error::TreeTooLarge {
+            tree: e.tree,
+            what: e.what,
+            limit: e.limit,
+        }
+    }
+}
+
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 // Every store call returns this by value, and other crates' errors wrap

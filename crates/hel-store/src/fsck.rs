@@ -441,7 +441,7 @@ fn packs_faults(
                         } else if let Err(e) =
                             object::decode(&h.id, &place.display_path(), &stored, Cap::ANY)
                         {
-                            faults.push(Fault::Broken(e));
+                            faults.push(Fault::Broken(e.into()));
                             broken.insert(h.id);
                         }
                         at += h.record_len();
@@ -579,7 +579,7 @@ fn journal_faults(
                     let stored = &record[RECORD_HEADER as usize..];
                     if let Err(err) = object::decode(&e.id, &place.display_path(), stored, Cap::ANY)
                     {
-                        faults.push(Fault::Broken(err));
+                        faults.push(Fault::Broken(err.into()));
                         broken.insert(e.id);
                     }
                 }

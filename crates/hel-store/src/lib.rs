@@ -30,10 +30,12 @@
 //! The modules are layers: each imports only the layers below it (checked
 //! by `tests/module_cycles.rs`, which reads the sources):
 //!
-//! 1. Without I/O: `id`, `canonical`, `time`, `format` (the format's
-//!    constants), `message`, `object` (the codec: kinds, caps, encode,
-//!    decode), `snapshot` (`Checkpoint`, `Summary`), `tree`, and `error`
-//!    (the crate's one [`Error`], naming only these).
+//! 0. The hel-object crate, without I/O: ids, canonical JSON, time, the
+//!    format's constants, messages, the object codec (kinds, caps, encode,
+//!    decode), snapshots ([`Checkpoint`], [`Summary`]) and trees;
+//!    re-exported here where callers need them.
+//! 1. `error`: the crate's one [`Error`], naming only hel-object's types
+//!    (each of hel-object's errors becomes the variant of its name).
 //! 2. Files: `dir` (hel-fs's descriptor-relative handles), `pack` (record
 //!    and index formats, bounded record reads), `journal` (a session's
 //!    journal and its sidecar), `layout` (where things live under `.hel/`),
@@ -53,24 +55,19 @@
 //! `testing` (the modules `parse` and `testing` and `Store::read_blob`,
 //! for tests that reach the store's internals or build hostile stores).
 
-pub mod canonical;
 mod commit;
 mod dir;
 mod error;
 mod failpoint;
-mod format;
 pub mod fsck;
 pub mod gc;
 mod heads;
-mod id;
 mod journal;
 mod layout;
 mod list;
 mod lock;
 pub mod log;
-pub mod message;
 pub mod names;
-mod object;
 mod odb;
 mod pack;
 mod read;
@@ -78,28 +75,28 @@ mod refs;
 mod repack;
 mod scan;
 pub mod search;
-mod snapshot;
 mod store;
 mod summaries;
-pub mod time;
 pub mod transfer;
-pub mod tree;
 mod upgrade;
 mod write;
+
+pub use hel_object::{canonical, message, time, tree};
+pub(crate) use hel_object::{format, id, object, snapshot};
 
 pub use commit::{encode_blob, Encoded, Txn};
 pub use error::{Error, Result};
 pub use error::{NameError, RefError, UpgradeError};
-pub use format::{FORMAT_VERSION, STORE_DIR};
-pub use id::{BadSessionId, ObjectId, ParseIdError, SessionId};
-pub use list::{Leaf, Limits, OverLimit, INLINE_MAX};
-pub use lock::SessionLease;
-pub use names::{check_name, looks_like_name};
-pub use object::Cap;
-pub use snapshot::{
+pub use hel_object::format::{FORMAT_VERSION, STORE_DIR};
+pub use hel_object::object::Cap;
+pub use hel_object::snapshot::{
     restored_path, Checkpoint, MessagesRef, Record, Restored, SpillEntry, Summary, Workspace,
     RESTORED_PATHS_MAX, SCHEMA_VERSION,
 };
+pub use hel_object::{BadSessionId, ObjectId, ParseIdError, SessionId};
+pub use list::{Leaf, Limits, OverLimit, INLINE_MAX};
+pub use lock::SessionLease;
+pub use names::{check_name, looks_like_name};
 pub use store::{first_line, CommitInput, Committed, Loaded, SessionState, Store, Warning};
 pub use summaries::SessionInfo;
 

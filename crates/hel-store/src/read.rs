@@ -45,7 +45,7 @@ pub(crate) fn object_at(
             }
             let record = odb::read_found(file, place, len, id, file_max(cap))?;
             decode(id, &path, &record[pack::RECORD_HEADER as usize..], cap)
-                .map_err(|e| odb::explain_damage(e, &record, place, id))
+                .map_err(|e| odb::explain_damage(e.into(), &record, place, id))
         }
         Found::Loose => loose(layout, id, cap),
     }
@@ -75,7 +75,7 @@ pub(crate) fn loose(layout: &Odb, id: &ObjectId, cap: Cap) -> Result<(Kind, Vec<
         }
         Err(e) => return Err(e),
     };
-    decode(id, &path, &data, cap)
+    Ok(decode(id, &path, &data, cap)?)
 }
 
 /// Read object `id` under `cap` and require it to be of `kind`.

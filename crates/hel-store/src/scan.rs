@@ -73,7 +73,7 @@ impl Store {
                         continue;
                     }
                     object::decode(&id, &place.display_path(), stored, Cap::LIST)
-                        .map_err(|e| odb::explain_damage(e, &record, &place, &id))?
+                        .map_err(|e| odb::explain_damage(e.into(), &record, &place, &id))?
                         .1
                 }
                 _ => match crate::read::object(layout, &id, Cap::ANY)? {

@@ -16,7 +16,45 @@ use std::cell::RefCell;
 
 use zstd::zstd_safe::{DCtx, InBuffer, OutBuffer, ResetDirective};
 
-use crate::{Error, ObjectId, Result};
+use std::path::PathBuf;
+
+use crate::ObjectId;
+
+/// Why an object's stored bytes are not the object they should be, or
+/// could not be made. hel-store turns each into its `Error` variant of
+/// the same name (`Compress` into its `Io`).
+#[derive(Debug, thiserror::Error)]
+pub enum ObjectError {
+    #[error("object {id} at {path} is corrupt: {reason}")]
+    Corrupt {
+        id: ObjectId,
+        path: PathBuf,
+        reason: String,
+    },
+    #[error("object {id} at {path} declares {size} bytes, over the {max} bytes a {what} may have")]
+    TooLarge {
+        id: ObjectId,
+        path: PathBuf,
+        size: u64,
+        max: u64,
+        what: &'static str,
+    },
+    #[error("object {id} at {path} has unknown kind {kind:?}")]
+    UnknownKind {
+        id: ObjectId,
+        path: PathBuf,
+        kind: String,
+    },
+    /// zstd failed to compress (it allocates: out of memory, say).
+    #[error("(compressing object {id}): {source}")]
+    Compress {
+        id: ObjectId,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+type Result<T, E = ObjectError> = std::result::Result<T, E>;
 
 /// zstd level used for every object.
 const LEVEL: i32 = 3;
@@ -136,11 +174,8 @@ pub fn compress(kind: Kind, payload: &[u8]) -> Result<(ObjectId, Vec<u8>)> {
     Ok((id, compress_canonical(&id, &canonical)?))
 }
 
-pub(crate) fn compress_canonical(id: &ObjectId, canonical: &[u8]) -> Result<Vec<u8>> {
-    let failed = |e: std::io::Error| Error::Io {
-        path: std::path::PathBuf::from(format!("(compressing object {id})")),
-        source: e,
-    };
+pub fn compress_canonical(id: &ObjectId, canonical: &[u8]) -> Result<Vec<u8>> {
+    let failed = |source: std::io::Error| ObjectError::Compress { id: *id, source };
     let stored = COMPRESSOR.with(|slot| -> std::io::Result<Vec<u8>> {
         let mut slot = slot.borrow_mut();
         if slot.is_none() {
@@ -165,7 +200,7 @@ pub fn id_of(kind: Kind, payload: &[u8]) -> ObjectId {
 
 /// The compressed size a file holding `cap` payload bytes can have: zstd's
 /// worst case for incompressible data plus the header.
-pub(crate) fn file_max(cap: Cap) -> u64 {
+pub fn file_max(cap: Cap) -> u64 {
     cap.max + cap.max / 128 + 4096
 }
 
@@ -210,7 +245,7 @@ struct Decompressed {
 
 /// Why the bytes of an object file are not the object they should be.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-pub(crate) enum DecodeError {
+pub enum DecodeError {
     /// zstd refused the frame (its error name).
     #[error("cannot decompress: {0}")]
     Decompress(&'static str),
@@ -326,7 +361,7 @@ fn decompress(data: &[u8], cap: u64) -> std::result::Result<Decompressed, Undeco
 
 /// The kind stored bytes declare, from their first decompressed bytes only
 /// (not verified: a scan uses it to skip what it does not need).
-pub(crate) fn peek_kind(stored: &[u8]) -> Option<Kind> {
+pub fn peek_kind(stored: &[u8]) -> Option<Kind> {
     DCTX.with(|cell| {
         let mut slot = cell.borrow_mut();
         let dctx = slot.get_or_insert_with(DCtx::create);
@@ -341,13 +376,13 @@ pub(crate) fn peek_kind(stored: &[u8]) -> Option<Kind> {
 }
 
 /// Decode the bytes of an object file that should hold `id`.
-pub(crate) fn decode(
+pub fn decode(
     id: &ObjectId,
     path: &std::path::Path,
     data: &[u8],
     cap: Cap,
 ) -> Result<(Kind, Vec<u8>)> {
-    let corrupt = |e: DecodeError| Error::Corrupt {
+    let corrupt = |e: DecodeError| ObjectError::Corrupt {
         id: *id,
         path: path.to_owned(),
         reason: e.to_string(),
@@ -356,7 +391,7 @@ pub(crate) fn decode(
         Ok(d) => d,
         Err(Undecodable::Corrupt(reason)) => return Err(corrupt(reason)),
         Err(Undecodable::OverCap(size)) => {
-            return Err(Error::TooLarge {
+            return Err(ObjectError::TooLarge {
                 id: *id,
                 path: path.to_owned(),
                 size,
@@ -377,7 +412,7 @@ pub(crate) fn decode(
     let kind_name = text.split_once(' ').map_or(text, |(k, _)| k);
     match Kind::parse(kind_name) {
         Some(kind) => Ok((kind, payload)),
-        None => Err(Error::UnknownKind {
+        None => Err(ObjectError::UnknownKind {
             id: *id,
             path: path.to_owned(),
             kind: kind_name.chars().take(40).collect(),

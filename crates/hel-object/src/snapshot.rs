@@ -13,7 +13,7 @@ pub const SCHEMA_VERSION: u64 = 2;
 
 /// A snapshot object: one checkpoint. Everything a new process needs to
 /// continue a session is here or named from here (messages, request config,
-/// cursors, spill). [`crate::Store::load`] resolves it all.
+/// cursors, spill). hel-store's `Store::load` resolves it all.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct Checkpoint {
@@ -187,7 +187,7 @@ pub struct Summary {
 }
 
 impl Checkpoint {
-    pub(crate) fn to_payload(&self) -> Vec<u8> {
+    pub fn to_payload(&self) -> Vec<u8> {
         crate::canonical::to_vec(&serde_json::to_value(self).unwrap_or_default())
     }
 
@@ -195,7 +195,7 @@ impl Checkpoint {
     /// "Validation"): every key with its type and nothing else, a schema
     /// this build reads, at most one parent, a spill map of blobs, and a
     /// summary that agrees with the message count.
-    pub(crate) fn parse(payload: &[u8]) -> std::result::Result<Checkpoint, Invalid> {
+    pub fn parse(payload: &[u8]) -> std::result::Result<Checkpoint, Invalid> {
         let value: Value = serde_json::from_slice(payload).map_err(Invalid::Json)?;
         let found = value
             .get("schema_version")
@@ -243,7 +243,7 @@ impl Checkpoint {
 
 /// Why a checkpoint's `record` and `workspace` do not go together.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-pub(crate) enum RecordError {
+pub enum RecordError {
     #[error("a schema 1 checkpoint with schema 2 fields")]
     SchemaOneWithTwo,
     #[error("no record")]
@@ -310,7 +310,7 @@ fn check_record(cp: &Checkpoint) -> std::result::Result<(), RecordError> {
 /// Why a snapshot payload is not one this build reads: malformed (every
 /// variant but [`Invalid::Newer`]), or of a newer schema.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum Invalid {
+pub enum Invalid {
     /// Not JSON, or a key missing, unknown or of the wrong type (serde's
     /// description).
     #[error("{0}")]
