@@ -45,20 +45,35 @@
 //!    read and verified), `write` (a commit's new objects), `repack`,
 //!    `list` (message lists).
 //! 4. The store: `heads` (what older formats call a head), `upgrade` (run
-//!    at open), `names`, `summaries`, `store` ([`Store`]: open, load, fork,
-//!    listings, names), `commit` ([`Txn`]), `log`.
-//! 5. Maintenance over a [`Store`]: `gc` (and delete), `fsck`, `scan` and
-//!    `search`, `transfer`.
+//!    at open), `summaries` (the listing hint), `store` ([`Store`]: open,
+//!    sessions, load), `commit` ([`Txn`]), `names`, `fork`, `spill`,
+//!    `workspace` (what hel-workspace reads), `log`.
+//! 5. Maintenance, functions taking a [`Store`]: `gc` (and
+//!    [`Store::delete`]), `fsck`, `scan` and `search`, `transfer`.
+//!
+//! [`Store`]'s own methods are the session's life: [`Store::open`],
+//! [`Store::open_with`], [`Store::exists`], [`Store::format`],
+//! [`Store::project_path`], [`Store::limits`]; [`Store::new_session`],
+//! [`Store::new_session_named`], [`Store::resume`], [`Store::head`],
+//! [`Store::checkpoint`], [`Store::load`], [`Store::record_state`];
+//! [`Store::begin`] and [`Store::commit`]; [`Store::fork`],
+//! [`Store::fork_here`]; [`Store::sessions`], [`Store::knows`],
+//! [`Store::delete`] (`tests/store_api.rs` keeps them at most 20).
+//! Everything else is a function of the module it belongs to:
+//! [`names::rename`], [`spill::write`], [`workspace::read_tree`],
+//! [`log::log`], [`gc::gc`], [`fsck::fsck`], [`search::search`],
+//! [`transfer::pack_between`], and so on.
 //!
 //! Two cargo features exist for tests only, and hel's own build has
 //! neither: `failpoints` (hel-fs's failpoints, `HEL_FAILPOINTS`) and
-//! `testing` (the modules `parse` and `testing` and `Store::read_blob`,
+//! `testing` (the modules `parse` and `testing`,
 //! for tests that reach the store's internals or build hostile stores).
 
 mod commit;
 mod dir;
 mod error;
 mod failpoint;
+mod fork;
 pub mod fsck;
 pub mod gc;
 mod heads;
@@ -73,12 +88,14 @@ mod pack;
 mod read;
 mod refs;
 mod repack;
-mod scan;
+pub mod scan;
 pub mod search;
+pub mod spill;
 mod store;
 mod summaries;
 pub mod transfer;
 mod upgrade;
+pub mod workspace;
 mod write;
 
 pub use hel_object::{canonical, message, time, tree};
@@ -222,6 +239,17 @@ pub mod testing {
     /// know, or a forged one.
     pub fn record(rtype: u8, id: &ObjectId, stored: &[u8]) -> Vec<u8> {
         crate::pack::encode_record_raw(rtype, id, stored)
+    }
+
+    /// The bytes of blob `id` (a spill file), verified. Tests only:
+    /// hel reads spill through [`crate::spill::read`].
+    pub fn read_blob(store: &Store, id: &ObjectId) -> crate::Result<Vec<u8>> {
+        crate::read::of_kind(
+            store.layout_or_missing(id)?,
+            id,
+            crate::object::Kind::Blob,
+            crate::Cap::SPILL,
+        )
     }
 
     /// Every fsync and fdatasync the store has made on this thread.

@@ -50,54 +50,51 @@ struct InlineItem<'a> {
     b: Option<ObjectId>,
 }
 
-impl Store {
-    /// Call `f` with the canonical JSON bytes of every distinct message
-    /// the store holds (inline in list nodes, and message blobs), each
-    /// once. Objects are verified as they are read.
-    pub fn scan_messages(&self, f: &mut dyn FnMut(&[u8])) -> Result<()> {
-        let Some(layout) = self.layout_for_gc()? else {
-            return Ok(());
-        };
-        let mut blobs: HashSet<ObjectId> = HashSet::new();
-        for id in all_objects(layout)? {
-            let max = Cap::LIST.max + Cap::LIST.max / 128 + 4096;
-            let payload = match layout.index().locate_open(layout, &id)? {
-                Some(Found::Record { file, place, len }) => {
-                    if len > max + crate::pack::RECORD_HEADER {
-                        continue; // larger than any list node: a blob
-                    }
-                    let record = odb::read_found(&file, &place, len, &id, max)?;
-                    let stored = &record[crate::pack::RECORD_HEADER as usize..];
-                    // Skip what is not a list node from its first bytes alone.
-                    if object::peek_kind(stored) != Some(Kind::List) {
-                        continue;
-                    }
-                    object::decode(&id, &place.display_path(), stored, Cap::LIST)
-                        .map_err(|e| odb::explain_damage(e.into(), &record, &place, &id))?
-                        .1
+/// Call `f` with the canonical JSON bytes of every distinct message
+/// the store holds (inline in list nodes, and message blobs), each
+/// once. Objects are verified as they are read.
+pub fn scan_messages(store: &Store, f: &mut dyn FnMut(&[u8])) -> Result<()> {
+    let Some(layout) = store.layout_for_gc()? else {
+        return Ok(());
+    };
+    let mut blobs: HashSet<ObjectId> = HashSet::new();
+    for id in all_objects(layout)? {
+        let max = Cap::LIST.max + Cap::LIST.max / 128 + 4096;
+        let payload = match layout.index().locate_open(layout, &id)? {
+            Some(Found::Record { file, place, len }) => {
+                if len > max + crate::pack::RECORD_HEADER {
+                    continue; // larger than any list node: a blob
                 }
-                _ => match crate::read::object(layout, &id, Cap::ANY)? {
-                    (Kind::List, payload) => payload,
-                    _ => continue,
-                },
-            };
-            let raw =
-                RawNode::parse(&payload).map_err(|e| crate::list::malformed(layout, &id, e))?;
-            for (a, b) in raw.items {
-                let Ok(item) = serde_json::from_slice::<InlineItem>(&payload[a..b]) else {
+                let record = odb::read_found(&file, &place, len, &id, max)?;
+                let stored = &record[crate::pack::RECORD_HEADER as usize..];
+                // Skip what is not a list node from its first bytes alone.
+                if object::peek_kind(stored) != Some(Kind::List) {
                     continue;
-                };
-                if let Some(m) = item.m {
-                    f(m.get().as_bytes());
                 }
-                if let Some(b) = item.b {
-                    blobs.insert(b);
-                }
+                object::decode(&id, &place.display_path(), stored, Cap::LIST)
+                    .map_err(|e| odb::explain_damage(e.into(), &record, &place, &id))?
+                    .1
+            }
+            _ => match crate::read::object(layout, &id, Cap::ANY)? {
+                (Kind::List, payload) => payload,
+                _ => continue,
+            },
+        };
+        let raw = RawNode::parse(&payload).map_err(|e| crate::list::malformed(layout, &id, e))?;
+        for (a, b) in raw.items {
+            let Ok(item) = serde_json::from_slice::<InlineItem>(&payload[a..b]) else {
+                continue;
+            };
+            if let Some(m) = item.m {
+                f(m.get().as_bytes());
+            }
+            if let Some(b) = item.b {
+                blobs.insert(b);
             }
         }
-        for b in blobs {
-            f(&crate::read::of_kind(layout, &b, Kind::Blob, Cap::MESSAGE)?);
-        }
-        Ok(())
     }
+    for b in blobs {
+        f(&crate::read::of_kind(layout, &b, Kind::Blob, Cap::MESSAGE)?);
+    }
+    Ok(())
 }

@@ -138,47 +138,6 @@ struct Scan<'a> {
     report: SearchReport,
 }
 
-impl Store {
-    /// Search the conversation at every session's newest checkpoint for
-    /// messages (of `role`, when given; never the system prompt) whose text
-    /// (content, or a tool call's name and arguments) `re` matches. See the
-    /// module doc for what is read and what is reported.
-    pub fn search(&self, re: &regex::Regex, role: Option<&str>) -> Result<SearchReport> {
-        let Some(layout) = self.layout_for_gc()? else {
-            return Ok(SearchReport::default());
-        };
-        let mut scan = Scan {
-            layout,
-            re,
-            role,
-            max_messages: self.limits().max_messages,
-            nodes: HashMap::new(),
-            cached_items: 0,
-            verdicts: HashMap::new(),
-            snapshots: HashMap::new(),
-            report: SearchReport::default(),
-        };
-        for info in self.sessions()? {
-            if let Some(e) = info.broken {
-                scan.report.errors.push((info.id, e));
-                continue;
-            }
-            let Some(head) = info.head else { continue };
-            match scan.session(&head) {
-                Ok(matches) if matches.is_empty() => {}
-                Ok(matches) => scan.report.sessions.push(SessionHits {
-                    session: info.id,
-                    updated_ms: info.updated_ms,
-                    head,
-                    matches,
-                }),
-                Err(e) => scan.report.errors.push((info.id, Arc::new(e))),
-            }
-        }
-        Ok(scan.report)
-    }
-}
-
 impl Scan<'_> {
     /// The matching messages of the conversation at checkpoint `head`.
     fn session(&mut self, head: &ObjectId) -> Result<Vec<Found>> {
@@ -507,6 +466,45 @@ fn excerpt(text: &str, start: usize, end: usize) -> String {
     out.trim().to_owned()
 }
 
+/// Search the conversation at every session's newest checkpoint for
+/// messages (of `role`, when given; never the system prompt) whose text
+/// (content, or a tool call's name and arguments) `re` matches. See the
+/// module doc for what is read and what is reported.
+pub fn search(store: &Store, re: &regex::Regex, role: Option<&str>) -> Result<SearchReport> {
+    let Some(layout) = store.layout_for_gc()? else {
+        return Ok(SearchReport::default());
+    };
+    let mut scan = Scan {
+        layout,
+        re,
+        role,
+        max_messages: store.limits().max_messages,
+        nodes: HashMap::new(),
+        cached_items: 0,
+        verdicts: HashMap::new(),
+        snapshots: HashMap::new(),
+        report: SearchReport::default(),
+    };
+    for info in store.sessions()? {
+        if let Some(e) = info.broken {
+            scan.report.errors.push((info.id, e));
+            continue;
+        }
+        let Some(head) = info.head else { continue };
+        match scan.session(&head) {
+            Ok(matches) if matches.is_empty() => {}
+            Ok(matches) => scan.report.sessions.push(SessionHits {
+                session: info.id,
+                updated_ms: info.updated_ms,
+                head,
+                matches,
+            }),
+            Err(e) => scan.report.errors.push((info.id, Arc::new(e))),
+        }
+    }
+    Ok(scan.report)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -573,7 +571,7 @@ mod tests {
             &[None],
         );
         let re = regex::Regex::new("needle").unwrap();
-        let report = store.search(&re, None).unwrap();
+        let report = crate::search::search(&store, &re, None).unwrap();
         assert!(report.errors.is_empty());
         assert_eq!(report.sessions.len(), 3);
         // 4 messages in A (the fork shares them all), 1 in B: 5, each once.
@@ -594,7 +592,7 @@ mod tests {
                 .collect();
             assert_eq!(got, vec![(1, "user", c1.id), (2, "assistant", c1.id)]);
         }
-        let only_tool = store.search(&re, Some("tool")).unwrap();
+        let only_tool = crate::search::search(&store, &re, Some("tool")).unwrap();
         assert_eq!(only_tool.sessions.len(), 1);
         assert_eq!(only_tool.sessions[0].session, *b.session());
     }

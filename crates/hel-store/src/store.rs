@@ -1,6 +1,9 @@
-//! [`Store`]: the API hel uses. It ties objects, lists, snapshots, refs and
-//! locks together; each of those modules is the only one that knows its part
-//! of the format.
+//! [`Store`]: an open store and a session's life in it (open, new session,
+//! resume, load, list), tying objects, lists, snapshots, refs and locks
+//! together; each of those modules is the only one that knows its part of
+//! the format. Commits are `commit.rs`, forks `fork.rs`, delete `gc.rs`;
+//! names, spill, what hel-workspace reads and the maintenance are
+//! functions of their own modules taking a `&Store` (see the crate doc).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -11,15 +14,14 @@ use serde_json::Value;
 
 use crate::dir::Dir;
 use crate::format::STORE_DIR;
-use crate::journal::{self, CommitPayload};
-use crate::layout::{Layout, SPILL};
+use crate::journal::{self};
+use crate::layout::SPILL;
 use crate::list::{Leaf, Limits, Reader};
 use crate::lock::{self, Exclusive, SessionLease, Shared};
 use crate::object::{Cap, Kind};
 use crate::odb::Odb;
-use crate::snapshot::{Checkpoint, Record, SpillEntry, Workspace, SCHEMA_VERSION};
+use crate::snapshot::{Checkpoint, Record, SpillEntry, Workspace};
 use crate::summaries::SessionInfo;
-use crate::write::Writer;
 use crate::{heads, message, refs, time, Error, ObjectId, Result, SessionId};
 
 /// The session store of one project (its `.hel/` directory), held open:
@@ -195,39 +197,24 @@ impl Store {
     /// As [`Store::open`], loading conversations within `limits`.
     pub fn open_with(project_dir: &Path, limits: Limits) -> Result<Store> {
         let project = Dir::open_path(project_dir)?;
-        let layout = OnceLock::new();
-        if let Some(l) = crate::upgrade::open(&project)? {
-            let _ = layout.set(l);
+        let layout = crate::upgrade::open(&project)?;
+        Ok(Store::with(project, layout, limits))
+    }
+
+    /// The store of `project` open as `layout` (`None`: it has none yet).
+    pub(crate) fn with(project: Dir, layout: Option<Odb>, limits: Limits) -> Store {
+        let cell = OnceLock::new();
+        if let Some(l) = layout {
+            let _ = cell.set(l);
         }
-        Ok(Store {
+        Store {
             inner: Arc::new(Inner {
                 project,
-                layout,
+                layout: cell,
                 limits,
                 moved_warned: AtomicBool::new(false),
             }),
-        })
-    }
-
-    /// The store of `project_dir` as it is, not upgraded, for
-    /// [`Store::fsck`] of a store of an older format that [`Store::open`]
-    /// refused to upgrade (a journal with a fault, a lease held): it is
-    /// checked by its own format's rules, and nothing is written.
-    pub fn open_in_place(project_dir: &Path) -> Result<Store> {
-        let project = Dir::open_path(project_dir)?;
-        let layout = OnceLock::new();
-        if let Some(l) = Layout::open_in_place(&project)? {
-            let l = Odb::new(l);
-            let _ = layout.set(l);
         }
-        Ok(Store {
-            inner: Arc::new(Inner {
-                project,
-                layout,
-                limits: Limits::default(),
-                moved_warned: AtomicBool::new(false),
-            }),
-        })
     }
 
     /// The store's format as its `format` file says (1: none; 0: no store).
@@ -241,7 +228,7 @@ impl Store {
     }
 
     /// The store directory's path (for messages).
-    pub fn root_path(&self) -> PathBuf {
+    pub(crate) fn root_path(&self) -> PathBuf {
         self.project_path().join(STORE_DIR)
     }
 
@@ -330,7 +317,7 @@ impl Store {
         }
     }
 
-    fn layout_or_missing(&self, id: &ObjectId) -> Result<&Odb> {
+    pub(crate) fn layout_or_missing(&self, id: &ObjectId) -> Result<&Odb> {
         self.layout()?.ok_or_else(|| Error::Missing {
             id: *id,
             path: self.root_path(),
@@ -426,15 +413,6 @@ impl Store {
         })
     }
 
-    /// The path of `session`'s spill directory, as seen from the project
-    /// (conversations name spill files under it).
-    pub fn spill_dir_path(&self, session: &SessionId) -> PathBuf {
-        self.root_path()
-            .join(crate::layout::SESSIONS)
-            .join(session.as_str())
-            .join(SPILL)
-    }
-
     /// The spill directory of the lease's session, created if absent.
     pub(crate) fn spill_dir(&self, lease: &SessionLease) -> Result<Dir> {
         let layout = self.layout_create()?;
@@ -445,73 +423,6 @@ impl Store {
                 session: lease.session().to_string(),
             })?;
         dir.sub_create(SPILL, crate::layout::DIR_MODE)
-    }
-
-    /// Write a spill working copy `name` of the lease's session (a new file:
-    /// spill never changes once written).
-    pub fn write_spill(&self, lease: &SessionLease, name: &str, bytes: &[u8]) -> Result<()> {
-        use std::io::Write;
-        let dir = self.spill_dir(lease)?;
-        let mut f = dir.create_new(name, 0o600)?;
-        f.write_all(bytes).map_err(|source| Error::Io {
-            path: dir.child_path(name),
-            source,
-        })
-    }
-
-    /// The spill working copy `name` of the lease's session, if present.
-    pub fn read_spill_copy(&self, lease: &SessionLease, name: &str) -> Result<Option<Vec<u8>>> {
-        let dir = self.spill_dir(lease)?;
-        dir.read_file(name, Cap::SPILL.max)
-    }
-
-    /// Remove the session's spill working copies (`sessions/<id>/spill/`):
-    /// they are a cache of the spill blobs, re-made at resume. hel calls
-    /// this when an instance ends; what was never committed goes with it.
-    pub fn clear_spill(&self, lease: &SessionLease) -> Result<()> {
-        let Some(layout) = self.layout()? else {
-            return Ok(());
-        };
-        if let Some(dir) = layout.session_dir(lease.session())? {
-            dir.remove_tree(SPILL)?;
-        }
-        Ok(())
-    }
-
-    /// The bytes of blob `id` (a spill file), verified. Tests only
-    /// (`testing` feature): hel reads spill through [`Store::read_spill`].
-    #[cfg(feature = "testing")]
-    pub fn read_blob(&self, id: &ObjectId) -> Result<Vec<u8>> {
-        crate::read::of_kind(self.layout_or_missing(id)?, id, Kind::Blob, Cap::SPILL)
-    }
-
-    /// The bytes of the spill file `entry` names, verified, and as long as
-    /// `entry.size` says (objects-spec §2.3, `spill`).
-    pub fn read_spill(&self, entry: &SpillEntry) -> Result<Vec<u8>> {
-        spill_of_size(
-            self.layout_or_missing(&entry.blob)?,
-            &entry.blob,
-            entry.size,
-        )
-    }
-
-    /// The bytes of blob `id` used as `cap` says (a workspace file:
-    /// [`Cap::FILE`]), verified.
-    pub fn read_blob_as(&self, id: &ObjectId, cap: Cap) -> Result<Vec<u8>> {
-        crate::read::of_kind(self.layout_or_missing(id)?, id, Kind::Blob, cap)
-    }
-
-    /// The directory `.hel/workspace/` (created when absent), opened
-    /// without following links, and its path. Workspace snapshots keep
-    /// their stat cache and a restore's temporary files there.
-    pub fn workspace_dir(&self) -> Result<(std::os::fd::OwnedFd, PathBuf)> {
-        let dir = self.layout_create()?.workspace_create()?;
-        Ok((dir.dup_fd()?, dir.path().to_owned()))
-    }
-
-    /// Read and validate tree `id` (a directory of a workspace snapshot).
-    pub fn read_tree(&self, id: &ObjectId) -> Result<crate::tree::Tree> {
-        crate::read::tree(self.layout_or_missing(id)?, id)
     }
 
     /// Warn once when the project's path leads elsewhere than the
@@ -529,91 +440,6 @@ impl Store {
         if moved && !self.inner.moved_warned.swap(true, Ordering::Relaxed) {
             warnings.push(Warning::ProjectMoved(path.to_owned()));
         }
-    }
-
-    /// Fork checkpoint `at` into a new session: one new snapshot that names
-    /// `at` as its parent and reuses its message list and spill map. Returns
-    /// the new session's lease and its first checkpoint. The base is read
-    /// under the store lock the fork publishes under, so gc cannot sweep it
-    /// in between; the new session depends on the journal that holds the
-    /// base (and on what that one depends on).
-    pub fn fork(&self, at: &ObjectId) -> Result<(SessionLease, ObjectId, Vec<Warning>)> {
-        self.fork_with_cwd(at, None)
-    }
-
-    /// [`Store::fork`] made in the project directory `cwd`: the fork's
-    /// first record says `cwd` (the directory it is continued in), not the
-    /// directory `at` was saved in, so a checkpoint from before a
-    /// relocation can be forked where the session now is.
-    pub fn fork_here(
-        &self,
-        at: &ObjectId,
-        cwd: &str,
-    ) -> Result<(SessionLease, ObjectId, Vec<Warning>)> {
-        self.fork_with_cwd(at, Some(cwd))
-    }
-
-    fn fork_with_cwd(
-        &self,
-        at: &ObjectId,
-        cwd: Option<&str>,
-    ) -> Result<(SessionLease, ObjectId, Vec<Warning>)> {
-        let layout = self.layout_or_missing(at)?;
-        let lock = Shared::take(layout)?;
-        layout.index().forget_removed();
-        let base = crate::read::snapshot(layout, at)?;
-        let mut deps = BTreeSet::new();
-        if let Some(origin) = heads::read(layout, &base.session_id)? {
-            deps.extend(origin.deps());
-        }
-        if layout.index().journal(layout, &base.session_id)?.is_some() {
-            deps.insert(base.session_id.clone());
-        }
-        let lease = SessionLease::acquire(layout, &SessionId::new_random(), true)?;
-        deps.remove(lease.session());
-        let now = time::now_ms();
-        let cp = Checkpoint {
-            session_id: lease.session().clone(),
-            parents: vec![*at],
-            created_at: time::rfc3339(now),
-            created_at_ms: now,
-            summary: base.summary.clone(),
-            schema_version: SCHEMA_VERSION,
-            record: Some(Record::Fork),
-            workspace: base.workspace.clone().map(|w| Workspace {
-                restored: None,
-                ..w
-            }),
-            cwd: cwd.map_or_else(|| base.cwd.clone(), str::to_owned),
-            ..base
-        };
-        let id = {
-            let mut journal = lease.journal.lock().unwrap_or_else(|p| p.into_inner());
-            let journal = self.journal_writer(layout, &lease, &mut journal)?;
-            let mut writer = Writer::new(&lock, lease.session(), &deps);
-            let id = writer.put(Kind::Snapshot, &cp.to_payload())?;
-            let payload = CommitPayload {
-                deps: writer.deps.clone(),
-                parent: None,
-                seq: 1,
-                session: lease.session().clone(),
-                summary: cp.summary.clone(),
-                time_ms: now,
-                why: format!("fork from {at}"),
-            };
-            let (_, told) = writer.commit(journal, id, payload, || {
-                crate::refs::publish(layout, lease.session(), None, id)
-            })?;
-            (id, told)
-        };
-        let (id, told) = id;
-        // The fork is published: a name that cannot be copied is a warning.
-        let mut warnings: Vec<Warning> = told.into_iter().map(Warning::RefNotSynced).collect();
-        if let Err(e) = crate::names::copy_for_fork(layout, &base.session_id, lease.session()) {
-            warnings.push(Warning::NameNotCopied(e));
-        }
-        drop(lock);
-        Ok((lease, id, warnings))
     }
 
     /// The lease's journal writer, opened (and made known to the object
@@ -682,16 +508,6 @@ impl Store {
         Ok(out)
     }
 
-    /// The sessions whose id starts with `prefix` (lowercase hex and `-`).
-    pub fn sessions_matching(&self, prefix: &str) -> Result<Vec<SessionId>> {
-        let Some(layout) = self.layout()? else {
-            return Ok(Vec::new());
-        };
-        let mut ids = self.session_ids(layout)?;
-        ids.retain(|id| id.as_str().starts_with(prefix));
-        Ok(ids)
-    }
-
     /// Does `.hel/` hold anything under `session`'s name (a ref, a working
     /// directory, or something else in their place)?
     pub fn knows(&self, session: &SessionId) -> Result<bool> {
@@ -721,7 +537,7 @@ impl Store {
 
     /// The ids of all sessions: those with a ref and those with only a
     /// working directory (started, no checkpoint yet), sorted.
-    fn session_ids(&self, layout: &Odb) -> Result<Vec<SessionId>> {
+    pub(crate) fn session_ids(&self, layout: &Odb) -> Result<Vec<SessionId>> {
         let mut ids = heads::sessions(layout)?;
         if let Some(dir) = layout.sessions()? {
             for e in dir.entries()? {
@@ -740,15 +556,6 @@ impl Store {
 
     pub(crate) fn layout_for_gc(&self) -> Result<Option<&Odb>> {
         self.layout()
-    }
-}
-
-impl Store {
-    /// What root tree `root` flattens to, refused past the limits
-    /// ([`crate::tree::Extents::check`]): what a reader checks before it flattens a
-    /// snapshot.
-    pub fn tree_extent(&self, root: &ObjectId) -> Result<crate::tree::Extent> {
-        crate::tree::Extents::default().check(root, &mut |id| self.read_tree(id))
     }
 }
 
@@ -854,66 +661,4 @@ pub(crate) fn spill_of_size(layout: &Odb, id: &ObjectId, size: u64) -> Result<Ve
         });
     }
     Ok(bytes)
-}
-
-impl Store {
-    /// Name `session` `name` (replacing any name it had). Refused when
-    /// `name` is not a valid name ([`crate::check_name`]), when another session
-    /// holds it, or when the store does not know `session`. Checkpoints
-    /// are not touched: names live in `.hel/names` only.
-    pub fn rename(&self, session: &SessionId, name: &str) -> Result<()> {
-        crate::names::check_name(name).map_err(|e| Error::Name(Box::new(e)))?;
-        let layout = self.layout_for_gc()?.ok_or_else(|| Error::NoSuchSession {
-            session: session.to_string(),
-        })?;
-        // Shared: a delete (exclusive) cannot remove the session meanwhile.
-        let _store = Shared::take(layout)?;
-        if !self.knows(session)? {
-            return Err(Error::NoSuchSession {
-                session: session.to_string(),
-            });
-        }
-        crate::names::update(layout, |names| {
-            if let Some((holder, _)) = names.iter().find(|(_, n)| n.as_str() == name) {
-                if holder == session {
-                    return Ok(false);
-                }
-                // A session that is gone (deleted by a hel that knew no
-                // names, or a copied names file) holds nothing: its name
-                // is free, not taken by a session no listing shows.
-                if self.knows(holder)? {
-                    return Err(Error::Name(Box::new(crate::NameError::Taken {
-                        name: name.to_owned(),
-                        holder: holder.clone(),
-                    })));
-                }
-                let gone = holder.clone();
-                names.remove(&gone);
-            }
-            names.insert(session.clone(), name.to_owned());
-            Ok(true)
-        })
-    }
-
-    /// Every session's name (a session without one is absent).
-    pub fn names(&self) -> Result<BTreeMap<SessionId, String>> {
-        match self.layout_for_gc()? {
-            Some(layout) => crate::names::read(layout),
-            None => Ok(BTreeMap::new()),
-        }
-    }
-
-    /// The name of `session`, if it has one.
-    pub fn name_of(&self, session: &SessionId) -> Result<Option<String>> {
-        Ok(self.names()?.remove(session))
-    }
-
-    /// The session named `name`, if any.
-    pub fn session_named(&self, name: &str) -> Result<Option<SessionId>> {
-        Ok(self
-            .names()?
-            .into_iter()
-            .find(|(_, n)| n == name)
-            .map(|(id, _)| id))
-    }
 }
