@@ -85,7 +85,7 @@ pub struct SpillStore {
 impl SpillStore {
     /// Spill for the session of `lease` in `store`.
     pub fn for_session(store: &Store, lease: Arc<SessionLease>) -> SpillStore {
-        let dir = hel_store::spill::dir_path(&store, lease.session());
+        let dir = hel_store::spill::dir_path(store, lease.session());
         // Named relative to the project: the path a model (and bash) uses.
         let prefix = match dir.strip_prefix(store.project_path()) {
             Ok(rel) => format!("{}/", rel.display()),
@@ -150,7 +150,7 @@ impl SpillStore {
     fn write(&self, name: &str, bytes: &[u8]) -> Result<(), SpillError> {
         match &self.home {
             Home::Session { store, lease, .. } => {
-                Ok(hel_store::spill::write(&store, lease, name, bytes)?)
+                Ok(hel_store::spill::write(store, lease, name, bytes)?)
             }
             Home::Instance { dir } => std::fs::create_dir_all(dir)
                 .and_then(|_| std::fs::write(dir.join(name), bytes))
@@ -163,7 +163,7 @@ impl SpillStore {
 
     fn read_file(&self, name: &str) -> Option<Vec<u8>> {
         match &self.home {
-            Home::Session { store, lease, .. } => hel_store::spill::read_copy(&store, lease, name)
+            Home::Session { store, lease, .. } => hel_store::spill::read_copy(store, lease, name)
                 .ok()
                 .flatten(),
             Home::Instance { dir } => {
@@ -241,9 +241,7 @@ impl SpillStore {
                 let bytes = match copy {
                     Some(b) => b,
                     None => match &self.home {
-                        Home::Session { store, .. } => {
-                            hel_store::spill::read(&store, entry).ok()?
-                        }
+                        Home::Session { store, .. } => hel_store::spill::read(store, entry).ok()?,
                         Home::Instance { .. } => return None,
                     },
                 };
@@ -267,10 +265,10 @@ impl SpillStore {
             if self.read_file(name).is_some() {
                 continue;
             }
-            if let Ok(bytes) = hel_store::spill::read(&store, entry) {
+            if let Ok(bytes) = hel_store::spill::read(store, entry) {
                 // A copy that exists (even a bad one) is left: reads check
                 // copies against the blob id and fall back to the blob.
-                let _ = hel_store::spill::write(&store, lease, name, &bytes);
+                let _ = hel_store::spill::write(store, lease, name, &bytes);
             }
         }
     }

@@ -43,7 +43,7 @@ fn io(path: &Path, source: std::io::Error) -> RemoteError {
 /// it, the directory synced: [`hel_fs::Dir::replace`]). Returns its size.
 pub fn export(store: &Store, session: &SessionId, path: &Path) -> Result<u64> {
     let head = store.head(session)?;
-    let pack = hel_store::transfer::pack_between(&store, &head, None)?;
+    let pack = hel_store::transfer::pack_between(store, &head, None)?;
     let cp = store.checkpoint(&head)?;
     let manifest = RemoteRef {
         format: REF_FORMAT.into(),
@@ -128,6 +128,6 @@ pub fn import(store: &Store, path: &Path) -> Result<(SessionId, Adopted)> {
         ));
     }
     let adopted =
-        hel_store::transfer::adopt(&store, &manifest.session, &manifest.head, &[received])?;
+        hel_store::transfer::adopt(store, &manifest.session, &manifest.head, &[received])?;
     Ok((manifest.session, adopted))
 }

@@ -196,7 +196,7 @@ impl Remote {
 
     fn state(&self, store: &Store, session: &SessionId) -> Result<Option<State>> {
         Ok(
-            hel_store::transfer::remote_state(&store, &self.state_key(session))?
+            hel_store::transfer::remote_state(store, &self.state_key(session))?
                 .and_then(|b| serde_json::from_slice(&b).ok()),
         )
     }
@@ -204,7 +204,7 @@ impl Remote {
     fn set_state(&self, store: &Store, session: &SessionId, state: &State) -> Result<()> {
         let bytes = serde_json::to_vec(state).unwrap_or_default();
         Ok(hel_store::transfer::set_remote_state(
-            &store,
+            store,
             &self.state_key(session),
             &bytes,
         )?)
@@ -382,7 +382,7 @@ impl Remote {
                     e_tag,
                     version,
                     packs,
-                }) if hel_store::transfer::history_holds(&store, &head, &h)? => (
+                }) if hel_store::transfer::history_holds(store, &head, &h)? => (
                     Some(h),
                     packs,
                     PutMode::Update(UpdateVersion { e_tag, version }),
@@ -390,8 +390,8 @@ impl Remote {
                 _ => match self.read_ref(session).await? {
                     None => (None, Vec::new(), PutMode::Create),
                     Some((r, v)) => {
-                        if !hel_store::transfer::has_object(&store, &r.head)?
-                            || !hel_store::transfer::history_holds(&store, &head, &r.head)?
+                        if !hel_store::transfer::has_object(store, &r.head)?
+                            || !hel_store::transfer::history_holds(store, &head, &r.head)?
                         {
                             return Err(RemoteError::Diverged {
                                 remote: self.name.clone(),
@@ -420,12 +420,12 @@ impl Remote {
             let started = Instant::now();
             let (out, mut packs) = if packs.len() >= REF_PACKS_MAX {
                 (
-                    hel_store::transfer::pack_between(&store, &head, None)?,
+                    hel_store::transfer::pack_between(store, &head, None)?,
                     Vec::new(),
                 )
             } else {
                 (
-                    hel_store::transfer::pack_between(&store, &head, base.as_ref())?,
+                    hel_store::transfer::pack_between(store, &head, base.as_ref())?,
                     packs,
                 )
             };
@@ -539,7 +539,7 @@ impl Remote {
                 }
                 received.push(got.0);
             }
-            match hel_store::transfer::adopt(&store, session, &r.head, &received) {
+            match hel_store::transfer::adopt(store, session, &r.head, &received) {
                 Ok(a) => break (a, want.len() as u64, bytes),
                 // A pack this project had from before went with a session
                 // deleted here since: fetch them all, once.
@@ -635,7 +635,7 @@ impl Remote {
             self.store.delete(&path).await.map_err(|e| self.err(e))?;
         }
         if let Some(s) = store {
-            hel_store::transfer::remove_remote_state(&s, &self.state_key(session))?;
+            hel_store::transfer::remove_remote_state(s, &self.state_key(session))?;
         }
         Ok(existed)
     }

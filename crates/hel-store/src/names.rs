@@ -248,7 +248,7 @@ pub(crate) fn prune(
 /// holds it, or when the store does not know `session`. Checkpoints
 /// are not touched: names live in `.hel/names` only.
 pub fn rename(store: &Store, session: &SessionId, name: &str) -> Result<()> {
-    crate::names::check_name(name).map_err(|e| Error::Name(Box::new(e)))?;
+    check_name(name).map_err(|e| Error::Name(Box::new(e)))?;
     let layout = store.layout_for_gc()?.ok_or_else(|| Error::NoSuchSession {
         session: session.to_string(),
     })?;
@@ -259,7 +259,7 @@ pub fn rename(store: &Store, session: &SessionId, name: &str) -> Result<()> {
             session: session.to_string(),
         });
     }
-    crate::names::update(layout, |names| {
+    update(layout, |names| {
         if let Some((holder, _)) = names.iter().find(|(_, n)| n.as_str() == name) {
             if holder == session {
                 return Ok(false);
@@ -268,7 +268,7 @@ pub fn rename(store: &Store, session: &SessionId, name: &str) -> Result<()> {
             // names, or a copied names file) holds nothing: its name
             // is free, not taken by a session no listing shows.
             if store.knows(holder)? {
-                return Err(Error::Name(Box::new(crate::NameError::Taken {
+                return Err(Error::Name(Box::new(NameError::Taken {
                     name: name.to_owned(),
                     holder: holder.clone(),
                 })));
@@ -284,7 +284,7 @@ pub fn rename(store: &Store, session: &SessionId, name: &str) -> Result<()> {
 /// Every session's name (a session without one is absent).
 pub fn all(store: &Store) -> Result<BTreeMap<SessionId, String>> {
     match store.layout_for_gc()? {
-        Some(layout) => crate::names::read(layout),
+        Some(layout) => read(layout),
         None => Ok(BTreeMap::new()),
     }
 }
@@ -296,7 +296,7 @@ pub fn name_of(store: &Store, session: &SessionId) -> Result<Option<String>> {
 
 /// The session named `name`, if any.
 pub fn session_named(store: &Store, name: &str) -> Result<Option<SessionId>> {
-    Ok(crate::names::all(&store)?
+    Ok(all(store)?
         .into_iter()
         .find(|(_, n)| n == name)
         .map(|(id, _)| id))
@@ -378,31 +378,26 @@ mod tests {
         let store = Store::open(dir.path()).unwrap();
         let lease = store.new_session().unwrap();
         let id = lease.session().clone();
-        crate::names::rename(&store, &id, "draft").unwrap();
-        assert_eq!(
-            crate::names::session_named(&store, "draft").unwrap(),
-            Some(id.clone())
-        );
+        rename(&store, &id, "draft").unwrap();
+        assert_eq!(session_named(&store, "draft").unwrap(), Some(id.clone()));
         let other = store.new_session().unwrap();
-        let taken = crate::names::rename(&store, other.session(), "draft").unwrap_err();
+        let taken = rename(&store, other.session(), "draft").unwrap_err();
         assert!(matches!(&taken, Error::Name(e) if matches!(**e, NameError::Taken { .. })));
-        crate::names::rename(&store, other.session(), "kept").unwrap();
+        rename(&store, other.session(), "kept").unwrap();
         // Never checkpointed, then abandoned: gc removes the session and
         // forgets its name; the busy one keeps its own.
         drop(lease);
         let report = crate::gc::gc(&store, false).unwrap();
         assert_eq!(report.sessions_removed, vec![id.clone()]);
         assert_eq!(report.names_removed, 1);
-        assert_eq!(crate::names::session_named(&store, "draft").unwrap(), None);
+        assert_eq!(session_named(&store, "draft").unwrap(), None);
         assert_eq!(
-            crate::names::name_of(&store, other.session())
-                .unwrap()
-                .as_deref(),
+            name_of(&store, other.session()).unwrap().as_deref(),
             Some("kept")
         );
         let unknown: SessionId = "0c9e6f1a-1b2c-4d3e-8f40-123456789abc".parse().unwrap();
         assert!(matches!(
-            crate::names::rename(&store, &unknown, "x1"),
+            rename(&store, &unknown, "x1"),
             Err(Error::NoSuchSession { .. })
         ));
         // A name held by a session that is gone is free to take.
@@ -412,9 +407,9 @@ mod tests {
             Ok(true)
         })
         .unwrap();
-        crate::names::rename(&store, other.session(), "stale").unwrap();
+        rename(&store, other.session(), "stale").unwrap();
         assert_eq!(
-            crate::names::all(&store).unwrap(),
+            all(&store).unwrap(),
             Names::from([(other.session().clone(), "stale".to_owned())])
         );
     }

@@ -571,7 +571,7 @@ mod tests {
             &[None],
         );
         let re = regex::Regex::new("needle").unwrap();
-        let report = crate::search::search(&store, &re, None).unwrap();
+        let report = search(&store, &re, None).unwrap();
         assert!(report.errors.is_empty());
         assert_eq!(report.sessions.len(), 3);
         // 4 messages in A (the fork shares them all), 1 in B: 5, each once.
@@ -592,7 +592,7 @@ mod tests {
                 .collect();
             assert_eq!(got, vec![(1, "user", c1.id), (2, "assistant", c1.id)]);
         }
-        let only_tool = crate::search::search(&store, &re, Some("tool")).unwrap();
+        let only_tool = search(&store, &re, Some("tool")).unwrap();
         assert_eq!(only_tool.sessions.len(), 1);
         assert_eq!(only_tool.sessions[0].session, *b.session());
     }

@@ -1648,7 +1648,7 @@ fn fsck_reports_a_damaged_sidecar_and_the_next_commit_rewrites_it() {
     let jidx = journal.with_extension("jidx");
     let good = fs::read(&jidx).unwrap();
     let sidecar_notes = |store: &Store| -> Vec<String> {
-        let report = hel_store::fsck::fsck(&store).unwrap();
+        let report = hel_store::fsck::fsck(store).unwrap();
         assert!(report.is_sound(), "{:?}", report.faults);
         report
             .notes

@@ -228,7 +228,7 @@ pub fn apply(
     store: &Store,
     changes: &[Change],
 ) -> Result<Applied, RestoreError> {
-    let (ws, ws_path) = hel_store::workspace::dir(&store).map_err(RestoreError::Workspace)?;
+    let (ws, ws_path) = hel_store::workspace::dir(store).map_err(RestoreError::Workspace)?;
     let tmp_path = ws_path.join("tmp");
     let tmp = open_tmp(&ws).map_err(|source| RestoreError::Temp {
         path: tmp_path.clone(),
@@ -266,7 +266,7 @@ pub fn apply(
         }
         let path = &changes[i].path;
         let bytes =
-            hel_store::workspace::read_blob(&store, &target.id, Cap::FILE).map_err(|source| {
+            hel_store::workspace::read_blob(store, &target.id, Cap::FILE).map_err(|source| {
                 RestoreError::Blob {
                     path: show(path),
                     source,

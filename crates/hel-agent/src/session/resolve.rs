@@ -112,7 +112,7 @@ pub fn check_session_arg(spec: &str) -> Result<(), SessionError> {
 pub fn resolve(store: &Store, project: &Path, spec: &str) -> Result<SessionId, SessionError> {
     check_session_arg(spec)?;
     if hel_store::looks_like_name(spec) {
-        return match hel_store::names::session_named(&store, spec)? {
+        return match hel_store::names::session_named(store, spec)? {
             Some(id) => Ok(id),
             None => Err(SessionError::NoMatch {
                 spec: spec.to_owned(),
@@ -128,7 +128,7 @@ pub fn resolve(store: &Store, project: &Path, spec: &str) -> Result<SessionId, S
             return Ok(id);
         }
     }
-    let mut matches = hel_store::names::sessions_matching(&store, &spec)?;
+    let mut matches = hel_store::names::sessions_matching(store, &spec)?;
     match matches.len() {
         1 => Ok(matches.remove(0)),
         0 => {

@@ -28,7 +28,7 @@ fn last_idle(store: &Store) -> Result<SessionId, Exit> {
 /// The checkpoint `at` names in `session`'s history, or its newest record
 /// with a snapshot of the files.
 fn checkpoint_of(store: &Store, session: &SessionId, at: Option<&str>) -> Result<ObjectId, Exit> {
-    let log = hel_store::log::log(&store, session)?;
+    let log = hel_store::log::log(store, session)?;
     match at {
         Some(spec) => Ok(resolve_checkpoint(&log, spec)?),
         None => log
@@ -372,7 +372,7 @@ impl Side<'_> {
         }
         match self {
             Side::Store(store) => Ok(Some(hel_store::workspace::read_blob(
-                &store,
+                store,
                 &item.id,
                 Cap::FILE,
             )?)),
