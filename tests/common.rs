@@ -270,7 +270,7 @@ pub fn spill_bytes(p: &Project, session: &str) -> Vec<u8> {
     let head = store.head(&session.parse().unwrap()).unwrap();
     let cp = store.checkpoint(&head).unwrap();
     let entry = cp.spill.values().next().expect("a spill file");
-    store.read_blob(&entry.blob).unwrap()
+    hel_store::testing::read_blob(&store, &entry.blob).unwrap()
 }
 
 /// The outcome of a run measured with `wait4(2)`.

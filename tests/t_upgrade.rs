@@ -138,7 +138,7 @@ fn holds_everything(p: &Project, m: &Value) {
             .is_dir()
     );
     let store = Store::open(&p.path()).unwrap();
-    let names = store.names().unwrap();
+    let names = hel_store::names::all(&store).unwrap();
     for s in sessions {
         let id = s["id"].as_str().unwrap();
         let l = listed[id];
@@ -201,7 +201,7 @@ fn record_whole(store: &Store, r: &Value) {
         .collect();
     assert_eq!(spill, want, "{id}: spill");
     for e in loaded.checkpoint.spill.values() {
-        let bytes = store.read_blob(&e.blob).unwrap();
+        let bytes = hel_store::testing::read_blob(store, &e.blob).unwrap();
         assert_eq!(
             (hel_store::blob_id(&bytes), bytes.len() as u64),
             (e.blob, e.size)
@@ -220,11 +220,11 @@ fn record_whole(store: &Store, r: &Value) {
         while let Some(t) = trees.pop() {
             read += 1;
             assert!(read < 10_000, "the fixture's trees are small");
-            for e in store.read_tree(&t).unwrap().entries {
+            for e in hel_store::workspace::read_tree(store, &t).unwrap().entries {
                 match e.kind {
                     EntryKind::Dir => trees.push(e.id),
                     EntryKind::File | EntryKind::Symlink => {
-                        let bytes = store.read_blob(&e.id).unwrap();
+                        let bytes = hel_store::testing::read_blob(store, &e.id).unwrap();
                         assert_eq!(hel_store::blob_id(&bytes), e.id);
                     }
                     _ => {}

@@ -85,7 +85,7 @@ pub struct SpillStore {
 impl SpillStore {
     /// Spill for the session of `lease` in `store`.
     pub fn for_session(store: &Store, lease: Arc<SessionLease>) -> SpillStore {
-        let dir = store.spill_dir_path(lease.session());
+        let dir = hel_store::spill::dir_path(store, lease.session());
         // Named relative to the project: the path a model (and bash) uses.
         let prefix = match dir.strip_prefix(store.project_path()) {
             Ok(rel) => format!("{}/", rel.display()),
@@ -149,7 +149,9 @@ impl SpillStore {
 
     fn write(&self, name: &str, bytes: &[u8]) -> Result<(), SpillError> {
         match &self.home {
-            Home::Session { store, lease, .. } => Ok(store.write_spill(lease, name, bytes)?),
+            Home::Session { store, lease, .. } => {
+                Ok(hel_store::spill::write(store, lease, name, bytes)?)
+            }
             Home::Instance { dir } => std::fs::create_dir_all(dir)
                 .and_then(|_| std::fs::write(dir.join(name), bytes))
                 .map_err(|source| SpillError::Io {
@@ -161,7 +163,9 @@ impl SpillStore {
 
     fn read_file(&self, name: &str) -> Option<Vec<u8>> {
         match &self.home {
-            Home::Session { store, lease, .. } => store.read_spill_copy(lease, name).ok().flatten(),
+            Home::Session { store, lease, .. } => hel_store::spill::read_copy(store, lease, name)
+                .ok()
+                .flatten(),
             Home::Instance { dir } => {
                 let (fd, _) = hel_fs::at::open_regular(rustix::fs::CWD, dir.join(name).as_path())
                     .ok()
@@ -237,7 +241,7 @@ impl SpillStore {
                 let bytes = match copy {
                     Some(b) => b,
                     None => match &self.home {
-                        Home::Session { store, .. } => store.read_spill(entry).ok()?,
+                        Home::Session { store, .. } => hel_store::spill::read(store, entry).ok()?,
                         Home::Instance { .. } => return None,
                     },
                 };
@@ -261,10 +265,10 @@ impl SpillStore {
             if self.read_file(name).is_some() {
                 continue;
             }
-            if let Ok(bytes) = store.read_spill(entry) {
+            if let Ok(bytes) = hel_store::spill::read(store, entry) {
                 // A copy that exists (even a bad one) is left: reads check
                 // copies against the blob id and fall back to the blob.
-                let _ = store.write_spill(lease, name, &bytes);
+                let _ = hel_store::spill::write(store, lease, name, &bytes);
             }
         }
     }

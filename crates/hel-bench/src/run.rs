@@ -175,7 +175,7 @@ pub struct Row {
     pub delete_half_ms: Option<f64>,
     pub delete_half_sessions: Option<usize>,
     pub delete_half_reclaimed_bytes: Option<u64>,
-    /// many: the full collection after the deletes (hel-store `Store::gc`, SQLite `VACUUM`).
+    /// many: the full collection after the deletes (hel-store `gc::gc`, SQLite `VACUUM`).
     pub gc_ms: Option<f64>,
     pub gc_reclaimed_bytes: Option<u64>,
     /// many: allocated bytes after the deletes and the gc.
@@ -513,10 +513,16 @@ fn grow(cfg: &Config, kind: &str, n: usize) -> Row {
     if kind == "hel-store" && Some(&n) == cfg.grow.last() {
         let store = hel_store::Store::open_with(&dir, stores::no_limits()).expect("open store");
         let t = Instant::now();
-        let report = store.fsck().expect("fsck");
+        let report = hel_store::fsck::fsck(&store).expect("fsck");
         assert!(report.is_sound(), "{:?}", report.faults);
         row.fsck_ms = Some(ms(t.elapsed()));
-        row.fsck_baseline_ms = Some(packs::pass(&store.root_path(), Pass::Verify).ms);
+        row.fsck_baseline_ms = Some(
+            packs::pass(
+                &store.project_path().join(hel_store::STORE_DIR),
+                Pass::Verify,
+            )
+            .ms,
+        );
     }
     drop(store);
     let _ = fs::remove_dir_all(&dir);

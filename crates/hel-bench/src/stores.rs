@@ -112,9 +112,7 @@ impl BenchStore for HelStore {
         let (lease, state, last) = self.sessions[s].as_mut().expect("live session");
         let mut new_spill = Vec::new();
         if let Some((name, bytes)) = spill {
-            self.store
-                .write_spill(lease, name, bytes)
-                .expect("spill file");
+            hel_store::spill::write(&self.store, lease, name, bytes).expect("spill file");
             new_spill.push((
                 format!(".hel/sessions/{}/spill/{name}", lease.session()),
                 name.clone(),
@@ -188,7 +186,7 @@ impl BenchStore for HelStore {
 
     fn gc(&mut self) -> Option<Duration> {
         let t = Instant::now();
-        self.store.gc(false).expect("gc");
+        hel_store::gc::gc(&self.store, false).expect("gc");
         Some(t.elapsed())
     }
 
@@ -196,13 +194,12 @@ impl BenchStore for HelStore {
         let store = Store::open_with(&self.project, no_limits()).expect("open store");
         let finder = memchr::memmem::Finder::new(needle.as_bytes());
         let mut found = 0;
-        store
-            .scan_messages(&mut |m| {
-                if finder.find(m).is_some() {
-                    found += 1;
-                }
-            })
-            .expect("scan");
+        hel_store::scan::scan_messages(&store, &mut |m| {
+            if finder.find(m).is_some() {
+                found += 1;
+            }
+        })
+        .expect("scan");
         found
     }
 
@@ -220,7 +217,7 @@ impl BenchStore for HelStore {
     /// its descriptor, for the life of the `Store`).
     fn end(&mut self, s: usize) {
         if let Some((lease, _, _)) = self.sessions[s].take() {
-            self.store.clear_spill(&lease).expect("clear spill");
+            hel_store::spill::clear(&self.store, &lease).expect("clear spill");
         }
         self.store = Store::open_with(&self.project, no_limits()).expect("open store");
     }
@@ -229,7 +226,7 @@ impl BenchStore for HelStore {
         // As hel does when an instance ends: spill working copies are a
         // cache of the committed blobs.
         for (lease, _, _) in self.sessions.iter().flatten() {
-            self.store.clear_spill(lease).expect("clear spill");
+            hel_store::spill::clear(&self.store, lease).expect("clear spill");
         }
     }
 }
@@ -812,7 +809,7 @@ pub fn resume(args: &[String]) -> Result<Vec<Value>, String> {
                 Store::open_with(Path::new(project), no_limits()).map_err(|e| e.to_string())?;
             let session: SessionId = session
                 .parse()
-                .map_err(|e: hel_store::Error| e.to_string())?;
+                .map_err(|e: hel_store::BadSessionId| e.to_string())?;
             let head = store.head(&session).map_err(|e| e.to_string())?;
             Ok(store.load(&head).map_err(|e| e.to_string())?.messages)
         }

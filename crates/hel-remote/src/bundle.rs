@@ -43,7 +43,7 @@ fn io(path: &Path, source: std::io::Error) -> RemoteError {
 /// it, the directory synced: [`hel_fs::Dir::replace`]). Returns its size.
 pub fn export(store: &Store, session: &SessionId, path: &Path) -> Result<u64> {
     let head = store.head(session)?;
-    let pack = store.pack_between(&head, None)?;
+    let pack = hel_store::transfer::pack_between(store, &head, None)?;
     let cp = store.checkpoint(&head)?;
     let manifest = RemoteRef {
         format: REF_FORMAT.into(),
@@ -120,13 +120,14 @@ pub fn import(store: &Store, path: &Path) -> Result<(SessionId, Adopted)> {
     }
     let pack = &bytes[16 + mlen..];
     // Every record first: a tampered object is named by id and offset.
-    let received = store.receive_pack(pack, path)?;
+    let received = hel_store::transfer::receive_pack(pack, path)?;
     if blake3::hash(pack).to_hex().as_str() != manifest.packs[0] {
         return Err(bad(
             path,
             "its pack does not hash to what its manifest says (tampered or truncated)",
         ));
     }
-    let adopted = store.adopt(&manifest.session, &manifest.head, &[received])?;
+    let adopted =
+        hel_store::transfer::adopt(store, &manifest.session, &manifest.head, &[received])?;
     Ok((manifest.session, adopted))
 }

@@ -195,14 +195,19 @@ impl Remote {
     }
 
     fn state(&self, store: &Store, session: &SessionId) -> Result<Option<State>> {
-        Ok(store
-            .remote_state(&self.state_key(session))?
-            .and_then(|b| serde_json::from_slice(&b).ok()))
+        Ok(
+            hel_store::transfer::remote_state(store, &self.state_key(session))?
+                .and_then(|b| serde_json::from_slice(&b).ok()),
+        )
     }
 
     fn set_state(&self, store: &Store, session: &SessionId, state: &State) -> Result<()> {
         let bytes = serde_json::to_vec(state).unwrap_or_default();
-        Ok(store.set_remote_state(&self.state_key(session), &bytes)?)
+        Ok(hel_store::transfer::set_remote_state(
+            store,
+            &self.state_key(session),
+            &bytes,
+        )?)
     }
 
     /// GET `rel` whole, refusing more than `max` bytes (checked against the
@@ -377,7 +382,7 @@ impl Remote {
                     e_tag,
                     version,
                     packs,
-                }) if store.history_holds(&head, &h)? => (
+                }) if hel_store::transfer::history_holds(store, &head, &h)? => (
                     Some(h),
                     packs,
                     PutMode::Update(UpdateVersion { e_tag, version }),
@@ -385,7 +390,9 @@ impl Remote {
                 _ => match self.read_ref(session).await? {
                     None => (None, Vec::new(), PutMode::Create),
                     Some((r, v)) => {
-                        if !store.has_object(&r.head)? || !store.history_holds(&head, &r.head)? {
+                        if !hel_store::transfer::has_object(store, &r.head)?
+                            || !hel_store::transfer::history_holds(store, &head, &r.head)?
+                        {
                             return Err(RemoteError::Diverged {
                                 remote: self.name.clone(),
                                 session: session.to_string(),
@@ -412,9 +419,15 @@ impl Remote {
             }
             let started = Instant::now();
             let (out, mut packs) = if packs.len() >= REF_PACKS_MAX {
-                (store.pack_between(&head, None)?, Vec::new())
+                (
+                    hel_store::transfer::pack_between(store, &head, None)?,
+                    Vec::new(),
+                )
             } else {
-                (store.pack_between(&head, base.as_ref())?, packs)
+                (
+                    hel_store::transfer::pack_between(store, &head, base.as_ref())?,
+                    packs,
+                )
             };
             let bytes = out.bytes.len() as u64;
             if out.objects > 0 {
@@ -494,7 +507,7 @@ impl Remote {
         ))
     }
 
-    /// Pull `session` (see [`Store::adopt`] for what moves).
+    /// Pull `session` (see [`hel_store::transfer::adopt`] for what moves).
     pub async fn pull(&self, store: &Store, session: &SessionId) -> Result<Pulled> {
         let Some((r, v)) = self.read_ref(session).await? else {
             return Err(RemoteError::NoRemoteSession {
@@ -516,7 +529,7 @@ impl Remote {
                 .filter(|p| attempt > 0 || !have.contains(p))
                 .collect();
             for p in &want {
-                let got = self.fetch_pack(store, p).await?;
+                let got = self.fetch_pack(p).await?;
                 bytes += got.1;
                 if bytes > PULL_MAX {
                     return Err(self.hostile(
@@ -526,7 +539,7 @@ impl Remote {
                 }
                 received.push(got.0);
             }
-            match store.adopt(session, &r.head, &received) {
+            match hel_store::transfer::adopt(store, session, &r.head, &received) {
                 Ok(a) => break (a, want.len() as u64, bytes),
                 // A pack this project had from before went with a session
                 // deleted here since: fetch them all, once.
@@ -555,7 +568,7 @@ impl Remote {
         })
     }
 
-    async fn fetch_pack(&self, store: &Store, name: &str) -> Result<(Received, u64)> {
+    async fn fetch_pack(&self, name: &str) -> Result<(Received, u64)> {
         let rel = format!("packs/{name}");
         let Some((bytes, _)) = self.get_bounded(&rel, PACK_MAX).await? else {
             return Err(self.hostile(&rel, "the ref names this pack, which is missing"));
@@ -565,7 +578,7 @@ impl Remote {
             return Err(self.hostile(&rel, "its bytes do not hash to its name"));
         }
         let source = PathBuf::from(format!("remote {}: {rel}", self.name));
-        let received = store.receive_pack(&bytes, &source)?;
+        let received = hel_store::transfer::receive_pack(&bytes, &source)?;
         Ok((received, bytes.len() as u64))
     }
 
@@ -622,7 +635,7 @@ impl Remote {
             self.store.delete(&path).await.map_err(|e| self.err(e))?;
         }
         if let Some(s) = store {
-            s.remove_remote_state(&self.state_key(session))?;
+            hel_store::transfer::remove_remote_state(s, &self.state_key(session))?;
         }
         Ok(existed)
     }

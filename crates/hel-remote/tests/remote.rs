@@ -225,7 +225,7 @@ fn round_trip_fast_forward_and_constant_requests() {
     let pulled = rt.block_on(remote.pull(&b, &s)).unwrap();
     assert_eq!(pulled.adopted, Adopted::New);
     assert_eq!(b.head(&s).unwrap(), a.head(&s).unwrap());
-    assert!(b.fsck().unwrap().is_sound());
+    assert!(hel_store::fsck::fsck(&b).unwrap().is_sound());
     counts.take();
     // B continues and pushes back: one pack and one ref, nothing else.
     let (_, h2) = exchange(&b, Some(&s), "from b");
@@ -240,7 +240,7 @@ fn round_trip_fast_forward_and_constant_requests() {
     assert_eq!(pulled.packs, 1);
     assert_eq!(counts.take(), [0, 2, 0, 0, 0], "incremental pull");
     assert_eq!(a.head(&s).unwrap(), h2);
-    assert!(a.fsck().unwrap().is_sound());
+    assert!(hel_store::fsck::fsck(&a).unwrap().is_sound());
     // Nothing new: a push sends nothing at all.
     assert_eq!(
         rt.block_on(remote.push(&a, &s)).unwrap(),
@@ -285,8 +285,8 @@ fn divergence_refuses_one_and_pull_forks() {
     // Nothing lost: A's line is untouched, B's is the fork's history.
     assert_eq!(a.head(&s).unwrap(), ha);
     assert_eq!(a.head(&f).unwrap(), head);
-    assert!(a.history_holds(&head, &hb).unwrap());
-    assert!(a.fsck().unwrap().is_sound());
+    assert!(hel_store::transfer::history_holds(&a, &head, &hb).unwrap());
+    assert!(hel_store::fsck::fsck(&a).unwrap().is_sound());
     // The fork pushes as a session of its own.
     rt.block_on(remote.push(&a, &f)).unwrap();
     assert_eq!(rt.block_on(remote.sessions()).unwrap().len(), 2);
@@ -516,7 +516,7 @@ fn remote_gc_takes_orphans_in_two_runs_and_never_what_a_ref_names() {
     // Everything a ref names is there: a fresh pull is sound.
     let (_b_dir, b) = project();
     rt.block_on(remote.pull(&b, &s)).unwrap();
-    assert!(b.fsck().unwrap().is_sound());
+    assert!(hel_store::fsck::fsck(&b).unwrap().is_sound());
     // A deleted session's packs go the same way.
     assert!(rt.block_on(remote.delete_session(Some(&a), &s)).unwrap());
     rt.block_on(remote.gc(grace, false)).unwrap();
@@ -665,5 +665,5 @@ fn a_push_after_the_remote_ref_was_deleted_elsewhere_starts_it_again() {
     assert_eq!((r.head, r.packs.len()), (h, 1));
     let (_b_dir, b) = project();
     rt.block_on(remote.pull(&b, &s)).unwrap();
-    assert!(b.fsck().unwrap().is_sound());
+    assert!(hel_store::fsck::fsck(&b).unwrap().is_sound());
 }

@@ -7,13 +7,14 @@
 use std::sync::MutexGuard;
 
 use crate::journal::{self, CommitPayload};
-use crate::layout::Layout;
 use crate::list::{Item, Leaf, Node, INLINE_MAX, NODE_INLINE_BUDGET};
 use crate::lock::{SessionLease, Shared};
-use crate::object::{self, Cap, Kind, Writer};
+use crate::object::{self, Cap, Kind};
+use crate::odb::Odb;
 use crate::snapshot::{Checkpoint, MessagesRef, Record, SpillEntry, Summary, SCHEMA_VERSION};
 use crate::store::{clip, CommitInput, Committed, SessionState, Store, Warning};
 use crate::tree::{self, Tree};
+use crate::write::Writer;
 use crate::{canonical, heads, message, time, Error, ObjectId, Result};
 
 /// New objects kept in memory before they are appended to the journal
@@ -56,12 +57,12 @@ pub struct Txn<'a> {
     store: &'a Store,
     lease: &'a SessionLease,
     state: &'a mut SessionState,
-    layout: &'a Layout,
+    layout: &'a Odb,
     journal: MutexGuard<'a, Option<journal::Writer>>,
     writer: Writer<'a>,
     warnings: Vec<Warning>,
     // Last: the lock outlives everything written under it.
-    _lock: Shared<'a>,
+    _lock: Shared<'a, Odb>,
 }
 
 impl Drop for Txn<'_> {
@@ -75,6 +76,17 @@ impl Drop for Txn<'_> {
 }
 
 impl Store {
+    /// Commit a checkpoint of the lease's session and move its ref: a
+    /// [`Store::begin`] with nothing else written, then [`crate::Txn::commit`].
+    pub fn commit(
+        &self,
+        lease: &SessionLease,
+        state: &mut SessionState,
+        input: CommitInput<'_>,
+    ) -> Result<Committed> {
+        self.begin(lease, state)?.commit(input)
+    }
+
     /// Begin a commit on the lease's session, whose last checkpoint is what
     /// `state` says. Objects written through the [`Txn`] become durable and
     /// published only by [`Txn::commit`]; until then gc waits.
@@ -93,7 +105,7 @@ impl Store {
         self.check_project(&mut warnings);
         let layout = self.layout_create()?;
         let lock = Shared::take(layout)?;
-        layout.odb().forget_removed();
+        layout.index().forget_removed();
         let mut journal = lease.journal.lock().unwrap_or_else(|p| p.into_inner());
         self.journal_writer(layout, lease, &mut journal)?
             .discard_staged();
@@ -471,7 +483,7 @@ impl Txn<'_> {
                 record.name()
             ))
         })?;
-        let base = crate::snapshot::read(self.layout, &head)?;
+        let base = crate::read::snapshot(self.layout, &head)?;
         let now = time::now_ms();
         let mut cp = Checkpoint {
             schema_version: SCHEMA_VERSION,
@@ -498,20 +510,10 @@ impl Txn<'_> {
 /// `Ok(Some(e))`: moved, its directory not synced). Every store written is
 /// format 3: an open upgrades an older one first.
 pub(crate) fn move_ref(
-    layout: &Layout,
+    layout: &Odb,
     session: &crate::SessionId,
     expected: Option<ObjectId>,
     new: ObjectId,
 ) -> Result<Option<Error>> {
     crate::refs::publish(layout, session, expected, new)
-}
-
-/// Read and validate tree `id`.
-pub(crate) fn read_tree(layout: &Layout, id: &ObjectId) -> Result<Tree> {
-    let payload = object::read_kind(layout, id, Kind::Tree, Cap::TREE)?;
-    Tree::parse(&payload).map_err(|reason| Error::Corrupt {
-        id: *id,
-        path: layout.object_path(id),
-        reason: format!("malformed tree: {reason}"),
-    })
 }

@@ -1,8 +1,9 @@
 use std::path::PathBuf;
 
+use crate::format::{FORMAT_VERSION, REF_MAX};
+use crate::id::BadSessionId;
 use crate::message::{MessageError, PairingError};
-use crate::refs::RefError;
-use crate::ObjectId;
+use crate::{ObjectId, SessionId};
 
 /// Every way a store operation can fail. Variants that concern an object
 /// carry its id and the path it lives at, so a user can be told exactly what
@@ -84,8 +85,8 @@ pub enum Error {
         expected: String,
         found: String,
     },
-    #[error("{0:?} is not a session id (expected a lowercase UUID such as 0c9e6f1a-1b2c-4d3e-8f40-123456789abc)")]
-    BadSessionId(String),
+    #[error(transparent)]
+    BadSessionId(#[from] BadSessionId),
     #[error("object {id} at {path} holds an invalid message (item {index}): {reason}")]
     BadMessage {
         id: ObjectId,
@@ -166,12 +167,108 @@ pub enum Error {
         supported: u64,
     },
     #[error(transparent)]
-    Name(Box<crate::names::NameError>),
+    Name(Box<NameError>),
     /// A store of an older format that could not be upgraded now.
     #[error(transparent)]
-    Upgrade(Box<crate::upgrade::UpgradeError>),
+    Upgrade(Box<UpgradeError>),
     #[error("internal error: {0} (nothing was saved; please report this)")]
     Internal(String),
+}
+
+/// Why a session's ref is refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RefError {
+    #[error("not text")]
+    NotText,
+    #[error("no trailing newline")]
+    NoNewline,
+    #[error("not a 64-digit hex object id")]
+    NotAnId,
+    /// The file holds more than a ref can.
+    #[error("{size} bytes, a ref holds {REF_MAX}")]
+    TooLarge { size: u64 },
+    /// It names a checkpoint that another session made (fsck). The id is
+    /// boxed so that [`Error`] stays as small as it was.
+    #[error("names checkpoint {checkpoint} of session {owner}")]
+    OtherSession {
+        checkpoint: Box<ObjectId>,
+        owner: SessionId,
+    },
+}
+
+/// Why a name or the names file was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum NameError {
+    #[error("{name:?} is not a session name: {reason} (names are 1-64 letters, digits, '.', '_' or '-', with at least one character that is not a hex digit or '-')")]
+    Invalid { name: String, reason: &'static str },
+    #[error("the name {name:?} is taken by session {holder} (`hel sessions` lists names)")]
+    Taken { name: String, holder: SessionId },
+    #[error(
+        "{path} line {line} is malformed: {reason} (fix or remove the file; `hel fsck` checks it)"
+    )]
+    Malformed {
+        path: PathBuf,
+        line: usize,
+        reason: &'static str,
+    },
+}
+
+/// Why a store of an older format was not upgraded (it is left as it was:
+/// a hel of its format still reads all of it).
+#[derive(Debug, thiserror::Error)]
+pub enum UpgradeError {
+    #[error("{} is a store of format {found}: this hel upgrades it to format {} before using it, which it cannot do while session {session} is in use{}; end the hel working on it (an older hel), then run this command again", store.display(), FORMAT_VERSION, holder.as_ref().map(|h| format!(" ({h})")).unwrap_or_default())]
+    Busy {
+        store: PathBuf,
+        found: u64,
+        session: SessionId,
+        /// Who holds the lease, as its file says.
+        holder: Option<String>,
+    },
+    #[error("cannot upgrade {} from store format {found} to {}: {source}; the store is left as format {found}, which a hel of that format still reads", store.display(), FORMAT_VERSION)]
+    Failed {
+        store: PathBuf,
+        found: u64,
+        #[source]
+        source: Error,
+    },
+}
+
+impl From<hel_object::object::ObjectError> for Error {
+    fn from(e: hel_object::object::ObjectError) -> Error {
+        use hel_object::object::ObjectError as O;
+        match e {
+            O::Corrupt { id, path, reason } => Error::Corrupt { id, path, reason },
+            O::TooLarge {
+                id,
+                path,
+                size,
+                max,
+                what,
+            } => Error::TooLarge {
+                id,
+                path,
+                size,
+                max,
+                what,
+            },
+            O::UnknownKind { id, path, kind } => Error::UnknownKind { id, path, kind },
+            O::Compress { id, source } => Error::Io {
+                path: PathBuf::from(format!("(compressing object {id})")),
+                source,
+            },
+        }
+    }
+}
+
+impl From<hel_object::tree::TreeTooLarge> for Error {
+    fn from(e: hel_object::tree::TreeTooLarge) -> Error {
+        Error::TreeTooLarge {
+            tree: e.tree,
+            what: e.what,
+            limit: e.limit,
+        }
+    }
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -15,8 +15,9 @@ use std::path::PathBuf;
 use crate::dir::Kind as EntryKind;
 use crate::gc::{mark, object_files, roots};
 use crate::journal;
-use crate::layout::{Layout, LEASE, SPILL};
+use crate::layout::{LEASE, SPILL};
 use crate::object::{self, Cap, Kind};
+use crate::odb::Odb;
 use crate::pack::{self, FileKind, RecordType, FILE_HEADER, RECORD_HEADER};
 use crate::{heads, list, refs, Error, ObjectId, Result, SessionId, Store};
 
@@ -65,281 +66,9 @@ impl FsckReport {
     }
 }
 
-impl Store {
-    /// Check the whole store (see the module doc for what "sound" means).
-    pub fn fsck(&self) -> Result<FsckReport> {
-        let mut report = FsckReport::default();
-        let Some(layout) = self.layout_for_gc()? else {
-            return Ok(report);
-        };
-        let mut faults: Vec<Fault> = Vec::new();
-        // 0. The store's own directories are directories.
-        for check in [
-            layout.objects().map(|_| ()),
-            layout.refs().map(|_| ()),
-            layout.logs().map(|_| ()),
-            layout.sessions().map(|_| ()),
-            layout.tmp().map(|_| ()),
-            layout.packs().map(|_| ()),
-            layout.journals().map(|_| ()),
-        ] {
-            if let Err(e) = check {
-                faults.push(Fault::Broken(e));
-            }
-        }
-        if !faults.is_empty() {
-            // Nothing further can be read safely.
-            report.faults = faults;
-            return Ok(report);
-        }
-        // 1. Every object file, and nothing else under objects/.
-        let files = object_files(layout)?;
-        for (path, what) in files.strays {
-            faults.push(Fault::Stray { path, what });
-        }
-        let mut present: HashSet<ObjectId> = HashSet::new();
-        let mut broken: HashSet<ObjectId> = HashSet::new();
-        let stub = crate::layout::stub_object();
-        for (id, _, _) in &files.objects {
-            if *id == stub {
-                // Store machinery for older readers (objects-spec §12.6).
-                continue;
-            }
-            report.objects += 1;
-            let path = layout.loose_path(id);
-            report.bytes += std::fs::symlink_metadata(&path).map_or(0, |m| m.len());
-            present.insert(*id);
-            if let Err(e) = object::read_loose(layout, id, Cap::ANY) {
-                faults.push(Fault::Broken(e));
-                broken.insert(*id);
-            }
-        }
-        // Sealed packs and journals: every record, and the indexes.
-        packs_faults(layout, &mut report, &mut faults, &mut present, &mut broken)?;
-        // 2. Refs, and everything they reach.
-        let mut record = |e: Error| -> Result<()> {
-            faults.push(Fault::Broken(e));
-            Ok(())
-        };
-        let heads = roots(layout, &mut record)?;
-        // A ref whose snapshot does not read is named as such (the walk
-        // below would only name the object).
-        let mut unreadable: HashSet<ObjectId> = HashSet::new();
-        for (session, head) in &heads {
-            if let Err(e) = crate::snapshot::read(layout, head) {
-                unreadable.insert(*head);
-                faults.push(Fault::Broken(Error::RefUnloadable {
-                    path: layout.ref_path(session.as_str()),
-                    checkpoint: *head,
-                    source: Box::new(e),
-                }));
-            }
-        }
-        let mut record = |e: Error| -> Result<()> {
-            // Objects that failed verification were reported above.
-            let known = match &e {
-                Error::Corrupt { id, .. } | Error::UnknownKind { id, .. } => {
-                    broken.contains(id) || unreadable.contains(id)
-                }
-                Error::Missing { id, .. } | Error::NewerSchema { id, .. } => {
-                    unreadable.contains(id)
-                }
-                _ => false,
-            };
-            if !known {
-                faults.push(Fault::Broken(e));
-            }
-            Ok(())
-        };
-        report.refs = heads.len() as u64;
-        let root_ids: Vec<ObjectId> = heads.iter().map(|(_, h)| *h).collect();
-        let marked = mark(layout, &root_ids, &mut record)?;
-        // Every snapshot's files flatten within what readers take, so that
-        // a store called sound can always be diffed and restored.
-        let extents = crate::tree::check_roots(layout, &marked.workspace_roots, &mut record)?;
-        // A record cannot have failed to record more paths than its tree
-        // lists as not tracked (objects-spec §13.2, `not_tracked`).
-        for (snapshot, tree, says) in &marked.not_tracked {
-            if let Some(extent) = extents.known(tree) {
-                if *says > extent.not_tracked {
-                    faults.push(Fault::Broken(Error::Corrupt {
-                        id: *snapshot,
-                        path: layout.object_path(snapshot),
-                        reason: format!(
-                            "malformed snapshot: workspace.not_tracked is {says}, its tree has {} not-tracked entries",
-                            extent.not_tracked
-                        ),
-                    }));
-                }
-            }
-        }
-        for id in &marked.reachable {
-            if !present.contains(id) && !unreadable.contains(id) {
-                faults.push(Fault::Broken(Error::Missing {
-                    id: *id,
-                    path: layout.object_path(id),
-                }));
-            }
-        }
-        // 3. Messages and JSON blobs, each once.
-        let mut blobs_to_check: HashSet<ObjectId> = marked.message_blobs.clone();
-        for node in marked.shapes.nodes.keys() {
-            match list::validate_node_messages(layout, node) {
-                Ok(blobs) => blobs_to_check.extend(blobs),
-                Err(e) => faults.push(Fault::Broken(e)),
-            }
-        }
-        for b in &blobs_to_check {
-            if present.contains(b) && !broken.contains(b) {
-                if let Err(e) = list::validate_blob_message(layout, b) {
-                    faults.push(Fault::Broken(e));
-                }
-            }
-        }
-        for (blob, cap) in &marked.json_blobs {
-            if !present.contains(blob) || broken.contains(blob) {
-                continue;
-            }
-            let parsed = object::read_kind(layout, blob, Kind::Blob, *cap).and_then(|bytes| {
-                serde_json::from_slice::<serde_json::Value>(&bytes).map_err(|e| Error::Corrupt {
-                    id: *blob,
-                    path: layout.object_path(blob),
-                    reason: format!("{} is not JSON: {e}", cap.what),
-                })
-            });
-            if let Err(e) = parsed {
-                faults.push(Fault::Broken(e));
-            }
-        }
-        // Every spill blob is as long as the snapshots naming it say.
-        for (blob, size) in &marked.spill {
-            if !present.contains(blob) || broken.contains(blob) {
-                continue;
-            }
-            if let Err(e) = crate::store::spill_of_size(layout, blob, *size) {
-                faults.push(Fault::Broken(e));
-            }
-        }
-        // 4. Every session's newest checkpoint loads whole (pairing, limits).
-        let clean = faults.is_empty();
-        for (session, head) in &heads {
-            if clean {
-                if let Err(e) = self.load(head) {
-                    faults.push(Fault::Broken(Error::RefUnloadable {
-                        path: layout.ref_path(session.as_str()),
-                        checkpoint: *head,
-                        source: Box::new(e),
-                    }));
-                } else if let Ok(cp) = self.checkpoint(head) {
-                    if cp.session_id != *session {
-                        faults.push(Fault::Broken(Error::BadRef {
-                            session: session.to_string(),
-                            path: layout.ref_path(session.as_str()),
-                            reason: refs::RefError::OtherSession {
-                                checkpoint: Box::new(*head),
-                                owner: cp.session_id,
-                            },
-                        }));
-                    }
-                }
-            }
-            // In format 3 the journal is the log once there is one: the
-            // ref log a format-1 hel kept stops where it starts.
-            let journaled = layout.heads_are_refs()
-                && match layout.journals()? {
-                    Some(d) => d.kind_of(&journal::journal_name(session))?.is_some(),
-                    None => false,
-                };
-            if journaled {
-                continue;
-            }
-            if let Ok(Some(logged)) = refs::last_logged(layout, session) {
-                if logged != *head {
-                    report.notes.push(format!(
-                        "the ref log of session {session} misses its last move (logged {}, ref {})",
-                        &logged.to_hex()[..12],
-                        &head.to_hex()[..12]
-                    ));
-                }
-            }
-        }
-        // The stub that makes a format-1 hel refuse this store.
-        if layout.heads_are_refs() {
-            if let Some(e) = stub_missing(layout)? {
-                faults.push(Fault::Broken(e));
-            }
-        }
-        // 5. Session working directories, names and tmp/.
-        sessions_dir_faults(layout, &mut faults)?;
-        match crate::names::read(layout) {
-            Ok(names) => {
-                for (id, name) in names {
-                    if !self.knows(&id)? {
-                        report.notes.push(format!(
-                            "the name {name:?} names session {id}, which does not exist (`hel gc` forgets it)"
-                        ));
-                    }
-                }
-            }
-            Err(e) => faults.push(Fault::Broken(e)),
-        }
-        // The listing hint: reported when damaged, never a fault.
-        if let Some(note) = crate::summaries::check(layout) {
-            report.notes.push(note);
-        }
-        report.tmp_files = match layout.tmp()? {
-            Some(tmp) => tmp.entries()?.len() as u64,
-            None => 0,
-        };
-        if faults.is_empty() {
-            report.unreachable = Some(
-                present
-                    .iter()
-                    .filter(|id| !marked.reachable.contains(id))
-                    .count() as u64,
-            );
-        }
-        // A missing object may be reported both by the walk and above.
-        let mut seen = HashSet::new();
-        faults.retain(|f| seen.insert(f.to_string()));
-        report.faults = faults;
-        Ok(report)
-    }
-}
-
-/// The stub of objects-spec §12.6, unless its ref names the stub snapshot
-/// and that snapshot is a loose object: the fault naming what is missing.
-pub(crate) fn stub_missing(layout: &Layout) -> Result<Option<Error>> {
-    let stub = crate::layout::stub_object();
-    let ref_path = layout.ref_path(crate::layout::STUB_SESSION);
-    let named = match layout.refs().ok().flatten() {
-        Some(refs) => match refs.read_file(crate::layout::STUB_SESSION, 65) {
-            Ok(Some(bytes)) => refs::parse(&bytes).ok() == Some(stub),
-            _ => false,
-        },
-        None => false,
-    };
-    if !named {
-        return Ok(Some(Error::StubMissing { path: ref_path }));
-    }
-    // (A link or stray where it belongs is reported with the objects: here
-    // it only means the stub is not there.)
-    let (fan, name) = crate::layout::object_name(&stub);
-    let present = match layout.objects()? {
-        Some(objects) => match objects.sub(&fan) {
-            Ok(Some(d)) => matches!(d.kind_of(&name), Ok(Some(EntryKind::File))),
-            _ => false,
-        },
-        None => false,
-    };
-    Ok((!present).then(|| Error::StubMissing {
-        path: layout.loose_path(&stub),
-    }))
-}
-
 /// Strays in `sessions/`: anything but directories named by session ids,
 /// holding a lease file and a spill directory of regular files.
-fn sessions_dir_faults(layout: &Layout, faults: &mut Vec<Fault>) -> Result<()> {
+fn sessions_dir_faults(layout: &Odb, faults: &mut Vec<Fault>) -> Result<()> {
     let Some(sessions) = layout.sessions()? else {
         return Ok(());
     };
@@ -391,7 +120,7 @@ fn sessions_dir_faults(layout: &Layout, faults: &mut Vec<Fault>) -> Result<()> {
 /// every journal (each committed record; an unfinished tail is noted), and
 /// what else sits in `packs/`.
 fn packs_faults(
-    layout: &Layout,
+    layout: &Odb,
     report: &mut FsckReport,
     faults: &mut Vec<Fault>,
     present: &mut HashSet<ObjectId>,
@@ -420,7 +149,7 @@ fn packs_faults(
                 });
             }
         }
-        for p in layout.odb().all_sealed(layout).or_else(|e| {
+        for p in layout.index().all_sealed(layout).or_else(|e| {
             faults.push(Fault::Broken(e));
             Ok::<_, Error>(Vec::new())
         })? {
@@ -470,7 +199,7 @@ fn packs_faults(
                         } else if let Err(e) =
                             object::decode(&h.id, &place.display_path(), &stored, Cap::ANY)
                         {
-                            faults.push(Fault::Broken(e));
+                            faults.push(Fault::Broken(e.into()));
                             broken.insert(h.id);
                         }
                         at += h.record_len();
@@ -506,7 +235,7 @@ fn packs_faults(
 /// note: the next commit cuts it), a journal without a ref a note (gc
 /// removes it). Sidecars must be regular files.
 fn journal_faults(
-    layout: &Layout,
+    layout: &Odb,
     report: &mut FsckReport,
     faults: &mut Vec<Fault>,
     present: &mut HashSet<ObjectId>,
@@ -608,7 +337,7 @@ fn journal_faults(
                     let stored = &record[RECORD_HEADER as usize..];
                     if let Err(err) = object::decode(&e.id, &place.display_path(), stored, Cap::ANY)
                     {
-                        faults.push(Fault::Broken(err));
+                        faults.push(Fault::Broken(err.into()));
                         broken.insert(e.id);
                     }
                 }
@@ -623,8 +352,8 @@ fn journal_faults(
 /// its summary (listings show the commit record's), its session. `None`
 /// when they agree, or when the snapshot cannot be read (the walk from the
 /// heads reports that).
-fn commit_disagrees(layout: &Layout, session: &SessionId, c: &journal::Commit) -> Option<String> {
-    let cp = crate::snapshot::read(layout, &c.head).ok()?;
+fn commit_disagrees(layout: &Odb, session: &SessionId, c: &journal::Commit) -> Option<String> {
+    let cp = crate::read::snapshot(layout, &c.head).ok()?;
     if cp.summary != c.payload.summary {
         return Some(format!(
             "the commit record's summary ({}) is not its snapshot {}'s ({})",
@@ -642,4 +371,252 @@ fn commit_disagrees(layout: &Layout, session: &SessionId, c: &journal::Commit) -
             c.head, cp.session_id
         )
     })
+}
+
+/// Check the whole store (see the module doc for what "sound" means).
+pub fn fsck(store: &Store) -> Result<FsckReport> {
+    let mut report = FsckReport::default();
+    let Some(layout) = store.layout_for_gc()? else {
+        return Ok(report);
+    };
+    let mut faults: Vec<Fault> = Vec::new();
+    // 0. The store's own directories are directories.
+    for check in [
+        layout.objects().map(|_| ()),
+        layout.refs().map(|_| ()),
+        layout.logs().map(|_| ()),
+        layout.sessions().map(|_| ()),
+        layout.tmp().map(|_| ()),
+        layout.packs().map(|_| ()),
+        layout.journals().map(|_| ()),
+    ] {
+        if let Err(e) = check {
+            faults.push(Fault::Broken(e));
+        }
+    }
+    if !faults.is_empty() {
+        // Nothing further can be read safely.
+        report.faults = faults;
+        return Ok(report);
+    }
+    // 1. Every object file, and nothing else under objects/.
+    let files = object_files(layout)?;
+    for (path, what) in files.strays {
+        faults.push(Fault::Stray { path, what });
+    }
+    let mut present: HashSet<ObjectId> = HashSet::new();
+    let mut broken: HashSet<ObjectId> = HashSet::new();
+    let stub = crate::layout::stub_object();
+    for (id, _, _) in &files.objects {
+        if *id == stub {
+            // Store machinery for older readers (objects-spec §12.6).
+            continue;
+        }
+        report.objects += 1;
+        let path = layout.loose_path(id);
+        report.bytes += std::fs::symlink_metadata(&path).map_or(0, |m| m.len());
+        present.insert(*id);
+        if let Err(e) = crate::read::loose(layout, id, Cap::ANY) {
+            faults.push(Fault::Broken(e));
+            broken.insert(*id);
+        }
+    }
+    // Sealed packs and journals: every record, and the indexes.
+    packs_faults(layout, &mut report, &mut faults, &mut present, &mut broken)?;
+    // 2. Refs, and everything they reach.
+    let mut record = |e: Error| -> Result<()> {
+        faults.push(Fault::Broken(e));
+        Ok(())
+    };
+    let heads = roots(layout, &mut record)?;
+    // A ref whose snapshot does not read is named as such (the walk
+    // below would only name the object).
+    let mut unreadable: HashSet<ObjectId> = HashSet::new();
+    for (session, head) in &heads {
+        if let Err(e) = crate::read::snapshot(layout, head) {
+            unreadable.insert(*head);
+            faults.push(Fault::Broken(Error::RefUnloadable {
+                path: layout.ref_path(session.as_str()),
+                checkpoint: *head,
+                source: Box::new(e),
+            }));
+        }
+    }
+    let mut record = |e: Error| -> Result<()> {
+        // Objects that failed verification were reported above.
+        let known = match &e {
+            Error::Corrupt { id, .. } | Error::UnknownKind { id, .. } => {
+                broken.contains(id) || unreadable.contains(id)
+            }
+            Error::Missing { id, .. } | Error::NewerSchema { id, .. } => unreadable.contains(id),
+            _ => false,
+        };
+        if !known {
+            faults.push(Fault::Broken(e));
+        }
+        Ok(())
+    };
+    report.refs = heads.len() as u64;
+    let root_ids: Vec<ObjectId> = heads.iter().map(|(_, h)| *h).collect();
+    let marked = mark(layout, &root_ids, &mut record)?;
+    // Every snapshot's files flatten within what readers take, so that
+    // a store called sound can always be diffed and restored.
+    let extents = crate::read::check_roots(layout, &marked.workspace_roots, &mut record)?;
+    // A record cannot have failed to record more paths than its tree
+    // lists as not tracked (objects-spec §13.2, `not_tracked`).
+    for (snapshot, tree, says) in &marked.not_tracked {
+        if let Some(extent) = extents.known(tree) {
+            if *says > extent.not_tracked {
+                faults.push(Fault::Broken(Error::Corrupt {
+                    id: *snapshot,
+                    path: layout.object_path(snapshot),
+                    reason: format!(
+                        "malformed snapshot: workspace.not_tracked is {says}, its tree has {} not-tracked entries",
+                        extent.not_tracked
+                    ),
+                }));
+            }
+        }
+    }
+    for id in &marked.reachable {
+        if !present.contains(id) && !unreadable.contains(id) {
+            faults.push(Fault::Broken(Error::Missing {
+                id: *id,
+                path: layout.object_path(id),
+            }));
+        }
+    }
+    // 3. Messages and JSON blobs, each once.
+    let mut blobs_to_check: HashSet<ObjectId> = marked.message_blobs.clone();
+    for node in marked.shapes.nodes.keys() {
+        match list::validate_node_messages(layout, node) {
+            Ok(blobs) => blobs_to_check.extend(blobs),
+            Err(e) => faults.push(Fault::Broken(e)),
+        }
+    }
+    for b in &blobs_to_check {
+        if present.contains(b) && !broken.contains(b) {
+            if let Err(e) = list::validate_blob_message(layout, b) {
+                faults.push(Fault::Broken(e));
+            }
+        }
+    }
+    for (blob, cap) in &marked.json_blobs {
+        if !present.contains(blob) || broken.contains(blob) {
+            continue;
+        }
+        let parsed = crate::read::of_kind(layout, blob, Kind::Blob, *cap).and_then(|bytes| {
+            serde_json::from_slice::<serde_json::Value>(&bytes).map_err(|e| Error::Corrupt {
+                id: *blob,
+                path: layout.object_path(blob),
+                reason: format!("{} is not JSON: {e}", cap.what),
+            })
+        });
+        if let Err(e) = parsed {
+            faults.push(Fault::Broken(e));
+        }
+    }
+    // Every spill blob is as long as the snapshots naming it say.
+    for (blob, size) in &marked.spill {
+        if !present.contains(blob) || broken.contains(blob) {
+            continue;
+        }
+        if let Err(e) = crate::store::spill_of_size(layout, blob, *size) {
+            faults.push(Fault::Broken(e));
+        }
+    }
+    // 4. Every session's newest checkpoint loads whole (pairing, limits).
+    let clean = faults.is_empty();
+    for (session, head) in &heads {
+        if clean {
+            if let Err(e) = store.load(head) {
+                faults.push(Fault::Broken(Error::RefUnloadable {
+                    path: layout.ref_path(session.as_str()),
+                    checkpoint: *head,
+                    source: Box::new(e),
+                }));
+            } else if let Ok(cp) = store.checkpoint(head) {
+                if cp.session_id != *session {
+                    faults.push(Fault::Broken(Error::BadRef {
+                        session: session.to_string(),
+                        path: layout.ref_path(session.as_str()),
+                        reason: refs::RefError::OtherSession {
+                            checkpoint: Box::new(*head),
+                            owner: cp.session_id,
+                        },
+                    }));
+                }
+            }
+        }
+        // In format 3 the journal is the log once there is one: the
+        // ref log a format-1 hel kept stops where it starts.
+        let journaled = layout.heads_are_refs()
+            && match layout.journals()? {
+                Some(d) => d.kind_of(&journal::journal_name(session))?.is_some(),
+                None => false,
+            };
+        if journaled {
+            continue;
+        }
+        if let Ok(Some(logged)) = refs::last_logged(layout, session) {
+            if logged != *head {
+                report.notes.push(format!(
+                    "the ref log of session {session} misses its last move (logged {}, ref {})",
+                    &logged.to_hex()[..12],
+                    &head.to_hex()[..12]
+                ));
+            }
+        }
+    }
+    // The stub that makes a format-1 hel refuse this store.
+    if layout.heads_are_refs() {
+        if let Some(e) = crate::refs::stub_missing(layout)? {
+            faults.push(Fault::Broken(e));
+        }
+    }
+    // 5. Session working directories, names and tmp/.
+    sessions_dir_faults(layout, &mut faults)?;
+    match crate::names::read(layout) {
+        Ok(names) => {
+            for (id, name) in names {
+                if !store.knows(&id)? {
+                    report.notes.push(format!(
+                        "the name {name:?} names session {id}, which does not exist (`hel gc` forgets it)"
+                    ));
+                }
+            }
+        }
+        Err(e) => faults.push(Fault::Broken(e)),
+    }
+    // The listing hint: reported when damaged, never a fault.
+    if let Some(note) = crate::summaries::check(layout) {
+        report.notes.push(note);
+    }
+    report.tmp_files = match layout.tmp()? {
+        Some(tmp) => tmp.entries()?.len() as u64,
+        None => 0,
+    };
+    if faults.is_empty() {
+        report.unreachable = Some(
+            present
+                .iter()
+                .filter(|id| !marked.reachable.contains(id))
+                .count() as u64,
+        );
+    }
+    // A missing object may be reported both by the walk and above.
+    let mut seen = HashSet::new();
+    faults.retain(|f| seen.insert(f.to_string()));
+    report.faults = faults;
+    Ok(report)
+}
+
+/// The store of `project_dir` as it is, not upgraded, for
+/// [`fsck`] of a store of an older format that [`Store::open`]
+/// refused to upgrade (a journal with a fault, a lease held): it is
+/// checked by its own format's rules, and nothing is written.
+pub fn open_in_place(project_dir: &std::path::Path) -> Result<Store> {
+    let project = crate::dir::Dir::open_path(project_dir)?;
+    let layout = crate::layout::Layout::open_in_place(&project)?.map(Odb::new);
+    Ok(Store::with(project, layout, crate::Limits::default()))
 }

@@ -26,11 +26,11 @@ use std::collections::HashSet;
 use std::path::PathBuf;
 
 use crate::dir::{Dir, Kind as EntryKind};
-use crate::layout::{Layout, SPILL};
+use crate::layout::SPILL;
 use crate::list::{self, Shapes};
 use crate::lock::{Exclusive, SessionLease};
 use crate::object::Cap;
-use crate::snapshot;
+use crate::odb::Odb;
 use crate::tree::EntryKind as EntryKindT;
 use crate::{heads, Error, ObjectId, Result, SessionId, Store};
 
@@ -88,7 +88,7 @@ pub(crate) struct Marked {
 /// on past them (fsck) or the caller aborts on the first (gc). Iterative:
 /// no recursion as deep as what a store holds.
 pub(crate) fn mark(
-    layout: &Layout,
+    layout: &Odb,
     roots: &[ObjectId],
     on_error: &mut dyn FnMut(Error) -> Result<()>,
 ) -> Result<Marked> {
@@ -104,7 +104,7 @@ pub(crate) fn mark(
             continue;
         }
         m.snapshots.push(id);
-        let cp = match snapshot::read(layout, &id) {
+        let cp = match crate::read::snapshot(layout, &id) {
             Ok(cp) => cp,
             Err(e) => {
                 on_error(e)?;
@@ -131,7 +131,7 @@ pub(crate) fn mark(
             if !m.reachable.insert(tid) {
                 continue;
             }
-            let t = match crate::commit::read_tree(layout, &tid) {
+            let t = match crate::read::tree(layout, &tid) {
                 Ok(t) => t,
                 Err(e) => {
                     on_error(e)?;
@@ -194,7 +194,7 @@ pub(crate) struct ObjectFiles {
 }
 
 /// List `objects/` without following anything.
-pub(crate) fn object_files(layout: &Layout) -> Result<ObjectFiles> {
+pub(crate) fn object_files(layout: &Odb) -> Result<ObjectFiles> {
     let mut out = ObjectFiles::default();
     let Some(objects) = layout.objects()? else {
         return Ok(out);
@@ -245,7 +245,7 @@ fn stray_kind(kind: EntryKind) -> &'static str {
 /// newer hel, which may name objects this hel cannot see), with a ref or
 /// without.
 pub(crate) fn roots(
-    layout: &Layout,
+    layout: &Odb,
     on_error: &mut dyn FnMut(Error) -> Result<()>,
 ) -> Result<Vec<(SessionId, ObjectId)>> {
     let listing = heads::list(layout)?;
@@ -300,12 +300,12 @@ pub(crate) struct Released {
 /// pack first. Without dependents this is an unlink: the journal's bytes
 /// come back at once without a walk of the store.
 pub(crate) fn release(
-    layout: &Layout,
-    lock: &Exclusive<'_>,
+    layout: &Odb,
+    lock: &Exclusive<'_, Odb>,
     session: &SessionId,
 ) -> Result<Released> {
     let mut out = Released::default();
-    let view = layout.odb().journal(layout, session)?;
+    let view = layout.index().journal(layout, session)?;
     if let Some(view) = &view {
         let mut dependents = Vec::new();
         for s in heads::list(layout)?.sessions {
@@ -345,7 +345,7 @@ pub(crate) fn release(
         }
     }
     heads::remove(layout, session)?;
-    layout.odb().forget_removed();
+    layout.index().forget_removed();
     Ok(out)
 }
 
@@ -440,243 +440,302 @@ fn sweep(objects: &Dir, doomed: &[(String, String)], dry_run: bool) -> Result<(u
 }
 
 impl Store {
-    /// Collect garbage: copy every live object that is not in a live
-    /// session's journal (loose files, sealed packs) into one new sealed
-    /// pack when anything there is dead or packs pile up, remove what no
-    /// head reaches, files of dead writes in `tmp/`, and working
-    /// directories of sessions that have no head and no live instance.
-    /// With `dry_run`, only report. Refuses (naming what is wrong) when
-    /// anything reachable cannot be read or validated.
-    pub fn gc(&self, dry_run: bool) -> Result<GcReport> {
-        self.collect(dry_run, false, true)
-            .map(|r| r.unwrap_or_default())
-    }
-
-    /// gc that also rewrites every sealed pack into one, even when nothing
-    /// in them is dead (`hel gc --repack`).
-    pub fn repack(&self) -> Result<GcReport> {
-        self.collect(false, true, true)
-            .map(|r| r.unwrap_or_default())
-    }
-
-    /// Repack on its own when loose objects or sealed packs pile up (more
-    /// than 256 loose objects or 8 packs), if no other process holds the
-    /// store lock right now; `None` when there was nothing to do.
-    pub fn maybe_repack(&self) -> Result<Option<GcReport>> {
-        let Some(layout) = self.layout_for_gc()? else {
-            return Ok(None);
+    /// Delete `session`: its head and working directory. Refused while the
+    /// session is in use. Objects other sessions still need (forks, shared
+    /// large objects) are first copied into a sealed pack (durable), then
+    /// the ref goes (synced: from here on there is no session), then the
+    /// journal, whose bytes come back at once. With `collect`,
+    /// gc then reclaims what else no session reaches (loose objects and
+    /// packs of older stores).
+    pub fn delete(&self, session: &SessionId, collect: bool) -> Result<Option<GcReport>> {
+        let no_such = || Error::NoSuchSession {
+            session: session.to_string(),
         };
+        let layout = self.layout()?.ok_or_else(no_such)?;
+        let released = {
+            let lock = Exclusive::take(layout)?;
+            // A session whose journal has a fault can be deleted: what
+            // other sessions need of it is copied first, or the delete
+            // refuses.
+            let known = match heads::read_light(layout, session) {
+                Err(Error::JournalFault { .. } | Error::BadRef { .. }) => true,
+                head => head?.is_some(),
+            } || layout.session_dir(session)?.is_some();
+            if !known {
+                return Err(no_such());
+            }
+            let lease = SessionLease::acquire(lock.layout, session, true)?;
+            let released = release(layout, &lock, session)?;
+            // The name goes first: a name left behind would name nothing.
+            crate::names::remove(layout, session)?;
+            if let Some(sessions) = layout.sessions()? {
+                // The lease file goes with the directory; the lock is dropped after.
+                sessions.remove_tree(session.as_str())?;
+            }
+            drop(lease);
+            released
+        };
+        if !collect {
+            return Ok(None);
+        }
+        let mut report = if self.needs_gc(layout)? {
+            gc(self, false)?
+        } else {
+            GcReport::default()
+        };
+        report.bytes_removed += released.bytes;
+        report.objects_removed += released.objects;
+        report.journals_removed += 1;
+        Ok(Some(report))
+    }
+
+    /// Is there anything a gc would do beyond what deletes did: loose
+    /// objects (of a format-1 store) or sealed packs to merge?
+    fn needs_gc(&self, layout: &Odb) -> Result<bool> {
         let stub = crate::layout::stub_object();
         let loose = object_files(layout)?
             .objects
             .iter()
-            .filter(|(id, _, _)| *id != stub)
-            .count();
+            .any(|(id, _, _)| *id != stub);
         let packs = match layout.packs()? {
             Some(p) => crate::odb::sealed_stems(p)?.len(),
             None => 0,
         };
-        if loose <= 256 && packs <= 8 {
-            return Ok(None);
-        }
-        self.collect(false, true, false)
+        Ok(loose || packs > 1)
     }
+}
 
-    fn collect(&self, dry_run: bool, force: bool, wait: bool) -> Result<Option<GcReport>> {
-        let mut report = GcReport {
-            dry_run,
-            ..GcReport::default()
-        };
-        let Some(layout) = self.layout_for_gc()? else {
-            return Ok(Some(report));
-        };
-        let lock = if wait {
-            Exclusive::take(layout)?
-        } else {
-            match Exclusive::try_take(layout)? {
-                Some(l) => l,
-                None => return Ok(None),
-            }
-        };
-        layout.odb().forget_removed();
-        let fail = &mut |e| Err(e);
-        let heads: Vec<(SessionId, ObjectId)> = roots(layout, fail)?;
-        // Without the stub, refs/sessions/ is not what hel left (removed,
-        // or restored in part): every journal would look unpublished and
-        // go. fsck reports the same fault and says gc refuses.
-        if layout.heads_are_refs() {
-            if let Some(e) = crate::fsck::stub_missing(layout)? {
-                return Err(e);
-            }
-        }
-        let root_ids: Vec<ObjectId> = heads.iter().map(|(_, h)| *h).collect();
-        // Any error while marking means we cannot know what is reachable:
-        // abort rather than sweep what a broken snapshot might name.
-        let live = mark(layout, &root_ids, fail)?.reachable;
-        let stub = crate::layout::stub_object();
-        // Every live object of a pack or a loose file is rewritten into one
-        // sealed pack when anything there is dead, loose, or scattered. Also
-        // one that a live journal holds too: a session may name the pack's
-        // copy without depending on that journal (it found the pack first),
-        // and the journal goes when its session is deleted.
-        let sealed = layout.odb().all_sealed(layout)?;
-        // Every old pack may be removed below: each must read whole, and
-        // hold only records this hel knows.
-        for p in &sealed {
-            known_records(p)?;
-        }
-        let listing = object_files(layout)?;
-        let loose: Vec<&(ObjectId, String, String)> = listing
-            .objects
-            .iter()
-            .filter(|(id, _, _)| *id != stub)
-            .collect();
-        let mut outside: Vec<ObjectId> = Vec::new();
-        let mut seen: HashSet<ObjectId> = HashSet::new();
-        let mut dead_records = 0u64;
-        let mut dead_bytes = 0u64;
-        for p in &sealed {
-            for e in &p.idx.entries {
-                if live.contains(&e.id) {
-                    if seen.insert(e.id) {
-                        outside.push(e.id);
-                    }
-                } else {
-                    dead_records += 1;
-                    dead_bytes += e.len;
-                }
-            }
-        }
-        for (id, _, _) in &loose {
-            if live.contains(id) && seen.insert(*id) {
-                outside.push(*id);
-            }
-        }
-        // Journals no ref publishes, whose lease is free (format 3): what
-        // refs reach of them goes into the new pack first, then they go.
-        // (Each read whole without a fault: `roots` refused otherwise.)
-        let mut orphans: Vec<(SessionId, Option<SessionLease>)> = Vec::new();
-        for id in heads::orphans(layout)? {
-            // No working directory: no lease, and none can be taken while
-            // gc holds the store lock.
-            let lease = match SessionLease::try_take(lock.layout, &id) {
-                Ok(lease) => Some(lease),
-                Err(Error::NoSuchSession { .. }) => None,
-                Err(_) => continue,
-            };
-            if let Some(view) = layout.odb().journal(layout, &id)? {
-                let v = view.read().unwrap_or_else(|p| p.into_inner());
-                for oid in v.objects.keys().chain(v.unpublished.keys()) {
-                    if live.contains(oid) && seen.insert(*oid) {
-                        outside.push(*oid);
-                    }
-                }
-            }
-            orphans.push((id, lease));
-        }
-        let rewrite = force
-            || dead_records > 0
-            || !loose.is_empty()
-            || sealed.len() > 1
-            || !orphans.is_empty();
-        if rewrite && !dry_run {
-            let written = if outside.is_empty() {
-                None
-            } else {
-                report.packs_written = 1;
-                Some(crate::repack::write_sealed(layout, &lock, &outside)?.0)
-            };
-            // The new pack holds every live object of every old pack: once
-            // it is durable (write_sealed returns after the sync of
-            // packs/), each old pack goes, but the one it may be (the same
-            // objects in the same order make the same pack, renamed over
-            // itself).
-            if let Some(packs) = layout.packs()? {
-                for p in sealed.iter().filter(|p| written.as_ref() != Some(&p.name)) {
-                    let (pack_name, idx_name) = crate::odb::sealed_names(&p.name);
-                    // Pack first: readers list packs, never an index alone.
-                    if packs.remove_file(&pack_name)? {
-                        report.bytes_removed += p.file.metadata().map(|m| m.len()).unwrap_or(0);
-                    }
-                    packs.remove_file(&idx_name)?;
-                }
-                packs.sync()?;
-            }
-        }
-        report.objects_removed += dead_records;
-        let _ = dead_bytes;
-        let doomed: Vec<(String, String)> = loose
-            .iter()
-            .map(|(_, dir, name)| (dir.clone(), name.clone()))
-            .collect();
-        report.objects_kept = (live.len() as u64).saturating_sub(0);
-        if let Some(objects) = layout.objects()? {
-            if rewrite {
-                let (removed, bytes) = sweep(objects, &doomed, dry_run)?;
-                let dead_loose = loose.iter().filter(|(id, _, _)| !live.contains(id)).count();
-                report.objects_removed += dead_loose as u64;
-                let _ = removed;
-                report.bytes_removed += bytes;
-            }
-        }
-        // The new pack is durable: the journals no ref publishes go.
-        for (id, lease) in orphans {
-            if !dry_run {
-                heads::remove(layout, &id)?;
-            }
-            report.journals_removed += 1;
-            drop(lease);
-        }
-        layout.odb().forget_removed();
-        if let Some(tmp) = layout.tmp()? {
-            for e in tmp.entries()? {
-                let Some(name) = e.name_str() else { continue };
-                if !dry_run {
-                    tmp.remove_tree(name)?;
-                }
-                report.tmp_files_removed += 1;
-            }
-        }
-        if let Some(sessions) = layout.sessions()? {
-            for e in sessions.entries()? {
-                if e.kind != EntryKind::Dir {
-                    continue;
-                }
-                let Some(Ok(id)) = e.name_str().map(str::parse::<SessionId>) else {
-                    continue;
-                };
-                // Only a session whose lease we can take is idle (or dead).
-                let Ok(lease) = SessionLease::try_take(lock.layout, &id) else {
-                    continue;
-                };
-                if heads::read_light(layout, &id)?.is_some() {
-                    // Idle with checkpoints: its spill working copies are a
-                    // cache of its blobs (an instance that died left them).
-                    if let Some(dir) = layout.session_dir(&id)? {
-                        if dir.kind_of(SPILL)?.is_some() {
-                            if !dry_run {
-                                dir.remove_tree(SPILL)?;
-                            }
-                            report.spill_dirs_removed += 1;
-                        }
-                    }
-                    continue;
-                }
-                if !dry_run {
-                    sessions.remove_tree(id.as_str())?;
-                }
-                drop(lease);
-                report.sessions_removed.push(id);
-            }
-        }
-        // Names of sessions that are gone (never committed, or deleted by
-        // a hel that knew no names). A names file that cannot be read is
-        // left alone: fsck reports it, and gc has nothing to reclaim there.
-        if let Ok(n) = crate::names::prune(layout, dry_run, |id| {
-            Ok(!report.sessions_removed.contains(id) && self.knows(id)?)
-        }) {
-            report.names_removed = n;
-        }
-        Ok(Some(report))
+/// Collect garbage: copy every live object that is not in a live
+/// session's journal (loose files, sealed packs) into one new sealed
+/// pack when anything there is dead or packs pile up, remove what no
+/// head reaches, files of dead writes in `tmp/`, and working
+/// directories of sessions that have no head and no live instance.
+/// With `dry_run`, only report. Refuses (naming what is wrong) when
+/// anything reachable cannot be read or validated.
+pub fn gc(store: &Store, dry_run: bool) -> Result<GcReport> {
+    collect(store, dry_run, false, true).map(|r| r.unwrap_or_default())
+}
+
+/// gc that also rewrites every sealed pack into one, even when nothing
+/// in them is dead (`hel gc --repack`).
+pub fn repack(store: &Store) -> Result<GcReport> {
+    collect(store, false, true, true).map(|r| r.unwrap_or_default())
+}
+
+/// Repack on its own when loose objects or sealed packs pile up (more
+/// than 256 loose objects or 8 packs), if no other process holds the
+/// store lock right now; `None` when there was nothing to do.
+pub fn maybe_repack(store: &Store) -> Result<Option<GcReport>> {
+    let Some(layout) = store.layout_for_gc()? else {
+        return Ok(None);
+    };
+    let stub = crate::layout::stub_object();
+    let loose = object_files(layout)?
+        .objects
+        .iter()
+        .filter(|(id, _, _)| *id != stub)
+        .count();
+    let packs = match layout.packs()? {
+        Some(p) => crate::odb::sealed_stems(p)?.len(),
+        None => 0,
+    };
+    if loose <= 256 && packs <= 8 {
+        return Ok(None);
     }
+    collect(store, false, true, false)
+}
+
+fn collect(store: &Store, dry_run: bool, force: bool, wait: bool) -> Result<Option<GcReport>> {
+    let mut report = GcReport {
+        dry_run,
+        ..GcReport::default()
+    };
+    let Some(layout) = store.layout_for_gc()? else {
+        return Ok(Some(report));
+    };
+    let lock = if wait {
+        Exclusive::take(layout)?
+    } else {
+        match Exclusive::try_take(layout)? {
+            Some(l) => l,
+            None => return Ok(None),
+        }
+    };
+    layout.index().forget_removed();
+    let fail = &mut |e| Err(e);
+    let heads: Vec<(SessionId, ObjectId)> = roots(layout, fail)?;
+    // Without the stub, refs/sessions/ is not what hel left (removed,
+    // or restored in part): every journal would look unpublished and
+    // go. fsck reports the same fault and says gc refuses.
+    if layout.heads_are_refs() {
+        if let Some(e) = crate::refs::stub_missing(layout)? {
+            return Err(e);
+        }
+    }
+    let root_ids: Vec<ObjectId> = heads.iter().map(|(_, h)| *h).collect();
+    // Any error while marking means we cannot know what is reachable:
+    // abort rather than sweep what a broken snapshot might name.
+    let live = mark(layout, &root_ids, fail)?.reachable;
+    let stub = crate::layout::stub_object();
+    // Every live object of a pack or a loose file is rewritten into one
+    // sealed pack when anything there is dead, loose, or scattered. Also
+    // one that a live journal holds too: a session may name the pack's
+    // copy without depending on that journal (it found the pack first),
+    // and the journal goes when its session is deleted.
+    let sealed = layout.index().all_sealed(layout)?;
+    // Every old pack may be removed below: each must read whole, and
+    // hold only records this hel knows.
+    for p in &sealed {
+        known_records(p)?;
+    }
+    let listing = object_files(layout)?;
+    let loose: Vec<&(ObjectId, String, String)> = listing
+        .objects
+        .iter()
+        .filter(|(id, _, _)| *id != stub)
+        .collect();
+    let mut outside: Vec<ObjectId> = Vec::new();
+    let mut seen: HashSet<ObjectId> = HashSet::new();
+    let mut dead_records = 0u64;
+    let mut dead_bytes = 0u64;
+    for p in &sealed {
+        for e in &p.idx.entries {
+            if live.contains(&e.id) {
+                if seen.insert(e.id) {
+                    outside.push(e.id);
+                }
+            } else {
+                dead_records += 1;
+                dead_bytes += e.len;
+            }
+        }
+    }
+    for (id, _, _) in &loose {
+        if live.contains(id) && seen.insert(*id) {
+            outside.push(*id);
+        }
+    }
+    // Journals no ref publishes, whose lease is free (format 3): what
+    // refs reach of them goes into the new pack first, then they go.
+    // (Each read whole without a fault: `roots` refused otherwise.)
+    let mut orphans: Vec<(SessionId, Option<SessionLease>)> = Vec::new();
+    for id in heads::orphans(layout)? {
+        // No working directory: no lease, and none can be taken while
+        // gc holds the store lock.
+        let lease = match SessionLease::try_take(lock.layout, &id) {
+            Ok(lease) => Some(lease),
+            Err(Error::NoSuchSession { .. }) => None,
+            Err(_) => continue,
+        };
+        if let Some(view) = layout.index().journal(layout, &id)? {
+            let v = view.read().unwrap_or_else(|p| p.into_inner());
+            for oid in v.objects.keys().chain(v.unpublished.keys()) {
+                if live.contains(oid) && seen.insert(*oid) {
+                    outside.push(*oid);
+                }
+            }
+        }
+        orphans.push((id, lease));
+    }
+    let rewrite =
+        force || dead_records > 0 || !loose.is_empty() || sealed.len() > 1 || !orphans.is_empty();
+    if rewrite && !dry_run {
+        let written = if outside.is_empty() {
+            None
+        } else {
+            report.packs_written = 1;
+            Some(crate::repack::write_sealed(layout, &lock, &outside)?.0)
+        };
+        // The new pack holds every live object of every old pack: once
+        // it is durable (write_sealed returns after the sync of
+        // packs/), each old pack goes, but the one it may be (the same
+        // objects in the same order make the same pack, renamed over
+        // itself).
+        if let Some(packs) = layout.packs()? {
+            for p in sealed.iter().filter(|p| written.as_ref() != Some(&p.name)) {
+                let (pack_name, idx_name) = crate::odb::sealed_names(&p.name);
+                // Pack first: readers list packs, never an index alone.
+                if packs.remove_file(&pack_name)? {
+                    report.bytes_removed += p.file.metadata().map(|m| m.len()).unwrap_or(0);
+                }
+                packs.remove_file(&idx_name)?;
+            }
+            packs.sync()?;
+        }
+    }
+    report.objects_removed += dead_records;
+    let _ = dead_bytes;
+    let doomed: Vec<(String, String)> = loose
+        .iter()
+        .map(|(_, dir, name)| (dir.clone(), name.clone()))
+        .collect();
+    report.objects_kept = (live.len() as u64).saturating_sub(0);
+    if let Some(objects) = layout.objects()? {
+        if rewrite {
+            let (removed, bytes) = sweep(objects, &doomed, dry_run)?;
+            let dead_loose = loose.iter().filter(|(id, _, _)| !live.contains(id)).count();
+            report.objects_removed += dead_loose as u64;
+            let _ = removed;
+            report.bytes_removed += bytes;
+        }
+    }
+    // The new pack is durable: the journals no ref publishes go.
+    for (id, lease) in orphans {
+        if !dry_run {
+            heads::remove(layout, &id)?;
+        }
+        report.journals_removed += 1;
+        drop(lease);
+    }
+    layout.index().forget_removed();
+    if let Some(tmp) = layout.tmp()? {
+        for e in tmp.entries()? {
+            let Some(name) = e.name_str() else { continue };
+            if !dry_run {
+                tmp.remove_tree(name)?;
+            }
+            report.tmp_files_removed += 1;
+        }
+    }
+    if let Some(sessions) = layout.sessions()? {
+        for e in sessions.entries()? {
+            if e.kind != EntryKind::Dir {
+                continue;
+            }
+            let Some(Ok(id)) = e.name_str().map(str::parse::<SessionId>) else {
+                continue;
+            };
+            // Only a session whose lease we can take is idle (or dead).
+            let Ok(lease) = SessionLease::try_take(lock.layout, &id) else {
+                continue;
+            };
+            if heads::read_light(layout, &id)?.is_some() {
+                // Idle with checkpoints: its spill working copies are a
+                // cache of its blobs (an instance that died left them).
+                if let Some(dir) = layout.session_dir(&id)? {
+                    if dir.kind_of(SPILL)?.is_some() {
+                        if !dry_run {
+                            dir.remove_tree(SPILL)?;
+                        }
+                        report.spill_dirs_removed += 1;
+                    }
+                }
+                continue;
+            }
+            if !dry_run {
+                sessions.remove_tree(id.as_str())?;
+            }
+            drop(lease);
+            report.sessions_removed.push(id);
+        }
+    }
+    // Names of sessions that are gone (never committed, or deleted by
+    // a hel that knew no names). A names file that cannot be read is
+    // left alone: fsck reports it, and gc has nothing to reclaim there.
+    if let Ok(n) = crate::names::prune(layout, dry_run, |id| {
+        Ok(!report.sessions_removed.contains(id) && store.knows(id)?)
+    }) {
+        report.names_removed = n;
+    }
+    Ok(Some(report))
 }

@@ -19,10 +19,11 @@
 use std::collections::BTreeSet;
 
 use crate::journal::{self, CommitPayload};
-use crate::layout::{Layout, STUB_SESSION};
+use crate::layout::STUB_SESSION;
 use crate::odb::Found;
+use crate::odb::Odb;
 use crate::pack::Place;
-use crate::snapshot::{self, Checkpoint};
+use crate::snapshot::Checkpoint;
 use crate::{refs, ObjectId, Result, SessionId};
 
 /// A session's head.
@@ -53,11 +54,11 @@ impl Head {
 /// with a fault, or one that does not back the ref, is the error, naming
 /// the journal and the offset (never an older head, never no session); a
 /// malformed ref is the error naming the ref.
-pub(crate) fn read(layout: &Layout, session: &SessionId) -> Result<Option<Head>> {
+pub(crate) fn read(layout: &Odb, session: &SessionId) -> Result<Option<Head>> {
     if layout.heads_are_refs() {
         return read_by_ref(layout, session, journal::Mode::Full);
     }
-    if let Some(view) = layout.odb().journal(layout, session)? {
+    if let Some(view) = layout.index().journal(layout, session)? {
         let (head, snapshot) = {
             let v = view.read().unwrap_or_else(|p| p.into_inner());
             told(&v)?;
@@ -65,7 +66,7 @@ pub(crate) fn read(layout: &Layout, session: &SessionId) -> Result<Option<Head>>
         };
         if let Some(c) = head {
             for dep in &c.payload.deps {
-                layout.odb().journal(layout, dep)?;
+                layout.index().journal(layout, dep)?;
             }
             return Ok(Some(Head {
                 id: c.head,
@@ -80,7 +81,7 @@ pub(crate) fn read(layout: &Layout, session: &SessionId) -> Result<Option<Head>>
 /// A format-3 head: the ref, then its journal (`Mode::Full` through the
 /// object database, `Mode::Head` on its own for a listing) for the ref's
 /// commit record.
-fn read_by_ref(layout: &Layout, session: &SessionId, mode: journal::Mode) -> Result<Option<Head>> {
+fn read_by_ref(layout: &Odb, session: &SessionId, mode: journal::Mode) -> Result<Option<Head>> {
     if session.as_str() == STUB_SESSION {
         return Ok(None);
     }
@@ -88,7 +89,7 @@ fn read_by_ref(layout: &Layout, session: &SessionId, mode: journal::Mode) -> Res
         return Ok(None);
     };
     let (rule, commit, snapshot) = if mode == journal::Mode::Full {
-        let Some(view) = layout.odb().journal(layout, session)? else {
+        let Some(view) = layout.index().journal(layout, session)? else {
             return format1_head(layout, session);
         };
         let v = view.read().unwrap_or_else(|p| p.into_inner());
@@ -114,7 +115,7 @@ fn read_by_ref(layout: &Layout, session: &SessionId, mode: journal::Mode) -> Res
     if mode == journal::Mode::Full {
         if let Some(c) = &commit {
             for dep in &c.payload.deps {
-                layout.odb().journal(layout, dep)?;
+                layout.index().journal(layout, dep)?;
             }
         }
     }
@@ -127,7 +128,7 @@ fn read_by_ref(layout: &Layout, session: &SessionId, mode: journal::Mode) -> Res
 
 /// The head of a session that has a ref and no journal (written by a
 /// format-1 hel): the ref alone.
-fn format1_head(layout: &Layout, session: &SessionId) -> Result<Option<Head>> {
+fn format1_head(layout: &Odb, session: &SessionId) -> Result<Option<Head>> {
     Ok(refs::read(layout, session)?.map(|id| Head {
         id,
         commit: None,
@@ -136,7 +137,7 @@ fn format1_head(layout: &Layout, session: &SessionId) -> Result<Option<Head>> {
 }
 
 /// `session`'s head, reading only the tail of its journal (listings).
-pub(crate) fn read_light(layout: &Layout, session: &SessionId) -> Result<Option<Head>> {
+pub(crate) fn read_light(layout: &Odb, session: &SessionId) -> Result<Option<Head>> {
     if layout.heads_are_refs() {
         return read_by_ref(layout, session, journal::Mode::Head);
     }
@@ -173,14 +174,14 @@ fn told(view: &journal::View) -> Result<()> {
 /// `Ok` when this hel may append to `session`'s journal (or it has none
 /// yet): no fault, nothing a newer hel wrote. Checked before a session is
 /// resumed, so that an instance never works for an answer it cannot save.
-pub(crate) fn writable(layout: &Layout, session: &SessionId) -> Result<()> {
-    match layout.odb().journal(layout, session)? {
+pub(crate) fn writable(layout: &Odb, session: &SessionId) -> Result<()> {
+    match layout.index().journal(layout, session)? {
         Some(view) => view.read().unwrap_or_else(|p| p.into_inner()).writable(),
         None => Ok(()),
     }
 }
 
-fn read_ref(layout: &Layout, session: &SessionId) -> Result<Option<Head>> {
+fn read_ref(layout: &Odb, session: &SessionId) -> Result<Option<Head>> {
     if session.as_str() == STUB_SESSION {
         return Ok(None);
     }
@@ -207,14 +208,14 @@ fn at(view: &journal::View) -> Option<Found> {
 /// The checkpoint `head` (of `session`) names: read where finding the head
 /// saw it, else (a ref file's head, or a snapshot the head's records did
 /// not show) wherever the store holds it, the session's journal opened.
-pub(crate) fn checkpoint(layout: &Layout, session: &SessionId, head: &Head) -> Result<Checkpoint> {
+pub(crate) fn checkpoint(layout: &Odb, session: &SessionId, head: &Head) -> Result<Checkpoint> {
     if let Some(found) = &head.snapshot {
-        return snapshot::read_at(layout, &head.id, found);
+        return crate::read::snapshot_at(layout, &head.id, found);
     }
     if head.commit.is_some() {
         read(layout, session)?;
     }
-    snapshot::read(layout, &head.id)
+    crate::read::snapshot(layout, &head.id)
 }
 
 /// The sessions that have a head, and what else sits where heads are.
@@ -227,7 +228,7 @@ pub(crate) struct Listing {
 /// Every session, sorted: in a format-3 store those with a ref (a journal
 /// without one is no session: [`orphans`]); in a format-2 store those with
 /// a journal or a ref file.
-pub(crate) fn list(layout: &Layout) -> Result<Listing> {
+pub(crate) fn list(layout: &Odb) -> Result<Listing> {
     let by_ref = layout.heads_are_refs();
     let refs = refs::list(layout)?;
     let mut sessions: Vec<SessionId> = refs
@@ -278,7 +279,7 @@ pub(crate) fn list(layout: &Layout) -> Result<Listing> {
 /// The sessions that have a head, sorted: [`list`]'s, without reading
 /// `packs/journals/` in a format-3 store (where only refs make sessions),
 /// so that a listing reads one directory of heads.
-pub(crate) fn sessions(layout: &Layout) -> Result<Vec<SessionId>> {
+pub(crate) fn sessions(layout: &Odb) -> Result<Vec<SessionId>> {
     if !layout.heads_are_refs() {
         return Ok(list(layout)?.sessions);
     }
@@ -289,7 +290,7 @@ pub(crate) fn sessions(layout: &Layout) -> Result<Vec<SessionId>> {
 
 /// The sessions whose journal is a regular file (every journal fsck and
 /// gc look at), sorted.
-pub(crate) fn journals(layout: &Layout) -> Result<Vec<SessionId>> {
+pub(crate) fn journals(layout: &Odb) -> Result<Vec<SessionId>> {
     let mut out = Vec::new();
     if let Some(dir) = layout.journals()? {
         for e in dir.entries()? {
@@ -312,7 +313,7 @@ pub(crate) fn journals(layout: &Layout) -> Result<Vec<SessionId>> {
 /// Journals that no ref publishes (format 3): the first commit of a
 /// session that never published, or a delete interrupted after its ref
 /// went. No session's; gc removes them once what refs reach is copied.
-pub(crate) fn orphans(layout: &Layout) -> Result<Vec<SessionId>> {
+pub(crate) fn orphans(layout: &Odb) -> Result<Vec<SessionId>> {
     if !layout.heads_are_refs() {
         return Ok(Vec::new());
     }
@@ -338,7 +339,7 @@ pub(crate) fn orphans(layout: &Layout) -> Result<Vec<SessionId>> {
 /// (`<uuid>.deleted` beside it, synced): a journal without a ref and
 /// without a marker that holds more than one commit is a lost ref, which
 /// readers report as a fault and gc never removes.
-pub(crate) fn remove(layout: &Layout, session: &SessionId) -> Result<()> {
+pub(crate) fn remove(layout: &Odb, session: &SessionId) -> Result<()> {
     let journals = layout.journals()?;
     let marker = journal::deleted_name(session);
     if let Some(dir) = &journals {

@@ -23,15 +23,12 @@
 //! see `dir.rs`. A [`Layout`] is an open `.hel/` and the subdirectories it
 //! has opened so far.
 
-use std::collections::HashSet;
 use std::path::PathBuf;
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
 
 use crate::dir::Dir;
+use crate::format::{FORMAT_VERSION, STORE_DIR};
 use crate::{ObjectId, Result, SessionId};
-
-/// Name of the store directory inside a project.
-pub const STORE_DIR: &str = ".hel";
 
 pub(crate) const GITIGNORE: &str = ".gitignore";
 pub(crate) const STORE_LOCK: &str = ".store.lock";
@@ -62,13 +59,6 @@ pub(crate) const REMOTES: &str = "remotes";
 /// The summary index: listings' hint (summaries.rs).
 pub(crate) const SUMMARIES: &str = "summaries";
 
-/// The store format this build writes and the newest it reads: 3 is
-/// format 2's packs and journals with each session's head in its ref file
-/// (objects-spec §12). A store of format 2 (heads in journals) or 1 (no
-/// `format` file: loose objects and ref files only) is upgraded when it is
-/// opened (see `upgrade.rs`); only the upgrade reads it by its own rules.
-pub const FORMAT_VERSION: u64 = 3;
-
 /// A ref that format-1 readers see (section 12.6): it names a snapshot of a
 /// schema no format-1 reader knows, so an older hel says "upgrade hel"
 /// rather than "missing object", and its gc refuses to sweep.
@@ -90,11 +80,6 @@ pub(crate) struct Layout {
     packs: OnceLock<Dir>,
     journals: OnceLock<Dir>,
     remotes: OnceLock<Dir>,
-    /// Where objects are.
-    odb: crate::odb::Odb,
-    /// Objects this process wrote or verified: a writer may dedup against
-    /// them without reading them again.
-    verified: Mutex<HashSet<ObjectId>>,
     /// Store locks this process holds (shared or exclusive).
     held: std::sync::atomic::AtomicUsize,
     /// The store's format as its `format` file says (1 when absent).
@@ -118,19 +103,16 @@ enum Sub {
 }
 
 impl Layout {
-    /// The store of the project open as `project`, if it has one. `.hel`
-    /// being a link or not a directory is refused.
+    /// The store of the project open as `project`, if it has one, its
+    /// format read ([`Layout::check_format`]) but not upgraded (the
+    /// upgrade is above this layer: `upgrade::open`). `.hel` being a link
+    /// or not a directory is refused.
     pub fn open(project: &Dir) -> Result<Option<Layout>> {
         let Some(root) = project.sub(STORE_DIR)? else {
             return Ok(None);
         };
         let layout = Layout::new(root);
-        let found = layout.check_format()?;
-        if found < FORMAT_VERSION {
-            crate::upgrade::run(&layout, found)?;
-        } else {
-            crate::upgrade::finish(&layout)?;
-        }
+        layout.check_format()?;
         Ok(Some(layout))
     }
 
@@ -178,12 +160,10 @@ impl Layout {
         }
     }
 
-    /// Create the store of `project` (mode 0700, `.gitignore` of `*`, and
-    /// its subdirectories) where absent, and open it.
+    /// Create the store directory of `project` (mode 0700) where absent,
+    /// and open it; [`Layout::init`] makes what is inside.
     pub fn create(project: &Dir) -> Result<Layout> {
-        let layout = Layout::new(project.sub_create(STORE_DIR, DIR_MODE)?);
-        layout.init()?;
-        Ok(layout)
+        Ok(Layout::new(project.sub_create(STORE_DIR, DIR_MODE)?))
     }
 
     fn new(root: Dir) -> Layout {
@@ -198,8 +178,6 @@ impl Layout {
             packs: OnceLock::new(),
             journals: OnceLock::new(),
             remotes: OnceLock::new(),
-            odb: crate::odb::Odb::default(),
-            verified: Mutex::new(HashSet::new()),
             held: std::sync::atomic::AtomicUsize::new(0),
             format: std::sync::atomic::AtomicU64::new(1),
             in_place: false,
@@ -231,21 +209,10 @@ impl Layout {
         self.in_place || self.held.load(std::sync::atomic::Ordering::SeqCst) > 0
     }
 
-    pub fn is_verified(&self, id: &ObjectId) -> bool {
-        self.verified
-            .lock()
-            .map(|set| set.contains(id))
-            .unwrap_or(false)
-    }
-
-    pub fn set_verified(&self, id: ObjectId) {
-        if let Ok(mut set) = self.verified.lock() {
-            set.insert(id);
-        }
-    }
-
-    /// Make the subdirectories and `.gitignore` if absent.
-    pub fn init(&self) -> Result<()> {
+    /// Make the subdirectories and `.gitignore` if absent; in between,
+    /// `write_format` settles the `format` file (`upgrade::write_format`:
+    /// a store of an older format is upgraded first).
+    pub fn init(&self, write_format: impl FnOnce() -> Result<()>) -> Result<()> {
         if self.in_place {
             return Err(crate::Error::Internal(format!(
                 "{} was opened to be checked in place, not written",
@@ -263,7 +230,7 @@ impl Layout {
         ] {
             self.dir_create(sub)?;
         }
-        self.write_format()?;
+        write_format()?;
         if self.root.kind_of(GITIGNORE)?.is_none() {
             use std::io::Write;
             match self.root.create_new(GITIGNORE, 0o644) {
@@ -282,34 +249,6 @@ impl Layout {
 
     pub fn root(&self) -> &Dir {
         &self.root
-    }
-
-    pub fn odb(&self) -> &crate::odb::Odb {
-        &self.odb
-    }
-
-    /// Record the store's format (once), after the stub ref that makes a
-    /// format-1 hel refuse this store and the directory at `.sessions.lock`
-    /// that keeps it from writing (objects-spec §12.6). In a format-3
-    /// store, either found missing is made again (fsck reports a missing
-    /// stub until then).
-    fn write_format(&self) -> Result<()> {
-        if self.root.kind_of(FORMAT)?.is_some() {
-            // A store another process made meanwhile (an older hel's,
-            // even) is never written by an older format's rules: it is
-            // upgraded first, as an open upgrades it.
-            if self.format() < FORMAT_VERSION {
-                let found = self.check_format()?;
-                if found < FORMAT_VERSION {
-                    crate::upgrade::run(self, found)?;
-                }
-            }
-            self.ensure_stub()?;
-            return crate::upgrade::finish(self);
-        }
-        self.ensure_stub()?;
-        crate::upgrade::finish(self)?;
-        self.publish_format()
     }
 
     /// Make sure the stub object and the stub ref naming it exist, durably
@@ -521,15 +460,6 @@ impl Layout {
         }
     }
 
-    /// Where object `id` lives, for messages: its pack and offset when a
-    /// journal or pack this process opened holds it, else its loose path.
-    pub fn object_path(&self, id: &ObjectId) -> PathBuf {
-        if let Ok(Some(crate::odb::Found::Record { place, .. })) = self.odb.locate_open(self, id) {
-            return place.display_path();
-        }
-        self.loose_path(id)
-    }
-
     /// Where object `id` lives as a loose file.
     pub fn loose_path(&self, id: &ObjectId) -> PathBuf {
         let (dir, name) = object_name(id);
@@ -561,4 +491,10 @@ fn stub_canonical() -> (ObjectId, Vec<u8>) {
 pub(crate) fn object_name(id: &ObjectId) -> (String, String) {
     let hex = id.to_hex();
     (hex[..2].to_owned(), hex[2..].to_owned())
+}
+
+impl AsRef<Layout> for Layout {
+    fn as_ref(&self) -> &Layout {
+        self
+    }
 }

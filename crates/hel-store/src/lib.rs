@@ -27,59 +27,95 @@
 //! point is [`Store`]; a session is written through a [`SessionLease`] (one
 //! writer per session) and its [`Checkpoint`]s are read back whole.
 //!
+//! The modules are layers: each imports only the layers below it (checked
+//! by `tests/module_cycles.rs`, which reads the sources):
+//!
+//! 0. The hel-object crate, without I/O: ids, canonical JSON, time, the
+//!    format's constants, messages, the object codec (kinds, caps, encode,
+//!    decode), snapshots ([`Checkpoint`], [`Summary`]) and trees;
+//!    re-exported here where callers need them.
+//! 1. `error`: the crate's one [`Error`], naming only hel-object's types
+//!    (each of hel-object's errors becomes the variant of its name).
+//! 2. Files: `dir` (hel-fs's descriptor-relative handles), `pack` (record
+//!    and index formats, bounded record reads), `journal` (a session's
+//!    journal and its sidecar), `layout` (where things live under `.hel/`),
+//!    `refs`, `lock` (the store lock and session leases).
+//! 3. The object database: `odb` (the [`Layout`](layout::Layout) with the
+//!    index of where each object is), `read` (objects, snapshots and trees
+//!    read and verified), `write` (a commit's new objects), `repack`,
+//!    `list` (message lists).
+//! 4. The store: `heads` (what older formats call a head), `upgrade` (run
+//!    at open), `summaries` (the listing hint), `store` ([`Store`]: open,
+//!    sessions, load), `commit` ([`Txn`]), `names`, `fork`, `spill`,
+//!    `workspace` (what hel-workspace reads), `log`.
+//! 5. Maintenance, functions taking a [`Store`]: `gc` (and
+//!    [`Store::delete`]), `fsck`, `scan` and `search`, `transfer`.
+//!
+//! [`Store`]'s own methods are the session's life: [`Store::open`],
+//! [`Store::open_with`], [`Store::exists`], [`Store::format`],
+//! [`Store::project_path`], [`Store::limits`]; [`Store::new_session`],
+//! [`Store::new_session_named`], [`Store::resume`], [`Store::head`],
+//! [`Store::checkpoint`], [`Store::load`], [`Store::record_state`];
+//! [`Store::begin`] and [`Store::commit`]; [`Store::fork`],
+//! [`Store::fork_here`]; [`Store::sessions`], [`Store::knows`],
+//! [`Store::delete`] (`tests/store_api.rs` keeps them at most 20).
+//! Everything else is a function of the module it belongs to:
+//! [`names::rename`], [`spill::write`], [`workspace::read_tree`],
+//! [`log::log`], [`gc::gc`], [`fsck::fsck`], [`search::search`],
+//! [`transfer::pack_between`], and so on.
+//!
 //! Two cargo features exist for tests only, and hel's own build has
 //! neither: `failpoints` (hel-fs's failpoints, `HEL_FAILPOINTS`) and
-//! `testing` (the modules `parse` and `testing` and `Store::read_blob`,
+//! `testing` (the modules `parse` and `testing`,
 //! for tests that reach the store's internals or build hostile stores).
 
-pub mod canonical;
 mod commit;
 mod dir;
 mod error;
 mod failpoint;
+mod fork;
 pub mod fsck;
 pub mod gc;
 mod heads;
-mod id;
 mod journal;
 mod layout;
 mod list;
 mod lock;
 pub mod log;
-pub mod message;
 pub mod names;
-mod object;
 mod odb;
 mod pack;
+mod read;
 mod refs;
 mod repack;
-mod scan;
+pub mod scan;
 pub mod search;
-mod snapshot;
+pub mod spill;
 mod store;
 mod summaries;
-pub mod time;
 pub mod transfer;
-pub mod tree;
 mod upgrade;
+pub mod workspace;
+mod write;
+
+pub use hel_object::{canonical, message, time, tree};
+pub(crate) use hel_object::{format, id, object, snapshot};
 
 pub use commit::{encode_blob, Encoded, Txn};
 pub use error::{Error, Result};
-pub use id::{ObjectId, ParseIdError, SessionId};
-pub use layout::{FORMAT_VERSION, STORE_DIR};
-pub use list::{Leaf, Limits, OverLimit, INLINE_MAX};
-pub use lock::SessionLease;
-pub use names::{check_name, looks_like_name, NameError};
-pub use object::Cap;
-pub use refs::RefError;
-pub use snapshot::{
+pub use error::{NameError, RefError, UpgradeError};
+pub use hel_object::format::{FORMAT_VERSION, STORE_DIR};
+pub use hel_object::object::Cap;
+pub use hel_object::snapshot::{
     restored_path, Checkpoint, MessagesRef, Record, Restored, SpillEntry, Summary, Workspace,
     RESTORED_PATHS_MAX, SCHEMA_VERSION,
 };
-pub use store::{
-    first_line, CommitInput, Committed, Loaded, SessionInfo, SessionState, Store, Warning,
-};
-pub use upgrade::UpgradeError;
+pub use hel_object::{BadSessionId, ObjectId, ParseIdError, SessionId};
+pub use list::{Leaf, Limits, OverLimit, INLINE_MAX};
+pub use lock::SessionLease;
+pub use names::{check_name, looks_like_name};
+pub use store::{first_line, CommitInput, Committed, Loaded, SessionState, Store, Warning};
+pub use summaries::SessionInfo;
 
 /// The id `tree` has as an object.
 pub fn tree_id(tree: &tree::Tree) -> ObjectId {
@@ -188,7 +224,7 @@ pub mod testing {
         let Ok(Some(layout)) = store.layout_for_gc() else {
             return "no store".into();
         };
-        match layout.odb().locate(layout, id) {
+        match layout.index().locate(layout, id) {
             Ok(Some(crate::odb::Found::Record { place, .. })) => {
                 place.display_path().display().to_string()
             }
@@ -203,6 +239,17 @@ pub mod testing {
     /// know, or a forged one.
     pub fn record(rtype: u8, id: &ObjectId, stored: &[u8]) -> Vec<u8> {
         crate::pack::encode_record_raw(rtype, id, stored)
+    }
+
+    /// The bytes of blob `id` (a spill file), verified. Tests only:
+    /// hel reads spill through [`crate::spill::read`].
+    pub fn read_blob(store: &Store, id: &ObjectId) -> crate::Result<Vec<u8>> {
+        crate::read::of_kind(
+            store.layout_or_missing(id)?,
+            id,
+            crate::object::Kind::Blob,
+            crate::Cap::SPILL,
+        )
     }
 
     /// Every fsync and fdatasync the store has made on this thread.
@@ -258,7 +305,7 @@ pub mod testing {
         let Ok(Some(layout)) = store.layout_for_gc() else {
             return Vec::new();
         };
-        let Ok(payload) = crate::object::read_kind(
+        let Ok(payload) = crate::read::of_kind(
             layout,
             id,
             crate::object::Kind::List,

@@ -29,9 +29,9 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
-use crate::layout::Layout;
 use crate::message;
-use crate::object::{self, Cap, Kind};
+use crate::object::{Cap, Kind};
+use crate::odb::Odb;
 use crate::{Error, ObjectId, Result};
 
 /// Messages whose canonical JSON is at least this long are stored as blobs.
@@ -395,7 +395,7 @@ impl Shape {
     }
 }
 
-fn corrupt(layout: &Layout, id: &ObjectId, reason: String) -> Error {
+fn corrupt(layout: &Odb, id: &ObjectId, reason: String) -> Error {
     Error::Corrupt {
         id: *id,
         path: layout.object_path(id),
@@ -404,13 +404,13 @@ fn corrupt(layout: &Layout, id: &ObjectId, reason: String) -> Error {
 }
 
 /// Node `id` is not a node.
-pub(crate) fn malformed(layout: &Layout, id: &ObjectId, e: NodeError) -> Error {
+pub(crate) fn malformed(layout: &Odb, id: &ObjectId, e: NodeError) -> Error {
     corrupt(layout, id, format!("malformed list node: {e}"))
 }
 
 /// Read and parse node `id`'s shape.
-pub(crate) fn read_shape(layout: &Layout, id: &ObjectId) -> Result<Shape> {
-    let payload = object::read_kind(layout, id, Kind::List, Cap::LIST)?;
+pub(crate) fn read_shape(layout: &Odb, id: &ObjectId) -> Result<Shape> {
+    let payload = crate::read::of_kind(layout, id, Kind::List, Cap::LIST)?;
     Shape::parse(&payload).map_err(|e| malformed(layout, id, e))
 }
 
@@ -511,7 +511,7 @@ impl InFlight {
 
 /// Reads lists, expanding each sliced node once, within a budget.
 pub(crate) struct Reader<'a> {
-    layout: &'a Layout,
+    layout: &'a Odb,
     budget: Budget,
     expanded: HashMap<ObjectId, Rc<Expanded>>,
     /// Message blobs of the chain node being expanded, read ahead.
@@ -550,7 +550,7 @@ fn blob_items(payload: &[u8]) -> Vec<ObjectId> {
 }
 
 impl<'a> Reader<'a> {
-    pub fn new(layout: &'a Layout, limits: Limits, checkpoint: ObjectId) -> Self {
+    pub fn new(layout: &'a Odb, limits: Limits, checkpoint: ObjectId) -> Self {
         Reader {
             layout,
             budget: Budget {
@@ -581,7 +581,7 @@ impl<'a> Reader<'a> {
     fn blob_message(&mut self, b: &ObjectId) -> Result<Value> {
         let bytes = match self.prefetched.remove(b) {
             Some(bytes) => bytes,
-            None => object::read_kind(self.layout, b, Kind::Blob, Cap::MESSAGE)?,
+            None => crate::read::of_kind(self.layout, b, Kind::Blob, Cap::MESSAGE)?,
         };
         // The blob's bytes are in memory while it is parsed.
         self.budget.charge(0, bytes.len() as u64)?;
@@ -728,7 +728,8 @@ impl<'a> Reader<'a> {
                         }
                         // Expand the sliced node first, then retry this item.
                         frame.retry = Some(Item::Slice { node, from, to });
-                        let payload = object::read_kind(self.layout, &node, Kind::List, Cap::LIST)?;
+                        let payload =
+                            crate::read::of_kind(self.layout, &node, Kind::List, Cap::LIST)?;
                         self.budget.charge(0, payload.len() as u64)?;
                         let (child, _) = self.frame(node, payload)?;
                         in_progress.insert(node);
@@ -777,7 +778,7 @@ impl<'a> Reader<'a> {
                             "the chain leads back to this node".into(),
                         ));
                     }
-                    let payload = object::read_kind(layout, &id, Kind::List, Cap::LIST)?;
+                    let payload = crate::read::of_kind(layout, &id, Kind::List, Cap::LIST)?;
                     next = prev_of(&payload)
                         .ok_or_else(|| malformed(layout, &id, NodeError::NoPrev))?;
                     // Read (and verify) the node's message blobs here too,
@@ -797,7 +798,9 @@ impl<'a> Reader<'a> {
                         if !seen.insert(b) {
                             continue;
                         }
-                        if let Ok(bytes) = object::read_kind(layout, &b, Kind::Blob, Cap::MESSAGE) {
+                        if let Ok(bytes) =
+                            crate::read::of_kind(layout, &b, Kind::Blob, Cap::MESSAGE)
+                        {
                             size += bytes.len() as u64;
                             blobs.push((b, bytes));
                         }
@@ -926,11 +929,7 @@ impl Shapes {
     /// items of the nodes they name, and each chain node's count equal to
     /// its `prev`'s count plus its items. Nodes whose shape is unknown (not
     /// read: missing or corrupt, reported elsewhere) are skipped.
-    pub fn check(
-        &self,
-        layout: &Layout,
-        on_error: &mut dyn FnMut(Error) -> Result<()>,
-    ) -> Result<()> {
+    pub fn check(&self, layout: &Odb, on_error: &mut dyn FnMut(Error) -> Result<()>) -> Result<()> {
         let mut ids: Vec<&ObjectId> = self.nodes.keys().collect();
         ids.sort();
         for id in ids {
@@ -970,8 +969,8 @@ impl Shapes {
 
 /// Validate every inline message of node `id` (fsck); returns the blob
 /// ids its items name, to be checked as messages.
-pub(crate) fn validate_node_messages(layout: &Layout, id: &ObjectId) -> Result<Vec<ObjectId>> {
-    let payload = object::read_kind(layout, id, Kind::List, Cap::LIST)?;
+pub(crate) fn validate_node_messages(layout: &Odb, id: &ObjectId) -> Result<Vec<ObjectId>> {
+    let payload = crate::read::of_kind(layout, id, Kind::List, Cap::LIST)?;
     let raw = RawNode::parse(&payload).map_err(|e| malformed(layout, id, e))?;
     let mut blobs = Vec::new();
     for (index, (a, b)) in raw.items.iter().enumerate() {
@@ -992,8 +991,8 @@ pub(crate) fn validate_node_messages(layout: &Layout, id: &ObjectId) -> Result<V
 }
 
 /// Check blob `b` as a stored message.
-pub(crate) fn validate_blob_message(layout: &Layout, b: &ObjectId) -> Result<()> {
-    let bytes = object::read_kind(layout, b, Kind::Blob, Cap::MESSAGE)?;
+pub(crate) fn validate_blob_message(layout: &Odb, b: &ObjectId) -> Result<()> {
+    let bytes = crate::read::of_kind(layout, b, Kind::Blob, Cap::MESSAGE)?;
     let m: Value = serde_json::from_slice(&bytes).map_err(|e| Error::BadMessage {
         id: *b,
         path: layout.object_path(b),

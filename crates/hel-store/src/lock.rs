@@ -169,19 +169,20 @@ pub(crate) fn holder_of(layout: &Layout, session: &SessionId) -> Option<String> 
 }
 
 /// The store lock held shared: the only way to write objects, move refs and
-/// create sessions (see the module doc).
+/// create sessions (see the module doc). `L` is what it was taken through
+/// (the layout, or the object database over it), handed back as `layout`.
 #[derive(Debug)]
 #[must_use = "the store lock is released when dropped"]
-pub(crate) struct Shared<'a> {
-    pub layout: &'a Layout,
+pub(crate) struct Shared<'a, L: AsRef<Layout> = Layout> {
+    pub layout: &'a L,
     _file: File,
 }
 
 /// The store lock held exclusively: resume, delete, gc.
 #[derive(Debug)]
 #[must_use = "the store lock is released when dropped"]
-pub(crate) struct Exclusive<'a> {
-    pub layout: &'a Layout,
+pub(crate) struct Exclusive<'a, L: AsRef<Layout> = Layout> {
+    pub layout: &'a L,
     _file: File,
 }
 
@@ -189,29 +190,31 @@ fn open_store_lock(layout: &Layout) -> Result<File> {
     layout.root().open_rw(STORE_LOCK, false)
 }
 
-impl<'a> Shared<'a> {
+impl<'a, L: AsRef<Layout>> Shared<'a, L> {
     /// Block until the store lock is held shared.
-    pub fn take(layout: &'a Layout) -> Result<Shared<'a>> {
+    pub fn take(through: &'a L) -> Result<Shared<'a, L>> {
+        let layout = through.as_ref();
         let file = open_store_lock(layout)?;
         file.lock_shared()
             .at(layout.root().child_path(STORE_LOCK))?;
         layout.lock_taken();
         Ok(Shared {
-            layout,
+            layout: through,
             _file: file,
         })
     }
 }
 
-impl<'a> Exclusive<'a> {
+impl<'a, L: AsRef<Layout>> Exclusive<'a, L> {
     /// The store lock held exclusively if no one holds it right now.
-    pub fn try_take(layout: &'a Layout) -> Result<Option<Exclusive<'a>>> {
+    pub fn try_take(through: &'a L) -> Result<Option<Exclusive<'a, L>>> {
+        let layout = through.as_ref();
         let file = open_store_lock(layout)?;
         match file.try_lock() {
             Ok(()) => {
                 layout.lock_taken();
                 Ok(Some(Exclusive {
-                    layout,
+                    layout: through,
                     _file: file,
                 }))
             }
@@ -221,26 +224,27 @@ impl<'a> Exclusive<'a> {
     }
 
     /// Block until the store lock is held exclusively.
-    pub fn take(layout: &'a Layout) -> Result<Exclusive<'a>> {
+    pub fn take(through: &'a L) -> Result<Exclusive<'a, L>> {
+        let layout = through.as_ref();
         let file = open_store_lock(layout)?;
         file.lock().at(layout.root().child_path(STORE_LOCK))?;
         layout.lock_taken();
         Ok(Exclusive {
-            layout,
+            layout: through,
             _file: file,
         })
     }
 }
 
-impl Drop for Shared<'_> {
+impl<L: AsRef<Layout>> Drop for Shared<'_, L> {
     fn drop(&mut self) {
-        self.layout.lock_released();
+        self.layout.as_ref().lock_released();
     }
 }
 
-impl Drop for Exclusive<'_> {
+impl<L: AsRef<Layout>> Drop for Exclusive<'_, L> {
     fn drop(&mut self) {
-        self.layout.lock_released();
+        self.layout.as_ref().lock_released();
     }
 }
 
@@ -257,8 +261,8 @@ impl OlderLock {
     /// Block until `.sessions.lock` is held exclusively (creating the file
     /// when absent, as an older hel would), or find it a directory. Only
     /// with the store lock held exclusively: the upgrade is its only taker.
-    pub fn take(store: &Exclusive<'_>) -> Result<OlderLock> {
-        let root = store.layout.root();
+    pub fn take<L: AsRef<Layout>>(store: &Exclusive<'_, L>) -> Result<OlderLock> {
+        let root = store.layout.as_ref().root();
         if root.kind_of(OLDER_LOCK)? == Some(crate::dir::Kind::Dir) {
             return Ok(OlderLock { file: None });
         }

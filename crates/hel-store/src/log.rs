@@ -3,7 +3,6 @@
 
 use std::collections::HashSet;
 
-use crate::snapshot;
 use crate::{Error, ObjectId, Result, SessionId, Store};
 
 /// One checkpoint in a log.
@@ -32,45 +31,43 @@ pub struct LogEntry {
     pub cwd: String,
 }
 
-impl Store {
-    /// The checkpoints of `session`, newest first, continuing into the
-    /// history it was forked from. Every snapshot is validated on the way.
-    pub fn log(&self, session: &SessionId) -> Result<Vec<LogEntry>> {
-        let head = self.head(session)?;
-        let layout = self.layout_for_gc()?.ok_or_else(|| Error::NoSuchSession {
-            session: session.to_string(),
-        })?;
-        let mut out = Vec::new();
-        let mut next = Some(head);
-        let mut current = session.clone();
-        let mut seen = HashSet::new();
-        while let Some(id) = next {
-            if !seen.insert(id) {
-                break; // impossible with hashes; never loop all the same
-            }
-            let cp = snapshot::read(layout, &id)?;
-            let fork_point = cp.session_id != current;
-            if fork_point {
-                current = cp.session_id.clone();
-            }
-            next = cp.parents.first().copied();
-            let record = crate::Record::of(&cp);
-            out.push(LogEntry {
-                id,
-                session_id: cp.session_id,
-                time_ms: cp.created_at_ms,
-                time: cp.created_at,
-                messages: cp.summary.messages,
-                instruction: cp.summary.instruction,
-                input_tokens: cp.summary.input_tokens,
-                output_tokens: cp.summary.output_tokens,
-                fork_point,
-                record,
-                parent: cp.parents.first().copied(),
-                cwd: cp.cwd,
-                workspace: cp.workspace,
-            });
+/// The checkpoints of `session`, newest first, continuing into the
+/// history it was forked from. Every snapshot is validated on the way.
+pub fn log(store: &Store, session: &SessionId) -> Result<Vec<LogEntry>> {
+    let head = store.head(session)?;
+    let layout = store.layout_for_gc()?.ok_or_else(|| Error::NoSuchSession {
+        session: session.to_string(),
+    })?;
+    let mut out = Vec::new();
+    let mut next = Some(head);
+    let mut current = session.clone();
+    let mut seen = HashSet::new();
+    while let Some(id) = next {
+        if !seen.insert(id) {
+            break; // impossible with hashes; never loop all the same
         }
-        Ok(out)
+        let cp = crate::read::snapshot(layout, &id)?;
+        let fork_point = cp.session_id != current;
+        if fork_point {
+            current = cp.session_id.clone();
+        }
+        next = cp.parents.first().copied();
+        let record = crate::Record::of(&cp);
+        out.push(LogEntry {
+            id,
+            session_id: cp.session_id,
+            time_ms: cp.created_at_ms,
+            time: cp.created_at,
+            messages: cp.summary.messages,
+            instruction: cp.summary.instruction,
+            input_tokens: cp.summary.input_tokens,
+            output_tokens: cp.summary.output_tokens,
+            fork_point,
+            record,
+            parent: cp.parents.first().copied(),
+            cwd: cp.cwd,
+            workspace: cp.workspace,
+        });
     }
+    Ok(out)
 }

@@ -22,7 +22,6 @@
 
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::path::PathBuf;
 
 use crate::error::IoContext;
 use crate::layout::{Layout, NAMES, NAMES_LOCK};
@@ -37,22 +36,7 @@ pub const FILE_MAX: u64 = 1 << 20;
 
 const HEADER: &str = "hel-names 1";
 
-/// Why a name or the names file was refused.
-#[derive(Debug, thiserror::Error)]
-pub enum NameError {
-    #[error("{name:?} is not a session name: {reason} (names are 1-64 letters, digits, '.', '_' or '-', with at least one character that is not a hex digit or '-')")]
-    Invalid { name: String, reason: &'static str },
-    #[error("the name {name:?} is taken by session {holder} (`hel sessions` lists names)")]
-    Taken { name: String, holder: SessionId },
-    #[error(
-        "{path} line {line} is malformed: {reason} (fix or remove the file; `hel fsck` checks it)"
-    )]
-    Malformed {
-        path: PathBuf,
-        line: usize,
-        reason: &'static str,
-    },
-}
+pub use crate::error::NameError;
 
 /// Check that `name` may name a session (see the module doc).
 pub fn check_name(name: &str) -> std::result::Result<(), NameError> {
@@ -259,71 +243,79 @@ pub(crate) fn prune(
     Ok(removed)
 }
 
-impl Store {
-    /// Name `session` `name` (replacing any name it had). Refused when
-    /// `name` is not a valid name ([`check_name`]), when another session
-    /// holds it, or when the store does not know `session`. Checkpoints
-    /// are not touched: names live in `.hel/names` only.
-    pub fn rename(&self, session: &SessionId, name: &str) -> Result<()> {
-        check_name(name).map_err(|e| Error::Name(Box::new(e)))?;
-        let layout = self.layout_for_gc()?.ok_or_else(|| Error::NoSuchSession {
+/// Name `session` `name` (replacing any name it had). Refused when
+/// `name` is not a valid name ([`crate::check_name`]), when another session
+/// holds it, or when the store does not know `session`. Checkpoints
+/// are not touched: names live in `.hel/names` only.
+pub fn rename(store: &Store, session: &SessionId, name: &str) -> Result<()> {
+    check_name(name).map_err(|e| Error::Name(Box::new(e)))?;
+    let layout = store.layout_for_gc()?.ok_or_else(|| Error::NoSuchSession {
+        session: session.to_string(),
+    })?;
+    // Shared: a delete (exclusive) cannot remove the session meanwhile.
+    let _store = Shared::take(layout)?;
+    if !store.knows(session)? {
+        return Err(Error::NoSuchSession {
             session: session.to_string(),
-        })?;
-        // Shared: a delete (exclusive) cannot remove the session meanwhile.
-        let _store = Shared::take(layout)?;
-        if !self.knows(session)? {
-            return Err(Error::NoSuchSession {
-                session: session.to_string(),
-            });
-        }
-        update(layout, |names| {
-            if let Some((holder, _)) = names.iter().find(|(_, n)| n.as_str() == name) {
-                if holder == session {
-                    return Ok(false);
-                }
-                // A session that is gone (deleted by a hel that knew no
-                // names, or a copied names file) holds nothing: its name
-                // is free, not taken by a session no listing shows.
-                if self.knows(holder)? {
-                    return Err(Error::Name(Box::new(NameError::Taken {
-                        name: name.to_owned(),
-                        holder: holder.clone(),
-                    })));
-                }
-                let gone = holder.clone();
-                names.remove(&gone);
+        });
+    }
+    update(layout, |names| {
+        if let Some((holder, _)) = names.iter().find(|(_, n)| n.as_str() == name) {
+            if holder == session {
+                return Ok(false);
             }
-            names.insert(session.clone(), name.to_owned());
-            Ok(true)
-        })
-    }
-
-    /// Every session's name (a session without one is absent).
-    pub fn names(&self) -> Result<BTreeMap<SessionId, String>> {
-        match self.layout_for_gc()? {
-            Some(layout) => read(layout),
-            None => Ok(Names::new()),
+            // A session that is gone (deleted by a hel that knew no
+            // names, or a copied names file) holds nothing: its name
+            // is free, not taken by a session no listing shows.
+            if store.knows(holder)? {
+                return Err(Error::Name(Box::new(NameError::Taken {
+                    name: name.to_owned(),
+                    holder: holder.clone(),
+                })));
+            }
+            let gone = holder.clone();
+            names.remove(&gone);
         }
-    }
+        names.insert(session.clone(), name.to_owned());
+        Ok(true)
+    })
+}
 
-    /// The name of `session`, if it has one.
-    pub fn name_of(&self, session: &SessionId) -> Result<Option<String>> {
-        Ok(self.names()?.remove(session))
+/// Every session's name (a session without one is absent).
+pub fn all(store: &Store) -> Result<BTreeMap<SessionId, String>> {
+    match store.layout_for_gc()? {
+        Some(layout) => read(layout),
+        None => Ok(BTreeMap::new()),
     }
+}
 
-    /// The session named `name`, if any.
-    pub fn session_named(&self, name: &str) -> Result<Option<SessionId>> {
-        Ok(self
-            .names()?
-            .into_iter()
-            .find(|(_, n)| n == name)
-            .map(|(id, _)| id))
-    }
+/// The name of `session`, if it has one.
+pub fn name_of(store: &Store, session: &SessionId) -> Result<Option<String>> {
+    Ok(all(store)?.remove(session))
+}
+
+/// The session named `name`, if any.
+pub fn session_named(store: &Store, name: &str) -> Result<Option<SessionId>> {
+    Ok(all(store)?
+        .into_iter()
+        .find(|(_, n)| n == name)
+        .map(|(id, _)| id))
+}
+
+/// The sessions whose id starts with `prefix` (lowercase hex and `-`).
+pub fn sessions_matching(store: &Store, prefix: &str) -> Result<Vec<SessionId>> {
+    let Some(layout) = store.layout()? else {
+        return Ok(Vec::new());
+    };
+    let mut ids = store.session_ids(layout)?;
+    ids.retain(|id| id.as_str().starts_with(prefix));
+    Ok(ids)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Store;
     use std::path::Path;
 
     #[test]
@@ -386,26 +378,26 @@ mod tests {
         let store = Store::open(dir.path()).unwrap();
         let lease = store.new_session().unwrap();
         let id = lease.session().clone();
-        store.rename(&id, "draft").unwrap();
-        assert_eq!(store.session_named("draft").unwrap(), Some(id.clone()));
+        rename(&store, &id, "draft").unwrap();
+        assert_eq!(session_named(&store, "draft").unwrap(), Some(id.clone()));
         let other = store.new_session().unwrap();
-        let taken = store.rename(other.session(), "draft").unwrap_err();
+        let taken = rename(&store, other.session(), "draft").unwrap_err();
         assert!(matches!(&taken, Error::Name(e) if matches!(**e, NameError::Taken { .. })));
-        store.rename(other.session(), "kept").unwrap();
+        rename(&store, other.session(), "kept").unwrap();
         // Never checkpointed, then abandoned: gc removes the session and
         // forgets its name; the busy one keeps its own.
         drop(lease);
-        let report = store.gc(false).unwrap();
+        let report = crate::gc::gc(&store, false).unwrap();
         assert_eq!(report.sessions_removed, vec![id.clone()]);
         assert_eq!(report.names_removed, 1);
-        assert_eq!(store.session_named("draft").unwrap(), None);
+        assert_eq!(session_named(&store, "draft").unwrap(), None);
         assert_eq!(
-            store.name_of(other.session()).unwrap().as_deref(),
+            name_of(&store, other.session()).unwrap().as_deref(),
             Some("kept")
         );
         let unknown: SessionId = "0c9e6f1a-1b2c-4d3e-8f40-123456789abc".parse().unwrap();
         assert!(matches!(
-            store.rename(&unknown, "x1"),
+            rename(&store, &unknown, "x1"),
             Err(Error::NoSuchSession { .. })
         ));
         // A name held by a session that is gone is free to take.
@@ -415,9 +407,9 @@ mod tests {
             Ok(true)
         })
         .unwrap();
-        store.rename(other.session(), "stale").unwrap();
+        rename(&store, other.session(), "stale").unwrap();
         assert_eq!(
-            store.names().unwrap(),
+            all(&store).unwrap(),
             Names::from([(other.session().clone(), "stale".to_owned())])
         );
     }

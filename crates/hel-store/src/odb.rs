@@ -1,10 +1,11 @@
-//! The object database of an open store: where each object is (a
-//! session's journal, a sealed pack, a loose file) and reading it from
-//! there. Journals and packs are opened lazily and kept open; a journal or
+//! The object database of an open store ([`Odb`]: its [`Layout`] and an
+//! [`Index`]): where each object is (a session's journal, a sealed pack, a
+//! loose file) and the bounded read of its record (`read.rs` decodes and
+//! verifies it). Journals and packs are opened lazily and kept open; a journal or
 //! pack removed by gc stays readable through its open descriptor, and
-//! [`Odb::forget_removed`] drops it before anything could depend on it.
+//! [`Index::forget_removed`] drops it before anything could depend on it.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
@@ -48,10 +49,73 @@ struct State {
     sealed: Option<Vec<Arc<Sealed>>>,
 }
 
-/// See the module doc.
+/// Where each object is: the journals and sealed packs open so far (see
+/// the module doc).
 #[derive(Default, Debug)]
-pub(crate) struct Odb {
+pub(crate) struct Index {
     state: Mutex<State>,
+}
+
+/// An open store's object database: its layout (which it derefs to, so
+/// that it is handed wherever a [`Layout`] is) and the [`Index`] of where
+/// each object is, shared by everything that reads or writes through it.
+/// The layers above this one are handed an `Odb`.
+#[derive(Debug)]
+pub(crate) struct Odb {
+    layout: Layout,
+    index: Index,
+    /// Objects this process wrote or verified: a writer may dedup against
+    /// them without reading them again.
+    verified: Mutex<HashSet<ObjectId>>,
+}
+
+impl Odb {
+    pub fn new(layout: Layout) -> Odb {
+        Odb {
+            layout,
+            index: Index::default(),
+            verified: Mutex::new(HashSet::new()),
+        }
+    }
+
+    pub fn index(&self) -> &Index {
+        &self.index
+    }
+
+    pub fn is_verified(&self, id: &ObjectId) -> bool {
+        self.verified
+            .lock()
+            .map(|set| set.contains(id))
+            .unwrap_or(false)
+    }
+
+    /// Where object `id` lives, for messages: its pack and offset when a
+    /// journal or pack this process opened holds it, else its loose path.
+    pub fn object_path(&self, id: &ObjectId) -> PathBuf {
+        if let Ok(Some(Found::Record { place, .. })) = self.index.locate_open(self, id) {
+            return place.display_path();
+        }
+        self.loose_path(id)
+    }
+
+    pub fn set_verified(&self, id: ObjectId) {
+        if let Ok(mut set) = self.verified.lock() {
+            set.insert(id);
+        }
+    }
+}
+
+impl std::ops::Deref for Odb {
+    type Target = Layout;
+    fn deref(&self) -> &Layout {
+        &self.layout
+    }
+}
+
+impl AsRef<Layout> for Odb {
+    fn as_ref(&self) -> &Layout {
+        &self.layout
+    }
 }
 
 /// The name of a sealed pack's files: `pack-<hex>.pack` and `.idx`.
@@ -121,7 +185,7 @@ fn unlinked(file: &File) -> bool {
     file.metadata().map(|m| m.nlink() == 0).unwrap_or(true)
 }
 
-impl Odb {
+impl Index {
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -413,7 +477,7 @@ pub(crate) fn rule(layout: &Layout, session: &SessionId) -> journal::Rule {
     }
 }
 
-/// Read the record of object `id` found by [`Odb::locate`] (its place and
+/// Read the record of object `id` found by [`Index::locate`] (its place and
 /// length from an index) in one positioned read, refusing more than `max`
 /// stored bytes. Returns the record's bytes; its stored bytes start at
 /// [`pack::RECORD_HEADER`]. The header must name `id` as an object record

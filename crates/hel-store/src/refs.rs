@@ -9,32 +9,11 @@
 
 use crate::dir::Stamp;
 use crate::error::IoContext;
+use crate::format::REF_MAX;
 use crate::layout::Layout;
 use crate::{Error, ObjectId, Result, SessionId};
 
-/// The most bytes a ref file may hold (64 hex digits and a newline).
-const REF_MAX: u64 = 65;
-
-/// Why a session's ref is refused.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum RefError {
-    #[error("not text")]
-    NotText,
-    #[error("no trailing newline")]
-    NoNewline,
-    #[error("not a 64-digit hex object id")]
-    NotAnId,
-    /// The file holds more than a ref can.
-    #[error("{size} bytes, a ref holds {REF_MAX}")]
-    TooLarge { size: u64 },
-    /// It names a checkpoint that another session made (fsck). The id is
-    /// boxed so that [`Error`] stays as small as it was.
-    #[error("names checkpoint {checkpoint} of session {owner}")]
-    OtherSession {
-        checkpoint: Box<ObjectId>,
-        owner: SessionId,
-    },
-}
+pub use crate::error::RefError;
 
 /// Parse the bytes of a ref file: the id, or why they are not a ref
 /// ([`RefError::NotText`], [`RefError::NoNewline`] or
@@ -212,4 +191,34 @@ pub(crate) fn remove(layout: &Layout, session: &SessionId) -> Result<()> {
         dir.remove_tree(session.as_str())?;
     }
     Ok(())
+}
+
+/// The stub of objects-spec §12.6, unless its ref names the stub snapshot
+/// and that snapshot is a loose object: the fault naming what is missing.
+pub(crate) fn stub_missing(layout: &Layout) -> Result<Option<Error>> {
+    let stub = crate::layout::stub_object();
+    let ref_path = layout.ref_path(crate::layout::STUB_SESSION);
+    let named = match layout.refs().ok().flatten() {
+        Some(refs) => match refs.read_file(crate::layout::STUB_SESSION, 65) {
+            Ok(Some(bytes)) => parse(&bytes).ok() == Some(stub),
+            _ => false,
+        },
+        None => false,
+    };
+    if !named {
+        return Ok(Some(Error::StubMissing { path: ref_path }));
+    }
+    // (A link or stray where it belongs is reported with the objects: here
+    // it only means the stub is not there.)
+    let (fan, name) = crate::layout::object_name(&stub);
+    let present = match layout.objects()? {
+        Some(objects) => match objects.sub(&fan) {
+            Ok(Some(d)) => matches!(d.kind_of(&name), Ok(Some(crate::dir::Kind::File))),
+            _ => false,
+        },
+        None => false,
+    };
+    Ok((!present).then(|| Error::StubMissing {
+        path: layout.loose_path(&stub),
+    }))
 }

@@ -12,9 +12,9 @@
 use std::io::Write;
 
 use crate::error::IoContext;
-use crate::layout::Layout;
 use crate::lock::Exclusive;
 use crate::odb;
+use crate::odb::Odb;
 use crate::pack::{self, FileKind, IdxEntry, RecordType};
 use crate::{Error, ObjectId, Result};
 
@@ -23,8 +23,8 @@ use crate::{Error, ObjectId, Result};
 /// and its size. One object is in memory at a time, however large the
 /// store. Refuses before writing anything when the disk has no room for it.
 pub(crate) fn write_sealed(
-    layout: &Layout,
-    _lock: &Exclusive<'_>,
+    layout: &Odb,
+    _lock: &Exclusive<'_, Odb>,
     ids: &[ObjectId],
 ) -> Result<(String, u64)> {
     let mut need = 0u64;
@@ -42,8 +42,8 @@ pub(crate) fn write_sealed(
 /// objects; it only adds a pack, and a gc that comes later treats it as
 /// any other.
 pub(crate) fn write_sealed_shared(
-    layout: &Layout,
-    _lock: &crate::lock::Shared<'_>,
+    layout: &Odb,
+    _lock: &crate::lock::Shared<'_, Odb>,
     records: &[(ObjectId, Vec<u8>)],
 ) -> Result<(String, u64)> {
     let need = records.iter().map(|(_, s)| s.len() as u64).sum();
@@ -57,7 +57,7 @@ pub(crate) fn write_sealed_shared(
 /// written, both are synced and renamed into `packs/`, index first.
 /// `stored` is about what the records hold, for the free-space check.
 fn write_pack(
-    layout: &Layout,
+    layout: &Odb,
     stored: u64,
     count: usize,
     mut next: impl FnMut(usize) -> Result<(ObjectId, Vec<u8>)>,
@@ -124,8 +124,8 @@ fn write_pack(
 
 /// About how many bytes object `id` takes where it is stored now (for
 /// the free-space check before a copy).
-fn stored_len(layout: &Layout, id: &ObjectId) -> Result<u64> {
-    match layout.odb().locate(layout, id)? {
+fn stored_len(layout: &Odb, id: &ObjectId) -> Result<u64> {
+    match layout.index().locate(layout, id)? {
         Some(odb::Found::Record { len, .. }) => Ok(len),
         Some(odb::Found::Loose) => Ok(open_loose(layout, id)?
             .and_then(|f| f.metadata().ok())
@@ -139,10 +139,10 @@ fn stored_len(layout: &Layout, id: &ObjectId) -> Result<u64> {
 
 /// The stored bytes of object `id` from wherever it is now, verified: a
 /// repack must never give damaged bytes a fresh, valid record.
-pub(crate) fn stored_bytes(layout: &Layout, id: &ObjectId) -> Result<Vec<u8>> {
+pub(crate) fn stored_bytes(layout: &Odb, id: &ObjectId) -> Result<Vec<u8>> {
     let cap = crate::object::Cap::ANY;
     let max = cap.max + cap.max / 128 + 4096;
-    match layout.odb().locate(layout, id)? {
+    match layout.index().locate(layout, id)? {
         Some(odb::Found::Record { file, place, len }) => {
             let mut record = odb::read_found(&file, &place, len, id, max)?;
             if !crate::pack::check_matches(&record) {
@@ -173,7 +173,7 @@ pub(crate) fn stored_bytes(layout: &Layout, id: &ObjectId) -> Result<Vec<u8>> {
 
 /// The loose file of object `id`, opened without following links (None
 /// when it cannot be opened).
-fn open_loose(layout: &Layout, id: &ObjectId) -> Result<Option<std::fs::File>> {
+fn open_loose(layout: &Odb, id: &ObjectId) -> Result<Option<std::fs::File>> {
     let (dir, name) = crate::layout::object_name(id);
     Ok(layout
         .objects()?

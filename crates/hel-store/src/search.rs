@@ -21,10 +21,10 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::layout::Layout;
 use crate::list::{malformed, parse_item, Item, RawNode};
-use crate::object::{self, Cap, Kind};
-use crate::{snapshot, Error, ObjectId, Result, SessionId, Store};
+use crate::object::{Cap, Kind};
+use crate::odb::Odb;
+use crate::{Error, ObjectId, Result, SessionId, Store};
 
 /// Characters of the matching line an excerpt keeps at most.
 pub const EXCERPT_MAX: usize = 160;
@@ -122,7 +122,7 @@ struct Verdict {
 }
 
 struct Scan<'a> {
-    layout: &'a Layout,
+    layout: &'a Odb,
     re: &'a regex::Regex,
     role: Option<&'a str>,
     max_messages: u64,
@@ -138,47 +138,6 @@ struct Scan<'a> {
     report: SearchReport,
 }
 
-impl Store {
-    /// Search the conversation at every session's newest checkpoint for
-    /// messages (of `role`, when given; never the system prompt) whose text
-    /// (content, or a tool call's name and arguments) `re` matches. See the
-    /// module doc for what is read and what is reported.
-    pub fn search(&self, re: &regex::Regex, role: Option<&str>) -> Result<SearchReport> {
-        let Some(layout) = self.layout_for_gc()? else {
-            return Ok(SearchReport::default());
-        };
-        let mut scan = Scan {
-            layout,
-            re,
-            role,
-            max_messages: self.limits().max_messages,
-            nodes: HashMap::new(),
-            cached_items: 0,
-            verdicts: HashMap::new(),
-            snapshots: HashMap::new(),
-            report: SearchReport::default(),
-        };
-        for info in self.sessions()? {
-            if let Some(e) = info.broken {
-                scan.report.errors.push((info.id, e));
-                continue;
-            }
-            let Some(head) = info.head else { continue };
-            match scan.session(&head) {
-                Ok(matches) if matches.is_empty() => {}
-                Ok(matches) => scan.report.sessions.push(SessionHits {
-                    session: info.id,
-                    updated_ms: info.updated_ms,
-                    head,
-                    matches,
-                }),
-                Err(e) => scan.report.errors.push((info.id, Arc::new(e))),
-            }
-        }
-        Ok(scan.report)
-    }
-}
-
 impl Scan<'_> {
     /// The matching messages of the conversation at checkpoint `head`.
     fn session(&mut self, head: &ObjectId) -> Result<Vec<Found>> {
@@ -188,7 +147,7 @@ impl Scan<'_> {
             self.cached_items = 0;
         }
         let t = std::time::Instant::now();
-        let cp = snapshot::read(self.layout, head)?;
+        let cp = crate::read::snapshot(self.layout, head)?;
         self.report.read_time += t.elapsed();
         let msgs = self.conversation(head, cp.messages.root, cp.messages.count)?;
         let mut found = Vec::new();
@@ -356,7 +315,7 @@ impl Scan<'_> {
     /// scanned now, while the node is in memory.
     fn read_node(&mut self, id: &ObjectId) -> Result<NodeParts> {
         let t = std::time::Instant::now();
-        let payload = object::read_kind(self.layout, id, Kind::List, Cap::LIST)?;
+        let payload = crate::read::of_kind(self.layout, id, Kind::List, Cap::LIST)?;
         self.report.read_time += t.elapsed();
         self.report.nodes_read += 1;
         let raw = RawNode::parse(&payload).map_err(|e| malformed(self.layout, id, e))?;
@@ -400,7 +359,7 @@ impl Scan<'_> {
             return Err(Error::Internal("inline message not scanned".into()));
         };
         let t = std::time::Instant::now();
-        let bytes = object::read_kind(self.layout, &b, Kind::Blob, Cap::MESSAGE)?;
+        let bytes = crate::read::of_kind(self.layout, &b, Kind::Blob, Cap::MESSAGE)?;
         self.report.read_time += t.elapsed();
         self.report.blobs_read += 1;
         let m: Value = serde_json::from_slice(&bytes).map_err(|e| Error::BadMessage {
@@ -464,7 +423,7 @@ impl Scan<'_> {
                 Some(v) => *v,
                 None => {
                     let t = std::time::Instant::now();
-                    let cp = snapshot::read(self.layout, &id)?;
+                    let cp = crate::read::snapshot(self.layout, &id)?;
                     self.report.read_time += t.elapsed();
                     let v = (cp.messages.root, cp.parents.first().copied());
                     self.snapshots.insert(id, v);
@@ -505,6 +464,45 @@ fn excerpt(text: &str, start: usize, end: usize) -> String {
         out.push('…');
     }
     out.trim().to_owned()
+}
+
+/// Search the conversation at every session's newest checkpoint for
+/// messages (of `role`, when given; never the system prompt) whose text
+/// (content, or a tool call's name and arguments) `re` matches. See the
+/// module doc for what is read and what is reported.
+pub fn search(store: &Store, re: &regex::Regex, role: Option<&str>) -> Result<SearchReport> {
+    let Some(layout) = store.layout_for_gc()? else {
+        return Ok(SearchReport::default());
+    };
+    let mut scan = Scan {
+        layout,
+        re,
+        role,
+        max_messages: store.limits().max_messages,
+        nodes: HashMap::new(),
+        cached_items: 0,
+        verdicts: HashMap::new(),
+        snapshots: HashMap::new(),
+        report: SearchReport::default(),
+    };
+    for info in store.sessions()? {
+        if let Some(e) = info.broken {
+            scan.report.errors.push((info.id, e));
+            continue;
+        }
+        let Some(head) = info.head else { continue };
+        match scan.session(&head) {
+            Ok(matches) if matches.is_empty() => {}
+            Ok(matches) => scan.report.sessions.push(SessionHits {
+                session: info.id,
+                updated_ms: info.updated_ms,
+                head,
+                matches,
+            }),
+            Err(e) => scan.report.errors.push((info.id, Arc::new(e))),
+        }
+    }
+    Ok(scan.report)
 }
 
 #[cfg(test)]
@@ -573,7 +571,7 @@ mod tests {
             &[None],
         );
         let re = regex::Regex::new("needle").unwrap();
-        let report = store.search(&re, None).unwrap();
+        let report = search(&store, &re, None).unwrap();
         assert!(report.errors.is_empty());
         assert_eq!(report.sessions.len(), 3);
         // 4 messages in A (the fork shares them all), 1 in B: 5, each once.
@@ -594,7 +592,7 @@ mod tests {
                 .collect();
             assert_eq!(got, vec![(1, "user", c1.id), (2, "assistant", c1.id)]);
         }
-        let only_tool = store.search(&re, Some("tool")).unwrap();
+        let only_tool = search(&store, &re, Some("tool")).unwrap();
         assert_eq!(only_tool.sessions.len(), 1);
         assert_eq!(only_tool.sessions[0].session, *b.session());
     }

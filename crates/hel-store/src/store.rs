@@ -1,6 +1,9 @@
-//! [`Store`]: the API hel uses. It ties objects, lists, snapshots, refs and
-//! locks together; each of those modules is the only one that knows its part
-//! of the format.
+//! [`Store`]: an open store and a session's life in it (open, new session,
+//! resume, load, list), tying objects, lists, snapshots, refs and locks
+//! together; each of those modules is the only one that knows its part of
+//! the format. Commits are `commit.rs`, forks `fork.rs`, delete `gc.rs`;
+//! names, spill, what hel-workspace reads and the maintenance are
+//! functions of their own modules taking a `&Store` (see the crate doc).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -10,13 +13,15 @@ use std::sync::{Arc, OnceLock};
 use serde_json::Value;
 
 use crate::dir::Dir;
-use crate::gc::GcReport;
-use crate::journal::{self, CommitPayload};
-use crate::layout::{Layout, SPILL, STORE_DIR};
+use crate::format::STORE_DIR;
+use crate::journal::{self};
+use crate::layout::SPILL;
 use crate::list::{Leaf, Limits, Reader};
 use crate::lock::{self, Exclusive, SessionLease, Shared};
-use crate::object::{self, Cap, Kind, Writer};
-use crate::snapshot::{self, Checkpoint, Record, SpillEntry, Workspace, SCHEMA_VERSION};
+use crate::object::{Cap, Kind};
+use crate::odb::Odb;
+use crate::snapshot::{Checkpoint, Record, SpillEntry, Workspace};
+use crate::summaries::SessionInfo;
 use crate::{heads, message, refs, time, Error, ObjectId, Result, SessionId};
 
 /// The session store of one project (its `.hel/` directory), held open:
@@ -31,7 +36,7 @@ pub struct Store {
 #[derive(Debug)]
 struct Inner {
     project: Dir,
-    layout: OnceLock<Layout>,
+    layout: OnceLock<Odb>,
     limits: Limits,
     moved_warned: AtomicBool,
 }
@@ -181,29 +186,6 @@ pub struct Committed {
     pub warnings: Vec<Warning>,
 }
 
-/// A session as listings show it.
-#[derive(Debug, Clone)]
-pub struct SessionInfo {
-    pub id: SessionId,
-    pub busy: bool,
-    pub head: Option<ObjectId>,
-    pub updated_ms: u64,
-    pub checkpoints: u64,
-    pub messages: u64,
-    pub instruction: String,
-    /// The project directory its newest record was saved in (None: no
-    /// checkpoint, or one that could not be read). A session whose
-    /// directory is not the project's came from elsewhere (a `.hel/` that
-    /// arrived with a repository, say).
-    pub cwd: Option<String>,
-    /// `updated_ms` is after the time of the listing: no record made here
-    /// is, so it orders as the oldest (see [`Store::sessions`]).
-    pub future: bool,
-    /// Why the session's head or checkpoint could not be read, if it
-    /// could not (shared, so that a listing stays cheap to clone).
-    pub broken: Option<Arc<Error>>,
-}
-
 impl Store {
     /// The store of the project at `project_dir` (its `.hel/`), with the
     /// default [`Limits`]. Nothing is created until something is written.
@@ -215,43 +197,29 @@ impl Store {
     /// As [`Store::open`], loading conversations within `limits`.
     pub fn open_with(project_dir: &Path, limits: Limits) -> Result<Store> {
         let project = Dir::open_path(project_dir)?;
-        let layout = OnceLock::new();
-        if let Some(l) = Layout::open(&project)? {
-            let _ = layout.set(l);
+        let layout = crate::upgrade::open(&project)?;
+        Ok(Store::with(project, layout, limits))
+    }
+
+    /// The store of `project` open as `layout` (`None`: it has none yet).
+    pub(crate) fn with(project: Dir, layout: Option<Odb>, limits: Limits) -> Store {
+        let cell = OnceLock::new();
+        if let Some(l) = layout {
+            let _ = cell.set(l);
         }
-        Ok(Store {
+        Store {
             inner: Arc::new(Inner {
                 project,
-                layout,
+                layout: cell,
                 limits,
                 moved_warned: AtomicBool::new(false),
             }),
-        })
-    }
-
-    /// The store of `project_dir` as it is, not upgraded, for
-    /// [`Store::fsck`] of a store of an older format that [`Store::open`]
-    /// refused to upgrade (a journal with a fault, a lease held): it is
-    /// checked by its own format's rules, and nothing is written.
-    pub fn open_in_place(project_dir: &Path) -> Result<Store> {
-        let project = Dir::open_path(project_dir)?;
-        let layout = OnceLock::new();
-        if let Some(l) = Layout::open_in_place(&project)? {
-            let _ = layout.set(l);
         }
-        Ok(Store {
-            inner: Arc::new(Inner {
-                project,
-                layout,
-                limits: Limits::default(),
-                moved_warned: AtomicBool::new(false),
-            }),
-        })
     }
 
     /// The store's format as its `format` file says (1: none; 0: no store).
     pub fn format(&self) -> u64 {
-        self.inner.layout.get().map_or(0, Layout::format)
+        self.inner.layout.get().map_or(0, |l| l.format())
     }
 
     /// The project directory, as it was opened.
@@ -260,7 +228,7 @@ impl Store {
     }
 
     /// The store directory's path (for messages).
-    pub fn root_path(&self) -> PathBuf {
+    pub(crate) fn root_path(&self) -> PathBuf {
         self.project_path().join(STORE_DIR)
     }
 
@@ -269,24 +237,24 @@ impl Store {
     }
 
     /// The open store, if the project has one.
-    fn layout(&self) -> Result<Option<&Layout>> {
+    pub(crate) fn layout(&self) -> Result<Option<&Odb>> {
         if let Some(l) = self.inner.layout.get() {
             return Ok(Some(l));
         }
         // Made by another process since we opened the project?
-        match Layout::open(&self.inner.project)? {
+        match crate::upgrade::open(&self.inner.project)? {
             Some(l) => Ok(Some(self.inner.layout.get_or_init(|| l))),
             None => Ok(None),
         }
     }
 
     /// The open store, created if absent.
-    pub(crate) fn layout_create(&self) -> Result<&Layout> {
+    pub(crate) fn layout_create(&self) -> Result<&Odb> {
         if let Some(l) = self.layout()? {
-            l.init()?;
+            crate::upgrade::init(l)?;
             return Ok(l);
         }
-        let made = Layout::create(&self.inner.project)?;
+        let made = crate::upgrade::create(&self.inner.project)?;
         Ok(self.inner.layout.get_or_init(|| made))
     }
 
@@ -349,7 +317,7 @@ impl Store {
         }
     }
 
-    fn layout_or_missing(&self, id: &ObjectId) -> Result<&Layout> {
+    pub(crate) fn layout_or_missing(&self, id: &ObjectId) -> Result<&Odb> {
         self.layout()?.ok_or_else(|| Error::Missing {
             id: *id,
             path: self.root_path(),
@@ -358,7 +326,7 @@ impl Store {
 
     /// Read checkpoint `id` (verified and validated).
     pub fn checkpoint(&self, id: &ObjectId) -> Result<Checkpoint> {
-        snapshot::read(self.layout_or_missing(id)?, id)
+        crate::read::snapshot(self.layout_or_missing(id)?, id)
     }
 
     /// Read checkpoint `id` whole, verifying every object and validating
@@ -368,9 +336,9 @@ impl Store {
     /// to commit after it.
     pub fn load(&self, id: &ObjectId) -> Result<Loaded> {
         let layout = self.layout_or_missing(id)?;
-        let cp = snapshot::read(layout, id)?;
+        let cp = crate::read::snapshot(layout, id)?;
         let json_blob = |blob: &ObjectId, cap: Cap| -> Result<Value> {
-            let bytes = object::read_kind(layout, blob, Kind::Blob, cap)?;
+            let bytes = crate::read::of_kind(layout, blob, Kind::Blob, cap)?;
             serde_json::from_slice(&bytes).map_err(|e| Error::Corrupt {
                 id: *blob,
                 path: layout.object_path(blob),
@@ -434,7 +402,7 @@ impl Store {
         let Some(head) = heads::read(layout, lease.session())? else {
             return Ok(SessionState::default());
         };
-        let cp = snapshot::read(layout, &head.id)?;
+        let cp = crate::read::snapshot(layout, &head.id)?;
         Ok(SessionState {
             head: Some(head.id),
             checkpoints: cp.summary.checkpoints,
@@ -443,15 +411,6 @@ impl Store {
             seq: head.seq(),
             ..SessionState::default()
         })
-    }
-
-    /// The path of `session`'s spill directory, as seen from the project
-    /// (conversations name spill files under it).
-    pub fn spill_dir_path(&self, session: &SessionId) -> PathBuf {
-        self.root_path()
-            .join(crate::layout::SESSIONS)
-            .join(session.as_str())
-            .join(SPILL)
     }
 
     /// The spill directory of the lease's session, created if absent.
@@ -464,73 +423,6 @@ impl Store {
                 session: lease.session().to_string(),
             })?;
         dir.sub_create(SPILL, crate::layout::DIR_MODE)
-    }
-
-    /// Write a spill working copy `name` of the lease's session (a new file:
-    /// spill never changes once written).
-    pub fn write_spill(&self, lease: &SessionLease, name: &str, bytes: &[u8]) -> Result<()> {
-        use std::io::Write;
-        let dir = self.spill_dir(lease)?;
-        let mut f = dir.create_new(name, 0o600)?;
-        f.write_all(bytes).map_err(|source| Error::Io {
-            path: dir.child_path(name),
-            source,
-        })
-    }
-
-    /// The spill working copy `name` of the lease's session, if present.
-    pub fn read_spill_copy(&self, lease: &SessionLease, name: &str) -> Result<Option<Vec<u8>>> {
-        let dir = self.spill_dir(lease)?;
-        dir.read_file(name, Cap::SPILL.max)
-    }
-
-    /// Remove the session's spill working copies (`sessions/<id>/spill/`):
-    /// they are a cache of the spill blobs, re-made at resume. hel calls
-    /// this when an instance ends; what was never committed goes with it.
-    pub fn clear_spill(&self, lease: &SessionLease) -> Result<()> {
-        let Some(layout) = self.layout()? else {
-            return Ok(());
-        };
-        if let Some(dir) = layout.session_dir(lease.session())? {
-            dir.remove_tree(SPILL)?;
-        }
-        Ok(())
-    }
-
-    /// The bytes of blob `id` (a spill file), verified. Tests only
-    /// (`testing` feature): hel reads spill through [`Store::read_spill`].
-    #[cfg(feature = "testing")]
-    pub fn read_blob(&self, id: &ObjectId) -> Result<Vec<u8>> {
-        object::read_kind(self.layout_or_missing(id)?, id, Kind::Blob, Cap::SPILL)
-    }
-
-    /// The bytes of the spill file `entry` names, verified, and as long as
-    /// `entry.size` says (objects-spec §2.3, `spill`).
-    pub fn read_spill(&self, entry: &SpillEntry) -> Result<Vec<u8>> {
-        spill_of_size(
-            self.layout_or_missing(&entry.blob)?,
-            &entry.blob,
-            entry.size,
-        )
-    }
-
-    /// The bytes of blob `id` used as `cap` says (a workspace file:
-    /// [`Cap::FILE`]), verified.
-    pub fn read_blob_as(&self, id: &ObjectId, cap: Cap) -> Result<Vec<u8>> {
-        object::read_kind(self.layout_or_missing(id)?, id, Kind::Blob, cap)
-    }
-
-    /// The directory `.hel/workspace/` (created when absent), opened
-    /// without following links, and its path. Workspace snapshots keep
-    /// their stat cache and a restore's temporary files there.
-    pub fn workspace_dir(&self) -> Result<(std::os::fd::OwnedFd, PathBuf)> {
-        let dir = self.layout_create()?.workspace_create()?;
-        Ok((dir.dup_fd()?, dir.path().to_owned()))
-    }
-
-    /// Read and validate tree `id` (a directory of a workspace snapshot).
-    pub fn read_tree(&self, id: &ObjectId) -> Result<crate::tree::Tree> {
-        crate::commit::read_tree(self.layout_or_missing(id)?, id)
     }
 
     /// Warn once when the project's path leads elsewhere than the
@@ -550,107 +442,11 @@ impl Store {
         }
     }
 
-    /// Commit a checkpoint of the lease's session and move its ref: a
-    /// [`Store::begin`] with nothing else written, then [`crate::Txn::commit`].
-    pub fn commit(
-        &self,
-        lease: &SessionLease,
-        state: &mut SessionState,
-        input: CommitInput<'_>,
-    ) -> Result<Committed> {
-        self.begin(lease, state)?.commit(input)
-    }
-
-    /// Fork checkpoint `at` into a new session: one new snapshot that names
-    /// `at` as its parent and reuses its message list and spill map. Returns
-    /// the new session's lease and its first checkpoint. The base is read
-    /// under the store lock the fork publishes under, so gc cannot sweep it
-    /// in between; the new session depends on the journal that holds the
-    /// base (and on what that one depends on).
-    pub fn fork(&self, at: &ObjectId) -> Result<(SessionLease, ObjectId, Vec<Warning>)> {
-        self.fork_with_cwd(at, None)
-    }
-
-    /// [`Store::fork`] made in the project directory `cwd`: the fork's
-    /// first record says `cwd` (the directory it is continued in), not the
-    /// directory `at` was saved in, so a checkpoint from before a
-    /// relocation can be forked where the session now is.
-    pub fn fork_here(
-        &self,
-        at: &ObjectId,
-        cwd: &str,
-    ) -> Result<(SessionLease, ObjectId, Vec<Warning>)> {
-        self.fork_with_cwd(at, Some(cwd))
-    }
-
-    fn fork_with_cwd(
-        &self,
-        at: &ObjectId,
-        cwd: Option<&str>,
-    ) -> Result<(SessionLease, ObjectId, Vec<Warning>)> {
-        let layout = self.layout_or_missing(at)?;
-        let lock = Shared::take(layout)?;
-        layout.odb().forget_removed();
-        let base = snapshot::read(layout, at)?;
-        let mut deps = BTreeSet::new();
-        if let Some(origin) = heads::read(layout, &base.session_id)? {
-            deps.extend(origin.deps());
-        }
-        if layout.odb().journal(layout, &base.session_id)?.is_some() {
-            deps.insert(base.session_id.clone());
-        }
-        let lease = SessionLease::acquire(layout, &SessionId::new_random(), true)?;
-        deps.remove(lease.session());
-        let now = time::now_ms();
-        let cp = Checkpoint {
-            session_id: lease.session().clone(),
-            parents: vec![*at],
-            created_at: time::rfc3339(now),
-            created_at_ms: now,
-            summary: base.summary.clone(),
-            schema_version: SCHEMA_VERSION,
-            record: Some(Record::Fork),
-            workspace: base.workspace.clone().map(|w| Workspace {
-                restored: None,
-                ..w
-            }),
-            cwd: cwd.map_or_else(|| base.cwd.clone(), str::to_owned),
-            ..base
-        };
-        let id = {
-            let mut journal = lease.journal.lock().unwrap_or_else(|p| p.into_inner());
-            let journal = self.journal_writer(layout, &lease, &mut journal)?;
-            let mut writer = Writer::new(&lock, lease.session(), &deps);
-            let id = writer.put(Kind::Snapshot, &cp.to_payload())?;
-            let payload = CommitPayload {
-                deps: writer.deps.clone(),
-                parent: None,
-                seq: 1,
-                session: lease.session().clone(),
-                summary: cp.summary.clone(),
-                time_ms: now,
-                why: format!("fork from {at}"),
-            };
-            let (_, told) = writer.commit(journal, id, payload, || {
-                crate::commit::move_ref(layout, lease.session(), None, id)
-            })?;
-            (id, told)
-        };
-        let (id, told) = id;
-        // The fork is published: a name that cannot be copied is a warning.
-        let mut warnings: Vec<Warning> = told.into_iter().map(Warning::RefNotSynced).collect();
-        if let Err(e) = crate::names::copy_for_fork(layout, &base.session_id, lease.session()) {
-            warnings.push(Warning::NameNotCopied(e));
-        }
-        drop(lock);
-        Ok((lease, id, warnings))
-    }
-
     /// The lease's journal writer, opened (and made known to the object
     /// database) at the session's first commit in this process.
     pub(crate) fn journal_writer<'j>(
         &self,
-        layout: &Layout,
+        layout: &Odb,
         lease: &SessionLease,
         slot: &'j mut Option<journal::Writer>,
     ) -> Result<&'j mut journal::Writer> {
@@ -663,75 +459,11 @@ impl Store {
                 lease.session(),
                 rule,
             )?;
-            layout.odb().adopt(std::sync::Arc::clone(&w.view));
+            layout.index().adopt(std::sync::Arc::clone(&w.view));
             *slot = Some(w);
         }
         slot.as_mut()
             .ok_or_else(|| Error::Internal("journal writer not kept".into()))
-    }
-
-    /// Delete `session`: its head and working directory. Refused while the
-    /// session is in use. Objects other sessions still need (forks, shared
-    /// large objects) are first copied into a sealed pack (durable), then
-    /// the ref goes (synced: from here on there is no session), then the
-    /// journal, whose bytes come back at once. With `collect`,
-    /// gc then reclaims what else no session reaches (loose objects and
-    /// packs of older stores).
-    pub fn delete(&self, session: &SessionId, collect: bool) -> Result<Option<GcReport>> {
-        let no_such = || Error::NoSuchSession {
-            session: session.to_string(),
-        };
-        let layout = self.layout()?.ok_or_else(no_such)?;
-        let released = {
-            let lock = Exclusive::take(layout)?;
-            // A session whose journal has a fault can be deleted: what
-            // other sessions need of it is copied first, or the delete
-            // refuses.
-            let known = match heads::read_light(layout, session) {
-                Err(Error::JournalFault { .. } | Error::BadRef { .. }) => true,
-                head => head?.is_some(),
-            } || layout.session_dir(session)?.is_some();
-            if !known {
-                return Err(no_such());
-            }
-            let lease = SessionLease::acquire(lock.layout, session, true)?;
-            let released = crate::gc::release(layout, &lock, session)?;
-            // The name goes first: a name left behind would name nothing.
-            crate::names::remove(layout, session)?;
-            if let Some(sessions) = layout.sessions()? {
-                // The lease file goes with the directory; the lock is dropped after.
-                sessions.remove_tree(session.as_str())?;
-            }
-            drop(lease);
-            released
-        };
-        if !collect {
-            return Ok(None);
-        }
-        let mut report = if self.needs_gc(layout)? {
-            self.gc(false)?
-        } else {
-            GcReport::default()
-        };
-        report.bytes_removed += released.bytes;
-        report.objects_removed += released.objects;
-        report.journals_removed += 1;
-        Ok(Some(report))
-    }
-
-    /// Is there anything a gc would do beyond what deletes did: loose
-    /// objects (of a format-1 store) or sealed packs to merge?
-    fn needs_gc(&self, layout: &Layout) -> Result<bool> {
-        let stub = crate::layout::stub_object();
-        let loose = crate::gc::object_files(layout)?
-            .objects
-            .iter()
-            .any(|(id, _, _)| *id != stub);
-        let packs = match layout.packs()? {
-            Some(p) => crate::odb::sealed_stems(p)?.len(),
-            None => 0,
-        };
-        Ok(loose || packs > 1)
     }
 
     /// All sessions of this store, most recently updated first: those with
@@ -776,16 +508,6 @@ impl Store {
         Ok(out)
     }
 
-    /// The sessions whose id starts with `prefix` (lowercase hex and `-`).
-    pub fn sessions_matching(&self, prefix: &str) -> Result<Vec<SessionId>> {
-        let Some(layout) = self.layout()? else {
-            return Ok(Vec::new());
-        };
-        let mut ids = self.session_ids(layout)?;
-        ids.retain(|id| id.as_str().starts_with(prefix));
-        Ok(ids)
-    }
-
     /// Does `.hel/` hold anything under `session`'s name (a ref, a working
     /// directory, or something else in their place)?
     pub fn knows(&self, session: &SessionId) -> Result<bool> {
@@ -815,7 +537,7 @@ impl Store {
 
     /// The ids of all sessions: those with a ref and those with only a
     /// working directory (started, no checkpoint yet), sorted.
-    fn session_ids(&self, layout: &Layout) -> Result<Vec<SessionId>> {
+    pub(crate) fn session_ids(&self, layout: &Odb) -> Result<Vec<SessionId>> {
         let mut ids = heads::sessions(layout)?;
         if let Some(dir) = layout.sessions()? {
             for e in dir.entries()? {
@@ -832,7 +554,7 @@ impl Store {
         Ok(ids)
     }
 
-    pub(crate) fn layout_for_gc(&self) -> Result<Option<&Layout>> {
+    pub(crate) fn layout_for_gc(&self) -> Result<Option<&Odb>> {
         self.layout()
     }
 }
@@ -840,7 +562,7 @@ impl Store {
 /// `session`'s listing row as its head, commit record and checkpoint say
 /// (no index), or `None` when it is no session: no checkpoint, and nobody
 /// working on it.
-fn listed(layout: &Layout, id: SessionId, busy: bool) -> Option<SessionInfo> {
+fn listed(layout: &Odb, id: SessionId, busy: bool) -> Option<SessionInfo> {
     let head = match heads::read_light(layout, &id) {
         Ok(h) => h,
         Err(e) => return Some(SessionInfo::broken(id, busy, None, e)),
@@ -914,23 +636,6 @@ fn listed(layout: &Layout, id: SessionId, busy: bool) -> Option<SessionInfo> {
     })
 }
 
-impl SessionInfo {
-    fn broken(id: SessionId, busy: bool, head: Option<ObjectId>, e: Error) -> SessionInfo {
-        SessionInfo {
-            id,
-            busy,
-            head,
-            updated_ms: 0,
-            checkpoints: 0,
-            messages: 0,
-            instruction: String::new(),
-            cwd: None,
-            future: false,
-            broken: Some(Arc::new(e)),
-        }
-    }
-}
-
 /// At most `max` characters of `text`.
 pub(crate) fn clip(text: &str, max: usize) -> String {
     text.chars().take(max).collect()
@@ -943,8 +648,8 @@ pub fn first_line(text: &str) -> String {
 
 /// Spill blob `id`, verified, when it holds `size` bytes; a snapshot that
 /// says otherwise makes it corrupt.
-pub(crate) fn spill_of_size(layout: &Layout, id: &ObjectId, size: u64) -> Result<Vec<u8>> {
-    let bytes = object::read_kind(layout, id, Kind::Blob, Cap::SPILL)?;
+pub(crate) fn spill_of_size(layout: &Odb, id: &ObjectId, size: u64) -> Result<Vec<u8>> {
+    let bytes = crate::read::of_kind(layout, id, Kind::Blob, Cap::SPILL)?;
     if bytes.len() as u64 != size {
         return Err(Error::Corrupt {
             id: *id,

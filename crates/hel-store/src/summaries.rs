@@ -26,8 +26,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::dir::Stamp;
 use crate::layout::{Layout, SUMMARIES};
-use crate::store::SessionInfo;
-use crate::{ObjectId, SessionId};
+use crate::{Error, ObjectId, SessionId};
+use std::sync::Arc;
 
 /// The first line of the file.
 const HEADER: &[u8] = b"hel-summaries 2\n";
@@ -411,6 +411,51 @@ fn write(layout: &Layout, bytes: &[u8]) -> crate::Result<()> {
         let _ = tmp.remove_file(&name);
     }
     written
+}
+
+/// A session as listings show it.
+#[derive(Debug, Clone)]
+pub struct SessionInfo {
+    pub id: SessionId,
+    pub busy: bool,
+    pub head: Option<ObjectId>,
+    pub updated_ms: u64,
+    pub checkpoints: u64,
+    pub messages: u64,
+    pub instruction: String,
+    /// The project directory its newest record was saved in (None: no
+    /// checkpoint, or one that could not be read). A session whose
+    /// directory is not the project's came from elsewhere (a `.hel/` that
+    /// arrived with a repository, say).
+    pub cwd: Option<String>,
+    /// `updated_ms` is after the time of the listing: no record made here
+    /// is, so it orders as the oldest (see [`crate::Store::sessions`]).
+    pub future: bool,
+    /// Why the session's head or checkpoint could not be read, if it
+    /// could not (shared, so that a listing stays cheap to clone).
+    pub broken: Option<Arc<Error>>,
+}
+
+impl SessionInfo {
+    pub(crate) fn broken(
+        id: SessionId,
+        busy: bool,
+        head: Option<ObjectId>,
+        e: Error,
+    ) -> SessionInfo {
+        SessionInfo {
+            id,
+            busy,
+            head,
+            updated_ms: 0,
+            checkpoints: 0,
+            messages: 0,
+            instruction: String::new(),
+            cwd: None,
+            future: false,
+            broken: Some(Arc::new(e)),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -16,11 +16,12 @@ use std::path::Path;
 
 use crate::heads;
 use crate::journal::CommitPayload;
-use crate::layout::Layout;
 use crate::lock::{SessionLease, Shared};
-use crate::object::{self, Cap, Kind, Writer};
+use crate::object::{self, Cap, Kind};
+use crate::odb::Odb;
 use crate::pack::{self, FileKind, RecordType, FILE_HEADER, RECORD_HEADER};
-use crate::{gc, list, snapshot, time, Error, ObjectId, Result, SessionId, Store};
+use crate::write::Writer;
+use crate::{gc, list, time, Error, ObjectId, Result, SessionId, Store};
 
 /// The most objects one received pack may hold (a pack index's limit).
 pub const PACK_OBJECTS_MAX: u64 = 1 << 20;
@@ -86,14 +87,14 @@ fn encode_pack(records: &[(ObjectId, Vec<u8>)]) -> Vec<u8> {
 
 /// Every snapshot `head`'s history holds (itself included), through all
 /// parents; iterative, each read and validated.
-fn history(layout: &Layout, head: &ObjectId) -> Result<HashSet<ObjectId>> {
+fn history(layout: &Odb, head: &ObjectId) -> Result<HashSet<ObjectId>> {
     let mut seen = HashSet::new();
     let mut todo = vec![*head];
     while let Some(id) = todo.pop() {
         if !seen.insert(id) {
             continue;
         }
-        todo.extend(snapshot::read(layout, &id)?.parents);
+        todo.extend(crate::read::snapshot(layout, &id)?.parents);
     }
     Ok(seen)
 }
@@ -102,7 +103,7 @@ fn history(layout: &Layout, head: &ObjectId) -> Result<HashSet<ObjectId>> {
 /// §8): every object present and verified, every snapshot, node and tree
 /// valid, every root tree within the flattening limits (§4.1), every
 /// message and JSON blob valid; the first fault is returned.
-fn verify_reach(layout: &Layout, head: &ObjectId) -> Result<HashSet<ObjectId>> {
+fn verify_reach(layout: &Odb, head: &ObjectId) -> Result<HashSet<ObjectId>> {
     let mut first: Option<Error> = None;
     let marked = gc::mark(layout, &[*head], &mut |e| {
         first.get_or_insert(e);
@@ -111,7 +112,7 @@ fn verify_reach(layout: &Layout, head: &ObjectId) -> Result<HashSet<ObjectId>> {
     if let Some(e) = first {
         return Err(e);
     }
-    crate::tree::check_roots(layout, &marked.workspace_roots, &mut |e| Err(e))?;
+    crate::read::check_roots(layout, &marked.workspace_roots, &mut |e| Err(e))?;
     let mut blobs: HashSet<ObjectId> = marked.message_blobs.clone();
     for node in marked.shapes.nodes.keys() {
         blobs.extend(list::validate_node_messages(layout, node)?);
@@ -120,7 +121,7 @@ fn verify_reach(layout: &Layout, head: &ObjectId) -> Result<HashSet<ObjectId>> {
         list::validate_blob_message(layout, b)?;
     }
     for (blob, cap) in &marked.json_blobs {
-        let bytes = object::read_kind(layout, blob, Kind::Blob, *cap)?;
+        let bytes = crate::read::of_kind(layout, blob, Kind::Blob, *cap)?;
         serde_json::from_slice::<serde_json::Value>(&bytes).map_err(|e| Error::Corrupt {
             id: *blob,
             path: layout.object_path(blob),
@@ -129,250 +130,9 @@ fn verify_reach(layout: &Layout, head: &ObjectId) -> Result<HashSet<ObjectId>> {
     }
     // Everything else (spill and workspace blobs): present and verified.
     for id in &marked.reachable {
-        object::read(layout, id, Cap::ANY)?;
+        crate::read::object(layout, id, Cap::ANY)?;
     }
     Ok(marked.reachable)
-}
-
-impl Store {
-    /// The objects `head` reaches that `base` (a checkpoint of this store,
-    /// in `head`'s history) does not, as a sealed pack, each verified as it
-    /// is read. With no `base`, everything `head` reaches.
-    pub fn pack_between(&self, head: &ObjectId, base: Option<&ObjectId>) -> Result<OutPack> {
-        let layout = self.layout_for_gc()?.ok_or_else(|| Error::Missing {
-            id: *head,
-            path: self.root_path(),
-        })?;
-        let _lock = Shared::take(layout)?;
-        let mut abort = |e: Error| Err(e);
-        let marked = gc::mark(layout, &[*head], &mut abort)?;
-        // What the receiver would refuse is not sent.
-        crate::tree::check_roots(layout, &marked.workspace_roots, &mut abort)?;
-        let want = marked.reachable;
-        let have = match base {
-            Some(b) => gc::mark(layout, &[*b], &mut abort)?.reachable,
-            None => HashSet::new(),
-        };
-        let mut ids: Vec<ObjectId> = want.difference(&have).copied().collect();
-        ids.sort();
-        let mut records = Vec::with_capacity(ids.len());
-        for id in ids {
-            let stored = crate::repack::stored_bytes(layout, &id)?;
-            records.push((id, stored));
-        }
-        Ok(OutPack {
-            objects: records.len() as u64,
-            bytes: encode_pack(&records),
-        })
-    }
-
-    /// Verify the bytes of a sealed pack received from `source` (named in
-    /// every error): the file header, every record's framing and check,
-    /// every object's id and size (decoded whole, as a read would). Nothing
-    /// is written.
-    pub fn receive_pack(&self, bytes: &[u8], source: &Path) -> Result<Received> {
-        let damaged = |offset: u64, id: Option<ObjectId>, reason: String| Error::DamagedRecord {
-            pack: source.to_owned(),
-            offset,
-            id,
-            reason,
-        };
-        if bytes.len() < FILE_HEADER as usize {
-            return Err(damaged(0, None, "too short to be a pack".into()));
-        }
-        pack::check_file_header(&bytes[..FILE_HEADER as usize], FileKind::Sealed)
-            .map_err(|r| damaged(0, None, r.to_string()))?;
-        let mut out = Received::default();
-        let mut at = FILE_HEADER as usize;
-        while at < bytes.len() {
-            let off = at as u64;
-            let h =
-                pack::parse_header(&bytes[at..]).map_err(|r| damaged(off, None, r.to_string()))?;
-            if h.rtype != RecordType::Object {
-                return Err(damaged(off, Some(h.id), "not an object record".into()));
-            }
-            if h.stored_len > STORED_MAX {
-                return Err(damaged(
-                    off,
-                    Some(h.id),
-                    format!(
-                        "it declares {} stored bytes, over the {STORED_MAX} an object may have",
-                        h.stored_len
-                    ),
-                ));
-            }
-            let end = at + RECORD_HEADER as usize + h.stored_len as usize;
-            if end > bytes.len() {
-                return Err(damaged(off, Some(h.id), "the pack ends inside it".into()));
-            }
-            if !pack::check_matches(&bytes[at..end]) {
-                return Err(damaged(
-                    off,
-                    Some(h.id),
-                    "its check does not match (torn or damaged)".into(),
-                ));
-            }
-            if out.objects() >= PACK_OBJECTS_MAX {
-                return Err(damaged(
-                    off,
-                    None,
-                    format!("more than {PACK_OBJECTS_MAX} objects"),
-                ));
-            }
-            let stored = &bytes[at + RECORD_HEADER as usize..end];
-            let mut place = source.as_os_str().to_owned();
-            place.push(format!("@{off}"));
-            object::decode(&h.id, Path::new(&place), stored, Cap::ANY)?;
-            out.records.push((h.id, stored.to_vec()));
-            at = end;
-        }
-        Ok(out)
-    }
-
-    /// Bring `head` in as `session`'s head, with the objects of `received`
-    /// (verified by [`Store::receive_pack`]). The objects land first, as one
-    /// sealed pack; then everything `head` reaches is validated in this
-    /// store (see [`verify_reach`]) and the head must be a checkpoint of
-    /// `session`; only then does anything move: a session new here gets
-    /// `head`; a local session whose head `head`'s history holds moves
-    /// forward; one whose history holds `head` is left (it is ahead); when
-    /// both have checkpoints the other lacks, `head` is forked into a new
-    /// session and the local one is untouched. Refused while the session is
-    /// in use ([`Error::InUse`]) when it would move.
-    pub fn adopt(
-        &self,
-        session: &SessionId,
-        head: &ObjectId,
-        received: &[Received],
-    ) -> Result<Adopted> {
-        let layout = self.layout_create()?;
-        let lock = Shared::take(layout)?;
-        layout.odb().forget_removed();
-        let records: Vec<(ObjectId, Vec<u8>)> = received
-            .iter()
-            .flat_map(|r| r.records.iter().cloned())
-            .collect();
-        if !records.is_empty() {
-            crate::repack::write_sealed_shared(layout, &lock, &records)?;
-        }
-        verify_reach(layout, head)?;
-        let cp = snapshot::read(layout, head)?;
-        if cp.session_id != *session {
-            return Err(Error::BadRef {
-                session: session.to_string(),
-                path: Path::new("(received)").to_owned(),
-                reason: crate::RefError::OtherSession {
-                    checkpoint: Box::new(*head),
-                    owner: cp.session_id,
-                },
-            });
-        }
-        let local = heads::read(layout, session)?;
-        let (parent, seq, deps) = match &local {
-            None => (None, 1, BTreeSet::new()),
-            Some(l) if l.id == *head => return Ok(Adopted::UpToDate),
-            Some(l) => {
-                if history(layout, head)?.contains(&l.id) {
-                    (Some(l.id), l.seq() + 1, l.deps())
-                } else if history(layout, &l.id)?.contains(head) {
-                    return Ok(Adopted::LocalAhead);
-                } else {
-                    drop(lock);
-                    let (lease, id, _) = self.fork(head)?;
-                    return Ok(Adopted::Forked {
-                        session: lease.session().clone(),
-                        head: id,
-                    });
-                }
-            }
-        };
-        let lease = SessionLease::acquire(layout, session, true)?;
-        // The lease is ours: the head cannot move under us from here.
-        let now_head = heads::read(layout, session)?.map(|h| h.id);
-        if now_head != parent {
-            return Err(Error::RefMoved {
-                session: session.to_string(),
-                expected: parent.map_or("none".into(), |p| p.to_hex()),
-                found: now_head.map_or("none".into(), |p| p.to_hex()),
-            });
-        }
-        let mut slot = lease.journal.lock().unwrap_or_else(|p| p.into_inner());
-        let journal = self.journal_writer(layout, &lease, &mut slot)?;
-        let mut writer = Writer::new(&lock, session, &deps);
-        let payload = CommitPayload {
-            deps: writer.deps.clone(),
-            parent,
-            seq,
-            session: session.clone(),
-            summary: cp.summary.clone(),
-            time_ms: time::now_ms(),
-            why: "pull".into(),
-        };
-        let (_, told) = writer.commit(journal, *head, payload, || {
-            crate::commit::move_ref(layout, session, parent, *head)
-        })?;
-        drop(slot);
-        // A ref moved whose directory sync failed is not reported by a
-        // pull (it never was).
-        drop(told);
-        Ok(match parent {
-            None => Adopted::New,
-            Some(from) => Adopted::FastForward { from },
-        })
-    }
-
-    /// Does `head`'s history (itself included) hold checkpoint `other`?
-    pub fn history_holds(&self, head: &ObjectId, other: &ObjectId) -> Result<bool> {
-        let layout = self.layout_for_gc()?.ok_or_else(|| Error::Missing {
-            id: *head,
-            path: self.root_path(),
-        })?;
-        Ok(history(layout, head)?.contains(other))
-    }
-
-    /// Is object `id` in this store (anywhere)?
-    pub fn has_object(&self, id: &ObjectId) -> Result<bool> {
-        match self.layout_for_gc()? {
-            Some(layout) => Ok(layout.odb().locate(layout, id)?.is_some()),
-            None => Ok(false),
-        }
-    }
-
-    /// What this store last recorded under `key` (a remote's state, opaque
-    /// here): `None` when nothing is. `key` is lowercase letters, digits
-    /// and `-` (at most 128).
-    pub fn remote_state(&self, key: &str) -> Result<Option<Vec<u8>>> {
-        check_key(key)?;
-        let Some(layout) = self.layout_for_gc()? else {
-            return Ok(None);
-        };
-        match layout.remotes()? {
-            Some(dir) => dir.read_file(key, STATE_MAX),
-            None => Ok(None),
-        }
-    }
-
-    /// Record `bytes` under `key`, replacing what was there: written aside,
-    /// synced and renamed, so a crash leaves the old state or the new.
-    pub fn set_remote_state(&self, key: &str, bytes: &[u8]) -> Result<()> {
-        check_key(key)?;
-        let layout = self.layout_create()?;
-        let dir = layout.remotes_create()?;
-        let tmp = format!(".{key}.{}", uuid::Uuid::new_v4().simple());
-        dir.replace(key, bytes, 0o600, dir, &tmp)
-    }
-
-    /// Forget what is recorded under `key`.
-    pub fn remove_remote_state(&self, key: &str) -> Result<()> {
-        check_key(key)?;
-        if let Some(layout) = self.layout_for_gc()? {
-            if let Some(dir) = layout.remotes()? {
-                dir.remove_file(key)?;
-                dir.sync()?;
-            }
-        }
-        Ok(())
-    }
 }
 
 fn check_key(key: &str) -> Result<()> {
@@ -388,4 +148,242 @@ fn check_key(key: &str) -> Result<()> {
             "{key:?} is not a remote-state key"
         )))
     }
+}
+
+/// The objects `head` reaches that `base` (a checkpoint of this store,
+/// in `head`'s history) does not, as a sealed pack, each verified as it
+/// is read. With no `base`, everything `head` reaches.
+pub fn pack_between(store: &Store, head: &ObjectId, base: Option<&ObjectId>) -> Result<OutPack> {
+    let layout = store.layout_for_gc()?.ok_or_else(|| Error::Missing {
+        id: *head,
+        path: store.root_path(),
+    })?;
+    let _lock = Shared::take(layout)?;
+    let mut abort = |e: Error| Err(e);
+    let marked = gc::mark(layout, &[*head], &mut abort)?;
+    // What the receiver would refuse is not sent.
+    crate::read::check_roots(layout, &marked.workspace_roots, &mut abort)?;
+    let want = marked.reachable;
+    let have = match base {
+        Some(b) => gc::mark(layout, &[*b], &mut abort)?.reachable,
+        None => HashSet::new(),
+    };
+    let mut ids: Vec<ObjectId> = want.difference(&have).copied().collect();
+    ids.sort();
+    let mut records = Vec::with_capacity(ids.len());
+    for id in ids {
+        let stored = crate::repack::stored_bytes(layout, &id)?;
+        records.push((id, stored));
+    }
+    Ok(OutPack {
+        objects: records.len() as u64,
+        bytes: encode_pack(&records),
+    })
+}
+
+/// Verify the bytes of a sealed pack received from `source` (named in
+/// every error): the file header, every record's framing and check,
+/// every object's id and size (decoded whole, as a read would). Nothing
+/// is written.
+pub fn receive_pack(bytes: &[u8], source: &Path) -> Result<Received> {
+    let damaged = |offset: u64, id: Option<ObjectId>, reason: String| Error::DamagedRecord {
+        pack: source.to_owned(),
+        offset,
+        id,
+        reason,
+    };
+    if bytes.len() < FILE_HEADER as usize {
+        return Err(damaged(0, None, "too short to be a pack".into()));
+    }
+    pack::check_file_header(&bytes[..FILE_HEADER as usize], FileKind::Sealed)
+        .map_err(|r| damaged(0, None, r.to_string()))?;
+    let mut out = Received::default();
+    let mut at = FILE_HEADER as usize;
+    while at < bytes.len() {
+        let off = at as u64;
+        let h = pack::parse_header(&bytes[at..]).map_err(|r| damaged(off, None, r.to_string()))?;
+        if h.rtype != RecordType::Object {
+            return Err(damaged(off, Some(h.id), "not an object record".into()));
+        }
+        if h.stored_len > STORED_MAX {
+            return Err(damaged(
+                off,
+                Some(h.id),
+                format!(
+                    "it declares {} stored bytes, over the {STORED_MAX} an object may have",
+                    h.stored_len
+                ),
+            ));
+        }
+        let end = at + RECORD_HEADER as usize + h.stored_len as usize;
+        if end > bytes.len() {
+            return Err(damaged(off, Some(h.id), "the pack ends inside it".into()));
+        }
+        if !pack::check_matches(&bytes[at..end]) {
+            return Err(damaged(
+                off,
+                Some(h.id),
+                "its check does not match (torn or damaged)".into(),
+            ));
+        }
+        if out.objects() >= PACK_OBJECTS_MAX {
+            return Err(damaged(
+                off,
+                None,
+                format!("more than {PACK_OBJECTS_MAX} objects"),
+            ));
+        }
+        let stored = &bytes[at + RECORD_HEADER as usize..end];
+        let mut place = source.as_os_str().to_owned();
+        place.push(format!("@{off}"));
+        object::decode(&h.id, Path::new(&place), stored, Cap::ANY)?;
+        out.records.push((h.id, stored.to_vec()));
+        at = end;
+    }
+    Ok(out)
+}
+
+/// Bring `head` in as `session`'s head, with the objects of `received`
+/// (verified by [`receive_pack`]). The objects land first, as one
+/// sealed pack; then everything `head` reaches is validated in this
+/// store (see [`verify_reach`]) and the head must be a checkpoint of
+/// `session`; only then does anything move: a session new here gets
+/// `head`; a local session whose head `head`'s history holds moves
+/// forward; one whose history holds `head` is left (it is ahead); when
+/// both have checkpoints the other lacks, `head` is forked into a new
+/// session and the local one is untouched. Refused while the session is
+/// in use ([`Error::InUse`]) when it would move.
+pub fn adopt(
+    store: &Store,
+    session: &SessionId,
+    head: &ObjectId,
+    received: &[Received],
+) -> Result<Adopted> {
+    let layout = store.layout_create()?;
+    let lock = Shared::take(layout)?;
+    layout.index().forget_removed();
+    let records: Vec<(ObjectId, Vec<u8>)> = received
+        .iter()
+        .flat_map(|r| r.records.iter().cloned())
+        .collect();
+    if !records.is_empty() {
+        crate::repack::write_sealed_shared(layout, &lock, &records)?;
+    }
+    verify_reach(layout, head)?;
+    let cp = crate::read::snapshot(layout, head)?;
+    if cp.session_id != *session {
+        return Err(Error::BadRef {
+            session: session.to_string(),
+            path: Path::new("(received)").to_owned(),
+            reason: crate::RefError::OtherSession {
+                checkpoint: Box::new(*head),
+                owner: cp.session_id,
+            },
+        });
+    }
+    let local = heads::read(layout, session)?;
+    let (parent, seq, deps) = match &local {
+        None => (None, 1, BTreeSet::new()),
+        Some(l) if l.id == *head => return Ok(Adopted::UpToDate),
+        Some(l) => {
+            if history(layout, head)?.contains(&l.id) {
+                (Some(l.id), l.seq() + 1, l.deps())
+            } else if history(layout, &l.id)?.contains(head) {
+                return Ok(Adopted::LocalAhead);
+            } else {
+                drop(lock);
+                let (lease, id, _) = store.fork(head)?;
+                return Ok(Adopted::Forked {
+                    session: lease.session().clone(),
+                    head: id,
+                });
+            }
+        }
+    };
+    let lease = SessionLease::acquire(layout, session, true)?;
+    // The lease is ours: the head cannot move under us from here.
+    let now_head = heads::read(layout, session)?.map(|h| h.id);
+    if now_head != parent {
+        return Err(Error::RefMoved {
+            session: session.to_string(),
+            expected: parent.map_or("none".into(), |p| p.to_hex()),
+            found: now_head.map_or("none".into(), |p| p.to_hex()),
+        });
+    }
+    let mut slot = lease.journal.lock().unwrap_or_else(|p| p.into_inner());
+    let journal = store.journal_writer(layout, &lease, &mut slot)?;
+    let mut writer = Writer::new(&lock, session, &deps);
+    let payload = CommitPayload {
+        deps: writer.deps.clone(),
+        parent,
+        seq,
+        session: session.clone(),
+        summary: cp.summary.clone(),
+        time_ms: time::now_ms(),
+        why: "pull".into(),
+    };
+    let (_, told) = writer.commit(journal, *head, payload, || {
+        crate::commit::move_ref(layout, session, parent, *head)
+    })?;
+    drop(slot);
+    // A ref moved whose directory sync failed is not reported by a
+    // pull (it never was).
+    drop(told);
+    Ok(match parent {
+        None => Adopted::New,
+        Some(from) => Adopted::FastForward { from },
+    })
+}
+
+/// Does `head`'s history (itself included) hold checkpoint `other`?
+pub fn history_holds(store: &Store, head: &ObjectId, other: &ObjectId) -> Result<bool> {
+    let layout = store.layout_for_gc()?.ok_or_else(|| Error::Missing {
+        id: *head,
+        path: store.root_path(),
+    })?;
+    Ok(history(layout, head)?.contains(other))
+}
+
+/// Is object `id` in this store (anywhere)?
+pub fn has_object(store: &Store, id: &ObjectId) -> Result<bool> {
+    match store.layout_for_gc()? {
+        Some(layout) => Ok(layout.index().locate(layout, id)?.is_some()),
+        None => Ok(false),
+    }
+}
+
+/// What this store last recorded under `key` (a remote's state, opaque
+/// here): `None` when nothing is. `key` is lowercase letters, digits
+/// and `-` (at most 128).
+pub fn remote_state(store: &Store, key: &str) -> Result<Option<Vec<u8>>> {
+    check_key(key)?;
+    let Some(layout) = store.layout_for_gc()? else {
+        return Ok(None);
+    };
+    match layout.remotes()? {
+        Some(dir) => dir.read_file(key, STATE_MAX),
+        None => Ok(None),
+    }
+}
+
+/// Record `bytes` under `key`, replacing what was there: written aside,
+/// synced and renamed, so a crash leaves the old state or the new.
+pub fn set_remote_state(store: &Store, key: &str, bytes: &[u8]) -> Result<()> {
+    check_key(key)?;
+    let layout = store.layout_create()?;
+    let dir = layout.remotes_create()?;
+    let tmp = format!(".{key}.{}", uuid::Uuid::new_v4().simple());
+    dir.replace(key, bytes, 0o600, dir, &tmp)
+}
+
+/// Forget what is recorded under `key`.
+pub fn remove_remote_state(store: &Store, key: &str) -> Result<()> {
+    check_key(key)?;
+    if let Some(layout) = store.layout_for_gc()? {
+        if let Some(dir) = layout.remotes()? {
+            dir.remove_file(key)?;
+            dir.sync()?;
+        }
+    }
+    Ok(())
 }

@@ -60,40 +60,76 @@
 //! creates the file in between is waited for (its lock taken) and the
 //! step repeated.
 
-use std::path::PathBuf;
-
-use crate::dir::Kind;
+use crate::dir::{Dir, Kind};
 use crate::error::IoContext;
-use crate::layout::{Layout, DIR_MODE, OLDER_LOCK, OLDER_LOCK_NOTE, STUB_SESSION};
+use crate::format::FORMAT_VERSION;
+use crate::layout::{Layout, DIR_MODE, FORMAT, OLDER_LOCK, OLDER_LOCK_NOTE, STUB_SESSION};
 use crate::lock::{Exclusive, OlderLock};
+use crate::odb::Odb;
 use crate::{heads, lock, refs, Error, Result, SessionId};
 
-/// Why a store of an older format was not upgraded (it is left as it was:
-/// a hel of its format still reads all of it).
-#[derive(Debug, thiserror::Error)]
-pub enum UpgradeError {
-    #[error("{} is a store of format {found}: this hel upgrades it to format {} before using it, which it cannot do while session {session} is in use{}; end the hel working on it (an older hel), then run this command again", store.display(), crate::FORMAT_VERSION, holder.as_ref().map(|h| format!(" ({h})")).unwrap_or_default())]
-    Busy {
-        store: PathBuf,
-        found: u64,
-        session: SessionId,
-        /// Who holds the lease, as its file says.
-        holder: Option<String>,
-    },
-    #[error("cannot upgrade {} from store format {found} to {}: {source}; the store is left as format {found}, which a hel of that format still reads", store.display(), crate::FORMAT_VERSION)]
-    Failed {
-        store: PathBuf,
-        found: u64,
-        #[source]
-        source: Error,
-    },
+pub use crate::error::UpgradeError;
+
+/// The store of the project open as `project`, if it has one, upgraded
+/// to this build's format if it is older ([`run`]), an interrupted
+/// upgrade finished ([`finish`]).
+pub(crate) fn open(project: &Dir) -> Result<Option<Odb>> {
+    let Some(layout) = Layout::open(project)? else {
+        return Ok(None);
+    };
+    let layout = Odb::new(layout);
+    let found = layout.format();
+    if found < FORMAT_VERSION {
+        run(&layout, found)?;
+    } else {
+        finish(&layout)?;
+    }
+    Ok(Some(layout))
+}
+
+/// Create the store of `project` (mode 0700, `.gitignore` of `*`, and
+/// its subdirectories) where absent, and open it.
+pub(crate) fn create(project: &Dir) -> Result<Odb> {
+    let layout = Odb::new(Layout::create(project)?);
+    init(&layout)?;
+    Ok(layout)
+}
+
+/// Make what a store holds where absent ([`Layout::init`]), its format
+/// settled by [`write_format`].
+pub(crate) fn init(layout: &Odb) -> Result<()> {
+    layout.init(|| write_format(layout))
+}
+
+/// Record the store's format (once), after the stub ref that makes a
+/// format-1 hel refuse this store and the directory at `.sessions.lock`
+/// that keeps it from writing (objects-spec §12.6). In a format-3
+/// store, either found missing is made again (fsck reports a missing
+/// stub until then).
+pub(crate) fn write_format(layout: &Odb) -> Result<()> {
+    if layout.root().kind_of(FORMAT)?.is_some() {
+        // A store another process made meanwhile (an older hel's,
+        // even) is never written by an older format's rules: it is
+        // upgraded first, as an open upgrades it.
+        if layout.format() < FORMAT_VERSION {
+            let found = layout.check_format()?;
+            if found < FORMAT_VERSION {
+                run(layout, found)?;
+            }
+        }
+        layout.ensure_stub()?;
+        return finish(layout);
+    }
+    layout.ensure_stub()?;
+    finish(layout)?;
+    layout.publish_format()
 }
 
 /// Upgrade the store open as `layout`, whose `format` file said `found`
-/// (1: none), to [`crate::FORMAT_VERSION`]. `Ok` when the store is of this
+/// (1: none), to [`crate::format::FORMAT_VERSION`]. `Ok` when the store is of this
 /// format now (another process may have upgraded it meanwhile); an error
 /// leaves it of its old format, everything an older hel reads unchanged.
-pub(crate) fn run(layout: &Layout, found: u64) -> Result<()> {
+pub(crate) fn run(layout: &Odb, found: u64) -> Result<()> {
     let failed = |source: Error| -> Error {
         match source {
             Error::Upgrade(_) => source,
@@ -108,7 +144,7 @@ pub(crate) fn run(layout: &Layout, found: u64) -> Result<()> {
     let older = OlderLock::take(&lock).map_err(failed)?;
     // As the format file says now that no writer is at work.
     let found = layout.check_format()?;
-    if found < crate::FORMAT_VERSION {
+    if found < crate::format::FORMAT_VERSION {
         upgrade(&lock, found).map_err(failed)?;
     }
     bar_older_hels(layout, older)
@@ -118,7 +154,7 @@ pub(crate) fn run(layout: &Layout, found: u64) -> Result<()> {
 /// upgrade, done again here if a kill stopped the upgrade after its final
 /// rename (or, for a fresh store, before its `format` file is written).
 /// Nothing is written when `.sessions.lock` is a directory already.
-pub(crate) fn finish(layout: &Layout) -> Result<()> {
+pub(crate) fn finish(layout: &Odb) -> Result<()> {
     if layout.root().kind_of(OLDER_LOCK)? == Some(Kind::Dir) {
         return Ok(());
     }
@@ -134,7 +170,7 @@ const BAR_ATTEMPTS: usize = 8;
 /// Replace `.sessions.lock` (held exclusively as `older`, or absent) by a
 /// directory holding a note, and sync `.hel/` (see the module doc for why
 /// this keeps older hels from writing).
-fn bar_older_hels(layout: &Layout, mut older: OlderLock) -> Result<()> {
+fn bar_older_hels(layout: &Odb, mut older: OlderLock) -> Result<()> {
     let root = layout.root();
     let tmp = layout.tmp_create()?;
     let dir = format!("older-lock-{}", uuid::Uuid::new_v4().simple());
@@ -206,7 +242,7 @@ fn make_note_dir(tmp: &crate::dir::Dir, name: &str) -> Result<()> {
 /// What `.sessions.lock/README` says (objects-spec §12.6).
 pub(crate) const OLDER_LOCK_NOTE_TEXT: &str = "This store has format 3. Formats 1 and 2 kept their store lock in a file here; it is a directory so that a hel too old for this store fails before writing anything: upgrade hel.\n";
 
-fn upgrade(lock: &Exclusive<'_>, found: u64) -> Result<()> {
+fn upgrade(lock: &Exclusive<'_, Odb>, found: u64) -> Result<()> {
     let layout = lock.layout;
     refuse_if_busy(layout, found)?;
     crate::failpoint::kill("upgrade-locked");
@@ -241,7 +277,7 @@ fn upgrade(lock: &Exclusive<'_>, found: u64) -> Result<()> {
 }
 
 /// `Err` naming the first session whose lease is held.
-fn refuse_if_busy(layout: &Layout, found: u64) -> Result<()> {
+fn refuse_if_busy(layout: &Odb, found: u64) -> Result<()> {
     let Some(dir) = layout.sessions()? else {
         return Ok(());
     };

@@ -281,7 +281,7 @@ fn large_content_is_stored_once_across_sessions_and_survives_its_first_owner() {
     // it depends on that journal anyway and shares its small ones too: each
     // later session writes only its snapshot.
     let _ = &sessions;
-    let report = store.fsck().unwrap();
+    let report = hel_store::fsck::fsck(&store).unwrap();
     assert_eq!(report.objects, 5 + 1 + 1, "{report:?}");
     // The first owner goes: what the others share moves to a sealed pack,
     // and only its own snapshot goes with it.
@@ -302,7 +302,7 @@ fn large_content_is_stored_once_across_sessions_and_survives_its_first_owner() {
     for (_, head) in &sessions[1..] {
         assert_eq!(store.load(head).unwrap().messages, msgs);
     }
-    let fsck = store.fsck().unwrap();
+    let fsck = hel_store::fsck::fsck(&store).unwrap();
     assert!(fsck.is_sound() && fsck.unreachable == Some(0), "{fsck:?}");
 }
 
@@ -324,11 +324,11 @@ fn compaction_names_the_kept_tail_where_it_is() {
         vec![msg("user", "<compacted-summary>s</compacted-summary>")],
     );
     let compacted = conv.msgs.clone();
-    let before = store.fsck().unwrap().objects;
+    let before = hel_store::fsck::fsck(&store).unwrap().objects;
     let c = conv.commit(&store, &lease, &mut state);
     // One list node (the summary inline, the tail as slices) and the snapshot.
     assert_eq!(c.objects_written, 2);
-    assert_eq!(store.fsck().unwrap().objects, before + 2);
+    assert_eq!(hel_store::fsck::fsck(&store).unwrap().objects, before + 2);
     let cp = store.checkpoint(&c.id).unwrap();
     let items = testing::node_items(&store, &cp.messages.root.unwrap());
     // Position 0 is carried too: a slice, the summary, then one slice per
@@ -343,9 +343,9 @@ fn compaction_names_the_kept_tail_where_it_is() {
     let c2 = conv.commit(&store, &lease, &mut state);
     assert_eq!(c2.objects_written, 2);
     assert_eq!(store.load(&c2.id).unwrap().messages, conv.msgs);
-    store.gc(false).unwrap();
+    hel_store::gc::gc(&store, false).unwrap();
     assert_eq!(store.load(&c2.id).unwrap().messages, conv.msgs);
-    assert!(store.fsck().unwrap().is_sound());
+    assert!(hel_store::fsck::fsck(&store).unwrap().is_sound());
 }
 
 #[test]
@@ -381,9 +381,13 @@ fn spill_is_kept_by_blob_and_survives_forks() {
     let store = Store::open(dir.path()).unwrap();
     let lease = store.new_session().unwrap();
     let sid = lease.session().clone();
-    store
-        .write_spill(&lease, "out-1.txt", "spilled".repeat(1000).as_bytes())
-        .unwrap();
+    hel_store::spill::write(
+        &store,
+        &lease,
+        "out-1.txt",
+        "spilled".repeat(1000).as_bytes(),
+    )
+    .unwrap();
     let name = format!(".hel/sessions/{sid}/spill/out-1.txt");
     let mut state = SessionState::default();
     let mut conv = Conv::default();
@@ -398,10 +402,10 @@ fn spill_is_kept_by_blob_and_survives_forks() {
     let cp = store.load(&fork_id).unwrap().checkpoint;
     let entry = &cp.spill[&name];
     assert_eq!(
-        store.read_spill(entry).unwrap(),
+        hel_store::spill::read(&store, entry).unwrap(),
         "spilled".repeat(1000).as_bytes()
     );
-    assert!(store.fsck().unwrap().is_sound());
+    assert!(hel_store::fsck::fsck(&store).unwrap().is_sound());
 }
 
 #[test]
@@ -418,14 +422,14 @@ fn a_spill_entry_whose_size_is_not_its_blobs_is_refused_and_a_fault() {
         );
         let store = Store::open(dir.path()).unwrap();
         let entry = store.checkpoint(&head).unwrap().spill["k"].clone();
-        let report = store.fsck().unwrap();
+        let report = hel_store::fsck::fsck(&store).unwrap();
         let faults: Vec<String> = report.faults.iter().map(|f| f.to_string()).collect();
         assert_eq!(report.is_sound(), sound, "size {size}: {faults:?}");
         if sound {
-            assert_eq!(store.read_spill(&entry).unwrap(), b"spilled");
+            assert_eq!(hel_store::spill::read(&store, &entry).unwrap(), b"spilled");
             continue;
         }
-        let err = store.read_spill(&entry).unwrap_err();
+        let err = hel_store::spill::read(&store, &entry).unwrap_err();
         let says = format!("spill blob of 7 bytes where a snapshot says {size}");
         assert!(
             matches!(&err, Error::Corrupt { id, reason, .. } if *id == blob && *reason == says),
@@ -443,9 +447,9 @@ fn fork_is_one_snapshot_and_log_marks_the_fork_point() {
     let mut state = SessionState::default();
     let all = conversation("f", 40);
     let ids = commit_all(&store, &lease, &mut state, &mut Conv::default(), &all, 4);
-    let before = store.fsck().unwrap().objects;
+    let before = hel_store::fsck::fsck(&store).unwrap().objects;
     let (fork, first, _) = store.fork(&ids[4]).unwrap();
-    assert_eq!(store.fsck().unwrap().objects, before + 1);
+    assert_eq!(hel_store::fsck::fsck(&store).unwrap().objects, before + 1);
     let loaded = store.load(&first).unwrap();
     assert_eq!(loaded.messages, all[..20]);
     let mut fconv = Conv::from_loaded(&loaded);
@@ -458,7 +462,7 @@ fn fork_is_one_snapshot_and_log_marks_the_fork_point() {
         "the fork's first commit writes what is new"
     );
 
-    let log = store.log(fork.session()).unwrap();
+    let log = hel_store::log::log(&store, fork.session()).unwrap();
     let got: Vec<ObjectId> = log.iter().map(|e| e.id).collect();
     let mut want = vec![c.id, first];
     want.extend(ids[..5].iter().rev());
@@ -468,7 +472,10 @@ fn fork_is_one_snapshot_and_log_marks_the_fork_point() {
     assert_eq!(log[0].messages, 22);
     // The original is untouched.
     assert_eq!(store.head(lease.session()).unwrap(), *ids.last().unwrap());
-    assert_eq!(store.log(lease.session()).unwrap().len(), 10);
+    assert_eq!(
+        hel_store::log::log(&store, lease.session()).unwrap().len(),
+        10
+    );
 }
 
 #[test]
@@ -531,7 +538,7 @@ fn leases_exclude_and_release_on_drop() {
     assert_eq!(Some(head), state.head);
     assert!(matches!(
         "not-a-uuid".parse::<SessionId>(),
-        Err(Error::BadSessionId(_))
+        Err(hel_store::BadSessionId(_))
     ));
 }
 
@@ -575,18 +582,30 @@ fn session_without_checkpoint_is_listed_while_busy_then_collected() {
     let sid = lease.session().clone();
     let infos = store.sessions().unwrap();
     assert_eq!((infos[0].busy, infos[0].checkpoints), (true, 0));
-    assert!(matches!(store.log(&sid), Err(Error::NoCheckpoint { .. })));
+    assert!(matches!(
+        hel_store::log::log(&store, &sid),
+        Err(Error::NoCheckpoint { .. })
+    ));
     assert!(matches!(store.head(&sid), Err(Error::NoCheckpoint { .. })));
-    assert!(store.gc(false).unwrap().sessions_removed.is_empty());
+    assert!(hel_store::gc::gc(&store, false)
+        .unwrap()
+        .sessions_removed
+        .is_empty());
     drop(lease);
     // It never had a checkpoint: it does not exist.
     assert!(store.sessions().unwrap().is_empty());
-    assert!(matches!(store.log(&sid), Err(Error::NoSuchSession { .. })));
+    assert!(matches!(
+        hel_store::log::log(&store, &sid),
+        Err(Error::NoSuchSession { .. })
+    ));
     assert!(matches!(
         store.resume(&sid),
         Err(Error::NoSuchSession { .. })
     ));
-    assert_eq!(store.gc(false).unwrap().sessions_removed, vec![sid.clone()]);
+    assert_eq!(
+        hel_store::gc::gc(&store, false).unwrap().sessions_removed,
+        vec![sid.clone()]
+    );
 }
 
 #[test]
@@ -605,7 +624,7 @@ fn delete_reclaims_the_journal_at_once_and_leaves_others_intact() {
     let hb = commit_new(&store, &b, &mut sb, &mb).id;
     let sid = a.session().clone();
     drop(a);
-    let dry = store.gc(true).unwrap();
+    let dry = hel_store::gc::gc(&store, true).unwrap();
     assert_eq!(dry.objects_removed, 0);
     let journal = dir
         .path()
@@ -619,7 +638,7 @@ fn delete_reclaims_the_journal_at_once_and_leaves_others_intact() {
     assert!(!journal.exists());
     assert!(!testing::session_dir(&root(dir.path()), &sid).exists());
     assert_eq!(store.load(&hb).unwrap().messages, mb);
-    let fsck = store.fsck().unwrap();
+    let fsck = hel_store::fsck::fsck(&store).unwrap();
     assert!(fsck.is_sound() && fsck.unreachable == Some(0), "{fsck:?}");
 }
 
@@ -659,7 +678,7 @@ fn corruption_gives_typed_errors_naming_the_object() {
         }
         other => panic!("{other:?}"),
     }
-    let fsck = fresh.fsck().unwrap();
+    let fsck = hel_store::fsck::fsck(&fresh).unwrap();
     assert!(
         !fsck.is_sound() && fsck.faults[0].to_string().contains(&blob.to_hex()),
         "{fsck:?}"
@@ -684,7 +703,10 @@ fn corruption_gives_typed_errors_naming_the_object() {
     fs::write(&journal, &bad).unwrap();
     let fresh = Store::open(dir.path()).unwrap();
     assert!(
-        matches!(fresh.gc(false), Err(Error::DamagedRecord { .. })),
+        matches!(
+            hel_store::gc::gc(&fresh, false),
+            Err(Error::DamagedRecord { .. })
+        ),
         "gc swept a store it cannot read"
     );
     fs::write(&journal, &good).unwrap();
@@ -825,7 +847,7 @@ fn randomized_operations_match_a_model() {
                 model.remove(&sid);
             }
             8 => {
-                store.gc(false).unwrap();
+                hel_store::gc::gc(&store, false).unwrap();
             }
             _ => {
                 let lease = store.new_session().unwrap();
@@ -839,9 +861,9 @@ fn randomized_operations_match_a_model() {
             }
         }
     }
-    store.gc(false).unwrap();
+    hel_store::gc::gc(&store, false).unwrap();
     for (sid, hist) in &model {
-        let log = store.log(sid).unwrap();
+        let log = hel_store::log::log(&store, sid).unwrap();
         let ids: Vec<ObjectId> = log.iter().rev().map(|e| e.id).collect();
         let want: Vec<ObjectId> = hist.iter().map(|(id, _)| *id).collect();
         assert_eq!(ids, want, "history of {sid}");
@@ -853,7 +875,7 @@ fn randomized_operations_match_a_model() {
             );
         }
     }
-    let fsck = store.fsck().unwrap();
+    let fsck = hel_store::fsck::fsck(&store).unwrap();
     assert!(fsck.is_sound() && fsck.unreachable == Some(0), "{fsck:?}");
 }
 
@@ -899,9 +921,13 @@ fn child_committer() {
         let mut inp = conv.input();
         if done.is_multiple_of(16) {
             let name = format!("spill-{done}-{}", std::process::id());
-            store
-                .write_spill(&lease, &name, format!("{done}").repeat(50_000).as_bytes())
-                .unwrap();
+            hel_store::spill::write(
+                &store,
+                &lease,
+                &name,
+                format!("{done}").repeat(50_000).as_bytes(),
+            )
+            .unwrap();
             inp.new_spill = vec![(name.clone(), name)];
         }
         let c = store.commit(&lease, &mut state, inp).unwrap();
@@ -966,11 +992,14 @@ fn crash_rounds(rounds: usize) {
             msgs.len()
         );
         assert_eq!(msgs[..], all[..msgs.len()]);
-        let fsck = store.fsck().unwrap();
+        let fsck = hel_store::fsck::fsck(&store).unwrap();
         assert!(fsck.is_sound(), "round {round}: {fsck:?}");
     }
-    let report = store.gc(false).unwrap();
-    assert!(store.fsck().unwrap().is_sound(), "{report:?}");
+    let report = hel_store::gc::gc(&store, false).unwrap();
+    assert!(
+        hel_store::fsck::fsck(&store).unwrap().is_sound(),
+        "{report:?}"
+    );
     assert_eq!(
         fs::read_dir(testing::tmp_dir(&root(dir.path())))
             .unwrap()
@@ -1045,7 +1074,7 @@ fn gc_concurrent_with_commits_never_loses_an_object() {
         .map(|w| BufReader::new(w.stdout.take().unwrap()).lines())
         .collect();
     for _ in 0..30 {
-        store.gc(false).unwrap();
+        hel_store::gc::gc(&store, false).unwrap();
         // Let every writer finish a cycle between collections.
         for out in &mut outs {
             while !out
@@ -1060,7 +1089,7 @@ fn gc_concurrent_with_commits_never_loses_an_object() {
         w.kill().unwrap();
         w.wait().unwrap();
     }
-    let fsck = store.fsck().unwrap();
+    let fsck = hel_store::fsck::fsck(&store).unwrap();
     assert!(fsck.is_sound(), "{fsck:?}");
     for s in store.sessions().unwrap() {
         if let Some(head) = s.head {
@@ -1078,7 +1107,7 @@ fn gc_drops_spill_working_copies_of_idle_sessions_only() {
     let mut leases = Vec::new();
     for _ in 0..2 {
         let lease = store.new_session().unwrap();
-        store.write_spill(&lease, "out.txt", b"spilled").unwrap();
+        hel_store::spill::write(&store, &lease, "out.txt", b"spilled").unwrap();
         let mut conv = Conv::default();
         conv.extend(&conversation("w", 4));
         let mut inp = conv.input();
@@ -1091,7 +1120,7 @@ fn gc_drops_spill_working_copies_of_idle_sessions_only() {
     let idle = leases.remove(0);
     let idle_id = idle.session().clone();
     drop(idle);
-    let report = store.gc(false).unwrap();
+    let report = hel_store::gc::gc(&store, false).unwrap();
     assert_eq!(report.spill_dirs_removed, 1);
     assert!(!testing::session_dir(&r, &idle_id).join("spill").exists());
     assert!(testing::session_dir(&r, leases[0].session())
@@ -1100,8 +1129,11 @@ fn gc_drops_spill_working_copies_of_idle_sessions_only() {
     // The blob is what the checkpoint keeps.
     let head = store.head(&idle_id).unwrap();
     let entry = store.checkpoint(&head).unwrap().spill["out.txt"].clone();
-    assert_eq!(store.read_blob(&entry.blob).unwrap(), b"spilled");
-    assert!(store.fsck().unwrap().is_sound());
+    assert_eq!(
+        hel_store::testing::read_blob(&store, &entry.blob).unwrap(),
+        b"spilled"
+    );
+    assert!(hel_store::fsck::fsck(&store).unwrap().is_sound());
 }
 
 #[test]
@@ -1113,7 +1145,7 @@ fn new_sessions_never_race_gc() {
     std::thread::scope(|s| {
         s.spawn(|| {
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                store.gc(false).unwrap();
+                hel_store::gc::gc(&store, false).unwrap();
             }
         });
         for i in 0..50 {
@@ -1122,8 +1154,7 @@ fn new_sessions_never_race_gc() {
             let lease = store
                 .new_session()
                 .unwrap_or_else(|e| panic!("new session {i}: {e}"));
-            store
-                .write_spill(&lease, "s", b"spill")
+            hel_store::spill::write(&store, &lease, "s", b"spill")
                 .unwrap_or_else(|e| panic!("session {i}'s directory went: {e}"));
             commit_new(
                 &store,
@@ -1135,7 +1166,7 @@ fn new_sessions_never_race_gc() {
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
     });
     assert_eq!(store.sessions().unwrap().len(), 50);
-    assert!(store.fsck().unwrap().is_sound());
+    assert!(hel_store::fsck::fsck(&store).unwrap().is_sound());
 }
 
 #[test]
@@ -1159,9 +1190,12 @@ fn a_fork_racing_delete_and_gc_never_names_a_swept_base() {
             match fork.join().unwrap() {
                 // The fork published first: its history keeps the base.
                 Ok((lease, first, _)) => {
-                    store.gc(false).unwrap();
+                    hel_store::gc::gc(&store, false).unwrap();
                     assert_eq!(store.load(&first).unwrap().messages.len(), 8);
-                    assert_eq!(store.log(lease.session()).unwrap().len(), 2);
+                    assert_eq!(
+                        hel_store::log::log(&store, lease.session()).unwrap().len(),
+                        2
+                    );
                 }
                 // The delete and its gc came first: the base is gone, and
                 // the fork says so rather than naming it.
@@ -1170,7 +1204,7 @@ fn a_fork_racing_delete_and_gc_never_names_a_swept_base() {
             }
         });
     }
-    assert!(store.fsck().unwrap().is_sound());
+    assert!(hel_store::fsck::fsck(&store).unwrap().is_sound());
 }
 
 #[test]
@@ -1192,9 +1226,7 @@ fn a_commit_costs_three_syncs() {
         assert_eq!(testing::syncs() - before, 3, "syncs per commit");
     }
     // With a large message and a spill file too, still one.
-    store
-        .write_spill(&lease, "big.txt", &vec![b'x'; 200_000])
-        .unwrap();
+    hel_store::spill::write(&store, &lease, "big.txt", &vec![b'x'; 200_000]).unwrap();
     conv.push(msg("user", "y".repeat(50_000)));
     let mut inp = conv.input();
     inp.new_spill = vec![("big".into(), "big.txt".into())];
@@ -1237,7 +1269,7 @@ fn child_repacker() {
         let (fork, _, _) = store.fork(&head).unwrap();
         drop(fork);
         store.delete(&sid, false).unwrap();
-        store.gc(false).unwrap();
+        hel_store::gc::gc(&store, false).unwrap();
         n += 1;
         println!("round {n}");
     }
@@ -1274,12 +1306,12 @@ fn sigkill_during_gc_and_repack_never_loses_a_session() {
                 .messages;
             assert_eq!(msgs.len(), 9, "round {round}");
         }
-        let fsck = fresh.fsck().unwrap();
+        let fsck = hel_store::fsck::fsck(&fresh).unwrap();
         assert!(fsck.is_sound(), "round {round}: {fsck:?}");
     }
     let fresh = Store::open(dir.path()).unwrap();
-    fresh.gc(false).unwrap();
-    let fsck = fresh.fsck().unwrap();
+    hel_store::gc::gc(&fresh, false).unwrap();
+    let fsck = hel_store::fsck::fsck(&fresh).unwrap();
     assert!(fsck.is_sound() && fsck.unreachable == Some(0), "{fsck:?}");
     let packs = fs::read_dir(dir.path().join(".hel/packs"))
         .unwrap()
@@ -1414,9 +1446,9 @@ fn a_format1_store_keeps_working_and_moves_into_packs() {
         fs::read_to_string(r.join("format")).unwrap(),
         "hel-store-format 3\n"
     );
-    assert_eq!(store.log(&sid).unwrap().len(), 2);
+    assert_eq!(hel_store::log::log(&store, &sid).unwrap().len(), 2);
     // gc packs the loose objects the session still names and removes them.
-    let report = store.gc(false).unwrap();
+    let report = hel_store::gc::gc(&store, false).unwrap();
     assert_eq!(report.packs_written, 1, "{report:?}");
     let loose = fs::read_dir(r.join("objects"))
         .unwrap()
@@ -1427,7 +1459,7 @@ fn a_format1_store_keeps_working_and_moves_into_packs() {
     let fresh = Store::open(dir.path()).unwrap();
     assert_eq!(fresh.load(&c.id).unwrap().messages, conv.msgs);
     assert_eq!(fresh.load(&head).unwrap().messages, msgs);
-    let fsck = fresh.fsck().unwrap();
+    let fsck = hel_store::fsck::fsck(&fresh).unwrap();
     assert!(fsck.is_sound() && fsck.unreachable == Some(0), "{fsck:?}");
 }
 
@@ -1491,14 +1523,13 @@ fn a_scan_reads_each_distinct_message_once() {
     );
     let mut seen = 0;
     let mut needles = 0;
-    store
-        .scan_messages(&mut |bytes| {
-            seen += 1;
-            if bytes.windows(6).any(|w| w == b"needle") {
-                needles += 1;
-            }
-        })
-        .unwrap();
+    hel_store::scan::scan_messages(&store, &mut |bytes| {
+        seen += 1;
+        if bytes.windows(6).any(|w| w == b"needle") {
+            needles += 1;
+        }
+    })
+    .unwrap();
     assert_eq!(seen, 21 + 1);
     assert_eq!(needles, 2);
 }
@@ -1536,7 +1567,7 @@ fn an_object_shared_from_a_pack_survives_gc_and_the_deletion_of_another_copy() {
         c.id
     };
     let store = Store::open(dir.path()).unwrap();
-    store.gc(false).unwrap();
+    hel_store::gc::gc(&store, false).unwrap();
     store.delete(&m_id, true).unwrap();
     let store = Store::open(dir.path()).unwrap();
     assert_eq!(store.load(&j).unwrap().messages, sys.to_vec());
@@ -1617,7 +1648,7 @@ fn fsck_reports_a_damaged_sidecar_and_the_next_commit_rewrites_it() {
     let jidx = journal.with_extension("jidx");
     let good = fs::read(&jidx).unwrap();
     let sidecar_notes = |store: &Store| -> Vec<String> {
-        let report = store.fsck().unwrap();
+        let report = hel_store::fsck::fsck(store).unwrap();
         assert!(report.is_sound(), "{:?}", report.faults);
         report
             .notes
@@ -1694,12 +1725,12 @@ fn assert_fault(dir: &Path, sid: &SessionId, journal: &Path, offset: usize, what
     assert!(named(&e), "{what}: {e}");
     let e = store.resume(sid).map(|_| ()).unwrap_err();
     assert!(named(&e), "{what}: {e}");
-    let fsck = store.fsck().unwrap();
+    let fsck = hel_store::fsck::fsck(&store).unwrap();
     assert!(
         !fsck.is_sound() && fsck.faults.iter().any(|f| named(f)),
         "{what}: {fsck:?}"
     );
-    let gc = store.gc(false);
+    let gc = hel_store::gc::gc(&store, false);
     assert!(gc.is_err(), "{what}: gc ran: {gc:?}");
     assert!(
         fs::read(journal).unwrap() == bytes,
@@ -1747,7 +1778,7 @@ fn one_flipped_bit_anywhere_before_the_end_is_a_fault_never_a_shorter_session() 
             // what it lists is checked where it is read (fsck, a load).
             if sidecar {
                 let store = Store::open(dir.path()).unwrap();
-                assert!(!store.fsck().unwrap().is_sound(), "{what}");
+                assert!(!hel_store::fsck::fsck(&store).unwrap().is_sound(), "{what}");
                 assert!(store.load(&heads[2]).is_err(), "{what}");
                 assert!(fs::read(&journal).unwrap() == bad, "{what}");
             } else {
@@ -1776,7 +1807,7 @@ fn one_flipped_bit_anywhere_before_the_end_is_a_fault_never_a_shorter_session() 
     let store = Store::open(dir.path()).unwrap();
     assert_eq!(store.head(&sid).unwrap(), heads[2]);
     assert_eq!(store.load(&heads[2]).unwrap().messages.len(), 12);
-    assert!(store.fsck().unwrap().is_sound());
+    assert!(hel_store::fsck::fsck(&store).unwrap().is_sound());
 }
 
 #[test]
@@ -1812,8 +1843,8 @@ fn a_record_of_a_newer_hel_is_read_past_and_never_cut() {
             "{what}: {e}"
         );
         // gc cannot know what such a record keeps alive.
-        assert!(store.gc(false).is_err(), "{what}");
-        let fsck = store.fsck().unwrap();
+        assert!(hel_store::gc::gc(&store, false).is_err(), "{what}");
+        let fsck = hel_store::fsck::fsck(&store).unwrap();
         assert!(
             fsck.faults.iter().any(|f| f.to_string().contains("type 3")),
             "{what}: {fsck:?}"
@@ -1927,7 +1958,7 @@ fn fsck_compares_each_commit_records_summary_with_its_snapshots() {
     let bad = [&good[..c2.at], &rec, &good[c2.at + c2.len..]].concat();
     fs::write(&journal, &bad).unwrap();
     remove_sidecar(&journal);
-    let fsck = Store::open(dir.path()).unwrap().fsck().unwrap();
+    let fsck = hel_store::fsck::fsck(&Store::open(dir.path()).unwrap()).unwrap();
     assert!(
         !fsck.is_sound()
             && fsck.faults.iter().any(|f| {
@@ -1991,7 +2022,7 @@ fn a_torn_tail_is_what_a_crash_leaves_and_only_that_is_cut() {
         }
         let store = Store::open(dir.path()).unwrap();
         assert_eq!(store.head(&sid).unwrap(), heads[head], "{what}");
-        let fsck = store.fsck().unwrap();
+        let fsck = hel_store::fsck::fsck(&store).unwrap();
         assert!(
             fsck.is_sound() && fsck.notes.iter().any(|n| n.contains("unfinished commit")),
             "{what}: {fsck:?}"
@@ -2016,7 +2047,7 @@ fn a_torn_tail_is_what_a_crash_leaves_and_only_that_is_cut() {
         );
         let fresh = Store::open(dir.path()).unwrap();
         assert_eq!(fresh.head(&sid).unwrap(), c.id, "{what}");
-        assert!(fresh.fsck().unwrap().is_sound(), "{what}");
+        assert!(hel_store::fsck::fsck(&fresh).unwrap().is_sound(), "{what}");
         fs::write(&journal, &good).unwrap();
         remove_sidecar(&journal);
     }
@@ -2076,7 +2107,7 @@ fn an_abandoned_commit_leaves_no_records_after_the_next() {
     remove_sidecar(&journal);
     let fresh = Store::open(dir.path()).unwrap();
     assert_eq!(fresh.head(&sid).unwrap(), c.id);
-    assert!(fresh.fsck().unwrap().is_sound());
+    assert!(hel_store::fsck::fsck(&fresh).unwrap().is_sound());
 }
 
 // ------------------------------------------------ repack replaces, once
@@ -2137,7 +2168,7 @@ fn repeated_repacks_and_gcs_never_grow_the_store() {
         for (first, msgs) in &forks {
             assert_eq!(&fresh.load(first).unwrap().messages, msgs, "{what}");
         }
-        let fsck = fresh.fsck().unwrap();
+        let fsck = hel_store::fsck::fsck(&fresh).unwrap();
         assert!(
             fsck.is_sound() && fsck.unreachable == Some(0),
             "{what}: {fsck:?}"
@@ -2145,17 +2176,17 @@ fn repeated_repacks_and_gcs_never_grow_the_store() {
         assert_eq!(sealed_packs(dir.path()), 1, "{what}");
     };
     let two = packs_disk(dir.path());
-    store.gc(false).unwrap();
+    hel_store::gc::gc(&store, false).unwrap();
     let merged = packs_disk(dir.path());
     check("the first gc");
     for k in 0..4 {
-        store.gc(false).unwrap();
+        hel_store::gc::gc(&store, false).unwrap();
         assert!(packs_disk(dir.path()) <= merged, "gc {}", k + 2);
         check("a later gc");
     }
     let mut sizes = Vec::new();
     for k in 0..5 {
-        Store::open(dir.path()).unwrap().repack().unwrap();
+        hel_store::gc::repack(&Store::open(dir.path()).unwrap()).unwrap();
         let now = packs_disk(dir.path());
         sizes.push(now);
         assert!(
@@ -2184,7 +2215,7 @@ fn repeated_repacks_and_gcs_never_grow_the_store() {
     assert_eq!(sealed_packs(dir.path()), 2);
     let mut gcs = Vec::new();
     for k in 0..5 {
-        Store::open(dir.path()).unwrap().gc(false).unwrap();
+        hel_store::gc::gc(&Store::open(dir.path()).unwrap(), false).unwrap();
         let now = packs_disk(dir.path());
         gcs.push(now);
         assert!(now <= merged, "gc {} after the copy: {now} bytes", k + 1);
@@ -2246,7 +2277,7 @@ fn every_commit_moves_the_ref_by_rename() {
     fconv.push(msg("user", "on the fork"));
     let c = fconv.commit(&store, &fork, &mut fstate);
     check(&fork_path, &c.id, &mut inodes);
-    assert!(store.fsck().unwrap().is_sound());
+    assert!(hel_store::fsck::fsck(&store).unwrap().is_sound());
 }
 
 /// A commit whose records are durable but whose ref did not move (a crash
@@ -2277,7 +2308,7 @@ fn an_unpublished_commit_is_ignored_and_cut_by_the_next() {
             listed.len() == 1 && listed[0].head == Some(heads[1]) && listed[0].messages == 8,
             "{listed:?}"
         );
-        let fsck = store.fsck().unwrap();
+        let fsck = hel_store::fsck::fsck(&store).unwrap();
         assert!(
             fsck.is_sound() && fsck.notes.iter().any(|n| n.contains("did not publish")),
             "{fsck:?}"
@@ -2308,7 +2339,7 @@ fn an_unpublished_commit_is_ignored_and_cut_by_the_next() {
     assert_eq!(payload["seq"], 3);
     let fresh = Store::open(dir.path()).unwrap();
     assert_eq!(fresh.head(&sid).unwrap(), c.id);
-    let fsck = fresh.fsck().unwrap();
+    let fsck = hel_store::fsck::fsck(&fresh).unwrap();
     assert!(fsck.is_sound() && fsck.notes.is_empty(), "{fsck:?}");
 }
 
@@ -2357,7 +2388,7 @@ fn a_ref_restored_from_an_old_copy_is_a_fault() {
     fs::write(&path, format!("{}\n", heads[2])).unwrap();
     let store = Store::open(dir.path()).unwrap();
     assert_eq!(store.head(&sid).unwrap(), heads[2]);
-    let fsck = store.fsck().unwrap();
+    let fsck = hel_store::fsck::fsck(&store).unwrap();
     assert!(fsck.is_sound(), "{fsck:?}");
 }
 
@@ -2398,7 +2429,7 @@ fn a_journal_without_a_ref_is_no_session_and_gc_keeps_what_refs_reach() {
     }
     // The fork reads what it names from the journal without a ref.
     assert_eq!(store.load(&first).unwrap().messages.len(), 12);
-    let fsck = store.fsck().unwrap();
+    let fsck = hel_store::fsck::fsck(&store).unwrap();
     assert!(
         fsck.is_sound()
             && fsck
@@ -2409,13 +2440,13 @@ fn a_journal_without_a_ref_is_no_session_and_gc_keeps_what_refs_reach() {
                 == 2,
         "{fsck:?}"
     );
-    let report = store.gc(false).unwrap();
+    let report = hel_store::gc::gc(&store, false).unwrap();
     assert_eq!(report.journals_removed, 2, "{report:?}");
     assert!(!journal.exists());
     let fresh = Store::open(dir.path()).unwrap();
     assert_eq!(fresh.load(&first).unwrap().messages.len(), 12);
     assert_eq!(fresh.load(&heads[2]).unwrap().messages.len(), 12);
-    let fsck = fresh.fsck().unwrap();
+    let fsck = hel_store::fsck::fsck(&fresh).unwrap();
     assert!(fsck.is_sound() && fsck.notes.is_empty(), "{fsck:?}");
 }
 
@@ -2432,7 +2463,7 @@ fn a_journal_without_a_ref_holding_a_newer_record_is_kept() {
     fs::remove_file(ref_file(dir.path(), &sid)).unwrap();
     let store = Store::open(dir.path()).unwrap();
     assert!(store.sessions().unwrap().is_empty());
-    let e = store.gc(false).unwrap_err().to_string();
+    let e = hel_store::gc::gc(&store, false).unwrap_err().to_string();
     assert!(e.contains("type 3") && e.contains("upgrade hel"), "{e}");
     assert!(fs::read(&journal).unwrap() == bytes, "journal changed");
 }
@@ -2457,11 +2488,11 @@ fn a_delete_removes_the_ref_before_the_journal() {
     let store = Store::open(dir.path()).unwrap();
     assert_eq!(store.sessions().unwrap().len(), 1);
     assert!(matches!(store.head(&sid), Err(Error::NoSuchSession { .. })));
-    store.gc(false).unwrap();
+    hel_store::gc::gc(&store, false).unwrap();
     assert!(!journal.exists() && !marker.exists());
     let fresh = Store::open(dir.path()).unwrap();
     assert_eq!(fresh.load(&first).unwrap().messages.len(), 8);
-    assert!(fresh.fsck().unwrap().is_sound());
+    assert!(hel_store::fsck::fsck(&fresh).unwrap().is_sound());
 }
 
 /// A ref file lost (moved away, deleted by hand) is never taken for a
@@ -2476,7 +2507,7 @@ fn a_lost_ref_is_a_fault_and_gc_keeps_its_journal() {
     let saved = fs::read(&journal).unwrap();
     fs::remove_file(&r).unwrap();
     let store = Store::open(dir.path()).unwrap();
-    let fsck = store.fsck().unwrap();
+    let fsck = hel_store::fsck::fsck(&store).unwrap();
     assert!(
         fsck.faults
             .iter()
@@ -2484,21 +2515,21 @@ fn a_lost_ref_is_a_fault_and_gc_keeps_its_journal() {
                 && f.to_string().contains(&heads[2].to_hex())),
         "{fsck:?}"
     );
-    assert!(store.gc(false).is_err());
+    assert!(hel_store::gc::gc(&store, false).is_err());
     assert_eq!(fs::read(&journal).unwrap(), saved, "gc kept the journal");
     // Only a regular file is a delete's marker: a link in its place is not.
     let marker = journal.with_extension("deleted");
     std::os::unix::fs::symlink(&journal, &marker).unwrap();
     let store = Store::open(dir.path()).unwrap();
-    assert!(!store.fsck().unwrap().is_sound());
-    assert!(store.gc(false).is_err());
+    assert!(!hel_store::fsck::fsck(&store).unwrap().is_sound());
+    assert!(hel_store::gc::gc(&store, false).is_err());
     assert_eq!(fs::read(&journal).unwrap(), saved, "gc kept the journal");
     fs::remove_file(&marker).unwrap();
     fs::write(&r, &saved_ref).unwrap();
     let store = Store::open(dir.path()).unwrap();
     assert_eq!(store.head(&sid).unwrap(), heads[2]);
     assert_eq!(store.load(&heads[2]).unwrap().messages.len(), 12);
-    assert!(store.fsck().unwrap().is_sound());
+    assert!(hel_store::fsck::fsck(&store).unwrap().is_sound());
 }
 
 /// Format 3 keeps the §12.6 stub: a missing one is a fault (a format-1 hel
@@ -2514,7 +2545,7 @@ fn a_missing_stub_is_a_fault_and_written_again() {
     assert!(stub.exists());
     fs::remove_file(&stub).unwrap();
     let store = Store::open(dir.path()).unwrap();
-    let fsck = store.fsck().unwrap();
+    let fsck = hel_store::fsck::fsck(&store).unwrap();
     assert!(
         fsck.faults
             .iter()
@@ -2529,7 +2560,7 @@ fn a_missing_stub_is_a_fault_and_written_again() {
     conv.push(msg("user", "again"));
     conv.commit(&store, &lease, &mut state);
     assert!(stub.exists());
-    assert!(store.fsck().unwrap().is_sound());
+    assert!(hel_store::fsck::fsck(&store).unwrap().is_sound());
 }
 
 /// A sealed pack holding a record of a type this hel does not know is
@@ -2553,7 +2584,10 @@ fn a_sealed_pack_holding_a_newer_record_is_never_rewritten() {
     let bytes = [fs::read(&packs[0]).unwrap(), newer].concat();
     fs::write(&packs[0], &bytes).unwrap();
     let store = Store::open(dir.path()).unwrap();
-    for e in [store.gc(false).unwrap_err(), store.repack().unwrap_err()] {
+    for e in [
+        hel_store::gc::gc(&store, false).unwrap_err(),
+        hel_store::gc::repack(&store).unwrap_err(),
+    ] {
         let e = e.to_string();
         assert!(
             e.contains("type 3") && e.contains("upgrade hel") && e.contains(".pack"),
@@ -2586,7 +2620,7 @@ fn a_ref_whose_checkpoint_does_not_load_is_a_fault_naming_the_ref() {
                 .is_some_and(|e| named(&e.to_string())),
         "{listed:?}"
     );
-    let fsck = store.fsck().unwrap();
+    let fsck = hel_store::fsck::fsck(&store).unwrap();
     assert!(
         fsck.faults.iter().any(|f| named(&f.to_string())),
         "{fsck:?}"
@@ -2661,10 +2695,10 @@ fn gc_without_the_stub_removes_no_journal() {
     let saved = dir.path().join("saved-refs");
     fs::rename(&refs, &saved).unwrap();
     let store = Store::open(dir.path()).unwrap();
-    let fsck = store.fsck().unwrap();
+    let fsck = hel_store::fsck::fsck(&store).unwrap();
     assert!(!fsck.is_sound(), "{fsck:?}");
     // Refused for the stub, or for the journal whose ref is gone.
-    let e = store.gc(false).unwrap_err();
+    let e = hel_store::gc::gc(&store, false).unwrap_err();
     assert!(
         e.to_string().contains("not the stub") || e.to_string().contains("the ref was lost"),
         "{e}"
@@ -2704,7 +2738,7 @@ fn a_ref_naming_another_sessions_checkpoint_is_listed_broken() {
         listed.iter().any(|i| i.id == other && i.broken.is_some()),
         "{listed:?}"
     );
-    let fsck = store.fsck().unwrap();
+    let fsck = hel_store::fsck::fsck(&store).unwrap();
     assert!(!fsck.is_sound(), "{fsck:?}");
 }
 
@@ -2733,5 +2767,5 @@ fn a_ref_moved_back_one_commit_behind_its_sidecar_is_a_fault() {
     fs::write(ref_file(dir.path(), &sid), format!("{}\n", heads[2])).unwrap();
     let store = Store::open(dir.path()).unwrap();
     assert_eq!(store.head(&sid).unwrap(), heads[2]);
-    assert!(store.fsck().unwrap().is_sound());
+    assert!(hel_store::fsck::fsck(&store).unwrap().is_sound());
 }

@@ -229,7 +229,7 @@ fn a_damaged_or_missing_index_is_rebuilt() {
         bad[at] ^= 0x01;
         fs::write(&idx, &bad).unwrap();
         // fsck reports the damaged hint (and stays sound: it is a hint).
-        let report = store.fsck().unwrap();
+        let report = hel_store::fsck::fsck(&store).unwrap();
         assert!(
             report
                 .notes
@@ -240,7 +240,7 @@ fn a_damaged_or_missing_index_is_rebuilt() {
         );
         assert_eq!(listing(&store), truth, "flipped byte {at}");
         assert_eq!(fs::read(&idx).unwrap(), good, "flipped byte {at}: rebuilt");
-        let notes = store.fsck().unwrap().notes;
+        let notes = hel_store::fsck::fsck(&store).unwrap().notes;
         assert!(
             !notes.iter().any(|n| n.contains("summary index")),
             "rebuilt: {notes:?}"

@@ -98,10 +98,10 @@ impl Flat {
     /// deeper than [`DEPTH_MAX`] and no path longer than [`PATH_MAX`].
     /// Refused before anything is built when the tree flattens to more
     /// than [`FLAT_PATHS_MAX`] paths or [`FLAT_BYTES_MAX`] bytes of paths
-    /// (each subtree counted once: [`Store::tree_extent`]), naming the
+    /// (each subtree counted once: [`hel_store::workspace::tree_extent`]), naming the
     /// tree; the same limits hold while it is built.
     pub fn read(store: &Store, root: &ObjectId) -> Result<Flat, FlatError> {
-        store.tree_extent(root)?;
+        hel_store::workspace::tree_extent(store, root)?;
         let mut items = BTreeMap::new();
         let mut stack: Vec<(Vec<u8>, ObjectId, usize)> = vec![(Vec::new(), *root, 0)];
         let mut bytes = 0u64;
@@ -113,7 +113,7 @@ impl Flat {
             })
         };
         while let Some((dir, id, depth)) = stack.pop() {
-            let tree = store.read_tree(&id)?;
+            let tree = hel_store::workspace::read_tree(store, &id)?;
             // The trees may have changed since they were counted (another
             // writer, a repack): counted again as they are built.
             if (items.len() + tree.entries.len()) as u64 > FLAT_PATHS_MAX {

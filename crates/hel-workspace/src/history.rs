@@ -357,7 +357,7 @@ pub fn tree_diff(
         }
         let read = |t: Option<ObjectId>| -> Result<Vec<Entry>, HistoryError> {
             Ok(match t {
-                Some(t) => store.read_tree(&t)?.entries,
+                Some(t) => hel_store::workspace::read_tree(store, &t)?.entries,
                 None => Vec::new(),
             })
         };

@@ -228,7 +228,7 @@ pub fn apply(
     store: &Store,
     changes: &[Change],
 ) -> Result<Applied, RestoreError> {
-    let (ws, ws_path) = store.workspace_dir().map_err(RestoreError::Workspace)?;
+    let (ws, ws_path) = hel_store::workspace::dir(store).map_err(RestoreError::Workspace)?;
     let tmp_path = ws_path.join("tmp");
     let tmp = open_tmp(&ws).map_err(|source| RestoreError::Temp {
         path: tmp_path.clone(),
@@ -265,11 +265,12 @@ pub fn apply(
             continue;
         }
         let path = &changes[i].path;
-        let bytes = store
-            .read_blob_as(&target.id, Cap::FILE)
-            .map_err(|source| RestoreError::Blob {
-                path: show(path),
-                source,
+        let bytes =
+            hel_store::workspace::read_blob(store, &target.id, Cap::FILE).map_err(|source| {
+                RestoreError::Blob {
+                    path: show(path),
+                    source,
+                }
             })?;
         if bytes.len() as u64 != target.size {
             return Err(RestoreError::SizeMismatch {
@@ -1559,7 +1560,7 @@ mod tests {
     #[test]
     fn stale_temporaries_of_dead_processes_are_removed() {
         let fx = Fx::new();
-        let (ws, _) = fx.store.workspace_dir().unwrap();
+        let (ws, _) = hel_store::workspace::dir(&fx.store).unwrap();
         drop(open_tmp(&ws).unwrap());
         let mut child = std::process::Command::new("true").spawn().unwrap();
         let dead = child.id();
@@ -1591,7 +1592,7 @@ mod tests {
     #[test]
     fn copy_beside_the_target_when_renames_cross_filesystems() {
         let fx = Fx::new();
-        let (ws, _) = fx.store.workspace_dir().unwrap();
+        let (ws, _) = hel_store::workspace::dir(&fx.store).unwrap();
         let tmp = open_tmp(&ws).unwrap();
         fs::create_dir(fx.p("sub")).unwrap();
         let parent = open_dir(fx.project.as_fd(), b"sub").unwrap();

@@ -197,7 +197,7 @@ impl Workspace {
     pub fn open(store: &Store, options: Options) -> Result<Workspace, SnapshotError> {
         let root = store.project_path().to_owned();
         check_project(&root)?;
-        let (dir, _) = store.workspace_dir()?;
+        let (dir, _) = hel_store::workspace::dir(store)?;
         let cache = Cache::load(dir.as_fd());
         let project = hel_fs::at::open_dir_following(&root).map_err(|e| {
             SnapshotError::Walk(walk::WalkError {

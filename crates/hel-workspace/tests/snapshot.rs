@@ -167,7 +167,10 @@ fn records_files_links_modes_and_what_it_does_not_read() {
     assert_eq!(kind(f, "empty"), Some(EntryKind::Dir));
     let link = f.get(b"outside").unwrap();
     assert_eq!((link.kind, link.size), (EntryKind::Symlink, 11));
-    assert_eq!(s.store.read_blob(&link.id).unwrap(), b"/etc/passwd");
+    assert_eq!(
+        hel_store::testing::read_blob(&s.store, &link.id).unwrap(),
+        b"/etc/passwd"
+    );
     assert_eq!(kind(f, "vendor/lib"), Some(EntryKind::Repository));
     assert_eq!(kind(f, "vendor/lib/code.c"), None);
     // Ignored paths are seen, not read: a file as kind 4, a directory as
@@ -192,12 +195,10 @@ fn records_files_links_modes_and_what_it_does_not_read() {
     // What was committed reads back as the same map.
     assert_eq!(&Flat::read(&s.store, &snap.tree).unwrap(), f);
     assert_eq!(
-        s.store
-            .read_blob(&f.get(b"src/main.rs").unwrap().id)
-            .unwrap(),
+        hel_store::testing::read_blob(&s.store, &f.get(b"src/main.rs").unwrap().id).unwrap(),
         b"fn main() {}\n"
     );
-    let fsck = s.store.fsck().unwrap();
+    let fsck = hel_store::fsck::fsck(&s.store).unwrap();
     assert!(fsck.is_sound(), "{fsck:?}");
 }
 
@@ -271,7 +272,7 @@ fn empty_directories_made_between_snapshots_in_any_position() {
     let (fourth, _) = s.snap(&mut ws2);
     assert_eq!(kind(&fourth.flat, "n/m/o/deeper"), Some(EntryKind::Dir));
     assert_eq!(&Flat::read(&s.store, &fourth.tree).unwrap(), &fourth.flat);
-    let fsck = s.store.fsck().unwrap();
+    let fsck = hel_store::fsck::fsck(&s.store).unwrap();
     assert!(fsck.is_sound(), "{fsck:?}");
 }
 
@@ -322,7 +323,10 @@ fn a_change_costs_its_blob_and_the_trees_on_its_path_and_the_cache_spares_reads(
     let (fifth, _) = s.snap(&mut ws2);
     assert_eq!(fifth.files_read, 1);
     let id = fifth.flat.get(b"d1/sub/f2.txt").unwrap().id;
-    assert_eq!(s.store.read_blob(&id).unwrap(), b"1 X\n");
+    assert_eq!(
+        hel_store::testing::read_blob(&s.store, &id).unwrap(),
+        b"1 X\n"
+    );
 }
 
 #[test]
@@ -733,10 +737,10 @@ fn fsck_refuses_a_record_counting_more_not_tracked_paths_than_its_tree_has() {
     let (snap, _) = s.snap(&mut ws);
     // Not at the root: the count is of the whole tree.
     assert_eq!(snap.not_tracked.len(), 1);
-    assert!(s.store.fsck().unwrap().is_sound());
+    assert!(hel_store::fsck::fsck(&s.store).unwrap().is_sound());
     let txn = s.store.begin(&s.lease, &mut s.state).unwrap();
     let lie = txn.commit(start_record(snap.tree, 2)).unwrap().id;
-    let report = s.store.fsck().unwrap();
+    let report = hel_store::fsck::fsck(&s.store).unwrap();
     let faults: Vec<String> = report.faults.iter().map(|f| f.to_string()).collect();
     assert_eq!(faults.len(), 1, "{faults:?}");
     assert!(

@@ -499,12 +499,12 @@ impl Run {
         self.agent.tools_mut().mcp.shutdown();
         self.agent.tools_mut().commands.shutdown();
         if let Some(s) = &self.session {
-            if let Err(e) = s.store.clear_spill(&s.lease) {
+            if let Err(e) = hel_store::spill::clear(&s.store, &s.lease) {
                 self.observer.warn(Warning::SpillNotRemoved(e));
             }
             // Only when loose objects or sealed packs piled up, and only if
             // no other process holds the store lock right now.
-            if let Err(e) = s.store.maybe_repack() {
+            if let Err(e) = hel_store::gc::maybe_repack(&s.store) {
                 self.observer.warn(Warning::RepackFailed(e));
             }
         }
@@ -549,7 +549,7 @@ fn started(
                 });
             }
             Err(error) => observer.warn(Warning::NoSession {
-                store: p.store.root_path(),
+                store: p.store.project_path().join(hel_store::STORE_DIR),
                 error,
             }),
         }

@@ -67,7 +67,7 @@ pub fn open(store: &Store, project: &Path, start: &Start) -> Result<Opened, Sess
             // from: one from before a relocation included.
             let head = store.head(&id)?;
             verify(&store.checkpoint(&head)?, &id, &cwd)?;
-            let log = store.log(&id)?;
+            let log = hel_store::log::log(store, &id)?;
             let checkpoint = resolve_checkpoint(&log, at)?;
             let (lease, first, warnings) = store.fork_here(&checkpoint, &cwd)?;
             Ok(make(lease, Some(first), warnings))

@@ -116,7 +116,7 @@ pub fn check_session_arg(spec: &str) -> Result<(), SessionError> {
 pub fn resolve(store: &Store, project: &Path, spec: &str) -> Result<SessionId, SessionError> {
     check_session_arg(spec)?;
     if hel_store::looks_like_name(spec) {
-        return match store.session_named(spec)? {
+        return match hel_store::names::session_named(store, spec)? {
             Some(id) => Ok(id),
             None => Err(SessionError::NoMatch {
                 spec: spec.to_owned(),
@@ -132,7 +132,7 @@ pub fn resolve(store: &Store, project: &Path, spec: &str) -> Result<SessionId, S
             return Ok(id);
         }
     }
-    let mut matches = store.sessions_matching(&spec)?;
+    let mut matches = hel_store::names::sessions_matching(store, &spec)?;
     match matches.len() {
         1 => Ok(matches.remove(0)),
         0 => {
@@ -141,7 +141,10 @@ pub fn resolve(store: &Store, project: &Path, spec: &str) -> Result<SessionId, S
                 let Ok(other) = Store::open(dir) else {
                     continue;
                 };
-                if other.exists() && other.sessions_matching(&spec).is_ok_and(|m| !m.is_empty()) {
+                if other.exists()
+                    && hel_store::names::sessions_matching(&other, &spec)
+                        .is_ok_and(|m| !m.is_empty())
+                {
                     return Err(SessionError::InOtherProject {
                         spec,
                         project: project.to_owned(),

@@ -26,7 +26,7 @@ pub fn export(store: &Store, project: &Path, args: &ExportArgs) -> Result<u8, Ex
                 .map_err(|e| Exit::refused(format!("cannot write the messages as JSON: {e}")))?
         }
         ExportFormat::Md => {
-            let name = store.name_of(&id).ok().flatten();
+            let name = hel_store::names::name_of(store, &id).ok().flatten();
             let cp = &loaded.checkpoint;
             let rc = &loaded.request_config;
             let title = match &name {

@@ -57,7 +57,7 @@ fn compile(pattern: &str) -> Result<regex::Regex, Exit> {
 
 pub fn search(store: &Store, args: &SearchArgs, json_flag: bool) -> Result<u8, Exit> {
     let re = compile(&args.pattern)?;
-    let report = store.search(&re, args.role.map(|r| r.name()))?;
+    let report = hel_store::search::search(store, &re, args.role.map(|r| r.name()))?;
     let names = if report.sessions.is_empty() {
         Default::default()
     } else {

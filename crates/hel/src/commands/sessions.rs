@@ -112,7 +112,7 @@ fn one_line(instruction: &str, room: Option<usize>) -> String {
 /// The names of the store's sessions; a names file that cannot be read is
 /// said on stderr and the listing goes on without names.
 pub(super) fn names_or_warn(store: &Store) -> BTreeMap<SessionId, String> {
-    store.names().unwrap_or_else(|e| {
+    hel_store::names::all(store).unwrap_or_else(|e| {
         render::line(&format!("hel: warning: session names not shown: {e}"));
         BTreeMap::new()
     })
@@ -269,7 +269,7 @@ pub fn log(
     as_json: bool,
 ) -> Result<u8, Exit> {
     let id = session::resolve(store, project, spec)?;
-    let entries = store.log(&id)?;
+    let entries = hel_store::log::log(store, &id)?;
     if as_json {
         let rows: Vec<LogRow> = entries
             .iter()
@@ -360,7 +360,7 @@ pub fn log(
 pub fn delete(store: &Store, project: &Path, spec: &str, yes: bool) -> Result<u8, Exit> {
     let id = session::resolve(store, project, spec)?;
     if crate::tty::asks(yes) {
-        let what = match store.log(&id) {
+        let what = match hel_store::log::log(store, &id) {
             Ok(log) => format!(
                 "deleting session {id} and its {}",
                 render::count(log.len() as u64, "record", "records")
@@ -393,7 +393,7 @@ pub fn delete(store: &Store, project: &Path, spec: &str, yes: bool) -> Result<u8
 pub fn rename(store: &Store, project: &Path, spec: &str, name: &str) -> Result<u8, Exit> {
     hel_store::check_name(name).map_err(|e| Exit::usage(e.to_string()))?;
     let id = session::resolve(store, project, spec)?;
-    store.rename(&id, name)?;
+    hel_store::names::rename(store, &id, name)?;
     say!("session {id} is named {name}");
     Ok(0)
 }

@@ -40,7 +40,7 @@ pub(super) fn load_at(
 ) -> Result<(SessionId, ObjectId, Loaded), Exit> {
     let id = session::resolve(store, project, spec)?;
     let checkpoint = match at {
-        Some(at) => session::resolve_checkpoint(&store.log(&id)?, at)?,
+        Some(at) => session::resolve_checkpoint(&hel_store::log::log(store, &id)?, at)?,
         None => store.head(&id)?,
     };
     let loaded = store.load(&checkpoint)?;
@@ -85,7 +85,7 @@ fn show_json(id: &SessionId, checkpoint: ObjectId, loaded: &Loaded) {
 fn show_text(store: &Store, id: &SessionId, checkpoint: ObjectId, loaded: &Loaded) {
     let cp = &loaded.checkpoint;
     let style = transcript::Style::for_stdout();
-    let name = match store.name_of(id) {
+    let name = match hel_store::names::name_of(store, id) {
         Ok(Some(n)) => format!(" ({n})"),
         _ => String::new(),
     };

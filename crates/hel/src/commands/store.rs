@@ -9,9 +9,9 @@ use crate::render::count;
 pub fn gc(dry_run: bool, repack: bool) -> Result<u8, Exit> {
     let store = Store::open(&project()?)?;
     let r = if repack {
-        store.repack()?
+        hel_store::gc::repack(&store)?
     } else {
-        store.gc(dry_run)?
+        hel_store::gc::gc(&store, dry_run)?
     };
     let verb = if dry_run {
         "would reclaim"
@@ -52,7 +52,7 @@ pub fn fsck() -> Result<u8, Exit> {
         // A store the upgrade refused is checked as it is, by its own
         // format's rules: the refusal sends the user here.
         Err(hel_store::Error::Upgrade(why)) => {
-            let store = Store::open_in_place(&dir)?;
+            let store = hel_store::fsck::open_in_place(&dir)?;
             let found = store.format();
             match *why {
                 UpgradeError::Busy { session, .. } => say!(
@@ -66,7 +66,7 @@ pub fn fsck() -> Result<u8, Exit> {
         }
         Err(e) => return Err(e.into()),
     };
-    let r = store.fsck()?;
+    let r = hel_store::fsck::fsck(&store)?;
     say!(
         "checked {} ({}) and {}",
         count(r.objects, "object", "objects"),

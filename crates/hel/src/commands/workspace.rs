@@ -28,7 +28,7 @@ fn last_idle(store: &Store) -> Result<SessionId, Exit> {
 /// The checkpoint `at` names in `session`'s history, or its newest record
 /// with a snapshot of the files.
 fn checkpoint_of(store: &Store, session: &SessionId, at: Option<&str>) -> Result<ObjectId, Exit> {
-    let log = store.log(session)?;
+    let log = hel_store::log::log(store, session)?;
     match at {
         Some(spec) => Ok(resolve_checkpoint(&log, spec)?),
         None => log
@@ -416,7 +416,11 @@ impl Side<'_> {
             return Ok(None);
         }
         match self {
-            Side::Store(store) => Ok(Some(store.read_blob_as(&item.id, Cap::FILE)?)),
+            Side::Store(store) => Ok(Some(hel_store::workspace::read_blob(
+                store,
+                &item.id,
+                Cap::FILE,
+            )?)),
             Side::Disk(ws) => ws
                 .read_current(path, item.kind)
                 .map(Some)
@@ -453,7 +457,7 @@ pub fn diff(
         None
     };
     let (old, new, on_disk) = if let Some(other) = against {
-        let other = resolve_checkpoint(&store.log(&session)?, &other)?;
+        let other = resolve_checkpoint(&hel_store::log::log(&store, &session)?, &other)?;
         let ocp = store.checkpoint(&other)?;
         let tree = ocp.workspace.map(|w| w.tree).ok_or_else(|| {
             Exit::refused(format!(

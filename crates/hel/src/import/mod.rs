@@ -565,9 +565,9 @@ fn name_from_title(store: &Store, id: &SessionId, title: &str) -> (Option<String
     let Some(name) = slug(title) else {
         return (None, None);
     };
-    match store.session_named(&name) {
+    match hel_store::names::session_named(store, &name) {
         Ok(Some(_)) => (None, Some(name)),
-        Ok(None) => match store.rename(id, &name) {
+        Ok(None) => match hel_store::names::rename(store, id, &name) {
             Ok(()) => (Some(name), None),
             Err(_) => (None, Some(name)),
         },

@@ -112,8 +112,7 @@ fn session_names(root: &Path, prefix: &str) -> Vec<String> {
     let Ok(store) = hel_store::Store::open(root) else {
         return Vec::new();
     };
-    store
-        .names()
+    hel_store::names::all(&store)
         .map(|names| {
             names
                 .into_values()

@@ -208,7 +208,7 @@ fn resume_hint(run: &Run) -> Option<String> {
 fn session_name(run: &Run) -> Option<String> {
     let id = run.status().session?;
     let store = hel_store::Store::open(&run.project().root).ok()?;
-    let name = store.name_of(&id).ok().flatten()?;
+    let name = hel_store::names::name_of(&store, &id).ok().flatten()?;
     Some(hel_agent::terminal::escape_line(&name).into_owned())
 }
 
@@ -566,8 +566,7 @@ impl Observer for Quiet {
 fn pick_checkpoint(run: &Run, session: &str) -> Result<Option<String>, Exit> {
     let store = hel_store::Store::open(&run.project().root)?;
     let id = hel_agent::session::resolve(&store, &run.project().root, session)?;
-    let answers: Vec<_> = store
-        .log(&id)?
+    let answers: Vec<_> = hel_store::log::log(&store, &id)?
         .into_iter()
         .filter(|e| e.record == hel_store::Record::Answer)
         .collect();

@@ -29,7 +29,18 @@
 
 use std::collections::HashMap;
 
-use crate::{Error, ObjectId, Result};
+use crate::ObjectId;
+
+/// A root tree that flattens to more than a reader takes
+/// ([`Extents::check`]): refused before anything is flattened. hel-store
+/// turns it into its `Error::TreeTooLarge`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("tree {tree} flattens to more than {limit} {what}, over what hel reads (see README, \"Limits\"); the store may be damaged or hostile")]
+pub struct TreeTooLarge {
+    pub tree: ObjectId,
+    pub what: &'static str,
+    pub limit: u64,
+}
 
 /// The longest file name an entry may have (Linux's `NAME_MAX`).
 pub const NAME_MAX: usize = 255;
@@ -60,7 +71,7 @@ const ENTRY_FIXED: usize = 1 + 2 + 8 + 32 + 2;
 
 /// Names no tree may hold, whatever their case: version control and store
 /// directories are never recorded, so a restore never writes into them.
-const NEVER: [&[u8]; 3] = [b".git", crate::layout::STORE_DIR.as_bytes(), b".jj"];
+const NEVER: [&[u8]; 3] = [b".git", crate::format::STORE_DIR.as_bytes(), b".jj"];
 
 /// Is `name` one no tree may hold (`.git`, `.hel`, `.jj`, in any case: on
 /// a case-insensitive filesystem `.GIT` is `.git`)?
@@ -402,7 +413,7 @@ struct Frame {
 
 impl Extents {
     /// What root tree `root` flattens to, reading each tree not counted
-    /// yet with `read`; refused with [`Error::TreeTooLarge`] naming `root`
+    /// yet with `read`; refused with [`TreeTooLarge`] naming `root`
     /// when it is over [`FLAT_PATHS_MAX`] paths, [`FLAT_BYTES_MAX`] bytes
     /// of paths, `DEPTH_MAX - 1` levels of directories or a path of
     /// [`PATH_MAX`] bytes, and with `read`'s error when a tree cannot be
@@ -411,15 +422,17 @@ impl Extents {
     /// memory it takes is bounded by the limits: at most
     /// [`FLAT_PATHS_MAX`] distinct trees (each is at a path of its own),
     /// and the entries of the trees on the stack (each a path of its own).
-    pub fn check(
+    pub fn check<E: From<TreeTooLarge>>(
         &mut self,
         root: &ObjectId,
-        read: &mut dyn FnMut(&ObjectId) -> Result<Tree>,
-    ) -> Result<Extent> {
-        let refuse = |(what, limit): (&'static str, u64)| Error::TreeTooLarge {
-            tree: *root,
-            what,
-            limit,
+        read: &mut dyn FnMut(&ObjectId) -> Result<Tree, E>,
+    ) -> Result<Extent, E> {
+        let refuse = |(what, limit): (&'static str, u64)| {
+            E::from(TreeTooLarge {
+                tree: *root,
+                what,
+                limit,
+            })
         };
         if let Some(e) = self.known.get(root) {
             return match e.over() {
@@ -428,7 +441,7 @@ impl Extents {
             };
         }
         let mut on_stack = 0u64;
-        let mut open = |id: ObjectId, name: u64, on_stack: &mut u64| -> Result<Frame> {
+        let mut open = |id: ObjectId, name: u64, on_stack: &mut u64| -> Result<Frame, E> {
             let tree = read(&id)?;
             let mut f = Frame {
                 id,
@@ -501,38 +514,8 @@ impl Extents {
     }
 
     /// The extent of tree `id`, when [`Extents::check`] counted it.
-    pub(crate) fn known(&self, id: &ObjectId) -> Option<&Extent> {
+    pub fn known(&self, id: &ObjectId) -> Option<&Extent> {
         self.known.get(id)
-    }
-}
-
-/// Check that every root tree in `roots` is within the limits, as
-/// [`Extents::check`] does, reading trees from `layout`; each fault goes
-/// to `on_error` (fsck goes on past it, the others stop at the first).
-pub(crate) fn check_roots(
-    layout: &crate::layout::Layout,
-    roots: &[ObjectId],
-    on_error: &mut dyn FnMut(Error) -> Result<()>,
-) -> Result<Extents> {
-    let mut extents = Extents::default();
-    let mut seen = std::collections::HashSet::new();
-    for root in roots {
-        if !seen.insert(*root) {
-            continue;
-        }
-        if let Err(e) = extents.check(root, &mut |id| crate::commit::read_tree(layout, id)) {
-            on_error(e)?;
-        }
-    }
-    Ok(extents)
-}
-
-impl crate::Store {
-    /// What root tree `root` flattens to, refused past the limits
-    /// ([`Extents::check`]): what a reader checks before it flattens a
-    /// snapshot.
-    pub fn tree_extent(&self, root: &ObjectId) -> Result<Extent> {
-        Extents::default().check(root, &mut |id| self.read_tree(id))
     }
 }
 
@@ -619,19 +602,19 @@ mod tests {
 
         fn add(&mut self, mut t: Tree) -> ObjectId {
             t.sort();
-            let id = crate::tree_id(&t);
+            let id = crate::object::id_of(crate::object::Kind::Tree, &t.to_payload());
             self.by_id.insert(id, t);
             id
         }
 
-        fn check(&mut self, ex: &mut Extents, root: &ObjectId) -> Result<Extent> {
+        fn check(&mut self, ex: &mut Extents, root: &ObjectId) -> Result<Extent, TreeTooLarge> {
             let (by_id, reads) = (&self.by_id, &mut self.reads);
             ex.check(root, &mut |id| {
                 *reads += 1;
-                by_id.get(id).cloned().ok_or(Error::Missing {
-                    id: *id,
-                    path: "test".into(),
-                })
+                Ok(by_id
+                    .get(id)
+                    .cloned()
+                    .expect("every tree of a test is added"))
             })
         }
 
@@ -739,7 +722,7 @@ mod tests {
         }
         let e = t.check(&mut Extents::default(), &root).unwrap_err();
         assert!(
-            matches!(e, Error::TreeTooLarge { tree, what: "paths", limit } if tree == root && limit == FLAT_PATHS_MAX),
+            matches!(e, TreeTooLarge { tree, what: "paths", limit } if tree == root && limit == FLAT_PATHS_MAX),
             "{e}"
         );
         assert!(e.to_string().contains(&root.to_hex()), "{e}");
@@ -756,7 +739,7 @@ mod tests {
         assert!(
             matches!(
                 e,
-                Error::TreeTooLarge {
+                TreeTooLarge {
                     what: "bytes of paths",
                     ..
                 }
@@ -786,7 +769,7 @@ mod tests {
         assert!(
             matches!(
                 e,
-                Error::TreeTooLarge {
+                TreeTooLarge {
                     what: "levels of directories",
                     ..
                 }
@@ -805,7 +788,7 @@ mod tests {
         assert!(
             matches!(
                 e,
-                Error::TreeTooLarge {
+                TreeTooLarge {
                     what: "bytes in one path",
                     limit: 4095,
                     ..

@@ -98,16 +98,21 @@ impl SessionId {
     }
 }
 
+/// A string that is not a session id (what was given, cut to 80 chars).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is not a session id (expected a lowercase UUID such as 0c9e6f1a-1b2c-4d3e-8f40-123456789abc)")]
+pub struct BadSessionId(pub String);
+
 impl FromStr for SessionId {
-    type Err = crate::Error;
+    type Err = BadSessionId;
 
     /// Parse an id, which must be in the lowercase hyphenated form the
     /// format uses (uuid's parser alone also takes uppercase, braced and
     /// URN forms).
-    fn from_str(s: &str) -> Result<SessionId, crate::Error> {
+    fn from_str(s: &str) -> Result<SessionId, BadSessionId> {
         match uuid::Uuid::try_parse(s) {
             Ok(u) if u.hyphenated().to_string() == s => Ok(SessionId(s.to_owned())),
-            _ => Err(crate::Error::BadSessionId(s.chars().take(80).collect())),
+            _ => Err(BadSessionId(s.chars().take(80).collect())),
         }
     }
 }

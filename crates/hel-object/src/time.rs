@@ -12,7 +12,7 @@ pub fn now_ms() -> u64 {
 }
 
 /// The last millisecond RFC 3339 can write (its years have four digits).
-pub(crate) const LAST_MS: u64 = 253_402_300_800_000 - 1;
+pub const LAST_MS: u64 = 253_402_300_800_000 - 1;
 
 /// `ms` as RFC 3339 in UTC with millisecond precision, such as
 /// `2026-11-30T01:36:32.123Z`. Instants after the year 9999, which only a

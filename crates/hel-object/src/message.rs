@@ -22,7 +22,7 @@ use serde_json::Value;
 /// field at fault and, where it has the wrong type, the type it has; what
 /// a hostile store put there is never echoed whole (an unknown role is
 /// clipped to 40 characters). Kept small: it travels inside
-/// [`crate::Error::BadMessage`].
+/// hel-store's `Error::BadMessage`.
 #[derive(Debug, thiserror::Error)]
 pub enum MessageError {
     #[error("a message is a JSON object, not {found}")]
@@ -304,7 +304,7 @@ pub fn check_pairing(messages: &[Value]) -> Result<(), PairingError> {
 /// `Value`: a map is a B-tree node of ~640 bytes, strings are heap
 /// allocations of at least 16), plus its slot in a list. Conversation
 /// budgets are counted in it.
-pub(crate) fn weight(m: &Value) -> u64 {
+pub fn weight(m: &Value) -> u64 {
     const SLOT: u64 = 40;
     const MAP_NODE: u64 = 640;
     let heap = |len: usize| (len as u64).max(16);

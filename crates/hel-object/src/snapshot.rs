@@ -5,10 +5,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::layout::Layout;
-use crate::object::{self, Cap, Kind};
-use crate::odb::Found;
-use crate::{Error, ObjectId, Result, SessionId};
+use crate::{ObjectId, SessionId};
 
 /// The snapshot schema this build writes and the newest it reads. Schema 2
 /// adds what each record is and the workspace; schema 1 is still read.
@@ -16,7 +13,7 @@ pub const SCHEMA_VERSION: u64 = 2;
 
 /// A snapshot object: one checkpoint. Everything a new process needs to
 /// continue a session is here or named from here (messages, request config,
-/// cursors, spill). [`crate::Store::load`] resolves it all.
+/// cursors, spill). hel-store's `Store::load` resolves it all.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct Checkpoint {
@@ -190,7 +187,7 @@ pub struct Summary {
 }
 
 impl Checkpoint {
-    pub(crate) fn to_payload(&self) -> Vec<u8> {
+    pub fn to_payload(&self) -> Vec<u8> {
         crate::canonical::to_vec(&serde_json::to_value(self).unwrap_or_default())
     }
 
@@ -198,7 +195,7 @@ impl Checkpoint {
     /// "Validation"): every key with its type and nothing else, a schema
     /// this build reads, at most one parent, a spill map of blobs, and a
     /// summary that agrees with the message count.
-    pub(crate) fn parse(payload: &[u8]) -> std::result::Result<Checkpoint, Invalid> {
+    pub fn parse(payload: &[u8]) -> std::result::Result<Checkpoint, Invalid> {
         let value: Value = serde_json::from_slice(payload).map_err(Invalid::Json)?;
         let found = value
             .get("schema_version")
@@ -246,7 +243,7 @@ impl Checkpoint {
 
 /// Why a checkpoint's `record` and `workspace` do not go together.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-pub(crate) enum RecordError {
+pub enum RecordError {
     #[error("a schema 1 checkpoint with schema 2 fields")]
     SchemaOneWithTwo,
     #[error("no record")]
@@ -313,7 +310,7 @@ fn check_record(cp: &Checkpoint) -> std::result::Result<(), RecordError> {
 /// Why a snapshot payload is not one this build reads: malformed (every
 /// variant but [`Invalid::Newer`]), or of a newer schema.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum Invalid {
+pub enum Invalid {
     /// Not JSON, or a key missing, unknown or of the wrong type (serde's
     /// description).
     #[error("{0}")]
@@ -340,35 +337,6 @@ pub(crate) enum Invalid {
     CreatedAt,
     #[error("{0}")]
     Record(#[from] RecordError),
-}
-
-/// Read and validate snapshot `id`.
-pub(crate) fn read(layout: &Layout, id: &ObjectId) -> Result<Checkpoint> {
-    let payload = object::read_kind(layout, id, Kind::Snapshot, Cap::SNAPSHOT)?;
-    validated(layout, id, &payload)
-}
-
-/// [`read`] where `found` says the snapshot is.
-pub(crate) fn read_at(layout: &Layout, id: &ObjectId, found: &Found) -> Result<Checkpoint> {
-    let payload = object::read_kind_at(layout, id, found, Kind::Snapshot, Cap::SNAPSHOT)?;
-    validated(layout, id, &payload)
-}
-
-/// Snapshot `id` from its payload, validated.
-fn validated(layout: &Layout, id: &ObjectId, payload: &[u8]) -> Result<Checkpoint> {
-    Checkpoint::parse(payload).map_err(|e| match e {
-        Invalid::Newer(found) => Error::NewerSchema {
-            id: *id,
-            path: layout.object_path(id),
-            found,
-            supported: SCHEMA_VERSION,
-        },
-        malformed => Error::Corrupt {
-            id: *id,
-            path: layout.object_path(id),
-            reason: format!("malformed snapshot: {malformed}"),
-        },
-    })
 }
 
 #[cfg(test)]

@@ -1,0 +1,15 @@
+//! The store format's constants that every layer names: its version, the
+//! store directory's name, the size of a ref file.
+
+/// Name of the store directory inside a project.
+pub const STORE_DIR: &str = ".hel";
+
+/// The store format this build writes and the newest it reads: 3 is
+/// format 2's packs and journals with each session's head in its ref file
+/// (objects-spec §12). A store of format 2 (heads in journals) or 1 (no
+/// `format` file: loose objects and ref files only) is upgraded when it is
+/// opened (see `upgrade.rs`); only the upgrade reads it by its own rules.
+pub const FORMAT_VERSION: u64 = 3;
+
+/// The most bytes a ref file may hold (64 hex digits and a newline).
+pub const REF_MAX: u64 = 65;

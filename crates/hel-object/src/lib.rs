@@ -1,0 +1,34 @@
+//! hel-object: the bottom layer of hel's session store, without I/O (no
+//! file is opened here: `tests/no_io.rs` checks the sources). What it
+//! holds is pure functions of bytes and values:
+//!
+//! - `id`: object ids (BLAKE3 of canonical bytes) and session ids;
+//! - `canonical`: the canonical JSON every stored JSON value is written in;
+//! - `time`: milliseconds and their RFC 3339 spelling;
+//! - `format`: the store format's version and constants;
+//! - `message`: what a stored message must be to be loaded, and the
+//!   pairing of tool calls with their results;
+//! - `object`: the codec of objects (kinds and caps, encode, compress,
+//!   decode and verify against the id; [`object::ObjectError`]);
+//! - `snapshot`: [`snapshot::Checkpoint`] (one per checkpoint) and its
+//!   parts, parsed and validated;
+//! - `tree`: workspace trees, parsed and validated, and the bounded
+//!   count of what a root tree flattens to ([`tree::Extents`]).
+//!
+//! In layers (checked by hel-store's `tests/module_cycles.rs`): `id`,
+//! `canonical`, `time` and `format` import nothing of the crate; `message`
+//! and `object` only those; `snapshot` and `tree` any of them.
+//!
+//! hel-store builds the object database and the store on it, and
+//! re-exports what its callers need of this crate.
+
+pub mod canonical;
+pub mod format;
+pub mod id;
+pub mod message;
+pub mod object;
+pub mod snapshot;
+pub mod time;
+pub mod tree;
+
+pub use id::{BadSessionId, ObjectId, ParseIdError, SessionId};

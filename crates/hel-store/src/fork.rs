@@ -1,0 +1,99 @@
+//! Forks: a new session whose first checkpoint names a checkpoint of
+//! another as its parent, sharing its messages and spill, and its name
+//! copied with a free suffix.
+
+use crate::journal::CommitPayload;
+use crate::lock::{SessionLease, Shared};
+use crate::object::Kind;
+use crate::snapshot::{Checkpoint, Record, Workspace, SCHEMA_VERSION};
+use crate::store::{Store, Warning};
+use crate::write::Writer;
+use crate::{heads, time, ObjectId, Result, SessionId};
+use std::collections::BTreeSet;
+
+impl Store {
+    /// Fork checkpoint `at` into a new session: one new snapshot that names
+    /// `at` as its parent and reuses its message list and spill map. Returns
+    /// the new session's lease and its first checkpoint. The base is read
+    /// under the store lock the fork publishes under, so gc cannot sweep it
+    /// in between; the new session depends on the journal that holds the
+    /// base (and on what that one depends on).
+    pub fn fork(&self, at: &ObjectId) -> Result<(SessionLease, ObjectId, Vec<Warning>)> {
+        self.fork_with_cwd(at, None)
+    }
+
+    /// [`Store::fork`] made in the project directory `cwd`: the fork's
+    /// first record says `cwd` (the directory it is continued in), not the
+    /// directory `at` was saved in, so a checkpoint from before a
+    /// relocation can be forked where the session now is.
+    pub fn fork_here(
+        &self,
+        at: &ObjectId,
+        cwd: &str,
+    ) -> Result<(SessionLease, ObjectId, Vec<Warning>)> {
+        self.fork_with_cwd(at, Some(cwd))
+    }
+
+    fn fork_with_cwd(
+        &self,
+        at: &ObjectId,
+        cwd: Option<&str>,
+    ) -> Result<(SessionLease, ObjectId, Vec<Warning>)> {
+        let layout = self.layout_or_missing(at)?;
+        let lock = Shared::take(layout)?;
+        layout.index().forget_removed();
+        let base = crate::read::snapshot(layout, at)?;
+        let mut deps = BTreeSet::new();
+        if let Some(origin) = heads::read(layout, &base.session_id)? {
+            deps.extend(origin.deps());
+        }
+        if layout.index().journal(layout, &base.session_id)?.is_some() {
+            deps.insert(base.session_id.clone());
+        }
+        let lease = SessionLease::acquire(layout, &SessionId::new_random(), true)?;
+        deps.remove(lease.session());
+        let now = time::now_ms();
+        let cp = Checkpoint {
+            session_id: lease.session().clone(),
+            parents: vec![*at],
+            created_at: time::rfc3339(now),
+            created_at_ms: now,
+            summary: base.summary.clone(),
+            schema_version: SCHEMA_VERSION,
+            record: Some(Record::Fork),
+            workspace: base.workspace.clone().map(|w| Workspace {
+                restored: None,
+                ..w
+            }),
+            cwd: cwd.map_or_else(|| base.cwd.clone(), str::to_owned),
+            ..base
+        };
+        let id = {
+            let mut journal = lease.journal.lock().unwrap_or_else(|p| p.into_inner());
+            let journal = self.journal_writer(layout, &lease, &mut journal)?;
+            let mut writer = Writer::new(&lock, lease.session(), &deps);
+            let id = writer.put(Kind::Snapshot, &cp.to_payload())?;
+            let payload = CommitPayload {
+                deps: writer.deps.clone(),
+                parent: None,
+                seq: 1,
+                session: lease.session().clone(),
+                summary: cp.summary.clone(),
+                time_ms: now,
+                why: format!("fork from {at}"),
+            };
+            let (_, told) = writer.commit(journal, id, payload, || {
+                crate::refs::publish(layout, lease.session(), None, id)
+            })?;
+            (id, told)
+        };
+        let (id, told) = id;
+        // The fork is published: a name that cannot be copied is a warning.
+        let mut warnings: Vec<Warning> = told.into_iter().map(Warning::RefNotSynced).collect();
+        if let Err(e) = crate::names::copy_for_fork(layout, &base.session_id, lease.session()) {
+            warnings.push(Warning::NameNotCopied(e));
+        }
+        drop(lock);
+        Ok((lease, id, warnings))
+    }
+}

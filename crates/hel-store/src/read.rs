@@ -1,0 +1,174 @@
+//! Reading objects from wherever the object database finds them (a
+//! journal, a sealed pack, a loose file under `.hel/objects/`), verified by
+//! the codec (`object.rs`), and the objects a reader takes whole: snapshots
+//! and trees, validated.
+
+use crate::dir;
+use crate::layout::object_name;
+use crate::object::{decode, file_max, Cap, Kind};
+use crate::odb::{self, Found, Odb};
+use crate::snapshot::{Checkpoint, Invalid, SCHEMA_VERSION};
+use crate::tree::{Extents, Tree};
+use crate::{pack, Error, ObjectId, Result};
+
+/// Read and verify object `id` under `cap`, returning its kind and payload:
+/// from the journal or pack that holds it, else from its loose file.
+pub(crate) fn object(layout: &Odb, id: &ObjectId, cap: Cap) -> Result<(Kind, Vec<u8>)> {
+    match layout.index().locate(layout, id)? {
+        Some(found) => object_at(layout, id, &found, cap),
+        None => Err(Error::Missing {
+            id: *id,
+            path: layout.loose_path(id),
+        }),
+    }
+}
+
+/// Read and verify object `id` under `cap` where `found` says it is.
+pub(crate) fn object_at(
+    layout: &Odb,
+    id: &ObjectId,
+    found: &Found,
+    cap: Cap,
+) -> Result<(Kind, Vec<u8>)> {
+    match found {
+        Found::Record { file, place, len } => {
+            let len = *len;
+            let path = place.display_path();
+            if len.saturating_sub(pack::RECORD_HEADER) > file_max(cap) {
+                return Err(Error::TooLarge {
+                    id: *id,
+                    path,
+                    size: len - pack::RECORD_HEADER,
+                    max: cap.max,
+                    what: cap.what,
+                });
+            }
+            let record = odb::read_found(file, place, len, id, file_max(cap))?;
+            decode(id, &path, &record[pack::RECORD_HEADER as usize..], cap)
+                .map_err(|e| odb::explain_damage(e.into(), &record, place, id))
+        }
+        Found::Loose => loose(layout, id, cap),
+    }
+}
+
+/// Read and verify the loose file of object `id` under `cap`.
+pub(crate) fn loose(layout: &Odb, id: &ObjectId, cap: Cap) -> Result<(Kind, Vec<u8>)> {
+    let path = layout.loose_path(id);
+    let (dir, name) = object_name(id);
+    let file = match layout.objects()? {
+        Some(objects) => objects.open_file2(&dir, &name)?,
+        None => None,
+    };
+    let Some(file) = file else {
+        return Err(Error::Missing { id: *id, path });
+    };
+    let data = match dir::read_bounded(file, file_max(cap), &path) {
+        Ok(d) => d,
+        Err(Error::FileTooLarge { size, .. }) => {
+            return Err(Error::TooLarge {
+                id: *id,
+                path,
+                size,
+                max: cap.max,
+                what: cap.what,
+            })
+        }
+        Err(e) => return Err(e),
+    };
+    Ok(decode(id, &path, &data, cap)?)
+}
+
+/// Read object `id` under `cap` and require it to be of `kind`.
+pub(crate) fn of_kind(layout: &Odb, id: &ObjectId, kind: Kind, cap: Cap) -> Result<Vec<u8>> {
+    check_kind(layout, id, object(layout, id, cap)?, kind)
+}
+
+/// [`of_kind`] where `found` says the object is.
+pub(crate) fn of_kind_at(
+    layout: &Odb,
+    id: &ObjectId,
+    found: &Found,
+    kind: Kind,
+    cap: Cap,
+) -> Result<Vec<u8>> {
+    check_kind(layout, id, object_at(layout, id, found, cap)?, kind)
+}
+
+/// The payload of object `id`, read as `(found, payload)`, when it is of
+/// `kind`.
+fn check_kind(
+    layout: &Odb,
+    id: &ObjectId,
+    (found, payload): (Kind, Vec<u8>),
+    kind: Kind,
+) -> Result<Vec<u8>> {
+    if found != kind {
+        return Err(Error::WrongKind {
+            id: *id,
+            path: layout.object_path(id),
+            expected: kind.name(),
+            found: found.name(),
+        });
+    }
+    Ok(payload)
+}
+
+/// Read and validate snapshot `id`.
+pub(crate) fn snapshot(layout: &Odb, id: &ObjectId) -> Result<Checkpoint> {
+    let payload = of_kind(layout, id, Kind::Snapshot, Cap::SNAPSHOT)?;
+    validated_snapshot(layout, id, &payload)
+}
+
+/// [`snapshot`] where `found` says the snapshot is.
+pub(crate) fn snapshot_at(layout: &Odb, id: &ObjectId, found: &Found) -> Result<Checkpoint> {
+    let payload = of_kind_at(layout, id, found, Kind::Snapshot, Cap::SNAPSHOT)?;
+    validated_snapshot(layout, id, &payload)
+}
+
+/// Snapshot `id` from its payload, validated.
+fn validated_snapshot(layout: &Odb, id: &ObjectId, payload: &[u8]) -> Result<Checkpoint> {
+    Checkpoint::parse(payload).map_err(|e| match e {
+        Invalid::Newer(found) => Error::NewerSchema {
+            id: *id,
+            path: layout.object_path(id),
+            found,
+            supported: SCHEMA_VERSION,
+        },
+        malformed => Error::Corrupt {
+            id: *id,
+            path: layout.object_path(id),
+            reason: format!("malformed snapshot: {malformed}"),
+        },
+    })
+}
+
+/// Read and validate tree `id`.
+pub(crate) fn tree(layout: &Odb, id: &ObjectId) -> Result<Tree> {
+    let payload = of_kind(layout, id, Kind::Tree, Cap::TREE)?;
+    Tree::parse(&payload).map_err(|reason| Error::Corrupt {
+        id: *id,
+        path: layout.object_path(id),
+        reason: format!("malformed tree: {reason}"),
+    })
+}
+
+/// Check that every root tree in `roots` is within the limits, as
+/// [`Extents::check`] does, reading trees from `layout`; each fault goes
+/// to `on_error` (fsck goes on past it, the others stop at the first).
+pub(crate) fn check_roots(
+    layout: &Odb,
+    roots: &[ObjectId],
+    on_error: &mut dyn FnMut(Error) -> Result<()>,
+) -> Result<Extents> {
+    let mut extents = Extents::default();
+    let mut seen = std::collections::HashSet::new();
+    for root in roots {
+        if !seen.insert(*root) {
+            continue;
+        }
+        if let Err(e) = extents.check(root, &mut |id| tree(layout, id)) {
+            on_error(e)?;
+        }
+    }
+    Ok(extents)
+}
