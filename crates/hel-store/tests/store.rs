@@ -755,13 +755,19 @@ fn randomized_operations_match_a_model() {
     // Model: session id -> list of (checkpoint id, messages at it), oldest first.
     let mut model: BTreeMap<SessionId, Vec<(ObjectId, Vec<Value>)>> = BTreeMap::new();
     let mut live: BTreeMap<SessionId, (SessionLease, SessionState, Conv)> = BTreeMap::new();
+    // Sessions in creation order, each with its creation number: the random
+    // choices pick from this, never from the order of random session ids,
+    // so a seed repeats a run.
+    let mut order: Vec<(usize, SessionId)> = Vec::new();
+    let mut created = 0;
     for step in 0..300 {
         match rng.below(10) {
-            0..=5 if !live.is_empty() => {
-                let k = rng.below(live.len() as u64) as usize;
-                let sid = live.keys().nth(k).unwrap().clone();
+            0..=5 if !order.is_empty() => {
+                let (n, sid) = order[rng.below(order.len() as u64) as usize].clone();
                 let (lease, state, conv) = live.get_mut(&sid).unwrap();
+                let mut what = String::new();
                 if rng.below(8) == 0 && conv.msgs.len() > 6 {
+                    what += " compacted";
                     // A compaction: keep the first and the last few.
                     let len = conv.msgs.len();
                     conv.splice(
@@ -774,11 +780,13 @@ fn randomized_operations_match_a_model() {
                     );
                 }
                 if rng.below(4) == 0 {
+                    what += " large";
                     conv.push(msg("user", format!("{step} {}", "large ".repeat(3_000))));
                 }
                 if rng.below(6) == 0 && conv.msgs.len() > 2 {
                     // An edit in place (trimming an old result, say).
                     let i = 1 + rng.below(conv.msgs.len() as u64 - 1) as usize;
+                    what += &format!(" edited {i}");
                     conv.msgs[i]["content"] = json!(format!("edited {step}"));
                     conv.leaves[i] = None;
                 }
@@ -789,16 +797,14 @@ fn randomized_operations_match_a_model() {
                     ));
                 }
                 let c = conv.commit(&store, lease, state);
+                eprintln!("{step}: commit s{n}{what}: {} messages", conv.msgs.len());
                 model.get_mut(&sid).unwrap().push((c.id, conv.msgs.clone()));
             }
-            6 if !model.is_empty() => {
-                let sid = model
-                    .keys()
-                    .nth(rng.below(model.len() as u64) as usize)
-                    .unwrap()
-                    .clone();
+            6 if !order.is_empty() => {
+                let (n, sid) = order[rng.below(order.len() as u64) as usize].clone();
                 let hist = &model[&sid];
-                let (at, msgs) = hist[rng.below(hist.len() as u64) as usize].clone();
+                let k = rng.below(hist.len() as u64) as usize;
+                let (at, msgs) = hist[k].clone();
                 let mut lineage: Vec<(ObjectId, Vec<Value>)> = hist
                     .iter()
                     .take_while(|(id, _)| *id != at)
@@ -810,21 +816,23 @@ fn randomized_operations_match_a_model() {
                 assert_eq!(loaded.messages, msgs);
                 lineage.push((first, msgs.clone()));
                 let sid = lease.session().clone();
+                eprintln!("{step}: s{created} = fork of checkpoint {k} of s{n}");
                 model.insert(sid.clone(), lineage);
                 let conv = Conv::from_loaded(&loaded);
-                live.insert(sid, (lease, loaded.state, conv));
+                live.insert(sid.clone(), (lease, loaded.state, conv));
+                order.push((created, sid));
+                created += 1;
             }
-            7 if !model.is_empty() => {
-                let sid = model
-                    .keys()
-                    .nth(rng.below(model.len() as u64) as usize)
-                    .unwrap()
-                    .clone();
+            7 if !order.is_empty() => {
+                let (n, sid) = order.remove(rng.below(order.len() as u64) as usize);
+                let collect = rng.below(2) == 0;
+                eprintln!("{step}: delete s{n} (collect: {collect})");
                 live.remove(&sid);
-                store.delete(&sid, rng.below(2) == 0).unwrap();
+                store.delete(&sid, collect).unwrap();
                 model.remove(&sid);
             }
             8 => {
+                eprintln!("{step}: gc");
                 store.gc(false).unwrap();
             }
             _ => {
@@ -834,8 +842,11 @@ fn randomized_operations_match_a_model() {
                 let mut conv = Conv::default();
                 conv.push(msg("system", "sys"));
                 let c = conv.commit(&store, &lease, &mut state);
+                eprintln!("{step}: s{created} = new session");
                 model.insert(sid.clone(), vec![(c.id, conv.msgs.clone())]);
-                live.insert(sid, (lease, state, conv));
+                live.insert(sid.clone(), (lease, state, conv));
+                order.push((created, sid));
+                created += 1;
             }
         }
     }
