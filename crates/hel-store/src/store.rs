@@ -592,10 +592,14 @@ impl Store {
         let lock = Shared::take(layout)?;
         layout.odb().forget_removed();
         let base = snapshot::read(layout, at)?;
-        let mut deps = BTreeSet::new();
-        if let Some(origin) = heads::read(layout, &base.session_id)? {
-            deps.extend(origin.deps());
-        }
+        let mut deps = match heads::read(layout, &base.session_id)? {
+            Some(origin) => origin.deps(),
+            // The base's session is gone (deleted; `at` is in a sealed pack
+            // because a fork of it reaches it), and what it depended on
+            // went with its head: the base may still name objects in those
+            // journals, which a delete of the session did not copy.
+            None => journals_reached(layout, at, &base.session_id)?,
+        };
         if layout.odb().journal(layout, &base.session_id)?.is_some() {
             deps.insert(base.session_id.clone());
         }
@@ -835,6 +839,27 @@ impl Store {
     pub(crate) fn layout_for_gc(&self) -> Result<Option<&Layout>> {
         self.layout()
     }
+}
+
+/// The sessions whose journals hold (in their committed parts) something
+/// snapshot `at` reaches: what a fork of `at` depends on when `at`'s
+/// session has no head to say so. A walk of everything `at` reaches
+/// ([`crate::gc::mark`]: it fails, naming the object, where a load or gc
+/// would).
+fn journals_reached(
+    layout: &Layout,
+    at: &ObjectId,
+    session: &SessionId,
+) -> Result<BTreeSet<SessionId>> {
+    let reached = crate::gc::mark(layout, &[*at], &mut |e| Err(e))?.reachable;
+    let mut out = BTreeSet::new();
+    for id in &reached {
+        // Opens the journals the walk did not (those of blobs only).
+        if let Some(crate::odb::Found::Record { .. }) = layout.odb().locate(layout, id)? {
+            out.extend(layout.odb().journal_of(id, session));
+        }
+    }
+    Ok(out)
 }
 
 /// `session`'s listing row as its head, commit record and checkpoint say
