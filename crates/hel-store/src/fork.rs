@@ -9,7 +9,6 @@ use crate::snapshot::{Checkpoint, Record, Workspace, SCHEMA_VERSION};
 use crate::store::{Store, Warning};
 use crate::write::Writer;
 use crate::{heads, time, ObjectId, Result, SessionId};
-use std::collections::BTreeSet;
 
 impl Store {
     /// Fork checkpoint `at` into a new session: one new snapshot that names
@@ -43,10 +42,14 @@ impl Store {
         let lock = Shared::take(layout)?;
         layout.index().forget_removed();
         let base = crate::read::snapshot(layout, at)?;
-        let mut deps = BTreeSet::new();
-        if let Some(origin) = heads::read(layout, &base.session_id)? {
-            deps.extend(origin.deps());
-        }
+        let mut deps = match heads::read(layout, &base.session_id)? {
+            Some(origin) => origin.deps(),
+            // The base's session is gone (deleted; `at` is in a sealed pack
+            // because a fork of it reaches it), and what it depended on
+            // went with its head: the base may still name objects in those
+            // journals, which the delete did not copy.
+            None => crate::gc::journals_reached(layout, at, &base.session_id)?,
+        };
         if layout.index().journal(layout, &base.session_id)?.is_some() {
             deps.insert(base.session_id.clone());
         }

@@ -22,7 +22,7 @@
 //! know then what a broken object would have kept alive. Nothing is ever
 //! deleted through a link.
 
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
 use std::path::PathBuf;
 
 use crate::dir::{Dir, Kind as EntryKind};
@@ -191,6 +191,27 @@ pub(crate) struct ObjectFiles {
     pub objects: Vec<(ObjectId, String, String)>,
     /// Entries that are not objects: (path, what it is).
     pub strays: Vec<(PathBuf, &'static str)>,
+}
+
+/// The sessions whose journals hold (in their committed parts) something
+/// snapshot `at` reaches: what a fork of `at` depends on when `at`'s
+/// session has no head to say so (it was deleted). A walk of everything
+/// `at` reaches ([`mark`]: it fails, naming the object, where a load or
+/// gc would).
+pub(crate) fn journals_reached(
+    layout: &Odb,
+    at: &ObjectId,
+    session: &SessionId,
+) -> Result<BTreeSet<SessionId>> {
+    let reached = mark(layout, &[*at], &mut |e| Err(e))?.reachable;
+    let mut out = BTreeSet::new();
+    for id in &reached {
+        // Opens the journals the walk did not (those of blobs only).
+        if let Some(crate::odb::Found::Record { .. }) = layout.index().locate(layout, id)? {
+            out.extend(layout.index().journal_of(id, session));
+        }
+    }
+    Ok(out)
 }
 
 /// List `objects/` without following anything.

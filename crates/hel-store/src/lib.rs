@@ -46,10 +46,12 @@
 //!    `list` (message lists).
 //! 4. The store: `heads` (what older formats call a head), `upgrade` (run
 //!    at open), `summaries` (the listing hint), `store` ([`Store`]: open,
-//!    sessions, load), `commit` ([`Txn`]), `names`, `fork`, `spill`,
+//!    sessions, load), `commit` ([`Txn`]), `names`, `spill`,
 //!    `workspace` (what hel-workspace reads), `log`.
-//! 5. Maintenance, functions taking a [`Store`]: `gc` (and
-//!    [`Store::delete`]), `fsck`, `scan` and `search`, `transfer`.
+//! 5. Reachability and maintenance, functions taking a [`Store`]: `gc`
+//!    (its mark, and [`Store::delete`]), `fork` (above gc: a fork of a
+//!    deleted session's checkpoint walks what it reaches to learn what it
+//!    depends on), `fsck`, `scan` and `search`, `transfer`.
 //!
 //! [`Store`]'s own methods are the session's life: [`Store::open`],
 //! [`Store::open_with`], [`Store::exists`], [`Store::format`],
