@@ -79,7 +79,7 @@ impl Config {
             compact_keep: 500,
             many_sessions: 100,
             many_messages: 200,
-            list_sessions: 1_000,
+            list_sessions: 10_000,
             list_messages: 8,
             probe_runs: 11,
             list_runs: 7,
@@ -166,7 +166,12 @@ fn on_tmpfs(dir: &Path) -> bool {
     const TMPFS_MAGIC: i64 = 0x0102_1994;
     dir.parent()
         .and_then(|p| rustix::fs::statfs(p).ok())
-        .is_some_and(|s| s.f_type as i64 == TMPFS_MAGIC)
+        // `f_type`'s integer type differs between targets.
+        .is_some_and(|s| {
+            #[allow(clippy::unnecessary_cast)]
+            let t = s.f_type as i64;
+            t == TMPFS_MAGIC
+        })
 }
 
 /// Bytes this process has read so far through read(2) and its kin
