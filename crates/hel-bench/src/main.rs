@@ -33,7 +33,8 @@ struct Args {
     /// Resume runs per measurement (the median is reported).
     #[arg(long, value_name = "N", default_value_t = 11)]
     runs: usize,
-    /// Sessions of the list workload (default: 10,000; the target is at 10,000).
+    /// Sessions of the list workload (default: 1,000 with --quick, else
+    /// 10,000, the size of the listing target).
     #[arg(long, value_name = "N")]
     list_sessions: Option<usize>,
     /// Keep the list workload's hel-store project afterwards (its path is

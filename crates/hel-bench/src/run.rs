@@ -79,7 +79,7 @@ impl Config {
             compact_keep: 500,
             many_sessions: 100,
             many_messages: 200,
-            list_sessions: 10_000,
+            list_sessions: 1_000,
             list_messages: 8,
             probe_runs: 11,
             list_runs: 7,
