@@ -8,5 +8,6 @@ pub mod chart;
 pub mod packs;
 pub mod run;
 pub mod stores;
+pub mod targets;
 pub mod workload;
 pub mod workspace;

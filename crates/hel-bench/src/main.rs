@@ -14,7 +14,7 @@ use hel_bench::run::{self, Config};
 struct Args {
     #[command(subcommand)]
     command: Option<Sub>,
-    /// Smaller sizes (about two minutes).
+    /// Smaller sizes (a few minutes).
     #[arg(long)]
     quick: bool,
     /// Run only this workload.
@@ -33,13 +33,18 @@ struct Args {
     /// Resume runs per measurement (the median is reported).
     #[arg(long, value_name = "N", default_value_t = 11)]
     runs: usize,
-    /// Sessions of the list workload (default: 1,000 with --quick, else 10,000).
+    /// Sessions of the list workload (default: 1,000 with --quick, else
+    /// 10,000, the size of the listing target).
     #[arg(long, value_name = "N")]
     list_sessions: Option<usize>,
     /// Keep the list workload's hel-store project afterwards (its path is
     /// printed), to profile `hel sessions` on it.
     #[arg(long)]
     keep_list: bool,
+    /// Internal: the test suite's tiny sizes, with resumes in child
+    /// processes as in a real run.
+    #[arg(long, hide = true)]
+    smoke: bool,
     /// Internal: resume (or list) in this child process and report.
     #[arg(long, hide = true, num_args = 1.., value_name = "ARGS")]
     probe: Option<Vec<String>>,
@@ -128,7 +133,12 @@ fn main() -> ExitCode {
         return ExitCode::from(run::probe_main(probe) as u8);
     }
     let workdir = std::env::temp_dir().join(format!("hel-bench-{}", std::process::id()));
-    let mut cfg = if args.quick {
+    let mut cfg = if args.smoke {
+        Config {
+            probe_child: true,
+            ..Config::smoke(workdir.clone())
+        }
+    } else if args.quick {
         Config::quick(workdir.clone())
     } else {
         Config::full(workdir.clone())
@@ -163,6 +173,7 @@ fn main() -> ExitCode {
                 mode: &format!("{mode} (unfinished)"),
                 total_seconds: started.elapsed().as_secs_f64(),
                 results: &so_far,
+                workspace: None,
             };
             let _ = std::fs::write(
                 path,
@@ -185,6 +196,14 @@ fn main() -> ExitCode {
             ))
         )
     });
+    let ws = match run::workspace(&cfg, |what| eprintln!("workspace: {what}")) {
+        None => None,
+        Some(Ok(r)) => Some(r),
+        Some(Err(e)) => {
+            eprintln!("hel-bench workspace: {e}");
+            None
+        }
+    };
     if cfg.keep_list {
         eprintln!("kept: {}", workdir.join("list-hel-store").display());
     } else {
@@ -195,8 +214,15 @@ fn main() -> ExitCode {
     println!("{}", run::table(&rows));
     println!("{}", run::ops_table(&rows));
     println!(
-        "hel-store targets (ratios within this run):\n{}",
+        "hel-store targets of issue 13 (ratios within this run):\n{}",
         run::targets(&rows)
+    );
+    if let Some(w) = &ws {
+        println!("{}", hel_bench::workspace::table(w));
+    }
+    println!(
+        "Targets of issues 24 and 21 (ratios within this run):\n\n{}",
+        hel_bench::targets::table(&rows, ws.as_ref())
     );
     println!("machine: {machine}; total {total:.0} s");
     if let Some(path) = args.json {
@@ -205,6 +231,7 @@ fn main() -> ExitCode {
             mode,
             total_seconds: total,
             results: &rows,
+            workspace: ws.as_ref(),
         };
         let text = serde_json::to_string_pretty(&report).unwrap_or_default();
         if let Err(e) = std::fs::write(&path, text + "\n") {

@@ -4,6 +4,7 @@ use std::collections::HashSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::carry::Carried;
@@ -41,6 +42,9 @@ pub struct Config {
     pub probe_child: bool,
     /// The `hel` binary whose `hel sessions` the listing workload runs.
     pub hel: PathBuf,
+    /// That binary, opened when the run starts ([`run_all`]): what the run
+    /// executes, so that a build replacing `hel` meanwhile changes nothing.
+    pub hel_pinned: Option<Arc<fs::File>>,
     /// What the search workload looks for in every stored message.
     pub needle: String,
     pub workdir: PathBuf,
@@ -49,6 +53,17 @@ pub struct Config {
     /// Keep the list workload's hel-store project (`list-hel-store` under
     /// `workdir`) for profiling `hel sessions` afterwards.
     pub keep_list: bool,
+    /// Size of the grow run on tmpfs (hel-store and SQLite only): the
+    /// commit's CPU part, with syncs that cost nothing.
+    pub tmpfs_grow: usize,
+    /// Where that run's stores go (it is skipped unless this is a tmpfs).
+    pub tmpfs_dir: PathBuf,
+    /// The workspace workload's project (issue 14's figures against git);
+    /// `files` 0 skips it.
+    pub ws_files: usize,
+    pub ws_dirs: usize,
+    pub ws_restore_files: usize,
+    pub ws_runs: usize,
 }
 
 impl Config {
@@ -70,10 +85,17 @@ impl Config {
             list_runs: 7,
             probe_child: true,
             hel: default_hel(),
+            hel_pinned: None,
             needle: "4242".into(),
+            tmpfs_grow: 1_000,
+            tmpfs_dir: tmpfs_dir(&workdir),
             workdir,
             only: None,
             keep_list: false,
+            ws_files: 7_000,
+            ws_dirs: 700,
+            ws_restore_files: 100,
+            ws_runs: 5,
         }
     }
 
@@ -85,6 +107,11 @@ impl Config {
             compact_total: 20_000,
             many_sessions: 1_000,
             list_sessions: 10_000,
+            tmpfs_grow: 10_000,
+            ws_files: 70_000,
+            ws_dirs: 7_000,
+            ws_restore_files: 1_000,
+            ws_runs: 7,
             ..Config::quick(workdir)
         }
     }
@@ -108,15 +135,89 @@ impl Config {
             list_runs: 1,
             probe_child: false,
             hel: default_hel(),
+            hel_pinned: None,
             needle: "4".into(),
+            tmpfs_grow: 20,
+            tmpfs_dir: tmpfs_dir(&workdir),
             workdir,
             only: None,
             keep_list: false,
+            // tests/workspace_smoke.rs runs the workspace benchmark.
+            ws_files: 0,
+            ws_dirs: 0,
+            ws_restore_files: 0,
+            ws_runs: 1,
         }
     }
 
     pub fn wants(&self, workload: &str) -> bool {
         self.only.as_deref().is_none_or(|o| o == workload)
+    }
+}
+
+/// A directory of this process under `/dev/shm` (a tmpfs on Linux).
+fn tmpfs_dir(workdir: &Path) -> PathBuf {
+    let name = workdir.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    Path::new("/dev/shm").join(format!("hel-bench-tmpfs-{}-{name}", std::process::id()))
+}
+
+/// Whether `dir`'s parent is a tmpfs (where an fsync writes nothing).
+fn on_tmpfs(dir: &Path) -> bool {
+    const TMPFS_MAGIC: i64 = 0x0102_1994;
+    dir.parent()
+        .and_then(|p| rustix::fs::statfs(p).ok())
+        // `f_type`'s integer type differs between targets.
+        .is_some_and(|s| {
+            #[allow(clippy::unnecessary_cast)]
+            let t = s.f_type as i64;
+            t == TMPFS_MAGIC
+        })
+}
+
+/// Bytes this process has read so far through read(2) and its kin
+/// (`rchar`), 0 where `/proc/self/io` is not there.
+pub fn read_by_process() -> u64 {
+    fs::read_to_string("/proc/self/io")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("rchar:"))
+                .and_then(|v| v.trim().parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// What `f` returns, and the bytes this process read meanwhile.
+fn counting_reads<T>(f: impl FnOnce() -> T) -> (T, u64) {
+    let before = read_by_process();
+    let out = f();
+    (out, read_by_process().saturating_sub(before))
+}
+
+/// A command running this very executable, the file this process runs
+/// even when a build has replaced (or removed) it at its path since: a
+/// probe by path would then fail ("No such file or directory") or run
+/// another build. Linux's `/proc/self/exe`; the path elsewhere.
+fn own_command() -> Command {
+    let proc_exe = Path::new("/proc/self/exe");
+    if proc_exe.exists() {
+        return Command::new(proc_exe);
+    }
+    Command::new(std::env::current_exe().expect("own path"))
+}
+
+/// A command running `hel` as it was when the run started (the pinned
+/// file, through `/proc/self/fd`), or by its path when it was not pinned.
+fn hel_command(cfg: &Config) -> Command {
+    use std::os::fd::AsRawFd as _;
+    use std::os::unix::process::CommandExt as _;
+    match &cfg.hel_pinned {
+        Some(f) if Path::new("/proc/self/fd").is_dir() => {
+            let mut c = Command::new(format!("/proc/self/fd/{}", f.as_raw_fd()));
+            c.arg0("hel");
+            c
+        }
+        _ => Command::new(&cfg.hel),
     }
 }
 
@@ -130,7 +231,15 @@ pub fn default_hel() -> PathBuf {
 }
 
 /// The workloads, in the order they run.
-pub const WORKLOADS: &[&str] = &["grow", "fork", "compact", "many", "list"];
+pub const WORKLOADS: &[&str] = &[
+    "grow",
+    "tmpfs",
+    "fork",
+    "compact",
+    "many",
+    "list",
+    "workspace",
+];
 
 /// One row of results: one store on one workload at one size. Serialized
 /// as is into `--json`'s `results`; times in ms unless named otherwise,
@@ -178,6 +287,18 @@ pub struct Row {
     /// many: the full collection after the deletes (hel-store `gc::gc`, SQLite `VACUUM`).
     pub gc_ms: Option<f64>,
     pub gc_reclaimed_bytes: Option<u64>,
+    /// many, hel-store: reading the store's structure objects (snapshots,
+    /// list nodes, trees) once after the gc, as `packs::structure_pass`
+    /// does (median of 3): the gc's yardstick.
+    pub structure_read_ms: Option<f64>,
+    /// Bytes read (`rchar` of `/proc/self/io`: what read(2) and friends
+    /// returned, page cache or not) by the hel-store gc, delete of one
+    /// session, fsck, and their yardsticks' passes.
+    pub gc_read_bytes: Option<u64>,
+    pub structure_read_bytes: Option<u64>,
+    pub delete_one_read_bytes: Option<u64>,
+    pub fsck_read_bytes: Option<u64>,
+    pub fsck_baseline_read_bytes: Option<u64>,
     /// many: allocated bytes after the deletes and the gc.
     pub after_gc_allocated_bytes: Option<u64>,
     /// many: finding every stored message containing `search_needle` (median of 3).
@@ -337,8 +458,7 @@ fn probe_once(cfg: &Config, args: &[String]) -> (f64, u64, usize) {
         let msgs = stores::resume(args).expect("resume");
         return (ms(t.elapsed()), 0, msgs.len());
     }
-    let exe = std::env::current_exe().expect("own path");
-    let out = Command::new(exe)
+    let out = own_command()
         .arg("--probe")
         .args(args)
         .output()
@@ -420,7 +540,11 @@ fn flat_reference(cfg: &Config, dir: &Path, msgs: &[Value]) -> f64 {
 }
 
 fn fresh(cfg: &Config, name: &str) -> PathBuf {
-    let dir = cfg.workdir.join(name);
+    fresh_in(&cfg.workdir, name)
+}
+
+fn fresh_in(base: &Path, name: &str) -> PathBuf {
+    let dir = base.join(name);
     let _ = fs::remove_dir_all(&dir);
     fs::create_dir_all(&dir).expect("workdir");
     dir
@@ -498,10 +622,29 @@ fn skipped(kind: &str, workload: &str, n: usize, why: &str) -> Row {
 
 /// grow: one session to `n` messages.
 fn grow(cfg: &Config, kind: &str, n: usize) -> Row {
-    if kind == "whole-file" && n > cfg.whole_file_max {
-        return skipped(kind, "grow", n, "not run (quadratic)");
+    grow_in(cfg, kind, n, &cfg.workdir, "grow")
+}
+
+/// tmpfs: grow on a tmpfs, hel-store and SQLite only (the commit's CPU
+/// part: an fsync there writes nothing).
+fn tmpfs(cfg: &Config, kind: &str) -> Row {
+    let n = cfg.tmpfs_grow;
+    if kind != "hel-store" && kind != "sqlite" {
+        return skipped(kind, "tmpfs", n, "not measured");
     }
-    let dir = fresh(cfg, &format!("grow-{kind}-{n}"));
+    if !on_tmpfs(&cfg.tmpfs_dir) {
+        return skipped(kind, "tmpfs", n, "not run (no tmpfs at /dev/shm)");
+    }
+    let row = grow_in(cfg, kind, n, &cfg.tmpfs_dir, "tmpfs");
+    let _ = fs::remove_dir_all(&cfg.tmpfs_dir);
+    row
+}
+
+fn grow_in(cfg: &Config, kind: &str, n: usize, base: &Path, workload: &str) -> Row {
+    if kind == "whole-file" && n > cfg.whole_file_max {
+        return skipped(kind, workload, n, "not run (quadratic)");
+    }
+    let dir = fresh_in(base, &format!("{workload}-{kind}-{n}"));
     let mut store = make_store(kind, &dir);
     let mut d = Driver::new(store.as_mut());
     let s = d.store.create();
@@ -509,20 +652,22 @@ fn grow(cfg: &Config, kind: &str, n: usize) -> Row {
     d.commit(s, &msgs, &Carried::none(), false, None);
     let mut rng = workload::rng(1);
     d.grow(s, &mut msgs, n, &mut rng, "g", &mut Vec::new());
-    let mut row = finish(cfg, d, kind, "grow", n, &dir, s, &msgs);
-    if kind == "hel-store" && Some(&n) == cfg.grow.last() {
+    let mut row = finish(cfg, d, kind, workload, n, &dir, s, &msgs);
+    if kind == "hel-store" && workload == "grow" && Some(&n) == cfg.grow.last() {
         let store = hel_store::Store::open_with(&dir, stores::no_limits()).expect("open store");
         let t = Instant::now();
-        let report = hel_store::fsck::fsck(&store).expect("fsck");
+        let (report, read) = counting_reads(|| hel_store::fsck::fsck(&store).expect("fsck"));
         assert!(report.is_sound(), "{:?}", report.faults);
         row.fsck_ms = Some(ms(t.elapsed()));
-        row.fsck_baseline_ms = Some(
+        row.fsck_read_bytes = Some(read);
+        let (pass, read) = counting_reads(|| {
             packs::pass(
                 &store.project_path().join(hel_store::STORE_DIR),
                 Pass::Verify,
             )
-            .ms,
-        );
+        });
+        row.fsck_baseline_ms = Some(pass.ms);
+        row.fsck_baseline_read_bytes = Some(read);
     }
     drop(store);
     let _ = fs::remove_dir_all(&dir);
@@ -647,8 +792,9 @@ fn many(cfg: &Config, kind: &str) -> Row {
     let (keep, live) = sessions[1].clone();
     let mut row = finish(cfg, d, kind, "many", n, &dir, keep, &live);
     let st = store.as_mut();
-    let (t, b) = reclaimed(&dir, || st.delete(sessions[0].0, true));
+    let ((t, b), read) = counting_reads(|| reclaimed(&dir, || st.delete(sessions[0].0, true)));
     row.delete_one_ms = Some(t);
+    row.delete_one_read_bytes = (kind == "hel-store").then_some(read);
     row.delete_one_reclaimed_bytes = Some(b);
     let half: Vec<usize> = sessions.iter().skip(2).step_by(2).map(|s| s.0).collect();
     let (t, b) = reclaimed(&dir, || {
@@ -660,12 +806,24 @@ fn many(cfg: &Config, kind: &str) -> Row {
     row.delete_half_sessions = Some(half.len());
     row.delete_half_reclaimed_bytes = Some(b);
     let mut gc_time = None;
-    let (_, b) = reclaimed(&dir, || gc_time = st.gc());
+    let ((_, b), read) = counting_reads(|| reclaimed(&dir, || gc_time = st.gc()));
+    if kind == "hel-store" {
+        row.gc_read_bytes = Some(read);
+    }
     if let Some(t) = gc_time {
         row.gc_ms = Some(ms(t));
         row.gc_reclaimed_bytes = Some(b);
     }
     row.after_gc_allocated_bytes = Some(disk_usage(&dir).1);
+    if kind == "hel-store" {
+        // The pass's timed part reads only the structure records; the
+        // untimed search for them reads every file first.
+        let passes: Vec<packs::PassReport> = (0..3)
+            .map(|_| packs::structure_pass(&dir.join(".hel")))
+            .collect();
+        row.structure_read_ms = Some(median(passes.iter().map(|p| p.ms).collect()));
+        row.structure_read_bytes = passes.first().map(|p| p.read_bytes);
+    }
     st.close();
     let mut hits = 0;
     let times: Vec<f64> = (0..3)
@@ -683,7 +841,7 @@ fn many(cfg: &Config, kind: &str) -> Row {
             .map(|_| packs::pass(&dir.join(".hel"), Pass::Decode).ms)
             .collect();
         row.search_decode_once_ms = Some(median(times));
-        if cfg.probe_child {
+        if cfg.probe_child && cfg.hel_pinned.is_some() {
             row.sessions_search_ms = Some(sessions_search(cfg, &dir));
         }
     }
@@ -709,7 +867,7 @@ fn sessions_search(cfg: &Config, dir: &Path) -> f64 {
         .collect();
     let once = || {
         let t = Instant::now();
-        let out = Command::new(&cfg.hel)
+        let out = hel_command(cfg)
             .args(["sessions", "search", &pattern])
             .current_dir(dir)
             .stdin(std::process::Stdio::null())
@@ -756,7 +914,7 @@ fn list(cfg: &Config, kind: &str) -> Row {
         let t = Instant::now();
         let listed = match (kind, cfg.probe_child) {
             ("hel-store", true) => {
-                let out = Command::new(&cfg.hel)
+                let out = hel_command(cfg)
                     .arg("sessions")
                     .current_dir(&dir)
                     .stdin(std::process::Stdio::null())
@@ -779,9 +937,8 @@ fn list(cfg: &Config, kind: &str) -> Row {
                 store.sessions().expect("sessions").len()
             }
             (_, true) => {
-                let exe = std::env::current_exe().expect("own path");
                 let db = dir.join("sqlite/sessions.db");
-                let out = Command::new(exe)
+                let out = own_command()
                     .args(["--probe", "sqlite-list"])
                     .arg(&db)
                     .output()
@@ -831,6 +988,11 @@ type Workload = fn(&Config, &str) -> Row;
 /// Run every workload for every store. `progress` sees each row as it is done.
 pub fn run_all(cfg: &Config, mut progress: impl FnMut(&Row)) -> Vec<Row> {
     fs::create_dir_all(&cfg.workdir).expect("workdir");
+    let mut pinned = cfg.clone();
+    if cfg.probe_child && pinned.hel_pinned.is_none() {
+        pinned.hel_pinned = fs::File::open(&cfg.hel).ok().map(Arc::new);
+    }
+    let cfg = &pinned;
     let mut rows = Vec::new();
     let mut push = |r: Row| {
         progress(&r);
@@ -843,7 +1005,8 @@ pub fn run_all(cfg: &Config, mut progress: impl FnMut(&Row)) -> Vec<Row> {
             }
         }
     }
-    let others: [(&str, Workload); 4] = [
+    let others: [(&str, Workload); 5] = [
+        ("tmpfs", tmpfs),
         ("fork", fork),
         ("compact", compact),
         ("many", many),
@@ -980,7 +1143,7 @@ fn row<'a>(rows: &'a [Row], store: &str, workload: &str, n: usize) -> Option<&'a
 pub fn targets(rows: &[Row]) -> String {
     let hel: Vec<&Row> = rows
         .iter()
-        .filter(|r| r.store == "hel-store" && r.commits > 0)
+        .filter(|r| r.store == "hel-store" && r.commits > 0 && r.workload != "tmpfs")
         .collect();
     let mut s = String::new();
     let ratio = |a: f64, b: f64| a / b.max(1e-9);
@@ -1051,7 +1214,7 @@ pub fn targets(rows: &[Row]) -> String {
     // Allocated bytes against the unique compressed content.
     for r in rows
         .iter()
-        .filter(|r| r.commits > 0 && r.workload != "list")
+        .filter(|r| r.commits > 0 && r.workload != "list" && r.workload != "tmpfs")
     {
         if r.workload == "grow"
             && Some(r.n)
@@ -1182,4 +1345,26 @@ pub struct Report<'a> {
     pub mode: &'a str,
     pub total_seconds: f64,
     pub results: &'a [Row],
+    /// The workspace workload's figures, when it ran.
+    pub workspace: Option<&'a crate::workspace::Results>,
+}
+
+/// The workspace workload: issue 14's figures against git on a generated
+/// project of `cfg.ws_files` files under the work directory (None when
+/// not wanted; an error when it could not run).
+pub fn workspace(
+    cfg: &Config,
+    progress: impl FnMut(&str),
+) -> Option<Result<crate::workspace::Results, crate::workspace::BenchError>> {
+    if !cfg.wants("workspace") || cfg.ws_files == 0 {
+        return None;
+    }
+    let ws = crate::workspace::Config {
+        files: cfg.ws_files,
+        dirs: cfg.ws_dirs,
+        restore_files: cfg.ws_restore_files,
+        runs: cfg.ws_runs,
+        ..crate::workspace::Config::full(cfg.workdir.join("workspace"))
+    };
+    Some(crate::workspace::run(&ws, progress))
 }
