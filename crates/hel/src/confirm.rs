@@ -166,7 +166,7 @@ pub fn ask(
                 width,
                 "hel:   ",
             ),
-            Reply::Always => match always(request, out, read) {
+            Reply::Always => match always(request, width, out, read) {
                 Some(rule) => {
                     rules.add(rule);
                     return Answer::Yes;
@@ -190,6 +190,7 @@ fn say(out: &mut dyn Write, line: &str, width: usize, indent: &str) {
 /// tool. None: the user gave up (Ctrl-C, Ctrl-D).
 fn always(
     request: &Request,
+    width: usize,
     out: &mut dyn Write,
     read: &mut dyn FnMut(&str) -> Reading,
 ) -> Option<Rule> {
@@ -199,10 +200,7 @@ fn always(
     let Some(program) = &request.program else {
         return Some(Rule::Command(command.clone()));
     };
-    let question = format!(
-        "hel: always allow [c] exactly this command, or [p] every `{}` command? [c/p] ",
-        escape_line(program)
-    );
+    let question = always_question(&escape_line(program), width);
     loop {
         match read(&question) {
             Reading::Line(l) => match l.trim() {
@@ -215,6 +213,22 @@ fn always(
             _ => return None,
         }
     }
+}
+
+/// The question of an "always" for bash, on one line of `width` columns:
+/// the program's name gives way first (cut with `…`), then the wording.
+fn always_question(program: &str, width: usize) -> String {
+    let long = |p: &str| {
+        format!("hel: always allow [c] exactly this command, or [p] every `{p}` command? [c/p] ")
+    };
+    let short = |p: &str| format!("hel: always [c] this command or [p] every `{p}`? [c/p] ");
+    for shape in [&long as &dyn Fn(&str) -> String, &short] {
+        let room = width.saturating_sub(columns(&shape("")));
+        if room >= columns(program).min(8) {
+            return shape(&fit(program, room));
+        }
+    }
+    "always [c/p] ".to_owned()
 }
 
 #[cfg(test)]
@@ -301,6 +315,18 @@ mod tests {
         let chain = request(ToolName::Bash, &[], Some("cargo test; rm -rf /"));
         assert_eq!(run(&chain, &rules, &["a"]).1, Answer::Yes);
         assert_eq!(run(&chain, &rules, &[]).1, Answer::Yes);
+    }
+
+    #[test]
+    fn the_always_question_fits_the_width() {
+        let program = "a-program-with-a-very-long-name";
+        for width in [20, 40, 60, 80, 120] {
+            let q = always_question(program, width);
+            assert!(columns(&q) <= width.max(13), "{width}: {q:?}");
+            assert!(q.ends_with("[c/p] "), "{q:?}");
+        }
+        assert!(always_question("cargo", 80).contains("every `cargo` command"));
+        assert!(always_question(program, 60).contains('…'));
     }
 
     #[test]
