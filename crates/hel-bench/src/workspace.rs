@@ -564,6 +564,7 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Results, Benc
             max_file: 1 << 20,
             // The first snapshot stores the whole tree.
             budget: u64::MAX,
+            ..Options::default()
         },
     )?;
     {
@@ -630,8 +631,8 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Results, Benc
         let head = store.head(s.lease.session())?;
         let tree = hel_workspace::history::newest_tree(&store, &head)?
             .ok_or_else(|| BenchError::Check("no tree in the session".into()))?;
-        let flat = Flat::read(&store, &tree)?;
         let mut w2 = Workspace::open(&store, Options::default())?;
+        let flat = w2.read_last(&store, &tree)?;
         let snap = w2.snapshot(&mut hel_workspace::Scan, Some(Prev { tree, flat: &flat }))?;
         fresh.push(t.elapsed());
         if snap.files_read != 0 {

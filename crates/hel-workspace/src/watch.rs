@@ -1,0 +1,301 @@
+//! File-system notifications between the snapshots of one process
+//! (Linux inotify), so that a snapshot with nothing changed since the
+//! last one need not walk the project again.
+//!
+//! The rule that makes a snapshot without a walk true: during a walk,
+//! every directory is watched before it is listed (the watch is added to
+//! the very directory the walk opened, through `/proc/self/fd`), so any
+//! change to what the listing or the reads after it saw gives an event;
+//! a later snapshot that finds no event, no overflow of the queue, no
+//! change of the mount table and the same project-wide ignore files as
+//! that walk may take the walk's result as it is. Anything else is a
+//! doubt, and a doubt is a full walk: an event of any kind (but for the
+//! names no snapshot enters, in the project directory itself), a queue
+//! overflow, a watch that could not be added (the kernel's watch limit,
+//! `/proc` not mounted), a directory on a file system that is not on the
+//! local list ([`hel_fs::local_file_system`]: a network or FUSE file
+//! system can change without telling this kernel), a mount or unmount
+//! anywhere, and a last walk that left a path unread for a reason that
+//! may pass (unreadable, changed while read, over the budget).
+//!
+//! inotify directly rather than the `notify` crate: the crate adds
+//! watches by path from its own thread (racing with a directory swapped
+//! for a link, and not in the walk's order), so it cannot promise that
+//! the directory watched is the one listed, nor say that a watch failed
+//! before the directory is listed.
+//!
+//! What inotify never reports, nothing here sees: writes through a
+//! shared writable `mmap` (the kernel sends no event for them). A restore
+//! checks every path's `lstat` again before it writes (objects-spec
+//! §13.6), so such a file is not overwritten unseen; it is recorded at
+//! the next snapshot that walks.
+
+use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+
+use rustc_hash::FxHashSet;
+use rustix::fs::inotify::{self, CreateFlags, ReadFlags, WatchFlags};
+use rustix::io::Errno;
+
+use crate::stat::FileStat;
+use crate::walk::is_never;
+
+/// What a watch reports: every change to a directory's names and to the
+/// content and metadata of what it holds (not reads).
+fn mask() -> WatchFlags {
+    WatchFlags::MODIFY
+        | WatchFlags::ATTRIB
+        | WatchFlags::CLOSE_WRITE
+        | WatchFlags::MOVED_FROM
+        | WatchFlags::MOVED_TO
+        | WatchFlags::CREATE
+        | WatchFlags::DELETE
+        | WatchFlags::DELETE_SELF
+        | WatchFlags::MOVE_SELF
+        | WatchFlags::ONLYDIR
+}
+
+/// The project-wide ignore files a walk applied, as their `stat`s and the
+/// global file's path: when any differs, the rules may have changed
+/// without an event (they are outside the watched directories).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Stamp {
+    exclude: Option<FileStat>,
+    global: Option<(PathBuf, Option<FileStat>)>,
+}
+
+impl Stamp {
+    /// The stamp of `project`'s `.git/info/exclude` and git's global
+    /// excludes file now.
+    pub fn now(project: BorrowedFd<'_>) -> Stamp {
+        let exclude = FileStat::at(project, b".git/info/exclude").ok();
+        let global = ignore::gitignore::gitconfig_excludes_path().map(|p| {
+            let st = std::fs::metadata(&p).ok().map(|m| {
+                use std::os::unix::fs::MetadataExt;
+                FileStat {
+                    dev: m.dev(),
+                    ino: m.ino(),
+                    mode: m.mode(),
+                    size: m.size(),
+                    mtime_ns: m.mtime() * 1_000_000_000 + m.mtime_nsec(),
+                    ctime_ns: m.ctime() * 1_000_000_000 + m.ctime_nsec(),
+                }
+            });
+            (p, st)
+        });
+        Stamp { exclude, global }
+    }
+}
+
+/// A project's watches, kept between snapshots.
+pub struct Watch {
+    inotify: OwnedFd,
+    /// `/proc/self/mountinfo`, which polls as changed when anything is
+    /// mounted or unmounted.
+    mounts: OwnedFd,
+    /// The project directory's watch and every watch of the last walk.
+    root: Option<i32>,
+    wds: FxHashSet<i32>,
+    /// Whether every directory of the last walk was watched before it was
+    /// listed (so its result stands until an event says otherwise).
+    armed: bool,
+}
+
+/// Why notifications are off for the rest of this process.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Off {
+    /// inotify or `/proc` is not available.
+    Unavailable,
+    /// The project is not on a local file system.
+    NotLocal,
+    /// The kernel's limit of watches (or of inotify instances) was hit.
+    Limit,
+}
+
+impl Watch {
+    /// Notifications for the project open as `project`, or why not.
+    pub fn new(project: BorrowedFd<'_>) -> Result<Watch, Off> {
+        if !hel_fs::local_file_system(project) {
+            return Err(Off::NotLocal);
+        }
+        let inotify = match inotify::init(CreateFlags::CLOEXEC | CreateFlags::NONBLOCK) {
+            Ok(fd) => fd,
+            Err(Errno::MFILE | Errno::NOSPC) => return Err(Off::Limit),
+            Err(_) => return Err(Off::Unavailable),
+        };
+        let mounts = rustix::fs::open(
+            "/proc/self/mountinfo",
+            rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC,
+            rustix::fs::Mode::empty(),
+        )
+        .map_err(|_| Off::Unavailable)?;
+        let w = Watch {
+            inotify,
+            mounts,
+            root: None,
+            wds: FxHashSet::default(),
+            armed: false,
+        };
+        // The mount table as of now (a poll reports a change since the
+        // last poll).
+        w.mounts_changed();
+        Ok(w)
+    }
+
+    /// Whether anything was mounted or unmounted since the last call.
+    fn mounts_changed(&self) -> bool {
+        use rustix::event::{poll, PollFd, PollFlags};
+        let mut fds = [PollFd::new(&self.mounts, PollFlags::PRI)];
+        match poll(&mut fds, Some(&rustix::event::Timespec::default())) {
+            Ok(0) => false,
+            Ok(_) => !fds[0].revents().is_empty(),
+            Err(_) => true,
+        }
+    }
+
+    /// Read every event queued. Returns whether any may be a change to
+    /// what the last walk saw (or could not be read): a doubt.
+    fn drain(&self) -> bool {
+        let mut buf = [MaybeUninit::<u8>::uninit(); 8192];
+        let mut reader = inotify::Reader::new(&self.inotify, &mut buf);
+        let mut doubt = false;
+        loop {
+            let e = match reader.next() {
+                Ok(e) => e,
+                Err(Errno::AGAIN) => return doubt,
+                Err(Errno::INTR) => continue,
+                Err(_) => return true,
+            };
+            let flags = e.events();
+            if flags.contains(ReadFlags::QUEUE_OVERFLOW) {
+                doubt = true;
+                continue;
+            }
+            // A watch removed after a walk left it out.
+            if !self.wds.contains(&e.wd()) {
+                continue;
+            }
+            // `.hel` (the store writes there), `.git` and `.jj` of the
+            // project itself are never walked.
+            let skipped =
+                Some(e.wd()) == self.root && e.file_name().is_some_and(|n| is_never(n.to_bytes()));
+            doubt |= !skipped;
+        }
+    }
+
+    /// Whether the last walk's result still stands: it was armed and
+    /// nothing has happened since that it could have missed. Reads the
+    /// queue empty either way.
+    pub fn unchanged(&mut self) -> bool {
+        let events = self.drain();
+        let mounts = self.mounts_changed();
+        let ok = self.armed && !events && !mounts;
+        if !ok {
+            self.armed = false;
+        }
+        ok
+    }
+
+    /// Start a walk: what is queued is about changes the walk sees anyway
+    /// (each directory is watched again before it is listed).
+    pub fn begin(&mut self) -> Walking<'_> {
+        self.armed = false;
+        let _ = self.drain();
+        self.mounts_changed();
+        Walking {
+            inotify: self.inotify.as_fd(),
+            added: Mutex::new((None, Vec::new())),
+            failed: AtomicBool::new(false),
+            limit: AtomicBool::new(false),
+        }
+    }
+
+    /// A walk ended: its watches are the ones kept (the others removed),
+    /// and its result stands until an event when `sound` (every directory
+    /// watched, nothing left unread for a reason that may pass). Returns
+    /// [`Off::Limit`] when the kernel's limit was hit: notifications are
+    /// then off for good (the watches are dropped with the instance).
+    pub fn end(&mut self, walked: Walked, sound: bool) -> Result<(), Off> {
+        if walked.limit {
+            return Err(Off::Limit);
+        }
+        let new: FxHashSet<i32> = walked.wds.into_iter().collect();
+        for wd in self.wds.difference(&new) {
+            let _ = inotify::remove_watch(&self.inotify, *wd);
+        }
+        self.wds = new;
+        self.root = walked.root;
+        self.armed = sound && !walked.failed && walked.root.is_some();
+        Ok(())
+    }
+}
+
+/// The watches one walk adds, shared by its threads.
+pub struct Walking<'a> {
+    inotify: BorrowedFd<'a>,
+    /// The project directory's watch, and every watch added.
+    added: Mutex<(Option<i32>, Vec<i32>)>,
+    failed: AtomicBool,
+    limit: AtomicBool,
+}
+
+/// What [`Walking`] came to.
+pub struct Walked {
+    root: Option<i32>,
+    wds: Vec<i32>,
+    failed: bool,
+    limit: bool,
+}
+
+impl Walking<'_> {
+    /// Watch the directory open as `dir` (whose `lstat` is `stat`; `root`
+    /// when it is the project directory) before it is listed. A
+    /// directory on another device than its parent must be on a local
+    /// file system too.
+    pub fn add(&self, dir: BorrowedFd<'_>, stat: &FileStat, parent_dev: u64, root: bool) {
+        if self.failed.load(Ordering::Relaxed) {
+            return;
+        }
+        if stat.dev != parent_dev && !hel_fs::local_file_system(dir) {
+            self.failed.store(true, Ordering::Relaxed);
+            return;
+        }
+        // The magic link names the directory this descriptor has open,
+        // whatever its path is now.
+        let path = format!("/proc/self/fd/{}", dir.as_raw_fd());
+        // A test stands in for the kernel's limit here.
+        let added = if hel_fs::failpoint::hit("workspace-watch") {
+            Err(Errno::NOSPC)
+        } else {
+            inotify::add_watch(self.inotify, path.as_str(), mask())
+        };
+        match added {
+            Ok(wd) => {
+                let mut added = self.added.lock().unwrap_or_else(|p| p.into_inner());
+                if root {
+                    added.0 = Some(wd);
+                }
+                added.1.push(wd);
+            }
+            Err(e) => {
+                if e == Errno::NOSPC {
+                    self.limit.store(true, Ordering::Relaxed);
+                }
+                self.failed.store(true, Ordering::Relaxed);
+            }
+        }
+    }
+
+    pub fn done(self) -> Walked {
+        let (root, wds) = self.added.into_inner().unwrap_or_else(|p| p.into_inner());
+        Walked {
+            root,
+            wds,
+            failed: self.failed.into_inner(),
+            limit: self.limit.into_inner(),
+        }
+    }
+}
