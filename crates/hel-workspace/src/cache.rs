@@ -155,12 +155,7 @@ impl Cache {
             return None;
         }
         let mut flat = self.last.take()?;
-        let trees = flat.trees().ok()?;
-        let root = trees
-            .last()
-            .filter(|(dir, _, _)| dir.is_empty())
-            .map(|(_, _, id)| *id);
-        (root == Some(*tree)).then_some(flat)
+        (tree_ids(&mut flat)? == *tree).then_some(flat)
     }
 
     /// Replace the cache with `entries` from a walk that began at
@@ -366,6 +361,69 @@ fn parse(bytes: &[u8]) -> Option<Parsed> {
             items: items.into_iter().collect::<BTreeMap<_, _>>(),
         },
     })
+}
+
+/// Compute the tree of every directory of `flat` (deepest first, each
+/// directory item given its tree's id, whatever it held) and return the
+/// root's id: what [`Flat::trees`] computes, without keeping the trees.
+/// `None` when a path is in no directory item.
+fn tree_ids(flat: &mut Flat) -> Option<ObjectId> {
+    use hel_store::tree::{Entry, Tree};
+    // Each directory's entries, by the directory's path; the root is "".
+    let mut children: HashMap<&[u8], Vec<(&[u8], &Item)>> = HashMap::default();
+    children.insert(&[], Vec::new());
+    for (path, item) in &flat.items {
+        if item.kind == EntryKind::Dir {
+            children.insert(path, Vec::new());
+        }
+    }
+    for (path, item) in &flat.items {
+        let (dir, _) = crate::flat::split(path);
+        children.get_mut(dir)?.push((path, item));
+    }
+    let mut dirs: Vec<&[u8]> = children.keys().copied().collect();
+    let depth = |d: &[u8]| {
+        if d.is_empty() {
+            0
+        } else {
+            1 + d.iter().filter(|&&c| c == b'/').count()
+        }
+    };
+    dirs.sort_by_key(|d| std::cmp::Reverse(depth(d)));
+    let mut ids: HashMap<&[u8], ObjectId> = HashMap::default();
+    for dir in dirs {
+        let mut tree = Tree::default();
+        for (path, item) in children.get(dir).map(Vec::as_slice).unwrap_or(&[]) {
+            let id = if item.kind == EntryKind::Dir {
+                *ids.get(path)?
+            } else {
+                item.id
+            };
+            tree.entries.push(Entry {
+                name: crate::flat::split(path).1.to_vec(),
+                kind: item.kind,
+                mode: item.mode,
+                size: item.size,
+                id,
+            });
+        }
+        tree.sort();
+        ids.insert(dir, hel_store::tree_id(&tree));
+    }
+    let root = *ids.get(&[][..])?;
+    // The directories' ids in path order, then given to their items (the
+    // same order).
+    let computed: Vec<ObjectId> = flat
+        .items
+        .iter()
+        .filter(|(_, i)| i.kind == EntryKind::Dir)
+        .map(|(p, _)| ids.get(p.as_slice()).copied())
+        .collect::<Option<_>>()?;
+    let dir_items = flat.items.values_mut().filter(|i| i.kind == EntryKind::Dir);
+    for (item, id) in dir_items.zip(computed) {
+        item.id = id;
+    }
+    Some(root)
 }
 
 /// Every component a tree name, and no deeper than a tree may nest.

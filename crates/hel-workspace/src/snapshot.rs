@@ -25,8 +25,9 @@ pub struct Options {
     /// past it, new files are listed as not tracked.
     pub budget: u64,
     /// Keep watching the project between snapshots (inotify, on local
-    /// file systems): a snapshot after which nothing changed is then the
-    /// last one's result, without a walk ([`crate::watch`]).
+    /// file systems, from the workspace's second walk on): a snapshot
+    /// after which nothing changed is then the last walk's result, without
+    /// a walk ([`crate::watch`]).
     pub notify: bool,
 }
 
@@ -178,8 +179,9 @@ pub struct Workspace {
     /// The last walk's result, which stands while the watches say nothing
     /// changed.
     kept: Option<Kept>,
-    /// Walks taken.
+    /// Walks taken, and why the last one was (not the last walk's result).
     walks: u64,
+    walked_because: &'static str,
 }
 
 /// A walk's result, kept for the snapshots after it.
@@ -244,6 +246,7 @@ impl Workspace {
             watch: Ok(None),
             kept: None,
             walks: 0,
+            walked_because: "",
         })
     }
 
@@ -253,6 +256,13 @@ impl Workspace {
     #[cfg(feature = "testing")]
     pub fn walks(&self) -> u64 {
         self.walks
+    }
+
+    /// Why the last walk was taken rather than the walk before it kept
+    /// standing (`testing` feature only).
+    #[cfg(feature = "testing")]
+    pub fn walked_because(&self) -> &'static str {
+        self.walked_because
     }
 
     /// Whether the project is watched between snapshots now (its last
@@ -277,22 +287,32 @@ impl Workspace {
     /// The last walk's result, when notifications say nothing it saw has
     /// changed since and `prev` is the snapshot it made (so everything it
     /// names is stored where `prev` is).
-    fn unchanged(&mut self, prev: Option<&Prev<'_>>, keep_stats: bool) -> Option<Snapshot> {
+    fn unchanged(
+        &mut self,
+        prev: Option<&Prev<'_>>,
+        keep_stats: bool,
+    ) -> Result<Snapshot, &'static str> {
         let limits = self.limits();
-        let kept = self.kept.as_ref()?;
         let Ok(Some(watch)) = &mut self.watch else {
-            return None;
+            return Err("not watching");
         };
-        if prev.map(|p| p.tree) != Some(kept.tree)
-            || kept.limits != limits
-            || (keep_stats && kept.stats.is_none())
-        {
-            return None;
+        let Some(kept) = self.kept.as_ref() else {
+            return Err("no walk kept");
+        };
+        if prev.map(|p| p.tree) != Some(kept.tree) {
+            return Err("another previous snapshot");
         }
-        if !watch.unchanged() || Stamp::now(self.project.as_fd()) != kept.stamp {
-            return None;
+        if kept.limits != limits {
+            return Err("other limits");
         }
-        Some(Snapshot {
+        if keep_stats && kept.stats.is_none() {
+            return Err("stats asked for");
+        }
+        watch.unchanged()?;
+        if Stamp::now(self.project.as_fd()) != kept.stamp {
+            return Err("an ignore file outside the project's directories");
+        }
+        Ok(Snapshot {
             tree: kept.tree,
             flat: kept.flat.clone(),
             stats: match (&kept.stats, keep_stats) {
@@ -385,11 +405,18 @@ impl Workspace {
         if !self.options.notify {
             self.watch = Ok(None);
             self.kept = None;
-        } else if let Some(snap) = self.unchanged(prev.as_ref(), keep_stats) {
-            return Ok(snap);
+            self.walked_because = "notifications off";
+        } else {
+            match self.unchanged(prev.as_ref(), keep_stats) {
+                Ok(snap) => return Ok(snap),
+                Err(why) => self.walked_because = why,
+            }
         }
         self.kept = None;
-        if self.options.notify && matches!(self.watch, Ok(None)) {
+        // Watched from a workspace's second walk on: a process that
+        // snapshots once (undo, restore, diff) would pay for thousands of
+        // watches it never reads.
+        if self.options.notify && matches!(self.watch, Ok(None)) && self.walks > 0 {
             self.watch = Watch::new(self.project.as_fd()).map(Some);
         }
         if !self.cache.is_current(self.dir.as_fd()) {

@@ -2,6 +2,10 @@
 //! (Linux inotify), so that a snapshot with nothing changed since the
 //! last one need not walk the project again.
 //!
+//! A workspace watches from its second walk on: a process that snapshots
+//! once (undo, restore, diff) would pay for a watch per directory (about
+//! a third of a walk) and never read one.
+//!
 //! The rule that makes a snapshot without a walk true: during a walk,
 //! every directory is watched before it is listed (the watch is added to
 //! the very directory the walk opened, through `/proc/self/fd`), so any
@@ -109,7 +113,8 @@ pub struct Watch {
 pub enum Off {
     /// inotify or `/proc` is not available.
     Unavailable,
-    /// The project is not on a local file system.
+    /// The project, or a directory mounted in it, is not on a local file
+    /// system.
     NotLocal,
     /// The kernel's limit of watches (or of inotify instances) was hit.
     Limit,
@@ -187,16 +192,24 @@ impl Watch {
     }
 
     /// Whether the last walk's result still stands: it was armed and
-    /// nothing has happened since that it could have missed. Reads the
-    /// queue empty either way.
-    pub fn unchanged(&mut self) -> bool {
+    /// nothing has happened since that it could have missed; else why not.
+    /// Reads the queue empty either way.
+    pub fn unchanged(&mut self) -> Result<(), &'static str> {
         let events = self.drain();
         let mounts = self.mounts_changed();
-        let ok = self.armed && !events && !mounts;
-        if !ok {
+        let why = if !self.armed {
+            Err("the last walk was not watched whole")
+        } else if events {
+            Err("an event")
+        } else if mounts {
+            Err("a mount or unmount")
+        } else {
+            Ok(())
+        };
+        if why.is_err() {
             self.armed = false;
         }
-        ok
+        why
     }
 
     /// Start a walk: what is queued is about changes the walk sees anyway
@@ -210,17 +223,23 @@ impl Watch {
             added: Mutex::new((None, Vec::new())),
             failed: AtomicBool::new(false),
             limit: AtomicBool::new(false),
+            not_local: AtomicBool::new(false),
         }
     }
 
     /// A walk ended: its watches are the ones kept (the others removed),
     /// and its result stands until an event when `sound` (every directory
     /// watched, nothing left unread for a reason that may pass). Returns
-    /// [`Off::Limit`] when the kernel's limit was hit: notifications are
-    /// then off for good (the watches are dropped with the instance).
+    /// [`Off::Limit`] when the kernel's limit was hit, [`Off::NotLocal`]
+    /// when a directory is on a file system that is not local:
+    /// notifications are then off for good (the watches are dropped with
+    /// the instance).
     pub fn end(&mut self, walked: Walked, sound: bool) -> Result<(), Off> {
         if walked.limit {
             return Err(Off::Limit);
+        }
+        if walked.not_local {
+            return Err(Off::NotLocal);
         }
         let new: FxHashSet<i32> = walked.wds.into_iter().collect();
         for wd in self.wds.difference(&new) {
@@ -240,6 +259,7 @@ pub struct Walking<'a> {
     added: Mutex<(Option<i32>, Vec<i32>)>,
     failed: AtomicBool,
     limit: AtomicBool,
+    not_local: AtomicBool,
 }
 
 /// What [`Walking`] came to.
@@ -248,6 +268,7 @@ pub struct Walked {
     wds: Vec<i32>,
     failed: bool,
     limit: bool,
+    not_local: bool,
 }
 
 impl Walking<'_> {
@@ -260,6 +281,7 @@ impl Walking<'_> {
             return;
         }
         if stat.dev != parent_dev && !hel_fs::local_file_system(dir) {
+            self.not_local.store(true, Ordering::Relaxed);
             self.failed.store(true, Ordering::Relaxed);
             return;
         }
@@ -296,6 +318,7 @@ impl Walking<'_> {
             wds,
             failed: self.failed.into_inner(),
             limit: self.limit.into_inner(),
+            not_local: self.not_local.into_inner(),
         }
     }
 }

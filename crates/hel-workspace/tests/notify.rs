@@ -52,8 +52,23 @@ fn every_change_between_watched_snapshots_is_seen_and_only_no_change_skips_the_w
     let store = hel_store::Store::open(root).unwrap();
     let mut ws = Workspace::open(&store, options(true)).unwrap();
     let first = ws.snapshot(&mut Scan, None).unwrap();
+    assert_eq!(ws.watching(), Ok(false), "not watched at the first walk");
+    let first = ws
+        .snapshot(
+            &mut Scan,
+            Some(Prev {
+                tree: first.tree,
+                flat: &first.flat,
+            }),
+        )
+        .unwrap();
     let mut last = (first.tree, first.flat);
-    assert_eq!(ws.watching(), Ok(true), "a local project is watched");
+    assert_eq!(ws.walks(), 2);
+    assert_eq!(
+        ws.watching(),
+        Ok(true),
+        "a local project is watched from the second walk on"
+    );
     let changes: Vec<Change> = vec![
         (
             "a new file at the top",
@@ -159,11 +174,14 @@ fn every_change_between_watched_snapshots_is_seen_and_only_no_change_skips_the_w
             )
             .unwrap();
         assert_eq!(same.tree, last.0, "before {what}");
-        assert_eq!(
-            ws.walks(),
-            walks,
-            "no walk with nothing changed (before {what})"
-        );
+        // Only a mount or unmount elsewhere on the machine may cost a walk.
+        if ws.walks() != walks {
+            assert_eq!(
+                ws.walked_because(),
+                "a mount or unmount",
+                "no walk with nothing changed (before {what})"
+            );
+        }
         change(root);
         let snap = ws
             .snapshot(
@@ -226,6 +244,15 @@ fn a_watch_that_cannot_be_added_turns_notifications_off() {
     let store = hel_store::Store::open(root).unwrap();
     let mut ws = Workspace::open(&store, options(true)).unwrap();
     let first = ws.snapshot(&mut Scan, None).unwrap();
+    let first = ws
+        .snapshot(
+            &mut Scan,
+            Some(Prev {
+                tree: first.tree,
+                flat: &first.flat,
+            }),
+        )
+        .unwrap();
     assert_eq!(
         ws.watching(),
         Err(hel_workspace::watch::Off::Limit),
