@@ -38,6 +38,51 @@ fn main() {
             snap.files_read
         );
     }
+    // One file changed, the workspace kept open: with and without
+    // notifications, alternating.
+    let store = hel_store::Store::open(&root).unwrap();
+    let (dir, _) = store.workspace_dir().unwrap();
+    let tree = Cache::load(dir.as_fd())
+        .root()
+        .expect("a cache with a tree");
+    let mut open = [true, false].map(|notify| {
+        let mut ws = Workspace::open(
+            &store,
+            Options {
+                notify,
+                ..Options::default()
+            },
+        )
+        .unwrap();
+        let flat = ws.read_last(&store, &tree).unwrap();
+        let s = ws
+            .snapshot(&mut Scan, Some(Prev { tree, flat: &flat }))
+            .unwrap();
+        (ws, (s.tree, s.flat))
+    });
+    let file = root.join("freshtime-change.txt");
+    for round in 0..6 {
+        for (ws, last) in open.iter_mut() {
+            std::fs::write(&file, format!("round {round}\n")).unwrap();
+            let t = Instant::now();
+            let s = ws
+                .snapshot(
+                    &mut Scan,
+                    Some(Prev {
+                        tree: last.0,
+                        flat: &last.1,
+                    }),
+                )
+                .unwrap();
+            println!(
+                "one file changed, notify {}: {:?}",
+                ws.options.notify,
+                t.elapsed()
+            );
+            *last = (s.tree, s.flat);
+        }
+    }
+    let _ = std::fs::remove_file(&file);
     let t = Instant::now();
     let out = std::process::Command::new("git")
         .args(["status", "--porcelain"])

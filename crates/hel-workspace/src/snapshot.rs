@@ -184,10 +184,10 @@ pub struct Workspace {
     walked_because: &'static str,
 }
 
-/// A walk's result, kept for the snapshots after it.
+/// A walk's result, kept for the snapshots after it (its paths are the
+/// previous snapshot's that a later snapshot is given: the same tree).
 struct Kept {
     tree: ObjectId,
-    flat: Flat,
     /// Every path's `lstat`, when that walk kept them.
     stats: Option<HashMap<Vec<u8>, FileStat>>,
     not_tracked: Vec<(Vec<u8>, NotTracked)>,
@@ -299,9 +299,9 @@ impl Workspace {
         let Some(kept) = self.kept.as_ref() else {
             return Err("no walk kept");
         };
-        if prev.map(|p| p.tree) != Some(kept.tree) {
+        let Some(prev) = prev.filter(|p| p.tree == kept.tree) else {
             return Err("another previous snapshot");
-        }
+        };
         if kept.limits != limits {
             return Err("other limits");
         }
@@ -314,7 +314,8 @@ impl Workspace {
         }
         Ok(Snapshot {
             tree: kept.tree,
-            flat: kept.flat.clone(),
+            // The walk's paths: those of its tree, which `prev` is.
+            flat: prev.flat.clone(),
             stats: match (&kept.stats, keep_stats) {
                 (Some(s), true) => s.clone(),
                 _ => HashMap::new(),
@@ -518,7 +519,6 @@ impl Workspace {
                 Ok(()) => {
                     self.kept = Some(Kept {
                         tree: out.tree,
-                        flat: out.flat.clone(),
                         stats: keep_stats.then(|| out.stats.clone()),
                         not_tracked: out.not_tracked.clone(),
                         repositories: out.repositories.clone(),

@@ -40,7 +40,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
-use rustc_hash::FxHashSet;
+use rustc_hash::{FxHashMap, FxHashSet};
 use rustix::fs::inotify::{self, CreateFlags, ReadFlags, WatchFlags};
 use rustix::io::Errno;
 
@@ -94,14 +94,23 @@ impl Stamp {
     }
 }
 
+/// A directory's device and inode number.
+type Inode = (u64, u64);
+
+/// The project directory's watch and every watch of a walk.
+type Added = (Option<i32>, Vec<(Inode, i32)>);
+
 /// A project's watches, kept between snapshots.
 pub struct Watch {
     inotify: OwnedFd,
     /// `/proc/self/mountinfo`, which polls as changed when anything is
     /// mounted or unmounted.
     mounts: OwnedFd,
-    /// The project directory's watch and every watch of the last walk.
+    /// The project directory's watch and every watch of the last walk,
+    /// by the directory's device and inode (a watch is the inode's, so a
+    /// later walk that meets the inode again needs no new one).
     root: Option<i32>,
+    live: FxHashMap<Inode, i32>,
     wds: FxHashSet<i32>,
     /// Whether every directory of the last walk was watched before it was
     /// listed (so its result stands until an event says otherwise).
@@ -141,6 +150,7 @@ impl Watch {
             inotify,
             mounts,
             root: None,
+            live: FxHashMap::default(),
             wds: FxHashSet::default(),
             armed: false,
         };
@@ -162,8 +172,22 @@ impl Watch {
     }
 
     /// Read every event queued. Returns whether any may be a change to
-    /// what the last walk saw (or could not be read): a doubt.
-    fn drain(&self) -> bool {
+    /// what the last walk saw (or could not be read): a doubt. A watch the
+    /// kernel removed (its directory gone) is forgotten, so that a new
+    /// directory given the same inode number is watched anew.
+    fn drain(&mut self) -> bool {
+        let mut gone = Vec::new();
+        let doubt = self.read_events(&mut gone);
+        if !gone.is_empty() {
+            self.live.retain(|_, wd| !gone.contains(wd));
+            for wd in gone {
+                self.wds.remove(&wd);
+            }
+        }
+        doubt
+    }
+
+    fn read_events(&self, gone: &mut Vec<i32>) -> bool {
         let mut buf = [MaybeUninit::<u8>::uninit(); 8192];
         let mut reader = inotify::Reader::new(&self.inotify, &mut buf);
         let mut doubt = false;
@@ -182,6 +206,9 @@ impl Watch {
             // A watch removed after a walk left it out.
             if !self.wds.contains(&e.wd()) {
                 continue;
+            }
+            if flags.contains(ReadFlags::IGNORED) {
+                gone.push(e.wd());
             }
             // `.hel` (the store writes there), `.git` and `.jj` of the
             // project itself are never walked.
@@ -220,6 +247,8 @@ impl Watch {
         self.mounts_changed();
         Walking {
             inotify: self.inotify.as_fd(),
+            live: &self.live,
+            wds: &self.wds,
             added: Mutex::new((None, Vec::new())),
             failed: AtomicBool::new(false),
             limit: AtomicBool::new(false),
@@ -241,10 +270,12 @@ impl Watch {
         if walked.not_local {
             return Err(Off::NotLocal);
         }
-        let new: FxHashSet<i32> = walked.wds.into_iter().collect();
+        let live: FxHashMap<Inode, i32> = walked.watches.into_iter().collect();
+        let new: FxHashSet<i32> = live.values().copied().collect();
         for wd in self.wds.difference(&new) {
             let _ = inotify::remove_watch(&self.inotify, *wd);
         }
+        self.live = live;
         self.wds = new;
         self.root = walked.root;
         self.armed = sound && !walked.failed && walked.root.is_some();
@@ -255,8 +286,12 @@ impl Watch {
 /// The watches one walk adds, shared by its threads.
 pub struct Walking<'a> {
     inotify: BorrowedFd<'a>,
-    /// The project directory's watch, and every watch added.
-    added: Mutex<(Option<i32>, Vec<i32>)>,
+    /// The watches of the last walk, by device and inode, and their set.
+    live: &'a FxHashMap<Inode, i32>,
+    wds: &'a FxHashSet<i32>,
+    /// The project directory's watch, and every watch this walk has, by
+    /// device and inode.
+    added: Mutex<Added>,
     failed: AtomicBool,
     limit: AtomicBool,
     not_local: AtomicBool,
@@ -265,7 +300,7 @@ pub struct Walking<'a> {
 /// What [`Walking`] came to.
 pub struct Walked {
     root: Option<i32>,
-    wds: Vec<i32>,
+    watches: Vec<(Inode, i32)>,
     failed: bool,
     limit: bool,
     not_local: bool,
@@ -285,22 +320,33 @@ impl Walking<'_> {
             self.failed.store(true, Ordering::Relaxed);
             return;
         }
-        // The magic link names the directory this descriptor has open,
-        // whatever its path is now.
-        let path = format!("/proc/self/fd/{}", dir.as_raw_fd());
-        // A test stands in for the kernel's limit here.
-        let added = if hel_fs::failpoint::hit("workspace-watch") {
-            Err(Errno::NOSPC)
-        } else {
-            inotify::add_watch(self.inotify, path.as_str(), mask())
+        let key = (stat.dev, stat.ino);
+        // Watched since the last walk and not removed since (a removal is
+        // an event, read before this walk began or doubting its result).
+        let added = match self.live.get(&key) {
+            Some(&wd) => Ok(wd),
+            // A test stands in for the kernel's limit here.
+            None if hel_fs::failpoint::hit("workspace-watch") => Err(Errno::NOSPC),
+            // The magic link names the directory this descriptor has
+            // open, whatever its path is now.
+            None => inotify::add_watch(
+                self.inotify,
+                format!("/proc/self/fd/{}", dir.as_raw_fd()).as_str(),
+                mask(),
+            ),
         };
         match added {
+            // The kernel's watch of another inode than the one known by
+            // that number: the map is stale, nothing stands.
+            Ok(wd) if self.live.get(&key) != Some(&wd) && self.wds.contains(&wd) => {
+                self.failed.store(true, Ordering::Relaxed);
+            }
             Ok(wd) => {
                 let mut added = self.added.lock().unwrap_or_else(|p| p.into_inner());
                 if root {
                     added.0 = Some(wd);
                 }
-                added.1.push(wd);
+                added.1.push((key, wd));
             }
             Err(e) => {
                 if e == Errno::NOSPC {
@@ -312,10 +358,10 @@ impl Walking<'_> {
     }
 
     pub fn done(self) -> Walked {
-        let (root, wds) = self.added.into_inner().unwrap_or_else(|p| p.into_inner());
+        let (root, watches) = self.added.into_inner().unwrap_or_else(|p| p.into_inner());
         Walked {
             root,
-            wds,
+            watches,
             failed: self.failed.into_inner(),
             limit: self.limit.into_inner(),
             not_local: self.not_local.into_inner(),
