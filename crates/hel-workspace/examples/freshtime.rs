@@ -32,7 +32,9 @@ fn main() {
             .snapshot(&mut Scan, Some(Prev { tree, flat: &flat }))
             .unwrap();
         let walk = t.elapsed();
-        assert_eq!(snap.tree, tree);
+        if snap.tree != tree {
+            println!("(the project changed since the cache was written)");
+        }
         println!(
             "notify {notify}: store open {opened:?}, workspace open (cache read) {ws_open:?}, last paths {last:?}, walk {walk:?}, files read {}",
             snap.files_read
