@@ -177,8 +177,16 @@ impl Watch {
     /// directory given the same inode number is watched anew.
     fn drain(&mut self) -> bool {
         let mut gone = Vec::new();
-        let doubt = self.read_events(&mut gone);
-        if !gone.is_empty() {
+        let (doubt, overflow) = self.read_events(&mut gone);
+        if overflow {
+            // Removals may have been lost with the events: no watch is
+            // known by its inode any more, so the next walk asks the
+            // kernel for each (it gives an existing watch back, or a new
+            // one for a new directory that got a freed inode's number).
+            self.live.clear();
+            self.wds.clear();
+            self.root = None;
+        } else if !gone.is_empty() {
             self.live.retain(|_, wd| !gone.contains(wd));
             for wd in gone {
                 self.wds.remove(&wd);
@@ -187,20 +195,25 @@ impl Watch {
         doubt
     }
 
-    fn read_events(&self, gone: &mut Vec<i32>) -> bool {
+    /// Read the queue empty: whether any event may be a change, and
+    /// whether the queue overflowed; the watches the kernel removed go to
+    /// `gone`.
+    fn read_events(&self, gone: &mut Vec<i32>) -> (bool, bool) {
         let mut buf = [MaybeUninit::<u8>::uninit(); 8192];
         let mut reader = inotify::Reader::new(&self.inotify, &mut buf);
-        let mut doubt = false;
+        let (mut doubt, mut overflow) = (false, false);
         loop {
             let e = match reader.next() {
                 Ok(e) => e,
-                Err(Errno::AGAIN) => return doubt,
+                Err(Errno::AGAIN) => return (doubt, overflow),
                 Err(Errno::INTR) => continue,
-                Err(_) => return true,
+                // Unreadable: as if events were lost.
+                Err(_) => return (true, true),
             };
             let flags = e.events();
             if flags.contains(ReadFlags::QUEUE_OVERFLOW) {
                 doubt = true;
+                overflow = true;
                 continue;
             }
             // A watch removed after a walk left it out.

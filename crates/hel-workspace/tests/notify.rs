@@ -293,3 +293,77 @@ fn a_watch_that_cannot_be_added_turns_notifications_off() {
         assert_eq!(again.tree, last.0);
     }
 }
+
+/// More events than the kernel queues (16,384 by default): the overflow
+/// is a doubt, the walk after it sees everything, its watches are asked
+/// for again (removals may have been lost with the events), and the next
+/// change, in a directory made after the overflow, is seen too.
+#[test]
+fn a_queue_overflow_costs_a_walk_and_watching_goes_on() {
+    let max: usize = fs::read_to_string("/proc/sys/fs/inotify/max_queued_events")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(16384);
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    write(root, "d/f", b"f\n");
+    write(root, "old/g", b"g\n");
+    let store = hel_store::Store::open(root).unwrap();
+    let mut ws = Workspace::open(&store, options(true)).unwrap();
+    let s = ws.snapshot(&mut Scan, None).unwrap();
+    let s = ws
+        .snapshot(
+            &mut Scan,
+            Some(Prev {
+                tree: s.tree,
+                flat: &s.flat,
+            }),
+        )
+        .unwrap();
+    let mut last = (s.tree, s.flat);
+    assert_eq!(ws.watching(), Ok(true));
+    // Each file: created, written, closed: three events.
+    for k in 0..max / 3 + 100 {
+        fs::write(root.join(format!("d/n{k}")), b"x").unwrap();
+    }
+    fs::remove_dir_all(root.join("old")).unwrap();
+    write(root, "new/h", b"h\n");
+    let walks = ws.walks();
+    let snap = ws
+        .snapshot(
+            &mut Scan,
+            Some(Prev {
+                tree: last.0,
+                flat: &last.1,
+            }),
+        )
+        .unwrap();
+    assert_eq!(ws.walks(), walks + 1);
+    assert_eq!((snap.tree, snap.flat.clone()), walked(&store, &last));
+    last = (snap.tree, snap.flat);
+    let same = ws
+        .snapshot(
+            &mut Scan,
+            Some(Prev {
+                tree: last.0,
+                flat: &last.1,
+            }),
+        )
+        .unwrap();
+    assert_eq!(same.tree, last.0);
+    if ws.walks() != walks + 1 {
+        assert_eq!(ws.walked_because(), "a mount or unmount");
+    }
+    write(root, "new/h", b"changed\n");
+    let snap = ws
+        .snapshot(
+            &mut Scan,
+            Some(Prev {
+                tree: last.0,
+                flat: &last.1,
+            }),
+        )
+        .unwrap();
+    assert_eq!((snap.tree, snap.flat.clone()), walked(&store, &last));
+    assert_ne!(snap.tree, last.0);
+}
