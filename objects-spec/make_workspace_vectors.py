@@ -61,23 +61,41 @@ def main():
         "start": root_id.hex(),
         "tree": root_id.hex(),
     }
-    # A stat cache of two files (section 13.4).
+    # A stat cache (section 13.4): every path of the root tree, the two
+    # files hashed with their lstat, the empty file without one.
     walk_start = 1_796_000_000_000_000_000
-    cache_entries = [
-        (b"run.sh", 0o100755, len(blobs["run.sh"]), walk_start - 5 * 10**9, walk_start - 4 * 10**9, 12, 2049, ids["run.sh"]),
-        (b"src/main.rs", 0o100644, len(blobs["main.rs"]), walk_start - 9 * 10**9, walk_start - 9 * 10**9, 13, 2049, ids["main.rs"]),
+    stats = {
+        b"run.sh": (0o100755, walk_start - 5 * 10**9, walk_start - 4 * 10**9, 12, 2049),
+        b"src/main.rs": (0o100644, walk_start - 9 * 10**9, walk_start - 9 * 10**9, 13, 2049),
+    }
+    flat = [
+        (b"big.bin", "not-tracked", 0, 5_000_000, ZERO),
+        ("caf\u00e9".encode() + b"\xff", "file", 0o600, 0, object_id("blob", b"")),
+        (b"link", "symlink", 0, len(blobs["link"]), ids["link"]),
+        (b"run.sh", "file", 0o755, len(blobs["run.sh"]), ids["run.sh"]),
+        (b"src", "dir", 0o755, 0, src_id),
+        (b"src/main.rs", "file", 0o644, len(blobs["main.rs"]), ids["main.rs"]),
+        (b"vendor", "repository", 0, 0, ZERO),
     ]
-    cache = b"HELWSC1\n" + struct.pack("<qI", walk_start, len(cache_entries))
+    assert flat == sorted(flat, key=lambda e: e[0])
+    cache = b"HELWSC2\n" + struct.pack("<q", walk_start) + root_id + struct.pack("<I", len(flat))
     prev = b""
-    for path, mode, size, mtime, ctime, ino, dev, oid in cache_entries:
+    for path, kind, mode, size, oid in flat:
         shared = 0
         while shared < min(len(prev), len(path)) and prev[shared] == path[shared]:
             shared += 1
         suffix = path[shared:]
-        cache += struct.pack("<HHHQqqQQ", shared, len(suffix), mode, size, mtime, ctime, ino, dev)
-        cache += oid + suffix
+        cache += struct.pack("<HHBHQ", shared, len(suffix), KINDS[kind], mode, size) + oid
+        if kind == "file":
+            st_mode, mtime, ctime, ino, dev = stats.get(path, (0, 0, 0, 0, 0))
+            cache += struct.pack("<IqqQQ", st_mode, mtime, ctime, ino, dev)
+        cache += suffix
         prev = path
     cache += blake3.blake3(cache).digest()
+    cache_entries = [
+        (p, st[0], next(e[3] for e in flat if e[0] == p), st[1], st[2], st[3], st[4], next(e[4] for e in flat if e[0] == p))
+        for p, st in sorted(stats.items())
+    ]
     doc = {
         "blobs": {k: {"bytes_hex": v.hex(), "id": ids[k].hex()} for k, v in blobs.items()},
         "trees": [
@@ -88,6 +106,8 @@ def main():
         "cache": {
             "hex": cache.hex(),
             "walk_start_ns": walk_start,
+            "root": root_id.hex(),
+            "paths": len(flat),
             "entries": [
                 {"path": p.decode(), "mode": m, "size": s, "mtime_ns": mt, "ctime_ns": ct, "ino": i, "dev": d, "id": o.hex()}
                 for p, m, s, mt, ct, i, d, o in cache_entries

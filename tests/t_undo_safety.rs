@@ -40,7 +40,10 @@
 //! Besides the random cases, two run a random case among many
 //! directories: 1,000 siblings and a chain of 100 with `ulimit -n 256`,
 //! and 2,000 siblings (with `ulimit -n 1024`, the usual default). Every
-//! case runs at most eight hel processes.
+//! case runs at most eight hel processes. Random cases of even seeds run
+//! hel as it runs by default, watching the project between the snapshots
+//! of one run (inotify), those of odd seeds with `HEL_WORKSPACE_NOTIFY=0`;
+//! the two crowded cases run both ways.
 //!
 //! Knobs: `HEL_UNDO_SAFETY_SEED` (first seed, 19), `HEL_UNDO_SAFETY_CASES`
 //! (how many random cases, 40), `HEL_UNDO_SAFETY_SHRINK_SECS` (time spent
@@ -451,6 +454,9 @@ struct Case {
     deep: usize,
     /// `ulimit -n` for every hel run.
     nofile: Option<u64>,
+    /// Whether hel watches the project between the snapshots of a run
+    /// (inotify; `HEL_WORKSPACE_NOTIFY=0` when not).
+    notify: bool,
     steps: Vec<Step>,
 }
 
@@ -465,6 +471,9 @@ impl fmt::Display for Case {
         }
         if let Some(n) = self.nofile {
             writeln!(f, "  every hel run with ulimit -n {n}")?;
+        }
+        if !self.notify {
+            writeln!(f, "  every hel run with HEL_WORKSPACE_NOTIFY=0")?;
         }
         for e in &self.setup {
             writeln!(f, "  setup (user): {e}")?;
@@ -597,8 +606,9 @@ impl Rng {
 }
 
 /// The random case of `seed`: a setup, one to four instructions, then one
-/// to four undos, user edits between any two.
-fn case(seed: u64) -> Case {
+/// to four undos, user edits between any two; hel watches the project
+/// between snapshots when `notify`.
+fn case(seed: u64, notify: bool) -> Case {
     let mut r = Rng(seed);
     let mut setup: Vec<Edit> = (0..r.range(3, 8)).map(|_| r.edit(true)).collect();
     // Often a private directory of the user's (mode 000, holding a file),
@@ -648,6 +658,7 @@ fn case(seed: u64) -> Case {
         wide: 0,
         deep: 0,
         nofile: None,
+        notify,
         steps,
     }
 }
@@ -866,6 +877,9 @@ impl Trial<'_> {
         let mut cmd = self.who.hel(&self.p, mock);
         if let Some(n) = self.case.nofile {
             limit_open_files(&mut cmd, n);
+        }
+        if !self.case.notify {
+            cmd.env("HEL_WORKSPACE_NOTIFY", "0");
         }
         cmd.args(args);
         run(cmd)
@@ -1412,14 +1426,16 @@ fn check_all(cases: impl IntoIterator<Item = Case>) {
 fn random_edits_and_undos_never_lose_the_users_work() {
     let first = env_u64("HEL_UNDO_SAFETY_SEED", 19);
     let n = env_u64("HEL_UNDO_SAFETY_CASES", 40);
-    check_all((first..first + n).map(case));
+    // Half the cases with notifications between snapshots (hel's
+    // default), half without: each seed's case is the same either way.
+    check_all((first..first + n).map(|seed| case(seed, seed % 2 == 0)));
 }
 
 /// A random case with edits of the agent and the user among siblings
 /// (`wide` directories, a chain `deep` long), each hel run with `nofile`
-/// descriptors.
-fn crowded(seed: u64, wide: usize, deep: usize, nofile: u64) -> Case {
-    let mut c = case(seed);
+/// descriptors, watching the project between snapshots when `notify`.
+fn crowded(seed: u64, wide: usize, deep: usize, nofile: u64, notify: bool) -> Case {
+    let mut c = case(seed, notify);
     let s = |i: usize| format!("s{i:04}");
     let chain = vec!["z"; deep].join("/");
     let mut calls = vec![
@@ -1466,12 +1482,12 @@ fn crowded(seed: u64, wide: usize, deep: usize, nofile: u64) -> Case {
 /// descriptors, and a chain of 100.
 #[test]
 fn undo_keeps_the_users_work_with_256_descriptors() {
-    check_all([crowded(256, 1000, 100, 256)]);
+    check_all([false, true].map(|notify| crowded(256, 1000, 100, 256, notify)));
 }
 
 /// 2,000 sibling directories (with `ulimit -n 1024`, the usual default,
 /// so the case is the same on every machine).
 #[test]
 fn undo_keeps_the_users_work_among_2000_sibling_directories() {
-    check_all([crowded(2000, 2000, 0, 1024)]);
+    check_all([false, true].map(|notify| crowded(2000, 2000, 0, 1024, notify)));
 }

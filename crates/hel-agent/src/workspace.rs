@@ -59,7 +59,7 @@ impl Snapshots {
     pub fn resume_from(&mut self, store: &Store, head: &ObjectId) -> Result<(), WorkspaceError> {
         self.loaded = true;
         self.last = match history::newest_tree(store, head)? {
-            Some(tree) => Some((tree, Flat::read(store, &tree)?)),
+            Some(tree) => Some((tree, self.workspace.read_last(store, &tree)?)),
             None => None,
         };
         Ok(())
@@ -78,7 +78,7 @@ impl Snapshots {
             self.loaded = true;
             if let Some(head) = head {
                 if let Some(tree) = history::newest_tree(store, &head)? {
-                    self.last = Some((tree, Flat::read(store, &tree)?));
+                    self.last = Some((tree, self.workspace.read_last(store, &tree)?));
                 }
             }
         }

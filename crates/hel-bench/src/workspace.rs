@@ -123,9 +123,10 @@ pub struct Results {
     pub first_new_bytes: u64,
     pub store_bytes: u64,
     /// Nothing changed: a snapshot with the workspace kept open (the
-    /// agent's case between instructions); one from a fresh open (a new
-    /// `hel` process: the stat cache read from disk and the last snapshot's
-    /// trees read from the store); `git status`.
+    /// agent's case between instructions: watched, so no walk); one from
+    /// a fresh open (a new `hel` process: the stat cache read from disk,
+    /// with the last snapshot's paths, checked against its tree); `git
+    /// status`.
     pub nochange_snapshot_ms: f64,
     pub nochange_fresh_ms: f64,
     pub git_status_ms: f64,
@@ -163,10 +164,18 @@ pub struct Results {
     /// The store's part of a checkpoint commit (one exchange of four
     /// messages): without a workspace field, and with one whose trees are
     /// stored already (the walk excluded; it is the no-change figure).
+    /// Both follow a snapshot through the same transaction (taken with
+    /// the workspace kept open, as the agent takes it), so that they
+    /// differ by the field alone.
     pub commit_plain_ms: f64,
     pub commit_with_workspace_ms: f64,
-    /// The same with a `sync` between the snapshot and the commit (what the
-    /// walk left dirty written first), and the files those snapshots read.
+    /// Of those, the committing thread's time on a CPU (medians; the
+    /// rest is waiting for the disk and for a CPU).
+    pub commit_plain_cpu_ms: f64,
+    pub commit_with_workspace_cpu_ms: f64,
+    /// The commit with the field after a `sync` between the snapshot and
+    /// the commit (what the walk left dirty written first), and the files
+    /// those snapshots read.
     pub commit_with_workspace_synced_ms: f64,
     pub commit_files_read: u64,
     pub total_seconds: f64,
@@ -470,6 +479,12 @@ fn record(
     Ok((snap_took, commit_took, c.bytes_written))
 }
 
+/// This thread's time on a CPU so far (`CLOCK_THREAD_CPUTIME_ID`).
+fn cpu_time() -> Duration {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
+}
+
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
@@ -564,6 +579,7 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Results, Benc
             max_file: 1 << 20,
             // The first snapshot stores the whole tree.
             budget: u64::MAX,
+            ..Options::default()
         },
     )?;
     {
@@ -630,8 +646,8 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Results, Benc
         let head = store.head(s.lease.session())?;
         let tree = hel_workspace::history::newest_tree(&store, &head)?
             .ok_or_else(|| BenchError::Check("no tree in the session".into()))?;
-        let flat = Flat::read(&store, &tree)?;
         let mut w2 = Workspace::open(&store, Options::default())?;
+        let flat = w2.read_last(&store, &tree)?;
         let snap = w2.snapshot(&mut hel_workspace::Scan, Some(Prev { tree, flat: &flat }))?;
         fresh.push(t.elapsed());
         if snap.files_read != 0 {
@@ -808,36 +824,59 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Results, Benc
     r.idle_syncfs_ms = med(&idle_sync);
 
     // 5. The store's part of a checkpoint commit, with and without the
-    // workspace field (alternating; the snapshot is not timed).
+    // workspace field (each after a snapshot, which is not timed).
     progress("checkpoint commits with and without the workspace");
     record(&mut s, &mut w, Record::Start, None)?;
     let (mut plain, mut with, mut synced) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut plain_cpu, mut with_cpu) = (Vec::new(), Vec::new());
     for k in 0..(runs * 3).max(11) {
-        let txn = s.store.begin(&s.lease, &mut s.state)?;
-        plain.push(s.conv.answer(txn, None)?.0);
-        let mut txn = s.store.begin(&s.lease, &mut s.state)?;
-        let prev = s
-            .last
-            .as_ref()
-            .map(|(tree, flat)| Prev { tree: *tree, flat });
-        let snap = w.snapshot(&mut txn, prev)?;
-        r.commit_files_read += snap.files_read;
-        let tree = snap.tree;
-        s.last = Some((tree, snap.flat));
-        // Every other run, what the walk left dirty (the stat cache when
-        // it was saved) is written first, so that the commit's one sync
-        // does not carry it (ext4 in ordered mode writes a file's new
-        // data blocks with the journal commit an fsync forces).
-        if k % 2 == 1 {
-            rustix::fs::sync();
-        }
-        let took = s.conv.answer(txn, Some(ws(tree, Some(tree), 0)))?.0;
-        if k % 2 == 1 {
-            synced.push(took);
-        } else {
-            with.push(took);
+        // Plain, with the field, with the field after a sync: in turn
+        // first, so none always follows the same one (a commit right after
+        // another's sync finds less of the other processes' writes to
+        // flush with its own).
+        let mut kinds = [0, 1, 2];
+        kinds.rotate_left(k % 3);
+        for kind in kinds {
+            let field = kind > 0;
+            let mut txn = s.store.begin(&s.lease, &mut s.state)?;
+            let prev = s
+                .last
+                .as_ref()
+                .map(|(tree, flat)| Prev { tree: *tree, flat });
+            let snap = w.snapshot(&mut txn, prev)?;
+            r.commit_files_read += snap.files_read;
+            let tree = snap.tree;
+            s.last = Some((tree, snap.flat));
+            // The third kind: what the snapshot left dirty (the stat cache
+            // when it was saved) is written first, so that the commit's
+            // one sync does not carry it (ext4 in ordered mode writes a
+            // file's new data blocks with the journal commit an fsync
+            // forces).
+            let sync_first = kind == 2;
+            if sync_first {
+                rustix::fs::sync();
+            }
+            let before = cpu_time();
+            let took = s
+                .conv
+                .answer(txn, field.then(|| ws(tree, Some(tree), 0)))?
+                .0;
+            let cpu = cpu_time().saturating_sub(before);
+            match (field, sync_first) {
+                (false, _) => {
+                    plain.push(took);
+                    plain_cpu.push(cpu);
+                }
+                (true, true) => synced.push(took),
+                (true, false) => {
+                    with.push(took);
+                    with_cpu.push(cpu);
+                }
+            }
         }
     }
+    r.commit_plain_cpu_ms = med(&plain_cpu);
+    r.commit_with_workspace_cpu_ms = med(&with_cpu);
     r.commit_with_workspace_synced_ms = med(&synced);
     r.commit_plain_ms = med(&plain);
     r.commit_with_workspace_ms = med(&with);
@@ -876,19 +915,19 @@ pub fn table(r: &Results) -> String {
     s.push_str("| figure | hel | git | ratio | target | |\n|---|---|---|---|---|---|\n");
     line(
         &mut s,
-        "snapshot, nothing changed (workspace open)",
+        "snapshot, nothing changed (workspace open, watched by inotify)",
         r.nochange_snapshot_ms,
         "`git status`",
         r.git_status_ms,
-        1.2,
+        0.05,
     );
     line(
         &mut s,
-        "snapshot, nothing changed (fresh process: store, cache, last trees read)",
+        "snapshot, nothing changed (fresh process: store, cache with the last paths read)",
         r.nochange_fresh_ms,
         "`git status`",
         r.git_status_ms,
-        1.2,
+        1.0,
     );
     line(
         &mut s,
@@ -956,7 +995,8 @@ pub fn table(r: &Results) -> String {
          | first snapshot | {} B of file content stored, store {} B | | |\n\
          | first commit | {:.1} ms after the snapshot | | |\n\
          | restore's before-restore snapshot alone | {:.1} ms | | |\n\
-         | one `syncfs` with nothing of ours to write | {:.1} ms | | |\n",
+         | one `syncfs` with nothing of ours to write | {:.1} ms | | |\n\
+         | a checkpoint commit's time on a CPU (with the field / without) | {:.1} / {:.1} ms | | |\n",
         r.onefile_new_bytes,
         r.onefile_blob_stored_bytes,
         r.onefile_tree_bytes_per_entry,
@@ -970,6 +1010,8 @@ pub fn table(r: &Results) -> String {
         r.first_commit_ms,
         r.restore_snapshot_ms,
         r.idle_syncfs_ms,
+        r.commit_with_workspace_cpu_ms,
+        r.commit_plain_cpu_ms,
     ));
     s
 }

@@ -509,34 +509,11 @@ impl Dir {
     }
 
     /// Does this directory's file system keep honest change times: a
-    /// local Linux file system (ext2/3/4, XFS, Btrfs, tmpfs, F2FS, ZFS,
-    /// bcachefs) whose `stat` is never served from a cache another machine's
-    /// writes bypass (network and FUSE file systems are not on the list),
-    /// and whose ctime every change of a file moves to the kernel's clock.
-    /// Only such a file system's [`Stamp`]s may stand for a file's content.
+    /// local Linux file system ([`crate::local_file_system`]), whose
+    /// ctime every change of a file moves to the kernel's clock. Only such
+    /// a file system's [`Stamp`]s may stand for a file's content.
     pub fn keeps_change_times(&self) -> bool {
-        const LOCAL: [i64; 7] = [
-            0xEF53,      // ext2, ext3, ext4
-            0x5846_5342, // XFS
-            0x9123_683E, // Btrfs
-            0x0102_1994, // tmpfs
-            0xF2F5_2010, // F2FS
-            0x2FC1_2FC1, // ZFS
-            0xCA45_1A4E, // bcachefs
-        ];
-        #[cfg(any(target_os = "linux", target_os = "android"))]
-        {
-            // The type of f_type differs between architectures.
-            #[allow(clippy::unnecessary_cast)]
-            rustix::fs::fstatfs(&self.fd)
-                .map(|st| LOCAL.contains(&(st.f_type as i64)))
-                .unwrap_or(false)
-        }
-        #[cfg(not(any(target_os = "linux", target_os = "android")))]
-        {
-            let _ = LOCAL;
-            false
-        }
+        crate::local_file_system(&self.fd)
     }
 
     /// Device and inode of this directory.

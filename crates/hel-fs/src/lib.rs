@@ -34,6 +34,37 @@ use std::path::{Path, PathBuf};
 
 pub use dir::{Dir, Entry, Kind, Stamp};
 
+/// Whether `fd` is on a local Linux file system (ext2/3/4, XFS, Btrfs,
+/// tmpfs, F2FS, ZFS, bcachefs): one whose `stat` is never served from a
+/// cache another machine's writes bypass and whose changes this kernel
+/// makes itself (so it sees them, and sends their notifications). Network
+/// and FUSE file systems are not on the list; neither is anything but
+/// Linux.
+pub fn local_file_system(fd: impl std::os::fd::AsFd) -> bool {
+    const LOCAL: [i64; 7] = [
+        0xEF53,      // ext2, ext3, ext4
+        0x5846_5342, // XFS
+        0x9123_683E, // Btrfs
+        0x0102_1994, // tmpfs
+        0xF2F5_2010, // F2FS
+        0x2FC1_2FC1, // ZFS
+        0xCA45_1A4E, // bcachefs
+    ];
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    {
+        // The type of f_type differs between architectures.
+        #[allow(clippy::unnecessary_cast)]
+        rustix::fs::fstatfs(fd)
+            .map(|st| LOCAL.contains(&(st.f_type as i64)))
+            .unwrap_or(false)
+    }
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    {
+        let _ = (LOCAL, fd);
+        false
+    }
+}
+
 /// Every way an operation of this crate can fail, with the path it was
 /// about (the path is for messages: nothing is ever opened by it).
 #[derive(Debug, thiserror::Error)]

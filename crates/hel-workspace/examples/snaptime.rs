@@ -13,6 +13,7 @@ fn main() {
         Options {
             max_file: 1 << 20,
             budget: u64::MAX,
+            ..Options::default()
         },
     )
     .unwrap();

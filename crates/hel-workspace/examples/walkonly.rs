@@ -11,6 +11,7 @@ fn main() {
         max_file: 0,
         paths_max: hel_store::tree::FLAT_PATHS_MAX,
         bytes_max: hel_store::tree::FLAT_BYTES_MAX,
+        watch: None,
     };
     for _ in 0..3 {
         let t = std::time::Instant::now();

@@ -1,6 +1,8 @@
 //! The stat cache: per project, what each file's metadata was when its
 //! content was last hashed, so that a snapshot does not read unchanged
-//! files again (objects-spec §13.4).
+//! files again, and the paths of the last snapshot with their tree ids,
+//! so that a new process does not read its trees back from the store
+//! (objects-spec §13.4).
 //!
 //! A file whose `lstat` (device, inode, mode, size, mtime, ctime) is what
 //! the cache holds, and whose mtime is older than the walk that wrote the
@@ -14,19 +16,23 @@
 //! The cache lives in `.hel/workspace/cache` and, like everything under
 //! `.hel/`, may come from a hostile repository: it is read bounded, checked
 //! whole (a BLAKE3 trailer), and only ever trusted for a file whose inode
-//! and ctime it matches, which a cloned or copied file never does. A cache
-//! that is missing, damaged or too large is simply empty. It is written
-//! aside and renamed into place without a sync: a torn cache fails its
-//! check and costs one full hashing pass, nothing else.
+//! and ctime it matches, which a cloned or copied file never does. Its
+//! paths stand for a snapshot's tree only once they hash to that tree's id
+//! ([`Cache::take_last`]): they are the tree's content, not a claim about
+//! it. A cache that is missing, damaged, of another version or too large
+//! is simply empty. It is written aside and renamed into place without a
+//! sync: a torn cache fails its check and costs one full hashing pass and
+//! one read of the trees, nothing else.
 
 use rustc_hash::FxHashMap as HashMap;
+use std::collections::BTreeMap;
 use std::os::fd::{AsFd, BorrowedFd};
 
-use hel_store::tree::bad_name;
+use hel_store::tree::{bad_name, EntryKind, DEPTH_MAX, FLAT_BYTES_MAX, FLAT_PATHS_MAX};
 use hel_store::ObjectId;
 use std::path::Path;
 
-use crate::flat::PATH_MAX;
+use crate::flat::{Flat, Item, PATH_MAX};
 use crate::stat::FileStat;
 
 /// The cache's file name in `.hel/workspace/`.
@@ -36,12 +42,15 @@ pub const CACHE_FILE: &str = "cache";
 /// be to be trusted.
 pub const RACY_NS: i64 = 1_000_000_000;
 
-/// The largest cache read (about a million files).
+/// The largest cache read (about a million paths).
 const MAX_BYTES: u64 = 128 << 20;
 
-const MAGIC: &[u8; 8] = b"HELWSC1\n";
-const HEADER: usize = 8 + 8 + 4;
-const FIXED: usize = 2 + 2 + 2 + 8 + 8 + 8 + 8 + 8 + 32;
+const MAGIC: &[u8; 8] = b"HELWSC2\n";
+const HEADER: usize = 8 + 8 + 32 + 4;
+/// An entry's fixed part (the stat of a file aside).
+const FIXED: usize = 2 + 2 + 1 + 2 + 8 + 32;
+/// A file's stat: st_mode, mtime, ctime, inode, device.
+const STAT: usize = 4 + 8 + 8 + 8 + 8;
 
 /// What the cache knows of one file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -59,6 +68,35 @@ pub struct Cache {
     /// The cache file's own stat when loaded or saved, to notice another
     /// process saving a newer one.
     file: Option<FileStat>,
+    /// The root tree of the snapshot the cache was written with.
+    root: Option<ObjectId>,
+    /// That snapshot's paths as the file holds them: not checked against
+    /// the tree until [`Cache::take_last`].
+    last: Option<Flat>,
+}
+
+/// The byte of each kind (a tree entry's kind, objects-spec §13.1).
+fn kind_code(k: EntryKind) -> u8 {
+    match k {
+        EntryKind::File => 1,
+        EntryKind::Symlink => 2,
+        EntryKind::Dir => 3,
+        EntryKind::NotTracked => 4,
+        EntryKind::Repository => 5,
+        EntryKind::NotTrackedDir => 6,
+    }
+}
+
+fn kind_of(c: u8) -> Option<EntryKind> {
+    Some(match c {
+        1 => EntryKind::File,
+        2 => EntryKind::Symlink,
+        3 => EntryKind::Dir,
+        4 => EntryKind::NotTracked,
+        5 => EntryKind::Repository,
+        6 => EntryKind::NotTrackedDir,
+        _ => return None,
+    })
 }
 
 impl Cache {
@@ -78,10 +116,12 @@ impl Cache {
             return Cache::default();
         };
         match parse(&bytes) {
-            Some((walk_start_ns, entries)) => Cache {
-                entries,
-                walk_start_ns,
+            Some(p) => Cache {
+                entries: p.entries,
+                walk_start_ns: p.walk_start_ns,
                 file: Some(stat),
+                root: Some(p.root),
+                last: Some(p.flat),
             },
             None => Cache::default(),
         }
@@ -101,8 +141,26 @@ impl Cache {
         (k.stat == *stat && stat.mtime_ns < settled).then_some(k.id)
     }
 
+    /// The root tree of the snapshot this cache was written with.
+    pub fn root(&self) -> Option<ObjectId> {
+        self.root
+    }
+
+    /// The paths of the snapshot whose root tree is `tree`, when the cache
+    /// holds them: only once they make trees whose root is `tree` (every
+    /// tree hashed again, nothing read), so they are that tree's paths
+    /// whatever wrote the file. Taken: asked again, `None`.
+    pub fn take_last(&mut self, tree: &ObjectId) -> Option<Flat> {
+        if self.root != Some(*tree) {
+            return None;
+        }
+        let mut flat = self.last.take()?;
+        (tree_ids(&mut flat)? == *tree).then_some(flat)
+    }
+
     /// Replace the cache with `entries` from a walk that began at
-    /// `walk_start_ns`, and write it to `dir` (aside, then renamed). A
+    /// `walk_start_ns`, and the paths `flat` of the snapshot whose root
+    /// tree is `root`, and write it to `dir` (aside, then renamed). A
     /// failure to write is returned; the in-memory cache is replaced
     /// either way.
     pub fn save(
@@ -110,11 +168,15 @@ impl Cache {
         dir: BorrowedFd<'_>,
         entries: Vec<(Vec<u8>, Known)>,
         walk_start_ns: i64,
+        root: ObjectId,
+        flat: &Flat,
     ) -> std::io::Result<()> {
         self.entries = entries.into_iter().collect();
         self.walk_start_ns = walk_start_ns;
         self.file = None;
-        let bytes = encode(&self.entries, walk_start_ns);
+        self.root = Some(root);
+        self.last = None;
+        let bytes = encode(&self.entries, walk_start_ns, &root, flat);
         let tmp = format!("{CACHE_FILE}.tmp-{}", std::process::id());
         // One left by a process that had this pid and died.
         let _ = rustix::fs::unlinkat(dir, tmp.as_str(), rustix::fs::AtFlags::empty());
@@ -142,17 +204,22 @@ impl Cache {
     }
 }
 
-/// The cache file's bytes: entries sorted by path, each path stored as
-/// the length it shares with the previous one and the rest.
-fn encode(entries: &HashMap<Vec<u8>, Known>, walk_start_ns: i64) -> Vec<u8> {
-    let mut sorted: Vec<(&Vec<u8>, &Known)> = entries.iter().collect();
-    sorted.sort_by(|a, b| a.0.cmp(b.0));
-    let mut out = Vec::with_capacity(HEADER + sorted.len() * (FIXED + 16) + 32);
+/// The cache file's bytes: every path of `flat` in order, each stored as
+/// the length it shares with the previous one and the rest, a file with
+/// the stat `entries` holds for it (st_mode 0 when none).
+fn encode(
+    entries: &HashMap<Vec<u8>, Known>,
+    walk_start_ns: i64,
+    root: &ObjectId,
+    flat: &Flat,
+) -> Vec<u8> {
+    let mut out = Vec::with_capacity(HEADER + flat.items.len() * (FIXED + STAT + 16) + 32);
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&walk_start_ns.to_le_bytes());
-    out.extend_from_slice(&(sorted.len() as u32).to_le_bytes());
+    out.extend_from_slice(root.as_bytes());
+    out.extend_from_slice(&(flat.items.len() as u32).to_le_bytes());
     let mut prev: &[u8] = &[];
-    for (path, k) in sorted {
+    for (path, item) in &flat.items {
         let shared = prev
             .iter()
             .zip(path.iter())
@@ -161,13 +228,30 @@ fn encode(entries: &HashMap<Vec<u8>, Known>, walk_start_ns: i64) -> Vec<u8> {
         let suffix = &path[shared..];
         out.extend_from_slice(&(shared as u16).to_le_bytes());
         out.extend_from_slice(&(suffix.len() as u16).to_le_bytes());
-        out.extend_from_slice(&(k.stat.mode as u16).to_le_bytes());
-        out.extend_from_slice(&k.stat.size.to_le_bytes());
-        out.extend_from_slice(&k.stat.mtime_ns.to_le_bytes());
-        out.extend_from_slice(&k.stat.ctime_ns.to_le_bytes());
-        out.extend_from_slice(&k.stat.ino.to_le_bytes());
-        out.extend_from_slice(&k.stat.dev.to_le_bytes());
-        out.extend_from_slice(k.id.as_bytes());
+        out.push(kind_code(item.kind));
+        out.extend_from_slice(&item.mode.to_le_bytes());
+        out.extend_from_slice(&item.size.to_le_bytes());
+        out.extend_from_slice(item.id.as_bytes());
+        if item.kind == EntryKind::File {
+            // Only a stat taken with this very content may vouch for it.
+            let k = entries.get(path).filter(|k| k.id == item.id);
+            let st = k.map_or(
+                FileStat {
+                    dev: 0,
+                    ino: 0,
+                    mode: 0,
+                    size: 0,
+                    mtime_ns: 0,
+                    ctime_ns: 0,
+                },
+                |k| k.stat,
+            );
+            out.extend_from_slice(&st.mode.to_le_bytes());
+            out.extend_from_slice(&st.mtime_ns.to_le_bytes());
+            out.extend_from_slice(&st.ctime_ns.to_le_bytes());
+            out.extend_from_slice(&st.ino.to_le_bytes());
+            out.extend_from_slice(&st.dev.to_le_bytes());
+        }
         out.extend_from_slice(suffix);
         prev = path;
     }
@@ -176,75 +260,191 @@ fn encode(entries: &HashMap<Vec<u8>, Known>, walk_start_ns: i64) -> Vec<u8> {
     out
 }
 
+/// A cache file read back.
+struct Parsed {
+    walk_start_ns: i64,
+    root: ObjectId,
+    entries: HashMap<Vec<u8>, Known>,
+    flat: Flat,
+}
+
 /// Parse a cache file: `None` for anything not exactly as [`encode`]
-/// writes it.
-fn parse(bytes: &[u8]) -> Option<(i64, HashMap<Vec<u8>, Known>)> {
+/// writes it, or past what a snapshot may hold.
+fn parse(bytes: &[u8]) -> Option<Parsed> {
     let body_len = bytes.len().checked_sub(32)?;
     let (body, check) = bytes.split_at(body_len);
     if blake3::hash(body).as_bytes() != check || body.len() < HEADER || &body[..8] != MAGIC {
         return None;
     }
     let walk_start_ns = i64::from_le_bytes(body[8..16].try_into().ok()?);
-    let count = u32::from_le_bytes(body[16..20].try_into().ok()?) as usize;
+    let root = ObjectId::from_bytes(body[16..48].try_into().ok()?);
+    let count = u32::from_le_bytes(body[48..52].try_into().ok()?) as usize;
     // Each entry takes at least FIXED bytes: a count the body cannot hold
     // is refused before anything is allocated for it.
-    if count > (body.len() - HEADER) / FIXED {
+    if count > (body.len() - HEADER) / FIXED || count as u64 > FLAT_PATHS_MAX {
         return None;
     }
     let mut entries = HashMap::with_capacity_and_hasher(count, Default::default());
-    let mut prev: Vec<u8> = Vec::new();
+    let mut items: Vec<(Vec<u8>, Item)> = Vec::with_capacity(count);
     let mut at = HEADER;
+    let mut path_bytes = 0u64;
     let u64_at = |b: &[u8], k: usize| -> Option<u64> {
         Some(u64::from_le_bytes(b.get(k..k + 8)?.try_into().ok()?))
     };
     for _ in 0..count {
+        let prev = items.last().map_or(&[][..], |(p, _)| p.as_slice());
         let f = body.get(at..at + FIXED)?;
         let shared = u16::from_le_bytes([f[0], f[1]]) as usize;
         let suffix_len = u16::from_le_bytes([f[2], f[3]]) as usize;
-        let mode = u16::from_le_bytes([f[4], f[5]]) as u32;
-        let size = u64_at(f, 6)?;
-        let mtime_ns = u64_at(f, 14)? as i64;
-        let ctime_ns = u64_at(f, 22)? as i64;
-        let ino = u64_at(f, 30)?;
-        let dev = u64_at(f, 38)?;
-        let id = ObjectId::from_bytes(f[46..78].try_into().ok()?);
+        let kind = kind_of(f[4])?;
+        let mode = u16::from_le_bytes([f[5], f[6]]);
+        let size = u64_at(f, 7)?;
+        let id = ObjectId::from_bytes(f[15..47].try_into().ok()?);
         at += FIXED;
+        let stat = if kind == EntryKind::File {
+            let s = body.get(at..at + STAT)?;
+            at += STAT;
+            Some(FileStat {
+                mode: u32::from_le_bytes(s[0..4].try_into().ok()?),
+                size,
+                mtime_ns: u64_at(s, 4)? as i64,
+                ctime_ns: u64_at(s, 12)? as i64,
+                ino: u64_at(s, 20)?,
+                dev: u64_at(s, 28)?,
+            })
+        } else {
+            None
+        };
         let suffix = body.get(at..at + suffix_len)?;
         at += suffix_len;
         if shared > prev.len() || suffix.is_empty() {
             return None;
         }
-        let mut path = prev[..shared].to_vec();
+        let mut path = Vec::with_capacity(shared + suffix_len);
+        path.extend_from_slice(&prev[..shared]);
         path.extend_from_slice(suffix);
-        if path <= prev || path.len() > PATH_MAX || !valid_path(&path) {
+        path_bytes += path.len() as u64;
+        if path.as_slice() <= prev
+            || path.len() > PATH_MAX
+            || path_bytes > FLAT_BYTES_MAX
+            || !valid_path(&path)
+        {
             return None;
         }
-        entries.insert(
-            path.clone(),
-            Known {
-                stat: FileStat {
-                    dev,
-                    ino,
-                    mode,
-                    size,
-                    mtime_ns,
-                    ctime_ns,
-                },
+        if let Some(stat) = stat.filter(|s| s.mode != 0) {
+            // A stat that is not a regular file's with this item's bits
+            // vouches for nothing.
+            if !stat.is_file() || stat.perm() != mode {
+                return None;
+            }
+            entries.insert(path.clone(), Known { stat, id });
+        }
+        items.push((
+            path,
+            Item {
+                kind,
+                mode,
+                size,
                 id,
             },
-        );
-        prev = path;
+        ));
     }
-    (at == body.len()).then_some((walk_start_ns, entries))
+    if at != body.len() {
+        return None;
+    }
+    Some(Parsed {
+        walk_start_ns,
+        root,
+        entries,
+        // Sorted already: built in one pass.
+        flat: Flat {
+            items: items.into_iter().collect::<BTreeMap<_, _>>(),
+        },
+    })
 }
 
+/// Compute the tree of every directory of `flat` (deepest first, each
+/// directory item given its tree's id, whatever it held) and return the
+/// root's id: what [`Flat::trees`] computes, without keeping the trees.
+/// `None` when a path is in no directory item.
+fn tree_ids(flat: &mut Flat) -> Option<ObjectId> {
+    use hel_store::tree::{Entry, Tree};
+    // Each directory's entries, by the directory's path; the root is "".
+    let mut children: HashMap<&[u8], Vec<(&[u8], &Item)>> = HashMap::default();
+    children.insert(&[], Vec::new());
+    for (path, item) in &flat.items {
+        if item.kind == EntryKind::Dir {
+            children.insert(path, Vec::new());
+        }
+    }
+    for (path, item) in &flat.items {
+        let (dir, _) = crate::flat::split(path);
+        children.get_mut(dir)?.push((path, item));
+    }
+    let mut dirs: Vec<&[u8]> = children.keys().copied().collect();
+    let depth = |d: &[u8]| {
+        if d.is_empty() {
+            0
+        } else {
+            1 + d.iter().filter(|&&c| c == b'/').count()
+        }
+    };
+    dirs.sort_by_key(|d| std::cmp::Reverse(depth(d)));
+    let mut ids: HashMap<&[u8], ObjectId> = HashMap::default();
+    for dir in dirs {
+        let mut tree = Tree::default();
+        for (path, item) in children.get(dir).map(Vec::as_slice).unwrap_or(&[]) {
+            let id = if item.kind == EntryKind::Dir {
+                *ids.get(path)?
+            } else {
+                item.id
+            };
+            tree.entries.push(Entry {
+                name: crate::flat::split(path).1.to_vec(),
+                kind: item.kind,
+                mode: item.mode,
+                size: item.size,
+                id,
+            });
+        }
+        tree.sort();
+        ids.insert(dir, hel_store::tree_id(&tree));
+    }
+    let root = *ids.get(&[][..])?;
+    // The directories' ids in path order, then given to their items (the
+    // same order).
+    let computed: Vec<ObjectId> = flat
+        .items
+        .iter()
+        .filter(|(_, i)| i.kind == EntryKind::Dir)
+        .map(|(p, _)| ids.get(p.as_slice()).copied())
+        .collect::<Option<_>>()?;
+    let dir_items = flat.items.values_mut().filter(|i| i.kind == EntryKind::Dir);
+    for (item, id) in dir_items.zip(computed) {
+        item.id = id;
+    }
+    Some(root)
+}
+
+/// Every component a tree name, and no deeper than a tree may nest.
 fn valid_path(path: &[u8]) -> bool {
-    path.split(|&c| c == b'/').all(|c| bad_name(c).is_none())
+    let mut depth = 0;
+    path.split(|&c| c == b'/').all(|c| {
+        depth += 1;
+        depth < DEPTH_MAX && bad_name(c).is_none()
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn hex(s: &str) -> Vec<u8> {
+        (0..s.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+            .collect()
+    }
 
     #[test]
     fn the_specified_cache_file_is_read_and_written_byte_for_byte() {
@@ -252,20 +452,31 @@ mod tests {
             serde_json::from_str(include_str!("../../../objects-spec/workspace-vectors.json"))
                 .unwrap();
         let c = &doc["cache"];
-        let bytes: Vec<u8> = (0..c["hex"].as_str().unwrap().len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&c["hex"].as_str().unwrap()[i..i + 2], 16).unwrap())
-            .collect();
-        let (walk_start, entries) = parse(&bytes).unwrap();
-        assert_eq!(walk_start, c["walk_start_ns"].as_i64().unwrap());
+        let bytes = hex(c["hex"].as_str().unwrap());
+        let p = parse(&bytes).unwrap();
+        assert_eq!(p.walk_start_ns, c["walk_start_ns"].as_i64().unwrap());
+        assert_eq!(p.root.to_hex(), c["root"].as_str().unwrap());
+        assert_eq!(p.flat.items.len() as u64, c["paths"].as_u64().unwrap());
+        assert_eq!(p.entries.len(), c["entries"].as_array().unwrap().len());
         for e in c["entries"].as_array().unwrap() {
-            let k = &entries[e["path"].as_str().unwrap().as_bytes()];
+            let k = &p.entries[e["path"].as_str().unwrap().as_bytes()];
             assert_eq!(k.id.to_hex(), e["id"].as_str().unwrap());
             assert_eq!(k.stat.mode as u64, e["mode"].as_u64().unwrap());
             assert_eq!(k.stat.mtime_ns, e["mtime_ns"].as_i64().unwrap());
             assert_eq!(k.stat.ino, e["ino"].as_u64().unwrap());
         }
-        assert_eq!(encode(&entries, walk_start), bytes);
+        assert_eq!(encode(&p.entries, p.walk_start_ns, &p.root, &p.flat), bytes);
+        // Its paths are the root tree's: they stand for it.
+        let root = p.root;
+        let mut cache = Cache {
+            root: Some(root),
+            last: Some(p.flat.clone()),
+            ..Cache::default()
+        };
+        let flat = cache.take_last(&root).unwrap();
+        let src = doc["trees"][0]["id"].as_str().unwrap();
+        assert_eq!(flat.items[&b"src"[..]].id.to_hex(), src);
+        assert!(cache.take_last(&root).is_none(), "taken");
     }
 
     fn known(n: u8, mtime_ns: i64) -> Known {
@@ -282,6 +493,34 @@ mod tests {
         }
     }
 
+    /// The paths of a snapshot holding `entries` (and their directories),
+    /// with the tree ids they make.
+    fn flat_of(entries: &HashMap<Vec<u8>, Known>) -> (ObjectId, Flat) {
+        let mut flat = Flat::default();
+        for (path, k) in entries {
+            let mut p = path.as_slice();
+            while let Some(i) = p.iter().rposition(|&c| c == b'/') {
+                p = &p[..i];
+                let dir = Item {
+                    kind: EntryKind::Dir,
+                    mode: 0o755,
+                    size: 0,
+                    id: ObjectId::ZERO,
+                };
+                flat.items.insert(p.to_vec(), dir);
+            }
+            let item = Item {
+                kind: EntryKind::File,
+                mode: k.stat.perm(),
+                size: k.stat.size,
+                id: k.id,
+            };
+            flat.items.insert(path.clone(), item);
+        }
+        let trees = flat.trees().unwrap();
+        (trees.last().unwrap().2, flat)
+    }
+
     #[test]
     fn round_trip_racy_rule_and_damage() {
         let dir = tempfile::tempdir().unwrap();
@@ -290,10 +529,17 @@ mod tests {
         let mut entries = HashMap::default();
         entries.insert(b"a/b.txt".to_vec(), known(1, start - 2 * RACY_NS));
         entries.insert(b"a/c.txt".to_vec(), known(2, start - RACY_NS / 2));
+        let (root, flat) = flat_of(&entries);
         let mut c = Cache::default();
-        c.save(fd.as_fd(), entries.clone().into_iter().collect(), start)
-            .unwrap();
-        let c = Cache::load(fd.as_fd());
+        c.save(
+            fd.as_fd(),
+            entries.clone().into_iter().collect(),
+            start,
+            root,
+            &flat,
+        )
+        .unwrap();
+        let mut c = Cache::load(fd.as_fd());
         assert_eq!(c.len(), 2);
         assert!(c.is_current(fd.as_fd()));
         let old = known(1, start - 2 * RACY_NS);
@@ -305,23 +551,93 @@ mod tests {
         let mut moved = old.stat;
         moved.ino += 1;
         assert_eq!(c.lookup(b"a/b.txt", &moved), None);
+        // The paths stand for their tree only.
+        assert_eq!(c.root(), Some(root));
+        assert!(c.take_last(&ObjectId::from_bytes([9; 32])).is_none());
+        assert_eq!(c.take_last(&root), Some(flat.clone()));
         // A damaged or hostile file is an empty cache.
         let path = dir.path().join(CACHE_FILE);
         let mut bytes = std::fs::read(&path).unwrap();
-        bytes[30] ^= 1;
+        bytes[60] ^= 1;
         std::fs::write(&path, &bytes).unwrap();
         assert!(Cache::load(fd.as_fd()).is_empty());
-        let mut hostile = encode(&entries, start);
+        let mut hostile = encode(&entries, start, &root, &flat);
         hostile.truncate(HEADER);
-        hostile[16..20].copy_from_slice(&u32::MAX.to_le_bytes());
+        hostile[48..52].copy_from_slice(&u32::MAX.to_le_bytes());
         let check = blake3::hash(&hostile);
         hostile.extend_from_slice(check.as_bytes());
         assert!(parse(&hostile).is_none());
         let mut bad = HashMap::default();
         bad.insert(b"x/.git/config".to_vec(), known(3, 0));
-        assert!(parse(&encode(&bad, start)).is_none());
+        let (_, bad_flat) = {
+            let mut f = Flat::default();
+            f.items.insert(
+                b"x/.git/config".to_vec(),
+                Item {
+                    kind: EntryKind::File,
+                    mode: 0o644,
+                    size: 10,
+                    id: ObjectId::from_bytes([3; 32]),
+                },
+            );
+            (ObjectId::ZERO, f)
+        };
+        assert!(parse(&encode(&bad, start, &root, &bad_flat)).is_none());
         std::fs::remove_file(&path).unwrap();
         std::os::unix::fs::symlink("/etc/passwd", &path).unwrap();
         assert!(Cache::load(fd.as_fd()).is_empty());
+    }
+
+    /// A file that claims a tree's id but holds other paths (a hostile or
+    /// stale cache) is never taken for that tree: the next process reads
+    /// the tree from the store instead.
+    #[test]
+    fn paths_that_do_not_make_the_tree_they_name_are_not_taken() {
+        let mut entries = HashMap::default();
+        entries.insert(b"a/b.txt".to_vec(), known(1, 0));
+        entries.insert(b"c.txt".to_vec(), known(2, 0));
+        let (root, flat) = flat_of(&entries);
+        type Lie = Box<dyn Fn(&mut Flat)>;
+        let lies: Vec<Lie> = vec![
+            // Another file's content at a path.
+            Box::new(|f| {
+                f.items.get_mut(&b"c.txt"[..]).unwrap().id = ObjectId::from_bytes([7; 32]);
+            }),
+            // A path left out, one added.
+            Box::new(|f| {
+                f.items.remove(&b"c.txt"[..]);
+            }),
+            Box::new(|f| {
+                let i = f.items[&b"c.txt"[..]];
+                f.items.insert(b"d.txt".to_vec(), i);
+            }),
+            // A mode.
+            Box::new(|f| {
+                f.items.get_mut(&b"a/b.txt"[..]).unwrap().mode = 0o755;
+            }),
+        ];
+        for lie in lies {
+            let mut told = flat.clone();
+            lie(&mut told);
+            let bytes = encode(&entries, 0, &root, &told);
+            // A mode its stat contradicts is refused whole already.
+            let Some(p) = parse(&bytes) else { continue };
+            let mut c = Cache {
+                root: Some(p.root),
+                last: Some(p.flat),
+                ..Cache::default()
+            };
+            assert!(c.take_last(&root).is_none(), "{told:?}");
+        }
+        // A directory's tree id is computed, never taken from the file.
+        let mut told = flat.clone();
+        told.items.get_mut(&b"a"[..]).unwrap().id = ObjectId::from_bytes([7; 32]);
+        let p = parse(&encode(&entries, 0, &root, &told)).unwrap();
+        let mut c = Cache {
+            root: Some(p.root),
+            last: Some(p.flat),
+            ..Cache::default()
+        };
+        assert_eq!(c.take_last(&root), Some(flat));
     }
 }

@@ -8,7 +8,9 @@
 //! repository) with a stat cache so that unchanged files are not read
 //! again; [`flat`] reads a tree back as a map from path to entry; [`diff`]
 //! compares two of those (or one and the files on disk); [`restore`]
-//! writes files back under the rules that keep a user's own work safe.
+//! writes files back under the rules that keep a user's own work safe;
+//! [`watch`] keeps watching the project between the snapshots of one
+//! process, so that one after which nothing changed needs no walk.
 //!
 //! Paths are bytes (a file name on Linux is not always UTF-8), relative to
 //! the project, components joined by `/`.
@@ -22,6 +24,7 @@ pub mod snapshot;
 pub mod stat;
 pub mod undo;
 pub mod walk;
+pub mod watch;
 
 pub use flat::{Flat, Item};
 pub use snapshot::{Options, Prev, Scan, Sink, Snapshot, SnapshotError, Workspace};

@@ -10,9 +10,10 @@ use hel_store::tree::{EntryKind, Tree, FLAT_BYTES_MAX, FLAT_PATHS_MAX};
 use hel_store::{Cap, Encoded, ObjectId, Store, Txn};
 
 use crate::cache::{Cache, Known};
-use crate::flat::{Flat, Item, TreesError};
+use crate::flat::{Flat, FlatError, Item, TreesError};
 use crate::stat::FileStat;
 use crate::walk::{self, Content, Found, NotRead};
+use crate::watch::{Off, Stamp, Watch};
 
 /// Limits of a snapshot.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -23,6 +24,11 @@ pub struct Options {
     /// New content (bytes of files not stored yet) one snapshot may add;
     /// past it, new files are listed as not tracked.
     pub budget: u64,
+    /// Keep watching the project between snapshots (inotify, on local
+    /// file systems, from the workspace's second walk on): a snapshot
+    /// after which nothing changed is then the last walk's result, without
+    /// a walk ([`crate::watch`]).
+    pub notify: bool,
 }
 
 impl Default for Options {
@@ -30,6 +36,7 @@ impl Default for Options {
         Options {
             max_file: 1 << 20,
             budget: 64 << 20,
+            notify: true,
         }
     }
 }
@@ -166,6 +173,29 @@ pub struct Workspace {
     /// The most paths and bytes of paths a snapshot records.
     paths_max: u64,
     bytes_max: u64,
+    /// The project's watches (when notifications are on and work), or
+    /// why they are off for this process.
+    watch: Result<Option<Watch>, Off>,
+    /// The last walk's result, which stands while the watches say nothing
+    /// changed.
+    kept: Option<Kept>,
+    /// Walks taken, and why the last one was (not the last walk's result).
+    walks: u64,
+    walked_because: &'static str,
+}
+
+/// A walk's result, kept for the snapshots after it (its paths are the
+/// previous snapshot's that a later snapshot is given: the same tree).
+struct Kept {
+    tree: ObjectId,
+    /// Every path's `lstat`, when that walk kept them.
+    stats: Option<HashMap<Vec<u8>, FileStat>>,
+    not_tracked: Vec<(Vec<u8>, NotTracked)>,
+    repositories: Vec<Vec<u8>>,
+    /// What the walk's result depended on besides the files: the limits,
+    /// and the project-wide ignore files.
+    limits: [u64; 4],
+    stamp: Stamp,
 }
 
 /// Whether `project` may be snapshotted: never `/` nor the home directory.
@@ -213,6 +243,87 @@ impl Workspace {
             options,
             paths_max: FLAT_PATHS_MAX,
             bytes_max: FLAT_BYTES_MAX,
+            watch: Ok(None),
+            kept: None,
+            walks: 0,
+            walked_because: "",
+        })
+    }
+
+    /// How many snapshots walked the project (the others were a walk's
+    /// result kept standing by notifications): for tests (`testing`
+    /// feature only).
+    #[cfg(feature = "testing")]
+    pub fn walks(&self) -> u64 {
+        self.walks
+    }
+
+    /// Why the last walk was taken rather than the walk before it kept
+    /// standing (`testing` feature only).
+    #[cfg(feature = "testing")]
+    pub fn walked_because(&self) -> &'static str {
+        self.walked_because
+    }
+
+    /// Whether the project is watched between snapshots now (its last
+    /// walk's result standing until an event), or why notifications are
+    /// off for this process.
+    pub fn watching(&self) -> Result<bool, Off> {
+        match &self.watch {
+            Ok(w) => Ok(w.is_some() && self.kept.is_some()),
+            Err(off) => Err(*off),
+        }
+    }
+
+    fn limits(&self) -> [u64; 4] {
+        [
+            self.options.max_file,
+            self.options.budget,
+            self.paths_max,
+            self.bytes_max,
+        ]
+    }
+
+    /// The last walk's result, when notifications say nothing it saw has
+    /// changed since and `prev` is the snapshot it made (so everything it
+    /// names is stored where `prev` is).
+    fn unchanged(
+        &mut self,
+        prev: Option<&Prev<'_>>,
+        keep_stats: bool,
+    ) -> Result<Snapshot, &'static str> {
+        let limits = self.limits();
+        let Ok(Some(watch)) = &mut self.watch else {
+            return Err("not watching");
+        };
+        let Some(kept) = self.kept.as_ref() else {
+            return Err("no walk kept");
+        };
+        let Some(prev) = prev.filter(|p| p.tree == kept.tree) else {
+            return Err("another previous snapshot");
+        };
+        if kept.limits != limits {
+            return Err("other limits");
+        }
+        if keep_stats && kept.stats.is_none() {
+            return Err("stats asked for");
+        }
+        watch.unchanged()?;
+        if Stamp::now(self.project.as_fd()) != kept.stamp {
+            return Err("an ignore file outside the project's directories");
+        }
+        Ok(Snapshot {
+            tree: kept.tree,
+            // The walk's paths: those of its tree, which `prev` is.
+            flat: prev.flat.clone(),
+            stats: match (&kept.stats, keep_stats) {
+                (Some(s), true) => s.clone(),
+                _ => HashMap::new(),
+            },
+            not_tracked: kept.not_tracked.clone(),
+            repositories: kept.repositories.clone(),
+            files_read: 0,
+            new_bytes: 0,
         })
     }
 
@@ -243,6 +354,20 @@ impl Workspace {
             return Err(std::io::Error::other("not a regular file"));
         };
         hel_fs::read_head(std::fs::File::from(fd), Cap::FILE.max)
+    }
+
+    /// The paths of the snapshot whose root tree is `tree` (the session's
+    /// last one, on which the next builds): the stat cache's copy when it
+    /// holds that very tree's (its paths hashed into trees again give
+    /// `tree`: nothing is read), else read from `store` ([`Flat::read`]).
+    pub fn read_last(&mut self, store: &Store, tree: &ObjectId) -> Result<Flat, FlatError> {
+        if !self.cache.is_current(self.dir.as_fd()) {
+            self.cache = Cache::load(self.dir.as_fd());
+        }
+        match self.cache.take_last(tree) {
+            Some(flat) => Ok(flat),
+            None => Flat::read(store, tree),
+        }
     }
 
     /// The project directory's descriptor.
@@ -278,10 +403,34 @@ impl Workspace {
         prev: Option<Prev<'_>>,
         keep_stats: bool,
     ) -> Result<Snapshot, SnapshotError> {
+        if !self.options.notify {
+            self.watch = Ok(None);
+            self.kept = None;
+            self.walked_because = "notifications off";
+        } else {
+            match self.unchanged(prev.as_ref(), keep_stats) {
+                Ok(snap) => return Ok(snap),
+                Err(why) => self.walked_because = why,
+            }
+        }
+        self.kept = None;
+        // Watched from a workspace's second walk on: a process that
+        // snapshots once (undo, restore, diff) would pay for thousands of
+        // watches it never reads.
+        if self.options.notify && matches!(self.watch, Ok(None)) && self.walks > 0 {
+            self.watch = Watch::new(self.project.as_fd()).map(Some);
+        }
         if !self.cache.is_current(self.dir.as_fd()) {
             self.cache = Cache::load(self.dir.as_fd());
         }
+        let stamp = Stamp::now(self.project.as_fd());
+        let limits = self.limits();
+        self.walks += 1;
         let walk_start = now_ns();
+        let watching = match &mut self.watch {
+            Ok(Some(w)) => Some(w.begin()),
+            _ => None,
+        };
         let prev_flat = prev.as_ref().map(|p| p.flat);
         let mut t = Taking {
             txn,
@@ -310,6 +459,7 @@ impl Workspace {
             max_file: self.options.max_file,
             paths_max: self.paths_max,
             bytes_max: self.bytes_max,
+            watch: watching.as_ref(),
         };
         walk::walk(self.project.as_fd(), &plan, |e| {
             if t.failed.is_none() {
@@ -318,6 +468,7 @@ impl Workspace {
                 }
             }
         })?;
+        let walked = watching.map(|w| w.done());
         if let Some(e) = t.failed {
             return Err(e);
         }
@@ -343,12 +494,40 @@ impl Workspace {
             _ => hel_store::tree_id(&Tree::default()),
         };
         // The cache changes when a file was read (new, changed, or racy:
-        // saved again it settles) or a file it knew is gone.
-        let changed = out.files_read > 0 || cache_hits != self.cache.len();
+        // saved again it settles), a file it knew is gone, or the tree is
+        // another (its paths are the next process's previous snapshot).
+        let changed = out.files_read > 0
+            || cache_hits != self.cache.len()
+            || self.cache.root() != Some(out.tree);
         if changed || !self.cache.is_current(self.dir.as_fd()) {
             // A cache that cannot be written costs the next snapshot a
             // full read, nothing else.
-            let _ = self.cache.save(self.dir.as_fd(), known, walk_start);
+            let _ = self
+                .cache
+                .save(self.dir.as_fd(), known, walk_start, out.tree, &out.flat);
+        }
+        if let (Some(walked), Ok(Some(watch))) = (walked, &mut self.watch) {
+            // A path left unread for a reason that may pass is read again
+            // by the next walk, so this result must not stand.
+            let sound = !out.not_tracked.iter().any(|(_, why)| {
+                matches!(
+                    why,
+                    NotTracked::Unreadable(_) | NotTracked::Changed | NotTracked::OverBudget { .. }
+                )
+            });
+            match watch.end(walked, sound) {
+                Ok(()) => {
+                    self.kept = Some(Kept {
+                        tree: out.tree,
+                        stats: keep_stats.then(|| out.stats.clone()),
+                        not_tracked: out.not_tracked.clone(),
+                        repositories: out.repositories.clone(),
+                        limits,
+                        stamp,
+                    });
+                }
+                Err(off) => self.watch = Err(off),
+            }
         }
         Ok(out)
     }

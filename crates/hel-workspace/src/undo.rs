@@ -344,7 +344,7 @@ pub fn prepare(
     let head = state.head.ok_or(UndoError::NoCheckpoint)?;
     let prev_tree = history::newest_tree(store, &head)?;
     let prev_flat = match prev_tree {
-        Some(t) => Some(Flat::read(store, &t)?),
+        Some(t) => Some(ws.read_last(store, &t)?),
         None => None,
     };
     // 1. What is on disk now, recorded before anything is written.

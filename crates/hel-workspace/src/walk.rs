@@ -155,6 +155,9 @@ pub struct Plan<'a> {
     pub paths_max: u64,
     /// The most bytes of paths (each counted whole) the walk sends.
     pub bytes_max: u64,
+    /// Where each directory is watched before it is listed, when
+    /// notifications are on.
+    pub watch: Option<&'a crate::watch::Walking<'a>>,
 }
 
 /// A name no snapshot enters: one no tree may hold.
@@ -188,6 +191,9 @@ struct Job<'a> {
     rel: Vec<u8>,
     depth: usize,
     stat: FileStat,
+    /// The parent directory's device (a mount point is checked to be a
+    /// local file system before it is watched).
+    parent_dev: u64,
     rules: Option<Arc<Rules>>,
 }
 
@@ -345,7 +351,7 @@ pub fn walk(
         path: plan.root.display().to_string(),
         reason,
     };
-    let top_stat = rustix::fs::fstat(project).map_err(|e| failed(e.to_string()))?;
+    let top_stat = FileStat::of(&rustix::fs::fstat(project).map_err(|e| failed(e.to_string()))?);
     let held = AtomicUsize::new(0);
     let ctx = Ctx {
         project,
@@ -362,7 +368,8 @@ pub fn walk(
                 name: Vec::new(),
                 rel: Vec::new(),
                 depth: 0,
-                stat: FileStat::of(&top_stat),
+                stat: top_stat,
+                parent_dev: top_stat.dev,
                 rules: None,
             }],
             0,
@@ -483,12 +490,13 @@ fn visit<'a>(job: Job<'a>, ctx: &Ctx<'a>) -> (Option<Msg>, Vec<Job<'a>>) {
             let parent = (!subdirs.is_empty()).then(|| share(fd, ctx.held)).flatten();
             let jobs = subdirs
                 .into_iter()
-                .map(|(name, rel, stat)| Job {
+                .map(|(name, rel, sub)| Job {
                     parent: parent.clone(),
                     name,
                     rel,
                     depth: depth + 1,
-                    stat,
+                    stat: sub,
+                    parent_dev: stat.dev,
                     rules: rules.clone(),
                 })
                 .collect();
@@ -545,6 +553,11 @@ fn list<'a>(job: Job<'a>, ctx: &Ctx<'a>) -> Listed {
     };
     if stat.ino != job.stat.ino || stat.dev != job.stat.dev {
         return Listed::NotRead(NotRead::Changed);
+    }
+    // Watched before anything in it is looked at: a change after this
+    // point gives an event, one before it is what the listing sees.
+    if let Some(w) = plan.watch {
+        w.add(fd.as_fd(), &stat, job.parent_dev, job.rel.is_empty());
     }
     if !job.rel.is_empty() {
         match rustix::fs::statat(&fd, ".git", AtFlags::SYMLINK_NOFOLLOW) {

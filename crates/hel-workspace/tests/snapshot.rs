@@ -156,6 +156,7 @@ fn records_files_links_modes_and_what_it_does_not_read() {
         Options {
             max_file: 4096,
             budget: 1 << 20,
+            ..Options::default()
         },
     )
     .unwrap();
@@ -339,6 +340,7 @@ fn budget_and_size_limit_leave_new_files_untracked_but_never_a_tracked_one() {
     let options = Options {
         max_file: 1000,
         budget: 3000,
+        ..Options::default()
     };
     let mut ws = Workspace::open(&s.store, options).unwrap();
     s.snap(&mut ws);
@@ -731,6 +733,7 @@ fn fsck_refuses_a_record_counting_more_not_tracked_paths_than_its_tree_has() {
     let options = Options {
         max_file: 1000,
         budget: 3000,
+        ..Options::default()
     };
     let mut s = Session::new(root);
     let mut ws = Workspace::open(&s.store, options).unwrap();

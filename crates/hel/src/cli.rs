@@ -252,6 +252,8 @@ impl RunArgs {
         hel_workspace::Options {
             max_file: self.workspace_max_file.min(hel_store::Cap::FILE.max),
             budget: self.workspace_budget,
+            // Off only to test hel without them (HEL_WORKSPACE_NOTIFY=0).
+            notify: std::env::var_os("HEL_WORKSPACE_NOTIFY").is_none_or(|v| v != "0"),
         }
     }
 
