@@ -10,7 +10,7 @@ fn main() {
         let t = Instant::now();
         let store = hel_store::Store::open(&root).unwrap();
         let opened = t.elapsed();
-        let (dir, _) = store.workspace_dir().unwrap();
+        let (dir, _) = hel_store::workspace::dir(&store).unwrap();
         let tree = Cache::load(dir.as_fd())
             .root()
             .expect("a cache with a tree");
@@ -43,7 +43,7 @@ fn main() {
     // One file changed, the workspace kept open: with and without
     // notifications, alternating.
     let store = hel_store::Store::open(&root).unwrap();
-    let (dir, _) = store.workspace_dir().unwrap();
+    let (dir, _) = hel_store::workspace::dir(&store).unwrap();
     let tree = Cache::load(dir.as_fd())
         .root()
         .expect("a cache with a tree");
