@@ -500,6 +500,17 @@ const PARSE_WHOLE_FACTOR: u64 = 24;
 pub(crate) struct Resolved {
     pub messages: Vec<Value>,
     pub chain: Vec<(ObjectId, usize)>,
+    /// What the read validated whole: every node it expanded (the chain's
+    /// and the sliced ones, each with every message of its items) and
+    /// every message blob those name (fsck checks no further).
+    pub covered: Covered,
+}
+
+/// The nodes and message blobs a list read validated whole.
+#[derive(Debug, Default)]
+pub(crate) struct Covered {
+    pub nodes: HashSet<ObjectId>,
+    pub blobs: HashSet<ObjectId>,
 }
 
 /// Bytes of chain nodes the walker may have read ahead of the parser.
@@ -534,6 +545,8 @@ pub(crate) struct Reader<'a> {
     expanded: HashMap<ObjectId, Rc<Expanded>>,
     /// Message blobs of the chain node being expanded, read ahead.
     prefetched: HashMap<ObjectId, Vec<u8>>,
+    /// Message blobs read and validated.
+    blobs_read: HashSet<ObjectId>,
 }
 
 /// A chain node as the walking thread hands it over: its payload, what it
@@ -644,6 +657,7 @@ impl<'a> Reader<'a> {
             },
             expanded: HashMap::new(),
             prefetched: HashMap::new(),
+            blobs_read: HashSet::new(),
         }
     }
 
@@ -775,6 +789,7 @@ impl<'a> Reader<'a> {
                 Item::Blob(b) => {
                     let m = self.blob_message(&b)?;
                     let w = self.leaf(&b, 0, &m)?;
+                    self.blobs_read.insert(b);
                     push(&mut frame.out, m, w);
                 }
                 Item::Slice { node, from, to } => {
@@ -872,7 +887,19 @@ impl<'a> Reader<'a> {
             }
             chain.push((id, messages.len()));
         }
-        Ok(Resolved { messages, chain })
+        let covered = Covered {
+            nodes: chain
+                .iter()
+                .map(|(id, _)| *id)
+                .chain(self.expanded.keys().copied())
+                .collect(),
+            blobs: std::mem::take(&mut self.blobs_read),
+        };
+        Ok(Resolved {
+            messages,
+            chain,
+            covered,
+        })
     }
 
     /// Expand one chain node as the walk handed it over.

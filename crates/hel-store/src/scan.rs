@@ -8,9 +8,11 @@
 //! records of each journal and pack are read newest first, so a list node
 //! comes before the message blobs it names (a commit writes its blobs
 //! before its node), and such a blob is scanned as it is read. A blob
-//! read before any node named it is read once more at the end.
+//! that may be a message read before any node named it (a sealed pack's
+//! order is gc's) is kept, within a bound, for the node; past the bound
+//! it is read once more at the end.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fs::File;
 
 use serde::de::IgnoredAny;
@@ -103,7 +105,17 @@ struct Scan<'f> {
     named: HashSet<ObjectId>,
     /// Message blobs scanned.
     scanned: HashSet<ObjectId>,
+    /// Blobs read before any node named them that may be messages (they
+    /// are JSON objects), kept verified in case a node read later does:
+    /// at most [`PENDING_MAX`] bytes of them.
+    pending: HashMap<ObjectId, Vec<u8>>,
+    pending_bytes: u64,
 }
+
+/// Bytes of blobs a scan keeps for nodes it has not read yet (a sealed
+/// pack's order is gc's, not the commits'); past it, such a blob is read
+/// again when a node names it.
+const PENDING_MAX: u64 = 64 << 20;
 
 impl Scan<'_> {
     /// One verified object: a node's inline messages are scanned and its
@@ -113,7 +125,7 @@ impl Scan<'_> {
         layout: &odb::Odb,
         id: &ObjectId,
         kind: Kind,
-        payload: &[u8],
+        payload: Vec<u8>,
     ) -> Result<()> {
         match kind {
             Kind::List if payload.len() as u64 > Cap::LIST.max => {
@@ -126,7 +138,7 @@ impl Scan<'_> {
                 });
             }
             Kind::List => {
-                let node: ScanNode<'_> = serde_json::from_slice(payload).map_err(|e| {
+                let node: ScanNode<'_> = serde_json::from_slice(&payload).map_err(|e| {
                     crate::list::malformed(layout, id, crate::list::NodeError::Json(e))
                 })?;
                 for item in node.items {
@@ -134,7 +146,11 @@ impl Scan<'_> {
                         (self.f)(m.get().as_bytes());
                     }
                     if let Some(b) = item.b {
-                        if !self.scanned.contains(&b) {
+                        if let Some(bytes) = self.pending.remove(&b) {
+                            self.pending_bytes -= bytes.len() as u64;
+                            self.scanned.insert(b);
+                            (self.f)(&bytes);
+                        } else if !self.scanned.contains(&b) {
                             self.named.insert(b);
                         }
                     }
@@ -142,7 +158,14 @@ impl Scan<'_> {
             }
             Kind::Blob if self.named.remove(id) => {
                 self.scanned.insert(*id);
-                (self.f)(payload);
+                (self.f)(&payload);
+            }
+            Kind::Blob
+                if payload.first() == Some(&b'{')
+                    && self.pending_bytes + payload.len() as u64 <= PENDING_MAX =>
+            {
+                self.pending_bytes += payload.len() as u64;
+                self.pending.insert(*id, payload);
             }
             _ => {}
         }
@@ -163,6 +186,8 @@ pub fn scan_messages(store: &Store, f: &mut dyn FnMut(&[u8])) -> Result<()> {
         read: HashSet::new(),
         named: HashSet::new(),
         scanned: HashSet::new(),
+        pending: HashMap::new(),
+        pending_bytes: 0,
     };
     let max = object::file_max(Cap::LIST).max(object::file_max(Cap::MESSAGE));
     for file in &files {
@@ -202,7 +227,7 @@ pub fn scan_messages(store: &Store, f: &mut dyn FnMut(&[u8])) -> Result<()> {
                 }
                 Err(e) => return Err(odb::explain_damage(e.into(), &record, &place, id)),
             };
-            scan.object(layout, id, kind, &payload)?;
+            scan.object(layout, id, kind, payload)?;
         }
     }
     for id in loose {
@@ -210,7 +235,7 @@ pub fn scan_messages(store: &Store, f: &mut dyn FnMut(&[u8])) -> Result<()> {
             continue;
         }
         let (kind, payload) = crate::read::loose(layout, &id, Cap::ANY)?;
-        scan.object(layout, &id, kind, &payload)?;
+        scan.object(layout, &id, kind, payload)?;
     }
     // Blobs read before a node named them.
     let rest: Vec<ObjectId> = scan.named.drain().collect();
