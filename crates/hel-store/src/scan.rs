@@ -86,7 +86,7 @@ fn all_records(layout: &odb::Odb) -> Result<(Vec<Records>, Vec<ObjectId>)> {
         });
     }
     for f in &mut files {
-        f.records.sort_unstable_by(|a, b| b.1.cmp(&a.1));
+        f.records.sort_unstable_by_key(|r| std::cmp::Reverse(r.1));
     }
     let loose = crate::gc::object_files(layout)?
         .objects
