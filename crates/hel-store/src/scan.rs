@@ -3,51 +3,174 @@
 //! A search over every session reads each list node and each message blob
 //! of the store one time, whatever number of checkpoints, sessions or
 //! forks share it: content addressing makes "the same message" one object.
+//!
+//! Each object is decompressed (and verified against its id) once: the
+//! records of each journal and pack are read newest first, so a list node
+//! comes before the message blobs it names (a commit writes its blobs
+//! before its node), and such a blob is scanned as it is read. A blob
+//! that may be a message read before any node named it (a sealed pack's
+//! order is gc's) is kept, within a bound, for the node; past the bound
+//! it is read once more at the end.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
+use std::fs::File;
 
+use serde::de::IgnoredAny;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use crate::list::RawNode;
 use crate::object::{self, Cap, Kind};
-use crate::odb::{self, Found};
+use crate::odb;
+use crate::pack::Place;
 use crate::{heads, ObjectId, Result, Store};
 
-/// Every object id the store holds, each once: in journals, sealed packs
-/// and loose files.
-fn all_objects(layout: &crate::odb::Odb) -> Result<Vec<ObjectId>> {
-    let mut seen = HashSet::new();
-    let mut out = Vec::new();
-    for session in heads::list(layout)?.sessions {
-        if let Some(v) = layout.index().journal(layout, &session)? {
-            for id in v.read().unwrap_or_else(|p| p.into_inner()).objects.keys() {
-                if seen.insert(*id) {
-                    out.push(*id);
-                }
-            }
-        }
-    }
-    for p in layout.index().all_sealed(layout)? {
-        for e in &p.idx.entries {
-            if seen.insert(e.id) {
-                out.push(e.id);
-            }
-        }
-    }
-    for (id, _, _) in crate::gc::object_files(layout)?.objects {
-        if seen.insert(id) {
-            out.push(id);
-        }
-    }
-    Ok(out)
+/// Records whose stored bytes are at most this long are decompressed
+/// whole at once; a longer one first has its kind read from its first
+/// block (less than decompressing a spill or a workspace file whole).
+const DECODE_WHOLE: u64 = 64 << 10;
+
+/// A list node as a scan reads it: exactly a node's keys, each inline
+/// message's bytes borrowed, in one pass over the payload.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScanNode<'a> {
+    #[allow(dead_code)]
+    count: u64,
+    #[serde(borrow)]
+    items: Vec<ScanItem<'a>>,
+    #[allow(dead_code)]
+    prev: Option<IgnoredAny>,
 }
 
 #[derive(Deserialize)]
-struct InlineItem<'a> {
+struct ScanItem<'a> {
     #[serde(borrow)]
     m: Option<&'a RawValue>,
     b: Option<ObjectId>,
+}
+
+/// The records of one journal or pack: the file, its path, and
+/// (id, offset, record length) newest first.
+struct Records {
+    file: std::sync::Arc<File>,
+    path: std::path::PathBuf,
+    records: Vec<(ObjectId, u64, u64)>,
+}
+
+/// Every journal's and sealed pack's object records, and the loose
+/// objects' ids.
+fn all_records(layout: &odb::Odb) -> Result<(Vec<Records>, Vec<ObjectId>)> {
+    let mut files = Vec::new();
+    for session in heads::list(layout)?.sessions {
+        if let Some(v) = layout.index().journal(layout, &session)? {
+            let v = v.read().unwrap_or_else(|p| p.into_inner());
+            let records = v.objects.iter().map(|(id, (o, l))| (*id, *o, *l)).collect();
+            files.push(Records {
+                file: std::sync::Arc::clone(&v.file),
+                path: v.path.clone(),
+                records,
+            });
+        }
+    }
+    for p in layout.index().all_sealed(layout)? {
+        let records = p
+            .idx
+            .entries
+            .iter()
+            .map(|e| (e.id, e.offset, e.len))
+            .collect();
+        files.push(Records {
+            file: std::sync::Arc::clone(&p.file),
+            path: p.path.clone(),
+            records,
+        });
+    }
+    for f in &mut files {
+        f.records.sort_unstable_by_key(|r| std::cmp::Reverse(r.1));
+    }
+    let loose = crate::gc::object_files(layout)?
+        .objects
+        .into_iter()
+        .map(|(id, _, _)| id)
+        .collect();
+    Ok((files, loose))
+}
+
+/// What a scan has seen so far.
+struct Scan<'f> {
+    f: &'f mut dyn FnMut(&[u8]),
+    /// Objects read (each once).
+    read: HashSet<ObjectId>,
+    /// Message blobs named by the nodes read and not yet scanned.
+    named: HashSet<ObjectId>,
+    /// Message blobs scanned.
+    scanned: HashSet<ObjectId>,
+    /// Blobs read before any node named them that may be messages (they
+    /// are JSON objects), kept verified in case a node read later does:
+    /// at most [`PENDING_MAX`] bytes of them.
+    pending: HashMap<ObjectId, Vec<u8>>,
+    pending_bytes: u64,
+}
+
+/// Bytes of blobs a scan keeps for nodes it has not read yet (a sealed
+/// pack's order is gc's, not the commits'); past it, such a blob is read
+/// again when a node names it.
+const PENDING_MAX: u64 = 64 << 20;
+
+impl Scan<'_> {
+    /// One verified object: a node's inline messages are scanned and its
+    /// blobs noted; a blob a node named is scanned.
+    fn object(
+        &mut self,
+        layout: &odb::Odb,
+        id: &ObjectId,
+        kind: Kind,
+        payload: Vec<u8>,
+    ) -> Result<()> {
+        match kind {
+            Kind::List if payload.len() as u64 > Cap::LIST.max => {
+                return Err(crate::Error::TooLarge {
+                    id: *id,
+                    path: layout.object_path(id),
+                    size: payload.len() as u64,
+                    max: Cap::LIST.max,
+                    what: Cap::LIST.what,
+                });
+            }
+            Kind::List => {
+                let node: ScanNode<'_> = serde_json::from_slice(&payload).map_err(|e| {
+                    crate::list::malformed(layout, id, crate::list::NodeError::Json(e))
+                })?;
+                for item in node.items {
+                    if let Some(m) = item.m {
+                        (self.f)(m.get().as_bytes());
+                    }
+                    if let Some(b) = item.b {
+                        if let Some(bytes) = self.pending.remove(&b) {
+                            self.pending_bytes -= bytes.len() as u64;
+                            self.scanned.insert(b);
+                            (self.f)(&bytes);
+                        } else if !self.scanned.contains(&b) {
+                            self.named.insert(b);
+                        }
+                    }
+                }
+            }
+            Kind::Blob if self.named.remove(id) => {
+                self.scanned.insert(*id);
+                (self.f)(&payload);
+            }
+            Kind::Blob
+                if payload.first() == Some(&b'{')
+                    && self.pending_bytes + payload.len() as u64 <= PENDING_MAX =>
+            {
+                self.pending_bytes += payload.len() as u64;
+                self.pending.insert(*id, payload);
+            }
+            _ => {}
+        }
+        Ok(())
+    }
 }
 
 /// Call `f` with the canonical JSON bytes of every distinct message
@@ -57,44 +180,68 @@ pub fn scan_messages(store: &Store, f: &mut dyn FnMut(&[u8])) -> Result<()> {
     let Some(layout) = store.layout_for_gc()? else {
         return Ok(());
     };
-    let mut blobs: HashSet<ObjectId> = HashSet::new();
-    for id in all_objects(layout)? {
-        let max = Cap::LIST.max + Cap::LIST.max / 128 + 4096;
-        let payload = match layout.index().locate_open(layout, &id)? {
-            Some(Found::Record { file, place, len }) => {
-                if len > max + crate::pack::RECORD_HEADER {
-                    continue; // larger than any list node: a blob
-                }
-                let record = odb::read_found(&file, &place, len, &id, max)?;
-                let stored = &record[crate::pack::RECORD_HEADER as usize..];
-                // Skip what is not a list node from its first bytes alone.
-                if object::peek_kind(stored) != Some(Kind::List) {
-                    continue;
-                }
-                object::decode(&id, &place.display_path(), stored, Cap::LIST)
-                    .map_err(|e| odb::explain_damage(e.into(), &record, &place, &id))?
-                    .1
-            }
-            _ => match crate::read::object(layout, &id, Cap::ANY)? {
-                (Kind::List, payload) => payload,
-                _ => continue,
-            },
-        };
-        let raw = RawNode::parse(&payload).map_err(|e| crate::list::malformed(layout, &id, e))?;
-        for (a, b) in raw.items {
-            let Ok(item) = serde_json::from_slice::<InlineItem>(&payload[a..b]) else {
+    let (files, loose) = all_records(layout)?;
+    let mut scan = Scan {
+        f,
+        read: HashSet::new(),
+        named: HashSet::new(),
+        scanned: HashSet::new(),
+        pending: HashMap::new(),
+        pending_bytes: 0,
+    };
+    let max = object::file_max(Cap::LIST).max(object::file_max(Cap::MESSAGE));
+    for file in &files {
+        for (id, offset, len) in &file.records {
+            if !scan.read.insert(*id) {
                 continue;
+            }
+            let place = Place {
+                path: file.path.clone(),
+                offset: *offset,
             };
-            if let Some(m) = item.m {
-                f(m.get().as_bytes());
+            let stored_len = len.saturating_sub(crate::pack::RECORD_HEADER);
+            if stored_len > max {
+                continue; // larger than any node or message
             }
-            if let Some(b) = item.b {
-                blobs.insert(b);
+            let record = odb::read_found(&file.file, &place, *len, id, max)?;
+            let stored = &record[crate::pack::RECORD_HEADER as usize..];
+            // A long record not named as a message: its kind first, from
+            // its first block alone.
+            if stored_len > DECODE_WHOLE
+                && !scan.named.contains(id)
+                && object::peek_kind(stored) != Some(Kind::List)
+            {
+                continue;
             }
+            let (kind, payload) = match object::decode(id, &place.display_path(), stored, Cap::ANY)
+            {
+                Ok(decoded) => decoded,
+                // What is not a node nor a message blob named so far is no
+                // concern of a scan (were a node to name it later, it is
+                // read again at the end, and its fault told there).
+                Err(_)
+                    if !scan.named.contains(id)
+                        && object::peek_kind(stored) != Some(Kind::List) =>
+                {
+                    continue
+                }
+                Err(e) => return Err(odb::explain_damage(e.into(), &record, &place, id)),
+            };
+            scan.object(layout, id, kind, payload)?;
         }
     }
-    for b in blobs {
-        f(&crate::read::of_kind(layout, &b, Kind::Blob, Cap::MESSAGE)?);
+    for id in loose {
+        if !scan.read.insert(id) {
+            continue;
+        }
+        let (kind, payload) = crate::read::loose(layout, &id, Cap::ANY)?;
+        scan.object(layout, &id, kind, payload)?;
+    }
+    // Blobs read before a node named them.
+    let rest: Vec<ObjectId> = scan.named.drain().collect();
+    for b in rest {
+        let bytes = crate::read::of_kind(layout, &b, Kind::Blob, Cap::MESSAGE)?;
+        (scan.f)(&bytes);
     }
     Ok(())
 }

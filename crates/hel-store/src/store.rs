@@ -335,6 +335,12 @@ impl Store {
     /// cursors, within the store's [`Limits`]; and the state a writer needs
     /// to commit after it.
     pub fn load(&self, id: &ObjectId) -> Result<Loaded> {
+        self.load_covering(id).map(|(loaded, _)| loaded)
+    }
+
+    /// [`Store::load`], and the list nodes and message blobs it validated
+    /// whole (fsck checks them no further).
+    pub(crate) fn load_covering(&self, id: &ObjectId) -> Result<(Loaded, crate::list::Covered)> {
         let layout = self.layout_or_missing(id)?;
         let cp = crate::read::snapshot(layout, id)?;
         let json_blob = |blob: &ObjectId, cap: Cap| -> Result<Value> {
@@ -384,14 +390,15 @@ impl Store {
             ..SessionState::default()
         };
         state.set_chain(resolved.chain);
-        Ok(Loaded {
+        let loaded = Loaded {
             checkpoint: cp,
             request_config,
             cursors,
             messages: resolved.messages,
             leaves: state.locs.clone(),
             state,
-        })
+        };
+        Ok((loaded, resolved.covered))
     }
 
     /// The state a writer of the lease's session needs to commit workspace

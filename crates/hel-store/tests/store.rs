@@ -1584,6 +1584,51 @@ fn a_scan_reads_each_distinct_message_once() {
     assert_eq!(needles, 2);
 }
 
+/// After a delete the objects a fork needs sit in a sealed pack in
+/// gc's order, not the commits': a scan still gives every distinct message once, its big
+/// message blob too.
+#[test]
+fn a_scan_of_a_sealed_pack_reads_each_distinct_message_once() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let store = Store::open(dir.path()).unwrap();
+        let lease = store.new_session().unwrap();
+        let mut msgs = conversation("scan", 20);
+        msgs.push(msg("user", format!("needle {}", "big ".repeat(5_000)))); // a blob
+        let c = commit_new(&store, &lease, &mut SessionState::default(), &msgs);
+        let other = store.new_session().unwrap();
+        commit_new(
+            &store,
+            &other,
+            &mut SessionState::default(),
+            &[msg("user", "needle again")],
+        );
+        // The delete copies what the fork needs into a sealed pack.
+        let (fork, _, _) = store.fork(&c.id).unwrap();
+        let sid = lease.session().clone();
+        drop((lease, other, fork));
+        store.delete(&sid, false).unwrap();
+    }
+    let packs: Vec<_> = std::fs::read_dir(dir.path().join(".hel/packs"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().extension().is_some_and(|x| x == "pack"))
+        .collect();
+    assert!(!packs.is_empty(), "gc sealed no pack");
+    let store = Store::open(dir.path()).unwrap();
+    let mut seen = 0;
+    let mut needles = 0;
+    hel_store::scan::scan_messages(&store, &mut |bytes| {
+        seen += 1;
+        if bytes.windows(6).any(|w| w == b"needle") {
+            needles += 1;
+        }
+    })
+    .unwrap();
+    assert_eq!(seen, 21 + 1);
+    assert_eq!(needles, 2);
+}
+
 /// A session that names an object where a sealed pack holds it (a new
 /// process has not opened the journal that also holds a copy) must keep it
 /// when gc and the other copy's session go: gc keeps every live object of a
