@@ -10,6 +10,8 @@
 //!   pairing of tool calls with their results;
 //! - `object`: the codec of objects (kinds and caps, encode, compress,
 //!   decode and verify against the id; [`object::ObjectError`]);
+//! - `list`: message-list nodes, their parsers and the [`list::Limits`]
+//!   a load counts against;
 //! - `snapshot`: [`snapshot::Checkpoint`] (one per checkpoint) and its
 //!   parts, parsed and validated;
 //! - `tree`: workspace trees, parsed and validated, and the bounded
@@ -17,7 +19,7 @@
 //!
 //! In layers (checked by hel-store's `tests/module_cycles.rs`): `id`,
 //! `canonical`, `time` and `format` import nothing of the crate; `message`
-//! and `object` only those; `snapshot` and `tree` any of them.
+//! and `object` only those; `list`, `snapshot` and `tree` any of them.
 //!
 //! hel-store builds the object database and the store on it, and
 //! re-exports what its callers need of this crate.
@@ -25,6 +27,7 @@
 pub mod canonical;
 pub mod format;
 pub mod id;
+pub mod list;
 pub mod message;
 pub mod object;
 pub mod snapshot;

@@ -32,7 +32,8 @@
 //!
 //! 0. The hel-object crate, without I/O: ids, canonical JSON, time, the
 //!    format's constants, messages, the object codec (kinds, caps, encode,
-//!    decode), snapshots ([`Checkpoint`], [`Summary`]) and trees;
+//!    decode), message-list nodes and their parsers, snapshots
+//!    ([`Checkpoint`], [`Summary`]) and trees;
 //!    re-exported here where callers need them.
 //! 1. `error`: the crate's one [`Error`], naming only hel-object's types
 //!    (each of hel-object's errors becomes the variant of its name).
@@ -43,7 +44,7 @@
 //! 3. The object database: `odb` (the [`Layout`](layout::Layout) with the
 //!    index of where each object is), `read` (objects, snapshots and trees
 //!    read and verified), `write` (a commit's new objects), `repack`,
-//!    `list` (message lists).
+//!    `list` (message lists read, bounded).
 //! 4. The store: `heads` (what older formats call a head), `upgrade` (run
 //!    at open), `summaries` (the listing hint), `store` ([`Store`]: open,
 //!    sessions, load), `commit` ([`Txn`]), `names`, `spill`,

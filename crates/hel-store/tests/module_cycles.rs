@@ -602,7 +602,7 @@ fn hel_object_modules_import_only_their_layer_and_below() {
         &[
             &["id", "canonical", "time", "format"],
             &["message", "object"],
-            &["snapshot", "tree"],
+            &["list", "snapshot", "tree"],
             &["lib"],
         ],
     );
