@@ -655,7 +655,10 @@ fn collect(store: &Store, dry_run: bool, force: bool, wait: bool) -> Result<Opti
             Some(p) => !crate::odb::sealed_stems(p)?.is_empty(),
             None => false,
         }
-        || object_files(layout)?.objects.iter().any(|(id, _, _)| *id != stub)
+        || object_files(layout)?
+            .objects
+            .iter()
+            .any(|(id, _, _)| *id != stub)
         || !heads::orphans(layout)?.is_empty();
     let live = if judged {
         // Any error while marking means we cannot know what is reachable:
