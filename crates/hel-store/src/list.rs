@@ -35,6 +35,16 @@ pub(crate) fn read_shape(layout: &Odb, id: &ObjectId) -> Result<Shape> {
     Shape::parse(&payload).map_err(|e| malformed(layout, id, e))
 }
 
+/// [`read_shape`] where `found` says the node is.
+pub(crate) fn read_shape_at(
+    layout: &Odb,
+    id: &ObjectId,
+    found: &crate::odb::Found,
+) -> Result<Shape> {
+    let payload = crate::read::of_kind_at(layout, id, found, Kind::List, Cap::LIST)?;
+    Shape::parse(&payload).map_err(|e| malformed(layout, id, e))
+}
+
 /// The messages of one node's items, with their weights as prefix sums
 /// (`weights[k]` is the weight of items `0..k`).
 struct Expanded {

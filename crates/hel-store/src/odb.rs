@@ -455,6 +455,12 @@ impl Index {
         None
     }
 
+    /// The journals open so far (gc's mark indexes them once, under the
+    /// store lock, instead of asking each of them for every object).
+    pub fn open_journals(&self) -> Vec<SharedView> {
+        self.lock().journals.values().cloned().collect()
+    }
+
     /// Every sealed pack (for gc and fsck), reloaded.
     pub fn all_sealed(&self, layout: &Layout) -> Result<Vec<Arc<Sealed>>> {
         self.sealed(layout, true)

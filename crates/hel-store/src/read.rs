@@ -145,7 +145,17 @@ fn validated_snapshot(layout: &Odb, id: &ObjectId, payload: &[u8]) -> Result<Che
 /// Read and validate tree `id`.
 pub(crate) fn tree(layout: &Odb, id: &ObjectId) -> Result<Tree> {
     let payload = of_kind(layout, id, Kind::Tree, Cap::TREE)?;
-    Tree::parse(&payload).map_err(|reason| Error::Corrupt {
+    parsed_tree(layout, id, &payload)
+}
+
+/// [`tree`] where `found` says the tree is.
+pub(crate) fn tree_at(layout: &Odb, id: &ObjectId, found: &Found) -> Result<Tree> {
+    let payload = of_kind_at(layout, id, found, Kind::Tree, Cap::TREE)?;
+    parsed_tree(layout, id, &payload)
+}
+
+fn parsed_tree(layout: &Odb, id: &ObjectId, payload: &[u8]) -> Result<Tree> {
+    Tree::parse(payload).map_err(|reason| Error::Corrupt {
         id: *id,
         path: layout.object_path(id),
         reason: format!("malformed tree: {reason}"),
