@@ -107,7 +107,9 @@ pub enum EntryKind {
 }
 
 impl EntryKind {
-    fn code(self) -> u8 {
+    /// The byte that stands for this kind in a tree entry (objects-spec
+    /// §13.1), and in the workspace cache, which spells kinds the same.
+    pub fn code(self) -> u8 {
         match self {
             EntryKind::File => 1,
             EntryKind::Symlink => 2,
@@ -118,7 +120,8 @@ impl EntryKind {
         }
     }
 
-    fn from_code(c: u8) -> Option<EntryKind> {
+    /// The kind byte `c` stands for ([`EntryKind::code`]), if any.
+    pub fn from_code(c: u8) -> Option<EntryKind> {
         Some(match c {
             1 => EntryKind::File,
             2 => EntryKind::Symlink,

@@ -75,30 +75,6 @@ pub struct Cache {
     last: Option<Flat>,
 }
 
-/// The byte of each kind (a tree entry's kind, objects-spec §13.1).
-fn kind_code(k: EntryKind) -> u8 {
-    match k {
-        EntryKind::File => 1,
-        EntryKind::Symlink => 2,
-        EntryKind::Dir => 3,
-        EntryKind::NotTracked => 4,
-        EntryKind::Repository => 5,
-        EntryKind::NotTrackedDir => 6,
-    }
-}
-
-fn kind_of(c: u8) -> Option<EntryKind> {
-    Some(match c {
-        1 => EntryKind::File,
-        2 => EntryKind::Symlink,
-        3 => EntryKind::Dir,
-        4 => EntryKind::NotTracked,
-        5 => EntryKind::Repository,
-        6 => EntryKind::NotTrackedDir,
-        _ => return None,
-    })
-}
-
 impl Cache {
     /// Load the cache from the workspace directory `dir`. Never fails: a
     /// cache that cannot be used is empty.
@@ -228,7 +204,7 @@ fn encode(
         let suffix = &path[shared..];
         out.extend_from_slice(&(shared as u16).to_le_bytes());
         out.extend_from_slice(&(suffix.len() as u16).to_le_bytes());
-        out.push(kind_code(item.kind));
+        out.push(EntryKind::code(item.kind));
         out.extend_from_slice(&item.mode.to_le_bytes());
         out.extend_from_slice(&item.size.to_le_bytes());
         out.extend_from_slice(item.id.as_bytes());
@@ -296,7 +272,7 @@ fn parse(bytes: &[u8]) -> Option<Parsed> {
         let f = body.get(at..at + FIXED)?;
         let shared = u16::from_le_bytes([f[0], f[1]]) as usize;
         let suffix_len = u16::from_le_bytes([f[2], f[3]]) as usize;
-        let kind = kind_of(f[4])?;
+        let kind = EntryKind::from_code(f[4])?;
         let mode = u16::from_le_bytes([f[5], f[6]]);
         let size = u64_at(f, 7)?;
         let id = ObjectId::from_bytes(f[15..47].try_into().ok()?);
