@@ -287,14 +287,20 @@ fn term_width(term: &dialoguer::console::Term) -> Option<usize> {
 /// The columns `text` takes on a terminal: two for a wide (East Asian,
 /// emoji) character, none for a combining mark or a control character.
 pub fn columns(text: &str) -> usize {
+    text.chars().map(char_columns).sum()
+}
+
+/// The columns `c` takes ([`columns`] of a string is the sum of its
+/// characters', so that a line cut character by character is measured
+/// the same way everywhere).
+pub fn char_columns(c: char) -> usize {
     use unicode_width::UnicodeWidthChar;
-    text.chars().map(|c| c.width().unwrap_or(0)).sum()
+    c.width().unwrap_or(0)
 }
 
 /// `text` cut to at most `width` columns ([`columns`]), ending in `…`
 /// where it was cut: the one way hel shortens a line to fit.
 pub fn fit(text: &str, width: usize) -> String {
-    use unicode_width::UnicodeWidthChar;
     if columns(text) <= width {
         return text.to_owned();
     }
@@ -302,7 +308,7 @@ pub fn fit(text: &str, width: usize) -> String {
     let mut used = 0;
     let mut cut = String::new();
     for c in text.chars() {
-        let w = c.width().unwrap_or(0);
+        let w = char_columns(c);
         if used + w > room {
             break;
         }
@@ -321,7 +327,6 @@ pub fn fit(text: &str, width: usize) -> String {
 /// terminal: every character of it is still there. (A width under the
 /// indent's and two is taken as that.)
 pub fn wrap(text: &str, width: usize, indent: &str) -> Vec<String> {
-    use unicode_width::UnicodeWidthChar;
     let indent_w = columns(indent);
     let width = width.max(indent_w + 2);
     if columns(text) <= width {
@@ -343,7 +348,7 @@ pub fn wrap(text: &str, width: usize, indent: &str) -> Vec<String> {
             used += 1;
         }
         for c in word.chars() {
-            let w = c.width().unwrap_or(0);
+            let w = char_columns(c);
             if used > start && used + w > width {
                 lines.push(std::mem::replace(&mut current, indent.to_owned()));
                 (used, start) = (indent_w, indent_w);

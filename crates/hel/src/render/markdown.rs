@@ -44,6 +44,7 @@
 use std::ops::Range;
 use std::sync::OnceLock;
 
+use crate::render::{char_columns, columns};
 use hel_agent::terminal::escape_line;
 use pulldown_cmark::{
     Alignment, BlockQuoteKind, CodeBlockKind, Event, HeadingLevel, Options, Parser, Tag, TagEnd,
@@ -51,7 +52,6 @@ use pulldown_cmark::{
 use syntect::easy::HighlightLines;
 use syntect::highlighting::{FontStyle, Theme, ThemeSet};
 use syntect::parsing::SyntaxSet;
-use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
 
 /// Lines held before they are shown whatever they parse as (a longer
 /// table or list is then shown in parts).
@@ -422,7 +422,7 @@ struct Line {
 
 impl Line {
     fn push(&mut self, text: &str, style: Style) {
-        self.width += text.width();
+        self.width += columns(text);
         match self.spans.last_mut() {
             Some(last) if last.style == style => last.text.push_str(text),
             _ => self.spans.push(Span {
@@ -436,7 +436,7 @@ impl Line {
     fn trim_end(mut self) -> Line {
         while let Some(last) = self.spans.last_mut() {
             let kept = last.text.trim_end().len();
-            self.width -= last.text[kept..].width();
+            self.width -= columns(&last.text[kept..]);
             last.text.truncate(kept);
             if !last.text.is_empty() {
                 break;
@@ -463,11 +463,6 @@ impl Line {
 
 /// Inline content: spans, `None` for a line break.
 type Inline = Vec<Option<Span>>;
-
-/// Columns `c` takes (a control character, escaped before, none).
-fn char_width(c: char) -> usize {
-    c.width().unwrap_or(0)
-}
 
 /// `inline` laid out in lines of at most `room` columns, breaking at
 /// spaces (a word may span several styles); a word longer than a line is
@@ -544,7 +539,7 @@ impl Wrap {
         }
         for s in &word.spans {
             for c in s.text.chars() {
-                if self.cur.width + char_width(c) > self.room && self.cur.width > 0 {
+                if self.cur.width + char_columns(c) > self.room && self.cur.width > 0 {
                     self.lines.push(std::mem::take(&mut self.cur));
                 }
                 let mut b = [0u8; 4];
@@ -561,7 +556,7 @@ fn cut(spans: &[Span], room: usize) -> Vec<Line> {
     let mut cur = Line::default();
     for s in spans {
         for c in s.text.chars() {
-            let cw = char_width(c);
+            let cw = char_columns(c);
             if cur.width + cw > room && cur.width > 0 {
                 lines.push(std::mem::take(&mut cur));
             }
@@ -842,11 +837,11 @@ impl Render {
                         *pending = false;
                         (marker.clone(), Style::default())
                     } else {
-                        (" ".repeat(marker.width()), Style::default())
+                        (" ".repeat(columns(marker)), Style::default())
                     }
                 }
             };
-            if line.width + text.width() <= max {
+            if line.width + columns(&text) <= max {
                 line.push(&text, style);
             }
         }
@@ -860,7 +855,7 @@ impl Render {
             let add = match c {
                 Container::Quote => 2,
                 Container::List { .. } => 0,
-                Container::Item { marker, .. } => marker.width(),
+                Container::Item { marker, .. } => columns(marker),
             };
             if w + add <= self.width / 2 {
                 w += add;
@@ -1336,7 +1331,7 @@ fn restyle(cell: &Inline, style: Style) -> Inline {
 
 /// Columns `inline` takes on one line.
 fn inline_width(inline: &Inline) -> usize {
-    inline.iter().flatten().map(|s| s.text.width()).sum()
+    inline.iter().flatten().map(|s| columns(&s.text)).sum()
 }
 
 /// Column widths that fit `room` columns: as `natural` when they fit;
@@ -1400,7 +1395,7 @@ mod tests {
     fn fits(shown: &str, width: usize) {
         for line in shown.lines() {
             assert!(
-                UnicodeWidthStr::width(plain(line).as_str()) <= width,
+                unicode_width::UnicodeWidthStr::width(plain(line).as_str()) <= width,
                 "wider than {width}: {line:?}\n{shown}"
             );
         }
