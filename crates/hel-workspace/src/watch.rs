@@ -202,7 +202,11 @@ impl Watch {
         let mut buf = [MaybeUninit::<u8>::uninit(); 8192];
         let mut reader = inotify::Reader::new(&self.inotify, &mut buf);
         let (mut doubt, mut overflow) = (false, false);
-        loop {
+        // Bounded: a process making changes without pause could keep the
+        // queue from ever running dry. Past the kernel's default queue
+        // length, it is taken as an overflow (a full walk follows).
+        const MOST: usize = 16_384;
+        for _ in 0..MOST {
             let e = match reader.next() {
                 Ok(e) => e,
                 Err(Errno::AGAIN) => return (doubt, overflow),
@@ -229,6 +233,7 @@ impl Watch {
                 Some(e.wd()) == self.root && e.file_name().is_some_and(|n| is_never(n.to_bytes()));
             doubt |= !skipped;
         }
+        (true, true)
     }
 
     /// Whether the last walk's result still stands: it was armed and
