@@ -15,7 +15,9 @@ pub fn to_vec(value: &Value) -> Vec<u8> {
     out
 }
 
-fn write(value: &Value, out: &mut Vec<u8>) {
+/// Append `value` canonically to `out` (what [`to_vec`] returns, without
+/// a buffer of its own: a list node embeds its messages this way).
+pub fn write(value: &Value, out: &mut Vec<u8>) {
     match value {
         Value::Object(map) => {
             let mut keys: Vec<&String> = map.keys().collect();
@@ -42,14 +44,22 @@ fn write(value: &Value, out: &mut Vec<u8>) {
             out.push(b']');
         }
         Value::String(s) => write_str(s, out),
-        // Null, booleans and numbers have a single serde_json spelling.
-        other => out.extend_from_slice(other.to_string().as_bytes()),
+        // Null, booleans and numbers have a single serde_json spelling
+        // (serde_json's compact writer, straight into `out`).
+        other => write_scalar(other, out),
     }
 }
 
-fn write_str(s: &str, out: &mut Vec<u8>) {
-    // serde_json's string escaping is already canonical (shortest escapes).
-    out.extend_from_slice(Value::String(s.to_owned()).to_string().as_bytes());
+/// Append `s` as a JSON string. serde_json's string escaping is already
+/// canonical (shortest escapes); its writer appends without a copy of `s`.
+pub fn write_str(s: &str, out: &mut Vec<u8>) {
+    write_scalar(s, out)
+}
+
+fn write_scalar<T: serde::Serialize + ?Sized>(v: &T, out: &mut Vec<u8>) {
+    // Writing a string, number, boolean or null into a Vec cannot fail
+    // (serde_json fails only on I/O errors and non-string map keys).
+    let _ = serde_json::to_writer(&mut *out, v);
 }
 
 #[cfg(test)]

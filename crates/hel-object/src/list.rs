@@ -24,7 +24,7 @@
 use serde::de::IgnoredAny;
 use serde::Deserialize;
 use serde_json::value::RawValue;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use crate::message;
 use crate::object::Cap;
@@ -144,23 +144,105 @@ pub struct Node {
 impl Node {
     /// Canonical payload.
     pub fn to_payload(&self) -> Vec<u8> {
-        let items: Vec<Value> = self
-            .items
-            .iter()
-            .map(|i| match i {
-                Item::Inline(m) => json!({"m": m}),
-                Item::Blob(id) => json!({"b": id.to_hex()}),
-                Item::Slice { node, from, to } => {
-                    json!({"s": node.to_hex(), "from": from, "to": to})
-                }
-            })
-            .collect();
-        crate::canonical::to_vec(&json!({
-            "count": self.count,
-            "items": items,
-            "prev": self.prev.map(|p| p.to_hex()),
-        }))
+        let mut w = PayloadWriter::new(self.count);
+        for item in &self.items {
+            w.item(item);
+        }
+        w.finish(self.prev)
     }
+}
+
+/// A node's canonical payload written item by item, straight into one
+/// buffer: no [`Node`] and no copy of its messages as JSON values. A commit
+/// appends each new message as the canonical JSON it made anyway (to
+/// choose inline or blob). Keys in canonical order: `count`, `items`,
+/// `prev`; a slice's `from`, `s`, `to`.
+pub struct PayloadWriter {
+    out: Vec<u8>,
+    items: usize,
+}
+
+impl PayloadWriter {
+    /// A node of `count` messages through it, with no items yet.
+    pub fn new(count: u64) -> PayloadWriter {
+        let mut out = Vec::with_capacity(256);
+        out.extend_from_slice(b"{\"count\":");
+        push_u64(&mut out, count);
+        out.extend_from_slice(b",\"items\":[");
+        PayloadWriter { out, items: 0 }
+    }
+
+    /// Items written so far.
+    pub fn items(&self) -> usize {
+        self.items
+    }
+
+    fn next(&mut self) {
+        if self.items > 0 {
+            self.out.push(b',');
+        }
+        self.items += 1;
+    }
+
+    /// An inline message given as its canonical JSON (the caller's
+    /// promise: `canonical::to_vec` of a valid message).
+    pub fn inline(&mut self, message: &[u8]) {
+        self.next();
+        self.out.extend_from_slice(b"{\"m\":");
+        self.out.extend_from_slice(message);
+        self.out.push(b'}');
+    }
+
+    pub fn item(&mut self, item: &Item) {
+        match item {
+            Item::Inline(m) => {
+                self.next();
+                self.out.extend_from_slice(b"{\"m\":");
+                crate::canonical::write(m, &mut self.out);
+                self.out.push(b'}');
+            }
+            Item::Blob(id) => {
+                self.next();
+                self.out.extend_from_slice(b"{\"b\":");
+                push_id(&mut self.out, id);
+                self.out.push(b'}');
+            }
+            Item::Slice { node, from, to } => {
+                self.next();
+                self.out.extend_from_slice(b"{\"from\":");
+                push_u64(&mut self.out, *from);
+                self.out.extend_from_slice(b",\"s\":");
+                push_id(&mut self.out, node);
+                self.out.extend_from_slice(b",\"to\":");
+                push_u64(&mut self.out, *to);
+                self.out.push(b'}');
+            }
+        }
+    }
+
+    /// The payload, with `prev` last.
+    pub fn finish(mut self, prev: Option<ObjectId>) -> Vec<u8> {
+        self.out.extend_from_slice(b"],\"prev\":");
+        match prev {
+            Some(p) => push_id(&mut self.out, &p),
+            None => self.out.extend_from_slice(b"null"),
+        }
+        self.out.push(b'}');
+        self.out
+    }
+}
+
+fn push_u64(out: &mut Vec<u8>, n: u64) {
+    use std::io::Write;
+    // Decimal, as serde_json prints a u64; writing into a Vec cannot fail.
+    let _ = write!(out, "{n}");
+}
+
+/// An id as a JSON string: lowercase hex, which needs no escape.
+fn push_id(out: &mut Vec<u8>, id: &ObjectId) {
+    out.push(b'"');
+    out.extend_from_slice(blake3::Hash::from_bytes(*id.as_bytes()).to_hex().as_bytes());
+    out.push(b'"');
 }
 
 /// Why a list node's payload is not a node. Its `Display` is what follows
@@ -408,5 +490,96 @@ impl Shape {
             }
         }
         Ok(shape)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// A node's payload as canonical JSON of the node built as a value:
+    /// what the direct writer must spell byte for byte.
+    fn via_value(n: &Node) -> Vec<u8> {
+        let items: Vec<Value> = n
+            .items
+            .iter()
+            .map(|i| match i {
+                Item::Inline(m) => json!({"m": m}),
+                Item::Blob(id) => json!({"b": id.to_hex()}),
+                Item::Slice { node, from, to } => {
+                    json!({"s": node.to_hex(), "from": from, "to": to})
+                }
+            })
+            .collect();
+        crate::canonical::to_vec(&json!({
+            "count": n.count,
+            "items": items,
+            "prev": n.prev.map(|p| p.to_hex()),
+        }))
+    }
+
+    #[test]
+    fn written_payload_is_canonical_json_of_the_node() {
+        let a = ObjectId::of_canonical(b"blob 1\0a");
+        let b = ObjectId::of_canonical(b"list 0\0");
+        let m = json!({"role": "user", "content": "x\n\"é\u{1}", "z": [1, -2.5, null, true]});
+        for prev in [None, Some(b)] {
+            for items in [
+                vec![],
+                vec![Item::Inline(m.clone())],
+                vec![
+                    Item::Slice {
+                        node: a,
+                        from: 0,
+                        to: u64::MAX,
+                    },
+                    Item::Inline(m.clone()),
+                    Item::Blob(a),
+                    Item::Inline(json!({})),
+                ],
+            ] {
+                let n = Node {
+                    count: 12_345,
+                    items,
+                    prev,
+                };
+                assert_eq!(n.to_payload(), via_value(&n));
+            }
+        }
+        // An inline message given as its canonical bytes is the same item.
+        let mut w = PayloadWriter::new(1);
+        w.inline(&crate::canonical::to_vec(&m));
+        assert_eq!(w.items(), 1);
+        let n = Node {
+            count: 1,
+            items: vec![Item::Inline(m)],
+            prev: None,
+        };
+        assert_eq!(w.finish(None), n.to_payload());
+    }
+
+    /// objects-spec/vectors.json's list nodes, parsed and written again,
+    /// are their canonical bytes.
+    #[test]
+    fn list_vectors_write_back_exactly() {
+        let doc: Value =
+            serde_json::from_str(include_str!("../../../objects-spec/vectors.json")).unwrap();
+        let mut seen = 0;
+        for v in doc["vectors"].as_array().unwrap() {
+            if v["kind"] != "list" {
+                continue;
+            }
+            let canonical = v["canonical"].as_str().unwrap().as_bytes();
+            let (raw, items) = parse_whole(canonical).unwrap();
+            let n = Node {
+                count: raw.count,
+                items,
+                prev: raw.prev,
+            };
+            assert_eq!(n.to_payload(), canonical, "{}", v["name"]);
+            seen += 1;
+        }
+        assert!(seen >= 2);
     }
 }

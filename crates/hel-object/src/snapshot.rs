@@ -208,6 +208,24 @@ impl Checkpoint {
             return Err(Invalid::SchemaZero);
         }
         let cp: Checkpoint = serde_json::from_value(value).map_err(Invalid::Json)?;
+        cp.check()?;
+        Ok(cp)
+    }
+
+    /// The checks [`Checkpoint::parse`] makes of a well-typed checkpoint:
+    /// what a reader refuses once the JSON has its keys and types. A writer
+    /// asks this of the checkpoint it built instead of parsing its payload
+    /// back: that payload is serde's of this same struct, which always
+    /// reads back as itself (`payload_reads_back_as_itself` tests every
+    /// field and record), so these are the checks it could fail.
+    pub fn check(&self) -> std::result::Result<(), Invalid> {
+        let cp = self;
+        if cp.schema_version > SCHEMA_VERSION {
+            return Err(Invalid::Newer(cp.schema_version));
+        }
+        if cp.schema_version == 0 {
+            return Err(Invalid::SchemaZero);
+        }
         if cp.parents.len() > 1 {
             return Err(Invalid::Parents(cp.parents.len()));
         }
@@ -236,8 +254,7 @@ impl Checkpoint {
         if cp.spill.keys().any(|k| k.is_empty()) {
             return Err(Invalid::EmptySpillName);
         }
-        check_record(&cp)?;
-        Ok(cp)
+        Ok(check_record(cp)?)
     }
 }
 
@@ -386,6 +403,36 @@ mod tests {
                 Value::Null
             },
         })
+    }
+
+    /// What `check` stands in for on the write side: a checkpoint's
+    /// payload parses back as the same checkpoint, whatever fields it
+    /// fills (a meter, spill, each record with its workspace fields).
+    #[test]
+    fn payload_reads_back_as_itself() {
+        let mut all = vec![
+            snapshot("answer", Value::Null),
+            snapshot("answer", workspace(true, false)),
+            snapshot("start", workspace(false, false)),
+            snapshot("restored", workspace(false, true)),
+        ];
+        let mut v = snapshot("answer", workspace(true, false));
+        v["meter"] = json!({"observed": {"n": 3, "f": 1.5, "s": "x\n\u{1}é"}, "a": [null, true]});
+        v["spill"] =
+            json!({"a/b": {"blob": id("b"), "size": 7}, "é": {"blob": id("c"), "size": 0}});
+        v["parents"] = json!([id("p")]);
+        v["summary"]["instruction"] = "quote \" and \\ and 한".into();
+        all.push(v);
+        let mut v = snapshot("answer", Value::Null);
+        v.as_object_mut().unwrap().remove("record");
+        v["schema_version"] = 1.into();
+        all.push(v);
+        for v in all {
+            let cp = parse(&v).unwrap();
+            cp.check().unwrap();
+            assert_eq!(cp.to_payload(), crate::canonical::to_vec(&v));
+            assert_eq!(Checkpoint::parse(&cp.to_payload()).unwrap(), cp);
+        }
     }
 
     #[test]

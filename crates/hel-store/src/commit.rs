@@ -7,7 +7,7 @@
 use std::sync::MutexGuard;
 
 use crate::journal::{self, CommitPayload};
-use crate::list::{Item, Leaf, Node, INLINE_MAX, NODE_INLINE_BUDGET};
+use crate::list::{Item, Leaf, PayloadWriter, INLINE_MAX, NODE_INLINE_BUDGET};
 use crate::lock::{SessionLease, Shared};
 use crate::object::{self, Cap, Kind};
 use crate::odb::Odb;
@@ -275,41 +275,44 @@ impl<'a> Txn<'a> {
         let reused = state.nodes.partition_point(|(_, end)| *end <= keep);
         let base = state.nodes[..reused].last().copied();
         let base_end = base.map_or(0, |(_, e)| e);
-        let mut items: Vec<Item> = Vec::new();
+        // The node is written item by item: each new message's canonical
+        // JSON, made to choose inline or blob, is copied in as it is
+        // (neither the message nor its JSON is built twice). Carried
+        // messages in a row of one node make one slice.
+        let mut node = PayloadWriter::new(messages.len() as u64);
+        let mut slice: Option<(ObjectId, u64, u64)> = None;
+        let flush = |node: &mut PayloadWriter, slice: &mut Option<(ObjectId, u64, u64)>| {
+            if let Some((n, from, to)) = slice.take() {
+                node.item(&Item::Slice { node: n, from, to });
+            }
+        };
         let mut inline_bytes = 0usize;
         for (i, m) in messages.iter().enumerate().skip(base_end) {
-            if let Some(Leaf { node, index }) = input.leaves[i] {
+            if let Some(Leaf { node: n, index }) = input.leaves[i] {
                 let k = u64::from(index);
-                if let Some(Item::Slice { node: n, to, .. }) = items.last_mut() {
-                    if *n == node && *to == k {
-                        *to += 1;
-                        continue;
+                match &mut slice {
+                    Some((sn, _, to)) if *sn == n && *to == k => *to += 1,
+                    _ => {
+                        flush(&mut node, &mut slice);
+                        slice = Some((n, k, k + 1));
                     }
                 }
-                items.push(Item::Slice {
-                    node,
-                    from: k,
-                    to: k + 1,
-                });
                 continue;
             }
+            flush(&mut node, &mut slice);
             let bytes = canonical::to_vec(m);
             if bytes.len() >= INLINE_MAX || inline_bytes + bytes.len() > NODE_INLINE_BUDGET {
-                items.push(Item::Blob(writer.put(Kind::Blob, &bytes)?));
+                node.item(&Item::Blob(writer.put(Kind::Blob, &bytes)?));
             } else {
                 inline_bytes += bytes.len();
-                items.push(Item::Inline(m.clone()));
+                node.inline(&bytes);
             }
         }
-        let new_node = if items.is_empty() {
+        flush(&mut node, &mut slice);
+        let new_node = if node.items() == 0 {
             None
         } else {
-            let node = Node {
-                count: messages.len() as u64,
-                items,
-                prev: base.map(|(id, _)| id),
-            };
-            Some(writer.put(Kind::List, &node.to_payload())?)
+            Some(writer.put(Kind::List, &node.finish(base.map(|(id, _)| id)))?)
         };
         let root = new_node.or(base.map(|(id, _)| id));
         let request_config = writer.put(Kind::Blob, &canonical::to_vec(&input.request_config))?;
@@ -392,10 +395,13 @@ impl<'a> Txn<'a> {
     /// commit record publishing it with everything this transaction wrote,
     /// in one sync; then the state's head follows.
     fn publish(&mut self, cp: Checkpoint, why: &str) -> Result<Committed> {
-        // What a reader would refuse is never written.
-        let payload = cp.to_payload();
-        Checkpoint::parse(&payload)
+        // What a reader would refuse is never written: `check` is every
+        // check `Checkpoint::parse` makes past serde, and serde's payload of
+        // a `Checkpoint` always reads back as it (hel-object's
+        // `payload_reads_back_as_itself`), so the payload is not parsed back.
+        cp.check()
             .map_err(|e| Error::Internal(format!("the checkpoint would not read back: {e}")))?;
+        let payload = cp.to_payload();
         let id = self.writer.put(Kind::Snapshot, &payload)?;
         let (objects_written, bytes_written) =
             (self.writer.objects_written, self.writer.bytes_written);
