@@ -196,11 +196,17 @@ fn packs_faults(
                                 Some(&h.id),
                                 "a sealed pack holds objects only",
                             )));
-                        } else if let Err(e) =
-                            object::decode(&h.id, &place.display_path(), &stored, Cap::ANY)
-                        {
-                            faults.push(Fault::Broken(e.into()));
-                            broken.insert(h.id);
+                        } else {
+                            match object::decode(&h.id, &place.display_path(), &stored, Cap::ANY)
+                            {
+                                Ok((kind, payload)) => {
+                                    layout.memo_put(&h.id, kind, stored.len() as u64, &payload)
+                                }
+                                Err(e) => {
+                                    faults.push(Fault::Broken(e.into()));
+                                    broken.insert(h.id);
+                                }
+                            }
                         }
                         at += h.record_len();
                     }
@@ -338,16 +344,18 @@ fn journal_faults(
                     present.insert(e.id);
                     let stored = &record[RECORD_HEADER as usize..];
                     match object::decode(&e.id, &place.display_path(), stored, Cap::ANY) {
-                        // What a commit record after it is checked against,
-                        // without reading the snapshot again.
-                        Ok((Kind::Snapshot, payload))
-                            if payload.len() as u64 <= Cap::SNAPSHOT.max =>
-                        {
-                            if let Ok(cp) = crate::snapshot::Checkpoint::parse(&payload) {
-                                snapshots.insert(e.id, (cp.session_id, cp.summary));
+                        Ok((kind, payload)) => {
+                            // What a commit record after it is checked
+                            // against, without reading the snapshot again.
+                            if kind == Kind::Snapshot
+                                && payload.len() as u64 <= Cap::SNAPSHOT.max
+                            {
+                                if let Ok(cp) = crate::snapshot::Checkpoint::parse(&payload) {
+                                    snapshots.insert(e.id, (cp.session_id, cp.summary));
+                                }
                             }
+                            layout.memo_put(&e.id, kind, stored.len() as u64, &payload);
                         }
-                        Ok(_) => {}
                         Err(err) => {
                             faults.push(Fault::Broken(err.into()));
                             broken.insert(e.id);
@@ -398,12 +406,35 @@ fn commit_disagrees(
     })
 }
 
+/// Keeps the objects fsck's first pass decodes while it runs (see
+/// [`Odb::set_memo`]): each record is then read, decompressed and hashed
+/// once, however often the walk and the loads after it take it.
+struct Memo<'a>(&'a Odb);
+
+impl<'a> Memo<'a> {
+    fn on(layout: &'a Odb) -> Memo<'a> {
+        layout.set_memo(true);
+        Memo(layout)
+    }
+}
+
+impl Drop for Memo<'_> {
+    fn drop(&mut self) {
+        self.0.set_memo(false);
+    }
+}
+
 /// Check the whole store (see the module doc for what "sound" means).
 pub fn fsck(store: &Store) -> Result<FsckReport> {
-    let mut report = FsckReport::default();
     let Some(layout) = store.layout_for_gc()? else {
-        return Ok(report);
+        return Ok(FsckReport::default());
     };
+    let _memo = Memo::on(layout);
+    fsck_with(store, layout)
+}
+
+fn fsck_with(store: &Store, layout: &Odb) -> Result<FsckReport> {
+    let mut report = FsckReport::default();
     let mut faults: Vec<Fault> = Vec::new();
     // 0. The store's own directories are directories.
     for check in [
@@ -439,11 +470,15 @@ pub fn fsck(store: &Store) -> Result<FsckReport> {
         }
         report.objects += 1;
         let path = layout.loose_path(id);
-        report.bytes += std::fs::symlink_metadata(&path).map_or(0, |m| m.len());
+        let stored = std::fs::symlink_metadata(&path).map_or(0, |m| m.len());
+        report.bytes += stored;
         present.insert(*id);
-        if let Err(e) = crate::read::loose(layout, id, Cap::ANY) {
-            faults.push(Fault::Broken(e));
-            broken.insert(*id);
+        match crate::read::loose(layout, id, Cap::ANY) {
+            Ok((kind, payload)) => layout.memo_put(id, kind, stored, &payload),
+            Err(e) => {
+                faults.push(Fault::Broken(e));
+                broken.insert(*id);
+            }
         }
     }
     // Sealed packs and journals: every record, and the indexes.

@@ -67,7 +67,33 @@ pub(crate) struct Odb {
     /// Objects this process wrote or verified: a writer may dedup against
     /// them without reading them again.
     verified: Mutex<HashSet<ObjectId>>,
+    /// While fsck runs: the objects its pass over every file decoded, and
+    /// so verified against their ids, kept so that the walk and the loads
+    /// after it parse them without reading, decompressing and hashing them
+    /// again. `None` otherwise.
+    memo: Mutex<Option<Memo>>,
 }
+
+/// Decoded objects, bounded by [`MEMO_MAX`] payload bytes in all: past it,
+/// objects are read again as usual.
+#[derive(Debug, Default)]
+struct Memo {
+    objects: HashMap<ObjectId, Decoded>,
+    bytes: u64,
+}
+
+/// One verified object: its kind, its stored length (what the caps of a
+/// read bound) and its payload.
+#[derive(Debug)]
+struct Decoded {
+    kind: crate::object::Kind,
+    stored: u64,
+    payload: Vec<u8>,
+}
+
+/// What the memo may hold: room for the decoded objects of a large store
+/// without holding a very large one in memory.
+const MEMO_MAX: u64 = 512 << 20;
 
 impl Odb {
     pub fn new(layout: Layout) -> Odb {
@@ -75,7 +101,49 @@ impl Odb {
             layout,
             index: Index::default(),
             verified: Mutex::new(HashSet::new()),
+            memo: Mutex::new(None),
         }
+    }
+
+    /// Start (`true`) or stop and drop (`false`) keeping decoded objects.
+    pub fn set_memo(&self, on: bool) {
+        if let Ok(mut m) = self.memo.lock() {
+            *m = on.then(Memo::default);
+        }
+    }
+
+    /// Keep object `id`, decoded from `stored` bytes and verified against
+    /// its id by the caller, while the memo is on and has room.
+    pub fn memo_put(&self, id: &ObjectId, kind: crate::object::Kind, stored: u64, payload: &[u8]) {
+        if let Ok(mut guard) = self.memo.lock() {
+            if let Some(m) = guard.as_mut() {
+                let size = payload.len() as u64;
+                if m.bytes + size <= MEMO_MAX && !m.objects.contains_key(id) {
+                    m.bytes += size;
+                    m.objects.insert(
+                        *id,
+                        Decoded {
+                            kind,
+                            stored,
+                            payload: payload.to_vec(),
+                        },
+                    );
+                }
+            }
+        }
+    }
+
+    /// Object `id` as kept by [`Odb::memo_put`], when it is and fits `cap`
+    /// (else it is read as usual, which tells why it does not).
+    pub fn memo_get(
+        &self,
+        id: &ObjectId,
+        cap: crate::object::Cap,
+    ) -> Option<(crate::object::Kind, Vec<u8>)> {
+        let guard = self.memo.lock().ok()?;
+        let d = guard.as_ref()?.objects.get(id)?;
+        (d.stored <= crate::object::file_max(cap) && d.payload.len() as u64 <= cap.max)
+            .then(|| (d.kind, d.payload.clone()))
     }
 
     pub fn index(&self) -> &Index {

@@ -14,6 +14,9 @@ use crate::{pack, Error, ObjectId, Result};
 /// Read and verify object `id` under `cap`, returning its kind and payload:
 /// from the journal or pack that holds it, else from its loose file.
 pub(crate) fn object(layout: &Odb, id: &ObjectId, cap: Cap) -> Result<(Kind, Vec<u8>)> {
+    if let Some(kept) = layout.memo_get(id, cap) {
+        return Ok(kept);
+    }
     match layout.index().locate(layout, id)? {
         Some(found) => object_at(layout, id, &found, cap),
         None => Err(Error::Missing {
@@ -30,6 +33,9 @@ pub(crate) fn object_at(
     found: &Found,
     cap: Cap,
 ) -> Result<(Kind, Vec<u8>)> {
+    if let Some(kept) = layout.memo_get(id, cap) {
+        return Ok(kept);
+    }
     match found {
         Found::Record { file, place, len } => {
             let len = *len;
