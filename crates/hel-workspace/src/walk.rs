@@ -33,8 +33,16 @@
 //! Descriptors are bounded whatever the tree's shape: a directory waiting
 //! to be listed holds none of its own, only a share of its parent's while
 //! fewer than [`SHARED_FDS`] are shared, and each walking thread holds at
-//! most three at once (its directory, the listing, one file). A thousand
-//! sibling directories cost what one does.
+//! most two at once (its directory, listed through that same descriptor,
+//! and one file). A thousand sibling directories cost what one does.
+//!
+//! What a directory costs is kept to what git's own walk pays: it is
+//! listed first, names only, into the thread's buffer, so that `.git` and
+//! `.gitignore` are looked for only when listed (no failed `stat` and
+//! `open` in every directory); then one `lstat` per name, relative to the
+//! directory's descriptor. The entries of several directories go to the
+//! caller in one message, and a thread is woken only when there is a
+//! directory to list or the walk is over.
 
 use std::ffi::OsStr;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -399,36 +407,85 @@ pub fn walk(
     }
 }
 
+/// Entries a walking thread gathers (from as many directories as it
+/// lists meanwhile) before it sends them.
+const BATCH: usize = 256;
+
+/// Bytes of the buffer a walking thread lists directories into.
+const DIRENT_BUF: usize = 32 << 10;
+
+/// A walking thread's buffers, reused from one directory to the next.
+struct Scratch {
+    dirents: Vec<std::mem::MaybeUninit<u8>>,
+    /// The names of the directory being listed, one after another, and
+    /// where each ends.
+    names: Vec<u8>,
+    ends: Vec<usize>,
+}
+
 fn worker<'a>(queue: &Queue<'a>, ctx: &Ctx<'a>, tx: &std::sync::mpsc::SyncSender<Msg>) {
+    let mut scratch = Scratch {
+        dirents: vec![std::mem::MaybeUninit::uninit(); DIRENT_BUF],
+        names: Vec::new(),
+        ends: Vec::new(),
+    };
+    // Entries of several directories go in one message: the caller's
+    // thread (and this one) wakes once for all of them. A closed channel
+    // means the caller stopped.
+    let mut batch: Vec<Entry> = Vec::new();
     loop {
-        let job = {
-            let mut st = queue.state.lock().unwrap_or_else(|p| p.into_inner());
-            loop {
-                if let Some(job) = st.0.pop() {
-                    st.1 += 1;
-                    break Some(job);
-                }
-                if st.1 == 0 {
-                    break None;
-                }
-                st = queue.more.wait(st).unwrap_or_else(|p| p.into_inner());
+        let mut st = queue.state.lock().unwrap_or_else(|p| p.into_inner());
+        let job = loop {
+            if let Some(job) = st.0.pop() {
+                st.1 += 1;
+                break Some(job);
             }
+            if st.1 == 0 {
+                break None;
+            }
+            if !batch.is_empty() {
+                // Nothing to list now: what was gathered goes before this
+                // thread waits.
+                drop(st);
+                let _ = tx.send(Msg::Entries(std::mem::take(&mut batch)));
+                st = queue.state.lock().unwrap_or_else(|p| p.into_inner());
+                continue;
+            }
+            st = queue.more.wait(st).unwrap_or_else(|p| p.into_inner());
         };
+        drop(st);
         let Some(job) = job else {
+            if !batch.is_empty() {
+                let _ = tx.send(Msg::Entries(batch));
+            }
             queue.more.notify_all();
             return;
         };
-        let (msg, jobs) = visit(job, ctx);
-        // One message per directory: the caller's thread wakes once for
-        // all its entries. A closed channel means the caller stopped.
-        if let Some(msg) = msg {
-            let _ = tx.send(msg);
+        let (msg, jobs) = visit(job, ctx, &mut scratch);
+        match msg {
+            Some(Msg::Entries(entries)) if batch.is_empty() => batch = entries,
+            Some(Msg::Entries(entries)) => batch.extend(entries),
+            Some(other) => {
+                let _ = tx.send(other);
+            }
+            None => {}
+        }
+        if batch.len() >= BATCH {
+            let _ = tx.send(Msg::Entries(std::mem::take(&mut batch)));
         }
         let mut st = queue.state.lock().unwrap_or_else(|p| p.into_inner());
+        let new = jobs.len();
         st.0.extend(jobs);
         st.1 -= 1;
+        let done = st.1 == 0 && st.0.is_empty();
         drop(st);
-        queue.more.notify_all();
+        // Waiting threads wait for a job or for the end: woken for those
+        // only.
+        match new {
+            0 if !done => {}
+            1 => queue.more.notify_one(),
+            _ => queue.more.notify_all(),
+        }
     }
 }
 
@@ -454,10 +511,10 @@ enum Listed {
 /// List one directory and say what came of it: the message to send (its
 /// entry and its entries, or the entry saying it was not read) and its
 /// subdirectories to list.
-fn visit<'a>(job: Job<'a>, ctx: &Ctx<'a>) -> (Option<Msg>, Vec<Job<'a>>) {
+fn visit<'a>(job: Job<'a>, ctx: &Ctx<'a>, scratch: &mut Scratch) -> (Option<Msg>, Vec<Job<'a>>) {
     let is_root = job.rel.is_empty();
     let (rel, depth, seen) = (job.rel.clone(), job.depth, job.stat);
-    let listed = list(job, ctx);
+    let listed = list(job, ctx, scratch);
     let listed = match listed {
         Listed::Whole { paths, bytes, .. } if !ctx.reserve(paths, bytes) => {
             Listed::NotRead(NotRead::PastPaths)
@@ -532,7 +589,7 @@ fn share<'a>(fd: OwnedFd, count: &'a AtomicUsize) -> Option<Arc<Held<'a>>> {
 }
 
 /// Open and list the directory of `job`, all or nothing.
-fn list<'a>(job: Job<'a>, ctx: &Ctx<'a>) -> Listed {
+fn list<'a>(job: Job<'a>, ctx: &Ctx<'a>, scratch: &mut Scratch) -> Listed {
     let plan = ctx.plan;
     let opened = match &job.parent {
         Some(p) => at::open_dir(&p.fd, job.name.as_slice()),
@@ -559,31 +616,21 @@ fn list<'a>(job: Job<'a>, ctx: &Ctx<'a>) -> Listed {
     if let Some(w) = plan.watch {
         w.add(fd.as_fd(), &stat, job.parent_dev, job.rel.is_empty());
     }
-    if !job.rel.is_empty() {
-        match rustix::fs::statat(&fd, ".git", AtFlags::SYMLINK_NOFOLLOW) {
-            Ok(_) => return Listed::Repository(stat),
-            Err(Errno::NOENT) => {}
-            Err(e) => return Listed::NotRead(NotRead::Unreadable(e.to_string())),
-        }
-    }
-    let abs = plan.root.join(OsStr::from_bytes(&job.rel));
-    let rules = match load_ignore(fd.as_fd(), ".gitignore", &abs) {
-        Ok(Some(g)) => Some(Arc::new(Rules {
-            gitignore: Some(g),
-            parent: job.rules.clone(),
-        })),
-        Ok(None) => job.rules.clone(),
-        Err(why) => return Listed::NotRead(NotRead::Unreadable(why)),
-    };
-    let dir = match rustix::fs::Dir::read_from(&fd) {
-        Ok(d) => d,
-        Err(e) => return Listed::NotRead(NotRead::Unreadable(e.to_string())),
-    };
-    let (mut entries, mut subdirs) = (Vec::new(), Vec::new());
-    let (mut paths, mut bytes) = (0u64, 0u64);
+    // The names first, read from this very descriptor (opened here, so at
+    // its start) into the thread's buffer: `.git` and `.gitignore` are
+    // looked for only when listed.
+    let Scratch {
+        dirents,
+        names,
+        ends,
+    } = scratch;
+    names.clear();
+    ends.clear();
     // A test can make a listing fail part way (after its first entry).
     let fail = hel_fs::failpoint::hit("walk-readdir");
-    for (k, item) in dir.enumerate() {
+    let mut raw = rustix::fs::RawDir::new(fd.as_fd(), dirents);
+    let mut k = 0usize;
+    while let Some(item) = raw.next() {
         let item = match item {
             Ok(_) if fail && k > 0 => {
                 return Listed::NotRead(NotRead::Unreadable("failpoint walk-readdir".into()))
@@ -591,8 +638,50 @@ fn list<'a>(job: Job<'a>, ctx: &Ctx<'a>) -> Listed {
             Ok(i) => i,
             Err(e) => return Listed::NotRead(NotRead::Unreadable(e.to_string())),
         };
+        k += 1;
         let name = item.file_name().to_bytes();
-        if name == b"." || name == b".." || is_never(name) {
+        if name == b"." || name == b".." {
+            continue;
+        }
+        names.extend_from_slice(name);
+        ends.push(names.len());
+    }
+    let listed = || {
+        ends.iter().scan(0, |start, &end| {
+            Some(&names[std::mem::replace(start, end)..end])
+        })
+    };
+    let like = |what: &[u8]| listed().any(|n| n.eq_ignore_ascii_case(what));
+    if !job.rel.is_empty() && like(b".git") {
+        // Listed as `.git` exactly, or in another case (which a
+        // case-insensitive directory may also resolve `.git` to).
+        if !listed().any(|n| n == b".git") {
+            match rustix::fs::statat(&fd, ".git", AtFlags::SYMLINK_NOFOLLOW) {
+                Ok(_) => return Listed::Repository(stat),
+                Err(Errno::NOENT) => {}
+                Err(e) => return Listed::NotRead(NotRead::Unreadable(e.to_string())),
+            }
+        } else {
+            return Listed::Repository(stat);
+        }
+    }
+    let rules = if like(b".gitignore") {
+        let abs = plan.root.join(OsStr::from_bytes(&job.rel));
+        match load_ignore(fd.as_fd(), ".gitignore", &abs) {
+            Ok(Some(g)) => Some(Arc::new(Rules {
+                gitignore: Some(g),
+                parent: job.rules.clone(),
+            })),
+            Ok(None) => job.rules.clone(),
+            Err(why) => return Listed::NotRead(NotRead::Unreadable(why)),
+        }
+    } else {
+        job.rules.clone()
+    };
+    let (mut entries, mut subdirs) = (Vec::new(), Vec::new());
+    let (mut paths, mut bytes) = (0u64, 0u64);
+    for name in listed() {
+        if is_never(name) {
             continue;
         }
         let rel = join(&job.rel, name);
