@@ -197,8 +197,7 @@ fn packs_faults(
                                 "a sealed pack holds objects only",
                             )));
                         } else {
-                            match object::decode(&h.id, &place.display_path(), &stored, Cap::ANY)
-                            {
+                            match object::decode(&h.id, &place.display_path(), &stored, Cap::ANY) {
                                 Ok((kind, payload)) => {
                                     layout.memo_put(&h.id, kind, stored.len() as u64, &payload)
                                 }
@@ -347,9 +346,7 @@ fn journal_faults(
                         Ok((kind, payload)) => {
                             // What a commit record after it is checked
                             // against, without reading the snapshot again.
-                            if kind == Kind::Snapshot
-                                && payload.len() as u64 <= Cap::SNAPSHOT.max
-                            {
+                            if kind == Kind::Snapshot && payload.len() as u64 <= Cap::SNAPSHOT.max {
                                 if let Ok(cp) = crate::snapshot::Checkpoint::parse(&payload) {
                                     snapshots.insert(e.id, (cp.session_id, cp.summary));
                                 }
