@@ -630,6 +630,10 @@ fn list<'a>(job: Job<'a>, ctx: &Ctx<'a>, scratch: &mut Scratch) -> Listed {
     let fail = hel_fs::failpoint::hit("walk-readdir");
     let mut raw = rustix::fs::RawDir::new(fd.as_fd(), dirents);
     let mut k = 0usize;
+    // The listing is held as the entries are bounded: past the paths and
+    // bytes the walk may still take, it is not read further (a directory
+    // of millions of names is not kept whole in memory first).
+    let (mut listed_paths, mut listed_bytes) = (0u64, 0u64);
     while let Some(item) = raw.next() {
         let item = match item {
             Ok(_) if fail && k > 0 => {
@@ -642,6 +646,13 @@ fn list<'a>(job: Job<'a>, ctx: &Ctx<'a>, scratch: &mut Scratch) -> Listed {
         let name = item.file_name().to_bytes();
         if name == b"." || name == b".." {
             continue;
+        }
+        if !is_never(name) {
+            listed_paths += 1;
+            listed_bytes += (job.rel.len() + usize::from(!job.rel.is_empty()) + name.len()) as u64;
+            if !ctx.fits(listed_paths, listed_bytes) {
+                return Listed::NotRead(NotRead::PastPaths);
+            }
         }
         names.extend_from_slice(name);
         ends.push(names.len());
