@@ -22,6 +22,12 @@ impl ObjectId {
         blake3::Hash::from_bytes(self.0).to_hex().to_string()
     }
 
+    /// Append the id's 64 lowercase hex digits to `out`: [`ObjectId::to_hex`]
+    /// without a `String` of its own (list nodes spell their ids this way).
+    pub fn push_hex(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(blake3::Hash::from_bytes(self.0).to_hex().as_bytes());
+    }
+
     pub fn as_bytes(&self) -> &[u8; 32] {
         &self.0
     }

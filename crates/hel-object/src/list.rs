@@ -241,7 +241,7 @@ fn push_u64(out: &mut Vec<u8>, n: u64) {
 /// An id as a JSON string: lowercase hex, which needs no escape.
 fn push_id(out: &mut Vec<u8>, id: &ObjectId) {
     out.push(b'"');
-    out.extend_from_slice(blake3::Hash::from_bytes(*id.as_bytes()).to_hex().as_bytes());
+    id.push_hex(out);
     out.push(b'"');
 }
 
