@@ -399,15 +399,9 @@ pub(crate) fn release(
     let view = layout.index().journal(layout, session)?;
     if let Some(view) = &view {
         let mut dependents = Vec::new();
-        for s in heads::list(layout)?.sessions {
-            if s == *session {
-                continue;
-            }
-            if let Some(h) = heads::read_light(layout, &s)? {
-                if h.deps().contains(session) {
-                    dependents.push(h.id);
-                    heads::read(layout, &s)?;
-                }
+        for s in depending_on(layout, session)? {
+            if let Some(h) = heads::read(layout, &s)? {
+                dependents.push(h.id);
             }
         }
         let (objects, size): (Vec<ObjectId>, u64) = {
@@ -438,6 +432,48 @@ pub(crate) fn release(
     heads::remove(layout, session)?;
     layout.index().forget_removed();
     Ok(out)
+}
+
+/// The sessions whose head's commit record says they depend on
+/// `session`'s journal (its forks, and sessions that share its large
+/// objects): every other session's head read from its journal's tail.
+/// The reads share a few threads, since each is a handful of small file
+/// reads and a delete waits on all of them (a store of 1,000 sessions:
+/// a few tens of microseconds each). Any head that cannot be read is the
+/// error: a delete cannot know then what that session needs.
+fn depending_on(layout: &Odb, session: &SessionId) -> Result<Vec<SessionId>> {
+    let others: Vec<SessionId> = heads::list(layout)?
+        .sessions
+        .into_iter()
+        .filter(|s| s != session)
+        .collect();
+    let threads = std::thread::available_parallelism()
+        .map_or(2, |n| n.get())
+        .clamp(1, 4);
+    let chunk = others.len().div_ceil(threads).max(1);
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = others
+            .chunks(chunk)
+            .map(|part| {
+                scope.spawn(move || -> Result<Vec<SessionId>> {
+                    let mut out = Vec::new();
+                    for s in part {
+                        if let Some(h) = heads::read_light(layout, s)? {
+                            if h.deps().contains(session) {
+                                out.push(s.clone());
+                            }
+                        }
+                    }
+                    Ok(out)
+                })
+            })
+            .collect();
+        let mut out = Vec::new();
+        for w in workers {
+            out.extend(w.join().unwrap_or_else(|p| std::panic::resume_unwind(p))?);
+        }
+        Ok(out)
+    })
 }
 
 /// `Ok` when every record of sealed pack `p`, walked header by header from
