@@ -313,8 +313,9 @@ fn canonical_len(n: &str) -> Option<u64> {
 /// holds more than its header declares is then decompressed whole before
 /// it is refused, which [`WHOLE_MAX`] bounds. One call is faster than
 /// streaming through a 33-byte header buffer, which sends the first
-/// block through zstd's window buffer (a search of every message spent
-/// a quarter less in decoding). Any other frame is streamed. Both ways
+/// block through zstd's window buffer (decoding 20,000 message frames
+/// of 0.2 to 4 KB took 11 % less, best of 7). Any other frame is
+/// streamed. Both ways
 /// refuse the same frames with the same faults (a test compares them).
 fn decompress(data: &[u8], cap: u64) -> std::result::Result<Decompressed, Undecodable> {
     DCTX.with(|cell| {
@@ -325,6 +326,25 @@ fn decompress(data: &[u8], cap: u64) -> std::result::Result<Decompressed, Undeco
             None => decompress_streaming(dctx, data, cap),
         }
     })
+}
+
+/// Where the NUL ending the header is in `first` (the first decompressed
+/// bytes, at most [`HEADER_MAX`]), and the payload length the header
+/// declares, which must be within `cap`.
+fn header_of(first: &[u8], cap: u64) -> std::result::Result<(usize, u64), Undecodable> {
+    let nul = first
+        .iter()
+        .position(|&b| b == 0)
+        .ok_or(DecodeError::MalformedHeader)?;
+    let len = std::str::from_utf8(&first[..nul])
+        .ok()
+        .and_then(|h| h.split_once(' '))
+        .and_then(|(_, n)| canonical_len(n))
+        .ok_or(DecodeError::MalformedHeader)?;
+    if len > cap {
+        return Err(Undecodable::OverCap(len));
+    }
+    Ok((nul, len))
 }
 
 /// [`decompress`] by streaming: the header first, then the payload it
@@ -341,18 +361,7 @@ fn decompress_streaming(
         let mut head = [0u8; HEADER_MAX];
         let mut pos = 0;
         let mut ended = fill(dctx, &mut input, &mut head[..], &mut pos)?;
-        let nul = head[..pos]
-            .iter()
-            .position(|&b| b == 0)
-            .ok_or(DecodeError::MalformedHeader)?;
-        let len = std::str::from_utf8(&head[..nul])
-            .ok()
-            .and_then(|h| h.split_once(' '))
-            .and_then(|(_, n)| canonical_len(n))
-            .ok_or(DecodeError::MalformedHeader)?;
-        if len > cap {
-            return Err(Undecodable::OverCap(len));
-        }
+        let (nul, len) = header_of(&head[..pos], cap)?;
         let len = len as usize;
         let already = &head[nul + 1..pos];
         if already.len() > len {
@@ -423,18 +432,7 @@ fn decompress_whole(
             }
             .into());
         }
-        let nul = out[..out.len().min(HEADER_MAX)]
-            .iter()
-            .position(|&b| b == 0)
-            .ok_or(DecodeError::MalformedHeader)?;
-        let len = std::str::from_utf8(&out[..nul])
-            .ok()
-            .and_then(|h| h.split_once(' '))
-            .and_then(|(_, n)| canonical_len(n))
-            .ok_or(DecodeError::MalformedHeader)?;
-        if len > cap {
-            return Err(Undecodable::OverCap(len));
-        }
+        let (nul, len) = header_of(&out[..out.len().min(HEADER_MAX)], cap)?;
         let at = out.len() - nul - 1;
         match (at as u64).cmp(&len) {
             std::cmp::Ordering::Greater => return Err(DecodeError::DataAfterLength.into()),
