@@ -315,8 +315,8 @@ fn canonical_len(n: &str) -> Option<u64> {
 /// streaming through a 33-byte header buffer, which sends the first
 /// block through zstd's window buffer (decoding 20,000 message frames
 /// of 0.2 to 4 KB took 11 % less, best of 7). Any other frame is
-/// streamed. Both ways
-/// refuse the same frames with the same faults (a test compares them).
+/// streamed. Both ways refuse the same frames with the same faults (a
+/// test compares them).
 fn decompress(data: &[u8], cap: u64) -> std::result::Result<Decompressed, Undecodable> {
     DCTX.with(|cell| {
         let mut slot = cell.borrow_mut();
@@ -354,47 +354,45 @@ fn decompress_streaming(
     data: &[u8],
     cap: u64,
 ) -> std::result::Result<Decompressed, Undecodable> {
-    {
-        dctx.reset(ResetDirective::SessionOnly)
-            .map_err(|_| DecodeError::Reset)?;
-        let mut input = InBuffer::around(data);
-        let mut head = [0u8; HEADER_MAX];
-        let mut pos = 0;
-        let mut ended = fill(dctx, &mut input, &mut head[..], &mut pos)?;
-        let (nul, len) = header_of(&head[..pos], cap)?;
-        let len = len as usize;
-        let already = &head[nul + 1..pos];
-        if already.len() > len {
-            return Err(DecodeError::DataAfterLength.into());
-        }
-        let mut payload = Vec::with_capacity(len);
-        payload.extend_from_slice(already);
-        let mut at = payload.len();
-        while !ended && at < len {
-            ended = fill(dctx, &mut input, &mut payload, &mut at)?;
-        }
-        if at > len {
-            return Err(DecodeError::DataAfterLength.into());
-        }
-        if at < len {
-            return Err(DecodeError::TruncatedPayload { at, len }.into());
-        }
-        if !ended {
-            // Full: the frame must end here.
-            let mut extra = [0u8; 1];
-            let mut p = 0;
-            if !fill(dctx, &mut input, &mut extra[..], &mut p)? || p > 0 {
-                return Err(DecodeError::DataAfterLength.into());
-            }
-        }
-        if input.pos() != data.len() {
-            return Err(DecodeError::TrailingBytes.into());
-        }
-        Ok(Decompressed {
-            header: head[..nul].to_vec(),
-            payload,
-        })
+    dctx.reset(ResetDirective::SessionOnly)
+        .map_err(|_| DecodeError::Reset)?;
+    let mut input = InBuffer::around(data);
+    let mut head = [0u8; HEADER_MAX];
+    let mut pos = 0;
+    let mut ended = fill(dctx, &mut input, &mut head[..], &mut pos)?;
+    let (nul, len) = header_of(&head[..pos], cap)?;
+    let len = len as usize;
+    let already = &head[nul + 1..pos];
+    if already.len() > len {
+        return Err(DecodeError::DataAfterLength.into());
     }
+    let mut payload = Vec::with_capacity(len);
+    payload.extend_from_slice(already);
+    let mut at = payload.len();
+    while !ended && at < len {
+        ended = fill(dctx, &mut input, &mut payload, &mut at)?;
+    }
+    if at > len {
+        return Err(DecodeError::DataAfterLength.into());
+    }
+    if at < len {
+        return Err(DecodeError::TruncatedPayload { at, len }.into());
+    }
+    if !ended {
+        // Full: the frame must end here.
+        let mut extra = [0u8; 1];
+        let mut p = 0;
+        if !fill(dctx, &mut input, &mut extra[..], &mut p)? || p > 0 {
+            return Err(DecodeError::DataAfterLength.into());
+        }
+    }
+    if input.pos() != data.len() {
+        return Err(DecodeError::TrailingBytes.into());
+    }
+    Ok(Decompressed {
+        header: head[..nul].to_vec(),
+        payload,
+    })
 }
 
 /// The longest header: a kind, a space, 20 digits and the NUL (what the
@@ -421,37 +419,46 @@ fn decompress_whole(
     {
         return None;
     }
-    let mut out: Vec<u8> = Vec::with_capacity(usize::try_from(size).ok()?);
-    Some((|| {
-        dctx.decompress(&mut out, data)
-            .map_err(|code| DecodeError::Decompress(zstd::zstd_safe::get_error_name(code)))?;
-        if out.len() as u64 != size {
+    Some(decompress_into(dctx, data, size, cap))
+}
+
+/// [`decompress_whole`]'s one call into a buffer of exactly `size` bytes
+/// (at most [`WHOLE_MAX`]), then the checks streaming makes on the result.
+fn decompress_into(
+    dctx: &mut DCtx<'static>,
+    data: &[u8],
+    size: u64,
+    cap: u64,
+) -> std::result::Result<Decompressed, Undecodable> {
+    let mut out: Vec<u8> = Vec::with_capacity(size.min(WHOLE_MAX) as usize);
+    dctx.decompress(&mut out, data)
+        .map_err(|code| DecodeError::Decompress(zstd::zstd_safe::get_error_name(code)))?;
+    if out.len() as u64 != size {
+        return Err(DecodeError::TruncatedPayload {
+            at: out.len(),
+            len: size as usize,
+        }
+        .into());
+    }
+    let (nul, len) = header_of(&out[..out.len().min(HEADER_MAX)], cap)?;
+    let at = out.len() - nul - 1;
+    match (at as u64).cmp(&len) {
+        std::cmp::Ordering::Greater => return Err(DecodeError::DataAfterLength.into()),
+        std::cmp::Ordering::Less => {
             return Err(DecodeError::TruncatedPayload {
-                at: out.len(),
-                len: size as usize,
+                at,
+                len: len as usize,
             }
-            .into());
+            .into())
         }
-        let (nul, len) = header_of(&out[..out.len().min(HEADER_MAX)], cap)?;
-        let at = out.len() - nul - 1;
-        match (at as u64).cmp(&len) {
-            std::cmp::Ordering::Greater => return Err(DecodeError::DataAfterLength.into()),
-            std::cmp::Ordering::Less => {
-                return Err(DecodeError::TruncatedPayload {
-                    at,
-                    len: len as usize,
-                }
-                .into())
-            }
-            std::cmp::Ordering::Equal => {}
-        }
-        let header = out[..nul].to_vec();
-        out.drain(..=nul);
-        Ok(Decompressed {
-            header,
-            payload: out,
-        })
-    })())
+        std::cmp::Ordering::Equal => {}
+    }
+    let header = out[..nul].to_vec();
+    out.drain(..=nul);
+    Ok(Decompressed {
+        header,
+        payload: out,
+    })
 }
 
 /// The kind stored bytes declare, from their first decompressed bytes only

@@ -18,7 +18,7 @@ pub(crate) fn object(layout: &Odb, id: &ObjectId, cap: Cap) -> Result<(Kind, Vec
         return Ok(kept);
     }
     match layout.index().locate(layout, id)? {
-        Some(found) => object_at(layout, id, &found, cap),
+        Some(found) => read_at(layout, id, &found, cap),
         None => Err(Error::Missing {
             id: *id,
             path: layout.loose_path(id),
@@ -36,6 +36,12 @@ pub(crate) fn object_at(
     if let Some(kept) = layout.memo_get(id, cap) {
         return Ok(kept);
     }
+    read_at(layout, id, found, cap)
+}
+
+/// [`object_at`] past the memo of fsck: what `found` holds, read and
+/// verified.
+fn read_at(layout: &Odb, id: &ObjectId, found: &Found, cap: Cap) -> Result<(Kind, Vec<u8>)> {
     match found {
         Found::Record { file, place, len } => {
             let len = *len;
