@@ -465,3 +465,68 @@ fn a_session_begun_on_a_full_disk_leaves_a_sound_store() {
     assert!(left.is_empty(), "{left:?}");
     assert_eq!(p.run_in(&project, &["fsck"]).code, 0);
 }
+
+/// A fork killed after its dependents records (objects-spec §5.3) and
+/// before its ref leaves no session: the records it wrote only make a
+/// later delete read one more head, and gc removes them. The base stays
+/// whole and can still be deleted.
+#[test]
+fn a_fork_killed_after_its_dependents_records_leaves_no_session_and_gc_removes_them() {
+    use std::os::unix::process::ExitStatusExt;
+    let p = Project::new();
+    let mock = Mock::start(json!([{"content": "one"}, {"content": "forked"}]));
+    let run = p.run(Some(&mock), &["--no-workspace", "-p", "first"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let sid = run.session();
+    let log = p.run(None, &["sessions", "log", &sid, "--json"]);
+    let log: Value = serde_json::from_str(&log.stdout).unwrap();
+    let first = log[0]["id"].as_str().unwrap()[..12].to_owned();
+    let out = p
+        .hel(Some(&mock))
+        .args([
+            "resume",
+            &sid,
+            "--at",
+            &first,
+            "--no-workspace",
+            "-p",
+            "fork",
+        ])
+        .env("HEL_FAILPOINTS", "dependents-recorded@1")
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.signal(),
+        Some(9),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let refs = p.path().join(".hel/refs");
+    let names = |d: &Path| -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(d)
+            .map(|r| {
+                r.map(|e| e.unwrap().file_name().into_string().unwrap())
+                    .collect()
+            })
+            .unwrap_or_default();
+        v.sort();
+        v
+    };
+    let listed = p.run(None, &["sessions", "--json"]);
+    let listed: Value = serde_json::from_str(&listed.stdout).unwrap();
+    assert_eq!(listed.as_array().unwrap().len(), 1, "{listed}");
+    let ghosts = names(&refs.join("dependents").join(&sid));
+    assert_eq!(ghosts.len(), 1, "the killed fork's record of its base");
+    assert_eq!(names(&refs.join("recorded")).len(), 2);
+    let fsck = p.run(None, &["fsck"]);
+    assert_eq!(fsck.code, 0, "{}{}", fsck.stdout, fsck.stderr);
+    let gc = p.run(None, &["gc"]);
+    assert_eq!(gc.code, 0, "{}", gc.stderr);
+    assert!(names(&refs.join("dependents").join(&sid)).is_empty());
+    assert_eq!(names(&refs.join("recorded")), [sid.as_str()]);
+    let fsck = p.run(None, &["fsck"]);
+    assert_eq!(fsck.code, 0, "{}{}", fsck.stdout, fsck.stderr);
+    assert!(fsck.stdout.contains("store is sound"), "{}", fsck.stdout);
+    let del = p.run(None, &["sessions", "delete", &sid]);
+    assert_eq!(del.code, 0, "{}", del.stderr);
+}

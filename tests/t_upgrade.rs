@@ -61,9 +61,10 @@ fn json(run: &crate::common::Run) -> Value {
     serde_json::from_str(&run.stdout).unwrap_or_else(|e| panic!("{e}: {}", run.stdout))
 }
 
-/// Every file under `.hel/` a format-1 or format-2 hel reads, with its
+/// Every file under `.hel/` a hel of `format` (1, 2 or 3) reads, with its
 /// bytes: everything but `tmp/`, the refs the upgrade writes and the stub
-/// it may add (`refs/`, `objects/` of the stub), and the locks.
+/// it may add (`refs/`, `objects/` of the stub), the dependents records of
+/// format 4 (`refs/dependents/`, `refs/recorded/`), and the locks.
 fn old_readable(p: &Project, format: u64) -> BTreeMap<String, Vec<u8>> {
     let root = store_dir(p);
     let stub = stub_object_path();
@@ -77,7 +78,12 @@ fn old_readable(p: &Project, format: u64) -> BTreeMap<String, Vec<u8>> {
             if meta.is_dir() {
                 // `.sessions.lock` is a directory from the upgrade's last
                 // step on: an older hel only ever opens it.
-                if rel != "tmp" && rel != ".sessions.lock" {
+                if rel != "tmp"
+                    && rel != ".sessions.lock"
+                    && rel != ".store.lock"
+                    && rel != "refs/dependents"
+                    && rel != "refs/recorded"
+                {
                     stack.push(path);
                 }
                 continue;
@@ -105,7 +111,7 @@ fn stub_object_path() -> String {
 
 fn vector() -> Value {
     let path =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../objects-spec/format3-vectors.json");
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../objects-spec/format4-vectors.json");
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
@@ -131,12 +137,23 @@ fn holds_everything(p: &Project, m: &Value) {
             .collect::<BTreeSet<_>>(),
         "the sessions listed"
     );
-    // No older hel can take its store lock any more (objects-spec §12.6).
-    assert!(
-        std::fs::symlink_metadata(store_dir(p).join(".sessions.lock"))
-            .unwrap()
-            .is_dir()
-    );
+    // No older hel can take its store lock any more (objects-spec §12.6),
+    // and every session says its dependencies are recorded (§5.3).
+    for older in [".sessions.lock", ".store.lock"] {
+        assert!(
+            std::fs::symlink_metadata(store_dir(p).join(older))
+                .unwrap()
+                .is_dir(),
+            "{older}"
+        );
+    }
+    for s in sessions {
+        let id = s["id"].as_str().unwrap();
+        assert!(
+            store_dir(p).join("refs/recorded").join(id).is_file(),
+            "{id} is recorded"
+        );
+    }
     let store = Store::open(&p.path()).unwrap();
     let names = hel_store::names::all(&store).unwrap();
     for s in sessions {
@@ -220,7 +237,11 @@ fn record_whole(store: &Store, r: &Value) {
         while let Some(t) = trees.pop() {
             read += 1;
             assert!(read < 10_000, "the fixture's trees are small");
-            for e in hel_store::workspace::read_tree(store, &t).unwrap().entries {
+            let read_tree = hel_store::workspace::read_tree(store, &t);
+            for e in read_tree
+                .unwrap_or_else(|e| panic!("{id}: tree {t} (of {:?}): {e}", w))
+                .entries
+            {
                 match e.kind {
                     EntryKind::Dir => trees.push(e.id),
                     EntryKind::File | EntryKind::Symlink => {
@@ -237,15 +258,25 @@ fn record_whole(store: &Store, r: &Value) {
 fn upgraded_whole(format: u64) {
     let p = unpacked(format);
     let m = manifest(format);
-    assert_eq!(
-        format_file(&p),
-        (format == 2).then(|| "hel-store-format 2\n".to_owned())
-    );
+    assert_eq!(format_file(&p), old_format_file(format));
     let before = old_readable(&p, format);
+    use std::os::unix::fs::MetadataExt;
+    let lock_ino = std::fs::metadata(store_dir(&p).join(".store.lock")).map(|m| m.ino());
     holds_everything(&p, &m);
-    assert_eq!(format_file(&p).as_deref(), Some("hel-store-format 3\n"));
+    if format == 3 {
+        // Format 4 locks the very file format 3 locked (objects-spec
+        // §10.2): a format-3 hel that was waiting for it is kept apart.
+        assert_eq!(
+            std::fs::metadata(store_dir(&p).join(".store.lock/lock"))
+                .unwrap()
+                .ino(),
+            *lock_ino.as_ref().unwrap()
+        );
+    }
+    assert_eq!(format_file(&p).as_deref(), Some("hel-store-format 4\n"));
     // Nothing the old format had was changed: the upgrade only added refs
-    // (format 2), the stub (format 1) and the format file.
+    // (format 2), the stub (format 1), the dependents records and the
+    // format file.
     assert_eq!(old_readable(&p, format), before);
     let fsck = p.run(None, &["fsck"]);
     assert_eq!(fsck.code, 0, "{}{}", fsck.stdout, fsck.stderr);
@@ -258,6 +289,16 @@ fn upgraded_whole(format: u64) {
     );
 }
 
+/// What `format` says in a store of `format` (none in format 1).
+fn old_format_file(format: u64) -> Option<String> {
+    (format > 1).then(|| format!("hel-store-format {format}\n"))
+}
+
+#[test]
+fn format3_store_upgrades_with_everything() {
+    upgraded_whole(3);
+}
+
 #[test]
 fn format2_store_upgrades_with_everything() {
     upgraded_whole(2);
@@ -268,12 +309,75 @@ fn format1_store_upgrades_with_everything() {
     upgraded_whole(1);
 }
 
+/// The (fork, base) pairs of a manifest: a session whose log holds a
+/// record of another (a fork holds its base's checkpoint).
+fn forks_of(m: &Value) -> Vec<(String, String)> {
+    let sessions = m["sessions"].as_array().unwrap();
+    let ids = |s: &Value| -> BTreeSet<String> {
+        s["records"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let mut out = Vec::new();
+    for fork in sessions {
+        for base in sessions {
+            if fork["id"] != base["id"]
+                && fork["records"].as_array().unwrap().len()
+                    > base["records"].as_array().unwrap().len().min(1)
+                && !ids(fork).is_disjoint(&ids(base))
+                && !ids(base).is_superset(&ids(fork))
+            {
+                out.push((
+                    fork["id"].as_str().unwrap().to_owned(),
+                    base["id"].as_str().unwrap().to_owned(),
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// After the upgrade, a delete finds the forks of what it deletes from
+/// the dependents records alone (objects-spec §5.3): every base of a fork
+/// in the fixtures is deleted, one at a time, and each fork still loads
+/// every record whole; fsck finds the store sound after each.
+#[test]
+fn deleting_a_base_after_the_upgrade_keeps_its_forks() {
+    for format in [2, 3] {
+        let m = manifest(format);
+        let pairs = forks_of(&m);
+        assert!(!pairs.is_empty(), "format {format}: the fixture has forks");
+        for (fork, base) in &pairs {
+            let p = unpacked(format);
+            let run = p.run(None, &["sessions", "delete", base]);
+            assert_eq!(run.code, 0, "{}", run.stderr);
+            let store = Store::open(&p.path()).unwrap();
+            let s = m["sessions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|s| s["id"] == fork.as_str())
+                .unwrap();
+            for r in s["records"].as_array().unwrap() {
+                record_whole(&store, r);
+            }
+            let fsck = p.run(None, &["fsck"]);
+            assert_eq!(fsck.code, 0, "{}{}", fsck.stdout, fsck.stderr);
+            assert!(fsck.stdout.contains("store is sound"), "{}", fsck.stdout);
+        }
+    }
+}
+
 /// Where the upgrade can be killed, with how many times each point is
 /// passed at most in the fixtures (one per ref written).
 const KILL_POINTS: &[(&str, u32)] = &[
     ("upgrade-locked", 1),
     ("upgrade-ref", 5),
     ("upgrade-refs", 1),
+    ("upgrade-dependents", 1),
     ("upgrade-stub", 1),
     ("upgrade-format-tmp", 1),
     ("upgrade-format", 1),
@@ -314,27 +418,42 @@ fn killed_at_every_step(format: u64) {
             if !after_rename {
                 assert_eq!(
                     format_file(&p),
-                    (format == 2).then(|| "hel-store-format 2\n".to_owned()),
+                    old_format_file(format),
                     "{point}@{k}: still the old format"
                 );
                 assert_eq!(old_readable(&p, format), before, "{point}@{k}");
                 // The old hel's store lock is still the file it locks.
-                assert!(older_lock_is_file(&p), "{point}@{k}");
+                assert!(old_lock_is_file(&p, format), "{point}@{k}");
                 if let Some(old) = &old {
                     old_hel_lists_all(&p, old, &m);
                 }
             } else {
-                assert_eq!(format_file(&p).as_deref(), Some("hel-store-format 3\n"));
-                // Killed before its last step: the next open does it.
-                assert!(older_lock_is_file(&p), "{point}@{k}");
+                assert_eq!(format_file(&p).as_deref(), Some("hel-store-format 4\n"));
+                // Killed before its last steps: the next open does them.
+                assert!(old_lock_is_file(&p, format), "{point}@{k}");
             }
             holds_everything(&p, &m);
-            assert_eq!(format_file(&p).as_deref(), Some("hel-store-format 3\n"));
+            assert_eq!(format_file(&p).as_deref(), Some("hel-store-format 4\n"));
         }
     }
-    // Every point fired at least once (format 1 writes no session ref).
-    let expected = if format == 2 { 5 + 5 } else { 5 };
+    // Every point fired at least once (formats 1 and 3 write no session
+    // ref).
+    let expected = if format == 2 { 5 + 6 } else { 6 };
     assert_eq!(killed, expected, "kills that landed");
+}
+
+/// Is the store lock of `format` (`.sessions.lock` of formats 1 and 2,
+/// `.store.lock` of format 3) a regular file, one a hel of that format can
+/// still lock?
+fn old_lock_is_file(p: &Project, format: u64) -> bool {
+    let name = if format == 3 {
+        ".store.lock"
+    } else {
+        ".sessions.lock"
+    };
+    std::fs::symlink_metadata(store_dir(p).join(name))
+        .map(|m| m.is_file())
+        .unwrap_or(false)
 }
 
 /// Is `.sessions.lock` (the store lock of formats 1 and 2) a regular file,
@@ -369,6 +488,11 @@ fn old_hel_lists_all(p: &Project, old: &std::ffi::OsStr, m: &Value) {
 }
 
 #[test]
+fn kill_at_every_step_of_a_format3_upgrade() {
+    killed_at_every_step(3);
+}
+
+#[test]
 fn kill_at_every_step_of_a_format2_upgrade() {
     killed_at_every_step(2);
 }
@@ -383,13 +507,14 @@ fn kill_at_every_step_of_a_format1_upgrade() {
 /// writes nothing; once it is free, the upgrade runs.
 #[test]
 fn a_held_lease_stops_the_upgrade() {
-    for format in [1, 2] {
+    for format in [1, 2, 3] {
         let p = unpacked(format);
         let m = manifest(format);
         let busy = m["sessions"][1]["id"].as_str().unwrap().to_owned();
         let mut holder =
             LeaseHolder::take(&store_dir(&p).join("sessions").join(&busy).join(".active"));
-        let listing_before = dir_listing(&store_dir(&p));
+        let mut listing_before = dir_listing(&store_dir(&p));
+        listing_before.retain(|e| *e != (".store.lock".to_owned(), Vec::new()));
         let run = p.run(None, &["sessions"]);
         assert_eq!(run.code, 1, "{}", run.stderr);
         assert_eq!(run.stderr.lines().count(), 1, "{}", run.stderr);
@@ -400,8 +525,9 @@ fn a_held_lease_stops_the_upgrade() {
             "{}",
             run.stderr
         );
-        // Nothing written but format 3's store lock file, empty, which the
-        // upgrade takes before the older hels' one.
+        // Nothing written but format 3's store lock file, empty (a format-3
+        // store has it already), which the upgrade takes before the older
+        // hels' one.
         let mut after = dir_listing(&store_dir(&p));
         after.retain(|e| *e != (".store.lock".to_owned(), Vec::new()));
         assert_eq!(after, listing_before, "nothing written");
@@ -493,14 +619,14 @@ fn older_hel_opens_its_lock(root: &Path, name: &str) -> std::io::Result<std::fs:
         .open(root.join(name))
 }
 
-/// What makes older hels refuse a format-3 store, as
-/// `objects-spec/format3-vectors.json` gives it: the `format` file a
-/// format-2 hel checks first (it names a format above 2), the stub a
-/// format-1 hel meets in `refs/sessions/` (a snapshot whose schema_version
-/// is above 1), and `.sessions.lock`, the older hels' store lock, a
-/// directory that no writer of theirs can open (format 3 locks
-/// `.store.lock`). A fresh store and ones upgraded from formats 1 and 2
-/// hold exactly these bytes.
+/// What makes older hels refuse a format-4 store, as
+/// `objects-spec/format4-vectors.json` gives it: the `format` file a
+/// format-2 or format-3 hel checks first (it names a format above theirs),
+/// the stub a format-1 hel meets in `refs/sessions/` (a snapshot whose
+/// schema_version is above 1), `.sessions.lock`, the store lock of formats
+/// 1 and 2, and `.store.lock`, format 3's: directories that no writer of
+/// theirs can open (format 4 locks `.store.lock/lock`). A fresh store and
+/// ones upgraded from formats 1, 2 and 3 hold exactly these bytes.
 #[test]
 fn older_hels_refusal_vector() {
     let v = vector();
@@ -509,10 +635,32 @@ fn older_hels_refusal_vector() {
     drop(Store::open(&fresh.path()).unwrap().new_session().unwrap());
     let upgraded1 = unpacked(1);
     let upgraded2 = unpacked(2);
-    for p in [&upgraded1, &upgraded2] {
+    let upgraded3 = unpacked(3);
+    for p in [&upgraded1, &upgraded2, &upgraded3] {
         let run = p.run(None, &["sessions"]);
         assert_eq!(run.code, 0, "{}", run.stderr);
     }
+    for p in [&fresh, &upgraded1, &upgraded2, &upgraded3] {
+        // Format 3's store lock: a directory holding the note and format
+        // 4's lock, which no format-3 writer can open.
+        let root = store_dir(p);
+        let old = v["format3_lock_path"].as_str().unwrap();
+        assert_eq!(v["format3_lock_kind"], "directory");
+        assert!(std::fs::symlink_metadata(root.join(old)).unwrap().is_dir());
+        let entries: Vec<Value> = dir_listing(&root.join(old))
+            .into_iter()
+            .map(|(name, _)| Value::from(name))
+            .collect();
+        assert_eq!(Value::from(entries), v["format3_lock_entries"]);
+        assert_eq!(
+            std::fs::read_to_string(root.join(old).join("README")).unwrap(),
+            v["format3_lock_note"].as_str().unwrap()
+        );
+        let e = older_hel_opens_its_lock(&root, old).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::IsADirectory, "{e}");
+    }
+    // (A store upgraded from format 3 keeps the note format 3 wrote in
+    // `.sessions.lock`.)
     for p in [&fresh, &upgraded1, &upgraded2] {
         let root = store_dir(p);
         let older = v["older_lock_path"].as_str().unwrap();
@@ -578,24 +726,24 @@ fn older_hels_refusal_vector() {
     assert!(n > 2);
 }
 
-/// Older hels write nothing into a format-3 store, fresh or upgraded from
-/// either format: with `HEL_OLD_HEL_1` and `HEL_OLD_HEL_2` naming the
-/// binaries of formats 1 and 2 (tests/fixtures/README.md), a new session, a
-/// resume, a delete and a gc by each leave every file and directory under
-/// `.hel/` as they were, bytes and all. A format-2 hel refuses at its
-/// `format` check; a format-1 hel's writers fail to open their store lock,
+/// Older hels write nothing into a format-4 store, fresh or upgraded from
+/// any older format: with `HEL_OLD_HEL_1`, `HEL_OLD_HEL_2` and
+/// `HEL_OLD_HEL_3` naming the binaries of formats 1, 2 and 3
+/// (tests/fixtures/README.md), a new session, a resume, a delete and a gc
+/// by each leave every file and directory under `.hel/` as they were, bytes
+/// and all. Hels of formats 2 and 3 refuse at their `format` check; a format-1 hel's writers fail to open their store lock,
 /// `.sessions.lock`, a directory (its `-p` runs unsaved, saying so). Skipped,
 /// saying so, when neither variable is set (the vector test above checks
 /// the directory in any case).
 #[test]
-fn older_hels_write_nothing_in_a_format3_store() {
-    let olds: Vec<(u64, std::ffi::OsString)> = [1, 2]
+fn older_hels_write_nothing_in_a_format4_store() {
+    let olds: Vec<(u64, std::ffi::OsString)> = [1, 2, 3]
         .into_iter()
         .filter_map(|f| std::env::var_os(format!("HEL_OLD_HEL_{f}")).map(|b| (f, b)))
         .collect();
     if olds.is_empty() {
         eprintln!(
-            "older_hels_write_nothing_in_a_format3_store skipped: set HEL_OLD_HEL_1 and HEL_OLD_HEL_2 to the hel binaries of formats 1 and 2"
+            "older_hels_write_nothing_in_a_format4_store skipped: set HEL_OLD_HEL_1, HEL_OLD_HEL_2 and HEL_OLD_HEL_3 to the hel binaries of formats 1, 2 and 3"
         );
         return;
     }
@@ -607,6 +755,7 @@ fn older_hels_write_nothing_in_a_format3_store() {
         (fresh, run.session()),
         (unpacked(1), first_session(1)),
         (unpacked(2), first_session(2)),
+        (unpacked(3), first_session(3)),
     ];
     for (p, _) in &stores[1..] {
         let run = p.run(None, &["sessions"]);
@@ -637,10 +786,11 @@ fn older_hels_write_nothing_in_a_format3_store() {
                 assert_eq!(
                     dir_listing(&root),
                     before,
-                    "the format-{format} hel's {args:?} wrote into a format-3 store: {stderr}"
+                    "the format-{format} hel's {args:?} wrote into a format-4 store: {stderr}"
                 );
                 let said = match format {
-                    2 => "has format 3, this hel reads up to 2: upgrade hel",
+                    2 => "has format 4, this hel reads up to 2: upgrade hel",
+                    3 => "has format 4, this hel reads up to 3: upgrade hel",
                     _ => ".sessions.lock: Is a directory",
                 };
                 assert!(stderr.contains(said), "{args:?}: {stderr}");

@@ -142,6 +142,14 @@ pub enum Error {
     /// take this store's refs for its own.
     #[error("{path} is missing or not the stub: it is what makes an older hel refuse this store (remove what is there, if anything; the next commit writes it again)")]
     StubMissing { path: PathBuf },
+    /// A dependents record a recorded session's head needs (objects-spec
+    /// §5.3): without it a delete of `dep` would not look at `session`.
+    #[error("{path} is missing: session {session} names objects of session {dep}'s journal, and a delete of {dep} would not know (run `hel gc`, which writes it again, before deleting {dep})")]
+    DependentsRecordMissing {
+        path: PathBuf,
+        session: String,
+        dep: String,
+    },
     /// A sealed pack holding a record of a type this hel does not know: gc
     /// neither rewrites nor removes it.
     #[error("{path} holds a record of type {rtype} at offset {offset}, written by a newer hel: upgrade hel (this hel does not rewrite or remove that pack)")]

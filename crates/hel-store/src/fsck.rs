@@ -442,6 +442,8 @@ fn fsck_with(store: &Store, layout: &Odb) -> Result<FsckReport> {
         layout.tmp().map(|_| ()),
         layout.packs().map(|_| ()),
         layout.journals().map(|_| ()),
+        layout.dependents().map(|_| ()),
+        layout.recorded().map(|_| ()),
     ] {
         if let Err(e) = check {
             faults.push(Fault::Broken(e));
@@ -660,6 +662,25 @@ fn fsck_with(store: &Store, layout: &Odb) -> Result<FsckReport> {
     if layout.heads_are_refs() {
         if let Some(e) = crate::refs::stub_missing(layout)? {
             faults.push(Fault::Broken(e));
+        }
+    }
+    // Every dependency of a recorded session is recorded (format 4): a
+    // delete reads only the heads these records name.
+    if layout.records_dependents() {
+        let mut with_deps = Vec::with_capacity(heads.len());
+        for (session, _) in &heads {
+            if let Ok(Some(h)) = heads::read_light(layout, session) {
+                with_deps.push((session.clone(), h.deps()));
+            }
+        }
+        let journals: std::collections::BTreeSet<SessionId> =
+            heads::journals(layout)?.into_iter().collect();
+        for m in crate::dependents::missing(layout, &with_deps, &journals)? {
+            faults.push(Fault::Broken(Error::DependentsRecordMissing {
+                path: crate::dependents::path_of(layout, &m),
+                session: m.session.to_string(),
+                dep: m.dep.to_string(),
+            }));
         }
     }
     // 5. Session working directories, names and tmp/.

@@ -396,6 +396,12 @@ pub(crate) fn release(
     session: &SessionId,
 ) -> Result<Released> {
     let mut out = Released::default();
+    // What its own records say it depends on, to remove them after (a
+    // head that does not read leaves them to gc).
+    let own_deps = match heads::read_light(layout, session) {
+        Ok(Some(h)) => h.deps(),
+        _ => BTreeSet::new(),
+    };
     let view = layout.index().journal(layout, session)?;
     if let Some(view) = &view {
         let mut dependents = Vec::new();
@@ -430,23 +436,42 @@ pub(crate) fn release(
         }
     }
     heads::remove(layout, session)?;
+    if layout.records_dependents() {
+        crate::dependents::forget(layout, session, &own_deps)?;
+    }
     layout.index().forget_removed();
     Ok(out)
 }
 
 /// The sessions whose head's commit record says they depend on
 /// `session`'s journal (its forks, and sessions that share its large
-/// objects): every other session's head read from its journal's tail.
-/// The reads share a few threads, since each is a handful of small file
-/// reads and a delete waits on all of them (a store of 1,000 sessions:
-/// a few tens of microseconds each). Any head that cannot be read is the
+/// objects). In a format-4 store only the heads its records name are read
+/// (those recorded as its dependents and those not recorded at all:
+/// `dependents.rs`); in an older one, every other session's head. Many
+/// reads share a few threads, since each is a handful of small file reads
+/// and a delete waits on all of them. Any head that cannot be read is the
 /// error: a delete cannot know then what that session needs.
 fn depending_on(layout: &Odb, session: &SessionId) -> Result<Vec<SessionId>> {
-    let others: Vec<SessionId> = heads::list(layout)?
+    let mut others: Vec<SessionId> = heads::list(layout)?
         .sessions
         .into_iter()
         .filter(|s| s != session)
         .collect();
+    if layout.records_dependents() {
+        others = crate::dependents::candidates(layout, session, &others)?;
+    }
+    let depends = |s: &SessionId| -> Result<bool> {
+        Ok(heads::read_light(layout, s)?.is_some_and(|h| h.deps().contains(session)))
+    };
+    if others.len() < 64 {
+        let mut out = Vec::new();
+        for s in others {
+            if depends(&s)? {
+                out.push(s);
+            }
+        }
+        return Ok(out);
+    }
     let threads = std::thread::available_parallelism()
         .map_or(2, |n| n.get())
         .clamp(1, 4);
@@ -458,10 +483,8 @@ fn depending_on(layout: &Odb, session: &SessionId) -> Result<Vec<SessionId>> {
                 scope.spawn(move || -> Result<Vec<SessionId>> {
                     let mut out = Vec::new();
                     for s in part {
-                        if let Some(h) = heads::read_light(layout, s)? {
-                            if h.deps().contains(session) {
-                                out.push(s.clone());
-                            }
+                        if depends(s)? {
+                            out.push(s.clone());
                         }
                     }
                     Ok(out)
@@ -859,6 +882,17 @@ fn collect(store: &Store, dry_run: bool, force: bool, wait: bool) -> Result<Opti
         drop(lease);
     }
     layout.index().forget_removed();
+    if !dry_run && layout.records_dependents() {
+        // The dependents records (dependents.rs): those a head needs
+        // written, those of sessions without a head removed.
+        let mut with_deps = Vec::with_capacity(heads.len());
+        for (session, _) in &heads {
+            let deps = heads::read_light(layout, session)?.map_or_else(BTreeSet::new, |h| h.deps());
+            with_deps.push((session.clone(), deps));
+        }
+        let journals: BTreeSet<SessionId> = heads::journals(layout)?.into_iter().collect();
+        crate::dependents::tidy(layout, &with_deps, &journals)?;
+    }
     if let Some(tmp) = layout.tmp()? {
         for e in tmp.entries()? {
             let Some(name) = e.name_str() else { continue };

@@ -2,17 +2,24 @@
 //!
 //! ```text
 //! .hel/.gitignore            "*"
-//! .hel/.store.lock           store lock (see lock.rs)
+//! .hel/.store.lock/lock      store lock (see lock.rs); in a store of
+//!                            format 3 the lock was this file itself, a
+//!                            directory since format 4 so that a format-3
+//!                            hel fails to open it (see upgrade.rs)
 //! .hel/.sessions.lock/       a directory where formats 1 and 2 kept their
 //!                            store lock: an older hel fails to open it
 //!                            before it writes anything (see upgrade.rs)
 //! .hel/objects/ab/cdef…      loose objects, fan-out by the first two hex digits
 //! .hel/refs/sessions/<uuid>  a session's head: its newest snapshot id (format 3)
+//! .hel/refs/dependents/<dep>/<uuid>  empty: <uuid>'s head may name objects
+//!                            of <dep>'s journal (format 4, dependents.rs)
+//! .hel/refs/recorded/<uuid>  empty: every dependency of <uuid> is recorded
+//!                            in refs/dependents/ (format 4)
 //! .hel/logs/sessions/<uuid>  the ref log of a format-1 session (kept, never written)
 //! .hel/sessions/<uuid>/      .active lease and materialized spill/
 //! .hel/tmp/                  files of writes in progress
 //! .hel/names                 session names (see names.rs), and .names.lock
-//! .hel/format                "hel-store-format 3\n" (absent: format 1, loose objects only)
+//! .hel/format                "hel-store-format 4\n" (absent: format 1, loose objects only)
 //! .hel/packs/pack-<hex>.pack sealed packs and their .idx
 //! .hel/packs/journals/<uuid>.journal  a session's append-only pack (and .jidx)
 //! .hel/remotes/<key>         what this store last knew of a remote (transfer.rs)
@@ -32,6 +39,14 @@ use crate::{ObjectId, Result, SessionId};
 
 pub(crate) const GITIGNORE: &str = ".gitignore";
 pub(crate) const STORE_LOCK: &str = ".store.lock";
+/// The file inside the directory [`STORE_LOCK`] that format 4 locks: the
+/// same inode the file at `.store.lock` was in format 3 (upgrade.rs).
+pub(crate) const STORE_LOCK_FILE: &str = "lock";
+/// What `.store.lock/README` is called.
+pub(crate) const STORE_LOCK_NOTE: &str = "README";
+/// Under `refs/`: who depends on whom, and which sessions record theirs.
+pub(crate) const DEPENDENTS: &str = "dependents";
+pub(crate) const RECORDED: &str = "recorded";
 /// Where formats 1 and 2 keep their store lock, a file every writer of
 /// theirs opens (creating it) before writing anything. In format 3 it is a
 /// directory holding [`OLDER_LOCK_NOTE`], so that open fails ("Is a
@@ -80,6 +95,9 @@ pub(crate) struct Layout {
     packs: OnceLock<Dir>,
     journals: OnceLock<Dir>,
     remotes: OnceLock<Dir>,
+    dependents: OnceLock<Dir>,
+    recorded: OnceLock<Dir>,
+    store_lock: OnceLock<Dir>,
     /// Store locks this process holds (shared or exclusive).
     held: std::sync::atomic::AtomicUsize,
     /// The store's format as its `format` file says (1 when absent).
@@ -100,6 +118,8 @@ enum Sub {
     Journals,
     Workspace,
     Remotes,
+    Dependents,
+    Recorded,
 }
 
 impl Layout {
@@ -178,6 +198,9 @@ impl Layout {
             packs: OnceLock::new(),
             journals: OnceLock::new(),
             remotes: OnceLock::new(),
+            dependents: OnceLock::new(),
+            recorded: OnceLock::new(),
+            store_lock: OnceLock::new(),
             held: std::sync::atomic::AtomicUsize::new(0),
             format: std::sync::atomic::AtomicU64::new(1),
             in_place: false,
@@ -193,6 +216,27 @@ impl Layout {
     /// Are sessions' heads their ref files (format 3)?
     pub fn heads_are_refs(&self) -> bool {
         self.format() >= 3
+    }
+
+    /// Does the store record who depends on whom (format 4,
+    /// `dependents.rs`)?
+    pub fn records_dependents(&self) -> bool {
+        self.format() >= 4
+    }
+
+    /// The directory `.store.lock` of format 4, if it is one (kept open
+    /// once found: nothing replaces it).
+    pub fn store_lock_dir(&self) -> Result<Option<&Dir>> {
+        if let Some(d) = self.store_lock.get() {
+            return Ok(Some(d));
+        }
+        if self.root.kind_of(STORE_LOCK)? != Some(crate::dir::Kind::Dir) {
+            return Ok(None);
+        }
+        Ok(self
+            .root
+            .sub(STORE_LOCK)?
+            .map(|d| self.store_lock.get_or_init(|| d)))
     }
 
     pub fn lock_taken(&self) {
@@ -227,6 +271,8 @@ impl Layout {
             Sub::Tmp,
             Sub::Packs,
             Sub::Journals,
+            Sub::Dependents,
+            Sub::Recorded,
         ] {
             self.dir_create(sub)?;
         }
@@ -346,6 +392,8 @@ impl Layout {
             Sub::Journals => &self.journals,
             Sub::Workspace => &self.workspace,
             Sub::Remotes => &self.remotes,
+            Sub::Dependents => &self.dependents,
+            Sub::Recorded => &self.recorded,
         }
     }
 
@@ -372,6 +420,14 @@ impl Layout {
             },
             Sub::Logs => match self.root.sub(LOGS)? {
                 Some(d) => d.sub(SESSIONS)?,
+                None => None,
+            },
+            Sub::Dependents => match self.root.sub(REFS)? {
+                Some(d) => d.sub(DEPENDENTS)?,
+                None => None,
+            },
+            Sub::Recorded => match self.root.sub(REFS)? {
+                Some(d) => d.sub(RECORDED)?,
                 None => None,
             },
         };
@@ -402,6 +458,14 @@ impl Layout {
                 .root
                 .sub_create(LOGS, DIR_MODE)?
                 .sub_create(SESSIONS, DIR_MODE)?,
+            Sub::Dependents => self
+                .root
+                .sub_create(REFS, DIR_MODE)?
+                .sub_create(DEPENDENTS, DIR_MODE)?,
+            Sub::Recorded => self
+                .root
+                .sub_create(REFS, DIR_MODE)?
+                .sub_create(RECORDED, DIR_MODE)?,
         };
         Ok(self.cell(sub).get_or_init(|| made))
     }
@@ -445,6 +509,22 @@ impl Layout {
     pub fn journals_create(&self) -> Result<&Dir> {
         self.dir_create(Sub::Journals)
     }
+    pub fn dependents(&self) -> Result<Option<&Dir>> {
+        self.dir(Sub::Dependents)
+    }
+    pub fn dependents_create(&self) -> Result<&Dir> {
+        self.dir_create(Sub::Dependents)
+    }
+    pub fn recorded(&self) -> Result<Option<&Dir>> {
+        self.dir(Sub::Recorded)
+    }
+    pub fn recorded_create(&self) -> Result<&Dir> {
+        self.dir_create(Sub::Recorded)
+    }
+    /// `refs/`, for syncing the directories made in it.
+    pub fn refs_parent(&self) -> Result<Option<Dir>> {
+        self.root.sub(REFS)
+    }
     pub fn remotes(&self) -> Result<Option<&Dir>> {
         self.dir(Sub::Remotes)
     }
@@ -464,6 +544,11 @@ impl Layout {
     pub fn loose_path(&self, id: &ObjectId) -> PathBuf {
         let (dir, name) = object_name(id);
         self.root.path().join(OBJECTS).join(dir).join(name)
+    }
+
+    /// `refs/`, for messages.
+    pub fn refs_path(&self) -> PathBuf {
+        self.root.path().join(REFS)
     }
 
     /// Where `session`'s ref lives, for messages.

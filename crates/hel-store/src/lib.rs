@@ -1,6 +1,6 @@
 //! hel-store: the content-addressed, versioned session store of hel.
 //!
-//! A store lives in `.hel/` of a project (format 3, objects-spec/README.md
+//! A store lives in `.hel/` of a project (format 4, objects-spec/README.md
 //! at the repository root). Immutable objects (message and spill blobs,
 //! message-list nodes, snapshots, workspace trees and files) are named by
 //! the BLAKE3 hash of their canonical bytes and stored zstd-compressed, as
@@ -13,8 +13,8 @@
 //! ref's log. Writers of objects are each session's lease holder (its own
 //! journal), a pull bringing a session in (one sealed pack, under the
 //! store lock held shared) and, under the store lock held exclusively, gc
-//! and delete (sealed packs). A store of format 1 or 2 is upgraded to
-//! format 3 when it is opened (`upgrade.rs`), reading it by its own rules
+//! and delete (sealed packs). A store of format 1, 2 or 3 is upgraded to
+//! format 4 when it is opened (`upgrade.rs`), reading it by its own rules
 //! (`heads.rs`).
 //!
 //! Everything in `.hel/` is untrusted input (a repository can ship one):
@@ -44,7 +44,8 @@
 //! 3. The object database: `odb` (the [`Layout`](layout::Layout) with the
 //!    index of where each object is), `read` (objects, snapshots and trees
 //!    read and verified), `write` (a commit's new objects), `repack`,
-//!    `list` (message lists read, bounded).
+//!    `list` (message lists read, bounded), `dependents` (who depends on
+//!    whom, format 4).
 //! 4. The store: `heads` (what older formats call a head), `upgrade` (run
 //!    at open), `summaries` (the listing hint), `store` ([`Store`]: open,
 //!    sessions, load), `commit` ([`Txn`]), `names`, `spill`,
@@ -73,6 +74,7 @@
 //! for tests that reach the store's internals or build hostile stores).
 
 mod commit;
+mod dependents;
 mod dir;
 mod error;
 mod failpoint;

@@ -5,7 +5,8 @@
 //! - [`SessionLease`]: exclusive, non-blocking, on `sessions/<id>/.active`,
 //!   for the whole life of the instance that works on the session. Its
 //!   descriptor is close-on-exec: no command hel runs can hold or drop it.
-//! - [`Shared`] and [`Exclusive`] on `.store.lock`. Writers of objects
+//! - [`Shared`] and [`Exclusive`] on `.store.lock/lock` (format 4; the
+//!   file `.store.lock` itself while a format-3 store is upgraded). Writers of objects
 //!   and refs (commit, fork, creating a session) hold it shared while they
 //!   work, through a [`Shared`] value that the object writer and the ref
 //!   mover require; resume, delete and gc hold it exclusive. gc therefore
@@ -20,7 +21,7 @@ use std::fs::{File, TryLockError};
 use std::time::Duration;
 
 use crate::error::IoContext;
-use crate::layout::{Layout, DIR_MODE, LEASE, OLDER_LOCK, STORE_LOCK};
+use crate::layout::{Layout, DIR_MODE, LEASE, OLDER_LOCK, STORE_LOCK, STORE_LOCK_FILE};
 use crate::{Error, Result, SessionId};
 
 /// Waits between attempts to take a lease that is held: a listing's probe
@@ -186,17 +187,67 @@ pub(crate) struct Exclusive<'a, L: AsRef<Layout> = Layout> {
     _file: File,
 }
 
-fn open_store_lock(layout: &Layout) -> Result<File> {
-    layout.root().open_rw(STORE_LOCK, false)
+/// How often a lock taker tries again when the file it locked stopped
+/// being the store lock while it waited (the upgrade to format 4 made
+/// `.store.lock` a directory without keeping the file's inode in it).
+const LOCK_ATTEMPTS: usize = 8;
+
+/// Open the store lock: `.store.lock/lock` (format 4), or the file
+/// `.store.lock` where that is still a file (a store of format 3 being
+/// upgraded, or whose upgrade stopped before the lock became a
+/// directory: upgrade.rs), created when absent. The second value says
+/// which: a file at `.store.lock` can be replaced while one waits for it.
+fn open_store_lock(layout: &Layout) -> Result<(File, bool)> {
+    match layout.store_lock_dir()? {
+        Some(dir) => Ok((dir.open_rw(STORE_LOCK_FILE, false)?, false)),
+        None => Ok((layout.root().open_rw(STORE_LOCK, false)?, true)),
+    }
+}
+
+/// Is `file`, locked, still the store lock: the file at `.store.lock`,
+/// or the one in the directory that replaced it (same inode: the upgrade
+/// links it there before the swap)?
+fn still_the_lock(layout: &Layout, file: &File) -> Result<bool> {
+    use std::os::unix::fs::MetadataExt;
+    let root = layout.root();
+    let ino = file.metadata().at(root.child_path(STORE_LOCK))?.ino();
+    let now = match layout.store_lock_dir()? {
+        Some(dir) => dir.stamp(STORE_LOCK_FILE)?,
+        None => root.stamp(STORE_LOCK)?,
+    };
+    Ok(now.is_some_and(|s| s.0[0] == ino))
+}
+
+/// Take the store lock with `lock` (shared or exclusive, blocking or
+/// not): `None` when a non-blocking attempt found it held.
+fn take_store_lock(
+    layout: &Layout,
+    lock: impl Fn(&File) -> std::result::Result<bool, std::io::Error>,
+) -> Result<Option<File>> {
+    let path = || layout.root().child_path(STORE_LOCK);
+    for _ in 0..LOCK_ATTEMPTS {
+        let (file, replaceable) = open_store_lock(layout)?;
+        if !lock(&file).at(path())? {
+            return Ok(None);
+        }
+        if !replaceable || still_the_lock(layout, &file)? {
+            return Ok(Some(file));
+        }
+    }
+    Err(Error::Io {
+        path: path(),
+        source: std::io::Error::other(
+            "the store lock keeps being replaced; end the other hel and run this command again",
+        ),
+    })
 }
 
 impl<'a, L: AsRef<Layout>> Shared<'a, L> {
     /// Block until the store lock is held shared.
     pub fn take(through: &'a L) -> Result<Shared<'a, L>> {
         let layout = through.as_ref();
-        let file = open_store_lock(layout)?;
-        file.lock_shared()
-            .at(layout.root().child_path(STORE_LOCK))?;
+        let file = take_store_lock(layout, |f| f.lock_shared().map(|()| true))?
+            .ok_or_else(|| Error::Internal("a blocking lock was not taken".into()))?;
         layout.lock_taken();
         Ok(Shared {
             layout: through,
@@ -209,25 +260,25 @@ impl<'a, L: AsRef<Layout>> Exclusive<'a, L> {
     /// The store lock held exclusively if no one holds it right now.
     pub fn try_take(through: &'a L) -> Result<Option<Exclusive<'a, L>>> {
         let layout = through.as_ref();
-        let file = open_store_lock(layout)?;
-        match file.try_lock() {
-            Ok(()) => {
-                layout.lock_taken();
-                Ok(Some(Exclusive {
-                    layout: through,
-                    _file: file,
-                }))
+        let taken = take_store_lock(layout, |f| match f.try_lock() {
+            Ok(()) => Ok(true),
+            Err(TryLockError::WouldBlock) => Ok(false),
+            Err(TryLockError::Error(e)) => Err(e),
+        })?;
+        Ok(taken.map(|file| {
+            layout.lock_taken();
+            Exclusive {
+                layout: through,
+                _file: file,
             }
-            Err(TryLockError::WouldBlock) => Ok(None),
-            Err(TryLockError::Error(e)) => Err(e).at(layout.root().child_path(STORE_LOCK)),
-        }
+        }))
     }
 
     /// Block until the store lock is held exclusively.
     pub fn take(through: &'a L) -> Result<Exclusive<'a, L>> {
         let layout = through.as_ref();
-        let file = open_store_lock(layout)?;
-        file.lock().at(layout.root().child_path(STORE_LOCK))?;
+        let file = take_store_lock(layout, |f| f.lock().map(|()| true))?
+            .ok_or_else(|| Error::Internal("a blocking lock was not taken".into()))?;
         layout.lock_taken();
         Ok(Exclusive {
             layout: through,

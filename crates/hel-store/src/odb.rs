@@ -269,7 +269,13 @@ impl Index {
             // with nothing past its committed part needs no look at it.)
             let current = {
                 let view = v.read().unwrap_or_else(|p| p.into_inner());
+                // A view opened by a format-2 rule before this process
+                // upgraded the store chose its head by that rule: read
+                // again by the ref.
+                let same_format =
+                    matches!(view.rule, journal::Rule::Ref(_)) == layout.heads_are_refs();
                 match view.seen_size {
+                    _ if !same_format => false,
                     None => true,
                     Some(seen) => {
                         view.file.metadata().map(|m| m.len()).ok() == Some(seen)

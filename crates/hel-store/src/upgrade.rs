@@ -63,7 +63,10 @@
 use crate::dir::{Dir, Kind};
 use crate::error::IoContext;
 use crate::format::FORMAT_VERSION;
-use crate::layout::{Layout, DIR_MODE, FORMAT, OLDER_LOCK, OLDER_LOCK_NOTE, STUB_SESSION};
+use crate::layout::{
+    Layout, DIR_MODE, FORMAT, OLDER_LOCK, OLDER_LOCK_NOTE, STORE_LOCK, STORE_LOCK_FILE,
+    STORE_LOCK_NOTE, STUB_SESSION,
+};
 use crate::lock::{Exclusive, OlderLock};
 use crate::odb::Odb;
 use crate::{heads, lock, refs, Error, Result, SessionId};
@@ -147,7 +150,8 @@ pub(crate) fn run(layout: &Odb, found: u64) -> Result<()> {
     if found < crate::format::FORMAT_VERSION {
         upgrade(&lock, found).map_err(failed)?;
     }
-    bar_older_hels(layout, older)
+    bar_older_hels(layout, older)?;
+    bar_format3_hels(layout)
 }
 
 /// Make sure older hels cannot write this format-3 store: step 4 of the
@@ -155,12 +159,83 @@ pub(crate) fn run(layout: &Odb, found: u64) -> Result<()> {
 /// rename (or, for a fresh store, before its `format` file is written).
 /// Nothing is written when `.sessions.lock` is a directory already.
 pub(crate) fn finish(layout: &Odb) -> Result<()> {
-    if layout.root().kind_of(OLDER_LOCK)? == Some(Kind::Dir) {
+    let root = layout.root();
+    if root.kind_of(OLDER_LOCK)? == Some(Kind::Dir) && layout.store_lock_dir()?.is_some() {
         return Ok(());
     }
     let lock = Exclusive::take(layout)?;
     let older = OlderLock::take(&lock)?;
-    bar_older_hels(layout, older)
+    bar_older_hels(layout, older)?;
+    bar_format3_hels(layout)?;
+    drop(lock);
+    Ok(())
+}
+
+/// Make `.store.lock`, the file format 3 locks, a directory holding that
+/// file's inode as `lock` (format 4's store lock) and a note, and sync
+/// `.hel/`; the caller holds the store lock exclusively (see the module
+/// doc for why this keeps format-3 hels from writing and why a hel that
+/// was waiting for the file is still excluded). Nothing is written when
+/// it is a directory already.
+fn bar_format3_hels(layout: &Odb) -> Result<()> {
+    let root = layout.root();
+    // Files made at `.store.lock` between two renames (no swap), locked
+    // until the directory stands: their takers have finished.
+    let mut waited: Vec<std::fs::File> = Vec::new();
+    for _ in 0..BAR_ATTEMPTS {
+        if layout.store_lock_dir()?.is_some() {
+            return root.sync();
+        }
+        let tmp = layout.tmp_create()?;
+        let dir = format!("store-lock-{}", uuid::Uuid::new_v4().simple());
+        let d = make_note_dir(tmp, &dir, STORE_LOCK_NOTE, STORE_LOCK_NOTE_TEXT)?;
+        let kept = match root.kind_of(STORE_LOCK)? {
+            Some(Kind::File) => root
+                .link_to(STORE_LOCK, &d, STORE_LOCK_FILE)
+                .unwrap_or(false),
+            _ => false,
+        };
+        if !kept {
+            // No file to keep, or a file system without hard links: a
+            // hel waiting for the old file takes it again (lock.rs).
+            d.create_new(STORE_LOCK_FILE, 0o600)?;
+        }
+        d.sync()?;
+        let swapped = match root.kind_of(STORE_LOCK)? {
+            Some(_) if !crate::failpoint::hit("store-lock-no-exchange") => {
+                tmp.exchange(&dir, root, STORE_LOCK)?
+            }
+            _ => false,
+        };
+        if swapped {
+            // `dir` in tmp/ is the old name of the lock file now.
+            tmp.remove_tree(&dir)?;
+            return root.sync();
+        }
+        if root.kind_of(STORE_LOCK)?.is_some() {
+            let away = format!("store-lock-{}", uuid::Uuid::new_v4().simple());
+            root.rename_to(STORE_LOCK, tmp, &away)?;
+            tmp.remove_tree(&away)?;
+        }
+        match tmp.rename_to(&dir, root, STORE_LOCK) {
+            Ok(()) => return root.sync(),
+            Err(_) if root.kind_of(STORE_LOCK)? == Some(Kind::File) => {
+                // A hel made the file again meanwhile: wait until it has
+                // done what it took the lock for, then try again.
+                tmp.remove_tree(&dir)?;
+                let file = root.open_rw(STORE_LOCK, false)?;
+                file.lock().at(root.child_path(STORE_LOCK))?;
+                waited.push(file);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Err(Error::Io {
+        path: root.child_path(STORE_LOCK),
+        source: std::io::Error::other(
+            "another hel keeps making it a file again; end the other hel and run this command again",
+        ),
+    })
 }
 
 /// How often [`bar_older_hels`] tries again when, without a swap, an older
@@ -191,7 +266,7 @@ fn bar_older_hels(layout: &Odb, mut older: OlderLock) -> Result<()> {
             _ => {}
         }
         if tmp.kind_of(&dir)?.is_none() {
-            make_note_dir(tmp, &dir)?;
+            make_note_dir(tmp, &dir, OLDER_LOCK_NOTE, OLDER_LOCK_NOTE_TEXT)?;
         }
         let swapped = match root.kind_of(OLDER_LOCK)? {
             // The failpoint plays a file system that cannot swap.
@@ -226,21 +301,24 @@ fn bar_older_hels(layout: &Odb, mut older: OlderLock) -> Result<()> {
     })
 }
 
-/// The directory that stands at `.sessions.lock`, made under `tmp/` as
-/// `name`, with a note saying why.
-fn make_note_dir(tmp: &crate::dir::Dir, name: &str) -> Result<()> {
+/// A directory that stands at a lock's name, made under `tmp/` as
+/// `name`, with a note (`note`, saying `text`) on why.
+fn make_note_dir(tmp: &crate::dir::Dir, name: &str, note: &str, text: &str) -> Result<Dir> {
     use std::io::Write;
     let d = tmp.sub_create(name, DIR_MODE)?;
-    let mut f = d.create_new(OLDER_LOCK_NOTE, 0o600)?;
-    f.write_all(OLDER_LOCK_NOTE_TEXT.as_bytes())
-        .map_err(|source| Error::Io {
-            path: d.child_path(OLDER_LOCK_NOTE),
-            source,
-        })
+    let mut f = d.create_new(note, 0o600)?;
+    f.write_all(text.as_bytes()).map_err(|source| Error::Io {
+        path: d.child_path(note),
+        source,
+    })?;
+    Ok(d)
 }
 
 /// What `.sessions.lock/README` says (objects-spec §12.6).
-pub(crate) const OLDER_LOCK_NOTE_TEXT: &str = "This store has format 3. Formats 1 and 2 kept their store lock in a file here; it is a directory so that a hel too old for this store fails before writing anything: upgrade hel.\n";
+pub(crate) const OLDER_LOCK_NOTE_TEXT: &str = "This store has format 3 or newer. Formats 1 and 2 kept their store lock in a file here; it is a directory so that a hel too old for this store fails before writing anything: upgrade hel.\n";
+
+/// What `.store.lock/README` says (objects-spec §12.6).
+pub(crate) const STORE_LOCK_NOTE_TEXT: &str = "This store has format 4. Format 3 locked a file here; format 4 locks the file `lock` in this directory (the same file), so that a format-3 hel fails before writing anything: upgrade hel.\n";
 
 fn upgrade(lock: &Exclusive<'_, Odb>, found: u64) -> Result<()> {
     let layout = lock.layout;
@@ -271,6 +349,20 @@ fn upgrade(lock: &Exclusive<'_, Odb>, found: u64) -> Result<()> {
         crate::failpoint::kill("upgrade-ref");
     }
     crate::failpoint::kill("upgrade-refs");
+    // Format 4: every session's dependencies recorded (dependents.rs),
+    // durable before `format` says 4. Written again from the heads by an
+    // upgrade redone after a kill; a format-3 hel that writes meanwhile
+    // reads nothing of them.
+    let mut with_deps = Vec::new();
+    for session in heads::list(layout)?.sessions {
+        match heads::read(layout, &session) {
+            Ok(Some(head)) => with_deps.push((session, head.deps())),
+            Ok(None) | Err(Error::BadRef { .. }) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    crate::dependents::record_all(layout, &with_deps)?;
+    crate::failpoint::kill("upgrade-dependents");
     layout.ensure_stub()?;
     crate::failpoint::kill("upgrade-stub");
     layout.publish_format()

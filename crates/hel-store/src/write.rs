@@ -46,6 +46,9 @@ pub(crate) struct Writer<'a> {
     pending_ids: HashSet<ObjectId>,
     /// Sessions whose journals hold objects this write names.
     pub deps: BTreeSet<SessionId>,
+    /// Those of `deps` the session's head already had (recorded in a
+    /// format-4 store: `dependents.rs`).
+    had: BTreeSet<SessionId>,
     /// Objects newly written by this writer.
     pub objects_written: u64,
     /// Compressed bytes newly written by this writer.
@@ -54,7 +57,8 @@ pub(crate) struct Writer<'a> {
 
 impl<'a> Writer<'a> {
     /// A writer for `session` (whose lease the caller holds) that may share
-    /// objects of the journals of `deps` without adding dependencies.
+    /// objects of the journals of `deps` without adding dependencies: the
+    /// deps of its head, or of the first head a fork is about to publish.
     pub fn new(lock: &Shared<'a, Odb>, session: &SessionId, deps: &BTreeSet<SessionId>) -> Self {
         Writer {
             layout: lock.layout,
@@ -63,6 +67,7 @@ impl<'a> Writer<'a> {
             pending_bytes: 0,
             pending_ids: HashSet::new(),
             deps: deps.clone(),
+            had: deps.clone(),
             objects_written: 0,
             bytes_written: 0,
         }
@@ -171,6 +176,21 @@ impl<'a> Writer<'a> {
         payload: journal::CommitPayload,
         publish: impl FnOnce() -> Result<Option<Error>>,
     ) -> Result<(journal::Commit, Option<Error>)> {
+        if self.layout.records_dependents() {
+            // Durable before the ref can publish a head that names them.
+            // A session's first head records all of its dependencies (a
+            // fork's were never its head's), and that they are recorded.
+            let first = payload.parent.is_none();
+            let new: BTreeSet<SessionId> = if first {
+                payload.deps.clone()
+            } else {
+                payload.deps.difference(&self.had).cloned().collect()
+            };
+            if first || !new.is_empty() {
+                crate::dependents::record(self.layout, &self.session, &new, first)?;
+                crate::failpoint::kill("dependents-recorded");
+            }
+        }
         let commit = journal.commit(&self.pending, head, payload, publish)?;
         self.pending.clear();
         self.pending_bytes = 0;

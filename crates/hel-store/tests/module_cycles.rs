@@ -573,7 +573,7 @@ fn hel_store_modules_import_only_their_layer_and_below() {
             // Without I/O (with hel-object below them all).
             &["error", "failpoint"],
             &["dir", "pack", "journal", "layout", "refs", "lock"],
-            &["odb", "read", "write", "repack", "list"],
+            &["odb", "read", "write", "repack", "list", "dependents"],
             &[
                 "heads",
                 "upgrade",

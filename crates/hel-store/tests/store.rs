@@ -496,14 +496,14 @@ fn leases_exclude_and_release_on_drop() {
     use std::os::unix::fs::PermissionsExt;
     let r = root(dir.path());
     let lease_file = testing::session_dir(&r, &sid).join(".active");
-    for f in [&lease_file, &r.join(".store.lock")] {
+    for f in [&lease_file, &r.join(".store.lock/lock")] {
         assert_eq!(
             fs::metadata(f).unwrap().permissions().mode() & 0o777,
             0o600,
             "{f:?}"
         );
     }
-    assert_eq!(fs::metadata(r.join(".store.lock")).unwrap().len(), 0);
+    assert_eq!(fs::metadata(r.join(".store.lock/lock")).unwrap().len(), 0);
     let line = fs::read_to_string(&lease_file).unwrap();
     let since = line
         .strip_prefix(&format!("pid {} since ", std::process::id()))
@@ -1285,10 +1285,13 @@ fn a_commit_costs_three_syncs() {
     conv.committed(&c);
     assert_eq!(testing::syncs() - before, 3);
     // A fork: its first commit makes its journal (two more syncs for the
-    // file and its name), then three per commit again.
+    // file and its name) and records that it depends on its base (the
+    // record, and the base's directory of dependents made the first time)
+    // and that it is recorded (objects-spec §5.3): a directory sync each,
+    // then three per commit again.
     let before = testing::syncs();
     let (fork, first, _) = store.fork(&c.id).unwrap();
-    assert!(testing::syncs() - before <= 5);
+    assert!(testing::syncs() - before <= 8);
     let loaded = store.load(&first).unwrap();
     let mut fconv = Conv::from_loaded(&loaded);
     let mut fstate = loaded.state;
@@ -1494,7 +1497,7 @@ fn a_format1_store_keeps_working_and_moves_into_packs() {
     );
     assert_eq!(
         fs::read_to_string(r.join("format")).unwrap(),
-        "hel-store-format 3\n"
+        "hel-store-format 4\n"
     );
     assert_eq!(hel_store::log::log(&store, &sid).unwrap().len(), 2);
     // gc packs the loose objects the session still names and removes them.
@@ -1520,16 +1523,16 @@ fn a_newer_store_format_is_refused_by_name() {
     drop(store.new_session().unwrap());
     assert_eq!(
         fs::read_to_string(dir.path().join(".hel/format")).unwrap(),
-        "hel-store-format 3\n"
+        "hel-store-format 4\n"
     );
-    fs::write(dir.path().join(".hel/format"), "hel-store-format 4\n").unwrap();
+    fs::write(dir.path().join(".hel/format"), "hel-store-format 5\n").unwrap();
     let err = Store::open(dir.path()).unwrap_err();
     assert!(
         matches!(
             err,
             Error::NewerStore {
-                found: 4,
-                supported: 3,
+                found: 5,
+                supported: 4,
                 ..
             }
         ),
@@ -2337,7 +2340,7 @@ fn every_commit_moves_the_ref_by_rename() {
     let r = root(dir.path());
     assert_eq!(
         fs::read_to_string(r.join("format")).unwrap(),
-        "hel-store-format 3\n"
+        "hel-store-format 4\n"
     );
     let path = ref_file(dir.path(), &sid);
     assert!(
@@ -2733,13 +2736,14 @@ fn older_hel_opens_its_lock(root: &Path) -> std::io::Result<fs::File> {
         .open(root.join(".sessions.lock"))
 }
 
-/// In a format-3 store `.sessions.lock` (the store lock of formats 1 and 2)
-/// is a directory, so an older hel's writer fails to open it and writes
-/// nothing; format 3 locks `.store.lock`. A store left with the file there
-/// (a kill between the upgrade's final rename and its last step) gets the
-/// directory at its next open.
+/// In a format-4 store `.sessions.lock` (the store lock of formats 1 and 2)
+/// and `.store.lock` (format 3's) are directories, so an older hel's writer
+/// fails to open them and writes nothing; format 4 locks
+/// `.store.lock/lock`. A store left with the files there (a kill between
+/// the upgrade's final rename and its last steps) gets the directories at
+/// its next open.
 #[test]
-fn older_hels_cannot_open_their_lock_in_a_format3_store() {
+fn older_hels_cannot_open_their_lock_in_a_format4_store() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path()).unwrap();
     drop(store.new_session().unwrap());
@@ -2760,20 +2764,41 @@ fn older_hels_cannot_open_their_lock_in_a_format3_store() {
             .contains("upgrade hel"));
         let e = older_hel_opens_its_lock(r).unwrap_err();
         assert_eq!(e.kind(), std::io::ErrorKind::IsADirectory, "{e}");
-        assert!(fs::symlink_metadata(r.join(".store.lock"))
+        // Format 4's store lock is the file inside the directory that
+        // stands where format 3 locked a file, so a format-3 hel fails
+        // to open it in turn.
+        let lock = r.join(".store.lock");
+        assert!(fs::symlink_metadata(&lock).unwrap().is_dir());
+        assert!(fs::symlink_metadata(lock.join("lock")).unwrap().is_file());
+        let e = fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&lock)
+            .unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::IsADirectory, "{e}");
+        assert!(fs::read_to_string(lock.join("README"))
             .unwrap()
-            .is_file());
+            .contains("upgrade hel"));
     };
     barred(&r);
     assert_eq!(
         fs::read_to_string(r.join("format")).unwrap(),
-        "hel-store-format 3\n"
+        "hel-store-format 4\n"
     );
-    // Interrupted after the final rename: the file is back in its place.
+    // Interrupted after the final rename: the files are back in their
+    // places (the store lock's inode is kept: a hel waiting for the file
+    // holds format 4's lock when it gets it).
     fs::remove_dir_all(r.join(".sessions.lock")).unwrap();
     drop(older_hel_opens_its_lock(&r).unwrap());
+    fs::remove_dir_all(r.join(".store.lock")).unwrap();
+    fs::write(r.join(".store.lock"), "").unwrap();
+    use std::os::unix::fs::MetadataExt;
+    let ino = fs::metadata(r.join(".store.lock")).unwrap().ino();
     let store = Store::open(dir.path()).unwrap();
     barred(&r);
+    assert_eq!(fs::metadata(r.join(".store.lock/lock")).unwrap().ino(), ino);
     assert!(store.sessions().unwrap().is_empty());
     // Nothing of the old file or of the directory made under tmp/ is left.
     assert_eq!(fs::read_dir(r.join("tmp")).unwrap().count(), 0);
@@ -2863,4 +2888,96 @@ fn a_ref_moved_back_one_commit_behind_its_sidecar_is_a_fault() {
     let store = Store::open(dir.path()).unwrap();
     assert_eq!(store.head(&sid).unwrap(), heads[2]);
     assert!(hel_store::fsck::fsck(&store).unwrap().is_sound());
+}
+
+/// Format 4 records who depends on whom (objects-spec §5.3): a fork's
+/// first head comes after `refs/dependents/<base>/<fork>` and
+/// `refs/recorded/<fork>`, and a delete reads only the heads those
+/// records name, plus every session that is not recorded at all (what a
+/// format-3 hel that was waiting for the store lock during the upgrade
+/// can publish). Both kinds of fork keep every message when their base is
+/// deleted, and the deleted session's records go with it.
+#[test]
+fn a_delete_finds_forks_by_their_records_and_unrecorded_sessions_by_their_heads() {
+    let (dir, sid, heads, _) = three_checkpoints();
+    let store = Store::open(dir.path()).unwrap();
+    let r = root(dir.path());
+    let (lease1, h1, _) = store.fork(&heads[1]).unwrap();
+    let (lease2, h2, _) = store.fork(&heads[2]).unwrap();
+    let (f1, f2) = (lease1.session().clone(), lease2.session().clone());
+    drop((lease1, lease2));
+    let deps = r.join("refs/dependents").join(sid.as_str());
+    for f in [&f1, &f2] {
+        assert!(
+            deps.join(f.as_str()).is_file(),
+            "{f} recorded as a dependent"
+        );
+        assert!(r.join("refs/recorded").join(f.as_str()).is_file());
+    }
+    assert!(r.join("refs/recorded").join(sid.as_str()).is_file());
+    let before = [
+        store.load(&h1).unwrap().messages,
+        store.load(&h2).unwrap().messages,
+    ];
+    // The second fork as a format-3 hel would have published it.
+    fs::remove_file(deps.join(f2.as_str())).unwrap();
+    fs::remove_file(r.join("refs/recorded").join(f2.as_str())).unwrap();
+    let report = hel_store::fsck::fsck(&store).unwrap();
+    assert!(report.is_sound(), "{:?}", report.faults);
+    store.delete(&sid, true).unwrap();
+    let fresh = Store::open(dir.path()).unwrap();
+    assert_eq!(
+        [
+            fresh.load(&h1).unwrap().messages,
+            fresh.load(&h2).unwrap().messages
+        ],
+        before
+    );
+    assert!(!deps.exists(), "its dependents' records went with it");
+    assert!(!r.join("refs/recorded").join(sid.as_str()).exists());
+    let report = hel_store::fsck::fsck(&fresh).unwrap();
+    assert!(report.is_sound(), "{:?}", report.faults);
+}
+
+/// A dependents record a recorded session needs and lacks is a fault
+/// naming it (a delete of the base would not look at the fork); gc writes
+/// it again, after which the delete keeps the fork whole. Records of a
+/// session without a head (a first commit a crash stopped after writing
+/// them) are removed by gc.
+#[test]
+fn a_missing_dependents_record_is_a_fault_that_gc_mends() {
+    let (dir, sid, heads, _) = three_checkpoints();
+    let store = Store::open(dir.path()).unwrap();
+    let r = root(dir.path());
+    let (lease, head, _) = store.fork(&heads[2]).unwrap();
+    let fork = lease.session().clone();
+    drop(lease);
+    let record = r
+        .join("refs/dependents")
+        .join(sid.as_str())
+        .join(fork.as_str());
+    fs::remove_file(&record).unwrap();
+    // What a fork killed between its records and its ref leaves.
+    let ghost = SessionId::new_random();
+    let ghost_dir = r.join("refs/dependents").join(sid.as_str());
+    fs::write(ghost_dir.join(ghost.as_str()), "").unwrap();
+    fs::write(r.join("refs/recorded").join(ghost.as_str()), "").unwrap();
+    let report = hel_store::fsck::fsck(&store).unwrap();
+    let faults: Vec<String> = report.faults.iter().map(|f| f.to_string()).collect();
+    assert_eq!(faults.len(), 1, "{faults:?}");
+    assert!(
+        faults[0].starts_with(&format!("{} is missing", record.display()))
+            && faults[0].contains("run `hel gc`"),
+        "{faults:?}"
+    );
+    hel_store::gc::gc(&store, false).unwrap();
+    assert!(record.is_file());
+    assert!(!ghost_dir.join(ghost.as_str()).exists());
+    assert!(!r.join("refs/recorded").join(ghost.as_str()).exists());
+    let report = hel_store::fsck::fsck(&store).unwrap();
+    assert!(report.is_sound(), "{:?}", report.faults);
+    let before = store.load(&head).unwrap().messages;
+    store.delete(&sid, true).unwrap();
+    let fresh = Store::open(dir.path()).unwrap();
+    assert_eq!(fresh.load(&head).unwrap().messages, before);
 }

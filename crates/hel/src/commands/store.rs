@@ -59,7 +59,8 @@ pub fn fsck() -> Result<u8, Exit> {
                     "note: this store of format {found} is not upgraded while session {session} is in use; checked in place by format {found}'s rules"
                 ),
                 UpgradeError::Failed { .. } => say!(
-                    "note: this store of format {found} cannot be upgraded to format 3 until its faults are fixed; checked in place by format {found}'s rules"
+                    "note: this store of format {found} cannot be upgraded to format {} until its faults are fixed; checked in place by format {found}'s rules",
+                    hel_store::FORMAT_VERSION
                 ),
             }
             store
