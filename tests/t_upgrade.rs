@@ -941,3 +941,110 @@ fn a_damaged_journal_stops_the_upgrade() {
     );
     assert_eq!(dir_listing(&store_dir(&p)), listing, "fsck wrote nothing");
 }
+
+/// A format-3 store with a damaged journal is still upgraded (its refs
+/// need no reading): the damaged session is left unrecorded, which makes
+/// every delete read its head, and fsck names the fault as before.
+#[test]
+fn a_damaged_format3_journal_does_not_stop_the_upgrade() {
+    let p = unpacked(3);
+    let m = manifest(3);
+    let (fork, base) = forks_of(&m)
+        .into_iter()
+        .find(|(_, b)| {
+            store_dir(&p)
+                .join("packs/journals")
+                .join(format!("{b}.journal"))
+                .exists()
+        })
+        .unwrap();
+    let journals = store_dir(&p).join("packs/journals");
+    std::fs::remove_file(journals.join(format!("{fork}.jidx"))).unwrap();
+    let path = journals.join(format!("{fork}.journal"));
+    let mut bytes = std::fs::read(&path).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0x40;
+    std::fs::write(&path, &bytes).unwrap();
+    let run = p.run(None, &["sessions"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(format_file(&p).as_deref(), Some("hel-store-format 4\n"));
+    let recorded = store_dir(&p).join("refs/recorded");
+    assert!(
+        !recorded.join(&fork).exists(),
+        "the damaged one is not recorded"
+    );
+    assert!(recorded.join(&base).exists());
+    let fsck = p.run(None, &["fsck"]);
+    assert_eq!(fsck.code, 1, "{}", fsck.stdout);
+    assert!(
+        fsck.stdout.contains(&format!("{fork}.journal")),
+        "{}",
+        fsck.stdout
+    );
+}
+
+/// Killed after its final rename, before `.store.lock` became a
+/// directory, a format-3 upgrade leaves a format-4 store a format-3 hel
+/// that had it open could still commit to (without records): the next
+/// open makes the directory and writes every head's records again.
+#[test]
+fn an_upgrade_killed_before_the_store_lock_moved_records_every_head_again() {
+    let p = unpacked(3);
+    let m = manifest(3);
+    let run = p
+        .hel(None)
+        .args(["sessions"])
+        .env("HEL_FAILPOINTS", "upgrade-format")
+        .output()
+        .unwrap();
+    assert_eq!(run.status.signal(), Some(9));
+    assert_eq!(format_file(&p).as_deref(), Some("hel-store-format 4\n"));
+    assert!(old_lock_is_file(&p, 3));
+    // What a format-3 commit since would leave: a dependency without its
+    // record.
+    let (fork, base) = forks_of(&m)
+        .into_iter()
+        .find(|(_, b)| {
+            store_dir(&p)
+                .join("packs/journals")
+                .join(format!("{b}.journal"))
+                .exists()
+        })
+        .unwrap();
+    let record = store_dir(&p)
+        .join("refs/dependents")
+        .join(&base)
+        .join(&fork);
+    std::fs::remove_file(&record).unwrap();
+    holds_everything(&p, &m);
+    assert!(record.is_file(), "written again");
+    let fsck = p.run(None, &["fsck"]);
+    assert!(fsck.stdout.contains("store is sound"), "{}", fsck.stdout);
+}
+
+/// Without a swap, `.store.lock` becomes a directory by two renames, and
+/// its `lock` is still the file format 3 locked (the same inode); nothing
+/// is left under `tmp/`.
+#[test]
+fn without_a_swap_the_store_lock_keeps_its_file() {
+    use std::os::unix::fs::MetadataExt;
+    let p = unpacked(3);
+    let root = store_dir(&p);
+    let ino = std::fs::metadata(root.join(".store.lock")).unwrap().ino();
+    let run = Run::from_cmd(
+        p.hel(None)
+            .args(["sessions"])
+            .env("HEL_FAILPOINTS", "store-lock-no-exchange"),
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(
+        std::fs::metadata(root.join(".store.lock/lock"))
+            .unwrap()
+            .ino(),
+        ino
+    );
+    let e = older_hel_opens_its_lock(&root, ".store.lock").unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::IsADirectory, "{e}");
+    assert_eq!(std::fs::read_dir(root.join("tmp")).unwrap().count(), 0);
+    holds_everything(&p, &manifest(3));
+}

@@ -8,7 +8,7 @@ pub const STORE_DIR: &str = ".hel";
 /// format 3 (format 2's packs and journals with each session's head in its
 /// ref file, objects-spec §12) with who depends on whom recorded under
 /// `refs/` and the store lock inside the directory `.store.lock`
-/// (objects-spec §5.3, §10.2). A store of format 2 (heads in journals) or 1 (no
+/// (objects-spec §5.1, §10.2). A store of format 2 (heads in journals) or 1 (no
 /// `format` file: loose objects and ref files only) is upgraded when it is
 /// opened (see `upgrade.rs`); only the upgrade reads it by its own rules.
 pub const FORMAT_VERSION: u64 = 4;

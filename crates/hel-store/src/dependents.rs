@@ -1,4 +1,4 @@
-//! Who depends on whom (format 4, objects-spec §5.3): the records that
+//! Who depends on whom (format 4, objects-spec §5.1): the records that
 //! let a delete find the sessions that need the deleted one's journal
 //! without reading every head.
 //!
@@ -38,43 +38,61 @@ use crate::layout::DIR_MODE;
 use crate::odb::Odb;
 use crate::{Result, SessionId};
 
-/// Make durable that `session` depends on each of `deps`, and, with
-/// `first` (its first head is about to be published), that its
-/// dependencies are all recorded. Nothing is written for a record that
-/// exists.
+/// Make durable that `session` depends on each of `deps` whose journal
+/// exists (one without a journal was deleted: nothing of it can be deleted
+/// again, and a session of its id that comes back is recorded by the
+/// first commit after), and, with `first` (its first head is about to be
+/// published), that its dependencies are all recorded. Nothing is written
+/// for a record that exists; a look per dependency otherwise. True when
+/// anything was written.
 pub(crate) fn record(
     layout: &Odb,
     session: &SessionId,
     deps: &BTreeSet<SessionId>,
     first: bool,
-) -> Result<()> {
-    let mut made_dirs = layout.dependents()?.is_none() || layout.recorded()?.is_none();
-    if deps.iter().any(|d| d != session) {
-        let top = layout.dependents_create()?;
-        let mut new_dir = false;
-        for dep in deps.iter().filter(|d| *d != session) {
-            let dir = match top.sub(dep.as_str())? {
-                Some(d) => d,
-                None => {
-                    new_dir = true;
-                    top.sub_create(dep.as_str(), DIR_MODE)?
-                }
-            };
-            if touch(&dir, session)? {
-                dir.sync()?;
+) -> Result<bool> {
+    let mut wrote = false;
+    let mut made_dirs = false;
+    let journals = layout.journals()?;
+    for dep in deps.iter().filter(|d| *d != session) {
+        let alive = match journals {
+            Some(j) => j.kind_of(&crate::journal::journal_name(dep))?.is_some(),
+            None => false,
+        };
+        if !alive {
+            continue;
+        }
+        let top = match layout.dependents()? {
+            Some(top) => top,
+            None => {
+                made_dirs = true;
+                layout.dependents_create()?
             }
+        };
+        let (dir, new_dir) = match top.sub(dep.as_str())? {
+            Some(d) => (d, false),
+            None => (top.sub_create(dep.as_str(), DIR_MODE)?, true),
+        };
+        if touch(&dir, session)? {
+            wrote = true;
+            dir.sync()?;
         }
         if new_dir {
             top.sync()?;
         }
     }
     if first {
-        let dir = layout.recorded_create()?;
+        let dir = match layout.recorded()? {
+            Some(d) => d,
+            None => {
+                made_dirs = true;
+                layout.recorded_create()?
+            }
+        };
         if touch(dir, session)? {
+            wrote = true;
             dir.sync()?;
         }
-    } else {
-        made_dirs = false;
     }
     if made_dirs {
         // `refs/dependents` or `refs/recorded` made just now: durable in
@@ -83,7 +101,7 @@ pub(crate) fn record(
             parent.sync()?;
         }
     }
-    Ok(())
+    Ok(wrote)
 }
 
 /// Create the empty file `session` in `dir` unless it is there: true when
@@ -112,11 +130,13 @@ pub(crate) fn candidates(
     dep: &SessionId,
     sessions: &[SessionId],
 ) -> Result<Vec<SessionId>> {
-    let listed: BTreeSet<SessionId> = match layout.dependents()? {
-        Some(top) => match top.sub(dep.as_str())? {
-            Some(dir) => names(&dir)?,
-            None => BTreeSet::new(),
-        },
+    let Some(top) = layout.dependents()? else {
+        // The records are gone (the store makes the directory first):
+        // every head is read.
+        return Ok(sessions.iter().filter(|s| *s != dep).cloned().collect());
+    };
+    let listed: BTreeSet<SessionId> = match top.sub(dep.as_str())? {
+        Some(dir) => names(&dir)?,
         None => BTreeSet::new(),
     };
     let recorded: BTreeSet<SessionId> = match layout.recorded()? {
@@ -141,21 +161,22 @@ fn names(dir: &crate::dir::Dir) -> Result<BTreeSet<SessionId>> {
 }
 
 /// After `session`'s head is gone: its records (that it depends on each
-/// of `deps`, that others depend on it, that it is recorded). Not synced:
-/// one left behind is only a head read by a later delete, and gc's.
-pub(crate) fn forget(layout: &Odb, session: &SessionId, deps: &BTreeSet<SessionId>) -> Result<()> {
-    if let Some(top) = layout.dependents()? {
+/// of `deps`, that others depend on it, that it is recorded), as far as
+/// they go. Not synced, and a failure is not the delete's (the session is
+/// gone already): one left behind is only a head read by a later delete,
+/// and gc removes it.
+pub(crate) fn forget(layout: &Odb, session: &SessionId, deps: &BTreeSet<SessionId>) {
+    if let Ok(Some(top)) = layout.dependents() {
         for dep in deps {
-            if let Some(dir) = top.sub(dep.as_str())? {
-                dir.remove_tree(session.as_str())?;
+            if let Ok(Some(dir)) = top.sub(dep.as_str()) {
+                let _ = dir.remove_tree(session.as_str());
             }
         }
-        top.remove_tree(session.as_str())?;
+        let _ = top.remove_tree(session.as_str());
     }
-    if let Some(dir) = layout.recorded()? {
-        dir.remove_tree(session.as_str())?;
+    if let Ok(Some(dir)) = layout.recorded() {
+        let _ = dir.remove_tree(session.as_str());
     }
-    Ok(())
 }
 
 /// A record a recorded session's head needs and the store lacks:
@@ -217,50 +238,97 @@ pub(crate) fn path_of(layout: &Odb, m: &Missing) -> std::path::PathBuf {
 }
 
 /// gc's part (under the exclusive store lock): write the records `heads`
-/// need and lack (as [`missing`] says), then remove those naming a session without a head
-/// (left by a delete or a first commit a crash stopped). Returns how many
-/// it removed.
+/// need and lack (as [`missing`] says), record the sessions that are not
+/// (a format-3 hel published them during the upgrade: their records
+/// first, then that they are recorded), then remove what names a session
+/// without a head (left by a delete or a first commit a crash stopped)
+/// and what is not a record. A removal that fails is left to the next gc
+/// (a record too many costs a head read, never a session); the entries
+/// this gc could not remove are returned, for fsck's kind of report.
 pub(crate) fn tidy(
     layout: &Odb,
     heads: &[(SessionId, BTreeSet<SessionId>)],
     journals: &BTreeSet<SessionId>,
-) -> Result<u64> {
+) -> Result<Vec<std::path::PathBuf>> {
     for m in missing(layout, heads, journals)? {
         let one: BTreeSet<SessionId> = [m.dep].into_iter().collect();
         record(layout, &m.session, &one, false)?;
     }
+    let recorded = match layout.recorded()? {
+        Some(dir) => names(dir)?,
+        None => BTreeSet::new(),
+    };
+    for (session, deps) in heads {
+        if !recorded.contains(session) {
+            record(layout, session, deps, true)?;
+        }
+    }
     let live: BTreeSet<&SessionId> = heads.iter().map(|(s, _)| s).collect();
-    let mut removed = 0u64;
+    let is_live = |name: Option<&str>| {
+        name.and_then(|n| n.parse::<SessionId>().ok())
+            .is_some_and(|s| live.contains(&s))
+    };
+    let mut left = Vec::new();
+    let mut remove = |dir: &crate::dir::Dir, e: &crate::dir::Entry| match e.name_str() {
+        Some(n) if dir.remove_tree(n).is_ok() => {}
+        _ => left.push(dir.child_path(&e.name.to_string_lossy())),
+    };
     if let Some(top) = layout.dependents()? {
         for e in top.entries()? {
-            let name = e.name.to_string_lossy().into_owned();
-            let dep = name.parse::<SessionId>().ok();
-            if e.kind != Kind::Dir || !dep.as_ref().is_some_and(|d| live.contains(d)) {
-                removed += top.remove_tree(&name)?;
+            if e.kind != Kind::Dir || !is_live(e.name_str()) {
+                remove(top, &e);
                 continue;
             }
-            let Some(dir) = top.sub(&name)? else { continue };
+            let Some(Ok(Some(dir))) = e.name_str().map(|n| top.sub(n)) else {
+                continue;
+            };
             for f in dir.entries()? {
-                let n = f.name.to_string_lossy().into_owned();
-                let ok =
-                    f.kind == Kind::File && n.parse::<SessionId>().is_ok_and(|s| live.contains(&s));
-                if !ok {
-                    removed += dir.remove_tree(&n)?;
+                if f.kind != Kind::File || !is_live(f.name_str()) {
+                    remove(&dir, &f);
                 }
             }
         }
     }
     if let Some(dir) = layout.recorded()? {
         for e in dir.entries()? {
-            let n = e.name.to_string_lossy().into_owned();
-            let ok =
-                e.kind == Kind::File && n.parse::<SessionId>().is_ok_and(|s| live.contains(&s));
-            if !ok {
-                removed += dir.remove_tree(&n)?;
+            if e.kind != Kind::File || !is_live(e.name_str()) {
+                remove(dir, &e);
             }
         }
     }
-    Ok(removed)
+    Ok(left)
+}
+
+/// Entries under `refs/dependents/` and `refs/recorded/` that are not
+/// records (section 5.1): what fsck reports as strays (gc removes them).
+pub(crate) fn strays(layout: &Odb) -> Result<Vec<(std::path::PathBuf, &'static str)>> {
+    let named =
+        |e: &crate::dir::Entry| e.name_str().is_some_and(|n| n.parse::<SessionId>().is_ok());
+    let mut out = Vec::new();
+    if let Some(top) = layout.dependents()? {
+        for e in top.entries()? {
+            if e.kind != Kind::Dir || !named(&e) {
+                out.push((top.child_path(&e.name.to_string_lossy()), e.kind.describe()));
+                continue;
+            }
+            let Some(Ok(Some(dir))) = e.name_str().map(|n| top.sub(n)) else {
+                continue;
+            };
+            for f in dir.entries()? {
+                if f.kind != Kind::File || !named(&f) {
+                    out.push((dir.child_path(&f.name.to_string_lossy()), f.kind.describe()));
+                }
+            }
+        }
+    }
+    if let Some(dir) = layout.recorded()? {
+        for e in dir.entries()? {
+            if e.kind != Kind::File || !named(&e) {
+                out.push((dir.child_path(&e.name.to_string_lossy()), e.kind.describe()));
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// Record every session's dependencies from its head (the upgrade to

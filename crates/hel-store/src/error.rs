@@ -143,7 +143,7 @@ pub enum Error {
     #[error("{path} is missing or not the stub: it is what makes an older hel refuse this store (remove what is there, if anything; the next commit writes it again)")]
     StubMissing { path: PathBuf },
     /// A dependents record a recorded session's head needs (objects-spec
-    /// §5.3): without it a delete of `dep` would not look at `session`.
+    /// §5.1): without it a delete of `dep` would not look at `session`.
     #[error("{path} is missing: session {session} names objects of session {dep}'s journal, and a delete of {dep} would not know (run `hel gc`, which writes it again, before deleting {dep})")]
     DependentsRecordMissing {
         path: PathBuf,

@@ -260,18 +260,40 @@ fn journal_faults(
     }
     let by_ref = layout.heads_are_refs();
     for session in heads::journals(layout)? {
+        // The snapshots of this journal decoded so far: (session, summary).
+        let mut snapshots = HashMap::new();
+        // Every object record the journal's check read whole, decoded
+        // there (which verifies its id) so it is read once: by offset,
+        // its kind, or why it does not decode.
+        let mut decoded: HashMap<u64, std::result::Result<(), Error>> = HashMap::new();
+        let path = dir.child_path(&journal::journal_name(&session));
+        let mut on_record = |e: &journal::Entry, stored: &[u8]| {
+            let place = pack::Place {
+                path: path.clone(),
+                offset: e.offset,
+            };
+            let outcome = decode_record(layout, &e.id, &place, stored, &mut snapshots);
+            decoded.insert(e.offset, outcome);
+        };
+        let mut seen: journal::Seen<'_> = Some(&mut on_record);
         let opened = if by_ref {
             refs::read(layout, &session).and_then(|first| {
-                journal::open_by_ref(dir, &session, journal::Mode::Verify, first, &|| {
-                    refs::read(layout, &session)
-                })
+                journal::open_by_ref_seeing(
+                    dir,
+                    &session,
+                    journal::Mode::Verify,
+                    first,
+                    &|| refs::read(layout, &session),
+                    &mut seen,
+                )
             })
         } else {
-            journal::open(
+            journal::open_seeing(
                 dir,
                 &session,
                 journal::Mode::Verify,
                 journal::Rule::LastCommit,
+                &mut seen,
             )
         };
         let view = match opened {
@@ -312,8 +334,6 @@ fn journal_faults(
                 rtype: RecordType::Object,
             });
         let all: Vec<journal::Entry> = view.entries.iter().copied().chain(aside).collect();
-        // The snapshots of this journal decoded so far: (session, summary).
-        let mut snapshots = HashMap::new();
         for e in &all {
             let place = pack::Place {
                 path: view.path.clone(),
@@ -334,35 +354,59 @@ fn journal_faults(
                 }
                 continue;
             }
-            // The read above checked every record: this one decodes it
-            // (which verifies its id) without hashing it again.
-            let max = e.len.saturating_sub(RECORD_HEADER);
-            match crate::odb::read_found(&view.file, &place, e.len, &e.id, max) {
-                Ok(record) => {
-                    report.objects += 1;
-                    present.insert(e.id);
-                    let stored = &record[RECORD_HEADER as usize..];
-                    match object::decode(&e.id, &place.display_path(), stored, Cap::ANY) {
-                        Ok((kind, payload)) => {
-                            // What a commit record after it is checked
-                            // against, without reading the snapshot again.
-                            if kind == Kind::Snapshot && payload.len() as u64 <= Cap::SNAPSHOT.max {
-                                if let Ok(cp) = crate::snapshot::Checkpoint::parse(&payload) {
-                                    snapshots.insert(e.id, (cp.session_id, cp.summary));
-                                }
-                            }
-                            layout.memo_put(&e.id, kind, stored.len() as u64, &payload);
-                        }
+            // The check above read every record, and decoded those it
+            // read whole; a larger one is read again here and decoded
+            // (which verifies its id) without hashing its record again.
+            let outcome = match decoded.remove(&e.offset) {
+                Some(outcome) => Some(outcome),
+                None => {
+                    let max = e.len.saturating_sub(RECORD_HEADER);
+                    match crate::odb::read_found(&view.file, &place, e.len, &e.id, max) {
+                        Ok(record) => Some(decode_record(
+                            layout,
+                            &e.id,
+                            &place,
+                            &record[RECORD_HEADER as usize..],
+                            &mut snapshots,
+                        )),
                         Err(err) => {
-                            faults.push(Fault::Broken(err.into()));
-                            broken.insert(e.id);
+                            faults.push(Fault::Broken(err));
+                            None
                         }
                     }
                 }
-                Err(err) => faults.push(Fault::Broken(err)),
+            };
+            if let Some(outcome) = outcome {
+                report.objects += 1;
+                present.insert(e.id);
+                if let Err(err) = outcome {
+                    faults.push(Fault::Broken(err));
+                    broken.insert(e.id);
+                }
             }
         }
     }
+    Ok(())
+}
+
+/// Decode the stored bytes of object record `id` at `place` (which
+/// verifies the id), keep what the memo of fsck keeps, and note a
+/// snapshot's session and summary in `snapshots` (what the journal's
+/// commit records are checked against, without reading it again).
+fn decode_record(
+    layout: &Odb,
+    id: &ObjectId,
+    place: &pack::Place,
+    stored: &[u8],
+    snapshots: &mut HashMap<ObjectId, (SessionId, crate::snapshot::Summary)>,
+) -> std::result::Result<(), Error> {
+    let (kind, payload) = object::decode(id, &place.display_path(), stored, Cap::ANY)?;
+    if kind == Kind::Snapshot && payload.len() as u64 <= Cap::SNAPSHOT.max {
+        if let Ok(cp) = crate::snapshot::Checkpoint::parse(&payload) {
+            snapshots.insert(*id, (cp.session_id, cp.summary));
+        }
+    }
+    layout.memo_put(id, kind, stored.len() as u64, &payload);
     Ok(())
 }
 
@@ -675,6 +719,9 @@ fn fsck_with(store: &Store, layout: &Odb) -> Result<FsckReport> {
         }
         let journals: std::collections::BTreeSet<SessionId> =
             heads::journals(layout)?.into_iter().collect();
+        for (path, what) in crate::dependents::strays(layout)? {
+            faults.push(Fault::Stray { path, what });
+        }
         for m in crate::dependents::missing(layout, &with_deps, &journals)? {
             faults.push(Fault::Broken(Error::DependentsRecordMissing {
                 path: crate::dependents::path_of(layout, &m),

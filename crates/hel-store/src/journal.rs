@@ -395,10 +395,33 @@ pub(crate) fn open_by_ref(
     first: Option<ObjectId>,
     read_ref: &dyn Fn() -> Result<Option<ObjectId>>,
 ) -> Result<Option<View>> {
+    open_by_ref_seeing(dir, session, mode, first, read_ref, &mut None)
+}
+
+/// What [`Mode::Verify`] hands over of each object record it checked:
+/// its entry and stored bytes (those of at most [`SEEN_MAX`] stored
+/// bytes; larger ones are checked streaming and not kept), so that fsck
+/// decodes them without reading them again. A record may be handed over
+/// more than once (a view read again while the ref moved) and may turn
+/// out to be past the view's committed part: the caller goes by the view.
+pub(crate) type Seen<'a> = Option<&'a mut dyn FnMut(&Entry, &[u8])>;
+
+/// The largest stored record [`Seen`] is handed (read whole, once).
+pub(crate) const SEEN_MAX: u64 = 1 << 20;
+
+/// [`open_by_ref`], handing every object record it checks to `seen`.
+pub(crate) fn open_by_ref_seeing(
+    dir: &Dir,
+    session: &SessionId,
+    mode: Mode,
+    first: Option<ObjectId>,
+    read_ref: &dyn Fn() -> Result<Option<ObjectId>>,
+    seen: &mut Seen<'_>,
+) -> Result<Option<View>> {
     let mut r = first;
     let mut tries = 0;
     loop {
-        let view = open(dir, session, mode, Rule::Ref(r))?;
+        let view = open_seeing(dir, session, mode, Rule::Ref(r), seen)?;
         match &view {
             Some(v) if v.ref_fault && tries < 8 => {
                 let again = read_ref()?;
@@ -418,6 +441,17 @@ pub(crate) fn open_by_ref(
 /// writer and a crash leave is still opened: its view says where the fault
 /// is ([`View::fault`]) and holds the records before it.
 pub(crate) fn open(dir: &Dir, session: &SessionId, mode: Mode, rule: Rule) -> Result<Option<View>> {
+    open_seeing(dir, session, mode, rule, &mut None)
+}
+
+/// [`open`], handing each object record it checks to `seen` (see [`Seen`]).
+pub(crate) fn open_seeing(
+    dir: &Dir,
+    session: &SessionId,
+    mode: Mode,
+    rule: Rule,
+    seen: &mut Seen<'_>,
+) -> Result<Option<View>> {
     let name = journal_name(session);
     let Some(file) = dir.open_file(&name)? else {
         return Ok(None);
@@ -448,7 +482,7 @@ pub(crate) fn open(dir: &Dir, session: &SessionId, mode: Mode, rule: Rule) -> Re
     view.listed_end = durable;
     // Past what the sidecar told: read the journal itself.
     view.sidecar_complete = true;
-    scan(&mut view, start, size, mode, durable);
+    scan(&mut view, start, size, mode, durable, seen);
     if mode != Mode::Head && start == FILE_HEADER && !view.entries.is_empty() {
         view.sidecar_complete = false;
     }
@@ -691,13 +725,14 @@ fn from_sidecar(dir: &Dir, view: &mut View, size: u64, mode: Mode) -> (u64, u64)
 /// the last intact record are a torn tail only when no intact record
 /// begins anywhere in them and they start at or after `durable` (the end
 /// of what the sidecar lists); anything else is the view's fault.
-fn scan(view: &mut View, start: u64, size: u64, mode: Mode, durable: u64) {
+fn scan(view: &mut View, start: u64, size: u64, mode: Mode, durable: u64, hand: &mut Seen<'_>) {
     let mut at = start;
     let mut pending: Vec<Entry> = Vec::new();
     // Every object record read here, and where.
     let mut seen: HashMap<ObjectId, u64> = HashMap::new();
+    let keep = hand.is_some();
     while at < size {
-        let (frame, stored) = match frame_at(&view.file, at, size) {
+        let (frame, stored) = match frame_at(&view.file, at, size, keep) {
             Ok(f) => f,
             Err(why) => {
                 view.torn_at = Some(at);
@@ -739,12 +774,18 @@ fn scan(view: &mut View, start: u64, size: u64, mode: Mode, durable: u64) {
                     break;
                 }
                 seen.insert(frame.id, at);
-                pending.push(Entry {
+                let entry = Entry {
                     id: frame.id,
                     offset: at,
                     len,
                     rtype: RecordType::Object,
-                });
+                };
+                if let Some(hand) = hand.as_mut() {
+                    if frame.stored_len <= SEEN_MAX {
+                        hand(&entry, &stored);
+                    }
+                }
+                pending.push(entry);
             }
             t if t == RecordType::Commit as u8 => {
                 let prev = view.head.as_ref().map_or(Prev::First, Prev::After);
@@ -793,10 +834,17 @@ fn scan(view: &mut View, start: u64, size: u64, mode: Mode, durable: u64) {
 }
 
 /// The intact record at `at` of a journal of `size` bytes: its frame and,
-/// for a commit record, its stored bytes. `Err` says why there is none: a
-/// header cut short or malformed, a length past the end of the journal or
-/// over what the type may have, a check that does not hold.
-fn frame_at(file: &File, at: u64, size: u64) -> std::result::Result<(Frame, Vec<u8>), String> {
+/// for a commit record, its stored bytes (for an object record too, of at
+/// most [`SEEN_MAX`] stored bytes, when `keep`: read whole once, where
+/// others are checked streaming). `Err` says why there is none: a header
+/// cut short or malformed, a length past the end of the journal or over
+/// what the type may have, a check that does not hold.
+fn frame_at(
+    file: &File,
+    at: u64,
+    size: u64,
+    keep: bool,
+) -> std::result::Result<(Frame, Vec<u8>), String> {
     let mut hb = [0u8; RECORD_HEADER as usize];
     if size - at < RECORD_HEADER || file.read_exact_at(&mut hb, at).is_err() {
         return Err("the journal ends inside a record header".into());
@@ -819,7 +867,9 @@ fn frame_at(file: &File, at: u64, size: u64) -> std::result::Result<(Frame, Vec<
             frame.id, frame.stored_len
         ));
     }
-    if frame.rtype == RecordType::Commit as u8 {
+    let whole = frame.rtype == RecordType::Commit as u8
+        || (keep && frame.rtype == RecordType::Object as u8 && frame.stored_len <= SEEN_MAX);
+    if whole {
         let mut stored = vec![0u8; frame.stored_len as usize];
         if file.read_exact_at(&mut stored, at + RECORD_HEADER).is_err() || !frame.checks(&stored) {
             return Err(format!(

@@ -1,8 +1,29 @@
-//! The upgrade of a store an older hel wrote (format 1 or 2) to format 3
-//! (objects-spec §10.1). It runs when this hel opens such a store, before
-//! anything else reads it, and loses nothing: format 3 is format 2's
-//! objects, journals, packs and names byte for byte, plus one ref file per
-//! session naming the head the older format gave it.
+//! The upgrade of a store an older hel wrote (format 1, 2 or 3) to
+//! format 4 (objects-spec §10.1, §10.2). It runs when this hel opens such
+//! a store, before anything else reads it, and loses nothing: format 3 is
+//! format 2's objects, journals, packs and names byte for byte, plus one
+//! ref file per session naming the head the older format gave it; format
+//! 4 is format 3 plus the records of who depends on whom
+//! (`dependents.rs`), with its store lock inside the directory
+//! `.store.lock`.
+//!
+//! The steps to format 3 are below; the upgrade to format 4 adds two. The
+//! records of every session (`record_every_head`) are written, durable,
+//! before the final rename, and after the `.sessions.lock` step,
+//! `.store.lock`, the file format 3 locks, becomes a directory holding
+//! that same file (a hard link) as `lock` and a note
+//! ([`bar_format3_hels`]). Why that bars format-3 hels: every format-3
+//! writer opens the file `.store.lock` before it writes and again for
+//! every later write, and that open now fails ("Is a directory"). One
+//! that opened the file before the swap and waits for its lock makes one
+//! write once the upgrade ends, and it is still kept apart from every
+//! format-4 writer because they lock the same inode; the session it may
+//! publish has no `refs/recorded/` entry, so every delete reads its head.
+//! A kill between the final rename and the swap leaves a store format-3
+//! hels could still write: [`finish`] does the swap and writes every
+//! head's records again.
+//!
+//! The steps to format 3:
 //!
 //! Under the store lock held exclusively, and refused while any session's
 //! lease is held (an older hel at work would go on writing by its rules):
@@ -151,13 +172,17 @@ pub(crate) fn run(layout: &Odb, found: u64) -> Result<()> {
         upgrade(&lock, found).map_err(failed)?;
     }
     bar_older_hels(layout, older)?;
-    bar_format3_hels(layout)
+    bar_format3_hels(layout).map(|_| ())
 }
 
-/// Make sure older hels cannot write this format-3 store: step 4 of the
-/// upgrade, done again here if a kill stopped the upgrade after its final
-/// rename (or, for a fresh store, before its `format` file is written).
-/// Nothing is written when `.sessions.lock` is a directory already.
+/// Make sure older hels cannot write this store: the last steps of the
+/// upgrade (`.sessions.lock` and `.store.lock` made directories), done
+/// again here if a kill stopped the upgrade after its final rename (or,
+/// for a fresh store, before its `format` file is written). Nothing is
+/// written when both are directories already. When `.store.lock` was
+/// still a file in a format-4 store, a format-3 hel that had the store
+/// open may have committed since the kill without writing records: every
+/// head's are written again before the lock is let go.
 pub(crate) fn finish(layout: &Odb) -> Result<()> {
     let root = layout.root();
     if root.kind_of(OLDER_LOCK)? == Some(Kind::Dir) && layout.store_lock_dir()?.is_some() {
@@ -166,69 +191,105 @@ pub(crate) fn finish(layout: &Odb) -> Result<()> {
     let lock = Exclusive::take(layout)?;
     let older = OlderLock::take(&lock)?;
     bar_older_hels(layout, older)?;
-    bar_format3_hels(layout)?;
+    if bar_format3_hels(layout)? && layout.records_dependents() {
+        record_every_head(layout, FORMAT_VERSION)?;
+    }
     drop(lock);
     Ok(())
+}
+
+/// Record every session's dependencies from its head (objects-spec
+/// §10.2, step 3), under the store lock held exclusively. In a store of
+/// `found` 3 or newer a head that does not read is left unrecorded (a
+/// delete then reads it, and refuses while it does not read) rather than
+/// refusing the whole store; in an older one it stops the upgrade, as
+/// its refs step would.
+fn record_every_head(layout: &Odb, found: u64) -> Result<()> {
+    let mut with_deps = Vec::new();
+    for session in heads::list(layout)?.sessions {
+        match heads::read(layout, &session) {
+            Ok(Some(head)) => with_deps.push((session, head.deps())),
+            Ok(None) | Err(Error::BadRef { .. }) => {}
+            Err(_) if found >= 3 => {}
+            Err(e) => return Err(e),
+        }
+    }
+    crate::dependents::record_all(layout, &with_deps)
 }
 
 /// Make `.store.lock`, the file format 3 locks, a directory holding that
 /// file's inode as `lock` (format 4's store lock) and a note, and sync
 /// `.hel/`; the caller holds the store lock exclusively (see the module
 /// doc for why this keeps format-3 hels from writing and why a hel that
-/// was waiting for the file is still excluded). Nothing is written when
-/// it is a directory already.
-fn bar_format3_hels(layout: &Odb) -> Result<()> {
+/// was waiting for the file is still excluded). True when it made the
+/// directory; nothing is written when it is one already.
+fn bar_format3_hels(layout: &Odb) -> Result<bool> {
     let root = layout.root();
+    if layout.store_lock_dir()?.is_some() {
+        root.sync()?;
+        return Ok(false);
+    }
+    let tmp = layout.tmp_create()?;
+    let dir = format!("store-lock-{}", uuid::Uuid::new_v4().simple());
+    let d = make_note_dir(tmp, &dir, STORE_LOCK_NOTE, STORE_LOCK_NOTE_TEXT)?;
+    // The file the caller locked, kept as the directory's `lock` from
+    // here to the end whatever else happens at the name.
+    let kept = match root.kind_of(STORE_LOCK)? {
+        Some(Kind::File) => root
+            .link_to(STORE_LOCK, &d, STORE_LOCK_FILE)
+            .unwrap_or(false),
+        _ => false,
+    };
+    if !kept {
+        // No file to keep, or a file system without hard links: a hel
+        // waiting for the old file takes the lock again (lock.rs).
+        d.create_new(STORE_LOCK_FILE, 0o600)?;
+    }
+    d.sync()?;
+    let lock_ino = d.stamp(STORE_LOCK_FILE)?.map(|s| s.0[0]);
     // Files made at `.store.lock` between two renames (no swap), locked
     // until the directory stands: their takers have finished.
     let mut waited: Vec<std::fs::File> = Vec::new();
     for _ in 0..BAR_ATTEMPTS {
-        if layout.store_lock_dir()?.is_some() {
-            return root.sync();
-        }
-        let tmp = layout.tmp_create()?;
-        let dir = format!("store-lock-{}", uuid::Uuid::new_v4().simple());
-        let d = make_note_dir(tmp, &dir, STORE_LOCK_NOTE, STORE_LOCK_NOTE_TEXT)?;
-        let kept = match root.kind_of(STORE_LOCK)? {
-            Some(Kind::File) => root
-                .link_to(STORE_LOCK, &d, STORE_LOCK_FILE)
-                .unwrap_or(false),
-            _ => false,
-        };
-        if !kept {
-            // No file to keep, or a file system without hard links: a
-            // hel waiting for the old file takes it again (lock.rs).
-            d.create_new(STORE_LOCK_FILE, 0o600)?;
-        }
-        d.sync()?;
-        let swapped = match root.kind_of(STORE_LOCK)? {
-            Some(_) if !crate::failpoint::hit("store-lock-no-exchange") => {
-                tmp.exchange(&dir, root, STORE_LOCK)?
+        match root.kind_of(STORE_LOCK)? {
+            Some(Kind::Dir) => break,
+            Some(_) => {
+                if !crate::failpoint::hit("store-lock-no-exchange")
+                    && tmp.exchange(&dir, root, STORE_LOCK)?
+                {
+                    // `dir` in tmp/ is the old name of the lock file now.
+                    tmp.remove_tree(&dir)?;
+                    root.sync()?;
+                    return Ok(true);
+                }
+                // Without a swap: the file goes first. One a hel made
+                // since is waited for (its lock taken) and goes too; the
+                // one kept in the directory stays the lock.
+                if root.stamp(STORE_LOCK)?.map(|s| s.0[0]) != lock_ino {
+                    let file = root.open_rw(STORE_LOCK, false)?;
+                    file.lock().at(root.child_path(STORE_LOCK))?;
+                    waited.push(file);
+                }
+                let away = format!("store-lock-{}", uuid::Uuid::new_v4().simple());
+                root.rename_to(STORE_LOCK, tmp, &away)?;
+                tmp.remove_tree(&away)?;
             }
-            _ => false,
-        };
-        if swapped {
-            // `dir` in tmp/ is the old name of the lock file now.
-            tmp.remove_tree(&dir)?;
-            return root.sync();
-        }
-        if root.kind_of(STORE_LOCK)?.is_some() {
-            let away = format!("store-lock-{}", uuid::Uuid::new_v4().simple());
-            root.rename_to(STORE_LOCK, tmp, &away)?;
-            tmp.remove_tree(&away)?;
+            None => {}
         }
         match tmp.rename_to(&dir, root, STORE_LOCK) {
-            Ok(()) => return root.sync(),
-            Err(_) if root.kind_of(STORE_LOCK)? == Some(Kind::File) => {
-                // A hel made the file again meanwhile: wait until it has
-                // done what it took the lock for, then try again.
-                tmp.remove_tree(&dir)?;
-                let file = root.open_rw(STORE_LOCK, false)?;
-                file.lock().at(root.child_path(STORE_LOCK))?;
-                waited.push(file);
+            Ok(()) => {
+                root.sync()?;
+                return Ok(true);
             }
+            // A hel made the file again meanwhile: next try.
+            Err(_) if root.kind_of(STORE_LOCK)?.is_some() => {}
             Err(e) => return Err(e),
         }
+    }
+    if root.kind_of(STORE_LOCK)? == Some(Kind::Dir) {
+        tmp.remove_tree(&dir)?;
+        root.sync()?;
+        return Ok(false);
     }
     Err(Error::Io {
         path: root.child_path(STORE_LOCK),
@@ -324,7 +385,13 @@ fn upgrade(lock: &Exclusive<'_, Odb>, found: u64) -> Result<()> {
     let layout = lock.layout;
     refuse_if_busy(layout, found)?;
     crate::failpoint::kill("upgrade-locked");
-    for session in heads::list(layout)?.sessions {
+    // A format-3 store has its refs: its upgrade only adds records.
+    let sessions = if found < 3 {
+        heads::list(layout)?.sessions
+    } else {
+        Vec::new()
+    };
+    for session in sessions {
         // The head by the old format's rule (a journal's fault is the
         // error: never a ref to an older head, never no ref).
         let head = match heads::read(layout, &session) {
@@ -353,15 +420,7 @@ fn upgrade(lock: &Exclusive<'_, Odb>, found: u64) -> Result<()> {
     // durable before `format` says 4. Written again from the heads by an
     // upgrade redone after a kill; a format-3 hel that writes meanwhile
     // reads nothing of them.
-    let mut with_deps = Vec::new();
-    for session in heads::list(layout)?.sessions {
-        match heads::read(layout, &session) {
-            Ok(Some(head)) => with_deps.push((session, head.deps())),
-            Ok(None) | Err(Error::BadRef { .. }) => {}
-            Err(e) => return Err(e),
-        }
-    }
-    crate::dependents::record_all(layout, &with_deps)?;
+    record_every_head(layout, found)?;
     crate::failpoint::kill("upgrade-dependents");
     layout.ensure_stub()?;
     crate::failpoint::kill("upgrade-stub");

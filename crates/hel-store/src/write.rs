@@ -46,9 +46,6 @@ pub(crate) struct Writer<'a> {
     pending_ids: HashSet<ObjectId>,
     /// Sessions whose journals hold objects this write names.
     pub deps: BTreeSet<SessionId>,
-    /// Those of `deps` the session's head already had (recorded in a
-    /// format-4 store: `dependents.rs`).
-    had: BTreeSet<SessionId>,
     /// Objects newly written by this writer.
     pub objects_written: u64,
     /// Compressed bytes newly written by this writer.
@@ -67,7 +64,6 @@ impl<'a> Writer<'a> {
             pending_bytes: 0,
             pending_ids: HashSet::new(),
             deps: deps.clone(),
-            had: deps.clone(),
             objects_written: 0,
             bytes_written: 0,
         }
@@ -177,17 +173,14 @@ impl<'a> Writer<'a> {
         publish: impl FnOnce() -> Result<Option<Error>>,
     ) -> Result<(journal::Commit, Option<Error>)> {
         if self.layout.records_dependents() {
-            // Durable before the ref can publish a head that names them.
-            // A session's first head records all of its dependencies (a
-            // fork's were never its head's), and that they are recorded.
+            // Durable before the ref can publish a head that names them:
+            // every dependency whose journal is there and whose record is
+            // not (the previous head's may be gone: a delete of that
+            // dependency removed them, and a session of its id came back
+            // since), and with a session's first head, that they are
+            // recorded.
             let first = payload.parent.is_none();
-            let new: BTreeSet<SessionId> = if first {
-                payload.deps.clone()
-            } else {
-                payload.deps.difference(&self.had).cloned().collect()
-            };
-            if first || !new.is_empty() {
-                crate::dependents::record(self.layout, &self.session, &new, first)?;
+            if crate::dependents::record(self.layout, &self.session, &payload.deps, first)? {
                 crate::failpoint::kill("dependents-recorded");
             }
         }

@@ -1287,7 +1287,7 @@ fn a_commit_costs_three_syncs() {
     // A fork: its first commit makes its journal (two more syncs for the
     // file and its name) and records that it depends on its base (the
     // record, and the base's directory of dependents made the first time)
-    // and that it is recorded (objects-spec §5.3): a directory sync each,
+    // and that it is recorded (objects-spec §5.1): a directory sync each,
     // then three per commit again.
     let before = testing::syncs();
     let (fork, first, _) = store.fork(&c.id).unwrap();
@@ -2890,7 +2890,7 @@ fn a_ref_moved_back_one_commit_behind_its_sidecar_is_a_fault() {
     assert!(hel_store::fsck::fsck(&store).unwrap().is_sound());
 }
 
-/// Format 4 records who depends on whom (objects-spec §5.3): a fork's
+/// Format 4 records who depends on whom (objects-spec §5.1): a fork's
 /// first head comes after `refs/dependents/<base>/<fork>` and
 /// `refs/recorded/<fork>`, and a delete reads only the heads those
 /// records name, plus every session that is not recorded at all (what a
@@ -2976,6 +2976,34 @@ fn a_missing_dependents_record_is_a_fault_that_gc_mends() {
     assert!(!r.join("refs/recorded").join(ghost.as_str()).exists());
     let report = hel_store::fsck::fsck(&store).unwrap();
     assert!(report.is_sound(), "{:?}", report.faults);
+    let before = store.load(&head).unwrap().messages;
+    store.delete(&sid, true).unwrap();
+    let fresh = Store::open(dir.path()).unwrap();
+    assert_eq!(fresh.load(&head).unwrap().messages, before);
+}
+
+/// A commit writes the record of every dependency whose journal is there
+/// and whose record is not, whether or not its previous head listed it (a
+/// delete of that dependency removed its records, and a session of its id
+/// may come back, by a pull, with a journal this one then shares from).
+#[test]
+fn a_commit_writes_a_missing_record_of_a_dependency_its_head_already_had() {
+    let (dir, sid, heads, _) = three_checkpoints();
+    let store = Store::open(dir.path()).unwrap();
+    let r = root(dir.path());
+    let (lease, first, _) = store.fork(&heads[2]).unwrap();
+    let record = r
+        .join("refs/dependents")
+        .join(sid.as_str())
+        .join(lease.session().as_str());
+    fs::remove_file(&record).unwrap();
+    let loaded = store.load(&first).unwrap();
+    let mut conv = Conv::from_loaded(&loaded);
+    let mut state = loaded.state;
+    conv.push(msg("user", "on the fork"));
+    let head = conv.commit(&store, &lease, &mut state).id;
+    assert!(record.is_file(), "written again before the head moved");
+    drop(lease);
     let before = store.load(&head).unwrap().messages;
     store.delete(&sid, true).unwrap();
     let fresh = Store::open(dir.path()).unwrap();
