@@ -531,7 +531,9 @@ fn fsck_with(store: &Store, layout: &Odb) -> Result<FsckReport> {
         faults.push(Fault::Broken(e));
         Ok(())
     };
-    let heads = roots(layout, &mut record)?;
+    let rooted = roots(layout, &mut record)?;
+    let heads: Vec<(SessionId, ObjectId)> =
+        rooted.iter().map(|(s, id, _)| (s.clone(), *id)).collect();
     // A ref whose snapshot does not read is named as such (the walk
     // below would only name the object).
     let mut unreadable: HashSet<ObjectId> = HashSet::new();
@@ -711,12 +713,10 @@ fn fsck_with(store: &Store, layout: &Odb) -> Result<FsckReport> {
     // Every dependency of a recorded session is recorded (format 4): a
     // delete reads only the heads these records name.
     if layout.records_dependents() {
-        let mut with_deps = Vec::with_capacity(heads.len());
-        for (session, _) in &heads {
-            if let Ok(Some(h)) = heads::read_light(layout, session) {
-                with_deps.push((session.clone(), h.deps()));
-            }
-        }
+        let with_deps: Vec<(SessionId, std::collections::BTreeSet<SessionId>)> = rooted
+            .iter()
+            .map(|(s, _, d)| (s.clone(), d.clone()))
+            .collect();
         let journals: std::collections::BTreeSet<SessionId> =
             heads::journals(layout)?.into_iter().collect();
         for (path, what) in crate::dependents::strays(layout)? {

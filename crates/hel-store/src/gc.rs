@@ -330,15 +330,15 @@ fn stray_kind(kind: EntryKind) -> &'static str {
     }
 }
 
-/// The heads of a store as gc and fsck read them: the roots, and errors
-/// for everything where heads are kept that is not a readable head, and
+/// The heads of a store as gc and fsck read them: the roots (each with
+/// its head's `deps`), and errors for everything where heads are kept that is not a readable head, and
 /// for every journal this hel may not write (a fault, or records of a
 /// newer hel, which may name objects this hel cannot see), with a ref or
 /// without.
 pub(crate) fn roots(
     layout: &Odb,
     on_error: &mut dyn FnMut(Error) -> Result<()>,
-) -> Result<Vec<(SessionId, ObjectId)>> {
+) -> Result<Vec<(SessionId, ObjectId, BTreeSet<SessionId>)>> {
     let listing = heads::list(layout)?;
     for (path, what) in listing.strays {
         on_error(Error::Unexpected {
@@ -366,7 +366,8 @@ pub(crate) fn roots(
                     on_error(e)?;
                 }
                 if let Some(head) = head {
-                    out.push((session, head.id));
+                    let deps = head.deps();
+                    out.push((session, head.id, deps));
                 }
             }
             Err(e) => on_error(e)?,
@@ -713,7 +714,11 @@ fn collect(store: &Store, dry_run: bool, force: bool, wait: bool) -> Result<Opti
     };
     layout.index().forget_removed();
     let fail = &mut |e| Err(e);
-    let heads: Vec<(SessionId, ObjectId)> = roots(layout, fail)?;
+    let with_deps = roots(layout, fail)?;
+    let heads: Vec<(SessionId, ObjectId)> = with_deps
+        .iter()
+        .map(|(s, id, _)| (s.clone(), *id))
+        .collect();
     // Without the stub, refs/sessions/ is not what hel left (removed,
     // or restored in part): every journal would look unpublished and
     // go. fsck reports the same fault and says gc refuses.
@@ -885,11 +890,8 @@ fn collect(store: &Store, dry_run: bool, force: bool, wait: bool) -> Result<Opti
     if !dry_run && layout.records_dependents() {
         // The dependents records (dependents.rs): those a head needs
         // written, those of sessions without a head removed.
-        let mut with_deps = Vec::with_capacity(heads.len());
-        for (session, _) in &heads {
-            let deps = heads::read_light(layout, session)?.map_or_else(BTreeSet::new, |h| h.deps());
-            with_deps.push((session.clone(), deps));
-        }
+        let with_deps: Vec<(SessionId, BTreeSet<SessionId>)> =
+            with_deps.into_iter().map(|(s, _, d)| (s, d)).collect();
         let journals: BTreeSet<SessionId> = heads::journals(layout)?.into_iter().collect();
         // What it could not remove (a name that is not UTF-8, a tree
         // too deep) is left; fsck names it.
