@@ -456,14 +456,6 @@ fn old_lock_is_file(p: &Project, format: u64) -> bool {
         .unwrap_or(false)
 }
 
-/// Is `.sessions.lock` (the store lock of formats 1 and 2) a regular file,
-/// one an older hel can still lock?
-fn older_lock_is_file(p: &Project) -> bool {
-    std::fs::symlink_metadata(store_dir(p).join(".sessions.lock"))
-        .map(|m| m.is_file())
-        .unwrap_or(false)
-}
-
 /// The old binary lists every session of the manifest with its head.
 fn old_hel_lists_all(p: &Project, old: &std::ffi::OsStr, m: &Value) {
     let out = Command::new(old)
@@ -810,7 +802,7 @@ fn older_hels_write_nothing_in_a_format4_store() {
 #[test]
 fn without_a_swap_the_older_lock_becomes_a_directory_by_two_renames() {
     let p = unpacked(2);
-    assert!(older_lock_is_file(&p));
+    assert!(old_lock_is_file(&p, 2));
     let run = Run::from_cmd(
         p.hel(None)
             .args(["sessions"])
@@ -861,13 +853,7 @@ fn unhex(s: &str) -> Vec<u8> {
 fn a_redone_upgrade_follows_the_journals() {
     let p = unpacked(2);
     let m = manifest(2);
-    let run = p
-        .hel(None)
-        .args(["sessions"])
-        .env("HEL_FAILPOINTS", "upgrade-refs")
-        .output()
-        .unwrap();
-    assert_eq!(run.status.signal(), Some(9));
+    sessions_killed_at(&p, "upgrade-refs");
     assert_eq!(format_file(&p).as_deref(), Some("hel-store-format 2\n"));
     let refs = store_dir(&p).join("refs/sessions");
     // One ref older than its journal's head, one removed, as a format-2
@@ -949,15 +935,7 @@ fn a_damaged_journal_stops_the_upgrade() {
 fn a_damaged_format3_journal_does_not_stop_the_upgrade() {
     let p = unpacked(3);
     let m = manifest(3);
-    let (fork, base) = forks_of(&m)
-        .into_iter()
-        .find(|(_, b)| {
-            store_dir(&p)
-                .join("packs/journals")
-                .join(format!("{b}.journal"))
-                .exists()
-        })
-        .unwrap();
+    let (fork, base) = live_fork(&p, &m);
     let journals = store_dir(&p).join("packs/journals");
     std::fs::remove_file(journals.join(format!("{fork}.jidx"))).unwrap();
     let path = journals.join(format!("{fork}.journal"));
@@ -991,26 +969,12 @@ fn a_damaged_format3_journal_does_not_stop_the_upgrade() {
 fn an_upgrade_killed_before_the_store_lock_moved_records_every_head_again() {
     let p = unpacked(3);
     let m = manifest(3);
-    let run = p
-        .hel(None)
-        .args(["sessions"])
-        .env("HEL_FAILPOINTS", "upgrade-format")
-        .output()
-        .unwrap();
-    assert_eq!(run.status.signal(), Some(9));
+    sessions_killed_at(&p, "upgrade-format");
     assert_eq!(format_file(&p).as_deref(), Some("hel-store-format 4\n"));
     assert!(old_lock_is_file(&p, 3));
     // What a format-3 commit since would leave: a dependency without its
     // record.
-    let (fork, base) = forks_of(&m)
-        .into_iter()
-        .find(|(_, b)| {
-            store_dir(&p)
-                .join("packs/journals")
-                .join(format!("{b}.journal"))
-                .exists()
-        })
-        .unwrap();
+    let (fork, base) = live_fork(&p, &m);
     let record = store_dir(&p)
         .join("refs/dependents")
         .join(&base)
@@ -1047,4 +1011,29 @@ fn without_a_swap_the_store_lock_keeps_its_file() {
     assert_eq!(e.kind(), std::io::ErrorKind::IsADirectory, "{e}");
     assert_eq!(std::fs::read_dir(root.join("tmp")).unwrap().count(), 0);
     holds_everything(&p, &manifest(3));
+}
+
+/// Run `hel sessions` in `p` killed (SIGKILL) at failpoint `point`.
+fn sessions_killed_at(p: &Project, point: &str) {
+    let run = p
+        .hel(None)
+        .args(["sessions"])
+        .env("HEL_FAILPOINTS", point)
+        .output()
+        .unwrap();
+    assert_eq!(run.status.signal(), Some(9), "{point}");
+}
+
+/// A (fork, base) pair of the manifest `m` whose base still has a
+/// journal in `p` (a dependency a delete of the base must look after).
+fn live_fork(p: &Project, m: &Value) -> (String, String) {
+    forks_of(m)
+        .into_iter()
+        .find(|(_, b)| {
+            store_dir(p)
+                .join("packs/journals")
+                .join(format!("{b}.journal"))
+                .exists()
+        })
+        .unwrap()
 }
