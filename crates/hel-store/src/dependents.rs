@@ -51,8 +51,26 @@ pub(crate) fn record(
     deps: &BTreeSet<SessionId>,
     first: bool,
 ) -> Result<bool> {
+    record_as(layout, session, deps, first, false)
+}
+
+/// [`record`]; `mend` (gc, the upgrade) makes `refs/dependents/` when it
+/// is absent and replaces what is not a directory under it. A commit
+/// (`mend` false) leaves both alone and writes no record there: while
+/// they are so every delete reads every head, and only a gc, which first
+/// takes back every session's `refs/recorded/` entry, may make them again
+/// ([`tidy`]).
+fn record_as(
+    layout: &Odb,
+    session: &SessionId,
+    deps: &BTreeSet<SessionId>,
+    first: bool,
+    mend: bool,
+) -> Result<bool> {
     let mut wrote = false;
     let mut made_dirs = false;
+    // A record this commit could not write (see above).
+    let mut skipped = false;
     let journals = layout.journals()?;
     for dep in deps.iter().filter(|d| *d != session) {
         let alive = match journals {
@@ -62,26 +80,55 @@ pub(crate) fn record(
         if !alive {
             continue;
         }
-        let top = match layout.dependents()? {
-            Some(top) => top,
-            None => {
+        let top = match fresh_top(layout) {
+            Ok(Some(top)) => top,
+            Ok(None) if mend => {
                 made_dirs = true;
-                layout.dependents_create()?
+                make_top(layout)?
+            }
+            Err(e) if mend => return Err(e),
+            _ => {
+                skipped = true;
+                continue;
             }
         };
-        let (dir, new_dir) = match top.sub(dep.as_str())? {
-            Some(d) => (d, false),
-            None => (top.sub_create(dep.as_str(), DIR_MODE)?, true),
+        let made = match top.sub(dep.as_str()) {
+            Ok(Some(d)) => Ok((d, false)),
+            Ok(None) => top.sub_create(dep.as_str(), DIR_MODE).map(|d| (d, true)),
+            Err(_) if mend => {
+                top.remove_tree(dep.as_str())?;
+                top.sub_create(dep.as_str(), DIR_MODE).map(|d| (d, true))
+            }
+            Err(e) => Err(e),
         };
-        if touch(&dir, session)? {
-            wrote = true;
-            dir.sync()?;
-        }
-        if new_dir {
-            top.sync()?;
+        // A commit that cannot write a record (the directory replaced or
+        // removed under it) leaves the session unrecorded instead.
+        let written = made.and_then(|(dir, new_dir)| {
+            let w = touch(&dir, session)?;
+            if w {
+                dir.sync()?;
+            }
+            if new_dir {
+                top.sync()?;
+            }
+            Ok(w)
+        });
+        match written {
+            Ok(w) => wrote |= w,
+            Err(e) if mend => return Err(e),
+            Err(_) => skipped = true,
         }
     }
-    if first {
+    if skipped {
+        // Not all of its records are there: the session is not recorded
+        // (taken back, durably, if it was), so every delete reads its head.
+        if let Some(dir) = layout.recorded()? {
+            if dir.kind_of(session.as_str())?.is_some() {
+                dir.remove_tree(session.as_str())?;
+                dir.sync()?;
+            }
+        }
+    } else if first {
         let dir = match layout.recorded()? {
             Some(d) => d,
             None => {
@@ -102,6 +149,24 @@ pub(crate) fn record(
         }
     }
     Ok(wrote)
+}
+
+/// `refs/dependents/` opened now, not the descriptor the layout keeps: a
+/// directory removed (or replaced) since that one was opened must not be
+/// taken for an empty one, whose silence a delete would trust.
+fn fresh_top(layout: &Odb) -> Result<Option<crate::dir::Dir>> {
+    match layout.refs_parent()? {
+        Some(refs) => refs.sub(crate::layout::DEPENDENTS),
+        None => Ok(None),
+    }
+}
+
+/// Make `refs/dependents/` (by name, not through the layout's kept
+/// descriptor, which may be of one removed since).
+fn make_top(layout: &Odb) -> Result<crate::dir::Dir> {
+    layout
+        .refs_parent_create()?
+        .sub_create(crate::layout::DEPENDENTS, DIR_MODE)
 }
 
 /// Create the empty file `session` in `dir` unless it is there: true when
@@ -130,18 +195,24 @@ pub(crate) fn candidates(
     dep: &SessionId,
     sessions: &[SessionId],
 ) -> Result<Vec<SessionId>> {
-    let Some(top) = layout.dependents()? else {
-        // The records are gone (the store makes the directory first):
-        // every head is read.
-        return Ok(sessions.iter().filter(|s| *s != dep).cloned().collect());
+    let every = || Ok(sessions.iter().filter(|s| *s != dep).cloned().collect());
+    // The records gone (the store makes the directory first), or anything
+    // but a directory where they belong: every head is read (gc mends
+    // them).
+    let Ok(Some(top)) = fresh_top(layout) else {
+        return every();
     };
-    let listed: BTreeSet<SessionId> = match top.sub(dep.as_str())? {
-        Some(dir) => names(&dir)?,
-        None => BTreeSet::new(),
+    let listed: BTreeSet<SessionId> = match top.sub(dep.as_str()) {
+        Ok(Some(dir)) => match names(&dir) {
+            Ok(n) => n,
+            Err(_) => return every(),
+        },
+        Ok(None) => BTreeSet::new(),
+        Err(_) => return every(),
     };
-    let recorded: BTreeSet<SessionId> = match layout.recorded()? {
-        Some(dir) => names(dir)?,
-        None => BTreeSet::new(),
+    let recorded: BTreeSet<SessionId> = match layout.recorded() {
+        Ok(Some(dir)) => names(dir).unwrap_or_default(),
+        _ => BTreeSet::new(),
     };
     Ok(sessions
         .iter()
@@ -166,7 +237,7 @@ fn names(dir: &crate::dir::Dir) -> Result<BTreeSet<SessionId>> {
 /// gone already): one left behind is only a head read by a later delete,
 /// and gc removes it.
 pub(crate) fn forget(layout: &Odb, session: &SessionId, deps: &BTreeSet<SessionId>) {
-    if let Ok(Some(top)) = layout.dependents() {
+    if let Ok(Some(top)) = fresh_top(layout) {
         for dep in deps {
             if let Ok(Some(dir)) = top.sub(dep.as_str()) {
                 let _ = dir.remove_tree(session.as_str());
@@ -200,7 +271,7 @@ pub(crate) fn missing(
         Some(dir) => names(dir)?,
         None => BTreeSet::new(),
     };
-    let top = layout.dependents()?;
+    let top = fresh_top(layout).ok().flatten();
     let mut out = Vec::new();
     for (session, deps) in heads {
         if !recorded.contains(session) {
@@ -211,9 +282,11 @@ pub(crate) fn missing(
                 continue;
             }
             let there = match top {
-                Some(top) => match top.sub(dep.as_str())? {
-                    Some(dir) => dir.kind_of(session.as_str())? == Some(Kind::File),
-                    None => false,
+                Some(ref top) => match top.sub(dep.as_str()) {
+                    Ok(Some(dir)) => {
+                        matches!(dir.kind_of(session.as_str()), Ok(Some(Kind::File)))
+                    }
+                    _ => false,
                 },
                 None => false,
             };
@@ -250,9 +323,33 @@ pub(crate) fn tidy(
     heads: &[(SessionId, BTreeSet<SessionId>)],
     journals: &BTreeSet<SessionId>,
 ) -> Result<Vec<std::path::PathBuf>> {
+    if !matches!(fresh_top(layout), Ok(Some(_))) {
+        // The records are gone, or something else stands there: no
+        // session's `refs/recorded/` entry can be trusted once the
+        // directory is made again. Taken back first (synced), so that a
+        // crash below leaves sessions unrecorded (their heads read by
+        // every delete), never recorded without their records.
+        if let Some(parent) = layout.refs_parent()? {
+            if parent.kind_of(crate::layout::DEPENDENTS)?.is_some() {
+                parent.remove_tree(crate::layout::DEPENDENTS)?;
+            }
+        }
+        if let Some(dir) = layout.recorded()? {
+            for e in dir.entries()? {
+                if let Some(n) = e.name_str() {
+                    dir.remove_tree(n)?;
+                }
+            }
+            dir.sync()?;
+        }
+        make_top(layout)?;
+        if let Some(parent) = layout.refs_parent()? {
+            parent.sync()?;
+        }
+    }
     for m in missing(layout, heads, journals)? {
         let one: BTreeSet<SessionId> = [m.dep].into_iter().collect();
-        record(layout, &m.session, &one, false)?;
+        record_as(layout, &m.session, &one, false, true)?;
     }
     let recorded = match layout.recorded()? {
         Some(dir) => names(dir)?,
@@ -260,7 +357,7 @@ pub(crate) fn tidy(
     };
     for (session, deps) in heads {
         if !recorded.contains(session) {
-            record(layout, session, deps, true)?;
+            record_as(layout, session, deps, true, true)?;
         }
     }
     let live: BTreeSet<&SessionId> = heads.iter().map(|(s, _)| s).collect();
@@ -273,10 +370,10 @@ pub(crate) fn tidy(
         Some(n) if dir.remove_tree(n).is_ok() => {}
         _ => left.push(dir.child_path(&e.name.to_string_lossy())),
     };
-    if let Some(top) = layout.dependents()? {
+    if let Some(top) = fresh_top(layout)? {
         for e in top.entries()? {
             if e.kind != Kind::Dir || !is_live(e.name_str()) {
-                remove(top, &e);
+                remove(&top, &e);
                 continue;
             }
             let Some(Ok(Some(dir))) = e.name_str().map(|n| top.sub(n)) else {
@@ -305,7 +402,7 @@ pub(crate) fn strays(layout: &Odb) -> Result<Vec<(std::path::PathBuf, &'static s
     let named =
         |e: &crate::dir::Entry| e.name_str().is_some_and(|n| n.parse::<SessionId>().is_ok());
     let mut out = Vec::new();
-    if let Some(top) = layout.dependents()? {
+    if let Some(top) = fresh_top(layout)? {
         for e in top.entries()? {
             if e.kind != Kind::Dir || !named(&e) {
                 out.push((top.child_path(&e.name.to_string_lossy()), e.kind.describe()));
@@ -335,13 +432,13 @@ pub(crate) fn strays(layout: &Odb) -> Result<Vec<(std::path::PathBuf, &'static s
 /// format 4, under the exclusive store lock): `heads` as in [`tidy`].
 /// Everything durable when this returns.
 pub(crate) fn record_all(layout: &Odb, heads: &[(SessionId, BTreeSet<SessionId>)]) -> Result<()> {
-    layout.dependents_create()?;
+    make_top(layout)?;
     layout.recorded_create()?;
     if let Some(parent) = layout.refs_parent()? {
         parent.sync()?;
     }
     for (session, deps) in heads {
-        record(layout, session, deps, true)?;
+        record_as(layout, session, deps, true, true)?;
     }
     Ok(())
 }

@@ -713,6 +713,29 @@ fn fsck_with(store: &Store, layout: &Odb) -> Result<FsckReport> {
     // Every dependency of a recorded session is recorded (format 4): a
     // delete reads only the heads these records name.
     if layout.records_dependents() {
+        // The store lock: a regular file inside the directory
+        // `.store.lock` (where anything else makes every write refuse).
+        let root = layout.root();
+        match layout.store_lock_dir() {
+            Ok(Some(d)) => match d.kind_of(crate::layout::STORE_LOCK_FILE)? {
+                Some(crate::dir::Kind::File) | None => {}
+                Some(kind) => faults.push(Fault::Stray {
+                    path: d.child_path(crate::layout::STORE_LOCK_FILE),
+                    what: kind.describe(),
+                }),
+            },
+            Ok(None) => {
+                if let Some(kind) = root.kind_of(crate::layout::STORE_LOCK)? {
+                    if kind != crate::dir::Kind::File {
+                        faults.push(Fault::Stray {
+                            path: root.child_path(crate::layout::STORE_LOCK),
+                            what: kind.describe(),
+                        });
+                    }
+                }
+            }
+            Err(e) => faults.push(Fault::Broken(e)),
+        }
         let with_deps: Vec<(SessionId, std::collections::BTreeSet<SessionId>)> = rooted
             .iter()
             .map(|(s, _, d)| (s.clone(), d.clone()))

@@ -271,10 +271,16 @@ impl Layout {
             Sub::Tmp,
             Sub::Packs,
             Sub::Journals,
-            Sub::Dependents,
-            Sub::Recorded,
         ] {
             self.dir_create(sub)?;
+        }
+        // The records' directories only with a new store (the upgrade
+        // makes them in an older one): one found missing later is made
+        // again by gc alone, which first takes back what `refs/recorded/`
+        // said (dependents.rs).
+        if self.root.kind_of(FORMAT)?.is_none() {
+            self.dir_create(Sub::Dependents)?;
+            self.dir_create(Sub::Recorded)?;
         }
         write_format()?;
         if self.root.kind_of(GITIGNORE)?.is_none() {
@@ -512,9 +518,6 @@ impl Layout {
     pub fn dependents(&self) -> Result<Option<&Dir>> {
         self.dir(Sub::Dependents)
     }
-    pub fn dependents_create(&self) -> Result<&Dir> {
-        self.dir_create(Sub::Dependents)
-    }
     pub fn recorded(&self) -> Result<Option<&Dir>> {
         self.dir(Sub::Recorded)
     }
@@ -524,6 +527,10 @@ impl Layout {
     /// `refs/`, for syncing the directories made in it.
     pub fn refs_parent(&self) -> Result<Option<Dir>> {
         self.root.sub(REFS)
+    }
+    /// `refs/`, made when absent.
+    pub fn refs_parent_create(&self) -> Result<Dir> {
+        self.root.sub_create(REFS, DIR_MODE)
     }
     pub fn remotes(&self) -> Result<Option<&Dir>> {
         self.dir(Sub::Remotes)

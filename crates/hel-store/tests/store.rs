@@ -3009,3 +3009,76 @@ fn a_commit_writes_a_missing_record_of_a_dependency_its_head_already_had() {
     let fresh = Store::open(dir.path()).unwrap();
     assert_eq!(fresh.load(&head).unwrap().messages, before);
 }
+
+/// Records that are gone, or something else where they belong, make
+/// every delete read every head (objects-spec §5.1): a commit never makes
+/// `refs/dependents/` again (a fork made meanwhile would leave it holding
+/// only its own record), and only gc does, after taking back every
+/// session's `refs/recorded/` entry. Both forks survive the delete of
+/// their base either way.
+#[test]
+fn records_removed_or_replaced_make_deletes_read_every_head() {
+    use std::os::unix::fs::symlink;
+    for replace in [false, true] {
+        let (dir, sid, heads, _) = three_checkpoints();
+        let store = Store::open(dir.path()).unwrap();
+        let r = root(dir.path());
+        let (l1, h1, _) = store.fork(&heads[2]).unwrap();
+        drop(l1);
+        let top = r.join("refs/dependents");
+        fs::remove_dir_all(&top).unwrap();
+        if replace {
+            // What stands there instead: a link to a copy of nothing.
+            symlink(dir.path(), &top).unwrap();
+        }
+        // A fork made meanwhile does not make the directory again.
+        let (l2, h2, _) = store.fork(&heads[1]).unwrap();
+        drop(l2);
+        assert_eq!(fs::symlink_metadata(&top).is_ok(), replace);
+        let before = [
+            store.load(&h1).unwrap().messages,
+            store.load(&h2).unwrap().messages,
+        ];
+        store.delete(&sid, false).unwrap();
+        let fresh = Store::open(dir.path()).unwrap();
+        assert_eq!(
+            [
+                fresh.load(&h1).unwrap().messages,
+                fresh.load(&h2).unwrap().messages
+            ],
+            before
+        );
+        // gc makes the records again, every session's, and fsck agrees.
+        hel_store::gc::gc(&fresh, false).unwrap();
+        assert!(fs::symlink_metadata(&top).unwrap().is_dir());
+        let report = hel_store::fsck::fsck(&fresh).unwrap();
+        assert!(report.is_sound(), "{:?}", report.faults);
+    }
+}
+
+/// Something other than a directory at `refs/dependents/<base>` makes the
+/// base's delete read every head (no refusal telling the user to remove
+/// it, after which the delete would trust that nothing depends on the
+/// base), and a commit that cannot write its record there takes the
+/// session's `refs/recorded/` entry back.
+#[test]
+fn a_file_where_a_base_records_its_dependents_makes_its_delete_read_every_head() {
+    let (dir, sid, heads, _) = three_checkpoints();
+    let store = Store::open(dir.path()).unwrap();
+    let r = root(dir.path());
+    let base_dir = r.join("refs/dependents").join(sid.as_str());
+    fs::create_dir_all(r.join("refs/dependents")).unwrap();
+    fs::write(&base_dir, "not a directory").unwrap();
+    let (lease, head, _) = store.fork(&heads[2]).unwrap();
+    assert!(
+        !r.join("refs/recorded")
+            .join(lease.session().as_str())
+            .exists(),
+        "its record could not be written: not recorded"
+    );
+    drop(lease);
+    let before = store.load(&head).unwrap().messages;
+    store.delete(&sid, false).unwrap();
+    let fresh = Store::open(dir.path()).unwrap();
+    assert_eq!(fresh.load(&head).unwrap().messages, before);
+}
