@@ -71,52 +71,58 @@ fn record_as(
     let mut made_dirs = false;
     // A record this commit could not write (see above).
     let mut skipped = false;
-    let journals = layout.journals()?;
-    for dep in deps.iter().filter(|d| *d != session) {
-        let alive = match journals {
-            Some(j) => j.kind_of(&crate::journal::journal_name(dep))?.is_some(),
-            None => false,
-        };
-        if !alive {
-            continue;
+    let mut alive = Vec::new();
+    if let Some(j) = layout.journals()? {
+        for dep in deps.iter().filter(|d| *d != session) {
+            if j.kind_of(&crate::journal::journal_name(dep))?.is_some() {
+                alive.push(dep);
+            }
         }
-        let top = match fresh_top(layout) {
-            Ok(Some(top)) => top,
+    }
+    let top = if alive.is_empty() {
+        None
+    } else {
+        match layout.dependents_now() {
+            Ok(Some(top)) => Some(top),
             Ok(None) if mend => {
                 made_dirs = true;
-                make_top(layout)?
+                Some(make_top(layout)?)
             }
             Err(e) if mend => return Err(e),
             _ => {
                 skipped = true;
-                continue;
+                None
             }
-        };
-        let made = match top.sub(dep.as_str()) {
-            Ok(Some(d)) => Ok((d, false)),
-            Ok(None) => top.sub_create(dep.as_str(), DIR_MODE).map(|d| (d, true)),
-            Err(_) if mend => {
-                top.remove_tree(dep.as_str())?;
-                top.sub_create(dep.as_str(), DIR_MODE).map(|d| (d, true))
+        }
+    };
+    if let Some(top) = &top {
+        for dep in alive {
+            let made = match top.sub(dep.as_str()) {
+                Ok(Some(d)) => Ok((d, false)),
+                Ok(None) => top.sub_create(dep.as_str(), DIR_MODE).map(|d| (d, true)),
+                Err(_) if mend => {
+                    top.remove_tree(dep.as_str())?;
+                    top.sub_create(dep.as_str(), DIR_MODE).map(|d| (d, true))
+                }
+                Err(e) => Err(e),
+            };
+            // A commit that cannot write a record (the directory replaced or
+            // removed under it) leaves the session unrecorded instead.
+            let written = made.and_then(|(dir, new_dir)| {
+                let w = touch(&dir, session)?;
+                if w {
+                    dir.sync()?;
+                }
+                if new_dir {
+                    top.sync()?;
+                }
+                Ok(w)
+            });
+            match written {
+                Ok(w) => wrote |= w,
+                Err(e) if mend => return Err(e),
+                Err(_) => skipped = true,
             }
-            Err(e) => Err(e),
-        };
-        // A commit that cannot write a record (the directory replaced or
-        // removed under it) leaves the session unrecorded instead.
-        let written = made.and_then(|(dir, new_dir)| {
-            let w = touch(&dir, session)?;
-            if w {
-                dir.sync()?;
-            }
-            if new_dir {
-                top.sync()?;
-            }
-            Ok(w)
-        });
-        match written {
-            Ok(w) => wrote |= w,
-            Err(e) if mend => return Err(e),
-            Err(_) => skipped = true,
         }
     }
     if skipped {
@@ -151,18 +157,7 @@ fn record_as(
     Ok(wrote)
 }
 
-/// `refs/dependents/` opened now, not the descriptor the layout keeps: a
-/// directory removed (or replaced) since that one was opened must not be
-/// taken for an empty one, whose silence a delete would trust.
-fn fresh_top(layout: &Odb) -> Result<Option<crate::dir::Dir>> {
-    match layout.refs_parent()? {
-        Some(refs) => refs.sub(crate::layout::DEPENDENTS),
-        None => Ok(None),
-    }
-}
-
-/// Make `refs/dependents/` (by name, not through the layout's kept
-/// descriptor, which may be of one removed since).
+/// Make `refs/dependents/` (by name: it is never kept open).
 fn make_top(layout: &Odb) -> Result<crate::dir::Dir> {
     layout
         .refs_parent_create()?
@@ -199,7 +194,7 @@ pub(crate) fn candidates(
     // The records gone (the store makes the directory first), or anything
     // but a directory where they belong: every head is read (gc mends
     // them).
-    let Ok(Some(top)) = fresh_top(layout) else {
+    let Ok(Some(top)) = layout.dependents_now() else {
         return every();
     };
     let listed: BTreeSet<SessionId> = match top.sub(dep.as_str()) {
@@ -237,7 +232,7 @@ fn names(dir: &crate::dir::Dir) -> Result<BTreeSet<SessionId>> {
 /// gone already): one left behind is only a head read by a later delete,
 /// and gc removes it.
 pub(crate) fn forget(layout: &Odb, session: &SessionId, deps: &BTreeSet<SessionId>) {
-    if let Ok(Some(top)) = fresh_top(layout) {
+    if let Ok(Some(top)) = layout.dependents_now() {
         for dep in deps {
             if let Ok(Some(dir)) = top.sub(dep.as_str()) {
                 let _ = dir.remove_tree(session.as_str());
@@ -271,7 +266,7 @@ pub(crate) fn missing(
         Some(dir) => names(dir)?,
         None => BTreeSet::new(),
     };
-    let top = fresh_top(layout).ok().flatten();
+    let top = layout.dependents_now().ok().flatten();
     let mut out = Vec::new();
     for (session, deps) in heads {
         if !recorded.contains(session) {
@@ -315,15 +310,13 @@ pub(crate) fn path_of(layout: &Odb, m: &Missing) -> std::path::PathBuf {
 /// (a format-3 hel published them during the upgrade: their records
 /// first, then that they are recorded), then remove what names a session
 /// without a head (left by a delete or a first commit a crash stopped)
-/// and what is not a record. A removal that fails is left to the next gc
-/// (a record too many costs a head read, never a session); the entries
-/// this gc could not remove are returned, for fsck's kind of report.
+/// and what is not a record.
 pub(crate) fn tidy(
     layout: &Odb,
     heads: &[(SessionId, BTreeSet<SessionId>)],
     journals: &BTreeSet<SessionId>,
-) -> Result<Vec<std::path::PathBuf>> {
-    if !matches!(fresh_top(layout), Ok(Some(_))) {
+) -> Result<()> {
+    if !matches!(layout.dependents_now(), Ok(Some(_))) {
         // The records are gone, or something else stands there: no
         // session's `refs/recorded/` entry can be trusted once the
         // directory is made again. Taken back first (synced), so that a
@@ -360,72 +353,68 @@ pub(crate) fn tidy(
             record_as(layout, session, deps, true, true)?;
         }
     }
+    // Removed: what names a session without a head, and what is not a
+    // record. One that cannot be removed (a name that is not UTF-8, a tree
+    // too deep) is left: fsck names it, and a record too many costs a
+    // head read, never a session.
     let live: BTreeSet<&SessionId> = heads.iter().map(|(s, _)| s).collect();
-    let is_live = |name: Option<&str>| {
-        name.and_then(|n| n.parse::<SessionId>().ok())
-            .is_some_and(|s| live.contains(&s))
-    };
-    let mut left = Vec::new();
-    let mut remove = |dir: &crate::dir::Dir, e: &crate::dir::Entry| match e.name_str() {
-        Some(n) if dir.remove_tree(n).is_ok() => {}
-        _ => left.push(dir.child_path(&e.name.to_string_lossy())),
-    };
-    if let Some(top) = fresh_top(layout)? {
-        for e in top.entries()? {
-            if e.kind != Kind::Dir || !is_live(e.name_str()) {
-                remove(&top, &e);
-                continue;
-            }
-            let Some(Ok(Some(dir))) = e.name_str().map(|n| top.sub(n)) else {
-                continue;
-            };
-            for f in dir.entries()? {
-                if f.kind != Kind::File || !is_live(f.name_str()) {
-                    remove(&dir, &f);
-                }
+    each_entry(layout, &mut |dir, e, record| {
+        let keep = record.as_ref().is_some_and(|s| live.contains(s));
+        if !keep {
+            if let Some(n) = e.name_str() {
+                let _ = dir.remove_tree(n);
             }
         }
-    }
-    if let Some(dir) = layout.recorded()? {
-        for e in dir.entries()? {
-            if e.kind != Kind::File || !is_live(e.name_str()) {
-                remove(dir, &e);
-            }
-        }
-    }
-    Ok(left)
+        keep
+    })
 }
 
 /// Entries under `refs/dependents/` and `refs/recorded/` that are not
 /// records (section 5.1): what fsck reports as strays (gc removes them).
 pub(crate) fn strays(layout: &Odb) -> Result<Vec<(std::path::PathBuf, &'static str)>> {
-    let named =
-        |e: &crate::dir::Entry| e.name_str().is_some_and(|n| n.parse::<SessionId>().is_ok());
     let mut out = Vec::new();
-    if let Some(top) = fresh_top(layout)? {
+    each_entry(layout, &mut |dir, e, record| {
+        if record.is_none() {
+            out.push((dir.child_path(&e.name.to_string_lossy()), e.kind.describe()));
+        }
+        record.is_some()
+    })?;
+    Ok(out)
+}
+
+/// Visit every entry of `refs/dependents/` (directories named by session
+/// ids), of each such directory (regular files named by session ids) and
+/// of `refs/recorded/` (the same), with the session it names when it is
+/// of its kind and named so (`None`: not a record). A directory of
+/// `refs/dependents/` is entered when `visit` returns true for it.
+fn each_entry(
+    layout: &Odb,
+    visit: &mut dyn FnMut(&crate::dir::Dir, &crate::dir::Entry, Option<SessionId>) -> bool,
+) -> Result<()> {
+    let named = |e: &crate::dir::Entry, kind: Kind| {
+        (e.kind == kind)
+            .then(|| e.name_str().and_then(|n| n.parse::<SessionId>().ok()))
+            .flatten()
+    };
+    if let Some(top) = layout.dependents_now()? {
         for e in top.entries()? {
-            if e.kind != Kind::Dir || !named(&e) {
-                out.push((top.child_path(&e.name.to_string_lossy()), e.kind.describe()));
+            if !visit(&top, &e, named(&e, Kind::Dir)) {
                 continue;
             }
             let Some(Ok(Some(dir))) = e.name_str().map(|n| top.sub(n)) else {
                 continue;
             };
             for f in dir.entries()? {
-                if f.kind != Kind::File || !named(&f) {
-                    out.push((dir.child_path(&f.name.to_string_lossy()), f.kind.describe()));
-                }
+                visit(&dir, &f, named(&f, Kind::File));
             }
         }
     }
     if let Some(dir) = layout.recorded()? {
         for e in dir.entries()? {
-            if e.kind != Kind::File || !named(&e) {
-                out.push((dir.child_path(&e.name.to_string_lossy()), e.kind.describe()));
-            }
+            visit(dir, &e, named(&e, Kind::File));
         }
     }
-    Ok(out)
+    Ok(())
 }
 
 /// Record every session's dependencies from its head (the upgrade to

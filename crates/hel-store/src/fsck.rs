@@ -486,7 +486,7 @@ fn fsck_with(store: &Store, layout: &Odb) -> Result<FsckReport> {
         layout.tmp().map(|_| ()),
         layout.packs().map(|_| ()),
         layout.journals().map(|_| ()),
-        layout.dependents().map(|_| ()),
+        layout.dependents_now().map(|_| ()),
         layout.recorded().map(|_| ()),
     ] {
         if let Err(e) = check {

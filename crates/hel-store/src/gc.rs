@@ -387,7 +387,8 @@ pub(crate) struct Released {
 }
 
 /// Remove `session`'s head and journal (the caller holds its lease and the
-/// store lock exclusively). Sessions that depend on the journal (forks,
+/// store lock exclusively); `own_deps` are its head's deps, whose records
+/// of it go after the head (format 4). Sessions that depend on the journal (forks,
 /// shared large objects) keep what they need: it is copied into a sealed
 /// pack first. Without dependents this is an unlink: the journal's bytes
 /// come back at once without a walk of the store.
@@ -395,14 +396,9 @@ pub(crate) fn release(
     layout: &Odb,
     lock: &Exclusive<'_, Odb>,
     session: &SessionId,
+    own_deps: &BTreeSet<SessionId>,
 ) -> Result<Released> {
     let mut out = Released::default();
-    // What its own records say it depends on, to remove them after (a
-    // head that does not read leaves them to gc).
-    let own_deps = match heads::read_light(layout, session) {
-        Ok(Some(h)) => h.deps(),
-        _ => BTreeSet::new(),
-    };
     let view = layout.index().journal(layout, session)?;
     if let Some(view) = &view {
         let mut dependents = Vec::new();
@@ -438,7 +434,7 @@ pub(crate) fn release(
     }
     heads::remove(layout, session)?;
     if layout.records_dependents() {
-        crate::dependents::forget(layout, session, &own_deps);
+        crate::dependents::forget(layout, session, own_deps);
     }
     layout.index().forget_removed();
     Ok(out)
@@ -608,15 +604,21 @@ impl Store {
             // A session whose journal has a fault can be deleted: what
             // other sessions need of it is copied first, or the delete
             // refuses.
-            let known = match heads::read_light(layout, session) {
-                Err(Error::JournalFault { .. } | Error::BadRef { .. }) => true,
-                head => head?.is_some(),
-            } || layout.session_dir(session)?.is_some();
+            // Its head's deps name the records its delete removes after
+            // it (a head that does not read leaves them to gc).
+            let (headed, own_deps) = match heads::read_light(layout, session) {
+                Err(Error::JournalFault { .. } | Error::BadRef { .. }) => (true, BTreeSet::new()),
+                head => match head? {
+                    Some(h) => (true, h.deps()),
+                    None => (false, BTreeSet::new()),
+                },
+            };
+            let known = headed || layout.session_dir(session)?.is_some();
             if !known {
                 return Err(no_such());
             }
             let lease = SessionLease::acquire(lock.layout, session, true)?;
-            let released = release(layout, &lock, session)?;
+            let released = release(layout, &lock, session, &own_deps)?;
             // The name goes first: a name left behind would name nothing.
             crate::names::remove(layout, session)?;
             if let Some(sessions) = layout.sessions()? {
@@ -893,9 +895,7 @@ fn collect(store: &Store, dry_run: bool, force: bool, wait: bool) -> Result<Opti
         let with_deps: Vec<(SessionId, BTreeSet<SessionId>)> =
             with_deps.into_iter().map(|(s, _, d)| (s, d)).collect();
         let journals: BTreeSet<SessionId> = heads::journals(layout)?.into_iter().collect();
-        // What it could not remove (a name that is not UTF-8, a tree
-        // too deep) is left; fsck names it.
-        let _left = crate::dependents::tidy(layout, &with_deps, &journals)?;
+        crate::dependents::tidy(layout, &with_deps, &journals)?;
     }
     if let Some(tmp) = layout.tmp()? {
         for e in tmp.entries()? {

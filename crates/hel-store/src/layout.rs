@@ -95,7 +95,6 @@ pub(crate) struct Layout {
     packs: OnceLock<Dir>,
     journals: OnceLock<Dir>,
     remotes: OnceLock<Dir>,
-    dependents: OnceLock<Dir>,
     recorded: OnceLock<Dir>,
     store_lock: OnceLock<Dir>,
     /// Store locks this process holds (shared or exclusive).
@@ -118,7 +117,6 @@ enum Sub {
     Journals,
     Workspace,
     Remotes,
-    Dependents,
     Recorded,
 }
 
@@ -198,7 +196,6 @@ impl Layout {
             packs: OnceLock::new(),
             journals: OnceLock::new(),
             remotes: OnceLock::new(),
-            dependents: OnceLock::new(),
             recorded: OnceLock::new(),
             store_lock: OnceLock::new(),
             held: std::sync::atomic::AtomicUsize::new(0),
@@ -279,7 +276,11 @@ impl Layout {
         // again by gc alone, which first takes back what `refs/recorded/`
         // said (dependents.rs).
         if self.root.kind_of(FORMAT)?.is_none() {
-            self.dir_create(Sub::Dependents)?;
+            // Never kept open: `refs/dependents/` is looked up by name at
+            // each use (dependents.rs says why).
+            self.root
+                .sub_create(REFS, DIR_MODE)?
+                .sub_create(DEPENDENTS, DIR_MODE)?;
             self.dir_create(Sub::Recorded)?;
         }
         write_format()?;
@@ -398,7 +399,6 @@ impl Layout {
             Sub::Journals => &self.journals,
             Sub::Workspace => &self.workspace,
             Sub::Remotes => &self.remotes,
-            Sub::Dependents => &self.dependents,
             Sub::Recorded => &self.recorded,
         }
     }
@@ -426,10 +426,6 @@ impl Layout {
             },
             Sub::Logs => match self.root.sub(LOGS)? {
                 Some(d) => d.sub(SESSIONS)?,
-                None => None,
-            },
-            Sub::Dependents => match self.root.sub(REFS)? {
-                Some(d) => d.sub(DEPENDENTS)?,
                 None => None,
             },
             Sub::Recorded => match self.root.sub(REFS)? {
@@ -464,10 +460,6 @@ impl Layout {
                 .root
                 .sub_create(LOGS, DIR_MODE)?
                 .sub_create(SESSIONS, DIR_MODE)?,
-            Sub::Dependents => self
-                .root
-                .sub_create(REFS, DIR_MODE)?
-                .sub_create(DEPENDENTS, DIR_MODE)?,
             Sub::Recorded => self
                 .root
                 .sub_create(REFS, DIR_MODE)?
@@ -515,8 +507,14 @@ impl Layout {
     pub fn journals_create(&self) -> Result<&Dir> {
         self.dir_create(Sub::Journals)
     }
-    pub fn dependents(&self) -> Result<Option<&Dir>> {
-        self.dir(Sub::Dependents)
+    /// `refs/dependents/` as it is now (opened by name each time: it is
+    /// never kept open, so one removed or replaced since is not taken
+    /// for an empty one).
+    pub fn dependents_now(&self) -> Result<Option<Dir>> {
+        match self.root.sub(REFS)? {
+            Some(refs) => refs.sub(DEPENDENTS),
+            None => Ok(None),
+        }
     }
     pub fn recorded(&self) -> Result<Option<&Dir>> {
         self.dir(Sub::Recorded)
