@@ -82,6 +82,49 @@ fn session_of(stderr: &str) -> String {
 }
 
 #[test]
+fn an_answer_that_could_not_be_saved_makes_p_exit_1_until_a_later_one_saves_it() {
+    let p = Project::new();
+    // The only answer's publishing sync fails: its text is on stdout, and
+    // the exit code says a script cannot come back to it.
+    let mock = Mock::start(answers(1));
+    let run = Run::from_cmd(
+        p.hel(Some(&mock))
+            .args(["--no-workspace", "--output-format", "json", "-p", "q1"])
+            .env("HEL_FAILPOINTS", "journal-sync@1"),
+    );
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("could not save a checkpoint"),
+        "{}",
+        run.stderr
+    );
+    let result: Value = serde_json::from_str(run.stdout.trim()).unwrap();
+    assert_eq!(result["answer"], "a1", "{}", run.stdout);
+    assert_eq!(result["exit"], 1, "{}", run.stdout);
+    assert_eq!(result["checkpoint"], Value::Null, "{}", run.stdout);
+    // Two instructions, the first unsaved: the second saves both, and the
+    // run succeeds.
+    let mock = Mock::start(answers(2));
+    let run = Run::from_cmd(
+        p.hel(Some(&mock))
+            .args(["--no-workspace", "-p", "q1", "-p", "q2"])
+            .env("HEL_FAILPOINTS", "journal-sync@1"),
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.stdout, "a1\na2\n");
+    assert_eq!(
+        run.stderr.matches("could not save a checkpoint").count(),
+        1,
+        "{}",
+        run.stderr
+    );
+    assert_eq!(
+        contents(&p, &session_of(&run.stderr)),
+        ["q1", "a1", "q2", "a2"]
+    );
+}
+
+#[test]
 fn a_failed_publishing_sync_saves_nothing_and_the_next_answer_saves_everything() {
     let p = Project::new();
     let mock = Mock::start(answers(3));

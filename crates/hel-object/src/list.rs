@@ -125,13 +125,17 @@ pub struct Leaf {
     pub index: u32,
 }
 
-/// One item of a node.
+/// One item of a node, its inline message as `M`: a JSON value ([`Item`]),
+/// or its bytes as the payload holds them ([`parse_item_raw`]).
 #[derive(Debug, Clone, PartialEq)]
-pub enum Item {
-    Inline(Value),
+pub enum ItemOf<M> {
+    Inline(M),
     Blob(ObjectId),
     Slice { node: ObjectId, from: u64, to: u64 },
 }
+
+/// One item of a node, its inline message parsed.
+pub type Item = ItemOf<Value>;
 
 /// One node of the chain.
 #[derive(Debug, Clone, PartialEq)]
@@ -329,19 +333,28 @@ impl RawNode {
 
 /// Parse one item's JSON: exactly one of the three forms.
 pub fn parse_item(raw: &[u8]) -> std::result::Result<Item, ItemError> {
-    let de: ItemDe = serde_json::from_slice(raw).map_err(ItemError::Json)?;
+    parse_item_as(raw)
+}
+
+/// [`parse_item`] with the inline message read as `M` (in the same pass:
+/// search reads it as a borrowed view of its text). Accepts exactly what
+/// [`parse_item`] accepts when `M` takes any JSON value.
+pub fn parse_item_as<'a, M: Deserialize<'a>>(
+    raw: &'a [u8],
+) -> std::result::Result<ItemOf<M>, ItemError> {
+    let de: ItemDe<M> = serde_json::from_slice(raw).map_err(ItemError::Json)?;
     de.item()
 }
 
 /// An item as serde reads it, straight into its parts: a message is built
-/// once, without an object around it to take it out of.
+/// once (as `M`), without an object around it to take it out of.
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ItemDe {
+#[serde(deny_unknown_fields, bound(deserialize = "M: Deserialize<'de>"))]
+struct ItemDe<M = Value> {
     /// `Some(Null)` for `"m": null` (which validation refuses as a
     /// message), `None` when there is no `m`.
-    #[serde(default, deserialize_with = "present")]
-    m: Option<Value>,
+    #[serde(default = "absent", deserialize_with = "present")]
+    m: Option<M>,
     #[serde(default, deserialize_with = "present")]
     b: Option<Value>,
     #[serde(default, deserialize_with = "present")]
@@ -353,23 +366,28 @@ struct ItemDe {
 }
 
 /// A key that is present, whatever its value (null included).
-pub fn present<'de, D: serde::Deserializer<'de>>(
+pub fn present<'de, D: serde::Deserializer<'de>, T: Deserialize<'de>>(
     d: D,
-) -> std::result::Result<Option<Value>, D::Error> {
-    Value::deserialize(d).map(Some)
+) -> std::result::Result<Option<T>, D::Error> {
+    T::deserialize(d).map(Some)
 }
 
-impl ItemDe {
+/// A key that is absent.
+fn absent<T>() -> Option<T> {
+    None
+}
+
+impl<M> ItemDe<M> {
     /// Exactly one of the three forms.
-    fn item(self) -> std::result::Result<Item, ItemError> {
+    fn item(self) -> std::result::Result<ItemOf<M>, ItemError> {
         let id = |v: &Value| -> std::result::Result<ObjectId, ItemError> {
             v.as_str()
                 .and_then(|s| s.parse().ok())
                 .ok_or(ItemError::BadId)
         };
         match (self.m, self.b, self.s, self.from, self.to) {
-            (Some(m), None, None, None, None) => Ok(Item::Inline(m)),
-            (None, Some(b), None, None, None) => Ok(Item::Blob(id(&b)?)),
+            (Some(m), None, None, None, None) => Ok(ItemOf::Inline(m)),
+            (None, Some(b), None, None, None) => Ok(ItemOf::Blob(id(&b)?)),
             (None, None, Some(s), Some(from), Some(to)) => {
                 let node = id(&s)?;
                 let from = from.as_u64().ok_or(ItemError::BadSlice)?;
@@ -377,7 +395,7 @@ impl ItemDe {
                 if from >= to {
                     return Err(ItemError::EmptySlice);
                 }
-                Ok(Item::Slice { node, from, to })
+                Ok(ItemOf::Slice { node, from, to })
             }
             _ => Err(ItemError::NotOneForm),
         }

@@ -460,40 +460,12 @@ fn depending_on(layout: &Odb, session: &SessionId) -> Result<Vec<SessionId>> {
     let depends = |s: &SessionId| -> Result<bool> {
         Ok(heads::read_light(layout, s)?.is_some_and(|h| h.deps().contains(session)))
     };
-    if others.len() < 64 {
-        let mut out = Vec::new();
-        for s in others {
-            if depends(&s)? {
-                out.push(s);
-            }
-        }
-        return Ok(out);
-    }
-    let threads = std::thread::available_parallelism()
-        .map_or(2, |n| n.get())
-        .clamp(1, 4);
-    let chunk = others.len().div_ceil(threads).max(1);
-    std::thread::scope(|scope| {
-        let workers: Vec<_> = others
-            .chunks(chunk)
-            .map(|part| {
-                scope.spawn(move || -> Result<Vec<SessionId>> {
-                    let mut out = Vec::new();
-                    for s in part {
-                        if depends(s)? {
-                            out.push(s.clone());
-                        }
-                    }
-                    Ok(out)
-                })
-            })
-            .collect();
-        let mut out = Vec::new();
-        for w in workers {
-            out.extend(w.join().unwrap_or_else(|p| std::panic::resume_unwind(p))?);
-        }
-        Ok(out)
-    })
+    let verdicts = crate::par::map(&others, depends)?;
+    Ok(others
+        .into_iter()
+        .zip(verdicts)
+        .filter_map(|(s, d)| d.then_some(s))
+        .collect())
 }
 
 /// `Ok` when every record of sealed pack `p`, walked header by header from

@@ -36,7 +36,8 @@
 //!    ([`Checkpoint`], [`Summary`]) and trees;
 //!    re-exported here where callers need them.
 //! 1. `error`: the crate's one [`Error`], naming only hel-object's types
-//!    (each of hel-object's errors becomes the variant of its name).
+//!    (each of hel-object's errors becomes the variant of its name);
+//!    `par` (many small reads on a few threads).
 //! 2. Files: `dir` (hel-fs's descriptor-relative handles), `pack` (record
 //!    and index formats, bounded record reads), `journal` (a session's
 //!    journal and its sidecar), `layout` (where things live under `.hel/`),
@@ -90,6 +91,7 @@ pub mod log;
 pub mod names;
 mod odb;
 mod pack;
+mod par;
 mod read;
 mod refs;
 mod repack;

@@ -47,6 +47,10 @@ pub(crate) enum Found {
 struct State {
     journals: HashMap<SessionId, SharedView>,
     sealed: Option<Vec<Arc<Sealed>>>,
+    /// The journal that held the object last found among them: looked at
+    /// first, since a reader takes a session's objects mostly from its own
+    /// journal (a search of a thousand sessions has a thousand open).
+    last_hit: Option<SessionId>,
 }
 
 /// Where each object is: the journals and sealed packs open so far (see
@@ -391,18 +395,34 @@ impl Index {
     /// Where `id` is among what is open (journals opened so far, sealed
     /// packs, loose files).
     fn find_open(&self, layout: &Layout, id: &ObjectId, reload: bool) -> Result<Option<Found>> {
-        let journals: Vec<SharedView> = self.lock().journals.values().cloned().collect();
-        for j in journals {
+        let in_view = |j: &SharedView| {
             let v = j.read().unwrap_or_else(|p| p.into_inner());
-            if let Some((offset, len)) = v.objects.get(id) {
-                return Ok(Some(Found::Record {
+            v.objects.get(id).map(|(offset, len)| {
+                let found = Found::Record {
                     file: Arc::clone(&v.file),
                     place: Place {
                         path: v.path.clone(),
                         offset: *offset,
                     },
                     len: *len,
-                }));
+                };
+                (found, v.session.clone())
+            })
+        };
+        let hinted = {
+            let st = self.lock();
+            st.last_hit
+                .as_ref()
+                .and_then(|s| st.journals.get(s).cloned())
+        };
+        if let Some((found, _)) = hinted.as_ref().and_then(in_view) {
+            return Ok(Some(found));
+        }
+        let journals: Vec<SharedView> = self.lock().journals.values().cloned().collect();
+        for j in journals {
+            if let Some((found, session)) = in_view(&j) {
+                self.lock().last_hit = Some(session);
+                return Ok(Some(found));
             }
         }
         for p in self.sealed(layout, reload)? {

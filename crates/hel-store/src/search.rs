@@ -19,9 +19,7 @@ use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 use std::sync::Arc;
 
-use serde_json::Value;
-
-use crate::list::{malformed, parse_item, Item, RawNode};
+use crate::list::{malformed, parse_item_as, ItemOf, RawNode};
 use crate::object::{Cap, Kind};
 use crate::odb::Odb;
 use crate::{Error, ObjectId, Result, SessionId, Store};
@@ -324,7 +322,7 @@ impl Scan<'_> {
         }
         let mut parts = Vec::with_capacity(raw.items.len());
         for (index, (a, b)) in raw.items.iter().enumerate() {
-            let item = parse_item(&payload[*a..*b]).map_err(|reason| {
+            let item = parse_item_as::<view::Message>(&payload[*a..*b]).map_err(|reason| {
                 malformed(
                     self.layout,
                     id,
@@ -332,15 +330,15 @@ impl Scan<'_> {
                 )
             })?;
             parts.push(match item {
-                Item::Inline(m) => {
+                ItemOf::Inline(m) => {
                     let content = Content::Inline(*id, index as u32);
                     self.report.messages_scanned += 1;
                     let v = self.scan(&m);
                     self.verdicts.insert(content, v);
                     Part::Own(content)
                 }
-                Item::Blob(b) => Part::Own(Content::Blob(b)),
-                Item::Slice { node, from, to } => Part::Slice(node, from, to),
+                ItemOf::Blob(b) => Part::Own(Content::Blob(b)),
+                ItemOf::Slice { node, from, to } => Part::Slice(node, from, to),
             });
         }
         Ok(NodeParts {
@@ -362,45 +360,36 @@ impl Scan<'_> {
         let bytes = crate::read::of_kind(self.layout, &b, Kind::Blob, Cap::MESSAGE)?;
         self.report.read_time += t.elapsed();
         self.report.blobs_read += 1;
-        let m: Value = serde_json::from_slice(&bytes).map_err(|e| Error::BadMessage {
+        let m: view::Message = serde_json::from_slice(&bytes).map_err(|e| Error::BadMessage {
             id: b,
             path: self.layout.object_path(&b),
             index: 0,
             reason: crate::message::MessageError::NotJson(e),
         })?;
-        drop(bytes);
         self.report.messages_scanned += 1;
         let v = self.scan(&m);
         self.verdicts.insert(content, v.clone());
         Ok(v)
     }
 
-    /// The first match in message `m`, if it is of a searched role.
-    fn scan(&self, m: &Value) -> Option<Verdict> {
-        let role = m.get("role").and_then(Value::as_str)?;
+    /// The first match in `m`, if it is of a searched role.
+    fn scan(&self, m: &view::Message<'_>) -> Option<Verdict> {
+        let role = m.role.as_deref()?;
+        let texts = m.content.iter().chain(&m.calls).map(|t| &**t);
+        self.first_match(role, texts)
+    }
+
+    /// The first match among `texts` of a message of `role`, if the role
+    /// is searched.
+    fn first_match<'t>(
+        &self,
+        role: &str,
+        mut texts: impl Iterator<Item = &'t str>,
+    ) -> Option<Verdict> {
         if role == "system" || self.role.is_some_and(|r| r != role) {
             return None;
         }
-        let mut texts: Vec<&str> = Vec::new();
-        match m.get("content") {
-            Some(Value::String(s)) => texts.push(s),
-            Some(Value::Array(parts)) => texts.extend(
-                parts
-                    .iter()
-                    .filter_map(|p| p.get("text").and_then(Value::as_str)),
-            ),
-            _ => {}
-        }
-        if let Some(Value::Array(calls)) = m.get("tool_calls") {
-            for c in calls {
-                for key in ["name", "arguments"] {
-                    if let Some(s) = c.get("function").and_then(|f| f.get(key)) {
-                        texts.extend(s.as_str());
-                    }
-                }
-            }
-        }
-        texts.into_iter().find_map(|t| {
+        texts.find_map(|t| {
             self.re.find(t).map(|hit| Verdict {
                 role: role.to_owned(),
                 excerpt: excerpt(t, hit.start(), hit.end()),
@@ -437,6 +426,219 @@ impl Scan<'_> {
             next = parent;
         }
         Ok(first)
+    }
+}
+
+/// A message's searched text read in the pass that parses it: no JSON
+/// value is built, and a string is copied only when it holds an escape.
+/// It reads what a JSON value of the message gives for the same keys (a
+/// key given twice counts as its last, as in a value), and takes any JSON
+/// where a value would: what is not an object has no role.
+mod view {
+    use std::borrow::Cow;
+    use std::fmt;
+
+    use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+
+    /// A message: its role when that is a string, and its searched texts.
+    #[derive(Default)]
+    pub(super) struct Message<'a> {
+        pub role: Option<Cow<'a, str>>,
+        /// The content's string, or its parts' `text` strings.
+        pub content: Vec<Cow<'a, str>>,
+        /// Each tool call's function `name` and `arguments` strings.
+        pub calls: Vec<Cow<'a, str>>,
+    }
+
+    /// What one visitor makes of a JSON value: `on_str`, `on_seq` and
+    /// `on_map` for what it reads, the default for any other value.
+    trait Read<'a>: Sized + Default {
+        fn on_str(_: Cow<'a, str>) -> Self {
+            Self::default()
+        }
+        fn on_seq<A: SeqAccess<'a>>(mut seq: A) -> Result<Self, A::Error> {
+            while seq.next_element::<IgnoredAny>()?.is_some() {}
+            Ok(Self::default())
+        }
+        fn on_map<A: MapAccess<'a>>(mut map: A) -> Result<Self, A::Error> {
+            while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+            Ok(Self::default())
+        }
+    }
+
+    struct Any<T>(std::marker::PhantomData<T>);
+
+    impl<'a, T: Read<'a>> Visitor<'a> for Any<T> {
+        type Value = T;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("any JSON value")
+        }
+        fn visit_bool<E>(self, _: bool) -> Result<T, E> {
+            Ok(T::default())
+        }
+        fn visit_i64<E>(self, _: i64) -> Result<T, E> {
+            Ok(T::default())
+        }
+        fn visit_u64<E>(self, _: u64) -> Result<T, E> {
+            Ok(T::default())
+        }
+        fn visit_f64<E>(self, _: f64) -> Result<T, E> {
+            Ok(T::default())
+        }
+        fn visit_unit<E>(self) -> Result<T, E> {
+            Ok(T::default())
+        }
+        fn visit_borrowed_str<E>(self, s: &'a str) -> Result<T, E> {
+            Ok(T::on_str(Cow::Borrowed(s)))
+        }
+        fn visit_str<E>(self, s: &str) -> Result<T, E> {
+            Ok(T::on_str(Cow::Owned(s.to_owned())))
+        }
+        fn visit_string<E>(self, s: String) -> Result<T, E> {
+            Ok(T::on_str(Cow::Owned(s)))
+        }
+        fn visit_seq<A: SeqAccess<'a>>(self, seq: A) -> Result<T, A::Error> {
+            T::on_seq(seq)
+        }
+        fn visit_map<A: MapAccess<'a>>(self, map: A) -> Result<T, A::Error> {
+            T::on_map(map)
+        }
+    }
+
+    fn any<'a, D: Deserializer<'a>, T: Read<'a>>(d: D) -> Result<T, D::Error> {
+        d.deserialize_any(Any(std::marker::PhantomData))
+    }
+
+    /// Implements `Deserialize` through [`Read`].
+    macro_rules! read_any {
+        ($($t:ident),*) => {$(
+            impl<'a> Deserialize<'a> for $t<'a> {
+                fn deserialize<D: Deserializer<'a>>(d: D) -> Result<Self, D::Error> {
+                    any(d)
+                }
+            }
+        )*};
+    }
+    read_any!(Message, Str, Texts, Part, Calls, Call, Function);
+
+    /// A string, if the value is one.
+    #[derive(Default)]
+    struct Str<'a>(Option<Cow<'a, str>>);
+    impl<'a> Read<'a> for Str<'a> {
+        fn on_str(s: Cow<'a, str>) -> Self {
+            Str(Some(s))
+        }
+    }
+
+    /// A key, as a value's map holds it (escapes resolved).
+    struct Key<'a>(Cow<'a, str>);
+    impl<'a> Deserialize<'a> for Key<'a> {
+        fn deserialize<D: Deserializer<'a>>(d: D) -> Result<Self, D::Error> {
+            let s: Str<'a> = any(d)?;
+            Ok(Key(s.0.unwrap_or_default()))
+        }
+    }
+
+    impl<'a> Read<'a> for Message<'a> {
+        fn on_map<A: MapAccess<'a>>(mut map: A) -> Result<Self, A::Error> {
+            let mut m = Message::default();
+            while let Some(Key(k)) = map.next_key()? {
+                match &*k {
+                    "role" => m.role = map.next_value::<Str<'a>>()?.0,
+                    "content" => m.content = map.next_value::<Texts<'a>>()?.0,
+                    "tool_calls" => m.calls = map.next_value::<Calls<'a>>()?.0,
+                    _ => {
+                        map.next_value::<IgnoredAny>()?;
+                    }
+                }
+            }
+            Ok(m)
+        }
+    }
+
+    /// A content: its string, or the `text` strings of its parts.
+    #[derive(Default)]
+    struct Texts<'a>(Vec<Cow<'a, str>>);
+    impl<'a> Read<'a> for Texts<'a> {
+        fn on_str(s: Cow<'a, str>) -> Self {
+            Texts(vec![s])
+        }
+        fn on_seq<A: SeqAccess<'a>>(mut seq: A) -> Result<Self, A::Error> {
+            let mut out = Vec::new();
+            while let Some(Part(t)) = seq.next_element()? {
+                out.extend(t);
+            }
+            Ok(Texts(out))
+        }
+    }
+
+    /// A content part's `text`, if it is a string.
+    #[derive(Default)]
+    struct Part<'a>(Option<Cow<'a, str>>);
+    impl<'a> Read<'a> for Part<'a> {
+        fn on_map<A: MapAccess<'a>>(mut map: A) -> Result<Self, A::Error> {
+            let mut text = None;
+            while let Some(Key(k)) = map.next_key()? {
+                if k == "text" {
+                    text = map.next_value::<Str<'a>>()?.0;
+                } else {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+            Ok(Part(text))
+        }
+    }
+
+    /// Tool calls: each one's function `name` and `arguments` strings.
+    #[derive(Default)]
+    struct Calls<'a>(Vec<Cow<'a, str>>);
+    impl<'a> Read<'a> for Calls<'a> {
+        fn on_seq<A: SeqAccess<'a>>(mut seq: A) -> Result<Self, A::Error> {
+            let mut out = Vec::new();
+            while let Some(Call(f)) = seq.next_element()? {
+                out.extend(f.name);
+                out.extend(f.arguments);
+            }
+            Ok(Calls(out))
+        }
+    }
+
+    /// A tool call's `function`.
+    #[derive(Default)]
+    struct Call<'a>(Function<'a>);
+    impl<'a> Read<'a> for Call<'a> {
+        fn on_map<A: MapAccess<'a>>(mut map: A) -> Result<Self, A::Error> {
+            let mut f = Function::default();
+            while let Some(Key(k)) = map.next_key()? {
+                if k == "function" {
+                    f = map.next_value()?;
+                } else {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+            Ok(Call(f))
+        }
+    }
+
+    #[derive(Default)]
+    struct Function<'a> {
+        name: Option<Cow<'a, str>>,
+        arguments: Option<Cow<'a, str>>,
+    }
+    impl<'a> Read<'a> for Function<'a> {
+        fn on_map<A: MapAccess<'a>>(mut map: A) -> Result<Self, A::Error> {
+            let mut f = Function::default();
+            while let Some(Key(k)) = map.next_key()? {
+                match &*k {
+                    "name" => f.name = map.next_value::<Str<'a>>()?.0,
+                    "arguments" => f.arguments = map.next_value::<Str<'a>>()?.0,
+                    _ => {
+                        map.next_value::<IgnoredAny>()?;
+                    }
+                }
+            }
+            Ok(f)
+        }
     }
 }
 
@@ -509,7 +711,109 @@ pub fn search(store: &Store, re: &regex::Regex, role: Option<&str>) -> Result<Se
 mod tests {
     use super::*;
     use crate::{CommitInput, Leaf, Record, SessionLease, SessionState};
-    use serde_json::json;
+    use proptest::prelude::*;
+    use serde_json::{json, Value};
+
+    /// What the search reads of a message, from its JSON value: the plain
+    /// model the view is held to.
+    fn from_value(m: &Value) -> Option<(String, Vec<String>)> {
+        let role = m.get("role").and_then(Value::as_str)?;
+        let mut texts: Vec<&str> = Vec::new();
+        match m.get("content") {
+            Some(Value::String(s)) => texts.push(s),
+            Some(Value::Array(parts)) => texts.extend(
+                parts
+                    .iter()
+                    .filter_map(|p| p.get("text").and_then(Value::as_str)),
+            ),
+            _ => {}
+        }
+        if let Some(Value::Array(calls)) = m.get("tool_calls") {
+            for c in calls {
+                for key in ["name", "arguments"] {
+                    if let Some(s) = c.get("function").and_then(|f| f.get(key)) {
+                        texts.extend(s.as_str());
+                    }
+                }
+            }
+        }
+        Some((
+            role.to_owned(),
+            texts.into_iter().map(str::to_owned).collect(),
+        ))
+    }
+
+    fn from_view(json: &[u8]) -> Option<Option<(String, Vec<String>)>> {
+        let m: view::Message = serde_json::from_slice(json).ok()?;
+        Some(m.role.map(|r| {
+            let texts = m.content.iter().chain(&m.calls).map(|t| t.to_string());
+            (r.into_owned(), texts.collect())
+        }))
+    }
+
+    /// JSON text of messages and of what is not quite one: the keys the
+    /// view reads (also spelled with escapes, also twice), values of every
+    /// type, strings with escapes.
+    fn json_text() -> impl Strategy<Value = String> {
+        let key = prop::sample::select(vec![
+            "role",
+            "content",
+            "tool_calls",
+            "text",
+            "function",
+            "name",
+            "arguments",
+            "type",
+            "r\\u006fle",
+            "t\\u0065xt",
+            "x",
+        ])
+        .prop_map(|k| format!("\"{k}\""));
+        let string = prop::sample::select(vec![
+            "\"user\"",
+            "\"system\"",
+            "\"needle\"",
+            "\"a\\nneedle \\\"q\\\"\"",
+            "\"\\u00e9t\\u00e9\"",
+            "\"\"",
+            "\"\u{1F600} needle\"",
+        ])
+        .prop_map(str::to_owned);
+        let leaf = prop_oneof![
+            string,
+            Just("null".to_owned()),
+            Just("true".to_owned()),
+            Just("-1.5e3".to_owned()),
+            Just("42".to_owned()),
+        ];
+        leaf.prop_recursive(4, 40, 5, move |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..5)
+                    .prop_map(|v| format!("[{}]", v.join(","))),
+                prop::collection::vec((key.clone(), inner), 0..6).prop_map(|kv| {
+                    let body: Vec<String> =
+                        kv.into_iter().map(|(k, v)| format!("{k}:{v}")).collect();
+                    format!("{{{}}}", body.join(" , "))
+                }),
+            ]
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+        /// The view reads every message as its JSON value does: the same
+        /// role and texts in the same order, and it refuses exactly what is
+        /// not JSON.
+        #[test]
+        fn the_view_reads_what_the_value_holds(text in json_text()) {
+            let value: Option<Value> = serde_json::from_str(&text).ok();
+            let view = from_view(text.as_bytes());
+            prop_assert_eq!(value.is_some(), view.is_some(), "{}", text);
+            if let (Some(v), Some(w)) = (value, view) {
+                prop_assert_eq!(from_value(&v), w, "{}", text);
+            }
+        }
+    }
 
     fn commit(
         store: &Store,

@@ -490,9 +490,15 @@ impl Store {
         // A hint: what it holds is used only while the ref and journal it
         // was read from are unchanged.
         let mut index = crate::summaries::Index::load(layout);
-        for id in self.session_ids(layout)? {
-            let busy = lock::is_busy(layout, &id)?;
-            if let Some(info) = index.lookup(layout, &id, busy) {
+        let ids = self.session_ids(layout)?;
+        // The system calls of a listing (four for the lease, two stats per
+        // session) share a few threads; what follows reads files only for
+        // sessions without a fresh entry.
+        let probes = crate::par::map(&ids, |id| {
+            Ok((lock::is_busy(layout, id)?, index.probe(layout, id)))
+        })?;
+        for (id, (busy, probe)) in ids.into_iter().zip(probes) {
+            if let Some(info) = index.lookup(layout, &id, probe, busy) {
                 out.push(info);
                 continue;
             }

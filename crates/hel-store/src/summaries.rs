@@ -84,6 +84,17 @@ struct Seen {
     journal: Option<Stamp>,
 }
 
+/// What [`Index::probe`] took of one session.
+#[derive(Debug, Default)]
+pub(crate) struct Probe {
+    /// The journal's stamp (inner `None`: no journal); `None` when it
+    /// could not be taken.
+    journal: Option<Option<Stamp>>,
+    /// The ref file's stamp, taken only for a settled entry whose journal
+    /// stamp is the one taken.
+    settled_ref: Option<Stamp>,
+}
+
 /// The index as one listing reads and rewrites it.
 pub(crate) struct Index {
     /// Entries read from the file, by session.
@@ -159,14 +170,44 @@ impl Index {
         index
     }
 
+    /// The stamps a [`Index::lookup`] of `session` needs, taken now: the
+    /// journal's, then (only when the entry is settled and the journal's
+    /// stamp is the entry's) the ref file's. Only stats, and `&self`: a
+    /// listing takes them for many sessions at once (`par.rs`).
+    pub fn probe(&self, layout: &Layout, session: &SessionId) -> Probe {
+        let mut probe = Probe::default();
+        if !self.enabled {
+            return probe;
+        }
+        // The journal's stamp before the ref's: what is read after both
+        // (here or by the listing) is at least as new as they are.
+        let journal = match layout.journals() {
+            Ok(Some(dir)) => match dir.stamp(&crate::journal::journal_name(session)) {
+                Ok(s) => s,
+                Err(_) => return probe,
+            },
+            Ok(None) => None,
+            Err(_) => return probe,
+        };
+        probe.journal = Some(journal);
+        if let Some(e) = self.old.get(session) {
+            if self.local && e.settled && e.journal.map(Stamp) == journal {
+                probe.settled_ref = crate::refs::stamp(layout, session).ok().flatten();
+            }
+        }
+        probe
+    }
+
     /// `session`'s listing row from its entry, when the entry is fresh: the
-    /// journal's and the ref file's stamps are the entry's, and the entry is
-    /// settled or the ref names the entry's snapshot. `None` otherwise
-    /// (also when the ref cannot be read: the listing then says why).
+    /// journal's and the ref file's stamps (`probe`, taken by
+    /// [`Index::probe`]) are the entry's, and the entry is settled or the
+    /// ref names the entry's snapshot. `None` otherwise (also when the ref
+    /// cannot be read: the listing then says why).
     pub fn lookup(
         &mut self,
         layout: &Layout,
         session: &SessionId,
+        probe: Probe,
         busy: bool,
     ) -> Option<SessionInfo> {
         self.seen = None;
@@ -179,24 +220,13 @@ impl Index {
             index.dirty |= had;
             None
         };
-        // The journal's stamp before the ref's: what is read after both
-        // (here or by the listing) is at least as new as they are.
-        let journal = match layout.journals() {
-            Ok(Some(dir)) => match dir.stamp(&crate::journal::journal_name(session)) {
-                Ok(s) => s,
-                Err(_) => return dropped(self, entry.is_some()),
-            },
-            Ok(None) => None,
-            Err(_) => return dropped(self, entry.is_some()),
+        let Some(journal) = probe.journal else {
+            return dropped(self, entry.is_some());
         };
-        if let Some(e) = entry.as_ref() {
-            if self.local && e.settled && e.journal.map(Stamp) == journal {
-                // One stat, no read: a settled stamp is the file's content.
-                if let Ok(Some(s)) = crate::refs::stamp(layout, session) {
-                    if s == Stamp(e.ref_stamp) {
-                        return Some(self.keep(entry?, busy));
-                    }
-                }
+        if let (Some(e), Some(s)) = (entry.as_ref(), probe.settled_ref) {
+            // One stat, no read: a settled stamp is the file's content.
+            if s == Stamp(e.ref_stamp) {
+                return Some(self.keep(entry?, busy));
             }
         }
         let (head, ref_stamp) = match crate::refs::read_stamped(layout, session) {

@@ -571,7 +571,7 @@ fn hel_store_modules_import_only_their_layer_and_below() {
         "hel-store",
         &[
             // Without I/O (with hel-object below them all).
-            &["error", "failpoint"],
+            &["error", "failpoint", "par"],
             &["dir", "pack", "journal", "layout", "refs", "lock"],
             &["odb", "read", "write", "repack", "list", "dependents"],
             &[

@@ -83,6 +83,7 @@ pub async fn run(args: RunArgs, start: Start, restore_files: Option<bool>) -> Re
     let mut instructions = args.instructions.into_iter();
     let mut stdin = BufReader::new(tokio::io::stdin()).lines();
     let mut failed = false;
+    let mut last_unsaved = false;
     loop {
         let text = if from_stdin {
             match next_line(&mut stdin, &interrupts).await {
@@ -110,6 +111,13 @@ pub async fn run(args: RunArgs, start: Start, restore_files: Option<bool>) -> Re
         }
         let outcome = run.instruction(&text).await;
         spinner.stop();
+        // An answer a script cannot come back to is not a success: the
+        // warning said why it was not saved. A later answer that is saved
+        // saves it too, so the run's exit code asks only of the last.
+        let unsaved = run.answer_unsaved();
+        if matches!(outcome, Outcome::Completed(_)) {
+            last_unsaved = unsaved;
+        }
         if let Some(j) = &json {
             let usage = run.status().usage;
             j.result(&Finished {
@@ -118,7 +126,11 @@ pub async fn run(args: RunArgs, start: Start, restore_files: Option<bool>) -> Re
                 output_tokens: usage.output_tokens,
                 estimated: usage.estimated,
                 duration: began.elapsed(),
-                exit: output::exit_status(&outcome),
+                exit: if unsaved {
+                    1
+                } else {
+                    output::exit_status(&outcome)
+                },
             });
         }
         match outcome {
@@ -139,7 +151,7 @@ pub async fn run(args: RunArgs, start: Start, restore_files: Option<bool>) -> Re
         }
     }
     run.finish();
-    Ok(if failed { 1 } else { 0 })
+    Ok(if failed || last_unsaved { 1 } else { 0 })
 }
 
 /// `hel: instruction incomplete (timeout): …`: how an instruction ended

@@ -69,6 +69,9 @@ pub struct Run {
     /// Ctrl-C while the MCP servers start.
     interrupts: Interrupts,
     finished: bool,
+    /// The last instruction completed and its answer was not saved: its
+    /// checkpoint failed, or no session could be made for it.
+    unsaved: bool,
 }
 
 /// A new session that is made at the model's first answer.
@@ -265,6 +268,7 @@ impl Run {
             access: options.access,
             interrupts: host.interrupts,
             finished: false,
+            unsaved: false,
         })
     }
 
@@ -310,6 +314,13 @@ impl Run {
             None => text.to_owned(),
         };
         self.send(text, said).await
+    }
+
+    /// Whether the last instruction's answer went unsaved: it completed,
+    /// and its checkpoint could not be committed (or no session could be
+    /// made). A warning said why; `-p` then exits 1.
+    pub fn answer_unsaved(&self) -> bool {
+        self.unsaved
     }
 
     /// The last instruction, if it ended with nothing of it kept (what
@@ -367,6 +378,9 @@ impl Run {
             }
             Outcome::Incomplete(_) => None,
         };
+        // A completed answer with no session to save it in (making one
+        // failed, and said so) is not saved either.
+        self.unsaved = record == Some(Record::Answer) && self.session.is_none();
         if let (Some(record), Some(s)) = (record, self.session.as_mut()) {
             match s.record(&mut self.agent, text, record, self.snapshots.as_mut()) {
                 Ok(saved) => {
@@ -377,7 +391,10 @@ impl Run {
                         self.observer.warn(w);
                     }
                 }
-                Err(e) => self.observer.warn(Warning::CheckpointFailed(e)),
+                Err(e) => {
+                    self.unsaved = record == Record::Answer;
+                    self.observer.warn(Warning::CheckpointFailed(e));
+                }
             }
         }
         if let Some(snaps) = self.snapshots.as_mut() {
