@@ -126,7 +126,7 @@ pub struct Leaf {
 }
 
 /// One item of a node, its inline message as `M`: a JSON value ([`Item`]),
-/// or its bytes as the payload holds them ([`parse_item_raw`]).
+/// or another reading of it ([`parse_item_as`]).
 #[derive(Debug, Clone, PartialEq)]
 pub enum ItemOf<M> {
     Inline(M),

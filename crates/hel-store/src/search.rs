@@ -433,7 +433,10 @@ impl Scan<'_> {
 /// value is built, and a string is copied only when it holds an escape.
 /// It reads what a JSON value of the message gives for the same keys (a
 /// key given twice counts as its last, as in a value), and takes any JSON
-/// where a value would: what is not an object has no role.
+/// where a value would: what is not an object has no role. One difference:
+/// what it passes over is skipped without serde_json's nesting limit (128),
+/// so a message nested deeper than that (which no hel writes, and which a
+/// load and fsck refuse) is searched rather than reported.
 mod view {
     use std::borrow::Cow;
     use std::fmt;
@@ -576,17 +579,26 @@ mod view {
     #[derive(Default)]
     struct Part<'a>(Option<Cow<'a, str>>);
     impl<'a> Read<'a> for Part<'a> {
-        fn on_map<A: MapAccess<'a>>(mut map: A) -> Result<Self, A::Error> {
-            let mut text = None;
-            while let Some(Key(k)) = map.next_key()? {
-                if k == "text" {
-                    text = map.next_value::<Str<'a>>()?.0;
-                } else {
-                    map.next_value::<IgnoredAny>()?;
-                }
-            }
-            Ok(Part(text))
+        fn on_map<A: MapAccess<'a>>(map: A) -> Result<Self, A::Error> {
+            Ok(Part(last_of::<_, Str<'a>>(map, "text")?.and_then(|s| s.0)))
         }
+    }
+
+    /// The value of `key` in `map` read as `T` (the last, if it is given
+    /// twice); every other value is passed over.
+    fn last_of<'a, A: MapAccess<'a>, T: Deserialize<'a>>(
+        mut map: A,
+        key: &str,
+    ) -> Result<Option<T>, A::Error> {
+        let mut found = None;
+        while let Some(Key(k)) = map.next_key()? {
+            if k == key {
+                found = Some(map.next_value()?);
+            } else {
+                map.next_value::<IgnoredAny>()?;
+            }
+        }
+        Ok(found)
     }
 
     /// Tool calls: each one's function `name` and `arguments` strings.
@@ -607,16 +619,8 @@ mod view {
     #[derive(Default)]
     struct Call<'a>(Function<'a>);
     impl<'a> Read<'a> for Call<'a> {
-        fn on_map<A: MapAccess<'a>>(mut map: A) -> Result<Self, A::Error> {
-            let mut f = Function::default();
-            while let Some(Key(k)) = map.next_key()? {
-                if k == "function" {
-                    f = map.next_value()?;
-                } else {
-                    map.next_value::<IgnoredAny>()?;
-                }
-            }
-            Ok(Call(f))
+        fn on_map<A: MapAccess<'a>>(map: A) -> Result<Self, A::Error> {
+            Ok(Call(last_of(map, "function")?.unwrap_or_default()))
         }
     }
 
