@@ -37,10 +37,14 @@ struct Args {
     /// 10,000, the size of the listing target).
     #[arg(long, value_name = "N")]
     list_sessions: Option<usize>,
-    /// Keep the list workload's hel-store project afterwards (its path is
-    /// printed), to profile `hel sessions` on it.
-    #[arg(long)]
-    keep_list: bool,
+    /// Session lengths of the grow workload, in messages (default: 100,
+    /// 1,000 and 10,000 with --quick, else up to 100,000).
+    #[arg(long, value_name = "N,...", value_delimiter = ',')]
+    grow: Option<Vec<usize>>,
+    /// Keep each workload's hel-store project afterwards (their paths are
+    /// printed), to profile `hel sessions`, resume, fsck or search on them.
+    #[arg(long, alias = "keep-list")]
+    keep: bool,
     /// Internal: the test suite's tiny sizes, with resumes in child
     /// processes as in a real run.
     #[arg(long, hide = true)]
@@ -148,7 +152,15 @@ fn main() -> ExitCode {
     if let Some(n) = args.list_sessions {
         cfg.list_sessions = n;
     }
-    cfg.keep_list = args.keep_list;
+    if let Some(mut grow) = args.grow {
+        grow.sort_unstable();
+        grow.dedup();
+        grow.retain(|n| *n > 0);
+        if !grow.is_empty() {
+            cfg.grow = grow;
+        }
+    }
+    cfg.keep = args.keep;
     if let Some(hel) = args.hel {
         cfg.hel = hel;
     }
@@ -204,9 +216,7 @@ fn main() -> ExitCode {
             None
         }
     };
-    if cfg.keep_list {
-        eprintln!("kept: {}", workdir.join("list-hel-store").display());
-    } else {
+    if !cfg.keep {
         let _ = std::fs::remove_dir_all(&workdir);
     }
     let total = started.elapsed().as_secs_f64();

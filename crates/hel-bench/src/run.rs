@@ -50,9 +50,9 @@ pub struct Config {
     pub workdir: PathBuf,
     /// Run only this workload (all when None).
     pub only: Option<String>,
-    /// Keep the list workload's hel-store project (`list-hel-store` under
-    /// `workdir`) for profiling `hel sessions` afterwards.
-    pub keep_list: bool,
+    /// Keep each workload's hel-store project under `workdir` (its path
+    /// printed) for profiling afterwards.
+    pub keep: bool,
     /// Size of the grow run on tmpfs (hel-store and SQLite only): the
     /// commit's CPU part, with syncs that cost nothing.
     pub tmpfs_grow: usize,
@@ -91,7 +91,7 @@ impl Config {
             tmpfs_dir: tmpfs_dir(&workdir),
             workdir,
             only: None,
-            keep_list: false,
+            keep: false,
             ws_files: 7_000,
             ws_dirs: 700,
             ws_restore_files: 100,
@@ -141,7 +141,7 @@ impl Config {
             tmpfs_dir: tmpfs_dir(&workdir),
             workdir,
             only: None,
-            keep_list: false,
+            keep: false,
             // tests/workspace_smoke.rs runs the workspace benchmark.
             ws_files: 0,
             ws_dirs: 0,
@@ -493,7 +493,8 @@ fn probe(cfg: &Config, args: &[String]) -> (f64, u64, usize) {
 }
 
 /// The child side of a probe: resume, then print microseconds, messages
-/// and peak RSS; or, for `sqlite-list DB`, print the SQLite listing.
+/// and peak RSS; or, for `sqlite-list DB`, print the SQLite listing; or,
+/// for `scan PROJECT NEEDLE`, time hel-store's scan of every message.
 pub fn probe_main(args: &[String]) -> i32 {
     if let [kind, db] = args {
         if kind == "sqlite-list" {
@@ -501,6 +502,22 @@ pub fn probe_main(args: &[String]) -> i32 {
             let mut out = std::io::BufWriter::new(stdout.lock());
             return match stores::list_sqlite(Path::new(db), &mut out) {
                 Ok(_) => 0,
+                Err(e) => {
+                    eprintln!("probe: {e}");
+                    1
+                }
+            };
+        }
+    }
+    if let [kind, project, needle] = args {
+        if kind == "scan" {
+            // For profiling the search workload's scan on a kept store
+            // (`--keep`): prints microseconds and matching messages.
+            return match stores::scan(Path::new(project), needle) {
+                Ok((us, hits)) => {
+                    println!("{us} {hits}");
+                    0
+                }
                 Err(e) => {
                     eprintln!("probe: {e}");
                     1
@@ -672,7 +689,7 @@ fn grow_in(cfg: &Config, kind: &str, n: usize, base: &Path, workload: &str) -> R
         row.fsck_baseline_read_bytes = Some(read);
     }
     drop(store);
-    let _ = fs::remove_dir_all(&dir);
+    done_with(cfg, kind, &dir);
     row
 }
 
@@ -712,7 +729,7 @@ fn fork(cfg: &Config, kind: &str) -> Row {
     let mut row = finish(cfg, d, kind, "fork", n, &dir, last.0, &last.1);
     row.fork_ms = Some(ms(fork_time) / cfg.forks.max(1) as f64);
     drop(store);
-    let _ = fs::remove_dir_all(&dir);
+    done_with(cfg, kind, &dir);
     row
 }
 
@@ -751,7 +768,7 @@ fn compact(cfg: &Config, kind: &str) -> Row {
     }
     let row = finish(cfg, d, kind, "compact", n, &dir, s, &msgs);
     drop(store);
-    let _ = fs::remove_dir_all(&dir);
+    done_with(cfg, kind, &dir);
     row
 }
 
@@ -867,7 +884,7 @@ fn many(cfg: &Config, kind: &str) -> Row {
         }
     }
     drop(store);
-    let _ = fs::remove_dir_all(&dir);
+    done_with(cfg, kind, &dir);
     row
 }
 
@@ -997,10 +1014,18 @@ fn list(cfg: &Config, kind: &str) -> Row {
             .collect();
         row.list_in_process_ms = Some(median(times));
     }
-    if !(cfg.keep_list && kind == "hel-store") {
-        let _ = fs::remove_dir_all(&dir);
-    }
+    done_with(cfg, kind, &dir);
     row
+}
+
+/// Remove a workload's project, or keep it (`--keep`, hel-store's only)
+/// and say where.
+fn done_with(cfg: &Config, kind: &str, dir: &Path) {
+    if cfg.keep && kind == "hel-store" {
+        eprintln!("kept: {}", dir.display());
+    } else {
+        let _ = fs::remove_dir_all(dir);
+    }
 }
 
 /// A workload: runs one store.

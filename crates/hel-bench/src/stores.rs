@@ -191,16 +191,7 @@ impl BenchStore for HelStore {
     }
 
     fn search(&mut self, needle: &str) -> usize {
-        let store = Store::open_with(&self.project, no_limits()).expect("open store");
-        let finder = memchr::memmem::Finder::new(needle.as_bytes());
-        let mut found = 0;
-        hel_store::scan::scan_messages(&store, &mut |m| {
-            if finder.find(m).is_some() {
-                found += 1;
-            }
-        })
-        .expect("scan");
-        found
+        scan(&self.project, needle).expect("scan").1
     }
 
     fn probe_args(&self, s: usize) -> Vec<String> {
@@ -799,6 +790,22 @@ impl Sqlite {
             .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
             .expect("wal checkpoint");
     }
+}
+
+/// hel-store's search of `project` for `needle`, as the search workload
+/// times it: microseconds and the messages that hold it.
+pub fn scan(project: &Path, needle: &str) -> Result<(u128, usize), String> {
+    let t = Instant::now();
+    let store = Store::open_with(project, no_limits()).map_err(|e| e.to_string())?;
+    let finder = memchr::memmem::Finder::new(needle.as_bytes());
+    let mut found = 0;
+    hel_store::scan::scan_messages(&store, &mut |m| {
+        if finder.find(m).is_some() {
+            found += 1;
+        }
+    })
+    .map_err(|e| e.to_string())?;
+    Ok((t.elapsed().as_micros(), found))
 }
 
 /// Resume as each store does it; returns the live messages.

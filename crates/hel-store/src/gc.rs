@@ -514,7 +514,7 @@ fn known_records(p: &crate::odb::Sealed) -> Result<()> {
 
 /// Remove `doomed` objects (or only measure them, for a dry run): objects
 /// removed and their bytes. Unlinking is latency-bound, so a few threads
-/// share it.
+/// share it (a part no thread could be started for is done here).
 fn sweep(objects: &Dir, doomed: &[(String, String)], dry_run: bool) -> Result<(u64, u64)> {
     const THREADS: usize = 4;
     let chunk = doomed.len().div_ceil(THREADS).max(1);
@@ -522,40 +522,47 @@ fn sweep(objects: &Dir, doomed: &[(String, String)], dry_run: bool) -> Result<(u
         let workers: Vec<_> = doomed
             .chunks(chunk)
             .map(|part| {
-                scope.spawn(move || -> Result<(u64, u64)> {
-                    let (mut n, mut bytes) = (0, 0);
-                    let mut fan: Option<(String, Dir)> = None;
-                    for (dir_name, name) in part {
-                        if fan.as_ref().is_none_or(|(d, _)| d != dir_name) {
-                            match objects.sub(dir_name)? {
-                                Some(d) => fan = Some((dir_name.clone(), d)),
-                                None => continue,
-                            }
-                        }
-                        let Some((_, dir)) = &fan else { continue };
-                        let Some(file) = dir.open_file(name)? else {
-                            continue;
-                        };
-                        let size = file.metadata().map(|m| m.len()).unwrap_or(0);
-                        drop(file);
-                        if !dry_run && !dir.remove_file(name)? {
-                            continue;
-                        }
-                        n += 1;
-                        bytes += size;
-                    }
-                    Ok((n, bytes))
-                })
+                crate::par::spawn_scoped(scope, move || sweep_part(objects, part, dry_run))
+                    .map_err(|_| part)
             })
             .collect();
         let mut total = (0, 0);
         for w in workers {
-            let (n, b) = w.join().unwrap_or_else(|p| std::panic::resume_unwind(p))?;
+            let (n, b) = match w {
+                Ok(w) => w.join().unwrap_or_else(|p| std::panic::resume_unwind(p))?,
+                Err(part) => sweep_part(objects, part, dry_run)?,
+            };
             total.0 += n;
             total.1 += b;
         }
         Ok(total)
     })
+}
+
+/// [`sweep`] of one part of the doomed objects.
+fn sweep_part(objects: &Dir, part: &[(String, String)], dry_run: bool) -> Result<(u64, u64)> {
+    let (mut n, mut bytes) = (0, 0);
+    let mut fan: Option<(String, Dir)> = None;
+    for (dir_name, name) in part {
+        if fan.as_ref().is_none_or(|(d, _)| d != dir_name) {
+            match objects.sub(dir_name)? {
+                Some(d) => fan = Some((dir_name.clone(), d)),
+                None => continue,
+            }
+        }
+        let Some((_, dir)) = &fan else { continue };
+        let Some(file) = dir.open_file(name)? else {
+            continue;
+        };
+        let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+        drop(file);
+        if !dry_run && !dir.remove_file(name)? {
+            continue;
+        }
+        n += 1;
+        bytes += size;
+    }
+    Ok((n, bytes))
 }
 
 impl Store {

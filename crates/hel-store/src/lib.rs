@@ -176,6 +176,14 @@ pub mod testing {
 
     use crate::{ObjectId, SessionId, Store};
 
+    /// Whether this build has failpoints (`HEL_FAILPOINTS` does nothing
+    /// without them): `tools/test`'s workspace build has them, a lone
+    /// `cargo test -p hel-store` does not unless asked (`--features
+    /// failpoints`).
+    pub fn failpoints() -> bool {
+        cfg!(feature = "failpoints")
+    }
+
     /// Canonical bytes and id of an object of kind `kind` ("blob", "list",
     /// "snapshot"; anything else is encoded as written, for unknown kinds).
     pub fn encode(kind: &str, payload: &[u8]) -> (ObjectId, Vec<u8>) {

@@ -194,8 +194,13 @@ fn blob_items(payload: &[u8]) -> Vec<ObjectId> {
 }
 
 /// Lists at least this long are read with the walk on a second thread,
-/// overlapping decompression with parsing.
-const THREADED_FROM: u64 = 50_000;
+/// overlapping decompression with parsing. Measured on a quiet 2-core
+/// machine (resume as a process, medians of 15): at 1,000 messages the
+/// hand-over costs what the overlap saves (a wake-up per node, and the
+/// walker's zstd slower on memory the other core frees), at 3,000 the
+/// thread saves 15 % and at 5,000 25 %; on a machine whose cores are all
+/// busy it costs time instead (30 % at 10,000 messages, issue 24).
+pub(crate) const THREADED_FROM: u64 = 2_000;
 
 /// The walk of a chain backwards through `prev`: each node read,
 /// decompressed and verified in turn, with the message blobs it names.
@@ -473,16 +478,19 @@ impl<'a> Reader<'a> {
         // Newest first: (node, its count, its messages).
         let mut parts: Vec<(ObjectId, u64, Vec<Value>)> = Vec::new();
         if count < THREADED_FROM {
-            // Walked and parsed on this thread: handing each node to
-            // another thread costs more than it saves (issue 24: 16% more
-            // CPU and 30% more time at 10,000 messages on a busy 2-core
-            // machine, and a wake-up per node for short lists).
+            // Walked and parsed on this thread: for a short list handing
+            // each node to another thread costs more than it saves.
             let mut walk = Walk::new(root);
             while let Some(part) = walk.next(layout)? {
                 parts.push(self.take_part(part)?);
             }
-        } else {
-            self.read_threaded(root, &mut parts)?;
+        } else if !self.read_threaded(root, &mut parts)? {
+            // No second thread to be had (a process or container limit):
+            // the same walk on this one.
+            let mut walk = Walk::new(root);
+            while let Some(part) = walk.next(layout)? {
+                parts.push(self.take_part(part)?);
+            }
         }
         let mut messages = Vec::with_capacity(count as usize);
         let mut chain = Vec::with_capacity(parts.len());
@@ -531,21 +539,22 @@ impl<'a> Reader<'a> {
     }
 
     /// [`Reader::read_list`]'s walk on a second thread, never more than
-    /// [`READ_AHEAD`] bytes ahead of the parse on this one.
+    /// [`READ_AHEAD`] bytes ahead of the parse on this one; `false`, having
+    /// read nothing, when no thread could be started.
     fn read_threaded(
         &mut self,
         root: Option<ObjectId>,
         parts: &mut Vec<(ObjectId, u64, Vec<Value>)>,
-    ) -> Result<()> {
+    ) -> Result<bool> {
         let layout = self.layout;
         let in_flight = InFlight {
             bytes: std::sync::Mutex::new(0),
             freed: std::sync::Condvar::new(),
         };
-        std::thread::scope(|scope| -> Result<()> {
+        std::thread::scope(|scope| -> Result<bool> {
             let (tx, rx) = std::sync::mpsc::sync_channel::<ChainPart>(256);
             let in_flight = &in_flight;
-            let walker = scope.spawn(move || -> Result<()> {
+            let walker = crate::par::spawn_scoped(scope, move || -> Result<()> {
                 let mut walk = Walk::new(root);
                 while let Some(part) = walk.next(layout)? {
                     in_flight.acquire(part.size);
@@ -555,6 +564,9 @@ impl<'a> Reader<'a> {
                 }
                 Ok(())
             });
+            let Ok(walker) = walker else {
+                return Ok(false);
+            };
             let mut parsed = Ok(());
             for part in rx.iter() {
                 let size = part.size;
@@ -575,7 +587,7 @@ impl<'a> Reader<'a> {
                 .join()
                 .unwrap_or_else(|p| std::panic::resume_unwind(p));
             // A walk error (a missing node, say) is what stopped the parse.
-            walked.and(parsed)
+            walked.and(parsed).map(|()| true)
         })
     }
 

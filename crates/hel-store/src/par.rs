@@ -5,6 +5,24 @@
 
 use crate::Result;
 
+/// Start `f` on a thread of `scope`: the one place the store starts
+/// threads, so that each caller handles a failure (a process or container
+/// limit on threads, or the `thread-spawn` failpoint) by doing the work on
+/// its own thread instead of panicking as `Scope::spawn` would.
+pub(crate) fn spawn_scoped<'scope, 'env, T, F>(
+    scope: &'scope std::thread::Scope<'scope, 'env>,
+    f: F,
+) -> std::io::Result<std::thread::ScopedJoinHandle<'scope, T>>
+where
+    F: FnOnce() -> T + Send + 'scope,
+    T: Send + 'scope,
+{
+    if crate::failpoint::hit("thread-spawn") {
+        return Err(crate::failpoint::error("thread-spawn"));
+    }
+    std::thread::Builder::new().spawn_scoped(scope, f)
+}
+
 /// Below this many items the work stays on the calling thread.
 const SERIAL_BELOW: usize = 64;
 
@@ -28,13 +46,23 @@ where
     let chunk = items.len().div_ceil(threads).max(1);
     let f = &f;
     std::thread::scope(|scope| {
+        // A part no thread could be started for (a process or container
+        // limit) is done on this thread, in its turn.
         let workers: Vec<_> = items
             .chunks(chunk)
-            .map(|part| scope.spawn(move || part.iter().map(f).collect::<Result<Vec<R>>>()))
+            .map(|part| {
+                spawn_scoped(scope, move || {
+                    part.iter().map(f).collect::<Result<Vec<R>>>()
+                })
+                .map_err(|_| part)
+            })
             .collect();
         let mut out = Vec::with_capacity(items.len());
         for w in workers {
-            out.extend(w.join().unwrap_or_else(|p| std::panic::resume_unwind(p))?);
+            out.extend(match w {
+                Ok(w) => w.join().unwrap_or_else(|p| std::panic::resume_unwind(p))?,
+                Err(part) => part.iter().map(f).collect::<Result<Vec<R>>>()?,
+            });
         }
         Ok(out)
     })

@@ -775,6 +775,87 @@ fn corruption_gives_typed_errors_naming_the_object() {
     assert!(matches!(fresh.head(&old), Err(Error::BadRef { .. })));
 }
 
+/// A list long enough to be read with its walk on a second thread
+/// (`list::THREADED_FROM`, 2,000 messages) reads back as committed, and
+/// damage to a node deep in its chain or to a message blob it names is a
+/// fault naming that object, as on one thread.
+#[test]
+fn a_long_list_read_on_two_threads_is_the_conversation_and_damage_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let lease = store.new_session().unwrap();
+    let mut state = SessionState::default();
+    let mut msgs = conversation("t", 2_400);
+    msgs[203] = msg("assistant", "long ".repeat(5_000)); // stored as a blob
+    let mut conv = Conv::default();
+    let ids = commit_all(&store, &lease, &mut state, &mut conv, &msgs, 100);
+    drop(lease);
+    let head = *ids.last().unwrap();
+    let fresh = Store::open(dir.path()).unwrap();
+    assert_eq!(fresh.load(&head).unwrap().messages, msgs);
+    let journal = root(dir.path())
+        .join("packs/journals")
+        .join(format!("{}.journal", state_session(&store)));
+    let good = fs::read(&journal).unwrap();
+    // The node the 5th checkpoint added (of 24): 19 nodes from the head.
+    let node = fresh.checkpoint(&ids[4]).unwrap().messages.root.unwrap();
+    let (blob, _) = testing::encode("blob", &canonical::to_vec(&msgs[203]));
+    for damaged in [node, blob] {
+        let at = good
+            .windows(32)
+            .position(|w| w == blob_bytes(&damaged))
+            .unwrap();
+        let mut bad = good.clone();
+        bad[at + 32 + 16 + 20] ^= 1; // a stored byte
+        fs::write(&journal, &bad).unwrap();
+        let fresh = Store::open(dir.path()).unwrap();
+        match fresh.load(&head) {
+            Err(Error::DamagedRecord { id: Some(id), .. }) => assert_eq!(id, damaged),
+            other => panic!("{other:?}"),
+        }
+    }
+    fs::write(&journal, &good).unwrap();
+    let fresh = Store::open(dir.path()).unwrap();
+    assert_eq!(fresh.load(&head).unwrap().messages, msgs);
+    // Where no thread can be started (the `thread-spawn` failpoint stands
+    // for a process limit), the same list loads on one thread.
+    if !testing::failpoints() {
+        eprintln!("not checked without thread-spawn: built without failpoints");
+        return;
+    }
+    let out = child(
+        "child_loader",
+        dir.path(),
+        &[
+            ("HEL_FAILPOINTS", "thread-spawn".into()),
+            ("HEL_HEAD", head.to_hex()),
+        ],
+    )
+    .output()
+    .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let loaded: Vec<Value> = text
+        .lines()
+        .find_map(|l| serde_json::from_str(l.split_once("messages: ")?.1).ok())
+        .unwrap_or_else(|| panic!("the child printed no messages: {text}"));
+    assert_eq!(loaded, msgs);
+}
+
+/// Child: load checkpoint `HEL_HEAD` and print its messages as one line
+/// of JSON after `messages: `.
+#[test]
+#[ignore]
+fn child_loader() {
+    let Ok(dir) = std::env::var("HEL_STORE_CHILD") else {
+        return;
+    };
+    let store = Store::open(Path::new(&dir)).unwrap();
+    let head: ObjectId = std::env::var("HEL_HEAD").unwrap().parse().unwrap();
+    let loaded = store.load(&head).unwrap();
+    println!("messages: {}", Value::Array(loaded.messages));
+}
+
 fn blob_bytes(id: &ObjectId) -> &[u8] {
     id.as_bytes()
 }

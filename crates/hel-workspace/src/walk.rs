@@ -388,12 +388,23 @@ pub fn walk(
     let mut root_failed = None;
     std::thread::scope(|s| {
         let (tx, rx) = std::sync::mpsc::sync_channel::<Msg>(64);
+        // Fewer threads than asked for (a process or container limit)
+        // walk the same; none at all is an error, not a panic.
+        let mut started = 0;
         for _ in 0..threads {
             let tx = tx.clone();
             let (queue, ctx) = (&queue, &ctx);
-            s.spawn(move || worker(queue, ctx, &tx));
+            if std::thread::Builder::new()
+                .spawn_scoped(s, move || worker(queue, ctx, &tx))
+                .is_ok()
+            {
+                started += 1;
+            }
         }
         drop(tx);
+        if started == 0 {
+            root_failed = Some("no thread could be started to walk it".to_owned());
+        }
         for msg in rx {
             match msg {
                 Msg::Entries(batch) => batch.into_iter().for_each(&mut each),
