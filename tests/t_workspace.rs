@@ -1171,3 +1171,33 @@ fn undo_never_reverts_what_the_user_changed_between_instructions() {
     assert_eq!(out["conflicts"][0]["path"], "d", "{}", second.stdout);
     assert_eq!(out["conflicts"][0]["kind"], "changed", "{}", second.stdout);
 }
+
+/// A workspace walk that can start no thread (the `thread-spawn`
+/// failpoint stands for a process or container limit) is a warning that
+/// names why, not a panic and not an empty snapshot (which an undo would
+/// read as every file gone): the answer is still given and saved, marked
+/// as one that cannot be undone.
+#[test]
+fn a_walk_that_can_start_no_thread_is_a_clear_error_not_a_panic() {
+    let p = Project::new();
+    p.write("keep.txt", "the user's\n");
+    let mock = Mock::start(json!([
+        {"tool_calls": [call("bash", json!({"command": "echo new > made.txt"}))]},
+        {"content": "done"},
+    ]));
+    let run = Run::from_cmd(
+        p.hel(Some(&mock))
+            .env("HEL_FAILPOINTS", "thread-spawn")
+            .args(["--access", "auto", "-p", "make a file"]),
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(!run.stderr.contains("panicked"), "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("no thread could be started to walk it); this checkpoint cannot be undone"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(p.read("made.txt"), "new\n");
+    assert_eq!(p.read("keep.txt"), "the user's\n");
+}

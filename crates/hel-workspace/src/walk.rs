@@ -394,9 +394,11 @@ pub fn walk(
         for _ in 0..threads {
             let tx = tx.clone();
             let (queue, ctx) = (&queue, &ctx);
-            if std::thread::Builder::new()
-                .spawn_scoped(s, move || worker(queue, ctx, &tx))
-                .is_ok()
+            // The failpoint `thread-spawn` stands for that limit in tests.
+            if !hel_fs::failpoint::hit("thread-spawn")
+                && std::thread::Builder::new()
+                    .spawn_scoped(s, move || worker(queue, ctx, &tx))
+                    .is_ok()
             {
                 started += 1;
             }
