@@ -195,11 +195,12 @@ fn blob_items(payload: &[u8]) -> Vec<ObjectId> {
 
 /// Lists at least this long are read with the walk on a second thread,
 /// overlapping decompression with parsing. Measured on a quiet 2-core
-/// machine (resume as a process, medians of 15): at 1,000 messages the
-/// hand-over costs what the overlap saves (a wake-up per node, and the
-/// walker's zstd slower on memory the other core frees), at 3,000 the
-/// thread saves 15 % and at 5,000 25 %; on a machine whose cores are all
-/// busy it costs time instead (30 % at 10,000 messages, issue 24).
+/// machine (resume as a process, medians of 9 to 21 runs): at 1,000
+/// messages the hand-over costs what the overlap saves (a wake-up per
+/// node, and the walker's zstd slower on memory the other core frees), at
+/// 3,000 the thread saves 16 %, at 5,000 25 % and at 10,000 30 %; on a
+/// machine whose cores are all busy it costs time instead (30 % at 10,000
+/// messages, issue 24).
 pub(crate) const THREADED_FROM: u64 = 2_000;
 
 /// The walk of a chain backwards through `prev`: each node read,

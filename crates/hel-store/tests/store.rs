@@ -697,13 +697,7 @@ fn corruption_gives_typed_errors_naming_the_object() {
         .join("packs/journals")
         .join(format!("{}.journal", state_session(&store)));
     let good = fs::read(&journal).unwrap();
-    // Find the blob's record (its id follows the record magic).
-    let at = good
-        .windows(32)
-        .position(|w| w == blob_bytes(&blob))
-        .unwrap();
-    let mut bad = good.clone();
-    bad[at + 32 + 16 + 30] ^= 1; // a stored byte
+    let (at, bad) = with_stored_byte_flipped(&good, &blob, 30);
     fs::write(&journal, &bad).unwrap();
     let fresh = Store::open(dir.path()).unwrap();
     match fresh.load(&head) {
@@ -801,13 +795,7 @@ fn a_long_list_read_on_two_threads_is_the_conversation_and_damage_is_named() {
     let node = fresh.checkpoint(&ids[4]).unwrap().messages.root.unwrap();
     let (blob, _) = testing::encode("blob", &canonical::to_vec(&msgs[203]));
     for damaged in [node, blob] {
-        let at = good
-            .windows(32)
-            .position(|w| w == blob_bytes(&damaged))
-            .unwrap();
-        let mut bad = good.clone();
-        bad[at + 32 + 16 + 20] ^= 1; // a stored byte
-        fs::write(&journal, &bad).unwrap();
+        fs::write(&journal, with_stored_byte_flipped(&good, &damaged, 20).1).unwrap();
         let fresh = Store::open(dir.path()).unwrap();
         match fresh.load(&head) {
             Err(Error::DamagedRecord { id: Some(id), .. }) => assert_eq!(id, damaged),
@@ -854,6 +842,17 @@ fn child_loader() {
     let head: ObjectId = std::env::var("HEL_HEAD").unwrap().parse().unwrap();
     let loaded = store.load(&head).unwrap();
     println!("messages: {}", Value::Array(loaded.messages));
+}
+
+/// The journal bytes `good` with one byte of the first record of `id`
+/// flipped, `byte` bytes into what it stores, and where in `good` that
+/// record's id is (in its header, followed by the stored length and the
+/// record's check, 16 bytes, then the stored bytes).
+fn with_stored_byte_flipped(good: &[u8], id: &ObjectId, byte: usize) -> (usize, Vec<u8>) {
+    let at = good.windows(32).position(|w| w == blob_bytes(id)).unwrap();
+    let mut bad = good.to_vec();
+    bad[at + 32 + 16 + byte] ^= 1;
+    (at, bad)
 }
 
 fn blob_bytes(id: &ObjectId) -> &[u8] {
