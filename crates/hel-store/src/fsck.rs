@@ -599,9 +599,7 @@ fn fsck_with(store: &Store, layout: &Odb) -> Result<FsckReport> {
     let mut covered = list::Covered::default();
     if faults.is_empty() {
         // What a load reads, step 3 skips when the load succeeds: the
-        // loads take objects out of the memo rather than copy them (a
-        // later read of one, or a fork's load of a shared node, reads it
-        // from its file and verifies it again).
+        // loads take objects out of the memo rather than copy them.
         layout.memo_taking(true);
         for (_, head) in &heads {
             if let Ok((l, c)) = store.load_covering(head) {
