@@ -598,9 +598,6 @@ fn fsck_with(store: &Store, layout: &Odb) -> Result<FsckReport> {
     let mut loaded: HashMap<ObjectId, SessionId> = HashMap::new();
     let mut covered = list::Covered::default();
     if faults.is_empty() {
-        // What a load reads, step 3 skips when the load succeeds: the
-        // loads take objects out of the memo rather than copy them.
-        layout.memo_taking(true);
         for (_, head) in &heads {
             if let Ok((l, c)) = store.load_covering(head) {
                 loaded.insert(*head, l.checkpoint.session_id);
@@ -608,7 +605,6 @@ fn fsck_with(store: &Store, layout: &Odb) -> Result<FsckReport> {
                 covered.blobs.extend(c.blobs);
             }
         }
-        layout.memo_taking(false);
     }
     // 3. Messages and JSON blobs, each once.
     let mut blobs_to_check: HashSet<ObjectId> = marked

@@ -84,8 +84,6 @@ pub(crate) struct Odb {
 struct Memo {
     objects: HashMap<ObjectId, Decoded>,
     bytes: u64,
-    /// Whether a read takes its object out ([`Odb::memo_taking`]).
-    taking: bool,
 }
 
 /// One verified object: its kind, its stored length (what the caps of a
@@ -140,36 +138,16 @@ impl Odb {
     }
 
     /// Object `id` as kept by [`Odb::memo_put`], when it is and fits `cap`
-    /// (else it is read as usual, which tells why it does not); taken out
-    /// of the memo while it is [taking](Odb::memo_taking).
+    /// (else it is read as usual, which tells why it does not).
     pub fn memo_get(
         &self,
         id: &ObjectId,
         cap: crate::object::Cap,
     ) -> Option<(crate::object::Kind, Vec<u8>)> {
-        let mut guard = self.memo.lock().ok()?;
-        let m = guard.as_mut()?;
-        let d = m.objects.get(id)?;
-        if d.stored > crate::object::file_max(cap) || d.payload.len() as u64 > cap.max {
-            return None;
-        }
-        if m.taking {
-            let d = m.objects.remove(id)?;
-            m.bytes -= d.payload.len() as u64;
-            return Some((d.kind, d.payload));
-        }
-        Some((d.kind, d.payload.clone()))
-    }
-
-    /// While `on`, a read from the memo takes its object out instead of
-    /// copying it: for a pass that reads each object once and after which
-    /// nothing needs it (a read that misses reads the object as usual).
-    pub fn memo_taking(&self, on: bool) {
-        if let Ok(mut guard) = self.memo.lock() {
-            if let Some(m) = guard.as_mut() {
-                m.taking = on;
-            }
-        }
+        let guard = self.memo.lock().ok()?;
+        let d = guard.as_ref()?.objects.get(id)?;
+        (d.stored <= crate::object::file_max(cap) && d.payload.len() as u64 <= cap.max)
+            .then(|| (d.kind, d.payload.clone()))
     }
 
     pub fn index(&self) -> &Index {
