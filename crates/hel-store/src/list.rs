@@ -151,6 +151,15 @@ impl InFlight {
     }
 }
 
+/// On drop, wakes a walker waiting for room, now that nobody reads.
+struct Unblock<'a>(&'a InFlight);
+
+impl Drop for Unblock<'_> {
+    fn drop(&mut self) {
+        self.0.release(u64::MAX);
+    }
+}
+
 /// Reads lists, expanding each sliced node once, within a budget.
 pub(crate) struct Reader<'a> {
     layout: &'a Odb,
@@ -465,8 +474,9 @@ impl<'a> Reader<'a> {
     /// The chain is walked backwards through `prev`, which needs each node
     /// read, decompressed and verified in turn, and each node is parsed and
     /// expanded as the walk reaches it; for a list of [`THREADED_FROM`]
-    /// messages or more the walk runs on a second thread (never more than
-    /// [`READ_AHEAD`] bytes ahead of the parse on this one).
+    /// messages or more the walk runs on a second thread when one can be
+    /// started (never more than [`READ_AHEAD`] bytes ahead of the parse on
+    /// this one), with the same result and the same first error.
     pub fn read_list(&mut self, root: Option<ObjectId>, count: u64) -> Result<Resolved> {
         if count > self.budget.limits.max_messages {
             return Err(Error::ConversationTooLarge {
@@ -553,9 +563,16 @@ impl<'a> Reader<'a> {
             freed: std::sync::Condvar::new(),
         };
         std::thread::scope(|scope| -> Result<bool> {
-            let (tx, rx) = std::sync::mpsc::sync_channel::<ChainPart>(256);
             let in_flight = &in_flight;
+            // Made before the channel, so that, were the parse to panic,
+            // the receiver goes first and then a walker waiting for room
+            // is woken to find it gone (not left waiting, the scope with it).
+            let unblock = Unblock(in_flight);
+            let (tx, rx) = std::sync::mpsc::sync_channel::<ChainPart>(256);
             let walker = crate::par::spawn_scoped(scope, move || -> Result<()> {
+                if crate::failpoint::hit("list-walker") {
+                    return Err(Error::Internal("failpoint list-walker".into()));
+                }
                 let mut walk = Walk::new(root);
                 while let Some(part) = walk.next(layout)? {
                     in_flight.acquire(part.size);
@@ -582,13 +599,14 @@ impl<'a> Reader<'a> {
                 }
             }
             drop(rx);
-            // Unblock a walker waiting for room, now that nobody reads.
-            in_flight.release(u64::MAX);
+            drop(unblock);
             let walked = walker
                 .join()
                 .unwrap_or_else(|p| std::panic::resume_unwind(p));
-            // A walk error (a missing node, say) is what stopped the parse.
-            walked.and(parsed).map(|()| true)
+            // The walker reads ahead, so a node it failed on comes after
+            // any the parse failed on: the parse's error first, as on one
+            // thread; else the walk's (a missing node, say) stopped it.
+            parsed.and(walked).map(|()| true)
         })
     }
 

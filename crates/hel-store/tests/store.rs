@@ -808,30 +808,45 @@ fn a_long_list_read_on_two_threads_is_the_conversation_and_damage_is_named() {
     // Where no thread can be started (the `thread-spawn` failpoint stands
     // for a process limit), the same list loads on one thread.
     if !testing::failpoints() {
-        eprintln!("not checked without thread-spawn: built without failpoints");
+        eprintln!("not checked without failpoints: built without them");
         return;
     }
-    let out = child(
-        "child_loader",
-        dir.path(),
-        &[
-            ("HEL_FAILPOINTS", "thread-spawn".into()),
-            ("HEL_HEAD", head.to_hex()),
-        ],
-    )
-    .output()
-    .unwrap();
-    assert!(out.status.success(), "{out:?}");
-    let text = String::from_utf8_lossy(&out.stdout);
-    let loaded: Vec<Value> = text
-        .lines()
-        .find_map(|l| serde_json::from_str(l.split_once("messages: ")?.1).ok())
-        .unwrap_or_else(|| panic!("the child printed no messages: {text}"));
+    let load_in_child = |head: &ObjectId, failpoint: &str| -> String {
+        let out = child(
+            "child_loader",
+            dir.path(),
+            &[
+                ("HEL_FAILPOINTS", failpoint.into()),
+                ("HEL_HEAD", head.to_hex()),
+            ],
+        )
+        .output()
+        .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        // The result follows libtest's "test child_loader ... " on its line.
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        text.lines()
+            .find_map(|l| {
+                let at = l.find("messages: ").or_else(|| l.find("error: "))?;
+                Some(l[at..].to_owned())
+            })
+            .unwrap_or_else(|| panic!("the child printed no result: {text:.300}"))
+    };
+    let loaded = load_in_child(&head, "thread-spawn");
+    let loaded: Vec<Value> = serde_json::from_str(&loaded["messages: ".len()..]).unwrap();
     assert_eq!(loaded, msgs);
+    // The walk did run on the second thread at 2,400 messages (a failing
+    // walker is what the load reports), and not at 1,000.
+    let walked = load_in_child(&head, "list-walker");
+    assert!(
+        walked.starts_with("error: internal error: failpoint list-walker"),
+        "{walked}"
+    );
+    assert!(load_in_child(&ids[9], "list-walker").starts_with("messages: "));
 }
 
 /// Child: load checkpoint `HEL_HEAD` and print its messages as one line
-/// of JSON after `messages: `.
+/// of JSON after `messages: `, or the error after `error: `.
 #[test]
 #[ignore]
 fn child_loader() {
@@ -840,8 +855,10 @@ fn child_loader() {
     };
     let store = Store::open(Path::new(&dir)).unwrap();
     let head: ObjectId = std::env::var("HEL_HEAD").unwrap().parse().unwrap();
-    let loaded = store.load(&head).unwrap();
-    println!("messages: {}", Value::Array(loaded.messages));
+    match store.load(&head) {
+        Ok(loaded) => println!("messages: {}", Value::Array(loaded.messages)),
+        Err(e) => println!("error: {e}"),
+    }
 }
 
 /// The journal bytes `good` with one byte of the first record of `id`
@@ -3161,4 +3178,172 @@ fn a_file_where_a_base_records_its_dependents_makes_its_delete_read_every_head()
     store.delete(&sid, false).unwrap();
     let fresh = Store::open(dir.path()).unwrap();
     assert_eq!(fresh.load(&head).unwrap().messages, before);
+}
+
+/// A crafted session whose list is `nodes` (oldest first; each node's
+/// `prev` set to the one before unless it has one), planted as loose
+/// objects with a ref: its snapshot's id.
+fn planted_list(dir: &Path, nodes: &[Value]) -> ObjectId {
+    let r = root(dir);
+    let sid: SessionId = "0c9e6f1a-1b2c-4d3e-8f40-123456789abc".parse().unwrap();
+    let plant = |kind: &str, payload: &[u8]| {
+        let (_, canonical) = testing::encode(kind, payload);
+        testing::plant(&r, &canonical)
+    };
+    // nodes oldest first; each node's prev is set here unless it has one.
+    let mut prev: Option<ObjectId> = None;
+    let mut count = 0u64;
+    for n in nodes {
+        let mut n = n.clone();
+        if n.get("prev").is_none() {
+            n["prev"] = prev.map_or(Value::Null, |p| p.to_hex().into());
+        }
+        count = n["count"].as_u64().unwrap();
+        prev = Some(plant("list", &canonical::to_vec(&n)));
+    }
+    let config = plant("blob", &canonical::to_vec(&json!({"model": "m"})));
+    let cursors = plant("blob", b"[]");
+    let snap = plant(
+        "snapshot",
+        &canonical::to_vec(&json!({
+            "schema_version": 1, "session_id": sid.as_str(), "parents": [],
+            "created_at": "1970-01-01T00:00:00.001Z", "created_at_ms": 1u64,
+            "cwd": "/project", "request_config": config.to_hex(), "meter": null,
+            "cursors": cursors.to_hex(),
+            "messages": {"root": prev.unwrap().to_hex(), "count": count}, "spill": {},
+            "summary": {"messages": count, "checkpoints": 1, "instruction": "old", "input_tokens": 0, "output_tokens": 0},
+        })),
+    );
+    fs::create_dir_all(testing::ref_path(&r, &sid).parent().unwrap()).unwrap();
+    fs::write(testing::ref_path(&r, &sid), format!("{snap}\n")).unwrap();
+    snap
+}
+
+fn describe(e: &Error) -> String {
+    match e {
+        Error::BadMessage { id, index, .. } => format!("BadMessage {id} item {index}"),
+        Error::Missing { id, .. } => format!("Missing {id}"),
+        Error::ConversationTooLarge { what, .. } => format!("ConversationTooLarge {what}"),
+        Error::DamagedRecord { id, .. } => format!("DamagedRecord {id:?}"),
+        other => format!("other: {other}"),
+    }
+}
+
+/// A list whose head node holds a message that is not one and whose
+/// `prev` names an object that is nowhere: on one thread the load names
+/// the bad message (the first fault in the chain); a chain long enough
+/// for the second thread, which reads ahead and fails on the missing
+/// node first, must say the same.
+#[test]
+fn a_fault_in_a_node_is_named_before_a_later_walk_error() {
+    let nowhere = ObjectId::of_canonical(b"blob 7\0nowhere");
+    let mut seen = Vec::new();
+    for n in [1_000usize, 2_400] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut items: Vec<Value> = conversation("t", n)
+            .into_iter()
+            .map(|m| json!({"m": m}))
+            .collect();
+        items[n - 5] = json!({"m": {"content": "no role"}});
+        let head = planted_list(
+            dir.path(),
+            &[json!({"count": n, "items": items, "prev": nowhere.to_hex()})],
+        );
+        let store = Store::open(dir.path()).unwrap();
+        let e = store.load(&head).unwrap_err();
+        seen.push(describe(&e).split(' ').next().unwrap().to_owned());
+    }
+    assert_eq!(seen, ["BadMessage", "BadMessage"], "one thread, then two");
+}
+
+/// A 2,400-message session opened with a byte limit its conversation is
+/// over, with a node further down its chain damaged: the limit, met
+/// first, is what every load reports (the walker reading ahead meets the
+/// damage first; its error must not win).
+#[test]
+fn a_limit_error_is_named_before_a_damaged_node_further_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let lease = store.new_session().unwrap();
+    let mut state = SessionState::default();
+    let msgs = conversation("t", 2_400);
+    let mut conv = Conv::default();
+    let ids = commit_all(&store, &lease, &mut state, &mut conv, &msgs, 100);
+    drop(lease);
+    let head = *ids.last().unwrap();
+    let journal = root(dir.path())
+        .join("packs/journals")
+        .join(format!("{}.journal", state_session(&store)));
+    let good = fs::read(&journal).unwrap();
+    let node = store
+        .checkpoint(&ids[ids.len() - 3])
+        .unwrap()
+        .messages
+        .root
+        .unwrap();
+    fs::write(&journal, with_stored_byte_flipped(&good, &node, 20).1).unwrap();
+    let limits = hel_store::Limits {
+        max_messages: 500_000,
+        max_bytes: 4_000,
+    };
+    let mut tally = BTreeMap::new();
+    for _ in 0..20 {
+        let fresh = Store::open_with(dir.path(), limits).unwrap();
+        let e = fresh.load(&head).unwrap_err();
+        *tally.entry(describe(&e)).or_insert(0) += 1;
+    }
+    assert_eq!(
+        tally.len(),
+        1,
+        "the same store, different errors: {tally:?}"
+    );
+    assert!(
+        tally
+            .keys()
+            .next()
+            .unwrap()
+            .starts_with("ConversationTooLarge"),
+        "{tally:?}"
+    );
+}
+
+/// The parse stops at once (a bad first message in the head) while the
+/// walker is `READ_AHEAD` bytes ahead, waiting for room: the load ends,
+/// with the parse's error.
+#[test]
+fn the_parse_stopping_early_never_leaves_the_walker_waiting() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = root(dir.path());
+    let mut nodes = Vec::new();
+    let mut count = 0u64;
+    for i in 0..40u64 {
+        // One big message blob per node (1 MiB), then filler to the 2,000.
+        let big = json!({"role": "user", "content": format!("{i} {}", "y".repeat(1 << 20))});
+        let (b, canonical) = testing::encode("blob", &canonical::to_vec(&big));
+        testing::plant(&r, &canonical);
+        let mut items = vec![json!({"b": b.to_hex()})];
+        for j in 0..60 {
+            items.push(json!({"m": msg("assistant", format!("{i}.{j}"))}));
+        }
+        count += items.len() as u64;
+        nodes.push(json!({"count": count, "items": items}));
+    }
+    // The head's first item is no message.
+    let last = nodes.last_mut().unwrap();
+    last["items"][0] = json!({"m": {"content": "no role"}});
+    let head = planted_list(dir.path(), &nodes);
+    assert!(count >= 2_000, "{count}");
+    let (tx, rx) = std::sync::mpsc::channel();
+    let d = dir.path().to_owned();
+    std::thread::spawn(move || {
+        let store = Store::open(&d).unwrap();
+        let _ = tx.send(store.load(&head).map(|_| ()).map_err(|e| describe(&e)));
+    });
+    let got = rx
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the load hung");
+    assert!(
+        matches!(&got, Err(e) if e.starts_with("BadMessage")),
+        "{got:?}"
+    );
 }
