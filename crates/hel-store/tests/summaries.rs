@@ -310,6 +310,48 @@ fn a_damaged_or_missing_index_is_rebuilt() {
     assert!(idx.is_dir());
 }
 
+/// An index long enough to be parsed on a few threads (64 lines and
+/// more) drops what a short one drops, whichever line it is on: a second
+/// entry for a session (both go), a line that fails its checksum.
+#[test]
+fn a_long_index_drops_a_repeated_and_a_damaged_entry_wherever_they_are() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let sids: Vec<SessionId> = (0..70)
+        .map(|i| session(&store, &format!("s{i}"), 1))
+        .collect();
+    let truth = listing(&store);
+    let good = fs::read(index_path(dir.path())).unwrap();
+    assert_eq!(entries(dir.path()).len(), 70);
+    assert_eq!(listing(&store), truth, "the index as written");
+    // A second entry for the 50th session, last; the first listing with it
+    // must not show it (nor the first entry) and rebuilds the index.
+    let mut es = entries(dir.path());
+    let mut extra = entry_of(&mut es, &sids[50]).clone();
+    extra["instruction"] = json!("A SECOND ENTRY");
+    es.push(extra);
+    write_entries(dir.path(), &es);
+    assert_eq!(listing(&store), truth, "two entries for one session");
+    assert_eq!(fs::read(index_path(dir.path())).unwrap(), good, "rebuilt");
+    // A flipped byte in the 60th entry's JSON.
+    let mut bad = good.clone();
+    let line = bad
+        .split(|b| *b == b'\n')
+        .take(60)
+        .map(|l| l.len() + 1)
+        .sum::<usize>();
+    bad[line + 40] ^= 0x01;
+    fs::write(index_path(dir.path()), &bad).unwrap();
+    let report = hel_store::fsck::fsck(&store).unwrap();
+    assert!(
+        report.notes.iter().any(|n| n.contains("damaged")),
+        "{:?}",
+        report.notes
+    );
+    assert_eq!(listing(&store), truth, "a damaged 60th entry");
+    assert_eq!(fs::read(index_path(dir.path())).unwrap(), good, "rebuilt");
+}
+
 #[test]
 fn the_listing_with_the_index_is_the_listing_without_it() {
     let dir = tempfile::tempdir().unwrap();
