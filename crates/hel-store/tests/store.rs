@@ -1539,17 +1539,35 @@ fn format1_store(dir: &Path, msgs: &[Value]) -> (SessionId, ObjectId) {
 
 /// [`format1_store`] whose snapshot has the spill map `spill`.
 fn format1_store_with_spill(dir: &Path, msgs: &[Value], spill: Value) -> (SessionId, ObjectId) {
+    let items: Vec<Value> = msgs.iter().map(|m| json!({"m": m})).collect();
+    planted_session(
+        dir,
+        &[json!({"count": msgs.len(), "items": items, "prev": null})],
+        spill,
+    )
+}
+
+/// A session of loose objects and a ref (as a format-1 store holds it, or
+/// a crafted one) whose list is `nodes`, oldest first (each node's `prev`
+/// set to the one before unless it has one), and whose snapshot has the
+/// spill map `spill`: its id and its snapshot's.
+fn planted_session(dir: &Path, nodes: &[Value], spill: Value) -> (SessionId, ObjectId) {
     let r = root(dir);
     let sid: SessionId = "0c9e6f1a-1b2c-4d3e-8f40-123456789abc".parse().unwrap();
     let plant = |kind: &str, payload: &[u8]| {
         let (_, canonical) = testing::encode(kind, payload);
         testing::plant(&r, &canonical)
     };
-    let items: Vec<Value> = msgs.iter().map(|m| json!({"m": m})).collect();
-    let node = plant(
-        "list",
-        &canonical::to_vec(&json!({"count": msgs.len(), "items": items, "prev": null})),
-    );
+    let mut prev: Option<ObjectId> = None;
+    let mut count = 0u64;
+    for n in nodes {
+        let mut n = n.clone();
+        if n.get("prev").is_none() {
+            n["prev"] = prev.map_or(Value::Null, |p| p.to_hex().into());
+        }
+        count = n["count"].as_u64().unwrap();
+        prev = Some(plant("list", &canonical::to_vec(&n)));
+    }
     let config = plant("blob", &canonical::to_vec(&json!({"model": "m"})));
     let cursors = plant("blob", b"[]");
     let snap = plant(
@@ -1559,8 +1577,8 @@ fn format1_store_with_spill(dir: &Path, msgs: &[Value], spill: Value) -> (Sessio
             "created_at": "1970-01-01T00:00:00.001Z", "created_at_ms": 1u64,
             "cwd": "/project", "request_config": config.to_hex(), "meter": null,
             "cursors": cursors.to_hex(),
-            "messages": {"root": node.to_hex(), "count": msgs.len()}, "spill": spill,
-            "summary": {"messages": msgs.len(), "checkpoints": 1, "instruction": "old", "input_tokens": 0, "output_tokens": 0},
+            "messages": {"root": prev.map(|p| p.to_hex()), "count": count}, "spill": spill,
+            "summary": {"messages": count, "checkpoints": 1, "instruction": "old", "input_tokens": 0, "output_tokens": 0},
         })),
     );
     fs::create_dir_all(testing::ref_path(&r, &sid).parent().unwrap()).unwrap();
@@ -3180,45 +3198,6 @@ fn a_file_where_a_base_records_its_dependents_makes_its_delete_read_every_head()
     assert_eq!(fresh.load(&head).unwrap().messages, before);
 }
 
-/// A crafted session whose list is `nodes` (oldest first; each node's
-/// `prev` set to the one before unless it has one), planted as loose
-/// objects with a ref: its snapshot's id.
-fn planted_list(dir: &Path, nodes: &[Value]) -> ObjectId {
-    let r = root(dir);
-    let sid: SessionId = "0c9e6f1a-1b2c-4d3e-8f40-123456789abc".parse().unwrap();
-    let plant = |kind: &str, payload: &[u8]| {
-        let (_, canonical) = testing::encode(kind, payload);
-        testing::plant(&r, &canonical)
-    };
-    // nodes oldest first; each node's prev is set here unless it has one.
-    let mut prev: Option<ObjectId> = None;
-    let mut count = 0u64;
-    for n in nodes {
-        let mut n = n.clone();
-        if n.get("prev").is_none() {
-            n["prev"] = prev.map_or(Value::Null, |p| p.to_hex().into());
-        }
-        count = n["count"].as_u64().unwrap();
-        prev = Some(plant("list", &canonical::to_vec(&n)));
-    }
-    let config = plant("blob", &canonical::to_vec(&json!({"model": "m"})));
-    let cursors = plant("blob", b"[]");
-    let snap = plant(
-        "snapshot",
-        &canonical::to_vec(&json!({
-            "schema_version": 1, "session_id": sid.as_str(), "parents": [],
-            "created_at": "1970-01-01T00:00:00.001Z", "created_at_ms": 1u64,
-            "cwd": "/project", "request_config": config.to_hex(), "meter": null,
-            "cursors": cursors.to_hex(),
-            "messages": {"root": prev.unwrap().to_hex(), "count": count}, "spill": {},
-            "summary": {"messages": count, "checkpoints": 1, "instruction": "old", "input_tokens": 0, "output_tokens": 0},
-        })),
-    );
-    fs::create_dir_all(testing::ref_path(&r, &sid).parent().unwrap()).unwrap();
-    fs::write(testing::ref_path(&r, &sid), format!("{snap}\n")).unwrap();
-    snap
-}
-
 fn describe(e: &Error) -> String {
     match e {
         Error::BadMessage { id, index, .. } => format!("BadMessage {id} item {index}"),
@@ -3245,9 +3224,10 @@ fn a_fault_in_a_node_is_named_before_a_later_walk_error() {
             .map(|m| json!({"m": m}))
             .collect();
         items[n - 5] = json!({"m": {"content": "no role"}});
-        let head = planted_list(
+        let (_, head) = planted_session(
             dir.path(),
             &[json!({"count": n, "items": items, "prev": nowhere.to_hex()})],
+            json!({}),
         );
         let store = Store::open(dir.path()).unwrap();
         let e = store.load(&head).unwrap_err();
@@ -3331,7 +3311,7 @@ fn the_parse_stopping_early_never_leaves_the_walker_waiting() {
     // The head's first item is no message.
     let last = nodes.last_mut().unwrap();
     last["items"][0] = json!({"m": {"content": "no role"}});
-    let head = planted_list(dir.path(), &nodes);
+    let (_, head) = planted_session(dir.path(), &nodes, json!({}));
     assert!(count >= 2_000, "{count}");
     let (tx, rx) = std::sync::mpsc::channel();
     let d = dir.path().to_owned();
