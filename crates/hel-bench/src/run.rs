@@ -655,7 +655,10 @@ fn tmpfs(cfg: &Config, kind: &str) -> Row {
         return skipped(kind, "tmpfs", n, "not run (no tmpfs at /dev/shm)");
     }
     let row = grow_in(cfg, kind, n, &cfg.tmpfs_dir, "tmpfs");
-    let _ = fs::remove_dir_all(&cfg.tmpfs_dir);
+    // What `--keep` kept there (its path printed) stays, in memory.
+    if !cfg.keep {
+        let _ = fs::remove_dir_all(&cfg.tmpfs_dir);
+    }
     row
 }
 

@@ -460,7 +460,9 @@ fn depending_on(layout: &Odb, session: &SessionId) -> Result<Vec<SessionId>> {
     let depends = |s: &SessionId| -> Result<bool> {
         Ok(heads::read_light(layout, s)?.is_some_and(|h| h.deps().contains(session)))
     };
-    let verdicts = crate::par::map(&others, depends)?;
+    let verdicts = crate::par::map(&others, depends)
+        .into_iter()
+        .collect::<Result<Vec<bool>>>()?;
     Ok(others
         .into_iter()
         .zip(verdicts)
@@ -514,29 +516,16 @@ fn known_records(p: &crate::odb::Sealed) -> Result<()> {
 
 /// Remove `doomed` objects (or only measure them, for a dry run): objects
 /// removed and their bytes. Unlinking is latency-bound, so a few threads
-/// share it (a part no thread could be started for is done here).
+/// share it (`par::parts`).
 fn sweep(objects: &Dir, doomed: &[(String, String)], dry_run: bool) -> Result<(u64, u64)> {
     const THREADS: usize = 4;
-    let chunk = doomed.len().div_ceil(THREADS).max(1);
-    std::thread::scope(|scope| {
-        let workers: Vec<_> = doomed
-            .chunks(chunk)
-            .map(|part| {
-                crate::par::spawn_scoped(scope, move || sweep_part(objects, part, dry_run))
-                    .map_err(|_| part)
-            })
-            .collect();
-        let mut total = (0, 0);
-        for w in workers {
-            let (n, b) = match w {
-                Ok(w) => w.join().unwrap_or_else(|p| std::panic::resume_unwind(p))?,
-                Err(part) => sweep_part(objects, part, dry_run)?,
-            };
-            total.0 += n;
-            total.1 += b;
-        }
-        Ok(total)
-    })
+    let mut total = (0, 0);
+    for part in crate::par::parts(doomed, THREADS, |part| sweep_part(objects, part, dry_run)) {
+        let (n, b) = part?;
+        total.0 += n;
+        total.1 += b;
+    }
+    Ok(total)
 }
 
 /// [`sweep`] of one part of the doomed objects.

@@ -488,16 +488,10 @@ impl<'a> Reader<'a> {
         let layout = self.layout;
         // Newest first: (node, its count, its messages).
         let mut parts: Vec<(ObjectId, u64, Vec<Value>)> = Vec::new();
-        if count < THREADED_FROM {
-            // Walked and parsed on this thread: for a short list handing
-            // each node to another thread costs more than it saves.
-            let mut walk = Walk::new(root);
-            while let Some(part) = walk.next(layout)? {
-                parts.push(self.take_part(part)?);
-            }
-        } else if !self.read_threaded(root, &mut parts)? {
-            // No second thread to be had (a process or container limit):
-            // the same walk on this one.
+        // A short list is walked and parsed on this thread (handing each
+        // node to another costs more than it saves), and so is a long one
+        // when no second thread is to be had (a process or container limit).
+        if !(count >= THREADED_FROM && self.read_threaded(root, &mut parts)?) {
             let mut walk = Walk::new(root);
             while let Some(part) = walk.next(layout)? {
                 parts.push(self.take_part(part)?);

@@ -420,6 +420,9 @@ impl Index {
         }
         let journals: Vec<SharedView> = self.lock().journals.values().cloned().collect();
         for j in journals {
+            if hinted.as_ref().is_some_and(|h| Arc::ptr_eq(h, &j)) {
+                continue; // looked in above
+            }
             if let Some((found, session)) = in_view(&j) {
                 self.lock().last_hit = Some(session);
                 return Ok(Some(found));

@@ -496,7 +496,9 @@ impl Store {
         // sessions without a fresh entry.
         let probes = crate::par::map(&ids, |id| {
             Ok((lock::is_busy(layout, id)?, index.probe(layout, id)))
-        })?;
+        })
+        .into_iter()
+        .collect::<Result<Vec<_>>>()?;
         for (id, (busy, probe)) in ids.into_iter().zip(probes) {
             if let Some(info) = index.lookup(layout, &id, probe, busy) {
                 out.push(info);
