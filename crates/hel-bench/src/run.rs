@@ -509,6 +509,41 @@ pub fn probe_main(args: &[String]) -> i32 {
             };
         }
     }
+    if let [kind, project] = args {
+        // For profiling fsck and its yardstick on a kept grow store
+        // (`--keep`), as the grow workload times them: prints microseconds.
+        let project = Path::new(project);
+        let t = Instant::now();
+        let done = match kind.as_str() {
+            "fsck" => Some(
+                hel_store::Store::open_with(project, stores::no_limits())
+                    .and_then(|store| hel_store::fsck::fsck(&store))
+                    .map_err(|e| e.to_string())
+                    .and_then(|r| {
+                        r.is_sound()
+                            .then_some(())
+                            .ok_or_else(|| format!("{:?}", r.faults))
+                    }),
+            ),
+            "verify" => {
+                packs::pass(&project.join(hel_store::STORE_DIR), Pass::Verify);
+                Some(Ok(()))
+            }
+            _ => None,
+        };
+        if let Some(done) = done {
+            return match done {
+                Ok(()) => {
+                    println!("{}", t.elapsed().as_micros());
+                    0
+                }
+                Err(e) => {
+                    eprintln!("probe: {e}");
+                    1
+                }
+            };
+        }
+    }
     if let [kind, project, needle] = args {
         if kind == "scan" {
             // For profiling the search workload's scan on a kept store

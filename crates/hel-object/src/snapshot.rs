@@ -196,6 +196,15 @@ impl Checkpoint {
     /// this build reads, at most one parent, a spill map of blobs, and a
     /// summary that agrees with the message count.
     pub fn parse(payload: &[u8]) -> std::result::Result<Checkpoint, Invalid> {
+        // Straight into the struct first: half the work of going through a
+        // `Value`, and for a payload it takes the same checkpoint (a
+        // duplicated key, which the `Value` keeps the last of, fails it).
+        // Whatever it refuses goes the long way, which names the fault as
+        // before: a newer schema before a key this build does not know.
+        if let Ok(cp) = serde_json::from_slice::<Checkpoint>(payload) {
+            cp.check()?;
+            return Ok(cp);
+        }
         let value: Value = serde_json::from_slice(payload).map_err(Invalid::Json)?;
         let found = value
             .get("schema_version")
@@ -433,6 +442,75 @@ mod tests {
             assert_eq!(cp.to_payload(), crate::canonical::to_vec(&v));
             assert_eq!(Checkpoint::parse(&cp.to_payload()).unwrap(), cp);
         }
+    }
+
+    /// The parse through a `Value` that `Checkpoint::parse` goes
+    /// straight past when it can: the two take every payload the same way.
+    fn parse_via_value(payload: &[u8]) -> std::result::Result<Checkpoint, Invalid> {
+        let value: Value = serde_json::from_slice(payload).map_err(Invalid::Json)?;
+        let found = value
+            .get("schema_version")
+            .and_then(Value::as_u64)
+            .ok_or(Invalid::NoSchemaVersion)?;
+        if found > SCHEMA_VERSION {
+            return Err(Invalid::Newer(found));
+        }
+        if found == 0 {
+            return Err(Invalid::SchemaZero);
+        }
+        let cp: Checkpoint = serde_json::from_value(value).map_err(Invalid::Json)?;
+        cp.check()?;
+        Ok(cp)
+    }
+
+    #[test]
+    fn the_straight_parse_takes_every_payload_as_the_parse_through_a_value() {
+        let good = crate::canonical::to_vec(&snapshot("answer", workspace(true, false)));
+        let text = String::from_utf8(good.clone()).unwrap();
+        let mut payloads: Vec<Vec<u8>> = vec![good.clone()];
+        // A duplicated key (the `Value` keeps the last), first and last.
+        payloads.push(
+            text.replacen("{", "{\"cwd\":\"/elsewhere\",", 1)
+                .into_bytes(),
+        );
+        payloads.push(text.replacen("{", "{\"cwd\":\"\",", 1).into_bytes());
+        payloads.push(format!("{},\"cwd\":\"/last\"}}", &text[..text.len() - 1]).into_bytes());
+        // A newer schema with a key this build does not know, and without.
+        let mut v = snapshot("answer", Value::Null);
+        v["schema_version"] = (SCHEMA_VERSION + 1).into();
+        payloads.push(crate::canonical::to_vec(&v));
+        v["from_the_future"] = true.into();
+        payloads.push(crate::canonical::to_vec(&v));
+        // Wrong types, a float for a count, schema 0, an empty cwd,
+        // trailing bytes, not JSON, whitespace around it.
+        for (key, bad) in [
+            ("created_at_ms", json!("1")),
+            ("created_at_ms", json!(1.0)),
+            ("schema_version", json!(0)),
+            ("schema_version", json!(-1)),
+            ("cwd", json!("")),
+            ("meter", json!({"deep": [[[1]]]})),
+        ] {
+            let mut v = snapshot("answer", Value::Null);
+            v[key] = bad;
+            payloads.push(crate::canonical::to_vec(&v));
+        }
+        payloads.push([&good[..], b" x"].concat());
+        payloads.push(b"[]".to_vec());
+        payloads.push(format!(" \n{text}\t").into_bytes());
+        payloads.push(good[..good.len() / 2].to_vec());
+        let mut taken = 0;
+        for p in &payloads {
+            let (a, b) = (Checkpoint::parse(p), parse_via_value(p));
+            taken += usize::from(a.is_ok());
+            assert_eq!(
+                format!("{a:?}"),
+                format!("{b:?}"),
+                "{}",
+                String::from_utf8_lossy(p)
+            );
+        }
+        assert!(taken >= 4, "only {taken} of the payloads parsed");
     }
 
     #[test]

@@ -199,7 +199,7 @@ fn packs_faults(
                         } else {
                             match object::decode(&h.id, &place.display_path(), &stored, Cap::ANY) {
                                 Ok((kind, payload)) => {
-                                    layout.memo_put(&h.id, kind, stored.len() as u64, &payload)
+                                    layout.memo_put(&h.id, kind, stored.len() as u64, payload, None)
                                 }
                                 Err(e) => {
                                     faults.push(Fault::Broken(e.into()));
@@ -266,14 +266,21 @@ fn journal_faults(
         // there (which verifies its id) so it is read once: by offset,
         // its kind, or why it does not decode.
         let mut decoded: HashMap<u64, std::result::Result<(), Error>> = HashMap::new();
+        // Every commit record the check parsed, by offset.
+        let mut commits: HashMap<u64, journal::Commit> = HashMap::new();
         let path = dir.child_path(&journal::journal_name(&session));
-        let mut on_record = |e: &journal::Entry, stored: &[u8]| {
-            let place = pack::Place {
-                path: path.clone(),
-                offset: e.offset,
-            };
-            let outcome = decode_record(layout, &e.id, &place, stored, &mut snapshots);
-            decoded.insert(e.offset, outcome);
+        let mut on_record = |e: &journal::Entry, record: journal::Checked<'_>| match record {
+            journal::Checked::Object(stored) => {
+                let place = pack::Place {
+                    path: path.clone(),
+                    offset: e.offset,
+                };
+                let outcome = decode_record(layout, &e.id, &place, stored, &mut snapshots);
+                decoded.insert(e.offset, outcome);
+            }
+            journal::Checked::Commit(c) => {
+                commits.insert(e.offset, c.clone());
+            }
         };
         let mut seen: journal::Seen<'_> = Some(&mut on_record);
         let opened = if by_ref {
@@ -340,7 +347,11 @@ fn journal_faults(
                 offset: e.offset,
             };
             if e.rtype == RecordType::Commit {
-                match view.read_commit(e.offset) {
+                let commit = match commits.remove(&e.offset) {
+                    Some(c) => Ok(c),
+                    None => view.read_commit(e.offset),
+                };
+                match commit {
                     Ok(c) => {
                         if let Some(why) = commit_disagrees(layout, &session, &c, &snapshots) {
                             faults.push(Fault::Broken(Error::JournalFault {
@@ -401,12 +412,14 @@ fn decode_record(
     snapshots: &mut HashMap<ObjectId, (SessionId, crate::snapshot::Summary)>,
 ) -> std::result::Result<(), Error> {
     let (kind, payload) = object::decode(id, &place.display_path(), stored, Cap::ANY)?;
+    let mut parsed = None;
     if kind == Kind::Snapshot && payload.len() as u64 <= Cap::SNAPSHOT.max {
         if let Ok(cp) = crate::snapshot::Checkpoint::parse(&payload) {
-            snapshots.insert(*id, (cp.session_id, cp.summary));
+            snapshots.insert(*id, (cp.session_id.clone(), cp.summary.clone()));
+            parsed = Some(cp);
         }
     }
-    layout.memo_put(id, kind, stored.len() as u64, &payload);
+    layout.memo_put(id, kind, stored.len() as u64, payload, parsed);
     Ok(())
 }
 
@@ -517,7 +530,7 @@ fn fsck_with(store: &Store, layout: &Odb) -> Result<FsckReport> {
         report.bytes += stored;
         present.insert(*id);
         match crate::read::loose(layout, id, Cap::ANY) {
-            Ok((kind, payload)) => layout.memo_put(id, kind, stored, &payload),
+            Ok((kind, payload)) => layout.memo_put(id, kind, stored, payload, None),
             Err(e) => {
                 faults.push(Fault::Broken(e));
                 broken.insert(*id);
@@ -648,7 +661,7 @@ fn fsck_with(store: &Store, layout: &Odb) -> Result<FsckReport> {
         if !present.contains(blob) || broken.contains(blob) {
             continue;
         }
-        if let Err(e) = crate::store::spill_of_size(layout, blob, *size) {
+        if let Err(e) = crate::store::check_spill_size(layout, blob, *size) {
             faults.push(Fault::Broken(e));
         }
     }

@@ -398,13 +398,24 @@ pub(crate) fn open_by_ref(
     open_by_ref_seeing(dir, session, mode, first, read_ref, &mut None)
 }
 
-/// What [`Mode::Verify`] hands over of each object record it checked:
-/// its entry and stored bytes (those of at most [`SEEN_MAX`] stored
-/// bytes; larger ones are checked streaming and not kept), so that fsck
-/// decodes them without reading them again. A record may be handed over
-/// more than once (a view read again while the ref moved) and may turn
-/// out to be past the view's committed part: the caller goes by the view.
-pub(crate) type Seen<'a> = Option<&'a mut dyn FnMut(&Entry, &[u8])>;
+/// What [`Mode::Verify`] hands over of each record it checked: its entry
+/// and, for an object record, its stored bytes (those of at most
+/// [`SEEN_MAX`] stored bytes; larger ones are checked streaming and not
+/// kept), for a commit record the commit as parsed and checked, so that
+/// fsck decodes neither again. A record may be handed over more than once
+/// (a view read again while the ref moved) and may turn out to be past the
+/// view's committed part: the caller goes by the view, and by the last
+/// handing of an offset.
+pub(crate) type Seen<'a> = Option<&'a mut dyn FnMut(&Entry, Checked<'_>)>;
+
+/// A record handed to [`Seen`].
+pub(crate) enum Checked<'a> {
+    /// An object record's stored bytes (not yet decoded).
+    Object(&'a [u8]),
+    /// A commit record that keeps every rule of [`View::read_commit`] and
+    /// those that need the commit record before it.
+    Commit(&'a Commit),
+}
 
 /// The largest stored record [`Seen`] is handed (read whole, once).
 pub(crate) const SEEN_MAX: u64 = 1 << 20;
@@ -782,7 +793,7 @@ fn scan(view: &mut View, start: u64, size: u64, mode: Mode, durable: u64, hand: 
                 };
                 if let Some(hand) = hand.as_mut() {
                     if frame.stored_len <= SEEN_MAX {
-                        hand(&entry, &stored);
+                        hand(&entry, Checked::Object(&stored));
                     }
                 }
                 pending.push(entry);
@@ -796,12 +807,16 @@ fn scan(view: &mut View, start: u64, size: u64, mode: Mode, durable: u64, hand: 
                         break;
                     }
                 };
-                pending.push(Entry {
+                let entry = Entry {
                     id: frame.id,
                     offset: at,
                     len,
                     rtype: RecordType::Commit,
-                });
+                };
+                if let Some(hand) = hand.as_mut() {
+                    hand(&entry, Checked::Commit(&c));
+                }
+                pending.push(entry);
                 view.head_record = record_of(&pending, &c.head);
                 view.head = Some(c);
                 view.committed = at + len;

@@ -86,14 +86,30 @@ struct Memo {
     bytes: u64,
 }
 
-/// One verified object: its kind, its stored length (what the caps of a
-/// read bound) and its payload.
+/// One verified object: its kind, its stored length and its payload's
+/// (what the caps of a read bound), and what is kept of it.
 #[derive(Debug)]
 struct Decoded {
     kind: crate::object::Kind,
     stored: u64,
-    payload: Vec<u8>,
+    len: u64,
+    kept: Kept,
 }
+
+/// The payload; for a snapshot that parsed only the parse (fsck reads
+/// snapshots as parsed); for a blob over [`MEMO_BLOB_MAX`] only its length
+/// (in a session store such a blob is spill, of which fsck checks the
+/// length). Keeping the bytes as well would be memory that nothing reads:
+/// a read of the bytes goes to the file as usual.
+#[derive(Debug)]
+enum Kept {
+    Payload(Vec<u8>),
+    Snapshot(Box<crate::snapshot::Checkpoint>),
+    Len,
+}
+
+/// The largest blob whose bytes the memo keeps.
+const MEMO_BLOB_MAX: u64 = 1 << 20;
 
 /// What the memo may hold: room for the decoded objects of a large store
 /// without holding a very large one in memory.
@@ -117,28 +133,59 @@ impl Odb {
     }
 
     /// Keep object `id`, decoded from `stored` bytes and verified against
-    /// its id by the caller, while the memo is on and has room.
-    pub fn memo_put(&self, id: &ObjectId, kind: crate::object::Kind, stored: u64, payload: &[u8]) {
-        if let Ok(mut guard) = self.memo.lock() {
-            if let Some(m) = guard.as_mut() {
-                let size = payload.len() as u64;
-                if m.bytes + size <= MEMO_MAX && !m.objects.contains_key(id) {
-                    m.bytes += size;
-                    m.objects.insert(
-                        *id,
-                        Decoded {
-                            kind,
-                            stored,
-                            payload: payload.to_vec(),
-                        },
-                    );
-                }
-            }
+    /// its id by the caller, while the memo is on and has room. The
+    /// payload is moved in, not copied: fsck's pass hands over what it
+    /// decoded. `snapshot` is the payload parsed by
+    /// [`crate::snapshot::Checkpoint::parse`], when it is a snapshot that
+    /// parsed: then only the parse is kept, for [`Odb::memo_snapshot`]
+    /// (see [`Kept`] for what else is kept of what).
+    pub fn memo_put(
+        &self,
+        id: &ObjectId,
+        kind: crate::object::Kind,
+        stored: u64,
+        mut payload: Vec<u8>,
+        snapshot: Option<crate::snapshot::Checkpoint>,
+    ) {
+        let Ok(mut guard) = self.memo.lock() else {
+            return;
+        };
+        let Some(m) = guard.as_mut() else { return };
+        let len = payload.len() as u64;
+        if m.bytes + len > MEMO_MAX || m.objects.contains_key(id) {
+            return;
         }
+        let kept = match snapshot {
+            Some(cp) => {
+                // Its payload's length stands for what the parse holds.
+                m.bytes += len;
+                Kept::Snapshot(Box::new(cp))
+            }
+            None if kind == crate::object::Kind::Blob && len > MEMO_BLOB_MAX => Kept::Len,
+            None => {
+                m.bytes += len;
+                // A streamed decode may have grown its buffer past the
+                // payload: kept for the whole run, the slack is not.
+                if payload.capacity() - payload.len() > payload.len() / 8 {
+                    payload.shrink_to_fit();
+                }
+                Kept::Payload(payload)
+            }
+        };
+        m.objects.insert(
+            *id,
+            Decoded {
+                kind,
+                stored,
+                len,
+                kept,
+            },
+        );
     }
 
-    /// Object `id` as kept by [`Odb::memo_put`], when it is and fits `cap`
-    /// (else it is read as usual, which tells why it does not).
+    /// Object `id` as kept by [`Odb::memo_put`], when its bytes are kept
+    /// and fit `cap` (else it is read as usual, which tells why it does
+    /// not).
     pub fn memo_get(
         &self,
         id: &ObjectId,
@@ -146,8 +193,44 @@ impl Odb {
     ) -> Option<(crate::object::Kind, Vec<u8>)> {
         let guard = self.memo.lock().ok()?;
         let d = guard.as_ref()?.objects.get(id)?;
-        (d.stored <= crate::object::file_max(cap) && d.payload.len() as u64 <= cap.max)
-            .then(|| (d.kind, d.payload.clone()))
+        match &d.kept {
+            Kept::Payload(p) if d.stored <= crate::object::file_max(cap) && d.len <= cap.max => {
+                Some((d.kind, p.clone()))
+            }
+            _ => None,
+        }
+    }
+
+    /// The kind and payload length of object `id` as kept by
+    /// [`Odb::memo_put`], when it fits `cap`: what a check of its size
+    /// needs, without a copy of its bytes.
+    pub fn memo_len(
+        &self,
+        id: &ObjectId,
+        cap: crate::object::Cap,
+    ) -> Option<(crate::object::Kind, u64)> {
+        let guard = self.memo.lock().ok()?;
+        let d = guard.as_ref()?.objects.get(id)?;
+        (d.stored <= crate::object::file_max(cap) && d.len <= cap.max).then_some((d.kind, d.len))
+    }
+
+    /// Snapshot `id` as parsed when kept by [`Odb::memo_put`], when it is
+    /// within what a read of a snapshot takes (else it is read as usual,
+    /// which tells why it does not parse).
+    pub fn memo_snapshot(&self, id: &ObjectId) -> Option<crate::snapshot::Checkpoint> {
+        use crate::object::{file_max, Cap, Kind};
+        let guard = self.memo.lock().ok()?;
+        let d = guard.as_ref()?.objects.get(id)?;
+        match &d.kept {
+            Kept::Snapshot(cp)
+                if d.kind == Kind::Snapshot
+                    && d.stored <= file_max(Cap::SNAPSHOT)
+                    && d.len <= Cap::SNAPSHOT.max =>
+            {
+                Some((**cp).clone())
+            }
+            _ => None,
+        }
     }
 
     pub fn index(&self) -> &Index {

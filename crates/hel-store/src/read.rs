@@ -127,12 +127,18 @@ fn check_kind(
 
 /// Read and validate snapshot `id`.
 pub(crate) fn snapshot(layout: &Odb, id: &ObjectId) -> Result<Checkpoint> {
+    if let Some(cp) = layout.memo_snapshot(id) {
+        return Ok(cp);
+    }
     let payload = of_kind(layout, id, Kind::Snapshot, Cap::SNAPSHOT)?;
     validated_snapshot(layout, id, &payload)
 }
 
 /// [`snapshot`] where `found` says the snapshot is.
 pub(crate) fn snapshot_at(layout: &Odb, id: &ObjectId, found: &Found) -> Result<Checkpoint> {
+    if let Some(cp) = layout.memo_snapshot(id) {
+        return Ok(cp);
+    }
     let payload = of_kind_at(layout, id, found, Kind::Snapshot, Cap::SNAPSHOT)?;
     validated_snapshot(layout, id, &payload)
 }

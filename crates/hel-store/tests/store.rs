@@ -408,11 +408,20 @@ fn spill_is_kept_by_blob_and_survives_forks() {
     assert!(hel_store::fsck::fsck(&store).unwrap().is_sound());
 }
 
+/// Also for a spill blob over 1 MiB, of which fsck keeps only the length
+/// while it runs.
 #[test]
 fn a_spill_entry_whose_size_is_not_its_blobs_is_refused_and_a_fault() {
-    for (size, sound) in [(7u64, true), (8, false), (0, false)] {
+    let big = "spilled".repeat(200_000);
+    for (content, size, sound) in [
+        ("spilled", 7u64, true),
+        ("spilled", 8, false),
+        ("spilled", 0, false),
+        (&big[..], big.len() as u64, true),
+        (&big[..], big.len() as u64 - 1, false),
+    ] {
         let dir = tempfile::tempdir().unwrap();
-        let (blob, canonical) = testing::encode("blob", b"spilled");
+        let (blob, canonical) = testing::encode("blob", content.as_bytes());
         testing::plant(&root(dir.path()), &canonical);
         let spill = json!({"k": {"blob": blob.to_hex(), "size": size}});
         let (_, head) = format1_store_with_spill(
@@ -426,17 +435,53 @@ fn a_spill_entry_whose_size_is_not_its_blobs_is_refused_and_a_fault() {
         let faults: Vec<String> = report.faults.iter().map(|f| f.to_string()).collect();
         assert_eq!(report.is_sound(), sound, "size {size}: {faults:?}");
         if sound {
-            assert_eq!(hel_store::spill::read(&store, &entry).unwrap(), b"spilled");
+            assert_eq!(
+                hel_store::spill::read(&store, &entry).unwrap(),
+                content.as_bytes()
+            );
             continue;
         }
         let err = hel_store::spill::read(&store, &entry).unwrap_err();
-        let says = format!("spill blob of 7 bytes where a snapshot says {size}");
+        let says = format!(
+            "spill blob of {} bytes where a snapshot says {size}",
+            content.len()
+        );
         assert!(
             matches!(&err, Error::Corrupt { id, reason, .. } if *id == blob && *reason == says),
             "{err}"
         );
         assert!(faults.iter().any(|f| f.contains(&says)), "{faults:?}");
     }
+}
+
+/// A message blob over 1 MiB, whose bytes fsck does not keep while it
+/// runs: the load that checks the conversation reads it again, and a
+/// damaged byte in it is a fault naming it.
+#[test]
+fn fsck_loads_a_message_over_a_mebibyte_and_names_damage_in_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let lease = store.new_session().unwrap();
+    let mut state = SessionState::default();
+    let mut msgs = conversation("x", 8);
+    msgs[3] = msg("assistant", "long ".repeat(300_000));
+    commit_new(&store, &lease, &mut state, &msgs);
+    drop(lease);
+    let report = hel_store::fsck::fsck(&store).unwrap();
+    assert!(report.is_sound(), "{:?}", report.faults);
+    assert_eq!(report.unreachable, Some(0));
+    let (blob, _) = testing::encode("blob", &canonical::to_vec(&msgs[3]));
+    let journal = root(dir.path())
+        .join("packs/journals")
+        .join(format!("{}.journal", state_session(&store)));
+    let good = fs::read(&journal).unwrap();
+    fs::write(&journal, with_stored_byte_flipped(&good, &blob, 30).1).unwrap();
+    let fsck = hel_store::fsck::fsck(&Store::open(dir.path()).unwrap()).unwrap();
+    let faults: Vec<String> = fsck.faults.iter().map(|f| f.to_string()).collect();
+    assert!(
+        !fsck.is_sound() && faults[0].contains(&blob.to_hex()),
+        "{faults:?}"
+    );
 }
 
 #[test]
