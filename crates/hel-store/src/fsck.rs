@@ -460,6 +460,55 @@ fn commit_disagrees(
     })
 }
 
+/// The list nodes and message blobs that the loads of step 4 will read
+/// in one load only: those of one head's list and no other's (by the
+/// shapes the walk read; an object the walk did not read is not here).
+/// The load that reads one takes it from the memo rather than a copy, so
+/// what the memo holds shrinks as the conversations are built; a shared
+/// one stays for the next load.
+fn read_by_one_load(
+    layout: &Odb,
+    heads: &[(SessionId, ObjectId)],
+    shapes: &list::Shapes,
+) -> HashSet<ObjectId> {
+    let mut loads: HashMap<ObjectId, u32> = HashMap::new();
+    // Each head as often as step 4 loads it (two refs on one snapshot:
+    // its list is loaded twice).
+    for (_, head) in heads {
+        let Some(root) = crate::read::snapshot(layout, head)
+            .ok()
+            .and_then(|cp| cp.messages.root)
+        else {
+            continue;
+        };
+        // One head's list, each object once: a work list, not recursion
+        // (a chain's depth is the store's to choose).
+        let mut seen = HashSet::new();
+        let mut todo = vec![root];
+        while let Some(node) = todo.pop() {
+            if !seen.insert(node) {
+                continue;
+            }
+            let Some(shape) = shapes.nodes.get(&node) else {
+                continue;
+            };
+            *loads.entry(node).or_default() += 1;
+            for b in &shape.blobs {
+                if seen.insert(*b) {
+                    *loads.entry(*b).or_default() += 1;
+                }
+            }
+            todo.extend(shape.prev);
+            todo.extend(shape.slices.iter().map(|(src, _, _)| *src));
+        }
+    }
+    loads
+        .into_iter()
+        .filter(|(_, n)| *n == 1)
+        .map(|(id, _)| id)
+        .collect()
+}
+
 /// Keeps the objects fsck's first pass decodes while it runs (see
 /// [`Odb::set_memo`]): each record is then read, decompressed and hashed
 /// once, however often the walk and the loads after it take it.
@@ -611,6 +660,7 @@ fn fsck_with(store: &Store, layout: &Odb) -> Result<FsckReport> {
     let mut loaded: HashMap<ObjectId, SessionId> = HashMap::new();
     let mut covered = list::Covered::default();
     if faults.is_empty() {
+        layout.memo_read_last(read_by_one_load(layout, &heads, &marked.shapes));
         for (_, head) in &heads {
             if let Ok((l, c)) = store.load_covering(head) {
                 loaded.insert(*head, l.checkpoint.session_id);

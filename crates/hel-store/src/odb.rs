@@ -84,6 +84,9 @@ pub(crate) struct Odb {
 struct Memo {
     objects: HashMap<ObjectId, Decoded>,
     bytes: u64,
+    /// Objects whose next read is their last: [`Odb::memo_get`] hands
+    /// their bytes over instead of a copy, and forgets them.
+    last_read: HashSet<ObjectId>,
 }
 
 /// One verified object: its kind, its stored length and its payload's
@@ -185,19 +188,44 @@ impl Odb {
 
     /// Object `id` as kept by [`Odb::memo_put`], when its bytes are kept
     /// and fit `cap` (else it is read as usual, which tells why it does
-    /// not).
+    /// not): a copy, or the bytes themselves when this is its last read
+    /// ([`Odb::memo_read_last`]).
     pub fn memo_get(
         &self,
         id: &ObjectId,
         cap: crate::object::Cap,
     ) -> Option<(crate::object::Kind, Vec<u8>)> {
-        let guard = self.memo.lock().ok()?;
-        let d = guard.as_ref()?.objects.get(id)?;
+        let mut guard = self.memo.lock().ok()?;
+        let m = guard.as_mut()?;
+        let d = m.objects.get(id)?;
+        if !matches!(d.kept, Kept::Payload(_))
+            || d.stored > crate::object::file_max(cap)
+            || d.len > cap.max
+        {
+            return None;
+        }
+        if m.last_read.remove(id) {
+            let d = m.objects.remove(id)?;
+            m.bytes = m.bytes.saturating_sub(d.len);
+            return match d.kept {
+                Kept::Payload(p) => Some((d.kind, p)),
+                _ => None,
+            };
+        }
         match &d.kept {
-            Kept::Payload(p) if d.stored <= crate::object::file_max(cap) && d.len <= cap.max => {
-                Some((d.kind, p.clone()))
-            }
+            Kept::Payload(p) => Some((d.kind, p.clone())),
             _ => None,
+        }
+    }
+
+    /// Say which kept objects will be read once more at most: the next
+    /// [`Odb::memo_get`] of each takes its bytes out of the memo (a read
+    /// after that goes to the file as usual, and verifies again).
+    pub fn memo_read_last(&self, ids: HashSet<ObjectId>) {
+        if let Ok(mut guard) = self.memo.lock() {
+            if let Some(m) = guard.as_mut() {
+                m.last_read = ids;
+            }
         }
     }
 
