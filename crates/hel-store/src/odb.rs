@@ -74,7 +74,8 @@ pub(crate) struct Odb {
     /// While fsck runs: the objects its pass over every file decoded, and
     /// so verified against their ids, kept so that the walk and the loads
     /// after it parse them without reading, decompressing and hashing them
-    /// again. `None` otherwise.
+    /// again (snapshots kept parsed; of a blob over 1 MiB only its length,
+    /// see [`Kept`]). `None` otherwise.
     memo: Mutex<Option<Memo>>,
 }
 
