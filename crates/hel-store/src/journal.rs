@@ -742,8 +742,10 @@ fn scan(view: &mut View, start: u64, size: u64, mode: Mode, durable: u64, hand: 
     // Every object record read here, and where.
     let mut seen: HashMap<ObjectId, u64> = HashMap::new();
     let keep = hand.is_some();
+    let file = Arc::clone(&view.file);
+    let mut ahead = Ahead::new(&file, size);
     while at < size {
-        let (frame, stored) = match frame_at(&view.file, at, size, keep) {
+        let (frame, stored) = match frame_at(&mut ahead, at, size, keep) {
             Ok(f) => f,
             Err(why) => {
                 view.torn_at = Some(at);
@@ -848,6 +850,55 @@ fn scan(view: &mut View, start: u64, size: u64, mode: Mode, durable: u64, hand: 
     }
 }
 
+/// A journal's bytes up to the size a scan goes to, read a piece at a
+/// time: one `pread` per piece where a record took two (its header, then
+/// its bytes). A read the piece cannot serve goes to the file as before.
+struct Ahead<'a> {
+    file: &'a File,
+    size: u64,
+    start: u64,
+    buf: Vec<u8>,
+}
+
+impl<'a> Ahead<'a> {
+    /// What one read ahead takes, at most.
+    const PIECE: u64 = 256 << 10;
+
+    fn new(file: &'a File, size: u64) -> Ahead<'a> {
+        Ahead {
+            file,
+            size,
+            start: 0,
+            buf: Vec::new(),
+        }
+    }
+
+    /// Fill `out` with the bytes at `at`, as `File::read_exact_at` does.
+    fn read_exact_at(&mut self, out: &mut [u8], at: u64) -> std::io::Result<()> {
+        let len = out.len() as u64;
+        if !self.holds(at, len) && len < Self::PIECE && at < self.size {
+            let n = Self::PIECE.min(self.size - at) as usize;
+            self.buf.resize(n, 0);
+            if self.file.read_exact_at(&mut self.buf, at).is_ok() {
+                self.start = at;
+            } else {
+                // Shorter than when the scan began: read as asked.
+                self.buf.clear();
+            }
+        }
+        if self.holds(at, len) {
+            let from = (at - self.start) as usize;
+            out.copy_from_slice(&self.buf[from..from + out.len()]);
+            return Ok(());
+        }
+        self.file.read_exact_at(out, at)
+    }
+
+    fn holds(&self, at: u64, len: u64) -> bool {
+        at >= self.start && at + len <= self.start + self.buf.len() as u64
+    }
+}
+
 /// The intact record at `at` of a journal of `size` bytes: its frame and,
 /// for a commit record, its stored bytes (for an object record too, of at
 /// most [`SEEN_MAX`] stored bytes, when `keep`: read whole once, where
@@ -855,13 +906,13 @@ fn scan(view: &mut View, start: u64, size: u64, mode: Mode, durable: u64, hand: 
 /// cut short or malformed, a length past the end of the journal or over
 /// what the type may have, a check that does not hold.
 fn frame_at(
-    file: &File,
+    ahead: &mut Ahead<'_>,
     at: u64,
     size: u64,
     keep: bool,
 ) -> std::result::Result<(Frame, Vec<u8>), String> {
     let mut hb = [0u8; RECORD_HEADER as usize];
-    if size - at < RECORD_HEADER || file.read_exact_at(&mut hb, at).is_err() {
+    if size - at < RECORD_HEADER || ahead.read_exact_at(&mut hb, at).is_err() {
         return Err("the journal ends inside a record header".into());
     }
     let frame = pack::parse_frame(&hb).map_err(|e| e.to_string())?;
@@ -886,7 +937,11 @@ fn frame_at(
         || (keep && frame.rtype == RecordType::Object as u8 && frame.stored_len <= SEEN_MAX);
     if whole {
         let mut stored = vec![0u8; frame.stored_len as usize];
-        if file.read_exact_at(&mut stored, at + RECORD_HEADER).is_err() || !frame.checks(&stored) {
+        if ahead
+            .read_exact_at(&mut stored, at + RECORD_HEADER)
+            .is_err()
+            || !frame.checks(&stored)
+        {
             return Err(format!(
                 "the check of the record of {} does not match (torn or damaged)",
                 frame.id
@@ -894,7 +949,7 @@ fn frame_at(
         }
         return Ok((frame, stored));
     }
-    if !pack::check_streaming(file, at, &frame) {
+    if !pack::check_streaming(ahead.file, at, &frame) {
         return Err(format!(
             "the check of the record of {} does not match (torn or damaged)",
             frame.id
@@ -1320,6 +1375,49 @@ impl Writer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every read through the pieces is the file's bytes, or the file's
+    /// own error: across a piece's end, longer than a piece, at the end,
+    /// and when the file is shorter than the scan's size.
+    #[test]
+    fn reads_ahead_are_the_files_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("j");
+        let piece = Ahead::PIECE as usize;
+        let bytes: Vec<u8> = (0..piece * 3 + 77).map(|i| (i * 7 % 251) as u8).collect();
+        std::fs::write(&path, &bytes).unwrap();
+        let file = File::open(&path).unwrap();
+        let size = bytes.len() as u64;
+        let mut ahead = Ahead::new(&file, size);
+        for (at, len) in [
+            (0, 56),
+            (56, 1000),
+            (piece - 10, 56),
+            (piece + 5, piece + 9),
+            (3, 2),
+            (bytes.len() - 56, 56),
+            (bytes.len() - 1, 1),
+        ] {
+            let mut out = vec![0u8; len];
+            ahead.read_exact_at(&mut out, at as u64).unwrap();
+            assert_eq!(out, bytes[at..at + len], "{at} {len}");
+        }
+        let mut out = vec![0u8; 10];
+        assert!(ahead.read_exact_at(&mut out, size - 5).is_err());
+        // Cut shorter than the scan's size: what is there still reads, the
+        // rest fails as a read of the file does.
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(1000)
+            .unwrap();
+        let mut ahead = Ahead::new(&file, size);
+        let mut out = vec![0u8; 56];
+        ahead.read_exact_at(&mut out, 900).unwrap();
+        assert_eq!(out, bytes[900..956]);
+        assert!(ahead.read_exact_at(&mut out, 990).is_err());
+    }
 
     fn payload(session: &SessionId) -> CommitPayload {
         CommitPayload {
