@@ -493,8 +493,9 @@ fn probe(cfg: &Config, args: &[String]) -> (f64, u64, usize) {
 }
 
 /// The child side of a probe: resume, then print microseconds, messages
-/// and peak RSS; or, for `sqlite-list DB`, print the SQLite listing; or,
-/// for `scan PROJECT NEEDLE`, time hel-store's scan of every message.
+/// and peak RSS; or, for `sqlite-list DB`, print the SQLite listing; for
+/// `scan PROJECT NEEDLE`, time hel-store's scan of every message; for
+/// `fsck PROJECT` and `verify PROJECT`, time fsck and its yardstick.
 pub fn probe_main(args: &[String]) -> i32 {
     if let [kind, db] = args {
         if kind == "sqlite-list" {
@@ -512,6 +513,7 @@ pub fn probe_main(args: &[String]) -> i32 {
     if let [kind, project] = args {
         // For profiling fsck and its yardstick on a kept grow store
         // (`--keep`), as the grow workload times them: prints microseconds.
+        // (Any other pair, `flat PATH` say, is a resume.)
         let project = Path::new(project);
         let t = Instant::now();
         let done = match kind.as_str() {
@@ -532,32 +534,16 @@ pub fn probe_main(args: &[String]) -> i32 {
             _ => None,
         };
         if let Some(done) = done {
-            return match done {
-                Ok(()) => {
-                    println!("{}", t.elapsed().as_micros());
-                    0
-                }
-                Err(e) => {
-                    eprintln!("probe: {e}");
-                    1
-                }
-            };
+            return probe_said(done.map(|()| t.elapsed().as_micros().to_string()));
         }
     }
     if let [kind, project, needle] = args {
         if kind == "scan" {
             // For profiling the search workload's scan on a kept store
             // (`--keep`): prints microseconds and matching messages.
-            return match stores::scan(Path::new(project), needle) {
-                Ok((us, hits)) => {
-                    println!("{us} {hits}");
-                    0
-                }
-                Err(e) => {
-                    eprintln!("probe: {e}");
-                    1
-                }
-            };
+            return probe_said(
+                stores::scan(Path::new(project), needle).map(|(us, hits)| format!("{us} {hits}")),
+            );
         }
     }
     let t = Instant::now();
@@ -575,6 +561,20 @@ pub fn probe_main(args: &[String]) -> i32 {
                 .unwrap_or(0)
                 * 1024;
             println!("{us} {} {hwm}", msgs.len());
+            0
+        }
+        Err(e) => {
+            eprintln!("probe: {e}");
+            1
+        }
+    }
+}
+
+/// A probe's line on stdout, or its error on stderr: its exit code.
+fn probe_said(said: Result<String, String>) -> i32 {
+    match said {
+        Ok(line) => {
+            println!("{line}");
             0
         }
         Err(e) => {

@@ -100,6 +100,14 @@ struct Decoded {
     kept: Kept,
 }
 
+impl Decoded {
+    /// Whether a read under `cap` takes this object (else it is read as
+    /// usual, which tells why not).
+    fn fits(&self, cap: crate::object::Cap) -> bool {
+        self.stored <= crate::object::file_max(cap) && self.len <= cap.max
+    }
+}
+
 /// The payload; for a snapshot that parsed only the parse (fsck reads
 /// snapshots as parsed); for a blob over [`MEMO_BLOB_MAX`] only its length
 /// (in a session store such a blob is spill, of which fsck checks the
@@ -199,22 +207,20 @@ impl Odb {
         let mut guard = self.memo.lock().ok()?;
         let m = guard.as_mut()?;
         let d = m.objects.get(id)?;
-        if !matches!(d.kept, Kept::Payload(_))
-            || d.stored > crate::object::file_max(cap)
-            || d.len > cap.max
-        {
+        let Kept::Payload(payload) = &d.kept else {
+            return None;
+        };
+        if !d.fits(cap) {
             return None;
         }
-        if m.last_read.remove(id) {
-            let d = m.objects.remove(id)?;
-            m.bytes = m.bytes.saturating_sub(d.len);
-            return match d.kept {
-                Kept::Payload(p) => Some((d.kind, p)),
-                _ => None,
-            };
+        if !m.last_read.remove(id) {
+            return Some((d.kind, payload.clone()));
         }
-        match &d.kept {
-            Kept::Payload(p) => Some((d.kind, p.clone())),
+        // Its last read: the bytes themselves.
+        let d = m.objects.remove(id)?;
+        m.bytes = m.bytes.saturating_sub(d.len);
+        match d.kept {
+            Kept::Payload(payload) => Some((d.kind, payload)),
             _ => None,
         }
     }
@@ -240,22 +246,18 @@ impl Odb {
     ) -> Option<(crate::object::Kind, u64)> {
         let guard = self.memo.lock().ok()?;
         let d = guard.as_ref()?.objects.get(id)?;
-        (d.stored <= crate::object::file_max(cap) && d.len <= cap.max).then_some((d.kind, d.len))
+        d.fits(cap).then_some((d.kind, d.len))
     }
 
     /// Snapshot `id` as parsed when kept by [`Odb::memo_put`], when it is
     /// within what a read of a snapshot takes (else it is read as usual,
     /// which tells why it does not parse).
     pub fn memo_snapshot(&self, id: &ObjectId) -> Option<crate::snapshot::Checkpoint> {
-        use crate::object::{file_max, Cap, Kind};
+        use crate::object::{Cap, Kind};
         let guard = self.memo.lock().ok()?;
         let d = guard.as_ref()?.objects.get(id)?;
         match &d.kept {
-            Kept::Snapshot(cp)
-                if d.kind == Kind::Snapshot
-                    && d.stored <= file_max(Cap::SNAPSHOT)
-                    && d.len <= Cap::SNAPSHOT.max =>
-            {
+            Kept::Snapshot(cp) if d.kind == Kind::Snapshot && d.fits(Cap::SNAPSHOT) => {
                 Some((**cp).clone())
             }
             _ => None,

@@ -661,8 +661,6 @@ pub fn first_line(text: &str) -> String {
     text.lines().next().unwrap_or("").trim().to_owned()
 }
 
-/// Spill blob `id`, verified, when it holds `size` bytes; a snapshot that
-/// says otherwise makes it corrupt.
 /// Check that spill blob `id` is a blob of `size` bytes, as
 /// [`spill_of_size`] does, without a copy of it when fsck's memo holds it.
 pub(crate) fn check_spill_size(layout: &Odb, id: &ObjectId, size: u64) -> Result<()> {
@@ -673,6 +671,8 @@ pub(crate) fn check_spill_size(layout: &Odb, id: &ObjectId, size: u64) -> Result
     }
 }
 
+/// Spill blob `id`, verified, when it holds `size` bytes; a snapshot that
+/// says otherwise makes it corrupt.
 pub(crate) fn spill_of_size(layout: &Odb, id: &ObjectId, size: u64) -> Result<Vec<u8>> {
     let bytes = crate::read::of_kind(layout, id, Kind::Blob, Cap::SPILL)?;
     if bytes.len() as u64 != size {
