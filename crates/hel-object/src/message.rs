@@ -257,46 +257,127 @@ fn type_name(v: &Value) -> JsonType {
 /// valid ([`validate`]); `Err` names the first call or message that breaks
 /// the pairing.
 pub fn check_pairing(messages: &[Value]) -> Result<(), PairingError> {
-    let mut open: Vec<&str> = Vec::new();
-    for (i, m) in messages.iter().enumerate() {
-        match m.get("role").and_then(Value::as_str) {
-            Some("tool") => {
-                let id = m.get("tool_call_id").and_then(Value::as_str).unwrap_or("");
-                match open.iter().position(|o| *o == id) {
-                    Some(p) => {
-                        open.remove(p);
-                    }
-                    None => {
-                        return Err(PairingError::Unasked {
-                            index: i,
-                            call: id.to_owned(),
-                        })
-                    }
-                }
-            }
-            role => {
-                if let Some(o) = open.first() {
-                    return Err(PairingError::NoResultBefore {
-                        call: (*o).to_owned(),
-                        index: i,
-                    });
-                }
-                if role == Some("assistant") {
-                    if let Some(calls) = m.get("tool_calls").and_then(Value::as_array) {
-                        open = calls
-                            .iter()
-                            .map(|c| c.get("id").and_then(Value::as_str).unwrap_or(""))
-                            .collect();
-                    }
-                }
-            }
+    let mut pairing = Pairing::default();
+    for m in messages {
+        pairing.push(turn_of(m))?;
+    }
+    pairing.finish()
+}
+
+/// What the pairing of tool calls reads of a message, borrowed from it.
+#[derive(Clone, Copy, Debug)]
+pub enum TurnRef<'a> {
+    /// A `tool` message: the call it answers (`""` when it names none).
+    Result(&'a str),
+    /// An `assistant` message with a `tool_calls` array: its calls' ids.
+    Calls(&'a [Value]),
+    /// [`Turn::Calls`]'s ids, kept.
+    KeptCalls(&'a [Box<str>]),
+    /// Any other message.
+    Other,
+}
+
+fn turn_of(m: &Value) -> TurnRef<'_> {
+    match m.get("role").and_then(Value::as_str) {
+        Some("tool") => {
+            TurnRef::Result(m.get("tool_call_id").and_then(Value::as_str).unwrap_or(""))
+        }
+        Some("assistant") => match m.get("tool_calls").and_then(Value::as_array) {
+            Some(calls) => TurnRef::Calls(calls),
+            None => TurnRef::Other,
+        },
+        _ => TurnRef::Other,
+    }
+}
+
+/// What the pairing of tool calls needs of a message, kept without the
+/// message: so that a check of a long conversation ([`Pairing`]) need not
+/// hold the conversation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Turn {
+    /// A `tool` message and the call it answers.
+    Result(Box<str>),
+    /// An `assistant` message with a `tool_calls` array: its calls' ids
+    /// (`""` for one without a string id).
+    Calls(Box<[Box<str>]>),
+    /// Any other message.
+    Other,
+}
+
+impl Turn {
+    /// What pairing reads of `m`.
+    pub fn of(m: &Value) -> Turn {
+        match turn_of(m) {
+            TurnRef::Result(id) => Turn::Result(id.into()),
+            TurnRef::Calls(calls) => Turn::Calls(calls.iter().map(|c| call_id(c).into()).collect()),
+            TurnRef::KeptCalls(ids) => Turn::Calls(ids.into()),
+            TurnRef::Other => Turn::Other,
         }
     }
-    match open.first() {
-        Some(o) => Err(PairingError::NoResult {
-            call: (*o).to_owned(),
-        }),
-        None => Ok(()),
+
+    /// This turn as [`Pairing::push`] takes it.
+    pub fn as_ref(&self) -> TurnRef<'_> {
+        match self {
+            Turn::Result(id) => TurnRef::Result(id),
+            Turn::Calls(ids) => TurnRef::KeptCalls(ids),
+            Turn::Other => TurnRef::Other,
+        }
+    }
+}
+
+fn call_id(c: &Value) -> &str {
+    c.get("id").and_then(Value::as_str).unwrap_or("")
+}
+
+/// The pairing of tool calls checked one message at a time, in order
+/// ([`check_pairing`] is this over a slice).
+#[derive(Debug, Default)]
+pub struct Pairing<'a> {
+    /// The calls of the last assistant message not yet answered.
+    open: Vec<&'a str>,
+    /// The index of the next message.
+    index: usize,
+}
+
+impl<'a> Pairing<'a> {
+    /// The next message: `Err` when it breaks the pairing.
+    pub fn push(&mut self, turn: TurnRef<'a>) -> Result<(), PairingError> {
+        let i = self.index;
+        self.index += 1;
+        if let TurnRef::Result(id) = turn {
+            return match self.open.iter().position(|o| *o == id) {
+                Some(p) => {
+                    self.open.remove(p);
+                    Ok(())
+                }
+                None => Err(PairingError::Unasked {
+                    index: i,
+                    call: id.to_owned(),
+                }),
+            };
+        }
+        if let Some(o) = self.open.first() {
+            return Err(PairingError::NoResultBefore {
+                call: (*o).to_owned(),
+                index: i,
+            });
+        }
+        match turn {
+            TurnRef::Calls(calls) => self.open = calls.iter().map(call_id).collect(),
+            TurnRef::KeptCalls(ids) => self.open = ids.iter().map(|b| &**b).collect(),
+            TurnRef::Result(_) | TurnRef::Other => {}
+        }
+        Ok(())
+    }
+
+    /// The conversation ends here: `Err` when a call is still open.
+    pub fn finish(&self) -> Result<(), PairingError> {
+        match self.open.first() {
+            Some(o) => Err(PairingError::NoResult {
+                call: (*o).to_owned(),
+            }),
+            None => Ok(()),
+        }
     }
 }
 
@@ -493,6 +574,49 @@ mod tests {
             }
         );
         assert!(e.to_string().contains("no assistant"), "{e}");
+    }
+
+    /// Every sequence of up to four messages from an alphabet of pairing
+    /// cases: kept turns check as the messages themselves do.
+    #[test]
+    fn kept_turns_pair_as_their_messages() {
+        let alphabet = [
+            json!({"role": "user", "content": "x"}),
+            json!({"role": "assistant", "tool_calls": [{"id": "a"}, {"id": "b"}]}),
+            json!({"role": "assistant", "tool_calls": [{"id": "a"}]}),
+            json!({"role": "assistant", "tool_calls": []}),
+            json!({"role": "assistant", "tool_calls": [{"id": 7}]}),
+            json!({"role": "assistant", "tool_calls": "a"}),
+            json!({"role": "assistant", "content": "y"}),
+            json!({"role": "tool", "tool_call_id": "a", "content": ""}),
+            json!({"role": "tool", "tool_call_id": "b", "content": ""}),
+            json!({"role": "tool", "content": ""}),
+        ];
+        let n = alphabet.len();
+        let mut errors = 0;
+        for len in 0..=4u32 {
+            for code in 0..n.pow(len) {
+                let mut c = code;
+                let messages: Vec<Value> = (0..len)
+                    .map(|_| {
+                        let m = alphabet[c % n].clone();
+                        c /= n;
+                        m
+                    })
+                    .collect();
+                let turns: Vec<Turn> = messages.iter().map(Turn::of).collect();
+                let mut pairing = Pairing::default();
+                let kept = turns
+                    .iter()
+                    .try_for_each(|t| pairing.push(t.as_ref()))
+                    .and_then(|()| pairing.finish());
+                let whole = check_pairing(&messages);
+                assert_eq!(kept, whole, "{messages:?}");
+                errors += usize::from(whole.is_err());
+            }
+        }
+        // The alphabet makes every kind of answer.
+        assert!(errors > 1000, "{errors}");
     }
 
     #[test]

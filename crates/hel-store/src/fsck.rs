@@ -653,17 +653,19 @@ fn fsck_with(store: &Store, layout: &Odb) -> Result<FsckReport> {
             }));
         }
     }
-    // 4 (first half). Every session's newest checkpoint loads whole: a
-    // load validates every node it expands and every message blob those
-    // name as step 3 would, so step 3 skips what a load that succeeded
-    // covered (a load that fails is told in step 4, as before).
+    // 4 (first half). Every session's newest checkpoint is checked as a
+    // load checks it, without holding its conversation
+    // (`Store::check_covering`, `Ok` exactly when a load is): that
+    // validates every node it expands and every message blob those name
+    // as step 3 would, so step 3 skips what a check that succeeded
+    // covered (one that fails is loaded in step 4, which tells why).
     let mut loaded: HashMap<ObjectId, SessionId> = HashMap::new();
     let mut covered = list::Covered::default();
     if faults.is_empty() {
         layout.memo_read_last(read_by_one_load(layout, &heads, &marked.shapes));
         for (_, head) in &heads {
-            if let Ok((l, c)) = store.load_covering(head) {
-                loaded.insert(*head, l.checkpoint.session_id);
+            if let Ok((owner, c)) = store.check_covering(head) {
+                loaded.insert(*head, owner);
                 covered.nodes.extend(c.nodes);
                 covered.blobs.extend(c.blobs);
             }

@@ -108,10 +108,54 @@ enum Pending {
 /// must fit in the budget this many times over to be parsed whole.
 const PARSE_WHOLE_FACTOR: u64 = 24;
 
-/// The resolved list of a checkpoint, and per node of its chain (oldest
-/// first) the node id and the list length after it.
-pub(crate) struct Resolved {
-    pub messages: Vec<Value>,
+/// What a list read keeps of each message: the message itself for a load
+/// ([`Messages`]), or only what the pairing of tool calls needs of it for
+/// a check that must accept what a load accepts without holding the
+/// conversation ([`Turns`], fsck). Either way every message is read,
+/// validated and counted against the budget alike.
+pub(crate) trait Keep {
+    type Of;
+    /// What is kept of one node's messages, in order.
+    fn keep(messages: Vec<Value>) -> Vec<Self::Of>;
+    /// [`message::check_pairing`] of the conversation kept.
+    fn check_pairing(kept: &[Self::Of]) -> std::result::Result<(), message::PairingError>;
+}
+
+/// A load keeps the messages.
+pub(crate) struct Messages;
+
+impl Keep for Messages {
+    type Of = Value;
+    fn keep(messages: Vec<Value>) -> Vec<Value> {
+        messages
+    }
+    fn check_pairing(kept: &[Value]) -> std::result::Result<(), message::PairingError> {
+        message::check_pairing(kept)
+    }
+}
+
+/// A check keeps each message's [`message::Turn`].
+pub(crate) struct Turns;
+
+impl Keep for Turns {
+    type Of = message::Turn;
+    fn keep(messages: Vec<Value>) -> Vec<message::Turn> {
+        messages.iter().map(message::Turn::of).collect()
+    }
+    fn check_pairing(kept: &[message::Turn]) -> std::result::Result<(), message::PairingError> {
+        let mut pairing = message::Pairing::default();
+        for turn in kept {
+            pairing.push(turn.as_ref())?;
+        }
+        pairing.finish()
+    }
+}
+
+/// The resolved list of a checkpoint (what [`Keep`] keeps of each
+/// message), and per node of its chain (oldest first) the node id and the
+/// list length after it.
+pub(crate) struct Resolved<T> {
+    pub messages: Vec<T>,
     pub chain: Vec<(ObjectId, usize)>,
     /// What the read validated whole: every node it expanded (the chain's
     /// and the sliced ones, each with every message of its items) and
@@ -477,7 +521,11 @@ impl<'a> Reader<'a> {
     /// messages or more the walk runs on a second thread when one can be
     /// started (never more than [`READ_AHEAD`] bytes ahead of the parse on
     /// this one), with the same result and the same first error.
-    pub fn read_list(&mut self, root: Option<ObjectId>, count: u64) -> Result<Resolved> {
+    pub fn read_list<K: Keep>(
+        &mut self,
+        root: Option<ObjectId>,
+        count: u64,
+    ) -> Result<Resolved<K::Of>> {
         if count > self.budget.limits.max_messages {
             return Err(Error::ConversationTooLarge {
                 checkpoint: self.budget.checkpoint,
@@ -487,14 +535,14 @@ impl<'a> Reader<'a> {
         }
         let layout = self.layout;
         // Newest first: (node, its count, its messages).
-        let mut parts: Vec<(ObjectId, u64, Vec<Value>)> = Vec::new();
+        let mut parts: Vec<(ObjectId, u64, Vec<K::Of>)> = Vec::new();
         // A short list is walked and parsed on this thread (handing each
         // node to another costs more than it saves), and so is a long one
         // when no second thread is to be had (a process or container limit).
-        if !(count >= THREADED_FROM && self.read_threaded(root, &mut parts)?) {
+        if !(count >= THREADED_FROM && self.read_threaded::<K>(root, &mut parts)?) {
             let mut walk = Walk::new(root);
             while let Some(part) = walk.next(layout)? {
-                parts.push(self.take_part(part)?);
+                parts.push(self.take_part::<K>(part)?);
             }
         }
         let mut messages = Vec::with_capacity(count as usize);
@@ -529,7 +577,7 @@ impl<'a> Reader<'a> {
     }
 
     /// Expand one chain node as the walk handed it over.
-    fn take_part(&mut self, part: ChainPart) -> Result<(ObjectId, u64, Vec<Value>)> {
+    fn take_part<K: Keep>(&mut self, part: ChainPart) -> Result<(ObjectId, u64, Vec<K::Of>)> {
         let ChainPart {
             id,
             payload,
@@ -540,16 +588,16 @@ impl<'a> Reader<'a> {
         self.prefetched.extend(blobs);
         let part = self.expand_chain_node(id, payload, prev);
         self.prefetched.clear();
-        part
+        part.map(|(id, count, messages)| (id, count, K::keep(messages)))
     }
 
     /// [`Reader::read_list`]'s walk on a second thread, never more than
     /// [`READ_AHEAD`] bytes ahead of the parse on this one; `false`, having
     /// read nothing, when no thread could be started.
-    fn read_threaded(
+    fn read_threaded<K: Keep>(
         &mut self,
         root: Option<ObjectId>,
-        parts: &mut Vec<(ObjectId, u64, Vec<Value>)>,
+        parts: &mut Vec<(ObjectId, u64, Vec<K::Of>)>,
     ) -> Result<bool> {
         let layout = self.layout;
         let in_flight = InFlight {
@@ -582,7 +630,7 @@ impl<'a> Reader<'a> {
             let mut parsed = Ok(());
             for part in rx.iter() {
                 let size = part.size;
-                let part = self.take_part(part);
+                let part = self.take_part::<K>(part);
                 in_flight.release(size);
                 match part {
                     Ok(part) => parts.push(part),

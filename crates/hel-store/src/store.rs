@@ -22,7 +22,7 @@ use crate::object::{Cap, Kind};
 use crate::odb::Odb;
 use crate::snapshot::{Checkpoint, Record, SpillEntry, Workspace};
 use crate::summaries::SessionInfo;
-use crate::{heads, message, refs, time, Error, ObjectId, Result, SessionId};
+use crate::{heads, refs, time, Error, ObjectId, Result, SessionId};
 
 /// The session store of one project (its `.hel/` directory), held open:
 /// the project and its store are reached through descriptors taken when
@@ -139,6 +139,15 @@ pub struct Loaded {
     /// Where each message is stored, for the next commit.
     pub leaves: Vec<Leaf>,
     pub state: SessionState,
+}
+
+/// What [`Store::read_whole`] read of a checkpoint.
+struct Whole<T> {
+    checkpoint: Checkpoint,
+    request_config: Value,
+    cursors: Value,
+    resolved: crate::list::Resolved<T>,
+    published: Option<heads::Head>,
 }
 
 /// One checkpoint to commit.
@@ -341,43 +350,14 @@ impl Store {
     /// [`Store::load`], and the list nodes and message blobs it validated
     /// whole (fsck checks them no further).
     pub(crate) fn load_covering(&self, id: &ObjectId) -> Result<(Loaded, crate::list::Covered)> {
-        let layout = self.layout_or_missing(id)?;
-        let cp = crate::read::snapshot(layout, id)?;
-        let json_blob = |blob: &ObjectId, cap: Cap| -> Result<Value> {
-            let bytes = crate::read::of_kind(layout, blob, Kind::Blob, cap)?;
-            serde_json::from_slice(&bytes).map_err(|e| Error::Corrupt {
-                id: *blob,
-                path: layout.object_path(blob),
-                reason: format!("{} is not JSON: {e}", cap.what),
-            })
-        };
-        let request_config = json_blob(&cp.request_config, Cap::CONFIG)?;
-        let cursors = json_blob(&cp.cursors, Cap::CURSORS)?;
-        let resolved = Reader::new(layout, self.inner.limits, *id)
-            .read_list(cp.messages.root, cp.messages.count)?;
-        if resolved.messages.len() as u64 != cp.messages.count {
-            return Err(Error::Corrupt {
-                id: *id,
-                path: layout.object_path(id),
-                reason: format!(
-                    "snapshot says {} messages, its list holds {}",
-                    cp.messages.count,
-                    resolved.messages.len()
-                ),
-            });
-        }
-        message::check_pairing(&resolved.messages).map_err(|reason| Error::BrokenConversation {
-            checkpoint: *id,
-            reason,
-        })?;
-        // The commit record that published this checkpoint, when it is its
-        // session's head: what the next commit continues from.
-        // A journal with a fault has no head to continue (and takes no
-        // commit): what it holds intact still reads.
-        let published = match heads::read(layout, &cp.session_id) {
-            Err(Error::JournalFault { .. }) => None,
-            head => head?.filter(|h| h.id == *id),
-        };
+        let whole = self.read_whole::<crate::list::Messages>(id)?;
+        let Whole {
+            checkpoint: cp,
+            request_config,
+            cursors,
+            resolved,
+            published,
+        } = whole;
         let mut state = SessionState {
             head: Some(*id),
             checkpoints: cp.summary.checkpoints,
@@ -399,6 +379,68 @@ impl Store {
             state,
         };
         Ok((loaded, resolved.covered))
+    }
+
+    /// Check checkpoint `id` as [`Store::load`] does, `Ok` exactly when
+    /// `load` is, without keeping its conversation (fsck): each list node's
+    /// messages are dropped once validated, the pairing of tool calls
+    /// checked on what it needs of them. Gives the session the checkpoint
+    /// says it is of, and what the read validated whole.
+    pub(crate) fn check_covering(
+        &self,
+        id: &ObjectId,
+    ) -> Result<(SessionId, crate::list::Covered)> {
+        let whole = self.read_whole::<crate::list::Turns>(id)?;
+        Ok((whole.checkpoint.session_id, whole.resolved.covered))
+    }
+
+    /// Everything [`Store::load`] reads and validates of checkpoint `id`,
+    /// keeping of each message what `K` keeps.
+    fn read_whole<K: crate::list::Keep>(&self, id: &ObjectId) -> Result<Whole<K::Of>> {
+        let layout = self.layout_or_missing(id)?;
+        let cp = crate::read::snapshot(layout, id)?;
+        let json_blob = |blob: &ObjectId, cap: Cap| -> Result<Value> {
+            let bytes = crate::read::of_kind(layout, blob, Kind::Blob, cap)?;
+            serde_json::from_slice(&bytes).map_err(|e| Error::Corrupt {
+                id: *blob,
+                path: layout.object_path(blob),
+                reason: format!("{} is not JSON: {e}", cap.what),
+            })
+        };
+        let request_config = json_blob(&cp.request_config, Cap::CONFIG)?;
+        let cursors = json_blob(&cp.cursors, Cap::CURSORS)?;
+        let resolved = Reader::new(layout, self.inner.limits, *id)
+            .read_list::<K>(cp.messages.root, cp.messages.count)?;
+        if resolved.messages.len() as u64 != cp.messages.count {
+            return Err(Error::Corrupt {
+                id: *id,
+                path: layout.object_path(id),
+                reason: format!(
+                    "snapshot says {} messages, its list holds {}",
+                    cp.messages.count,
+                    resolved.messages.len()
+                ),
+            });
+        }
+        K::check_pairing(&resolved.messages).map_err(|reason| Error::BrokenConversation {
+            checkpoint: *id,
+            reason,
+        })?;
+        // The commit record that published this checkpoint, when it is its
+        // session's head: what the next commit continues from.
+        // A journal with a fault has no head to continue (and takes no
+        // commit): what it holds intact still reads.
+        let published = match heads::read(layout, &cp.session_id) {
+            Err(Error::JournalFault { .. }) => None,
+            head => head?.filter(|h| h.id == *id),
+        };
+        Ok(Whole {
+            checkpoint: cp,
+            request_config,
+            cursors,
+            resolved,
+            published,
+        })
     }
 
     /// The state a writer of the lease's session needs to commit workspace

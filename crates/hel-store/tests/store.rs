@@ -484,6 +484,41 @@ fn fsck_loads_a_message_over_a_mebibyte_and_names_damage_in_it() {
     );
 }
 
+/// fsck checks each session's conversation without holding it (the
+/// pairing of tool calls on what it needs of each message): a tool call
+/// left without its result, in a list read on one thread and in one read
+/// on two, is a fault naming the checkpoint, as the load that fails on it.
+#[test]
+fn fsck_names_a_tool_call_without_its_result_in_short_and_long_lists() {
+    for (len, at) in [(40, 23), (2_600, 2_399)] {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let lease = store.new_session().unwrap();
+        let mut state = SessionState::default();
+        let mut msgs = conversation("p", len);
+        let good = commit_new(&store, &lease, &mut state, &msgs).id;
+        let report = hel_store::fsck::fsck(&store).unwrap();
+        assert!(report.is_sound(), "{len}: {:?}", report.faults);
+        // Message `at` becomes a call nothing answers.
+        msgs[at] = json!({"role": "assistant", "content": "",
+            "tool_calls": [{"id": "c1", "type": "function",
+                "function": {"name": "read", "arguments": "{}"}}]});
+        let head = commit_new(&store, &lease, &mut state, &msgs).id;
+        drop(lease);
+        assert_ne!(good, head);
+        let err = store.load(&head).unwrap_err();
+        assert!(matches!(err, Error::BrokenConversation { .. }), "{err}");
+        let report = hel_store::fsck::fsck(&Store::open(dir.path()).unwrap()).unwrap();
+        let faults: Vec<String> = report.faults.iter().map(|f| f.to_string()).collect();
+        assert!(
+            faults.len() == 1
+                && faults[0].contains(&head.to_hex())
+                && faults[0].contains("\"c1\" has no result before message"),
+            "{len}: {faults:?}"
+        );
+    }
+}
+
 #[test]
 fn fork_is_one_snapshot_and_log_marks_the_fork_point() {
     let dir = tempfile::tempdir().unwrap();
