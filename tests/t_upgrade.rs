@@ -273,7 +273,7 @@ fn upgraded_whole(format: u64) {
             *lock_ino.as_ref().unwrap()
         );
     }
-    assert_eq!(format_file(&p).as_deref(), Some("hel-store-format 4\n"));
+    assert_eq!(format_file(&p).as_deref(), Some(CURRENT_FORMAT));
     // Nothing the old format had was changed: the upgrade only added refs
     // (format 2), the stub (format 1), the dependents records and the
     // format file.
@@ -289,9 +289,65 @@ fn upgraded_whole(format: u64) {
     );
 }
 
+/// What `format` says once the store is upgraded.
+const CURRENT_FORMAT: &str = "hel-store-format 5\n";
+
 /// What `format` says in a store of `format` (none in format 1).
 fn old_format_file(format: u64) -> Option<String> {
     (format > 1).then(|| format!("hel-store-format {format}\n"))
+}
+
+/// Format 5 adds nothing to a format-4 store but the `format` file
+/// (objects-spec §10.3): every other byte is as format 4 wrote it, and
+/// what this hel writes next (snapshots and commit records with hel's
+/// dictionary) reads back with everything format 4 wrote.
+#[test]
+fn format4_store_upgrades_with_everything() {
+    upgraded_whole(4);
+    let p = unpacked(4);
+    let m = manifest(4);
+    holds_everything(&p, &m);
+    let s = m["sessions"][0]["id"].as_str().unwrap().to_owned();
+    let journal = store_dir(&p).join(format!("packs/journals/{s}.journal"));
+    let before = std::fs::read(&journal).unwrap();
+    let mock = crate::common::Mock::start(serde_json::json!([{"content": "after the upgrade"}]));
+    let run = p.run(Some(&mock), &["resume", &s, "--relocate", "-p", "one more"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let after = std::fs::read(&journal).unwrap();
+    assert_eq!(
+        &after[..before.len()],
+        &before[..],
+        "format 4's records are kept"
+    );
+    // The new commit record is a frame naming hel's dictionary.
+    let dict_id = 0x6865_6c01u32.to_le_bytes();
+    assert!(
+        after[before.len()..]
+            .windows(4)
+            .any(|w| w == [0x28, 0xb5, 0x2f, 0xfd])
+            && after[before.len()..].windows(4).any(|w| w == dict_id),
+        "a dictionary frame after the old records"
+    );
+    let log = json(&p.run(None, &["sessions", "log", &s, "--json"]));
+    let log = log.as_array().unwrap();
+    assert_eq!(
+        (log[0]["record"].as_str(), log[0]["instruction"].as_str()),
+        (Some("answer"), Some("one more"))
+    );
+    let answers = log.iter().filter(|r| r["record"] == "answer").count() as u64;
+    assert_eq!(
+        answers,
+        m["sessions"][0]["checkpoints"].as_u64().unwrap() + 1
+    );
+    for r in m["sessions"][0]["records"].as_array().unwrap() {
+        assert!(
+            log.iter().any(|l| l["id"] == r["id"]),
+            "{} is kept",
+            r["id"]
+        );
+    }
+    let fsck = p.run(None, &["fsck"]);
+    assert_eq!(fsck.code, 0, "{}{}", fsck.stdout, fsck.stderr);
 }
 
 #[test]
@@ -428,12 +484,12 @@ fn killed_at_every_step(format: u64) {
                     old_hel_lists_all(&p, old, &m);
                 }
             } else {
-                assert_eq!(format_file(&p).as_deref(), Some("hel-store-format 4\n"));
+                assert_eq!(format_file(&p).as_deref(), Some(CURRENT_FORMAT));
                 // Killed before its last steps: the next open does them.
                 assert!(old_lock_is_file(&p, format), "{point}@{k}");
             }
             holds_everything(&p, &m);
-            assert_eq!(format_file(&p).as_deref(), Some("hel-store-format 4\n"));
+            assert_eq!(format_file(&p).as_deref(), Some(CURRENT_FORMAT));
         }
     }
     // Every point fired at least once (formats 1 and 3 write no session
@@ -446,10 +502,10 @@ fn killed_at_every_step(format: u64) {
 /// `.store.lock` of format 3) a regular file, one a hel of that format can
 /// still lock?
 fn old_lock_is_file(p: &Project, format: u64) -> bool {
-    let name = if format == 3 {
-        ".store.lock"
-    } else {
-        ".sessions.lock"
+    let name = match format {
+        4 => ".store.lock/lock",
+        3 => ".store.lock",
+        _ => ".sessions.lock",
     };
     std::fs::symlink_metadata(store_dir(p).join(name))
         .map(|m| m.is_file())
@@ -477,6 +533,11 @@ fn old_hel_lists_all(p: &Project, old: &std::ffi::OsStr, m: &Value) {
             s["id"]
         );
     }
+}
+
+#[test]
+fn kill_at_every_step_of_a_format4_upgrade() {
+    killed_at_every_step(4);
 }
 
 #[test]
@@ -945,7 +1006,7 @@ fn a_damaged_format3_journal_does_not_stop_the_upgrade() {
     std::fs::write(&path, &bytes).unwrap();
     let run = p.run(None, &["sessions"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
-    assert_eq!(format_file(&p).as_deref(), Some("hel-store-format 4\n"));
+    assert_eq!(format_file(&p).as_deref(), Some(CURRENT_FORMAT));
     let recorded = store_dir(&p).join("refs/recorded");
     assert!(
         !recorded.join(&fork).exists(),
@@ -970,7 +1031,7 @@ fn an_upgrade_killed_before_the_store_lock_moved_records_every_head_again() {
     let p = unpacked(3);
     let m = manifest(3);
     sessions_killed_at(&p, "upgrade-format");
-    assert_eq!(format_file(&p).as_deref(), Some("hel-store-format 4\n"));
+    assert_eq!(format_file(&p).as_deref(), Some(CURRENT_FORMAT));
     assert!(old_lock_is_file(&p, 3));
     // What a format-3 commit since would leave: a dependency without its
     // record.

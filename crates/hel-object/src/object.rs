@@ -165,28 +165,79 @@ pub fn encode(kind: Kind, payload: &[u8]) -> (ObjectId, Vec<u8>) {
 
 thread_local! {
     static COMPRESSOR: RefCell<Option<zstd::bulk::Compressor<'static>>> = const { RefCell::new(None) };
+    static DICT_COMPRESSOR: RefCell<Option<zstd::bulk::Compressor<'static>>> = const { RefCell::new(None) };
 }
+
+/// hel's zstd dictionary (objects-spec §2.2, store format 5): trained on
+/// the structure of snapshot objects and commit records (their keys,
+/// their values' shapes, the phrases hel writes), which is most of what a
+/// small snapshot's frame would otherwise spend. The spec gives its
+/// BLAKE3; `hel-bench`'s `hel-dictionary` made it.
+pub const DICTIONARY: &[u8] = include_bytes!("../../../objects-spec/dictionary-1.zdict");
+
+/// The dictionary id frames compressed with [`DICTIONARY`] carry.
+pub const DICTIONARY_ID: u32 = 0x6865_6c01;
 
 /// The id of an object of `kind` with `payload` and its stored bytes (its
 /// canonical bytes as one zstd frame). Any thread may call this.
 pub fn compress(kind: Kind, payload: &[u8]) -> Result<(ObjectId, Vec<u8>)> {
     let (id, canonical) = encode(kind, payload);
-    Ok((id, compress_canonical(&id, &canonical)?))
+    Ok((id, compress_canonical(kind, &id, &canonical)?))
 }
 
-pub fn compress_canonical(id: &ObjectId, canonical: &[u8]) -> Result<Vec<u8>> {
-    let failed = |source: std::io::Error| ObjectError::Compress { id: *id, source };
-    let stored = COMPRESSOR.with(|slot| -> std::io::Result<Vec<u8>> {
+/// The stored bytes of the object `id` of `kind` whose canonical bytes are
+/// `canonical`: snapshots are compressed with [`DICTIONARY`] (a few
+/// hundred bytes each, a third of them the keys the dictionary holds),
+/// every other kind without it.
+pub fn compress_canonical(kind: Kind, id: &ObjectId, canonical: &[u8]) -> Result<Vec<u8>> {
+    let dictionary = kind == Kind::Snapshot;
+    compress_frame(canonical, dictionary)
+        .map_err(|source| ObjectError::Compress { id: *id, source })
+}
+
+/// `bytes` as one zstd frame that declares its content size, with
+/// [`DICTIONARY`] or without one.
+pub fn compress_frame(bytes: &[u8], dictionary: bool) -> std::io::Result<Vec<u8>> {
+    let key = if dictionary {
+        &DICT_COMPRESSOR
+    } else {
+        &COMPRESSOR
+    };
+    key.with(|slot| {
         let mut slot = slot.borrow_mut();
         if slot.is_none() {
-            *slot = Some(zstd::bulk::Compressor::new(LEVEL)?);
+            *slot = Some(match dictionary {
+                true => zstd::bulk::Compressor::with_dictionary(LEVEL, DICTIONARY)?,
+                false => zstd::bulk::Compressor::new(LEVEL)?,
+            });
         }
         match slot.as_mut() {
-            Some(c) => c.compress(canonical),
-            None => zstd::bulk::compress(canonical, LEVEL),
+            Some(c) => c.compress(bytes),
+            None => zstd::bulk::compress(bytes, LEVEL),
         }
-    });
-    stored.map_err(failed)
+    })
+}
+
+/// `stored` (an object's stored bytes) as a frame without a dictionary,
+/// for a reader that may not know [`DICTIONARY`] (a remote's packs,
+/// objects-spec §15); `None` when it is one already (or is no frame this
+/// reads: its reader refuses it as this one would).
+pub fn without_dictionary(stored: &[u8]) -> std::io::Result<Option<Vec<u8>>> {
+    if frame_dictionary(stored) != Ok(true) {
+        return Ok(None);
+    }
+    let Some(size) = zstd::zstd_safe::get_frame_content_size(stored)
+        .ok()
+        .flatten()
+    else {
+        return Ok(None);
+    };
+    if size > WHOLE_MAX {
+        return Ok(None);
+    }
+    let plain = decompress_frame(stored, WHOLE_MAX as usize)
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
+    compress_frame(&plain, false).map(Some)
 }
 
 /// The id an object of `kind` with `payload` has, without building its
@@ -205,8 +256,85 @@ pub fn file_max(cap: Cap) -> u64 {
 }
 
 thread_local! {
-    // A decompression context is costly to set up; reads reuse one per thread.
+    // A decompression context is costly to set up; reads reuse one per
+    // thread, and one with the dictionary loaded for frames that use it.
     static DCTX: RefCell<Option<DCtx<'static>>> = const { RefCell::new(None) };
+    static DICT_DCTX: RefCell<Option<DCtx<'static>>> = const { RefCell::new(None) };
+}
+
+/// Whether the frame `data` begins with uses [`DICTIONARY`]: `Ok(false)`
+/// for one that names no dictionary (or is no frame: decompressing it
+/// says why), an error for one that names another dictionary (objects-spec
+/// §2.2: a reader knows hel's only).
+fn frame_dictionary(data: &[u8]) -> std::result::Result<bool, DecodeError> {
+    match zstd::zstd_safe::get_dict_id_from_frame(data).map(|d| d.get()) {
+        None => Ok(false),
+        Some(DICTIONARY_ID) => Ok(true),
+        Some(other) => Err(DecodeError::UnknownDictionary(other)),
+    }
+}
+
+/// Run `f` with this thread's decompression context for the frame `data`
+/// begins with: the one with [`DICTIONARY`] loaded when the frame names
+/// it (a frame naming no dictionary is never decoded with it: its first
+/// block would start from the dictionary's state).
+fn with_dctx<R>(
+    data: &[u8],
+    f: impl FnOnce(&mut DCtx<'static>) -> std::result::Result<R, Undecodable>,
+) -> std::result::Result<R, Undecodable> {
+    let dictionary = frame_dictionary(data)?;
+    let key = if dictionary { &DICT_DCTX } else { &DCTX };
+    key.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        if slot.is_none() {
+            let mut dctx = DCtx::create();
+            if dictionary {
+                dctx.load_dictionary(DICTIONARY)
+                    .map_err(|_| DecodeError::Reset)?;
+            }
+            *slot = Some(dctx);
+        }
+        match slot.as_mut() {
+            Some(dctx) => f(dctx),
+            None => Err(DecodeError::Reset.into()),
+        }
+    })
+}
+
+/// Decompress `data`, one whole zstd frame that declares its content size
+/// (at most `max` bytes) and uses [`DICTIONARY`] or no dictionary, into
+/// exactly that many bytes. For frames that are not objects (a commit
+/// record's, objects-spec §12.2); `Err` says why it is not one.
+pub fn decompress_frame(data: &[u8], max: usize) -> std::result::Result<Vec<u8>, DecodeError> {
+    let size = match zstd::zstd_safe::get_frame_content_size(data) {
+        Ok(Some(size)) => size,
+        Ok(None) => return Err(DecodeError::NoContentSize),
+        Err(_) => return Err(DecodeError::Decompress("not a zstd frame")),
+    };
+    if size > max as u64 {
+        return Err(DecodeError::FrameOverMax { size, max });
+    }
+    if zstd::zstd_safe::find_frame_compressed_size(data).ok() != Some(data.len()) {
+        return Err(DecodeError::TrailingBytes);
+    }
+    let out = with_dctx(data, |dctx| {
+        let mut out: Vec<u8> = Vec::with_capacity(size as usize);
+        dctx.decompress(&mut out, data).map_err(|code| {
+            Undecodable::Corrupt(DecodeError::Decompress(zstd::zstd_safe::get_error_name(
+                code,
+            )))
+        })?;
+        Ok(out)
+    });
+    match out {
+        Ok(out) if out.len() as u64 == size => Ok(out),
+        Ok(out) => Err(DecodeError::TruncatedPayload {
+            at: out.len(),
+            len: size as usize,
+        }),
+        Err(Undecodable::Corrupt(e)) => Err(e),
+        Err(Undecodable::OverCap(size)) => Err(DecodeError::FrameOverMax { size, max }),
+    }
 }
 
 /// Decompress into `out` (up to its capacity) until it is full or the
@@ -268,6 +396,14 @@ pub enum DecodeError {
     IdMismatch,
     #[error("header is not text")]
     HeaderNotText,
+    /// The frame names a dictionary other than hel's.
+    #[error("compressed with an unknown dictionary (id {0:#x})")]
+    UnknownDictionary(u32),
+    /// A frame that must declare its content size does not.
+    #[error("the frame does not declare its size")]
+    NoContentSize,
+    #[error("the frame declares {size} bytes, over the {max} it may hold")]
+    FrameOverMax { size: u64, max: usize },
 }
 
 /// Why an object file could not be decompressed.
@@ -318,13 +454,9 @@ fn canonical_len(n: &str) -> Option<u64> {
 /// streamed. Both ways refuse the same frames with the same faults (a
 /// test compares them).
 fn decompress(data: &[u8], cap: u64) -> std::result::Result<Decompressed, Undecodable> {
-    DCTX.with(|cell| {
-        let mut slot = cell.borrow_mut();
-        let dctx = slot.get_or_insert_with(DCtx::create);
-        match decompress_whole(dctx, data, cap) {
-            Some(done) => done,
-            None => decompress_streaming(dctx, data, cap),
-        }
+    with_dctx(data, |dctx| match decompress_whole(dctx, data, cap) {
+        Some(done) => done,
+        None => decompress_streaming(dctx, data, cap),
     })
 }
 
@@ -464,17 +596,19 @@ fn decompress_into(
 /// The kind stored bytes declare, from their first decompressed bytes only
 /// (not verified: a scan uses it to skip what it does not need).
 pub fn peek_kind(stored: &[u8]) -> Option<Kind> {
-    DCTX.with(|cell| {
-        let mut slot = cell.borrow_mut();
-        let dctx = slot.get_or_insert_with(DCtx::create);
-        dctx.reset(ResetDirective::SessionOnly).ok()?;
+    with_dctx(stored, |dctx| {
+        dctx.reset(ResetDirective::SessionOnly)
+            .map_err(|_| DecodeError::Reset)?;
         let mut input = InBuffer::around(stored);
         let mut head = [0u8; 16];
         let mut pos = 0;
-        fill(dctx, &mut input, &mut head[..], &mut pos).ok()?;
-        let text = std::str::from_utf8(&head[..pos]).ok()?;
-        Kind::parse(text.split(' ').next()?)
+        fill(dctx, &mut input, &mut head[..], &mut pos)?;
+        Ok(std::str::from_utf8(&head[..pos])
+            .ok()
+            .and_then(|text| Kind::parse(text.split(' ').next()?)))
     })
+    .ok()
+    .flatten()
 }
 
 /// Decode the bytes of an object file that should hold `id`.
@@ -525,6 +659,116 @@ pub fn decode(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The dictionary is the file objects-spec §2.2 names, with hel's id.
+    #[test]
+    fn the_dictionary_is_the_one_the_spec_names() {
+        assert_eq!(
+            blake3::hash(DICTIONARY).to_hex().as_str(),
+            "2f5cb93c76bb5e75f42ad4356fdca5d37f17d3bedb659c420cad54270cccc4c9"
+        );
+        assert_eq!(&DICTIONARY[4..8], &DICTIONARY_ID.to_le_bytes());
+    }
+
+    fn snapshot_payload() -> Vec<u8> {
+        br#"{"created_at":"2026-12-02T03:58:40.150Z","created_at_ms":1796183920150,"cwd":"/tmp/p","record":"answer","schema_version":2,"summary":{"checkpoints":1,"input_tokens":820,"instruction":"fix the test","messages":3,"output_tokens":13}}"#.to_vec()
+    }
+
+    #[test]
+    fn snapshots_use_the_dictionary_and_every_frame_decodes_with_its_own() {
+        let p = snapshot_payload();
+        let (id, stored) = compress(Kind::Snapshot, &p).unwrap();
+        assert_eq!(frame_dictionary(&stored), Ok(true));
+        let plain = zstd::bulk::compress(&encode(Kind::Snapshot, &p).1, 3).unwrap();
+        assert!(
+            stored.len() < plain.len(),
+            "{} {}",
+            stored.len(),
+            plain.len()
+        );
+        // Other kinds do not; both kinds of frame decode, in any order on
+        // one thread (each with its own context).
+        let (bid, blob) = compress(Kind::Blob, b"hello").unwrap();
+        assert_eq!(frame_dictionary(&blob), Ok(false));
+        let path = std::path::Path::new("x");
+        for _ in 0..2 {
+            assert_eq!(
+                decode(&id, path, &stored, Cap::ANY).unwrap(),
+                (Kind::Snapshot, p.clone())
+            );
+            assert_eq!(
+                decode(&id, path, &plain, Cap::ANY).unwrap(),
+                (Kind::Snapshot, p.clone())
+            );
+            assert_eq!(decode(&bid, path, &blob, Cap::ANY).unwrap().1, b"hello");
+        }
+        assert_eq!(peek_kind(&stored), Some(Kind::Snapshot));
+        // Streaming (a frame without its content size) with the dictionary.
+        let mut enc = zstd::stream::Encoder::with_dictionary(Vec::new(), 3, DICTIONARY).unwrap();
+        std::io::Write::write_all(&mut enc, &encode(Kind::Snapshot, &p).1).unwrap();
+        let streamed = enc.finish().unwrap();
+        assert_eq!(
+            zstd::zstd_safe::get_frame_content_size(&streamed).unwrap(),
+            None
+        );
+        assert_eq!(decode(&id, path, &streamed, Cap::ANY).unwrap().1, p);
+        // Without the dictionary, for a remote: a plain frame of the same object.
+        let again = without_dictionary(&stored).unwrap().unwrap();
+        assert_eq!(frame_dictionary(&again), Ok(false));
+        assert_eq!(
+            zstd::bulk::decompress(&again, 1 << 16).unwrap(),
+            encode(Kind::Snapshot, &p).1
+        );
+        assert_eq!(without_dictionary(&blob).unwrap(), None);
+    }
+
+    #[test]
+    fn a_frame_naming_another_dictionary_is_corrupt() {
+        let p = snapshot_payload();
+        let (id, canonical) = encode(Kind::Snapshot, &p);
+        let mut other = DICTIONARY.to_vec();
+        other[4..8].copy_from_slice(&0x1234_5678u32.to_le_bytes());
+        let stored = zstd::bulk::Compressor::with_dictionary(3, &other)
+            .unwrap()
+            .compress(&canonical)
+            .unwrap();
+        let e = decode(&id, std::path::Path::new("obj"), &stored, Cap::ANY).unwrap_err();
+        let text = e.to_string();
+        assert!(
+            matches!(e, ObjectError::Corrupt { .. })
+                && text.contains("unknown dictionary (id 0x12345678)")
+                && text.contains("obj"),
+            "{text}"
+        );
+        assert_eq!(peek_kind(&stored), None);
+        assert_eq!(
+            decompress_frame(&stored, 1 << 16),
+            Err(DecodeError::UnknownDictionary(0x1234_5678))
+        );
+    }
+
+    #[test]
+    fn bare_frames_must_declare_a_size_within_the_bound_and_be_whole() {
+        let json = br#"{"a":1}"#;
+        let framed = compress_frame(json, true).unwrap();
+        assert_eq!(decompress_frame(&framed, 64).unwrap(), json);
+        assert_eq!(
+            decompress_frame(&framed, 3),
+            Err(DecodeError::FrameOverMax { size: 7, max: 3 })
+        );
+        let mut trailing = framed.clone();
+        trailing.push(0);
+        assert_eq!(
+            decompress_frame(&trailing, 64),
+            Err(DecodeError::TrailingBytes)
+        );
+        let streamed = zstd::stream::encode_all(&json[..], 3).unwrap();
+        assert_eq!(
+            decompress_frame(&streamed, 64),
+            Err(DecodeError::NoContentSize)
+        );
+        assert!(decompress_frame(b"{\"a\":1}", 64).is_err());
+    }
 
     /// The fault a decompression gave, zstd's own error names aside (the
     /// one-call and streaming APIs word the same refusal differently).

@@ -667,3 +667,46 @@ fn a_push_after_the_remote_ref_was_deleted_elsewhere_starts_it_again() {
     rt.block_on(remote.pull(&b, &s)).unwrap();
     assert!(hel_store::fsck::fsck(&b).unwrap().is_sound());
 }
+
+/// What leaves the store for a remote or a bundle holds no frame compressed
+/// with hel's dictionary (objects-spec §15.4), so that a format-4 hel can
+/// read it, though the store itself keeps its snapshots so; the bundle
+/// imports whole into another store.
+#[test]
+fn sent_packs_hold_no_dictionary_frames() {
+    let (_d, store) = project();
+    let (s, _) = exchange(&store, None, "one");
+    let (s, head) = exchange(&store, Some(&s), "two");
+    let journal = _d
+        .path()
+        .join(format!(".hel/packs/journals/{}.journal", s.as_str()));
+    let dict = hel_store::DICTIONARY_ID;
+    let named = |bytes: &[u8]| -> usize {
+        // Every record's stored bytes that is a frame naming the dictionary.
+        let mut at = 16;
+        let mut n = 0;
+        while at + 56 <= bytes.len() {
+            let len = u64::from_le_bytes(bytes[at + 40..at + 48].try_into().unwrap()) as usize;
+            let stored = &bytes[at + 56..at + 56 + len];
+            if zstd::zstd_safe::get_dict_id_from_frame(stored).map(|d| d.get()) == Some(dict) {
+                n += 1;
+            }
+            at += 56 + len;
+        }
+        n
+    };
+    // Two snapshots and two commit records in the journal.
+    assert_eq!(named(&std::fs::read(&journal).unwrap()), 4);
+    let out = _d.path().join("s.helbundle");
+    hel_remote::bundle::export(&store, &s, &out).unwrap();
+    let bytes = std::fs::read(&out).unwrap();
+    let m = u32::from_le_bytes(bytes[12..16].try_into().unwrap()) as usize;
+    let pack = &bytes[16 + m..];
+    assert_eq!(&pack[..8], b"HELPACK\0");
+    assert_eq!(named(pack), 0, "the bundle's pack names no dictionary");
+    let (_e, other) = project();
+    let (got, _) = hel_remote::bundle::import(&other, &out).unwrap();
+    assert_eq!(got, s);
+    assert_eq!(other.head(&s).unwrap(), head);
+    assert_eq!(other.load(&head).unwrap().messages.len(), 4);
+}

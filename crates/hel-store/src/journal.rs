@@ -31,7 +31,7 @@ use crate::dir::{Dir, Kind};
 use crate::error::IoContext;
 use crate::pack::{self, FileKind, Frame, Place, RecordType, FILE_HEADER, RECORD_HEADER};
 use crate::snapshot::Summary;
-use crate::{failpoint, Error, ObjectId, Result, SessionId};
+use crate::{failpoint, object, Error, ObjectId, Result, SessionId};
 
 pub(crate) const JOURNAL_EXT: &str = "journal";
 pub(crate) const JIDX_EXT: &str = "jidx";
@@ -243,10 +243,11 @@ fn parse_commit(
     session: &SessionId,
     prev: Prev<'_>,
 ) -> std::result::Result<Commit, String> {
-    let payload: CommitPayload = serde_json::from_slice(stored)
+    let json = commit_json(stored)?;
+    let payload: CommitPayload = serde_json::from_slice(&json)
         .map_err(|e| format!("the commit record is not a commit payload: {e}"))?;
     let canonical = serde_json::to_value(&payload).map(|v| crate::canonical::to_vec(&v));
-    if canonical.as_deref().ok() != Some(stored) {
+    if canonical.as_deref().ok() != Some(&json[..]) {
         return Err("the commit record is not in canonical form".into());
     }
     if payload.session != *session {
@@ -287,6 +288,36 @@ fn parse_commit(
         Prev::First | Prev::Unknown => {}
     }
     Ok(Commit { head, payload })
+}
+
+/// The canonical JSON a commit record's stored bytes hold (objects-spec
+/// §12.2): the bytes themselves when they are not a zstd frame (format 4
+/// wrote them so), else the frame's content, at most [`COMMIT_MAX`] bytes.
+pub(crate) fn commit_json(
+    stored: &[u8],
+) -> std::result::Result<std::borrow::Cow<'_, [u8]>, String> {
+    if !stored.starts_with(&ZSTD_MAGIC) {
+        return Ok(std::borrow::Cow::Borrowed(stored));
+    }
+    object::decompress_frame(stored, COMMIT_MAX as usize)
+        .map(std::borrow::Cow::Owned)
+        .map_err(|e| format!("the commit record's frame: {e}"))
+}
+
+/// The first bytes of every zstd frame.
+const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
+
+/// The stored bytes of a commit record whose canonical JSON is `json`: a
+/// frame compressed with hel's dictionary (objects-spec §12.2), which
+/// holds the keys and phrases every commit record repeats; the JSON
+/// itself in the (never seen) case that the frame is over [`COMMIT_MAX`].
+fn commit_stored(json: &[u8]) -> Result<Vec<u8>> {
+    let stored = object::compress_frame(json, true)
+        .map_err(|e| Error::Internal(format!("cannot compress a commit record: {e}")))?;
+    Ok(match stored.len() as u64 > COMMIT_MAX {
+        true => json.to_vec(),
+        false => stored,
+    })
 }
 
 /// The most characters a commit record's `why` may have.
@@ -1304,7 +1335,8 @@ impl Writer {
         if json.len() as u64 > COMMIT_MAX {
             return Err(Error::Internal("commit record too large".into()));
         }
-        let rec = pack::encode_record(RecordType::Commit, &head, &json);
+        let stored = commit_stored(&json)?;
+        let rec = pack::encode_record(RecordType::Commit, &head, &stored);
         entries.push(Entry {
             id: head,
             offset: start + bytes.len() as u64,

@@ -1,6 +1,6 @@
 //! hel-store: the content-addressed, versioned session store of hel.
 //!
-//! A store lives in `.hel/` of a project (format 4, objects-spec/README.md
+//! A store lives in `.hel/` of a project (format 5, objects-spec/README.md
 //! at the repository root). Immutable objects (message and spill blobs,
 //! message-list nodes, snapshots, workspace trees and files) are named by
 //! the BLAKE3 hash of their canonical bytes and stored zstd-compressed, as
@@ -13,8 +13,8 @@
 //! ref's log. Writers of objects are each session's lease holder (its own
 //! journal), a pull bringing a session in (one sealed pack, under the
 //! store lock held shared) and, under the store lock held exclusively, gc
-//! and delete (sealed packs). A store of format 1, 2 or 3 is upgraded to
-//! format 4 when it is opened (`upgrade.rs`), reading it by its own rules
+//! and delete (sealed packs). A store of format 1, 2, 3 or 4 is upgraded
+//! to format 5 when it is opened (`upgrade.rs`), reading it by its own rules
 //! (`heads.rs`).
 //!
 //! Everything in `.hel/` is untrusted input (a repository can ship one):
@@ -112,7 +112,7 @@ pub use commit::{encode_blob, Encoded, Txn};
 pub use error::{Error, Result};
 pub use error::{NameError, RefError, UpgradeError};
 pub use hel_object::format::{FORMAT_VERSION, STORE_DIR};
-pub use hel_object::object::Cap;
+pub use hel_object::object::{Cap, DICTIONARY, DICTIONARY_ID};
 pub use hel_object::snapshot::{
     restored_path, Checkpoint, MessagesRef, Record, Restored, SpillEntry, Summary, Workspace,
     RESTORED_PATHS_MAX, SCHEMA_VERSION,
@@ -302,7 +302,8 @@ pub mod testing {
                 break;
             };
             if h.rtype == RecordType::Commit {
-                let mut c: serde_json::Value = serde_json::from_slice(stored).unwrap_or_default();
+                let json = crate::journal::commit_json(stored).unwrap_or_default();
+                let mut c: serde_json::Value = serde_json::from_slice(&json).unwrap_or_default();
                 c["time_ms"] = time_ms.into();
                 let json = crate::canonical::to_vec(&c);
                 out.extend_from_slice(&pack::encode_record(RecordType::Commit, &h.id, &json));

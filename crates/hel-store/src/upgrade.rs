@@ -1,5 +1,9 @@
-//! The upgrade of a store an older hel wrote (format 1, 2 or 3) to
-//! format 4 (objects-spec §10.1, §10.2). It runs when this hel opens such
+//! The upgrade of a store an older hel wrote (format 1, 2, 3 or 4) to
+//! format 5 (objects-spec §10.1, §10.2, §10.3). Format 5 is format 4 with
+//! snapshot objects and commit records that may be compressed with hel's
+//! zstd dictionary: every byte format 4 wrote is valid format 5, so its
+//! upgrade (the last of the chain) only renames `format`, under the same
+//! lock and lease rules as every step. It runs when this hel opens such
 //! a store, before anything else reads it, and loses nothing: format 3 is
 //! format 2's objects, journals, packs and names byte for byte, plus one
 //! ref file per session naming the head the older format gave it; format
@@ -379,7 +383,7 @@ fn make_note_dir(tmp: &crate::dir::Dir, name: &str, note: &str, text: &str) -> R
 pub(crate) const OLDER_LOCK_NOTE_TEXT: &str = "This store has format 3 or newer. Formats 1 and 2 kept their store lock in a file here; it is a directory so that a hel too old for this store fails before writing anything: upgrade hel.\n";
 
 /// What `.store.lock/README` says (objects-spec §12.6).
-pub(crate) const STORE_LOCK_NOTE_TEXT: &str = "This store has format 4. Format 3 locked a file here; format 4 locks the file `lock` in this directory (the same file), so that a format-3 hel fails before writing anything: upgrade hel.\n";
+pub(crate) const STORE_LOCK_NOTE_TEXT: &str = "This store has format 4 or newer. Format 3 locked a file here; formats 4 and 5 lock the file `lock` in this directory (the same file), so that a format-3 hel fails before writing anything: upgrade hel.\n";
 
 fn upgrade(lock: &Exclusive<'_, Odb>, found: u64) -> Result<()> {
     let layout = lock.layout;
@@ -417,10 +421,14 @@ fn upgrade(lock: &Exclusive<'_, Odb>, found: u64) -> Result<()> {
     }
     crate::failpoint::kill("upgrade-refs");
     // Format 4: every session's dependencies recorded (dependents.rs),
-    // durable before `format` says 4. Written again from the heads by an
-    // upgrade redone after a kill; a format-3 hel that writes meanwhile
-    // reads nothing of them.
-    record_every_head(layout, found)?;
+    // durable before `format` says 4 or 5. Written again from the heads by
+    // an upgrade redone after a kill; a format-3 hel that writes meanwhile
+    // reads nothing of them. A format-4 store has them: format 5 only
+    // adds frames compressed with hel's dictionary, which nothing
+    // already stored needs to become (objects-spec §10.3).
+    if found < 4 {
+        record_every_head(layout, found)?;
+    }
     crate::failpoint::kill("upgrade-dependents");
     layout.ensure_stub()?;
     crate::failpoint::kill("upgrade-stub");

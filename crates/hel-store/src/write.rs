@@ -76,7 +76,7 @@ impl<'a> Writer<'a> {
         if self.has(&id)? {
             return Ok(id);
         }
-        let stored = compress_canonical(&id, &canonical)?;
+        let stored = compress_canonical(kind, &id, &canonical)?;
         self.push(id, stored);
         Ok(id)
     }

@@ -1692,7 +1692,7 @@ fn a_format1_store_keeps_working_and_moves_into_packs() {
     );
     assert_eq!(
         fs::read_to_string(r.join("format")).unwrap(),
-        "hel-store-format 4\n"
+        "hel-store-format 5\n"
     );
     assert_eq!(hel_store::log::log(&store, &sid).unwrap().len(), 2);
     // gc packs the loose objects the session still names and removes them.
@@ -1718,16 +1718,16 @@ fn a_newer_store_format_is_refused_by_name() {
     drop(store.new_session().unwrap());
     assert_eq!(
         fs::read_to_string(dir.path().join(".hel/format")).unwrap(),
-        "hel-store-format 4\n"
+        "hel-store-format 5\n"
     );
-    fs::write(dir.path().join(".hel/format"), "hel-store-format 5\n").unwrap();
+    fs::write(dir.path().join(".hel/format"), "hel-store-format 6\n").unwrap();
     let err = Store::open(dir.path()).unwrap_err();
     assert!(
         matches!(
             err,
             Error::NewerStore {
-                found: 5,
-                supported: 4,
+                found: 6,
+                supported: 5,
                 ..
             }
         ),
@@ -2208,7 +2208,7 @@ fn commit_records_that_break_a_writer_rule_are_faults() {
     ];
     for (k, c) in [commits[1], commits[2]].into_iter().enumerate() {
         for (what, edit) in &edits {
-            let mut v: Value = serde_json::from_slice(c.stored(&good)).unwrap();
+            let mut v: Value = commit_value(c.stored(&good));
             let stored = edit(&mut v).unwrap_or_else(|| canonical::to_vec(&v));
             let rec = record(2, &c.id, &stored);
             let bad = [&good[..c.at], &rec, &good[c.at + c.len..]].concat();
@@ -2245,7 +2245,7 @@ fn fsck_compares_each_commit_records_summary_with_its_snapshots() {
     let good = fs::read(&journal).unwrap();
     let recs = records(&good);
     let c2 = recs.iter().filter(|r| r.rtype == 2).nth(1).unwrap();
-    let mut v: Value = serde_json::from_slice(c2.stored(&good)).unwrap();
+    let mut v: Value = commit_value(c2.stored(&good));
     v["summary"]["messages"] = json!(99);
     let rec = record(2, &c2.id, &canonical::to_vec(&v));
     let bad = [&good[..c2.at], &rec, &good[c2.at + c2.len..]].concat();
@@ -2535,7 +2535,7 @@ fn every_commit_moves_the_ref_by_rename() {
     let r = root(dir.path());
     assert_eq!(
         fs::read_to_string(r.join("format")).unwrap(),
-        "hel-store-format 4\n"
+        "hel-store-format 5\n"
     );
     let path = ref_file(dir.path(), &sid);
     assert!(
@@ -2627,7 +2627,7 @@ fn an_unpublished_commit_is_ignored_and_cut_by_the_next() {
         *c.id.as_bytes(),
         "the unpublished records were not cut"
     );
-    let payload: Value = serde_json::from_slice(next.stored(&after)).unwrap();
+    let payload: Value = commit_value(next.stored(&after));
     assert_eq!(payload["parent"], heads[1].to_hex());
     assert_eq!(payload["seq"], 3);
     let fresh = Store::open(dir.path()).unwrap();
@@ -2980,7 +2980,7 @@ fn older_hels_cannot_open_their_lock_in_a_format4_store() {
     barred(&r);
     assert_eq!(
         fs::read_to_string(r.join("format")).unwrap(),
-        "hel-store-format 4\n"
+        "hel-store-format 5\n"
     );
     // Interrupted after the final rename: the files are back in their
     // places (the store lock's inode is kept: a hel waiting for the file
@@ -3406,4 +3406,23 @@ fn the_parse_stopping_early_never_leaves_the_walker_waiting() {
         matches!(&got, Err(e) if e.starts_with("BadMessage")),
         "{got:?}"
     );
+}
+
+/// The JSON of a commit record's stored bytes: the bytes themselves, or
+/// (what this hel writes, objects-spec §12.2) a frame with hel's
+/// dictionary holding them.
+fn commit_value(stored: &[u8]) -> Value {
+    let json = if stored.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
+        assert_eq!(
+            zstd::zstd_safe::get_dict_id_from_frame(stored).map(|d| d.get()),
+            Some(hel_store::DICTIONARY_ID)
+        );
+        zstd::bulk::Decompressor::with_dictionary(hel_store::DICTIONARY)
+            .unwrap()
+            .decompress(stored, 64 << 10)
+            .unwrap()
+    } else {
+        stored.to_vec()
+    };
+    serde_json::from_slice(&json).unwrap()
 }
