@@ -779,24 +779,24 @@ fn older_hels_refusal_vector() {
     assert!(n > 2);
 }
 
-/// Older hels write nothing into a format-4 store, fresh or upgraded from
-/// any older format: with `HEL_OLD_HEL_1`, `HEL_OLD_HEL_2` and
-/// `HEL_OLD_HEL_3` naming the binaries of formats 1, 2 and 3
+/// Older hels write nothing into a format-5 store, fresh or upgraded from
+/// any older format: with `HEL_OLD_HEL_1` to `HEL_OLD_HEL_4` naming the
+/// binaries of formats 1 to 4
 /// (tests/fixtures/README.md), a new session, a resume, a delete and a gc
 /// by each leave every file and directory under `.hel/` as they were, bytes
-/// and all. Hels of formats 2 and 3 refuse at their `format` check; a format-1 hel's writers fail to open their store lock,
+/// and all. Hels of formats 2, 3 and 4 refuse at their `format` check; a format-1 hel's writers fail to open their store lock,
 /// `.sessions.lock`, a directory (its `-p` runs unsaved, saying so). Skipped,
-/// saying so, when neither variable is set (the vector test above checks
+/// saying so, when none of the variables is set (the vector test above checks
 /// the directory in any case).
 #[test]
-fn older_hels_write_nothing_in_a_format4_store() {
-    let olds: Vec<(u64, std::ffi::OsString)> = [1, 2, 3]
+fn older_hels_write_nothing_in_a_format5_store() {
+    let olds: Vec<(u64, std::ffi::OsString)> = [1, 2, 3, 4]
         .into_iter()
         .filter_map(|f| std::env::var_os(format!("HEL_OLD_HEL_{f}")).map(|b| (f, b)))
         .collect();
     if olds.is_empty() {
         eprintln!(
-            "older_hels_write_nothing_in_a_format4_store skipped: set HEL_OLD_HEL_1, HEL_OLD_HEL_2 and HEL_OLD_HEL_3 to the hel binaries of formats 1, 2 and 3"
+            "older_hels_write_nothing_in_a_format5_store skipped: set HEL_OLD_HEL_1 to HEL_OLD_HEL_4 to the hel binaries of formats 1 to 4"
         );
         return;
     }
@@ -809,6 +809,7 @@ fn older_hels_write_nothing_in_a_format4_store() {
         (unpacked(1), first_session(1)),
         (unpacked(2), first_session(2)),
         (unpacked(3), first_session(3)),
+        (unpacked(4), first_session(4)),
     ];
     for (p, _) in &stores[1..] {
         let run = p.run(None, &["sessions"]);
@@ -839,11 +840,12 @@ fn older_hels_write_nothing_in_a_format4_store() {
                 assert_eq!(
                     dir_listing(&root),
                     before,
-                    "the format-{format} hel's {args:?} wrote into a format-4 store: {stderr}"
+                    "the format-{format} hel's {args:?} wrote into a format-5 store: {stderr}"
                 );
                 let said = match format {
-                    2 => "has format 4, this hel reads up to 2: upgrade hel",
-                    3 => "has format 4, this hel reads up to 3: upgrade hel",
+                    2 => "has format 5, this hel reads up to 2: upgrade hel",
+                    3 => "has format 5, this hel reads up to 3: upgrade hel",
+                    4 => "has format 5, this hel reads up to 4: upgrade hel",
                     _ => ".sessions.lock: Is a directory",
                 };
                 assert!(stderr.contains(said), "{args:?}: {stderr}");

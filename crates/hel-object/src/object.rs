@@ -218,26 +218,20 @@ pub fn compress_frame(bytes: &[u8], dictionary: bool) -> std::io::Result<Vec<u8>
     })
 }
 
-/// `stored` (an object's stored bytes) as a frame without a dictionary,
-/// for a reader that may not know [`DICTIONARY`] (a remote's packs,
-/// objects-spec §15); `None` when it is one already (or is no frame this
-/// reads: its reader refuses it as this one would).
-pub fn without_dictionary(stored: &[u8]) -> std::io::Result<Option<Vec<u8>>> {
+/// The stored bytes of object `id` as a frame without a dictionary, for a
+/// reader that may not know [`DICTIONARY`] (a remote's packs,
+/// objects-spec §15.4): `None` when `stored` names none already; else the
+/// object decoded and verified as [`decode`] does (any size within
+/// [`Cap::ANY`]) and compressed again.
+pub fn without_dictionary(id: &ObjectId, stored: &[u8]) -> Result<Option<Vec<u8>>> {
     if frame_dictionary(stored) != Ok(true) {
         return Ok(None);
     }
-    let Some(size) = zstd::zstd_safe::get_frame_content_size(stored)
-        .ok()
-        .flatten()
-    else {
-        return Ok(None);
-    };
-    if size > WHOLE_MAX {
-        return Ok(None);
-    }
-    let plain = decompress_frame(stored, WHOLE_MAX as usize)
-        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
-    compress_frame(&plain, false).map(Some)
+    let (kind, payload) = decode(id, std::path::Path::new("(sent object)"), stored, Cap::ANY)?;
+    let (_, canonical) = encode(kind, &payload);
+    compress_frame(&canonical, false)
+        .map(Some)
+        .map_err(|source| ObjectError::Compress { id: *id, source })
 }
 
 /// The id an object of `kind` with `payload` has, without building its
@@ -713,13 +707,20 @@ mod tests {
         );
         assert_eq!(decode(&id, path, &streamed, Cap::ANY).unwrap().1, p);
         // Without the dictionary, for a remote: a plain frame of the same object.
-        let again = without_dictionary(&stored).unwrap().unwrap();
+        let again = without_dictionary(&id, &stored).unwrap().unwrap();
         assert_eq!(frame_dictionary(&again), Ok(false));
         assert_eq!(
             zstd::bulk::decompress(&again, 1 << 16).unwrap(),
             encode(Kind::Snapshot, &p).1
         );
-        assert_eq!(without_dictionary(&blob).unwrap(), None);
+        assert_eq!(without_dictionary(&bid, &blob).unwrap(), None);
+        // Past the one-call bound too (a snapshot may hold 4 MiB).
+        let big: Vec<u8> = (0..(2u32 << 20)).map(|i| b'a' + (i % 23) as u8).collect();
+        let (big_id, big_stored) = compress(Kind::Snapshot, &big).unwrap();
+        assert_eq!(frame_dictionary(&big_stored), Ok(true));
+        let plain = without_dictionary(&big_id, &big_stored).unwrap().unwrap();
+        assert_eq!(frame_dictionary(&plain), Ok(false));
+        assert_eq!(decode(&big_id, path, &plain, Cap::ANY).unwrap().1, big);
     }
 
     #[test]

@@ -175,16 +175,7 @@ pub fn pack_between(store: &Store, head: &ObjectId, base: Option<&ObjectId>) -> 
         let stored = crate::repack::stored_bytes(layout, &id)?;
         // A remote's packs hold frames without hel's dictionary, which a
         // format-4 hel pulling from it does not know (objects-spec §15.4).
-        let stored = match object::without_dictionary(&stored) {
-            Ok(Some(plain)) => plain,
-            Ok(None) => stored,
-            Err(source) => {
-                return Err(Error::Io {
-                    path: store.root_path(),
-                    source,
-                })
-            }
-        };
+        let stored = object::without_dictionary(&id, &stored)?.unwrap_or(stored);
         records.push((id, stored));
     }
     Ok(OutPack {
