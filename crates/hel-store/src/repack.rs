@@ -140,6 +140,15 @@ fn stored_len(layout: &Odb, id: &ObjectId) -> Result<u64> {
 /// The stored bytes of object `id` from wherever it is now, verified: a
 /// repack must never give damaged bytes a fresh, valid record.
 pub(crate) fn stored_bytes(layout: &Odb, id: &ObjectId) -> Result<Vec<u8>> {
+    stored_bytes_from(layout, id).map(|(stored, _)| stored)
+}
+
+/// [`stored_bytes`] and the file they were read from (a pack, a journal
+/// or a loose file), for errors about them.
+pub(crate) fn stored_bytes_from(
+    layout: &Odb,
+    id: &ObjectId,
+) -> Result<(Vec<u8>, std::path::PathBuf)> {
     let cap = crate::object::Cap::ANY;
     let max = cap.max + cap.max / 128 + 4096;
     match layout.index().locate(layout, id)? {
@@ -152,7 +161,10 @@ pub(crate) fn stored_bytes(layout: &Odb, id: &ObjectId) -> Result<Vec<u8>> {
                     "its check does not match (torn or damaged)",
                 ));
             }
-            Ok(record.split_off(crate::pack::RECORD_HEADER as usize))
+            Ok((
+                record.split_off(crate::pack::RECORD_HEADER as usize),
+                place.path.clone(),
+            ))
         }
         Some(odb::Found::Loose) => {
             let path = layout.loose_path(id);
@@ -162,7 +174,7 @@ pub(crate) fn stored_bytes(layout: &Odb, id: &ObjectId) -> Result<Vec<u8>> {
             })?;
             let stored = crate::dir::read_bounded(file, max, &path)?;
             crate::object::decode(id, &path, &stored, cap)?;
-            Ok(stored)
+            Ok((stored, path))
         }
         None => Err(Error::Missing {
             id: *id,

@@ -172,10 +172,10 @@ pub fn pack_between(store: &Store, head: &ObjectId, base: Option<&ObjectId>) -> 
     ids.sort();
     let mut records = Vec::with_capacity(ids.len());
     for id in ids {
-        let stored = crate::repack::stored_bytes(layout, &id)?;
+        let (stored, from) = crate::repack::stored_bytes_from(layout, &id)?;
         // A remote's packs hold frames without hel's dictionary, which a
         // format-4 hel pulling from it does not know (objects-spec §15.4).
-        let stored = object::without_dictionary(&id, &stored)?.unwrap_or(stored);
+        let stored = object::without_dictionary(&id, &from, &stored)?.unwrap_or(stored);
         records.push((id, stored));
     }
     Ok(OutPack {
