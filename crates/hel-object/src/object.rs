@@ -203,18 +203,16 @@ pub fn compress_frame(bytes: &[u8], dictionary: bool) -> std::io::Result<Vec<u8>
     } else {
         &COMPRESSOR
     };
-    key.with(|slot| {
-        let mut slot = slot.borrow_mut();
-        if slot.is_none() {
-            *slot = Some(match dictionary {
+    key.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        let c = match &mut *slot {
+            Some(c) => c,
+            empty @ None => empty.insert(match dictionary {
                 true => zstd::bulk::Compressor::with_dictionary(LEVEL, DICTIONARY)?,
                 false => zstd::bulk::Compressor::new(LEVEL)?,
-            });
-        }
-        match slot.as_mut() {
-            Some(c) => c.compress(bytes),
-            None => zstd::bulk::compress(bytes, LEVEL),
-        }
+            }),
+        };
+        c.compress(bytes)
     })
 }
 
@@ -285,18 +283,18 @@ fn with_dctx<R>(
     let key = if dictionary { &DICT_DCTX } else { &DCTX };
     key.with(|cell| {
         let mut slot = cell.borrow_mut();
-        if slot.is_none() {
-            let mut dctx = DCtx::create();
-            if dictionary {
-                dctx.load_dictionary(DICTIONARY)
-                    .map_err(|_| DecodeError::Reset)?;
+        let dctx = match &mut *slot {
+            Some(dctx) => dctx,
+            empty @ None => {
+                let mut dctx = DCtx::create();
+                if dictionary {
+                    dctx.load_dictionary(DICTIONARY)
+                        .map_err(|_| DecodeError::Reset)?;
+                }
+                empty.insert(dctx)
             }
-            *slot = Some(dctx);
-        }
-        match slot.as_mut() {
-            Some(dctx) => f(dctx),
-            None => Err(DecodeError::Reset.into()),
-        }
+        };
+        f(dctx)
     })
 }
 
