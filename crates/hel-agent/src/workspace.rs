@@ -3,6 +3,7 @@
 //! restore` can bring them back.
 
 use std::collections::HashSet;
+use std::sync::Arc;
 
 use hel_store::tree::EntryKind;
 use hel_store::{ObjectId, Store, Txn};
@@ -31,7 +32,7 @@ pub struct Snapshots {
     /// The last snapshot written (its root tree and paths), on which the
     /// next builds; read from the session's history at the first snapshot
     /// of a resumed session.
-    last: Option<(ObjectId, Flat)>,
+    last: Option<(ObjectId, Arc<Flat>)>,
     loaded: bool,
     /// The tree the current instruction started with.
     pub start: Option<ObjectId>,
@@ -59,7 +60,7 @@ impl Snapshots {
     pub fn resume_from(&mut self, store: &Store, head: &ObjectId) -> Result<(), WorkspaceError> {
         self.loaded = true;
         self.last = match history::newest_tree(store, head)? {
-            Some(tree) => Some((tree, self.workspace.read_last(store, &tree)?)),
+            Some(tree) => Some((tree, Arc::new(self.workspace.read_last(store, &tree)?))),
             None => None,
         };
         Ok(())
@@ -78,7 +79,7 @@ impl Snapshots {
             self.loaded = true;
             if let Some(head) = head {
                 if let Some(tree) = history::newest_tree(store, &head)? {
-                    self.last = Some((tree, self.workspace.read_last(store, &tree)?));
+                    self.last = Some((tree, Arc::new(self.workspace.read_last(store, &tree)?)));
                 }
             }
         }
@@ -218,7 +219,7 @@ mod tests {
         }
         Snapshot {
             tree: ObjectId::ZERO,
-            flat,
+            flat: Arc::new(flat),
             stats: Default::default(),
             not_tracked: not_tracked
                 .into_iter()

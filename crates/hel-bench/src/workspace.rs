@@ -385,7 +385,7 @@ struct Session {
     state: SessionState,
     conv: Conversation,
     /// The last snapshot's root tree and paths (the agent keeps them).
-    last: Option<(ObjectId, Flat)>,
+    last: Option<(ObjectId, std::sync::Arc<Flat>)>,
 }
 
 /// The session's messages, as hel's conversation keeps them.
@@ -776,7 +776,7 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Results, Benc
         s.last = None;
         let tree = hel_workspace::history::newest_tree(&s.store, &out.restored)?
             .ok_or_else(|| BenchError::Check("no tree after the restore".into()))?;
-        s.last = Some((tree, Flat::read(&s.store, &tree)?));
+        s.last = Some((tree, std::sync::Arc::new(Flat::read(&s.store, &tree)?)));
         // A before-restore snapshot alone (the walk of a restore: the files
         // just written are racy and read again), not committed.
         let mut txn = s.store.begin(&s.lease, &mut s.state)?;

@@ -71,7 +71,7 @@ fn main() {
         restored: None,
     };
     txn.commit(input(Some(field(snap.tree)))).unwrap();
-    let last: (hel_store::ObjectId, Flat) = (snap.tree, snap.flat);
+    let last: (hel_store::ObjectId, std::sync::Arc<Flat>) = (snap.tree, snap.flat);
     const N: usize = 6;
     let mut times: [Vec<Duration>; N] = Default::default();
     let mut cpus: [Vec<Duration>; N] = Default::default();

@@ -407,7 +407,7 @@ pub fn finish(
         }) => (*applied, Some(format!("{}: {source}", path.display()))),
         Err(e) => return Err(e.into()),
     };
-    let mut after = before.flat.clone();
+    let mut after = Flat::clone(&before.flat);
     let (mut written, mut removed) = (Vec::new(), Vec::new());
     for (path, item, _stat) in &applied.done {
         match item {
@@ -617,7 +617,7 @@ mod tests {
     fn snapshot(flat: Flat) -> crate::Snapshot {
         crate::Snapshot {
             tree: ObjectId::ZERO,
-            flat,
+            flat: std::sync::Arc::new(flat),
             stats: Default::default(),
             not_tracked: Vec::new(),
             repositories: Vec::new(),

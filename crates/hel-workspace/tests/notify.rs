@@ -6,6 +6,7 @@
 use std::fs;
 use std::os::unix::fs::{symlink, PermissionsExt};
 use std::path::Path;
+use std::sync::Arc;
 
 use hel_workspace::{Flat, Options, Prev, Scan, Workspace};
 
@@ -26,8 +27,8 @@ fn options(notify: bool) -> Options {
 /// walk finds.
 fn walked(
     store: &hel_store::Store,
-    last: &(hel_store::ObjectId, Flat),
-) -> (hel_store::ObjectId, Flat) {
+    last: &(hel_store::ObjectId, Arc<Flat>),
+) -> (hel_store::ObjectId, Arc<Flat>) {
     let mut fresh = Workspace::open(store, options(false)).unwrap();
     let prev = Prev {
         tree: last.0,

@@ -5,6 +5,7 @@ use std::fs;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{symlink, PermissionsExt};
 use std::path::Path;
+use std::sync::Arc;
 
 use hel_store::tree::EntryKind;
 use hel_store::{CommitInput, Record, SessionLease, SessionState, Store};
@@ -16,7 +17,7 @@ struct Session {
     store: Store,
     lease: SessionLease,
     state: SessionState,
-    last: Option<(hel_store::ObjectId, Flat)>,
+    last: Option<(hel_store::ObjectId, Arc<Flat>)>,
 }
 
 impl Session {
@@ -161,7 +162,7 @@ fn records_files_links_modes_and_what_it_does_not_read() {
     )
     .unwrap();
     let (snap, _) = s.snap(&mut ws);
-    let f = &snap.flat;
+    let f: &Flat = &snap.flat;
     assert_eq!(kind(f, "a.txt"), Some(EntryKind::File));
     assert_eq!(f.get(b"run.sh").unwrap().mode, 0o750);
     assert_eq!(kind(f, "src"), Some(EntryKind::Dir));
@@ -226,7 +227,7 @@ fn a_rewritten_gitignore_turns_not_tracked_paths_into_tracked_ones() {
     assert_eq!(kind(&after.flat, "build"), Some(EntryKind::Dir));
     assert_eq!(kind(&after.flat, "build/out.o"), Some(EntryKind::File));
     assert_whole(root, &after.flat);
-    assert_eq!(&Flat::read(&s.store, &after.tree).unwrap(), &after.flat);
+    assert_eq!(&Flat::read(&s.store, &after.tree).unwrap(), &*after.flat);
     let changed: Vec<String> = hel_workspace::diff::changes(&before.flat, &after.flat)
         .iter()
         .map(|c| format!("{} {}", String::from_utf8_lossy(&c.path), c.status.as_str()))
@@ -262,17 +263,20 @@ fn empty_directories_made_between_snapshots_in_any_position() {
     for d in ["e", "a/e", "n", "n/m", "n/m/o", "n/p", "g.txt"] {
         assert_eq!(kind(&second.flat, d), Some(EntryKind::Dir), "{d}");
     }
-    assert_eq!(&Flat::read(&s.store, &second.tree).unwrap(), &second.flat);
+    assert_eq!(&Flat::read(&s.store, &second.tree).unwrap(), &*second.flat);
     // Every later snapshot works: in this process, and in a new one that
     // builds on what the store holds (a resume).
     let (third, objects) = s.snap(&mut ws);
     assert_eq!((third.tree, objects), (second.tree, 0));
     fs::create_dir(root.join("n/m/o/deeper")).unwrap();
     let mut ws2 = Workspace::open(&s.store, Options::default()).unwrap();
-    s.last = Some((third.tree, Flat::read(&s.store, &third.tree).unwrap()));
+    s.last = Some((
+        third.tree,
+        Arc::new(Flat::read(&s.store, &third.tree).unwrap()),
+    ));
     let (fourth, _) = s.snap(&mut ws2);
     assert_eq!(kind(&fourth.flat, "n/m/o/deeper"), Some(EntryKind::Dir));
-    assert_eq!(&Flat::read(&s.store, &fourth.tree).unwrap(), &fourth.flat);
+    assert_eq!(&Flat::read(&s.store, &fourth.tree).unwrap(), &*fourth.flat);
     let fsck = hel_store::fsck::fsck(&s.store).unwrap();
     assert!(fsck.is_sound(), "{fsck:?}");
 }
@@ -352,7 +356,7 @@ fn budget_and_size_limit_leave_new_files_untracked_but_never_a_tracked_one() {
     write(root, "n1.bin", &vec![4u8; 900]);
     write(root, "n2.bin", &vec![5u8; 900]);
     let (snap, _) = s.snap(&mut ws);
-    let f = &snap.flat;
+    let f: &Flat = &snap.flat;
     assert_eq!(kind(f, "grows.txt"), Some(EntryKind::File));
     assert_eq!(f.get(b"grows.txt").unwrap().size, 2000);
     assert_eq!(kind(f, "huge.bin"), Some(EntryKind::NotTracked));
@@ -465,7 +469,7 @@ fn two_thousand_sibling_directories_under_a_limit_of_64_descriptors() {
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
         (snap, sampler.join().unwrap())
     });
-    let f = &snap.flat;
+    let f: &Flat = &snap.flat;
     for k in 0..2000 {
         assert_eq!(
             kind(f, &format!("d{k:04}")),
@@ -550,7 +554,7 @@ fn unreadable_directories_and_files_are_not_tracked_never_left_out() {
     let mut s = Session::new(root);
     let mut ws = Workspace::open(&s.store, Options::default()).unwrap();
     let (snap, _) = s.snap(&mut ws);
-    let f = &snap.flat;
+    let f: &Flat = &snap.flat;
     assert_eq!(kind(f, "ok.txt"), Some(EntryKind::File));
     assert_eq!(kind(f, "secret"), Some(EntryKind::NotTrackedDir));
     assert_eq!(kind(f, "secret/file"), None);
@@ -600,7 +604,7 @@ fn a_listing_that_fails_part_way_is_a_directory_not_read_never_a_partial_one() {
     let mut s = Session::new(root);
     let mut ws = Workspace::open(&s.store, Options::default()).unwrap();
     let (snap, _) = s.snap(&mut ws);
-    let f = &snap.flat;
+    let f: &Flat = &snap.flat;
     assert_eq!(kind(f, "top.txt"), Some(EntryKind::File));
     assert_eq!(kind(f, "d"), Some(EntryKind::NotTrackedDir));
     assert!(
@@ -644,7 +648,7 @@ fn past_the_path_budget_directories_are_not_read_and_the_rest_is_whole() {
     let mut ws = Workspace::open(&s.store, Options::default()).unwrap();
     ws.limit_paths(45, 1 << 20);
     let (snap, _) = s.snap(&mut ws);
-    let f = &snap.flat;
+    let f: &Flat = &snap.flat;
     assert!(f.items.len() <= 45, "{}", f.items.len());
     // The 10 directories are recorded, 3 of them listed (10 + 3 × 10).
     let listed = (0..10)

@@ -478,7 +478,7 @@ pub fn diff(
                 }),
             )
             .map_err(|e| Exit::refused(e.to_string()))?;
-        (at_flat, now.flat, true)
+        (at_flat, std::sync::Arc::unwrap_or_clone(now.flat), true)
     } else {
         // What the checkpoint's instruction changed.
         let start = match ws.start {
