@@ -269,7 +269,8 @@ pub fn spill_bytes(p: &Project, session: &str) -> Vec<u8> {
     let store = hel_store::Store::open(&p.path()).unwrap();
     let head = store.head(&session.parse().unwrap()).unwrap();
     let cp = store.checkpoint(&head).unwrap();
-    let entry = cp.spill.values().next().expect("a spill file");
+    let map = hel_store::spill::map(&store, &cp).unwrap();
+    let entry = map.values().next().expect("a spill file");
     hel_store::testing::read_blob(&store, &entry.blob).unwrap()
 }
 

@@ -597,7 +597,7 @@ fn wrong_kinds_bad_counts_and_bad_snapshots_are_faults_everywhere() {
         ),
         (
             "0badf00d-0000-4000-8000-0000000000b5",
-            h.raw("snapshot", br#"{"schema_version":3}"#),
+            h.raw("snapshot", br#"{"schema_version":4}"#),
             "upgrade hel",
         ),
         (

@@ -200,8 +200,8 @@ fn record_whole(store: &Store, r: &Value) {
         "{id}: messages"
     );
     let spill: BTreeMap<String, (String, u64)> = loaded
-        .checkpoint
-        .spill
+        .state
+        .spill()
         .iter()
         .map(|(path, e)| (path.clone(), (e.blob.to_hex(), e.size)))
         .collect();
@@ -217,7 +217,7 @@ fn record_whole(store: &Store, r: &Value) {
         })
         .collect();
     assert_eq!(spill, want, "{id}: spill");
-    for e in loaded.checkpoint.spill.values() {
+    for e in loaded.state.spill().values() {
         let bytes = hel_store::testing::read_blob(store, &e.blob).unwrap();
         assert_eq!(
             (hel_store::blob_id(&bytes), bytes.len() as u64),
@@ -290,15 +290,15 @@ fn upgraded_whole(format: u64) {
 }
 
 /// What `format` says once the store is upgraded.
-const CURRENT_FORMAT: &str = "hel-store-format 5\n";
+const CURRENT_FORMAT: &str = "hel-store-format 6\n";
 
 /// What `format` says in a store of `format` (none in format 1).
 fn old_format_file(format: u64) -> Option<String> {
     (format > 1).then(|| format!("hel-store-format {format}\n"))
 }
 
-/// Format 5 adds nothing to a format-4 store but the `format` file
-/// (objects-spec §10.3): every other byte is as format 4 wrote it, and
+/// Formats 5 and 6 add nothing to a format-4 store but the `format` file
+/// (objects-spec §10.3, §10.4): every other byte is as format 4 wrote it, and
 /// what this hel writes next (snapshots and commit records with hel's
 /// dictionary) reads back with everything format 4 wrote.
 #[test]
@@ -346,6 +346,62 @@ fn format4_store_upgrades_with_everything() {
             r["id"]
         );
     }
+    let fsck = p.run(None, &["fsck"]);
+    assert_eq!(fsck.code, 0, "{}{}", fsck.stdout, fsck.stderr);
+}
+
+/// Format 6 adds nothing to a format-5 store but the `format` file
+/// (objects-spec §10.4): the snapshots format 5 wrote keep their spill
+/// maps inline (schema 2), and the next checkpoint names its map by a
+/// blob (schema 3) that holds the same entries, spill files included.
+#[test]
+fn format5_store_upgrades_with_everything() {
+    upgraded_whole(5);
+    let p = unpacked(5);
+    let m = manifest(5);
+    holds_everything(&p, &m);
+    // A session that spilled: its map carries over into schema 3.
+    let (s, spill) = m["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find_map(|s| {
+            let r = &s["records"][0];
+            let spill = r["spill"].as_object().filter(|o| !o.is_empty())?;
+            Some((s["id"].as_str().unwrap().to_owned(), spill.clone()))
+        })
+        .expect("a session whose head keeps a spill file");
+    let mock = crate::common::Mock::start(serde_json::json!([{"content": "after the upgrade"}]));
+    let run = p.run(Some(&mock), &["resume", &s, "--relocate", "-p", "one more"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let store = Store::open(p.dir.path()).unwrap();
+    let head = store.head(&s.parse().unwrap()).unwrap();
+    let cp = store.checkpoint(&head).unwrap();
+    assert_eq!(cp.schema_version, 3);
+    assert!(
+        matches!(cp.spill, hel_store::Spill::Blob(_)),
+        "{:?}",
+        cp.spill
+    );
+    let map = hel_store::spill::map(&store, &cp).unwrap();
+    let got: serde_json::Map<String, Value> = map
+        .iter()
+        .map(|(k, e)| (k.clone(), serde_json::json!([e.blob.to_hex(), e.size])))
+        .collect();
+    assert_eq!(got, spill);
+    // Its old head, written by format 5, is schema 2 with the map inline.
+    let old: hel_store::ObjectId = m["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["id"] == s.as_str())
+        .and_then(|x| x["head"].as_str())
+        .unwrap()
+        .parse()
+        .unwrap();
+    let old = store.checkpoint(&old).unwrap();
+    assert_eq!(old.schema_version, 2);
+    assert!(matches!(old.spill, hel_store::Spill::Inline(_)));
     let fsck = p.run(None, &["fsck"]);
     assert_eq!(fsck.code, 0, "{}{}", fsck.stdout, fsck.stderr);
 }
@@ -503,7 +559,7 @@ fn killed_at_every_step(format: u64) {
 /// still lock?
 fn old_lock_is_file(p: &Project, format: u64) -> bool {
     let name = match format {
-        4 => ".store.lock/lock",
+        4 | 5 => ".store.lock/lock",
         3 => ".store.lock",
         _ => ".sessions.lock",
     };
@@ -533,6 +589,11 @@ fn old_hel_lists_all(p: &Project, old: &std::ffi::OsStr, m: &Value) {
             s["id"]
         );
     }
+}
+
+#[test]
+fn kill_at_every_step_of_a_format5_upgrade() {
+    killed_at_every_step(5);
 }
 
 #[test]
@@ -779,24 +840,24 @@ fn older_hels_refusal_vector() {
     assert!(n > 2);
 }
 
-/// Older hels write nothing into a format-5 store, fresh or upgraded from
-/// any older format: with `HEL_OLD_HEL_1` to `HEL_OLD_HEL_4` naming the
-/// binaries of formats 1 to 4
+/// Older hels write nothing into a format-6 store, fresh or upgraded from
+/// any older format: with `HEL_OLD_HEL_1` to `HEL_OLD_HEL_5` naming the
+/// binaries of formats 1 to 5
 /// (tests/fixtures/README.md), a new session, a resume, a delete and a gc
 /// by each leave every file and directory under `.hel/` as they were, bytes
-/// and all. Hels of formats 2, 3 and 4 refuse at their `format` check; a format-1 hel's writers fail to open their store lock,
+/// and all. Hels of formats 2 to 5 refuse at their `format` check; a format-1 hel's writers fail to open their store lock,
 /// `.sessions.lock`, a directory (its `-p` runs unsaved, saying so). Skipped,
 /// saying so, when none of the variables is set (the vector test above checks
 /// the directory in any case).
 #[test]
-fn older_hels_write_nothing_in_a_format5_store() {
-    let olds: Vec<(u64, std::ffi::OsString)> = [1, 2, 3, 4]
+fn older_hels_write_nothing_in_a_format6_store() {
+    let olds: Vec<(u64, std::ffi::OsString)> = [1, 2, 3, 4, 5]
         .into_iter()
         .filter_map(|f| std::env::var_os(format!("HEL_OLD_HEL_{f}")).map(|b| (f, b)))
         .collect();
     if olds.is_empty() {
         eprintln!(
-            "older_hels_write_nothing_in_a_format5_store skipped: set HEL_OLD_HEL_1 to HEL_OLD_HEL_4 to the hel binaries of formats 1 to 4"
+            "older_hels_write_nothing_in_a_format6_store skipped: set HEL_OLD_HEL_1 to HEL_OLD_HEL_5 to the hel binaries of formats 1 to 5"
         );
         return;
     }
@@ -810,6 +871,7 @@ fn older_hels_write_nothing_in_a_format5_store() {
         (unpacked(2), first_session(2)),
         (unpacked(3), first_session(3)),
         (unpacked(4), first_session(4)),
+        (unpacked(5), first_session(5)),
     ];
     for (p, _) in &stores[1..] {
         let run = p.run(None, &["sessions"]);
@@ -843,9 +905,10 @@ fn older_hels_write_nothing_in_a_format5_store() {
                     "the format-{format} hel's {args:?} wrote into a format-5 store: {stderr}"
                 );
                 let said = match format {
-                    2 => "has format 5, this hel reads up to 2: upgrade hel",
-                    3 => "has format 5, this hel reads up to 3: upgrade hel",
-                    4 => "has format 5, this hel reads up to 4: upgrade hel",
+                    2 => "has format 6, this hel reads up to 2: upgrade hel",
+                    3 => "has format 6, this hel reads up to 3: upgrade hel",
+                    4 => "has format 6, this hel reads up to 4: upgrade hel",
+                    5 => "has format 6, this hel reads up to 5: upgrade hel",
                     _ => ".sessions.lock: Is a directory",
                 };
                 assert!(stderr.contains(said), "{args:?}: {stderr}");

@@ -95,6 +95,12 @@ impl Cap {
         max: 64 * MIB,
         what: "spill file",
     };
+    /// A checkpoint's spill map (schema 3): as much as the snapshot that
+    /// held it inline before could.
+    pub const SPILL_MAP: Cap = Cap {
+        max: 4 * MIB,
+        what: "spill map",
+    };
     pub const TREE: Cap = Cap {
         max: 16 * MIB,
         what: "tree",

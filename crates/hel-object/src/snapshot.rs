@@ -7,9 +7,10 @@ use serde_json::Value;
 
 use crate::{ObjectId, SessionId};
 
-/// The snapshot schema this build writes and the newest it reads. Schema 2
-/// adds what each record is and the workspace; schema 1 is still read.
-pub const SCHEMA_VERSION: u64 = 2;
+/// The snapshot schema this build writes and the newest it reads. Schema 3
+/// names the spill map by a blob instead of holding it; schema 2 adds what
+/// each record is and the workspace; schemas 1 and 2 are still read.
+pub const SCHEMA_VERSION: u64 = 3;
 
 /// A snapshot object: one checkpoint. Everything a new process needs to
 /// continue a session is here or named from here (messages, request config,
@@ -37,8 +38,9 @@ pub struct Checkpoint {
     /// Blob holding the read_file cursors (opaque to the store).
     pub cursors: ObjectId,
     pub messages: MessagesRef,
-    /// Spill path as the conversation names it → its blob.
-    pub spill: BTreeMap<String, SpillEntry>,
+    /// Spill path as the conversation names it → its blob: the map itself
+    /// (schemas 1 and 2) or the blob holding it (schema 3).
+    pub spill: Spill,
     pub summary: Summary,
     /// What this record is (schema 2; a schema-1 checkpoint is an answer).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -163,6 +165,38 @@ pub struct MessagesRef {
     pub count: u64,
 }
 
+/// A checkpoint's spill map (objects-spec §2.3, `spill`). From schema 3 it
+/// is a blob of its canonical JSON ([`spill_map_payload`]), so that the
+/// map, which only grows within a session, is stored once while it does
+/// not change instead of again in every checkpoint (at 50 spill files,
+/// about 1 KB of every snapshot).
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+#[serde(untagged)]
+pub enum Spill {
+    /// The blob holding the map (schema 3).
+    Blob(ObjectId),
+    /// The map (schemas 1 and 2).
+    Inline(BTreeMap<String, SpillEntry>),
+}
+
+/// The canonical JSON of spill map `map`: the payload of its blob.
+pub fn spill_map_payload(map: &BTreeMap<String, SpillEntry>) -> Vec<u8> {
+    crate::canonical::to_vec(&serde_json::to_value(map).unwrap_or_default())
+}
+
+/// Parse and validate the payload of a spill map blob: an object of
+/// spill entries, every key a non-empty string.
+pub fn parse_spill_map(
+    payload: &[u8],
+) -> std::result::Result<BTreeMap<String, SpillEntry>, Invalid> {
+    let map: BTreeMap<String, SpillEntry> =
+        serde_json::from_slice(payload).map_err(Invalid::Json)?;
+    if map.keys().any(String::is_empty) {
+        return Err(Invalid::EmptySpillName);
+    }
+    Ok(map)
+}
+
 /// A spill file kept by a checkpoint.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
@@ -266,8 +300,14 @@ impl Checkpoint {
         if cp.summary.checkpoints == 0 && cp.schema_version < 2 {
             return Err(Invalid::NoCheckpoints);
         }
-        if cp.spill.keys().any(|k| k.is_empty()) {
-            return Err(Invalid::EmptySpillName);
+        match (&cp.spill, cp.schema_version >= 3) {
+            (Spill::Inline(map), false) => {
+                if map.keys().any(|k| k.is_empty()) {
+                    return Err(Invalid::EmptySpillName);
+                }
+            }
+            (Spill::Blob(_), true) => {}
+            _ => return Err(Invalid::SpillForm(cp.schema_version)),
         }
         Ok(check_record(cp)?)
     }
@@ -365,6 +405,9 @@ pub enum Invalid {
     NoCheckpoints,
     #[error("a spill entry has an empty name")]
     EmptySpillName,
+    /// A spill map inline from schema 3 on, or a blob id before it.
+    #[error("a schema {0} checkpoint with its spill map in the other form (inline up to schema 2, a blob id from 3)")]
+    SpillForm(u64),
     #[error("created_at is not created_at_ms in RFC 3339 with milliseconds")]
     CreatedAt,
     #[error("{0}")]
@@ -447,6 +490,38 @@ mod tests {
             cp.check().unwrap();
             assert_eq!(cp.to_payload(), crate::canonical::to_vec(&v));
             assert_eq!(Checkpoint::parse(&cp.to_payload()).unwrap(), cp);
+        }
+    }
+
+    /// Schema 3 names its spill map by a blob id; schemas 1 and 2 hold it.
+    /// Either form in the other schema is refused, as is a map blob with
+    /// an entry that is not a spill entry or has an empty name.
+    #[test]
+    fn the_spill_map_is_a_blob_from_schema_3_and_inline_before() {
+        let mut three = snapshot("answer", Value::Null);
+        three["schema_version"] = 3.into();
+        three["spill"] = id("m").into();
+        let cp = parse(&three).unwrap();
+        assert!(matches!(cp.spill, Spill::Blob(_)));
+        assert_eq!(cp.to_payload(), crate::canonical::to_vec(&three));
+        three["spill"] = json!({});
+        assert!(matches!(parse(&three), Err(Invalid::SpillForm(3))));
+        let mut two = snapshot("answer", Value::Null);
+        two["spill"] = id("m").into();
+        assert!(matches!(parse(&two), Err(Invalid::SpillForm(2))));
+        let map = json!({"a/b": {"blob": id("b"), "size": 7}});
+        let parsed = parse_spill_map(&crate::canonical::to_vec(&map)).unwrap();
+        assert_eq!(spill_map_payload(&parsed), crate::canonical::to_vec(&map));
+        for bad in [
+            json!([]),
+            json!({"": {"blob": id("b"), "size": 7}}),
+            json!({"k": {"blob": id("b"), "size": 7, "x": 1}}),
+            json!({"k": {"blob": "zz", "size": 7}}),
+        ] {
+            assert!(
+                parse_spill_map(&crate::canonical::to_vec(&bad)).is_err(),
+                "{bad}"
+            );
         }
     }
 

@@ -11,7 +11,9 @@ use crate::list::{Item, Leaf, PayloadWriter, INLINE_MAX, NODE_INLINE_BUDGET};
 use crate::lock::{SessionLease, Shared};
 use crate::object::{self, Cap, Kind};
 use crate::odb::Odb;
-use crate::snapshot::{Checkpoint, MessagesRef, Record, SpillEntry, Summary, SCHEMA_VERSION};
+use crate::snapshot::{
+    spill_map_payload, Checkpoint, MessagesRef, Record, Spill, SpillEntry, Summary, SCHEMA_VERSION,
+};
 use crate::store::{clip, CommitInput, Committed, SessionState, Store, Warning};
 use crate::tree::{self, Tree};
 use crate::write::Writer;
@@ -340,6 +342,9 @@ impl<'a> Txn<'a> {
                 );
             }
         }
+        // Stored once while no spill is added: the next checkpoints name
+        // the same blob.
+        let spill_map = writer.put(Kind::Blob, &spill_map_payload(&spill))?;
         let now = time::now_ms();
         let cp = Checkpoint {
             schema_version: SCHEMA_VERSION,
@@ -355,7 +360,7 @@ impl<'a> Txn<'a> {
                 root,
                 count: messages.len() as u64,
             },
-            spill: spill.clone(),
+            spill: Spill::Blob(spill_map),
             summary: Summary {
                 messages: messages.len() as u64,
                 checkpoints: state.checkpoints + u64::from(input.record == Record::Answer),
@@ -366,7 +371,7 @@ impl<'a> Txn<'a> {
             record: Some(input.record),
             workspace: input.workspace,
         };
-        let spill_after = spill.clone();
+        let spill_after = spill;
         let published = self.publish(cp, &input.why)?;
         let state = &mut *self.state;
         for (node, _) in state.nodes.drain(reused..) {
@@ -489,7 +494,8 @@ impl Txn<'_> {
                 record.name()
             ))
         })?;
-        let base = crate::read::snapshot(self.layout, &head)?;
+        let mut base = crate::read::snapshot(self.layout, &head)?;
+        base.spill = self.writer.put_spill(base.spill)?;
         let now = time::now_ms();
         let mut cp = Checkpoint {
             schema_version: SCHEMA_VERSION,

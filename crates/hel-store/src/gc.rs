@@ -37,6 +37,7 @@ use crate::lock::{Exclusive, SessionLease};
 use crate::object::Cap;
 use crate::odb::{Found, Odb};
 use crate::pack::Place;
+use crate::snapshot::Spill;
 use crate::tree::EntryKind as EntryKindT;
 use crate::{heads, Error, ObjectId, Result, SessionId, Store};
 
@@ -137,7 +138,8 @@ impl Places {
 }
 
 /// Every object reachable from `roots` (snapshot ids): snapshots through
-/// their parents, their config, cursor and spill blobs, their list chains,
+/// their parents, their config, cursor and spill map blobs, the spill
+/// blobs those name, their list chains,
 /// what list items name (blobs, and the items of sliced nodes), and their
 /// workspace trees with the blobs those name. Every
 /// snapshot and node is validated as it is read, and counts and slice
@@ -154,6 +156,7 @@ pub(crate) fn mark(
     let mut snapshots: Vec<ObjectId> = roots.to_vec();
     let mut nodes: Vec<ObjectId> = Vec::new();
     let mut nodes_seen: HashSet<ObjectId> = HashSet::new();
+    let mut maps_seen: HashSet<ObjectId> = HashSet::new();
     // Trees are walked with a stack, never recursion: a hostile store
     // cannot make a walk deeper than memory.
     let mut trees: Vec<ObjectId> = Vec::new();
@@ -179,8 +182,27 @@ pub(crate) fn mark(
                 m.json_blobs.push((blob, cap));
             }
         }
-        m.reachable.extend(cp.spill.values().map(|s| s.blob));
-        m.spill.extend(cp.spill.values().map(|s| (s.blob, s.size)));
+        // A spill map blob is shared by every checkpoint until the next
+        // spill: read once. Its own set, not `reachable`: the same bytes
+        // may be reached as another blob first (a config), and its entries
+        // must still be marked.
+        let spill = match &cp.spill {
+            Spill::Blob(map) if !maps_seen.insert(*map) => None,
+            _ => match crate::read::spill_map(layout, &cp) {
+                Ok(map) => Some(map),
+                Err(e) => {
+                    on_error(e)?;
+                    None
+                }
+            },
+        };
+        if let Spill::Blob(map) = &cp.spill {
+            m.reachable.insert(*map);
+        }
+        for s in spill.iter().flat_map(|map| map.values()) {
+            m.reachable.insert(s.blob);
+            m.spill.insert((s.blob, s.size));
+        }
         if let Some(ws) = &cp.workspace {
             if ws.not_tracked > 0 {
                 m.not_tracked.push((id, ws.tree, ws.not_tracked));

@@ -19,7 +19,7 @@
 //! .hel/sessions/<uuid>/      .active lease and materialized spill/
 //! .hel/tmp/                  files of writes in progress
 //! .hel/names                 session names (see names.rs), and .names.lock
-//! .hel/format                "hel-store-format 5\n" (absent: format 1, loose objects only)
+//! .hel/format                "hel-store-format 6\n" (absent: format 1, loose objects only)
 //! .hel/packs/pack-<hex>.pack sealed packs and their .idx
 //! .hel/packs/journals/<uuid>.journal  a session's append-only pack (and .jidx)
 //! .hel/remotes/<key>         what this store last knew of a remote (transfer.rs)

@@ -1,6 +1,6 @@
 //! hel-store: the content-addressed, versioned session store of hel.
 //!
-//! A store lives in `.hel/` of a project (format 5, objects-spec/README.md
+//! A store lives in `.hel/` of a project (format 6, objects-spec/README.md
 //! at the repository root). Immutable objects (message and spill blobs,
 //! message-list nodes, snapshots, workspace trees and files) are named by
 //! the BLAKE3 hash of their canonical bytes and stored zstd-compressed, as
@@ -13,8 +13,8 @@
 //! ref's log. Writers of objects are each session's lease holder (its own
 //! journal), a pull bringing a session in (one sealed pack, under the
 //! store lock held shared) and, under the store lock held exclusively, gc
-//! and delete (sealed packs). A store of format 1, 2, 3 or 4 is upgraded
-//! to format 5 when it is opened (`upgrade.rs`), reading it by its own rules
+//! and delete (sealed packs). A store of format 1 to 5 is upgraded
+//! to format 6 when it is opened (`upgrade.rs`), reading it by its own rules
 //! (`heads.rs`).
 //!
 //! Everything in `.hel/` is untrusted input (a repository can ship one):
@@ -114,8 +114,8 @@ pub use error::{NameError, RefError, UpgradeError};
 pub use hel_object::format::{FORMAT_VERSION, STORE_DIR};
 pub use hel_object::object::{Cap, DICTIONARY, DICTIONARY_ID};
 pub use hel_object::snapshot::{
-    restored_path, Checkpoint, MessagesRef, Record, Restored, SpillEntry, Summary, Workspace,
-    RESTORED_PATHS_MAX, SCHEMA_VERSION,
+    restored_path, Checkpoint, MessagesRef, Record, Restored, Spill, SpillEntry, Summary,
+    Workspace, RESTORED_PATHS_MAX, SCHEMA_VERSION,
 };
 pub use hel_object::{BadSessionId, ObjectId, ParseIdError, SessionId};
 pub use list::{Leaf, Limits, OverLimit, INLINE_MAX};

@@ -7,7 +7,7 @@ use crate::dir;
 use crate::layout::object_name;
 use crate::object::{decode, file_max, Cap, Kind};
 use crate::odb::{self, Found, Odb};
-use crate::snapshot::{Checkpoint, Invalid, SCHEMA_VERSION};
+use crate::snapshot::{Checkpoint, Invalid, Spill, SpillEntry, SCHEMA_VERSION};
 use crate::tree::{Extents, Tree};
 use crate::{pack, Error, ObjectId, Result};
 
@@ -157,6 +157,24 @@ fn validated_snapshot(layout: &Odb, id: &ObjectId, payload: &[u8]) -> Result<Che
             path: layout.object_path(id),
             reason: format!("malformed snapshot: {malformed}"),
         },
+    })
+}
+
+/// The spill map of checkpoint `cp`: its own (schemas 1 and 2) or read
+/// from its blob (schema 3), verified and validated.
+pub(crate) fn spill_map(
+    layout: &Odb,
+    cp: &Checkpoint,
+) -> Result<std::collections::BTreeMap<String, SpillEntry>> {
+    let id = match &cp.spill {
+        Spill::Inline(map) => return Ok(map.clone()),
+        Spill::Blob(id) => id,
+    };
+    let payload = of_kind(layout, id, crate::object::Kind::Blob, Cap::SPILL_MAP)?;
+    crate::snapshot::parse_spill_map(&payload).map_err(|e| Error::Corrupt {
+        id: *id,
+        path: layout.object_path(id),
+        reason: format!("malformed spill map: {e}"),
     })
 }
 

@@ -5,9 +5,10 @@
 use crate::layout::SPILL;
 use crate::lock::SessionLease;
 use crate::object::Cap;
-use crate::snapshot::SpillEntry;
+use crate::snapshot::{Checkpoint, Spill, SpillEntry};
 use crate::store::spill_of_size;
 use crate::{Error, Result, SessionId, Store};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 /// The path of `session`'s spill directory, as seen from the project
@@ -49,6 +50,16 @@ pub fn clear(store: &Store, lease: &SessionLease) -> Result<()> {
         dir.remove_tree(SPILL)?;
     }
     Ok(())
+}
+
+/// The spill map of checkpoint `cp` (of `store`): its own (schemas 1 and
+/// 2), or read from the blob that holds it (schema 3), verified and
+/// validated.
+pub fn map(store: &Store, cp: &Checkpoint) -> Result<BTreeMap<String, SpillEntry>> {
+    match &cp.spill {
+        Spill::Inline(map) => Ok(map.clone()),
+        Spill::Blob(id) => crate::read::spill_map(store.layout_or_missing(id)?, cp),
+    }
 }
 
 /// The bytes of the spill file `entry` names, verified, and as long as

@@ -144,6 +144,7 @@ pub struct Loaded {
 /// What [`Store::read_whole`] read of a checkpoint.
 struct Whole<T> {
     checkpoint: Checkpoint,
+    spill: BTreeMap<String, SpillEntry>,
     request_config: Value,
     cursors: Value,
     resolved: crate::list::Resolved<T>,
@@ -353,6 +354,7 @@ impl Store {
         let whole = self.read_whole::<crate::list::Messages>(id)?;
         let Whole {
             checkpoint: cp,
+            spill,
             request_config,
             cursors,
             resolved,
@@ -361,7 +363,7 @@ impl Store {
         let mut state = SessionState {
             head: Some(*id),
             checkpoints: cp.summary.checkpoints,
-            spill: cp.spill.clone(),
+            spill,
             deps: published
                 .as_ref()
                 .map(heads::Head::deps)
@@ -409,6 +411,7 @@ impl Store {
         };
         let request_config = json_blob(&cp.request_config, Cap::CONFIG)?;
         let cursors = json_blob(&cp.cursors, Cap::CURSORS)?;
+        let spill = crate::read::spill_map(layout, &cp)?;
         let resolved = Reader::new(layout, self.inner.limits, *id)
             .read_list::<K>(cp.messages.root, cp.messages.count)?;
         if resolved.messages.len() as u64 != cp.messages.count {
@@ -436,6 +439,7 @@ impl Store {
         };
         Ok(Whole {
             checkpoint: cp,
+            spill,
             request_config,
             cursors,
             resolved,
@@ -455,7 +459,7 @@ impl Store {
         Ok(SessionState {
             head: Some(head.id),
             checkpoints: cp.summary.checkpoints,
-            spill: cp.spill,
+            spill: crate::read::spill_map(layout, &cp)?,
             deps: head.deps(),
             seq: head.seq(),
             ..SessionState::default()

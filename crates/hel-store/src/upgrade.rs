@@ -1,9 +1,10 @@
-//! The upgrade of a store an older hel wrote (format 1, 2, 3 or 4) to
-//! format 5 (objects-spec §10.1, §10.2, §10.3). Format 5 is format 4 with
-//! snapshot objects and commit records that may be compressed with hel's
-//! zstd dictionary: every byte format 4 wrote is valid format 5, so its
-//! upgrade (the last of the chain) only renames `format`, under the same
-//! lock and lease rules as every step. It runs when this hel opens such
+//! The upgrade of a store an older hel wrote (format 1 to 5) to format 6
+//! (objects-spec §10.1 to §10.4). Format 5 is format 4 with snapshot
+//! objects and commit records that may be compressed with hel's zstd
+//! dictionary, and format 6 is format 5 with snapshots of schema 3 (the
+//! spill map in a blob of its own): every byte format 4 or 5 wrote is
+//! valid format 6, so their upgrade (the last of the chain) only renames
+//! `format`, under the same lock and lease rules as every step. It runs when this hel opens such
 //! a store, before anything else reads it, and loses nothing: format 3 is
 //! format 2's objects, journals, packs and names byte for byte, plus one
 //! ref file per session naming the head the older format gave it; format
@@ -383,7 +384,7 @@ fn make_note_dir(tmp: &crate::dir::Dir, name: &str, note: &str, text: &str) -> R
 pub(crate) const OLDER_LOCK_NOTE_TEXT: &str = "This store has format 3 or newer. Formats 1 and 2 kept their store lock in a file here; it is a directory so that a hel too old for this store fails before writing anything: upgrade hel.\n";
 
 /// What `.store.lock/README` says (objects-spec §12.6).
-pub(crate) const STORE_LOCK_NOTE_TEXT: &str = "This store has format 4 or newer. Format 3 locked a file here; formats 4 and 5 lock the file `lock` in this directory (the same file), so that a format-3 hel fails before writing anything: upgrade hel.\n";
+pub(crate) const STORE_LOCK_NOTE_TEXT: &str = "This store has format 4 or newer. Format 3 locked a file here; formats 4 and newer lock the file `lock` in this directory (the same file), so that a format-3 hel fails before writing anything: upgrade hel.\n";
 
 fn upgrade(lock: &Exclusive<'_, Odb>, found: u64) -> Result<()> {
     let layout = lock.layout;
@@ -421,11 +422,12 @@ fn upgrade(lock: &Exclusive<'_, Odb>, found: u64) -> Result<()> {
     }
     crate::failpoint::kill("upgrade-refs");
     // Format 4: every session's dependencies recorded (dependents.rs),
-    // durable before `format` says 4 or 5. Written again from the heads by
-    // an upgrade redone after a kill; a format-3 hel that writes meanwhile
-    // reads nothing of them. A format-4 store has them: format 5 only
-    // adds frames compressed with hel's dictionary, which nothing
-    // already stored needs to become (objects-spec §10.3).
+    // durable before `format` says 4 or newer. Written again from the
+    // heads by an upgrade redone after a kill; a format-3 hel that writes
+    // meanwhile reads nothing of them. A format-4 or 5 store has them:
+    // formats 5 and 6 only add ways to write new objects (frames
+    // compressed with hel's dictionary, schema-3 snapshots), which
+    // nothing already stored needs to become (objects-spec §10.3, §10.4).
     if found < 4 {
         record_every_head(layout, found)?;
     }

@@ -6,6 +6,7 @@ use std::collections::{BTreeSet, HashSet};
 use crate::lock::Shared;
 use crate::object::{compress_canonical, encode, Cap, Kind};
 use crate::odb::{Found, Odb};
+use crate::snapshot::{spill_map_payload, Spill};
 use crate::{journal, pack, Error, ObjectId, Result, SessionId};
 
 /// How small an object found in another session's journal may be and
@@ -79,6 +80,16 @@ impl<'a> Writer<'a> {
         let stored = compress_canonical(kind, &id, &canonical)?;
         self.push(id, stored);
         Ok(id)
+    }
+
+    /// `spill` as a checkpoint of this schema names it: an inline map
+    /// (read from a schema 1 or 2 checkpoint) stored as its blob, a blob
+    /// kept.
+    pub fn put_spill(&mut self, spill: Spill) -> Result<Spill> {
+        match spill {
+            Spill::Inline(map) => Ok(Spill::Blob(self.put(Kind::Blob, &spill_map_payload(&map))?)),
+            blob => Ok(blob),
+        }
     }
 
     fn push(&mut self, id: ObjectId, stored: Vec<u8>) {

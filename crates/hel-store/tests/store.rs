@@ -271,7 +271,7 @@ fn large_content_is_stored_once_across_sessions_and_survives_its_first_owner() {
         sessions.push((lease.session().clone(), c.id));
     }
     // The large message is stored once; each session writes its small
-    // objects (list node, config, cursors, snapshot) itself.
+    // objects (list node, config, cursors, spill map, snapshot) itself.
     assert!(
         journal_bytes(dir.path()) < 100_000 + 20_000,
         "{} bytes of journals",
@@ -282,7 +282,7 @@ fn large_content_is_stored_once_across_sessions_and_survives_its_first_owner() {
     // later session writes only its snapshot.
     let _ = &sessions;
     let report = hel_store::fsck::fsck(&store).unwrap();
-    assert_eq!(report.objects, 5 + 1 + 1, "{report:?}");
+    assert_eq!(report.objects, 6 + 1 + 1, "{report:?}");
     // The first owner goes: what the others share moves to a sealed pack,
     // and only its own snapshot goes with it.
     let report = store.delete(&sessions[0].0, true).unwrap().unwrap();
@@ -399,13 +399,103 @@ fn spill_is_kept_by_blob_and_survives_forks() {
     drop(fork_lease);
     drop(lease);
     store.delete(&sid, true).unwrap();
-    let cp = store.load(&fork_id).unwrap().checkpoint;
-    let entry = &cp.spill[&name];
+    let loaded = store.load(&fork_id).unwrap();
+    let entry = &loaded.state.spill()[&name];
     assert_eq!(
         hel_store::spill::read(&store, entry).unwrap(),
         "spilled".repeat(1000).as_bytes()
     );
     assert!(hel_store::fsck::fsck(&store).unwrap().is_sound());
+}
+
+/// Schema 3 (store format 6): the spill map is a blob of its own, written
+/// once while nothing new spills, so a checkpoint costs what is new; the
+/// next spill gives a new map holding the old entries too.
+#[test]
+fn the_spill_map_is_one_blob_until_something_new_spills() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let lease = store.new_session().unwrap();
+    let sid = lease.session().clone();
+    let (mut state, mut conv) = (SessionState::default(), Conv::default());
+    let mut maps = Vec::new();
+    for k in 0..4 {
+        conv.extend(&conversation(&format!("s{k}"), 4));
+        let mut inp = conv.input();
+        if k == 0 || k == 3 {
+            let file = format!("out-{k}.txt");
+            hel_store::spill::write(&store, &lease, &file, format!("spill {k}").as_bytes())
+                .unwrap();
+            inp.new_spill = vec![(format!(".hel/sessions/{sid}/spill/{file}"), file)];
+        }
+        let c = store.commit(&lease, &mut state, inp).unwrap();
+        let cp = store.checkpoint(&c.id).unwrap();
+        assert_eq!(cp.schema_version, 3);
+        let hel_store::Spill::Blob(map) = cp.spill else {
+            panic!("an inline map in schema 3: {:?}", cp.spill)
+        };
+        let entries = hel_store::spill::map(&store, &cp).unwrap();
+        maps.push((map, entries.len(), c.objects_written));
+    }
+    assert_eq!(maps[0].0, maps[1].0);
+    assert_eq!(maps[1].0, maps[2].0);
+    assert_ne!(maps[2].0, maps[3].0);
+    assert_eq!(maps.iter().map(|m| m.1).collect::<Vec<_>>(), [1, 1, 1, 2]);
+    // The checkpoints between spills write a list node and a snapshot,
+    // not the map again.
+    assert_eq!((maps[1].2, maps[2].2), (2, 2), "{maps:?}");
+    let report = hel_store::fsck::fsck(&store).unwrap();
+    assert!(report.is_sound(), "{:?}", report.faults);
+}
+
+/// A spill map blob that is not a map of spill entries is a fault naming
+/// the blob, for a load, fsck and gc alike (gc sweeps nothing).
+#[test]
+fn a_malformed_spill_map_is_a_fault_naming_its_blob() {
+    for bad in [
+        &b"[]"[..],
+        b"{\"k\": {\"blob\": \"zz\", \"size\": 1}}",
+        b"{\"\": {\"blob\": \"00\", \"size\": 1}}",
+        b"not json",
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let r = root(dir.path());
+        let (_, planted) = format1_store_with_spill(
+            dir.path(),
+            &[msg("user", "x"), msg("assistant", "y")],
+            json!({}),
+        );
+        let store = Store::open(dir.path()).unwrap();
+        let old = store.checkpoint(&planted).unwrap();
+        let (map, canonical) = testing::encode("blob", bad);
+        testing::plant(&r, &canonical);
+        let mut v = serde_json::to_value(&old).unwrap();
+        v["schema_version"] = 3.into();
+        v["record"] = "answer".into();
+        v["spill"] = map.to_hex().into();
+        let (snap, canonical) = testing::encode("snapshot", &canonical::to_vec(&v));
+        testing::plant(&r, &canonical);
+        fs::write(testing::ref_path(&r, &old.session_id), format!("{snap}\n")).unwrap();
+        let err = store.load(&snap).unwrap_err();
+        assert!(
+            matches!(&err, Error::Corrupt { id, .. } if *id == map),
+            "{}: {err}",
+            String::from_utf8_lossy(bad)
+        );
+        assert!(err.to_string().contains("spill map"), "{err}");
+        let report = hel_store::fsck::fsck(&store).unwrap();
+        assert!(!report.is_sound());
+        assert!(
+            report
+                .faults
+                .iter()
+                .any(|f| f.to_string().contains(&map.to_hex())),
+            "{:?}",
+            report.faults
+        );
+        let gc = hel_store::gc::gc(&store, false);
+        assert!(gc.is_err(), "{gc:?}");
+    }
 }
 
 /// Also for a spill blob over 1 MiB, of which fsck keeps only the length
@@ -430,7 +520,8 @@ fn a_spill_entry_whose_size_is_not_its_blobs_is_refused_and_a_fault() {
             spill,
         );
         let store = Store::open(dir.path()).unwrap();
-        let entry = store.checkpoint(&head).unwrap().spill["k"].clone();
+        let cp = store.checkpoint(&head).unwrap();
+        let entry = hel_store::spill::map(&store, &cp).unwrap()["k"].clone();
         let report = hel_store::fsck::fsck(&store).unwrap();
         let faults: Vec<String> = report.faults.iter().map(|f| f.to_string()).collect();
         assert_eq!(report.is_sound(), sound, "size {size}: {faults:?}");
@@ -712,8 +803,9 @@ fn delete_reclaims_the_journal_at_once_and_leaves_others_intact() {
         .join(format!("{sid}.journal"));
     let size = fs::metadata(&journal).unwrap().len();
     let report = store.delete(&sid, true).unwrap().unwrap();
-    // a's list node, config, cursors and snapshot, with its journal.
-    assert_eq!(report.objects_removed, 4, "{report:?}");
+    // a's list node, config, cursors, spill map and snapshot, with its
+    // journal.
+    assert_eq!(report.objects_removed, 5, "{report:?}");
     assert_eq!(report.bytes_removed, size, "{report:?}");
     assert!(!journal.exists());
     assert!(!testing::session_dir(&root(dir.path()), &sid).exists());
@@ -1355,7 +1447,8 @@ fn gc_drops_spill_working_copies_of_idle_sessions_only() {
         .exists());
     // The blob is what the checkpoint keeps.
     let head = store.head(&idle_id).unwrap();
-    let entry = store.checkpoint(&head).unwrap().spill["out.txt"].clone();
+    let cp = store.checkpoint(&head).unwrap();
+    let entry = hel_store::spill::map(&store, &cp).unwrap()["out.txt"].clone();
     assert_eq!(
         hel_store::testing::read_blob(&store, &entry.blob).unwrap(),
         b"spilled"
@@ -1692,7 +1785,7 @@ fn a_format1_store_keeps_working_and_moves_into_packs() {
     );
     assert_eq!(
         fs::read_to_string(r.join("format")).unwrap(),
-        "hel-store-format 5\n"
+        "hel-store-format 6\n"
     );
     assert_eq!(hel_store::log::log(&store, &sid).unwrap().len(), 2);
     // gc packs the loose objects the session still names and removes them.
@@ -1718,16 +1811,16 @@ fn a_newer_store_format_is_refused_by_name() {
     drop(store.new_session().unwrap());
     assert_eq!(
         fs::read_to_string(dir.path().join(".hel/format")).unwrap(),
-        "hel-store-format 5\n"
+        "hel-store-format 6\n"
     );
-    fs::write(dir.path().join(".hel/format"), "hel-store-format 6\n").unwrap();
+    fs::write(dir.path().join(".hel/format"), "hel-store-format 7\n").unwrap();
     let err = Store::open(dir.path()).unwrap_err();
     assert!(
         matches!(
             err,
             Error::NewerStore {
-                found: 6,
-                supported: 5,
+                found: 7,
+                supported: 6,
                 ..
             }
         ),
@@ -2535,7 +2628,7 @@ fn every_commit_moves_the_ref_by_rename() {
     let r = root(dir.path());
     assert_eq!(
         fs::read_to_string(r.join("format")).unwrap(),
-        "hel-store-format 5\n"
+        "hel-store-format 6\n"
     );
     let path = ref_file(dir.path(), &sid);
     assert!(
@@ -2980,7 +3073,7 @@ fn older_hels_cannot_open_their_lock_in_a_format4_store() {
     barred(&r);
     assert_eq!(
         fs::read_to_string(r.join("format")).unwrap(),
-        "hel-store-format 5\n"
+        "hel-store-format 6\n"
     );
     // Interrupted after the final rename: the files are back in their
     // places (the store lock's inode is kept: a hel waiting for the file

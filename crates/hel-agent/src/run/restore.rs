@@ -74,7 +74,7 @@ pub(super) fn restore(
         observer.warn(Warning::CursorsUnreadable);
         CursorTable::default()
     });
-    tools.spill.set_committed(&cp.spill);
+    tools.spill.set_committed(session.state.spill());
     tools.spill.materialize();
     if mcp_pending {
         return Ok(Some(saved));

@@ -74,7 +74,7 @@ fn show_json(id: &SessionId, checkpoint: ObjectId, loaded: &Loaded) {
         request_config: &loaded.request_config,
         meter: &cp.meter,
         cursors: &loaded.cursors,
-        spill: &cp.spill,
+        spill: loaded.state.spill(),
         messages: &loaded.messages,
     };
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
@@ -112,9 +112,9 @@ fn show_text(store: &Store, id: &SessionId, checkpoint: ObjectId, loaded: &Loade
     out.push('\n');
     out.push_str(transcript::text(&loaded.messages, style).trim_end());
     out.push('\n');
-    if !cp.spill.is_empty() {
+    if !loaded.state.spill().is_empty() {
         out.push_str("\nspill:\n");
-        for (k, v) in &cp.spill {
+        for (k, v) in loaded.state.spill() {
             let line = format!("  {k}  {} bytes  blob {}", v.size, &v.blob.to_hex()[..12]);
             out.push_str(&escape_line(&line));
             out.push('\n');
