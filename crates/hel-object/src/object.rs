@@ -131,7 +131,8 @@ impl Cap {
 /// The kinds of object.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
-    /// Opaque bytes: one message's canonical JSON, or one spill file.
+    /// Opaque bytes: one message's canonical JSON, one spill file, a
+    /// checkpoint's request config, cursors or spill map, a workspace file.
     Blob,
     /// A node of a session's message list (canonical JSON).
     List,

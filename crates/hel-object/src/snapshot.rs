@@ -166,7 +166,8 @@ pub struct MessagesRef {
 }
 
 /// A checkpoint's spill map (objects-spec §2.3, `spill`). From schema 3 it
-/// is a blob of its canonical JSON ([`spill_map_payload`]), so that the
+/// is a blob of its canonical JSON ([`spill_map_payload`]), or `{}` when it
+/// is empty, so that the
 /// map, which only grows within a session, is stored once while it does
 /// not change instead of again in every checkpoint (at 50 spill files,
 /// about 1 KB of every snapshot).
@@ -177,6 +178,18 @@ pub enum Spill {
     Blob(ObjectId),
     /// The map (schemas 1 and 2).
     Inline(BTreeMap<String, SpillEntry>),
+}
+
+/// `map` as a schema-3 checkpoint names it: `{}` when empty, else the
+/// blob `put` stores its canonical JSON as ([`spill_map_payload`]).
+pub fn spill_field<E>(
+    map: &BTreeMap<String, SpillEntry>,
+    put: impl FnOnce(&[u8]) -> std::result::Result<ObjectId, E>,
+) -> std::result::Result<Spill, E> {
+    if map.is_empty() {
+        return Ok(Spill::Inline(BTreeMap::new()));
+    }
+    Ok(Spill::Blob(put(&spill_map_payload(map))?))
 }
 
 /// The canonical JSON of spill map `map`: the payload of its blob.
@@ -227,8 +240,10 @@ impl Checkpoint {
 
     /// Parse and validate the payload of a snapshot (objects-spec §4,
     /// "Validation"): every key with its type and nothing else, a schema
-    /// this build reads, at most one parent, a spill map of blobs, and a
-    /// summary that agrees with the message count.
+    /// this build reads, at most one parent, a spill map in the form of
+    /// its schema (inline entries with names, or a blob id, whose map
+    /// [`parse_spill_map`] checks when it is read), and a summary that
+    /// agrees with the message count.
     pub fn parse(payload: &[u8]) -> std::result::Result<Checkpoint, Invalid> {
         // Straight into the struct first: half the work of going through a
         // `Value`, and for a payload it takes the same checkpoint (a
@@ -307,6 +322,9 @@ impl Checkpoint {
                 }
             }
             (Spill::Blob(_), true) => {}
+            // No spill file: `{}`, not a blob id (32 bytes more in every
+            // snapshot of the many sessions that never spill).
+            (Spill::Inline(map), true) if map.is_empty() => {}
             _ => return Err(Invalid::SpillForm(cp.schema_version)),
         }
         Ok(check_record(cp)?)
@@ -405,8 +423,9 @@ pub enum Invalid {
     NoCheckpoints,
     #[error("a spill entry has an empty name")]
     EmptySpillName,
-    /// A spill map inline from schema 3 on, or a blob id before it.
-    #[error("a schema {0} checkpoint with its spill map in the other form (inline up to schema 2, a blob id from 3)")]
+    /// A non-empty spill map inline from schema 3 on, or a blob id before
+    /// it.
+    #[error("a schema {0} checkpoint with its spill map in the other form (inline up to schema 2; from 3 a blob id, or {{}} when empty)")]
     SpillForm(u64),
     #[error("created_at is not created_at_ms in RFC 3339 with milliseconds")]
     CreatedAt,
@@ -504,7 +523,10 @@ mod tests {
         let cp = parse(&three).unwrap();
         assert!(matches!(cp.spill, Spill::Blob(_)));
         assert_eq!(cp.to_payload(), crate::canonical::to_vec(&three));
+        // No spill file: `{}`; a map with entries only as a blob.
         three["spill"] = json!({});
+        assert!(matches!(parse(&three).unwrap().spill, Spill::Inline(m) if m.is_empty()));
+        three["spill"] = json!({"a": {"blob": id("b"), "size": 7}});
         assert!(matches!(parse(&three), Err(Invalid::SpillForm(3))));
         let mut two = snapshot("answer", Value::Null);
         two["spill"] = id("m").into();

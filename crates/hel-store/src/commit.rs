@@ -12,7 +12,7 @@ use crate::lock::{SessionLease, Shared};
 use crate::object::{self, Cap, Kind};
 use crate::odb::Odb;
 use crate::snapshot::{
-    spill_map_payload, Checkpoint, MessagesRef, Record, Spill, SpillEntry, Summary, SCHEMA_VERSION,
+    spill_field, Checkpoint, MessagesRef, Record, Spill, SpillEntry, Summary, SCHEMA_VERSION,
 };
 use crate::store::{clip, CommitInput, Committed, SessionState, Store, Warning};
 use crate::tree::{self, Tree};
@@ -319,8 +319,11 @@ impl<'a> Txn<'a> {
         let root = new_node.or(base.map(|(id, _)| id));
         let request_config = writer.put(Kind::Blob, &canonical::to_vec(&input.request_config))?;
         let cursors = writer.put(Kind::Blob, &canonical::to_vec(&input.cursors))?;
-        let mut spill = state.spill.clone();
+        // The map changes only with a new spill: otherwise it is the
+        // head's, named by the head's blob (no copy, no serialization).
+        let mut spill = None;
         if !input.new_spill.is_empty() {
+            let spill = spill.insert(state.spill.clone());
             let dir = self.store.spill_dir(self.lease)?;
             for (key, file) in &input.new_spill {
                 let bytes = dir
@@ -344,7 +347,12 @@ impl<'a> Txn<'a> {
         }
         // Stored once while no spill is added: the next checkpoints name
         // the same blob.
-        let spill_map = writer.put(Kind::Blob, &spill_map_payload(&spill))?;
+        let spill_field = match (&spill, state.spill_blob) {
+            (None, Some(id)) => Spill::Blob(id),
+            (map, _) => spill_field(map.as_ref().unwrap_or(&state.spill), |bytes| {
+                writer.put(Kind::Blob, bytes)
+            })?,
+        };
         let now = time::now_ms();
         let cp = Checkpoint {
             schema_version: SCHEMA_VERSION,
@@ -360,7 +368,7 @@ impl<'a> Txn<'a> {
                 root,
                 count: messages.len() as u64,
             },
-            spill: Spill::Blob(spill_map),
+            spill: spill_field.clone(),
             summary: Summary {
                 messages: messages.len() as u64,
                 checkpoints: state.checkpoints + u64::from(input.record == Record::Answer),
@@ -371,7 +379,6 @@ impl<'a> Txn<'a> {
             record: Some(input.record),
             workspace: input.workspace,
         };
-        let spill_after = spill;
         let published = self.publish(cp, &input.why)?;
         let state = &mut *self.state;
         for (node, _) in state.nodes.drain(reused..) {
@@ -388,7 +395,13 @@ impl<'a> Txn<'a> {
             }));
             state.locs.extend_from_slice(&new_leaves);
         }
-        state.spill = spill_after;
+        if let Some(map) = spill {
+            state.spill = map;
+        }
+        state.spill_blob = match spill_field {
+            Spill::Blob(id) => Some(id),
+            Spill::Inline(_) => None,
+        };
         Ok(Committed {
             leaves_from: base_end,
             new_leaves,

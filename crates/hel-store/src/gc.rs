@@ -186,20 +186,28 @@ pub(crate) fn mark(
         // spill: read once. Its own set, not `reachable`: the same bytes
         // may be reached as another blob first (a config), and its entries
         // must still be marked.
-        let spill = match &cp.spill {
-            Spill::Blob(map) if !maps_seen.insert(*map) => None,
-            _ => match crate::read::spill_map(layout, &cp) {
-                Ok(map) => Some(map),
-                Err(e) => {
-                    on_error(e)?;
+        let read;
+        let entries = match &cp.spill {
+            Spill::Inline(map) => Some(map),
+            Spill::Blob(map) => {
+                m.reachable.insert(*map);
+                if !maps_seen.insert(*map) {
                     None
+                } else {
+                    match crate::read::spill_map_at(layout, &cp, places.find(map).as_ref()) {
+                        Ok(map) => {
+                            read = map;
+                            Some(&read)
+                        }
+                        Err(e) => {
+                            on_error(e)?;
+                            None
+                        }
+                    }
                 }
-            },
+            }
         };
-        if let Spill::Blob(map) = &cp.spill {
-            m.reachable.insert(*map);
-        }
-        for s in spill.iter().flat_map(|map| map.values()) {
+        for s in entries.iter().flat_map(|map| map.values()) {
             m.reachable.insert(s.blob);
             m.spill.insert((s.blob, s.size));
         }

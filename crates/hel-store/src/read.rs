@@ -166,11 +166,24 @@ pub(crate) fn spill_map(
     layout: &Odb,
     cp: &Checkpoint,
 ) -> Result<std::collections::BTreeMap<String, SpillEntry>> {
+    spill_map_at(layout, cp, None)
+}
+
+/// [`spill_map`], where `found` (when known) says the map's blob is.
+pub(crate) fn spill_map_at(
+    layout: &Odb,
+    cp: &Checkpoint,
+    found: Option<&Found>,
+) -> Result<std::collections::BTreeMap<String, SpillEntry>> {
     let id = match &cp.spill {
         Spill::Inline(map) => return Ok(map.clone()),
         Spill::Blob(id) => id,
     };
-    let payload = of_kind(layout, id, crate::object::Kind::Blob, Cap::SPILL_MAP)?;
+    let kind = crate::object::Kind::Blob;
+    let payload = match found {
+        Some(found) => of_kind_at(layout, id, found, kind, Cap::SPILL_MAP)?,
+        None => of_kind(layout, id, kind, Cap::SPILL_MAP)?,
+    };
     crate::snapshot::parse_spill_map(&payload).map_err(|e| Error::Corrupt {
         id: *id,
         path: layout.object_path(id),

@@ -93,6 +93,9 @@ pub struct SessionState {
     /// Items each of those nodes adds, to check a claimed leaf cheaply.
     pub(crate) node_len: HashMap<ObjectId, usize>,
     pub(crate) spill: BTreeMap<String, SpillEntry>,
+    /// The blob holding `spill` when the head names its map by one
+    /// (schema 3): a commit that adds no spill names it again.
+    pub(crate) spill_blob: Option<ObjectId>,
     /// The sessions whose journals hold objects this session's history
     /// names (carried into every commit record).
     pub(crate) deps: BTreeSet<SessionId>,
@@ -360,10 +363,17 @@ impl Store {
             resolved,
             published,
         } = whole;
+        // Named again without a lookup only from a head, whose objects are
+        // where its session may name them (with the head's deps).
+        let spill_blob = match (&cp.spill, &published) {
+            (crate::snapshot::Spill::Blob(map), Some(_)) => Some(*map),
+            _ => None,
+        };
         let mut state = SessionState {
             head: Some(*id),
             checkpoints: cp.summary.checkpoints,
             spill,
+            spill_blob,
             deps: published
                 .as_ref()
                 .map(heads::Head::deps)
@@ -460,6 +470,10 @@ impl Store {
             head: Some(head.id),
             checkpoints: cp.summary.checkpoints,
             spill: crate::read::spill_map(layout, &cp)?,
+            spill_blob: match cp.spill {
+                crate::snapshot::Spill::Blob(map) => Some(map),
+                crate::snapshot::Spill::Inline(_) => None,
+            },
             deps: head.deps(),
             seq: head.seq(),
             ..SessionState::default()

@@ -174,7 +174,8 @@ pub fn pack_between(store: &Store, head: &ObjectId, base: Option<&ObjectId>) -> 
     for id in ids {
         let (stored, from) = crate::repack::stored_bytes_from(layout, &id)?;
         // A remote's packs hold frames without hel's dictionary, which a
-        // format-4 hel pulling from it does not know (objects-spec §15.4).
+        // format-4 hel pulling from it does not know (objects-spec §15.4;
+        // schema-3 snapshots are a newer schema to it all the same).
         let stored = object::without_dictionary(&id, &from, &stored)?.unwrap_or(stored);
         records.push((id, stored));
     }

@@ -6,7 +6,7 @@ use std::collections::{BTreeSet, HashSet};
 use crate::lock::Shared;
 use crate::object::{compress_canonical, encode, Cap, Kind};
 use crate::odb::{Found, Odb};
-use crate::snapshot::{spill_map_payload, Spill};
+use crate::snapshot::{spill_field, Spill};
 use crate::{journal, pack, Error, ObjectId, Result, SessionId};
 
 /// How small an object found in another session's journal may be and
@@ -87,7 +87,7 @@ impl<'a> Writer<'a> {
     /// kept.
     pub fn put_spill(&mut self, spill: Spill) -> Result<Spill> {
         match spill {
-            Spill::Inline(map) => Ok(Spill::Blob(self.put(Kind::Blob, &spill_map_payload(&map))?)),
+            Spill::Inline(map) => spill_field(&map, |bytes| self.put(Kind::Blob, bytes)),
             blob => Ok(blob),
         }
     }

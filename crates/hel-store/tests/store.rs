@@ -271,7 +271,7 @@ fn large_content_is_stored_once_across_sessions_and_survives_its_first_owner() {
         sessions.push((lease.session().clone(), c.id));
     }
     // The large message is stored once; each session writes its small
-    // objects (list node, config, cursors, spill map, snapshot) itself.
+    // objects (list node, config, cursors, snapshot) itself.
     assert!(
         journal_bytes(dir.path()) < 100_000 + 20_000,
         "{} bytes of journals",
@@ -282,7 +282,7 @@ fn large_content_is_stored_once_across_sessions_and_survives_its_first_owner() {
     // later session writes only its snapshot.
     let _ = &sessions;
     let report = hel_store::fsck::fsck(&store).unwrap();
-    assert_eq!(report.objects, 6 + 1 + 1, "{report:?}");
+    assert_eq!(report.objects, 5 + 1 + 1, "{report:?}");
     // The first owner goes: what the others share moves to a sealed pack,
     // and only its own snapshot goes with it.
     let report = store.delete(&sessions[0].0, true).unwrap().unwrap();
@@ -803,9 +803,9 @@ fn delete_reclaims_the_journal_at_once_and_leaves_others_intact() {
         .join(format!("{sid}.journal"));
     let size = fs::metadata(&journal).unwrap().len();
     let report = store.delete(&sid, true).unwrap().unwrap();
-    // a's list node, config, cursors, spill map and snapshot, with its
-    // journal.
-    assert_eq!(report.objects_removed, 5, "{report:?}");
+    // a's list node, config, cursors and snapshot, with its journal (no
+    // spill map: it has no spill file).
+    assert_eq!(report.objects_removed, 4, "{report:?}");
     assert_eq!(report.bytes_removed, size, "{report:?}");
     assert!(!journal.exists());
     assert!(!testing::session_dir(&root(dir.path()), &sid).exists());
