@@ -180,6 +180,16 @@ pub enum Spill {
     Inline(BTreeMap<String, SpillEntry>),
 }
 
+impl Spill {
+    /// The blob holding the map, when the checkpoint names one.
+    pub fn blob(&self) -> Option<ObjectId> {
+        match self {
+            Spill::Blob(id) => Some(*id),
+            Spill::Inline(_) => None,
+        }
+    }
+}
+
 /// `map` as a schema-3 checkpoint names it: `{}` when empty, else the
 /// blob `put` stores its canonical JSON as ([`spill_map_payload`]).
 pub fn spill_field<E>(

@@ -353,6 +353,7 @@ impl<'a> Txn<'a> {
                 writer.put(Kind::Blob, bytes)
             })?,
         };
+        let spill_blob = spill_field.blob();
         let now = time::now_ms();
         let cp = Checkpoint {
             schema_version: SCHEMA_VERSION,
@@ -368,7 +369,7 @@ impl<'a> Txn<'a> {
                 root,
                 count: messages.len() as u64,
             },
-            spill: spill_field.clone(),
+            spill: spill_field,
             summary: Summary {
                 messages: messages.len() as u64,
                 checkpoints: state.checkpoints + u64::from(input.record == Record::Answer),
@@ -398,10 +399,7 @@ impl<'a> Txn<'a> {
         if let Some(map) = spill {
             state.spill = map;
         }
-        state.spill_blob = match spill_field {
-            Spill::Blob(id) => Some(id),
-            Spill::Inline(_) => None,
-        };
+        state.spill_blob = spill_blob;
         Ok(Committed {
             leaves_from: base_end,
             new_leaves,

@@ -365,10 +365,7 @@ impl Store {
         } = whole;
         // Named again without a lookup only from a head, whose objects are
         // where its session may name them (with the head's deps).
-        let spill_blob = match (&cp.spill, &published) {
-            (crate::snapshot::Spill::Blob(map), Some(_)) => Some(*map),
-            _ => None,
-        };
+        let spill_blob = published.as_ref().and(cp.spill.blob());
         let mut state = SessionState {
             head: Some(*id),
             checkpoints: cp.summary.checkpoints,
@@ -470,10 +467,7 @@ impl Store {
             head: Some(head.id),
             checkpoints: cp.summary.checkpoints,
             spill: crate::read::spill_map(layout, &cp)?,
-            spill_blob: match cp.spill {
-                crate::snapshot::Spill::Blob(map) => Some(map),
-                crate::snapshot::Spill::Inline(_) => None,
-            },
+            spill_blob: cp.spill.blob(),
             deps: head.deps(),
             seq: head.seq(),
             ..SessionState::default()
