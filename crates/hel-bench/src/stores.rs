@@ -215,9 +215,11 @@ impl BenchStore for HelStore {
 
     fn close(&mut self) {
         // As hel does when an instance ends: spill working copies are a
-        // cache of the committed blobs.
-        for (lease, _, _) in self.sessions.iter().flatten() {
-            hel_store::spill::clear(&self.store, lease).expect("clear spill");
+        // cache of the committed blobs, and the lease goes.
+        for slot in &mut self.sessions {
+            if let Some((lease, _, _)) = slot.take() {
+                hel_store::spill::clear(&self.store, &lease).expect("clear spill");
+            }
         }
     }
 }

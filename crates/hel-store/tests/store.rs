@@ -705,8 +705,15 @@ fn leases_exclude_and_release_on_drop() {
     let infos = store.sessions().unwrap();
     assert!(infos.iter().find(|s| s.id == sid).unwrap().busy);
     drop(lease);
-    let (_again, head) = store.resume(&sid).unwrap();
+    // Released: the note is emptied (no block kept for a closed session),
+    // the file stays, and the next holder writes its own.
+    assert_eq!(fs::metadata(&lease_file).unwrap().len(), 0);
+    let (again, head) = store.resume(&sid).unwrap();
     assert_eq!(Some(head), state.head);
+    assert!(fs::read_to_string(&lease_file)
+        .unwrap()
+        .starts_with(&format!("pid {} since ", std::process::id())));
+    drop(again);
     assert!(matches!(
         "not-a-uuid".parse::<SessionId>(),
         Err(hel_store::BadSessionId(_))
