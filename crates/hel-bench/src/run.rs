@@ -495,7 +495,8 @@ fn probe(cfg: &Config, args: &[String]) -> (f64, u64, usize) {
 /// The child side of a probe: resume, then print microseconds, messages
 /// and peak RSS; or, for `sqlite-list DB`, print the SQLite listing; for
 /// `scan PROJECT NEEDLE`, time hel-store's scan of every message; for
-/// `fsck PROJECT` and `verify PROJECT`, time fsck and its yardstick.
+/// `fsck PROJECT` and `verify PROJECT`, time fsck and its yardstick; for
+/// `ws-fresh PROJECT`, a fresh process's no-change workspace snapshot.
 pub fn probe_main(args: &[String]) -> i32 {
     if let [kind, db] = args {
         if kind == "sqlite-list" {
@@ -527,6 +528,11 @@ pub fn probe_main(args: &[String]) -> i32 {
                             .ok_or_else(|| format!("{:?}", r.faults))
                     }),
             ),
+            "ws-fresh" => {
+                return probe_said(
+                    crate::workspace::fresh_probe(project).map_err(|e| e.to_string()),
+                )
+            }
             "verify" => {
                 packs::pass(&project.join(hel_store::STORE_DIR), Pass::Verify);
                 Some(Ok(()))

@@ -891,6 +891,29 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Results, Benc
     Ok(r)
 }
 
+/// `hel-bench --probe ws-fresh PROJECT`, for profiling: on a project that
+/// `hel-bench workspace --keep` left, the no-change snapshot of a fresh
+/// process exactly as the workload times it (the store opened, the newest
+/// session's last tree and the stat cache read, the walk); returns
+/// microseconds and the files it had to read (0 when nothing changed).
+pub fn fresh_probe(root: &Path) -> Result<String, BenchError> {
+    let session = Store::open_with(root, crate::stores::no_limits())?
+        .sessions()?
+        .into_iter()
+        .max_by_key(|s| s.updated_ms)
+        .ok_or_else(|| BenchError::Check("no session in the project".into()))?
+        .id;
+    let t = Instant::now();
+    let store = Store::open_with(root, crate::stores::no_limits())?;
+    let head = store.head(&session)?;
+    let tree = hel_workspace::history::newest_tree(&store, &head)?
+        .ok_or_else(|| BenchError::Check("no tree in the session".into()))?;
+    let mut w = Workspace::open(&store, Options::default())?;
+    let flat = w.read_last(&store, &tree)?;
+    let snap = w.snapshot(&mut hel_workspace::Scan, Some(Prev { tree, flat: &flat }))?;
+    Ok(format!("{} {}", t.elapsed().as_micros(), snap.files_read))
+}
+
 /// One line of the report: a figure, hel's, the yardstick's, the ratio and
 /// the target.
 fn line(out: &mut String, what: &str, hel: f64, base_what: &str, base: f64, target: f64) {
