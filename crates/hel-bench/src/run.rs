@@ -430,7 +430,9 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
-/// Sum of file lengths and of allocated blocks under `dir`.
+/// Sum of file lengths, and of the blocks allocated to every file and
+/// directory, under `dir` (not `dir` itself: every store's root is a
+/// directory; hel's `.hel/` and each `sessions/<id>/` under it count).
 pub fn disk_usage(dir: &Path) -> (u64, u64) {
     use std::os::unix::fs::MetadataExt;
     let (mut apparent, mut allocated) = (0, 0);
@@ -442,6 +444,7 @@ pub fn disk_usage(dir: &Path) -> (u64, u64) {
         for e in entries.flatten() {
             let Ok(m) = e.metadata() else { continue };
             if m.is_dir() {
+                allocated += m.blocks() * 512;
                 stack.push(e.path());
             } else {
                 apparent += m.len();
