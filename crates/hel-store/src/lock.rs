@@ -35,6 +35,10 @@ const LEASE_RETRIES_MS: [u64; 6] = [1, 2, 5, 10, 20, 40];
 pub struct SessionLease {
     session: SessionId,
     _file: File,
+    /// Whether this lease wrote its holder's note (and so empties it when
+    /// released): a lease gc takes for a moment writes none and leaves the
+    /// file as it was, so that `gc --dry-run` writes nothing.
+    noted: bool,
     /// The session's journal, opened for appending at its first commit.
     pub(crate) journal: std::sync::Mutex<Option<crate::journal::Writer>>,
 }
@@ -70,6 +74,7 @@ impl SessionLease {
                     return Ok(SessionLease {
                         session: session.clone(),
                         _file: file,
+                        noted: true,
                         journal: std::sync::Mutex::new(None),
                     });
                 }
@@ -100,6 +105,7 @@ impl SessionLease {
             Ok(()) => Ok(SessionLease {
                 session: session.clone(),
                 _file: file,
+                noted: false,
                 journal: std::sync::Mutex::new(None),
             }),
             Err(TryLockError::WouldBlock) => Err(Error::InUse {
@@ -116,13 +122,15 @@ impl SessionLease {
 }
 
 impl Drop for SessionLease {
-    /// Empty the holder's note while the lock is still held (it is
-    /// released when the file closes, after this): a session nobody holds
-    /// costs no data block for it (4 KiB on most file systems, per closed
-    /// session). Only a hint: a failure is ignored, and a note a killed
-    /// holder leaves behind is read as before.
+    /// Empty the note this lease wrote while the lock is still held (it
+    /// is released when the file closes, after this): a session nobody
+    /// holds costs no data block for it (4 KiB on most file systems, per
+    /// closed session). Only a hint: a failure is ignored, and a note a
+    /// killed holder leaves behind is read as before.
     fn drop(&mut self) {
-        let _ = self._file.set_len(0);
+        if self.noted {
+            let _ = self._file.set_len(0);
+        }
     }
 }
 

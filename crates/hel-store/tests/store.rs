@@ -714,6 +714,15 @@ fn leases_exclude_and_release_on_drop() {
         .unwrap()
         .starts_with(&format!("pid {} since ", std::process::id())));
     drop(again);
+    // A note a killed holder left stays as it is through gc, which takes
+    // idle sessions' leases for a moment without writing one (and a dry
+    // run writes nothing).
+    let stale = "pid 1 since 2026-01-01T00:00:00.000Z\n";
+    fs::write(&lease_file, stale).unwrap();
+    hel_store::gc::gc(&store, true).unwrap();
+    assert_eq!(fs::read_to_string(&lease_file).unwrap(), stale);
+    hel_store::gc::gc(&store, false).unwrap();
+    assert_eq!(fs::read_to_string(&lease_file).unwrap(), stale);
     assert!(matches!(
         "not-a-uuid".parse::<SessionId>(),
         Err(hel_store::BadSessionId(_))
