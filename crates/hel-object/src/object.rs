@@ -811,6 +811,42 @@ mod tests {
         }
     }
 
+    /// Both decoders check the id against the whole canonical bytes, the
+    /// header included: small objects (one call) and ones over
+    /// [`WHOLE_MAX`] (streamed), with the kind, the payload or the id
+    /// different from what was stored.
+    #[test]
+    fn decode_checks_the_id_against_header_and_payload() {
+        let path = std::path::Path::new("x");
+        for len in [1_000usize, 3_000, 70_000, WHOLE_MAX as usize + 5_000] {
+            let payload: Vec<u8> = (0..len).map(|i| (i * 7 % 251) as u8).collect();
+            let (id, stored) = compress(Kind::Blob, &payload).unwrap();
+            assert_eq!(
+                decode(&id, path, &stored, Cap::ANY).unwrap(),
+                (Kind::Blob, payload.clone()),
+                "{len}"
+            );
+            // The same payload stored as another kind, or one byte of it
+            // changed, is not this id.
+            let (_, as_list) = compress(Kind::List, &payload).unwrap();
+            let mut changed = payload.clone();
+            changed[len / 2] ^= 1;
+            let (_, other) = compress(Kind::Blob, &changed).unwrap();
+            for (what, bytes, want) in [
+                ("kind", &as_list, &id),
+                ("payload", &other, &id),
+                ("id", &stored, &id_of(Kind::Blob, &changed)),
+            ] {
+                match decode(want, path, bytes, Cap::ANY) {
+                    Err(ObjectError::Corrupt { reason, .. }) => {
+                        assert_eq!(reason, DecodeError::IdMismatch.to_string(), "{len} {what}")
+                    }
+                    other => panic!("{len} {what}: {other:?}"),
+                }
+            }
+        }
+    }
+
     #[test]
     fn one_call_and_streaming_agree_on_every_frame() {
         let mut contents: Vec<Vec<u8>> = vec![
