@@ -639,21 +639,11 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Results, Benc
             )));
         }
         drop(txn);
-        // A new process: the store, the cache and the last snapshot's
-        // paths read again.
-        let t = Instant::now();
-        let store = Store::open_with(&root, crate::stores::no_limits())?;
-        let head = store.head(s.lease.session())?;
-        let tree = hel_workspace::history::newest_tree(&store, &head)?
-            .ok_or_else(|| BenchError::Check("no tree in the session".into()))?;
-        let mut w2 = Workspace::open(&store, Options::default())?;
-        let flat = w2.read_last(&store, &tree)?;
-        let snap = w2.snapshot(&mut hel_workspace::Scan, Some(Prev { tree, flat: &flat }))?;
-        fresh.push(t.elapsed());
-        if snap.files_read != 0 {
+        let (took, files_read) = fresh_snapshot(&root, s.lease.session())?;
+        fresh.push(took);
+        if files_read != 0 {
             return Err(BenchError::Check(format!(
-                "a fresh snapshot with nothing changed read {} files",
-                snap.files_read
+                "a fresh snapshot with nothing changed read {files_read} files"
             )));
         }
     }
@@ -903,15 +893,26 @@ pub fn fresh_probe(root: &Path) -> Result<String, BenchError> {
         .max_by_key(|s| s.updated_ms)
         .ok_or_else(|| BenchError::Check("no session in the project".into()))?
         .id;
+    let (took, files_read) = fresh_snapshot(root, &session)?;
+    Ok(format!("{} {files_read}", took.as_micros()))
+}
+
+/// The no-change snapshot of a new process, timed: the store, `session`'s
+/// newest tree, the stat cache and the last snapshot's paths read again,
+/// then the walk. Returns its time and the files it had to read.
+fn fresh_snapshot(
+    root: &Path,
+    session: &hel_store::SessionId,
+) -> Result<(Duration, u64), BenchError> {
     let t = Instant::now();
     let store = Store::open_with(root, crate::stores::no_limits())?;
-    let head = store.head(&session)?;
+    let head = store.head(session)?;
     let tree = hel_workspace::history::newest_tree(&store, &head)?
         .ok_or_else(|| BenchError::Check("no tree in the session".into()))?;
     let mut w = Workspace::open(&store, Options::default())?;
     let flat = w.read_last(&store, &tree)?;
     let snap = w.snapshot(&mut hel_workspace::Scan, Some(Prev { tree, flat: &flat }))?;
-    Ok(format!("{} {}", t.elapsed().as_micros(), snap.files_read))
+    Ok((t.elapsed(), snap.files_read))
 }
 
 /// One line of the report: a figure, hel's, the yardstick's, the ratio and
