@@ -265,44 +265,120 @@ fn journal_faults(
         // Every object record the journal's check read whole, decoded
         // there (which verifies its id) so it is read once: by offset,
         // its kind, or why it does not decode.
-        let mut decoded: HashMap<u64, std::result::Result<(), Error>> = HashMap::new();
+        // (With the order it was handed over in.)
+        let mut decoded: HashMap<u64, (u64, std::result::Result<(), Error>)> = HashMap::new();
         // Every commit record the check parsed, by offset.
         let mut commits: HashMap<u64, journal::Commit> = HashMap::new();
         let path = dir.child_path(&journal::journal_name(&session));
-        let mut on_record = |e: &journal::Entry, record: journal::Checked<'_>| match record {
-            journal::Checked::Object(stored) => {
-                let place = pack::Place {
-                    path: path.clone(),
-                    offset: e.offset,
+        // A large journal's records are decoded (decompressed, hashed,
+        // a snapshot parsed) on a second thread while this one goes on
+        // reading and checking them: the decode is most of an fsck.
+        let threaded = std::thread::available_parallelism().is_ok_and(|n| n.get() > 1)
+            && std::fs::symlink_metadata(&path).is_ok_and(|m| m.len() >= DECODE_ASIDE_FROM);
+        let opened = std::thread::scope(|scope| {
+            let (to_worker, queue) = std::sync::mpsc::sync_channel::<Batch>(DECODE_QUEUE);
+            let (done_tx, done) = std::sync::mpsc::channel::<Vec<(u64, u64, Decoded)>>();
+            let worker = threaded
+                .then(|| {
+                    let path = &path;
+                    crate::par::spawn_scoped(scope, move || {
+                        for batch in queue {
+                            if done_tx.send(decode_batch(layout, path, batch)).is_err() {
+                                break;
+                            }
+                        }
+                    })
+                    .ok()
+                })
+                .flatten();
+            let to_worker = worker.as_ref().map(|_| to_worker);
+            // A record handed over twice (the view read again) keeps the
+            // outcome of its last handing, whichever thread decoded it.
+            let mut take = |results: Vec<(u64, u64, Decoded)>| {
+                for (seq, offset, (outcome, snapshot)) in results {
+                    if let Some((id, of)) = snapshot {
+                        snapshots.insert(id, of);
+                    }
+                    match decoded.get(&offset) {
+                        Some((later, _)) if *later > seq => {}
+                        _ => {
+                            decoded.insert(offset, (seq, outcome));
+                        }
+                    }
+                }
+            };
+            let mut batch: Batch = Vec::new();
+            let mut batch_bytes = 0;
+            let mut seq = 0u64;
+            // Hand the batch to the decoding thread, or decode it here when
+            // that thread is behind (or there is none): both cores decode.
+            let hand = |batch: Batch, take: &mut dyn FnMut(Vec<(u64, u64, Decoded)>)| {
+                let batch = match &to_worker {
+                    Some(tx) => match tx.try_send(batch) {
+                        Ok(()) => None,
+                        Err(std::sync::mpsc::TrySendError::Full(b))
+                        | Err(std::sync::mpsc::TrySendError::Disconnected(b)) => Some(b),
+                    },
+                    None => Some(batch),
                 };
-                let outcome = decode_record(layout, &e.id, &place, stored, &mut snapshots);
-                decoded.insert(e.offset, outcome);
-            }
-            journal::Checked::Commit(c) => {
-                commits.insert(e.offset, c.clone());
-            }
-        };
-        let mut seen: journal::Seen<'_> = Some(&mut on_record);
-        let opened = if by_ref {
-            refs::read(layout, &session).and_then(|first| {
-                journal::open_by_ref_seeing(
+                if let Some(batch) = batch {
+                    take(decode_batch(layout, &path, batch));
+                }
+                for results in done.try_iter() {
+                    take(results);
+                }
+            };
+            let mut on_record = |e: &journal::Entry, record: journal::Checked<'_>| match record {
+                journal::Checked::Object(stored) => {
+                    seq += 1;
+                    batch_bytes += stored.len();
+                    batch.push((seq, *e, stored.to_vec()));
+                    if batch_bytes >= DECODE_BATCH {
+                        batch_bytes = 0;
+                        hand(std::mem::take(&mut batch), &mut take);
+                    }
+                }
+                journal::Checked::Commit(c) => {
+                    commits.insert(e.offset, c.clone());
+                }
+            };
+            let mut seen: journal::Seen<'_> = Some(&mut on_record);
+            let opened = if by_ref {
+                refs::read(layout, &session).and_then(|first| {
+                    journal::open_by_ref_seeing(
+                        dir,
+                        &session,
+                        journal::Mode::Verify,
+                        first,
+                        &|| refs::read(layout, &session),
+                        &mut seen,
+                    )
+                })
+            } else {
+                journal::open_seeing(
                     dir,
                     &session,
                     journal::Mode::Verify,
-                    first,
-                    &|| refs::read(layout, &session),
+                    journal::Rule::LastCommit,
                     &mut seen,
                 )
-            })
-        } else {
-            journal::open_seeing(
-                dir,
-                &session,
-                journal::Mode::Verify,
-                journal::Rule::LastCommit,
-                &mut seen,
-            )
-        };
+            };
+            if !batch.is_empty() {
+                take(decode_batch(layout, &path, batch));
+            }
+            drop(to_worker);
+            if let Some(worker) = worker {
+                worker
+                    .join()
+                    .unwrap_or_else(|p| std::panic::resume_unwind(p));
+            }
+            for results in done.iter() {
+                take(results);
+            }
+            opened
+        });
+        let mut decoded: HashMap<u64, std::result::Result<(), Error>> =
+            decoded.into_iter().map(|(o, (_, d))| (o, d)).collect();
         let view = match opened {
             Ok(Some(v)) => v,
             Ok(None) => continue,
@@ -400,10 +476,65 @@ fn journal_faults(
     Ok(())
 }
 
+/// Journals at least this large are decoded on a second thread (on a
+/// machine of more than one core); below it, starting one costs about
+/// what it saves. (The size is a hint, read without following a link:
+/// the journal itself is opened as every read opens it.)
+const DECODE_ASIDE_FROM: u64 = 1 << 20;
+
+/// Batches handed to the decoding thread and not yet taken.
+const DECODE_QUEUE: usize = 4;
+
+/// Stored bytes of records handed over at once (one wake-up each).
+const DECODE_BATCH: usize = 256 << 10;
+
+/// Object records to decode: the order each was handed over in, its
+/// entry, its stored bytes.
+type Batch = Vec<(u64, journal::Entry, Vec<u8>)>;
+
+/// [`decode_one`] of each record of `batch`, of the journal at `path`.
+fn decode_batch(layout: &Odb, path: &std::path::Path, batch: Batch) -> Vec<(u64, u64, Decoded)> {
+    batch
+        .into_iter()
+        .map(|(seq, e, stored)| {
+            let place = pack::Place {
+                path: path.to_path_buf(),
+                offset: e.offset,
+            };
+            (seq, e.offset, decode_one(layout, &e.id, &place, &stored))
+        })
+        .collect()
+}
+
+/// What decoding one object record gave: its outcome, and a snapshot's
+/// session and summary.
+type Decoded = (
+    std::result::Result<(), Error>,
+    Option<(ObjectId, (SessionId, crate::snapshot::Summary))>,
+);
+
 /// Decode the stored bytes of object record `id` at `place` (which
-/// verifies the id), keep what the memo of fsck keeps, and note a
-/// snapshot's session and summary in `snapshots` (what the journal's
-/// commit records are checked against, without reading it again).
+/// verifies the id) and keep what the memo of fsck keeps; a snapshot's
+/// session and summary come back too (what the journal's commit records
+/// are checked against, without reading it again). Any thread may call it.
+fn decode_one(layout: &Odb, id: &ObjectId, place: &pack::Place, stored: &[u8]) -> Decoded {
+    let (kind, payload) = match object::decode(id, &place.display_path(), stored, Cap::ANY) {
+        Ok(decoded) => decoded,
+        Err(e) => return (Err(e.into()), None),
+    };
+    let mut parsed = None;
+    let mut snapshot = None;
+    if kind == Kind::Snapshot && payload.len() as u64 <= Cap::SNAPSHOT.max {
+        if let Ok(cp) = crate::snapshot::Checkpoint::parse(&payload) {
+            snapshot = Some((*id, (cp.session_id.clone(), cp.summary.clone())));
+            parsed = Some(cp);
+        }
+    }
+    layout.memo_put(id, kind, stored.len() as u64, payload, parsed);
+    (Ok(()), snapshot)
+}
+
+/// [`decode_one`], noting the snapshot in `snapshots`.
 fn decode_record(
     layout: &Odb,
     id: &ObjectId,
@@ -411,16 +542,11 @@ fn decode_record(
     stored: &[u8],
     snapshots: &mut HashMap<ObjectId, (SessionId, crate::snapshot::Summary)>,
 ) -> std::result::Result<(), Error> {
-    let (kind, payload) = object::decode(id, &place.display_path(), stored, Cap::ANY)?;
-    let mut parsed = None;
-    if kind == Kind::Snapshot && payload.len() as u64 <= Cap::SNAPSHOT.max {
-        if let Ok(cp) = crate::snapshot::Checkpoint::parse(&payload) {
-            snapshots.insert(*id, (cp.session_id.clone(), cp.summary.clone()));
-            parsed = Some(cp);
-        }
+    let (outcome, snapshot) = decode_one(layout, id, place, stored);
+    if let Some((id, of)) = snapshot {
+        snapshots.insert(id, of);
     }
-    layout.memo_put(id, kind, stored.len() as u64, payload, parsed);
-    Ok(())
+    outcome
 }
 
 /// What a commit record `c` of `session` says that its snapshot does not:

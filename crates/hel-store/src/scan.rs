@@ -11,9 +11,15 @@
 //! that may be a message read before any node named it (a sealed pack's
 //! order is gc's) is kept, within a bound, for the node; past the bound
 //! it is read once more at the end.
+//!
+//! The files are shared out among a few threads, one per core: the
+//! verification (BLAKE3) and the nodes' parse cost what a plain decode
+//! does not, and a search waits on all of it.
 
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Mutex;
 
 use serde::de::IgnoredAny;
 use serde::Deserialize;
@@ -96,9 +102,11 @@ fn all_records(layout: &odb::Odb) -> Result<(Vec<Records>, Vec<ObjectId>)> {
     Ok((files, loose))
 }
 
-/// What a scan has seen so far.
+/// What a scan has seen so far, shared by its threads under one lock
+/// (held only to look up and note ids and to call `f`; reading,
+/// decompressing, verifying and parsing happen outside it).
 struct Scan<'f> {
-    f: &'f mut dyn FnMut(&[u8]),
+    f: &'f mut (dyn FnMut(&[u8]) + Send),
     /// Objects read (each once).
     read: HashSet<ObjectId>,
     /// Message blobs named by the nodes read and not yet scanned.
@@ -117,127 +125,188 @@ struct Scan<'f> {
 /// again when a node names it.
 const PENDING_MAX: u64 = 64 << 20;
 
+/// Threads a scan reads files on at most.
+const THREADS_MAX: usize = 4;
+
+fn lock<'a, 'f>(state: &'a Mutex<Scan<'f>>) -> std::sync::MutexGuard<'a, Scan<'f>> {
+    state.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 impl Scan<'_> {
-    /// One verified object: a node's inline messages are scanned and its
-    /// blobs noted; a blob a node named is scanned.
-    fn object(
-        &mut self,
-        layout: &odb::Odb,
-        id: &ObjectId,
-        kind: Kind,
-        payload: Vec<u8>,
-    ) -> Result<()> {
-        match kind {
-            Kind::List if payload.len() as u64 > Cap::LIST.max => {
-                return Err(crate::Error::TooLarge {
-                    id: *id,
-                    path: layout.object_path(id),
-                    size: payload.len() as u64,
-                    max: Cap::LIST.max,
-                    what: Cap::LIST.what,
-                });
+    /// A node's items: its inline messages scanned, its blobs scanned
+    /// when kept, else noted.
+    fn node(&mut self, node: ScanNode<'_>) {
+        for item in node.items {
+            if let Some(m) = item.m {
+                (self.f)(m.get().as_bytes());
             }
-            Kind::List => {
-                let node: ScanNode<'_> = serde_json::from_slice(&payload).map_err(|e| {
-                    crate::list::malformed(layout, id, crate::list::NodeError::Json(e))
-                })?;
-                for item in node.items {
-                    if let Some(m) = item.m {
-                        (self.f)(m.get().as_bytes());
-                    }
-                    if let Some(b) = item.b {
-                        if let Some(bytes) = self.pending.remove(&b) {
-                            self.pending_bytes -= bytes.len() as u64;
-                            self.scanned.insert(b);
-                            (self.f)(&bytes);
-                        } else if !self.scanned.contains(&b) {
-                            self.named.insert(b);
-                        }
-                    }
+            if let Some(b) = item.b {
+                if let Some(bytes) = self.pending.remove(&b) {
+                    self.pending_bytes -= bytes.len() as u64;
+                    self.scanned.insert(b);
+                    (self.f)(&bytes);
+                } else if !self.scanned.contains(&b) {
+                    self.named.insert(b);
                 }
             }
-            Kind::Blob if self.named.remove(id) => {
-                self.scanned.insert(*id);
-                (self.f)(&payload);
-            }
-            Kind::Blob
-                if payload.first() == Some(&b'{')
-                    && self.pending_bytes + payload.len() as u64 <= PENDING_MAX =>
-            {
-                self.pending_bytes += payload.len() as u64;
-                self.pending.insert(*id, payload);
-            }
-            _ => {}
         }
-        Ok(())
     }
+
+    /// A blob: scanned when a node named it, else kept if it may be one.
+    fn blob(&mut self, id: &ObjectId, payload: Vec<u8>) {
+        if self.named.remove(id) {
+            self.scanned.insert(*id);
+            (self.f)(&payload);
+        } else if payload.first() == Some(&b'{')
+            && self.pending_bytes + payload.len() as u64 <= PENDING_MAX
+        {
+            self.pending_bytes += payload.len() as u64;
+            self.pending.insert(*id, payload);
+        }
+    }
+}
+
+/// One verified object: a node is parsed (outside the lock), then its
+/// inline messages are scanned and its blobs noted; a blob a node named
+/// is scanned.
+fn object(
+    state: &Mutex<Scan<'_>>,
+    layout: &odb::Odb,
+    id: &ObjectId,
+    kind: Kind,
+    payload: Vec<u8>,
+) -> Result<()> {
+    match kind {
+        Kind::List if payload.len() as u64 > Cap::LIST.max => Err(crate::Error::TooLarge {
+            id: *id,
+            path: layout.object_path(id),
+            size: payload.len() as u64,
+            max: Cap::LIST.max,
+            what: Cap::LIST.what,
+        }),
+        Kind::List => {
+            let node: ScanNode<'_> = serde_json::from_slice(&payload)
+                .map_err(|e| crate::list::malformed(layout, id, crate::list::NodeError::Json(e)))?;
+            lock(state).node(node);
+            Ok(())
+        }
+        Kind::Blob => {
+            lock(state).blob(id, payload);
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Scan the records of `file` not read yet (by this thread or another),
+/// newest first; stops early once `stop` is set (another thread failed).
+fn scan_file(
+    layout: &odb::Odb,
+    file: &Records,
+    state: &Mutex<Scan<'_>>,
+    stop: &AtomicBool,
+) -> Result<()> {
+    let max = object::file_max(Cap::LIST).max(object::file_max(Cap::MESSAGE));
+    for (id, offset, len) in &file.records {
+        if stop.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        let named = {
+            let mut s = lock(state);
+            if !s.read.insert(*id) {
+                continue;
+            }
+            s.named.contains(id)
+        };
+        let place = Place {
+            path: file.path.clone(),
+            offset: *offset,
+        };
+        let stored_len = len.saturating_sub(crate::pack::RECORD_HEADER);
+        if stored_len > max {
+            continue; // larger than any node or message
+        }
+        let record = odb::read_found(&file.file, &place, *len, id, max)?;
+        let stored = &record[crate::pack::RECORD_HEADER as usize..];
+        // A long record not named as a message: its kind first, from
+        // its first block alone.
+        if stored_len > DECODE_WHOLE && !named && object::peek_kind(stored) != Some(Kind::List) {
+            continue;
+        }
+        let (kind, payload) = match object::decode(id, &place.display_path(), stored, Cap::ANY) {
+            Ok(decoded) => decoded,
+            // What is not a node nor a message blob named so far is no
+            // concern of a scan (were a node to name it later, it is
+            // read again at the end, and its fault told there).
+            Err(_)
+                if !lock(state).named.contains(id)
+                    && object::peek_kind(stored) != Some(Kind::List) =>
+            {
+                continue
+            }
+            Err(e) => return Err(odb::explain_damage(e.into(), &record, &place, id)),
+        };
+        object(state, layout, id, kind, payload)?;
+    }
+    Ok(())
 }
 
 /// Call `f` with the canonical JSON bytes of every distinct message
 /// the store holds (inline in list nodes, and message blobs), each
-/// once. Objects are verified as they are read.
-pub fn scan_messages(store: &Store, f: &mut dyn FnMut(&[u8])) -> Result<()> {
+/// once, in no particular order: the store's files are read on up to
+/// [`THREADS_MAX`] threads (one per core), and `f` is called from them
+/// one call at a time. Objects are verified as they are read. On a fault
+/// the scan stops and gives one (naming its file), not always the first
+/// in any order.
+pub fn scan_messages(store: &Store, f: &mut (dyn FnMut(&[u8]) + Send)) -> Result<()> {
     let Some(layout) = store.layout_for_gc()? else {
         return Ok(());
     };
     let (files, loose) = all_records(layout)?;
-    let mut scan = Scan {
+    let state = Mutex::new(Scan {
         f,
         read: HashSet::new(),
         named: HashSet::new(),
         scanned: HashSet::new(),
         pending: HashMap::new(),
         pending_bytes: 0,
+    });
+    // Each thread takes the next file not taken: journals differ in size.
+    let next = AtomicUsize::new(0);
+    let stop = AtomicBool::new(false);
+    let work = || -> Result<()> {
+        while let Some(file) = files.get(next.fetch_add(1, Ordering::Relaxed)) {
+            if stop.load(Ordering::Relaxed) {
+                break;
+            }
+            if let Err(e) = scan_file(layout, file, &state, &stop) {
+                stop.store(true, Ordering::Relaxed);
+                return Err(e);
+            }
+        }
+        Ok(())
     };
-    let max = object::file_max(Cap::LIST).max(object::file_max(Cap::MESSAGE));
-    for file in &files {
-        for (id, offset, len) in &file.records {
-            if !scan.read.insert(*id) {
-                continue;
-            }
-            let place = Place {
-                path: file.path.clone(),
-                offset: *offset,
-            };
-            let stored_len = len.saturating_sub(crate::pack::RECORD_HEADER);
-            if stored_len > max {
-                continue; // larger than any node or message
-            }
-            let record = odb::read_found(&file.file, &place, *len, id, max)?;
-            let stored = &record[crate::pack::RECORD_HEADER as usize..];
-            // A long record not named as a message: its kind first, from
-            // its first block alone.
-            if stored_len > DECODE_WHOLE
-                && !scan.named.contains(id)
-                && object::peek_kind(stored) != Some(Kind::List)
-            {
-                continue;
-            }
-            let (kind, payload) = match object::decode(id, &place.display_path(), stored, Cap::ANY)
-            {
-                Ok(decoded) => decoded,
-                // What is not a node nor a message blob named so far is no
-                // concern of a scan (were a node to name it later, it is
-                // read again at the end, and its fault told there).
-                Err(_)
-                    if !scan.named.contains(id)
-                        && object::peek_kind(stored) != Some(Kind::List) =>
-                {
-                    continue
-                }
-                Err(e) => return Err(odb::explain_damage(e.into(), &record, &place, id)),
-            };
-            scan.object(layout, id, kind, payload)?;
+    let threads = std::thread::available_parallelism()
+        .map_or(2, |n| n.get())
+        .clamp(1, THREADS_MAX)
+        .min(files.len());
+    if threads <= 1 {
+        work()?;
+    } else {
+        let workers = vec![(); threads];
+        for outcome in crate::par::parts(&workers, threads, |_| work()) {
+            outcome?;
         }
     }
     for id in loose {
-        if !scan.read.insert(id) {
+        if !lock(&state).read.insert(id) {
             continue;
         }
         let (kind, payload) = crate::read::loose(layout, &id, Cap::ANY)?;
-        scan.object(layout, &id, kind, payload)?;
+        object(&state, layout, &id, kind, payload)?;
     }
     // Blobs read before a node named them.
+    let mut scan = lock(&state);
     let rest: Vec<ObjectId> = scan.named.drain().collect();
     for b in rest {
         let bytes = crate::read::of_kind(layout, &b, Kind::Blob, Cap::MESSAGE)?;

@@ -5,7 +5,7 @@
 //! The crash and stress tests re-run this test binary as child processes
 //! (`child_*` tests, ignored unless `HEL_STORE_CHILD` is set).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fs;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -1053,6 +1053,55 @@ fn child_loader() {
 /// flipped, `byte` bytes into what it stores, and where in `good` that
 /// record's id is (in its header, followed by the stored length and the
 /// record's check, 16 bytes, then the stored bytes).
+/// fsck of a journal large enough to be decoded on two threads: every
+/// record is counted once, and a record whose check holds but whose
+/// bytes are not its object's (rewritten with a check to match) is one
+/// fault naming the object and its record's place.
+#[test]
+fn fsck_of_a_large_journal_decodes_every_record_and_names_a_bad_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let lease = store.new_session().unwrap();
+    let mut rng = fastrand::Rng::with_seed(24);
+    let msgs: Vec<Value> = (0..160)
+        .map(|i| {
+            let text: String = (0..2_600).map(|_| format!("{:x}", rng.u64(..))).collect();
+            msg(if i % 2 == 0 { "user" } else { "assistant" }, text)
+        })
+        .collect();
+    commit_new(&store, &lease, &mut SessionState::default(), &msgs);
+    let session = lease.session().clone();
+    drop(lease);
+    let journal = root(dir.path())
+        .join("packs/journals")
+        .join(format!("{session}.journal"));
+    let good = fs::read(&journal).unwrap();
+    assert!(good.len() > 2 << 20, "a journal of {} bytes", good.len());
+    let sound = hel_store::fsck::fsck(&Store::open(dir.path()).unwrap()).unwrap();
+    assert!(sound.is_sound(), "{sound:?}");
+    assert!(sound.objects > 160, "{sound:?}");
+    let (blob, _) = testing::encode("blob", &canonical::to_vec(&msgs[80]));
+    let (at, mut bad) = with_stored_byte_flipped(&good, &blob, 300);
+    let start = at - 8; // the record's header
+    let len = u64::from_le_bytes(bad[start + 40..start + 48].try_into().unwrap()) as usize;
+    let mut h = blake3::Hasher::new();
+    h.update(&bad[start..start + 48]);
+    h.update(&bad[start + 56..start + 56 + len]);
+    let check = h.finalize();
+    bad[start + 48..start + 56].copy_from_slice(&check.as_bytes()[..8]);
+    fs::write(&journal, &bad).unwrap();
+    let report = hel_store::fsck::fsck(&Store::open(dir.path()).unwrap()).unwrap();
+    assert!(!report.is_sound());
+    assert_eq!(report.objects, sound.objects, "{report:?}");
+    // One fault, naming the object and its record's place, told once.
+    let place = format!("{}@{}", journal.display(), start);
+    assert!(
+        matches!(&report.faults[..], [f] if f.to_string().contains(&blob.to_hex()) && f.to_string().contains(&place)),
+        "{:?}",
+        report.faults
+    );
+}
+
 fn with_stored_byte_flipped(good: &[u8], id: &ObjectId, byte: usize) -> (usize, Vec<u8>) {
     let at = good.windows(32).position(|w| w == blob_bytes(id)).unwrap();
     let mut bad = good.to_vec();
@@ -1889,6 +1938,78 @@ fn a_scan_reads_each_distinct_message_once() {
     .unwrap();
     assert_eq!(seen, 21 + 1);
     assert_eq!(needles, 2);
+}
+
+/// The scan's threads share the files out: a message blob said in every
+/// session (stored once, in the first session's journal, and named from
+/// the others'), blobs of each session's own, small messages inline in
+/// each session's nodes, forks: every distinct stored message comes
+/// exactly once, run after run. (A small message said in two sessions is
+/// stored inline in each one's node, so it is two stored messages; none
+/// is said twice here.)
+#[test]
+fn a_scan_on_several_threads_gives_each_distinct_message_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let shared_big = msg("user", format!("shared {}", "big ".repeat(5_000)));
+    let mut distinct: HashMap<String, Value> = HashMap::new();
+    let mut leases = Vec::new();
+    let mut ids = Vec::new();
+    for k in 0..12 {
+        let lease = store.new_session().unwrap();
+        let mut msgs: Vec<Value> = (0..12)
+            .map(|i| msg("user", format!("s{k} says {i}")))
+            .collect();
+        msgs.push(shared_big.clone());
+        msgs.push(msg("user", format!("own {k} {}", "big ".repeat(5_000))));
+        let c = commit_new(&store, &lease, &mut SessionState::default(), &msgs);
+        if k % 4 == 0 {
+            let (f, _, _) = store.fork(&c.id).unwrap();
+            drop(f);
+        }
+        for m in msgs {
+            distinct.insert(m.to_string(), m);
+        }
+        ids.push(lease.session().clone());
+        leases.push(lease);
+    }
+    drop(leases);
+    let store = Store::open(dir.path()).unwrap();
+    for _ in 0..10 {
+        let mut seen: HashMap<String, usize> = HashMap::new();
+        hel_store::scan::scan_messages(&store, &mut |bytes| {
+            let v: Value = serde_json::from_slice(bytes).unwrap();
+            *seen.entry(v.to_string()).or_default() += 1;
+        })
+        .unwrap();
+        let twice: Vec<_> = seen.iter().filter(|(_, n)| **n != 1).collect();
+        assert!(twice.is_empty(), "scanned more than once: {twice:?}");
+        let mut got: Vec<&String> = seen.keys().collect();
+        let mut want: Vec<&String> = distinct.keys().collect();
+        got.sort();
+        want.sort();
+        assert_eq!(got, want);
+    }
+    // A damaged byte in one session's blob: the scan fails naming it and
+    // its journal, whichever thread read it.
+    let own7 = msg("user", format!("own 7 {}", "big ".repeat(5_000)));
+    let (blob, _) = testing::encode("blob", &canonical::to_vec(&own7));
+    let journal = root(dir.path())
+        .join("packs/journals")
+        .join(format!("{}.journal", ids[7]));
+    let good = fs::read(&journal).unwrap();
+    let (at, bad) = with_stored_byte_flipped(&good, &blob, 30);
+    fs::write(&journal, &bad).unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    match hel_store::scan::scan_messages(&store, &mut |_| {}) {
+        Err(Error::DamagedRecord {
+            id: Some(id),
+            pack,
+            offset,
+            ..
+        }) => assert_eq!((id, pack, offset), (blob, journal, at as u64 - 8)),
+        other => panic!("{other:?}"),
+    }
 }
 
 /// After a delete the objects a fork needs sit in a sealed pack in
