@@ -170,7 +170,10 @@ pub(crate) struct Covered {
     pub blobs: HashSet<ObjectId>,
 }
 
-/// Bytes of chain nodes the walker may have read ahead of the parser.
+/// Bytes of chain nodes the walker may have handed over ahead of the
+/// parser (one batch goes through whatever its size when nothing is in
+/// flight); besides them, the walker holds the batch it is gathering, at
+/// most [`BATCH_MAX`] and one node more.
 const READ_AHEAD: u64 = 8 << 20;
 
 /// The walker hands nodes over in batches of at least this many bytes

@@ -63,8 +63,8 @@ struct Records {
     records: Vec<(ObjectId, u64, u64)>,
 }
 
-/// Every journal's and sealed pack's object records, and the loose
-/// objects' ids.
+/// Every journal's and sealed pack's object records (an object's first
+/// copy only), and the loose objects' ids.
 fn all_records(layout: &odb::Odb) -> Result<(Vec<Records>, Vec<ObjectId>)> {
     let mut files = Vec::new();
     for session in heads::list(layout)?.sessions {
@@ -91,8 +91,14 @@ fn all_records(layout: &odb::Odb) -> Result<(Vec<Records>, Vec<ObjectId>)> {
             records,
         });
     }
+    // An object stored in more than one file is read from its first copy
+    // in this order (journals, then packs, each newest record first),
+    // whichever thread gets to which file first: so whether a damaged
+    // copy is met does not depend on timing.
+    let mut first = HashSet::new();
     for f in &mut files {
         f.records.sort_unstable_by_key(|r| std::cmp::Reverse(r.1));
+        f.records.retain(|r| first.insert(r.0));
     }
     let loose = crate::gc::object_files(layout)?
         .objects
@@ -198,6 +204,12 @@ fn object(
     }
 }
 
+/// Whether stored bytes declare a kind other than a list node's (`false`
+/// when no kind can be read from them).
+fn not_a_node(stored: &[u8]) -> bool {
+    matches!(object::peek_kind(stored), Some(kind) if kind != Kind::List)
+}
+
 /// Scan the records of `file` not read yet (by this thread or another),
 /// newest first; stops early once `stop` is set (another thread failed).
 fn scan_file(
@@ -229,26 +241,35 @@ fn scan_file(
         let record = odb::read_found(&file.file, &place, *len, id, max)?;
         let stored = &record[crate::pack::RECORD_HEADER as usize..];
         // A long record not named as a message: its kind first, from
-        // its first block alone.
-        if stored_len > DECODE_WHOLE && !named && object::peek_kind(stored) != Some(Kind::List) {
+        // its first block alone (one whose kind cannot be read is decoded,
+        // and its fault told).
+        if stored_len > DECODE_WHOLE && !named && not_a_node(stored) {
             continue;
         }
         let (kind, payload) = match object::decode(id, &place.display_path(), stored, Cap::ANY) {
             Ok(decoded) => decoded,
-            // What is not a node nor a message blob named so far is no
-            // concern of a scan (were a node to name it later, it is
-            // read again at the end, and its fault told there).
-            Err(_)
-                if !lock(state).named.contains(id)
-                    && object::peek_kind(stored) != Some(Kind::List) =>
-            {
-                continue
-            }
+            // What declares another kind than a node's and is not a
+            // message blob named so far is no concern of a scan (were a
+            // node to name it later, it is read again at the end, and its
+            // fault told there). What declares no kind at all may be a
+            // node: its fault is told.
+            Err(_) if !lock(state).named.contains(id) && not_a_node(stored) => continue,
             Err(e) => return Err(odb::explain_damage(e.into(), &record, &place, id)),
         };
         object(state, layout, id, kind, payload)?;
     }
     Ok(())
+}
+
+/// Sets its flag when dropped by a panicking thread.
+struct StopOnPanic<'a>(&'a AtomicBool);
+
+impl Drop for StopOnPanic<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.store(true, Ordering::Relaxed);
+        }
+    }
 }
 
 /// Call `f` with the canonical JSON bytes of every distinct message
@@ -275,6 +296,9 @@ pub fn scan_messages(store: &Store, f: &mut (dyn FnMut(&[u8]) + Send)) -> Result
     let next = AtomicUsize::new(0);
     let stop = AtomicBool::new(false);
     let work = || -> Result<()> {
+        // A panic in `f` (or in the scan) stops the other threads too; it
+        // is passed on when they are joined.
+        let _stop_on_panic = StopOnPanic(&stop);
         while let Some(file) = files.get(next.fetch_add(1, Ordering::Relaxed)) {
             if stop.load(Ordering::Relaxed) {
                 break;

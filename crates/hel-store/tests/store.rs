@@ -1049,10 +1049,6 @@ fn child_loader() {
     }
 }
 
-/// The journal bytes `good` with one byte of the first record of `id`
-/// flipped, `byte` bytes into what it stores, and where in `good` that
-/// record's id is (in its header, followed by the stored length and the
-/// record's check, 16 bytes, then the stored bytes).
 /// fsck of a journal large enough to be decoded on two threads: every
 /// record is counted once, and a record whose check holds but whose
 /// bytes are not its object's (rewritten with a check to match) is one
@@ -1081,14 +1077,7 @@ fn fsck_of_a_large_journal_decodes_every_record_and_names_a_bad_one() {
     assert!(sound.is_sound(), "{sound:?}");
     assert!(sound.objects > 160, "{sound:?}");
     let (blob, _) = testing::encode("blob", &canonical::to_vec(&msgs[80]));
-    let (at, mut bad) = with_stored_byte_flipped(&good, &blob, 300);
-    let start = at - 8; // the record's header
-    let len = u64::from_le_bytes(bad[start + 40..start + 48].try_into().unwrap()) as usize;
-    let mut h = blake3::Hasher::new();
-    h.update(&bad[start..start + 48]);
-    h.update(&bad[start + 56..start + 56 + len]);
-    let check = h.finalize();
-    bad[start + 48..start + 56].copy_from_slice(&check.as_bytes()[..8]);
+    let (start, bad) = with_stored_byte_flipped_and_checked(&good, &blob, 300);
     fs::write(&journal, &bad).unwrap();
     let report = hel_store::fsck::fsck(&Store::open(dir.path()).unwrap()).unwrap();
     assert!(!report.is_sound());
@@ -1102,11 +1091,34 @@ fn fsck_of_a_large_journal_decodes_every_record_and_names_a_bad_one() {
     );
 }
 
+/// The journal bytes `good` with one byte of the first record of `id`
+/// flipped, `byte` bytes into what it stores, and where in `good` that
+/// record's id is (in its header, followed by the stored length and the
+/// record's check, 16 bytes, then the stored bytes).
 fn with_stored_byte_flipped(good: &[u8], id: &ObjectId, byte: usize) -> (usize, Vec<u8>) {
     let at = good.windows(32).position(|w| w == blob_bytes(id)).unwrap();
     let mut bad = good.to_vec();
     bad[at + 32 + 16 + byte] ^= 1;
     (at, bad)
+}
+
+/// [`with_stored_byte_flipped`] with the record's check made to match
+/// (so only decoding the object finds it wrong), and where the record
+/// starts.
+fn with_stored_byte_flipped_and_checked(
+    good: &[u8],
+    id: &ObjectId,
+    byte: usize,
+) -> (usize, Vec<u8>) {
+    let (at, mut bad) = with_stored_byte_flipped(good, id, byte);
+    let start = at - 8; // the record's header
+    let len = u64::from_le_bytes(bad[start + 40..start + 48].try_into().unwrap()) as usize;
+    let mut h = blake3::Hasher::new();
+    h.update(&bad[start..start + 48]);
+    h.update(&bad[start + 56..start + 56 + len]);
+    let check = h.finalize();
+    bad[start + 48..start + 56].copy_from_slice(&check.as_bytes()[..8]);
+    (start, bad)
 }
 
 fn blob_bytes(id: &ObjectId) -> &[u8] {
@@ -2010,6 +2022,58 @@ fn a_scan_on_several_threads_gives_each_distinct_message_once() {
         }) => assert_eq!((id, pack, offset), (blob, journal, at as u64 - 8)),
         other => panic!("{other:?}"),
     }
+}
+
+/// An object stored in two journals (two sessions' identical first list
+/// node, each written in its own journal) is read from its first copy in
+/// the scan's file order, whichever thread reaches which file first: with
+/// one copy damaged (its record's check made to match), the scan fails
+/// every time or succeeds every time, and it fails for exactly one of
+/// the two copies.
+#[test]
+fn a_scan_of_an_object_stored_twice_reads_the_same_copy_every_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let sys = [msg("system", "said by both")];
+    let mut journals = Vec::new();
+    let mut node = None;
+    for _ in 0..2 {
+        let lease = store.new_session().unwrap();
+        let c = commit_new(&store, &lease, &mut SessionState::default(), &sys);
+        node = store.checkpoint(&c.id).unwrap().messages.root;
+        journals.push(
+            root(dir.path())
+                .join("packs/journals")
+                .join(format!("{}.journal", lease.session())),
+        );
+    }
+    // More sessions, so that the scan has files for two threads.
+    for k in 0..6 {
+        let lease = store.new_session().unwrap();
+        commit_new(
+            &store,
+            &lease,
+            &mut SessionState::default(),
+            &conversation(&format!("more{k}"), 8),
+        );
+    }
+    let node = node.unwrap();
+    let mut fails = Vec::new();
+    for journal in &journals {
+        let good = fs::read(journal).unwrap();
+        let (_, bad) = with_stored_byte_flipped_and_checked(&good, &node, 20);
+        fs::write(journal, &bad).unwrap();
+        let outcomes: Vec<bool> = (0..20)
+            .map(|_| {
+                let store = Store::open(dir.path()).unwrap();
+                hel_store::scan::scan_messages(&store, &mut |_| {}).is_err()
+            })
+            .collect();
+        assert!(outcomes.iter().all(|f| *f == outcomes[0]), "{outcomes:?}");
+        fails.push(outcomes[0]);
+        fs::write(journal, &good).unwrap();
+    }
+    assert_eq!(fails.iter().filter(|f| **f).count(), 1, "{fails:?}");
 }
 
 /// After a delete the objects a fork needs sit in a sealed pack in
