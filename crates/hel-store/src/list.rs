@@ -199,6 +199,10 @@ impl InFlight {
         }
         *b += n;
     }
+    /// Bytes handed over and not yet taken.
+    fn held(&self) -> u64 {
+        *self.bytes.lock().unwrap_or_else(|p| p.into_inner())
+    }
     fn release(&self, n: u64) {
         let mut b = self.bytes.lock().unwrap_or_else(|p| p.into_inner());
         *b = b.saturating_sub(n);
@@ -221,20 +225,28 @@ pub(crate) struct Reader<'a> {
     budget: Budget,
     expanded: HashMap<ObjectId, Rc<Expanded>>,
     /// Message blobs of the chain node being expanded, read ahead.
-    prefetched: HashMap<ObjectId, Vec<u8>>,
+    prefetched: HashMap<ObjectId, Prefetched>,
     /// Message blobs read and validated.
     blobs_read: HashSet<ObjectId>,
 }
 
 /// A chain node as the walking thread hands it over: its payload, what it
 /// took for its `prev`, the message blobs it names (read ahead), and the
-/// bytes all that holds.
+/// bytes all that holds (a parsed blob counted by its bytes).
 struct ChainPart {
     id: ObjectId,
     payload: Vec<u8>,
     prev: Option<ObjectId>,
-    blobs: Vec<(ObjectId, Vec<u8>)>,
+    blobs: Vec<(ObjectId, Prefetched)>,
     size: u64,
+}
+
+/// A message blob read ahead: its verified bytes, or (when the walker was
+/// ahead of the parse and the parse had work queued) already parsed, with
+/// its length in bytes for the budget.
+enum Prefetched {
+    Bytes(Vec<u8>),
+    Parsed(u64, std::result::Result<Value, serde_json::Error>),
 }
 
 /// The ids of a node's `{"b":"<id>"}` items, found by their canonical
@@ -282,8 +294,9 @@ impl Walk {
         }
     }
 
-    /// The next node of the chain (newest first), or None past the oldest.
-    fn next(&mut self, layout: &Odb) -> Result<Option<ChainPart>> {
+    /// The next node of the chain (newest first), or None past the oldest;
+    /// with `parse`, its message blobs parsed too.
+    fn next(&mut self, layout: &Odb, parse: bool) -> Result<Option<ChainPart>> {
         let Some(id) = self.next else {
             return Ok(None);
         };
@@ -315,7 +328,11 @@ impl Walk {
             }
             if let Ok(bytes) = crate::read::of_kind(layout, &b, Kind::Blob, Cap::MESSAGE) {
                 size += bytes.len() as u64;
-                blobs.push((b, bytes));
+                let blob = match parse {
+                    true => Prefetched::Parsed(bytes.len() as u64, serde_json::from_slice(&bytes)),
+                    false => Prefetched::Bytes(bytes),
+                };
+                blobs.push((b, blob));
             }
         }
         Ok(Some(ChainPart {
@@ -359,19 +376,31 @@ impl<'a> Reader<'a> {
 
     /// Read blob `b` as a message.
     fn blob_message(&mut self, b: &ObjectId) -> Result<Value> {
-        let bytes = match self.prefetched.remove(b) {
-            Some(bytes) => bytes,
-            None => crate::read::of_kind(self.layout, b, Kind::Blob, Cap::MESSAGE)?,
+        // The blob's bytes are in memory while it is parsed: charged
+        // before the parse here, and for one the walker parsed (within its
+        // read-ahead bound) as if it were parsed here.
+        let (len, parsed) = match self.prefetched.remove(b) {
+            Some(Prefetched::Parsed(len, parsed)) => {
+                self.budget.charge(0, len)?;
+                (len, parsed)
+            }
+            other => {
+                let bytes = match other {
+                    Some(Prefetched::Bytes(bytes)) => bytes,
+                    _ => crate::read::of_kind(self.layout, b, Kind::Blob, Cap::MESSAGE)?,
+                };
+                let len = bytes.len() as u64;
+                self.budget.charge(0, len)?;
+                (len, serde_json::from_slice(&bytes))
+            }
         };
-        // The blob's bytes are in memory while it is parsed.
-        self.budget.charge(0, bytes.len() as u64)?;
-        let parsed = serde_json::from_slice(&bytes).map_err(|e| Error::BadMessage {
+        let parsed = parsed.map_err(|e| Error::BadMessage {
             id: *b,
             path: self.layout.object_path(b),
             index: 0,
             reason: message::MessageError::NotJson(e),
         });
-        self.budget.refund(bytes.len() as u64);
+        self.budget.refund(len);
         parsed
     }
 
@@ -552,7 +581,7 @@ impl<'a> Reader<'a> {
         // when no second thread is to be had (a process or container limit).
         if !(count >= THREADED_FROM && self.read_threaded::<K>(root, &mut parts)?) {
             let mut walk = Walk::new(root);
-            while let Some(part) = walk.next(layout)? {
+            while let Some(part) = walk.next(layout, false)? {
                 parts.push(self.take_part::<K>(part)?);
             }
         }
@@ -637,7 +666,12 @@ impl<'a> Reader<'a> {
                     tx.send(batch).is_ok()
                 };
                 loop {
-                    let part = match walk.next(layout) {
+                    // When the parse has a batch or more waiting, it is
+                    // the slower side: the walker parses the blobs too
+                    // (the failpoint makes it always do so, for tests).
+                    let parse =
+                        in_flight.held() >= BATCH_MAX || crate::failpoint::hit("list-walker-parse");
+                    let part = match walk.next(layout, parse) {
                         Ok(Some(part)) => part,
                         Ok(None) => break,
                         Err(e) => {

@@ -1023,6 +1023,11 @@ fn a_long_list_read_on_two_threads_is_the_conversation_and_damage_is_named() {
     let loaded = load_in_child(&head, "thread-spawn");
     let loaded: Vec<Value> = serde_json::from_str(&loaded["messages: ".len()..]).unwrap();
     assert_eq!(loaded, msgs);
+    // With the walker parsing every message blob it reads ahead (what it
+    // does when the parse falls behind), the same list.
+    let loaded = load_in_child(&head, "list-walker-parse");
+    let loaded: Vec<Value> = serde_json::from_str(&loaded["messages: ".len()..]).unwrap();
+    assert_eq!(loaded, msgs);
     // The walk did run on the second thread at 2,400 messages (a failing
     // walker is what the load reports), and not at 1,000.
     let walked = load_in_child(&head, "list-walker");
