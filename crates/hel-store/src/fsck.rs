@@ -273,7 +273,7 @@ fn journal_faults(
         // A large journal's records are decoded (decompressed, hashed,
         // a snapshot parsed) on a second thread while this one goes on
         // reading and checking them: the decode is most of an fsck.
-        let threaded = std::thread::available_parallelism().is_ok_and(|n| n.get() > 1)
+        let threaded = crate::par::threads() > 1
             && std::fs::symlink_metadata(&path).is_ok_and(|m| m.len() >= DECODE_ASIDE_FROM);
         let opened = std::thread::scope(|scope| {
             let (to_worker, queue) = std::sync::mpsc::sync_channel::<Batch>(DECODE_QUEUE);
@@ -377,8 +377,6 @@ fn journal_faults(
             }
             opened
         });
-        let mut decoded: HashMap<u64, std::result::Result<(), Error>> =
-            decoded.into_iter().map(|(o, (_, d))| (o, d)).collect();
         let view = match opened {
             Ok(Some(v)) => v,
             Ok(None) => continue,
@@ -445,7 +443,7 @@ fn journal_faults(
             // read whole; a larger one is read again here and decoded
             // (which verifies its id) without hashing its record again.
             let outcome = match decoded.remove(&e.offset) {
-                Some(outcome) => Some(outcome),
+                Some((_, outcome)) => Some(outcome),
                 None => {
                     let max = e.len.saturating_sub(RECORD_HEADER);
                     match crate::odb::read_found(&view.file, &place, e.len, &e.id, max) {

@@ -379,16 +379,21 @@ impl<'a> Reader<'a> {
         // The blob's bytes are in memory while it is parsed: charged
         // before the parse here, and for one the walker parsed (within its
         // read-ahead bound) as if it were parsed here.
-        let (len, parsed) = match self.prefetched.remove(b) {
-            Some(Prefetched::Parsed(len, parsed)) => {
+        let blob = match self.prefetched.remove(b) {
+            Some(blob) => blob,
+            None => Prefetched::Bytes(crate::read::of_kind(
+                self.layout,
+                b,
+                Kind::Blob,
+                Cap::MESSAGE,
+            )?),
+        };
+        let (len, parsed) = match blob {
+            Prefetched::Parsed(len, parsed) => {
                 self.budget.charge(0, len)?;
                 (len, parsed)
             }
-            other => {
-                let bytes = match other {
-                    Some(Prefetched::Bytes(bytes)) => bytes,
-                    _ => crate::read::of_kind(self.layout, b, Kind::Blob, Cap::MESSAGE)?,
-                };
+            Prefetched::Bytes(bytes) => {
                 let len = bytes.len() as u64;
                 self.budget.charge(0, len)?;
                 (len, serde_json::from_slice(&bytes))

@@ -29,6 +29,14 @@ const SERIAL_BELOW: usize = 64;
 /// Threads at most (each item is latency-bound, not CPU-bound).
 const THREADS_MAX: usize = 4;
 
+/// Threads the store's parallel work uses: one per core (2 when the
+/// count cannot be read), at most [`THREADS_MAX`].
+pub(crate) fn threads() -> usize {
+    std::thread::available_parallelism()
+        .map_or(2, |n| n.get())
+        .clamp(1, THREADS_MAX)
+}
+
 /// `f` of every item, in the items' order, on a few threads when there
 /// are many items. A panic in `f` is passed on. A fallible `f` collects
 /// into `Result<Vec<_>>`: the first error in the items' order.
@@ -38,9 +46,7 @@ where
     R: Send,
     F: Fn(&T) -> R + Sync,
 {
-    let threads = std::thread::available_parallelism()
-        .map_or(2, |n| n.get())
-        .clamp(1, THREADS_MAX);
+    let threads = threads();
     if items.len() < SERIAL_BELOW || threads == 1 {
         return items.iter().map(&f).collect();
     }

@@ -131,9 +131,6 @@ struct Scan<'f> {
 /// again when a node names it.
 const PENDING_MAX: u64 = 64 << 20;
 
-/// Threads a scan reads files on at most.
-const THREADS_MAX: usize = 4;
-
 fn lock<'a, 'f>(state: &'a Mutex<Scan<'f>>) -> std::sync::MutexGuard<'a, Scan<'f>> {
     state.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -274,8 +271,8 @@ impl Drop for StopOnPanic<'_> {
 
 /// Call `f` with the canonical JSON bytes of every distinct message
 /// the store holds (inline in list nodes, and message blobs), each
-/// once, in no particular order: the store's files are read on up to
-/// [`THREADS_MAX`] threads (one per core), and `f` is called from them
+/// once, in no particular order: the store's files are read on a few
+/// threads (one per core, [`crate::par::threads`]), and `f` is called from them
 /// one call at a time. Objects are verified as they are read. On a fault
 /// the scan stops and gives one (naming its file), not always the first
 /// in any order.
@@ -310,10 +307,7 @@ pub fn scan_messages(store: &Store, f: &mut (dyn FnMut(&[u8]) + Send)) -> Result
         }
         Ok(())
     };
-    let threads = std::thread::available_parallelism()
-        .map_or(2, |n| n.get())
-        .clamp(1, THREADS_MAX)
-        .min(files.len());
+    let threads = crate::par::threads().min(files.len());
     if threads <= 1 {
         work()?;
     } else {

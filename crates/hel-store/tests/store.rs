@@ -104,6 +104,12 @@ fn commit_new(
     conv.commit(store, lease, state)
 }
 
+/// The journal of `session` in the store at `root` (a `.hel`).
+fn journal_path(root: &Path, session: &SessionId) -> PathBuf {
+    root.join("packs/journals")
+        .join(format!("{session}.journal"))
+}
+
 fn root(dir: &Path) -> PathBuf {
     dir.join(".hel")
 }
@@ -562,9 +568,7 @@ fn fsck_loads_a_message_over_a_mebibyte_and_names_damage_in_it() {
     assert!(report.is_sound(), "{:?}", report.faults);
     assert_eq!(report.unreachable, Some(0));
     let (blob, _) = testing::encode("blob", &canonical::to_vec(&msgs[3]));
-    let journal = root(dir.path())
-        .join("packs/journals")
-        .join(format!("{}.journal", state_session(&store)));
+    let journal = journal_path(&root(dir.path()), &state_session(&store));
     let good = fs::read(&journal).unwrap();
     fs::write(&journal, with_stored_byte_flipped(&good, &blob, 30).1).unwrap();
     let fsck = hel_store::fsck::fsck(&Store::open(dir.path()).unwrap()).unwrap();
@@ -881,9 +885,7 @@ fn corruption_gives_typed_errors_naming_the_object() {
     let head = commit_new(&store, &lease, &mut state, &msgs).id;
     drop(lease);
     let (blob, _) = testing::encode("blob", &canonical::to_vec(&msgs[3]));
-    let journal = r
-        .join("packs/journals")
-        .join(format!("{}.journal", state_session(&store)));
+    let journal = journal_path(&r, &state_session(&store));
     let good = fs::read(&journal).unwrap();
     let (at, bad) = with_stored_byte_flipped(&good, &blob, 30);
     fs::write(&journal, &bad).unwrap();
@@ -975,9 +977,7 @@ fn a_long_list_read_on_two_threads_is_the_conversation_and_damage_is_named() {
     let head = *ids.last().unwrap();
     let fresh = Store::open(dir.path()).unwrap();
     assert_eq!(fresh.load(&head).unwrap().messages, msgs);
-    let journal = root(dir.path())
-        .join("packs/journals")
-        .join(format!("{}.journal", state_session(&store)));
+    let journal = journal_path(&root(dir.path()), &state_session(&store));
     let good = fs::read(&journal).unwrap();
     // The node the 5th checkpoint added (of 24): 19 nodes from the head.
     let node = fresh.checkpoint(&ids[4]).unwrap().messages.root.unwrap();
@@ -1073,9 +1073,7 @@ fn fsck_of_a_large_journal_decodes_every_record_and_names_a_bad_one() {
     commit_new(&store, &lease, &mut SessionState::default(), &msgs);
     let session = lease.session().clone();
     drop(lease);
-    let journal = root(dir.path())
-        .join("packs/journals")
-        .join(format!("{session}.journal"));
+    let journal = journal_path(&root(dir.path()), &session);
     let good = fs::read(&journal).unwrap();
     assert!(good.len() > 2 << 20, "a journal of {} bytes", good.len());
     let sound = hel_store::fsck::fsck(&Store::open(dir.path()).unwrap()).unwrap();
@@ -2011,9 +2009,7 @@ fn a_scan_on_several_threads_gives_each_distinct_message_once() {
     // its journal, whichever thread read it.
     let own7 = msg("user", format!("own 7 {}", "big ".repeat(5_000)));
     let (blob, _) = testing::encode("blob", &canonical::to_vec(&own7));
-    let journal = root(dir.path())
-        .join("packs/journals")
-        .join(format!("{}.journal", ids[7]));
+    let journal = journal_path(&root(dir.path()), &ids[7]);
     let good = fs::read(&journal).unwrap();
     let (at, bad) = with_stored_byte_flipped(&good, &blob, 30);
     fs::write(&journal, &bad).unwrap();
@@ -2046,11 +2042,7 @@ fn a_scan_of_an_object_stored_twice_reads_the_same_copy_every_time() {
         let lease = store.new_session().unwrap();
         let c = commit_new(&store, &lease, &mut SessionState::default(), &sys);
         node = store.checkpoint(&c.id).unwrap().messages.root;
-        journals.push(
-            root(dir.path())
-                .join("packs/journals")
-                .join(format!("{}.journal", lease.session())),
-        );
+        journals.push(journal_path(&root(dir.path()), lease.session()));
     }
     // More sessions, so that the scan has files for two threads.
     for k in 0..6 {
@@ -2225,9 +2217,7 @@ fn three_checkpoints() -> (tempfile::TempDir, SessionId, Vec<ObjectId>, PathBuf)
     let all = conversation("b", 12);
     let heads = commit_all(&store, &lease, &mut state, &mut conv, &all, 4);
     let sid = lease.session().clone();
-    let journal = root(dir.path())
-        .join("packs/journals")
-        .join(format!("{sid}.journal"));
+    let journal = journal_path(&root(dir.path()), &sid);
     (dir, sid, heads, journal)
 }
 
@@ -2690,9 +2680,7 @@ fn an_abandoned_commit_leaves_no_records_after_the_next() {
     let c = conv.commit(&store, &lease, &mut state);
     let sid = lease.session().clone();
     drop(lease);
-    let journal = root(dir.path())
-        .join("packs/journals")
-        .join(format!("{sid}.journal"));
+    let journal = journal_path(&root(dir.path()), &sid);
     let bytes = fs::read(&journal).unwrap();
     let last = records(&bytes).pop().unwrap();
     assert_eq!((last.rtype, last.at + last.len), (2, bytes.len()));
@@ -3630,9 +3618,7 @@ fn a_limit_error_is_named_before_a_damaged_node_further_on() {
     let ids = commit_all(&store, &lease, &mut state, &mut conv, &msgs, 100);
     drop(lease);
     let head = *ids.last().unwrap();
-    let journal = root(dir.path())
-        .join("packs/journals")
-        .join(format!("{}.journal", state_session(&store)));
+    let journal = journal_path(&root(dir.path()), &state_session(&store));
     let good = fs::read(&journal).unwrap();
     let node = store
         .checkpoint(&ids[ids.len() - 3])
