@@ -270,14 +270,15 @@ fn blob_items(payload: &[u8]) -> Vec<ObjectId> {
 }
 
 /// Lists at least this long are read with the walk on a second thread,
-/// overlapping decompression with parsing. Measured on a quiet 2-core
-/// machine (resume as a process, medians of 9 to 21 runs): at 1,000
-/// messages the hand-over costs what the overlap saves (a wake-up per
-/// node, and the walker's zstd slower on memory the other core frees), at
-/// 3,000 the thread saves 16 %, at 5,000 25 % and at 10,000 30 %; on a
-/// machine whose cores are all busy it costs time instead (30 % at 10,000
-/// messages, issue 24).
-pub(crate) const THREADED_FROM: u64 = 2_000;
+/// overlapping decompression with parsing. Since the walker hands nodes
+/// over in batches (one wake-up per batch, not per node) the crossover is
+/// lower than the 2,000 first measured: on a quiet 2-core machine (resume
+/// in process, `perf stat` means of 30 to 40 runs, alternating builds) the
+/// thread takes a 1,001-message resume from 22.2 to 18.1 ms and a
+/// 201-message one from 6.4 to 7.1 ms; 500 lies between the two and was
+/// not measured itself. On a machine whose cores are all busy the thread
+/// costs time instead (30 % at 10,000 messages, issue 24).
+pub(crate) const THREADED_FROM: u64 = 500;
 
 /// The walk of a chain backwards through `prev`: each node read,
 /// decompressed and verified in turn, with the message blobs it names.
