@@ -128,9 +128,17 @@ fn packs_faults(
 ) -> Result<()> {
     if let Some(packs) = layout.packs()? {
         let stems = crate::odb::sealed_stems(packs)?;
+        let lone = crate::odb::lone_indexes(packs)?;
+        for name in &lone {
+            report.notes.push(format!(
+                "{}: an index without its pack (left by a repack or gc that was stopped; the next `hel gc` removes it)",
+                packs.child_path(name).display()
+            ));
+        }
         for e in packs.entries()? {
             let name = e.name.to_string_lossy().into_owned();
-            let known = (e.kind == EntryKind::Dir && name == crate::layout::JOURNALS)
+            let known = lone.contains(&name)
+                || (e.kind == EntryKind::Dir && name == crate::layout::JOURNALS)
                 || (e.kind == EntryKind::File
                     && (name
                         .strip_suffix(".pack")

@@ -904,6 +904,16 @@ fn collect(store: &Store, dry_run: bool, force: bool, wait: bool) -> Result<Opti
             report.tmp_files_removed += 1;
         }
     }
+    // An index a stopped repack or gc left without its pack (this gc
+    // holds the lock every pack writer takes, so none is being written).
+    if let Some(packs) = layout.packs()? {
+        for name in crate::odb::lone_indexes(packs)? {
+            if !dry_run {
+                packs.remove_file(&name)?;
+            }
+            report.tmp_files_removed += 1;
+        }
+    }
     if let Some(sessions) = layout.sessions()? {
         for e in sessions.entries()? {
             if e.kind != EntryKind::Dir {

@@ -367,6 +367,29 @@ pub(crate) fn sealed_stems(dir: &Dir) -> Result<Vec<String>> {
     Ok(out)
 }
 
+/// The indexes in `dir` without their pack (`pack-<hex>.idx` with no
+/// `.pack`): what a repack killed between its two renames, or a gc killed
+/// between its two removes, leaves. No reader sees them (readers list
+/// packs); the next gc removes them.
+pub(crate) fn lone_indexes(dir: &Dir) -> Result<Vec<String>> {
+    let stems = sealed_stems(dir)?;
+    let mut out = Vec::new();
+    for e in dir.entries()? {
+        if e.kind != crate::dir::Kind::File {
+            continue;
+        }
+        if let Some(name) = e.name_str().filter(|n| {
+            n.strip_suffix(".idx")
+                .filter(|s| s.starts_with("pack-"))
+                .is_some_and(|s| stems.binary_search_by(|t| t.as_str().cmp(s)).is_err())
+        }) {
+            out.push(name.to_owned());
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
 fn unlinked(file: &File) -> bool {
     file.metadata().map(|m| m.nlink() == 0).unwrap_or(true)
 }

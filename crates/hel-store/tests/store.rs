@@ -1735,6 +1735,56 @@ fn sigkill_during_gc_and_repack_never_loses_a_session() {
     );
 }
 
+/// A repack killed between renaming its index and its pack into
+/// `packs/` (or a gc killed between removing a pack and its index) leaves
+/// an index alone: no reader sees it, fsck notes it without calling the
+/// store damaged, and the next gc removes it.
+#[test]
+fn an_index_left_without_its_pack_is_a_note_and_gc_removes_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let lease = store.new_session().unwrap();
+    let mut msgs = conversation("lone", 8);
+    msgs.push(msg("user", noise("lone", 20_000)));
+    let head = commit_new(&store, &lease, &mut SessionState::default(), &msgs).id;
+    let sid = lease.session().clone();
+    drop(lease);
+    let (fork, _, _) = store.fork(&head).unwrap();
+    let forked = fork.session().clone();
+    drop(fork);
+    // The delete copies what the fork needs into a sealed pack.
+    store.delete(&sid, false).unwrap();
+    let packs = dir.path().join(".hel/packs");
+    let idx = fs::read_dir(&packs)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "idx"))
+        .expect("the delete wrote a sealed pack");
+    let lone = packs.join(format!("pack-{}.idx", "0".repeat(32)));
+    fs::copy(&idx, &lone).unwrap();
+
+    let fresh = Store::open(dir.path()).unwrap();
+    let fsck = hel_store::fsck::fsck(&fresh).unwrap();
+    assert!(fsck.is_sound(), "{fsck:?}");
+    assert_eq!(fsck.notes.len(), 1, "{fsck:?}");
+    assert!(
+        fsck.notes[0].contains(&*lone.to_string_lossy()) && fsck.notes[0].contains("hel gc"),
+        "{fsck:?}"
+    );
+    let listed = fresh.sessions().unwrap();
+    let s = listed.iter().find(|s| s.id == forked).unwrap();
+    assert_eq!(fresh.load(&s.head.unwrap()).unwrap().messages.len(), 9);
+
+    let report = hel_store::gc::gc(&fresh, true).unwrap();
+    assert_eq!(report.tmp_files_removed, 1);
+    assert!(lone.exists(), "a dry run removes nothing");
+    let report = hel_store::gc::gc(&fresh, false).unwrap();
+    assert_eq!(report.tmp_files_removed, 1);
+    assert!(!lone.exists());
+    let fsck = hel_store::fsck::fsck(&Store::open(dir.path()).unwrap()).unwrap();
+    assert!(fsck.is_sound() && fsck.notes.is_empty(), "{fsck:?}");
+}
+
 #[test]
 fn readers_without_a_lock_survive_concurrent_repacks() {
     let dir = tempfile::tempdir().unwrap();
