@@ -242,12 +242,7 @@ impl Tree {
                 .sum(),
         );
         for e in &self.entries {
-            out.push(e.kind.code());
-            out.extend_from_slice(&e.mode.to_le_bytes());
-            out.extend_from_slice(&e.size.to_le_bytes());
-            out.extend_from_slice(e.id.as_bytes());
-            out.extend_from_slice(&(e.name.len() as u16).to_le_bytes());
-            out.extend_from_slice(&e.name);
+            push_entry(&mut out, e.kind, e.mode, e.size, &e.id, &e.name);
         }
         out
     }
@@ -520,6 +515,28 @@ impl Extents {
     pub fn known(&self, id: &ObjectId) -> Option<&Extent> {
         self.known.get(id)
     }
+}
+
+/// Append one entry to a tree payload (objects-spec §13.1): what
+/// [`Tree::to_payload`] writes for each entry, for a builder that writes
+/// entries in name order without building a [`Tree`]. Returns where the
+/// entry's id lies in `out`, for one that learns a directory's id later.
+pub fn push_entry(
+    out: &mut Vec<u8>,
+    kind: EntryKind,
+    mode: u16,
+    size: u64,
+    id: &ObjectId,
+    name: &[u8],
+) -> usize {
+    out.push(kind.code());
+    out.extend_from_slice(&mode.to_le_bytes());
+    out.extend_from_slice(&size.to_le_bytes());
+    let at = out.len();
+    out.extend_from_slice(id.as_bytes());
+    out.extend_from_slice(&(name.len() as u16).to_le_bytes());
+    out.extend_from_slice(name);
+    at
 }
 
 #[cfg(test)]

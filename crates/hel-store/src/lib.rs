@@ -126,7 +126,13 @@ pub use summaries::SessionInfo;
 
 /// The id `tree` has as an object.
 pub fn tree_id(tree: &tree::Tree) -> ObjectId {
-    object::id_of(object::Kind::Tree, &tree.to_payload())
+    tree_payload_id(&tree.to_payload())
+}
+
+/// The id of the tree whose payload is `payload` (entries written with
+/// [`tree::push_entry`]).
+pub fn tree_payload_id(payload: &[u8]) -> ObjectId {
+    object::id_of(object::Kind::Tree, payload)
 }
 
 /// The id a blob holding `bytes` has (spill files are named by it).

@@ -16,7 +16,12 @@
 //! The cache lives in `.hel/workspace/cache` and, like everything under
 //! `.hel/`, may come from a hostile repository: it is read bounded, checked
 //! whole (a BLAKE3 trailer), and only ever trusted for a file whose inode
-//! and ctime it matches, which a cloned or copied file never does. Its
+//! and ctime it matches, which a cloned or copied file never does. An
+//! entry is looked up by the file's device and inode, not its path: the
+//! stat it must match names the file whatever path it is reached by, and
+//! content belongs to the file (a rename keeps it, a hard link shares it),
+//! so this vouches for exactly what a lookup by path would, without a
+//! copy of every path in memory. Its
 //! paths stand for a snapshot's tree only once they hash to that tree's id
 //! ([`Cache::take_last`]): they are the tree's content, not a claim about
 //! it. A cache that is missing, damaged, of another version or too large
@@ -59,10 +64,14 @@ pub struct Known {
     pub id: ObjectId,
 }
 
+/// What an entry is looked up by: its file's device and inode.
+type Inode = (u64, u64);
+
 /// A project's stat cache, in memory.
 #[derive(Debug, Default)]
 pub struct Cache {
-    entries: HashMap<Vec<u8>, Known>,
+    /// What is known of each file, by device and inode.
+    entries: Entries,
     /// When the walk that wrote it began (ns since the epoch).
     walk_start_ns: i64,
     /// The cache file's own stat when loaded or saved, to notice another
@@ -109,10 +118,10 @@ impl Cache {
         FileStat::at(dir, CACHE_FILE.as_bytes()).ok() == self.file
     }
 
-    /// The content id of the file at `path` whose `lstat` is `stat`, when
-    /// the cache may be trusted for it.
-    pub fn lookup(&self, path: &[u8], stat: &FileStat) -> Option<ObjectId> {
-        let k = self.entries.get(path)?;
+    /// The content id of the file whose `lstat` is `stat` (at any path),
+    /// when the cache may be trusted for it.
+    pub fn lookup(&self, stat: &FileStat) -> Option<ObjectId> {
+        let k = self.entries.get(stat)?;
         let settled = self.walk_start_ns.saturating_sub(RACY_NS);
         (k.stat == *stat && stat.mtime_ns < settled).then_some(k.id)
     }
@@ -147,12 +156,17 @@ impl Cache {
         root: ObjectId,
         flat: &Flat,
     ) -> std::io::Result<()> {
-        self.entries = entries.into_iter().collect();
+        let by_path: HashMap<&[u8], Known> =
+            entries.iter().map(|(p, k)| (p.as_slice(), *k)).collect();
+        let bytes = encode(&|p| by_path.get(p).copied(), walk_start_ns, &root, flat);
+        self.entries = Entries::default();
+        for (_, k) in &entries {
+            self.entries.insert(*k);
+        }
         self.walk_start_ns = walk_start_ns;
         self.file = None;
         self.root = Some(root);
         self.last = None;
-        let bytes = encode(&self.entries, walk_start_ns, &root, flat);
         let tmp = format!("{CACHE_FILE}.tmp-{}", std::process::id());
         // One left by a process that had this pid and died.
         let _ = rustix::fs::unlinkat(dir, tmp.as_str(), rustix::fs::AtFlags::empty());
@@ -171,20 +185,62 @@ impl Cache {
         Ok(())
     }
 
+    /// The paths whose stat the cache knows.
     pub fn len(&self) -> usize {
-        self.entries.len()
+        self.entries.paths
     }
 
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.entries.paths == 0
+    }
+}
+
+/// The cache's entries by their file's device and inode: a small table of
+/// indexes into one vector (a lookup touches two places, a load writes the
+/// vector in order).
+#[derive(Debug, Default)]
+struct Entries {
+    at: HashMap<Inode, u32>,
+    known: Vec<Known>,
+    /// The paths inserted.
+    paths: usize,
+}
+
+/// The index of an inode two entries disagree on (hard links told with
+/// another stat or content): it vouches for nothing.
+const AMBIGUOUS: u32 = u32::MAX;
+
+impl Entries {
+    fn with_capacity(n: usize) -> Entries {
+        Entries {
+            at: HashMap::with_capacity_and_hasher(n, Default::default()),
+            known: Vec::with_capacity(n),
+            paths: 0,
+        }
+    }
+
+    fn insert(&mut self, k: Known) {
+        self.paths += 1;
+        let next = self.known.len() as u32;
+        let at = self.at.entry((k.stat.dev, k.stat.ino)).or_insert(next);
+        if *at == next {
+            self.known.push(k);
+        } else if *at != AMBIGUOUS && self.known[*at as usize] != k {
+            *at = AMBIGUOUS;
+        }
+    }
+
+    fn get(&self, stat: &FileStat) -> Option<&Known> {
+        let at = *self.at.get(&(stat.dev, stat.ino))?;
+        self.known.get(at as usize)
     }
 }
 
 /// The cache file's bytes: every path of `flat` in order, each stored as
 /// the length it shares with the previous one and the rest, a file with
-/// the stat `entries` holds for it (st_mode 0 when none).
+/// the stat `known` gives for its path (st_mode 0 when none).
 fn encode(
-    entries: &HashMap<Vec<u8>, Known>,
+    known: &dyn Fn(&[u8]) -> Option<Known>,
     walk_start_ns: i64,
     root: &ObjectId,
     flat: &Flat,
@@ -210,7 +266,7 @@ fn encode(
         out.extend_from_slice(item.id.as_bytes());
         if item.kind == EntryKind::File {
             // Only a stat taken with this very content may vouch for it.
-            let k = entries.get(path).filter(|k| k.id == item.id);
+            let k = known(path).filter(|k| k.id == item.id);
             let st = k.map_or(
                 FileStat {
                     dev: 0,
@@ -240,7 +296,7 @@ fn encode(
 struct Parsed {
     walk_start_ns: i64,
     root: ObjectId,
-    entries: HashMap<Vec<u8>, Known>,
+    entries: Entries,
     flat: Flat,
 }
 
@@ -260,7 +316,7 @@ fn parse(bytes: &[u8]) -> Option<Parsed> {
     if count > (body.len() - HEADER) / FIXED || count as u64 > FLAT_PATHS_MAX {
         return None;
     }
-    let mut entries = HashMap::with_capacity_and_hasher(count, Default::default());
+    let mut entries = Entries::with_capacity(count);
     let mut items: Vec<(Vec<u8>, Item)> = Vec::with_capacity(count);
     let mut at = HEADER;
     let mut path_bytes = 0u64;
@@ -313,7 +369,7 @@ fn parse(bytes: &[u8]) -> Option<Parsed> {
             if !stat.is_file() || stat.perm() != mode {
                 return None;
             }
-            entries.insert(path.clone(), Known { stat, id });
+            entries.insert(Known { stat, id });
         }
         items.push((
             path,
@@ -339,67 +395,61 @@ fn parse(bytes: &[u8]) -> Option<Parsed> {
     })
 }
 
-/// Compute the tree of every directory of `flat` (deepest first, each
-/// directory item given its tree's id, whatever it held) and return the
-/// root's id: what [`Flat::trees`] computes, without keeping the trees.
+/// Compute the tree of every directory of `flat` (each directory item
+/// given its tree's id, whatever it held) and return the root's id: what
+/// [`Flat::trees`] computes, without building the trees. A directory's
+/// entries are its children in path order (names sort as the paths that
+/// end in them), so each directory's payload is written as its children
+/// pass, a subdirectory's id left to fill in; then the directories in
+/// reverse path order (every subdirectory after its parent in path order,
+/// so its id is known first) are hashed and their ids filled in.
 /// `None` when a path is in no directory item.
 fn tree_ids(flat: &mut Flat) -> Option<ObjectId> {
-    use hel_store::tree::{Entry, Tree};
-    // Each directory's entries, by the directory's path; the root is "".
-    let mut children: HashMap<&[u8], Vec<(&[u8], &Item)>> = HashMap::default();
-    children.insert(&[], Vec::new());
-    for (path, item) in &flat.items {
-        if item.kind == EntryKind::Dir {
-            children.insert(path, Vec::new());
-        }
-    }
-    for (path, item) in &flat.items {
-        let (dir, _) = crate::flat::split(path);
-        children.get_mut(dir)?.push((path, item));
-    }
-    let mut dirs: Vec<&[u8]> = children.keys().copied().collect();
-    let depth = |d: &[u8]| {
-        if d.is_empty() {
-            0
-        } else {
-            1 + d.iter().filter(|&&c| c == b'/').count()
-        }
-    };
-    dirs.sort_by_key(|d| std::cmp::Reverse(depth(d)));
-    let mut ids: HashMap<&[u8], ObjectId> = HashMap::default();
-    for dir in dirs {
-        let mut tree = Tree::default();
-        for (path, item) in children.get(dir).map(Vec::as_slice).unwrap_or(&[]) {
-            let id = if item.kind == EntryKind::Dir {
-                *ids.get(path)?
-            } else {
-                item.id
-            };
-            tree.entries.push(Entry {
-                name: crate::flat::split(path).1.to_vec(),
-                kind: item.kind,
-                mode: item.mode,
-                size: item.size,
-                id,
-            });
-        }
-        tree.sort();
-        ids.insert(dir, hel_store::tree_id(&tree));
-    }
-    let root = *ids.get(&[][..])?;
-    // The directories' ids in path order, then given to their items (the
-    // same order).
-    let computed: Vec<ObjectId> = flat
+    use hel_store::tree::push_entry;
+    // The directory items in path order (their ordinals), the root last.
+    let dirs = flat
         .items
-        .iter()
-        .filter(|(_, i)| i.kind == EntryKind::Dir)
-        .map(|(p, _)| ids.get(p.as_slice()).copied())
-        .collect::<Option<_>>()?;
+        .values()
+        .filter(|i| i.kind == EntryKind::Dir)
+        .count();
+    let root = dirs;
+    let mut ordinal: HashMap<&[u8], usize> =
+        HashMap::with_capacity_and_hasher(dirs, Default::default());
+    let mut payloads: Vec<Vec<u8>> = vec![Vec::new(); dirs + 1];
+    // Each directory's parent and where its id goes in the parent's payload.
+    let mut slot: Vec<(usize, usize)> = Vec::with_capacity(dirs);
+    for (path, item) in &flat.items {
+        let (dir, name) = crate::flat::split(path);
+        let parent = match dir.is_empty() {
+            true => root,
+            false => *ordinal.get(dir)?,
+        };
+        let at = push_entry(
+            &mut payloads[parent],
+            item.kind,
+            item.mode,
+            item.size,
+            &item.id,
+            name,
+        );
+        if item.kind == EntryKind::Dir {
+            ordinal.insert(path, slot.len());
+            slot.push((parent, at));
+        }
+    }
+    let mut ids = vec![ObjectId::ZERO; dirs];
+    for k in (0..dirs).rev() {
+        let id = hel_store::tree_payload_id(&payloads[k]);
+        let (parent, at) = slot[k];
+        payloads[parent][at..at + 32].copy_from_slice(id.as_bytes());
+        ids[k] = id;
+    }
+    let root_id = hel_store::tree_payload_id(&payloads[root]);
     let dir_items = flat.items.values_mut().filter(|i| i.kind == EntryKind::Dir);
-    for (item, id) in dir_items.zip(computed) {
+    for (item, id) in dir_items.zip(ids) {
         item.id = id;
     }
-    Some(root)
+    Some(root_id)
 }
 
 /// Every component a tree name, and no deeper than a tree may nest.
@@ -433,15 +483,33 @@ mod tests {
         assert_eq!(p.walk_start_ns, c["walk_start_ns"].as_i64().unwrap());
         assert_eq!(p.root.to_hex(), c["root"].as_str().unwrap());
         assert_eq!(p.flat.items.len() as u64, c["paths"].as_u64().unwrap());
-        assert_eq!(p.entries.len(), c["entries"].as_array().unwrap().len());
+        assert_eq!(p.entries.paths, c["entries"].as_array().unwrap().len());
+        let mut by_path = HashMap::default();
         for e in c["entries"].as_array().unwrap() {
-            let k = &p.entries[e["path"].as_str().unwrap().as_bytes()];
-            assert_eq!(k.id.to_hex(), e["id"].as_str().unwrap());
-            assert_eq!(k.stat.mode as u64, e["mode"].as_u64().unwrap());
-            assert_eq!(k.stat.mtime_ns, e["mtime_ns"].as_i64().unwrap());
-            assert_eq!(k.stat.ino, e["ino"].as_u64().unwrap());
+            let n = |f: &str| e[f].as_u64().unwrap();
+            let k = Known {
+                stat: FileStat {
+                    dev: n("dev"),
+                    ino: n("ino"),
+                    mode: n("mode") as u32,
+                    size: n("size"),
+                    mtime_ns: n("mtime_ns") as i64,
+                    ctime_ns: n("ctime_ns") as i64,
+                },
+                id: ObjectId::from_bytes(hex(e["id"].as_str().unwrap()).try_into().unwrap()),
+            };
+            // Found by its file's device and inode, every field as told.
+            assert_eq!(p.entries.get(&k.stat), Some(&k));
+            by_path.insert(e["path"].as_str().unwrap().as_bytes().to_vec(), k);
         }
-        assert_eq!(encode(&p.entries, p.walk_start_ns, &p.root, &p.flat), bytes);
+        assert_eq!(p.entries.known.len(), by_path.len());
+        let again = encode(
+            &|p| by_path.get(p).copied(),
+            p.walk_start_ns,
+            &p.root,
+            &p.flat,
+        );
+        assert_eq!(again, bytes);
         // Its paths are the root tree's: they stand for it.
         let root = p.root;
         let mut cache = Cache {
@@ -519,14 +587,14 @@ mod tests {
         assert_eq!(c.len(), 2);
         assert!(c.is_current(fd.as_fd()));
         let old = known(1, start - 2 * RACY_NS);
-        assert_eq!(c.lookup(b"a/b.txt", &old.stat), Some(old.id));
+        assert_eq!(c.lookup(&old.stat), Some(old.id));
         // Racy: modified less than RACY_NS before the walk.
         let racy = known(2, start - RACY_NS / 2);
-        assert_eq!(c.lookup(b"a/c.txt", &racy.stat), None);
+        assert_eq!(c.lookup(&racy.stat), None);
         // Any field different: not trusted.
         let mut moved = old.stat;
         moved.ino += 1;
-        assert_eq!(c.lookup(b"a/b.txt", &moved), None);
+        assert_eq!(c.lookup(&moved), None);
         // The paths stand for their tree only.
         assert_eq!(c.root(), Some(root));
         assert!(c.take_last(&ObjectId::from_bytes([9; 32])).is_none());
@@ -537,7 +605,7 @@ mod tests {
         bytes[60] ^= 1;
         std::fs::write(&path, &bytes).unwrap();
         assert!(Cache::load(fd.as_fd()).is_empty());
-        let mut hostile = encode(&entries, start, &root, &flat);
+        let mut hostile = encode(&|p| entries.get(p).copied(), start, &root, &flat);
         hostile.truncate(HEADER);
         hostile[48..52].copy_from_slice(&u32::MAX.to_le_bytes());
         let check = blake3::hash(&hostile);
@@ -558,10 +626,115 @@ mod tests {
             );
             (ObjectId::ZERO, f)
         };
-        assert!(parse(&encode(&bad, start, &root, &bad_flat)).is_none());
+        assert!(parse(&encode(&|p| bad.get(p).copied(), start, &root, &bad_flat)).is_none());
         std::fs::remove_file(&path).unwrap();
         std::os::unix::fs::symlink("/etc/passwd", &path).unwrap();
         assert!(Cache::load(fd.as_fd()).is_empty());
+    }
+
+    /// Entries are found by their file's device and inode: two paths of
+    /// one file (hard links) that agree vouch for it at either path (and
+    /// a rename keeps what it vouches for); two that disagree vouch for
+    /// nothing.
+    #[test]
+    fn an_inode_two_entries_disagree_on_vouches_for_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let fd = hel_fs::at::open_dir_path(dir.path()).unwrap();
+        let start = 100 * RACY_NS;
+        let one = known(1, 0);
+        let mut entries = HashMap::default();
+        entries.insert(b"a.txt".to_vec(), one);
+        entries.insert(b"b/link.txt".to_vec(), one);
+        entries.insert(b"c.txt".to_vec(), known(2, 0));
+        let save = |entries: &HashMap<Vec<u8>, Known>| {
+            let (root, flat) = flat_of(entries);
+            let mut c = Cache::default();
+            c.save(
+                fd.as_fd(),
+                entries.clone().into_iter().collect(),
+                start,
+                root,
+                &flat,
+            )
+            .unwrap();
+            c
+        };
+        save(&entries);
+        let c = Cache::load(fd.as_fd());
+        assert_eq!(c.len(), 3);
+        assert_eq!(c.lookup(&one.stat), Some(one.id));
+        // The same inode told with another content at the other path.
+        let mut other = one;
+        other.id = ObjectId::from_bytes([8; 32]);
+        entries.insert(b"b/link.txt".to_vec(), other);
+        let c = save(&entries);
+        assert_eq!(c.lookup(&one.stat), None, "in memory");
+        let c = Cache::load(fd.as_fd());
+        assert_eq!(c.len(), 3);
+        assert_eq!(c.lookup(&one.stat), None, "read back");
+        assert_eq!(c.lookup(&known(2, 0).stat), Some(known(2, 0).id));
+    }
+
+    /// The trees a cache's paths make, computed in one pass, are the ones
+    /// [`Flat::trees`] builds: with names that sort before and after `/`
+    /// (`x-y`, `x.y`, `x0` beside `x/…`), empty directories, symlinks and
+    /// not-tracked entries, at several depths.
+    #[test]
+    fn tree_ids_are_the_trees_a_snapshot_builds() {
+        let item = |kind, n: u8| Item {
+            kind,
+            mode: if kind == EntryKind::Dir { 0o755 } else { 0o644 },
+            size: if kind == EntryKind::Dir { 0 } else { n as u64 },
+            id: match kind {
+                EntryKind::Dir | EntryKind::NotTracked => ObjectId::ZERO,
+                _ => ObjectId::from_bytes([n; 32]),
+            },
+        };
+        let mut flat = Flat::default();
+        let paths: &[(&str, EntryKind)] = &[
+            ("x", EntryKind::Dir),
+            ("x/a", EntryKind::File),
+            ("x/b", EntryKind::Dir),
+            ("x/b/c", EntryKind::File),
+            ("x/b.c", EntryKind::File),
+            ("x/b-c", EntryKind::Dir),
+            ("x/b-c/d", EntryKind::Symlink),
+            ("x/empty", EntryKind::Dir),
+            ("x-y", EntryKind::File),
+            ("x.y", EntryKind::Dir),
+            ("x.y/z", EntryKind::NotTracked),
+            ("x0", EntryKind::File),
+            ("y", EntryKind::Dir),
+            ("y/y", EntryKind::Dir),
+            ("y/y/y", EntryKind::Dir),
+            ("y/y/y/y", EntryKind::File),
+        ];
+        for (k, (p, kind)) in paths.iter().enumerate() {
+            flat.items
+                .insert(p.as_bytes().to_vec(), item(*kind, k as u8 + 1));
+        }
+        let mut built = flat.clone();
+        let trees = built.trees().unwrap();
+        let root = trees.last().unwrap().2;
+        let mut ours = flat.clone();
+        assert_eq!(tree_ids(&mut ours), Some(root));
+        assert_eq!(ours, built, "every directory item given its tree's id");
+        for (dir, _, id) in &trees {
+            if !dir.is_empty() {
+                assert_eq!(ours.items[dir].id, *id);
+            }
+        }
+        // A path in no directory item makes no trees.
+        let mut orphan = flat.clone();
+        orphan
+            .items
+            .insert(b"x0/a".to_vec(), item(EntryKind::File, 9));
+        assert_eq!(tree_ids(&mut orphan), None);
+        let mut orphan = flat;
+        orphan
+            .items
+            .insert(b"q/a".to_vec(), item(EntryKind::File, 9));
+        assert_eq!(tree_ids(&mut orphan), None);
     }
 
     /// A file that claims a tree's id but holds other paths (a hostile or
@@ -595,7 +768,7 @@ mod tests {
         for lie in lies {
             let mut told = flat.clone();
             lie(&mut told);
-            let bytes = encode(&entries, 0, &root, &told);
+            let bytes = encode(&|p| entries.get(p).copied(), 0, &root, &told);
             // A mode its stat contradicts is refused whole already.
             let Some(p) = parse(&bytes) else { continue };
             let mut c = Cache {
@@ -608,7 +781,7 @@ mod tests {
         // A directory's tree id is computed, never taken from the file.
         let mut told = flat.clone();
         told.items.get_mut(&b"a"[..]).unwrap().id = ObjectId::from_bytes([7; 32]);
-        let p = parse(&encode(&entries, 0, &root, &told)).unwrap();
+        let p = parse(&encode(&|p| entries.get(p).copied(), 0, &root, &told)).unwrap();
         let mut c = Cache {
             root: Some(p.root),
             last: Some(p.flat),

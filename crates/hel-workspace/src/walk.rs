@@ -174,6 +174,10 @@ pub use hel_store::tree::is_never;
 /// The ignore rules of one directory, and its parent's.
 struct Rules {
     gitignore: Option<Gitignore>,
+    /// The bytes of a path (relative to the project) that name the
+    /// directory the rules are in, with its `/`: what is cut off a path
+    /// to match it against them.
+    dir: usize,
     parent: Option<Arc<Rules>>,
 }
 
@@ -304,21 +308,18 @@ impl Global {
 /// Is `rel` ignored: `.gitignore` rules from the deepest directory up,
 /// then `.git/info/exclude`, then the global excludes; the first that
 /// matches decides.
-fn ignored(
-    root: &Path,
-    rules: &Option<Arc<Rules>>,
-    global: &Global,
-    rel: &[u8],
-    is_dir: bool,
-) -> bool {
+fn ignored(rules: &Option<Arc<Rules>>, global: &Global, rel: &[u8], is_dir: bool) -> bool {
     if rules.is_none() && global.exclude.is_none() && global.global.is_none() {
         return false;
     }
-    let abs = root.join(OsStr::from_bytes(rel));
+    // Each matcher is given the path relative to its own directory, what
+    // it would cut an absolute path down to (rather than an absolute path
+    // built for every path walked).
     let mut at = rules.as_deref();
     while let Some(r) = at {
         if let Some(g) = &r.gitignore {
-            match g.matched(&abs, is_dir) {
+            let below = rel.get(r.dir..).unwrap_or_default();
+            match g.matched(Path::new(OsStr::from_bytes(below)), is_dir) {
                 Match::Ignore(_) => return true,
                 Match::Whitelist(_) => return false,
                 Match::None => {}
@@ -326,8 +327,9 @@ fn ignored(
         }
         at = r.parent.as_deref();
     }
+    let rel = Path::new(OsStr::from_bytes(rel));
     for g in [&global.exclude, &global.global].into_iter().flatten() {
-        match g.matched(&abs, is_dir) {
+        match g.matched(rel, is_dir) {
             Match::Ignore(_) => return true,
             Match::Whitelist(_) => return false,
             Match::None => {}
@@ -694,6 +696,11 @@ fn list<'a>(job: Job<'a>, ctx: &Ctx<'a>, scratch: &mut Scratch) -> Listed {
         match load_ignore(fd.as_fd(), ".gitignore", &abs) {
             Ok(Some(g)) => Some(Arc::new(Rules {
                 gitignore: Some(g),
+                dir: if job.rel.is_empty() {
+                    0
+                } else {
+                    job.rel.len() + 1
+                },
                 parent: job.rules.clone(),
             })),
             Ok(None) => job.rules.clone(),
@@ -735,7 +742,7 @@ fn list<'a>(job: Job<'a>, ctx: &Ctx<'a>, scratch: &mut Scratch) -> Listed {
         };
         let is_dir = stat.is_dir();
         let found = if (is_dir || stat.is_file() || stat.is_symlink())
-            && ignored(plan.root, &rules, &ctx.global, &rel, is_dir)
+            && ignored(&rules, &ctx.global, &rel, is_dir)
         {
             if is_dir {
                 Found::DirNotRead(NotRead::Ignored)
@@ -792,7 +799,7 @@ fn content(
     stat: &FileStat,
     plan: &Plan<'_>,
 ) -> Content {
-    if let Some(id) = plan.cache.lookup(rel, stat) {
+    if let Some(id) = plan.cache.lookup(stat) {
         return Content::Cached(id);
     }
     let tracked = plan
