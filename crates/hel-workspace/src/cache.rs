@@ -565,6 +565,22 @@ mod tests {
         (trees.last().unwrap().2, flat)
     }
 
+    /// A cache of `entries` saved in `fd` as a walk that began at `start`
+    /// saves it, with the last snapshot's paths those of `entries`.
+    fn saved(fd: BorrowedFd<'_>, entries: &HashMap<Vec<u8>, Known>, start: i64) -> Cache {
+        let (root, flat) = flat_of(entries);
+        let mut c = Cache::default();
+        c.save(
+            fd,
+            entries.clone().into_iter().collect(),
+            start,
+            root,
+            &flat,
+        )
+        .unwrap();
+        c
+    }
+
     #[test]
     fn round_trip_racy_rule_and_damage() {
         let dir = tempfile::tempdir().unwrap();
@@ -574,15 +590,7 @@ mod tests {
         entries.insert(b"a/b.txt".to_vec(), known(1, start - 2 * RACY_NS));
         entries.insert(b"a/c.txt".to_vec(), known(2, start - RACY_NS / 2));
         let (root, flat) = flat_of(&entries);
-        let mut c = Cache::default();
-        c.save(
-            fd.as_fd(),
-            entries.clone().into_iter().collect(),
-            start,
-            root,
-            &flat,
-        )
-        .unwrap();
+        saved(fd.as_fd(), &entries, start);
         let mut c = Cache::load(fd.as_fd());
         assert_eq!(c.len(), 2);
         assert!(c.is_current(fd.as_fd()));
@@ -646,20 +654,7 @@ mod tests {
         entries.insert(b"a.txt".to_vec(), one);
         entries.insert(b"b/link.txt".to_vec(), one);
         entries.insert(b"c.txt".to_vec(), known(2, 0));
-        let save = |entries: &HashMap<Vec<u8>, Known>| {
-            let (root, flat) = flat_of(entries);
-            let mut c = Cache::default();
-            c.save(
-                fd.as_fd(),
-                entries.clone().into_iter().collect(),
-                start,
-                root,
-                &flat,
-            )
-            .unwrap();
-            c
-        };
-        save(&entries);
+        saved(fd.as_fd(), &entries, start);
         let c = Cache::load(fd.as_fd());
         assert_eq!(c.len(), 3);
         assert_eq!(c.lookup(&one.stat), Some(one.id));
@@ -667,7 +662,7 @@ mod tests {
         let mut other = one;
         other.id = ObjectId::from_bytes([8; 32]);
         entries.insert(b"b/link.txt".to_vec(), other);
-        let c = save(&entries);
+        let c = saved(fd.as_fd(), &entries, start);
         assert_eq!(c.lookup(&one.stat), None, "in memory");
         let c = Cache::load(fd.as_fd());
         assert_eq!(c.len(), 3);
