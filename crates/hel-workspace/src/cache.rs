@@ -82,6 +82,11 @@ pub struct Cache {
     /// That snapshot's paths as the file holds them: not checked against
     /// the tree until [`Cache::take_last`].
     last: Option<Flat>,
+    /// The root tree every entry's id is a file of (each entry is a file
+    /// of that snapshot with that id): set once [`Cache::take_last`] has
+    /// hashed the paths the entries came with into it, or by
+    /// [`Cache::save`]; never for entries only read from the file.
+    vouched: Option<ObjectId>,
 }
 
 impl Cache {
@@ -107,6 +112,7 @@ impl Cache {
                 file: Some(stat),
                 root: Some(p.root),
                 last: Some(p.flat),
+                vouched: None,
             },
             None => Cache::default(),
         }
@@ -131,6 +137,16 @@ impl Cache {
         self.root
     }
 
+    /// Whether every id this cache vouches for is known to be a file's in
+    /// the snapshot whose root tree is `tree`: true once
+    /// [`Cache::take_last`] gave that tree's paths, or after a
+    /// [`Cache::save`] with that root; a snapshot building on `tree` then
+    /// need not look a vouched file's path up to know its content is
+    /// stored.
+    pub fn ids_are_files_of(&self, tree: &ObjectId) -> bool {
+        self.vouched == Some(*tree)
+    }
+
     /// The paths of the snapshot whose root tree is `tree`, when the cache
     /// holds them: only once they make trees whose root is `tree` (every
     /// tree hashed again, nothing read), so they are that tree's paths
@@ -140,14 +156,21 @@ impl Cache {
             return None;
         }
         let mut flat = self.last.take()?;
-        (tree_ids(&mut flat)? == *tree).then_some(flat)
+        if tree_ids(&mut flat)? != *tree {
+            return None;
+        }
+        // Every entry was parsed from a file item of these paths, with its
+        // id: they are files of `tree` now that the paths are.
+        self.vouched = Some(*tree);
+        Some(flat)
     }
 
     /// Replace the cache with `entries` from a walk that began at
     /// `walk_start_ns`, and the paths `flat` of the snapshot whose root
-    /// tree is `root`, and write it to `dir` (aside, then renamed). A
-    /// failure to write is returned; the in-memory cache is replaced
-    /// either way.
+    /// tree is `root`, and write it to `dir` (aside, then renamed). Only
+    /// an entry whose path is a file of `flat` with its id is kept, in the
+    /// file and in memory. A failure to write is returned; the in-memory
+    /// cache is replaced either way.
     pub fn save(
         &mut self,
         dir: BorrowedFd<'_>,
@@ -158,15 +181,22 @@ impl Cache {
     ) -> std::io::Result<()> {
         let by_path: HashMap<&[u8], Known> =
             entries.iter().map(|(p, k)| (p.as_slice(), *k)).collect();
-        let bytes = encode(&|p| by_path.get(p).copied(), walk_start_ns, &root, flat);
-        self.entries = Entries::default();
-        for (_, k) in &entries {
-            self.entries.insert(*k);
-        }
+        self.entries = Entries::with_capacity(entries.len());
+        let bytes = encode(
+            &mut |p, item| {
+                let k = by_path.get(p).copied().filter(|k| k.id == item.id)?;
+                self.entries.insert(k);
+                Some(k)
+            },
+            walk_start_ns,
+            &root,
+            flat,
+        );
         self.walk_start_ns = walk_start_ns;
         self.file = None;
         self.root = Some(root);
         self.last = None;
+        self.vouched = Some(root);
         let tmp = format!("{CACHE_FILE}.tmp-{}", std::process::id());
         // One left by a process that had this pid and died.
         let _ = rustix::fs::unlinkat(dir, tmp.as_str(), rustix::fs::AtFlags::empty());
@@ -238,9 +268,9 @@ impl Entries {
 
 /// The cache file's bytes: every path of `flat` in order, each stored as
 /// the length it shares with the previous one and the rest, a file with
-/// the stat `known` gives for its path (st_mode 0 when none).
+/// the stat `known` gives for its path and item (st_mode 0 when none).
 fn encode(
-    known: &dyn Fn(&[u8]) -> Option<Known>,
+    known: &mut dyn FnMut(&[u8], &Item) -> Option<Known>,
     walk_start_ns: i64,
     root: &ObjectId,
     flat: &Flat,
@@ -266,7 +296,7 @@ fn encode(
         out.extend_from_slice(item.id.as_bytes());
         if item.kind == EntryKind::File {
             // Only a stat taken with this very content may vouch for it.
-            let k = known(path).filter(|k| k.id == item.id);
+            let k = known(path, item).filter(|k| k.id == item.id);
             let st = k.map_or(
                 FileStat {
                     dev: 0,
@@ -356,10 +386,16 @@ fn parse(bytes: &[u8]) -> Option<Parsed> {
         path.extend_from_slice(&prev[..shared]);
         path.extend_from_slice(suffix);
         path_bytes += path.len() as u64;
+        // The components before the last `/` of the shared part are the
+        // previous path's, found valid already.
+        let checked = prev[..shared]
+            .iter()
+            .rposition(|&c| c == b'/')
+            .map_or(0, |k| k + 1);
         if path.as_slice() <= prev
             || path.len() > PATH_MAX
             || path_bytes > FLAT_BYTES_MAX
-            || !valid_path(&path)
+            || !valid_path(&path, checked)
         {
             return None;
         }
@@ -452,13 +488,15 @@ fn tree_ids(flat: &mut Flat) -> Option<ObjectId> {
     Some(root_id)
 }
 
-/// Every component a tree name, and no deeper than a tree may nest.
-fn valid_path(path: &[u8]) -> bool {
-    let mut depth = 0;
-    path.split(|&c| c == b'/').all(|c| {
-        depth += 1;
-        depth < DEPTH_MAX && bad_name(c).is_none()
-    })
+/// No deeper than a tree may nest, and every component from `path[checked..]`
+/// on a tree name (`checked` is 0 or just after a `/`: the components
+/// before it were checked in a path that shares them).
+fn valid_path(path: &[u8], checked: usize) -> bool {
+    let depth = path.iter().filter(|&&c| c == b'/').count() + 1;
+    depth < DEPTH_MAX
+        && path[checked..]
+            .split(|&c| c == b'/')
+            .all(|c| bad_name(c).is_none())
 }
 
 #[cfg(test)]
@@ -504,7 +542,7 @@ mod tests {
         }
         assert_eq!(p.entries.known.len(), by_path.len());
         let again = encode(
-            &|p| by_path.get(p).copied(),
+            &mut |p, _| by_path.get(p).copied(),
             p.walk_start_ns,
             &p.root,
             &p.flat,
@@ -613,7 +651,7 @@ mod tests {
         bytes[60] ^= 1;
         std::fs::write(&path, &bytes).unwrap();
         assert!(Cache::load(fd.as_fd()).is_empty());
-        let mut hostile = encode(&|p| entries.get(p).copied(), start, &root, &flat);
+        let mut hostile = encode(&mut |p, _| entries.get(p).copied(), start, &root, &flat);
         hostile.truncate(HEADER);
         hostile[48..52].copy_from_slice(&u32::MAX.to_le_bytes());
         let check = blake3::hash(&hostile);
@@ -634,10 +672,79 @@ mod tests {
             );
             (ObjectId::ZERO, f)
         };
-        assert!(parse(&encode(&|p| bad.get(p).copied(), start, &root, &bad_flat)).is_none());
+        assert!(parse(&encode(
+            &mut |p, _| bad.get(p).copied(),
+            start,
+            &root,
+            &bad_flat
+        ))
+        .is_none());
         std::fs::remove_file(&path).unwrap();
         std::os::unix::fs::symlink("/etc/passwd", &path).unwrap();
         assert!(Cache::load(fd.as_fd()).is_empty());
+    }
+
+    /// A cache's ids are files of a tree only once its paths were hashed
+    /// into that tree, or it was saved with it as root; a saved entry whose
+    /// id is not its path's file's is dropped, in memory as on disk.
+    #[test]
+    fn ids_are_files_of_a_tree_only_once_shown() {
+        let dir = tempfile::tempdir().unwrap();
+        let fd = hel_fs::at::open_dir_path(dir.path()).unwrap();
+        let start = 100 * RACY_NS;
+        let mut entries = HashMap::default();
+        entries.insert(b"a/b.txt".to_vec(), known(1, 0));
+        entries.insert(b"c.txt".to_vec(), known(2, 0));
+        let (root, flat) = flat_of(&entries);
+        let other = ObjectId::from_bytes([9; 32]);
+        let c = saved(fd.as_fd(), &entries, start);
+        assert!(c.ids_are_files_of(&root));
+        assert!(!c.ids_are_files_of(&other));
+        // Read back, the file's claim is not taken until its paths make
+        // the tree.
+        let mut c = Cache::load(fd.as_fd());
+        assert!(!c.ids_are_files_of(&root));
+        assert!(c.take_last(&other).is_none());
+        assert!(!c.ids_are_files_of(&root));
+        assert!(c.take_last(&root).is_some());
+        assert!(c.ids_are_files_of(&root));
+        // An entry told with content its path does not hold vouches for
+        // nothing, here or read back.
+        let mut told: Vec<(Vec<u8>, Known)> = entries.clone().into_iter().collect();
+        let stray = known(3, 0);
+        told.push((b"c.txt".to_vec(), stray));
+        told.retain(|(p, k)| p != b"c.txt" || k.id == stray.id);
+        let mut c = Cache::default();
+        c.save(fd.as_fd(), told, start, root, &flat).unwrap();
+        assert_eq!(c.len(), 1);
+        assert_eq!(c.lookup(&stray.stat), None, "in memory");
+        assert_eq!(c.lookup(&known(1, 0).stat), Some(known(1, 0).id));
+        let c = Cache::load(fd.as_fd());
+        assert_eq!(c.len(), 1);
+        assert_eq!(c.lookup(&stray.stat), None, "read back");
+    }
+
+    /// A name a tree cannot hold is refused wherever the shared prefix
+    /// cuts it: `.gi` then `.git/x` shares `d/.gi`.
+    #[test]
+    fn a_bad_name_across_the_shared_prefix_is_refused() {
+        let item = |kind, id: u8| Item {
+            kind,
+            mode: if kind == EntryKind::Dir { 0o755 } else { 0o644 },
+            size: if kind == EntryKind::Dir { 0 } else { 10 },
+            id: ObjectId::from_bytes([id; 32]),
+        };
+        let mut f = Flat::default();
+        f.items.insert(b"d".to_vec(), item(EntryKind::Dir, 5));
+        f.items.insert(b"d/.gi".to_vec(), item(EntryKind::File, 1));
+        let good = encode(&mut |_, _| None, 0, &ObjectId::ZERO, &f);
+        assert!(parse(&good).is_some());
+        f.items.insert(b"d/.git".to_vec(), item(EntryKind::Dir, 6));
+        f.items
+            .insert(b"d/.git/x".to_vec(), item(EntryKind::File, 2));
+        assert!(parse(&encode(&mut |_, _| None, 0, &ObjectId::ZERO, &f)).is_none());
+        f.items.remove(&b"d/.git"[..]);
+        assert!(parse(&encode(&mut |_, _| None, 0, &ObjectId::ZERO, &f)).is_none());
     }
 
     /// Entries are found by their file's device and inode: two paths of
@@ -763,7 +870,7 @@ mod tests {
         for lie in lies {
             let mut told = flat.clone();
             lie(&mut told);
-            let bytes = encode(&|p| entries.get(p).copied(), 0, &root, &told);
+            let bytes = encode(&mut |p, _| entries.get(p).copied(), 0, &root, &told);
             // A mode its stat contradicts is refused whole already.
             let Some(p) = parse(&bytes) else { continue };
             let mut c = Cache {
@@ -776,7 +883,13 @@ mod tests {
         // A directory's tree id is computed, never taken from the file.
         let mut told = flat.clone();
         told.items.get_mut(&b"a"[..]).unwrap().id = ObjectId::from_bytes([7; 32]);
-        let p = parse(&encode(&|p| entries.get(p).copied(), 0, &root, &told)).unwrap();
+        let p = parse(&encode(
+            &mut |p, _| entries.get(p).copied(),
+            0,
+            &root,
+            &told,
+        ))
+        .unwrap();
         let mut c = Cache {
             root: Some(p.root),
             last: Some(p.flat),

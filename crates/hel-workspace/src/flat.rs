@@ -225,9 +225,12 @@ impl Flat {
             }
         }
         if dirty.is_empty() {
-            for (path, item) in self.items.iter_mut() {
+            // Nothing added or removed (either marks the root): the same
+            // paths in the same order, so each directory's id is beside it.
+            for ((path, item), (was, before)) in self.items.iter_mut().zip(&prev.items) {
+                debug_assert_eq!(path, was);
                 if item.kind == EntryKind::Dir {
-                    item.id = prev.items.get(path).map_or(ObjectId::ZERO, |i| i.id);
+                    item.id = before.id;
                 }
             }
             return Ok(Vec::new());

@@ -443,6 +443,9 @@ impl Workspace {
             txn,
             project: self.project.as_fd(),
             prev: prev_flat,
+            cache_in_prev: prev
+                .as_ref()
+                .is_some_and(|p| self.cache.ids_are_files_of(&p.tree)),
             max_file: self.options.max_file.min(Cap::FILE.max),
             budget: self.options.budget,
             keep_stats,
@@ -546,6 +549,9 @@ struct Taking<'a, 'b> {
     txn: &'a mut dyn Sink,
     project: BorrowedFd<'b>,
     prev: Option<&'b Flat>,
+    /// Every id the stat cache vouches for is a file's in `prev`, so
+    /// stored where the session may name it.
+    cache_in_prev: bool,
     max_file: u64,
     budget: u64,
     keep_stats: bool,
@@ -605,14 +611,21 @@ impl Taking<'_, '_> {
             }
             Found::File(c) => c,
         };
-        let prev = self.prev.and_then(|f| f.get(&e.path));
+        // A file the cache vouches for needs no look at `prev` when the
+        // cache's ids are all `prev`'s (the common case: one lookup in a
+        // map of every path saved per file).
+        let prev = match content {
+            Content::Cached(_) if self.cache_in_prev => None,
+            _ => self.prev.and_then(|f| f.get(&e.path)),
+        };
         let tracked = prev.is_some_and(|i| i.kind == EntryKind::File);
         let content = match content {
             Content::Cached(id) => {
-                // Named by the session's last snapshot at this path: stored
-                // where the session may name it. Otherwise ask the store,
-                // and read the file again if its content is not there.
-                if prev.map(|i| i.id) == Some(id) || self.txn.has(&id)? {
+                // Named by the session's last snapshot (at this path, or by
+                // the cache at any): stored where the session may name it.
+                // Otherwise ask the store, and read the file again if its
+                // content is not there.
+                if self.cache_in_prev || prev.map(|i| i.id) == Some(id) || self.txn.has(&id)? {
                     self.cache_hits += 1;
                     self.known
                         .push((e.path.clone(), Known { stat: e.stat, id }));
