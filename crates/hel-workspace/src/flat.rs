@@ -173,12 +173,12 @@ impl Flat {
             return self.trees();
         };
         // One merge of the two sorted maps finds what differs.
-        let mut dirty: rustc_hash::FxHashSet<Vec<u8>> = Default::default();
+        let mut dirty: crate::Set<Vec<u8>> = Default::default();
         // A path that changed: its directory's tree, and every one above,
         // differ; and a directory that is new here (or was something else)
         // has a tree of its own to build, even an empty one.
         let items = &self.items;
-        let mark = |dirty: &mut rustc_hash::FxHashSet<Vec<u8>>, path: &[u8]| {
+        let mark = |dirty: &mut crate::Set<Vec<u8>>, path: &[u8]| {
             if items.get(path).is_some_and(|i| i.kind == EntryKind::Dir) {
                 dirty.insert(path.to_vec());
             }

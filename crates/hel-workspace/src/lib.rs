@@ -27,5 +27,13 @@ pub mod walk;
 pub mod watch;
 
 pub use flat::{Flat, Item};
+
+/// A map keyed by what a project or `.hel/` holds (paths, the inodes a
+/// cache file names): hashed with a random seed per process, so that keys
+/// chosen to collide (a crafted cache, a cloned tree's names) cannot make
+/// each lookup walk the others, as they can with a fixed hash.
+pub(crate) type Map<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+/// A set keyed as [`Map`] is.
+pub(crate) type Set<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;
 pub use snapshot::{Options, Prev, Scan, Sink, Snapshot, SnapshotError, Workspace};
 pub use stat::FileStat;

@@ -40,7 +40,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
-use rustc_hash::{FxHashMap, FxHashSet};
+use crate::{Map, Set};
 use rustix::fs::inotify::{self, CreateFlags, ReadFlags, WatchFlags};
 use rustix::io::Errno;
 
@@ -110,8 +110,8 @@ pub struct Watch {
     /// by the directory's device and inode (a watch is the inode's, so a
     /// later walk that meets the inode again needs no new one).
     root: Option<i32>,
-    live: FxHashMap<Inode, i32>,
-    wds: FxHashSet<i32>,
+    live: Map<Inode, i32>,
+    wds: Set<i32>,
     /// Whether every directory of the last walk was watched before it was
     /// listed (so its result stands until an event says otherwise).
     armed: bool,
@@ -150,8 +150,8 @@ impl Watch {
             inotify,
             mounts,
             root: None,
-            live: FxHashMap::default(),
-            wds: FxHashSet::default(),
+            live: Map::default(),
+            wds: Set::default(),
             armed: false,
         };
         // The mount table as of now (a poll reports a change since the
@@ -288,8 +288,8 @@ impl Watch {
         if walked.not_local {
             return Err(Off::NotLocal);
         }
-        let live: FxHashMap<Inode, i32> = walked.watches.into_iter().collect();
-        let new: FxHashSet<i32> = live.values().copied().collect();
+        let live: Map<Inode, i32> = walked.watches.into_iter().collect();
+        let new: Set<i32> = live.values().copied().collect();
         for wd in self.wds.difference(&new) {
             let _ = inotify::remove_watch(&self.inotify, *wd);
         }
@@ -305,8 +305,8 @@ impl Watch {
 pub struct Walking<'a> {
     inotify: BorrowedFd<'a>,
     /// The watches of the last walk, by device and inode, and their set.
-    live: &'a FxHashMap<Inode, i32>,
-    wds: &'a FxHashSet<i32>,
+    live: &'a Map<Inode, i32>,
+    wds: &'a Set<i32>,
     /// The project directory's watch, and every watch this walk has, by
     /// device and inode.
     added: Mutex<Added>,
