@@ -749,6 +749,7 @@ fn from_sidecar(dir: &Dir, view: &mut View, size: u64, mode: Mode) -> (u64, u64)
     if !holds {
         return (FILE_HEADER, durable);
     }
+    let head_record = record_of(&listed[..upto - 1], &c.head);
     if full {
         let mut objects = Places::with_capacity_and_hasher(listed.len(), Default::default());
         for e in listed.iter().filter(|e| e.rtype == RecordType::Object) {
@@ -758,14 +759,12 @@ fn from_sidecar(dir: &Dir, view: &mut View, size: u64, mode: Mode) -> (u64, u64)
             }
         }
         view.objects = objects;
-    }
-    view.head_record = record_of(&listed[..upto - 1], &c.head);
-    if full {
         // What the sidecar listed past the last commit record is not the
         // view's: the rest is kept, not copied.
         entries.truncate(upto);
         view.entries = entries;
     }
+    view.head_record = head_record;
     view.head = Some(c);
     view.committed = last.offset + last.len;
     (view.committed, durable)

@@ -100,11 +100,11 @@ pub struct Cache {
     /// That snapshot's paths as the file holds them: not checked against
     /// the tree until [`Cache::take_last`].
     last: Option<Flat>,
-    /// The root tree every entry's id is a file of (each entry is a file
-    /// of that snapshot with that id): set once [`Cache::take_last`] has
-    /// hashed the paths the entries came with into it, or by
+    /// Every entry's id is known to be a file's of `root` (each entry is a
+    /// file of that snapshot with that id): set once [`Cache::take_last`]
+    /// has hashed the paths the entries came with into `root`, or by
     /// [`Cache::save`]; never for entries only read from the file.
-    vouched: Option<ObjectId>,
+    proven: bool,
 }
 
 impl Cache {
@@ -130,7 +130,7 @@ impl Cache {
                 file: Some(stat),
                 root: Some(p.root),
                 last: Some(p.flat),
-                vouched: None,
+                proven: false,
             },
             None => Cache::default(),
         }
@@ -162,7 +162,7 @@ impl Cache {
     /// need not look a vouched file's path up to know its content is
     /// stored.
     pub fn ids_are_files_of(&self, tree: &ObjectId) -> bool {
-        self.vouched == Some(*tree)
+        self.proven && self.root == Some(*tree)
     }
 
     /// The paths of the snapshot whose root tree is `tree`, when the cache
@@ -179,7 +179,7 @@ impl Cache {
         }
         // Every entry was parsed from a file item of these paths, with its
         // id: they are files of `tree` now that the paths are.
-        self.vouched = Some(*tree);
+        self.proven = true;
         Some(flat)
     }
 
@@ -214,7 +214,7 @@ impl Cache {
         self.file = None;
         self.root = Some(root);
         self.last = None;
-        self.vouched = Some(root);
+        self.proven = true;
         let tmp = format!("{CACHE_FILE}.tmp-{}", std::process::id());
         // One left by a process that had this pid and died.
         let _ = rustix::fs::unlinkat(dir, tmp.as_str(), rustix::fs::AtFlags::empty());

@@ -27,6 +27,8 @@ pub mod walk;
 pub mod watch;
 
 pub use flat::{Flat, Item};
+pub use snapshot::{Options, Prev, Scan, Sink, Snapshot, SnapshotError, Workspace};
+pub use stat::FileStat;
 
 /// A map keyed by what a project or `.hel/` holds (paths, the inodes a
 /// cache file names): hashed with a random seed per process, so that keys
@@ -35,5 +37,3 @@ pub use flat::{Flat, Item};
 pub(crate) type Map<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 /// A set keyed as [`Map`] is.
 pub(crate) type Set<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;
-pub use snapshot::{Options, Prev, Scan, Sink, Snapshot, SnapshotError, Workspace};
-pub use stat::FileStat;
