@@ -170,97 +170,70 @@ pub(crate) struct Covered {
     pub blobs: HashSet<ObjectId>,
 }
 
-/// Bytes of chain nodes the walker may have handed over ahead of the
-/// parser (one batch goes through whatever its size when nothing is in
-/// flight); besides them, the walker holds the batch it is gathering, at
-/// most [`BATCH_MAX`] and one node more.
+/// Bytes the walker may hold ahead of the parse: chain nodes walked and
+/// not yet taken, and message blobs decoded and not yet taken. It starts
+/// nothing new while over this (one item always goes through when it
+/// holds nothing), so a hostile chain of huge blobs costs at most this
+/// and one object more.
 const READ_AHEAD: u64 = 8 << 20;
 
-/// The walker hands nodes over in batches of at least this many bytes
-/// (nodes and their blobs as read), doubling up to [`BATCH_MAX`]: one
-/// wake-up of the parser per batch rather than per node, which cost as
-/// much as the overlap saved at 10,000 messages; small at first, so
-/// that the parse starts soon.
-const BATCH_FIRST: u64 = 64 << 10;
-const BATCH_MAX: u64 = 1 << 20;
+/// The walker keeps at least this many bytes of walked nodes ahead of the
+/// parse before it turns to decoding message blobs: the chain can only be
+/// walked in order (each node names the next), so the parse must not run
+/// out of nodes while the walker decodes blobs.
+const NODES_AHEAD: u64 = 256 << 10;
 
-/// A count of bytes in flight between two threads, bounded: the producer
-/// waits while it is over the bound (one item always goes through).
-struct InFlight {
-    bytes: std::sync::Mutex<u64>,
-    freed: std::sync::Condvar,
-}
+/// The most message blobs of one node the walker decodes ahead (the rest
+/// are read by the parse): a hint list is bounded whatever the node.
+const BLOB_HINTS_MAX: usize = 4096;
 
-impl InFlight {
-    fn acquire(&self, n: u64) {
-        let mut b = self.bytes.lock().unwrap_or_else(|p| p.into_inner());
-        while *b > 0 && *b + n > READ_AHEAD {
-            b = self.freed.wait(b).unwrap_or_else(|p| p.into_inner());
-        }
-        *b += n;
-    }
-    /// Bytes handed over and not yet taken.
-    fn held(&self) -> u64 {
-        *self.bytes.lock().unwrap_or_else(|p| p.into_inner())
-    }
-    fn release(&self, n: u64) {
-        let mut b = self.bytes.lock().unwrap_or_else(|p| p.into_inner());
-        *b = b.saturating_sub(n);
-        self.freed.notify_all();
-    }
-}
+/// How long the parse polls for the walker before it sleeps.
+const POLL: std::time::Duration = std::time::Duration::from_micros(500);
 
-/// On drop, wakes a walker waiting for room, now that nobody reads.
-struct Unblock<'a>(&'a InFlight);
-
-impl Drop for Unblock<'_> {
-    fn drop(&mut self) {
-        self.0.release(u64::MAX);
-    }
-}
+/// A message blob decoded (read, decompressed, verified) and parsed by the
+/// walker: its length in bytes (for the budget) and the parse.
+struct Decoded(u64, std::result::Result<Value, serde_json::Error>);
 
 /// Reads lists, expanding each sliced node once, within a budget.
 pub(crate) struct Reader<'a> {
     layout: &'a Odb,
     budget: Budget,
     expanded: HashMap<ObjectId, Rc<Expanded>>,
-    /// Message blobs of the chain node being expanded, read ahead.
-    prefetched: HashMap<ObjectId, Prefetched>,
+    /// During a threaded read, what the walker shares with the parse.
+    ahead: Option<std::sync::Arc<Ahead>>,
     /// Message blobs read and validated.
     blobs_read: HashSet<ObjectId>,
 }
 
-/// A chain node as the walking thread hands it over: its payload, what it
-/// took for its `prev`, the message blobs it names (read ahead), and the
-/// bytes all that holds (a parsed blob counted by its bytes).
+/// A chain node as the walk read it: its payload, what it took for its
+/// `prev`, and the message blobs its items name (a hint, for decoding them
+/// ahead).
 struct ChainPart {
     id: ObjectId,
     payload: Vec<u8>,
     prev: Option<ObjectId>,
-    blobs: Vec<(ObjectId, Prefetched)>,
-    size: u64,
-}
-
-/// A message blob read ahead: its verified bytes, or (when the walker was
-/// ahead of the parse and the parse had work queued) already parsed, with
-/// its length in bytes for the budget.
-enum Prefetched {
-    Bytes(Vec<u8>),
-    Parsed(u64, std::result::Result<Value, serde_json::Error>),
+    blobs: Vec<ObjectId>,
 }
 
 /// The ids of a node's `{"b":"<id>"}` items, found by their canonical
-/// bytes without parsing (a hint for reading ahead).
+/// bytes without parsing (a hint for reading ahead): each once, at most
+/// [`BLOB_HINTS_MAX`].
 fn blob_items(payload: &[u8]) -> Vec<ObjectId> {
     const KEY: &[u8] = b"{\"b\":\"";
     let mut out = Vec::new();
+    let mut seen = HashSet::new();
     let mut at = 0;
     while let Some(k) = memchr::memmem::find(&payload[at..], KEY) {
+        if out.len() >= BLOB_HINTS_MAX {
+            break;
+        }
         let start = at + k + KEY.len();
         if let Some(hex) = payload.get(start..start + 64) {
             if payload.get(start + 64..start + 66) == Some(b"\"}") {
                 if let Some(id) = std::str::from_utf8(hex).ok().and_then(|h| h.parse().ok()) {
-                    out.push(id);
+                    if seen.insert(id) {
+                        out.push(id);
+                    }
                 }
             }
         }
@@ -269,19 +242,16 @@ fn blob_items(payload: &[u8]) -> Vec<ObjectId> {
     out
 }
 
-/// Lists at least this long are read with the walk on a second thread,
-/// overlapping decompression with parsing. Since the walker hands nodes
-/// over in batches (one wake-up per batch, not per node) the crossover is
-/// lower than the 2,000 first measured: on a quiet 2-core machine (resume
-/// in process, `perf stat` means of 30 to 40 runs, alternating builds) the
-/// thread takes a 1,001-message resume from 22.2 to 18.1 ms and a
-/// 201-message one from 6.4 to 7.1 ms; 500 lies between the two and was
-/// not measured itself. On a machine whose cores are all busy the thread
-/// costs time instead (30 % at 10,000 messages, issue 24).
+/// Lists at least this long are read on two threads (when a second one
+/// can be started): a walker that walks the chain and decodes message
+/// blobs ahead, and the parse, which expands the nodes in order and
+/// decodes the blobs the walker has not reached. On a machine whose cores
+/// are all busy the thread costs time instead (30 % at 10,000 messages,
+/// issue 24).
 pub(crate) const THREADED_FROM: u64 = 500;
 
 /// The walk of a chain backwards through `prev`: each node read,
-/// decompressed and verified in turn, with the message blobs it names.
+/// decompressed and verified in turn.
 struct Walk {
     next: Option<ObjectId>,
     seen: HashSet<ObjectId>,
@@ -295,9 +265,8 @@ impl Walk {
         }
     }
 
-    /// The next node of the chain (newest first), or None past the oldest;
-    /// with `parse`, its message blobs parsed too.
-    fn next(&mut self, layout: &Odb, parse: bool) -> Result<Option<ChainPart>> {
+    /// The next node of the chain (newest first), or None past the oldest.
+    fn next(&mut self, layout: &Odb) -> Result<Option<ChainPart>> {
         let Some(id) = self.next else {
             return Ok(None);
         };
@@ -311,38 +280,350 @@ impl Walk {
         let payload = crate::read::of_kind(layout, &id, Kind::List, Cap::LIST)?;
         let next = prev_of(&payload).ok_or_else(|| malformed(layout, &id, NodeError::NoPrev))?;
         self.next = next;
-        // Read (and verify) the node's message blobs here too, so the
-        // parse only parses. A hint: the node is checked when it is
-        // parsed, and a blob this could not read is read (and its error
-        // told) there. Each blob once, and no more than READ_AHEAD bytes
-        // of them: a hostile node naming one huge blob a million times
-        // must not become a million copies here.
-        let mut blobs = Vec::new();
-        let mut seen = HashSet::new();
-        let mut size = payload.len() as u64;
-        for b in blob_items(&payload) {
-            if size >= READ_AHEAD {
-                break;
-            }
-            if !seen.insert(b) {
-                continue;
-            }
-            if let Ok(bytes) = crate::read::of_kind(layout, &b, Kind::Blob, Cap::MESSAGE) {
-                size += bytes.len() as u64;
-                let blob = match parse {
-                    true => Prefetched::Parsed(bytes.len() as u64, serde_json::from_slice(&bytes)),
-                    false => Prefetched::Bytes(bytes),
-                };
-                blobs.push((b, blob));
-            }
-        }
         Ok(Some(ChainPart {
             id,
+            blobs: blob_items(&payload),
             payload,
             prev: next,
-            blobs,
-            size,
         }))
+    }
+}
+
+/// A message blob the walked nodes name, as the walker and the parse
+/// share it.
+enum Job {
+    /// Nobody has started it.
+    Queued,
+    /// The walker is decoding it.
+    Claimed,
+    Done(Decoded),
+    /// The walker could not read it: the parse reads it (and tells why).
+    Failed,
+}
+
+/// What the walker and the parse of a threaded list read share, under one
+/// lock.
+#[derive(Default)]
+struct AheadState {
+    /// Nodes walked and not yet taken by the parse, in chain order, each
+    /// with its place in it.
+    nodes: std::collections::VecDeque<(u64, ChainPart)>,
+    /// Payload bytes of `nodes`.
+    nodes_bytes: u64,
+    /// The walk's end: Ok past the oldest node, or what stopped it.
+    walked: Option<Result<()>>,
+    /// Each blob a walked node names, by the place of the first node
+    /// naming it that is not yet parsed.
+    jobs: HashMap<ObjectId, (u64, Job)>,
+    /// The jobs in chain order: what the parse lets go of once it is past
+    /// their node.
+    order: std::collections::VecDeque<(u64, ObjectId)>,
+    /// The queued jobs in chain order: the walker takes the last (the
+    /// parse needs it last), the parse the ones of the node it is at.
+    queued: Vec<(u64, ObjectId)>,
+    /// Bytes held: `nodes_bytes` and every done job's.
+    bytes: u64,
+    /// The parse has stopped (done, an error or a panic).
+    stopped: bool,
+    parse_waits: bool,
+    walker_waits: bool,
+}
+
+impl AheadState {
+    fn waits(&mut self, side: Side) -> &mut bool {
+        match side {
+            Side::Walker => &mut self.walker_waits,
+            Side::Parse => &mut self.parse_waits,
+        }
+    }
+
+    /// May the walker start something (at least one thing always can)?
+    fn room(&self) -> bool {
+        self.bytes < READ_AHEAD
+    }
+
+    /// The last queued job, now claimed.
+    fn claim_last(&mut self) -> Option<(u64, ObjectId)> {
+        while let Some((seq, b)) = self.queued.pop() {
+            if let Some((s, job @ Job::Queued)) = self.jobs.get_mut(&b) {
+                if *s == seq {
+                    *job = Job::Claimed;
+                    return Some((seq, b));
+                }
+            }
+        }
+        None
+    }
+}
+
+/// The two sides of a threaded list read.
+#[derive(Clone, Copy, PartialEq)]
+enum Side {
+    Walker,
+    Parse,
+}
+
+/// [`AheadState`] and its condition variable.
+#[derive(Default)]
+struct Ahead {
+    state: std::sync::Mutex<AheadState>,
+    changed: std::sync::Condvar,
+    /// Counts changes, for the parse's polling.
+    changes: std::sync::atomic::AtomicU64,
+}
+
+impl Ahead {
+    fn lock(&self) -> std::sync::MutexGuard<'_, AheadState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Wait for a change, saying so (a change wakes only a side that
+    /// waits: a wake-up costs a system call). The parse first polls a
+    /// while, yielding: a thread woken by the walker is put on the
+    /// walker's core, where it takes the core from the walker while the
+    /// other one idles; and where both share one core, a yield lets the
+    /// walker run.
+    fn wait<'g>(
+        &'g self,
+        mut st: std::sync::MutexGuard<'g, AheadState>,
+        side: Side,
+    ) -> std::sync::MutexGuard<'g, AheadState> {
+        use std::sync::atomic::Ordering;
+        if side == Side::Parse {
+            let seen = self.changes.load(Ordering::Acquire);
+            drop(st);
+            let start = std::time::Instant::now();
+            let mut polls = 0u32;
+            loop {
+                if self.changes.load(Ordering::Acquire) != seen {
+                    return self.lock();
+                }
+                std::thread::yield_now();
+                polls += 1;
+                if polls.is_multiple_of(16) && start.elapsed() > POLL {
+                    break;
+                }
+            }
+            st = self.lock();
+            if self.changes.load(Ordering::Acquire) != seen {
+                return st;
+            }
+        }
+        *st.waits(side) = true;
+        let mut st = self.changed.wait(st).unwrap_or_else(|p| p.into_inner());
+        *st.waits(side) = false;
+        st
+    }
+
+    /// `side` changed something: wake the other side if it waits.
+    fn tell(&self, st: &mut AheadState, side: Side) {
+        self.changes
+            .fetch_add(1, std::sync::atomic::Ordering::Release);
+        let other = match side {
+            Side::Walker => Side::Parse,
+            Side::Parse => Side::Walker,
+        };
+        if *st.waits(other) {
+            self.changed.notify_all();
+        }
+    }
+
+    /// The walker's side: walk the chain from `root`, keeping
+    /// [`NODES_AHEAD`] bytes of nodes ahead of the parse, and decode the
+    /// blobs they name in the time left, last first; within
+    /// [`READ_AHEAD`], until the parse stops.
+    fn walk(&self, layout: &Odb, root: Option<ObjectId>) {
+        if crate::failpoint::hit("list-walker") {
+            let mut st = self.lock();
+            st.walked = Some(Err(Error::Internal("failpoint list-walker".into())));
+            self.tell(&mut st, Side::Walker);
+            return;
+        }
+        // The failpoint makes the walker decode every blob before it
+        // hands over its node, so that the parse takes each from it.
+        let blobs_first = crate::failpoint::hit("list-walker-parse");
+        let _ended = Ended(self);
+        let mut walk = Walk::new(root);
+        let mut seq = 0u64;
+        let mut st = self.lock();
+        loop {
+            if st.stopped {
+                return;
+            }
+            let walking = st.walked.is_none();
+            let room = st.room();
+            if walking && room && (st.nodes_bytes < NODES_AHEAD || blobs_first) {
+                drop(st);
+                let walked = walk.next(layout);
+                let mut decoded = Vec::new();
+                if let (Ok(Some(part)), true) = (&walked, blobs_first) {
+                    decoded = part.blobs.iter().map(|b| (*b, decode(layout, b))).collect();
+                }
+                st = self.lock();
+                match walked {
+                    Ok(Some(part)) => {
+                        seq += 1;
+                        for b in &part.blobs {
+                            if st.jobs.contains_key(b) {
+                                continue;
+                            }
+                            st.jobs.insert(*b, (seq, Job::Queued));
+                            st.order.push_back((seq, *b));
+                            st.queued.push((seq, *b));
+                        }
+                        for (b, job) in decoded {
+                            if let Some((s, j @ Job::Queued)) = st.jobs.get_mut(&b) {
+                                if *s == seq {
+                                    let len = job.as_ref().map_or(0, |d| d.0);
+                                    *j = job.map_or(Job::Failed, Job::Done);
+                                    st.bytes += len;
+                                }
+                            }
+                        }
+                        let size = part.payload.len() as u64;
+                        st.nodes_bytes += size;
+                        st.bytes += size;
+                        st.nodes.push_back((seq, part));
+                        if crate::failpoint::hit("list-walker-panic") {
+                            drop(st);
+                            panic!("failpoint list-walker-panic");
+                        }
+                    }
+                    Ok(None) => st.walked = Some(Ok(())),
+                    Err(e) => st.walked = Some(Err(e)),
+                }
+                self.tell(&mut st, Side::Walker);
+            } else if let Some((seq, b)) = room.then(|| st.claim_last()).flatten() {
+                drop(st);
+                let job = decode(layout, &b);
+                st = self.lock();
+                // Unless the parse let go of it meanwhile (past its node).
+                if let Some((s, j @ Job::Claimed)) = st.jobs.get_mut(&b) {
+                    if *s == seq {
+                        let len = job.as_ref().map_or(0, |d| d.0);
+                        *j = job.map_or(Job::Failed, Job::Done);
+                        st.bytes += len;
+                        self.tell(&mut st, Side::Walker);
+                    }
+                }
+            } else if !walking && st.queued.is_empty() {
+                return;
+            } else {
+                st = self.wait(st, Side::Walker);
+            }
+        }
+    }
+
+    /// The parse's side: the next walked node and its place, or the walk's
+    /// end once every node it walked was taken.
+    fn next_node(&self) -> std::result::Result<(u64, ChainPart), Result<()>> {
+        let mut st = self.lock();
+        loop {
+            if let Some((seq, part)) = st.nodes.pop_front() {
+                let size = part.payload.len() as u64;
+                st.nodes_bytes -= size;
+                st.bytes -= size;
+                self.tell(&mut st, Side::Parse);
+                return Ok((seq, part));
+            }
+            if let Some(end) = st.walked.take() {
+                return Err(end);
+            }
+            st = self.wait(st, Side::Parse);
+        }
+    }
+
+    /// The parse's side: blob `b` as the walker decoded it, waiting while
+    /// the walker decodes it; None when the parse is to read it itself
+    /// (nobody started it: it is the parse's now; or the walker failed).
+    fn take(&self, b: &ObjectId) -> Option<Decoded> {
+        let mut st = self.lock();
+        loop {
+            match st.jobs.get(b) {
+                Some((_, Job::Claimed)) => st = self.wait(st, Side::Parse),
+                None => return None,
+                Some(_) => {
+                    let (_, job) = st.jobs.remove(b)?;
+                    return match job {
+                        Job::Done(d) => {
+                            st.bytes -= d.0;
+                            self.tell(&mut st, Side::Parse);
+                            Some(d)
+                        }
+                        _ => None,
+                    };
+                }
+            }
+        }
+    }
+
+    /// The parse is past node `seq`: let go of the jobs of it and of the
+    /// nodes before (a blob their items did not name after all).
+    fn past(&self, seq: u64) {
+        let mut st = self.lock();
+        let mut freed = false;
+        while st.order.front().is_some_and(|(s, _)| *s <= seq) {
+            let Some((s, b)) = st.order.pop_front() else {
+                break;
+            };
+            if st.jobs.get(&b).is_some_and(|(at, _)| *at == s) {
+                if let Some((_, Job::Done(d))) = st.jobs.remove(&b) {
+                    st.bytes -= d.0;
+                    freed = true;
+                }
+            }
+        }
+        if freed {
+            self.tell(&mut st, Side::Parse);
+        }
+    }
+
+    /// The parse has stopped: the walker stops too.
+    fn stop(&self) {
+        self.lock().stopped = true;
+        self.tell_all();
+    }
+
+    /// Wake whoever waits, polling or not (the lock held or just let go).
+    fn tell_all(&self) {
+        self.changes
+            .fetch_add(1, std::sync::atomic::Ordering::Release);
+        self.changed.notify_all();
+    }
+}
+
+/// Blob `b` read as a message blob and parsed, or None when it cannot be
+/// read.
+fn decode(layout: &Odb, b: &ObjectId) -> Option<Decoded> {
+    let bytes = crate::read::of_kind(layout, b, Kind::Blob, Cap::MESSAGE).ok()?;
+    Some(Decoded(bytes.len() as u64, serde_json::from_slice(&bytes)))
+}
+
+/// On drop, the walker has ended: should it end otherwise than by
+/// returning (a panic), the parse is told, not left waiting for it.
+struct Ended<'a>(&'a Ahead);
+
+impl Drop for Ended<'_> {
+    fn drop(&mut self) {
+        let mut st = self.0.lock();
+        if st.walked.is_none() {
+            st.walked = Some(Err(Error::Internal("the list walker stopped".into())));
+        }
+        for (_, job) in st.jobs.values_mut() {
+            if matches!(job, Job::Claimed) {
+                *job = Job::Failed;
+            }
+        }
+        self.0.tell_all();
+    }
+}
+
+/// On drop, stops the walker (the parse may end early, or panic).
+struct Stop<'a>(&'a Ahead);
+
+impl Drop for Stop<'_> {
+    fn drop(&mut self) {
+        self.0.stop();
     }
 }
 
@@ -357,7 +638,7 @@ impl<'a> Reader<'a> {
                 checkpoint,
             },
             expanded: HashMap::new(),
-            prefetched: HashMap::new(),
+            ahead: None,
             blobs_read: HashSet::new(),
         }
     }
@@ -380,21 +661,13 @@ impl<'a> Reader<'a> {
         // The blob's bytes are in memory while it is parsed: charged
         // before the parse here, and for one the walker parsed (within its
         // read-ahead bound) as if it were parsed here.
-        let blob = match self.prefetched.remove(b) {
-            Some(blob) => blob,
-            None => Prefetched::Bytes(crate::read::of_kind(
-                self.layout,
-                b,
-                Kind::Blob,
-                Cap::MESSAGE,
-            )?),
-        };
-        let (len, parsed) = match blob {
-            Prefetched::Parsed(len, parsed) => {
+        let (len, parsed) = match self.ahead.as_ref().and_then(|a| a.take(b)) {
+            Some(Decoded(len, parsed)) => {
                 self.budget.charge(0, len)?;
                 (len, parsed)
             }
-            Prefetched::Bytes(bytes) => {
+            None => {
+                let bytes = crate::read::of_kind(self.layout, b, Kind::Blob, Cap::MESSAGE)?;
                 let len = bytes.len() as u64;
                 self.budget.charge(0, len)?;
                 (len, serde_json::from_slice(&bytes))
@@ -582,12 +855,12 @@ impl<'a> Reader<'a> {
         let layout = self.layout;
         // Newest first: (node, its count, its messages).
         let mut parts: Vec<(ObjectId, u64, Vec<K::Of>)> = Vec::new();
-        // A short list is walked and parsed on this thread (handing each
-        // node to another costs more than it saves), and so is a long one
-        // when no second thread is to be had (a process or container limit).
+        // A short list is walked and parsed on this thread (a second one
+        // costs more than it saves), and so is a long one when no second
+        // thread is to be had (a process or container limit).
         if !(count >= THREADED_FROM && self.read_threaded::<K>(root, &mut parts)?) {
             let mut walk = Walk::new(root);
-            while let Some(part) = walk.next(layout, false)? {
+            while let Some(part) = walk.next(layout)? {
                 parts.push(self.take_part::<K>(part)?);
             }
         }
@@ -625,111 +898,58 @@ impl<'a> Reader<'a> {
     /// Expand one chain node as the walk handed it over.
     fn take_part<K: Keep>(&mut self, part: ChainPart) -> Result<(ObjectId, u64, Vec<K::Of>)> {
         let ChainPart {
-            id,
-            payload,
-            prev,
-            blobs,
-            size: _,
+            id, payload, prev, ..
         } = part;
-        self.prefetched.extend(blobs);
-        let part = self.expand_chain_node(id, payload, prev);
-        self.prefetched.clear();
-        part.map(|(id, count, messages)| (id, count, K::keep(messages)))
+        self.expand_chain_node(id, payload, prev)
+            .map(|(id, count, messages)| (id, count, K::keep(messages)))
     }
 
-    /// [`Reader::read_list`]'s walk on a second thread, never more than
-    /// [`READ_AHEAD`] bytes ahead of the parse on this one; `false`, having
-    /// read nothing, when no thread could be started.
+    /// [`Reader::read_list`] on two threads: the walk on a second one (the
+    /// walker, [`Ahead::walk`]), which also decodes the message blobs the
+    /// walked nodes name, last first, while the parse on this one expands
+    /// the nodes in order and decodes the blobs the walker has not reached;
+    /// `false`, having read nothing, when no thread could be started.
     fn read_threaded<K: Keep>(
         &mut self,
         root: Option<ObjectId>,
         parts: &mut Vec<(ObjectId, u64, Vec<K::Of>)>,
     ) -> Result<bool> {
         let layout = self.layout;
-        let in_flight = InFlight {
-            bytes: std::sync::Mutex::new(0),
-            freed: std::sync::Condvar::new(),
-        };
-        std::thread::scope(|scope| -> Result<bool> {
-            let in_flight = &in_flight;
-            // Made before the channel, so that, were the parse to panic,
-            // the receiver goes first and then a walker waiting for room
-            // is woken to find it gone (not left waiting, the scope with it).
-            let unblock = Unblock(in_flight);
-            let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<ChainPart>>(16);
-            let walker = crate::par::spawn_scoped(scope, move || -> Result<()> {
-                if crate::failpoint::hit("list-walker") {
-                    return Err(Error::Internal("failpoint list-walker".into()));
-                }
-                let mut walk = Walk::new(root);
-                let mut batch = Vec::new();
-                let mut bytes = 0;
-                let mut target = BATCH_FIRST;
-                // Counted in flight when handed over, so that a walker
-                // waiting for room holds nothing the parse waits for.
-                let send = |batch: Vec<ChainPart>, bytes: u64| {
-                    in_flight.acquire(bytes);
-                    tx.send(batch).is_ok()
-                };
-                loop {
-                    // When the parse has a batch or more waiting, it is
-                    // the slower side: the walker parses the blobs too
-                    // (the failpoint makes it always do so, for tests).
-                    let parse =
-                        in_flight.held() >= BATCH_MAX || crate::failpoint::hit("list-walker-parse");
-                    let part = match walk.next(layout, parse) {
-                        Ok(Some(part)) => part,
-                        Ok(None) => break,
-                        Err(e) => {
-                            // The nodes before the one it failed on are
-                            // parsed first (their error comes first).
-                            send(batch, bytes);
-                            return Err(e);
-                        }
-                    };
-                    bytes += part.size;
-                    batch.push(part);
-                    if bytes >= target {
-                        if !send(std::mem::take(&mut batch), bytes) {
-                            return Ok(()); // the reader stopped on an error
-                        }
-                        bytes = 0;
-                        target = (target * 2).min(BATCH_MAX);
-                    }
-                }
-                if !batch.is_empty() {
-                    send(batch, bytes);
-                }
-                Ok(())
-            });
-            let Ok(walker) = walker else {
+        let ahead = std::sync::Arc::new(Ahead::default());
+        let read = std::thread::scope(|scope| -> Result<bool> {
+            let shared = &*ahead;
+            // Made before the walker starts: were the parse to stop early
+            // (an error, a panic), the walker is told and the scope ends.
+            let stop = Stop(shared);
+            let Ok(walker) = crate::par::spawn_scoped(scope, move || shared.walk(layout, root))
+            else {
                 return Ok(false);
             };
-            let mut parsed = Ok(());
-            'batches: for batch in rx.iter() {
-                for part in batch {
-                    let size = part.size;
-                    let part = self.take_part::<K>(part);
-                    in_flight.release(size);
-                    match part {
-                        Ok(part) => parts.push(part),
-                        Err(e) => {
-                            parsed = Err(e);
-                            break 'batches;
-                        }
-                    }
-                }
-            }
-            drop(rx);
-            drop(unblock);
-            let walked = walker
-                .join()
-                .unwrap_or_else(|p| std::panic::resume_unwind(p));
+            self.ahead = Some(std::sync::Arc::clone(&ahead));
             // The walker reads ahead, so a node it failed on comes after
             // any the parse failed on: the parse's error first, as on one
             // thread; else the walk's (a missing node, say) stopped it.
-            parsed.and(walked).map(|()| true)
-        })
+            let read = loop {
+                match shared.next_node() {
+                    Ok((seq, part)) => {
+                        let part = self.take_part::<K>(part);
+                        shared.past(seq);
+                        match part {
+                            Ok(part) => parts.push(part),
+                            Err(e) => break Err(e),
+                        }
+                    }
+                    Err(end) => break end,
+                }
+            };
+            drop(stop);
+            walker
+                .join()
+                .unwrap_or_else(|p| std::panic::resume_unwind(p));
+            read.map(|()| true)
+        });
+        self.ahead = None;
+        read
     }
 
     /// Parse a chain node read by the walker and expand its items; `prev`

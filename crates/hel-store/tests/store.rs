@@ -1023,8 +1023,9 @@ fn a_long_list_read_on_two_threads_is_the_conversation_and_damage_is_named() {
     let loaded = load_in_child(&head, "thread-spawn");
     let loaded: Vec<Value> = serde_json::from_str(&loaded["messages: ".len()..]).unwrap();
     assert_eq!(loaded, msgs);
-    // With the walker parsing every message blob it reads ahead (what it
-    // does when the parse falls behind), the same list.
+    // With the walker decoding and parsing every message blob before it
+    // hands over the node naming it (so the parse takes each from it),
+    // the same list.
     let loaded = load_in_child(&head, "list-walker-parse");
     let loaded: Vec<Value> = serde_json::from_str(&loaded["messages: ".len()..]).unwrap();
     assert_eq!(loaded, msgs);
@@ -1036,6 +1037,27 @@ fn a_long_list_read_on_two_threads_is_the_conversation_and_damage_is_named() {
         "{walked}"
     );
     assert!(load_in_child(&ids[3], "list-walker").starts_with("messages: "));
+    // A walker that panics mid-walk (the parse waiting for its next node)
+    // makes the load panic, never hang.
+    let mut panicking = child(
+        "child_loader",
+        dir.path(),
+        &[
+            ("HEL_FAILPOINTS", "list-walker-panic@3".into()),
+            ("HEL_HEAD", head.to_hex()),
+        ],
+    )
+    .spawn()
+    .unwrap();
+    let pid = panicking.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || tx.send(panicking.wait()));
+    let Ok(status) = rx.recv_timeout(std::time::Duration::from_secs(120)) else {
+        let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+        panic!("a load whose walker panicked did not end");
+    };
+    let status = status.unwrap();
+    assert!(!status.success(), "{status:?}");
 }
 
 /// Child: load checkpoint `HEL_HEAD` and print its messages as one line
