@@ -223,7 +223,7 @@ impl Dir {
 
     /// Check what `fd` (just opened as `name`) is: a regular file, or a
     /// refusal naming what it is instead.
-    fn require_file(&self, name: &str, fd: OwnedFd) -> Result<File> {
+    fn require_file(&self, name: &str, fd: OwnedFd) -> Result<(File, rustix::fs::Stat)> {
         let st = rustix::fs::fstat(&fd).map_err(|e| Error::Io {
             path: self.child_path(name),
             source: io(e),
@@ -236,11 +236,16 @@ impl Dir {
                 expected: Kind::File.describe(),
             });
         }
-        Ok(File::from(fd))
+        Ok((File::from(fd), st))
     }
 
     /// Open the regular file `name` for reading; `None` when absent.
     pub fn open_file(&self, name: &str) -> Result<Option<File>> {
+        Ok(self.open_file_stat(name)?.map(|(file, _)| file))
+    }
+
+    /// [`Dir::open_file`], with what `fstat` said of the file opened.
+    fn open_file_stat(&self, name: &str) -> Result<Option<(File, rustix::fs::Stat)>> {
         self.check_in(name)?;
         match at::open_read(&self.fd, name) {
             Ok(fd) => self.require_file(name, fd).map(Some),
@@ -260,7 +265,7 @@ impl Dir {
         })?;
         let rel = format!("{dir}/{name}");
         match at::read_beneath(&self.fd, &rel) {
-            Ok(fd) => self.require_file(&rel, fd).map(Some),
+            Ok(fd) => self.require_file(&rel, fd).map(|(file, _)| Some(file)),
             Err(Errno::NOENT) => Ok(None),
             Err(Errno::NOSYS) | Err(Errno::AGAIN) => match self.sub(dir)? {
                 Some(sub) => sub.open_file(name),
@@ -279,12 +284,10 @@ impl Dir {
     /// before reading it) with its [`Stamp`], taken before the bytes were
     /// read; `None` when absent. Bytes written after that are not read.
     pub fn read_file_stamped(&self, name: &str, max: u64) -> Result<Option<(Vec<u8>, Stamp)>> {
-        let Some(file) = self.open_file(name)? else {
+        let Some((file, st)) = self.open_file_stat(name)? else {
             return Ok(None);
         };
-        let path = self.child_path(name);
-        let st = rustix::fs::fstat(&file).map_err(io).at(&path)?;
-        let bytes = crate::read_bounded(&file, max, &path)?;
+        let bytes = crate::read_sized(&file, st.st_size as u64, max, &self.child_path(name))?;
         Ok(Some((bytes, Stamp::of(&st))))
     }
 
@@ -301,10 +304,10 @@ impl Dir {
     /// Read the regular file `name` whole, refusing one over `max` bytes
     /// before reading it; `None` when absent.
     pub fn read_file(&self, name: &str, max: u64) -> Result<Option<Vec<u8>>> {
-        let Some(file) = self.open_file(name)? else {
+        let Some((file, st)) = self.open_file_stat(name)? else {
             return Ok(None);
         };
-        crate::read_bounded(&file, max, &self.child_path(name)).map(Some)
+        crate::read_sized(&file, st.st_size as u64, max, &self.child_path(name)).map(Some)
     }
 
     /// Replace `name` in this directory by a file holding `bytes`, with
@@ -358,7 +361,7 @@ impl Dir {
     pub fn open_rw(&self, name: &str, append: bool) -> Result<File> {
         self.check_in(name)?;
         match at::open_rw(&self.fd, name, append) {
-            Ok(fd) => self.require_file(name, fd),
+            Ok(fd) => self.require_file(name, fd).map(|(file, _)| file),
             Err(e) => Err(self.refused(name, Kind::File, e)),
         }
     }

@@ -149,7 +149,11 @@ pub fn sync_file(file: &File, path: &Path, data_only: bool) -> Result<()> {
 /// size first (nothing is read then), and again while reading, in case it
 /// grows. [`Error::TooLarge`] names `path`.
 pub fn read_bounded(file: &File, max: u64, path: &Path) -> Result<Vec<u8>> {
-    let len = file.metadata().at(path)?.len();
+    read_sized(file, file.metadata().at(path)?.len(), max, path)
+}
+
+/// [`read_bounded`] of a file that `fstat` said is `len` bytes long.
+pub(crate) fn read_sized(file: &File, len: u64, max: u64, path: &Path) -> Result<Vec<u8>> {
     if len > max {
         return Err(Error::TooLarge {
             path: path.to_owned(),

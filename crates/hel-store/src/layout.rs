@@ -103,6 +103,10 @@ pub(crate) struct Layout {
     format: std::sync::atomic::AtomicU64,
     /// Opened by [`Layout::open_in_place`]: never written.
     in_place: bool,
+    /// [`Layout::init`] has made everything it makes (once per process:
+    /// nothing removes it from a store this hel writes while it runs, and
+    /// the next process makes anything missing again).
+    initialized: std::sync::atomic::AtomicBool,
 }
 
 /// A subdirectory of the store: its name(s) under `.hel/` and its cache.
@@ -199,6 +203,7 @@ impl Layout {
             recorded: OnceLock::new(),
             store_lock: OnceLock::new(),
             held: std::sync::atomic::AtomicUsize::new(0),
+            initialized: std::sync::atomic::AtomicBool::new(false),
             format: std::sync::atomic::AtomicU64::new(1),
             in_place: false,
         }
@@ -252,8 +257,12 @@ impl Layout {
 
     /// Make the subdirectories and `.gitignore` if absent; in between,
     /// `write_format` settles the `format` file (`upgrade::write_format`:
-    /// a store of an older format is upgraded first).
+    /// a store of an older format is upgraded first). Once it has
+    /// succeeded, later calls in this process do nothing.
     pub fn init(&self, write_format: impl FnOnce() -> Result<()>) -> Result<()> {
+        if self.initialized.load(std::sync::atomic::Ordering::Acquire) {
+            return Ok(());
+        }
         if self.in_place {
             return Err(crate::Error::Internal(format!(
                 "{} was opened to be checked in place, not written",
@@ -297,6 +306,8 @@ impl Layout {
                 Err(e) => return Err(e),
             }
         }
+        self.initialized
+            .store(true, std::sync::atomic::Ordering::Release);
         Ok(())
     }
 
