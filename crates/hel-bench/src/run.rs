@@ -257,6 +257,11 @@ pub struct Row {
     pub bytes_per_commit: u64,
     /// Mean zstd size of the messages new in each commit (the yardstick per commit).
     pub new_compressed_per_commit: u64,
+    /// p50 time of compressing each commit's new messages (their
+    /// canonical JSON, each on its own) and new spill file with zstd at
+    /// hel's level (3), one context reused: what the card's compression
+    /// alone costs a commit, whatever the store.
+    pub new_zstd_p50_us: u64,
     /// Resume in a fresh process: median of `resume_runs` runs.
     pub resume_ms: f64,
     pub resume_runs: usize,
@@ -342,15 +347,15 @@ impl Yardstick {
         self.bytes += c;
         c
     }
-    fn message(&mut self, m: &Value) -> u64 {
-        self.add(&hel_store::canonical::to_vec(m))
-    }
 }
 
 /// What a workload run measured, store-independent parts included.
 struct Driver<'a> {
     store: &'a mut dyn BenchStore,
     times: Vec<Duration>,
+    /// Per commit: zstd level 3 of what it adds ([`Row::new_zstd_p50_us`]).
+    zstd_times: Vec<Duration>,
+    zstd: zstd::bulk::Compressor<'static>,
     bytes: u64,
     new_compressed: u64,
     yard: Yardstick,
@@ -361,6 +366,8 @@ impl<'a> Driver<'a> {
         Driver {
             store,
             times: Vec::new(),
+            zstd_times: Vec::new(),
+            zstd: zstd::bulk::Compressor::new(3).expect("a zstd context"),
             bytes: 0,
             new_compressed: 0,
             yard: Yardstick::default(),
@@ -375,13 +382,20 @@ impl<'a> Driver<'a> {
         compacted: bool,
         spill: Option<&(String, Vec<u8>)>,
     ) {
-        for (i, m) in msgs.iter().enumerate() {
-            if carried.source(i).is_none() {
-                self.new_compressed += self.yard.message(m);
-            }
+        let mut new: Vec<Vec<u8>> = msgs
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| carried.source(*i).is_none())
+            .map(|(_, m)| hel_store::canonical::to_vec(m))
+            .collect();
+        new.extend(spill.map(|(_, b)| b.clone()));
+        let t = Instant::now();
+        for bytes in &new {
+            std::hint::black_box(self.zstd.compress(bytes).expect("zstd"));
         }
-        if let Some((_, b)) = spill {
-            self.new_compressed += self.yard.add(b);
+        self.zstd_times.push(t.elapsed());
+        for bytes in &new {
+            self.new_compressed += self.yard.add(bytes);
         }
         let t = Instant::now();
         self.bytes += self.store.commit(s, msgs, carried, compacted, spill);
@@ -658,6 +672,7 @@ fn finish(
         commits,
         commit_p50_us: percentile(&d.times, 0.5),
         commit_p99_us: percentile(&d.times, 0.99),
+        new_zstd_p50_us: percentile(&d.zstd_times, 0.5),
         bytes_per_commit: d.bytes / commits.max(1) as u64,
         new_compressed_per_commit: d.new_compressed / commits.max(1) as u64,
         resume_ms,
