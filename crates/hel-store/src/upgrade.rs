@@ -133,8 +133,8 @@ pub(crate) fn init(layout: &Odb) -> Result<()> {
 /// Record the store's format (once), after the stub ref that makes a
 /// format-1 hel refuse this store and the directory at `.sessions.lock`
 /// that keeps it from writing (objects-spec §12.6). In a format-3
-/// store, either found missing is made again (fsck reports a missing
-/// stub until then).
+/// store, either found missing is made again by a process's first write
+/// (fsck reports a missing stub until then).
 pub(crate) fn write_format(layout: &Odb) -> Result<()> {
     if layout.root().kind_of(FORMAT)?.is_some() {
         // A store another process made meanwhile (an older hel's,
