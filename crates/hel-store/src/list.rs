@@ -342,6 +342,38 @@ impl AheadState {
         self.bytes < READ_AHEAD
     }
 
+    /// Hand node `seq` over, and queue the blobs it names that no node
+    /// before it (not yet parsed) names.
+    fn push(&mut self, seq: u64, part: ChainPart) {
+        for b in &part.blobs {
+            if self.jobs.contains_key(b) {
+                continue;
+            }
+            self.jobs.insert(*b, (seq, Job::Queued));
+            self.order.push_back((seq, *b));
+            self.queued.push((seq, *b));
+        }
+        let size = part.payload.len() as u64;
+        self.nodes_bytes += size;
+        self.bytes += size;
+        self.nodes.push_back((seq, part));
+    }
+
+    /// The walker decoded blob `b` (None: could not read it) for node
+    /// `seq`: kept unless the parse took it or let go of it meanwhile.
+    fn finish(&mut self, b: &ObjectId, seq: u64, decoded: Option<Decoded>) -> bool {
+        match self.jobs.get_mut(b) {
+            Some((s, job @ (Job::Queued | Job::Claimed))) if *s == seq => {
+                if let Some(d) = &decoded {
+                    self.bytes += d.0;
+                }
+                *job = decoded.map_or(Job::Failed, Job::Done);
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// The last queued job, now claimed.
     fn claim_last(&mut self) -> Option<(u64, ObjectId)> {
         while let Some((seq, b)) = self.queued.pop() {
@@ -415,15 +447,17 @@ impl Ahead {
         st
     }
 
-    /// `side` changed something: wake the other side if it waits.
-    fn tell(&self, st: &mut AheadState, side: Side) {
+    /// `side` changed something: wake the other side if it waits for it.
+    fn tell(&self, st: &AheadState, side: Side) {
         self.changes
             .fetch_add(1, std::sync::atomic::Ordering::Release);
-        let other = match side {
-            Side::Walker => Side::Parse,
-            Side::Parse => Side::Walker,
+        // The walker waits only for room, and is woken once half of it
+        // is free.
+        let wake = match side {
+            Side::Walker => st.parse_waits,
+            Side::Parse => st.walker_waits && st.bytes < READ_AHEAD / 2,
         };
-        if *st.waits(other) {
+        if wake {
             self.changed.notify_all();
         }
     }
@@ -436,7 +470,7 @@ impl Ahead {
         if crate::failpoint::hit("list-walker") {
             let mut st = self.lock();
             st.walked = Some(Err(Error::Internal("failpoint list-walker".into())));
-            self.tell(&mut st, Side::Walker);
+            self.tell(&st, Side::Walker);
             return;
         }
         // The failpoint makes the walker decode every blob before it
@@ -450,67 +484,52 @@ impl Ahead {
             if st.stopped {
                 return;
             }
+            // Waiting only for room: the parse wakes it once half the
+            // read-ahead is free (one wake-up per 4 MiB, not per node).
+            if !st.room() {
+                st = self.wait(st, Side::Walker);
+                continue;
+            }
             let walking = st.walked.is_none();
-            let room = st.room();
-            if walking && room && (st.nodes_bytes < NODES_AHEAD || blobs_first) {
-                drop(st);
-                let walked = walk.next(layout);
-                let mut decoded = Vec::new();
-                if let (Ok(Some(part)), true) = (&walked, blobs_first) {
-                    decoded = part.blobs.iter().map(|b| (*b, decode(layout, b))).collect();
-                }
-                st = self.lock();
-                match walked {
-                    Ok(Some(part)) => {
-                        seq += 1;
-                        for b in &part.blobs {
-                            if st.jobs.contains_key(b) {
-                                continue;
-                            }
-                            st.jobs.insert(*b, (seq, Job::Queued));
-                            st.order.push_back((seq, *b));
-                            st.queued.push((seq, *b));
-                        }
-                        for (b, job) in decoded {
-                            if let Some((s, j @ Job::Queued)) = st.jobs.get_mut(&b) {
-                                if *s == seq {
-                                    let len = job.as_ref().map_or(0, |d| d.0);
-                                    *j = job.map_or(Job::Failed, Job::Done);
-                                    st.bytes += len;
-                                }
-                            }
-                        }
-                        let size = part.payload.len() as u64;
-                        st.nodes_bytes += size;
-                        st.bytes += size;
-                        st.nodes.push_back((seq, part));
-                        if crate::failpoint::hit("list-walker-panic") {
-                            drop(st);
-                            panic!("failpoint list-walker-panic");
-                        }
-                    }
-                    Ok(None) => st.walked = Some(Ok(())),
-                    Err(e) => st.walked = Some(Err(e)),
-                }
-                self.tell(&mut st, Side::Walker);
-            } else if let Some((seq, b)) = room.then(|| st.claim_last()).flatten() {
+            let job = match walking && (blobs_first || st.nodes_bytes < NODES_AHEAD) {
+                true => None,
+                false => st.claim_last(),
+            };
+            if let Some((seq, b)) = job {
                 drop(st);
                 let job = decode(layout, &b);
                 st = self.lock();
-                // Unless the parse let go of it meanwhile (past its node).
-                if let Some((s, j @ Job::Claimed)) = st.jobs.get_mut(&b) {
-                    if *s == seq {
-                        let len = job.as_ref().map_or(0, |d| d.0);
-                        *j = job.map_or(Job::Failed, Job::Done);
-                        st.bytes += len;
-                        self.tell(&mut st, Side::Walker);
+                if st.finish(&b, seq, job) {
+                    self.tell(&st, Side::Walker);
+                }
+                continue;
+            }
+            if !walking {
+                return;
+            }
+            drop(st);
+            let walked = walk.next(layout);
+            let mut decoded = Vec::new();
+            if let (Ok(Some(part)), true) = (&walked, blobs_first) {
+                decoded = part.blobs.iter().map(|b| (*b, decode(layout, b))).collect();
+            }
+            st = self.lock();
+            match walked {
+                Ok(Some(part)) => {
+                    seq += 1;
+                    st.push(seq, part);
+                    for (b, job) in decoded {
+                        st.finish(&b, seq, job);
+                    }
+                    if crate::failpoint::hit("list-walker-panic") {
+                        drop(st);
+                        panic!("failpoint list-walker-panic");
                     }
                 }
-            } else if !walking && st.queued.is_empty() {
-                return;
-            } else {
-                st = self.wait(st, Side::Walker);
+                Ok(None) => st.walked = Some(Ok(())),
+                Err(e) => st.walked = Some(Err(e)),
             }
+            self.tell(&st, Side::Walker);
         }
     }
 
@@ -523,7 +542,7 @@ impl Ahead {
                 let size = part.payload.len() as u64;
                 st.nodes_bytes -= size;
                 st.bytes -= size;
-                self.tell(&mut st, Side::Parse);
+                self.tell(&st, Side::Parse);
                 return Ok((seq, part));
             }
             if let Some(end) = st.walked.take() {
@@ -547,7 +566,7 @@ impl Ahead {
                     return match job {
                         Job::Done(d) => {
                             st.bytes -= d.0;
-                            self.tell(&mut st, Side::Parse);
+                            self.tell(&st, Side::Parse);
                             Some(d)
                         }
                         _ => None,
@@ -574,7 +593,7 @@ impl Ahead {
             }
         }
         if freed {
-            self.tell(&mut st, Side::Parse);
+            self.tell(&st, Side::Parse);
         }
     }
 
