@@ -173,6 +173,7 @@ fn main() -> ExitCode {
         return ExitCode::from(2);
     }
     let started = std::time::Instant::now();
+    let two_threads_at_start = run::two_threads();
     let mode = if args.quick { "quick" } else { "full" };
     // Rows so far go to the JSON file as they come, so a run that stops
     // keeps what it measured.
@@ -220,7 +221,10 @@ fn main() -> ExitCode {
         let _ = std::fs::remove_dir_all(&workdir);
     }
     let total = started.elapsed().as_secs_f64();
-    let machine = run::machine();
+    let machine = run::Machine {
+        two_threads: Some([two_threads_at_start, run::two_threads()]),
+        ..run::machine()
+    };
     println!("{}", run::table(&rows));
     println!("{}", run::ops_table(&rows));
     println!(
