@@ -340,7 +340,7 @@ fn journal_faults(
                 journal::Checked::Object(stored) => {
                     seq += 1;
                     batch_bytes += stored.len();
-                    batch.push((seq, *e, stored.to_vec()));
+                    batch.push((seq, *e, stored));
                     if batch_bytes >= DECODE_BATCH {
                         batch_bytes = 0;
                         hand(std::mem::take(&mut batch), &mut take);

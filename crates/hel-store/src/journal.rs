@@ -438,8 +438,8 @@ pub(crate) fn open_by_ref(
 
 /// What [`Mode::Verify`] hands over of each record it checked: its entry
 /// and, for an object record, its stored bytes (those of at most
-/// [`SEEN_MAX`] stored bytes; larger ones are checked streaming and not
-/// kept), for a commit record the commit as parsed and checked, so that
+/// [`SEEN_MAX`] stored bytes, handed over; larger ones are checked
+/// streaming and not kept), for a commit record the commit as parsed and checked, so that
 /// fsck decodes neither again. A record may be handed over more than once
 /// (a view read again while the ref moved) and may turn out to be past the
 /// view's committed part: the caller goes by the view, and by the last
@@ -448,15 +448,19 @@ pub(crate) type Seen<'a> = Option<&'a mut dyn FnMut(&Entry, Checked<'_>)>;
 
 /// A record handed to [`Seen`].
 pub(crate) enum Checked<'a> {
-    /// An object record's stored bytes (not yet decoded).
-    Object(&'a [u8]),
+    /// An object record's stored bytes (not yet decoded), handed over.
+    Object(Vec<u8>),
     /// A commit record that keeps every rule of [`View::read_commit`] and
     /// those that need the commit record before it.
     Commit(&'a Commit),
 }
 
-/// The largest stored record [`Seen`] is handed (read whole, once).
-pub(crate) const SEEN_MAX: u64 = 1 << 20;
+/// The largest stored record [`Seen`] is handed (read whole, once, and
+/// decoded from those bytes; a larger one is checked streaming and read
+/// again to be decoded). 16 MiB holds every spill blob of up to about
+/// 48 MB of text whole, and bounds what fsck's decoding queue holds at
+/// a few times that.
+pub(crate) const SEEN_MAX: u64 = 16 << 20;
 
 /// [`open_by_ref`], handing every object record it checks to `seen`.
 pub(crate) fn open_by_ref_seeing(
@@ -837,7 +841,7 @@ fn scan(view: &mut View, start: u64, size: u64, mode: Mode, durable: u64, hand: 
                 };
                 if let Some(hand) = hand.as_mut() {
                     if frame.stored_len <= SEEN_MAX {
-                        hand(&entry, Checked::Object(&stored));
+                        hand(&entry, Checked::Object(stored));
                     }
                 }
                 pending.push(entry);

@@ -1116,6 +1116,55 @@ fn fsck_of_a_large_journal_decodes_every_record_and_names_a_bad_one() {
     );
 }
 
+/// fsck decodes a record of up to 16 MiB from the bytes its check read
+/// (journal.rs `SEEN_MAX`), and a larger one by reading it again: spill
+/// blobs on both sides of that size are counted once and sound, and one
+/// whose bytes are not its object's (its record's check rewritten to
+/// match) is one fault naming it, either way.
+#[test]
+fn fsck_decodes_records_on_both_sides_of_what_it_reads_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let lease = store.new_session().unwrap();
+    let sid = lease.session().clone();
+    let mut rng = fastrand::Rng::with_seed(16);
+    // Random bytes do not compress: each record is about as large.
+    let sizes = [(3usize, 3 << 20), (17, 17 << 20)];
+    let mut spills = Vec::new();
+    let mut inp_spill = Vec::new();
+    for (mib, len) in sizes {
+        let bytes: Vec<u8> = (0..len).map(|_| rng.u8(..)).collect();
+        let file = format!("out-{mib}.bin");
+        hel_store::spill::write(&store, &lease, &file, &bytes).unwrap();
+        inp_spill.push((format!(".hel/sessions/{sid}/spill/{file}"), file));
+        spills.push(testing::encode("blob", &bytes).0);
+    }
+    let mut state = SessionState::default();
+    let mut conv = Conv::default();
+    conv.extend(&conversation("s", 4));
+    let mut inp = conv.input();
+    inp.new_spill = inp_spill;
+    store.commit(&lease, &mut state, inp).unwrap();
+    drop(lease);
+    let sound = hel_store::fsck::fsck(&Store::open(dir.path()).unwrap()).unwrap();
+    assert!(sound.is_sound(), "{sound:?}");
+    let journal = journal_path(&root(dir.path()), &sid);
+    let good = fs::read(&journal).unwrap();
+    for blob in spills {
+        let (start, bad) = with_stored_byte_flipped_and_checked(&good, &blob, 1000);
+        fs::write(&journal, &bad).unwrap();
+        let report = hel_store::fsck::fsck(&Store::open(dir.path()).unwrap()).unwrap();
+        assert_eq!(report.objects, sound.objects, "{report:?}");
+        let place = format!("{}@{}", journal.display(), start);
+        assert!(
+            matches!(&report.faults[..], [f] if f.to_string().contains(&blob.to_hex()) && f.to_string().contains(&place)),
+            "{:?}",
+            report.faults
+        );
+    }
+    fs::write(&journal, &good).unwrap();
+}
+
 /// The journal bytes `good` with one byte of the first record of `id`
 /// flipped, `byte` bytes into what it stores, and where in `good` that
 /// record's id is (in its header, followed by the stored length and the
