@@ -245,9 +245,10 @@ fn blob_items(payload: &[u8]) -> Vec<ObjectId> {
 /// Lists at least this long are read on two threads (when a second one
 /// can be started): a walker that walks the chain and decodes message
 /// blobs ahead, and the parse, which expands the nodes in order and
-/// decodes the blobs the walker has not reached. On a machine whose cores
-/// are all busy the thread costs time instead (30 % at 10,000 messages,
-/// issue 24).
+/// decodes the blobs the walker has not reached. Below it a fresh
+/// process's second thread costs more than it saves (a 201-message load:
+/// 2.0–3.8 ms on two threads, 2.4 ms on one, issue 24); on a machine
+/// whose cores are all busy it costs time at any length.
 pub(crate) const THREADED_FROM: u64 = 500;
 
 /// The walk of a chain backwards through `prev`: each node read,
@@ -255,13 +256,16 @@ pub(crate) const THREADED_FROM: u64 = 500;
 struct Walk {
     next: Option<ObjectId>,
     seen: HashSet<ObjectId>,
+    /// Find the message blobs each node names (for a walker to decode).
+    hints: bool,
 }
 
 impl Walk {
-    fn new(root: Option<ObjectId>) -> Walk {
+    fn new(root: Option<ObjectId>, hints: bool) -> Walk {
         Walk {
             next: root,
             seen: HashSet::new(),
+            hints,
         }
     }
 
@@ -282,7 +286,10 @@ impl Walk {
         self.next = next;
         Ok(Some(ChainPart {
             id,
-            blobs: blob_items(&payload),
+            blobs: match self.hints {
+                true => blob_items(&payload),
+                false => Vec::new(),
+            },
             payload,
             prev: next,
         }))
@@ -477,7 +484,7 @@ impl Ahead {
         // hands over its node, so that the parse takes each from it.
         let blobs_first = crate::failpoint::hit("list-walker-parse");
         let _ended = Ended(self);
-        let mut walk = Walk::new(root);
+        let mut walk = Walk::new(root, true);
         let mut seq = 0u64;
         let mut st = self.lock();
         loop {
@@ -878,7 +885,7 @@ impl<'a> Reader<'a> {
         // costs more than it saves), and so is a long one when no second
         // thread is to be had (a process or container limit).
         if !(count >= THREADED_FROM && self.read_threaded::<K>(root, &mut parts)?) {
-            let mut walk = Walk::new(root);
+            let mut walk = Walk::new(root, false);
             while let Some(part) = walk.next(layout)? {
                 parts.push(self.take_part::<K>(part)?);
             }

@@ -1102,15 +1102,30 @@ fn fsck_of_a_large_journal_decodes_every_record_and_names_a_bad_one() {
     assert!(sound.is_sound(), "{sound:?}");
     assert!(sound.objects > 160, "{sound:?}");
     let (blob, _) = testing::encode("blob", &canonical::to_vec(&msgs[80]));
-    let (start, bad) = with_stored_byte_flipped_and_checked(&good, &blob, 300);
-    fs::write(&journal, &bad).unwrap();
-    let report = hel_store::fsck::fsck(&Store::open(dir.path()).unwrap()).unwrap();
+    assert_one_fault_when_flipped(dir.path(), &journal, &good, &blob, 300, &sound);
+}
+
+/// fsck of the store in `dir` whose journal `journal`, `good` when fsck
+/// found it `sound`, has one stored byte of `id`'s record flipped (`byte`
+/// bytes into it, the record's check rewritten to match): every object
+/// counted as before, and one fault, naming the object and its record's
+/// place, told once. The journal is left damaged.
+fn assert_one_fault_when_flipped(
+    dir: &Path,
+    journal: &Path,
+    good: &[u8],
+    id: &ObjectId,
+    byte: usize,
+    sound: &hel_store::fsck::FsckReport,
+) {
+    let (start, bad) = with_stored_byte_flipped_and_checked(good, id, byte);
+    fs::write(journal, &bad).unwrap();
+    let report = hel_store::fsck::fsck(&Store::open(dir).unwrap()).unwrap();
     assert!(!report.is_sound());
     assert_eq!(report.objects, sound.objects, "{report:?}");
-    // One fault, naming the object and its record's place, told once.
     let place = format!("{}@{}", journal.display(), start);
     assert!(
-        matches!(&report.faults[..], [f] if f.to_string().contains(&blob.to_hex()) && f.to_string().contains(&place)),
+        matches!(&report.faults[..], [f] if f.to_string().contains(&id.to_hex()) && f.to_string().contains(&place)),
         "{:?}",
         report.faults
     );
@@ -1151,16 +1166,7 @@ fn fsck_decodes_records_on_both_sides_of_what_it_reads_whole() {
     let journal = journal_path(&root(dir.path()), &sid);
     let good = fs::read(&journal).unwrap();
     for blob in spills {
-        let (start, bad) = with_stored_byte_flipped_and_checked(&good, &blob, 1000);
-        fs::write(&journal, &bad).unwrap();
-        let report = hel_store::fsck::fsck(&Store::open(dir.path()).unwrap()).unwrap();
-        assert_eq!(report.objects, sound.objects, "{report:?}");
-        let place = format!("{}@{}", journal.display(), start);
-        assert!(
-            matches!(&report.faults[..], [f] if f.to_string().contains(&blob.to_hex()) && f.to_string().contains(&place)),
-            "{:?}",
-            report.faults
-        );
+        assert_one_fault_when_flipped(dir.path(), &journal, &good, &blob, 1000, &sound);
     }
     fs::write(&journal, &good).unwrap();
 }
