@@ -171,7 +171,9 @@ pub(crate) struct Covered {
 }
 
 /// Bytes the walker may hold ahead of the parse: chain nodes walked and
-/// not yet taken, and message blobs decoded and not yet taken. It starts
+/// not yet taken ([`ChainPart::held`]), and message blobs decoded and not
+/// yet taken, counted by their JSON (a blob the walker parsed takes a few
+/// times that; it parses none over [`PARSE_AHEAD_MAX`]). It starts
 /// nothing new while over this (one item always goes through when it
 /// holds nothing), so a hostile chain of huge blobs costs at most this
 /// and one object more.
@@ -190,9 +192,29 @@ const BLOB_HINTS_MAX: usize = 4096;
 /// How long the parse polls for the walker before it sleeps.
 const POLL: std::time::Duration = std::time::Duration::from_micros(500);
 
-/// A message blob decoded (read, decompressed, verified) and parsed by the
-/// walker: its length in bytes (for the budget) and the parse.
-struct Decoded(u64, std::result::Result<Value, serde_json::Error>);
+/// The largest message blob the walker parses (a larger one it hands over
+/// as bytes, parsed by the parse once the load's budget has taken it):
+/// what the read-ahead holds is counted in bytes of JSON, which a parse
+/// can make several times larger.
+const PARSE_AHEAD_MAX: usize = 1 << 20;
+
+/// A message blob the walker decoded (read, decompressed, verified): its
+/// bytes, or (at most [`PARSE_AHEAD_MAX`]) parsed, with its length in bytes
+/// (for the budget).
+enum Decoded {
+    Bytes(Vec<u8>),
+    Parsed(u64, std::result::Result<Value, serde_json::Error>),
+}
+
+impl Decoded {
+    /// Its length in bytes of JSON.
+    fn len(&self) -> u64 {
+        match self {
+            Decoded::Bytes(b) => b.len() as u64,
+            Decoded::Parsed(len, _) => *len,
+        }
+    }
+}
 
 /// Reads lists, expanding each sliced node once, within a budget.
 pub(crate) struct Reader<'a> {
@@ -213,6 +235,16 @@ struct ChainPart {
     payload: Vec<u8>,
     prev: Option<ObjectId>,
     blobs: Vec<ObjectId>,
+}
+
+impl ChainPart {
+    /// What it holds, as the read-ahead counts it: its payload, its hints
+    /// and what a node costs besides (so that a chain of tiny nodes is
+    /// bounded by what they take, not only by their bytes).
+    fn held(&self) -> u64 {
+        const NODE_COST: u64 = 256;
+        self.payload.len() as u64 + 32 * self.blobs.len() as u64 + NODE_COST
+    }
 }
 
 /// The ids of a node's `{"b":"<id>"}` items, found by their canonical
@@ -315,7 +347,7 @@ struct AheadState {
     /// Nodes walked and not yet taken by the parse, in chain order, each
     /// with its place in it.
     nodes: std::collections::VecDeque<(u64, ChainPart)>,
-    /// Payload bytes of `nodes`.
+    /// What `nodes` holds ([`ChainPart::held`]).
     nodes_bytes: u64,
     /// The walk's end: Ok past the oldest node, or what stopped it.
     walked: Option<Result<()>>,
@@ -328,7 +360,7 @@ struct AheadState {
     /// The queued jobs in chain order: the walker takes the last (the
     /// parse needs it last), the parse the ones of the node it is at.
     queued: Vec<(u64, ObjectId)>,
-    /// Bytes held: `nodes_bytes` and every done job's.
+    /// Bytes held: `nodes_bytes` and every done job's JSON.
     bytes: u64,
     /// The parse has stopped (done, an error or a panic).
     stopped: bool,
@@ -360,10 +392,18 @@ impl AheadState {
             self.order.push_back((seq, *b));
             self.queued.push((seq, *b));
         }
-        let size = part.payload.len() as u64;
+        let size = part.held();
         self.nodes_bytes += size;
         self.bytes += size;
         self.nodes.push_back((seq, part));
+        // Entries of jobs the parse took or let go of stay in `queued`
+        // until the walker pops them: dropped here once they are most of
+        // it, so that it never outgrows the jobs alive.
+        if self.queued.len() > 2 * self.jobs.len() + 64 {
+            let jobs = &self.jobs;
+            self.queued
+                .retain(|(seq, b)| matches!(jobs.get(b), Some((s, Job::Queued)) if s == seq));
+        }
     }
 
     /// The walker decoded blob `b` (None: could not read it) for node
@@ -372,7 +412,7 @@ impl AheadState {
         match self.jobs.get_mut(b) {
             Some((s, job @ (Job::Queued | Job::Claimed))) if *s == seq => {
                 if let Some(d) = &decoded {
-                    self.bytes += d.0;
+                    self.bytes += d.len();
                 }
                 *job = decoded.map_or(Job::Failed, Job::Done);
                 true
@@ -546,13 +586,15 @@ impl Ahead {
         let mut st = self.lock();
         loop {
             if let Some((seq, part)) = st.nodes.pop_front() {
-                let size = part.payload.len() as u64;
+                let size = part.held();
                 st.nodes_bytes -= size;
                 st.bytes -= size;
                 self.tell(&st, Side::Parse);
                 return Ok((seq, part));
             }
             if let Some(end) = st.walked.take() {
+                // Nothing more is read: the walker is done too.
+                st.stopped = true;
                 return Err(end);
             }
             st = self.wait(st, Side::Parse);
@@ -572,7 +614,7 @@ impl Ahead {
                     let (_, job) = st.jobs.remove(b)?;
                     return match job {
                         Job::Done(d) => {
-                            st.bytes -= d.0;
+                            st.bytes -= d.len();
                             self.tell(&st, Side::Parse);
                             Some(d)
                         }
@@ -594,7 +636,7 @@ impl Ahead {
             };
             if st.jobs.get(&b).is_some_and(|(at, _)| *at == s) {
                 if let Some((_, Job::Done(d))) = st.jobs.remove(&b) {
-                    st.bytes -= d.0;
+                    st.bytes -= d.len();
                     freed = true;
                 }
             }
@@ -618,11 +660,14 @@ impl Ahead {
     }
 }
 
-/// Blob `b` read as a message blob and parsed, or None when it cannot be
-/// read.
+/// Blob `b` read as a message blob (and parsed, up to
+/// [`PARSE_AHEAD_MAX`]), or None when it cannot be read.
 fn decode(layout: &Odb, b: &ObjectId) -> Option<Decoded> {
     let bytes = crate::read::of_kind(layout, b, Kind::Blob, Cap::MESSAGE).ok()?;
-    Some(Decoded(bytes.len() as u64, serde_json::from_slice(&bytes)))
+    Some(match bytes.len() <= PARSE_AHEAD_MAX {
+        true => Decoded::Parsed(bytes.len() as u64, serde_json::from_slice(&bytes)),
+        false => Decoded::Bytes(bytes),
+    })
 }
 
 /// On drop, the walker has ended: should it end otherwise than by
@@ -688,12 +733,15 @@ impl<'a> Reader<'a> {
         // before the parse here, and for one the walker parsed (within its
         // read-ahead bound) as if it were parsed here.
         let (len, parsed) = match self.ahead.as_ref().and_then(|a| a.take(b)) {
-            Some(Decoded(len, parsed)) => {
+            Some(Decoded::Parsed(len, parsed)) => {
                 self.budget.charge(0, len)?;
                 (len, parsed)
             }
-            None => {
-                let bytes = crate::read::of_kind(self.layout, b, Kind::Blob, Cap::MESSAGE)?;
+            taken => {
+                let bytes = match taken {
+                    Some(Decoded::Bytes(bytes)) => bytes,
+                    _ => crate::read::of_kind(self.layout, b, Kind::Blob, Cap::MESSAGE)?,
+                };
                 let len = bytes.len() as u64;
                 self.budget.charge(0, len)?;
                 (len, serde_json::from_slice(&bytes))

@@ -971,6 +971,8 @@ fn a_long_list_read_on_two_threads_is_the_conversation_and_damage_is_named() {
     let mut state = SessionState::default();
     let mut msgs = conversation("t", 2_400);
     msgs[203] = msg("assistant", "long ".repeat(5_000)); // stored as a blob
+                                                         // A blob over the walker's parse bound (1 MiB): handed over as bytes.
+    msgs[1_003] = msg("assistant", "huge ".repeat(250_000));
     let mut conv = Conv::default();
     let ids = commit_all(&store, &lease, &mut state, &mut conv, &msgs, 100);
     drop(lease);
