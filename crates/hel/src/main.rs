@@ -7,6 +7,8 @@ mod cli;
 mod commands;
 mod config;
 mod confirm;
+#[cfg(test)]
+mod doc_commands;
 mod exit;
 mod import;
 mod output;
