@@ -108,7 +108,7 @@ SESSION = "0c9e6f1a-1b2c-4d3e-8f40-123456789abc"
 
 
 def snapshots():
-    """The snapshot entries this script owns (section 2.3)."""
+    """The snapshot entries this script owns (section 2.4)."""
     base = {
         "schema_version": 3,
         "session_id": SESSION,

@@ -63,7 +63,10 @@ fn a_schema_3_snapshot_names_its_spill_map_by_a_blob() {
     let entries = parse_spill_map(&map).unwrap();
     assert_eq!(entries.len(), 1);
     let (key, e) = entries.iter().next().unwrap();
-    assert!(key.starts_with(".hel/sessions/") && key.ends_with(".txt"), "{key}");
+    assert!(
+        key.starts_with(".hel/sessions/") && key.ends_with(".txt"),
+        "{key}"
+    );
     assert_eq!((e.blob, e.size), (file_id, file.len() as u64));
 
     // Without a spill file, `spill` is `{}`, never a blob id.
