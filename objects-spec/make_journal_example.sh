@@ -30,7 +30,7 @@ session=$("$bin/hel" sessions | awk 'NR == 2 { print $1 }')
 "$bin/hel" "${flags[@]}" resume "$session" -p "And 3+3?" > /dev/null
 journal=$(ls .hel/packs/journals/*.journal)
 {
-  echo "# hel $("$bin/hel" --version 2>/dev/null | head -1), made by make_journal_example.sh"
+  echo "# $("$bin/hel" --version 2>/dev/null | head -1), made by make_journal_example.sh"
   echo "# .hel/format: $(cat .hel/format)"
   echo "# ref $(basename "$journal" .journal): $(cat .hel/refs/sessions/"$(basename "$journal" .journal)")"
   python3 "$here/annotate_journal.py" "$journal" "${journal%.journal}.jidx"
