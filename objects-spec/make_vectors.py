@@ -6,7 +6,11 @@ alone (the other entries of the file are older and left as they are):
   `number()` (Python's own `repr` differs: `1e-05` for `0.00001`, `1e-07`
   for `1e-7`, and integers beyond 64 bits);
 - `refused`: canonical bytes whose header is not canonical (section 2.1),
-  which a reader MUST refuse as malformed although they hash to an id.
+  which a reader MUST refuse as malformed although they hash to an id;
+- the snapshots: "snapshot" (an `answer` of schema 3 without spill files,
+  its `spill` `{}`), and "snapshot naming its spill map blob" with the
+  blobs it names by `spill`: "spill map blob" and the "spill file blob"
+  that map names.
 
 Needs the `blake3` package (pip install blake3). Re-running replaces these
 entries.
@@ -80,6 +84,72 @@ def object_id(canonical):
     return blake3.blake3(canonical).hexdigest()
 
 
+def canonical(value):
+    # Strings, integers and `null` only: Python's spelling is section 3's.
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def blob_id(payload):
+    return object_id(f"blob {len(payload)}".encode() + b"\0" + payload)
+
+
+def json_entry(name, kind, value):
+    payload = canonical(value).encode()
+    return {
+        "name": name,
+        "kind": kind,
+        "json": value,
+        "canonical": payload.decode(),
+        "id": object_id(f"{kind} {len(payload)}".encode() + b"\0" + payload),
+    }
+
+
+SESSION = "0c9e6f1a-1b2c-4d3e-8f40-123456789abc"
+
+
+def snapshots():
+    """The snapshot entries this script owns (section 2.4)."""
+    base = {
+        "schema_version": 3,
+        "session_id": SESSION,
+        "parents": [],
+        "created_at": "2026-11-30T01:36:32.000Z",
+        "created_at_ms": 1796002592000,
+        "cwd": "/home/u/project",
+        "request_config": "71cf155ed3e50f89a6bf199fd2f740c6b968162849cd11999dda56fadd2c3520",
+        "meter": None,
+        "cursors": "d628445457e5084f1096f3503ff365416ff9740c989cb069e9c262f44a5c2a68",
+        "messages": {"root": "1a274d02c29625979c616b36891b7c654d31315aba87f8c93967a11995632da1",
+                     "count": 3},
+        "spill": {},
+        "summary": {"messages": 3, "checkpoints": 1, "instruction": "hi",
+                    "input_tokens": 0, "output_tokens": 0},
+        "record": "answer",
+    }
+    spill_file = b"total 0\n" * 64
+    spill_file_entry = {
+        "name": "spill file blob",
+        "kind": "blob",
+        "payload_hex": spill_file.hex(),
+        "id": blob_id(spill_file),
+    }
+    key = f".hel/sessions/{SESSION}/spill/bash-1-3f9c2a71.txt"
+    spill_map = {key: {"blob": spill_file_entry["id"], "size": len(spill_file)}}
+    map_entry = json_entry("spill map blob", "blob", spill_map)
+    spilled = dict(base)
+    spilled["parents"] = [json_entry("snapshot", "snapshot", base)["id"]]
+    spilled["created_at"] = "2026-11-30T01:37:02.250Z"
+    spilled["created_at_ms"] = 1796002622250
+    spilled["spill"] = map_entry["id"]
+    spilled["summary"] = dict(base["summary"], checkpoints=2)
+    return [
+        json_entry("snapshot", "snapshot", base),
+        spill_file_entry,
+        map_entry,
+        json_entry("snapshot naming its spill map blob", "snapshot", spilled),
+    ]
+
+
 def main():
     path = Path(__file__).with_name("vectors.json")
     doc = json.loads(path.read_text())
@@ -91,7 +161,10 @@ def main():
         "canonical": payload.decode(),
         "id": object_id(f"blob {len(payload)}".encode() + b"\0" + payload),
     }
-    vectors = [v for v in doc["vectors"] if v.get("name") != NAME]
+    owned = snapshots()
+    names = {NAME} | {e["name"] for e in owned}
+    vectors = [v for v in doc["vectors"] if v.get("name") not in names]
+    vectors.extend(owned)
     vectors.append(entry)
     doc["vectors"] = vectors
     doc["refused"] = [

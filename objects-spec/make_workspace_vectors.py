@@ -2,7 +2,7 @@
 """Write workspace-vectors.json: tree objects (a directory with a file, an
 executable, a symlink, a subdirectory, a not-tracked file and a nested
 repository), the schema-2 snapshot fields that name them, and a stat cache
-file, built from objects-spec section 13 alone (an implementation
+file, built from objects-spec section 10 alone (an implementation
 independent of crates/hel-store and crates/hel-workspace, whose tests check
 these bytes).
 
@@ -61,7 +61,7 @@ def main():
         "start": root_id.hex(),
         "tree": root_id.hex(),
     }
-    # A stat cache (section 13.4): every path of the root tree, the two
+    # A stat cache (section 10.4): every path of the root tree, the two
     # files hashed with their lstat, the empty file without one.
     walk_start = 1_796_000_000_000_000_000
     stats = {

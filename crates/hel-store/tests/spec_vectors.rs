@@ -1,0 +1,178 @@
+//! hel against the vectors objects-spec gives for a schema-3 snapshot with
+//! its spill map blob (`vectors.json`) and for a journal whose commit
+//! record is a zstd frame with hel's dictionary (`pack-vectors.json`,
+//! `checkpoint`). The vectors are made by Python generators written from
+//! the spec (`make_vectors.py`, `make_pack_vectors.py`); here hel must
+//! read them: parse each object, take the spill map through its blob, read
+//! the commit record's JSON out of its frame, and load and fsck a store
+//! holding that journal.
+
+use hel_object::object::{self, Kind, DICTIONARY_ID};
+use hel_object::snapshot::{parse_spill_map, Checkpoint, Spill};
+use hel_store::{ObjectId, SessionId, Store};
+use serde_json::Value;
+
+fn hex(s: &str) -> Vec<u8> {
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+        .collect()
+}
+
+fn vectors() -> Value {
+    serde_json::from_str(include_str!("../../../objects-spec/vectors.json")).unwrap()
+}
+
+fn pack_vectors() -> Value {
+    serde_json::from_str(include_str!("../../../objects-spec/pack-vectors.json")).unwrap()
+}
+
+/// The payload of the entry of `vectors.json` named `name`, and its id,
+/// checked to be the id of that payload.
+fn entry(doc: &Value, name: &str) -> (Vec<u8>, ObjectId) {
+    let v = doc["vectors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == name)
+        .unwrap_or_else(|| panic!("no vector {name:?}"));
+    let payload = match v.get("canonical") {
+        Some(c) => c.as_str().unwrap().as_bytes().to_vec(),
+        None => hex(v["payload_hex"].as_str().unwrap()),
+    };
+    let kind = match v["kind"].as_str().unwrap() {
+        "blob" => Kind::Blob,
+        "snapshot" => Kind::Snapshot,
+        "list" => Kind::List,
+        other => panic!("kind {other}"),
+    };
+    let id: ObjectId = v["id"].as_str().unwrap().parse().unwrap();
+    assert_eq!(object::id_of(kind, &payload), id, "{name}");
+    (payload, id)
+}
+
+#[test]
+fn a_schema_3_snapshot_names_its_spill_map_by_a_blob() {
+    let doc = vectors();
+    let (file, file_id) = entry(&doc, "spill file blob");
+    let (map, map_id) = entry(&doc, "spill map blob");
+    let (snapshot, _) = entry(&doc, "snapshot naming its spill map blob");
+    let cp = Checkpoint::parse(&snapshot).unwrap();
+    assert_eq!(cp.schema_version, 3);
+    assert_eq!(cp.spill, Spill::Blob(map_id));
+    let entries = parse_spill_map(&map).unwrap();
+    assert_eq!(entries.len(), 1);
+    let (key, e) = entries.iter().next().unwrap();
+    assert!(
+        key.starts_with(".hel/sessions/") && key.ends_with(".txt"),
+        "{key}"
+    );
+    assert_eq!((e.blob, e.size), (file_id, file.len() as u64));
+
+    // Without a spill file, `spill` is `{}`, never a blob id.
+    let (plain, _) = entry(&doc, "snapshot");
+    let cp = Checkpoint::parse(&plain).unwrap();
+    assert_eq!((cp.schema_version, cp.spill.blob()), (3, None));
+
+    // A schema-3 snapshot holding its map inline is malformed, and so is a
+    // map blob with an empty key.
+    let mut inline: Value = serde_json::from_slice(&snapshot).unwrap();
+    inline["spill"] = serde_json::from_slice(&map).unwrap();
+    let bytes = hel_store::canonical::to_vec(&inline);
+    assert!(Checkpoint::parse(&bytes).is_err());
+    let mut empty_key: Value = serde_json::from_slice(&map).unwrap();
+    let value = empty_key.as_object_mut().unwrap().remove(key).unwrap();
+    empty_key[""] = value;
+    assert!(parse_spill_map(&hel_store::canonical::to_vec(&empty_key)).is_err());
+}
+
+#[test]
+fn a_commit_record_framed_with_hels_dictionary_reads_as_its_json() {
+    let doc = pack_vectors();
+    let c = &doc["checkpoint"];
+    let json = c["commit_json"].as_str().unwrap().as_bytes();
+    let stored = hex(c["commit_stored_hex"].as_str().unwrap());
+    assert_eq!(&stored[..4], &[0x28, 0xb5, 0x2f, 0xfd]);
+    assert_eq!(
+        zstd::zstd_safe::get_dict_id_from_frame(&stored).map(|d| d.get()),
+        Some(DICTIONARY_ID)
+    );
+    assert_eq!(object::decompress_frame(&stored, 64 << 10).unwrap(), json);
+    // hel's own frame of the same JSON names the same dictionary and reads
+    // back as the same bytes (its compressed bytes may differ).
+    let ours = object::compress_frame(json, true).unwrap();
+    assert_eq!(
+        zstd::zstd_safe::get_dict_id_from_frame(&ours).map(|d| d.get()),
+        Some(DICTIONARY_ID)
+    );
+    assert_eq!(object::decompress_frame(&ours, 64 << 10).unwrap(), json);
+    // A frame declaring more than a commit record may hold is refused.
+    assert!(object::decompress_frame(&stored, json.len() - 1).is_err());
+}
+
+#[test]
+fn a_store_holding_the_vector_journal_loads_it_and_is_sound() {
+    let doc = pack_vectors();
+    let c = &doc["checkpoint"];
+    let session: SessionId = doc["session"].as_str().unwrap().parse().unwrap();
+    let head: ObjectId = c["head"].as_str().unwrap().parse().unwrap();
+    // The objects decode from the journal's records as the vector says.
+    for o in c["objects"].as_array().unwrap() {
+        let id: ObjectId = o["id"].as_str().unwrap().parse().unwrap();
+        let kind = o["kind"].as_str().unwrap();
+        let payload = hex(o["payload_hex"].as_str().unwrap());
+        let k = match kind {
+            "blob" => Kind::Blob,
+            "list" => Kind::List,
+            _ => Kind::Snapshot,
+        };
+        assert_eq!(object::id_of(k, &payload), id, "{kind}");
+    }
+    for with_sidecar in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        // A store as hel makes it, then the vector's journal and ref in it.
+        let store = Store::open(dir.path()).unwrap();
+        drop(store.new_session_named(&session).unwrap());
+        let root = dir.path().join(hel_store::STORE_DIR);
+        let journals = root.join("packs/journals");
+        std::fs::create_dir_all(&journals).unwrap();
+        std::fs::write(
+            journals.join(format!("{session}.journal")),
+            hex(c["journal_hex"].as_str().unwrap()),
+        )
+        .unwrap();
+        if with_sidecar {
+            std::fs::write(
+                journals.join(format!("{session}.jidx")),
+                hex(c["jidx_hex"].as_str().unwrap()),
+            )
+            .unwrap();
+        }
+        std::fs::write(
+            root.join("refs/sessions").join(session.as_str()),
+            c["ref"].as_str().unwrap(),
+        )
+        .unwrap();
+
+        let store = Store::open(dir.path()).unwrap();
+        assert_eq!(store.head(&session).unwrap(), head);
+        let loaded = store.load(&head).unwrap();
+        let map_id: ObjectId = c["spill_map_id"].as_str().unwrap().parse().unwrap();
+        assert_eq!(loaded.checkpoint.spill, Spill::Blob(map_id));
+        let key = c["spill_key"].as_str().unwrap();
+        assert_eq!(loaded.state.spill().len(), 1);
+        let spilled = loaded.state.spill()[key].clone();
+        let file = hex(c["objects"][0]["payload_hex"].as_str().unwrap());
+        let file_id: ObjectId = c["objects"][0]["id"].as_str().unwrap().parse().unwrap();
+        assert_eq!((spilled.blob, spilled.size), (file_id, file.len() as u64));
+        assert_eq!(loaded.messages.len(), 2);
+        assert_eq!(loaded.messages[0]["content"], "List the log");
+        assert_eq!(loaded.request_config["provider"], "openai");
+
+        let report = hel_store::fsck::fsck(&store).unwrap();
+        let faults: Vec<String> = report.faults.iter().map(|f| f.to_string()).collect();
+        assert!(faults.is_empty(), "{faults:?}");
+        assert_eq!(report.unreachable, Some(0), "{:?}", report.notes);
+        assert_eq!(report.refs, 1);
+    }
+}
