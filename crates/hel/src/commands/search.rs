@@ -9,7 +9,7 @@ use serde::Serialize;
 use super::report::{print_json, say};
 use super::sessions::names_or_warn;
 use crate::cli::SearchArgs;
-use crate::exit::Exit;
+use crate::exit::{Exit, Usage};
 use crate::render;
 
 /// Longest pattern accepted, in bytes.
@@ -38,21 +38,14 @@ struct MatchRow<'a> {
 /// automaton is refused, not run.
 fn compile(pattern: &str) -> Result<regex::Regex, Exit> {
     if pattern.len() > PATTERN_MAX {
-        return Err(Exit::usage(format!(
-            "the pattern is longer than {PATTERN_MAX} bytes"
-        )));
+        return Err(Usage::PatternTooLong { max: PATTERN_MAX }.into());
     }
     regex::RegexBuilder::new(pattern)
         .size_limit(1 << 20)
         .dfa_size_limit(8 << 20)
         .nest_limit(64)
         .build()
-        .map_err(|e| {
-            Exit::usage(format!(
-                "not a regular expression hel can use: {}",
-                escape_line(&e.to_string()).replace("^J", " ")
-            ))
-        })
+        .map_err(|e| Usage::Pattern(e).into())
 }
 
 pub fn search(store: &Store, args: &SearchArgs, json_flag: bool) -> Result<u8, Exit> {

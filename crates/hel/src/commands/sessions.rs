@@ -13,7 +13,7 @@ use hel_store::{Record, SessionId, SessionInfo, Store};
 use serde::Serialize;
 
 use super::report::{print_json, say};
-use crate::exit::Exit;
+use crate::exit::{Exit, Refusal};
 use crate::render::{self, Shrink};
 
 /// A row of `hel sessions --json` (fields in the order the JSON has).
@@ -369,16 +369,8 @@ pub fn delete(store: &Store, project: &Path, spec: &str, yes: bool) -> Result<u8
         };
         match crate::tty::allow(&what) {
             Ok(true) => {}
-            Ok(false) => {
-                return Err(Exit::refused(format!(
-                    "session {id} not deleted (the answer was no)"
-                )))
-            }
-            Err(why) => {
-                return Err(Exit::refused(format!(
-                    "session {id} not deleted: could not ask on the terminal ({why}); --yes deletes without asking"
-                )))
-            }
+            Ok(false) => return Err(Refusal::DeleteDeclined { session: id }.into()),
+            Err(why) => return Err(Refusal::DeleteUnasked { session: id, why }.into()),
         }
     }
     let report = store.delete(&id, true)?.unwrap_or_default();
@@ -391,7 +383,7 @@ pub fn delete(store: &Store, project: &Path, spec: &str, yes: bool) -> Result<u8
 }
 
 pub fn rename(store: &Store, project: &Path, spec: &str, name: &str) -> Result<u8, Exit> {
-    hel_store::check_name(name).map_err(|e| Exit::usage(e.to_string()))?;
+    hel_store::check_name(name)?;
     let id = session::resolve(store, project, spec)?;
     hel_store::names::rename(store, &id, name)?;
     say!("session {id} is named {name}");
