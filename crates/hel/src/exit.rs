@@ -29,6 +29,7 @@ pub use own::{Failure, Refusal, Usage};
 
 /// A failure to report on stderr, with its exit code: one line for the
 /// error, then one `hint: …` line per hint.
+#[derive(Debug)]
 pub struct Exit {
     kind: Kind,
     error: Box<dyn Error + Send + Sync>,
@@ -45,7 +46,7 @@ pub enum Kind {
 }
 
 /// What to do about a failure, beyond what its own line says.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Hint {
     /// The store is damaged: fsck lists every fault.
     Fsck,
@@ -91,16 +92,6 @@ impl Exit {
 impl fmt::Display for Exit {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.error.fmt(f)
-    }
-}
-
-impl fmt::Debug for Exit {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Exit")
-            .field("kind", &self.kind)
-            .field("error", &self.error)
-            .field("hints", &self.hints)
-            .finish()
     }
 }
 

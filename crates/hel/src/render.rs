@@ -104,7 +104,7 @@ pub fn failure_line(what: &str, e: &Exit) {
 }
 
 /// One `hint: …` line for each hint.
-fn hints(hints: &[Hint]) {
+pub fn hints(hints: &[Hint]) {
     for h in hints {
         line(&format!("hint: {h}"));
     }

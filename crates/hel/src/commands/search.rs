@@ -9,7 +9,7 @@ use serde::Serialize;
 use super::report::{print_json, say};
 use super::sessions::names_or_warn;
 use crate::cli::SearchArgs;
-use crate::exit::{Exit, Usage};
+use crate::exit::{self, Exit, Usage};
 use crate::render;
 
 /// Longest pattern accepted, in bytes.
@@ -84,9 +84,17 @@ pub fn search(store: &Store, args: &SearchArgs, json_flag: bool) -> Result<u8, E
             say!("{}", line(s, name_of(&s.session)));
         }
     }
+    let mut hints = Vec::new();
     for (session, e) in &report.errors {
-        render::line(&format!("hel: session {session} not searched: {e}"));
+        render::line(&format!(
+            "hel: session {session} not searched: {}",
+            exit::store_words(e)
+        ));
+        hints.extend_from_slice(exit::store_hints(e));
     }
+    hints.sort();
+    hints.dedup();
+    render::hints(&hints);
     if report.sessions.is_empty() {
         if !args.json && !json_flag {
             render::line("hel: no message matches");
