@@ -1191,6 +1191,21 @@ fn a_store_fault_says_how_to_see_the_damage() {
         );
         assert_eq!(lines.len(), at + 2, "{args:?}:\n{}", run.stderr);
     }
+    // Listed as broken: the fault, and the hint once after the list.
+    let run = h.run(None, &["sessions"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stderr.contains(&path) && run.stderr.contains("offset 16"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(
+        run.stderr.lines().last(),
+        Some("hint: run `hel fsck` to see what is damaged"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(run.stderr.matches("hint: ").count(), 1, "{}", run.stderr);
     assert!(mock.requests().is_empty());
     assert!(std::fs::read(&journal).unwrap() == bad);
 }

@@ -33,7 +33,7 @@ pub use own::{Failure, Refusal, Usage};
 pub struct Exit {
     kind: Kind,
     error: Box<dyn Error + Send + Sync>,
-    hints: Vec<Hint>,
+    hints: &'static [Hint],
 }
 
 /// What kind of failure ended hel: it decides the exit code.
@@ -64,15 +64,10 @@ impl Exit {
     /// `error` ending hel as a failure of `kind`; its hints follow from
     /// what it says ([`Damage`]).
     pub fn new<E: Damage + Error + Send + Sync + 'static>(kind: Kind, error: E) -> Exit {
-        let hints = if error.damaged() {
-            vec![Hint::Fsck]
-        } else {
-            Vec::new()
-        };
         Exit {
             kind,
+            hints: hints(&error),
             error: Box::new(error),
-            hints,
         }
     }
 
@@ -83,8 +78,18 @@ impl Exit {
         }
     }
 
-    pub fn hints(&self) -> &[Hint] {
-        &self.hints
+    pub fn hints(&self) -> &'static [Hint] {
+        self.hints
+    }
+}
+
+/// What to do about an error beyond its own words: the one place hints
+/// are decided.
+fn hints(e: &impl Damage) -> &'static [Hint] {
+    if e.damaged() {
+        &[Hint::Fsck]
+    } else {
+        &[]
     }
 }
 
@@ -280,11 +285,7 @@ pub fn store_words(e: &hel_store::Error) -> String {
 /// The hints of a store error said in a line of its own
 /// ([`store_words`]).
 pub fn store_hints(e: &hel_store::Error) -> &'static [Hint] {
-    if e.damaged() {
-        &[Hint::Fsck]
-    } else {
-        &[]
-    }
+    hints(e)
 }
 
 impl From<hel_store::NameError> for Exit {
