@@ -136,7 +136,9 @@ impl Damage for hel_store::Error {
             | E::DependentsRecordMissing { .. }
             | E::RefUnloadable { .. } => true,
             E::Name(n) => n.damaged(),
-            // An older store not upgraded says what to do itself.
+            // Not damage: the system, another instance, a newer hel or
+            // the user's argument (each says what to do itself). Listed
+            // whole, so that a new variant is decided here.
             E::Io { .. }
             | E::NewerSchema { .. }
             | E::InUse { .. }

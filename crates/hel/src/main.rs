@@ -16,7 +16,7 @@ mod tty;
 
 use std::process::ExitCode;
 
-use clap::{CommandFactory, FromArgMatches};
+use clap::{ArgMatches, CommandFactory, FromArgMatches};
 use hel_agent::session::{check_session_arg, Start};
 
 use cli::{Cli, Command};
@@ -32,9 +32,20 @@ fn main() -> ExitCode {
         Ok(c) => c,
         Err(e) => e.exit(),
     };
-    let sub_matches = matches.subcommand().map(|(_, m)| m.clone());
-    let project = cli.project.clone();
-    commands::set_project(project.clone());
+    set_up(&cli);
+    match dispatch(cli, &matches) {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            render::failure(&e);
+            ExitCode::from(e.code())
+        }
+    }
+}
+
+/// Take the flags every command shares: the project, colours, and for the
+/// store reports SIGPIPE's default.
+fn set_up(cli: &Cli) {
+    commands::set_project(cli.project.clone());
     render::set_color(cli.color);
     if matches!(
         cli.command,
@@ -53,7 +64,14 @@ fn main() -> ExitCode {
         // SAFETY: setting a signal disposition before any thread exists.
         unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     }
-    let result = match cli.command {
+}
+
+/// Run the command `cli` names (`matches` tells which flags were given
+/// where, for the config file's place among them).
+fn dispatch(cli: Cli, matches: &ArgMatches) -> Result<u8, Exit> {
+    let sub_matches = matches.subcommand().map(|(_, m)| m.clone());
+    let project = cli.project.clone();
+    match cli.command {
         Some(Command::Sessions {
             command,
             json,
@@ -80,10 +98,10 @@ fn main() -> ExitCode {
         }) => commands::undo(session, force, yes, json, cli.run.workspace_options()),
         Some(Command::Mcp {
             command: cli::McpCommand::List { json },
-        }) => config::settings(&cli.run, &matches, None)
+        }) => config::settings(&cli.run, matches, None)
             .and_then(|s| commands::mcp::list(s.run.mcp, json)),
         Some(Command::Config { run }) => {
-            config::settings(&cli.run, &matches, sub_matches.as_ref().map(|m| (&run, m))).map(|s| {
+            config::settings(&cli.run, matches, sub_matches.as_ref().map(|m| (&run, m))).map(|s| {
                 config::print(&s);
                 0
             })
@@ -126,7 +144,7 @@ fn main() -> ExitCode {
             run,
         }) => resume_start(session, last, at).and_then(|start| {
             let sub = sub_matches.as_ref().map(|m| (&run, m));
-            let mut run = config::settings(&cli.run, &matches, sub)?.run;
+            let mut run = config::settings(&cli.run, matches, sub)?.run;
             run.relocate = relocate;
             run.project = project;
             agent(run, start, restore_files.then_some(force))
@@ -137,17 +155,10 @@ fn main() -> ExitCode {
                 (None, true) => Start::Last,
                 (None, false) => Start::New,
             };
-            config::settings(&cli.run, &matches, None).and_then(|mut s| {
+            config::settings(&cli.run, matches, None).and_then(|mut s| {
                 s.run.project = project;
                 agent(s.run, start, None)
             })
-        }
-    };
-    match result {
-        Ok(code) => ExitCode::from(code),
-        Err(e) => {
-            render::failure(&e);
-            ExitCode::from(e.code())
         }
     }
 }
