@@ -1155,3 +1155,57 @@ fn one_flipped_bit_or_a_newer_record_never_shortens_a_session() {
         "the journal was changed"
     );
 }
+
+/// A store fault reaches the user with the hint that sends them to fsck,
+/// on a line of its own right after the error's, whichever command met it;
+/// the error's line is as it was and nothing is asked of the model.
+#[test]
+fn a_store_fault_says_how_to_see_the_damage() {
+    let h = Hostile::new();
+    let journal = h
+        .root()
+        .join("packs/journals")
+        .join(format!("{}.journal", h.session));
+    let mut bad = std::fs::read(&journal).unwrap();
+    bad[16 + 56 + 3] ^= 0x08;
+    std::fs::write(&journal, &bad).unwrap();
+    std::fs::remove_file(journal.with_extension("jidx")).unwrap();
+    let path = journal.display().to_string();
+    let mock = Mock::start(json!([{ "content": "never asked" }]));
+    for args in [
+        vec!["resume", h.session.as_str(), "-p", "more"],
+        vec!["sessions", "log", h.session.as_str()],
+    ] {
+        let run = h.run(Some(&mock), &args);
+        assert_refused(&run, "offset 16");
+        let lines: Vec<&str> = run.stderr.lines().collect();
+        let at = lines
+            .iter()
+            .position(|l| l.starts_with("hel: ") && l.contains(&path) && l.contains("offset 16"))
+            .unwrap_or_else(|| panic!("{args:?}: no line names the fault:\n{}", run.stderr));
+        assert_eq!(
+            lines.get(at + 1).copied(),
+            Some("hint: run `hel fsck` to see what is damaged"),
+            "{args:?}:\n{}",
+            run.stderr
+        );
+        assert_eq!(lines.len(), at + 2, "{args:?}:\n{}", run.stderr);
+    }
+    // Listed as broken: the fault, and the hint once after the list.
+    let run = h.run(None, &["sessions"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stderr.contains(&path) && run.stderr.contains("offset 16"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(
+        run.stderr.lines().last(),
+        Some("hint: run `hel fsck` to see what is damaged"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(run.stderr.matches("hint: ").count(), 1, "{}", run.stderr);
+    assert!(mock.requests().is_empty());
+    assert!(std::fs::read(&journal).unwrap() == bad);
+}

@@ -16,7 +16,7 @@ use std::time::Instant;
 use hel_agent::event::Observer;
 
 use crate::cli::{OutputFormat, RunArgs};
-use crate::exit::Exit;
+use crate::exit::{Exit, Usage};
 use crate::output::{self, Finished, JsonOut};
 use crate::render::{self, live::Live};
 use crate::tty::Tty;
@@ -30,15 +30,11 @@ const INTERRUPTED: u8 = 130;
 pub async fn run(args: RunArgs, start: Start, restore_files: Option<bool>) -> Result<u8, Exit> {
     let format = args.output_format;
     if args.include_partial && format != OutputFormat::StreamJson {
-        return Err(Exit::usage(
-            "--include-partial needs --output-format stream-json",
-        ));
+        return Err(Usage::PartialNeedsStreamJson.into());
     }
     if args.instructions.is_empty() && std::io::stdin().is_terminal() {
         if format != OutputFormat::Text {
-            return Err(Exit::usage(
-                "--output-format json and stream-json are for -p or instructions piped on stdin, not the interactive prompt",
-            ));
+            return Err(Usage::JsonNotInteractive.into());
         }
         return crate::prompt::run(args, start, restore_files).await;
     }
@@ -169,9 +165,7 @@ pub fn incomplete_line(why: &Incomplete) -> String {
 /// Restore the files of the checkpoint a new fork starts from
 /// (`--restore-files`, with its `--force`), and say what was done.
 pub fn restore_forked(run: &mut Run, force: bool) -> Result<(), Exit> {
-    let out = run
-        .restore_forked_files(force)
-        .map_err(|e| Exit::refused(e.to_string()))?;
+    let out = run.restore_forked_files(force)?;
     render::line(&format!(
         "hel: restored the files of the forked checkpoint: {} written, {} removed, {} left alone",
         render::count(out.written.len() as u64, "file", "files"),

@@ -14,7 +14,7 @@ use clap::ArgMatches;
 use serde::Deserialize;
 
 use crate::cli::{Access, ProviderName, RunArgs};
-use crate::exit::Exit;
+use crate::exit::{Exit, Usage};
 
 /// The largest config file read.
 const MAX_BYTES: u64 = 64 * 1024;
@@ -69,34 +69,37 @@ pub fn load() -> Result<Option<(PathBuf, File)>, Exit> {
     let bytes = match read_bounded(&path) {
         Ok(Some(b)) => b,
         Ok(None) => return Ok(None),
-        Err(e) => return Err(Exit::usage(format!("cannot read {}: {e}", path.display()))),
+        Err(source) => return Err(Usage::ConfigUnreadable { path, source }.into()),
     };
-    let text = String::from_utf8(bytes)
-        .map_err(|_| Exit::usage(format!("{} is not UTF-8 text", path.display())))?;
-    let value: toml::Table = toml::from_str(&text)
-        .map_err(|e| Exit::usage(format!("{}: {}", path.display(), e.message().trim())))?;
-    for key in value.keys() {
-        if key.contains("key") || key.contains("token") && !key.contains("tokens") {
-            return Err(Exit::usage(format!(
-                "{}: `{key}`: API keys are never read from the config file; export DEEPSEEK_API_KEY, OPENAI_API_KEY or HEL_API_KEY instead",
-                path.display()
-            )));
-        }
+    let Ok(text) = String::from_utf8(bytes) else {
+        return Err(Usage::ConfigNotUtf8 { path }.into());
+    };
+    let value: toml::Table = match toml::from_str(&text) {
+        Ok(v) => v,
+        Err(source) => return Err(Usage::ConfigSyntax { path, source }.into()),
+    };
+    if let Some(key) = value
+        .keys()
+        .find(|key| key.contains("key") || key.contains("token") && !key.contains("tokens"))
+    {
+        let key = key.clone();
+        return Err(Usage::ConfigKey { path, key }.into());
     }
-    let file: File = File::deserialize(value).map_err(|e| {
-        Exit::usage(format!(
-            "{}: {} (keys: provider, model, base_url, access, context_window, max_output_tokens, compaction, compact_at, keep_recent, stream, allow_git_write, mcp_servers)",
-            path.display(),
-            e.message().trim()
-        ))
-    })?;
-    Ok(Some((path, file)))
+    match File::deserialize(value) {
+        Ok(file) => Ok(Some((path, file))),
+        Err(source) => Err(Usage::ConfigKeys { path, source }.into()),
+    }
 }
 
 /// The config file's MCP servers, checked.
-fn mcp_servers(src: &Source, f: &File) -> Result<Vec<hel_agent::mcp::ServerSpec>, Exit> {
-    hel_agent::mcp::ServerSpec::from_config(&f.mcp_servers)
-        .map_err(|e| Exit::usage(format!("{src}: {e}")))
+fn mcp_servers(path: &Path, f: &File) -> Result<Vec<hel_agent::mcp::ServerSpec>, Exit> {
+    hel_agent::mcp::ServerSpec::from_config(&f.mcp_servers).map_err(|source| {
+        Usage::McpServers {
+            path: path.to_owned(),
+            source,
+        }
+        .into()
+    })
 }
 
 /// The file at `path`, at most [`MAX_BYTES`], never a FIFO or device;
@@ -209,8 +212,8 @@ pub fn settings(
     let set = |id: &str, sources: &[(&'static str, Source)]| sources.iter().any(|(k, _)| *k == id);
     // The config file fills what no flag or variable set.
     if let Some((path, f)) = file {
+        run.mcp = mcp_servers(&path, &f)?;
         let src = Source::File(path);
-        run.mcp = mcp_servers(&src, &f)?;
         macro_rules! fill {
             ($field:ident, $value:expr, $id:literal) => {
                 if let Some(v) = $value {
@@ -239,9 +242,7 @@ pub fn settings(
         fill!(allow_git_write, f.allow_git_write, "allow_git_write");
     }
     if run.compact_at.is_some() != run.keep_recent.is_some() {
-        return Err(Exit::usage(
-            "compact_at and keep_recent go together (flags or config file)",
-        ));
+        return Err(Usage::CompactAtAlone.into());
     }
     Ok(Settings { run, sources })
 }

@@ -18,11 +18,11 @@ mod tty;
 
 use std::process::ExitCode;
 
-use clap::{CommandFactory, FromArgMatches};
+use clap::{ArgMatches, CommandFactory, FromArgMatches};
 use hel_agent::session::{check_session_arg, Start};
 
 use cli::{Cli, Command};
-use exit::Exit;
+use exit::{Exit, Failure, Usage};
 
 fn main() -> ExitCode {
     let argv: Vec<String> = std::env::args().collect();
@@ -34,9 +34,20 @@ fn main() -> ExitCode {
         Ok(c) => c,
         Err(e) => e.exit(),
     };
-    let sub_matches = matches.subcommand().map(|(_, m)| m.clone());
-    let project = cli.project.clone();
-    commands::set_project(project.clone());
+    set_up(&cli);
+    match dispatch(cli, &matches) {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            render::failure(&e);
+            ExitCode::from(e.code())
+        }
+    }
+}
+
+/// Take the flags every command shares: the project, colours, and for the
+/// store reports SIGPIPE's default.
+fn set_up(cli: &Cli) {
+    commands::set_project(cli.project.clone());
     render::set_color(cli.color);
     if matches!(
         cli.command,
@@ -55,7 +66,14 @@ fn main() -> ExitCode {
         // SAFETY: setting a signal disposition before any thread exists.
         unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     }
-    let result = match cli.command {
+}
+
+/// Run the command `cli` names (`matches` tells which flags were given
+/// where, for the config file's place among them).
+fn dispatch(cli: Cli, matches: &ArgMatches) -> Result<u8, Exit> {
+    let sub_matches = matches.subcommand().map(|(_, m)| m.clone());
+    let project = cli.project.clone();
+    match cli.command {
         Some(Command::Sessions {
             command,
             json,
@@ -82,10 +100,10 @@ fn main() -> ExitCode {
         }) => commands::undo(session, force, yes, json, cli.run.workspace_options()),
         Some(Command::Mcp {
             command: cli::McpCommand::List { json },
-        }) => config::settings(&cli.run, &matches, None)
+        }) => config::settings(&cli.run, matches, None)
             .and_then(|s| commands::mcp::list(s.run.mcp, json)),
         Some(Command::Config { run }) => {
-            config::settings(&cli.run, &matches, sub_matches.as_ref().map(|m| (&run, m))).map(|s| {
+            config::settings(&cli.run, matches, sub_matches.as_ref().map(|m| (&run, m))).map(|s| {
                 config::print(&s);
                 0
             })
@@ -126,46 +144,37 @@ fn main() -> ExitCode {
             force,
             relocate,
             run,
-        }) => {
-            let start = match (session, last, at) {
-                (_, true, Some(_)) => Err(Exit::usage("--at needs a session, not --last")),
-                (_, true, None) => Ok(Start::Last),
-                (Some(s), false, Some(at)) => Ok(Start::Fork { session: s, at }),
-                (Some(s), false, None) => Ok(Start::Resume(s)),
-                (None, false, Some(_)) => Err(Exit::usage(
-                    "--at needs a SESSION: `hel resume SESSION --at CHECKPOINT`",
-                )),
-                (None, false, None) => commands::session_to_resume().map(Start::Resume),
-            };
-            let restore = restore_files.then_some(force);
-            let settings =
-                config::settings(&cli.run, &matches, sub_matches.as_ref().map(|m| (&run, m)));
-            start.and_then(|s| {
-                let mut run = settings?.run;
-                run.relocate = relocate;
-                run.project = project;
-                agent(run, s, restore)
-            })
-        }
+        }) => resume_start(session, last, at).and_then(|start| {
+            let sub = sub_matches.as_ref().map(|m| (&run, m));
+            let mut run = config::settings(&cli.run, matches, sub)?.run;
+            run.relocate = relocate;
+            run.project = project;
+            agent(run, start, restore_files.then_some(force))
+        }),
         None => {
             let start = match (cli.resume.clone(), cli.continue_last) {
                 (Some(s), _) => Start::Resume(s),
                 (None, true) => Start::Last,
                 (None, false) => Start::New,
             };
-            config::settings(&cli.run, &matches, None).and_then(|mut s| {
+            config::settings(&cli.run, matches, None).and_then(|mut s| {
                 s.run.project = project;
                 agent(s.run, start, None)
             })
         }
-    };
-    match result {
-        Ok(code) => ExitCode::from(code),
-        Err(e) => {
-            // Errors name paths and objects a repository may have chosen.
-            render::error(&format!("hel: {e}"));
-            ExitCode::from(e.code)
-        }
+    }
+}
+
+/// Where `hel resume` starts: the session named (at a checkpoint, a fork),
+/// the newest (`--last`), or the one picked on the terminal.
+fn resume_start(session: Option<String>, last: bool, at: Option<String>) -> Result<Start, Exit> {
+    match (session, last, at) {
+        (_, true, Some(_)) => Err(Usage::AtWithLast.into()),
+        (_, true, None) => Ok(Start::Last),
+        (Some(s), false, Some(at)) => Ok(Start::Fork { session: s, at }),
+        (Some(s), false, None) => Ok(Start::Resume(s)),
+        (None, false, Some(_)) => Err(Usage::AtNeedsSession.into()),
+        (None, false, None) => commands::session_to_resume().map(Start::Resume),
     }
 }
 
@@ -178,7 +187,7 @@ fn agent(args: cli::RunArgs, start: Start, restore_files: Option<bool>) -> Resul
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| Exit::refused(format!("cannot start the async runtime: {e}")))?;
+        .map_err(Failure::Runtime)?;
     let code = runtime.block_on(chat::run(args, start, restore_files));
     // A file tool cancelled by Ctrl-C may still be between two checks of
     // its flag: it never writes after the cancel, so it is not waited for

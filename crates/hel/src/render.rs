@@ -12,7 +12,7 @@ use hel_agent::event::{Event, Observer, Warning};
 use hel_agent::project::Found;
 use hel_agent::terminal::escape_line;
 
-use crate::exit::Exit;
+use crate::exit::{self, Exit, Hint};
 
 /// Print a line on stderr. A closed stderr (say, piped into a program that
 /// exited) is no reason for an agent run to stop, so errors are ignored.
@@ -86,6 +86,27 @@ pub fn error(text: &str) {
     let colour = colour_stderr();
     for piece in on_stderr(&escape_line(text)) {
         note!("{}", paint(colour, "1;31", &piece));
+    }
+}
+
+/// A failure that ends hel: `hel: ERROR` in red ([`error`]), then a
+/// `hint: …` line for each of its hints.
+pub fn failure(e: &Exit) {
+    error(&format!("hel: {e}"));
+    hints(e.hints());
+}
+
+/// A failure a run goes on after, as a line of it: `hel: WHAT ERROR`
+/// ([`line`]), then its hints.
+pub fn failure_line(what: &str, e: &Exit) {
+    line(&format!("hel: {what}{e}"));
+    hints(e.hints());
+}
+
+/// One `hint: …` line for each hint.
+pub fn hints(hints: &[Hint]) {
+    for h in hints {
+        line(&format!("hint: {h}"));
     }
 }
 
@@ -182,7 +203,12 @@ impl Observer for Stderr {
             | Event::ResponseEnded { .. }
             | Event::Response { .. }
             | Event::ResponseIncomplete => {}
-            Event::Warning(w) => line(&format!("hel: warning: {}", warning(&w))),
+            Event::Warning(w) => {
+                line(&format!("hel: warning: {}", warning(&w)));
+                if let Warning::NoSession { error, .. } = &w {
+                    hints(exit::store_hints(error));
+                }
+            }
         }
     }
 }
@@ -237,7 +263,7 @@ fn warning(w: &Warning) -> String {
         Warning::NoSession { store, error } => format!(
             "cannot create a session in {} ({}); this conversation will not be saved",
             store.display(),
-            Exit::store(error)
+            exit::store_words(error)
         ),
         w => w.to_string(),
     }

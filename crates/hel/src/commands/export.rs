@@ -8,7 +8,7 @@ use hel_store::Store;
 
 use super::{show, transcript};
 use crate::cli::{ExportArgs, ExportFormat};
-use crate::exit::Exit;
+use crate::exit::{Exit, Failure};
 
 pub fn export(store: &Store, project: &Path, args: &ExportArgs) -> Result<u8, Exit> {
     let (id, checkpoint, loaded) =
@@ -19,11 +19,9 @@ pub fn export(store: &Store, project: &Path, args: &ExportArgs) -> Result<u8, Ex
         // them unchanged). Control characters are escaped, JSON's way.
         ExportFormat::Json => {
             let mut t = Vec::new();
-            super::report::write_json(&mut t, &loaded.messages)
-                .map_err(|e| Exit::refused(format!("cannot write the messages as JSON: {e}")))?;
+            super::report::write_json(&mut t, &loaded.messages).map_err(Failure::MessagesJson)?;
             t.push(b'\n');
-            String::from_utf8(t)
-                .map_err(|e| Exit::refused(format!("cannot write the messages as JSON: {e}")))?
+            String::from_utf8(t).map_err(Failure::MessagesText)?
         }
         ExportFormat::Md => {
             let name = hel_store::names::name_of(store, &id).ok().flatten();
@@ -52,6 +50,6 @@ pub fn export(store: &Store, project: &Path, args: &ExportArgs) -> Result<u8, Ex
     let mut out = std::io::stdout().lock();
     out.write_all(text.as_bytes())
         .and_then(|()| out.flush())
-        .map_err(|e| Exit::refused(format!("cannot write the export: {e}")))?;
+        .map_err(Failure::Export)?;
     Ok(0)
 }

@@ -5,7 +5,7 @@ use hel_agent::mcp::{self, ServerSpec, Transport};
 use hel_agent::terminal::escape_line;
 use serde_json::json;
 
-use crate::exit::Exit;
+use crate::exit::{Exit, Failure};
 
 /// Start every configured server (as a run would), print what each offers,
 /// stop them all. Exit 1 when an enabled server did not start.
@@ -13,10 +13,9 @@ pub fn list(specs: Vec<ServerSpec>, json_out: bool) -> Result<u8, Exit> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| Exit::refused(format!("cannot start the async runtime: {e}")))?;
+        .map_err(Failure::Runtime)?;
     // The instance makes the private runtime root the logs go under.
-    let instance = hel_agent::instance::Instance::start()
-        .map_err(|e| Exit::refused(format!("cannot start an instance: {e}")))?;
+    let instance = hel_agent::instance::Instance::start().map_err(Failure::Instance)?;
     let log_dir = mcp::log_dir();
     let mut started = runtime.block_on(mcp::start_all(&specs, &log_dir));
     let mut rows = Vec::new();

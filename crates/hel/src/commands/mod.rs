@@ -19,7 +19,7 @@ mod workspace;
 use hel_store::Store;
 
 use crate::cli::SessionsCommand;
-use crate::exit::Exit;
+use crate::exit::{Exit, Usage};
 
 pub use pick::session_to_resume;
 pub use report::set_project;
@@ -41,11 +41,7 @@ pub fn sessions(
             return remote::delete_session(&store, &name, session);
         }
         (_, None) => {}
-        (_, Some(_)) => {
-            return Err(Exit::usage(
-                "--remote goes with `hel sessions` (list) and `hel sessions delete`",
-            ))
-        }
+        (_, Some(_)) => return Err(Usage::RemoteNotHere.into()),
     }
     let project = report::project()?;
     let store = Store::open(&project)?;

@@ -9,18 +9,14 @@ use hel_agent::terminal::escape_line;
 use hel_store::{SessionId, SessionInfo, Store};
 
 use super::report;
-use crate::exit::Exit;
-
-/// What `hel resume` with no session says off a terminal.
-const NEEDS_SESSION: &str =
-    "resume needs a session: give its name or id (`hel sessions` lists them), or --last for the newest";
+use crate::exit::{Exit, Failure, Refusal, Usage};
 
 /// The session a bare `hel resume` continues: picked on the terminal (as
 /// its id), or a usage error off one, with nothing to pick, or when the
 /// user cancels.
 pub fn session_to_resume() -> Result<String, Exit> {
     if !crate::tty::asks(false) {
-        return Err(Exit::usage(NEEDS_SESSION));
+        return Err(Usage::ResumeNeedsSession.into());
     }
     let project = report::project()?;
     let store = Store::open(&project)?;
@@ -32,9 +28,7 @@ pub fn session_to_resume() -> Result<String, Exit> {
         .filter(|s| resumable(s, &here))
         .collect();
     if sessions.is_empty() {
-        return Err(Exit::refused(
-            "no session of this project to resume (none with an answer, or all in use): `hel` starts one",
-        ));
+        return Err(Refusal::NothingToResume.into());
     }
     let width = crate::render::width();
     let now = hel_store::time::now_ms();
@@ -48,10 +42,10 @@ pub fn session_to_resume() -> Result<String, Exit> {
         .default(0)
         .max_length(10)
         .interact_opt()
-        .map_err(|e| Exit::refused(format!("cannot use the terminal: {e}")))?;
+        .map_err(Failure::Picker)?;
     match picked {
         Some(i) => Ok(sessions[i].id.to_string()),
-        None => Err(Exit::refused("no session picked; nothing resumed")),
+        None => Err(Refusal::NonePicked.into()),
     }
 }
 

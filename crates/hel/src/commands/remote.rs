@@ -13,36 +13,21 @@ use hel_store::{SessionId, Store};
 
 use super::report::{print_json, project, say};
 use crate::cli::RemoteCommand;
-use crate::exit::Exit;
+use crate::exit::{Exit, Failure, Usage};
 use crate::render::count;
-
-impl From<RemoteError> for Exit {
-    fn from(e: RemoteError) -> Exit {
-        match e {
-            RemoteError::Local(e) => e.into(),
-            RemoteError::BadUrl { .. }
-            | RemoteError::BadName { .. }
-            | RemoteError::Config { .. }
-            | RemoteError::NoRemote { .. } => Exit::usage(e.to_string()),
-            e => Exit::refused(e.to_string()),
-        }
-    }
-}
 
 /// Where the remotes are configured.
 fn config_path() -> Result<PathBuf, Exit> {
     crate::config::config_home()
         .map(|d| d.join("hel").join("remotes.toml"))
-        .ok_or_else(|| {
-            Exit::usage("neither XDG_CONFIG_HOME nor HOME is set: hel has nowhere to keep remotes")
-        })
+        .ok_or_else(|| Usage::NoConfigHome.into())
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime, Exit> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| Exit::refused(format!("cannot start the async runtime: {e}")))
+        .map_err(|e| Failure::Runtime(e).into())
 }
 
 /// The remote `name`, or the only one configured.
@@ -52,8 +37,8 @@ fn open(name: Option<&str>) -> Result<Remote, Exit> {
         Some(n) => n.to_owned(),
         None => match remotes.remote.keys().collect::<Vec<_>>()[..] {
             [one] => one.clone(),
-            [] => return Err(Exit::usage("no remote is configured: `hel remote add NAME URL` adds one")),
-            _ => return Err(Exit::usage("more than one remote is configured: say which with --remote NAME (`hel remote list`)")),
+            [] => return Err(Usage::NoRemoteConfigured.into()),
+            _ => return Err(Usage::WhichRemote.into()),
         },
     };
     Ok(Remote::open(&name, remotes.get(&name)?, false)?)
@@ -140,7 +125,7 @@ pub fn push(name: Option<String>, specs: Vec<String>) -> Result<u8, Exit> {
         return Ok(0);
     }
     let rt = runtime()?;
-    let mut failed = None;
+    let mut failed = false;
     for s in &sessions {
         match rt.block_on(remote.push(&store, s)) {
             Ok(Pushed::UpToDate) => say!("{s}: up to date on {}", remote.name()),
@@ -153,19 +138,12 @@ pub fn push(name: Option<String>, specs: Vec<String>) -> Result<u8, Exit> {
                 )
             }
             Err(e) => {
-                render_err(&e);
-                failed = Some(e);
+                crate::render::failure_line("", &e.into());
+                failed = true;
             }
         }
     }
-    match failed {
-        Some(_) => Ok(1),
-        None => Ok(0),
-    }
-}
-
-fn render_err(e: &RemoteError) {
-    crate::render::line(&format!("hel: {e}"));
+    Ok(u8::from(failed))
 }
 
 pub fn pull(name: Option<String>, specs: Vec<String>) -> Result<u8, Exit> {
@@ -194,10 +172,11 @@ pub fn pull(name: Option<String>, specs: Vec<String>) -> Result<u8, Exit> {
                     .into())
                 }
                 _ => {
-                    return Err(Exit::usage(format!(
-                        "{spec} names more than one session on {}: give more digits",
-                        remote.name()
-                    )))
+                    return Err(Usage::AmbiguousRemoteSession {
+                        spec,
+                        remote: remote.name().to_owned(),
+                    }
+                    .into())
                 }
             }
         }
@@ -226,7 +205,7 @@ pub fn pull(name: Option<String>, specs: Vec<String>) -> Result<u8, Exit> {
                 ),
             },
             Err(e) => {
-                render_err(&e);
+                crate::render::failure_line("", &e.into());
                 failed = true;
             }
         }
@@ -296,10 +275,8 @@ pub fn list_sessions(name: &str, json: bool) -> Result<u8, Exit> {
 }
 
 pub fn delete_session(store: &Store, name: &str, spec: &str) -> Result<u8, Exit> {
-    let id: SessionId = spec.parse().map_err(|_| {
-        Exit::usage(format!(
-            "{spec:?}: give the whole session id to delete it on a remote"
-        ))
+    let id: SessionId = spec.parse().map_err(|_| Usage::WholeIdToDelete {
+        spec: spec.to_owned(),
     })?;
     let remote = open(Some(name))?;
     if runtime()?.block_on(remote.delete_session(Some(store), &id))? {
@@ -315,13 +292,12 @@ pub fn delete_session(store: &Store, name: &str, spec: &str) -> Result<u8, Exit>
 }
 
 pub fn gc(name: &str, grace: &str, dry_run: bool) -> Result<u8, Exit> {
-    let grace: Duration = humantime::parse_duration(grace)
-        .map_err(|e| Exit::usage(format!("--grace {grace:?}: {e} (e.g. 24h, 90m)")))?;
+    let grace: Duration = humantime::parse_duration(grace).map_err(|source| Usage::Grace {
+        grace: grace.to_owned(),
+        source,
+    })?;
     if grace < GRACE_MIN {
-        return Err(Exit::usage(format!(
-            "--grace must be at least {}: a push may take up to half of that between its data and its ref",
-            humantime::format_duration(GRACE_MIN)
-        )));
+        return Err(Usage::GraceTooShort { min: GRACE_MIN }.into());
     }
     let remote = open(Some(name))?;
     let r = runtime()?.block_on(remote.gc(grace, dry_run))?;

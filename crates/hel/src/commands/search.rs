@@ -9,7 +9,7 @@ use serde::Serialize;
 use super::report::{print_json, say};
 use super::sessions::names_or_warn;
 use crate::cli::SearchArgs;
-use crate::exit::Exit;
+use crate::exit::{self, Exit, Usage};
 use crate::render;
 
 /// Longest pattern accepted, in bytes.
@@ -38,21 +38,14 @@ struct MatchRow<'a> {
 /// automaton is refused, not run.
 fn compile(pattern: &str) -> Result<regex::Regex, Exit> {
     if pattern.len() > PATTERN_MAX {
-        return Err(Exit::usage(format!(
-            "the pattern is longer than {PATTERN_MAX} bytes"
-        )));
+        return Err(Usage::PatternTooLong { max: PATTERN_MAX }.into());
     }
     regex::RegexBuilder::new(pattern)
         .size_limit(1 << 20)
         .dfa_size_limit(8 << 20)
         .nest_limit(64)
         .build()
-        .map_err(|e| {
-            Exit::usage(format!(
-                "not a regular expression hel can use: {}",
-                escape_line(&e.to_string()).replace("^J", " ")
-            ))
-        })
+        .map_err(|e| Usage::Pattern(e).into())
 }
 
 pub fn search(store: &Store, args: &SearchArgs, json_flag: bool) -> Result<u8, Exit> {
@@ -91,9 +84,17 @@ pub fn search(store: &Store, args: &SearchArgs, json_flag: bool) -> Result<u8, E
             say!("{}", line(s, name_of(&s.session)));
         }
     }
+    let mut hints = Vec::new();
     for (session, e) in &report.errors {
-        render::line(&format!("hel: session {session} not searched: {e}"));
+        render::line(&format!(
+            "hel: session {session} not searched: {}",
+            exit::store_words(e)
+        ));
+        hints.extend_from_slice(exit::store_hints(e));
     }
+    hints.sort();
+    hints.dedup();
+    render::hints(&hints);
     if report.sessions.is_empty() {
         if !args.json && !json_flag {
             render::line("hel: no message matches");

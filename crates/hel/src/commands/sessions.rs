@@ -13,7 +13,7 @@ use hel_store::{Record, SessionId, SessionInfo, Store};
 use serde::Serialize;
 
 use super::report::{print_json, say};
-use crate::exit::Exit;
+use crate::exit::{self, Exit, Refusal};
 use crate::render::{self, Shrink};
 
 /// A row of `hel sessions --json` (fields in the order the JSON has).
@@ -113,7 +113,11 @@ fn one_line(instruction: &str, room: Option<usize>) -> String {
 /// said on stderr and the listing goes on without names.
 pub(super) fn names_or_warn(store: &Store) -> BTreeMap<SessionId, String> {
     hel_store::names::all(store).unwrap_or_else(|e| {
-        render::line(&format!("hel: warning: session names not shown: {e}"));
+        render::line(&format!(
+            "hel: warning: session names not shown: {}",
+            exit::store_words(&e)
+        ));
+        render::hints(exit::store_hints(&e));
         BTreeMap::new()
     })
 }
@@ -206,6 +210,7 @@ pub fn list(store: &Store, project: &Path, as_json: bool) -> Result<u8, Exit> {
         )
     );
     let mut broken = 0u64;
+    let mut hints = Vec::new();
     let mut elsewhere = 0u64;
     // One write for many rows (10,000 sessions are 10,000 lines), flushed
     // before anything goes to stderr so that the two stay in order.
@@ -240,7 +245,12 @@ pub fn list(store: &Store, project: &Path, as_json: bool) -> Result<u8, Exit> {
         if let Some(why) = &s.broken {
             broken += 1;
             let _ = out.flush();
-            render::line(&format!("hel: session {}: {why}", s.id));
+            render::line(&format!(
+                "hel: session {}: {}",
+                s.id,
+                exit::store_words(why)
+            ));
+            hints.extend_from_slice(exit::store_hints(why));
         }
     }
     let _ = out.flush();
@@ -254,9 +264,12 @@ pub fn list(store: &Store, project: &Path, as_json: bool) -> Result<u8, Exit> {
     }
     if broken > 0 {
         render::line(&format!(
-            "hel: {} be read; `hel fsck` checks the whole store",
+            "hel: {} be read",
             render::count(broken, "session cannot", "sessions cannot")
         ));
+        hints.sort();
+        hints.dedup();
+        render::hints(&hints);
     }
     Ok(0)
 }
@@ -369,16 +382,8 @@ pub fn delete(store: &Store, project: &Path, spec: &str, yes: bool) -> Result<u8
         };
         match crate::tty::allow(&what) {
             Ok(true) => {}
-            Ok(false) => {
-                return Err(Exit::refused(format!(
-                    "session {id} not deleted (the answer was no)"
-                )))
-            }
-            Err(why) => {
-                return Err(Exit::refused(format!(
-                    "session {id} not deleted: could not ask on the terminal ({why}); --yes deletes without asking"
-                )))
-            }
+            Ok(false) => return Err(Refusal::DeleteDeclined { session: id }.into()),
+            Err(why) => return Err(Refusal::DeleteUnasked { session: id, why }.into()),
         }
     }
     let report = store.delete(&id, true)?.unwrap_or_default();
@@ -391,7 +396,7 @@ pub fn delete(store: &Store, project: &Path, spec: &str, yes: bool) -> Result<u8
 }
 
 pub fn rename(store: &Store, project: &Path, spec: &str, name: &str) -> Result<u8, Exit> {
-    hel_store::check_name(name).map_err(|e| Exit::usage(e.to_string()))?;
+    hel_store::check_name(name)?;
     let id = session::resolve(store, project, spec)?;
     hel_store::names::rename(store, &id, name)?;
     say!("session {id} is named {name}");

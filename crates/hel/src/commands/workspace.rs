@@ -16,7 +16,7 @@ use hel_workspace::{Flat, Item, Scan, Workspace};
 use serde::Serialize;
 
 use super::report::{here, print_json, project, say};
-use crate::exit::Exit;
+use crate::exit::{Exit, Failure, Refusal, Usage};
 use crate::{render, tty};
 
 /// The session hel chooses when none is named: the newest of this
@@ -36,9 +36,10 @@ fn checkpoint_of(store: &Store, session: &SessionId, at: Option<&str>) -> Result
             .find(|e| e.workspace.is_some())
             .map(|e| e.id)
             .ok_or_else(|| {
-                Exit::refused(format!(
-                    "session {session} has no snapshot of the project's files (saved with --no-workspace, or by an older hel)"
-                ))
+                Refusal::NoSnapshots {
+                    session: session.clone(),
+                }
+                .into()
             }),
     }
 }
@@ -49,12 +50,9 @@ fn checkpoint_of(store: &Store, session: &SessionId, at: Option<&str>) -> Result
 fn project_path(project: &Project, arg: &Path) -> Result<Vec<u8>, Exit> {
     let rel = if arg.is_absolute() {
         arg.strip_prefix(&project.root)
-            .map_err(|_| {
-                Exit::usage(format!(
-                    "{} is not inside the project {}",
-                    arg.display(),
-                    project.root.display()
-                ))
+            .map_err(|_| Usage::NotInProject {
+                path: arg.to_owned(),
+                root: project.root.clone(),
             })?
             .to_owned()
     } else {
@@ -67,10 +65,10 @@ fn project_path(project: &Project, arg: &Path) -> Result<Vec<u8>, Exit> {
             Component::CurDir => {}
             Component::ParentDir if parts.pop().is_some() => {}
             _ => {
-                return Err(Exit::usage(format!(
-                    "{} leads outside the project",
-                    arg.display()
-                )))
+                return Err(Usage::OutsideProject {
+                    path: arg.to_owned(),
+                }
+                .into())
             }
         }
     }
@@ -163,7 +161,7 @@ fn perform(
 ) -> Result<u8, Exit> {
     let (lease, head) = store.resume(session)?;
     let (go, intent) = make(&head)?;
-    let mut ws = Workspace::open(store, options).map_err(|e| Exit::refused(e.to_string()))?;
+    let mut ws = Workspace::open(store, options)?;
     let mut state = store.record_state(&lease)?;
     let prepared = undo::prepare(store, &lease, &mut state, &mut ws, &go)?;
     if !json {
@@ -186,16 +184,11 @@ fn perform(
             list.push(format!("{} more", removals.len() - 3));
         }
         let request = format!("{} to remove {}", intent.verb, list.join(", "));
-        let refused = |why: String| {
-            Exit::refused(format!(
-                "{} not made: {why}; nothing was written (--yes removes without asking)",
-                intent.verb
-            ))
-        };
+        let verb = intent.verb;
         match tty::allow(&request) {
             Ok(true) => {}
-            Ok(false) => return Err(refused("the answer was no".into())),
-            Err(why) => return Err(refused(format!("could not ask on the terminal ({why})"))),
+            Ok(false) => return Err(Refusal::ChangeDeclined { verb }.into()),
+            Err(why) => return Err(Refusal::ChangeUnasked { verb, why }.into()),
         }
     }
     let planned = prepared.conflicts.len();
@@ -424,7 +417,13 @@ impl Side<'_> {
             Side::Disk(ws) => ws
                 .read_current(path, item.kind)
                 .map(Some)
-                .map_err(|e| Exit::refused(format!("cannot read {}: {e}", name(path)))),
+                .map_err(|source| {
+                    Failure::ReadFile {
+                        path: name(path),
+                        source,
+                    }
+                    .into()
+                }),
         }
     }
 }
@@ -442,42 +441,33 @@ pub fn diff(
     let session = session::resolve(&store, &project, &spec)?;
     let at = checkpoint_of(&store, &session, at.as_deref())?;
     let cp = store.checkpoint(&at)?;
-    let ws = cp.workspace.as_ref().ok_or_else(|| {
-        Exit::refused(format!(
-            "checkpoint {at} has no snapshot of the project's files"
-        ))
-    })?;
-    let at_flat = Flat::read(&store, &ws.tree).map_err(|e| Exit::refused(e.to_string()))?;
+    let ws = cp
+        .workspace
+        .as_ref()
+        .ok_or(Refusal::NoSnapshot { checkpoint: at })?;
+    let at_flat = Flat::read(&store, &ws.tree)?;
     let mut disk = if worktree {
-        Some(
-            Workspace::open(&store, hel_workspace::Options::default())
-                .map_err(|e| Exit::refused(e.to_string()))?,
-        )
+        Some(Workspace::open(&store, hel_workspace::Options::default())?)
     } else {
         None
     };
     let (old, new, on_disk) = if let Some(other) = against {
         let other = resolve_checkpoint(&hel_store::log::log(&store, &session)?, &other)?;
         let ocp = store.checkpoint(&other)?;
-        let tree = ocp.workspace.map(|w| w.tree).ok_or_else(|| {
-            Exit::refused(format!(
-                "checkpoint {other} has no snapshot of the project's files"
-            ))
-        })?;
-        let old = Flat::read(&store, &tree).map_err(|e| Exit::refused(e.to_string()))?;
+        let tree = ocp
+            .workspace
+            .map(|w| w.tree)
+            .ok_or(Refusal::NoSnapshot { checkpoint: other })?;
+        let old = Flat::read(&store, &tree)?;
         (old, at_flat, false)
-    } else if worktree {
-        let now = disk
-            .as_mut()
-            .ok_or_else(|| Exit::refused("no workspace"))?
-            .snapshot(
-                &mut Scan,
-                Some(hel_workspace::Prev {
-                    tree: ws.tree,
-                    flat: &at_flat,
-                }),
-            )
-            .map_err(|e| Exit::refused(e.to_string()))?;
+    } else if let Some(disk) = disk.as_mut() {
+        let now = disk.snapshot(
+            &mut Scan,
+            Some(hel_workspace::Prev {
+                tree: ws.tree,
+                flat: &at_flat,
+            }),
+        )?;
         (at_flat, std::sync::Arc::unwrap_or_clone(now.flat), true)
     } else {
         // What the checkpoint's instruction changed.
@@ -486,14 +476,14 @@ pub fn diff(
             None => cp
                 .parents
                 .first()
-                .and_then(|p| hel_workspace::history::newest_tree(&store, p).ok().flatten())
-                .ok_or_else(|| {
-                    Exit::refused(format!(
-                        "checkpoint {at} has no earlier snapshot to compare with (use --against or --worktree)"
-                    ))
-                })?,
+                .and_then(|p| {
+                    hel_workspace::history::newest_tree(&store, p)
+                        .ok()
+                        .flatten()
+                })
+                .ok_or(Refusal::NoEarlierSnapshot { checkpoint: at })?,
         };
-        let old = Flat::read(&store, &start).map_err(|e| Exit::refused(e.to_string()))?;
+        let old = Flat::read(&store, &start)?;
         (old, at_flat, false)
     };
     let old_side = Side::Store(&store);

@@ -30,7 +30,7 @@ use hel_store::{CommitInput, Record, SessionId, SessionLease, SessionState, Stor
 use serde_json::{json, Map, Value};
 
 use crate::cli::ImportFrom;
-use crate::exit::Exit;
+use crate::exit::{Damage, Exit, Kind};
 use crate::render;
 
 /// A report line on stdout, made safe for a terminal.
@@ -79,6 +79,18 @@ pub enum ImportError {
         path: PathBuf,
         source: hel_store::Error,
     },
+}
+
+impl Damage for ImportError {
+    fn damaged(&self) -> bool {
+        matches!(self, ImportError::Store { source, .. } if source.damaged())
+    }
+}
+
+impl From<ImportError> for Exit {
+    fn from(e: ImportError) -> Exit {
+        Exit::new(Kind::Failed, e)
+    }
 }
 
 /// Where a message came from, and what of it the chat form cannot hold.
@@ -219,14 +231,14 @@ fn parser(from: ImportFrom) -> Box<dyn Parser> {
 /// Exit 0 when every file was read (those with no completed answer make no
 /// session), 1 when one could not be.
 pub fn import(store: &Store, project: &Path, from: ImportFrom, path: &Path) -> Result<u8, Exit> {
-    let files = session_files(path).map_err(|e| Exit::refused(e.to_string()))?;
+    let files = session_files(path)?;
     let mut failed = false;
     for file in &files {
         match import_file(store, project, from, file) {
             Ok(report) => report.print(file),
             Err(e) => {
                 failed = true;
-                render::line(&format!("hel: {e}"));
+                render::failure_line("", &e.into());
             }
         }
     }

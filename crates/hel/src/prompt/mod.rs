@@ -30,7 +30,7 @@ use hel_agent::session::Start;
 
 use crate::chat;
 use crate::cli::{Cli, Command, RunArgs};
-use crate::exit::Exit;
+use crate::exit::{Exit, Failure, Refusal, Usage};
 use crate::note;
 use crate::render::{self, live::Live};
 use editor::{Ask, Editor, Read};
@@ -116,8 +116,7 @@ pub async fn run(args: RunArgs, start: Start, restore_files: Option<bool>) -> Re
         },
         None => (None, Vec::new()),
     };
-    let editor = Editor::new(&entries)
-        .map_err(|e| Exit::refused(format!("cannot use the terminal: {e}")))?;
+    let editor = Editor::new(&entries).map_err(Failure::Editor)?;
     let (interrupter, interrupts) = interrupt::channel();
     let spinner = Spinner::default();
     let live = Rc::new(Live::new());
@@ -358,7 +357,7 @@ impl Prompt {
                 };
                 match picked {
                     Ok(s) => self.switch(Start::Resume(s), None),
-                    Err(e) => render::line(&format!("hel: {e}")),
+                    Err(e) => render::failure_line("", &e),
                 }
             }
             (
@@ -488,11 +487,11 @@ impl Prompt {
                 self.name = session_name(&self.run);
                 if let Some(force) = restore {
                     if let Err(e) = chat::restore_forked(&mut self.run, force) {
-                        render::line(&format!("hel: {e}"));
+                        render::failure_line("", &e);
                     }
                 }
             }
-            Err(e) => render::line(&format!("hel: cannot go on there: {}", Exit::from(e))),
+            Err(e) => render::failure_line("cannot go on there: ", &e.into()),
         }
     }
 
@@ -509,7 +508,7 @@ impl Prompt {
         let stand_in = match Run::start(self.options.clone(), Start::New, quiet) {
             Ok(r) => r,
             Err(e) => {
-                render::line(&format!("hel: cannot undo here: {}", Exit::from(e)));
+                render::failure_line("cannot undo here: ", &e.into());
                 return;
             }
         };
@@ -518,7 +517,7 @@ impl Prompt {
         drop(old);
         let workspace = self.options.workspace.unwrap_or_default();
         if let Err(e) = crate::commands::undo(Some(id.clone()), false, false, false, workspace) {
-            render::line(&format!("hel: {e}"));
+            render::failure_line("", &e);
         }
         self.switch(Start::Resume(id), None);
     }
@@ -535,7 +534,7 @@ impl Prompt {
                 return;
             }
             Err(e) => {
-                render::line(&format!("hel: {e}"));
+                render::failure_line("", &e);
                 return;
             }
         };
@@ -571,9 +570,7 @@ fn pick_checkpoint(run: &Run, session: &str) -> Result<Option<String>, Exit> {
         .filter(|e| e.record == hel_store::Record::Answer)
         .collect();
     if answers.is_empty() {
-        return Err(Exit::refused(
-            "this session has no answer to go back to yet",
-        ));
+        return Err(Refusal::NoAnswerYet.into());
     }
     let width = crate::render::width().saturating_sub(4);
     let rows: Vec<String> = answers
@@ -594,7 +591,7 @@ fn pick_checkpoint(run: &Run, session: &str) -> Result<Option<String>, Exit> {
         .default(0)
         .max_length(10)
         .interact_opt()
-        .map_err(|e| Exit::refused(format!("cannot use the terminal: {e}")))?;
+        .map_err(Failure::Picker)?;
     Ok(picked.map(|i| answers[i].id.to_hex()))
 }
 
@@ -623,11 +620,11 @@ fn report(args: &[&str]) {
                 }),
             ..
         }) => crate::commands::diff(session, at, against, worktree, stat, json),
-        Ok(_) => Err(Exit::usage("not a report")),
-        Err(e) => Err(Exit::usage(e.to_string())),
+        Ok(_) => Err(Usage::NotAReport.into()),
+        Err(e) => Err(Usage::ReportArgs(e).into()),
     };
     if let Err(e) = result {
-        render::line(&format!("hel: {e}"));
+        render::failure_line("", &e);
     }
 }
 
