@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 
 use rustix::fs::{AtFlags, FileType};
 
-use super::sandbox::proto::{FileId, GitMount};
+use hel_sandbox::{FileId, GitMount};
 
 /// The name of a repository's git directory or of the file that points
 /// to it.

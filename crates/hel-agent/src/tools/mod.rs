@@ -12,7 +12,6 @@ pub mod gitdirs;
 pub mod output;
 pub mod paths;
 pub mod read;
-pub mod sandbox;
 pub mod search;
 
 use std::sync::Arc;

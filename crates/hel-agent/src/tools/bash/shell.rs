@@ -4,7 +4,7 @@
 use std::ffi::OsString;
 use std::path::Path;
 
-use crate::tools::sandbox::proto::Status;
+use hel_sandbox::Status;
 
 /// Environment variables that never reach a command (nor an MCP server,
 /// unless its config names them): API keys.
