@@ -13,6 +13,8 @@ pub mod output;
 pub mod paths;
 pub mod read;
 pub mod search;
+pub mod secret;
+pub mod store_name;
 
 use std::sync::Arc;
 

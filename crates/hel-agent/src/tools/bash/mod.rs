@@ -5,8 +5,6 @@
 mod shell;
 mod unconfined;
 
-pub(crate) use shell::is_secret;
-
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
