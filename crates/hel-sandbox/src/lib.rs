@@ -31,7 +31,7 @@ mod proto;
 
 pub use host::{Layout, Outcome, RunError, Sandbox, SandboxError};
 pub use init::helper_main;
-pub use output::{Kept, Tap, STREAM_CAP};
+pub use output::{Kept, Tap};
 pub use proto::{FileId, GitMount, RunBody, Status};
 
 /// The instance's sandbox, started at the first bash call; None until
