@@ -50,7 +50,7 @@ pub enum Event {
         name: String,
         content: String,
         ok: bool,
-        decision: crate::tools::Decision,
+        decision: crate::tools::access::Decision,
         spill: Option<String>,
     },
     /// A piece of what a running bash command printed (stdout and stderr
@@ -171,10 +171,10 @@ pub enum Warning {
     /// The project's files could not be snapshotted for this checkpoint
     /// (undo cannot go back past it).
     #[error("cannot snapshot the project's files ({0}); this checkpoint cannot be undone")]
-    WorkspaceFailed(crate::workspace::WorkspaceError),
+    WorkspaceFailed(crate::workspace::error::WorkspaceError),
     /// Workspace snapshots are off for this run.
     #[error("workspace snapshots are off: {0}")]
-    WorkspaceOff(crate::workspace::WorkspaceError),
+    WorkspaceOff(crate::workspace::error::WorkspaceError),
     /// A snapshot could not record some paths (unreadable, too large,
     /// past a budget, changed while it looked): undo and restore leave
     /// them alone. `first` names the first few, each with why; said again
@@ -188,7 +188,7 @@ pub enum Warning {
     /// About the MCP servers: one that did not start, a tool left out, a
     /// server a resumed session used that is gone.
     #[error(transparent)]
-    Mcp(#[from] crate::mcp::McpWarning),
+    Mcp(#[from] crate::mcp::warning::McpWarning),
     /// record.json could not be written.
     #[error("cannot write {}", .0.display())]
     RecordUnwritable(PathBuf),

@@ -2,29 +2,21 @@
 //! instruction starts and when it ends, so that `hel undo` and `hel
 //! restore` can bring them back.
 
+pub mod error;
+
 use std::collections::HashSet;
 use std::sync::Arc;
 
 use hel_store::tree::EntryKind;
 use hel_store::{ObjectId, Store, Txn};
 use hel_workspace::snapshot::NotTracked;
-use hel_workspace::{history, Flat, Options, Prev, Snapshot, SnapshotError, Workspace};
+use hel_workspace::{history, Flat, Options, Prev, Snapshot, Workspace};
 
 use crate::event::Warning;
+pub use error::WorkspaceError;
 
 /// Paths a warning names before it says how many more there are.
 const NAMED: usize = 5;
-
-/// Why a snapshot could not be taken.
-#[derive(Debug, thiserror::Error)]
-pub enum WorkspaceError {
-    #[error(transparent)]
-    Snapshot(#[from] SnapshotError),
-    #[error(transparent)]
-    History(#[from] history::HistoryError),
-    #[error(transparent)]
-    Flat(#[from] hel_workspace::flat::FlatError),
-}
 
 /// Snapshots of one project for one session, kept across its instructions.
 pub struct Snapshots {

@@ -27,7 +27,7 @@ use exit::{Exit, Failure, Usage};
 fn main() -> ExitCode {
     let argv: Vec<String> = std::env::args().collect();
     if argv.get(1).map(String::as_str) == Some("__sandbox-init") {
-        hel_agent::tools::sandbox::init::helper_main(&argv[2..]);
+        hel_sandbox::helper_main(&argv[2..]);
     }
     let matches = Cli::command().get_matches();
     let cli = match Cli::from_arg_matches(&matches) {

@@ -14,7 +14,8 @@ use std::collections::BTreeMap;
 
 use serde_json::{json, Map, Value};
 
-use super::{not_json, Delta, RequestError};
+use super::delta::Delta;
+use super::error::{not_json, RequestError};
 
 /// Fields of the response itself, taken from the first chunk naming them.
 const HEAD: [&str; 4] = ["id", "model", "created", "system_fingerprint"];

@@ -27,6 +27,8 @@
 //! arrived and the stream then ended cleanly.
 
 mod assemble;
+mod delta;
+mod error;
 mod stream;
 
 use std::time::Duration;
@@ -34,6 +36,9 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::config::Endpoint;
+pub use delta::Delta;
+use error::{not_json, root_cause};
+pub use error::{RequestError, StatusKind};
 
 /// Retries after the first attempt.
 const RETRIES: u32 = 3;
@@ -42,93 +47,6 @@ const RETRIES: u32 = 3;
 pub const DEFAULT_MAX_RESPONSE_BYTES: u64 = 64 << 20;
 /// Bytes of an error response kept (its message is cut to 300 characters anyway).
 const ERROR_BODY_BYTES: u64 = 64 << 10;
-
-/// Why a model request failed (after retries where they apply).
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum RequestError {
-    #[error("the model request timed out after {0}s (raise --request-timeout)")]
-    Timeout(u64),
-    /// `body`: the first line of the server's message.
-    #[error("the model server answered HTTP {status}: {body}")]
-    Status {
-        status: u16,
-        body: String,
-        kind: StatusKind,
-    },
-    /// A failure to connect or to exchange the request. One that asking
-    /// again would only repeat (the name does not resolve, nobody listens
-    /// on the port) says so in `reason` and is not retried.
-    #[error("cannot reach the model server at {url}: {reason}")]
-    Connect { url: String, reason: String },
-    #[error("the model server sent a malformed response: {0}")]
-    Malformed(String),
-    #[error("the model server's response is larger than the limit of {} (HEL_MAX_RESPONSE_BYTES): refused", size(*.0))]
-    TooLarge(u64),
-    /// A stream went `{0}` seconds without a new delta.
-    #[error("the model server sent nothing new for {0}s (raise --request-timeout)")]
-    Stalled(u64),
-    /// A stream ended, or its connection broke, before it was complete.
-    #[error("the model server's stream broke off before the answer was complete ({0})")]
-    Cut(String),
-    /// A stream ended cleanly before anything of the answer: some servers
-    /// cannot stream some answers (llama-cpp-python breaks off a stream
-    /// whose model chose to call a tool). Asked again once, not streamed.
-    #[error("the model server's stream ended before any of the answer")]
-    EmptyStream,
-    /// The server reported an error inside a stream.
-    #[error("the model server reported an error mid-stream: {0}")]
-    StreamFailed(String),
-    /// The reply is a message a load of the session would refuse
-    /// (objects-spec §4.1): it is not kept.
-    #[error("the model's reply is refused: with it the session would hold {0}, over what hel loads back (see README, \"Limits\")")]
-    OverLimit(hel_store::OverLimit),
-}
-
-/// What an HTTP error status says about the request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StatusKind {
-    /// 429 or 5xx: the server's trouble, tried again.
-    Transient,
-    /// The server refused this request (a 4xx, or a 500 whose body is a
-    /// validation error): sending it again changes nothing.
-    Refused,
-    /// A 4xx saying the request does not fit the model's context.
-    ContextTooLong,
-}
-
-impl RequestError {
-    /// The server said the request does not fit the model's context.
-    pub fn context_too_long(&self) -> bool {
-        matches!(
-            self,
-            RequestError::Status {
-                kind: StatusKind::ContextTooLong,
-                ..
-            }
-        )
-    }
-}
-
-/// What arrives of a response before it is complete.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Delta<'a> {
-    /// The first delta of the response (for a whole body: the body).
-    First,
-    /// A piece of the answer's `content`, as the model sent it.
-    Text(&'a str),
-    /// A piece of the model's reasoning (`reasoning_content`, or
-    /// `reasoning` as some servers name it), as the model sent it.
-    Reasoning(&'a str),
-}
-
-/// `n` bytes for messages: in MiB when it is a whole number of them.
-fn size(n: u64) -> String {
-    if n >= 1 << 20 && n.is_multiple_of(1 << 20) {
-        format!("{} MiB", n >> 20)
-    } else {
-        format!("{n} bytes")
-    }
-}
 
 /// The response size limit: `HEL_MAX_RESPONSE_BYTES` when it is a positive
 /// number, else the default.
@@ -353,17 +271,6 @@ impl ModelClient {
     }
 }
 
-/// The innermost cause of `e`, escaped for a terminal.
-fn root_cause(e: &reqwest::Error) -> String {
-    let mut reason = e.to_string();
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        reason = s.to_string();
-        source = s.source();
-    }
-    crate::terminal::escape_line(&reason).into_owned()
-}
-
 /// What [`ModelClient::transport`] says of a name that does not resolve
 /// or a port nobody listens on: asking again would only repeat it.
 const NOT_THERE: [&str; 2] = ["the host name does not resolve", "nobody listens there"];
@@ -529,18 +436,6 @@ pub fn parse_reply(text: &str) -> Result<Reply, RequestError> {
 pub fn parse_reply_bytes(bytes: &[u8]) -> Result<Reply, RequestError> {
     let body: Value = serde_json::from_slice(bytes).map_err(|e| not_json("not JSON", &e, bytes))?;
     parse_reply_value(body)
-}
-
-/// Malformed: `what` failed to parse as JSON; names the start of `bytes`.
-fn not_json(what: &str, e: &serde_json::Error, bytes: &[u8]) -> RequestError {
-    let head: String = String::from_utf8_lossy(&bytes[..bytes.len().min(320)])
-        .chars()
-        .take(80)
-        .collect();
-    RequestError::Malformed(format!(
-        "{what} ({e}): {}",
-        crate::terminal::escape_line(&format!("{head:?}"))
-    ))
 }
 
 /// Validate a chat-completions response body, whether it came whole or

@@ -11,7 +11,8 @@ use serde_json::Value;
 use tokio::time::Instant;
 
 use super::assemble::Assembler;
-use super::{root_cause, Delta, RequestError};
+use super::delta::Delta;
+use super::error::{root_cause, RequestError};
 
 /// How long a stream may go without a new delta.
 #[derive(Debug, Clone, Copy)]

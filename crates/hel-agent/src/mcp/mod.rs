@@ -12,6 +12,7 @@
 
 pub mod name;
 mod process;
+pub mod warning;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -29,6 +30,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 pub use name::PREFIX;
+pub use warning::{McpWarning, StartError, MAX_TOOLS};
 
 /// The largest message a server may send (one JSON-RPC line or HTTP
 /// body): a larger one is dropped by the transport and its call times out.
@@ -36,8 +38,6 @@ pub use name::PREFIX;
 /// (A text result often comes twice in a message, as content and as
 /// structured content: 128 MiB carries a 50 MB result.)
 pub const MAX_MESSAGE: usize = 128 << 20;
-/// Tools taken from one server; the rest are left out with a warning.
-pub const MAX_TOOLS: usize = 256;
 /// Pages of a tool list read from one server.
 const MAX_PAGES: usize = 32;
 /// The largest input schema of a tool, serialized.
@@ -184,52 +184,6 @@ impl ServerSpec {
             enabled: c.enabled.unwrap_or(true),
         })
     }
-}
-
-/// Why a server is not offering tools.
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum StartError {
-    #[error("cannot start `{command}`: {error}")]
-    Spawn { command: String, error: String },
-    #[error("did not start within {0}s")]
-    Timeout(u64),
-    #[error("the MCP handshake failed: {0}")]
-    Handshake(String),
-    #[error("listing its tools failed: {0}")]
-    ListTools(String),
-    #[error("{0} is not set (named in the server's config)")]
-    NoVariable(String),
-    #[error("{0}")]
-    Http(String),
-}
-
-/// Something about the MCP servers that does not stop the run.
-#[derive(Debug, thiserror::Error)]
-pub enum McpWarning {
-    #[error("MCP server `{server}` left out: {error}{}", log.as_ref().map_or(String::new(), |l| format!(" (its stderr: {})", l.display())))]
-    NotStarted {
-        server: String,
-        error: StartError,
-        /// The log of a process that ran.
-        log: Option<PathBuf>,
-    },
-    #[error("MCP server `{server}`: tools `{first}` and `{second}` both become `{name}`: `{second}` is left out")]
-    Collision {
-        server: String,
-        first: String,
-        second: String,
-        name: String,
-    },
-    #[error("MCP server `{server}`: tool `{tool}` left out: {why}")]
-    ToolRefused {
-        server: String,
-        tool: String,
-        why: String,
-    },
-    #[error("MCP server `{0}` offers more than {MAX_TOOLS} tools: the rest are left out")]
-    TooManyTools(String),
-    #[error("this session used MCP server `{0}`, which is not running now: its tools are not offered, the other tools are")]
-    Gone(String),
 }
 
 /// One tool of a server, as offered to the model.
@@ -663,11 +617,11 @@ pub async fn call(server: &Server, tool: &Tool, raw_args: &str) -> Result<(Strin
 /// "always" allows exactly this call (this tool with these arguments),
 /// never the tool whatever its arguments, since a server's tool can do
 /// anything.
-pub fn request(tool: &Tool, raw_args: &str) -> crate::tools::Request {
+pub fn request(tool: &Tool, raw_args: &str) -> crate::tools::access::Request {
     let call = format!("call {} {}", tool.exposed, raw_args.trim());
-    crate::tools::Request {
+    crate::tools::access::Request {
         summary: call.clone(),
-        tool: crate::tools::ToolName::Bash,
+        tool: crate::tools::args::ToolName::Bash,
         preview: vec![call.clone()],
         command: Some(call),
         program: None,

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::{Child, ChildStdin, ChildStdout};
 
-use crate::tools::bash::is_secret;
+use crate::tools::secret::is_secret;
 
 /// Bytes of a server's stderr kept in its log; the rest is dropped.
 const LOG_CAP: u64 = 4 << 20;

@@ -7,7 +7,7 @@ use crate::config::ConfigError;
 use crate::instance::InstanceError;
 use crate::project::ProjectError;
 use crate::session::SessionError;
-use crate::tools::sandbox::AllowWriteError;
+use hel_sandbox::AllowWriteError;
 
 /// Why a run could not start.
 #[derive(Debug, thiserror::Error)]

@@ -138,7 +138,7 @@ impl Run {
             |p| p.keep_recent,
         );
         let project = setup.project.clone();
-        let allow_write = crate::tools::sandbox::check_allow_write(
+        let allow_write = hel_sandbox::check_allow_write(
             &options.allow_write,
             &project.root,
             &crate::instance::runtime_root(),

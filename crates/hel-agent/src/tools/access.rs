@@ -42,7 +42,7 @@ pub struct Request {
     /// The call in a few words: ``run `make` ``, `write_file src/a.rs`.
     pub summary: String,
     /// The tool the call is of.
-    pub tool: super::ToolName,
+    pub tool: super::args::ToolName,
     /// What it would do, line by line: the command in full, the lines a
     /// search_replace takes out (`-`) and puts in (`+`), the head of what
     /// a write_file writes (`+`) after its size.
@@ -74,8 +74,8 @@ pub trait Confirm: Send + Sync {
 
 impl Request {
     /// What `call` asks to be allowed.
-    pub fn of(call: &super::Call) -> Request {
-        use super::Call;
+    pub fn of(call: &super::args::Call) -> Request {
+        use super::args::Call;
         let mut request = Request {
             summary: call.request(),
             tool: call.tool(),

@@ -7,9 +7,9 @@ use std::sync::Arc;
 use super::access::{Access, Confirm, Decision};
 use super::cursor::CursorTable;
 use super::paths::ProjectDir;
-use super::sandbox::Commands;
 use crate::event::Observer;
 use crate::spill::SpillStore;
+use hel_sandbox::Commands;
 
 /// What one tool call produced.
 #[derive(Debug, Clone)]

@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 
 use rustix::fs::{AtFlags, FileType};
 
-use super::sandbox::proto::{FileId, GitMount};
+use hel_sandbox::{FileId, GitMount};
 
 /// The name of a repository's git directory or of the file that points
 /// to it.
@@ -174,7 +174,7 @@ pub fn find(roots: &[PathBuf], store: &Path) -> Found {
         }
         for (name, kind) in entries {
             let path = dir.join(&name);
-            if dir == store.parent().unwrap_or(store) && super::paths::is_store_name(&name) {
+            if dir == store.parent().unwrap_or(store) && super::store_name::is_store_name(&name) {
                 continue;
             }
             if is_git_name(&name) {

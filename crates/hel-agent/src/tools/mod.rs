@@ -12,8 +12,9 @@ pub mod gitdirs;
 pub mod output;
 pub mod paths;
 pub mod read;
-pub mod sandbox;
 pub mod search;
+pub mod secret;
+pub mod store_name;
 
 use std::sync::Arc;
 

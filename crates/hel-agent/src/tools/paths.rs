@@ -41,6 +41,7 @@ use rustix::io::Errno;
 
 use super::cancel::{Cancel, Cancelled};
 use super::gitdirs;
+use super::store_name::is_store_name;
 
 /// Symbolic links followed in one resolution (the kernel's MAXSYMLINKS).
 const MAX_LINKS: usize = 40;
@@ -187,12 +188,6 @@ pub fn is_regular(st: &Stat) -> bool {
 
 pub fn is_dir(st: &Stat) -> bool {
     FileType::from_raw_mode(st.st_mode) == FileType::Directory
-}
-
-/// The store directory's name, compared without case so a case-folding
-/// file system cannot reach it as `.HEL`.
-pub fn is_store_name(name: &OsStr) -> bool {
-    name.as_bytes().eq_ignore_ascii_case(STORE_DIR.as_bytes())
 }
 
 fn join(comps: &[OsString]) -> PathBuf {

@@ -32,7 +32,8 @@ use rustix::fs::{self as rfs, AtFlags, FileType};
 use super::args::{GlobArgs, GrepArgs};
 use super::cancel::{self, Cancel, Cancelled};
 use super::context::{ToolCtx, ToolResult};
-use super::paths::{self, is_store_name, open_regular_at, PathError, ProjectDir};
+use super::paths::{self, open_regular_at, PathError, ProjectDir};
+use super::store_name::is_store_name;
 
 pub const MAX_MATCHES: usize = 100;
 pub const MAX_BYTES: usize = 10_000;

@@ -1,11 +1,9 @@
 //! bash: run a command in the directory hel was started in (inside the
-//! project), confined by the sandbox (see [`super::sandbox`]), or
+//! project), confined by the sandbox (see [`hel_sandbox`]), or
 //! unconfined with `--no-sandbox`.
 
 mod shell;
 mod unconfined;
-
-pub(crate) use shell::is_secret;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -13,10 +11,9 @@ use std::time::Duration;
 use super::args::BashArgs;
 use super::context::{ToolCtx, ToolResult};
 use super::gitdirs;
-use super::output::Tap;
-use super::sandbox::host::{Layout, RunError, Sandbox, SandboxError};
-use super::sandbox::proto::{GitMount, RunBody};
+use super::output;
 use crate::event::Warning;
+use hel_sandbox::{GitMount, Layout, RunBody, RunError, Sandbox, SandboxError};
 use shell::{command_env, format_result};
 
 fn refusal(what: &SandboxError) -> ToolResult {
@@ -41,7 +38,8 @@ pub async fn run(ctx: &mut ToolCtx, args: BashArgs) -> ToolResult {
 /// The sandbox's view of the project now: `.hel/`, the spill directory
 /// and the git directories among what commands may write.
 fn observe(ctx: &ToolCtx, spill: Option<&Path>) -> Result<Layout, SandboxError> {
-    Layout::observe(&ctx.project, spill, &git_roots(ctx), ctx.allow_git_write)
+    let git = gitdirs::protected(&git_roots(ctx), &ctx.project, ctx.allow_git_write);
+    Layout::observe(&ctx.project, spill, git)
 }
 
 /// Where commands may write and git directories are looked for (the
@@ -98,7 +96,7 @@ async fn sandboxed(ctx: &mut ToolCtx, command: String) -> ToolResult {
         command,
         env: command_env(&ctx.tmp),
     };
-    let tap = Tap(ctx.observer.clone());
+    let tap = output::tap(ctx.observer.clone());
     let ran = sb
         .run(&body, Duration::from_secs(ctx.bash_timeout), Some(tap))
         .await;

@@ -4,14 +4,9 @@
 use std::ffi::OsString;
 use std::path::Path;
 
-use crate::tools::sandbox::proto::Status;
+use hel_sandbox::Status;
 
-/// Environment variables that never reach a command (nor an MCP server,
-/// unless its config names them): API keys.
-pub(crate) fn is_secret(name: &str) -> bool {
-    let n = name.to_ascii_uppercase();
-    n.ends_with("_API_KEY") || n == "HEL_API_KEY"
-}
+use crate::tools::secret::is_secret;
 
 /// hel's environment without keys, with the instance's tmp dir as `$TMPDIR`.
 pub(super) fn command_env(tmp: &Path) -> Vec<(OsString, OsString)> {

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use super::shell::{command_env, format_result};
 use crate::tools::context::{ToolCtx, ToolResult};
-use crate::tools::output::{Kept, Tap};
-use crate::tools::sandbox::proto::Status;
+use crate::tools::output::tap;
+use hel_sandbox::{Kept, Status};
 
 /// `--no-sandbox`: bash directly, as hel's child, in a session of its own
 /// (no controlling terminal) with only stdin, stdout and stderr open;
@@ -53,8 +53,8 @@ pub(super) async fn run(ctx: &mut ToolCtx, command: &str) -> ToolResult {
     let timeout = Duration::from_secs(ctx.bash_timeout);
     let work = async {
         let (o, e, status) = tokio::join!(
-            Kept::read_all(out.as_mut(), Some(Tap(ctx.observer.clone()))),
-            Kept::read_all(err.as_mut(), Some(Tap(ctx.observer.clone()))),
+            Kept::read_all(out.as_mut(), Some(tap(ctx.observer.clone()))),
+            Kept::read_all(err.as_mut(), Some(tap(ctx.observer.clone()))),
             async {
                 let status = child.wait().await;
                 // Stragglers left in the background would hold the pipes open.

@@ -2,10 +2,10 @@
 //! touch hel.
 //!
 //! Each instance has one sandbox, started at its first bash call and ended
-//! with the instance: `hel __sandbox-init` ([`init`]) builds a user, mount
+//! with the instance: `hel __sandbox-init` (`init.rs`) builds a user, mount
 //! and PID namespace whose PID 1 it is, hides `.hel/`, applies Landlock,
 //! drops every capability and then runs each command on request from hel
-//! ([`host`]) over a socket ([`proto`]). hel's processes are not in that
+//! (`host.rs`) over a socket (`proto.rs`). hel's processes are not in that
 //! PID namespace, so no command can read their environment or memory or
 //! signal them; when hel ends, or is killed, the namespace and everything a
 //! command started in it go too. Commands inherit no descriptor but
@@ -16,15 +16,28 @@
 //! Reads stay open where the system needs them, and so does the network.
 //! When a step is not possible here, bash is refused with the reason and
 //! `--no-sandbox`.
+//!
+//! The face: [`helper_main`] (the helper's entry point, for the binary),
+//! [`Commands`] and [`Sandbox`] with what a command needs ([`Layout`],
+//! [`RunBody`], [`Kept`] and [`Tap`] for its output), and
+//! [`check_allow_write`] for `--allow-write`. Nothing here knows the
+//! agent: the git directories to protect are found by the caller and
+//! handed over as [`GitMount`]s, and live output goes to a [`Tap`].
 
-pub mod host;
-pub mod init;
-pub mod proto;
+mod host;
+mod init;
+mod output;
+mod proto;
+
+pub use host::{Layout, Outcome, RunError, Sandbox, SandboxError};
+pub use init::helper_main;
+pub use output::{Kept, Tap};
+pub use proto::{FileId, GitMount, RunBody, Status};
 
 /// The instance's sandbox, started at the first bash call; None until
 /// then, and after it stopped.
 #[derive(Default)]
-pub struct Commands(pub Option<host::Sandbox>);
+pub struct Commands(pub Option<Sandbox>);
 
 impl Commands {
     /// End the sandbox and every process in it (at the instance's end).
@@ -37,7 +50,7 @@ impl Commands {
 
 use std::path::{Path, PathBuf};
 
-use hel_store::STORE_DIR;
+use hel_object::format::STORE_DIR;
 
 /// Why an `--allow-write` directory is refused (bad usage).
 #[derive(Debug, thiserror::Error)]

@@ -181,7 +181,7 @@ pub struct Spec {
     pub spill: Option<(Vec<String>, FileId)>,
     /// Directories commands may write beneath.
     pub writable: Vec<PathBuf>,
-    /// Bind mounts over git directories (see [`crate::tools::gitdirs`]),
+    /// Bind mounts over git directories (found by hel-agent's `tools::gitdirs`),
     /// each parent before what is inside it.
     pub git: Vec<GitMount>,
 }

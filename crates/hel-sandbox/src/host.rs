@@ -9,16 +9,15 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use hel_store::STORE_DIR;
+use hel_object::format::STORE_DIR;
 use rustix::process::{Pid, Signal};
 use tokio::io::AsyncReadExt;
 use tokio::net::unix::pipe;
 use tokio::sync::mpsc;
 
-use super::init::SOCKET_FD;
-use super::proto::{self, FileId, GitMount, Report, Request, RunBody, Spec, Status};
-use crate::tools::gitdirs;
-use crate::tools::output::{Kept, Tap};
+use crate::init::SOCKET_FD;
+use crate::output::{Kept, Tap};
+use crate::proto::{self, FileId, GitMount, Report, Request, RunBody, Spec, Status};
 
 /// How long the sandbox may take to get ready.
 const READY_WAIT: Duration = Duration::from_secs(10);
@@ -76,14 +75,12 @@ fn sys<E: Into<std::io::Error>>(what: impl Into<String>) -> impl FnOnce(E) -> Sa
 impl Layout {
     /// The project, its `.hel/` (a directory, never a link) and the
     /// session's spill directory below it, each opened without following
-    /// links; and the git directories in `git_roots` (the directories
-    /// commands may write, but the instance's tmp), open to commits with
-    /// `allow_git_write`.
+    /// links; and `git`, the bind mounts over the git directories among
+    /// what commands may write (found by the caller).
     pub fn observe(
         project: &Path,
         spill_dir: Option<&Path>,
-        git_roots: &[PathBuf],
-        allow_git_write: bool,
+        git: Vec<GitMount>,
     ) -> Result<Layout, SandboxError> {
         let dir = hel_fs::at::dir_handle_following(project)
             .map_err(sys(project.display().to_string()))?;
@@ -101,7 +98,6 @@ impl Layout {
             (Some(d), Some(store)) => spill_below(project, d, store)?,
             _ => None,
         };
-        let git = gitdirs::protected(git_roots, project, allow_git_write);
         Ok(Layout {
             project: project.to_owned(),
             project_id,

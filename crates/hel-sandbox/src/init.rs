@@ -19,13 +19,13 @@
 //!   proc, devpts and devtmpfs mount, covers `.hel/` with an empty
 //!   read-only tmpfs showing only the session's spill directory
 //!   (read-only), binds the git directories onto themselves, read-only
-//!   (see [`crate::tools::gitdirs`]), restricts writes with Landlock
+//!   (found by hel-agent's `tools::gitdirs`), restricts writes with Landlock
 //!   (and signals with `LANDLOCK_SCOPE_SIGNAL` where the kernel has it),
 //!   drops every capability for good, and then serves run and kill requests.
 //!   Each command is `bash -c` in a new session, with only stdin, stdout and
 //!   stderr open. B reaps every orphan.
 //!
-//! Reports go back on the socket (see [`super::proto`]); when a step is
+//! Reports go back on the socket (see [`crate::proto`]); when a step is
 //! impossible here, the report is `unavailable <what>` and the exit 125.
 
 use std::collections::HashSet;
@@ -43,9 +43,9 @@ use rustix::fs::{FileType, Mode};
 use rustix::mount::{MountFlags, MountPropagationFlags};
 use rustix::process::{Pid, Signal, WaitOptions};
 
-use hel_store::STORE_DIR;
+use hel_object::format::STORE_DIR;
 
-use super::proto::{self, FileId, GitMount, Report, Request, RunBody, Spec, Status};
+use crate::proto::{self, FileId, GitMount, Report, Request, RunBody, Spec, Status};
 
 // libc stays for what rustix does not offer a process that has a libc:
 // fork (rustix's is for libc-free runtimes only), sigprocmask and
@@ -574,7 +574,7 @@ fn open_nofollow(path: &Path) -> Result<(OwnedFd, OwnedFd, &OsStr), SetupError> 
 }
 
 /// Bind each of hel's git mounts onto itself, read-only where it says
-/// (see [`crate::tools::gitdirs`]), through descriptors opened without
+/// (found by hel-agent's `tools::gitdirs`), through descriptors opened without
 /// following links and checked against the identity hel saw. Recursive
 /// binds: what is mounted beneath (the cover of `.hel/`) stays in place.
 fn protect_git(mounts: &[GitMount]) -> Result<(), SetupError> {
