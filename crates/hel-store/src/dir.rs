@@ -83,6 +83,14 @@ impl Dir {
     ) -> Result<()> {
         Ok(self.0.replace(name, bytes, mode, &tmp.0, tmp_name)?)
     }
+    /// See [`hel_fs::Dir::new_file`].
+    pub fn new_file(&self, tmp_name: &str, mode: u32) -> Result<hel_fs::NewFile<'_>> {
+        Ok(self.0.new_file(tmp_name, mode)?)
+    }
+    /// hel-fs's directory (what [`hel_fs::NewFile::persist`] takes).
+    pub fn fs(&self) -> &hel_fs::Dir {
+        &self.0
+    }
     pub fn create_new(&self, name: &str, mode: u32) -> Result<File> {
         Ok(self.0.create_new(name, mode)?)
     }

@@ -20,7 +20,6 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::fs::File;
-use std::io::Write;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
@@ -1219,19 +1218,8 @@ fn sync_data(file: &File, path: &std::path::Path) -> Result<()> {
 /// see either no journal or an empty one.
 fn create(dir: &Dir, tmp: &Dir, name: &str) -> Result<()> {
     let temp = format!("journal-{}", uuid::Uuid::new_v4().simple());
-    let path = tmp.child_path(&temp);
-    let made = (|| {
-        let mut f = tmp.create_new(&temp, 0o600)?;
-        f.write_all(&pack::file_header(FileKind::Journal))
-            .at(&path)?;
-        crate::dir::sync_file(&f, &path, false)?;
-        tmp.rename_to(&temp, dir, name)
-    })();
-    if made.is_err() {
-        let _ = tmp.remove_file(&temp);
-    }
-    made?;
-    dir.sync()
+    let header = pack::file_header(FileKind::Journal);
+    dir.replace(name, &header, 0o600, tmp, &temp)
 }
 
 impl Writer {

@@ -97,24 +97,17 @@ pub(crate) fn publish(
     }
     let tmp = layout.tmp_create()?;
     let name = format!("ref-{}", uuid::Uuid::new_v4().simple());
-    let path = tmp.child_path(&name);
-    let written = (|| {
-        use std::io::Write;
-        let mut f = tmp.create_new(&name, 0o600)?;
-        f.write_all(format!("{new}\n").as_bytes()).at(&path)?;
-        if crate::failpoint::hit("ref-sync") {
-            return Err(crate::failpoint::error("ref-sync")).at(&path);
-        }
-        crate::dir::sync_file(&f, &path, false)?;
-        if crate::failpoint::hit("ref-rename") {
-            return Err(crate::failpoint::error("ref-rename")).at(&path);
-        }
-        tmp.rename_to(&name, dir, session.as_str())
-    })();
-    if let Err(e) = written {
-        let _ = tmp.remove_file(&name);
-        return Err(e);
+    // Gone on any error before the rename (dropped).
+    let mut f = tmp.new_file(&name, 0o600)?;
+    f.write_all(format!("{new}\n").as_bytes())?;
+    if crate::failpoint::hit("ref-sync") {
+        return Err(crate::failpoint::error("ref-sync")).at(f.path());
     }
+    f.sync()?;
+    if crate::failpoint::hit("ref-rename") {
+        return Err(crate::failpoint::error("ref-rename")).at(f.path());
+    }
+    f.persist(dir.fs(), session.as_str())?;
     // Published. A failed sync of the directory is told, never undone.
     if crate::failpoint::hit("ref-dir-sync") {
         return Ok(Some(Error::Io {
