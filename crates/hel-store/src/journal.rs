@@ -291,8 +291,7 @@ fn parse_commit(
     prev: Prev<'_>,
 ) -> std::result::Result<Commit, RecordFault> {
     let json = commit_json(stored)?;
-    let payload: CommitPayload =
-        serde_json::from_slice(&json).map_err(RecordFault::NotPayload)?;
+    let payload: CommitPayload = serde_json::from_slice(&json).map_err(RecordFault::NotPayload)?;
     let canonical = serde_json::to_value(&payload).map(|v| crate::canonical::to_vec(&v));
     if canonical.as_deref().ok() != Some(&json[..]) {
         return Err(RecordFault::NotCanonical);
@@ -1219,7 +1218,7 @@ fn sync_data(file: &File, path: &std::path::Path) -> Result<()> {
 fn create(dir: &Dir, tmp: &Dir, name: &str) -> Result<()> {
     let temp = format!("journal-{}", uuid::Uuid::new_v4().simple());
     let header = pack::file_header(FileKind::Journal);
-    dir.replace(name, &header, 0o600, tmp, &temp)
+    Ok(dir.replace(name, &header, 0o600, tmp, &temp)?)
 }
 
 impl Writer {

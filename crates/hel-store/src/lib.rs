@@ -106,10 +106,10 @@ pub mod search;
 pub mod spill;
 mod store;
 mod summaries;
-pub mod transfer;
-mod upgrade;
 #[cfg(feature = "testing")]
 pub mod testing;
+pub mod transfer;
+mod upgrade;
 pub mod workspace;
 mod write;
 

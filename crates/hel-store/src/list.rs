@@ -393,12 +393,14 @@ impl<'a> Reader<'a> {
         match frame.items.pop() {
             None => Ok(None),
             Some(Pending::Parsed(item)) => Ok(Some(item)),
-            Some(Pending::Raw(a, b)) => parse_item(&frame.payload[a..b])
-                .map(Some)
-                .map_err(|reason| {
-                    let index = frame.next;
-                    malformed(self.layout, &frame.id, NodeError::Item { index, reason })
-                }),
+            Some(Pending::Raw(a, b)) => {
+                parse_item(&frame.payload[a..b])
+                    .map(Some)
+                    .map_err(|reason| {
+                        let index = frame.next;
+                        malformed(self.layout, &frame.id, NodeError::Item { index, reason })
+                    })
+            }
         }
     }
 

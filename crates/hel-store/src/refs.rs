@@ -46,8 +46,8 @@ pub(crate) fn read_stamped(
     let (bytes, stamp) = match dir.read_file_stamped(session.as_str(), REF_MAX) {
         Ok(Some(b)) => b,
         Ok(None) => return Ok(None),
-        Err(Error::FileTooLarge { size, .. }) => return Err(bad(RefError::TooLarge { size })),
-        Err(e) => return Err(e),
+        Err(hel_fs::Error::TooLarge { size, .. }) => return Err(bad(RefError::TooLarge { size })),
+        Err(e) => return Err(e.into()),
     };
     parse(&bytes).map(|id| Some((id, stamp))).map_err(bad)
 }
@@ -57,7 +57,7 @@ pub(crate) fn read_stamped(
 /// index compares it, under the rule of objects-spec §12.9.
 pub(crate) fn stamp(layout: &Layout, session: &SessionId) -> Result<Option<Stamp>> {
     match layout.refs()? {
-        Some(dir) => dir.stamp(session.as_str()),
+        Some(dir) => Ok(dir.stamp(session.as_str())?),
         None => Ok(None),
     }
 }
@@ -107,7 +107,7 @@ pub(crate) fn publish(
     if crate::failpoint::hit("ref-rename") {
         return Err(crate::failpoint::error("ref-rename")).at(f.path());
     }
-    f.persist(dir.fs(), session.as_str())?;
+    f.persist(dir, session.as_str())?;
     // Published. A failed sync of the directory is told, never undone.
     if crate::failpoint::hit("ref-dir-sync") {
         return Ok(Some(Error::Io {
@@ -115,7 +115,7 @@ pub(crate) fn publish(
             source: crate::failpoint::error("ref-dir-sync"),
         }));
     }
-    Ok(dir.sync().err())
+    Ok(dir.sync().err().map(Error::from))
 }
 
 /// The new id of the last line of `session`'s ref log, if it has one that

@@ -108,8 +108,8 @@ fn write_pack(
     let mut tidx = tmp.new_file(&format!("{nonce}-idx"), 0o600)?;
     tidx.write_all(&idx)?;
     tidx.sync()?;
-    tidx.persist(packs.fs(), &idx_name)?;
-    tpack.persist(packs.fs(), &pack_name)?;
+    tidx.persist(packs, &idx_name)?;
+    tpack.persist(packs, &pack_name)?;
     packs.sync()?;
     Ok((stem, offset))
 }

@@ -433,7 +433,7 @@ fn write(layout: &Layout, bytes: &[u8]) -> crate::Result<()> {
     let name = format!("summaries-{}", uuid::Uuid::new_v4().simple());
     let mut f = tmp.new_file(&name, 0o600)?;
     f.write_all(bytes)?;
-    Ok(f.persist(layout.root().fs(), SUMMARIES)?)
+    Ok(f.persist(layout.root(), SUMMARIES)?)
 }
 
 /// A session as listings show it.

@@ -104,10 +104,7 @@ pub fn syncs() -> u64 {
 }
 
 /// A new session with a chosen id (tests that need ids sharing a prefix).
-pub fn new_session_with_id(
-    store: &Store,
-    id: &SessionId,
-) -> crate::Result<crate::SessionLease> {
+pub fn new_session_with_id(store: &Store, id: &SessionId) -> crate::Result<crate::SessionLease> {
     store.new_session_named(id)
 }
 
