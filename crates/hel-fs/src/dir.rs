@@ -113,6 +113,59 @@ impl Stamp {
     }
 }
 
+/// A file being written under a temporary name ([`Dir::new_file`]), to be
+/// renamed into place whole by [`NewFile::persist`]. Dropped before then
+/// (an error on the way), it is removed.
+#[derive(Debug)]
+pub struct NewFile<'a> {
+    dir: &'a Dir,
+    name: String,
+    file: File,
+    persisted: bool,
+}
+
+impl NewFile<'_> {
+    /// The open file, to write to (`&File` is `Write`).
+    pub fn file(&self) -> &File {
+        &self.file
+    }
+
+    /// Its path under its temporary name (for messages).
+    pub fn path(&self) -> PathBuf {
+        self.dir.child_path(&self.name)
+    }
+
+    /// Write all of `bytes` at the end of what was written.
+    pub fn write_all(&mut self, bytes: &[u8]) -> Result<()> {
+        use std::io::Write;
+        (&self.file).write_all(bytes).at(self.path())
+    }
+
+    /// Make what was written durable (`fsync`).
+    pub fn sync(&self) -> Result<()> {
+        crate::sync_file(&self.file, &self.path(), false)
+    }
+
+    /// Rename it over `name` in `to` (on the same file system), replacing
+    /// what is there (a link there is replaced, never followed). Neither
+    /// file nor directory is synced here: the caller syncs the file first
+    /// ([`NewFile::sync`]) and `to` after ([`Dir::sync`]) when the
+    /// replacement must survive a crash. On an error the file is removed.
+    pub fn persist(mut self, to: &Dir, name: &str) -> Result<()> {
+        self.dir.rename_to(&self.name, to, name)?;
+        self.persisted = true;
+        Ok(())
+    }
+}
+
+impl Drop for NewFile<'_> {
+    fn drop(&mut self) {
+        if !self.persisted {
+            let _ = self.dir.remove_file(&self.name);
+        }
+    }
+}
+
 fn io(e: Errno) -> std::io::Error {
     e.into()
 }
@@ -317,7 +370,8 @@ impl Dir {
     /// replaced, never followed), then this directory synced. A crash
     /// leaves the old file or the new one, whole. On an error the
     /// temporary file is removed and `name` is as it was (or, when only
-    /// the last sync failed, already replaced).
+    /// the last sync failed, already replaced). [`Dir::new_file`] for a
+    /// caller that writes as it goes or syncs otherwise.
     pub fn replace(
         &self,
         name: &str,
@@ -326,18 +380,25 @@ impl Dir {
         tmp: &Dir,
         tmp_name: &str,
     ) -> Result<()> {
-        use std::io::Write;
-        let mut f = tmp.create_new(tmp_name, mode)?;
-        let written = f
-            .write_all(bytes)
-            .at(tmp.child_path(tmp_name))
-            .and_then(|()| crate::sync_file(&f, &tmp.child_path(tmp_name), false))
-            .and_then(|()| tmp.rename_to(tmp_name, self, name));
-        if written.is_err() {
-            let _ = tmp.remove_file(tmp_name);
-        }
-        written?;
+        let mut f = tmp.new_file(tmp_name, mode)?;
+        f.write_all(bytes)?;
+        f.sync()?;
+        f.persist(self, name)?;
         self.sync()
+    }
+
+    /// Create the new file `tmp_name` in this directory (`O_EXCL`), with
+    /// permission bits `mode` (less the umask), to be renamed into place
+    /// whole by [`NewFile::persist`]; removed if dropped before. The one
+    /// way hel writes a file that must appear complete or not at all.
+    pub fn new_file(&self, tmp_name: &str, mode: u32) -> Result<NewFile<'_>> {
+        let file = self.create_new(tmp_name, mode)?;
+        Ok(NewFile {
+            dir: self,
+            name: tmp_name.to_owned(),
+            file,
+            persisted: false,
+        })
     }
 
     /// A directory opened by the caller (`fd` must be a directory), named
@@ -618,6 +679,36 @@ mod tests {
             1,
             "only the planted link is left"
         );
+    }
+
+    #[test]
+    fn a_new_file_is_removed_unless_persisted() {
+        let (d, _outside, dir) = setup();
+        let tmp = dir.sub_create("tmp", 0o700).unwrap();
+        // Written, then dropped (an error on the way): gone, nothing moved.
+        let mut f = tmp.new_file("t1", 0o600).unwrap();
+        f.write_all(b"half").unwrap();
+        assert_eq!(f.path(), d.path().join("tmp/t1"));
+        drop(f);
+        assert!(tmp.entries().unwrap().is_empty());
+        assert!(!d.path().join("f").exists());
+        // Written as it goes, persisted over what is there.
+        std::fs::write(d.path().join("f"), b"old").unwrap();
+        let mut f = tmp.new_file("t2", 0o600).unwrap();
+        f.write_all(b"new ").unwrap();
+        f.write_all(b"bytes").unwrap();
+        f.sync().unwrap();
+        f.persist(&dir, "f").unwrap();
+        assert_eq!(std::fs::read(d.path().join("f")).unwrap(), b"new bytes");
+        assert!(tmp.entries().unwrap().is_empty());
+        // A rename that fails (into a directory held by a directory) leaves
+        // the target as it was and removes the temporary file.
+        std::fs::create_dir_all(d.path().join("full/x")).unwrap();
+        let mut f = tmp.new_file("t3", 0o600).unwrap();
+        f.write_all(b"z").unwrap();
+        assert!(f.persist(&dir, "full").is_err());
+        assert!(d.path().join("full/x").is_dir());
+        assert!(tmp.entries().unwrap().is_empty());
     }
 
     #[test]

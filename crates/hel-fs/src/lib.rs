@@ -32,7 +32,7 @@ use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-pub use dir::{Dir, Entry, Kind, Stamp};
+pub use dir::{Dir, Entry, Kind, NewFile, Stamp};
 
 /// Whether `fd` is on a local Linux file system (ext2/3/4, XFS, Btrfs,
 /// tmpfs, F2FS, ZFS, bcachefs): one whose `stat` is never served from a

@@ -97,14 +97,19 @@ fn record_as(
     };
     if let Some(top) = &top {
         for dep in alive {
-            let made = match top.sub(dep.as_str()) {
+            let made: Result<_> = match top.sub(dep.as_str()) {
                 Ok(Some(d)) => Ok((d, false)),
-                Ok(None) => top.sub_create(dep.as_str(), DIR_MODE).map(|d| (d, true)),
+                Ok(None) => top
+                    .sub_create(dep.as_str(), DIR_MODE)
+                    .map(|d| (d, true))
+                    .map_err(crate::Error::from),
                 Err(_) if mend => {
                     top.remove_tree(dep.as_str())?;
-                    top.sub_create(dep.as_str(), DIR_MODE).map(|d| (d, true))
+                    top.sub_create(dep.as_str(), DIR_MODE)
+                        .map(|d| (d, true))
+                        .map_err(crate::Error::from)
                 }
-                Err(e) => Err(e),
+                Err(e) => Err(e.into()),
             };
             // A commit that cannot write a record (the directory replaced or
             // removed under it) leaves the session unrecorded instead.
@@ -162,6 +167,7 @@ fn make_top(layout: &Odb) -> Result<crate::dir::Dir> {
     layout
         .refs_parent_create()?
         .sub_create(crate::layout::DEPENDENTS, DIR_MODE)
+        .map_err(crate::Error::from)
 }
 
 /// Create the empty file `session` in `dir` unless it is there: true when

@@ -20,7 +20,6 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::fs::File;
-use std::io::Write;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
@@ -160,6 +159,47 @@ pub(crate) enum Mode {
     Verify,
 }
 
+/// Why the bytes at a journal's offset are not an intact record, or a
+/// commit record breaks a rule a writer keeps: what a [`Fault`] says.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum RecordFault {
+    #[error("the journal ends inside a record header")]
+    HeaderCut,
+    #[error(transparent)]
+    Header(#[from] pack::HeaderError),
+    #[error("the record of {id} declares {stored_len} stored bytes, past the end of the journal")]
+    PastEnd { id: ObjectId, stored_len: u64 },
+    #[error("the record of {id} declares {stored_len} stored bytes, over the {max} it may have")]
+    OverMax {
+        id: ObjectId,
+        stored_len: u64,
+        max: u64,
+    },
+    #[error("the check of the record of {0} does not match (torn or damaged)")]
+    Check(ObjectId),
+    #[error("the commit record's frame: {0}")]
+    Frame(object::DecodeError),
+    #[error("the commit record is not a commit payload: {0}")]
+    NotPayload(serde_json::Error),
+    #[error("the commit record is not in canonical form")]
+    NotCanonical,
+    #[error("a commit record of session {0} in this session's journal")]
+    OtherSession(SessionId),
+    #[error("the commit record's deps name its own session")]
+    OwnDeps,
+    #[error("the commit record's why is over {WHY_MAX} characters")]
+    WhyTooLong,
+    #[error("the journal's first commit record has seq {0}, not 1")]
+    FirstSeq(u64),
+    #[error("seq {seq} follows seq {prev}")]
+    Seq { seq: u64, prev: u64 },
+    #[error("parent {} where the commit record before publishes {expected}", .parent.map_or_else(|| "null".to_owned(), |p| p.to_hex()))]
+    Parent {
+        parent: Option<ObjectId>,
+        expected: ObjectId,
+    },
+}
+
 /// The first thing wrong with a journal: where, and what.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Fault {
@@ -249,47 +289,38 @@ fn parse_commit(
     stored: &[u8],
     session: &SessionId,
     prev: Prev<'_>,
-) -> std::result::Result<Commit, String> {
+) -> std::result::Result<Commit, RecordFault> {
     let json = commit_json(stored)?;
-    let payload: CommitPayload = serde_json::from_slice(&json)
-        .map_err(|e| format!("the commit record is not a commit payload: {e}"))?;
+    let payload: CommitPayload = serde_json::from_slice(&json).map_err(RecordFault::NotPayload)?;
     let canonical = serde_json::to_value(&payload).map(|v| crate::canonical::to_vec(&v));
     if canonical.as_deref().ok() != Some(&json[..]) {
-        return Err("the commit record is not in canonical form".into());
+        return Err(RecordFault::NotCanonical);
     }
     if payload.session != *session {
-        return Err(format!(
-            "a commit record of session {} in this session's journal",
-            payload.session
-        ));
+        return Err(RecordFault::OtherSession(payload.session));
     }
     if payload.deps.contains(session) {
-        return Err("the commit record's deps name its own session".into());
+        return Err(RecordFault::OwnDeps);
     }
     if payload.why.chars().count() > WHY_MAX {
-        return Err(format!(
-            "the commit record's why is over {WHY_MAX} characters"
-        ));
+        return Err(RecordFault::WhyTooLong);
     }
     match prev {
         Prev::First if payload.seq != 1 => {
-            return Err(format!(
-                "the journal's first commit record has seq {}, not 1",
-                payload.seq
-            ));
+            return Err(RecordFault::FirstSeq(payload.seq));
         }
         Prev::After(c) => {
             if c.payload.seq.checked_add(1) != Some(payload.seq) {
-                return Err(format!("seq {} follows seq {}", payload.seq, c.payload.seq));
+                return Err(RecordFault::Seq {
+                    seq: payload.seq,
+                    prev: c.payload.seq,
+                });
             }
             if payload.parent != Some(c.head) {
-                return Err(format!(
-                    "parent {} where the commit record before publishes {}",
-                    payload
-                        .parent
-                        .map_or_else(|| "null".to_owned(), |p| p.to_hex()),
-                    c.head
-                ));
+                return Err(RecordFault::Parent {
+                    parent: payload.parent,
+                    expected: c.head,
+                });
             }
         }
         Prev::First | Prev::Unknown => {}
@@ -302,13 +333,13 @@ fn parse_commit(
 /// wrote them so), else the frame's content, at most [`COMMIT_MAX`] bytes.
 pub(crate) fn commit_json(
     stored: &[u8],
-) -> std::result::Result<std::borrow::Cow<'_, [u8]>, String> {
+) -> std::result::Result<std::borrow::Cow<'_, [u8]>, RecordFault> {
     if !stored.starts_with(&ZSTD_MAGIC) {
         return Ok(std::borrow::Cow::Borrowed(stored));
     }
     object::decompress_frame(stored, COMMIT_MAX as usize)
         .map(std::borrow::Cow::Owned)
-        .map_err(|e| format!("the commit record's frame: {e}"))
+        .map_err(RecordFault::Frame)
 }
 
 /// The first bytes of every zstd frame.
@@ -851,7 +882,7 @@ fn scan(view: &mut View, start: u64, size: u64, mode: Mode, durable: u64, hand: 
                 let c = match parse_commit(frame.id, &stored, &view.session, prev) {
                     Ok(c) => c,
                     Err(why) => {
-                        view.set_fault(at, why);
+                        view.set_fault(at, why.to_string());
                         break;
                     }
                 };
@@ -956,17 +987,17 @@ fn frame_at(
     at: u64,
     size: u64,
     keep: bool,
-) -> std::result::Result<(Frame, Vec<u8>), String> {
+) -> std::result::Result<(Frame, Vec<u8>), RecordFault> {
     let mut hb = [0u8; RECORD_HEADER as usize];
     if size - at < RECORD_HEADER || ahead.read_exact_at(&mut hb, at).is_err() {
-        return Err("the journal ends inside a record header".into());
+        return Err(RecordFault::HeaderCut);
     }
-    let frame = pack::parse_frame(&hb).map_err(|e| e.to_string())?;
+    let frame = pack::parse_frame(&hb)?;
     if frame.record_len() > size - at {
-        return Err(format!(
-            "the record of {} declares {} stored bytes, past the end of the journal",
-            frame.id, frame.stored_len
-        ));
+        return Err(RecordFault::PastEnd {
+            id: frame.id,
+            stored_len: frame.stored_len,
+        });
     }
     let max = match frame.rtype {
         t if t == RecordType::Object as u8 => pack_record_max(),
@@ -974,10 +1005,11 @@ fn frame_at(
         _ => u64::MAX,
     };
     if frame.stored_len > max {
-        return Err(format!(
-            "the record of {} declares {} stored bytes, over the {max} it may have",
-            frame.id, frame.stored_len
-        ));
+        return Err(RecordFault::OverMax {
+            id: frame.id,
+            stored_len: frame.stored_len,
+            max,
+        });
     }
     let whole = frame.rtype == RecordType::Commit as u8
         || (keep && frame.rtype == RecordType::Object as u8 && frame.stored_len <= SEEN_MAX);
@@ -988,18 +1020,12 @@ fn frame_at(
             .is_err()
             || !frame.checks(&stored)
         {
-            return Err(format!(
-                "the check of the record of {} does not match (torn or damaged)",
-                frame.id
-            ));
+            return Err(RecordFault::Check(frame.id));
         }
         return Ok((frame, stored));
     }
     if !pack::check_streaming(ahead.file, at, &frame) {
-        return Err(format!(
-            "the check of the record of {} does not match (torn or damaged)",
-            frame.id
-        ));
+        return Err(RecordFault::Check(frame.id));
     }
     Ok((frame, Vec::new()))
 }
@@ -1148,7 +1174,7 @@ impl View {
             Error::JournalFault {
                 path: self.path.clone(),
                 offset,
-                reason,
+                reason: reason.to_string(),
             }
         })
     }
@@ -1191,19 +1217,8 @@ fn sync_data(file: &File, path: &std::path::Path) -> Result<()> {
 /// see either no journal or an empty one.
 fn create(dir: &Dir, tmp: &Dir, name: &str) -> Result<()> {
     let temp = format!("journal-{}", uuid::Uuid::new_v4().simple());
-    let path = tmp.child_path(&temp);
-    let made = (|| {
-        let mut f = tmp.create_new(&temp, 0o600)?;
-        f.write_all(&pack::file_header(FileKind::Journal))
-            .at(&path)?;
-        crate::dir::sync_file(&f, &path, false)?;
-        tmp.rename_to(&temp, dir, name)
-    })();
-    if made.is_err() {
-        let _ = tmp.remove_file(&temp);
-    }
-    made?;
-    dir.sync()
+    let header = pack::file_header(FileKind::Journal);
+    Ok(dir.replace(name, &header, 0o600, tmp, &temp)?)
 }
 
 impl Writer {

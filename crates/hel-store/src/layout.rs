@@ -301,9 +301,9 @@ impl Layout {
                     source,
                 })?,
                 // Another process made it first.
-                Err(crate::Error::Io { source, .. })
+                Err(hel_fs::Error::Io { source, .. })
                     if source.kind() == std::io::ErrorKind::AlreadyExists => {}
-                Err(e) => return Err(e),
+                Err(e) => return Err(e.into()),
             }
         }
         self.initialized
@@ -355,7 +355,7 @@ impl Layout {
         if let Some(parent) = self.root.sub(REFS)? {
             parent.sync()?;
         }
-        self.root.sync()
+        Ok(self.root.sync()?)
     }
 
     /// Write `format` as `hel-store-format` [`FORMAT_VERSION`]: a new file
@@ -396,7 +396,7 @@ impl Layout {
         let linked = tmp.link_to(&t, dir, name);
         let _ = tmp.remove_file(&t);
         linked?;
-        dir.sync()
+        Ok(dir.sync()?)
     }
 
     fn cell(&self, sub: Sub) -> &OnceLock<Dir> {
@@ -523,7 +523,7 @@ impl Layout {
     /// for an empty one).
     pub fn dependents_now(&self) -> Result<Option<Dir>> {
         match self.root.sub(REFS)? {
-            Some(refs) => refs.sub(DEPENDENTS),
+            Some(refs) => Ok(refs.sub(DEPENDENTS)?),
             None => Ok(None),
         }
     }
@@ -535,11 +535,11 @@ impl Layout {
     }
     /// `refs/`, for syncing the directories made in it.
     pub fn refs_parent(&self) -> Result<Option<Dir>> {
-        self.root.sub(REFS)
+        Ok(self.root.sub(REFS)?)
     }
     /// `refs/`, made when absent.
     pub fn refs_parent_create(&self) -> Result<Dir> {
-        self.root.sub_create(REFS, DIR_MODE)
+        Ok(self.root.sub_create(REFS, DIR_MODE)?)
     }
     pub fn remotes(&self) -> Result<Option<&Dir>> {
         self.dir(Sub::Remotes)
@@ -551,7 +551,7 @@ impl Layout {
     /// The working directory of `session`, if it exists.
     pub fn session_dir(&self, session: &SessionId) -> Result<Option<Dir>> {
         match self.sessions()? {
-            Some(d) => d.sub(session.as_str()),
+            Some(d) => Ok(d.sub(session.as_str())?),
             None => Ok(None),
         }
     }

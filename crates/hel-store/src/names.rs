@@ -155,7 +155,9 @@ impl NamesLock {
 pub(crate) fn write(layout: &Layout, _lock: &NamesLock, names: &Names) -> Result<()> {
     let tmp = layout.tmp_create()?;
     let t = format!("names-{}", uuid::Uuid::new_v4().simple());
-    layout.root().replace(NAMES, &render(names), 0o600, tmp, &t)
+    Ok(layout
+        .root()
+        .replace(NAMES, &render(names), 0o600, tmp, &t)?)
 }
 
 /// Change the names under the names lock: `change` gets the current names

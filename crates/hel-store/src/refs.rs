@@ -46,8 +46,8 @@ pub(crate) fn read_stamped(
     let (bytes, stamp) = match dir.read_file_stamped(session.as_str(), REF_MAX) {
         Ok(Some(b)) => b,
         Ok(None) => return Ok(None),
-        Err(Error::FileTooLarge { size, .. }) => return Err(bad(RefError::TooLarge { size })),
-        Err(e) => return Err(e),
+        Err(hel_fs::Error::TooLarge { size, .. }) => return Err(bad(RefError::TooLarge { size })),
+        Err(e) => return Err(e.into()),
     };
     parse(&bytes).map(|id| Some((id, stamp))).map_err(bad)
 }
@@ -57,7 +57,7 @@ pub(crate) fn read_stamped(
 /// index compares it, under the rule of objects-spec §12.9.
 pub(crate) fn stamp(layout: &Layout, session: &SessionId) -> Result<Option<Stamp>> {
     match layout.refs()? {
-        Some(dir) => dir.stamp(session.as_str()),
+        Some(dir) => Ok(dir.stamp(session.as_str())?),
         None => Ok(None),
     }
 }
@@ -97,24 +97,17 @@ pub(crate) fn publish(
     }
     let tmp = layout.tmp_create()?;
     let name = format!("ref-{}", uuid::Uuid::new_v4().simple());
-    let path = tmp.child_path(&name);
-    let written = (|| {
-        use std::io::Write;
-        let mut f = tmp.create_new(&name, 0o600)?;
-        f.write_all(format!("{new}\n").as_bytes()).at(&path)?;
-        if crate::failpoint::hit("ref-sync") {
-            return Err(crate::failpoint::error("ref-sync")).at(&path);
-        }
-        crate::dir::sync_file(&f, &path, false)?;
-        if crate::failpoint::hit("ref-rename") {
-            return Err(crate::failpoint::error("ref-rename")).at(&path);
-        }
-        tmp.rename_to(&name, dir, session.as_str())
-    })();
-    if let Err(e) = written {
-        let _ = tmp.remove_file(&name);
-        return Err(e);
+    // Gone on any error before the rename (dropped).
+    let mut f = tmp.new_file(&name, 0o600)?;
+    f.write_all(format!("{new}\n").as_bytes())?;
+    if crate::failpoint::hit("ref-sync") {
+        return Err(crate::failpoint::error("ref-sync")).at(f.path());
     }
+    f.sync()?;
+    if crate::failpoint::hit("ref-rename") {
+        return Err(crate::failpoint::error("ref-rename")).at(f.path());
+    }
+    f.persist(dir, session.as_str())?;
     // Published. A failed sync of the directory is told, never undone.
     if crate::failpoint::hit("ref-dir-sync") {
         return Ok(Some(Error::Io {
@@ -122,7 +115,7 @@ pub(crate) fn publish(
             source: crate::failpoint::error("ref-dir-sync"),
         }));
     }
-    Ok(dir.sync().err())
+    Ok(dir.sync().err().map(Error::from))
 }
 
 /// The new id of the last line of `session`'s ref log, if it has one that

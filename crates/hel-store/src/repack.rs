@@ -76,50 +76,42 @@ fn write_pack(
         }
     }
     let nonce = uuid::Uuid::new_v4().simple().to_string();
-    let tpack = format!("{nonce}-pack");
-    let tidx = format!("{nonce}-idx");
-    let written = (|| -> Result<(String, u64)> {
-        let ppath = tmp.child_path(&tpack);
-        let file = tmp.create_new(&tpack, 0o600)?;
-        let mut out = std::io::BufWriter::with_capacity(1 << 20, &file);
-        let mut hasher = blake3::Hasher::new();
-        let mut entries = Vec::with_capacity(count);
-        let header = pack::file_header(FileKind::Sealed);
-        out.write_all(&header).at(&ppath)?;
-        hasher.update(&header);
-        let mut offset = header.len() as u64;
-        for i in 0..count {
-            let (id, stored) = next(i)?;
-            let rec = pack::encode_record(RecordType::Object, &id, &stored);
-            entries.push(IdxEntry {
-                id,
-                offset,
-                len: rec.len() as u64,
-            });
-            out.write_all(&rec).at(&ppath)?;
-            hasher.update(&rec);
-            offset += rec.len() as u64;
-        }
-        out.flush().at(&ppath)?;
-        drop(out);
-        crate::dir::sync_file(&file, &ppath, false)?;
-        let pack_hash = *hasher.finalize().as_bytes();
-        let idx = pack::encode_idx(&mut entries, &pack_hash);
-        let stem = format!("pack-{}", &blake3::hash(&idx).to_hex()[..32]);
-        let (pack_name, idx_name) = odb::sealed_names(&stem);
-        let mut f = tmp.create_new(&tidx, 0o600)?;
-        f.write_all(&idx).at(tmp.child_path(&tidx))?;
-        crate::dir::sync_file(&f, &tmp.child_path(&tidx), false)?;
-        tmp.rename_to(&tidx, packs, &idx_name)?;
-        tmp.rename_to(&tpack, packs, &pack_name)?;
-        packs.sync()?;
-        Ok((stem, offset))
-    })();
-    if written.is_err() {
-        let _ = tmp.remove_file(&tpack);
-        let _ = tmp.remove_file(&tidx);
+    // Each temporary file is gone on any error before its rename (dropped).
+    let tpack = tmp.new_file(&format!("{nonce}-pack"), 0o600)?;
+    let ppath = tpack.path();
+    let mut out = std::io::BufWriter::with_capacity(1 << 20, tpack.file());
+    let mut hasher = blake3::Hasher::new();
+    let mut entries = Vec::with_capacity(count);
+    let header = pack::file_header(FileKind::Sealed);
+    out.write_all(&header).at(&ppath)?;
+    hasher.update(&header);
+    let mut offset = header.len() as u64;
+    for i in 0..count {
+        let (id, stored) = next(i)?;
+        let rec = pack::encode_record(RecordType::Object, &id, &stored);
+        entries.push(IdxEntry {
+            id,
+            offset,
+            len: rec.len() as u64,
+        });
+        out.write_all(&rec).at(&ppath)?;
+        hasher.update(&rec);
+        offset += rec.len() as u64;
     }
-    written
+    out.flush().at(&ppath)?;
+    drop(out);
+    tpack.sync()?;
+    let pack_hash = *hasher.finalize().as_bytes();
+    let idx = pack::encode_idx(&mut entries, &pack_hash);
+    let stem = format!("pack-{}", &blake3::hash(&idx).to_hex()[..32]);
+    let (pack_name, idx_name) = odb::sealed_names(&stem);
+    let mut tidx = tmp.new_file(&format!("{nonce}-idx"), 0o600)?;
+    tidx.write_all(&idx)?;
+    tidx.sync()?;
+    tidx.persist(packs, &idx_name)?;
+    tpack.persist(packs, &pack_name)?;
+    packs.sync()?;
+    Ok((stem, offset))
 }
 
 /// About how many bytes object `id` takes where it is stored now (for

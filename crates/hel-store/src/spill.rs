@@ -36,7 +36,7 @@ pub fn write(store: &Store, lease: &SessionLease, name: &str, bytes: &[u8]) -> R
 /// The spill working copy `name` of the lease's session, if present.
 pub fn read_copy(store: &Store, lease: &SessionLease, name: &str) -> Result<Option<Vec<u8>>> {
     let dir = store.spill_dir(lease)?;
-    dir.read_file(name, Cap::SPILL.max)
+    Ok(dir.read_file(name, Cap::SPILL.max)?)
 }
 
 /// Remove the session's spill working copies (`sessions/<id>/spill/`):

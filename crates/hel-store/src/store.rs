@@ -483,7 +483,7 @@ impl Store {
             .ok_or_else(|| Error::NoSuchSession {
                 session: lease.session().to_string(),
             })?;
-        dir.sub_create(SPILL, crate::layout::DIR_MODE)
+        Ok(dir.sub_create(SPILL, crate::layout::DIR_MODE)?)
     }
 
     /// Warn once when the project's path leads elsewhere than the

@@ -20,7 +20,6 @@
 //! have one (their heads are refs).
 
 use std::collections::HashMap;
-use std::io::Write;
 
 use serde::{Deserialize, Serialize};
 
@@ -432,18 +431,9 @@ fn parse_line(line: &[u8]) -> Option<Entry> {
 fn write(layout: &Layout, bytes: &[u8]) -> crate::Result<()> {
     let tmp = layout.tmp_create()?;
     let name = format!("summaries-{}", uuid::Uuid::new_v4().simple());
-    let written = (|| {
-        let mut f = tmp.create_new(&name, 0o600)?;
-        f.write_all(bytes).map_err(|source| crate::Error::Io {
-            path: tmp.child_path(&name),
-            source,
-        })?;
-        tmp.rename_to(&name, layout.root(), SUMMARIES)
-    })();
-    if written.is_err() {
-        let _ = tmp.remove_file(&name);
-    }
-    written
+    let mut f = tmp.new_file(&name, 0o600)?;
+    f.write_all(bytes)?;
+    Ok(f.persist(layout.root(), SUMMARIES)?)
 }
 
 /// A session as listings show it.

@@ -365,7 +365,7 @@ pub fn remote_state(store: &Store, key: &str) -> Result<Option<Vec<u8>>> {
         return Ok(None);
     };
     match layout.remotes()? {
-        Some(dir) => dir.read_file(key, STATE_MAX),
+        Some(dir) => Ok(dir.read_file(key, STATE_MAX)?),
         None => Ok(None),
     }
 }
@@ -377,7 +377,7 @@ pub fn set_remote_state(store: &Store, key: &str, bytes: &[u8]) -> Result<()> {
     let layout = store.layout_create()?;
     let dir = layout.remotes_create()?;
     let tmp = format!(".{key}.{}", uuid::Uuid::new_v4().simple());
-    dir.replace(key, bytes, 0o600, dir, &tmp)
+    Ok(dir.replace(key, bytes, 0o600, dir, &tmp)?)
 }
 
 /// Forget what is recorded under `key`.

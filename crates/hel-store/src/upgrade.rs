@@ -288,7 +288,7 @@ fn bar_format3_hels(layout: &Odb) -> Result<bool> {
             }
             // A hel made the file again meanwhile: next try.
             Err(_) if root.kind_of(STORE_LOCK)?.is_some() => {}
-            Err(e) => return Err(e),
+            Err(e) => return Err(e.into()),
         }
     }
     if root.kind_of(STORE_LOCK)? == Some(Kind::Dir) {
@@ -319,7 +319,7 @@ fn bar_older_hels(layout: &Odb, mut older: OlderLock) -> Result<()> {
         match root.kind_of(OLDER_LOCK)? {
             Some(Kind::Dir) => {
                 tmp.remove_tree(&dir)?;
-                return root.sync();
+                return Ok(root.sync()?);
             }
             Some(Kind::File) if older.file.is_none() => {
                 // Made again by an older hel since the last attempt: wait
@@ -344,7 +344,7 @@ fn bar_older_hels(layout: &Odb, mut older: OlderLock) -> Result<()> {
         if swapped {
             // `dir` in tmp/ is the old lock file now.
             tmp.remove_tree(&dir)?;
-            return root.sync();
+            return Ok(root.sync()?);
         }
         if root.kind_of(OLDER_LOCK)?.is_some() {
             let away = format!("older-lock-{}", uuid::Uuid::new_v4().simple());
@@ -353,10 +353,10 @@ fn bar_older_hels(layout: &Odb, mut older: OlderLock) -> Result<()> {
         }
         older.file = None;
         match tmp.rename_to(&dir, root, OLDER_LOCK) {
-            Ok(()) => return root.sync(),
+            Ok(()) => return Ok(root.sync()?),
             // An older hel made the file again meanwhile: next try.
             Err(_) if root.kind_of(OLDER_LOCK)?.is_some() => {}
-            Err(e) => return Err(e),
+            Err(e) => return Err(e.into()),
         }
     }
     Err(Error::Io {

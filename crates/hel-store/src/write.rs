@@ -205,6 +205,22 @@ impl<'a> Writer<'a> {
     }
 }
 
+/// The id `tree` has as an object.
+pub fn tree_id(tree: &crate::tree::Tree) -> ObjectId {
+    tree_payload_id(&tree.to_payload())
+}
+
+/// The id of the tree whose payload is `payload` (entries written with
+/// [`crate::tree::push_entry`]).
+pub fn tree_payload_id(payload: &[u8]) -> ObjectId {
+    crate::object::id_of(Kind::Tree, payload)
+}
+
+/// The id a blob holding `bytes` has (spill files are named by it).
+pub fn blob_id(bytes: &[u8]) -> ObjectId {
+    crate::object::id_of(Kind::Blob, bytes)
+}
+
 #[cfg(test)]
 mod tests {
     //! The writer's dedup and the reads of what it wrote (and of what a

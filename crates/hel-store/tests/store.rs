@@ -959,19 +959,17 @@ fn corruption_gives_typed_errors_naming_the_object() {
     assert!(matches!(fresh.head(&old), Err(Error::BadRef { .. })));
 }
 
-/// A list long enough to be read with its walk on a second thread
-/// (`list::THREADED_FROM`, 500 messages; this one has 2,400) reads back
-/// as committed, and damage to a node deep in its chain or to a message
-/// blob it names is a fault naming that object, as on one thread.
+/// A long list (2,400 messages in 24 checkpoints, with a message blob of
+/// over 1 MiB) reads back as committed, and damage to a node deep in its
+/// chain or to a message blob it names is a fault naming that object.
 #[test]
-fn a_long_list_read_on_two_threads_is_the_conversation_and_damage_is_named() {
+fn a_long_list_is_the_conversation_and_damage_is_named() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path()).unwrap();
     let lease = store.new_session().unwrap();
     let mut state = SessionState::default();
     let mut msgs = conversation("t", 2_400);
     msgs[203] = msg("assistant", "long ".repeat(5_000)); // stored as a blob
-                                                         // A blob over the walker's parse bound (1 MiB): handed over as bytes.
     msgs[1_003] = msg("assistant", "huge ".repeat(250_000));
     let mut conv = Conv::default();
     let ids = commit_all(&store, &lease, &mut state, &mut conv, &msgs, 100);
@@ -995,87 +993,6 @@ fn a_long_list_read_on_two_threads_is_the_conversation_and_damage_is_named() {
     fs::write(&journal, &good).unwrap();
     let fresh = Store::open(dir.path()).unwrap();
     assert_eq!(fresh.load(&head).unwrap().messages, msgs);
-    // Where no thread can be started (the `thread-spawn` failpoint stands
-    // for a process limit), the same list loads on one thread.
-    if !testing::failpoints() {
-        eprintln!("not checked without failpoints: built without them");
-        return;
-    }
-    let load_in_child = |head: &ObjectId, failpoint: &str| -> String {
-        let out = child(
-            "child_loader",
-            dir.path(),
-            &[
-                ("HEL_FAILPOINTS", failpoint.into()),
-                ("HEL_HEAD", head.to_hex()),
-            ],
-        )
-        .output()
-        .unwrap();
-        assert!(out.status.success(), "{out:?}");
-        // The result follows libtest's "test child_loader ... " on its line.
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        text.lines()
-            .find_map(|l| {
-                let at = l.find("messages: ").or_else(|| l.find("error: "))?;
-                Some(l[at..].to_owned())
-            })
-            .unwrap_or_else(|| panic!("the child printed no result: {text:.300}"))
-    };
-    let loaded = load_in_child(&head, "thread-spawn");
-    let loaded: Vec<Value> = serde_json::from_str(&loaded["messages: ".len()..]).unwrap();
-    assert_eq!(loaded, msgs);
-    // With the walker decoding and parsing every message blob before it
-    // hands over the node naming it (so the parse takes each from it),
-    // the same list.
-    let loaded = load_in_child(&head, "list-walker-parse");
-    let loaded: Vec<Value> = serde_json::from_str(&loaded["messages: ".len()..]).unwrap();
-    assert_eq!(loaded, msgs);
-    // The walk did run on the second thread at 2,400 messages (a failing
-    // walker is what the load reports), and not at 400.
-    let walked = load_in_child(&head, "list-walker");
-    assert!(
-        walked.starts_with("error: internal error: failpoint list-walker"),
-        "{walked}"
-    );
-    assert!(load_in_child(&ids[3], "list-walker").starts_with("messages: "));
-    // A walker that panics mid-walk (the parse waiting for its next node)
-    // makes the load panic, never hang.
-    let mut panicking = child(
-        "child_loader",
-        dir.path(),
-        &[
-            ("HEL_FAILPOINTS", "list-walker-panic@3".into()),
-            ("HEL_HEAD", head.to_hex()),
-        ],
-    )
-    .spawn()
-    .unwrap();
-    let pid = panicking.id();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || tx.send(panicking.wait()));
-    let Ok(status) = rx.recv_timeout(std::time::Duration::from_secs(120)) else {
-        let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
-        panic!("a load whose walker panicked did not end");
-    };
-    let status = status.unwrap();
-    assert!(!status.success(), "{status:?}");
-}
-
-/// Child: load checkpoint `HEL_HEAD` and print its messages as one line
-/// of JSON after `messages: `, or the error after `error: `.
-#[test]
-#[ignore]
-fn child_loader() {
-    let Ok(dir) = std::env::var("HEL_STORE_CHILD") else {
-        return;
-    };
-    let store = Store::open(Path::new(&dir)).unwrap();
-    let head: ObjectId = std::env::var("HEL_HEAD").unwrap().parse().unwrap();
-    match store.load(&head) {
-        Ok(loaded) => println!("messages: {}", Value::Array(loaded.messages)),
-        Err(e) => println!("error: {e}"),
-    }
 }
 
 /// fsck of a journal large enough to be decoded on two threads: every
@@ -3705,10 +3622,8 @@ fn describe(e: &Error) -> String {
 }
 
 /// A list whose head node holds a message that is not one and whose
-/// `prev` names an object that is nowhere: on one thread the load names
-/// the bad message (the first fault in the chain); a chain long enough
-/// for the second thread, which reads ahead and fails on the missing
-/// node first, must say the same.
+/// `prev` names an object that is nowhere: the load names the bad message
+/// (the first fault in the chain), however long the list.
 #[test]
 fn a_fault_in_a_node_is_named_before_a_later_walk_error() {
     let nowhere = ObjectId::of_canonical(b"blob 7\0nowhere");
@@ -3729,13 +3644,12 @@ fn a_fault_in_a_node_is_named_before_a_later_walk_error() {
         let e = store.load(&head).unwrap_err();
         seen.push(describe(&e).split(' ').next().unwrap().to_owned());
     }
-    assert_eq!(seen, ["BadMessage", "BadMessage"], "one thread, then two");
+    assert_eq!(seen, ["BadMessage", "BadMessage"]);
 }
 
 /// A 2,400-message session opened with a byte limit its conversation is
 /// over, with a node further down its chain damaged: the limit, met
-/// first, is what every load reports (the walker reading ahead meets the
-/// damage first; its error must not win).
+/// first, is what every load reports.
 #[test]
 fn a_limit_error_is_named_before_a_damaged_node_further_on() {
     let dir = tempfile::tempdir().unwrap();
@@ -3778,47 +3692,6 @@ fn a_limit_error_is_named_before_a_damaged_node_further_on() {
             .unwrap()
             .starts_with("ConversationTooLarge"),
         "{tally:?}"
-    );
-}
-
-/// The parse stops at once (a bad first message in the head) while the
-/// walker is `READ_AHEAD` bytes ahead, waiting for room: the load ends,
-/// with the parse's error.
-#[test]
-fn the_parse_stopping_early_never_leaves_the_walker_waiting() {
-    let dir = tempfile::tempdir().unwrap();
-    let r = root(dir.path());
-    let mut nodes = Vec::new();
-    let mut count = 0u64;
-    for i in 0..40u64 {
-        // One big message blob per node (1 MiB), then filler to the 2,000.
-        let big = json!({"role": "user", "content": format!("{i} {}", "y".repeat(1 << 20))});
-        let (b, canonical) = testing::encode("blob", &canonical::to_vec(&big));
-        testing::plant(&r, &canonical);
-        let mut items = vec![json!({"b": b.to_hex()})];
-        for j in 0..60 {
-            items.push(json!({"m": msg("assistant", format!("{i}.{j}"))}));
-        }
-        count += items.len() as u64;
-        nodes.push(json!({"count": count, "items": items}));
-    }
-    // The head's first item is no message.
-    let last = nodes.last_mut().unwrap();
-    last["items"][0] = json!({"m": {"content": "no role"}});
-    let (_, head) = planted_session(dir.path(), &nodes, json!({}));
-    assert!(count >= 2_000, "{count}");
-    let (tx, rx) = std::sync::mpsc::channel();
-    let d = dir.path().to_owned();
-    std::thread::spawn(move || {
-        let store = Store::open(&d).unwrap();
-        let _ = tx.send(store.load(&head).map(|_| ()).map_err(|e| describe(&e)));
-    });
-    let got = rx
-        .recv_timeout(std::time::Duration::from_secs(60))
-        .expect("the load hung");
-    assert!(
-        matches!(&got, Err(e) if e.starts_with("BadMessage")),
-        "{got:?}"
     );
 }
 

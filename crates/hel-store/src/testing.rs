@@ -1,0 +1,172 @@
+//! Helpers for this crate's integration tests and for tests that build
+//! hostile stores: where things live, object encoding, writes that bypass
+//! the store's rules (no lock, no lease). Only with the `testing` feature,
+//! which only dev-dependencies turn on: hel itself is built without it.
+
+use std::path::{Path, PathBuf};
+
+use crate::{ObjectId, SessionId, Store};
+
+/// Whether this build has failpoints (`HEL_FAILPOINTS` does nothing
+/// without them): `tools/test`'s workspace build has them, a lone
+/// `cargo test -p hel-store` does not unless asked (`--features
+/// failpoints`).
+pub fn failpoints() -> bool {
+    cfg!(feature = "failpoints")
+}
+
+/// Canonical bytes and id of an object of kind `kind` ("blob", "list",
+/// "snapshot"; anything else is encoded as written, for unknown kinds).
+pub fn encode(kind: &str, payload: &[u8]) -> (ObjectId, Vec<u8>) {
+    let mut bytes = format!("{kind} {}\0", payload.len()).into_bytes();
+    bytes.extend_from_slice(payload);
+    (ObjectId::of_canonical(&bytes), bytes)
+}
+
+/// Write `canonical` as a loose object under its id, as a store
+/// (hostile or not) would hold it; returns the id.
+pub fn plant(store_root: &Path, canonical: &[u8]) -> ObjectId {
+    let id = ObjectId::of_canonical(canonical);
+    let path = object_path(store_root, &id);
+    if let Some(dir) = path.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    let data = zstd::bulk::compress(canonical, 3).unwrap_or_default();
+    let _ = std::fs::write(&path, data);
+    id
+}
+
+pub fn object_path(store_root: &Path, id: &ObjectId) -> PathBuf {
+    let (dir, name) = crate::layout::object_name(id);
+    store_root.join(crate::layout::OBJECTS).join(dir).join(name)
+}
+
+pub fn ref_path(store_root: &Path, session: &SessionId) -> PathBuf {
+    store_root
+        .join(crate::layout::REFS)
+        .join(crate::layout::SESSIONS)
+        .join(session.as_str())
+}
+
+pub fn log_path(store_root: &Path, session: &SessionId) -> PathBuf {
+    store_root
+        .join(crate::layout::LOGS)
+        .join(crate::layout::SESSIONS)
+        .join(session.as_str())
+}
+
+pub fn session_dir(store_root: &Path, session: &SessionId) -> PathBuf {
+    store_root
+        .join(crate::layout::SESSIONS)
+        .join(session.as_str())
+}
+
+pub fn tmp_dir(store_root: &Path) -> PathBuf {
+    store_root.join(crate::layout::TMP)
+}
+
+/// Where object `id` is, as a message would name it.
+pub fn where_is(store: &Store, id: &ObjectId) -> String {
+    let Ok(Some(layout)) = store.layout_for_gc() else {
+        return "no store".into();
+    };
+    match layout.index().locate(layout, id) {
+        Ok(Some(crate::odb::Found::Record { place, .. })) => {
+            place.display_path().display().to_string()
+        }
+        Ok(Some(crate::odb::Found::Loose)) => "loose".into(),
+        Ok(None) => "nowhere".into(),
+        Err(e) => e.to_string(),
+    }
+}
+
+/// The bytes of a pack record of type byte `rtype` (objects-spec
+/// §12.2), its check computed: a record of a type this hel does not
+/// know, or a forged one.
+pub fn record(rtype: u8, id: &ObjectId, stored: &[u8]) -> Vec<u8> {
+    crate::pack::encode_record_raw(rtype, id, stored)
+}
+
+/// The bytes of blob `id` (a spill file), verified. Tests only:
+/// hel reads spill through [`crate::spill::read`].
+pub fn read_blob(store: &Store, id: &ObjectId) -> crate::Result<Vec<u8>> {
+    crate::read::of_kind(
+        store.layout_or_missing(id)?,
+        id,
+        crate::object::Kind::Blob,
+        crate::Cap::SPILL,
+    )
+}
+
+/// Every fsync and fdatasync the store has made on this thread.
+pub fn syncs() -> u64 {
+    hel_fs::syncs()
+}
+
+/// A new session with a chosen id (tests that need ids sharing a prefix).
+pub fn new_session_with_id(store: &Store, id: &SessionId) -> crate::Result<crate::SessionLease> {
+    store.new_session_named(id)
+}
+
+/// Date every commit record of `session`'s journal `time_ms`, as a
+/// store that arrived with a repository may (records whose checks
+/// hold, saying any time at all). The sidecar goes: readers then read
+/// the journal itself.
+pub fn redate_journal(store_root: &Path, session: &SessionId, time_ms: u64) {
+    use crate::pack::{self, RecordType, FILE_HEADER, RECORD_HEADER};
+    let dir = store_root
+        .join(crate::layout::PACKS)
+        .join(crate::layout::JOURNALS);
+    let path = dir.join(crate::journal::journal_name(session));
+    let bytes = std::fs::read(&path).unwrap_or_default();
+    let Some(head) = bytes.get(..FILE_HEADER as usize) else {
+        return;
+    };
+    let mut out = head.to_vec();
+    let mut at = FILE_HEADER as usize;
+    while let Ok(h) = pack::parse_header(&bytes[at..]) {
+        let end = at + h.record_len() as usize;
+        let Some(stored) = bytes.get(at + RECORD_HEADER as usize..end) else {
+            break;
+        };
+        if h.rtype == RecordType::Commit {
+            let json = crate::journal::commit_json(stored).unwrap_or_default();
+            let mut c: serde_json::Value = serde_json::from_slice(&json).unwrap_or_default();
+            c["time_ms"] = time_ms.into();
+            let json = crate::canonical::to_vec(&c);
+            out.extend_from_slice(&pack::encode_record(RecordType::Commit, &h.id, &json));
+        } else {
+            out.extend_from_slice(&bytes[at..end]);
+        }
+        at = end;
+    }
+    let _ = std::fs::write(&path, out);
+    let _ = std::fs::remove_file(dir.join(crate::journal::jidx_name(session)));
+}
+
+/// The item forms of list node `id`: 'm' inline, 'b' blob, 's' slice.
+pub fn node_items(store: &Store, id: &ObjectId) -> Vec<char> {
+    let Ok(Some(layout)) = store.layout_for_gc() else {
+        return Vec::new();
+    };
+    let Ok(payload) = crate::read::of_kind(
+        layout,
+        id,
+        crate::object::Kind::List,
+        crate::object::Cap::LIST,
+    ) else {
+        return Vec::new();
+    };
+    let Ok(raw) = crate::list::RawNode::parse(&payload) else {
+        return Vec::new();
+    };
+    raw.items
+        .iter()
+        .map(|(a, b)| match crate::list::parse_item(&payload[*a..*b]) {
+            Ok(crate::list::Item::Inline(_)) => 'm',
+            Ok(crate::list::Item::Blob(_)) => 'b',
+            Ok(crate::list::Item::Slice { .. }) => 's',
+            Err(_) => '?',
+        })
+        .collect()
+}
