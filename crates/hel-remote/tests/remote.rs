@@ -34,21 +34,16 @@ fn rt() -> tokio::runtime::Runtime {
 }
 
 fn input<'a>(messages: &'a [Value], leaves: &'a [Option<Leaf>]) -> CommitInput<'a> {
-    CommitInput {
+    CommitInput::new(
+        Record::Answer,
         messages,
         leaves,
-        cwd: "/project".into(),
-        request_config: json!({"model": "m"}),
-        meter: Value::Null,
-        cursors: json!([]),
-        new_spill: Vec::new(),
-        instruction: "do it".into(),
-        input_tokens: 1,
-        output_tokens: 1,
-        why: "test".into(),
-        record: Record::Answer,
-        workspace: None,
-    }
+        "/project",
+        hel_store::SessionRecord::of(hel_store::RequestConfig::bare("test", "m")),
+    )
+    .instruction("do it")
+    .usage(1, 1)
+    .why("test")
 }
 
 /// Add one exchange (user, assistant) to `session` in `store` (new when

@@ -830,21 +830,15 @@ mod tests {
             .commit(
                 lease,
                 state,
-                CommitInput {
-                    messages: msgs,
+                CommitInput::new(
+                    Record::Answer,
+                    msgs,
                     leaves,
-                    cwd: "/p".into(),
-                    request_config: json!({}),
-                    meter: Value::Null,
-                    cursors: json!([]),
-                    new_spill: Vec::new(),
-                    instruction: "i".into(),
-                    input_tokens: 0,
-                    output_tokens: 0,
-                    why: "test".into(),
-                    record: Record::Answer,
-                    workspace: None,
-                },
+                    "/p",
+                    crate::SessionRecord::of(crate::RequestConfig::bare("test", "")),
+                )
+                .instruction("i")
+                .why("test"),
             )
             .unwrap()
     }
