@@ -155,10 +155,11 @@ fn a_saved_zero_meter_is_reset_on_resume() {
             prompt_tokens: 0,
             estimated: false,
         };
+        let leaves: Vec<_> = loaded.leaves.iter().cloned().map(Some).collect();
         let input = hel_store::CommitInput::new(
             hel_store::Record::Answer,
             &loaded.messages,
-            &loaded.leaves.iter().cloned().map(Some).collect::<Vec<_>>(),
+            &leaves,
             &loaded.checkpoint.cwd.clone(),
             hel_store::SessionRecord {
                 config: loaded.record.config.clone().unwrap(),

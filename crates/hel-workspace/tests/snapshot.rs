@@ -11,7 +11,6 @@ use hel_store::tree::EntryKind;
 use hel_store::{CommitInput, Record, SessionLease, SessionState, Store};
 use hel_workspace::snapshot::NotTracked;
 use hel_workspace::{Flat, Options, Prev, Snapshot, Workspace};
-use serde_json::json;
 
 struct Session {
     store: Store,
