@@ -1162,6 +1162,78 @@ fn why(e: serde_json::Error) -> String {
 mod tests {
     use super::*;
 
+    /// Every file and directory under `root` with its bytes.
+    fn files(root: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+        let mut out = BTreeMap::new();
+        let mut todo = vec![root.to_owned()];
+        while let Some(dir) = todo.pop() {
+            for e in std::fs::read_dir(&dir).unwrap() {
+                let path = e.unwrap().path();
+                let rel = path.strip_prefix(root).unwrap().to_owned();
+                if path.is_dir() {
+                    todo.push(path);
+                    out.insert(rel, Vec::new());
+                } else {
+                    out.insert(rel, std::fs::read(&path).unwrap());
+                }
+            }
+        }
+        out
+    }
+
+    /// An import's checkpoint that a load would refuse (here a tool call
+    /// whose result never came, as a transcript the importer misread
+    /// could leave) is refused before anything is written, naming its
+    /// line: the first takes no session, a later one adds nothing.
+    #[test]
+    fn an_import_a_load_would_refuse_writes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("rollout.jsonl");
+        let store = Store::open(dir.path()).unwrap();
+        let found = Found::default();
+        let user = |text: &str, line| Item::User {
+            text: text.into(),
+            meta: Meta::at(line),
+        };
+        let answer = |text: &str, line| Item::Assistant {
+            text: Some(text.into()),
+            calls: Vec::new(),
+            merge: false,
+            complete: true,
+            meta: Meta::at(line),
+        };
+        let unanswered = json!({"role": "assistant", "content": null, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{}"}}
+        ]});
+        // The answer at line 11 comes while the call of line 10 is open.
+        let refused = |b: &mut Builder<'_>| {
+            b.push(unanswered.clone(), Meta::at(10));
+            b.take(answer("done", 11), &found).unwrap();
+            b.end(&found).unwrap_err().to_string()
+        };
+        // The first checkpoint: no session is taken.
+        let mut b = Builder::new(&store, dir.path(), ImportFrom::Codex, &file);
+        b.take(user("again", 9), &found).unwrap();
+        let err = refused(&mut b);
+        assert!(
+            err.contains("(line 11)") && err.contains("tool call \"c1\" has no result"),
+            "{err}"
+        );
+        assert!(b.session.is_none());
+        assert!(!dir.path().join(".hel").exists(), "{:?}", files(dir.path()));
+        // After a checkpoint: the next one adds nothing.
+        let mut b = Builder::new(&store, dir.path(), ImportFrom::Codex, &file);
+        b.take(user("first", 1), &found).unwrap();
+        b.take(answer("one", 2), &found).unwrap();
+        b.take(user("again", 9), &found).unwrap();
+        assert_eq!(b.checkpoints, 1);
+        let before = files(dir.path());
+        let err = refused(&mut b);
+        assert!(err.contains("(line 11)"), "{err}");
+        assert_eq!(b.checkpoints, 1);
+        assert_eq!(files(dir.path()), before);
+    }
+
     /// A source over the load budget is imported from its last
     /// compaction on: the answers before it make no checkpoint.
     #[test]
