@@ -82,8 +82,11 @@ pub(crate) struct Odb {
     /// yet, which reads take as if stored, so that the check a load makes
     /// runs before anything is written. Never consulted by a writer's
     /// dedup (`Index::locate`). `None` otherwise.
-    incoming: Mutex<Option<Arc<HashMap<ObjectId, Vec<u8>>>>>,
+    incoming: Mutex<Option<Arc<Received>>>,
 }
+
+/// Received objects by id: their stored (compressed) bytes.
+type Received = HashMap<ObjectId, Vec<u8>>;
 
 /// Objects received and read as if stored ([`Odb::receive`]): dropping
 /// it forgets them.

@@ -77,13 +77,12 @@ fn input<'a>(messages: &'a [Value], leaves: &'a [Option<Leaf>]) -> CommitInput<'
         hel_store::SessionRecord::of(hel_store::RequestConfig::bare("test", "m")),
     )
     .instruction(
-        &messages
+        messages
             .iter()
             .rev()
             .find(|m| m["role"] == "user")
             .and_then(|m| m["content"].as_str())
-            .unwrap_or("")
-            .to_owned(),
+            .unwrap_or(""),
     )
     .why("test")
 }

@@ -79,7 +79,7 @@ pub enum ImportError {
         path: PathBuf,
         /// The line of the message a load would refuse, when one is.
         line: Option<usize>,
-        source: hel_store::Error,
+        source: Box<hel_store::Error>,
     },
 }
 
@@ -1007,7 +1007,7 @@ impl<'a> Builder<'a> {
         ImportError::Store {
             path: self.file.to_owned(),
             line,
-            source,
+            source: Box::new(source),
         }
     }
 
