@@ -100,7 +100,9 @@ impl Drop for Txn<'_> {
 
 impl Store {
     /// Commit a checkpoint of the lease's session and move its ref: a
-    /// [`Store::begin`] with nothing else written, then [`crate::Txn::commit`].
+    /// [`Store::begin`] with nothing else written, then [`crate::Txn::commit`]
+    /// (which refuses, before anything is written, what a load would
+    /// refuse: [`crate::admit`]).
     pub fn commit(
         &self,
         lease: &SessionLease,
