@@ -150,23 +150,26 @@ fn a_saved_zero_meter_is_reset_on_resume() {
         let store = hel_store::Store::open(&p.path()).unwrap();
         let (lease, head_id) = store.resume(&sid.parse().unwrap()).unwrap();
         let mut loaded = store.load(&head_id).unwrap();
-        let zero =
-            json!({"observed": {"messages_sent": loaded.messages.len() - 1, "prompt_tokens": 0}});
-        let input = hel_store::CommitInput {
-            messages: &loaded.messages,
-            leaves: &loaded.leaves.iter().cloned().map(Some).collect::<Vec<_>>(),
-            cwd: loaded.checkpoint.cwd.clone(),
-            request_config: loaded.request_config.clone(),
-            meter: zero,
-            cursors: loaded.cursors.clone(),
-            new_spill: vec![],
-            instruction: "y".into(),
-            input_tokens: 0,
-            output_tokens: 0,
-            why: "test: a Meter of 0".into(),
-            record: hel_store::Record::Answer,
-            workspace: None,
+        let zero = hel_store::Observation {
+            messages_sent: loaded.messages.len() - 1,
+            prompt_tokens: 0,
+            estimated: false,
         };
+        let leaves: Vec<_> = loaded.leaves.iter().cloned().map(Some).collect();
+        let input = hel_store::CommitInput::new(
+            hel_store::Record::Answer,
+            &loaded.messages,
+            &leaves,
+            &loaded.checkpoint.cwd.clone(),
+            hel_store::SessionRecord {
+                config: loaded.record.config.clone().unwrap(),
+                meter: Some(zero),
+                cursors: loaded.record.cursors.clone().unwrap(),
+            },
+        )
+        .instruction("y")
+        .why("test: a Meter of 0")
+        .spill(vec![]);
         store.commit(&lease, &mut loaded.state, input).unwrap();
     }
     let r = resumed(&p);

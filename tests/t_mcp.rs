@@ -83,7 +83,7 @@ fn offered(mock: &Mock, i: usize) -> Vec<String> {
 fn saved_config(p: &Project, session: &str) -> Value {
     let store = hel_store::Store::open(&p.path()).unwrap();
     let head = store.head(&session.parse().unwrap()).unwrap();
-    store.load(&head).unwrap().request_config
+    serde_json::to_value(store.load(&head).unwrap().record.config).unwrap()
 }
 
 /// Wait (at most 10 s) until process `pid` is gone or a zombie nobody

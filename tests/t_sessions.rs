@@ -568,21 +568,16 @@ fn ambiguous_prefixes_list_candidates() {
         "abcd2222-0000-4000-8000-000000000002",
     ] {
         let lease = hel_store::testing::new_session_with_id(&store, &id.parse().unwrap()).unwrap();
-        let input = hel_store::CommitInput {
-            messages: &msgs,
-            leaves: &[None, None, None],
-            cwd: p.path().display().to_string(),
-            request_config: json!({}),
-            meter: Value::Null,
-            cursors: json!([]),
-            new_spill: vec![],
-            instruction: "u".into(),
-            input_tokens: 0,
-            output_tokens: 0,
-            why: "test".into(),
-            record: hel_store::Record::Answer,
-            workspace: None,
-        };
+        let input = hel_store::CommitInput::new(
+            hel_store::Record::Answer,
+            &msgs,
+            &[None, None, None],
+            &p.path().display().to_string(),
+            hel_store::SessionRecord::of(hel_store::RequestConfig::bare("test", "")),
+        )
+        .instruction("u")
+        .why("test")
+        .spill(vec![]);
         store
             .commit(&lease, &mut hel_store::SessionState::default(), input)
             .unwrap();

@@ -72,7 +72,7 @@ impl Model {
             Purpose::Compaction => Meter::default().estimate(messages, defs),
         };
         let max_output = self.output_limit(fit);
-        let mut body = self.config.body(messages, tools, max_output);
+        let mut body = crate::config::request_body(&self.config, messages, tools, max_output);
         self.client.prepare(&mut body);
         let observer = Rc::clone(&self.observer);
         let live = purpose == Purpose::Turn;

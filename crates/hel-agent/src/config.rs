@@ -1,6 +1,5 @@
 //! Provider resolution and the request config: what a run sends and to whom.
 
-use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 /// A provider preset.
@@ -41,29 +40,10 @@ pub enum ConfigError {
     KeepRecent { keep_recent: u64, compact_at: u64 },
 }
 
-/// Everything that shapes a model request except the messages. Stored in
-/// every checkpoint (the key is not part of it).
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
-pub struct RequestConfig {
-    /// `deepseek`, `openai` or `compatible`.
-    pub provider: String,
-    pub base_url: String,
-    pub model: String,
-    /// Extra body parameters (none yet; part of the Meter's input signature).
-    pub params: Value,
-    pub max_output_tokens: u64,
-    /// The body field carrying the output limit.
-    pub output_limit_field: String,
-    /// The toolset's definitions as sent.
-    pub tools: Vec<Value>,
-    /// The compaction policy in force.
-    pub compaction: Value,
-    /// The MCP servers whose tools are offered: their names only (never
-    /// a URL, a command or an environment value; checkpoints travel to
-    /// remotes). Absent when there are none.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub mcp_servers: Vec<String>,
-}
+/// Everything that shapes a model request except the messages: a part of
+/// the session record, stored in every checkpoint (the key is not part of
+/// it).
+pub use hel_store::RequestConfig;
 
 /// The resolved endpoint: config plus the key, which is never stored.
 #[derive(Debug, Clone)]
@@ -142,40 +122,34 @@ pub fn resolve(args: &ProviderChoice) -> Result<Endpoint, ConfigError> {
             tools: Vec::new(),
             compaction: Value::Null,
             mcp_servers: Vec::new(),
+            import: None,
         },
         api_key,
     })
 }
 
-impl RequestConfig {
-    /// The one place a request body is built: `messages`, the tool
-    /// definitions when `tools`, and `max_output` as the output limit (the
-    /// configured one, or less where the window has no room for it).
-    pub fn body(&self, messages: &[Value], tools: bool, max_output: u64) -> Value {
-        let mut body = json!({
-            "model": self.model,
-            "messages": messages,
-        });
-        if let Value::Object(params) = &self.params {
-            for (k, v) in params {
-                body[k] = v.clone();
-            }
+/// The one place a request body is built: `config`'s model and params,
+/// `messages`, the tool definitions when `tools`, and `max_output` as the
+/// output limit (the configured one, or less where the window has no room
+/// for it).
+pub fn request_body(
+    config: &RequestConfig,
+    messages: &[Value],
+    tools: bool,
+    max_output: u64,
+) -> Value {
+    let mut body = json!({
+        "model": config.model,
+        "messages": messages,
+    });
+    if let Value::Object(params) = &config.params {
+        for (k, v) in params {
+            body[k] = v.clone();
         }
-        body[&self.output_limit_field] = json!(max_output);
-        if tools && !self.tools.is_empty() {
-            body["tools"] = Value::Array(self.tools.clone());
-        }
-        body
     }
-
-    /// The Meter's input signature: provider, model, params and tools, but
-    /// not the output limit (which does not change what the prompt costs).
-    pub fn signature(&self) -> Value {
-        json!({
-            "provider": self.provider,
-            "model": self.model,
-            "params": self.params,
-            "tools": self.tools,
-        })
+    body[&config.output_limit_field] = json!(max_output);
+    if tools && !config.tools.is_empty() {
+        body["tools"] = Value::Array(config.tools.clone());
     }
+    body
 }

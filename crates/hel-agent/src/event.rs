@@ -150,9 +150,6 @@ pub enum Warning {
     /// The cursors a checkpoint saved cannot be read.
     #[error("the saved read_file cursors could not be read; reads start over")]
     CursorsUnreadable,
-    /// The cursors cannot be saved with a checkpoint.
-    #[error("cannot save the read_file cursors: {0}")]
-    CursorsUnsaved(serde_json::Error),
     /// A large tool result could not be spilled; it was cut instead.
     #[error(transparent)]
     Unspilled(#[from] Unspilled),

@@ -1,6 +1,5 @@
 //! The Meter: what the last request really cost, to estimate the next.
 
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// After each response: how many messages that request sent and its
@@ -10,21 +9,12 @@ use serde_json::Value;
 /// tokens plus chars/4 of the messages appended since; with no
 /// observation, chars/4 of all messages and of the tool definitions. Any
 /// rewrite of history resets it.
-#[derive(Serialize, Deserialize, Debug, Clone, Copy, Default, PartialEq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Meter {
     pub observed: Option<Observation>,
 }
 
-#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq)]
-pub struct Observation {
-    pub messages_sent: usize,
-    pub prompt_tokens: u64,
-    /// `prompt_tokens` is hel's estimate, not the server's count. Absent in
-    /// checkpoints written before it existed: those figures are the
-    /// server's (or a 0 that [`Meter::plausible`] refuses).
-    #[serde(default)]
-    pub estimated: bool,
-}
+pub use hel_store::Observation;
 
 /// chars/4 of the serialized JSON of `messages`, tool calls included.
 pub fn estimate_chars(messages: &[Value]) -> u64 {
@@ -133,18 +123,21 @@ mod tests {
 
     #[test]
     fn saved_meters_old_and_new_read_back() {
-        let old: Meter =
-            serde_json::from_value(json!({"observed": {"messages_sent": 3, "prompt_tokens": 0}}))
-                .unwrap();
+        let read = |meter: serde_json::Value| Meter {
+            observed: hel_store::ReadRecord::decode(json!(null), json!(null), &meter).meter,
+        };
+        let old = read(json!({"observed": {"messages_sent": 3, "prompt_tokens": 0}}));
         assert!(!old.observed.unwrap().estimated);
         assert!(!old.plausible(), "a 0 for three messages");
-        let good: Meter = serde_json::from_value(
-            json!({"observed": {"messages_sent": 3, "prompt_tokens": 90, "estimated": true}}),
-        )
-        .unwrap();
+        let good =
+            read(json!({"observed": {"messages_sent": 3, "prompt_tokens": 90, "estimated": true}}));
         assert!(good.plausible() && good.is_estimated());
+        let saved = hel_store::SessionRecord {
+            meter: good.observed,
+            ..hel_store::SessionRecord::of(hel_store::RequestConfig::bare("p", "m"))
+        };
         assert_eq!(
-            serde_json::to_value(good).unwrap(),
+            saved.encode().meter,
             json!({"observed": {"messages_sent": 3, "prompt_tokens": 90, "estimated": true}})
         );
         assert!(!Meter::default().plausible());

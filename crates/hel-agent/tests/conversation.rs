@@ -219,21 +219,15 @@ impl World {
             .commit(
                 lease,
                 &mut self.state,
-                CommitInput {
-                    messages: self.conv.messages(),
-                    leaves: self.conv.leaves(),
-                    cwd: "/project".into(),
-                    request_config: json!({}),
-                    meter: Value::Null,
-                    cursors: json!([]),
-                    new_spill: Vec::new(),
-                    instruction: "x".into(),
-                    input_tokens: 0,
-                    output_tokens: 0,
-                    why: "test".into(),
-                    record: hel_store::Record::Answer,
-                    workspace: None,
-                },
+                CommitInput::new(
+                    hel_store::Record::Answer,
+                    self.conv.messages(),
+                    self.conv.leaves(),
+                    "/project",
+                    hel_store::SessionRecord::of(hel_store::RequestConfig::bare("test", "")),
+                )
+                .instruction("x")
+                .why("test"),
             )
             .expect("the store takes the conversation's leaves");
         self.conv.committed(&committed);

@@ -140,21 +140,28 @@ impl BenchStore for HelStore {
             .commit(
                 lease,
                 state,
-                CommitInput {
-                    messages: msgs,
+                CommitInput::new(
+                    hel_store::Record::Answer,
+                    msgs,
                     leaves,
-                    cwd: self.project.display().to_string(),
-                    request_config: json!({"provider": "bench", "model": "m", "max_output_tokens": 8192}),
-                    meter: json!({"observed": {"messages_sent": msgs.len(), "prompt_tokens": 1000}}),
-                    cursors: json!([]),
-                    new_spill,
-                    instruction: "bench".into(),
-                    input_tokens: 1000,
-                    output_tokens: 100,
-                    why: "bench".into(),
-                    record: hel_store::Record::Answer,
-                    workspace: None,
-                },
+                    &self.project.display().to_string(),
+                    hel_store::SessionRecord {
+                        config: hel_store::RequestConfig {
+                            max_output_tokens: 8192,
+                            ..hel_store::RequestConfig::bare("bench", "m")
+                        },
+                        meter: Some(hel_store::Observation {
+                            messages_sent: msgs.len(),
+                            prompt_tokens: 1000,
+                            estimated: false,
+                        }),
+                        cursors: Vec::new(),
+                    },
+                )
+                .instruction("bench")
+                .usage(1000, 100)
+                .why("bench")
+                .spill(new_spill),
             )
             .expect("commit");
         self.checkpoints[s].push(c.id);

@@ -420,21 +420,19 @@ impl Conversation {
         ]);
         self.leaves.resize(self.messages.len(), None);
         let t = Instant::now();
-        let c = txn.commit(CommitInput {
-            messages: &self.messages,
-            leaves: &self.leaves,
-            cwd: "/bench".into(),
-            request_config: json!({"provider": "bench", "model": "m"}),
-            meter: json!({}),
-            cursors: json!([]),
-            new_spill: Vec::new(),
-            instruction: format!("bench {k}"),
-            input_tokens: 1000,
-            output_tokens: 100,
-            why: "bench".into(),
-            record: Record::Answer,
-            workspace,
-        })?;
+        let c = txn.commit(
+            CommitInput::new(
+                Record::Answer,
+                &self.messages,
+                &self.leaves,
+                "/bench",
+                hel_store::SessionRecord::of(hel_store::RequestConfig::bare("bench", "m")),
+            )
+            .instruction(&format!("bench {k}"))
+            .usage(1000, 100)
+            .why("bench")
+            .workspace(workspace),
+        )?;
         let took = t.elapsed();
         self.leaves.truncate(c.leaves_from);
         self.leaves.extend(c.new_leaves.iter().copied().map(Some));

@@ -14,12 +14,16 @@
 //!   a load counts against;
 //! - `snapshot`: [`snapshot::Checkpoint`] (one per checkpoint) and its
 //!   parts, parsed and validated;
+//! - `session`: the session record, typed: what a checkpoint keeps of the
+//!   agent beside its messages (request config, Meter, cursors), the only
+//!   code that writes and reads that JSON;
 //! - `tree`: workspace trees, parsed and validated, and the bounded
 //!   count of what a root tree flattens to ([`tree::Extents`]).
 //!
 //! In layers (checked by hel-store's `tests/module_cycles.rs`): `id`,
 //! `canonical`, `time` and `format` import nothing of the crate; `message`
-//! and `object` only those; `list`, `snapshot` and `tree` any of them.
+//! and `object` only those; `list`, `session`, `snapshot` and `tree` any of
+//! them.
 //!
 //! hel-store builds the object database and the store on it, and
 //! re-exports what its callers need of this crate.
@@ -30,6 +34,7 @@ pub mod id;
 pub mod list;
 pub mod message;
 pub mod object;
+pub mod session;
 pub mod snapshot;
 pub mod time;
 pub mod tree;

@@ -34,21 +34,16 @@ fn rt() -> tokio::runtime::Runtime {
 }
 
 fn input<'a>(messages: &'a [Value], leaves: &'a [Option<Leaf>]) -> CommitInput<'a> {
-    CommitInput {
+    CommitInput::new(
+        Record::Answer,
         messages,
         leaves,
-        cwd: "/project".into(),
-        request_config: json!({"model": "m"}),
-        meter: Value::Null,
-        cursors: json!([]),
-        new_spill: Vec::new(),
-        instruction: "do it".into(),
-        input_tokens: 1,
-        output_tokens: 1,
-        why: "test".into(),
-        record: Record::Answer,
-        workspace: None,
-    }
+        "/project",
+        hel_store::SessionRecord::of(hel_store::RequestConfig::bare("test", "m")),
+    )
+    .instruction("do it")
+    .usage(1, 1)
+    .why("test")
 }
 
 /// Add one exchange (user, assistant) to `session` in `store` (new when
@@ -709,4 +704,106 @@ fn sent_packs_hold_no_dictionary_frames() {
     assert_eq!(got, s);
     assert_eq!(other.head(&s).unwrap(), head);
     assert_eq!(other.load(&head).unwrap().messages.len(), 4);
+}
+
+/// Every file and directory under `root` with its bytes (a directory's
+/// as empty), to tell that nothing was written.
+fn files(root: &FsPath) -> std::collections::BTreeMap<std::path::PathBuf, Vec<u8>> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut todo = vec![root.to_owned()];
+    while let Some(dir) = todo.pop() {
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let path = e.unwrap().path();
+            let rel = path.strip_prefix(root).unwrap().to_owned();
+            if path.is_dir() {
+                todo.push(path);
+                out.insert(rel, Vec::new());
+            } else {
+                out.insert(rel, std::fs::read(&path).unwrap());
+            }
+        }
+    }
+    out
+}
+
+/// Every path that writes a checkpoint (a reply, a fork, a pull, a bundle
+/// import; an import is `hel`'s, tested there) refuses one a load would
+/// refuse before anything is written, saying what is wrong: here a tool
+/// call without its result. The source is a store that holds such a
+/// checkpoint as a damaged or hostile store would.
+#[test]
+fn every_writer_refuses_what_a_load_would_refuse_before_writing() {
+    let rt = rt();
+    let broken = [
+        json!({"role": "system", "content": "s"}),
+        json!({"role": "user", "content": "read it"}),
+        json!({"role": "assistant", "content": null, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "read_file", "arguments": "{}"}}
+        ]}),
+        json!({"role": "assistant", "content": "done"}),
+    ];
+    let why = "tool call \"c1\" has no result before message 3";
+    let (src_dir, src) = project();
+    let lease = src.new_session().unwrap();
+    let bad = hel_store::testing::unadmitted(|| {
+        src.commit(
+            &lease,
+            &mut Default::default(),
+            input(&broken, &[None, None, None, None]),
+        )
+        .unwrap()
+    });
+    let bad_session = lease.session().clone();
+    drop(lease);
+    let err = src.load(&bad.id).unwrap_err().to_string();
+    assert!(err.contains(why), "{err}");
+
+    // A project with a session of its own, which each way in leaves as is.
+    let (dst_dir, dst) = project();
+    let (mine, _) = exchange(&dst, None, "mine");
+    let before = files(dst_dir.path());
+
+    // A reply: the session's next checkpoint.
+    let (lease, head) = dst.resume(&mine).unwrap();
+    let mut loaded = dst.load(&head).unwrap();
+    let err = dst
+        .commit(&lease, &mut loaded.state, input(&broken, &[None; 4]))
+        .unwrap_err();
+    assert!(
+        matches!(err, hel_store::Error::Refused { .. }) && err.to_string().contains(why),
+        "{err}"
+    );
+    drop(lease);
+    assert_eq!(files(dst_dir.path()), before, "a refused reply wrote");
+
+    // A fork of the checkpoint a load refuses.
+    let src_before = files(src_dir.path());
+    let err = src.fork(&bad.id).unwrap_err().to_string();
+    assert!(err.contains(why), "{err}");
+    assert_eq!(files(src_dir.path()), src_before, "a refused fork wrote");
+
+    // A pull of it.
+    let tmp = tempfile::tempdir().unwrap();
+    let remote = Remote::new("shared", "file://x", dir_store(tmp.path()), "");
+    rt.block_on(remote.push(&src, &bad_session)).unwrap();
+    let err = rt
+        .block_on(remote.pull(&dst, &bad_session))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains(why), "{err}");
+    assert_eq!(files(dst_dir.path()), before, "a refused pull wrote");
+
+    // A bundle import of it.
+    let bundle = tmp.path().join("bad.helbundle");
+    hel_remote::bundle::export(&src, &bad_session, &bundle).unwrap();
+    let err = hel_remote::bundle::import(&dst, &bundle)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains(why), "{err}");
+    assert_eq!(
+        files(dst_dir.path()),
+        before,
+        "a refused bundle import wrote"
+    );
+    assert!(dst.head(&bad_session).is_err());
 }

@@ -4,7 +4,11 @@
 //! the session's ref (objects-spec §12.3): three syncs in all (journal,
 //! new ref file, `refs/sessions/`).
 
+use std::collections::BTreeMap;
 use std::sync::MutexGuard;
+
+use hel_object::session::EncodedRecord;
+use serde_json::Value;
 
 use crate::journal::{self, CommitPayload};
 use crate::list::{Item, Leaf, PayloadWriter, INLINE_MAX, NODE_INLINE_BUDGET};
@@ -12,12 +16,13 @@ use crate::lock::{SessionLease, Shared};
 use crate::object::{self, Cap, Kind};
 use crate::odb::Odb;
 use crate::snapshot::{
-    spill_field, Checkpoint, MessagesRef, Record, Spill, SpillEntry, Summary, SCHEMA_VERSION,
+    spill_field, Checkpoint, MessagesRef, Record, Spill, SpillEntry, Summary, Workspace,
+    SCHEMA_VERSION,
 };
 use crate::store::{clip, CommitInput, Committed, SessionState, Store, Warning};
 use crate::tree::{self, Tree};
 use crate::write::Writer;
-use crate::{canonical, heads, message, time, Error, ObjectId, Result};
+use crate::{canonical, heads, time, Error, ObjectId, Result};
 
 /// New objects kept in memory before they are appended to the journal
 /// (unsynced; the commit's one sync makes them durable with the record).
@@ -50,6 +55,22 @@ pub fn encode_blob(bytes: &[u8]) -> Result<Encoded> {
     Ok(Encoded { id, stored })
 }
 
+/// A checkpoint's spill map: path → blob.
+type SpillMap = BTreeMap<String, SpillEntry>;
+
+/// The list a commit wrote: its root, and what the state needs to follow.
+struct NewList {
+    root: Option<ObjectId>,
+    /// The node written (None: the list is a prefix of the last one's).
+    new_node: Option<ObjectId>,
+    /// Nodes of the last checkpoint kept in the chain.
+    reused: usize,
+    /// Messages those nodes hold.
+    base_end: usize,
+    /// Messages in the list.
+    len: usize,
+}
+
 /// A commit in progress on a session (see [`Store::begin`]). It holds the
 /// shared store lock, so gc cannot remove an object between "it is stored"
 /// and the commit record that publishes what names it, and the session's
@@ -79,7 +100,9 @@ impl Drop for Txn<'_> {
 
 impl Store {
     /// Commit a checkpoint of the lease's session and move its ref: a
-    /// [`Store::begin`] with nothing else written, then [`crate::Txn::commit`].
+    /// [`Store::begin`] with nothing else written, then [`crate::Txn::commit`]
+    /// (which refuses, before anything is written, what a load would
+    /// refuse: [`crate::admit`]).
     pub fn commit(
         &self,
         lease: &SessionLease,
@@ -223,64 +246,74 @@ impl<'a> Txn<'a> {
     /// large messages and spill, and the snapshot; all are durable with
     /// what was written through this transaction before the head moves.
     ///
-    /// On error the previous checkpoint is untouched and the state
-    /// unchanged. Once the head has moved the checkpoint is published and
-    /// the state follows it, whatever fails after (returned as warnings).
+    /// Refused before anything of it is written when a load would refuse
+    /// the checkpoint ([`crate::admit`]). On error the previous checkpoint
+    /// is untouched and the state unchanged. Once the head has moved the
+    /// checkpoint is published and the state follows it, whatever fails
+    /// after (returned as warnings).
     pub fn commit(mut self, input: CommitInput<'_>) -> Result<Committed> {
-        let messages = input.messages;
-        let state = &mut *self.state;
-        if input.leaves.len() != messages.len() {
-            return Err(Error::Internal(format!(
-                "{} leaves for {} messages",
-                input.leaves.len(),
-                messages.len()
-            )));
-        }
-        // The prefix still where the last checkpoint has it (a comparison
-        // per message, no lookups: the state's leaves are that checkpoint's).
-        let keep = input
-            .leaves
+        let encoded = input.record.encode();
+        let keep = self.kept_prefix(input.leaves);
+        let weights = crate::admit::commit(
+            self.store.limits(),
+            self.state,
+            input.messages,
+            input.leaves,
+            keep,
+            &encoded,
+        )?;
+        self.check_workspace(input.workspace.as_ref())?;
+        let list = self.write_list(input.messages, input.leaves, keep)?;
+        let (spill_map, spill) = self.write_spill(&input.new_spill)?;
+        let spill_blob = spill.blob();
+        let why = input.reason();
+        let cp = self.checkpoint(input, encoded, list.root, spill)?;
+        let published = self.publish(cp, &why)?;
+        Ok(self.follow(published, list, (spill_map, spill_blob), weights))
+    }
+
+    /// How many messages from the start are still where the last
+    /// checkpoint has them (a comparison per message, no lookups: the
+    /// state's leaves are that checkpoint's).
+    fn kept_prefix(&self, leaves: &[Option<Leaf>]) -> usize {
+        leaves
             .iter()
-            .zip(&state.locs)
+            .zip(&self.state.locs)
             .take_while(|(a, b)| a.as_ref() == Some(*b))
-            .count();
-        // The caller's promise, checked past that prefix: every carried
-        // message names a message of the last checkpoint. Every new one is
-        // a valid message: nothing is saved that a load would refuse.
-        for (i, leaf) in input.leaves.iter().enumerate().skip(keep) {
-            match leaf {
-                Some(leaf) if !state.holds(leaf) => {
-                    return Err(Error::Internal(format!(
-                        "message {i} claims to be item {} of node {}, which the last checkpoint does not hold",
-                        leaf.index, leaf.node
-                    )));
-                }
-                Some(_) => {}
-                None => message::validate(&messages[i]).map_err(|why| {
-                    Error::Internal(format!("message {i} is not a valid message: {why}"))
-                })?,
+            .count()
+    }
+
+    /// Every tree a workspace names is stored where this commit may name it.
+    fn check_workspace(&mut self, workspace: Option<&Workspace>) -> Result<()> {
+        let Some(ws) = workspace else {
+            return Ok(());
+        };
+        for t in std::iter::once(&ws.tree).chain(&ws.start) {
+            if !self.writer.has_for_workspace(t)? {
+                return Err(Error::Internal(format!(
+                    "the workspace names tree {t}, which is not stored"
+                )));
             }
         }
-        if let Some(ws) = &input.workspace {
-            for t in std::iter::once(&ws.tree).chain(&ws.start) {
-                if !self.writer.has_for_workspace(t)? {
-                    return Err(Error::Internal(format!(
-                        "the workspace names tree {t}, which is not stored"
-                    )));
-                }
-            }
-        }
-        let writer = &mut self.writer;
-        // Reuse every committed node that ends within that prefix. (The
-        // state is only read here and updated in place once the head has
-        // moved: no per-commit copy of anything as long as the session.)
+        Ok(())
+    }
+
+    /// Write the list: every committed node that ends within the kept
+    /// prefix is reused, the rest goes in one new node, item by item (each
+    /// new message's canonical JSON, made to choose inline or blob, copied
+    /// in as it is; carried messages in a row of one node make one slice).
+    fn write_list(
+        &mut self,
+        messages: &[Value],
+        leaves: &[Option<Leaf>],
+        keep: usize,
+    ) -> Result<NewList> {
+        // The state is only read here and updated in place once the head
+        // has moved: no per-commit copy of anything as long as the session.
+        let state = &*self.state;
         let reused = state.nodes.partition_point(|(_, end)| *end <= keep);
         let base = state.nodes[..reused].last().copied();
         let base_end = base.map_or(0, |(_, e)| e);
-        // The node is written item by item: each new message's canonical
-        // JSON, made to choose inline or blob, is copied in as it is
-        // (neither the message nor its JSON is built twice). Carried
-        // messages in a row of one node make one slice.
         let mut node = PayloadWriter::new(messages.len() as u64);
         let mut slice: Option<(ObjectId, u64, u64)> = None;
         let flush = |node: &mut PayloadWriter, slice: &mut Option<(ObjectId, u64, u64)>| {
@@ -290,7 +323,7 @@ impl<'a> Txn<'a> {
         };
         let mut inline_bytes = 0usize;
         for (i, m) in messages.iter().enumerate().skip(base_end) {
-            if let Some(Leaf { node: n, index }) = input.leaves[i] {
+            if let Some(Leaf { node: n, index }) = leaves[i] {
                 let k = u64::from(index);
                 match &mut slice {
                     Some((sn, _, to)) if *sn == n && *to == k => *to += 1,
@@ -304,7 +337,7 @@ impl<'a> Txn<'a> {
             flush(&mut node, &mut slice);
             let bytes = canonical::to_vec(m);
             if bytes.len() >= INLINE_MAX || inline_bytes + bytes.len() > NODE_INLINE_BUDGET {
-                node.item(&Item::Blob(writer.put(Kind::Blob, &bytes)?));
+                node.item(&Item::Blob(self.writer.put(Kind::Blob, &bytes)?));
             } else {
                 inline_bytes += bytes.len();
                 node.inline(&bytes);
@@ -314,18 +347,28 @@ impl<'a> Txn<'a> {
         let new_node = if node.items() == 0 {
             None
         } else {
-            Some(writer.put(Kind::List, &node.finish(base.map(|(id, _)| id)))?)
+            let prev = base.map(|(id, _)| id);
+            Some(self.writer.put(Kind::List, &node.finish(prev))?)
         };
-        let root = new_node.or(base.map(|(id, _)| id));
-        let request_config = writer.put(Kind::Blob, &canonical::to_vec(&input.request_config))?;
-        let cursors = writer.put(Kind::Blob, &canonical::to_vec(&input.cursors))?;
-        // The map changes only with a new spill: otherwise it is the
-        // head's, named by the head's blob (no copy, no serialization).
-        let mut spill = None;
-        if !input.new_spill.is_empty() {
-            let spill = spill.insert(state.spill.clone());
+        Ok(NewList {
+            root: new_node.or(base.map(|(id, _)| id)),
+            new_node,
+            reused,
+            base_end,
+            len: messages.len(),
+        })
+    }
+
+    /// Store the new spill files and the spill field of the snapshot; the
+    /// new map when it changed. The map changes only with a new spill:
+    /// otherwise it is the head's, named by the head's blob (no copy, no
+    /// serialization).
+    fn write_spill(&mut self, new_spill: &[(String, String)]) -> Result<(Option<SpillMap>, Spill)> {
+        let mut map = None;
+        if !new_spill.is_empty() {
+            let map = map.insert(self.state.spill.clone());
             let dir = self.store.spill_dir(self.lease)?;
-            for (key, file) in &input.new_spill {
+            for (key, file) in new_spill {
                 let bytes = dir
                     .read_file(file, Cap::SPILL.max)?
                     .ok_or_else(|| Error::Io {
@@ -335,62 +378,79 @@ impl<'a> Txn<'a> {
                             "spill working copy vanished",
                         ),
                     })?;
-                let blob = writer.put(Kind::Blob, &bytes)?;
-                spill.insert(
-                    key.clone(),
-                    SpillEntry {
-                        blob,
-                        size: bytes.len() as u64,
-                    },
-                );
+                let blob = self.writer.put(Kind::Blob, &bytes)?;
+                let size = bytes.len() as u64;
+                map.insert(key.clone(), SpillEntry { blob, size });
             }
         }
         // Stored once while no spill is added: the next checkpoints name
         // the same blob.
-        let spill_field = match (&spill, state.spill_blob) {
+        let writer = &mut self.writer;
+        let field = match (&map, self.state.spill_blob) {
             (None, Some(id)) => Spill::Blob(id),
-            (map, _) => spill_field(map.as_ref().unwrap_or(&state.spill), |bytes| {
+            (m, _) => spill_field(m.as_ref().unwrap_or(&self.state.spill), |bytes| {
                 writer.put(Kind::Blob, bytes)
             })?,
         };
-        let spill_blob = spill_field.blob();
+        Ok((map, field))
+    }
+
+    /// The snapshot of `input`, its record's blobs stored.
+    fn checkpoint(
+        &mut self,
+        input: CommitInput<'_>,
+        encoded: EncodedRecord,
+        root: Option<ObjectId>,
+        spill: Spill,
+    ) -> Result<Checkpoint> {
+        let request_config = self.writer.put(Kind::Blob, &encoded.config)?;
+        let cursors = self.writer.put(Kind::Blob, &encoded.cursors)?;
+        let count = input.messages.len() as u64;
+        let answer = u64::from(input.kind == Record::Answer);
         let now = time::now_ms();
-        let cp = Checkpoint {
+        Ok(Checkpoint {
             schema_version: SCHEMA_VERSION,
             session_id: self.lease.session().clone(),
-            parents: state.head.into_iter().collect(),
+            parents: self.state.head.into_iter().collect(),
             created_at: time::rfc3339(now),
             created_at_ms: now,
             cwd: input.cwd,
             request_config,
-            meter: input.meter,
+            meter: encoded.meter,
             cursors,
-            messages: MessagesRef {
-                root,
-                count: messages.len() as u64,
-            },
-            spill: spill_field,
+            messages: MessagesRef { root, count },
+            spill,
             summary: Summary {
-                messages: messages.len() as u64,
-                checkpoints: state.checkpoints + u64::from(input.record == Record::Answer),
+                messages: count,
+                checkpoints: self.state.checkpoints + answer,
                 instruction: clip(&crate::first_line(&input.instruction), 1000),
                 input_tokens: input.input_tokens,
                 output_tokens: input.output_tokens,
             },
-            record: Some(input.record),
+            record: Some(input.kind),
             workspace: input.workspace,
-        };
-        let published = self.publish(cp, &input.why)?;
+        })
+    }
+
+    /// The head has moved to `published`: the state follows it (the list's
+    /// nodes and leaves, the spill map, the weights).
+    fn follow(
+        &mut self,
+        published: Committed,
+        list: NewList,
+        (spill, spill_blob): (Option<SpillMap>, Option<ObjectId>),
+        weights: Vec<u64>,
+    ) -> Committed {
         let state = &mut *self.state;
-        for (node, _) in state.nodes.drain(reused..) {
+        for (node, _) in state.nodes.drain(list.reused..) {
             state.node_len.remove(&node);
         }
-        state.locs.truncate(base_end);
+        state.locs.truncate(list.base_end);
         let mut new_leaves = Vec::new();
-        if let Some(node_id) = new_node {
-            state.nodes.push((node_id, messages.len()));
-            state.node_len.insert(node_id, messages.len() - base_end);
-            new_leaves.extend((0..messages.len() - base_end).map(|k| Leaf {
+        if let Some(node_id) = list.new_node {
+            state.nodes.push((node_id, list.len));
+            state.node_len.insert(node_id, list.len - list.base_end);
+            new_leaves.extend((0..list.len - list.base_end).map(|k| Leaf {
                 node: node_id,
                 index: k as u32,
             }));
@@ -400,11 +460,12 @@ impl<'a> Txn<'a> {
             state.spill = map;
         }
         state.spill_blob = spill_blob;
-        Ok(Committed {
-            leaves_from: base_end,
+        state.weights = weights;
+        Committed {
+            leaves_from: list.base_end,
             new_leaves,
             ..published
-        })
+        }
     }
 
     /// Write snapshot `cp` (checked as a reader would check it) and the
@@ -418,6 +479,16 @@ impl<'a> Txn<'a> {
         cp.check()
             .map_err(|e| Error::Internal(format!("the checkpoint would not read back: {e}")))?;
         let payload = cp.to_payload();
+        if payload.len() as u64 > Cap::SNAPSHOT.max {
+            return Err(Error::Refused {
+                at: None,
+                reason: format!(
+                    "its snapshot takes {} bytes, over the {} a load reads",
+                    payload.len(),
+                    Cap::SNAPSHOT.max
+                ),
+            });
+        }
         let id = self.writer.put(Kind::Snapshot, &payload)?;
         let (objects_written, bytes_written) =
             (self.writer.objects_written, self.writer.bytes_written);

@@ -179,6 +179,10 @@ pub enum Error {
     /// A store of an older format that could not be upgraded now.
     #[error(transparent)]
     Upgrade(Box<UpgradeError>),
+    /// A checkpoint a load would refuse, refused before anything of it
+    /// was written (`admit.rs`): `at` is the message that breaks it.
+    #[error("not saved, since a load would refuse it: {reason}")]
+    Refused { at: Option<usize>, reason: String },
     #[error("internal error: {0} (nothing was saved; please report this)")]
     Internal(String),
 }

@@ -8,12 +8,13 @@ use crate::object::Kind;
 use crate::snapshot::{Checkpoint, Record, Workspace, SCHEMA_VERSION};
 use crate::store::{Store, Warning};
 use crate::write::Writer;
-use crate::{heads, time, ObjectId, Result, SessionId};
+use crate::{heads, time, Error, ObjectId, Result, SessionId};
 
 impl Store {
     /// Fork checkpoint `at` into a new session: one new snapshot that names
     /// `at` as its parent and reuses its message list and spill map. Returns
-    /// the new session's lease and its first checkpoint. The base is read
+    /// the new session's lease and its first checkpoint. Refused, before
+    /// anything is written, when `at` does not load. The base is read
     /// under the store lock the fork publishes under, so gc cannot sweep it
     /// in between; the new session depends on the journal that holds the
     /// base (and on what that one depends on).
@@ -41,6 +42,11 @@ impl Store {
         let layout = self.layout_or_missing(at)?;
         let lock = Shared::take(layout)?;
         layout.index().forget_removed();
+        // What the fork's first record names is the base's: it is admitted
+        // as a load would take it (messages, pairing, limits, record)
+        // before anything is written, so a fork never publishes what a
+        // load refuses (a base copied in from elsewhere, damaged).
+        self.check_covering(at)?;
         let base = crate::read::snapshot(layout, at)?;
         let mut deps = match heads::read(layout, &base.session_id)? {
             Some(origin) => origin.deps(),
@@ -77,6 +83,10 @@ impl Store {
             let mut writer = Writer::new(&lock, lease.session(), &deps);
             // A base of schema 1 or 2 holds its map: stored as a blob.
             cp.spill = writer.put_spill(cp.spill)?;
+            cp.check().map_err(|e| Error::Refused {
+                at: None,
+                reason: format!("the fork's first record: {e}"),
+            })?;
             let id = writer.put(Kind::Snapshot, &cp.to_payload())?;
             let payload = CommitPayload {
                 deps: writer.deps.clone(),

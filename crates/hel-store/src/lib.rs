@@ -33,7 +33,8 @@
 //! 0. The hel-object crate, without I/O: ids, canonical JSON, time, the
 //!    format's constants, messages, the object codec (kinds, caps, encode,
 //!    decode), message-list nodes and their parsers, snapshots
-//!    ([`Checkpoint`], [`Summary`]) and trees;
+//!    ([`Checkpoint`], [`Summary`]), the typed session record
+//!    ([`SessionRecord`]: request config, Meter, cursors) and trees;
 //!    re-exported here where callers need them.
 //! 1. `error`: the crate's one [`Error`], naming only hel-object's types
 //!    (each of hel-object's errors becomes the variant of its name);
@@ -50,7 +51,9 @@
 //!    whom, format 4).
 //! 4. The store: `heads` (what older formats call a head), `upgrade` (run
 //!    at open), `summaries` (the listing hint), `store` ([`Store`]: open,
-//!    sessions, load), `commit` ([`Txn`]), `names`, `spill`,
+//!    sessions, load), `admit` (what every writer of a checkpoint checks
+//!    before it writes: what a load would refuse), `commit` ([`Txn`]),
+//!    `names`, `spill`,
 //!    `workspace` (what hel-workspace reads), `log`.
 //! 5. Reachability and maintenance, functions taking a [`Store`]: `gc`
 //!    (its mark, and [`Store::delete`]), `fork` (above gc: a fork of a
@@ -76,6 +79,7 @@
 //! for tests that reach the store's internals or build hostile stores).
 //! This file only declares the modules and re-exports what callers use.
 
+pub mod admit;
 mod commit;
 mod dependents;
 mod dir;
@@ -121,6 +125,10 @@ pub use error::{Error, Result};
 pub use error::{NameError, RefError, UpgradeError};
 pub use hel_object::format::{FORMAT_VERSION, STORE_DIR};
 pub use hel_object::object::{Cap, DICTIONARY, DICTIONARY_ID};
+pub use hel_object::session::{
+    Cursor, Identity, ImportRecord, ImportedMessage, Observation, ReadRecord, RequestConfig,
+    SessionRecord, IMPORT_RECORD_VERSION,
+};
 pub use hel_object::snapshot::{
     restored_path, Checkpoint, MessagesRef, Record, Restored, Spill, SpillEntry, Summary,
     Workspace, RESTORED_PATHS_MAX, SCHEMA_VERSION,

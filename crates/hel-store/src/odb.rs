@@ -8,7 +8,7 @@
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::os::unix::fs::MetadataExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 
 use crate::dir::Dir;
@@ -77,6 +77,30 @@ pub(crate) struct Odb {
     /// again (snapshots kept parsed; of a blob over 1 MiB only its length,
     /// see [`Kept`]). `None` otherwise.
     memo: Mutex<Option<Memo>>,
+    /// While a pull or bundle import checks what it received
+    /// (`transfer.rs`): the received objects' stored bytes, not written
+    /// yet, which reads take as if stored, so that the check a load makes
+    /// runs before anything is written. Never consulted by a writer's
+    /// dedup (`Index::locate`). `None` otherwise.
+    incoming: Mutex<Option<Arc<Received>>>,
+}
+
+/// Received objects by id: their stored (compressed) bytes.
+type Received = HashMap<ObjectId, Vec<u8>>;
+
+/// Objects received and read as if stored ([`Odb::receive`]): dropping
+/// it forgets them.
+#[must_use]
+pub(crate) struct Incoming<'a> {
+    odb: &'a Odb,
+}
+
+impl Drop for Incoming<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut slot) = self.odb.incoming.lock() {
+            *slot = None;
+        }
+    }
 }
 
 /// Decoded objects, bounded by [`MEMO_MAX`] payload bytes in all: past it,
@@ -134,7 +158,30 @@ impl Odb {
             index: Index::default(),
             verified: Mutex::new(HashSet::new()),
             memo: Mutex::new(None),
+            incoming: Mutex::new(None),
         }
+    }
+
+    /// Read `records` (objects received, verified against their ids) as
+    /// if stored until the guard returned is dropped.
+    pub fn receive(&self, records: &[(ObjectId, Vec<u8>)]) -> Incoming<'_> {
+        let map = records.iter().cloned().collect();
+        if let Ok(mut slot) = self.incoming.lock() {
+            *slot = Some(Arc::new(map));
+        }
+        Incoming { odb: self }
+    }
+
+    /// Object `id` as received ([`Odb::receive`]), decoded under `cap`.
+    pub fn incoming_get(
+        &self,
+        id: &ObjectId,
+        cap: crate::object::Cap,
+    ) -> Option<Result<(crate::object::Kind, Vec<u8>)>> {
+        let map = self.incoming.lock().ok()?.as_ref().map(Arc::clone)?;
+        let stored = map.get(id)?;
+        let place = Path::new("(received)");
+        Some(crate::object::decode(id, place, stored, cap).map_err(Error::from))
     }
 
     /// Start (`true`) or stop and drop (`false`) keeping decoded objects.

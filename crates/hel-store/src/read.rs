@@ -17,6 +17,9 @@ pub(crate) fn object(layout: &Odb, id: &ObjectId, cap: Cap) -> Result<(Kind, Vec
     if let Some(kept) = layout.memo_get(id, cap) {
         return Ok(kept);
     }
+    if let Some(received) = layout.incoming_get(id, cap) {
+        return received;
+    }
     match layout.index().locate(layout, id)? {
         Some(found) => read_at(layout, id, &found, cap),
         None => Err(Error::Missing {

@@ -830,21 +830,15 @@ mod tests {
             .commit(
                 lease,
                 state,
-                CommitInput {
-                    messages: msgs,
+                CommitInput::new(
+                    Record::Answer,
+                    msgs,
                     leaves,
-                    cwd: "/p".into(),
-                    request_config: json!({}),
-                    meter: Value::Null,
-                    cursors: json!([]),
-                    new_spill: Vec::new(),
-                    instruction: "i".into(),
-                    input_tokens: 0,
-                    output_tokens: 0,
-                    why: "test".into(),
-                    record: Record::Answer,
-                    workspace: None,
-                },
+                    "/p",
+                    crate::SessionRecord::of(crate::RequestConfig::bare("test", "")),
+                )
+                .instruction("i")
+                .why("test"),
             )
             .unwrap()
     }
@@ -875,15 +869,20 @@ mod tests {
             &store,
             &b,
             &mut st_b,
-            &[json!({"role": "tool", "tool_call_id": "x", "content": "no\nneedle here\n"})],
-            &[None],
+            &[
+                json!({"role": "assistant", "content": null, "tool_calls": [
+                    {"id": "x", "type": "function", "function": {"name": "bash", "arguments": "{}"}}
+                ]}),
+                json!({"role": "tool", "tool_call_id": "x", "content": "no\nneedle here\n"}),
+            ],
+            &[None, None],
         );
         let re = regex::Regex::new("needle").unwrap();
         let report = search(&store, &re, None).unwrap();
         assert!(report.errors.is_empty());
         assert_eq!(report.sessions.len(), 3);
-        // 4 messages in A (the fork shares them all), 1 in B: 5, each once.
-        assert_eq!(report.messages_scanned, 5);
+        // 4 messages in A (the fork shares them all), 2 in B: 6, each once.
+        assert_eq!(report.messages_scanned, 6);
         assert_eq!(report.blobs_read, 1);
         for s in &report.sessions {
             if s.session == *b.session() {

@@ -23,6 +23,7 @@ use crate::odb::Odb;
 use crate::snapshot::{Checkpoint, Record, SpillEntry, Workspace};
 use crate::summaries::SessionInfo;
 use crate::{heads, refs, time, Error, ObjectId, Result, SessionId};
+use crate::{ReadRecord, SessionRecord};
 
 /// The session store of one project (its `.hel/` directory), held open:
 /// the project and its store are reached through descriptors taken when
@@ -101,6 +102,11 @@ pub struct SessionState {
     pub(crate) deps: BTreeSet<SessionId>,
     /// The head's commit record's sequence number (0: none yet here).
     pub(crate) seq: u64,
+    /// The weight ([`crate::message::weight`]) of each message of the last
+    /// committed list, when known (after a commit in this process; empty
+    /// otherwise): what the admission check counts without weighing them
+    /// again.
+    pub(crate) weights: Vec<u64>,
 }
 
 impl SessionState {
@@ -136,8 +142,8 @@ impl SessionState {
 #[derive(Debug, Clone)]
 pub struct Loaded {
     pub checkpoint: Checkpoint,
-    pub request_config: Value,
-    pub cursors: Value,
+    /// What it keeps of the agent beside its messages, typed.
+    pub record: ReadRecord,
     pub messages: Vec<Value>,
     /// Where each message is stored, for the next commit.
     pub leaves: Vec<Leaf>,
@@ -148,41 +154,107 @@ pub struct Loaded {
 struct Whole<T> {
     checkpoint: Checkpoint,
     spill: BTreeMap<String, SpillEntry>,
-    request_config: Value,
-    cursors: Value,
+    record: ReadRecord,
     resolved: crate::list::Resolved<T>,
     published: Option<heads::Head>,
 }
 
-/// One checkpoint to commit.
+/// One checkpoint to commit: the conversation as it stands and the
+/// session record beside it. Made by [`CommitInput::new`] and its
+/// setters, the one way every writer builds it.
 #[derive(Debug, Clone)]
 pub struct CommitInput<'a> {
     /// The whole conversation as it stands.
-    pub messages: &'a [Value],
+    pub(crate) messages: &'a [Value],
     /// Per message, where the last checkpoint stores it when it is that
     /// message unchanged (the caller's promise; the store checks that each
     /// leaf is one of the last checkpoint's). Those are named where they
     /// are, not written again.
-    pub leaves: &'a [Option<Leaf>],
-    pub cwd: String,
-    pub request_config: Value,
-    pub meter: Value,
-    pub cursors: Value,
+    pub(crate) leaves: &'a [Option<Leaf>],
+    pub(crate) cwd: String,
+    pub(crate) record: SessionRecord,
     /// New spill files to keep: the path the conversation names → the file
     /// name in the session's spill directory.
-    pub new_spill: Vec<(String, String)>,
+    pub(crate) new_spill: Vec<(String, String)>,
     /// First line of the last instruction.
-    pub instruction: String,
-    pub input_tokens: u64,
-    pub output_tokens: u64,
+    pub(crate) instruction: String,
+    pub(crate) input_tokens: u64,
+    pub(crate) output_tokens: u64,
     /// Why the head moves (recorded in the commit record).
-    pub why: String,
+    pub(crate) why: Option<String>,
     /// What this record is: an answer, or a workspace record (whose
     /// messages are the last checkpoint's).
-    pub record: Record,
+    pub(crate) kind: Record,
     /// The project's files at this record, when snapshotted: trees written
     /// through the same [`crate::Txn`].
-    pub workspace: Option<Workspace>,
+    pub(crate) workspace: Option<Workspace>,
+}
+
+impl<'a> CommitInput<'a> {
+    /// A `kind` record of `messages` (each with its leaf when it is where
+    /// the last checkpoint stores it) and `record`, saved in the project
+    /// directory `cwd`; no instruction, usage, spill or workspace until set.
+    pub fn new(
+        kind: Record,
+        messages: &'a [Value],
+        leaves: &'a [Option<Leaf>],
+        cwd: &str,
+        record: SessionRecord,
+    ) -> CommitInput<'a> {
+        CommitInput {
+            messages,
+            leaves,
+            cwd: cwd.to_owned(),
+            record,
+            new_spill: Vec::new(),
+            instruction: String::new(),
+            input_tokens: 0,
+            output_tokens: 0,
+            why: None,
+            kind,
+            workspace: None,
+        }
+    }
+
+    /// The last instruction (its first line is kept).
+    pub fn instruction(mut self, text: &str) -> Self {
+        self.instruction = text.to_owned();
+        self
+    }
+
+    /// Tokens the instruction's requests reported.
+    pub fn usage(mut self, input_tokens: u64, output_tokens: u64) -> Self {
+        self.input_tokens = input_tokens;
+        self.output_tokens = output_tokens;
+        self
+    }
+
+    /// Why the head moves (default: the record's name and the
+    /// instruction's first line).
+    pub fn why(mut self, why: impl Into<String>) -> Self {
+        self.why = Some(why.into());
+        self
+    }
+
+    /// New spill files: the path the conversation names → the file's name
+    /// in the session's spill directory.
+    pub fn spill(mut self, new_spill: Vec<(String, String)>) -> Self {
+        self.new_spill = new_spill;
+        self
+    }
+
+    /// The project's files at this record.
+    pub fn workspace(mut self, workspace: Option<Workspace>) -> Self {
+        self.workspace = workspace;
+        self
+    }
+
+    /// What the commit record says of why the head moved.
+    pub(crate) fn reason(&self) -> String {
+        self.why
+            .clone()
+            .unwrap_or_else(|| format!("{}: {}", self.kind.name(), first_line(&self.instruction)))
+    }
 }
 
 /// The result of a commit: the checkpoint is published.
@@ -358,8 +430,7 @@ impl Store {
         let Whole {
             checkpoint: cp,
             spill,
-            request_config,
-            cursors,
+            record,
             resolved,
             published,
         } = whole;
@@ -381,8 +452,7 @@ impl Store {
         state.set_chain(resolved.chain);
         let loaded = Loaded {
             checkpoint: cp,
-            request_config,
-            cursors,
+            record,
             messages: resolved.messages,
             leaves: state.locs.clone(),
             state,
@@ -416,8 +486,11 @@ impl Store {
                 reason: format!("{} is not JSON: {e}", cap.what),
             })
         };
-        let request_config = json_blob(&cp.request_config, Cap::CONFIG)?;
-        let cursors = json_blob(&cp.cursors, Cap::CURSORS)?;
+        let record = ReadRecord::decode(
+            json_blob(&cp.request_config, Cap::CONFIG)?,
+            json_blob(&cp.cursors, Cap::CURSORS)?,
+            &cp.meter,
+        );
         let spill = crate::read::spill_map(layout, &cp)?;
         let resolved = Reader::new(layout, self.inner.limits, *id)
             .read_list::<K>(cp.messages.root, cp.messages.count)?;
@@ -447,8 +520,7 @@ impl Store {
         Ok(Whole {
             checkpoint: cp,
             spill,
-            request_config,
-            cursors,
+            record,
             resolved,
             published,
         })

@@ -7,6 +7,21 @@ use std::path::{Path, PathBuf};
 
 use crate::{ObjectId, SessionId, Store};
 
+/// Run `f` with the commits it makes on this thread not admitted
+/// (`admit.rs`): how a test builds a checkpoint a load refuses, as a
+/// damaged or hostile store would hold it.
+pub fn unadmitted<T>(f: impl FnOnce() -> T) -> T {
+    struct Reset;
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            crate::admit::UNADMITTED.with(|u| u.set(false));
+        }
+    }
+    crate::admit::UNADMITTED.with(|u| u.set(true));
+    let _reset = Reset;
+    f()
+}
+
 /// Whether this build has failpoints (`HEL_FAILPOINTS` does nothing
 /// without them): `tools/test`'s workspace build has them, a lone
 /// `cargo test -p hel-store` does not unless asked (`--features

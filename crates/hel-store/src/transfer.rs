@@ -103,7 +103,8 @@ fn history(layout: &Odb, head: &ObjectId) -> Result<HashSet<ObjectId>> {
 /// §8): every object present and verified, every snapshot, node and tree
 /// valid, every root tree within the flattening limits (§4.1), every
 /// message and JSON blob valid; the first fault is returned.
-fn verify_reach(layout: &Odb, head: &ObjectId) -> Result<HashSet<ObjectId>> {
+/// Gives the snapshots it reached.
+fn verify_reach(layout: &Odb, head: &ObjectId) -> Result<Vec<ObjectId>> {
     let mut first: Option<Error> = None;
     let marked = gc::mark(layout, &[*head], &mut |e| {
         first.get_or_insert(e);
@@ -132,7 +133,7 @@ fn verify_reach(layout: &Odb, head: &ObjectId) -> Result<HashSet<ObjectId>> {
     for id in &marked.reachable {
         crate::read::object(layout, id, Cap::ANY)?;
     }
-    Ok(marked.reachable)
+    Ok(marked.snapshots)
 }
 
 fn check_key(key: &str) -> Result<()> {
@@ -270,20 +271,9 @@ pub fn adopt(
         .iter()
         .flat_map(|r| r.records.iter().cloned())
         .collect();
+    let cp = admit(store, layout, session, head, &records)?;
     if !records.is_empty() {
         crate::repack::write_sealed_shared(layout, &lock, &records)?;
-    }
-    verify_reach(layout, head)?;
-    let cp = crate::read::snapshot(layout, head)?;
-    if cp.session_id != *session {
-        return Err(Error::BadRef {
-            session: session.to_string(),
-            path: Path::new("(received)").to_owned(),
-            reason: crate::RefError::OtherSession {
-                checkpoint: Box::new(*head),
-                owner: cp.session_id,
-            },
-        });
     }
     let local = heads::read(layout, session)?;
     let (parent, seq, deps) = match &local {
@@ -337,6 +327,39 @@ pub fn adopt(
         None => Adopted::New,
         Some(from) => Adopted::FastForward { from },
     })
+}
+
+/// The admission check of a pull, before anything is written: with the
+/// received `records` read as if stored, everything `head` reaches is
+/// valid ([`verify_reach`]), `head` is a checkpoint of `session`, and each
+/// received checkpoint loads as [`Store::load`] would load it (its
+/// messages, their pairing, the limits, its record). Gives `head`.
+fn admit(
+    store: &Store,
+    layout: &Odb,
+    session: &SessionId,
+    head: &ObjectId,
+    records: &[(ObjectId, Vec<u8>)],
+) -> Result<crate::snapshot::Checkpoint> {
+    let _incoming = layout.receive(records);
+    let snapshots = verify_reach(layout, head)?;
+    let cp = crate::read::snapshot(layout, head)?;
+    if cp.session_id != *session {
+        return Err(Error::BadRef {
+            session: session.to_string(),
+            path: Path::new("(received)").to_owned(),
+            reason: crate::RefError::OtherSession {
+                checkpoint: Box::new(*head),
+                owner: cp.session_id,
+            },
+        });
+    }
+    // Checkpoints already here were admitted when they came.
+    let received: HashSet<&ObjectId> = records.iter().map(|(id, _)| id).collect();
+    for id in snapshots.iter().filter(|id| received.contains(id)) {
+        store.check_covering(id)?;
+    }
+    Ok(cp)
 }
 
 /// Does `head`'s history (itself included) hold checkpoint `other`?

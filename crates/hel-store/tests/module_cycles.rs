@@ -579,6 +579,7 @@ fn hel_store_modules_import_only_their_layer_and_below() {
                 "upgrade",
                 "summaries",
                 "store",
+                "admit",
                 "commit",
                 "names",
                 "spill",
@@ -604,7 +605,7 @@ fn hel_object_modules_import_only_their_layer_and_below() {
         &[
             &["id", "canonical", "time", "format"],
             &["message", "object"],
-            &["list", "snapshot", "tree"],
+            &["list", "session", "snapshot", "tree"],
             &["lib"],
         ],
     );

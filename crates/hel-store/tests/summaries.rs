@@ -10,27 +10,22 @@ use hel_store::{CommitInput, SessionId, SessionLease, SessionState, Store};
 use serde_json::{json, Value};
 
 fn input<'a>(messages: &'a [Value], leaves: &'a [Option<hel_store::Leaf>]) -> CommitInput<'a> {
-    CommitInput {
+    CommitInput::new(
+        hel_store::Record::Answer,
         messages,
         leaves,
-        cwd: "/project".into(),
-        request_config: json!({"model": "m"}),
-        meter: Value::Null,
-        cursors: json!([]),
-        new_spill: Vec::new(),
-        instruction: messages
+        "/project",
+        hel_store::SessionRecord::of(hel_store::RequestConfig::bare("test", "m")),
+    )
+    .instruction(
+        messages
             .iter()
             .rev()
             .find(|m| m["role"] == "user")
             .and_then(|m| m["content"].as_str())
-            .unwrap_or("")
-            .to_owned(),
-        input_tokens: 0,
-        output_tokens: 0,
-        why: "answer".into(),
-        record: hel_store::Record::Answer,
-        workspace: None,
-    }
+            .unwrap_or(""),
+    )
+    .why("answer")
 }
 
 fn conversation(tag: &str, turns: usize) -> Vec<Value> {

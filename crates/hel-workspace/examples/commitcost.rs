@@ -6,21 +6,17 @@ use hel_workspace::{Flat, Options, Prev, Workspace};
 use std::time::{Duration, Instant};
 
 fn input(ws: Option<hel_store::Workspace>) -> CommitInput<'static> {
-    CommitInput {
-        messages: &[],
-        leaves: &[],
-        cwd: "/p".into(),
-        request_config: serde_json::json!({}),
-        meter: serde_json::json!(null),
-        cursors: serde_json::json!({}),
-        new_spill: vec![],
-        instruction: "i".into(),
-        input_tokens: 0,
-        output_tokens: 0,
-        why: "t".into(),
-        record: Record::Answer,
-        workspace: ws,
-    }
+    CommitInput::new(
+        Record::Answer,
+        &[],
+        &[],
+        "/p",
+        hel_store::SessionRecord::of(hel_store::RequestConfig::bare("test", "")),
+    )
+    .instruction("i")
+    .why("t")
+    .spill(vec![])
+    .workspace(ws)
 }
 
 /// This thread's time on a CPU and waiting for one (its schedstat).

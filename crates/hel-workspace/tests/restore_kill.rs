@@ -88,21 +88,16 @@ fn project() -> tempfile::TempDir {
     for i in 0..FILES {
         assert_eq!(txn.put_blob(&new(i)).unwrap(), hel_store::blob_id(&new(i)));
     }
-    txn.commit(CommitInput {
-        messages: &[],
-        leaves: &[],
-        cwd: "/project".into(),
-        request_config: serde_json::json!({"model": "m"}),
-        meter: serde_json::Value::Null,
-        cursors: serde_json::json!([]),
-        new_spill: Vec::new(),
-        instruction: String::new(),
-        input_tokens: 0,
-        output_tokens: 0,
-        why: "test".into(),
-        record: hel_store::Record::Answer,
-        workspace: None,
-    })
+    txn.commit(
+        CommitInput::new(
+            hel_store::Record::Answer,
+            &[],
+            &[],
+            "/project",
+            hel_store::SessionRecord::of(hel_store::RequestConfig::bare("test", "m")),
+        )
+        .why("test"),
+    )
     .unwrap();
     dir
 }

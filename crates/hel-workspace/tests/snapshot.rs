@@ -11,7 +11,6 @@ use hel_store::tree::EntryKind;
 use hel_store::{CommitInput, Record, SessionLease, SessionState, Store};
 use hel_workspace::snapshot::NotTracked;
 use hel_workspace::{Flat, Options, Prev, Snapshot, Workspace};
-use serde_json::json;
 
 struct Session {
     store: Store,
@@ -51,26 +50,22 @@ impl Session {
 
 /// A start record of a test session whose files are `tree`.
 fn start_record(tree: hel_store::ObjectId, not_tracked: u64) -> CommitInput<'static> {
-    CommitInput {
-        messages: &[],
-        leaves: &[],
-        cwd: "/p".into(),
-        request_config: json!({}),
-        meter: json!(null),
-        cursors: json!({}),
-        new_spill: vec![],
-        instruction: "i".into(),
-        input_tokens: 0,
-        output_tokens: 0,
-        why: "test".into(),
-        record: Record::Start,
-        workspace: Some(hel_store::Workspace {
-            tree,
-            start: None,
-            not_tracked,
-            restored: None,
-        }),
-    }
+    CommitInput::new(
+        Record::Start,
+        &[],
+        &[],
+        "/p",
+        hel_store::SessionRecord::of(hel_store::RequestConfig::bare("test", "")),
+    )
+    .instruction("i")
+    .why("test")
+    .spill(vec![])
+    .workspace(Some(hel_store::Workspace {
+        tree,
+        start: None,
+        not_tracked,
+        restored: None,
+    }))
 }
 
 /// Set a path's mtime well before now, so the stat cache may trust it.

@@ -147,6 +147,7 @@ impl Damage for hel_store::Error {
             | E::RefMoved { .. }
             | E::BadSessionId(_)
             | E::ConversationTooLarge { .. }
+            | E::Refused { .. }
             | E::NewerJournal { .. }
             | E::NewerPack { .. }
             | E::NewerStore { .. }

@@ -33,8 +33,7 @@ pub(super) fn restore(
         messages,
         leaves,
         state,
-        request_config,
-        cursors,
+        record,
     } = session.store.load(&head)?;
     let moved_from = (relocate && cp.cwd != session.cwd).then(|| cp.cwd.clone());
     // A relocation continues from wherever the checkpoint was saved.
@@ -61,16 +60,20 @@ pub(super) fn restore(
         });
     }
 
-    let meter: Meter = serde_json::from_value(cp.meter.clone()).unwrap_or_default();
+    let session::Resumed {
+        config,
+        meter,
+        cursors,
+    } = session::resumed(record);
     let saved = Saved {
-        config: serde_json::from_value(request_config).ok(),
+        config,
         meter,
         // A figure of 0 for a request of messages (a server that sent no
         // usage, saved before hel estimated) would be believed: dropped.
         keep: !system_changed && meter.plausible(),
     };
     let tools = agent.tools_mut();
-    tools.cursors = serde_json::from_value(cursors).unwrap_or_else(|_| {
+    tools.cursors = cursors.unwrap_or_else(|| {
         observer.warn(Warning::CursorsUnreadable);
         CursorTable::default()
     });

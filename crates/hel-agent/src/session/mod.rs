@@ -2,6 +2,7 @@
 //! from a command-line argument, and saving checkpoints to it.
 
 mod open;
+mod record;
 mod resolve;
 
 use std::sync::Arc;
@@ -9,13 +10,13 @@ use std::sync::Arc;
 use hel_store::{
     CommitInput, Committed, Record, SessionId, SessionLease, SessionState, Store, Workspace,
 };
-use serde_json::Value;
 
 use crate::agent::Agent;
 use crate::event::Warning;
 use crate::workspace::Snapshots;
 
 pub use open::{open, Opened, Start};
+pub(crate) use record::{resumed, Resumed};
 pub use resolve::{
     check_session_arg, default_session, last_session, recorded_cwd, resolve, resolve_checkpoint,
     verify, SessionError,
@@ -66,10 +67,6 @@ impl Session {
         snapshots: Option<&mut Snapshots>,
     ) -> Result<Saved, hel_store::Error> {
         let mut warnings = Vec::new();
-        let cursors = serde_json::to_value(&agent.tools().cursors).unwrap_or_else(|e| {
-            warnings.push(Warning::CursorsUnsaved(e));
-            Value::Array(Vec::new())
-        });
         // A start record's instruction has asked nothing yet (the agent's
         // usage is still the previous instruction's).
         let usage = match record {
@@ -108,23 +105,18 @@ impl Session {
         // conversation before it: a session continued from that record
         // never holds a user message without its answer.
         let settled = agent.conversation().settled_len();
-        let mut meter = agent.meter();
-        meter.truncated(settled);
-        let mut committed = txn.commit(CommitInput {
-            messages: &agent.conversation().messages()[..settled],
-            leaves: &agent.conversation().leaves()[..settled],
-            cwd: self.cwd.clone(),
-            request_config: serde_json::to_value(agent.config()).unwrap_or_default(),
-            meter: serde_json::to_value(meter).unwrap_or_default(),
-            cursors,
-            new_spill: agent.tools().spill.pending(),
-            instruction: instruction.to_owned(),
-            input_tokens: usage.input_tokens,
-            output_tokens: usage.output_tokens,
-            why: format!("{}: {}", record.name(), hel_store::first_line(instruction)),
+        let input = CommitInput::new(
             record,
-            workspace,
-        })?;
+            &agent.conversation().messages()[..settled],
+            &agent.conversation().leaves()[..settled],
+            &self.cwd,
+            record::of_agent(agent, settled),
+        )
+        .instruction(instruction)
+        .usage(usage.input_tokens, usage.output_tokens)
+        .spill(agent.tools().spill.pending())
+        .workspace(workspace);
+        let mut committed = txn.commit(input)?;
         if let (Some(s), Some(snaps)) = (snapshot, snaps) {
             if record == Record::Start {
                 snaps.start = Some(s.tree);

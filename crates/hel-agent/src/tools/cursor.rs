@@ -4,55 +4,26 @@ use std::collections::VecDeque;
 use std::fs::Metadata;
 use std::os::unix::fs::MetadataExt;
 
-use serde::{Deserialize, Serialize};
-
 /// Cursors kept; the oldest is forgotten beyond this.
 pub const CAPACITY: usize = 128;
 
-/// What a file was when a cursor into it was handed out.
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum Identity {
-    /// A project file.
-    File {
-        dev: u64,
-        ino: u64,
-        len: u64,
-        mtime_ns: i64,
-        ctime_ns: i64,
-    },
-    /// A spill file, identified by its blob id: stable across processes
-    /// and copies, since spill never changes once written.
-    Spill { blob: String },
-}
+pub use hel_store::{Cursor, Identity};
 
-impl Identity {
-    pub fn of(meta: &Metadata) -> Identity {
-        Identity::File {
-            dev: meta.dev(),
-            ino: meta.ino(),
-            len: meta.len(),
-            mtime_ns: meta.mtime() * 1_000_000_000 + meta.mtime_nsec(),
-            ctime_ns: meta.ctime() * 1_000_000_000 + meta.ctime_nsec(),
-        }
+/// What the file of `meta` is now, to tell whether a cursor into it
+/// still holds.
+pub fn identity_of(meta: &Metadata) -> Identity {
+    Identity::File {
+        dev: meta.dev(),
+        ino: meta.ino(),
+        len: meta.len(),
+        mtime_ns: meta.mtime() * 1_000_000_000 + meta.mtime_nsec(),
+        ctime_ns: meta.ctime() * 1_000_000_000 + meta.ctime_nsec(),
     }
 }
 
-/// Where a read continues.
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
-pub struct Cursor {
-    pub id: String,
-    /// The path as the model gave it (relative to the project for project files).
-    pub path: String,
-    pub offset: u64,
-    /// Lines left in the requested range (None: to the end of the file).
-    pub lines_left: Option<u64>,
-    pub identity: Identity,
-}
-
-/// The most recent cursors, oldest first. Saved in every checkpoint.
-#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq)]
-#[serde(transparent)]
+/// The most recent cursors, oldest first. Saved in every checkpoint (as
+/// the session record's list, `session/record.rs`).
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct CursorTable {
     cursors: VecDeque<Cursor>,
 }
@@ -75,5 +46,19 @@ impl CursorTable {
 
     pub fn is_empty(&self) -> bool {
         self.cursors.is_empty()
+    }
+
+    /// The cursors, oldest first, as a checkpoint keeps them.
+    pub fn to_vec(&self) -> Vec<Cursor> {
+        self.cursors.iter().cloned().collect()
+    }
+
+    /// The table of `saved` cursors (the newest [`CAPACITY`] of them).
+    pub fn from_saved(saved: Vec<Cursor>) -> CursorTable {
+        let mut t = CursorTable::default();
+        for c in saved {
+            t.insert(c);
+        }
+        t
     }
 }

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use super::args::ReadArgs;
 use super::cancel::{self, Cancel, Cancelled};
 use super::context::{ToolCtx, ToolResult};
-use super::cursor::{Cursor, Identity};
+use super::cursor::{identity_of, Cursor, Identity};
 use super::paths::{Opened, PathError, ProjectDir};
 
 /// Bytes of file content per call.
@@ -297,7 +297,7 @@ fn file_page(
                 path: path.to_owned(),
                 source,
             })?;
-            let identity = Identity::of(&meta);
+            let identity = identity_of(&meta);
             check_identity(expect, &identity, path)?;
             let page = read_page(file, offset, skip, lines, cancel)?;
             Ok(FilePage::Read(page, identity))

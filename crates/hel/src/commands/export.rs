@@ -26,7 +26,7 @@ pub fn export(store: &Store, project: &Path, args: &ExportArgs) -> Result<u8, Ex
         ExportFormat::Md => {
             let name = hel_store::names::name_of(store, &id).ok().flatten();
             let cp = &loaded.checkpoint;
-            let rc = &loaded.request_config;
+            let (provider, model) = loaded.record.model();
             let title = match &name {
                 Some(n) => format!("hel session {n}"),
                 None => format!("hel session {}", &id.as_str()[..8]),
@@ -35,14 +35,7 @@ pub fn export(store: &Store, project: &Path, args: &ExportArgs) -> Result<u8, Ex
                 ("Session", id.to_string()),
                 ("Checkpoint", checkpoint.to_hex()),
                 ("Saved", cp.created_at.clone()),
-                (
-                    "Model",
-                    format!(
-                        "{} ({})",
-                        rc["model"].as_str().unwrap_or("?"),
-                        rc["provider"].as_str().unwrap_or("?")
-                    ),
-                ),
+                ("Model", format!("{model} ({provider})")),
             ];
             transcript::markdown(&title, &facts, &loaded.messages)
         }

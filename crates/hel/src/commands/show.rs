@@ -8,7 +8,7 @@ use std::path::Path;
 
 use hel_agent::session;
 use hel_agent::terminal::escape_line;
-use hel_store::{Loaded, ObjectId, SessionId, SpillEntry, Store};
+use hel_store::{Loaded, ObjectId, ReadRecord, SessionId, SpillEntry, Store};
 use serde_json::Value;
 
 use super::{pager, transcript};
@@ -47,7 +47,8 @@ pub(super) fn load_at(
     Ok((id, checkpoint, loaded))
 }
 
-/// The checkpoint as JSON (fields in the order the JSON has).
+/// The checkpoint as JSON (fields in the order the JSON has): its session
+/// record (`request_config`, `meter`, `cursors`) as the record reads it.
 #[derive(serde::Serialize)]
 struct Shown<'a> {
     session: &'a SessionId,
@@ -55,9 +56,8 @@ struct Shown<'a> {
     created_at: &'a str,
     cwd: &'a str,
     parents: Vec<String>,
-    request_config: &'a Value,
-    meter: &'a Value,
-    cursors: &'a Value,
+    #[serde(flatten)]
+    record: &'a ReadRecord,
     spill: &'a BTreeMap<String, SpillEntry>,
     messages: &'a [Value],
 }
@@ -71,9 +71,7 @@ fn show_json(id: &SessionId, checkpoint: ObjectId, loaded: &Loaded) {
         created_at: &cp.created_at,
         cwd: &cp.cwd,
         parents: cp.parents.iter().map(|p| p.to_hex()).collect(),
-        request_config: &loaded.request_config,
-        meter: &cp.meter,
-        cursors: &loaded.cursors,
+        record: &loaded.record,
         spill: loaded.state.spill(),
         messages: &loaded.messages,
     };
@@ -89,7 +87,8 @@ fn show_text(store: &Store, id: &SessionId, checkpoint: ObjectId, loaded: &Loade
         Ok(Some(n)) => format!(" ({n})"),
         _ => String::new(),
     };
-    let rc = &loaded.request_config;
+    let config = loaded.record.config.as_ref();
+    let (provider, model) = loaded.record.model();
     // Each header line holds stored strings: a line break in one (a cwd
     // from a store that came with a repository) is escaped, so it cannot
     // forge header lines.
@@ -99,11 +98,11 @@ fn show_text(store: &Store, id: &SessionId, checkpoint: ObjectId, loaded: &Loade
         format!("created {}", cp.created_at),
         format!("cwd {}", cp.cwd),
         format!(
-            "saved with: provider {}, model {}, output limit {}, tools [{}]",
-            rc["provider"].as_str().unwrap_or("?"),
-            rc["model"].as_str().unwrap_or("?"),
-            rc["max_output_tokens"],
-            tool_names(rc)
+            "saved with: provider {provider}, model {model}, output limit {}, tools [{}]",
+            config.map_or("null".to_owned(), |c| c.max_output_tokens.to_string()),
+            config
+                .map(|c| c.tool_names().join(", "))
+                .unwrap_or_default()
         ),
     ]
     .iter()
@@ -121,17 +120,4 @@ fn show_text(store: &Store, id: &SessionId, checkpoint: ObjectId, loaded: &Loade
         }
     }
     pager::show(&out);
-}
-
-/// The names of the tools a request config offered.
-fn tool_names(rc: &Value) -> String {
-    rc["tools"]
-        .as_array()
-        .map(|t| {
-            t.iter()
-                .filter_map(|d| d.pointer("/function/name").and_then(Value::as_str))
-                .collect::<Vec<_>>()
-                .join(", ")
-        })
-        .unwrap_or_default()
 }

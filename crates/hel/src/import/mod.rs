@@ -26,7 +26,10 @@ use std::path::{Path, PathBuf};
 
 use hel_agent::compact::summary_message;
 use hel_agent::conversation::Conversation;
-use hel_store::{CommitInput, Record, SessionId, SessionLease, SessionState, Store};
+use hel_store::{
+    CommitInput, ImportRecord, ImportedMessage, Record, RequestConfig, SessionId, SessionLease,
+    SessionRecord, SessionState, Store, IMPORT_RECORD_VERSION,
+};
 use serde_json::{json, Map, Value};
 
 use crate::cli::ImportFrom;
@@ -37,9 +40,6 @@ use crate::render;
 fn say(text: &str) {
     println!("{}", hel_agent::terminal::escape_text(text));
 }
-
-/// The version of the import record's layout.
-pub const RECORD_VERSION: u64 = 1;
 
 /// The longest line read; a longer one is reported and skipped.
 const MAX_LINE: usize = 64 << 20;
@@ -74,10 +74,12 @@ pub enum ImportError {
         line: usize,
         over: hel_store::OverLimit,
     },
-    #[error("cannot save the imported session of {}: {source}", path.display())]
+    #[error("cannot save the imported session of {}{}: {source}", path.display(), line.map(|l| format!(" (line {l})")).unwrap_or_default())]
     Store {
         path: PathBuf,
-        source: hel_store::Error,
+        /// The line of the message a load would refuse, when one is.
+        line: Option<usize>,
+        source: Box<hel_store::Error>,
     },
 }
 
@@ -963,55 +965,37 @@ impl<'a> Builder<'a> {
                     over,
                 })?;
         }
-        let store_err = |source| ImportError::Store {
-            path: self.file.to_owned(),
-            source,
-        };
+        // A session is taken only for a conversation a load would accept
+        // (each checkpoint after is admitted again by its commit, before
+        // anything of it is written).
         if self.session.is_none() {
-            let lease = self.store.new_session().map_err(store_err)?;
+            hel_store::admit::conversation(self.store.limits(), self.conversation.messages())
+                .map_err(|e| self.store_error(e))?;
+            let lease = self.store.new_session().map_err(|e| self.store_error(e))?;
             self.session = Some((lease, SessionState::default()));
         }
-        let record = self.import_record(found);
-        let request_config = json!({
-            "provider": self.from.name(),
-            "base_url": "",
-            "model": found.model.clone().unwrap_or_default(),
-            "params": {},
-            "max_output_tokens": 0,
-            "output_limit_field": "",
-            "tools": [],
-            "compaction": null,
-            "import": record,
-        });
+        let config = RequestConfig::imported(
+            self.from.name(),
+            found.model.as_deref().unwrap_or_default(),
+            self.import_record(found),
+        );
+        let input = CommitInput::new(
+            Record::Answer,
+            self.conversation.messages(),
+            self.conversation.leaves(),
+            &self.cwd,
+            SessionRecord::of(config),
+        )
+        .instruction(&self.instruction)
+        .usage(self.usage.0, self.usage.1)
+        .why(format!("import from {}", self.from.name()));
         let Some((lease, state)) = self.session.as_mut() else {
             return Ok(());
         };
-        let committed = self
-            .store
-            .commit(
-                lease,
-                state,
-                CommitInput {
-                    messages: self.conversation.messages(),
-                    leaves: self.conversation.leaves(),
-                    cwd: self.cwd.clone(),
-                    request_config,
-                    meter: serde_json::to_value(hel_agent::meter::Meter::default())
-                        .unwrap_or_default(),
-                    cursors: Value::Array(Vec::new()),
-                    new_spill: Vec::new(),
-                    instruction: self.instruction.clone(),
-                    input_tokens: self.usage.0,
-                    output_tokens: self.usage.1,
-                    why: format!("import from {}", self.from.name()),
-                    record: Record::Answer,
-                    workspace: None,
-                },
-            )
-            .map_err(|source| ImportError::Store {
-                path: self.file.to_owned(),
-                source,
-            })?;
+        let committed = match self.store.commit(lease, state, input) {
+            Ok(c) => c,
+            Err(e) => return Err(self.store_error(e)),
+        };
         for w in &committed.warnings {
             render::line(&format!("hel: warning: {w}"));
         }
@@ -1025,30 +1009,50 @@ impl<'a> Builder<'a> {
         Ok(())
     }
 
+    /// A store error of this file; one that names a message the load
+    /// would refuse says the line it came from.
+    fn store_error(&self, source: hel_store::Error) -> ImportError {
+        let line = match &source {
+            hel_store::Error::Refused { at: Some(i), .. } => self.metas.get(*i).map(|m| m.line),
+            _ => None,
+        };
+        ImportError::Store {
+            path: self.file.to_owned(),
+            line,
+            source: Box::new(source),
+        }
+    }
+
     /// The import record of the checkpoint about to be made (objects-spec
     /// §16), within [`RECORD_BUDGET`].
-    fn import_record(&self, found: &Found) -> Value {
-        let messages: Vec<Value> = (self.new_from..self.conversation.len())
+    fn import_record(&self, found: &Found) -> ImportRecord {
+        let messages = (self.new_from..self.conversation.len())
             .filter_map(|i| {
                 let m = self.metas.get(i)?;
-                (!m.fields.is_empty()).then(|| {
-                    json!({"index": i, "line": m.line, "source": Value::Object(m.fields.clone())})
+                (!m.fields.is_empty()).then(|| ImportedMessage {
+                    index: i,
+                    line: m.line,
+                    source: m.fields.clone(),
                 })
             })
             .collect();
-        let mut record = json!({
-            "version": RECORD_VERSION,
-            "from": self.from.name(),
-            "file": self.file.display().to_string(),
-            "session": Value::Object(found.session.clone()),
-            "messages": messages,
-        });
-        if hel_store::canonical::to_vec(&record).len() > RECORD_BUDGET {
-            drop_thinking(&mut record);
+        let mut record = ImportRecord {
+            version: IMPORT_RECORD_VERSION,
+            from: self.from.name().to_owned(),
+            file: self.file.display().to_string(),
+            session: found.session.clone(),
+            messages,
+            cut: None,
+        };
+        if record.stored_len() > RECORD_BUDGET {
+            for m in &mut record.messages {
+                drop_thinking(&mut m.source);
+            }
+            drop_thinking(&mut record.session);
         }
-        if hel_store::canonical::to_vec(&record).len() > RECORD_BUDGET {
-            record["messages"] = json!([]);
-            record["cut"] = json!("the per-message fields were over the record's budget");
+        if record.stored_len() > RECORD_BUDGET {
+            record.messages.clear();
+            record.cut = Some("the per-message fields were over the record's budget".into());
         }
         record
     }
@@ -1071,9 +1075,13 @@ impl<'a> Builder<'a> {
     }
 }
 
-/// Thinking text replaced by its size, everywhere in `v`.
-fn drop_thinking(v: &mut Value) {
-    let mut stack = vec![v];
+/// Thinking text replaced by its size, everywhere in `fields`.
+fn drop_thinking(fields: &mut Map<String, Value>) {
+    if let Some(t) = fields.get_mut("thinking") {
+        let chars = serde_json::to_string(t).map_or(0, |s| s.len());
+        *t = json!({"left_out": true, "bytes": chars});
+    }
+    let mut stack: Vec<&mut Value> = fields.values_mut().collect();
     while let Some(v) = stack.pop() {
         match v {
             Value::Object(map) => {
@@ -1165,6 +1173,78 @@ fn why(e: serde_json::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every file and directory under `root` with its bytes.
+    fn files(root: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+        let mut out = BTreeMap::new();
+        let mut todo = vec![root.to_owned()];
+        while let Some(dir) = todo.pop() {
+            for e in std::fs::read_dir(&dir).unwrap() {
+                let path = e.unwrap().path();
+                let rel = path.strip_prefix(root).unwrap().to_owned();
+                if path.is_dir() {
+                    todo.push(path);
+                    out.insert(rel, Vec::new());
+                } else {
+                    out.insert(rel, std::fs::read(&path).unwrap());
+                }
+            }
+        }
+        out
+    }
+
+    /// An import's checkpoint that a load would refuse (here a tool call
+    /// whose result never came, as a transcript the importer misread
+    /// could leave) is refused before anything is written, naming its
+    /// line: the first takes no session, a later one adds nothing.
+    #[test]
+    fn an_import_a_load_would_refuse_writes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("rollout.jsonl");
+        let store = Store::open(dir.path()).unwrap();
+        let found = Found::default();
+        let user = |text: &str, line| Item::User {
+            text: text.into(),
+            meta: Meta::at(line),
+        };
+        let answer = |text: &str, line| Item::Assistant {
+            text: Some(text.into()),
+            calls: Vec::new(),
+            merge: false,
+            complete: true,
+            meta: Meta::at(line),
+        };
+        let unanswered = json!({"role": "assistant", "content": null, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{}"}}
+        ]});
+        // The answer at line 11 comes while the call of line 10 is open.
+        let refused = |b: &mut Builder<'_>| {
+            b.push(unanswered.clone(), Meta::at(10));
+            b.take(answer("done", 11), &found).unwrap();
+            b.end(&found).unwrap_err().to_string()
+        };
+        // The first checkpoint: no session is taken.
+        let mut b = Builder::new(&store, dir.path(), ImportFrom::Codex, &file);
+        b.take(user("again", 9), &found).unwrap();
+        let err = refused(&mut b);
+        assert!(
+            err.contains("(line 11)") && err.contains("tool call \"c1\" has no result"),
+            "{err}"
+        );
+        assert!(b.session.is_none());
+        assert!(!dir.path().join(".hel").exists(), "{:?}", files(dir.path()));
+        // After a checkpoint: the next one adds nothing.
+        let mut b = Builder::new(&store, dir.path(), ImportFrom::Codex, &file);
+        b.take(user("first", 1), &found).unwrap();
+        b.take(answer("one", 2), &found).unwrap();
+        b.take(user("again", 9), &found).unwrap();
+        assert_eq!(b.checkpoints, 1);
+        let before = files(dir.path());
+        let err = refused(&mut b);
+        assert!(err.contains("(line 11)"), "{err}");
+        assert_eq!(b.checkpoints, 1);
+        assert_eq!(files(dir.path()), before);
+    }
 
     /// A source over the load budget is imported from its last
     /// compaction on: the answers before it make no checkpoint.
