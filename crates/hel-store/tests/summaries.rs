@@ -106,6 +106,26 @@ fn entries(dir: &Path) -> Vec<Value> {
         .collect()
 }
 
+/// The index once every entry in it is settled (both its files' ctimes
+/// two seconds before a listing began): until then a rebuild may write an
+/// entry settled that the first listing wrote unsettled, and the bytes
+/// differ by how long the machine took. Lists until they are, within a
+/// deadline.
+fn settled_index(dir: &Path, store: &Store) -> Vec<u8> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    loop {
+        listing(store);
+        if entries(dir).iter().all(|e| e["settled"] == json!(true)) {
+            return fs::read(index_path(dir)).unwrap();
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the index's entries never settled"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
 /// Write `entries` as the index, each line with a right checksum (what a
 /// hostile store, or a stale one, can hold).
 fn write_entries(dir: &Path, entries: &[Value]) {
@@ -202,7 +222,7 @@ fn a_damaged_or_missing_index_is_rebuilt() {
     let a = session(&store, "a", 1);
     let _b = session(&store, "b", 2);
     let truth = listing(&store);
-    let good = fs::read(index_path(dir.path())).unwrap();
+    let good = settled_index(dir.path(), &store);
     let idx = index_path(dir.path());
 
     // One flipped bit in each place of an entry line: never shown, rebuilt.
@@ -316,7 +336,7 @@ fn a_long_index_drops_a_repeated_and_a_damaged_entry_wherever_they_are() {
         .map(|i| session(&store, &format!("s{i}"), 1))
         .collect();
     let truth = listing(&store);
-    let good = fs::read(index_path(dir.path())).unwrap();
+    let good = settled_index(dir.path(), &store);
     assert_eq!(entries(dir.path()).len(), 70);
     assert_eq!(listing(&store), truth, "the index as written");
     // A second entry for the 50th session, last; the first listing with it
