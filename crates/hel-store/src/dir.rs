@@ -89,15 +89,8 @@ impl Dir {
     pub fn open_rw(&self, name: &str, append: bool) -> Result<File> {
         Ok(self.0.open_rw(name, append)?)
     }
-    pub fn link_to(&self, from: &str, to: &Dir, to_name: &str) -> Result<bool> {
-        Ok(self.0.link_to(from, &to.0, to_name)?)
-    }
     pub fn rename_to(&self, from: &str, to: &Dir, to_name: &str) -> Result<()> {
         Ok(self.0.rename_to(from, &to.0, to_name)?)
-    }
-    /// See [`hel_fs::Dir::exchange`].
-    pub fn exchange(&self, from: &str, to: &Dir, to_name: &str) -> Result<bool> {
-        Ok(self.0.exchange(from, &to.0, to_name)?)
     }
     pub fn remove_file(&self, name: &str) -> Result<bool> {
         Ok(self.0.remove_file(name)?)
@@ -126,9 +119,4 @@ impl Dir {
 /// See [`hel_fs::sync_file`].
 pub(crate) fn sync_file(file: &File, path: &Path, data_only: bool) -> Result<()> {
     Ok(hel_fs::sync_file(file, path, data_only)?)
-}
-
-/// See [`hel_fs::read_bounded`].
-pub(crate) fn read_bounded(file: File, max: u64, path: &Path) -> Result<Vec<u8>> {
-    Ok(hel_fs::read_bounded(&file, max, path)?)
 }

@@ -56,7 +56,7 @@ impl Store {
         let lease = SessionLease::acquire(layout, &SessionId::new_random(), true)?;
         deps.remove(lease.session());
         let now = time::now_ms();
-        let mut cp = Checkpoint {
+        let cp = Checkpoint {
             session_id: lease.session().clone(),
             parents: vec![*at],
             created_at: time::rfc3339(now),
@@ -75,8 +75,6 @@ impl Store {
             let mut journal = lease.journal.lock().unwrap_or_else(|p| p.into_inner());
             let journal = self.journal_writer(layout, &lease, &mut journal)?;
             let mut writer = Writer::new(&lock, lease.session(), &deps);
-            // A base of schema 1 or 2 holds its map: stored as a blob.
-            cp.spill = writer.put_spill(cp.spill)?;
             let id = writer.put(Kind::Snapshot, &cp.to_payload())?;
             let payload = CommitPayload {
                 deps: writer.deps.clone(),

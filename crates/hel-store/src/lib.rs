@@ -5,17 +5,16 @@
 //! message-list nodes, snapshots, workspace trees and files) are named by
 //! the BLAKE3 hash of their canonical bytes and stored zstd-compressed, as
 //! records of each session's append-only journal (`packs/journals/`) or of
-//! sealed packs (`packs/`; older stores also hold loose files under
-//! `objects/`). Each session has one mutable ref, `refs/sessions/<uuid>`,
+//! sealed packs (`packs/`). Each session has one mutable ref, `refs/sessions/<uuid>`,
 //! naming its newest snapshot: its head. A commit makes its objects and a
 //! commit record durable in the session's journal (one `fdatasync`), then
 //! moves the ref by atomic rename; the journal's commit records are the
 //! ref's log. Writers of objects are each session's lease holder (its own
 //! journal), a pull bringing a session in (one sealed pack, under the
 //! store lock held shared) and, under the store lock held exclusively, gc
-//! and delete (sealed packs). A store of format 1 to 5 is upgraded
-//! to format 6 when it is opened (`upgrade.rs`), reading it by its own rules
-//! (`heads.rs`).
+//! and delete (sealed packs). A store of any other format is refused when
+//! it is opened, before anything is written (`upgrade.rs`, which also
+//! holds the way to a next format).
 //!
 //! Everything in `.hel/` is untrusted input (a repository can ship one):
 //! the store reaches its files through hel-fs, the file layer (no-follow
@@ -46,9 +45,10 @@
 //!    index of where each object is), `read` (objects, snapshots and trees
 //!    read and verified), `write` (a commit's new objects), `repack`,
 //!    `list` (message lists read, bounded), `dependents` (who depends on
-//!    whom, format 4).
-//! 4. The store: `heads` (what older formats call a head), `upgrade` (run
-//!    at open), `summaries` (the listing hint), `store` ([`Store`]: open,
+//!    whom).
+//! 4. The store: `heads` (a session's head: its ref and the ref's commit
+//!    record), `upgrade` (the format judged at open, and the way to a
+//!    next one), `summaries` (the listing hint), `store` ([`Store`]: open,
 //!    sessions, load), `commit` ([`Txn`]), `names`, `spill`,
 //!    `workspace` (what hel-workspace reads), `log`.
 //! 5. Reachability and maintenance, functions taking a [`Store`]: `gc`
@@ -198,34 +198,80 @@ pub mod testing {
         (ObjectId::of_canonical(&bytes), bytes)
     }
 
-    /// Write `canonical` as a loose object under its id, as a store
-    /// (hostile or not) would hold it; returns the id.
+    /// Store `canonical` (not checked) under its id, as a store (hostile
+    /// or not) could hold it: a record of one sealed pack that holds every
+    /// object planted in this store (`pack-planted-<hex>`); returns the id.
     pub fn plant(store_root: &Path, canonical: &[u8]) -> ObjectId {
-        let id = ObjectId::of_canonical(canonical);
-        let path = object_path(store_root, &id);
-        if let Some(dir) = path.parent() {
-            let _ = std::fs::create_dir_all(dir);
-        }
-        let data = zstd::bulk::compress(canonical, 3).unwrap_or_default();
-        let _ = std::fs::write(&path, data);
-        id
+        crate::repack::plant(store_root, canonical)
     }
 
-    pub fn object_path(store_root: &Path, id: &ObjectId) -> PathBuf {
-        let (dir, name) = crate::layout::object_name(id);
-        store_root.join(crate::layout::OBJECTS).join(dir).join(name)
+    /// The pack [`plant`] keeps its objects in, if there is one.
+    pub fn planted_pack(store_root: &Path) -> Option<PathBuf> {
+        let packs = store_root.join(crate::layout::PACKS);
+        std::fs::read_dir(&packs)
+            .ok()?
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| {
+                p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with("pack-planted-") && n.ends_with(".pack"))
+            })
+    }
+
+    /// Publish `head` as the head of session `session` of the store at
+    /// `store_root`, whatever it is: the session's journal made with one
+    /// commit record naming it (its summary the snapshot's when that
+    /// parses, else empty), then its ref. As a store (hostile or not)
+    /// could hold it; no lock, no lease.
+    pub fn publish(store_root: &Path, session: &SessionId, head: &ObjectId) {
+        let project = store_root.parent().unwrap_or(store_root);
+        let summary = Store::open(project)
+            .ok()
+            .and_then(|s| {
+                let layout = s.layout_for_gc().ok()??;
+                let (_, payload) = crate::read::object(layout, head, crate::Cap::ANY).ok()?;
+                let v: serde_json::Value = serde_json::from_slice(&payload).ok()?;
+                serde_json::from_value::<crate::Summary>(v.get("summary")?.clone()).ok()
+            })
+            .unwrap_or_default();
+        let journals = store_root.join(crate::layout::PACKS).join(crate::layout::JOURNALS);
+        let tmp = store_root.join(crate::layout::TMP);
+        let _ = std::fs::create_dir_all(&journals);
+        let _ = std::fs::create_dir_all(&tmp);
+        let (Ok(journals), Ok(tmp)) = (
+            crate::dir::Dir::open_path(&journals),
+            crate::dir::Dir::open_path(&tmp),
+        ) else {
+            return;
+        };
+        let _ = std::fs::remove_file(ref_path(store_root, session));
+        let _ = std::fs::remove_file(journals.path().join(crate::journal::journal_name(session)));
+        let _ = std::fs::remove_file(journals.path().join(crate::journal::jidx_name(session)));
+        let payload = crate::journal::CommitPayload {
+            deps: std::collections::BTreeSet::new(),
+            parent: None,
+            seq: 1,
+            session: session.clone(),
+            summary,
+            time_ms: 1_796_000_000_000,
+            why: "planted".into(),
+        };
+        if let Ok(mut w) =
+            crate::journal::Writer::open(&journals, &tmp, session, crate::journal::Rule::Ref(None))
+        {
+            let _ = w.commit(&[], *head, payload, || Ok(None));
+        }
+        let refs = ref_path(store_root, session);
+        if let Some(dir) = refs.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        let _ = std::fs::write(refs, format!("{head}\n"));
     }
 
     pub fn ref_path(store_root: &Path, session: &SessionId) -> PathBuf {
         store_root
             .join(crate::layout::REFS)
-            .join(crate::layout::SESSIONS)
-            .join(session.as_str())
-    }
-
-    pub fn log_path(store_root: &Path, session: &SessionId) -> PathBuf {
-        store_root
-            .join(crate::layout::LOGS)
             .join(crate::layout::SESSIONS)
             .join(session.as_str())
     }
@@ -246,10 +292,9 @@ pub mod testing {
             return "no store".into();
         };
         match layout.index().locate(layout, id) {
-            Ok(Some(crate::odb::Found::Record { place, .. })) => {
+            Ok(Some(crate::odb::Found { place, .. })) => {
                 place.display_path().display().to_string()
             }
-            Ok(Some(crate::odb::Found::Loose)) => "loose".into(),
             Ok(None) => "nowhere".into(),
             Err(e) => e.to_string(),
         }

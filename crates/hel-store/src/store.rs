@@ -230,7 +230,8 @@ impl Store {
         }
     }
 
-    /// The store's format as its `format` file says (1: none; 0: no store).
+    /// The store's format as its `format` file says (0: no store, or one
+    /// being made).
     pub fn format(&self) -> u64 {
         self.inner.layout.get().map_or(0, |l| l.format())
     }
