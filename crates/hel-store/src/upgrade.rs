@@ -216,7 +216,7 @@ mod tests {
         // A session in use: refused, nothing written.
         let sid = SessionId::new_random();
         let lease = SessionLease::acquire(&layout, &sid, true).unwrap();
-        let e = accept(&layout, StoreFormat::Number(FORMAT_VERSION), &[STEP]).unwrap_err();
+        let e = run(&layout, &STEP).unwrap_err();
         assert!(
             matches!(&e, Error::Upgrade(u) if matches!(**u, UpgradeError::Busy { ref session, .. } if *session == sid)),
             "{e}"
@@ -230,7 +230,7 @@ mod tests {
 
         // Free: the step runs, then `format` names the next format, its
         // temporary file renamed away.
-        accept(&layout, StoreFormat::Number(FORMAT_VERSION), &[STEP]).unwrap();
+        run(&layout, &STEP).unwrap();
         assert!(root.join("step-ran").exists());
         assert_eq!(format(), format!("hel-store-format {NEXT}\n"));
         assert_eq!(layout.format(), NEXT);
