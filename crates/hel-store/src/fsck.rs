@@ -353,7 +353,12 @@ impl<'a> Check<'a> {
     /// copies from them): commit records agree with their snapshots,
     /// objects decode (taken from what `read` decoded while reading, else
     /// read again here: a record too large to be handed over).
-    fn journal_records(&mut self, session: &SessionId, view: &journal::View, mut read: JournalRead) {
+    fn journal_records(
+        &mut self,
+        session: &SessionId,
+        view: &journal::View,
+        mut read: JournalRead,
+    ) {
         let aside = view
             .unpublished
             .iter()
@@ -677,10 +682,8 @@ fn fsck_with(store: &Store, layout: &Odb) -> Result<FsckReport> {
     c.messages(&marked, &covered);
     c.heads_load(store, &heads, &loaded);
     c.store_lock()?;
-    let with_deps: Vec<(SessionId, BTreeSet<SessionId>)> = rooted
-        .into_iter()
-        .map(|(s, _, d)| (s, d))
-        .collect();
+    let with_deps: Vec<(SessionId, BTreeSet<SessionId>)> =
+        rooted.into_iter().map(|(s, _, d)| (s, d)).collect();
     c.dependents(&with_deps)?;
     c.sessions_and_names(store)?;
     Ok(c.finish(&marked))

@@ -75,14 +75,14 @@ fn read_by_ref(layout: &Odb, session: &SessionId, mode: journal::Mode) -> Result
     } else {
         let read_ref = || refs::read(layout, session);
         match layout.journals()? {
-            Some(dir) => journal::open_by_ref(dir, session, mode, Some(first), &read_ref)?.map(
-                |v| {
+            Some(dir) => {
+                journal::open_by_ref(dir, session, mode, Some(first), &read_ref)?.map(|v| {
                     told(&v).map(|()| {
                         let snapshot = at(&v);
                         (v.rule, v.head, snapshot)
                     })
-                },
-            ),
+                })
+            }
             None => None,
         }
     };

@@ -550,8 +550,8 @@ pub(crate) fn open_seeing(
                 return open(dir, session, Mode::Full, rule);
             }
         } else {
-            let deleted = r.is_none()
-                && matches!(dir.kind_of(&deleted_name(session)), Ok(Some(Kind::File)));
+            let deleted =
+                r.is_none() && matches!(dir.kind_of(&deleted_name(session)), Ok(Some(Kind::File)));
             cut_at_ref(&mut view, r, deleted);
         }
     }

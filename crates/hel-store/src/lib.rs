@@ -205,18 +205,29 @@ pub mod testing {
         crate::repack::plant(store_root, canonical)
     }
 
+    /// Store a record of `stored` (compressed bytes, not checked) under
+    /// `id`, in the pack [`plant`] keeps its objects in: bytes that are not
+    /// what the name promises, as a hostile store could hold them.
+    pub fn plant_stored(store_root: &Path, id: &ObjectId, stored: &[u8]) {
+        crate::repack::plant_stored(store_root, id, stored)
+    }
+
+    /// The stored bytes [`plant`] keeps for `id`, if it planted it.
+    pub fn planted_bytes(store_root: &Path, id: &ObjectId) -> Option<Vec<u8>> {
+        crate::repack::planted(store_root)
+            .into_iter()
+            .find(|(i, _)| i == id)
+            .map(|(_, stored)| stored)
+    }
+
     /// The pack [`plant`] keeps its objects in, if there is one.
     pub fn planted_pack(store_root: &Path) -> Option<PathBuf> {
-        let packs = store_root.join(crate::layout::PACKS);
-        std::fs::read_dir(&packs)
-            .ok()?
-            .flatten()
-            .map(|e| e.path())
-            .find(|p| {
-                p.file_name()
-                    .and_then(|n| n.to_str())
-                    .is_some_and(|n| n.starts_with("pack-planted-") && n.ends_with(".pack"))
-            })
+        let stem = crate::repack::planted_stem(store_root)?;
+        Some(
+            store_root
+                .join(crate::layout::PACKS)
+                .join(crate::odb::sealed_names(&stem).0),
+        )
     }
 
     /// Publish `head` as the head of session `session` of the store at
@@ -235,7 +246,9 @@ pub mod testing {
                 serde_json::from_value::<crate::Summary>(v.get("summary")?.clone()).ok()
             })
             .unwrap_or_default();
-        let journals = store_root.join(crate::layout::PACKS).join(crate::layout::JOURNALS);
+        let journals = store_root
+            .join(crate::layout::PACKS)
+            .join(crate::layout::JOURNALS);
         let tmp = store_root.join(crate::layout::TMP);
         let _ = std::fs::create_dir_all(&journals);
         let _ = std::fs::create_dir_all(&tmp);
@@ -292,9 +305,7 @@ pub mod testing {
             return "no store".into();
         };
         match layout.index().locate(layout, id) {
-            Ok(Some(crate::odb::Found { place, .. })) => {
-                place.display_path().display().to_string()
-            }
+            Ok(Some(crate::odb::Found { place, .. })) => place.display_path().display().to_string(),
             Ok(None) => "nowhere".into(),
             Err(e) => e.to_string(),
         }

@@ -171,17 +171,21 @@ pub(crate) fn stored_bytes_from(
 }
 
 /// For tests that build hostile stores: add the object whose canonical
-/// bytes are `canonical` (zstd-compressed, not checked) to the sealed pack
-/// `pack-planted-<hex>` of the store at `store_root`, rewritten under a
-/// new name with every object it held (one pack, however many objects are
-/// planted); returns the object's id. Plain file writes: no lock, no sync.
+/// bytes are `canonical` (zstd-compressed, not checked) to the store at
+/// `store_root` ([`plant_stored`]); returns its id.
 #[cfg(any(test, feature = "testing"))]
 pub(crate) fn plant(store_root: &std::path::Path, canonical: &[u8]) -> ObjectId {
     let id = ObjectId::of_canonical(canonical);
     let stored = zstd::bulk::compress(canonical, 3).unwrap_or_default();
-    let packs = store_root.join(crate::layout::PACKS);
-    let _ = std::fs::create_dir_all(&packs);
-    let old: Option<String> = std::fs::read_dir(&packs)
+    plant_stored(store_root, &id, &stored);
+    id
+}
+
+/// The sealed pack the planting helpers keep their records in, as its
+/// stem `pack-planted-<hex>`, if the store at `store_root` has one.
+#[cfg(any(test, feature = "testing"))]
+pub(crate) fn planted_stem(store_root: &std::path::Path) -> Option<String> {
+    std::fs::read_dir(store_root.join(crate::layout::PACKS))
         .into_iter()
         .flatten()
         .flatten()
@@ -190,24 +194,47 @@ pub(crate) fn plant(store_root: &std::path::Path, canonical: &[u8]) -> ObjectId 
             n.strip_suffix(".pack")
                 .filter(|s| s.starts_with("pack-planted-"))
                 .map(str::to_owned)
-        });
-    let mut records: Vec<(ObjectId, Vec<u8>)> = Vec::new();
-    if let Some(stem) = &old {
-        let (pack_name, idx_name) = odb::sealed_names(stem);
-        let bytes = std::fs::read(packs.join(&pack_name)).unwrap_or_default();
-        let idx = std::fs::read(packs.join(&idx_name)).unwrap_or_default();
-        let mut entries = pack::Idx::parse(&idx).map(|i| i.entries).unwrap_or_default();
-        entries.sort_by_key(|e| e.offset);
-        for e in entries {
+        })
+}
+
+/// The records of the planted pack of the store at `store_root`: each
+/// object's id and stored bytes, in the pack's order.
+#[cfg(any(test, feature = "testing"))]
+pub(crate) fn planted(store_root: &std::path::Path) -> Vec<(ObjectId, Vec<u8>)> {
+    let Some(stem) = planted_stem(store_root) else {
+        return Vec::new();
+    };
+    let packs = store_root.join(crate::layout::PACKS);
+    let (pack_name, idx_name) = odb::sealed_names(&stem);
+    let bytes = std::fs::read(packs.join(&pack_name)).unwrap_or_default();
+    let idx = std::fs::read(packs.join(&idx_name)).unwrap_or_default();
+    let mut entries = pack::Idx::parse(&idx)
+        .map(|i| i.entries)
+        .unwrap_or_default();
+    entries.sort_by_key(|e| e.offset);
+    entries
+        .into_iter()
+        .filter_map(|e| {
             let start = (e.offset + pack::RECORD_HEADER) as usize;
-            if let Some(rec) = bytes.get(start..(e.offset + e.len) as usize) {
-                records.push((e.id, rec.to_vec()));
-            }
-        }
-    }
-    if !records.iter().any(|(i, _)| *i == id) {
-        records.push((id, stored));
-    }
+            let rec = bytes.get(start..(e.offset + e.len) as usize)?;
+            Some((e.id, rec.to_vec()))
+        })
+        .collect()
+}
+
+/// Add a record of `stored` under `id` (whatever the bytes are) to the
+/// sealed pack `pack-planted-<hex>` of the store at `store_root`,
+/// rewritten under a new name with every record it held (one pack,
+/// however many objects are planted). Plain file writes: no lock, no
+/// sync.
+#[cfg(any(test, feature = "testing"))]
+pub(crate) fn plant_stored(store_root: &std::path::Path, id: &ObjectId, stored: &[u8]) {
+    let packs = store_root.join(crate::layout::PACKS);
+    let _ = std::fs::create_dir_all(&packs);
+    let old = planted_stem(store_root);
+    let mut records = planted(store_root);
+    records.retain(|(i, _)| i != id);
+    records.push((*id, stored.to_vec()));
     let mut out = pack::file_header(FileKind::Sealed).to_vec();
     let mut entries = Vec::new();
     for (id, stored) in &records {
@@ -229,5 +256,4 @@ pub(crate) fn plant(store_root: &std::path::Path, canonical: &[u8]) -> ObjectId 
         let _ = std::fs::remove_file(packs.join(pack_name));
         let _ = std::fs::remove_file(packs.join(idx_name));
     }
-    id
 }

@@ -204,8 +204,8 @@ mod tests {
     };
 
     #[test]
-    fn a_step_to_the_next_format_runs_locked_refuses_while_a_lease_is_held_and_renames_format_last(
-    ) {
+    fn a_step_to_the_next_format_runs_locked_refuses_while_a_lease_is_held_and_renames_format_last()
+    {
         let dir = tempfile::tempdir().unwrap();
         let project = Dir::open_path(dir.path()).unwrap();
         let layout = create(&project).unwrap();

@@ -136,17 +136,15 @@ impl<'a> Writer<'a> {
         let found = self.layout.index().locate_open(self.layout, id)?;
         let owner = match &found {
             None => return Ok(false),
-            Some(Found { len, .. }) => {
-                match self.layout.index().journal_of(id, &self.session) {
-                    Some(s) if s != self.session && !self.deps.contains(&s) => {
-                        if *len < SHARE_MIN && sharing == Sharing::Verified {
-                            return Ok(false);
-                        }
-                        Some(s)
+            Some(Found { len, .. }) => match self.layout.index().journal_of(id, &self.session) {
+                Some(s) if s != self.session && !self.deps.contains(&s) => {
+                    if *len < SHARE_MIN && sharing == Sharing::Verified {
+                        return Ok(false);
                     }
-                    _ => None,
+                    Some(s)
                 }
-            }
+                _ => None,
+            },
         };
         if sharing == Sharing::Verified && !self.layout.is_verified(id) {
             if crate::read::object(self.layout, id, Cap::ANY).is_err() {

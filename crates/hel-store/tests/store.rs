@@ -3313,9 +3313,10 @@ fn a_ref_whose_checkpoint_does_not_load_is_a_fault_naming_the_ref() {
     let listed = Store::open(dir.path()).unwrap().sessions().unwrap();
     assert!(
         listed.len() == 1
-            && listed[0].broken.as_ref().is_some_and(|e| e
-                .to_string()
-                .contains(&path.display().to_string())),
+            && listed[0]
+                .broken
+                .as_ref()
+                .is_some_and(|e| e.to_string().contains(&path.display().to_string())),
         "{listed:?}"
     );
     testing::publish(&root(dir.path()), &sid, &missing);
@@ -3375,10 +3376,9 @@ fn a_ref_naming_another_sessions_checkpoint_is_listed_broken() {
     assert!(row(&sid).broken.is_none(), "{listed:?}");
     let broken = row(&other).broken.as_ref().map(|e| e.to_string());
     assert!(
-        broken
-            .as_ref()
-            .is_some_and(|e| e.contains(&path.display().to_string())
-                && e.contains("has no journal")),
+        broken.as_ref().is_some_and(
+            |e| e.contains(&path.display().to_string()) && e.contains("has no journal")
+        ),
         "{listed:?}"
     );
     // The summary index learns nothing of it: listed again, still broken.
