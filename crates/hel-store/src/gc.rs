@@ -91,8 +91,8 @@ pub(crate) struct Marked {
 /// [`crate::odb::Index::locate`] asks every open journal in turn (a mark
 /// of a store of 500 sessions spent half its time there). Records never
 /// change once written and an open file stays readable after gc removes
-/// it, so a place taken here stays right; what is not here (a loose file,
-/// a record no ref publishes, a journal opened since) is located as any
+/// it, so a place taken here stays right; what is not here (a record no
+/// ref publishes, a journal opened since) is located as any
 /// read locates it. Every object is still read and verified at its place.
 #[derive(Default)]
 struct Places {
@@ -363,7 +363,7 @@ pub(crate) struct Released {
 
 /// Remove `session`'s head and journal (the caller holds its lease and the
 /// store lock exclusively); `own_deps` are its head's deps, whose records
-/// of it go after the head (format 4). Sessions that depend on the journal (forks,
+/// of it go after the head. Sessions that depend on the journal (forks,
 /// shared large objects) keep what they need: it is copied into a sealed
 /// pack first. Without dependents this is an unlink: the journal's bytes
 /// come back at once without a walk of the store.
@@ -490,8 +490,7 @@ impl Store {
     /// large objects) are first copied into a sealed pack (durable), then
     /// the ref goes (synced: from here on there is no session), then the
     /// journal, whose bytes come back at once. With `collect`,
-    /// gc then reclaims what else no session reaches (loose objects and
-    /// packs of older stores).
+    /// gc then merges the sealed packs, when there are several.
     pub fn delete(&self, session: &SessionId, collect: bool) -> Result<Option<GcReport>> {
         let no_such = || Error::NoSuchSession {
             session: session.to_string(),

@@ -567,9 +567,7 @@ pub(crate) fn open_seeing(
 /// and the offset, never an older head: two or more commit records past
 /// the ref's (a ref older than its journal), records past it that the
 /// sidecar lists (published: a ref moved back), or a ref no intact commit
-/// record publishes unless the journal holds none at all (a format-1
-/// session, whose ref came before its journal) or just one unpublished
-/// commit made after that ref.
+/// record publishes.
 fn cut_at_ref(view: &mut View, r: Option<ObjectId>, deleted: bool) {
     let commits: Vec<usize> = view
         .entries
@@ -613,25 +611,16 @@ fn cut_at_ref(view: &mut View, r: Option<ObjectId>, deleted: bool) {
                 commits[p] + 1
             }
             None => {
-                let first = commits
-                    .first()
-                    .map(|&k| view.read_commit(view.entries[k].offset));
-                match first {
-                    None => 0,
-                    Some(Ok(c)) if commits.len() == 1 && c.payload.parent == Some(id) => 0,
-                    _ => {
-                        let offset = view.torn_at.unwrap_or(view.committed);
-                        view.set_fault(
-                            offset,
-                            format!(
-                                "the session's ref refs/sessions/{} names snapshot {id}, which no intact commit record of this journal publishes (damaged, or a ref that does not belong to this journal)",
-                                view.session
-                            ),
-                        );
-                        view.ref_fault = true;
-                        return;
-                    }
-                }
+                let offset = view.torn_at.unwrap_or(view.committed);
+                view.set_fault(
+                    offset,
+                    format!(
+                        "the session's ref refs/sessions/{} names snapshot {id}, which no intact commit record of this journal publishes (damaged, or a ref that does not belong to this journal)",
+                        view.session
+                    ),
+                );
+                view.ref_fault = true;
+                return;
             }
         },
     };
