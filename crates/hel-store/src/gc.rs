@@ -151,21 +151,22 @@ pub(crate) fn mark(
     roots: &[ObjectId],
     on_error: &mut dyn FnMut(Error) -> Result<()>,
 ) -> Result<Marked> {
-    let mut m = Marked::default();
-    let places = Places::new(layout)?;
+    let mut walk = Walk {
+        layout,
+        places: Places::new(layout)?,
+        m: Marked::default(),
+        nodes: Vec::new(),
+        nodes_seen: HashSet::new(),
+        maps_seen: HashSet::new(),
+        trees: Vec::new(),
+    };
     let mut snapshots: Vec<ObjectId> = roots.to_vec();
-    let mut nodes: Vec<ObjectId> = Vec::new();
-    let mut nodes_seen: HashSet<ObjectId> = HashSet::new();
-    let mut maps_seen: HashSet<ObjectId> = HashSet::new();
-    // Trees are walked with a stack, never recursion: a hostile store
-    // cannot make a walk deeper than memory.
-    let mut trees: Vec<ObjectId> = Vec::new();
     while let Some(id) = snapshots.pop() {
-        if !m.reachable.insert(id) {
+        if !walk.m.reachable.insert(id) {
             continue;
         }
-        m.snapshots.push(id);
-        let read = match places.find(&id) {
+        walk.m.snapshots.push(id);
+        let read = match walk.places.find(&id) {
             Some(found) => crate::read::snapshot_at(layout, &id, &found),
             None => crate::read::snapshot(layout, &id),
         };
@@ -177,24 +178,76 @@ pub(crate) fn mark(
             }
         };
         snapshots.extend(cp.parents.iter().copied());
+        walk.snapshot(id, &cp, on_error)?;
+    }
+    walk.m.shapes.check(layout, on_error)?;
+    Ok(walk.m)
+}
+
+/// A [`mark`] under way: what it found, and its work lists (stacks, never
+/// recursion: a hostile store cannot make a walk deeper than memory).
+struct Walk<'a> {
+    layout: &'a Odb,
+    places: Places,
+    m: Marked,
+    nodes: Vec<ObjectId>,
+    nodes_seen: HashSet<ObjectId>,
+    maps_seen: HashSet<ObjectId>,
+    trees: Vec<ObjectId>,
+}
+
+impl Walk<'_> {
+    /// What snapshot `id`, read as `cp`, names: its JSON blobs, its spill
+    /// map and the blobs it names, its workspace trees, its list.
+    fn snapshot(
+        &mut self,
+        id: ObjectId,
+        cp: &crate::snapshot::Checkpoint,
+        on_error: &mut dyn FnMut(Error) -> Result<()>,
+    ) -> Result<()> {
         for (blob, cap) in [(cp.request_config, Cap::CONFIG), (cp.cursors, Cap::CURSORS)] {
-            if m.reachable.insert(blob) {
-                m.json_blobs.push((blob, cap));
+            if self.m.reachable.insert(blob) {
+                self.m.json_blobs.push((blob, cap));
             }
         }
-        // A spill map blob is shared by every checkpoint until the next
-        // spill: read once. Its own set, not `reachable`: the same bytes
-        // may be reached as another blob first (a config), and its entries
-        // must still be marked.
+        self.spill(cp, on_error)?;
+        if let Some(ws) = &cp.workspace {
+            if ws.not_tracked > 0 {
+                self.m.not_tracked.push((id, ws.tree, ws.not_tracked));
+            }
+            self.m
+                .workspace_roots
+                .extend(std::iter::once(ws.tree).chain(ws.start));
+            self.trees.extend(std::iter::once(ws.tree).chain(ws.start));
+        }
+        self.walk_trees(on_error)?;
+        if let Some(root) = cp.messages.root {
+            if self.nodes_seen.insert(root) {
+                self.nodes.push(root);
+            }
+        }
+        self.walk_nodes(on_error)
+    }
+
+    /// The spill map of `cp` and the blobs it names. A spill map blob is
+    /// shared by every checkpoint until the next spill: read once. Its own
+    /// set, not `reachable`: the same bytes may be reached as another blob
+    /// first (a config), and its entries must still be marked.
+    fn spill(
+        &mut self,
+        cp: &crate::snapshot::Checkpoint,
+        on_error: &mut dyn FnMut(Error) -> Result<()>,
+    ) -> Result<()> {
         let read;
         let entries = match &cp.spill {
             Spill::Inline(map) => Some(map),
             Spill::Blob(map) => {
-                m.reachable.insert(*map);
-                if !maps_seen.insert(*map) {
+                self.m.reachable.insert(*map);
+                if !self.maps_seen.insert(*map) {
                     None
                 } else {
-                    match crate::read::spill_map_at(layout, &cp, places.find(map).as_ref()) {
+                    let at = self.places.find(map);
+                    match crate::read::spill_map_at(self.layout, cp, at.as_ref()) {
                         Ok(map) => {
                             read = map;
                             Some(&read)
@@ -208,24 +261,21 @@ pub(crate) fn mark(
             }
         };
         for s in entries.iter().flat_map(|map| map.values()) {
-            m.reachable.insert(s.blob);
-            m.spill.insert((s.blob, s.size));
+            self.m.reachable.insert(s.blob);
+            self.m.spill.insert((s.blob, s.size));
         }
-        if let Some(ws) = &cp.workspace {
-            if ws.not_tracked > 0 {
-                m.not_tracked.push((id, ws.tree, ws.not_tracked));
-            }
-            m.workspace_roots
-                .extend(std::iter::once(ws.tree).chain(ws.start));
-            trees.extend(std::iter::once(ws.tree).chain(ws.start));
-        }
-        while let Some(tid) = trees.pop() {
-            if !m.reachable.insert(tid) {
+        Ok(())
+    }
+
+    /// Every tree on the work list and what it names.
+    fn walk_trees(&mut self, on_error: &mut dyn FnMut(Error) -> Result<()>) -> Result<()> {
+        while let Some(tid) = self.trees.pop() {
+            if !self.m.reachable.insert(tid) {
                 continue;
             }
-            let read = match places.find(&tid) {
-                Some(found) => crate::read::tree_at(layout, &tid, &found),
-                None => crate::read::tree(layout, &tid),
+            let read = match self.places.find(&tid) {
+                Some(found) => crate::read::tree_at(self.layout, &tid, &found),
+                None => crate::read::tree(self.layout, &tid),
             };
             let t = match read {
                 Ok(t) => t,
@@ -234,28 +284,28 @@ pub(crate) fn mark(
                     continue;
                 }
             };
-            m.trees += 1;
+            self.m.trees += 1;
             for e in t.entries {
                 match e.kind {
-                    EntryKindT::Dir => trees.push(e.id),
+                    EntryKindT::Dir => self.trees.push(e.id),
                     EntryKindT::File | EntryKindT::Symlink => {
-                        m.reachable.insert(e.id);
+                        self.m.reachable.insert(e.id);
                     }
                     EntryKindT::NotTracked | EntryKindT::Repository | EntryKindT::NotTrackedDir => {
                     }
                 }
             }
         }
-        if let Some(root) = cp.messages.root {
-            if nodes_seen.insert(root) {
-                nodes.push(root);
-            }
-        }
-        while let Some(nid) = nodes.pop() {
-            m.reachable.insert(nid);
-            let read = match places.find(&nid) {
-                Some(found) => list::read_shape_at(layout, &nid, &found),
-                None => list::read_shape(layout, &nid),
+        Ok(())
+    }
+
+    /// Every list node on the work list, its blobs, and the nodes it names.
+    fn walk_nodes(&mut self, on_error: &mut dyn FnMut(Error) -> Result<()>) -> Result<()> {
+        while let Some(nid) = self.nodes.pop() {
+            self.m.reachable.insert(nid);
+            let read = match self.places.find(&nid) {
+                Some(found) => list::read_shape_at(self.layout, &nid, &found),
+                None => list::read_shape(self.layout, &nid),
             };
             let shape = match read {
                 Ok(s) => s,
@@ -265,23 +315,22 @@ pub(crate) fn mark(
                 }
             };
             for b in &shape.blobs {
-                m.reachable.insert(*b);
-                m.message_blobs.insert(*b);
+                self.m.reachable.insert(*b);
+                self.m.message_blobs.insert(*b);
             }
             let next = shape
                 .prev
                 .iter()
                 .chain(shape.slices.iter().map(|(s, _, _)| s));
             for n in next {
-                if nodes_seen.insert(*n) {
-                    nodes.push(*n);
+                if self.nodes_seen.insert(*n) {
+                    self.nodes.push(*n);
                 }
             }
-            m.shapes.nodes.insert(nid, shape);
+            self.m.shapes.nodes.insert(nid, shape);
         }
+        Ok(())
     }
-    m.shapes.check(layout, on_error)?;
-    Ok(m)
 }
 
 /// The sessions whose journals hold (in their committed parts) something
