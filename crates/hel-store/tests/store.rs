@@ -2960,7 +2960,7 @@ fn ref_file(dir: &Path, sid: &SessionId) -> PathBuf {
     testing::ref_path(&root(dir), sid)
 }
 
-/// Format 3: every commit (a checkpoint, a fork's first) moves the
+/// Every commit (a checkpoint, a fork's first) moves the
 /// session's ref by renaming a new file over it: a new inode each time,
 /// 65 bytes naming the new head, nothing left in `tmp/`.
 #[test]
@@ -3419,12 +3419,11 @@ fn a_ref_moved_back_one_commit_behind_its_sidecar_is_a_fault() {
     assert!(hel_store::fsck::fsck(&store).unwrap().is_sound());
 }
 
-/// Format 4 records who depends on whom (objects-spec §5.1): a fork's
+/// The store records who depends on whom (objects-spec §5.1): a fork's
 /// first head comes after `refs/dependents/<base>/<fork>` and
 /// `refs/recorded/<fork>`, and a delete reads only the heads those
-/// records name, plus every session that is not recorded at all (what a
-/// format-3 hel that was waiting for the store lock during the upgrade
-/// can publish). Both kinds of fork keep every message when their base is
+/// records name, plus every session that is not recorded at all (its
+/// records lost). Both kinds of fork keep every message when their base is
 /// deleted, and the deleted session's records go with it.
 #[test]
 fn a_delete_finds_forks_by_their_records_and_unrecorded_sessions_by_their_heads() {
@@ -3448,7 +3447,7 @@ fn a_delete_finds_forks_by_their_records_and_unrecorded_sessions_by_their_heads(
         store.load(&h1).unwrap().messages,
         store.load(&h2).unwrap().messages,
     ];
-    // The second fork as a format-3 hel would have published it.
+    // The second fork with its records lost.
     fs::remove_file(deps.join(f2.as_str())).unwrap();
     fs::remove_file(r.join("refs/recorded").join(f2.as_str())).unwrap();
     let report = hel_store::fsck::fsck(&store).unwrap();
