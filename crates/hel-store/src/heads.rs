@@ -25,22 +25,19 @@ use crate::{refs, Error, ObjectId, Result, SessionId};
 #[derive(Debug, Clone)]
 pub(crate) struct Head {
     pub id: ObjectId,
-    /// What the head's commit record says (absent for a ref file's head).
-    pub commit: Option<CommitPayload>,
+    /// What the head's commit record says.
+    pub commit: CommitPayload,
     /// Where the head's snapshot is, when finding the head saw its record.
     pub snapshot: Option<Found>,
 }
 
 impl Head {
     pub fn deps(&self) -> BTreeSet<SessionId> {
-        self.commit
-            .as_ref()
-            .map(|c| c.deps.clone())
-            .unwrap_or_default()
+        self.commit.deps.clone()
     }
 
     pub fn seq(&self) -> u64 {
-        self.commit.as_ref().map_or(0, |c| c.seq)
+        self.commit.seq
     }
 }
 
@@ -95,16 +92,19 @@ fn read_by_ref(layout: &Odb, session: &SessionId, mode: journal::Mode) -> Result
         // Removed since (a delete): no session.
         return Ok(None);
     };
+    // A journal with no commit record (made, never written): nothing
+    // publishes what the ref names.
+    let Some(commit) = commit else {
+        return Err(no_commit(layout, session, id));
+    };
     if mode == journal::Mode::Full {
-        if let Some(c) = &commit {
-            for dep in &c.payload.deps {
-                layout.index().journal(layout, dep)?;
-            }
+        for dep in &commit.payload.deps {
+            layout.index().journal(layout, dep)?;
         }
     }
     Ok(Some(Head {
         id,
-        commit: commit.map(|c| c.payload),
+        commit: commit.payload,
         snapshot,
     }))
 }
@@ -115,13 +115,19 @@ fn read_by_ref(layout: &Odb, session: &SessionId, mode: journal::Mode) -> Result
 fn no_journal(layout: &Odb, session: &SessionId) -> Result<Option<Head>> {
     match refs::read(layout, session)? {
         None => Ok(None),
-        Some(id) => Err(Error::BadRef {
-            session: session.to_string(),
-            path: layout.ref_path(session.as_str()),
-            reason: crate::RefError::NoJournal {
-                checkpoint: Box::new(id),
-            },
-        }),
+        Some(id) => Err(no_commit(layout, session, id)),
+    }
+}
+
+/// The fault of `session`'s ref naming `id` when no commit record of its
+/// journal (absent, or empty) publishes it.
+fn no_commit(layout: &Odb, session: &SessionId, id: ObjectId) -> Error {
+    Error::BadRef {
+        session: session.to_string(),
+        path: layout.ref_path(session.as_str()),
+        reason: crate::RefError::NoJournal {
+            checkpoint: Box::new(id),
+        },
     }
 }
 
@@ -167,9 +173,7 @@ pub(crate) fn checkpoint(layout: &Odb, session: &SessionId, head: &Head) -> Resu
     if let Some(found) = &head.snapshot {
         return crate::read::snapshot_at(layout, &head.id, found);
     }
-    if head.commit.is_some() {
-        read(layout, session)?;
-    }
+    read(layout, session)?;
     crate::read::snapshot(layout, &head.id)
 }
 
