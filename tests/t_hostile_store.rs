@@ -485,14 +485,26 @@ fn non_messages_are_never_sent_to_the_model() {
 #[test]
 fn deep_slices_resolve_without_recursion() {
     let h = Hostile::new();
-    let leaf =
-        h.list(&json!({"count": 2, "items": [{"m": system()}, {"m": user("deep")}], "prev": null}));
-    let mut node = leaf;
+    // Planted at once: the chain is long.
+    let mut nodes = Vec::new();
+    let (mut node, canonical) = testing::encode(
+        "list",
+        &hel_store::canonical::to_vec(
+            &json!({"count": 2, "items": [{"m": system()}, {"m": user("deep")}], "prev": null}),
+        ),
+    );
+    nodes.push(canonical);
     for _ in 0..20_000 {
-        node = h.list(
-            &json!({"count": 2, "items": [{"s": node.to_hex(), "from": 0, "to": 2}], "prev": null}),
+        let (id, canonical) = testing::encode(
+            "list",
+            &hel_store::canonical::to_vec(
+                &json!({"count": 2, "items": [{"s": node.to_hex(), "from": 0, "to": 2}], "prev": null}),
+            ),
         );
+        nodes.push(canonical);
+        node = id;
     }
+    testing::plant_all(&h.root(), &nodes);
     let snap = h.snapshot(FORGED, Some(node), 2);
     h.set_ref(FORGED, &snap);
     let run = h.run(None, &["sessions", "show", FORGED]);

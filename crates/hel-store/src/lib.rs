@@ -205,6 +205,21 @@ pub mod testing {
         crate::repack::plant(store_root, canonical)
     }
 
+    /// [`plant`] of every object of `canonicals` at once (one rewrite of
+    /// the planted pack); returns their ids, in order.
+    pub fn plant_all(store_root: &Path, canonicals: &[Vec<u8>]) -> Vec<ObjectId> {
+        let records: Vec<(ObjectId, Vec<u8>)> = canonicals
+            .iter()
+            .map(|c| {
+                let stored = zstd::bulk::compress(c, 3).unwrap_or_default();
+                (ObjectId::of_canonical(c), stored)
+            })
+            .collect();
+        let ids = records.iter().map(|(id, _)| *id).collect();
+        crate::repack::plant_records(store_root, records);
+        ids
+    }
+
     /// Store a record of `stored` (compressed bytes, not checked) under
     /// `id`, in the pack [`plant`] keeps its objects in: bytes that are not
     /// what the name promises, as a hostile store could hold them.

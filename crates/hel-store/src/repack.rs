@@ -229,12 +229,20 @@ pub(crate) fn planted(store_root: &std::path::Path) -> Vec<(ObjectId, Vec<u8>)> 
 /// sync.
 #[cfg(any(test, feature = "testing"))]
 pub(crate) fn plant_stored(store_root: &std::path::Path, id: &ObjectId, stored: &[u8]) {
+    plant_records(store_root, vec![(*id, stored.to_vec())]);
+}
+
+/// [`plant_stored`] of every record of `new` at once (one rewrite of the
+/// pack, however many there are).
+#[cfg(any(test, feature = "testing"))]
+pub(crate) fn plant_records(store_root: &std::path::Path, new: Vec<(ObjectId, Vec<u8>)>) {
     let packs = store_root.join(crate::layout::PACKS);
     let _ = std::fs::create_dir_all(&packs);
     let old = planted_stem(store_root);
     let mut records = planted(store_root);
-    records.retain(|(i, _)| i != id);
-    records.push((*id, stored.to_vec()));
+    let ids: std::collections::HashSet<ObjectId> = new.iter().map(|(i, _)| *i).collect();
+    records.retain(|(i, _)| !ids.contains(i));
+    records.extend(new);
     let mut out = pack::file_header(FileKind::Sealed).to_vec();
     let mut entries = Vec::new();
     for (id, stored) in &records {
