@@ -95,7 +95,7 @@ impl Hostile {
         instruction: &str,
     ) -> ObjectId {
         let snap = json!({
-            "schema_version": 1,
+            "schema_version": 3,
             "session_id": sid,
             "parents": [],
             "created_at": "2026-11-30T00:53:20.000Z",
@@ -106,15 +106,16 @@ impl Hostile {
             "cursors": self.blob(&json!([])).to_hex(),
             "messages": {"root": root.map(|r| r.to_hex()), "count": count},
             "spill": {},
+            "record": "answer",
             "summary": {"messages": count, "checkpoints": 1, "instruction": instruction, "input_tokens": 0, "output_tokens": 0},
         });
         self.raw("snapshot", &hel_store::canonical::to_vec(&snap))
     }
 
-    /// A new session `sid` whose ref names `id`.
+    /// A new session `sid` whose head is `id`: its journal's one commit
+    /// record and its ref name it.
     fn set_ref(&self, sid: &str, id: &ObjectId) {
-        let path = testing::ref_path(&self.root(), &sid.parse().unwrap());
-        std::fs::write(path, format!("{id}\n")).unwrap();
+        testing::publish(&self.root(), &sid.parse().unwrap(), id);
     }
 
     /// A forged session holding `messages` inline in one node.
@@ -261,12 +262,6 @@ fn links_in_session_paths_are_refused_and_never_followed() {
     let run = h.run(Some(&mock), &["resume", &h.session, "-p", "x"]);
     assert_refused(&run, ".store.lock is a symbolic link");
     std::fs::remove_file(&lock).unwrap();
-    // So is the directory that keeps older hels from writing: the store is
-    // refused (it is not made again through the link).
-    let older = h.root().join(".sessions.lock");
-    replace_with_link(&older, &h.outside.path());
-    let run = h.run(Some(&mock), &["resume", &h.session, "-p", "x"]);
-    assert_refused(&run, ".sessions.lock is a symbolic link");
 }
 
 #[test]
@@ -326,16 +321,15 @@ fn links_in_journals_packs_and_objects_are_never_followed() {
     );
     std::fs::remove_file(&journals).unwrap();
     std::fs::rename(&moved, &journals).unwrap();
-    // Fan-out directories of loose objects (an older store's) as links,
-    // and a stray file: fsck names them; nothing is followed.
-    let objects = h.root().join("objects");
-    for e in std::fs::read_dir(&objects).unwrap() {
-        let path = e.unwrap().path();
-        let away = h.outside.path().join(path.file_name().unwrap());
-        std::fs::rename(&path, &away).unwrap();
-        symlink(&away, &path).unwrap();
-    }
-    std::fs::write(objects.join("stray"), "x").unwrap();
+    // A sealed pack as a link, and a stray file beside it: fsck names
+    // them; nothing is followed.
+    let (_, canonical) = testing::encode("blob", b"planted");
+    testing::plant(&h.root(), &canonical);
+    let pack = testing::planted_pack(&h.root()).unwrap();
+    let away = h.outside.path().join("away.pack");
+    std::fs::rename(&pack, &away).unwrap();
+    symlink(&away, &pack).unwrap();
+    std::fs::write(h.root().join("packs/stray"), "x").unwrap();
     let before_fsck = h.outside.fingerprint();
     let run = h.run(None, &["fsck"]);
     assert_eq!(run.code, 1);
@@ -491,14 +485,26 @@ fn non_messages_are_never_sent_to_the_model() {
 #[test]
 fn deep_slices_resolve_without_recursion() {
     let h = Hostile::new();
-    let leaf =
-        h.list(&json!({"count": 2, "items": [{"m": system()}, {"m": user("deep")}], "prev": null}));
-    let mut node = leaf;
+    // Planted at once: the chain is long.
+    let mut nodes = Vec::new();
+    let (mut node, canonical) = testing::encode(
+        "list",
+        &hel_store::canonical::to_vec(
+            &json!({"count": 2, "items": [{"m": system()}, {"m": user("deep")}], "prev": null}),
+        ),
+    );
+    nodes.push(canonical);
     for _ in 0..20_000 {
-        node = h.list(
-            &json!({"count": 2, "items": [{"s": node.to_hex(), "from": 0, "to": 2}], "prev": null}),
+        let (id, canonical) = testing::encode(
+            "list",
+            &hel_store::canonical::to_vec(
+                &json!({"count": 2, "items": [{"s": node.to_hex(), "from": 0, "to": 2}], "prev": null}),
+            ),
         );
+        nodes.push(canonical);
+        node = id;
     }
+    testing::plant_all(&h.root(), &nodes);
     let snap = h.snapshot(FORGED, Some(node), 2);
     h.set_ref(FORGED, &snap);
     let run = h.run(None, &["sessions", "show", FORGED]);
@@ -527,7 +533,7 @@ fn slice_bombs_are_refused_within_bounded_memory() {
         items_len *= 1000;
         node = h.list(&json!({"count": items_len, "items": items, "prev": null}));
     }
-    let store_bytes: u64 = walk_size(&h.root().join("objects"));
+    let store_bytes: u64 = walk_size(&h.root().join("packs"));
     assert!(
         store_bytes < 200_000,
         "the bomb is small: {store_bytes} bytes"
@@ -705,35 +711,29 @@ fn stored_text_cannot_drive_the_terminal() {
 fn a_planted_corrupt_object_is_never_deduplicated_against() {
     let h = Hostile::new();
     // Every checkpoint stores its cursor table; the first one's is `[]`.
-    // A repository ships garbage under that object's loose name.
+    // A repository ships garbage under that object's name in a pack.
     let (id, _) = testing::encode("blob", b"[]");
-    let path = testing::object_path(&h.root(), &id);
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(&path, b"not what the name promises").unwrap();
+    testing::plant_stored(&h.root(), &id, b"not what the name promises");
     let mock = Mock::start(json!([{"content": "saved"}, {"content": "also saved"}]));
     let run = h.run(Some(&mock), &["-p", "x"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let sid = run.session();
     let run = h.run(None, &["sessions", "show", &sid]);
     assert_eq!(run.code, 0, "the new checkpoint reads back: {}", run.stderr);
-    // fsck names the planted file; gc removes it (it is no one's).
+    // fsck names the planted record; a repack rewrites what is live from
+    // the copies that verify, and the planted pack goes.
     let run = h.run(None, &["fsck"]);
     assert_eq!(run.code, 1, "{}", run.stdout);
     assert!(run.stdout.contains(&id.to_hex()), "{}", run.stdout);
-    let run = h.run(None, &["gc"]);
+    let run = h.run(None, &["gc", "--repack"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let run = h.run(None, &["fsck"]);
     assert_eq!(run.code, 0, "{}", run.stdout);
-    // A link under an object's name is never followed or trusted.
-    symlink(h.outside.path().join("precious.txt"), &path).unwrap();
     let run = h.run(Some(&mock), &["-p", "y"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let sid = run.session();
     let run = h.run(None, &["sessions", "show", &sid]);
     assert_eq!(run.code, 0, "{}", run.stderr);
-    let run = h.run(None, &["fsck"]);
-    assert_eq!(run.code, 1, "{}", run.stdout);
-    assert!(run.stdout.contains("symbolic link"), "{}", run.stdout);
 }
 
 #[test]
@@ -838,7 +838,7 @@ fn a_stored_directory_cannot_forge_lines_of_a_listing_or_a_show() {
     let cwd = format!("/elsewhere\n{forged_row}");
     let node = h.list(&json!({"count": 1, "items": [{"m": system()}], "prev": null}));
     let snap = json!({
-        "schema_version": 1,
+        "schema_version": 3,
         "session_id": FORGED,
         "parents": [],
         // (A forged `created_at` is refused with the snapshot: it must
@@ -851,6 +851,7 @@ fn a_stored_directory_cannot_forge_lines_of_a_listing_or_a_show() {
         "cursors": h.blob(&json!([])).to_hex(),
         "messages": {"root": node.to_hex(), "count": 1},
         "spill": {},
+        "record": "answer",
         "summary": {"messages": 1, "checkpoints": 1, "instruction": "x", "input_tokens": 0, "output_tokens": 0},
     });
     let snap = h.raw("snapshot", &hel_store::canonical::to_vec(&snap));
@@ -896,14 +897,14 @@ fn tree_payload(entries: &[(String, u8, ObjectId)]) -> Vec<u8> {
 }
 
 /// The bytes of a bundle (objects-spec §15.8) of session `sid` at `head`
-/// holding the loose objects `ids` of `store_root`, as a hostile sender
+/// holding the planted objects `ids` of `store_root`, as a hostile sender
 /// would make it.
 fn craft_bundle(store_root: &Path, sid: &str, head: &ObjectId, ids: &[ObjectId]) -> Vec<u8> {
     let mut pack = b"HELPACK\0".to_vec();
     pack.extend_from_slice(&1u32.to_le_bytes());
     pack.extend_from_slice(&2u32.to_le_bytes());
     for id in ids {
-        let stored = std::fs::read(testing::object_path(store_root, id)).unwrap();
+        let stored = testing::planted_bytes(store_root, id).unwrap();
         let mut header = b"HELR\x01\0\0\0".to_vec();
         header.extend_from_slice(id.as_bytes());
         header.extend_from_slice(&(stored.len() as u64).to_le_bytes());
@@ -947,7 +948,7 @@ fn a_tree_bomb_is_refused_by_every_reader_naming_the_tree() {
     let bomb = *trees.last().unwrap();
     // The instruction's start: one file (so that it changed something).
     let start = h.raw("tree", &tree_payload(&[("f000".into(), 1, blob)]));
-    let store_bytes = walk_size(&h.root().join("objects"));
+    let store_bytes = walk_size(&h.root().join("packs"));
     assert!(
         store_bytes < 400_000,
         "the bomb is small: {store_bytes} bytes"
@@ -962,7 +963,7 @@ fn a_tree_bomb_is_refused_by_every_reader_naming_the_tree() {
     let config = h.blob(&json!({}));
     let cursors = h.blob(&json!([]));
     let snap = json!({
-        "schema_version": 2,
+        "schema_version": 3,
         "session_id": FORGED,
         "parents": [],
         "created_at": "2026-11-30T00:53:20.000Z",

@@ -730,34 +730,39 @@ fn a_moved_project_resumes_with_relocate_and_keeps_its_spill() {
     assert_eq!(fsck.code, 0, "{}", fsck.stderr);
 }
 
-/// Loose objects piling up (an older hel's store) are packed on their own
-/// when a run ends: no `hel gc` needed.
+/// Sealed packs piling up (more than 8) are merged on their own when a
+/// run ends: no `hel gc` needed.
 #[test]
-fn a_run_repacks_loose_objects_that_piled_up() {
+fn a_run_repacks_sealed_packs_that_piled_up() {
     let p = Project::new();
     let mock = Mock::start(json!([{"content": "one"}, {"content": "two"}]));
     let run = p.run(Some(&mock), &["-p", "one"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
-    let objects = p.path().join(".hel/objects");
-    let loose = || {
-        walkdir::WalkDir::new(&objects)
-            .min_depth(2)
-            .into_iter()
-            .filter(|e| e.as_ref().is_ok_and(|e| e.file_type().is_file()))
+    let root = p.path().join(".hel");
+    let packs = || {
+        std::fs::read_dir(root.join("packs"))
+            .unwrap()
+            .flatten()
+            .filter(|e| e.path().extension().is_some_and(|x| x == "pack"))
             .count()
     };
-    let before = loose();
-    // 300 unreachable loose objects, as an older hel's gc would leave none.
-    for i in 0..300u32 {
-        let hex = format!("{:02x}{:062x}", i % 251, i);
-        let dir = objects.join(&hex[..2]);
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(dir.join(&hex[2..]), b"stale").unwrap();
+    // Nine packs of an unreachable object each.
+    for i in 0..9u32 {
+        let (_, canonical) = hel_store::testing::encode("blob", format!("stale {i}").as_bytes());
+        hel_store::testing::plant(&root, &canonical);
+        let pack = hel_store::testing::planted_pack(&root).unwrap();
+        let stem = format!("pack-stale{i}");
+        std::fs::rename(
+            pack.with_extension("idx"),
+            root.join(format!("packs/{stem}.idx")),
+        )
+        .unwrap();
+        std::fs::rename(&pack, root.join(format!("packs/{stem}.pack"))).unwrap();
     }
-    assert_eq!(loose(), before + 300);
+    assert_eq!(packs(), 9);
     let run = p.run(Some(&mock), &["resume", &run.session(), "-p", "two"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
-    assert_eq!(loose(), before, "the run's end repacked them away");
+    assert_eq!(packs(), 0, "the run's end repacked them away");
     let fsck = p.run(None, &["fsck"]);
     assert_eq!(fsck.code, 0, "{}", fsck.stderr);
 }

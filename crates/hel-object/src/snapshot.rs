@@ -7,9 +7,8 @@ use serde_json::Value;
 
 use crate::{ObjectId, SessionId};
 
-/// The snapshot schema this build writes and the newest it reads. Schema 3
-/// names the spill map by a blob instead of holding it; schema 2 adds what
-/// each record is and the workspace; schemas 1 and 2 are still read.
+/// The snapshot schema of the store format: the one this build reads and
+/// writes (1 and 2 were pre-release schemas, refused as malformed).
 pub const SCHEMA_VERSION: u64 = 3;
 
 /// A snapshot object: one checkpoint. Everything a new process needs to
@@ -38,14 +37,15 @@ pub struct Checkpoint {
     /// Blob holding the read_file cursors (opaque to the store).
     pub cursors: ObjectId,
     pub messages: MessagesRef,
-    /// Spill path as the conversation names it → its blob: the map itself
-    /// (schemas 1 and 2) or the blob holding it (schema 3).
+    /// Spill path as the conversation names it → its blob: the blob
+    /// holding that map, or `{}` when the map is empty.
     pub spill: Spill,
     pub summary: Summary,
-    /// What this record is (schema 2; a schema-1 checkpoint is an answer).
+    /// What this record is (always present: [`Checkpoint::parse`] refuses
+    /// a snapshot without it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub record: Option<Record>,
-    /// The project's files at this record (schema 2), when snapshotted.
+    /// The project's files at this record, when snapshotted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace: Option<Workspace>,
 }
@@ -77,7 +77,8 @@ pub enum Record {
 }
 
 impl Record {
-    /// The record of `cp`, a schema-1 checkpoint being an answer.
+    /// The record of `cp` (every checkpoint that parsed has one; one built
+    /// without counts as an answer).
     pub fn of(cp: &Checkpoint) -> Record {
         cp.record.unwrap_or(Record::Answer)
     }
@@ -165,8 +166,8 @@ pub struct MessagesRef {
     pub count: u64,
 }
 
-/// A checkpoint's spill map (objects-spec §2.3, `spill`). From schema 3 it
-/// is a blob of its canonical JSON ([`spill_map_payload`]), or `{}` when it
+/// A checkpoint's spill map (objects-spec §2.3, `spill`): a blob of its
+/// canonical JSON ([`spill_map_payload`]), or `{}` when it
 /// is empty, so that the
 /// map, which only grows within a session, is stored once while it does
 /// not change instead of again in every checkpoint (at 50 spill files,
@@ -174,9 +175,9 @@ pub struct MessagesRef {
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 #[serde(untagged)]
 pub enum Spill {
-    /// The blob holding the map (schema 3).
+    /// The blob holding the map.
     Blob(ObjectId),
-    /// The map (schemas 1 and 2).
+    /// `{}`: no spill file (a map with entries is refused: it is a blob).
     Inline(BTreeMap<String, SpillEntry>),
 }
 
@@ -190,7 +191,7 @@ impl Spill {
     }
 }
 
-/// `map` as a schema-3 checkpoint names it: `{}` when empty, else the
+/// `map` as a checkpoint names it: `{}` when empty, else the
 /// blob `put` stores its canonical JSON as ([`spill_map_payload`]).
 pub fn spill_field<E>(
     map: &BTreeMap<String, SpillEntry>,
@@ -233,8 +234,7 @@ pub struct SpillEntry {
 #[serde(deny_unknown_fields)]
 pub struct Summary {
     pub messages: u64,
-    /// Answers in this record's first-parent history, itself included
-    /// (schema 1, where every checkpoint is an answer: checkpoints).
+    /// Answers in this record's first-parent history, itself included.
     /// Workspace records and forks do not count.
     pub checkpoints: u64,
     /// First line of the last user instruction.
@@ -249,11 +249,10 @@ impl Checkpoint {
     }
 
     /// Parse and validate the payload of a snapshot (objects-spec §4,
-    /// "Validation"): every key with its type and nothing else, a schema
-    /// this build reads, at most one parent, a spill map in the form of
-    /// its schema (inline entries with names, or a blob id, whose map
-    /// [`parse_spill_map`] checks when it is read), and a summary that
-    /// agrees with the message count.
+    /// "Validation"): every key with its type and nothing else, schema
+    /// [`SCHEMA_VERSION`], at most one parent, a spill map that is `{}` or
+    /// a blob id (whose map [`parse_spill_map`] checks when it is read), a
+    /// record, and a summary that agrees with the message count.
     pub fn parse(payload: &[u8]) -> std::result::Result<Checkpoint, Invalid> {
         // Straight into the struct first: half the work of going through a
         // `Value`, and for a payload it takes the same checkpoint (a
@@ -278,8 +277,8 @@ impl Checkpoint {
         if found > SCHEMA_VERSION {
             return Err(Invalid::Newer(found));
         }
-        if found == 0 {
-            return Err(Invalid::SchemaZero);
+        if found < SCHEMA_VERSION {
+            return Err(Invalid::Older(found));
         }
         let cp: Checkpoint = serde_json::from_value(value).map_err(Invalid::Json)?;
         cp.check()?;
@@ -297,8 +296,8 @@ impl Checkpoint {
         if cp.schema_version > SCHEMA_VERSION {
             return Err(Invalid::Newer(cp.schema_version));
         }
-        if cp.schema_version == 0 {
-            return Err(Invalid::SchemaZero);
+        if cp.schema_version < SCHEMA_VERSION {
+            return Err(Invalid::Older(cp.schema_version));
         }
         if cp.parents.len() > 1 {
             return Err(Invalid::Parents(cp.parents.len()));
@@ -322,20 +321,12 @@ impl Checkpoint {
         if (cp.messages.count == 0) != cp.messages.root.is_none() {
             return Err(Invalid::Root);
         }
-        if cp.summary.checkpoints == 0 && cp.schema_version < 2 {
-            return Err(Invalid::NoCheckpoints);
-        }
-        match (&cp.spill, cp.schema_version >= 3) {
-            (Spill::Inline(map), false) => {
-                if map.keys().any(|k| k.is_empty()) {
-                    return Err(Invalid::EmptySpillName);
-                }
-            }
-            (Spill::Blob(_), true) => {}
+        match &cp.spill {
+            Spill::Blob(_) => {}
             // No spill file: `{}`, not a blob id (32 bytes more in every
             // snapshot of the many sessions that never spill).
-            (Spill::Inline(map), true) if map.is_empty() => {}
-            _ => return Err(Invalid::SpillForm(cp.schema_version)),
+            Spill::Inline(map) if map.is_empty() => {}
+            Spill::Inline(_) => return Err(Invalid::SpillForm),
         }
         Ok(check_record(cp)?)
     }
@@ -344,8 +335,6 @@ impl Checkpoint {
 /// Why a checkpoint's `record` and `workspace` do not go together.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum RecordError {
-    #[error("a schema 1 checkpoint with schema 2 fields")]
-    SchemaOneWithTwo,
     #[error("no record")]
     NoRecord,
     #[error("a workspace record without a workspace")]
@@ -362,15 +351,8 @@ pub enum RecordError {
     RestoredNotRestore,
 }
 
-/// What schema 2 requires of `record` and `workspace` together (schema 1
-/// has neither).
+/// What a checkpoint's `record` and `workspace` require of each other.
 fn check_record(cp: &Checkpoint) -> std::result::Result<(), RecordError> {
-    if cp.schema_version < 2 {
-        if cp.record.is_some() || cp.workspace.is_some() {
-            return Err(RecordError::SchemaOneWithTwo);
-        }
-        return Ok(());
-    }
     let Some(record) = cp.record else {
         return Err(RecordError::NoRecord);
     };
@@ -419,8 +401,9 @@ pub enum Invalid {
     NoSchemaVersion,
     #[error("schema_version {0} is newer than this build")]
     Newer(u64),
-    #[error("schema_version 0")]
-    SchemaZero,
+    /// A schema older than [`SCHEMA_VERSION`] (0, or a pre-release one).
+    #[error("schema_version {0}: this build reads schema {SCHEMA_VERSION} only (older schemas were pre-release)")]
+    Older(u64),
     #[error("{0} parents, a checkpoint has at most one")]
     Parents(usize),
     #[error("empty cwd")]
@@ -429,14 +412,11 @@ pub enum Invalid {
     SummaryCount { summary: u64, list: u64 },
     #[error("an empty list has no root, and only an empty one")]
     Root,
-    #[error("summary counts 0 checkpoints")]
-    NoCheckpoints,
     #[error("a spill entry has an empty name")]
     EmptySpillName,
-    /// A non-empty spill map inline from schema 3 on, or a blob id before
-    /// it.
-    #[error("a schema {0} checkpoint with its spill map in the other form (inline up to schema 2; from 3 a blob id, or {{}} when empty)")]
-    SpillForm(u64),
+    /// A non-empty spill map inline (it is a blob id, or `{}` when empty).
+    #[error("a spill map inline (it is a blob id, or {{}} when empty)")]
+    SpillForm,
     #[error("created_at is not created_at_ms in RFC 3339 with milliseconds")]
     CreatedAt,
     #[error("{0}")]
@@ -452,10 +432,10 @@ mod tests {
         ObjectId::of_canonical(s.as_bytes()).to_hex()
     }
 
-    /// A valid schema-2 snapshot of `record` with `workspace` (null: none).
+    /// A valid snapshot of `record` with `workspace` (null: none).
     fn snapshot(record: &str, workspace: Value) -> Value {
         let mut v = json!({
-            "schema_version": 2,
+            "schema_version": 3,
             "session_id": "0c9e6f1a-1b2c-4d3e-8f40-123456789abc",
             "parents": [],
             "created_at": "2026-11-30T00:53:20.000Z",
@@ -505,14 +485,9 @@ mod tests {
         ];
         let mut v = snapshot("answer", workspace(true, false));
         v["meter"] = json!({"observed": {"n": 3, "f": 1.5, "s": "x\n\u{1}é"}, "a": [null, true]});
-        v["spill"] =
-            json!({"a/b": {"blob": id("b"), "size": 7}, "é": {"blob": id("c"), "size": 0}});
+        v["spill"] = id("m").into();
         v["parents"] = json!([id("p")]);
         v["summary"]["instruction"] = "quote \" and \\ and 한".into();
-        all.push(v);
-        let mut v = snapshot("answer", Value::Null);
-        v.as_object_mut().unwrap().remove("record");
-        v["schema_version"] = 1.into();
         all.push(v);
         for v in all {
             let cp = parse(&v).unwrap();
@@ -522,13 +497,13 @@ mod tests {
         }
     }
 
-    /// Schema 3 names its spill map by a blob id; schemas 1 and 2 hold it.
-    /// Either form in the other schema is refused, as is a map blob with
-    /// an entry that is not a spill entry or has an empty name.
+    /// A snapshot names its spill map by a blob id, or says `{}`; a map
+    /// with entries inline is refused, as is a map blob with an entry that
+    /// is not a spill entry or has an empty name. Pre-release schemas (1,
+    /// 2) are refused.
     #[test]
-    fn the_spill_map_is_a_blob_from_schema_3_and_inline_before() {
+    fn the_spill_map_is_a_blob_and_older_schemas_are_refused() {
         let mut three = snapshot("answer", Value::Null);
-        three["schema_version"] = 3.into();
         three["spill"] = id("m").into();
         let cp = parse(&three).unwrap();
         assert!(matches!(cp.spill, Spill::Blob(_)));
@@ -537,10 +512,15 @@ mod tests {
         three["spill"] = json!({});
         assert!(matches!(parse(&three).unwrap().spill, Spill::Inline(m) if m.is_empty()));
         three["spill"] = json!({"a": {"blob": id("b"), "size": 7}});
-        assert!(matches!(parse(&three), Err(Invalid::SpillForm(3))));
-        let mut two = snapshot("answer", Value::Null);
-        two["spill"] = id("m").into();
-        assert!(matches!(parse(&two), Err(Invalid::SpillForm(2))));
+        assert!(matches!(parse(&three), Err(Invalid::SpillForm)));
+        for older in [0, 1, 2] {
+            let mut v = snapshot("answer", Value::Null);
+            v["schema_version"] = older.into();
+            assert!(
+                matches!(parse(&v), Err(Invalid::Older(n)) if n == older),
+                "{older}"
+            );
+        }
         let map = json!({"a/b": {"blob": id("b"), "size": 7}});
         let parsed = parse_spill_map(&crate::canonical::to_vec(&map)).unwrap();
         assert_eq!(spill_map_payload(&parsed), crate::canonical::to_vec(&map));
@@ -657,16 +637,7 @@ mod tests {
                 assert_eq!(got.is_ok(), valid, "{record} with {ws}: {got:?}");
             }
         }
-        // Schema 1 has neither field.
-        let mut v = snapshot("answer", Value::Null);
-        v["schema_version"] = 1.into();
-        assert!(matches!(
-            parse(&v),
-            Err(Invalid::Record(RecordError::SchemaOneWithTwo))
-        ));
-        v.as_object_mut().unwrap().remove("record");
-        parse(&v).unwrap();
-        // Schema 2 always says what the record is.
+        // A snapshot always says what the record is.
         let mut v = snapshot("answer", Value::Null);
         v.as_object_mut().unwrap().remove("record");
         assert!(matches!(

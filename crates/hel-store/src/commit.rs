@@ -576,8 +576,7 @@ impl Txn<'_> {
                 record.name()
             ))
         })?;
-        let mut base = crate::read::snapshot(self.layout, &head)?;
-        base.spill = self.writer.put_spill(base.spill)?;
+        let base = crate::read::snapshot(self.layout, &head)?;
         let now = time::now_ms();
         let mut cp = Checkpoint {
             schema_version: SCHEMA_VERSION,
@@ -601,8 +600,7 @@ impl Txn<'_> {
 
 /// Publish `new` as `session`'s head after `expected`, once what it
 /// reaches is durable: move the ref ([`crate::refs::publish`];
-/// `Ok(Some(e))`: moved, its directory not synced). Every store written is
-/// format 3: an open upgrades an older one first.
+/// `Ok(Some(e))`: moved, its directory not synced).
 pub(crate) fn move_ref(
     layout: &Odb,
     session: &crate::SessionId,

@@ -1,4 +1,4 @@
-//! Who depends on whom (format 4, objects-spec §5.1): the records that
+//! Who depends on whom (objects-spec §5.1): the records that
 //! let a delete find the sessions that need the deleted one's journal
 //! without reading every head.
 //!
@@ -7,7 +7,7 @@
 //! large object): its head's commit record lists those sessions (`deps`).
 //! That answers "whom does S need", but a delete asks the reverse, and
 //! from commit records alone that means reading every head of the store.
-//! Format 4 keeps the reverse under `refs/`:
+//! The store keeps the reverse under `refs/`:
 //!
 //! - `refs/dependents/<dep>/<session>`, an empty file, durable (its
 //!   directory synced) before any ref publishes a head of `<session>`
@@ -17,9 +17,8 @@
 //!
 //! A delete of D reads the heads of the sessions listed under
 //! `refs/dependents/D/` and of every session that has a ref but is not
-//! recorded (none, unless a format-3 hel published one while the store
-//! was being upgraded: see upgrade.rs), and copies what they need, as
-//! before. A record is only ever a reason to read a head: one whose
+//! recorded (none, unless its record was lost), and copies what they
+//! need. A record is only ever a reason to read a head: one whose
 //! session is gone, or whose head does not name the dependency, costs
 //! that read and nothing else, so records are written before what they
 //! describe and removed after it (a crash leaves one too many, never one
@@ -54,7 +53,7 @@ pub(crate) fn record(
     record_as(layout, session, deps, first, false)
 }
 
-/// [`record`]; `mend` (gc, the upgrade) makes `refs/dependents/` when it
+/// [`record`]; `mend` (gc) makes `refs/dependents/` when it
 /// is absent and replaces what is not a directory under it. A commit
 /// (`mend` false) leaves both alone and writes no record there: while
 /// they are so every delete reads every head, and only a gc, which first
@@ -313,8 +312,7 @@ pub(crate) fn path_of(layout: &Odb, m: &Missing) -> std::path::PathBuf {
 
 /// gc's part (under the exclusive store lock): write the records `heads`
 /// need and lack (as [`missing`] says), record the sessions that are not
-/// (a format-3 hel published them during the upgrade: their records
-/// first, then that they are recorded), then remove what names a session
+/// (their records first, then that they are recorded), then remove what names a session
 /// without a head (left by a delete or a first commit a crash stopped)
 /// and what is not a record.
 pub(crate) fn tidy(
@@ -419,21 +417,6 @@ fn each_entry(
         for e in dir.entries()? {
             visit(dir, &e, named(&e, Kind::File));
         }
-    }
-    Ok(())
-}
-
-/// Record every session's dependencies from its head (the upgrade to
-/// format 4, under the exclusive store lock): `heads` as in [`tidy`].
-/// Everything durable when this returns.
-pub(crate) fn record_all(layout: &Odb, heads: &[(SessionId, BTreeSet<SessionId>)]) -> Result<()> {
-    make_top(layout)?;
-    layout.recorded_create()?;
-    if let Some(parent) = layout.refs_parent()? {
-        parent.sync()?;
-    }
-    for (session, deps) in heads {
-        record_as(layout, session, deps, true, true)?;
     }
     Ok(())
 }

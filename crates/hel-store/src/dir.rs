@@ -33,8 +33,3 @@ impl From<hel_fs::Error> for Error {
 pub(crate) fn sync_file(file: &File, path: &Path, data_only: bool) -> Result<()> {
     Ok(hel_fs::sync_file(file, path, data_only)?)
 }
-
-/// See [`hel_fs::read_bounded`].
-pub(crate) fn read_bounded(file: File, max: u64, path: &Path) -> Result<Vec<u8>> {
-    Ok(hel_fs::read_bounded(&file, max, path)?)
-}

@@ -138,10 +138,11 @@ pub enum Error {
         offset: u64,
         rtype: u8,
     },
-    /// The stub of objects-spec §12.6 is not there: a format-1 hel would
-    /// take this store's refs for its own.
-    #[error("{path} is missing or not the stub: it is what makes an older hel refuse this store (remove what is there, if anything; the next commit writes it again)")]
-    StubMissing { path: PathBuf },
+    /// `refs/sessions/` is gone while journals are there: every session's
+    /// head is lost, and gc refuses (it would take every journal for an
+    /// unpublished one).
+    #[error("{path} is missing while the store has journals: every session's ref is gone (restore it from a backup; `hel gc` refuses until then)")]
+    RefsMissing { path: PathBuf },
     /// A dependents record a recorded session's head needs (objects-spec
     /// §5.1): without it a delete of `dep` would not look at `session`.
     #[error("{path} is missing: session {session} names objects of session {dep}'s journal, and a delete of {dep} would not know (run `hel gc`, which writes it again, before deleting {dep})")]
@@ -166,17 +167,25 @@ pub enum Error {
         #[source]
         source: Box<Error>,
     },
-    #[error(
-        "the store at {path} has format {found}, this hel reads up to {supported}: upgrade hel"
-    )]
+    /// A store of a newer format than [`FORMAT_VERSION`]: refused before
+    /// anything is written.
+    #[error("{} is a store of format {found}, written by a newer hel; this hel reads format {supported} only: upgrade hel", path.display())]
     NewerStore {
         path: PathBuf,
         found: u64,
         supported: u64,
     },
+    /// A store of a format older than [`FORMAT_VERSION`], which only
+    /// pre-release hels wrote: refused before anything is written.
+    #[error("{} is a store of format {found}, written by a pre-release hel; this hel reads format {FORMAT_VERSION} only: move {} aside or delete it", path.display(), path.display())]
+    OlderStore { path: PathBuf, found: u64 },
+    /// A `format` file that names no format (`found`: its first
+    /// characters, escaped): refused before anything is written.
+    #[error("{} has a format file that names no store format (it says \"{found}\"); this hel reads format {FORMAT_VERSION} only: move {} aside or delete it", path.display(), path.display())]
+    UnknownFormat { path: PathBuf, found: String },
     #[error(transparent)]
     Name(Box<NameError>),
-    /// A store of an older format that could not be upgraded now.
+    /// A store that could not be upgraded to the next format now.
     #[error(transparent)]
     Upgrade(Box<UpgradeError>),
     /// A checkpoint a load would refuse, refused before anything of it
@@ -199,6 +208,11 @@ pub enum RefError {
     /// The file holds more than a ref can.
     #[error("{size} bytes, a ref holds {REF_MAX}")]
     TooLarge { size: u64 },
+    /// It names a checkpoint, and the session has no journal: no commit
+    /// record publishes it. (Every session's journal is made by its first
+    /// commit, before its ref.)
+    #[error("names checkpoint {checkpoint}, and the session has no journal whose commit record publishes it")]
+    NoJournal { checkpoint: Box<ObjectId> },
     /// It names a checkpoint that another session made (fsck). The id is
     /// boxed so that [`Error`] stays as small as it was.
     #[error("names checkpoint {checkpoint} of session {owner}")]
@@ -225,22 +239,24 @@ pub enum NameError {
     },
 }
 
-/// Why a store of an older format was not upgraded (it is left as it was:
-/// a hel of its format still reads all of it).
+/// Why a store was not upgraded to the next format (`upgrade.rs`; it is
+/// left as it was).
 #[derive(Debug, thiserror::Error)]
 pub enum UpgradeError {
-    #[error("{} is a store of format {found}: this hel upgrades it to format {} before using it, which it cannot do while session {session} is in use{}; end the hel working on it (an older hel), then run this command again", store.display(), FORMAT_VERSION, holder.as_ref().map(|h| format!(" ({h})")).unwrap_or_default())]
+    #[error("{} is a store of format {found}: this hel upgrades it to format {to} before using it, which it cannot do while session {session} is in use{}; end the hel working on it, then run this command again", store.display(), holder.as_ref().map(|h| format!(" ({h})")).unwrap_or_default())]
     Busy {
         store: PathBuf,
         found: u64,
+        to: u64,
         session: SessionId,
         /// Who holds the lease, as its file says.
         holder: Option<String>,
     },
-    #[error("cannot upgrade {} from store format {found} to {}: {source}; the store is left as format {found}, which a hel of that format still reads", store.display(), FORMAT_VERSION)]
+    #[error("cannot upgrade {} from store format {found} to {to}: {source}; the store is left as format {found}", store.display())]
     Failed {
         store: PathBuf,
         found: u64,
+        to: u64,
         #[source]
         source: Error,
     },

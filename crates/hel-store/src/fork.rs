@@ -62,7 +62,7 @@ impl Store {
         let lease = SessionLease::acquire(layout, &SessionId::new_random(), true)?;
         deps.remove(lease.session());
         let now = time::now_ms();
-        let mut cp = Checkpoint {
+        let cp = Checkpoint {
             session_id: lease.session().clone(),
             parents: vec![*at],
             created_at: time::rfc3339(now),
@@ -81,8 +81,6 @@ impl Store {
             let mut journal = lease.journal.lock().unwrap_or_else(|p| p.into_inner());
             let journal = self.journal_writer(layout, &lease, &mut journal)?;
             let mut writer = Writer::new(&lock, lease.session(), &deps);
-            // A base of schema 1 or 2 holds its map: stored as a blob.
-            cp.spill = writer.put_spill(cp.spill)?;
             cp.check().map_err(|e| Error::Refused {
                 at: None,
                 reason: format!("the fork's first record: {e}"),

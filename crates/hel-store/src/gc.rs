@@ -1,6 +1,6 @@
 //! Garbage collection: mark everything reachable from every ref (every
-//! session's head), sweep the rest: rewrite sealed packs and loose files
-//! into one sealed pack when anything there is dead, and remove journals
+//! session's head), sweep the rest: rewrite sealed packs into one sealed
+//! pack when anything there is dead, and remove journals
 //! no ref publishes once what refs reach of them is in that pack.
 //!
 //! Spill working copies (`sessions/<id>/spill/`) are a cache of spill
@@ -20,8 +20,8 @@
 //! and slice bounds: the same checks a load makes); gc refuses to sweep
 //! when anything reachable cannot be read or validated, since it cannot
 //! know then what a broken object would have kept alive. Nothing is ever
-//! deleted through a link. Only sealed packs, loose files and journals no
-//! ref publishes hold objects gc may remove (live journals stay whole):
+//! deleted through a link. Only sealed packs and journals no ref
+//! publishes hold objects gc may remove (live journals stay whole):
 //! when there are none, gc does not mark, and reads only each head's
 //! snapshot (fsck is the full check).
 
@@ -30,7 +30,7 @@ use std::fs::File;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use crate::dir::{Dir, Kind as EntryKind};
+use crate::dir::Kind as EntryKind;
 use crate::layout::SPILL;
 use crate::list::{self, Shapes};
 use crate::lock::{Exclusive, SessionLease};
@@ -91,8 +91,8 @@ pub(crate) struct Marked {
 /// [`crate::odb::Index::locate`] asks every open journal in turn (a mark
 /// of a store of 500 sessions spent half its time there). Records never
 /// change once written and an open file stays readable after gc removes
-/// it, so a place taken here stays right; what is not here (a loose file,
-/// a record no ref publishes, a journal opened since) is located as any
+/// it, so a place taken here stays right; what is not here (a record no
+/// ref publishes, a journal opened since) is located as any
 /// read locates it. Every object is still read and verified at its place.
 #[derive(Default)]
 struct Places {
@@ -126,7 +126,7 @@ impl Places {
     fn find(&self, id: &ObjectId) -> Option<Found> {
         let (k, offset, len) = *self.at.get(id)?;
         let (file, path) = &self.files[k];
-        Some(Found::Record {
+        Some(Found {
             file: Arc::clone(file),
             place: Place {
                 path: path.clone(),
@@ -151,21 +151,22 @@ pub(crate) fn mark(
     roots: &[ObjectId],
     on_error: &mut dyn FnMut(Error) -> Result<()>,
 ) -> Result<Marked> {
-    let mut m = Marked::default();
-    let places = Places::new(layout)?;
+    let mut walk = Walk {
+        layout,
+        places: Places::new(layout)?,
+        m: Marked::default(),
+        nodes: Vec::new(),
+        nodes_seen: HashSet::new(),
+        maps_seen: HashSet::new(),
+        trees: Vec::new(),
+    };
     let mut snapshots: Vec<ObjectId> = roots.to_vec();
-    let mut nodes: Vec<ObjectId> = Vec::new();
-    let mut nodes_seen: HashSet<ObjectId> = HashSet::new();
-    let mut maps_seen: HashSet<ObjectId> = HashSet::new();
-    // Trees are walked with a stack, never recursion: a hostile store
-    // cannot make a walk deeper than memory.
-    let mut trees: Vec<ObjectId> = Vec::new();
     while let Some(id) = snapshots.pop() {
-        if !m.reachable.insert(id) {
+        if !walk.m.reachable.insert(id) {
             continue;
         }
-        m.snapshots.push(id);
-        let read = match places.find(&id) {
+        walk.m.snapshots.push(id);
+        let read = match walk.places.find(&id) {
             Some(found) => crate::read::snapshot_at(layout, &id, &found),
             None => crate::read::snapshot(layout, &id),
         };
@@ -177,24 +178,76 @@ pub(crate) fn mark(
             }
         };
         snapshots.extend(cp.parents.iter().copied());
+        walk.snapshot(id, &cp, on_error)?;
+    }
+    walk.m.shapes.check(layout, on_error)?;
+    Ok(walk.m)
+}
+
+/// A [`mark`] under way: what it found, and its work lists (stacks, never
+/// recursion: a hostile store cannot make a walk deeper than memory).
+struct Walk<'a> {
+    layout: &'a Odb,
+    places: Places,
+    m: Marked,
+    nodes: Vec<ObjectId>,
+    nodes_seen: HashSet<ObjectId>,
+    maps_seen: HashSet<ObjectId>,
+    trees: Vec<ObjectId>,
+}
+
+impl Walk<'_> {
+    /// What snapshot `id`, read as `cp`, names: its JSON blobs, its spill
+    /// map and the blobs it names, its workspace trees, its list.
+    fn snapshot(
+        &mut self,
+        id: ObjectId,
+        cp: &crate::snapshot::Checkpoint,
+        on_error: &mut dyn FnMut(Error) -> Result<()>,
+    ) -> Result<()> {
         for (blob, cap) in [(cp.request_config, Cap::CONFIG), (cp.cursors, Cap::CURSORS)] {
-            if m.reachable.insert(blob) {
-                m.json_blobs.push((blob, cap));
+            if self.m.reachable.insert(blob) {
+                self.m.json_blobs.push((blob, cap));
             }
         }
-        // A spill map blob is shared by every checkpoint until the next
-        // spill: read once. Its own set, not `reachable`: the same bytes
-        // may be reached as another blob first (a config), and its entries
-        // must still be marked.
+        self.spill(cp, on_error)?;
+        if let Some(ws) = &cp.workspace {
+            if ws.not_tracked > 0 {
+                self.m.not_tracked.push((id, ws.tree, ws.not_tracked));
+            }
+            self.m
+                .workspace_roots
+                .extend(std::iter::once(ws.tree).chain(ws.start));
+            self.trees.extend(std::iter::once(ws.tree).chain(ws.start));
+        }
+        self.walk_trees(on_error)?;
+        if let Some(root) = cp.messages.root {
+            if self.nodes_seen.insert(root) {
+                self.nodes.push(root);
+            }
+        }
+        self.walk_nodes(on_error)
+    }
+
+    /// The spill map of `cp` and the blobs it names. A spill map blob is
+    /// shared by every checkpoint until the next spill: read once. Its own
+    /// set, not `reachable`: the same bytes may be reached as another blob
+    /// first (a config), and its entries must still be marked.
+    fn spill(
+        &mut self,
+        cp: &crate::snapshot::Checkpoint,
+        on_error: &mut dyn FnMut(Error) -> Result<()>,
+    ) -> Result<()> {
         let read;
         let entries = match &cp.spill {
             Spill::Inline(map) => Some(map),
             Spill::Blob(map) => {
-                m.reachable.insert(*map);
-                if !maps_seen.insert(*map) {
+                self.m.reachable.insert(*map);
+                if !self.maps_seen.insert(*map) {
                     None
                 } else {
-                    match crate::read::spill_map_at(layout, &cp, places.find(map).as_ref()) {
+                    let at = self.places.find(map);
+                    match crate::read::spill_map_at(self.layout, cp, at.as_ref()) {
                         Ok(map) => {
                             read = map;
                             Some(&read)
@@ -208,24 +261,21 @@ pub(crate) fn mark(
             }
         };
         for s in entries.iter().flat_map(|map| map.values()) {
-            m.reachable.insert(s.blob);
-            m.spill.insert((s.blob, s.size));
+            self.m.reachable.insert(s.blob);
+            self.m.spill.insert((s.blob, s.size));
         }
-        if let Some(ws) = &cp.workspace {
-            if ws.not_tracked > 0 {
-                m.not_tracked.push((id, ws.tree, ws.not_tracked));
-            }
-            m.workspace_roots
-                .extend(std::iter::once(ws.tree).chain(ws.start));
-            trees.extend(std::iter::once(ws.tree).chain(ws.start));
-        }
-        while let Some(tid) = trees.pop() {
-            if !m.reachable.insert(tid) {
+        Ok(())
+    }
+
+    /// Every tree on the work list and what it names.
+    fn walk_trees(&mut self, on_error: &mut dyn FnMut(Error) -> Result<()>) -> Result<()> {
+        while let Some(tid) = self.trees.pop() {
+            if !self.m.reachable.insert(tid) {
                 continue;
             }
-            let read = match places.find(&tid) {
-                Some(found) => crate::read::tree_at(layout, &tid, &found),
-                None => crate::read::tree(layout, &tid),
+            let read = match self.places.find(&tid) {
+                Some(found) => crate::read::tree_at(self.layout, &tid, &found),
+                None => crate::read::tree(self.layout, &tid),
             };
             let t = match read {
                 Ok(t) => t,
@@ -234,28 +284,28 @@ pub(crate) fn mark(
                     continue;
                 }
             };
-            m.trees += 1;
+            self.m.trees += 1;
             for e in t.entries {
                 match e.kind {
-                    EntryKindT::Dir => trees.push(e.id),
+                    EntryKindT::Dir => self.trees.push(e.id),
                     EntryKindT::File | EntryKindT::Symlink => {
-                        m.reachable.insert(e.id);
+                        self.m.reachable.insert(e.id);
                     }
                     EntryKindT::NotTracked | EntryKindT::Repository | EntryKindT::NotTrackedDir => {
                     }
                 }
             }
         }
-        if let Some(root) = cp.messages.root {
-            if nodes_seen.insert(root) {
-                nodes.push(root);
-            }
-        }
-        while let Some(nid) = nodes.pop() {
-            m.reachable.insert(nid);
-            let read = match places.find(&nid) {
-                Some(found) => list::read_shape_at(layout, &nid, &found),
-                None => list::read_shape(layout, &nid),
+        Ok(())
+    }
+
+    /// Every list node on the work list, its blobs, and the nodes it names.
+    fn walk_nodes(&mut self, on_error: &mut dyn FnMut(Error) -> Result<()>) -> Result<()> {
+        while let Some(nid) = self.nodes.pop() {
+            self.m.reachable.insert(nid);
+            let read = match self.places.find(&nid) {
+                Some(found) => list::read_shape_at(self.layout, &nid, &found),
+                None => list::read_shape(self.layout, &nid),
             };
             let shape = match read {
                 Ok(s) => s,
@@ -265,32 +315,22 @@ pub(crate) fn mark(
                 }
             };
             for b in &shape.blobs {
-                m.reachable.insert(*b);
-                m.message_blobs.insert(*b);
+                self.m.reachable.insert(*b);
+                self.m.message_blobs.insert(*b);
             }
             let next = shape
                 .prev
                 .iter()
                 .chain(shape.slices.iter().map(|(s, _, _)| s));
             for n in next {
-                if nodes_seen.insert(*n) {
-                    nodes.push(*n);
+                if self.nodes_seen.insert(*n) {
+                    self.nodes.push(*n);
                 }
             }
-            m.shapes.nodes.insert(nid, shape);
+            self.m.shapes.nodes.insert(nid, shape);
         }
+        Ok(())
     }
-    m.shapes.check(layout, on_error)?;
-    Ok(m)
-}
-
-/// The loose objects of a store, and what else is under `objects/`.
-#[derive(Default)]
-pub(crate) struct ObjectFiles {
-    /// (id, fan-out directory name, file name).
-    pub objects: Vec<(ObjectId, String, String)>,
-    /// Entries that are not objects: (path, what it is).
-    pub strays: Vec<(PathBuf, &'static str)>,
 }
 
 /// The sessions whose journals hold (in their committed parts) something
@@ -307,57 +347,11 @@ pub(crate) fn journals_reached(
     let mut out = BTreeSet::new();
     for id in &reached {
         // Opens the journals the walk did not (those of blobs only).
-        if let Some(crate::odb::Found::Record { .. }) = layout.index().locate(layout, id)? {
+        if let Some(crate::odb::Found { .. }) = layout.index().locate(layout, id)? {
             out.extend(layout.index().journal_of(id, session));
         }
     }
     Ok(out)
-}
-
-/// List `objects/` without following anything.
-pub(crate) fn object_files(layout: &Odb) -> Result<ObjectFiles> {
-    let mut out = ObjectFiles::default();
-    let Some(objects) = layout.objects()? else {
-        return Ok(out);
-    };
-    for fan in objects.entries()? {
-        let fan_name = fan.name.to_string_lossy().into_owned();
-        let fan_ok = fan_name.len() == 2
-            && fan_name
-                .bytes()
-                .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c));
-        if fan.kind != EntryKind::Dir || !fan_ok {
-            let what = if fan.kind == EntryKind::Dir {
-                "directory not named like a fan-out directory"
-            } else {
-                stray_kind(fan.kind)
-            };
-            out.strays.push((objects.child_path(&fan_name), what));
-            continue;
-        }
-        let Some(dir) = objects.sub(&fan_name)? else {
-            continue;
-        };
-        for e in dir.entries()? {
-            let name = e.name.to_string_lossy().into_owned();
-            let id = format!("{fan_name}{name}").parse::<ObjectId>().ok();
-            match (id, e.kind) {
-                (Some(id), EntryKind::File) => out.objects.push((id, fan_name.clone(), name)),
-                (Some(_), kind) => out.strays.push((dir.child_path(&name), stray_kind(kind))),
-                (None, _) => out
-                    .strays
-                    .push((dir.child_path(&name), "file not named like an object")),
-            }
-        }
-    }
-    Ok(out)
-}
-
-fn stray_kind(kind: EntryKind) -> &'static str {
-    match kind {
-        EntryKind::File => "file not named like an object",
-        other => other.describe(),
-    }
 }
 
 /// The heads of a store as gc and fsck read them: the roots (each with
@@ -418,7 +412,7 @@ pub(crate) struct Released {
 
 /// Remove `session`'s head and journal (the caller holds its lease and the
 /// store lock exclusively); `own_deps` are its head's deps, whose records
-/// of it go after the head (format 4). Sessions that depend on the journal (forks,
+/// of it go after the head. Sessions that depend on the journal (forks,
 /// shared large objects) keep what they need: it is copied into a sealed
 /// pack first. Without dependents this is an unlink: the journal's bytes
 /// come back at once without a walk of the store.
@@ -463,30 +457,25 @@ pub(crate) fn release(
         }
     }
     heads::remove(layout, session)?;
-    if layout.records_dependents() {
-        crate::dependents::forget(layout, session, own_deps);
-    }
+    crate::dependents::forget(layout, session, own_deps);
     layout.index().forget_removed();
     Ok(out)
 }
 
 /// The sessions whose head's commit record says they depend on
 /// `session`'s journal (its forks, and sessions that share its large
-/// objects). In a format-4 store only the heads its records name are read
-/// (those recorded as its dependents and those not recorded at all:
-/// `dependents.rs`); in an older one, every other session's head. Many
+/// objects). Only the heads its records name are read (those recorded as
+/// its dependents and those not recorded at all: `dependents.rs`). Many
 /// reads share a few threads, since each is a handful of small file reads
 /// and a delete waits on all of them. Any head that cannot be read is the
 /// error: a delete cannot know then what that session needs.
 fn depending_on(layout: &Odb, session: &SessionId) -> Result<Vec<SessionId>> {
-    let mut others: Vec<SessionId> = heads::list(layout)?
+    let others: Vec<SessionId> = heads::list(layout)?
         .sessions
         .into_iter()
         .filter(|s| s != session)
         .collect();
-    if layout.records_dependents() {
-        others = crate::dependents::candidates(layout, session, &others)?;
-    }
+    let others = crate::dependents::candidates(layout, session, &others)?;
     let depends = |s: &SessionId| -> Result<bool> {
         Ok(heads::read_light(layout, s)?.is_some_and(|h| h.deps().contains(session)))
     };
@@ -544,54 +533,13 @@ fn known_records(p: &crate::odb::Sealed) -> Result<()> {
     Ok(())
 }
 
-/// Remove `doomed` objects (or only measure them, for a dry run): objects
-/// removed and their bytes. Unlinking is latency-bound, so a few threads
-/// share it (`par::parts`).
-fn sweep(objects: &Dir, doomed: &[(String, String)], dry_run: bool) -> Result<(u64, u64)> {
-    const THREADS: usize = 4;
-    let mut total = (0, 0);
-    for part in crate::par::parts(doomed, THREADS, |part| sweep_part(objects, part, dry_run)) {
-        let (n, b) = part?;
-        total.0 += n;
-        total.1 += b;
-    }
-    Ok(total)
-}
-
-/// [`sweep`] of one part of the doomed objects.
-fn sweep_part(objects: &Dir, part: &[(String, String)], dry_run: bool) -> Result<(u64, u64)> {
-    let (mut n, mut bytes) = (0, 0);
-    let mut fan: Option<(String, Dir)> = None;
-    for (dir_name, name) in part {
-        if fan.as_ref().is_none_or(|(d, _)| d != dir_name) {
-            match objects.sub(dir_name)? {
-                Some(d) => fan = Some((dir_name.clone(), d)),
-                None => continue,
-            }
-        }
-        let Some((_, dir)) = &fan else { continue };
-        let Some(file) = dir.open_file(name)? else {
-            continue;
-        };
-        let size = file.metadata().map(|m| m.len()).unwrap_or(0);
-        drop(file);
-        if !dry_run && !dir.remove_file(name)? {
-            continue;
-        }
-        n += 1;
-        bytes += size;
-    }
-    Ok((n, bytes))
-}
-
 impl Store {
     /// Delete `session`: its head and working directory. Refused while the
     /// session is in use. Objects other sessions still need (forks, shared
     /// large objects) are first copied into a sealed pack (durable), then
     /// the ref goes (synced: from here on there is no session), then the
     /// journal, whose bytes come back at once. With `collect`,
-    /// gc then reclaims what else no session reaches (loose objects and
-    /// packs of older stores).
+    /// gc then merges the sealed packs, when there are several.
     pub fn delete(&self, session: &SessionId, collect: bool) -> Result<Option<GcReport>> {
         let no_such = || Error::NoSuchSession {
             session: session.to_string(),
@@ -640,29 +588,28 @@ impl Store {
         Ok(Some(report))
     }
 
-    /// Is there anything a gc would do beyond what deletes did: loose
-    /// objects (of a format-1 store) or sealed packs to merge?
+    /// Is there anything a gc would do beyond what deletes did: sealed
+    /// packs to merge?
     fn needs_gc(&self, layout: &Odb) -> Result<bool> {
-        let stub = crate::layout::stub_object();
-        let loose = object_files(layout)?
-            .objects
-            .iter()
-            .any(|(id, _, _)| *id != stub);
-        let packs = match layout.packs()? {
-            Some(p) => crate::odb::sealed_stems(p)?.len(),
-            None => 0,
-        };
-        Ok(loose || packs > 1)
+        Ok(sealed_count(layout)? > 1)
     }
 }
 
+/// How many sealed packs the store has.
+fn sealed_count(layout: &Odb) -> Result<usize> {
+    Ok(match layout.packs()? {
+        Some(p) => crate::odb::sealed_stems(p)?.len(),
+        None => 0,
+    })
+}
+
 /// Collect garbage: copy every live object that is not in a live
-/// session's journal (loose files, sealed packs) into one new sealed
-/// pack when anything there is dead or packs pile up, remove what no
-/// head reaches, files of dead writes in `tmp/`, and working
-/// directories of sessions that have no head and no live instance.
-/// With `dry_run`, only report. Refuses (naming what is wrong) when
-/// anything reachable cannot be read or validated.
+/// session's journal (sealed packs) into one new sealed pack when
+/// anything there is dead or packs pile up, remove what no head reaches,
+/// files of dead writes in `tmp/`, and working directories of sessions
+/// that have no head and no live instance. With `dry_run`, only report.
+/// Refuses (naming what is wrong) when anything reachable cannot be read
+/// or validated.
 pub fn gc(store: &Store, dry_run: bool) -> Result<GcReport> {
     collect(store, dry_run, false, true).map(|r| r.unwrap_or_default())
 }
@@ -673,29 +620,23 @@ pub fn repack(store: &Store) -> Result<GcReport> {
     collect(store, false, true, true).map(|r| r.unwrap_or_default())
 }
 
-/// Repack on its own when loose objects or sealed packs pile up (more
-/// than 256 loose objects or 8 packs), if no other process holds the
-/// store lock right now; `None` when there was nothing to do.
+/// Repack on its own when sealed packs pile up (more than 8), if no other
+/// process holds the store lock right now; `None` when there was nothing
+/// to do.
 pub fn maybe_repack(store: &Store) -> Result<Option<GcReport>> {
     let Some(layout) = store.layout_for_gc()? else {
         return Ok(None);
     };
-    let stub = crate::layout::stub_object();
-    let loose = object_files(layout)?
-        .objects
-        .iter()
-        .filter(|(id, _, _)| *id != stub)
-        .count();
-    let packs = match layout.packs()? {
-        Some(p) => crate::odb::sealed_stems(p)?.len(),
-        None => 0,
-    };
-    if loose <= 256 && packs <= 8 {
+    if sealed_count(layout)? <= 8 {
         return Ok(None);
     }
     collect(store, false, true, false)
 }
 
+/// gc's phases: the store lock, the heads, the mark (when anything could
+/// be removed), the rewrite of the sealed packs, then the tidying of
+/// journals no ref publishes, records, `tmp/`, working directories and
+/// names. `None`: not `wait`ing, and another process held the lock.
 fn collect(store: &Store, dry_run: bool, force: bool, wait: bool) -> Result<Option<GcReport>> {
     let mut report = GcReport {
         dry_run,
@@ -713,99 +654,142 @@ fn collect(store: &Store, dry_run: bool, force: bool, wait: bool) -> Result<Opti
         }
     };
     layout.index().forget_removed();
-    let fail = &mut |e| Err(e);
-    let with_deps = roots(layout, fail)?;
-    let heads: Vec<(SessionId, ObjectId)> = with_deps
-        .iter()
-        .map(|(s, id, _)| (s.clone(), *id))
-        .collect();
-    // Without the stub, refs/sessions/ is not what hel left (removed,
-    // or restored in part): every journal would look unpublished and
-    // go. fsck reports the same fault and says gc refuses.
-    if layout.heads_are_refs() {
-        if let Some(e) = crate::refs::stub_missing(layout)? {
-            return Err(e);
-        }
+    let with_deps = roots(layout, &mut |e| Err(e))?;
+    refs_present(layout)?;
+    let root_ids: Vec<ObjectId> = with_deps.iter().map(|(_, id, _)| *id).collect();
+    let (judged, live) = judge(layout, &root_ids, force)?;
+    let plan = plan(layout, &lock, &live, judged)?;
+    let rewrite = judged
+        && (force || plan.dead_records > 0 || plan.sealed.len() > 1 || !plan.orphans.is_empty());
+    if rewrite && !dry_run {
+        rewrite_packs(layout, &lock, &plan, &mut report)?;
     }
-    let root_ids: Vec<ObjectId> = heads.iter().map(|(_, h)| *h).collect();
-    let stub = crate::layout::stub_object();
-    // Only sealed packs, loose files and journals no ref publishes hold
-    // objects gc may remove: objects in live sessions' journals stay
-    // where they are (each journal went through `roots` whole). With none
-    // of those, no mark could change what gc does, so there is none:
-    // reading every snapshot and node again would only re-prove them, and
-    // fsck stays the check that does.
-    let judged = force
-        || match layout.packs()? {
-            Some(p) => !crate::odb::sealed_stems(p)?.is_empty(),
-            None => false,
+    report.objects_removed += plan.dead_records;
+    report.objects_kept = if judged {
+        live.len() as u64
+    } else {
+        // Unmarked: what the live sessions' journals hold, each once.
+        let mut kept: HashSet<ObjectId> = HashSet::new();
+        for j in layout.index().open_journals() {
+            kept.extend(j.read().unwrap_or_else(|p| p.into_inner()).objects.keys());
         }
-        || object_files(layout)?
-            .objects
-            .iter()
-            .any(|(id, _, _)| *id != stub)
-        || !heads::orphans(layout)?.is_empty();
-    let live = if judged {
+        kept.len() as u64
+    };
+    // The new pack is durable: the journals no ref publishes go.
+    for (id, lease) in plan.orphans {
+        if !dry_run {
+            heads::remove(layout, &id)?;
+        }
+        report.journals_removed += 1;
+        drop(lease);
+    }
+    layout.index().forget_removed();
+    if !dry_run {
+        // The dependents records (dependents.rs): those a head needs
+        // written, those of sessions without a head removed.
+        let with_deps: Vec<(SessionId, BTreeSet<SessionId>)> =
+            with_deps.into_iter().map(|(s, _, d)| (s, d)).collect();
+        let journals: BTreeSet<SessionId> = heads::journals(layout)?.into_iter().collect();
+        crate::dependents::tidy(layout, &with_deps, &journals)?;
+    }
+    clear_leftovers(layout, dry_run, &mut report)?;
+    clear_sessions(layout, &lock, dry_run, &mut report)?;
+    // Names of sessions that are gone (never committed, or deleted by
+    // a hel that knew no names). A names file that cannot be read is
+    // left alone: fsck reports it, and gc has nothing to reclaim there.
+    if let Ok(n) = crate::names::prune(layout, dry_run, |id| {
+        Ok(!report.sessions_removed.contains(id) && store.knows(id)?)
+    }) {
+        report.names_removed = n;
+    }
+    Ok(Some(report))
+}
+
+/// `Err` when `refs/sessions/` is gone while journals are there (removed,
+/// or a backup restored without it): every journal would look
+/// unpublished to gc, which would remove it. fsck reports the same.
+pub(crate) fn refs_present(layout: &Odb) -> Result<()> {
+    if layout.refs()?.is_none() && !heads::journals(layout)?.is_empty() {
+        return Err(Error::RefsMissing {
+            path: layout.ref_path(""),
+        });
+    }
+    Ok(())
+}
+
+/// Whether gc has anything to judge, and what is live if so. Only sealed
+/// packs and journals no ref publishes hold objects gc may remove:
+/// objects in live sessions' journals stay where they are (each journal
+/// went through `roots` whole). With none of those, no mark could change
+/// what gc does, so there is none: reading every snapshot and node again
+/// would only re-prove them, and fsck stays the check that does.
+fn judge(layout: &Odb, root_ids: &[ObjectId], force: bool) -> Result<(bool, HashSet<ObjectId>)> {
+    let judged = force || sealed_count(layout)? > 0 || !heads::orphans(layout)?.is_empty();
+    if judged {
         // Any error while marking means we cannot know what is reachable:
         // abort rather than sweep what a broken snapshot might name.
-        mark(layout, &root_ids, fail)?.reachable
-    } else {
-        // What a listing reads of each session still has to read: a head
-        // whose checkpoint is damaged makes gc refuse, as a mark would.
-        for id in &root_ids {
-            crate::read::snapshot(layout, id)?;
-        }
-        HashSet::new()
-    };
-    // Every live object of a pack or a loose file is rewritten into one
-    // sealed pack when anything there is dead, loose, or scattered. Also
-    // one that a live journal holds too: a session may name the pack's
-    // copy without depending on that journal (it found the pack first),
-    // and the journal goes when its session is deleted.
+        return Ok((true, mark(layout, root_ids, &mut |e| Err(e))?.reachable));
+    }
+    // What a listing reads of each session still has to read: a head
+    // whose checkpoint is damaged makes gc refuse, as a mark would.
+    for id in root_ids {
+        crate::read::snapshot(layout, id)?;
+    }
+    Ok((false, HashSet::new()))
+}
+
+/// What gc would rewrite: the sealed packs, the live objects outside
+/// live journals (in order, each once), how many records are dead, and
+/// the journals no ref publishes (with their lease, when they have a
+/// working directory).
+struct Plan {
+    sealed: Vec<Arc<crate::odb::Sealed>>,
+    outside: Vec<ObjectId>,
+    dead_records: u64,
+    orphans: Vec<(SessionId, Option<SessionLease>)>,
+}
+
+/// [`Plan`] of a gc that marked `live` (when `judged`). Every live object
+/// of a pack is rewritten into one sealed pack when anything there is
+/// dead or scattered; also one that a live journal holds too: a session
+/// may name the pack's copy without depending on that journal (it found
+/// the pack first), and the journal goes when its session is deleted.
+fn plan(
+    layout: &Odb,
+    lock: &Exclusive<'_, Odb>,
+    live: &HashSet<ObjectId>,
+    judged: bool,
+) -> Result<Plan> {
     let sealed = layout.index().all_sealed(layout)?;
-    // Every old pack may be removed below: each must read whole, and
-    // hold only records this hel knows.
+    // Every old pack may be removed: each must read whole, and hold only
+    // records this hel knows.
     for p in &sealed {
         known_records(p)?;
     }
-    let listing = object_files(layout)?;
-    let loose: Vec<&(ObjectId, String, String)> = listing
-        .objects
-        .iter()
-        .filter(|(id, _, _)| *id != stub)
-        .collect();
-    let mut outside: Vec<ObjectId> = Vec::new();
+    let mut plan = Plan {
+        sealed,
+        outside: Vec::new(),
+        dead_records: 0,
+        orphans: Vec::new(),
+    };
     let mut seen: HashSet<ObjectId> = HashSet::new();
-    let mut dead_records = 0u64;
-    let mut dead_bytes = 0u64;
-    for p in &sealed {
+    for p in &plan.sealed {
         for e in &p.idx.entries {
-            if live.contains(&e.id) {
-                if seen.insert(e.id) {
-                    outside.push(e.id);
-                }
-            } else {
-                dead_records += 1;
-                dead_bytes += e.len;
+            if !live.contains(&e.id) {
+                plan.dead_records += 1;
+            } else if seen.insert(e.id) {
+                plan.outside.push(e.id);
             }
         }
     }
-    for (id, _, _) in &loose {
-        if live.contains(id) && seen.insert(*id) {
-            outside.push(*id);
-        }
+    // Journals no ref publishes, whose lease is free: what refs reach of
+    // them goes into the new pack first, then they go. (Each read whole
+    // without a fault: `roots` refused otherwise. Unjudged, there were
+    // none: none appears under the lock.)
+    if !judged {
+        return Ok(plan);
     }
-    // Journals no ref publishes, whose lease is free (format 3): what
-    // refs reach of them goes into the new pack first, then they go.
-    // (Each read whole without a fault: `roots` refused otherwise.)
-    let mut orphans: Vec<(SessionId, Option<SessionLease>)> = Vec::new();
-    // (Unjudged, there were none: none appears under the lock.)
-    let orphan_ids = if judged {
-        heads::orphans(layout)?
-    } else {
-        Vec::new()
-    };
-    for id in orphan_ids {
+    for id in heads::orphans(layout)? {
         // No working directory: no lease, and none can be taken while
         // gc holds the store lock.
         let lease = match SessionLease::try_take(lock.layout, &id) {
@@ -817,84 +801,53 @@ fn collect(store: &Store, dry_run: bool, force: bool, wait: bool) -> Result<Opti
             let v = view.read().unwrap_or_else(|p| p.into_inner());
             for oid in v.objects.keys().chain(v.unpublished.keys()) {
                 if live.contains(oid) && seen.insert(*oid) {
-                    outside.push(*oid);
+                    plan.outside.push(*oid);
                 }
             }
         }
-        orphans.push((id, lease));
+        plan.orphans.push((id, lease));
     }
-    let rewrite = judged
-        && (force
-            || dead_records > 0
-            || !loose.is_empty()
-            || sealed.len() > 1
-            || !orphans.is_empty());
-    if rewrite && !dry_run {
-        let written = if outside.is_empty() {
-            None
-        } else {
-            report.packs_written = 1;
-            Some(crate::repack::write_sealed(layout, &lock, &outside)?.0)
-        };
-        // The new pack holds every live object of every old pack: once
-        // it is durable (write_sealed returns after the sync of
-        // packs/), each old pack goes, but the one it may be (the same
-        // objects in the same order make the same pack, renamed over
-        // itself).
-        if let Some(packs) = layout.packs()? {
-            for p in sealed.iter().filter(|p| written.as_ref() != Some(&p.name)) {
-                let (pack_name, idx_name) = crate::odb::sealed_names(&p.name);
-                // Pack first: readers list packs, never an index alone.
-                if packs.remove_file(&pack_name)? {
-                    report.bytes_removed += p.file.metadata().map(|m| m.len()).unwrap_or(0);
-                }
-                packs.remove_file(&idx_name)?;
-            }
-            packs.sync()?;
-        }
-    }
-    report.objects_removed += dead_records;
-    let _ = dead_bytes;
-    let doomed: Vec<(String, String)> = loose
-        .iter()
-        .map(|(_, dir, name)| (dir.clone(), name.clone()))
-        .collect();
-    report.objects_kept = if judged {
-        live.len() as u64
+    Ok(plan)
+}
+
+/// Write the live objects of `plan` into one new sealed pack; once it is
+/// durable (`write_sealed` returns after the sync of `packs/`), each old
+/// pack goes, but the one it may be (the same objects in the same order
+/// make the same pack, renamed over itself).
+fn rewrite_packs(
+    layout: &Odb,
+    lock: &Exclusive<'_, Odb>,
+    plan: &Plan,
+    report: &mut GcReport,
+) -> Result<()> {
+    let written = if plan.outside.is_empty() {
+        None
     } else {
-        // Unmarked: what the live sessions' journals hold, each once.
-        let mut kept: HashSet<ObjectId> = HashSet::new();
-        for j in layout.index().open_journals() {
-            kept.extend(j.read().unwrap_or_else(|p| p.into_inner()).objects.keys());
-        }
-        kept.len() as u64
+        report.packs_written = 1;
+        Some(crate::repack::write_sealed(layout, lock, &plan.outside)?.0)
     };
-    if let Some(objects) = layout.objects()? {
-        if rewrite {
-            let (removed, bytes) = sweep(objects, &doomed, dry_run)?;
-            let dead_loose = loose.iter().filter(|(id, _, _)| !live.contains(id)).count();
-            report.objects_removed += dead_loose as u64;
-            let _ = removed;
-            report.bytes_removed += bytes;
+    if let Some(packs) = layout.packs()? {
+        for p in plan
+            .sealed
+            .iter()
+            .filter(|p| written.as_ref() != Some(&p.name))
+        {
+            let (pack_name, idx_name) = crate::odb::sealed_names(&p.name);
+            // Pack first: readers list packs, never an index alone.
+            if packs.remove_file(&pack_name)? {
+                report.bytes_removed += p.file.metadata().map(|m| m.len()).unwrap_or(0);
+            }
+            packs.remove_file(&idx_name)?;
         }
+        packs.sync()?;
     }
-    // The new pack is durable: the journals no ref publishes go.
-    for (id, lease) in orphans {
-        if !dry_run {
-            heads::remove(layout, &id)?;
-        }
-        report.journals_removed += 1;
-        drop(lease);
-    }
-    layout.index().forget_removed();
-    if !dry_run && layout.records_dependents() {
-        // The dependents records (dependents.rs): those a head needs
-        // written, those of sessions without a head removed.
-        let with_deps: Vec<(SessionId, BTreeSet<SessionId>)> =
-            with_deps.into_iter().map(|(s, _, d)| (s, d)).collect();
-        let journals: BTreeSet<SessionId> = heads::journals(layout)?.into_iter().collect();
-        crate::dependents::tidy(layout, &with_deps, &journals)?;
-    }
+    Ok(())
+}
+
+/// Remove what dead writes left: every file in `tmp/` (gc holds the lock
+/// every writer takes, so none is at work), and an index a stopped
+/// repack or gc left without its pack.
+fn clear_leftovers(layout: &Odb, dry_run: bool, report: &mut GcReport) -> Result<()> {
     if let Some(tmp) = layout.tmp()? {
         for e in tmp.entries()? {
             let Some(name) = e.name_str() else { continue };
@@ -904,8 +857,6 @@ fn collect(store: &Store, dry_run: bool, force: bool, wait: bool) -> Result<Opti
             report.tmp_files_removed += 1;
         }
     }
-    // An index a stopped repack or gc left without its pack (this gc
-    // holds the lock every pack writer takes, so none is being written).
     if let Some(packs) = layout.packs()? {
         for name in crate::odb::lone_indexes(packs)? {
             if !dry_run {
@@ -914,45 +865,50 @@ fn collect(store: &Store, dry_run: bool, force: bool, wait: bool) -> Result<Opti
             report.tmp_files_removed += 1;
         }
     }
-    if let Some(sessions) = layout.sessions()? {
-        for e in sessions.entries()? {
-            if e.kind != EntryKind::Dir {
-                continue;
-            }
-            let Some(Ok(id)) = e.name_str().map(str::parse::<SessionId>) else {
-                continue;
-            };
-            // Only a session whose lease we can take is idle (or dead).
-            let Ok(lease) = SessionLease::try_take(lock.layout, &id) else {
-                continue;
-            };
-            if heads::read_light(layout, &id)?.is_some() {
-                // Idle with checkpoints: its spill working copies are a
-                // cache of its blobs (an instance that died left them).
-                if let Some(dir) = layout.session_dir(&id)? {
-                    if dir.kind_of(SPILL)?.is_some() {
-                        if !dry_run {
-                            dir.remove_tree(SPILL)?;
-                        }
-                        report.spill_dirs_removed += 1;
-                    }
-                }
-                continue;
-            }
-            if !dry_run {
-                sessions.remove_tree(id.as_str())?;
-            }
-            drop(lease);
-            report.sessions_removed.push(id);
+    Ok(())
+}
+
+/// Working directories of idle sessions (whose lease gc can take): the
+/// spill working copies of those with a head (a cache of their blobs),
+/// the whole directory of those without one.
+fn clear_sessions(
+    layout: &Odb,
+    lock: &Exclusive<'_, Odb>,
+    dry_run: bool,
+    report: &mut GcReport,
+) -> Result<()> {
+    let Some(sessions) = layout.sessions()? else {
+        return Ok(());
+    };
+    for e in sessions.entries()? {
+        if e.kind != EntryKind::Dir {
+            continue;
         }
+        let Some(Ok(id)) = e.name_str().map(str::parse::<SessionId>) else {
+            continue;
+        };
+        // Only a session whose lease we can take is idle (or dead).
+        let Ok(lease) = SessionLease::try_take(lock.layout, &id) else {
+            continue;
+        };
+        if heads::read_light(layout, &id)?.is_some() {
+            // Idle with checkpoints: its spill working copies are a
+            // cache of its blobs (an instance that died left them).
+            if let Some(dir) = layout.session_dir(&id)? {
+                if dir.kind_of(SPILL)?.is_some() {
+                    if !dry_run {
+                        dir.remove_tree(SPILL)?;
+                    }
+                    report.spill_dirs_removed += 1;
+                }
+            }
+            continue;
+        }
+        if !dry_run {
+            sessions.remove_tree(id.as_str())?;
+        }
+        drop(lease);
+        report.sessions_removed.push(id);
     }
-    // Names of sessions that are gone (never committed, or deleted by
-    // a hel that knew no names). A names file that cannot be read is
-    // left alone: fsck reports it, and gc has nothing to reclaim there.
-    if let Ok(n) = crate::names::prune(layout, dry_run, |id| {
-        Ok(!report.sessions_removed.contains(id) && store.knows(id)?)
-    }) {
-        report.names_removed = n;
-    }
-    Ok(Some(report))
+    Ok(())
 }

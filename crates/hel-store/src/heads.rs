@@ -1,20 +1,15 @@
 //! Where a session's head is: the one place that knows.
 //!
-//! In a format-3 store a session's head is its ref file
-//! (`refs/sessions/<uuid>`, objects-spec §5), and a session exists exactly
-//! when its ref does. Its journal's commit records are the ref's log: the
-//! *ref's commit record* (the last one publishing what the ref names)
-//! carries what listings show and the `deps` a delete needs. A ref whose
-//! journal does not back it is a fault naming both (see
-//! `journal::cut_at_ref`), never an older head. A session written by a
-//! format-1 hel has a ref and no journal until its first commit here.
+//! A session's head is its ref file (`refs/sessions/<uuid>`,
+//! objects-spec §5), and a session exists exactly when its ref does. Its
+//! journal's commit records are the ref's log: the *ref's commit record*
+//! (the last one publishing what the ref names) carries what listings show
+//! and the `deps` a delete needs. A ref whose journal does not back it is
+//! a fault naming both (see `journal::cut_at_ref`), never an older head;
+//! so is a ref without a journal (a session's first commit makes its
+//! journal before its ref).
 //!
-//! A format-2 store (made by an older hel; read only by the upgrade, and by
-//! `hel fsck` in place when the upgrade refuses it, never written) keeps
-//! each head in its journal: the last commit record (§12.3), or a format-1
-//! session's ref file while its journal has no commit record.
-//!
-//! The stub ref (section 12.6) is nobody's.
+//! The ref [`STUB_SESSION`] that pre-release stores hold is nobody's.
 
 use std::collections::BTreeSet;
 
@@ -24,28 +19,25 @@ use crate::odb::Found;
 use crate::odb::Odb;
 use crate::pack::Place;
 use crate::snapshot::Checkpoint;
-use crate::{refs, ObjectId, Result, SessionId};
+use crate::{refs, Error, ObjectId, Result, SessionId};
 
 /// A session's head.
 #[derive(Debug, Clone)]
 pub(crate) struct Head {
     pub id: ObjectId,
-    /// What the head's commit record says (absent for a ref file's head).
-    pub commit: Option<CommitPayload>,
+    /// What the head's commit record says.
+    pub commit: CommitPayload,
     /// Where the head's snapshot is, when finding the head saw its record.
     pub snapshot: Option<Found>,
 }
 
 impl Head {
     pub fn deps(&self) -> BTreeSet<SessionId> {
-        self.commit
-            .as_ref()
-            .map(|c| c.deps.clone())
-            .unwrap_or_default()
+        self.commit.deps.clone()
     }
 
     pub fn seq(&self) -> u64 {
-        self.commit.as_ref().map_or(0, |c| c.seq)
+        self.commit.seq
     }
 }
 
@@ -55,32 +47,16 @@ impl Head {
 /// the journal and the offset (never an older head, never no session); a
 /// malformed ref is the error naming the ref.
 pub(crate) fn read(layout: &Odb, session: &SessionId) -> Result<Option<Head>> {
-    if layout.heads_are_refs() {
-        return read_by_ref(layout, session, journal::Mode::Full);
-    }
-    if let Some(view) = layout.index().journal(layout, session)? {
-        let (head, snapshot) = {
-            let v = view.read().unwrap_or_else(|p| p.into_inner());
-            told(&v)?;
-            (v.head.clone(), at(&v))
-        };
-        if let Some(c) = head {
-            for dep in &c.payload.deps {
-                layout.index().journal(layout, dep)?;
-            }
-            return Ok(Some(Head {
-                id: c.head,
-                commit: Some(c.payload),
-                snapshot,
-            }));
-        }
-    }
-    read_ref(layout, session)
+    read_by_ref(layout, session, journal::Mode::Full)
 }
 
-/// A format-3 head: the ref, then its journal (`Mode::Full` through the
-/// object database, `Mode::Head` on its own for a listing) for the ref's
-/// commit record.
+/// `session`'s head, reading only the tail of its journal (listings).
+pub(crate) fn read_light(layout: &Odb, session: &SessionId) -> Result<Option<Head>> {
+    read_by_ref(layout, session, journal::Mode::Head)
+}
+
+/// The ref, then its journal (`Mode::Full` through the object database,
+/// `Mode::Head` on its own for a listing) for the ref's commit record.
 fn read_by_ref(layout: &Odb, session: &SessionId, mode: journal::Mode) -> Result<Option<Head>> {
     if session.as_str() == STUB_SESSION {
         return Ok(None);
@@ -88,75 +64,71 @@ fn read_by_ref(layout: &Odb, session: &SessionId, mode: journal::Mode) -> Result
     let Some(first) = refs::read(layout, session)? else {
         return Ok(None);
     };
-    let (rule, commit, snapshot) = if mode == journal::Mode::Full {
-        let Some(view) = layout.index().journal(layout, session)? else {
-            return format1_head(layout, session);
-        };
-        let v = view.read().unwrap_or_else(|p| p.into_inner());
-        told(&v)?;
-        (v.rule, v.head.clone(), at(&v))
+    let view = if mode == journal::Mode::Full {
+        layout.index().journal(layout, session)?.map(|view| {
+            let v = view.read().unwrap_or_else(|p| p.into_inner());
+            told(&v).map(|()| (v.rule, v.head.clone(), at(&v)))
+        })
     } else {
-        let Some(dir) = layout.journals()? else {
-            return format1_head(layout, session);
-        };
         let read_ref = || refs::read(layout, session);
-        let Some(v) = journal::open_by_ref(dir, session, mode, Some(first), &read_ref)? else {
-            return format1_head(layout, session);
-        };
-        told(&v)?;
-        let snapshot = at(&v);
-        (v.rule, v.head, snapshot)
+        match layout.journals()? {
+            Some(dir) => {
+                journal::open_by_ref(dir, session, mode, Some(first), &read_ref)?.map(|v| {
+                    told(&v).map(|()| {
+                        let snapshot = at(&v);
+                        (v.rule, v.head, snapshot)
+                    })
+                })
+            }
+            None => None,
+        }
     };
+    let Some(view) = view else {
+        return no_journal(layout, session);
+    };
+    let (rule, commit, snapshot) = view?;
     // The ref as the journal was read by: as new as the one read above.
     let journal::Rule::Ref(Some(id)) = rule else {
         // Removed since (a delete): no session.
         return Ok(None);
     };
+    // A journal with no commit record (made, never written): nothing
+    // publishes what the ref names.
+    let Some(commit) = commit else {
+        return Err(no_commit(layout, session, id));
+    };
     if mode == journal::Mode::Full {
-        if let Some(c) = &commit {
-            for dep in &c.payload.deps {
-                layout.index().journal(layout, dep)?;
-            }
+        for dep in &commit.payload.deps {
+            layout.index().journal(layout, dep)?;
         }
     }
     Ok(Some(Head {
         id,
-        commit: commit.map(|c| c.payload),
+        commit: commit.payload,
         snapshot,
     }))
 }
 
-/// The head of a session that has a ref and no journal (written by a
-/// format-1 hel): the ref alone.
-fn format1_head(layout: &Odb, session: &SessionId) -> Result<Option<Head>> {
-    Ok(refs::read(layout, session)?.map(|id| Head {
-        id,
-        commit: None,
-        snapshot: None,
-    }))
+/// A session whose ref was read and whose journal is not there: removed
+/// since by a delete (the ref goes first: no session), else a fault
+/// naming the ref.
+fn no_journal(layout: &Odb, session: &SessionId) -> Result<Option<Head>> {
+    match refs::read(layout, session)? {
+        None => Ok(None),
+        Some(id) => Err(no_commit(layout, session, id)),
+    }
 }
 
-/// `session`'s head, reading only the tail of its journal (listings).
-pub(crate) fn read_light(layout: &Odb, session: &SessionId) -> Result<Option<Head>> {
-    if layout.heads_are_refs() {
-        return read_by_ref(layout, session, journal::Mode::Head);
+/// The fault of `session`'s ref naming `id` when no commit record of its
+/// journal (absent, or empty) publishes it.
+fn no_commit(layout: &Odb, session: &SessionId, id: ObjectId) -> Error {
+    Error::BadRef {
+        session: session.to_string(),
+        path: layout.ref_path(session.as_str()),
+        reason: crate::RefError::NoJournal {
+            checkpoint: Box::new(id),
+        },
     }
-    if let Some(dir) = layout.journals()? {
-        if let Some(view) =
-            journal::open(dir, session, journal::Mode::Head, journal::Rule::LastCommit)?
-        {
-            told(&view)?;
-            let snapshot = at(&view);
-            if let Some(c) = view.head {
-                return Ok(Some(Head {
-                    id: c.head,
-                    commit: Some(c.payload),
-                    snapshot,
-                }));
-            }
-        }
-    }
-    read_ref(layout, session)
 }
 
 /// `Err` when `view` cannot tell its session's head: a fault, or no commit
@@ -181,21 +153,10 @@ pub(crate) fn writable(layout: &Odb, session: &SessionId) -> Result<()> {
     }
 }
 
-fn read_ref(layout: &Odb, session: &SessionId) -> Result<Option<Head>> {
-    if session.as_str() == STUB_SESSION {
-        return Ok(None);
-    }
-    Ok(refs::read(layout, session)?.map(|id| Head {
-        id,
-        commit: None,
-        snapshot: None,
-    }))
-}
-
 /// Where `view` holds its head's snapshot, if the records read to find
 /// the head showed it.
 fn at(view: &journal::View) -> Option<Found> {
-    view.head_record.map(|(offset, len)| Found::Record {
+    view.head_record.map(|(offset, len)| Found {
         file: std::sync::Arc::clone(&view.file),
         place: Place {
             path: view.path.clone(),
@@ -206,15 +167,13 @@ fn at(view: &journal::View) -> Option<Found> {
 }
 
 /// The checkpoint `head` (of `session`) names: read where finding the head
-/// saw it, else (a ref file's head, or a snapshot the head's records did
-/// not show) wherever the store holds it, the session's journal opened.
+/// saw it, else (a snapshot the head's records did not show) wherever the
+/// store holds it, the session's journal opened.
 pub(crate) fn checkpoint(layout: &Odb, session: &SessionId, head: &Head) -> Result<Checkpoint> {
     if let Some(found) = &head.snapshot {
         return crate::read::snapshot_at(layout, &head.id, found);
     }
-    if head.commit.is_some() {
-        read(layout, session)?;
-    }
+    read(layout, session)?;
     crate::read::snapshot(layout, &head.id)
 }
 
@@ -225,11 +184,9 @@ pub(crate) struct Listing {
     pub strays: Vec<(std::path::PathBuf, &'static str)>,
 }
 
-/// Every session, sorted: in a format-3 store those with a ref (a journal
-/// without one is no session: [`orphans`]); in a format-2 store those with
-/// a journal or a ref file.
+/// Every session (those with a ref: a journal without one is no session,
+/// see [`orphans`]), sorted, and what else sits where heads are.
 pub(crate) fn list(layout: &Odb) -> Result<Listing> {
-    let by_ref = layout.heads_are_refs();
     let refs = refs::list(layout)?;
     let mut sessions: Vec<SessionId> = refs
         .sessions
@@ -244,31 +201,27 @@ pub(crate) fn list(layout: &Odb) -> Result<Listing> {
     if let Some(dir) = layout.journals()? {
         for e in dir.entries()? {
             let name = e.name.to_string_lossy().into_owned();
-            let journal = name
-                .strip_suffix(&format!(".{}", journal::JOURNAL_EXT))
-                .map(str::parse::<SessionId>);
-            let jidx = name
-                .strip_suffix(&format!(".{}", journal::JIDX_EXT))
-                .map(str::parse::<SessionId>);
-            let marker = name
-                .strip_suffix(&format!(".{}", journal::DELETED_EXT))
-                .map(str::parse::<SessionId>);
-            match (journal, jidx, e.kind) {
-                (Some(Ok(_)), _, crate::dir::Kind::File) if by_ref => {}
-                (Some(Ok(s)), _, crate::dir::Kind::File) => sessions.push(s),
-                // A sidecar is a hint, never followed: fsck judges its kind.
-                (_, Some(Ok(_)), _) => {}
-                // A delete's marker is only ever looked up by name.
-                _ if matches!(marker, Some(Ok(_))) && e.kind == crate::dir::Kind::File => {}
-                (_, _, kind) => strays.push((
-                    dir.child_path(&name),
-                    if kind == crate::dir::Kind::File {
-                        "file not named like a journal"
-                    } else {
-                        kind.describe()
-                    },
-                )),
+            let named = |ext: &str| {
+                name.strip_suffix(&format!(".{ext}"))
+                    .is_some_and(|s| s.parse::<SessionId>().is_ok())
+            };
+            let file = e.kind == crate::dir::Kind::File;
+            // A sidecar is a hint, never followed: fsck judges its kind. A
+            // delete's marker is only ever looked up by name.
+            if (named(journal::JOURNAL_EXT) && file)
+                || named(journal::JIDX_EXT)
+                || (named(journal::DELETED_EXT) && file)
+            {
+                continue;
             }
+            strays.push((
+                dir.child_path(&name),
+                if file {
+                    "file not named like a journal"
+                } else {
+                    e.kind.describe()
+                },
+            ));
         }
     }
     sessions.sort();
@@ -277,12 +230,8 @@ pub(crate) fn list(layout: &Odb) -> Result<Listing> {
 }
 
 /// The sessions that have a head, sorted: [`list`]'s, without reading
-/// `packs/journals/` in a format-3 store (where only refs make sessions),
-/// so that a listing reads one directory of heads.
+/// `packs/journals/`, so that a listing reads one directory of heads.
 pub(crate) fn sessions(layout: &Odb) -> Result<Vec<SessionId>> {
-    if !layout.heads_are_refs() {
-        return Ok(list(layout)?.sessions);
-    }
     let mut out = refs::list(layout)?.sessions;
     out.retain(|s| s.as_str() != STUB_SESSION);
     Ok(out)
@@ -310,13 +259,10 @@ pub(crate) fn journals(layout: &Odb) -> Result<Vec<SessionId>> {
     Ok(out)
 }
 
-/// Journals that no ref publishes (format 3): the first commit of a
-/// session that never published, or a delete interrupted after its ref
-/// went. No session's; gc removes them once what refs reach is copied.
+/// Journals that no ref publishes: the first commit of a session that
+/// never published, or a delete interrupted after its ref went. No
+/// session's; gc removes them once what refs reach is copied.
 pub(crate) fn orphans(layout: &Odb) -> Result<Vec<SessionId>> {
-    if !layout.heads_are_refs() {
-        return Ok(Vec::new());
-    }
     let Some(refs) = layout.refs()? else {
         return journals(layout);
     };
@@ -329,7 +275,7 @@ pub(crate) fn orphans(layout: &Odb) -> Result<Vec<SessionId>> {
     Ok(out)
 }
 
-/// Remove `session`'s head: first its ref (and log), made durable, so the
+/// Remove `session`'s head: first its ref, made durable, so the
 /// session is gone from then on; then its journal and sidecar (a crash in
 /// between leaves a journal without a ref, which gc removes). The caller
 /// holds its lease and the store lock exclusively, and has made sure no

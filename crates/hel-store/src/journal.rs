@@ -4,13 +4,11 @@
 //! only the session's lease holder appends to. A commit appends the
 //! records of its new objects and then one **commit record** that names
 //! the snapshot it publishes, in one write, and makes them durable with one
-//! `fdatasync`; then (format 3) it moves the session's ref (`refs.rs`).
-//! The commit records are the ref's log: which one is the head is a
-//! [`Rule`]. In a format-3 store it is the commit record publishing what
-//! the ref names (the *ref's commit record*); past it there may be the
-//! records of one commit that did not publish, which readers ignore and
-//! the lease holder cuts before it appends. In a format-2 store it is the
-//! last valid commit record, and anything after it is a torn tail.
+//! `fdatasync`; then it moves the session's ref (`refs.rs`). The commit
+//! records are the ref's log: the head is the commit record publishing
+//! what the ref names (the *ref's commit record*, its [`Rule`]); past it
+//! there may be the records of one commit that did not publish, which
+//! readers ignore and the lease holder cuts before it appends.
 //!
 //! `packs/journals/<session>.jidx` lists the journal's records (id,
 //! offset, length, type), appended after each commit and never synced: a
@@ -137,9 +135,7 @@ pub(crate) fn deleted_name(session: &SessionId) -> String {
 /// Which commit record of a journal is its session's head.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Rule {
-    /// Format 2: the last valid commit record.
-    LastCommit,
-    /// Format 3: the last commit record publishing the snapshot the
+    /// The last commit record publishing the snapshot the
     /// session's ref names (`None`: the session has no ref, and nothing in
     /// the journal is published).
     Ref(Option<ObjectId>),
@@ -576,19 +572,18 @@ pub(crate) fn open_seeing(
             .as_ref()
             .and_then(|c| view.objects.get(&c.head).copied());
     }
-    if let Rule::Ref(r) = rule {
-        if view.fault.is_none() {
-            if mode == Mode::Head {
-                // The tail read holds the ref's commit record only when it
-                // is the last one: else the journal is read whole.
-                if r.is_none() || view.head.as_ref().map(|c| c.head) != r {
-                    return open(dir, session, Mode::Full, rule);
-                }
-            } else {
-                let deleted = r.is_none()
-                    && matches!(dir.kind_of(&deleted_name(session)), Ok(Some(Kind::File)));
-                cut_at_ref(&mut view, r, deleted);
+    let Rule::Ref(r) = rule;
+    if view.fault.is_none() {
+        if mode == Mode::Head {
+            // The tail read holds the ref's commit record only when it
+            // is the last one: else the journal is read whole.
+            if r.is_none() || view.head.as_ref().map(|c| c.head) != r {
+                return open(dir, session, Mode::Full, rule);
             }
+        } else {
+            let deleted =
+                r.is_none() && matches!(dir.kind_of(&deleted_name(session)), Ok(Some(Kind::File)));
+            cut_at_ref(&mut view, r, deleted);
         }
     }
     Ok(Some(view))
@@ -603,9 +598,7 @@ pub(crate) fn open_seeing(
 /// and the offset, never an older head: two or more commit records past
 /// the ref's (a ref older than its journal), records past it that the
 /// sidecar lists (published: a ref moved back), or a ref no intact commit
-/// record publishes unless the journal holds none at all (a format-1
-/// session, whose ref came before its journal) or just one unpublished
-/// commit made after that ref.
+/// record publishes.
 fn cut_at_ref(view: &mut View, r: Option<ObjectId>, deleted: bool) {
     let commits: Vec<usize> = view
         .entries
@@ -649,25 +642,16 @@ fn cut_at_ref(view: &mut View, r: Option<ObjectId>, deleted: bool) {
                 commits[p] + 1
             }
             None => {
-                let first = commits
-                    .first()
-                    .map(|&k| view.read_commit(view.entries[k].offset));
-                match first {
-                    None => 0,
-                    Some(Ok(c)) if commits.len() == 1 && c.payload.parent == Some(id) => 0,
-                    _ => {
-                        let offset = view.torn_at.unwrap_or(view.committed);
-                        view.set_fault(
-                            offset,
-                            format!(
-                                "the session's ref refs/sessions/{} names snapshot {id}, which no intact commit record of this journal publishes (damaged, or a ref that does not belong to this journal)",
-                                view.session
-                            ),
-                        );
-                        view.ref_fault = true;
-                        return;
-                    }
-                }
+                let offset = view.torn_at.unwrap_or(view.committed);
+                view.set_fault(
+                    offset,
+                    format!(
+                        "the session's ref refs/sessions/{} names snapshot {id}, which no intact commit record of this journal publishes (damaged, or a ref that does not belong to this journal)",
+                        view.session
+                    ),
+                );
+                view.ref_fault = true;
+                return;
             }
         },
     };
@@ -1119,7 +1103,7 @@ impl View {
             seen_size: None,
             fault: None,
             newer: None,
-            rule: Rule::LastCommit,
+            rule: Rule::Ref(None),
             unpublished: Places::default(),
             ref_fault: false,
             torn_at: None,
@@ -1330,7 +1314,7 @@ impl Writer {
 
     /// Append `records` and a commit record publishing `head`, in one
     /// write, make them durable with one sync, then call `publish` (which
-    /// moves the session's ref in a format-3 store). If any of it fails
+    /// moves the session's ref). If any of it fails
     /// nothing is published and what was appended is cut off. Returns the
     /// commit and what `publish` returned: `Some` when the ref moved but
     /// its directory sync failed (then the records are not noted in the
@@ -1401,9 +1385,7 @@ impl Writer {
         // Published. The sidecar is a hint: a failure to write it costs a
         // scan of the journal at the next open, nothing else.
         view.committed = end;
-        if let Rule::Ref(_) = view.rule {
-            view.rule = Rule::Ref(Some(head));
-        }
+        view.rule = Rule::Ref(Some(head));
         let mut side = Vec::with_capacity(entries.len() * JIDX_ENTRY);
         for e in &entries {
             side.extend_from_slice(&encode_entry(e));
@@ -1508,13 +1490,13 @@ mod tests {
         let sid = SessionId::new_random();
         // What an older hel left on a full disk: the name, no header.
         std::fs::write(root.path().join("journals").join(journal_name(&sid)), b"").unwrap();
-        let mut w = Writer::open(&journals, &tmp, &sid, Rule::LastCommit).unwrap();
+        let mut w = Writer::open(&journals, &tmp, &sid, Rule::Ref(None)).unwrap();
         let head = ObjectId::from_bytes([7; 32]);
         w.commit(&[], head, payload(&sid), || Ok(None)).unwrap();
         drop(w);
         let bytes = std::fs::read(root.path().join("journals").join(journal_name(&sid))).unwrap();
         assert_eq!(bytes[..16], pack::file_header(FileKind::Journal));
-        let view = open(&journals, &sid, Mode::Full, Rule::LastCommit)
+        let view = open(&journals, &sid, Mode::Full, Rule::Ref(Some(head)))
             .unwrap()
             .unwrap();
         assert_eq!(view.head.unwrap().head, head);
@@ -1529,7 +1511,7 @@ mod tests {
     fn a_sidecar_is_read_within_what_its_journal_can_hold() {
         let (root, journals, tmp) = dirs();
         let sid = SessionId::new_random();
-        let mut w = Writer::open(&journals, &tmp, &sid, Rule::LastCommit).unwrap();
+        let mut w = Writer::open(&journals, &tmp, &sid, Rule::Ref(None)).unwrap();
         let head = ObjectId::from_bytes([7; 32]);
         w.commit(&[], head, payload(&sid), || Ok(None)).unwrap();
         drop(w);
@@ -1569,7 +1551,7 @@ mod tests {
             fits
         );
         // The journal itself is the truth.
-        let view = open(&journals, &sid, Mode::Head, Rule::LastCommit)
+        let view = open(&journals, &sid, Mode::Head, Rule::Ref(Some(head)))
             .unwrap()
             .unwrap();
         assert_eq!(view.head.unwrap().head, head);
@@ -1577,7 +1559,7 @@ mod tests {
 
     /// A journal with one commit record, written as a commit writes it.
     fn committed(journals: &Dir, tmp: &Dir, sid: &SessionId) -> ObjectId {
-        let mut w = Writer::open(journals, tmp, sid, Rule::LastCommit).unwrap();
+        let mut w = Writer::open(journals, tmp, sid, Rule::Ref(None)).unwrap();
         let head = ObjectId::from_bytes([7; 32]);
         let object = ObjectId::from_bytes([8; 32]);
         w.commit(&[(object, vec![1u8; 100])], head, payload(sid), || Ok(None))
@@ -1601,7 +1583,7 @@ mod tests {
         ] {
             std::fs::write(&path, &bytes).unwrap();
             let _ = std::fs::remove_file(root.path().join("journals").join(jidx_name(&sid)));
-            let e = Writer::open(&journals, &tmp, &sid, Rule::LastCommit)
+            let e = Writer::open(&journals, &tmp, &sid, Rule::Ref(None))
                 .unwrap_err()
                 .to_string();
             assert!(e.contains(want), "{e}");
@@ -1625,7 +1607,7 @@ mod tests {
         }
         std::fs::write(&path, &bytes).unwrap();
         for mode in [Mode::Head, Mode::Full, Mode::Verify] {
-            let view = open(&journals, &sid, mode, Rule::LastCommit)
+            let view = open(&journals, &sid, mode, Rule::Ref(Some(head)))
                 .unwrap()
                 .unwrap();
             let fault = view.fault.clone().unwrap();

@@ -2,29 +2,27 @@
 //!
 //! ```text
 //! .hel/.gitignore            "*"
-//! .hel/.store.lock/lock      store lock (see lock.rs); in a store of
-//!                            format 3 the lock was this file itself, a
-//!                            directory since format 4 so that a format-3
-//!                            hel fails to open it (see upgrade.rs)
-//! .hel/.sessions.lock/       a directory where formats 1 and 2 kept their
-//!                            store lock: an older hel fails to open it
-//!                            before it writes anything (see upgrade.rs)
-//! .hel/objects/ab/cdef…      loose objects, fan-out by the first two hex digits
-//! .hel/refs/sessions/<uuid>  a session's head: its newest snapshot id (format 3)
+//! .hel/.store.lock/lock      store lock (see lock.rs)
+//! .hel/refs/sessions/<uuid>  a session's head: its newest snapshot id
 //! .hel/refs/dependents/<dep>/<uuid>  empty: <uuid>'s head may name objects
-//!                            of <dep>'s journal (format 4, dependents.rs)
+//!                            of <dep>'s journal (dependents.rs)
 //! .hel/refs/recorded/<uuid>  empty: every dependency of <uuid> is recorded
-//!                            in refs/dependents/ (format 4)
-//! .hel/logs/sessions/<uuid>  the ref log of a format-1 session (kept, never written)
+//!                            in refs/dependents/
 //! .hel/sessions/<uuid>/      .active lease and materialized spill/
 //! .hel/tmp/                  files of writes in progress
 //! .hel/names                 session names (see names.rs), and .names.lock
-//! .hel/format                "hel-store-format 6\n" (absent: format 1, loose objects only)
+//! .hel/format                "hel-store-format 6\n", written last when a
+//!                            store is made (absent: a store being made)
 //! .hel/packs/pack-<hex>.pack sealed packs and their .idx
 //! .hel/packs/journals/<uuid>.journal  a session's append-only pack (and .jidx)
 //! .hel/remotes/<key>         what this store last knew of a remote (transfer.rs)
 //! .hel/summaries             what listings show of each session, a hint (summaries.rs)
 //! ```
+//!
+//! A store a pre-release hel of this format wrote may also hold
+//! `objects/`, `logs/`, `.sessions.lock/`, `.store.lock/README` and the
+//! ref [`STUB_SESSION`]: no hel reads or writes them, and nothing checks
+//! them.
 //!
 //! Every directory is reached through descriptors ([`Dir`]), never by path:
 //! see `dir.rs`. A [`Layout`] is an open `.hel/` and the subdirectories it
@@ -34,28 +32,20 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use crate::dir::Dir;
-use crate::format::{FORMAT_VERSION, STORE_DIR};
-use crate::{ObjectId, Result, SessionId};
+use crate::format::STORE_DIR;
+use crate::{Result, SessionId};
 
 pub(crate) const GITIGNORE: &str = ".gitignore";
 pub(crate) const STORE_LOCK: &str = ".store.lock";
-/// The file inside the directory [`STORE_LOCK`] that format 4 locks: the
-/// same inode the file at `.store.lock` was in format 3 (upgrade.rs).
+/// The file inside the directory [`STORE_LOCK`] that is the store lock.
 pub(crate) const STORE_LOCK_FILE: &str = "lock";
-/// What `.store.lock/README` is called.
-pub(crate) const STORE_LOCK_NOTE: &str = "README";
 /// Under `refs/`: who depends on whom, and which sessions record theirs.
 pub(crate) const DEPENDENTS: &str = "dependents";
 pub(crate) const RECORDED: &str = "recorded";
-/// Where formats 1 and 2 keep their store lock, a file every writer of
-/// theirs opens (creating it) before writing anything. In format 3 it is a
-/// directory holding [`OLDER_LOCK_NOTE`], so that open fails ("Is a
-/// directory") and an older hel writes nothing (objects-spec §12.6).
-pub(crate) const OLDER_LOCK: &str = ".sessions.lock";
-pub(crate) const OLDER_LOCK_NOTE: &str = "README";
-pub(crate) const OBJECTS: &str = "objects";
+/// Where pre-release stores kept loose objects: a store without a
+/// `format` file that has it is one (format 1), refused.
+const OBJECTS: &str = "objects";
 pub(crate) const REFS: &str = "refs";
-pub(crate) const LOGS: &str = "logs";
 pub(crate) const SESSIONS: &str = "sessions";
 pub(crate) const TMP: &str = "tmp";
 pub(crate) const LEASE: &str = ".active";
@@ -74,9 +64,9 @@ pub(crate) const REMOTES: &str = "remotes";
 /// The summary index: listings' hint (summaries.rs).
 pub(crate) const SUMMARIES: &str = "summaries";
 
-/// A ref that format-1 readers see (section 12.6): it names a snapshot of a
-/// schema no format-1 reader knows, so an older hel says "upgrade hel"
-/// rather than "missing object", and its gc refuses to sweep.
+/// A ref that stores written by pre-release hels of this format hold (it
+/// named a snapshot meant for older hels, which no hel reads): no
+/// session's, skipped by every listing, never written.
 pub(crate) const STUB_SESSION: &str = "00000000-0000-4000-8000-000000000000";
 
 /// Mode of every directory hel creates in the store (private).
@@ -86,9 +76,7 @@ pub(crate) const DIR_MODE: u32 = 0o700;
 #[derive(Debug)]
 pub(crate) struct Layout {
     root: Dir,
-    objects: OnceLock<Dir>,
     refs: OnceLock<Dir>,
-    logs: OnceLock<Dir>,
     sessions: OnceLock<Dir>,
     tmp: OnceLock<Dir>,
     workspace: OnceLock<Dir>,
@@ -99,10 +87,9 @@ pub(crate) struct Layout {
     store_lock: OnceLock<Dir>,
     /// Store locks this process holds (shared or exclusive).
     held: std::sync::atomic::AtomicUsize,
-    /// The store's format as its `format` file says (1 when absent).
+    /// The store's format as its `format` file says (0 while it has none:
+    /// a store being made).
     format: std::sync::atomic::AtomicU64,
-    /// Opened by [`Layout::open_in_place`]: never written.
-    in_place: bool,
     /// [`Layout::init`] has made everything it makes (once per process:
     /// nothing removes it from a store this hel writes while it runs, and
     /// the next process makes anything missing again).
@@ -112,9 +99,7 @@ pub(crate) struct Layout {
 /// A subdirectory of the store: its name(s) under `.hel/` and its cache.
 #[derive(Clone, Copy)]
 enum Sub {
-    Objects,
     Refs,
-    Logs,
     Sessions,
     Tmp,
     Packs,
@@ -126,59 +111,48 @@ enum Sub {
 
 impl Layout {
     /// The store of the project open as `project`, if it has one, its
-    /// format read ([`Layout::check_format`]) but not upgraded (the
-    /// upgrade is above this layer: `upgrade::open`). `.hel` being a link
-    /// or not a directory is refused.
-    pub fn open(project: &Dir) -> Result<Option<Layout>> {
+    /// format read ([`Layout::read_format`]) but not judged (that is
+    /// above this layer: `upgrade::open`). `.hel` being a link or not a
+    /// directory is refused.
+    pub fn open(project: &Dir) -> Result<Option<(Layout, StoreFormat)>> {
         let Some(root) = project.sub(STORE_DIR)? else {
             return Ok(None);
         };
         let layout = Layout::new(root);
-        layout.check_format()?;
-        Ok(Some(layout))
+        let found = layout.read_format()?;
+        Ok(Some((layout, found)))
     }
 
-    /// The store of `project` as it is, of whatever format up to this
-    /// build's, not upgraded: for `hel fsck` of a store the upgrade refused
-    /// (its rules are the old format's, see `heads.rs`). Nothing is ever
-    /// written through it, and it takes no store lock (an older hel's
-    /// would be `.sessions.lock`): a reader that misses an object does not
-    /// wait for a gc to finish.
-    pub fn open_in_place(project: &Dir) -> Result<Option<Layout>> {
-        let Some(root) = project.sub(STORE_DIR)? else {
-            return Ok(None);
-        };
-        let mut layout = Layout::new(root);
-        layout.check_format()?;
-        layout.in_place = true;
-        Ok(Some(layout))
-    }
-
-    /// The store's format as its `format` file says (1 when it has none);
-    /// a store of a newer format than this build reads is refused.
-    pub fn check_format(&self) -> Result<u64> {
+    /// What the `format` file says, as it is now (bounded, untrusted).
+    /// The number it names is kept as [`Layout::format`].
+    pub fn read_format(&self) -> Result<StoreFormat> {
         let Some(bytes) = self.root.read_file(FORMAT, 64)? else {
-            return Ok(1);
+            // A store of the first pre-release format had no `format`
+            // file and kept its objects under `objects/`; a store being
+            // made has neither yet.
+            if self.root.kind_of(OBJECTS)?.is_some() {
+                return Ok(StoreFormat::Number(1));
+            }
+            return Ok(StoreFormat::Absent);
         };
         let found = std::str::from_utf8(&bytes)
             .ok()
-            .and_then(|t| t.trim_end().strip_prefix("hel-store-format "))
+            .and_then(|t| t.strip_suffix('\n'))
+            .and_then(|t| t.strip_prefix("hel-store-format "))
+            .filter(|n| !n.is_empty() && n.len() <= 19 && n.bytes().all(|b| b.is_ascii_digit()))
             .and_then(|n| n.parse::<u64>().ok());
         match found {
-            Some(n) if n <= FORMAT_VERSION => {
+            Some(n) => {
                 self.format.store(n, std::sync::atomic::Ordering::SeqCst);
-                Ok(n)
+                Ok(StoreFormat::Number(n))
             }
-            Some(n) => Err(crate::Error::NewerStore {
-                path: self.root.path().to_owned(),
-                found: n,
-                supported: FORMAT_VERSION,
-            }),
-            None => Err(crate::Error::Unexpected {
-                path: self.root.child_path(FORMAT),
-                found: "file of unknown content",
-                expected: "store format file",
-            }),
+            None => Ok(StoreFormat::Garbled(
+                String::from_utf8_lossy(&bytes)
+                    .chars()
+                    .take(40)
+                    .flat_map(char::escape_debug)
+                    .collect(),
+            )),
         }
     }
 
@@ -191,9 +165,7 @@ impl Layout {
     fn new(root: Dir) -> Layout {
         Layout {
             root,
-            objects: OnceLock::new(),
             refs: OnceLock::new(),
-            logs: OnceLock::new(),
             sessions: OnceLock::new(),
             tmp: OnceLock::new(),
             workspace: OnceLock::new(),
@@ -204,30 +176,18 @@ impl Layout {
             store_lock: OnceLock::new(),
             held: std::sync::atomic::AtomicUsize::new(0),
             initialized: std::sync::atomic::AtomicBool::new(false),
-            format: std::sync::atomic::AtomicU64::new(1),
-            in_place: false,
+            format: std::sync::atomic::AtomicU64::new(0),
         }
     }
 
-    /// The store's format: 3 (heads are ref files), or 2 or 1 (a store an
-    /// older hel made: heads are read by its rules, see `heads.rs`).
+    /// The store's format as its `format` file said when last read (0:
+    /// it had none).
     pub fn format(&self) -> u64 {
         self.format.load(std::sync::atomic::Ordering::SeqCst)
     }
 
-    /// Are sessions' heads their ref files (format 3)?
-    pub fn heads_are_refs(&self) -> bool {
-        self.format() >= 3
-    }
-
-    /// Does the store record who depends on whom (format 4,
-    /// `dependents.rs`)?
-    pub fn records_dependents(&self) -> bool {
-        self.format() >= 4
-    }
-
-    /// The directory `.store.lock` of format 4, if it is one (kept open
-    /// once found: nothing replaces it).
+    /// The directory `.store.lock`, if it is one (kept open once found:
+    /// nothing replaces it).
     pub fn store_lock_dir(&self) -> Result<Option<&Dir>> {
         if let Some(d) = self.store_lock.get() {
             return Ok(Some(d));
@@ -241,6 +201,15 @@ impl Layout {
             .map(|d| self.store_lock.get_or_init(|| d)))
     }
 
+    /// The directory `.store.lock`, made when absent.
+    pub fn store_lock_dir_create(&self) -> Result<&Dir> {
+        if let Some(d) = self.store_lock_dir()? {
+            return Ok(d);
+        }
+        let made = self.root.sub_create(STORE_LOCK, DIR_MODE)?;
+        Ok(self.store_lock.get_or_init(|| made))
+    }
+
     pub fn lock_taken(&self) {
         self.held.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     }
@@ -250,29 +219,20 @@ impl Layout {
     }
 
     /// Does this process hold the store lock (so a gc cannot be running)?
-    /// Said of a store read in place too, so that no reader waits for it.
     pub fn lock_held(&self) -> bool {
-        self.in_place || self.held.load(std::sync::atomic::Ordering::SeqCst) > 0
+        self.held.load(std::sync::atomic::Ordering::SeqCst) > 0
     }
 
     /// Make the subdirectories and `.gitignore` if absent; in between,
     /// `write_format` settles the `format` file (`upgrade::write_format`:
-    /// a store of an older format is upgraded first). Once it has
+    /// one another process wrote meanwhile is judged first). Once it has
     /// succeeded, later calls in this process do nothing.
     pub fn init(&self, write_format: impl FnOnce() -> Result<()>) -> Result<()> {
         if self.initialized.load(std::sync::atomic::Ordering::Acquire) {
             return Ok(());
         }
-        if self.in_place {
-            return Err(crate::Error::Internal(format!(
-                "{} was opened to be checked in place, not written",
-                self.root.path().display()
-            )));
-        }
         for sub in [
-            Sub::Objects,
             Sub::Refs,
-            Sub::Logs,
             Sub::Sessions,
             Sub::Tmp,
             Sub::Packs,
@@ -280,9 +240,8 @@ impl Layout {
         ] {
             self.dir_create(sub)?;
         }
-        // The records' directories only with a new store (the upgrade
-        // makes them in an older one): one found missing later is made
-        // again by gc alone, which first takes back what `refs/recorded/`
+        // The records' directories only with a new store: one found
+        // missing later is made again by gc alone, which first takes back what `refs/recorded/`
         // said (dependents.rs).
         if self.root.kind_of(FORMAT)?.is_none() {
             // Never kept open: `refs/dependents/` is looked up by name at
@@ -315,58 +274,16 @@ impl Layout {
         &self.root
     }
 
-    /// Make sure the stub object and the stub ref naming it exist, durably
-    /// (objects-spec §12.6). Nothing is written or synced when both are
-    /// there.
-    pub fn ensure_stub(&self) -> Result<()> {
-        let (stub, canonical) = stub_canonical();
-        let (fan, name) = object_name(&stub);
-        let ref_there = match self.dir(Sub::Refs)? {
-            Some(refs) => refs.kind_of(STUB_SESSION)?.is_some(),
-            None => false,
-        };
-        let object_there = match self.dir(Sub::Objects)? {
-            Some(objects) => match objects.sub(&fan)? {
-                Some(d) => d.kind_of(&name)?.is_some(),
-                None => false,
-            },
-            None => false,
-        };
-        if ref_there && object_there {
-            return Ok(());
-        }
-        let objects = self.dir_create(Sub::Objects)?;
-        let fan_dir = objects.sub_create(&fan, DIR_MODE)?;
-        if fan_dir.kind_of(&name)?.is_none() {
-            let data = zstd::bulk::compress(&canonical, 3).map_err(|source| crate::Error::Io {
-                path: fan_dir.child_path(&name),
-                source,
-            })?;
-            self.place_file(&fan_dir, &name, &data)?;
-            objects.sync()?;
-        }
-        let refs = self.dir_create(Sub::Refs)?;
-        if refs.kind_of(STUB_SESSION)?.is_none() {
-            self.place_file(refs, STUB_SESSION, format!("{stub}\n").as_bytes())?;
-        }
-        // `refs/sessions` itself durable in `refs/`, and `objects/` and
-        // `refs/` in `.hel/`, before a format file can say that the stub is
-        // there: every later ref move syncs only `refs/sessions/`.
-        if let Some(parent) = self.root.sub(REFS)? {
-            parent.sync()?;
-        }
-        Ok(self.root.sync()?)
-    }
-
-    /// Write `format` as `hel-store-format` [`FORMAT_VERSION`]: a new file
-    /// under `tmp/`, synced, renamed over `format`, `.hel/` synced. The
-    /// rename is the moment the store changes format.
-    pub fn publish_format(&self) -> Result<()> {
+    /// Write `format` as `hel-store-format` `version` ([`FORMAT_VERSION`](crate::format::FORMAT_VERSION)
+    /// but in an upgrade's test): a new file under `tmp/`, synced, renamed
+    /// over `format`, `.hel/` synced. The rename is the moment the store
+    /// changes format.
+    pub fn publish_format(&self, version: u64) -> Result<()> {
         use std::io::Write;
         let tmp = self.dir_create(Sub::Tmp)?;
         let name = format!("format-{}", uuid::Uuid::new_v4().simple());
         let mut f = tmp.create_new(&name, 0o644)?;
-        f.write_all(format!("hel-store-format {FORMAT_VERSION}\n").as_bytes())
+        f.write_all(format!("hel-store-format {version}\n").as_bytes())
             .map_err(|source| crate::Error::Io {
                 path: tmp.child_path(&name),
                 source,
@@ -377,33 +294,13 @@ impl Layout {
         crate::failpoint::kill("upgrade-format");
         self.root.sync()?;
         self.format
-            .store(FORMAT_VERSION, std::sync::atomic::Ordering::SeqCst);
+            .store(version, std::sync::atomic::Ordering::SeqCst);
         Ok(())
-    }
-
-    /// Write a small file durably under a new name in `dir` (through tmp/).
-    fn place_file(&self, dir: &Dir, name: &str, bytes: &[u8]) -> Result<()> {
-        use std::io::Write;
-        let tmp = self.dir_create(Sub::Tmp)?;
-        let t = format!("place-{}", uuid::Uuid::new_v4().simple());
-        let mut f = tmp.create_new(&t, 0o600)?;
-        let io = |source| crate::Error::Io {
-            path: tmp.child_path(&t),
-            source,
-        };
-        f.write_all(bytes).map_err(io)?;
-        crate::dir::sync_file(&f, &tmp.child_path(&t), false)?;
-        let linked = tmp.link_to(&t, dir, name);
-        let _ = tmp.remove_file(&t);
-        linked?;
-        Ok(dir.sync()?)
     }
 
     fn cell(&self, sub: Sub) -> &OnceLock<Dir> {
         match sub {
-            Sub::Objects => &self.objects,
             Sub::Refs => &self.refs,
-            Sub::Logs => &self.logs,
             Sub::Sessions => &self.sessions,
             Sub::Tmp => &self.tmp,
             Sub::Packs => &self.packs,
@@ -421,7 +318,6 @@ impl Layout {
             return Ok(Some(d));
         }
         let found = match sub {
-            Sub::Objects => self.root.sub(OBJECTS)?,
             Sub::Sessions => self.root.sub(SESSIONS)?,
             Sub::Tmp => self.root.sub(TMP)?,
             Sub::Workspace => self.root.sub(WORKSPACE)?,
@@ -432,10 +328,6 @@ impl Layout {
                 None => None,
             },
             Sub::Refs => match self.root.sub(REFS)? {
-                Some(d) => d.sub(SESSIONS)?,
-                None => None,
-            },
-            Sub::Logs => match self.root.sub(LOGS)? {
                 Some(d) => d.sub(SESSIONS)?,
                 None => None,
             },
@@ -453,7 +345,6 @@ impl Layout {
             return Ok(d);
         }
         let made = match sub {
-            Sub::Objects => self.root.sub_create(OBJECTS, DIR_MODE)?,
             Sub::Sessions => self.root.sub_create(SESSIONS, DIR_MODE)?,
             Sub::Tmp => self.root.sub_create(TMP, DIR_MODE)?,
             Sub::Workspace => self.root.sub_create(WORKSPACE, DIR_MODE)?,
@@ -467,10 +358,6 @@ impl Layout {
                 .root
                 .sub_create(REFS, DIR_MODE)?
                 .sub_create(SESSIONS, DIR_MODE)?,
-            Sub::Logs => self
-                .root
-                .sub_create(LOGS, DIR_MODE)?
-                .sub_create(SESSIONS, DIR_MODE)?,
             Sub::Recorded => self
                 .root
                 .sub_create(REFS, DIR_MODE)?
@@ -479,17 +366,11 @@ impl Layout {
         Ok(self.cell(sub).get_or_init(|| made))
     }
 
-    pub fn objects(&self) -> Result<Option<&Dir>> {
-        self.dir(Sub::Objects)
-    }
     pub fn refs(&self) -> Result<Option<&Dir>> {
         self.dir(Sub::Refs)
     }
     pub fn refs_create(&self) -> Result<&Dir> {
         self.dir_create(Sub::Refs)
-    }
-    pub fn logs(&self) -> Result<Option<&Dir>> {
-        self.dir(Sub::Logs)
     }
     pub fn sessions(&self) -> Result<Option<&Dir>> {
         self.dir(Sub::Sessions)
@@ -556,10 +437,10 @@ impl Layout {
         }
     }
 
-    /// Where object `id` lives as a loose file.
-    pub fn loose_path(&self, id: &ObjectId) -> PathBuf {
-        let (dir, name) = object_name(id);
-        self.root.path().join(OBJECTS).join(dir).join(name)
+    /// Where an object that no journal or pack holds was looked for, for
+    /// messages: the store's packs.
+    pub fn packs_path(&self) -> PathBuf {
+        self.root.path().join(PACKS)
     }
 
     /// `refs/`, for messages.
@@ -573,25 +454,16 @@ impl Layout {
     }
 }
 
-/// The stub snapshot a format-1 reader finds at [`STUB_SESSION`]'s ref.
-pub(crate) fn stub_object() -> ObjectId {
-    stub_canonical().0
-}
-
-fn stub_canonical() -> (ObjectId, Vec<u8>) {
-    crate::object::encode(
-        crate::object::Kind::Snapshot,
-        &crate::canonical::to_vec(&serde_json::json!({
-            "schema_version": 1_000_000,
-            "note": "this store has format 2 (packs); this hel is too old to read it: upgrade hel",
-        })),
-    )
-}
-
-/// The fan-out directory and file name of object `id`.
-pub(crate) fn object_name(id: &ObjectId) -> (String, String) {
-    let hex = id.to_hex();
-    (hex[..2].to_owned(), hex[2..].to_owned())
+/// What a store's `format` file says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum StoreFormat {
+    /// No `format` file (and no `objects/`): a store being made.
+    Absent,
+    /// `hel-store-format <n>` (a store without the file that has
+    /// `objects/` is format 1).
+    Number(u64),
+    /// Anything else: its first characters, escaped.
+    Garbled(String),
 }
 
 impl AsRef<Layout> for Layout {

@@ -5,17 +5,16 @@
 //! message-list nodes, snapshots, workspace trees and files) are named by
 //! the BLAKE3 hash of their canonical bytes and stored zstd-compressed, as
 //! records of each session's append-only journal (`packs/journals/`) or of
-//! sealed packs (`packs/`; older stores also hold loose files under
-//! `objects/`). Each session has one mutable ref, `refs/sessions/<uuid>`,
-//! naming its newest snapshot: its head. A commit makes its objects and a
-//! commit record durable in the session's journal (one `fdatasync`), then
-//! moves the ref by atomic rename; the journal's commit records are the
-//! ref's log. Writers of objects are each session's lease holder (its own
-//! journal), a pull bringing a session in (one sealed pack, under the
-//! store lock held shared) and, under the store lock held exclusively, gc
-//! and delete (sealed packs). A store of format 1 to 5 is upgraded
-//! to format 6 when it is opened (`upgrade.rs`), reading it by its own rules
-//! (`heads.rs`).
+//! sealed packs (`packs/`). Each session has one mutable ref,
+//! `refs/sessions/<uuid>`, naming its newest snapshot: its head. A commit
+//! makes its objects and a commit record durable in the session's journal
+//! (one `fdatasync`), then moves the ref by atomic rename; the journal's
+//! commit records are the ref's log. Writers of objects are each session's
+//! lease holder (its own journal), a pull bringing a session in (one
+//! sealed pack, under the store lock held shared) and, under the store lock
+//! held exclusively, gc and delete (sealed packs). A store of any other
+//! format is refused when it is opened, before anything is written
+//! (`upgrade.rs`, which also holds the way to a next format).
 //!
 //! Everything in `.hel/` is untrusted input (a repository can ship one):
 //! the store reaches its files through hel-fs, the file layer (no-follow
@@ -48,9 +47,10 @@
 //!    read and verified), `write` (a commit's new objects, and the ids
 //!    objects have), `repack`,
 //!    `list` (message lists read, bounded), `dependents` (who depends on
-//!    whom, format 4).
-//! 4. The store: `heads` (what older formats call a head), `upgrade` (run
-//!    at open), `summaries` (the listing hint), `store` ([`Store`]: open,
+//!    whom).
+//! 4. The store: `heads` (a session's head: its ref and the ref's commit
+//!    record), `upgrade` (the format judged at open, and the way to a
+//!    next one), `summaries` (the listing hint), `store` ([`Store`]: open,
 //!    sessions, load), `admit` (what every writer of a checkpoint checks
 //!    before it writes: what a load would refuse), `commit` ([`Txn`]),
 //!    `names`, `spill`,

@@ -5,23 +5,20 @@
 //! - [`SessionLease`]: exclusive, non-blocking, on `sessions/<id>/.active`,
 //!   for the whole life of the instance that works on the session. Its
 //!   descriptor is close-on-exec: no command hel runs can hold or drop it.
-//! - [`Shared`] and [`Exclusive`] on `.store.lock/lock` (format 4; the
-//!   file `.store.lock` itself while a format-3 store is upgraded). Writers of objects
+//! - [`Shared`] and [`Exclusive`] on `.store.lock/lock`. Writers of objects
 //!   and refs (commit, fork, creating a session) hold it shared while they
 //!   work, through a [`Shared`] value that the object writer and the ref
 //!   mover require; resume, delete and gc hold it exclusive. gc therefore
 //!   never runs while a commit is between "this object already exists" and
 //!   "the ref that reaches it is moved", nor while a new session's
-//!   directory exists without its lease.
-//! - [`OlderLock`]: the store lock of formats 1 and 2 (`.sessions.lock`),
-//!   which only the upgrade takes, exclusively and after [`Exclusive`],
-//!   to replace it by a directory (see `upgrade.rs`).
+//!   directory exists without its lease. An upgrade to a next format
+//!   holds it exclusively too (`upgrade.rs`).
 
 use std::fs::{File, TryLockError};
 use std::time::Duration;
 
 use crate::error::IoContext;
-use crate::layout::{Layout, DIR_MODE, LEASE, OLDER_LOCK, STORE_LOCK, STORE_LOCK_FILE};
+use crate::layout::{Layout, DIR_MODE, LEASE, STORE_LOCK_FILE};
 use crate::{Error, Result, SessionId};
 
 /// Waits between attempts to take a lease that is held: a listing's probe
@@ -206,59 +203,19 @@ pub(crate) struct Exclusive<'a, L: AsRef<Layout> = Layout> {
     _file: File,
 }
 
-/// How often a lock taker tries again when the file it locked stopped
-/// being the store lock while it waited (the upgrade to format 4 made
-/// `.store.lock` a directory without keeping the file's inode in it).
-const LOCK_ATTEMPTS: usize = 8;
-
-/// Open the store lock: `.store.lock/lock` (format 4), or the file
-/// `.store.lock` where that is still a file (a store of format 3 being
-/// upgraded, or whose upgrade stopped before the lock became a
-/// directory: upgrade.rs), created when absent. The second value says
-/// which: a file at `.store.lock` can be replaced while one waits for it.
-fn open_store_lock(layout: &Layout) -> Result<(File, bool)> {
-    match layout.store_lock_dir()? {
-        Some(dir) => Ok((dir.open_rw(STORE_LOCK_FILE, false)?, false)),
-        None => Ok((layout.root().open_rw(STORE_LOCK, false)?, true)),
-    }
-}
-
-/// Is `file`, locked, still the store lock: the file at `.store.lock`,
-/// or the one in the directory that replaced it (same inode: the upgrade
-/// links it there before the swap)?
-fn still_the_lock(layout: &Layout, file: &File) -> Result<bool> {
-    use std::os::unix::fs::MetadataExt;
-    let root = layout.root();
-    let ino = file.metadata().at(root.child_path(STORE_LOCK))?.ino();
-    let now = match layout.store_lock_dir()? {
-        Some(dir) => dir.stamp(STORE_LOCK_FILE)?,
-        None => root.stamp(STORE_LOCK)?,
-    };
-    Ok(now.is_some_and(|s| s.0[0] == ino))
-}
-
-/// Take the store lock with `lock` (shared or exclusive, blocking or
-/// not): `None` when a non-blocking attempt found it held.
+/// Take the store lock, `.store.lock/lock` (both made when absent), with
+/// `lock` (shared or exclusive, blocking or not): `None` when a
+/// non-blocking attempt found it held.
 fn take_store_lock(
     layout: &Layout,
     lock: impl Fn(&File) -> std::result::Result<bool, std::io::Error>,
 ) -> Result<Option<File>> {
-    let path = || layout.root().child_path(STORE_LOCK);
-    for _ in 0..LOCK_ATTEMPTS {
-        let (file, replaceable) = open_store_lock(layout)?;
-        if !lock(&file).at(path())? {
-            return Ok(None);
-        }
-        if !replaceable || still_the_lock(layout, &file)? {
-            return Ok(Some(file));
-        }
+    let dir = layout.store_lock_dir_create()?;
+    let file = dir.open_rw(STORE_LOCK_FILE, false)?;
+    if !lock(&file).at(dir.child_path(STORE_LOCK_FILE))? {
+        return Ok(None);
     }
-    Err(Error::Io {
-        path: path(),
-        source: std::io::Error::other(
-            "the store lock keeps being replaced; end the other hel and run this command again",
-        ),
-    })
+    Ok(Some(file))
 }
 
 impl<'a, L: AsRef<Layout>> Shared<'a, L> {
@@ -315,29 +272,5 @@ impl<L: AsRef<Layout>> Drop for Shared<'_, L> {
 impl<L: AsRef<Layout>> Drop for Exclusive<'_, L> {
     fn drop(&mut self) {
         self.layout.as_ref().lock_released();
-    }
-}
-
-/// The store lock of formats 1 and 2 held exclusively, so that no older
-/// hel is between taking it and releasing it; `file` is `None` when
-/// `.sessions.lock` is a directory already (no older hel can take it).
-#[derive(Debug)]
-#[must_use = "the older hels' lock is released when dropped"]
-pub(crate) struct OlderLock {
-    pub file: Option<File>,
-}
-
-impl OlderLock {
-    /// Block until `.sessions.lock` is held exclusively (creating the file
-    /// when absent, as an older hel would), or find it a directory. Only
-    /// with the store lock held exclusively: the upgrade is its only taker.
-    pub fn take<L: AsRef<Layout>>(store: &Exclusive<'_, L>) -> Result<OlderLock> {
-        let root = store.layout.as_ref().root();
-        if root.kind_of(OLDER_LOCK)? == Some(crate::dir::Kind::Dir) {
-            return Ok(OlderLock { file: None });
-        }
-        let file = root.open_rw(OLDER_LOCK, false)?;
-        file.lock().at(root.child_path(OLDER_LOCK))?;
-        Ok(OlderLock { file: Some(file) })
     }
 }

@@ -1,6 +1,6 @@
 //! The object database of an open store ([`Odb`]: its [`Layout`] and an
-//! [`Index`]): where each object is (a session's journal, a sealed pack, a
-//! loose file) and the bounded read of its record (`read.rs` decodes and
+//! [`Index`]): where each object is (a session's journal or a sealed
+//! pack) and the bounded read of its record (`read.rs` decodes and
 //! verifies it). Journals and packs are opened lazily and kept open; a journal or
 //! pack removed by gc stays readable through its open descriptor, and
 //! [`Index::forget_removed`] drops it before anything could depend on it.
@@ -31,16 +31,12 @@ pub(crate) struct Sealed {
 /// this process holds) its writer.
 pub(crate) type SharedView = Arc<RwLock<View>>;
 
-/// Where an object was found.
+/// Where an object was found: the record's file, where, and how long.
 #[derive(Clone, Debug)]
-pub(crate) enum Found {
-    /// In a record: the file, where, and how long.
-    Record {
-        file: Arc<File>,
-        place: Place,
-        len: u64,
-    },
-    Loose,
+pub(crate) struct Found {
+    pub file: Arc<File>,
+    pub place: Place,
+    pub len: u64,
 }
 
 #[derive(Default, Debug)]
@@ -323,12 +319,12 @@ impl Odb {
     }
 
     /// Where object `id` lives, for messages: its pack and offset when a
-    /// journal or pack this process opened holds it, else its loose path.
+    /// journal or pack this process opened holds it, else `packs/`.
     pub fn object_path(&self, id: &ObjectId) -> PathBuf {
-        if let Ok(Some(Found::Record { place, .. })) = self.index.locate_open(self, id) {
+        if let Ok(Some(Found { place, .. })) = self.index.locate_open(self, id) {
             return place.display_path();
         }
-        self.loose_path(id)
+        self.packs_path()
     }
 
     pub fn set_verified(&self, id: ObjectId) {
@@ -457,13 +453,7 @@ impl Index {
             // with nothing past its committed part needs no look at it.)
             let current = {
                 let view = v.read().unwrap_or_else(|p| p.into_inner());
-                // A view opened by a format-2 rule before this process
-                // upgraded the store chose its head by that rule: read
-                // again by the ref.
-                let same_format =
-                    matches!(view.rule, journal::Rule::Ref(_)) == layout.heads_are_refs();
                 match view.seen_size {
-                    _ if !same_format => false,
                     None => true,
                     Some(seen) => {
                         view.file.metadata().map(|m| m.len()).ok() == Some(seen)
@@ -478,17 +468,13 @@ impl Index {
         let Some(dir) = layout.journals()? else {
             return Ok(None);
         };
-        let opened = if layout.heads_are_refs() {
-            journal::open_by_ref(
-                dir,
-                session,
-                journal::Mode::Full,
-                published(layout, session),
-                &|| Ok(published(layout, session)),
-            )?
-        } else {
-            journal::open(dir, session, journal::Mode::Full, journal::Rule::LastCommit)?
-        };
+        let opened = journal::open_by_ref(
+            dir,
+            session,
+            journal::Mode::Full,
+            published(layout, session),
+            &|| Ok(published(layout, session)),
+        )?;
         let Some(view) = opened else {
             return Ok(None);
         };
@@ -577,12 +563,12 @@ impl Index {
     }
 
     /// Where `id` is among what is open (journals opened so far, sealed
-    /// packs, loose files).
+    /// packs).
     fn find_open(&self, layout: &Layout, id: &ObjectId, reload: bool) -> Result<Option<Found>> {
         let in_view = |j: &SharedView| {
             let v = j.read().unwrap_or_else(|p| p.into_inner());
             v.objects.get(id).map(|(offset, len)| {
-                let found = Found::Record {
+                let found = Found {
                     file: Arc::clone(&v.file),
                     place: Place {
                         path: v.path.clone(),
@@ -614,7 +600,7 @@ impl Index {
         }
         for p in self.sealed(layout, reload)? {
             if let Some(IdxEntry { offset, len, .. }) = p.idx.find(id) {
-                return Ok(Some(Found::Record {
+                return Ok(Some(Found {
                     file: Arc::clone(&p.file),
                     place: Place {
                         path: p.path.clone(),
@@ -622,14 +608,6 @@ impl Index {
                     },
                     len: *len,
                 }));
-            }
-        }
-        if let Some(objects) = layout.objects()? {
-            let (dir, name) = crate::layout::object_name(id);
-            if let Some(d) = objects.sub(&dir)? {
-                if d.kind_of(&name)?.is_some() {
-                    return Ok(Some(Found::Loose));
-                }
             }
         }
         Ok(None)
@@ -666,7 +644,7 @@ impl Index {
         for j in journals {
             let v = j.read().unwrap_or_else(|p| p.into_inner());
             if let Some((offset, len)) = v.unpublished.get(id) {
-                return Some(Found::Record {
+                return Some(Found {
                     file: Arc::clone(&v.file),
                     place: Place {
                         path: v.path.clone(),
@@ -755,13 +733,9 @@ pub(crate) fn published(layout: &Layout, session: &SessionId) -> Option<ObjectId
     crate::refs::read(layout, session).ok().flatten()
 }
 
-/// The rule that chooses the head of `session`'s journal in this store.
+/// The rule that chooses the head of `session`'s journal: its ref.
 pub(crate) fn rule(layout: &Layout, session: &SessionId) -> journal::Rule {
-    if layout.heads_are_refs() {
-        journal::Rule::Ref(published(layout, session))
-    } else {
-        journal::Rule::LastCommit
-    }
+    journal::Rule::Ref(published(layout, session))
 }
 
 /// Read the record of object `id` found by [`Index::locate`] (its place and

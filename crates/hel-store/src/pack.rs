@@ -12,8 +12,8 @@
 //! 48  8  check: the first 8 bytes of BLAKE3(header[0..48] ‖ stored)
 //! ```
 //!
-//! An object record stores exactly what a loose object file holds (one
-//! zstd frame of the object's canonical bytes); a commit record stores
+//! An object record stores one zstd frame of the object's canonical
+//! bytes; a commit record stores
 //! canonical JSON (see `journal.rs`). The check covers the header, so a
 //! torn or overwritten record is detected before its bytes are trusted;
 //! the object's id is verified as well when it is decoded.

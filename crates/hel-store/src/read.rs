@@ -1,10 +1,8 @@
 //! Reading objects from wherever the object database finds them (a
-//! journal, a sealed pack, a loose file under `.hel/objects/`), verified by
+//! journal or a sealed pack), verified by
 //! the codec (`object.rs`), and the objects a reader takes whole: snapshots
 //! and trees, validated.
 
-use crate::dir;
-use crate::layout::object_name;
 use crate::object::{decode, file_max, Cap, Kind};
 use crate::odb::{self, Found, Odb};
 use crate::snapshot::{Checkpoint, Invalid, Spill, SpillEntry, SCHEMA_VERSION};
@@ -12,7 +10,7 @@ use crate::tree::{Extents, Tree};
 use crate::{pack, Error, ObjectId, Result};
 
 /// Read and verify object `id` under `cap`, returning its kind and payload:
-/// from the journal or pack that holds it, else from its loose file.
+/// from the journal or pack that holds it.
 pub(crate) fn object(layout: &Odb, id: &ObjectId, cap: Cap) -> Result<(Kind, Vec<u8>)> {
     if let Some(kept) = layout.memo_get(id, cap) {
         return Ok(kept);
@@ -21,10 +19,10 @@ pub(crate) fn object(layout: &Odb, id: &ObjectId, cap: Cap) -> Result<(Kind, Vec
         return received;
     }
     match layout.index().locate(layout, id)? {
-        Some(found) => read_at(layout, id, &found, cap),
+        Some(found) => read_at(id, &found, cap),
         None => Err(Error::Missing {
             id: *id,
-            path: layout.loose_path(id),
+            path: layout.packs_path(),
         }),
     }
 }
@@ -39,58 +37,27 @@ pub(crate) fn object_at(
     if let Some(kept) = layout.memo_get(id, cap) {
         return Ok(kept);
     }
-    read_at(layout, id, found, cap)
+    read_at(id, found, cap)
 }
 
 /// [`object_at`] past the memo of fsck: what `found` holds, read and
 /// verified.
-fn read_at(layout: &Odb, id: &ObjectId, found: &Found, cap: Cap) -> Result<(Kind, Vec<u8>)> {
-    match found {
-        Found::Record { file, place, len } => {
-            let len = *len;
-            let path = place.display_path();
-            if len.saturating_sub(pack::RECORD_HEADER) > file_max(cap) {
-                return Err(Error::TooLarge {
-                    id: *id,
-                    path,
-                    size: len - pack::RECORD_HEADER,
-                    max: cap.max,
-                    what: cap.what,
-                });
-            }
-            let record = odb::read_found(file, place, len, id, file_max(cap))?;
-            decode(id, &path, &record[pack::RECORD_HEADER as usize..], cap)
-                .map_err(|e| odb::explain_damage(e.into(), &record, place, id))
-        }
-        Found::Loose => loose(layout, id, cap),
+fn read_at(id: &ObjectId, found: &Found, cap: Cap) -> Result<(Kind, Vec<u8>)> {
+    let Found { file, place, len } = found;
+    let len = *len;
+    let path = place.display_path();
+    if len.saturating_sub(pack::RECORD_HEADER) > file_max(cap) {
+        return Err(Error::TooLarge {
+            id: *id,
+            path,
+            size: len - pack::RECORD_HEADER,
+            max: cap.max,
+            what: cap.what,
+        });
     }
-}
-
-/// Read and verify the loose file of object `id` under `cap`.
-pub(crate) fn loose(layout: &Odb, id: &ObjectId, cap: Cap) -> Result<(Kind, Vec<u8>)> {
-    let path = layout.loose_path(id);
-    let (dir, name) = object_name(id);
-    let file = match layout.objects()? {
-        Some(objects) => objects.open_file2(&dir, &name)?,
-        None => None,
-    };
-    let Some(file) = file else {
-        return Err(Error::Missing { id: *id, path });
-    };
-    let data = match dir::read_bounded(file, file_max(cap), &path) {
-        Ok(d) => d,
-        Err(Error::FileTooLarge { size, .. }) => {
-            return Err(Error::TooLarge {
-                id: *id,
-                path,
-                size,
-                max: cap.max,
-                what: cap.what,
-            })
-        }
-        Err(e) => return Err(e),
-    };
-    Ok(decode(id, &path, &data, cap)?)
+    let record = odb::read_found(file, place, len, id, file_max(cap))?;
+    decode(id, &path, &record[pack::RECORD_HEADER as usize..], cap)
+        .map_err(|e| odb::explain_damage(e.into(), &record, place, id))
 }
 
 /// Read object `id` under `cap` and require it to be of `kind`.

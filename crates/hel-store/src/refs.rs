@@ -1,11 +1,8 @@
 //! Session refs (objects-spec §5): `refs/sessions/<uuid>` holds one
-//! snapshot id in hex and a newline (65 bytes). In a format-3 store the ref
-//! is the session's head, and only [`publish`] moves it: the new content
-//! written to a file under `tmp/`, synced, renamed over the ref, and
-//! `refs/sessions/` synced. `logs/sessions/<uuid>` is the ref log a
-//! format-1 hel kept (read by fsck, never written here). A format-2 store
-//! keeps heads in journals and only reads ref files of format-1 sessions
-//! (see `heads.rs`).
+//! snapshot id in hex and a newline (65 bytes). The ref is the session's
+//! head, and only [`publish`] moves it: the new content written to a file
+//! under `tmp/`, synced, renamed over the ref, and `refs/sessions/`
+//! synced.
 
 use crate::dir::Stamp;
 use crate::error::IoContext;
@@ -118,32 +115,6 @@ pub(crate) fn publish(
     Ok(dir.sync().err().map(Error::from))
 }
 
-/// The new id of the last line of `session`'s ref log, if it has one that
-/// parses (the log is read only to note a move it misses).
-pub(crate) fn last_logged(layout: &Layout, session: &SessionId) -> Result<Option<ObjectId>> {
-    const LOG_TAIL: u64 = 4096;
-    let Some(dir) = layout.logs()? else {
-        return Ok(None);
-    };
-    let Some(file) = dir.open_file(session.as_str())? else {
-        return Ok(None);
-    };
-    use std::io::{Read, Seek, SeekFrom};
-    let path = dir.child_path(session.as_str());
-    let len = file.metadata().at(&path)?.len();
-    let mut file = file;
-    file.seek(SeekFrom::Start(len.saturating_sub(LOG_TAIL)))
-        .at(&path)?;
-    let mut tail = Vec::new();
-    file.take(LOG_TAIL).read_to_end(&mut tail).at(&path)?;
-    let text = String::from_utf8_lossy(&tail);
-    Ok(text
-        .lines()
-        .last()
-        .and_then(|l| l.split(' ').nth(1))
-        .and_then(|h| h.parse().ok()))
-}
-
 /// The names in `refs/sessions/`: session ids, and whatever else is there
 /// (reported by fsck, ignored otherwise).
 pub(crate) struct Listing {
@@ -173,45 +144,12 @@ pub(crate) fn list(layout: &Layout) -> Result<Listing> {
     Ok(out)
 }
 
-/// Remove `session`'s ref and log, the ref's removal made durable (the
-/// caller holds its lease and the store lock).
+/// Remove `session`'s ref, durably (the caller holds its lease and the
+/// store lock).
 pub(crate) fn remove(layout: &Layout, session: &SessionId) -> Result<()> {
     if let Some(dir) = layout.refs()? {
         dir.remove_tree(session.as_str())?;
         dir.sync()?;
     }
-    if let Some(dir) = layout.logs()? {
-        dir.remove_tree(session.as_str())?;
-    }
     Ok(())
-}
-
-/// The stub of objects-spec §12.6, unless its ref names the stub snapshot
-/// and that snapshot is a loose object: the fault naming what is missing.
-pub(crate) fn stub_missing(layout: &Layout) -> Result<Option<Error>> {
-    let stub = crate::layout::stub_object();
-    let ref_path = layout.ref_path(crate::layout::STUB_SESSION);
-    let named = match layout.refs().ok().flatten() {
-        Some(refs) => match refs.read_file(crate::layout::STUB_SESSION, 65) {
-            Ok(Some(bytes)) => parse(&bytes).ok() == Some(stub),
-            _ => false,
-        },
-        None => false,
-    };
-    if !named {
-        return Ok(Some(Error::StubMissing { path: ref_path }));
-    }
-    // (A link or stray where it belongs is reported with the objects: here
-    // it only means the stub is not there.)
-    let (fan, name) = crate::layout::object_name(&stub);
-    let present = match layout.objects()? {
-        Some(objects) => match objects.sub(&fan) {
-            Ok(Some(d)) => matches!(d.kind_of(&name), Ok(Some(crate::dir::Kind::File))),
-            _ => false,
-        },
-        None => false,
-    };
-    Ok((!present).then(|| Error::StubMissing {
-        path: layout.loose_path(&stub),
-    }))
 }

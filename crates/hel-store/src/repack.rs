@@ -118,13 +118,10 @@ fn write_pack(
 /// the free-space check before a copy).
 fn stored_len(layout: &Odb, id: &ObjectId) -> Result<u64> {
     match layout.index().locate(layout, id)? {
-        Some(odb::Found::Record { len, .. }) => Ok(len),
-        Some(odb::Found::Loose) => Ok(open_loose(layout, id)?
-            .and_then(|f| f.metadata().ok())
-            .map_or(0, |m| m.len())),
+        Some(odb::Found { len, .. }) => Ok(len),
         None => Err(Error::Missing {
             id: *id,
-            path: layout.loose_path(id),
+            path: layout.packs_path(),
         }),
     }
 }
@@ -135,8 +132,8 @@ pub(crate) fn stored_bytes(layout: &Odb, id: &ObjectId) -> Result<Vec<u8>> {
     stored_bytes_from(layout, id).map(|(stored, _)| stored)
 }
 
-/// [`stored_bytes`] and the file they were read from (a pack, a journal
-/// or a loose file), for errors about them.
+/// [`stored_bytes`] and the file they were read from (a pack or a
+/// journal), for errors about them.
 pub(crate) fn stored_bytes_from(
     layout: &Odb,
     id: &ObjectId,
@@ -144,7 +141,7 @@ pub(crate) fn stored_bytes_from(
     let cap = crate::object::Cap::ANY;
     let max = cap.max + cap.max / 128 + 4096;
     match layout.index().locate(layout, id)? {
-        Some(odb::Found::Record { file, place, len }) => {
+        Some(odb::Found { file, place, len }) => {
             let mut record = odb::read_found(&file, &place, len, id, max)?;
             if !crate::pack::check_matches(&record) {
                 return Err(crate::pack::damaged(
@@ -158,29 +155,105 @@ pub(crate) fn stored_bytes_from(
                 place.path.clone(),
             ))
         }
-        Some(odb::Found::Loose) => {
-            let path = layout.loose_path(id);
-            let file = open_loose(layout, id)?.ok_or_else(|| Error::Missing {
-                id: *id,
-                path: path.clone(),
-            })?;
-            let stored = crate::dir::read_bounded(file, max, &path)?;
-            crate::object::decode(id, &path, &stored, cap)?;
-            Ok((stored, path))
-        }
         None => Err(Error::Missing {
             id: *id,
-            path: layout.loose_path(id),
+            path: layout.packs_path(),
         }),
     }
 }
 
-/// The loose file of object `id`, opened without following links (None
-/// when it cannot be opened).
-fn open_loose(layout: &Odb, id: &ObjectId) -> Result<Option<std::fs::File>> {
-    let (dir, name) = crate::layout::object_name(id);
-    Ok(layout
-        .objects()?
-        .and_then(|o| o.sub(&dir).ok().flatten())
-        .and_then(|d| d.open_file(&name).ok().flatten()))
+/// For tests that build hostile stores: add the object whose canonical
+/// bytes are `canonical` (zstd-compressed, not checked) to the store at
+/// `store_root` ([`plant_stored`]); returns its id.
+#[cfg(any(test, feature = "testing"))]
+pub(crate) fn plant(store_root: &std::path::Path, canonical: &[u8]) -> ObjectId {
+    let id = ObjectId::of_canonical(canonical);
+    let stored = zstd::bulk::compress(canonical, 3).unwrap_or_default();
+    plant_stored(store_root, &id, &stored);
+    id
+}
+
+/// The sealed pack the planting helpers keep their records in, as its
+/// stem `pack-planted-<hex>`, if the store at `store_root` has one.
+#[cfg(any(test, feature = "testing"))]
+pub(crate) fn planted_stem(store_root: &std::path::Path) -> Option<String> {
+    std::fs::read_dir(store_root.join(crate::layout::PACKS))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().into_string().ok())
+        .find_map(|n| {
+            n.strip_suffix(".pack")
+                .filter(|s| s.starts_with("pack-planted-"))
+                .map(str::to_owned)
+        })
+}
+
+/// The records of the planted pack of the store at `store_root`: each
+/// object's id and stored bytes, in the pack's order.
+#[cfg(any(test, feature = "testing"))]
+pub(crate) fn planted(store_root: &std::path::Path) -> Vec<(ObjectId, Vec<u8>)> {
+    let Some(stem) = planted_stem(store_root) else {
+        return Vec::new();
+    };
+    let packs = store_root.join(crate::layout::PACKS);
+    let (pack_name, idx_name) = odb::sealed_names(&stem);
+    let bytes = std::fs::read(packs.join(&pack_name)).unwrap_or_default();
+    let idx = std::fs::read(packs.join(&idx_name)).unwrap_or_default();
+    let mut entries = pack::Idx::parse(&idx)
+        .map(|i| i.entries)
+        .unwrap_or_default();
+    entries.sort_by_key(|e| e.offset);
+    entries
+        .into_iter()
+        .filter_map(|e| {
+            let start = (e.offset + pack::RECORD_HEADER) as usize;
+            let rec = bytes.get(start..(e.offset + e.len) as usize)?;
+            Some((e.id, rec.to_vec()))
+        })
+        .collect()
+}
+
+/// Add a record of `stored` under `id` (whatever the bytes are) to the
+/// sealed pack `pack-planted-<hex>` of the store at `store_root`,
+/// rewritten under a new name with every record it held (one pack,
+/// however many objects are planted). Plain file writes: no lock, no
+/// sync.
+#[cfg(any(test, feature = "testing"))]
+pub(crate) fn plant_stored(store_root: &std::path::Path, id: &ObjectId, stored: &[u8]) {
+    plant_records(store_root, vec![(*id, stored.to_vec())]);
+}
+
+/// [`plant_stored`] of every record of `new` at once (one rewrite of the
+/// pack, however many there are).
+#[cfg(any(test, feature = "testing"))]
+pub(crate) fn plant_records(store_root: &std::path::Path, new: Vec<(ObjectId, Vec<u8>)>) {
+    let packs = store_root.join(crate::layout::PACKS);
+    let _ = std::fs::create_dir_all(&packs);
+    let old = planted_stem(store_root);
+    let mut records = planted(store_root);
+    let ids: std::collections::HashSet<ObjectId> = new.iter().map(|(i, _)| *i).collect();
+    records.retain(|(i, _)| !ids.contains(i));
+    records.extend(new);
+    let mut out = pack::file_header(FileKind::Sealed).to_vec();
+    let mut entries = Vec::new();
+    for (id, stored) in &records {
+        let rec = pack::encode_record(RecordType::Object, id, stored);
+        entries.push(IdxEntry {
+            id: *id,
+            offset: out.len() as u64,
+            len: rec.len() as u64,
+        });
+        out.extend_from_slice(&rec);
+    }
+    let idx = pack::encode_idx(&mut entries, blake3::hash(&out).as_bytes());
+    let stem = format!("pack-planted-{}", &blake3::hash(&idx).to_hex()[..32]);
+    let (pack_name, idx_name) = odb::sealed_names(&stem);
+    let _ = std::fs::write(packs.join(&idx_name), &idx);
+    let _ = std::fs::write(packs.join(&pack_name), &out);
+    if let Some(stem) = old.filter(|o| *o != stem) {
+        let (pack_name, idx_name) = odb::sealed_names(&stem);
+        let _ = std::fs::remove_file(packs.join(pack_name));
+        let _ = std::fs::remove_file(packs.join(idx_name));
+    }
 }

@@ -64,8 +64,8 @@ struct Records {
 }
 
 /// Every journal's and sealed pack's object records (an object's first
-/// copy only), and the loose objects' ids.
-fn all_records(layout: &odb::Odb) -> Result<(Vec<Records>, Vec<ObjectId>)> {
+/// copy only).
+fn all_records(layout: &odb::Odb) -> Result<Vec<Records>> {
     let mut files = Vec::new();
     for session in heads::list(layout)?.sessions {
         if let Some(v) = layout.index().journal(layout, &session)? {
@@ -100,12 +100,7 @@ fn all_records(layout: &odb::Odb) -> Result<(Vec<Records>, Vec<ObjectId>)> {
         f.records.sort_unstable_by_key(|r| std::cmp::Reverse(r.1));
         f.records.retain(|r| first.insert(r.0));
     }
-    let loose = crate::gc::object_files(layout)?
-        .objects
-        .into_iter()
-        .map(|(id, _, _)| id)
-        .collect();
-    Ok((files, loose))
+    Ok(files)
 }
 
 /// What a scan has seen so far, shared by its threads under one lock
@@ -280,7 +275,7 @@ pub fn scan_messages(store: &Store, f: &mut (dyn FnMut(&[u8]) + Send)) -> Result
     let Some(layout) = store.layout_for_gc()? else {
         return Ok(());
     };
-    let (files, loose) = all_records(layout)?;
+    let files = all_records(layout)?;
     let state = Mutex::new(Scan {
         f,
         read: HashSet::new(),
@@ -315,13 +310,6 @@ pub fn scan_messages(store: &Store, f: &mut (dyn FnMut(&[u8]) + Send)) -> Result
         for outcome in crate::par::parts(&workers, threads, |_| work()) {
             outcome?;
         }
-    }
-    for id in loose {
-        if !lock(&state).read.insert(id) {
-            continue;
-        }
-        let (kind, payload) = crate::read::loose(layout, &id, Cap::ANY)?;
-        object(&state, layout, &id, kind, payload)?;
     }
     // Blobs read before a node named them.
     let mut scan = lock(&state);

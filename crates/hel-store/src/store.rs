@@ -302,7 +302,8 @@ impl Store {
         }
     }
 
-    /// The store's format as its `format` file says (1: none; 0: no store).
+    /// The store's format as its `format` file says (0: no store, or one
+    /// being made).
     pub fn format(&self) -> u64 {
         self.inner.layout.get().map_or(0, |l| l.format())
     }
@@ -739,41 +740,20 @@ fn listed(layout: &Odb, id: SessionId, busy: bool) -> Option<SessionInfo> {
             return Some(SessionInfo::broken(id, busy, Some(head.id), e));
         }
     }
-    Some(match (head.commit, read) {
-        // The commit record says what a listing shows; the
-        // checkpoint, where it was saved.
-        (Some(c), read) => SessionInfo {
-            id,
-            busy,
-            head: Some(head.id),
-            updated_ms: c.time_ms,
-            checkpoints: c.summary.checkpoints,
-            messages: c.summary.messages,
-            instruction: c.summary.instruction,
-            cwd: read.ok().map(|cp| cp.cwd),
-            future: false,
-            broken: None,
-        },
-        (None, Ok(cp)) => SessionInfo {
-            id,
-            busy,
-            head: Some(head.id),
-            updated_ms: cp.created_at_ms,
-            checkpoints: cp.summary.checkpoints,
-            messages: cp.summary.messages,
-            instruction: cp.summary.instruction,
-            cwd: Some(cp.cwd),
-            future: false,
-            broken: None,
-        },
-        (None, Err(e)) => {
-            let e = Error::RefUnloadable {
-                path: layout.ref_path(id.as_str()),
-                checkpoint: head.id,
-                source: Box::new(e),
-            };
-            SessionInfo::broken(id, busy, Some(head.id), e)
-        }
+    // The commit record says what a listing shows; the checkpoint, where
+    // it was saved.
+    let c = head.commit;
+    Some(SessionInfo {
+        id,
+        busy,
+        head: Some(head.id),
+        updated_ms: c.time_ms,
+        checkpoints: c.summary.checkpoints,
+        messages: c.summary.messages,
+        instruction: c.summary.instruction,
+        cwd: read.ok().map(|cp| cp.cwd),
+        future: false,
+        broken: None,
     })
 }
 

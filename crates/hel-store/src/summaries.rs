@@ -105,8 +105,6 @@ pub(crate) struct Index {
     dirty: bool,
     /// The stamps read by the last lookup that found no fresh entry.
     seen: Option<Seen>,
-    /// False for stores whose heads are not refs (format 2 and older).
-    enabled: bool,
     /// The wall clock when this listing began, before any stamp was taken.
     start_ms: i128,
     /// The refs and journals are on a file system whose stamps may stand
@@ -142,14 +140,10 @@ impl Index {
             new: Vec::new(),
             dirty: false,
             seen: None,
-            enabled: layout.heads_are_refs(),
             // Before any stamp this listing takes.
             start_ms: crate::time::now_ms() as i128,
             local: false,
         };
-        if !index.enabled {
-            return index;
-        }
         let local = |d: crate::Result<Option<&crate::dir::Dir>>| match d {
             Ok(Some(d)) => d.keeps_change_times(),
             Ok(None) => true,
@@ -175,9 +169,6 @@ impl Index {
     /// listing takes them for many sessions at once (`par.rs`).
     pub fn probe(&self, layout: &Layout, session: &SessionId) -> Probe {
         let mut probe = Probe::default();
-        if !self.enabled {
-            return probe;
-        }
         // The journal's stamp before the ref's: what is read after both
         // (here or by the listing) is at least as new as they are.
         let journal = match layout.journals() {
@@ -210,9 +201,6 @@ impl Index {
         busy: bool,
     ) -> Option<SessionInfo> {
         self.seen = None;
-        if !self.enabled {
-            return None;
-        }
         let entry = self.old.remove(session);
         // Whatever becomes of it, the file no longer holds the same entries.
         let dropped = |index: &mut Index, had: bool| {
@@ -310,7 +298,7 @@ impl Index {
     /// (the next listing rebuilds what is missing).
     pub fn save(mut self, layout: &Layout) {
         // Entries of sessions that were not listed (deleted) are dropped.
-        if !self.enabled || (!self.dirty && self.old.is_empty()) {
+        if !self.dirty && self.old.is_empty() {
             return;
         }
         self.new.sort_by(|a, b| a.session.cmp(&b.session));
@@ -359,11 +347,8 @@ fn checksum(json: &[u8]) -> String {
 
 /// What fsck says of the index (None: absent, or sound): a damaged or
 /// unreadable index is reported, never trusted, and the next listing
-/// rebuilds it. Only format-3 stores have one.
+/// rebuilds it.
 pub(crate) fn check(layout: &Layout) -> Option<String> {
-    if !layout.heads_are_refs() {
-        return None;
-    }
     let path = layout.root().child_path(SUMMARIES);
     match layout.root().read_file(SUMMARIES, FILE_MAX) {
         Ok(None) => None,

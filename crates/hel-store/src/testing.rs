@@ -38,34 +38,108 @@ pub fn encode(kind: &str, payload: &[u8]) -> (ObjectId, Vec<u8>) {
     (ObjectId::of_canonical(&bytes), bytes)
 }
 
-/// Write `canonical` as a loose object under its id, as a store
-/// (hostile or not) would hold it; returns the id.
+/// Store `canonical` (not checked) under its id, as a store (hostile
+/// or not) could hold it: a record of one sealed pack that holds every
+/// object planted in this store (`pack-planted-<hex>`); returns the id.
 pub fn plant(store_root: &Path, canonical: &[u8]) -> ObjectId {
-    let id = ObjectId::of_canonical(canonical);
-    let path = object_path(store_root, &id);
-    if let Some(dir) = path.parent() {
-        let _ = std::fs::create_dir_all(dir);
-    }
-    let data = zstd::bulk::compress(canonical, 3).unwrap_or_default();
-    let _ = std::fs::write(&path, data);
-    id
+    crate::repack::plant(store_root, canonical)
 }
 
-pub fn object_path(store_root: &Path, id: &ObjectId) -> PathBuf {
-    let (dir, name) = crate::layout::object_name(id);
-    store_root.join(crate::layout::OBJECTS).join(dir).join(name)
+/// [`plant`] of every object of `canonicals` at once (one rewrite of
+/// the planted pack); returns their ids, in order.
+pub fn plant_all(store_root: &Path, canonicals: &[Vec<u8>]) -> Vec<ObjectId> {
+    let records: Vec<(ObjectId, Vec<u8>)> = canonicals
+        .iter()
+        .map(|c| {
+            let stored = zstd::bulk::compress(c, 3).unwrap_or_default();
+            (ObjectId::of_canonical(c), stored)
+        })
+        .collect();
+    let ids = records.iter().map(|(id, _)| *id).collect();
+    crate::repack::plant_records(store_root, records);
+    ids
+}
+
+/// Store a record of `stored` (compressed bytes, not checked) under
+/// `id`, in the pack [`plant`] keeps its objects in: bytes that are not
+/// what the name promises, as a hostile store could hold them.
+pub fn plant_stored(store_root: &Path, id: &ObjectId, stored: &[u8]) {
+    crate::repack::plant_stored(store_root, id, stored)
+}
+
+/// The stored bytes [`plant`] keeps for `id`, if it planted it.
+pub fn planted_bytes(store_root: &Path, id: &ObjectId) -> Option<Vec<u8>> {
+    crate::repack::planted(store_root)
+        .into_iter()
+        .find(|(i, _)| i == id)
+        .map(|(_, stored)| stored)
+}
+
+/// The pack [`plant`] keeps its objects in, if there is one.
+pub fn planted_pack(store_root: &Path) -> Option<PathBuf> {
+    let stem = crate::repack::planted_stem(store_root)?;
+    Some(
+        store_root
+            .join(crate::layout::PACKS)
+            .join(crate::odb::sealed_names(&stem).0),
+    )
+}
+
+/// Publish `head` as the head of session `session` of the store at
+/// `store_root`, whatever it is: the session's journal made with one
+/// commit record naming it (its summary the snapshot's when that
+/// parses, else empty), then its ref. As a store (hostile or not)
+/// could hold it; no lock, no lease.
+pub fn publish(store_root: &Path, session: &SessionId, head: &ObjectId) {
+    let project = store_root.parent().unwrap_or(store_root);
+    let summary = Store::open(project)
+        .ok()
+        .and_then(|s| {
+            let layout = s.layout_for_gc().ok()??;
+            let (_, payload) = crate::read::object(layout, head, crate::Cap::ANY).ok()?;
+            let v: serde_json::Value = serde_json::from_slice(&payload).ok()?;
+            serde_json::from_value::<crate::Summary>(v.get("summary")?.clone()).ok()
+        })
+        .unwrap_or_default();
+    let journals = store_root
+        .join(crate::layout::PACKS)
+        .join(crate::layout::JOURNALS);
+    let tmp = store_root.join(crate::layout::TMP);
+    let _ = std::fs::create_dir_all(&journals);
+    let _ = std::fs::create_dir_all(&tmp);
+    let (Ok(journals), Ok(tmp)) = (
+        crate::dir::Dir::open_path(&journals),
+        crate::dir::Dir::open_path(&tmp),
+    ) else {
+        return;
+    };
+    let _ = std::fs::remove_file(ref_path(store_root, session));
+    let _ = std::fs::remove_file(journals.path().join(crate::journal::journal_name(session)));
+    let _ = std::fs::remove_file(journals.path().join(crate::journal::jidx_name(session)));
+    let payload = crate::journal::CommitPayload {
+        deps: std::collections::BTreeSet::new(),
+        parent: None,
+        seq: 1,
+        session: session.clone(),
+        summary,
+        time_ms: 1_796_000_000_000,
+        why: "planted".into(),
+    };
+    if let Ok(mut w) =
+        crate::journal::Writer::open(&journals, &tmp, session, crate::journal::Rule::Ref(None))
+    {
+        let _ = w.commit(&[], *head, payload, || Ok(None));
+    }
+    let refs = ref_path(store_root, session);
+    if let Some(dir) = refs.parent() {
+        let _ = std::fs::create_dir_all(dir);
+    }
+    let _ = std::fs::write(refs, format!("{head}\n"));
 }
 
 pub fn ref_path(store_root: &Path, session: &SessionId) -> PathBuf {
     store_root
         .join(crate::layout::REFS)
-        .join(crate::layout::SESSIONS)
-        .join(session.as_str())
-}
-
-pub fn log_path(store_root: &Path, session: &SessionId) -> PathBuf {
-    store_root
-        .join(crate::layout::LOGS)
         .join(crate::layout::SESSIONS)
         .join(session.as_str())
 }
@@ -86,10 +160,7 @@ pub fn where_is(store: &Store, id: &ObjectId) -> String {
         return "no store".into();
     };
     match layout.index().locate(layout, id) {
-        Ok(Some(crate::odb::Found::Record { place, .. })) => {
-            place.display_path().display().to_string()
-        }
-        Ok(Some(crate::odb::Found::Loose)) => "loose".into(),
+        Ok(Some(crate::odb::Found { place, .. })) => place.display_path().display().to_string(),
         Ok(None) => "nowhere".into(),
         Err(e) => e.to_string(),
     }

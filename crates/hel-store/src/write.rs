@@ -6,7 +6,6 @@ use std::collections::{BTreeSet, HashSet};
 use crate::lock::Shared;
 use crate::object::{compress_canonical, encode, Cap, Kind};
 use crate::odb::{Found, Odb};
-use crate::snapshot::{spill_field, Spill};
 use crate::{journal, pack, Error, ObjectId, Result, SessionId};
 
 /// How small an object found in another session's journal may be and
@@ -82,16 +81,6 @@ impl<'a> Writer<'a> {
         Ok(id)
     }
 
-    /// `spill` as a checkpoint of this schema names it: an inline map
-    /// (read from a schema 1 or 2 checkpoint) stored as its blob, a blob
-    /// kept.
-    pub fn put_spill(&mut self, spill: Spill) -> Result<Spill> {
-        match spill {
-            Spill::Inline(map) => spill_field(&map, |bytes| self.put(Kind::Blob, bytes)),
-            blob => Ok(blob),
-        }
-    }
-
     fn push(&mut self, id: ObjectId, stored: Vec<u8>) {
         self.objects_written += 1;
         self.bytes_written += stored.len() as u64 + pack::RECORD_HEADER;
@@ -122,7 +111,7 @@ impl<'a> Writer<'a> {
     /// copy that verifies (once per process: a store that came with the
     /// repository could hold a corrupt file under the name of content every
     /// session writes), in this session's journal or one it depends on, a
-    /// sealed pack or a loose file, or another session's journal when the
+    /// sealed pack, or another session's journal when the
     /// object is large enough to be worth a dependency.
     fn can_share(&mut self, id: &ObjectId) -> Result<bool> {
         self.can_share_as(id, Sharing::Verified)
@@ -147,18 +136,15 @@ impl<'a> Writer<'a> {
         let found = self.layout.index().locate_open(self.layout, id)?;
         let owner = match &found {
             None => return Ok(false),
-            Some(Found::Loose) => None,
-            Some(Found::Record { len, .. }) => {
-                match self.layout.index().journal_of(id, &self.session) {
-                    Some(s) if s != self.session && !self.deps.contains(&s) => {
-                        if *len < SHARE_MIN && sharing == Sharing::Verified {
-                            return Ok(false);
-                        }
-                        Some(s)
+            Some(Found { len, .. }) => match self.layout.index().journal_of(id, &self.session) {
+                Some(s) if s != self.session && !self.deps.contains(&s) => {
+                    if *len < SHARE_MIN && sharing == Sharing::Verified {
+                        return Ok(false);
                     }
-                    _ => None,
+                    Some(s)
                 }
-            }
+                _ => None,
+            },
         };
         if sharing == Sharing::Verified && !self.layout.is_verified(id) {
             if crate::read::object(self.layout, id, Cap::ANY).is_err() {
@@ -183,17 +169,15 @@ impl<'a> Writer<'a> {
         payload: journal::CommitPayload,
         publish: impl FnOnce() -> Result<Option<Error>>,
     ) -> Result<(journal::Commit, Option<Error>)> {
-        if self.layout.records_dependents() {
-            // Durable before the ref can publish a head that names them:
-            // every dependency whose journal is there and whose record is
-            // not (the previous head's may be gone: a delete of that
-            // dependency removed them, and a session of its id came back
-            // since), and with a session's first head, that they are
-            // recorded.
-            let first = payload.parent.is_none();
-            if crate::dependents::record(self.layout, &self.session, &payload.deps, first)? {
-                crate::failpoint::kill("dependents-recorded");
-            }
+        // Durable before the ref can publish a head that names them:
+        // every dependency whose journal is there and whose record is
+        // not (the previous head's may be gone: a delete of that
+        // dependency removed them, and a session of its id came back
+        // since), and with a session's first head, that they are
+        // recorded.
+        let first = payload.parent.is_none();
+        if crate::dependents::record(self.layout, &self.session, &payload.deps, first)? {
+            crate::failpoint::kill("dependents-recorded");
         }
         let commit = journal.commit(&self.pending, head, payload, publish)?;
         self.pending.clear();
@@ -229,7 +213,6 @@ mod tests {
     use crate::dir::Dir;
     use crate::object::id_of;
     use crate::read::{object as read, of_kind as read_kind};
-    use std::fs;
 
     fn store() -> (tempfile::TempDir, Odb) {
         let dir = tempfile::tempdir().unwrap();
@@ -258,7 +241,7 @@ mod tests {
             layout.journals_create().unwrap(),
             layout.tmp_create().unwrap(),
             &sid,
-            journal::Rule::LastCommit,
+            journal::Rule::Ref(None),
         )
         .unwrap();
         layout.index().adopt(std::sync::Arc::clone(&jw.view));
@@ -272,11 +255,7 @@ mod tests {
 
     /// Write `canonical` compressed under its own id, as a hostile store would.
     fn plant(layout: &Odb, canonical: &[u8]) -> ObjectId {
-        let id = ObjectId::of_canonical(canonical);
-        let path = layout.loose_path(&id);
-        fs::create_dir_all(path.parent().unwrap()).unwrap();
-        fs::write(&path, zstd::bulk::compress(canonical, 3).unwrap()).unwrap();
-        id
+        crate::repack::plant(layout.root().path(), canonical)
     }
 
     #[test]
@@ -311,52 +290,6 @@ mod tests {
         let (_, first) = put_all(&layout, &[(Kind::Blob, &big)]);
         let (_, second) = put_all(&layout, &[(Kind::Blob, &big)]);
         assert_eq!((first, second), (1, 0));
-    }
-
-    #[test]
-    fn loose_corruption_is_reported_with_id_and_path() {
-        let (_d, layout) = store();
-        let (_, canonical) = encode(Kind::Blob, &vec![7u8; 10_000]);
-        let id = plant(&layout, &canonical);
-        let path = layout.loose_path(&id);
-        let good = fs::read(&path).unwrap();
-
-        // Flipped byte.
-        let mut bad = good.clone();
-        let mid = bad.len() / 2;
-        bad[mid] ^= 0x55;
-        fs::write(&path, &bad).unwrap();
-        let err = read(&layout, &id, Cap::ANY).unwrap_err();
-        assert!(
-            matches!(&err, Error::Corrupt { id: i, path: p, .. } if *i == id && *p == path),
-            "{err}"
-        );
-
-        // Truncated.
-        fs::write(&path, &good[..good.len() - 3]).unwrap();
-        assert!(matches!(
-            read(&layout, &id, Cap::ANY),
-            Err(Error::Corrupt { .. })
-        ));
-
-        // Another object's content under this name.
-        let (_, other) = encode(Kind::Blob, b"other");
-        fs::write(&path, zstd::bulk::compress(&other, 3).unwrap()).unwrap();
-        let err = read(&layout, &id, Cap::ANY).unwrap_err();
-        assert!(err.to_string().contains("does not match its id"), "{err}");
-
-        // A link in its place.
-        fs::remove_file(&path).unwrap();
-        std::os::unix::fs::symlink("/etc/passwd", &path).unwrap();
-        let err = read(&layout, &id, Cap::ANY).unwrap_err();
-        assert!(err.to_string().contains("symbolic link"), "{err}");
-
-        // Deleted.
-        fs::remove_file(&path).unwrap();
-        assert!(matches!(
-            read(&layout, &id, Cap::ANY),
-            Err(Error::Missing { .. })
-        ));
     }
 
     /// objects-spec/vectors.json, `refused`: a header whose length is not

@@ -69,7 +69,7 @@ fn node_payload() -> Vec<u8> {
 fn snapshot_payload() -> Vec<u8> {
     let id = ObjectId::of_canonical(b"c").to_hex();
     canonical::to_vec(&json!({
-        "schema_version": 1,
+        "schema_version": 3,
         "session_id": "0c9e6f1a-1b2c-4d3e-8f40-123456789abc",
         "parents": [],
         "created_at": "1970-01-01T00:00:00.001Z",
@@ -79,7 +79,8 @@ fn snapshot_payload() -> Vec<u8> {
         "meter": null,
         "cursors": id,
         "messages": {"root": id, "count": 2},
-        "spill": {"a": {"blob": id, "size": 3}},
+        "spill": id,
+        "record": "answer",
         "summary": {"messages": 2, "checkpoints": 1, "instruction": "i", "input_tokens": 0, "output_tokens": 0},
     }))
 }

@@ -414,7 +414,7 @@ asks before removing anything (--yes does not ask). Every undo is recorded first
         /// Only report what would be reclaimed.
         #[arg(long)]
         dry_run: bool,
-        /// Also move loose objects and small packs into one pack.
+        /// Also move every sealed pack into one pack.
         #[arg(long, conflicts_with = "dry_run")]
         repack: bool,
         /// Collect the packs no ref of this remote names instead (two-phase: see README).

@@ -132,7 +132,7 @@ impl Damage for hel_store::Error {
             | E::TreeTooLarge { .. }
             | E::DamagedRecord { .. }
             | E::JournalFault { .. }
-            | E::StubMissing { .. }
+            | E::RefsMissing { .. }
             | E::DependentsRecordMissing { .. }
             | E::RefUnloadable { .. } => true,
             E::Name(n) => n.damaged(),
@@ -151,6 +151,8 @@ impl Damage for hel_store::Error {
             | E::NewerJournal { .. }
             | E::NewerPack { .. }
             | E::NewerStore { .. }
+            | E::OlderStore { .. }
+            | E::UnknownFormat { .. }
             | E::Upgrade(_)
             | E::Internal(_) => false,
         }

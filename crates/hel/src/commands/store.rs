@@ -1,6 +1,6 @@
 //! `hel gc` and `hel fsck`.
 
-use hel_store::{Store, UpgradeError};
+use hel_store::Store;
 
 use super::report::{project, say};
 use crate::exit::Exit;
@@ -46,27 +46,7 @@ pub fn gc(dry_run: bool, repack: bool) -> Result<u8, Exit> {
 }
 
 pub fn fsck() -> Result<u8, Exit> {
-    let dir = project()?;
-    let store = match Store::open(&dir) {
-        Ok(store) => store,
-        // A store the upgrade refused is checked as it is, by its own
-        // format's rules: the refusal sends the user here.
-        Err(hel_store::Error::Upgrade(why)) => {
-            let store = hel_store::fsck::open_in_place(&dir)?;
-            let found = store.format();
-            match *why {
-                UpgradeError::Busy { session, .. } => say!(
-                    "note: this store of format {found} is not upgraded while session {session} is in use; checked in place by format {found}'s rules"
-                ),
-                UpgradeError::Failed { .. } => say!(
-                    "note: this store of format {found} cannot be upgraded to format {} until its faults are fixed; checked in place by format {found}'s rules",
-                    hel_store::FORMAT_VERSION
-                ),
-            }
-            store
-        }
-        Err(e) => return Err(e.into()),
-    };
+    let store = Store::open(&project()?)?;
     let r = hel_store::fsck::fsck(&store)?;
     say!(
         "checked {} ({}) and {}",
