@@ -470,7 +470,12 @@ impl Run<'_, '_> {
         let (dir, name) = split(path);
         let parent = open_dir(self.project, dir)?;
         unchanged(&parent, name, expect)?;
-        let Some(Temp { name: temp, dev, ino }) = temp else {
+        let Some(Temp {
+            name: temp,
+            dev,
+            ino,
+        }) = temp
+        else {
             return Err(Skip::BadPlan("no content was prepared"));
         };
         if hel_fs::failpoint::hit("restore-rename") {
@@ -519,7 +524,12 @@ impl Run<'_, '_> {
         }
     }
 
-    fn set_dir_mode(&mut self, path: &[u8], target: &Item, expect: &FileStat) -> Result<FileStat, Skip> {
+    fn set_dir_mode(
+        &mut self,
+        path: &[u8],
+        target: &Item,
+        expect: &FileStat,
+    ) -> Result<FileStat, Skip> {
         let (dir, name) = split(path);
         let parent = open_dir(self.project, dir)?;
         let fd = match hel_fs::at::open_dir(&parent, name) {
@@ -540,7 +550,9 @@ impl Run<'_, '_> {
         rustix::fs::fchmod(&fd, Mode::from_raw_mode(u32::from(target.mode)))
             .map_err(fail("set its permission bits"))?;
         self.syncs.note(&parent, dir);
-        Ok(FileStat::of(&rustix::fs::fstat(&fd).map_err(fail("stat the directory"))?))
+        Ok(FileStat::of(
+            &rustix::fs::fstat(&fd).map_err(fail("stat the directory"))?,
+        ))
     }
 }
 

@@ -168,7 +168,6 @@ pub struct Plan<'a> {
     pub watch: Option<&'a crate::watch::Walking<'a>>,
 }
 
-
 /// The ignore rules of one directory, and its parent's.
 struct Rules {
     gitignore: Option<Gitignore>,
@@ -688,7 +687,12 @@ fn open(
 /// The listing is bounded as it is read: past the paths and bytes the
 /// walk may still take it is not read further (a directory of millions of
 /// names is not kept whole in memory first).
-fn read_names(fd: BorrowedFd<'_>, rel: &[u8], ctx: &Ctx<'_>, scratch: &mut Scratch) -> Result<(), Listed> {
+fn read_names(
+    fd: BorrowedFd<'_>,
+    rel: &[u8],
+    ctx: &Ctx<'_>,
+    scratch: &mut Scratch,
+) -> Result<(), Listed> {
     let Scratch {
         dirents,
         names,
@@ -794,7 +798,9 @@ impl Entries {
     ) -> Result<(), Listed> {
         let rel = join(rel, name);
         if rel.len() > PATH_MAX {
-            return Err(Listed::NotRead(NotRead::Unrecordable("a path over 4095 bytes")));
+            return Err(Listed::NotRead(NotRead::Unrecordable(
+                "a path over 4095 bytes",
+            )));
         }
         if depth + 1 >= DEPTH_MAX {
             return Err(Listed::NotRead(NotRead::Unrecordable(
