@@ -98,7 +98,7 @@ const KNOWN_LONG: &[(&str, &str, &str, usize)] = &[
 
 /// `src` with comments, string and char literals blanked (newlines kept,
 /// so offsets keep their line numbers).
-pub fn blank(src: &str) -> Vec<u8> {
+fn blank(src: &str) -> Vec<u8> {
     let b = src.as_bytes();
     let mut out = b.to_vec();
     let mut i = 0;
@@ -316,13 +316,13 @@ struct UseEntry {
 /// What a file declares and names, each with its module (the file's own,
 /// or an inline module inside it) and offset.
 #[derive(Debug, Default)]
-pub struct FileFacts {
+struct FileFacts {
     /// `mod x;` and `mod x { .. }` declarations: (module, child, inline).
     mods: Vec<(ModPath, String, bool)>,
     /// `use` items: (module, public, entry, offset).
     uses: Vec<(ModPath, bool, UseEntry, usize)>,
     /// Paths of two or more segments in code: (module, segments, offset).
-    pub paths: Vec<(ModPath, Vec<String>, usize)>,
+    paths: Vec<(ModPath, Vec<String>, usize)>,
     /// Identifiers outside `use` items, with their first offset per module.
     idents: BTreeMap<(ModPath, String), usize>,
     /// `macro_rules!` definitions.
@@ -502,16 +502,16 @@ struct Module {
     /// The file it is written in (relative to the crate directory).
     file: String,
     children: BTreeSet<String>,
-    /// Its `use` items: name -> (path as written). The public ones are
-    /// re-exports that paths through this module follow.
-    uses: BTreeMap<String, (bool, Vec<String>)>,
+    /// The names its `use` items bring in, each with its path as written.
+    /// A path through a name the crate root re-exports follows it there.
+    uses: BTreeMap<String, Vec<String>>,
 }
 
 /// One crate target's modules and files.
-pub struct CrateGraph {
+struct CrateGraph {
     modules: BTreeMap<ModPath, Module>,
     /// Per file (relative to the crate directory): its facts.
-    pub files: BTreeMap<String, FileFacts>,
+    files: BTreeMap<String, FileFacts>,
     /// Per file: its code, blanked, for line numbers.
     code: BTreeMap<String, Vec<u8>>,
     /// The macros defined (`macro_rules!`), each with its file's module.
@@ -548,7 +548,7 @@ fn child_file(
 }
 
 /// Read the crate target whose root is `root` (relative to `crate_dir`).
-pub fn read_crate(crate_dir: &Path, root: &str) -> CrateGraph {
+fn read_crate(crate_dir: &Path, root: &str) -> CrateGraph {
     let mut g = CrateGraph {
         modules: BTreeMap::new(),
         files: BTreeMap::new(),
@@ -577,13 +577,13 @@ pub fn read_crate(crate_dir: &Path, root: &str) -> CrateGraph {
                 todo.push((path, child));
             }
         }
-        for (in_mod, public, e, _) in &f.uses {
+        for (in_mod, _, e, _) in &f.uses {
             if let Some(name) = &e.name {
                 g.modules
                     .entry(in_mod.clone())
                     .or_default()
                     .uses
-                    .insert(name.clone(), (*public, e.path.clone()));
+                    .insert(name.clone(), e.path.clone());
             }
         }
         for m in &f.macros_defined {
@@ -636,7 +636,7 @@ impl CrateGraph {
                     m.push(first.to_owned());
                     rest = &segs[1..];
                     m
-                } else if let Some((_, path)) = here.uses.get(first) {
+                } else if let Some(path) = here.uses.get(first) {
                     let mut full = path.clone();
                     full.extend(segs[1..].iter().cloned());
                     return self.resolve(scope, &full, hops + 1);
@@ -660,7 +660,7 @@ impl CrateGraph {
                     return Target::Item(home.clone());
                 }
             }
-            if let Some((_, path)) = m.uses.get(seg).filter(|_| cur.is_empty()) {
+            if let Some(path) = m.uses.get(seg).filter(|_| cur.is_empty()) {
                 let mut full = path.clone();
                 full.extend(rest[k + 1..].iter().cloned());
                 // Another crate's item the root re-exports: that crate's.
@@ -680,7 +680,7 @@ impl CrateGraph {
     }
 
     /// The import graph between files: for each edge, its first place.
-    pub fn imports(&self) -> Graph {
+    fn imports(&self) -> Graph {
         let mut g = Graph::new();
         let mut defined_in: BTreeMap<&str, &str> = BTreeMap::new();
         for (file, f) in &self.files {
@@ -755,7 +755,7 @@ type Graph = BTreeMap<String, BTreeMap<String, String>>;
 
 /// The strongly connected components of `g` with more than one file
 /// (Tarjan's, iterative over an explicit stack).
-pub fn cycles(g: &Graph) -> Vec<Vec<String>> {
+fn cycles(g: &Graph) -> Vec<Vec<String>> {
     let names: Vec<&String> = g.keys().collect();
     let index_of: BTreeMap<&String, usize> =
         names.iter().enumerate().map(|(i, n)| (*n, i)).collect();
@@ -821,7 +821,7 @@ pub fn cycles(g: &Graph) -> Vec<Vec<String>> {
 }
 
 /// Each circle with its edges, one place each.
-pub fn report(label: &str, g: &Graph, found: &[Vec<String>]) -> String {
+fn report(label: &str, g: &Graph, found: &[Vec<String>]) -> String {
     let mut s = String::new();
     for scc in found {
         s += &format!(
@@ -842,7 +842,7 @@ pub fn report(label: &str, g: &Graph, found: &[Vec<String>]) -> String {
 
 /// The functions of blanked `code` longer than `max` lines: (line of the
 /// `fn`, name, length).
-pub fn long_functions(code: &[u8], max: usize) -> Vec<(usize, String, usize)> {
+fn long_functions(code: &[u8], max: usize) -> Vec<(usize, String, usize)> {
     let toks = tokens(code);
     let line = |at: usize| code[..at].iter().filter(|&&c| c == b'\n').count() + 1;
     let mut out = Vec::new();
