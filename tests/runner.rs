@@ -25,6 +25,7 @@ mod t_resume;
 mod t_sandbox;
 mod t_sessions;
 mod t_stream;
+mod t_structure;
 mod t_tools;
 mod t_transcripts;
 mod t_undo_safety;

@@ -5,6 +5,7 @@
 
 pub mod carry;
 pub mod chart;
+pub mod measure;
 pub mod packs;
 pub mod run;
 pub mod stores;

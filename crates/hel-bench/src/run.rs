@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::carry::Carried;
+use crate::measure::{disk_usage, median};
 use serde::Serialize;
 use serde_json::{json, Value};
 
@@ -431,42 +432,8 @@ fn percentile(times: &[Duration], p: f64) -> u64 {
     v[((v.len() - 1) as f64 * p).round() as usize]
 }
 
-/// The median of `v` (the upper one of an even count).
-pub fn median(mut v: Vec<f64>) -> f64 {
-    if v.is_empty() {
-        return 0.0;
-    }
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
-}
-
-/// Sum of file lengths, and of the blocks allocated to every file and
-/// directory, under `dir` (not `dir` itself: every store's root is a
-/// directory; hel's `.hel/` and each `sessions/<id>/` under it count).
-pub fn disk_usage(dir: &Path) -> (u64, u64) {
-    use std::os::unix::fs::MetadataExt;
-    let (mut apparent, mut allocated) = (0, 0);
-    let mut stack = vec![dir.to_owned()];
-    while let Some(d) = stack.pop() {
-        let Ok(entries) = fs::read_dir(&d) else {
-            continue;
-        };
-        for e in entries.flatten() {
-            let Ok(m) = e.metadata() else { continue };
-            if m.is_dir() {
-                allocated += m.blocks() * 512;
-                stack.push(e.path());
-            } else {
-                apparent += m.len();
-                allocated += m.blocks() * 512;
-            }
-        }
-    }
-    (apparent, allocated)
 }
 
 /// One resume: time in ms, peak RSS in bytes, messages; in a child process

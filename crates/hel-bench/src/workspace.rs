@@ -26,7 +26,7 @@ use hel_workspace::{Flat, Options, Prev, Workspace};
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use crate::run::{disk_usage, median};
+use crate::measure::{disk_usage, median};
 use crate::workload::{self, Rng};
 
 /// The shape of the generated project and how often each figure is taken.

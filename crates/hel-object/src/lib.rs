@@ -20,7 +20,7 @@
 //! - `tree`: workspace trees, parsed and validated, and the bounded
 //!   count of what a root tree flattens to ([`tree::Extents`]).
 //!
-//! In layers (checked by hel-store's `tests/module_cycles.rs`): `id`,
+//! In layers (checked by the workspace's `tests/t_structure.rs`): `id`,
 //! `canonical`, `time` and `format` import nothing of the crate; `message`
 //! and `object` only those; `list`, `session`, `snapshot` and `tree` any of
 //! them.

@@ -27,7 +27,7 @@
 //! writer per session) and its [`Checkpoint`]s are read back whole.
 //!
 //! The modules are layers: each imports only the layers below it (checked
-//! by `tests/module_cycles.rs`, which reads the sources):
+//! by the workspace's `tests/t_structure.rs`, which reads the sources):
 //!
 //! 0. The hel-object crate, without I/O: ids, canonical JSON, time, the
 //!    format's constants, messages, the object codec (kinds, caps, encode,

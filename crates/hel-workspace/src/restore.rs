@@ -237,34 +237,87 @@ pub fn apply(
     })?;
     remove_stale(&tmp);
 
-    let mut ops: Vec<Op> = changes.iter().map(Op::plan).collect();
-    // One change per path: a second one for the same path is refused.
-    let mut by_path: Vec<usize> = (0..ops.len()).collect();
-    by_path.sort_by(|&a, &b| changes[a].path.cmp(&changes[b].path).then(a.cmp(&b)));
-    for w in by_path.windows(2) {
-        if changes[w[0]].path == changes[w[1]].path {
-            ops[w[1]].skip = Some(Skip::BadPlan("the path is listed twice"));
-        }
-    }
-
+    let order = Order::of(changes);
+    let mut ops = plan(changes, &order);
     let mut temps = Temps {
         dir: &tmp,
         live: Vec::new(),
     };
-    // Shallowest first, then by path: the order creations happen in.
-    let mut creation: Vec<usize> = by_path.clone();
-    creation.sort_by_key(|&i| (depth(&changes[i].path), &changes[i].path));
-    let mut removal: Vec<usize> = by_path.clone();
-    removal.sort_by_key(|&i| (std::cmp::Reverse(depth(&changes[i].path)), &changes[i].path));
-
+    let mut syncs = Syncs::default();
+    let mut run = Run {
+        project,
+        changes,
+        ops: &mut ops,
+        syncs: &mut syncs,
+    };
     // 1. Temporaries: all of them written before anything else changes.
-    for &i in &creation {
-        let op = &mut ops[i];
+    stage(store, &mut run, &order.creation, &mut temps, &tmp_path)?;
+    // 2. Removals, deepest first.
+    run.remove(&order.removal);
+    // 3. Creations and updates, shallowest first.
+    run.create(&order.creation, &mut temps);
+    // 4. Directory permission bits, deepest first.
+    run.set_dir_modes(&order.removal);
+    let applied = outcome(changes, &order.by_path, &ops);
+    drop(temps);
+    // 5. Durable: one syncfs per filesystem touched.
+    make_durable(&syncs, applied)
+}
+
+/// The orders a restore visits its changes in (indices into the plan).
+struct Order {
+    /// By path (and plan order for a path listed twice).
+    by_path: Vec<usize>,
+    /// Shallowest first, then by path: the order creations happen in.
+    creation: Vec<usize>,
+    /// Deepest first, then by path: removals and directory bits.
+    removal: Vec<usize>,
+}
+
+impl Order {
+    fn of(changes: &[Change]) -> Order {
+        let mut by_path: Vec<usize> = (0..changes.len()).collect();
+        by_path.sort_by(|&a, &b| changes[a].path.cmp(&changes[b].path).then(a.cmp(&b)));
+        let mut creation = by_path.clone();
+        creation.sort_by_key(|&i| (depth(&changes[i].path), &changes[i].path));
+        let mut removal = by_path.clone();
+        removal.sort_by_key(|&i| (std::cmp::Reverse(depth(&changes[i].path)), &changes[i].path));
+        Order {
+            by_path,
+            creation,
+            removal,
+        }
+    }
+}
+
+/// Each change's [`Op`]; a second change of one path is refused.
+fn plan(changes: &[Change], order: &Order) -> Vec<Op> {
+    let mut ops: Vec<Op> = changes.iter().map(Op::plan).collect();
+    for w in order.by_path.windows(2) {
+        if changes[w[0]].path == changes[w[1]].path {
+            ops[w[1]].skip = Some(Skip::BadPlan("the path is listed twice"));
+        }
+    }
+    ops
+}
+
+/// Step 1: every new file's and symlink's content read from `store`,
+/// checked and written to a temporary, then synced. A store error stops
+/// the restore before anything in the project changed.
+fn stage(
+    store: &Store,
+    run: &mut Run<'_, '_>,
+    creation: &[usize],
+    temps: &mut Temps<'_>,
+    tmp_path: &std::path::Path,
+) -> Result<(), RestoreError> {
+    for &i in creation {
+        let op = &mut run.ops[i];
         let Some(target) = op.create else { continue };
         if op.skip.is_some() || target.kind == EntryKind::Dir {
             continue;
         }
-        let path = &changes[i].path;
+        let path = &run.changes[i].path;
         let bytes =
             hel_store::workspace::read_blob(store, &target.id, Cap::FILE).map_err(|source| {
                 RestoreError::Blob {
@@ -292,164 +345,221 @@ pub fn apply(
         op.temp = Some(made);
     }
     if !temps.live.is_empty() {
-        rustix::fs::syncfs(&tmp).map_err(|e| RestoreError::Temp {
-            path: tmp_path.clone(),
+        rustix::fs::syncfs(temps.dir).map_err(|e| RestoreError::Temp {
+            path: tmp_path.to_path_buf(),
             op: "sync the temporary files",
             source: e.into(),
         })?;
     }
+    Ok(())
+}
 
-    let mut syncs = Syncs::default();
+/// Steps 2 to 4: the changes to the project, each path checked right
+/// before it is touched; what fails is recorded in its [`Op`].
+struct Run<'a, 'c> {
+    project: BorrowedFd<'a>,
+    changes: &'c [Change],
+    ops: &'c mut [Op],
+    syncs: &'c mut Syncs,
+}
 
-    // 2. Removals, deepest first.
-    for &i in &removal {
-        let op = &mut ops[i];
-        if op.skip.is_some() || !op.remove {
-            continue;
-        }
-        let change = &changes[i];
-        let (dir, name) = split(&change.path);
-        let step = (|| {
-            let parent = open_dir(project, dir)?;
-            unchanged(&parent, name, change.stat.as_ref())?;
-            let is_dir = change.stat.is_some_and(|s| s.is_dir());
-            let flags = if is_dir {
-                AtFlags::REMOVEDIR
-            } else {
-                AtFlags::empty()
-            };
-            match rustix::fs::unlinkat(&parent, name, flags) {
-                Ok(()) => {}
-                Err(Errno::NOTEMPTY | Errno::EXIST) if is_dir => return Err(Skip::NotEmpty),
-                Err(errno) => {
-                    let op = if is_dir {
-                        "remove the directory"
-                    } else {
-                        "remove it"
-                    };
-                    return Err(Skip::Failed { op, errno });
-                }
+impl Run<'_, '_> {
+    /// Step 2: the old entries that must go, deepest first.
+    fn remove(&mut self, removal: &[usize]) {
+        let changes = self.changes;
+        for &i in removal {
+            if self.ops[i].skip.is_some() || !self.ops[i].remove {
+                continue;
             }
-            syncs.note(&parent, dir);
-            Ok(())
-        })();
-        match step {
-            Ok(()) => op.removed = true,
-            Err(s) => op.skip = Some(s),
+            match self.remove_one(&changes[i]) {
+                Ok(()) => self.ops[i].removed = true,
+                Err(s) => self.ops[i].skip = Some(s),
+            }
         }
     }
 
-    // 3. Creations and updates, shallowest first.
-    for &i in &creation {
-        let op = &mut ops[i];
-        let Some(target) = op.create else { continue };
-        if op.skip.is_some() || op.dir_mode {
-            continue;
-        }
-        let change = &changes[i];
+    fn remove_one(&mut self, change: &Change) -> Result<(), Skip> {
         let (dir, name) = split(&change.path);
-        // What must be there: nothing when this restore removed it.
-        let expect = if op.remove {
-            None
+        let parent = open_dir(self.project, dir)?;
+        unchanged(&parent, name, change.stat.as_ref())?;
+        let is_dir = change.stat.is_some_and(|s| s.is_dir());
+        let flags = if is_dir {
+            AtFlags::REMOVEDIR
         } else {
-            change.stat.as_ref()
+            AtFlags::empty()
         };
-        let step = (|| {
-            let parent = open_dir(project, dir)?;
-            unchanged(&parent, name, expect)?;
-            if target.kind == EntryKind::Dir {
-                // Owner-only until step 4 sets its bits, so that it can be
-                // filled whatever they are.
-                match rustix::fs::mkdirat(&parent, name, Mode::from_raw_mode(0o700)) {
-                    Ok(()) => {}
-                    Err(Errno::EXIST) => return Err(Skip::Changed),
-                    Err(errno) => {
-                        return Err(Skip::Failed {
-                            op: "create the directory",
-                            errno,
-                        })
-                    }
-                }
-                syncs.note(&parent, dir);
-                let st = lstat(&parent, name)?;
-                return Ok(Made::Dir(st.ok_or(Skip::Changed)?));
+        match rustix::fs::unlinkat(&parent, name, flags) {
+            Ok(()) => {}
+            Err(Errno::NOTEMPTY | Errno::EXIST) if is_dir => return Err(Skip::NotEmpty),
+            Err(errno) => {
+                let op = if is_dir {
+                    "remove the directory"
+                } else {
+                    "remove it"
+                };
+                return Err(Skip::Failed { op, errno });
             }
-            let Some(t) = op.temp.as_ref() else {
-                return Err(Skip::BadPlan("no content was prepared"));
+        }
+        self.syncs.note(&parent, dir);
+        Ok(())
+    }
+
+    /// Step 3: directories made and temporaries renamed into place,
+    /// shallowest first.
+    fn create(&mut self, creation: &[usize], temps: &mut Temps<'_>) {
+        let changes = self.changes;
+        for &i in creation {
+            let op = &self.ops[i];
+            let Some(target) = op.create else { continue };
+            if op.skip.is_some() || op.dir_mode {
+                continue;
+            }
+            let change = &changes[i];
+            // What must be there: nothing when this restore removed it.
+            let expect = if op.remove {
+                None
+            } else {
+                change.stat.as_ref()
             };
-            if hel_fs::failpoint::hit("restore-rename") {
-                die();
+            // Renamed into place or not, no later step needs it.
+            let temp = self.ops[i].temp.take();
+            let made = if target.kind == EntryKind::Dir {
+                self.make_dir(&change.path, expect)
+            } else {
+                self.move_into_place(&change.path, &target, expect, temp, temps)
+            };
+            let op = &mut self.ops[i];
+            match made {
+                Ok(Made::Dir(st)) => op.made_dir = Some(st),
+                Ok(Made::Entry(st)) => op.done = Some((Some(target), st)),
+                Err(s) => op.skip = Some(s),
             }
-            let moved = rename(&tmp, &t.name, &parent, name, expect.is_none());
-            match moved {
-                Ok(()) => temps.gone(&t.name),
-                Err(Errno::EXIST) => return Err(Skip::Changed),
-                Err(Errno::XDEV) => {
-                    beside(&tmp, &t.name, &target, &parent, name, expect.is_none())?;
-                }
-                Err(errno) => {
-                    return Err(Skip::Failed {
-                        op: "move the new content into place",
-                        errno,
-                    })
-                }
-            }
-            syncs.note(&parent, dir);
-            // The stat cache may trust only what shows the inode written.
-            let st = lstat(&parent, name).ok().flatten();
-            Ok(Made::Entry(st.filter(|s| (s.dev, s.ino) == (t.dev, t.ino))))
-        })();
-        match step {
-            Ok(Made::Dir(st)) => op.made_dir = Some(st),
-            Ok(Made::Entry(st)) => op.done = Some((Some(target), st)),
-            Err(s) => op.skip = Some(s),
         }
     }
 
-    // 4. Directory permission bits, deepest first.
-    for &i in &removal {
-        let op = &mut ops[i];
-        let Some(target) = op.create else { continue };
-        if op.skip.is_some() || target.kind != EntryKind::Dir {
-            continue;
-        }
-        let expect = match (op.made_dir, changes[i].stat) {
-            (Some(made), _) => made,
-            (None, Some(st)) if op.dir_mode => st,
-            _ => continue,
-        };
-        let (dir, name) = split(&changes[i].path);
-        let step = (|| {
-            let parent = open_dir(project, dir)?;
-            let fd = match hel_fs::at::open_dir(&parent, name) {
-                Ok(fd) => fd,
-                Err(Errno::NOENT | Errno::LOOP | Errno::NOTDIR) => return Err(Skip::Changed),
-                Err(errno) => {
-                    return Err(Skip::Failed {
-                        op: "open the directory",
-                        errno,
-                    })
-                }
-            };
-            let fail = |op| move |errno| Skip::Failed { op, errno };
-            let st = FileStat::of(&rustix::fs::fstat(&fd).map_err(fail("stat the directory"))?);
-            if !same_dir(&st, &expect) {
-                return Err(Skip::Changed);
+    fn make_dir(&mut self, path: &[u8], expect: Option<&FileStat>) -> Result<Made, Skip> {
+        let (dir, name) = split(path);
+        let parent = open_dir(self.project, dir)?;
+        unchanged(&parent, name, expect)?;
+        // Owner-only until step 4 sets its bits, so that it can be filled
+        // whatever they are.
+        match rustix::fs::mkdirat(&parent, name, Mode::from_raw_mode(0o700)) {
+            Ok(()) => {}
+            Err(Errno::EXIST) => return Err(Skip::Changed),
+            Err(errno) => {
+                return Err(Skip::Failed {
+                    op: "create the directory",
+                    errno,
+                })
             }
-            rustix::fs::fchmod(&fd, Mode::from_raw_mode(u32::from(target.mode)))
-                .map_err(fail("set its permission bits"))?;
-            syncs.note(&parent, dir);
-            let st = FileStat::of(&rustix::fs::fstat(&fd).map_err(fail("stat the directory"))?);
-            Ok(st)
-        })();
-        match step {
-            Ok(st) => op.done = Some((Some(target), Some(st))),
-            Err(s) => op.skip = Some(s),
+        }
+        self.syncs.note(&parent, dir);
+        let st = lstat(&parent, name)?;
+        Ok(Made::Dir(st.ok_or(Skip::Changed)?))
+    }
+
+    /// Rename the temporary `temp` to `path`.
+    fn move_into_place(
+        &mut self,
+        path: &[u8],
+        target: &Item,
+        expect: Option<&FileStat>,
+        temp: Option<Temp>,
+        temps: &mut Temps<'_>,
+    ) -> Result<Made, Skip> {
+        let (dir, name) = split(path);
+        let parent = open_dir(self.project, dir)?;
+        unchanged(&parent, name, expect)?;
+        let Some(Temp {
+            name: temp,
+            dev,
+            ino,
+        }) = temp
+        else {
+            return Err(Skip::BadPlan("no content was prepared"));
+        };
+        if hel_fs::failpoint::hit("restore-rename") {
+            die();
+        }
+        match rename(temps.dir, &temp, &parent, name, expect.is_none()) {
+            Ok(()) => temps.gone(&temp),
+            Err(Errno::EXIST) => return Err(Skip::Changed),
+            Err(Errno::XDEV) => {
+                beside(temps.dir, &temp, target, &parent, name, expect.is_none())?;
+            }
+            Err(errno) => {
+                return Err(Skip::Failed {
+                    op: "move the new content into place",
+                    errno,
+                })
+            }
+        }
+        self.syncs.note(&parent, dir);
+        // The stat cache may trust only what shows the inode written.
+        let st = lstat(&parent, name).ok().flatten();
+        Ok(Made::Entry(st.filter(|s| (s.dev, s.ino) == (dev, ino))))
+    }
+
+    /// Step 4: the permission bits of the directories made or kept,
+    /// deepest first.
+    fn set_dir_modes(&mut self, removal: &[usize]) {
+        let changes = self.changes;
+        for &i in removal {
+            let op = &self.ops[i];
+            let Some(target) = op.create else { continue };
+            if op.skip.is_some() || target.kind != EntryKind::Dir {
+                continue;
+            }
+            let expect = match (op.made_dir, changes[i].stat) {
+                (Some(made), _) => made,
+                (None, Some(st)) if op.dir_mode => st,
+                _ => continue,
+            };
+            let set = self.set_dir_mode(&changes[i].path, &target, &expect);
+            let op = &mut self.ops[i];
+            match set {
+                Ok(st) => op.done = Some((Some(target), Some(st))),
+                Err(s) => op.skip = Some(s),
+            }
         }
     }
 
+    fn set_dir_mode(
+        &mut self,
+        path: &[u8],
+        target: &Item,
+        expect: &FileStat,
+    ) -> Result<FileStat, Skip> {
+        let (dir, name) = split(path);
+        let parent = open_dir(self.project, dir)?;
+        let fd = match hel_fs::at::open_dir(&parent, name) {
+            Ok(fd) => fd,
+            Err(Errno::NOENT | Errno::LOOP | Errno::NOTDIR) => return Err(Skip::Changed),
+            Err(errno) => {
+                return Err(Skip::Failed {
+                    op: "open the directory",
+                    errno,
+                })
+            }
+        };
+        let fail = |op| move |errno| Skip::Failed { op, errno };
+        let st = FileStat::of(&rustix::fs::fstat(&fd).map_err(fail("stat the directory"))?);
+        if !same_dir(&st, expect) {
+            return Err(Skip::Changed);
+        }
+        rustix::fs::fchmod(&fd, Mode::from_raw_mode(u32::from(target.mode)))
+            .map_err(fail("set its permission bits"))?;
+        self.syncs.note(&parent, dir);
+        Ok(FileStat::of(
+            &rustix::fs::fstat(&fd).map_err(fail("stat the directory"))?,
+        ))
+    }
+}
+
+/// What the restore did and left alone, in path order.
+fn outcome(changes: &[Change], by_path: &[usize], ops: &[Op]) -> Applied {
     let mut applied = Applied::default();
-    for &i in &by_path {
+    for &i in by_path {
         let op = &ops[i];
         let path = &changes[i].path;
         match (&op.done, op.removed) {
@@ -461,9 +571,11 @@ pub fn apply(
             applied.skipped.push((path.clone(), s));
         }
     }
-    drop(temps);
+    applied
+}
 
-    // 5. Durable: one syncfs per filesystem touched.
+/// Step 5: one syncfs per filesystem touched.
+fn make_durable(syncs: &Syncs, applied: Applied) -> Result<Applied, RestoreError> {
     for (fd, path) in syncs.fds() {
         if let Err(e) = rustix::fs::syncfs(fd) {
             return Err(RestoreError::NotDurable {

@@ -52,7 +52,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
 use hel_fs::at;
-use hel_store::tree::{bad_name, DEPTH_MAX, PATH_MAX, TARGET_MAX};
+use hel_store::tree::{bad_name, is_never, DEPTH_MAX, PATH_MAX, TARGET_MAX};
 use hel_store::{Cap, Encoded, ObjectId};
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
 use ignore::Match;
@@ -167,9 +167,6 @@ pub struct Plan<'a> {
     /// notifications are on.
     pub watch: Option<&'a crate::watch::Walking<'a>>,
 }
-
-/// A name no snapshot enters: one no tree may hold.
-pub use hel_store::tree::is_never;
 
 /// The ignore rules of one directory, and its parent's.
 struct Rules {
@@ -438,6 +435,20 @@ struct Scratch {
     ends: Vec<usize>,
 }
 
+impl Scratch {
+    /// The names listed, in their order.
+    fn names(&self) -> impl Iterator<Item = &[u8]> {
+        self.ends.iter().scan(0, |start, &end| {
+            Some(&self.names[std::mem::replace(start, end)..end])
+        })
+    }
+
+    /// Whether a name listed is `what` in any case.
+    fn has(&self, what: &[u8]) -> bool {
+        self.names().any(|n| n.eq_ignore_ascii_case(what))
+    }
+}
+
 fn worker<'a>(queue: &Queue<'a>, ctx: &Ctx<'a>, tx: &std::sync::mpsc::SyncSender<Msg>) {
     let mut scratch = Scratch {
         dirents: vec![std::mem::MaybeUninit::uninit(); DIRENT_BUF],
@@ -605,35 +616,83 @@ fn share<'a>(fd: OwnedFd, count: &'a AtomicUsize) -> Option<Arc<Held<'a>>> {
 
 /// Open and list the directory of `job`, all or nothing.
 fn list<'a>(job: Job<'a>, ctx: &Ctx<'a>, scratch: &mut Scratch) -> Listed {
-    let plan = ctx.plan;
-    let opened = match &job.parent {
-        Some(p) => at::open_dir(&p.fd, job.name.as_slice()),
-        None => at::open_dir_beneath(ctx.project, &job.rel),
+    listing(job, ctx, scratch).unwrap_or_else(|short| short)
+}
+
+/// [`list`], each way it stops short of a whole listing an `Err`.
+fn listing<'a>(job: Job<'a>, ctx: &Ctx<'a>, scratch: &mut Scratch) -> Result<Listed, Listed> {
+    let (fd, stat) = open(job.parent, &job.name, &job.rel, &job.stat, ctx)?;
+    // Watched before anything in it is looked at: a change after this
+    // point gives an event, one before it is what the listing sees.
+    if let Some(w) = ctx.plan.watch {
+        w.add(fd.as_fd(), &stat, job.parent_dev, job.rel.is_empty());
+    }
+    read_names(fd.as_fd(), &job.rel, ctx, scratch)?;
+    if !job.rel.is_empty() && is_repository(&fd, scratch)? {
+        return Ok(Listed::Repository(stat));
+    }
+    let rules = rules_here(fd.as_fd(), &job.rel, &job.rules, ctx.plan, scratch)?;
+    let mut here = Entries::default();
+    for name in scratch.names() {
+        if is_never(name) {
+            continue;
+        }
+        here.add(&fd, name, &job.rel, job.depth, &rules, ctx)?;
+    }
+    Ok(Listed::Whole {
+        fd,
+        stat,
+        rules,
+        entries: here.entries,
+        subdirs: here.subdirs,
+        paths: here.paths,
+        bytes: here.bytes,
+    })
+}
+
+/// Open the directory `name` (at `rel`) from its parent's descriptor when
+/// shared, else by path; it must still be what its parent's `lstat` saw.
+fn open(
+    parent: Option<Arc<Held<'_>>>,
+    name: &[u8],
+    rel: &[u8],
+    seen: &FileStat,
+    ctx: &Ctx<'_>,
+) -> Result<(OwnedFd, FileStat), Listed> {
+    let opened = match &parent {
+        Some(p) => at::open_dir(&p.fd, name),
+        None => at::open_dir_beneath(ctx.project, rel),
     };
     // The parent's descriptor is not needed any more: let it close.
-    drop(job.parent);
+    drop(parent);
     let fd = match opened {
         Ok(fd) => fd,
-        Err(Errno::NOENT) => return Listed::Gone,
+        Err(Errno::NOENT) => return Err(Listed::Gone),
         // Swapped for a link or a file since its parent's lstat.
-        Err(Errno::LOOP | Errno::NOTDIR) => return Listed::NotRead(NotRead::Changed),
-        Err(e) => return Listed::NotRead(NotRead::Unreadable(e.to_string())),
+        Err(Errno::LOOP | Errno::NOTDIR) => return Err(Listed::NotRead(NotRead::Changed)),
+        Err(e) => return Err(Listed::NotRead(NotRead::Unreadable(e.to_string()))),
     };
     let stat = match rustix::fs::fstat(&fd) {
         Ok(st) => FileStat::of(&st),
-        Err(e) => return Listed::NotRead(NotRead::Unreadable(e.to_string())),
+        Err(e) => return Err(Listed::NotRead(NotRead::Unreadable(e.to_string()))),
     };
-    if stat.ino != job.stat.ino || stat.dev != job.stat.dev {
-        return Listed::NotRead(NotRead::Changed);
+    if stat.ino != seen.ino || stat.dev != seen.dev {
+        return Err(Listed::NotRead(NotRead::Changed));
     }
-    // Watched before anything in it is looked at: a change after this
-    // point gives an event, one before it is what the listing sees.
-    if let Some(w) = plan.watch {
-        w.add(fd.as_fd(), &stat, job.parent_dev, job.rel.is_empty());
-    }
-    // The names first, read from this very descriptor (opened here, so at
-    // its start) into the thread's buffer: `.git` and `.gitignore` are
-    // looked for only when listed.
+    Ok((fd, stat))
+}
+
+/// The names in `fd` (the directory at `rel`), read from this very
+/// descriptor (opened here, so at its start) into the thread's buffer.
+/// The listing is bounded as it is read: past the paths and bytes the
+/// walk may still take it is not read further (a directory of millions of
+/// names is not kept whole in memory first).
+fn read_names(
+    fd: BorrowedFd<'_>,
+    rel: &[u8],
+    ctx: &Ctx<'_>,
+    scratch: &mut Scratch,
+) -> Result<(), Listed> {
     let Scratch {
         dirents,
         names,
@@ -643,19 +702,18 @@ fn list<'a>(job: Job<'a>, ctx: &Ctx<'a>, scratch: &mut Scratch) -> Listed {
     ends.clear();
     // A test can make a listing fail part way (after its first entry).
     let fail = hel_fs::failpoint::hit("walk-readdir");
-    let mut raw = rustix::fs::RawDir::new(fd.as_fd(), dirents);
+    let mut raw = rustix::fs::RawDir::new(fd, dirents);
     let mut k = 0usize;
-    // The listing is held as the entries are bounded: past the paths and
-    // bytes the walk may still take, it is not read further (a directory
-    // of millions of names is not kept whole in memory first).
     let (mut listed_paths, mut listed_bytes) = (0u64, 0u64);
     while let Some(item) = raw.next() {
         let item = match item {
             Ok(_) if fail && k > 0 => {
-                return Listed::NotRead(NotRead::Unreadable("failpoint walk-readdir".into()))
+                return Err(Listed::NotRead(NotRead::Unreadable(
+                    "failpoint walk-readdir".into(),
+                )))
             }
             Ok(i) => i,
-            Err(e) => return Listed::NotRead(NotRead::Unreadable(e.to_string())),
+            Err(e) => return Err(Listed::NotRead(NotRead::Unreadable(e.to_string()))),
         };
         k += 1;
         let name = item.file_name().to_bytes();
@@ -664,85 +722,106 @@ fn list<'a>(job: Job<'a>, ctx: &Ctx<'a>, scratch: &mut Scratch) -> Listed {
         }
         if !is_never(name) {
             listed_paths += 1;
-            listed_bytes += (job.rel.len() + usize::from(!job.rel.is_empty()) + name.len()) as u64;
+            listed_bytes += (rel.len() + usize::from(!rel.is_empty()) + name.len()) as u64;
             if !ctx.fits(listed_paths, listed_bytes) {
-                return Listed::NotRead(NotRead::PastPaths);
+                return Err(Listed::NotRead(NotRead::PastPaths));
             }
         }
         names.extend_from_slice(name);
         ends.push(names.len());
     }
-    let listed = || {
-        ends.iter().scan(0, |start, &end| {
-            Some(&names[std::mem::replace(start, end)..end])
-        })
-    };
-    let like = |what: &[u8]| listed().any(|n| n.eq_ignore_ascii_case(what));
-    if !job.rel.is_empty() && like(b".git") {
-        // Listed as `.git` exactly, or in another case (which a
-        // case-insensitive directory may also resolve `.git` to).
-        if !listed().any(|n| n == b".git") {
-            match rustix::fs::statat(&fd, ".git", AtFlags::SYMLINK_NOFOLLOW) {
-                Ok(_) => return Listed::Repository(stat),
-                Err(Errno::NOENT) => {}
-                Err(e) => return Listed::NotRead(NotRead::Unreadable(e.to_string())),
-            }
-        } else {
-            return Listed::Repository(stat);
-        }
+    Ok(())
+}
+
+/// Whether the directory listed in `scratch` is a repository of its own:
+/// it holds `.git`, listed so exactly or in another case (which a
+/// case-insensitive directory may also resolve `.git` to).
+fn is_repository(fd: &OwnedFd, scratch: &Scratch) -> Result<bool, Listed> {
+    if !scratch.has(b".git") {
+        return Ok(false);
     }
-    let rules = if like(b".gitignore") {
-        let abs = plan.root.join(OsStr::from_bytes(&job.rel));
-        match load_ignore(fd.as_fd(), ".gitignore", &abs) {
-            Ok(Some(g)) => Some(Arc::new(Rules {
-                gitignore: Some(g),
-                dir: if job.rel.is_empty() {
-                    0
-                } else {
-                    job.rel.len() + 1
-                },
-                parent: job.rules.clone(),
-            })),
-            Ok(None) => job.rules.clone(),
-            Err(why) => return Listed::NotRead(NotRead::Unreadable(why)),
-        }
-    } else {
-        job.rules.clone()
-    };
-    let (mut entries, mut subdirs) = (Vec::new(), Vec::new());
-    let (mut paths, mut bytes) = (0u64, 0u64);
-    for name in listed() {
-        if is_never(name) {
-            continue;
-        }
-        let rel = join(&job.rel, name);
+    if scratch.names().any(|n| n == b".git") {
+        return Ok(true);
+    }
+    match rustix::fs::statat(fd, ".git", AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(_) => Ok(true),
+        Err(Errno::NOENT) => Ok(false),
+        Err(e) => Err(Listed::NotRead(NotRead::Unreadable(e.to_string()))),
+    }
+}
+
+/// The ignore rules in force in the directory at `rel`: its parent's
+/// (`inherited`), with its own `.gitignore` when it lists one.
+fn rules_here(
+    fd: BorrowedFd<'_>,
+    rel: &[u8],
+    inherited: &Option<Arc<Rules>>,
+    plan: &Plan<'_>,
+    scratch: &Scratch,
+) -> Result<Option<Arc<Rules>>, Listed> {
+    if !scratch.has(b".gitignore") {
+        return Ok(inherited.clone());
+    }
+    let abs = plan.root.join(OsStr::from_bytes(rel));
+    match load_ignore(fd, ".gitignore", &abs) {
+        Ok(Some(g)) => Ok(Some(Arc::new(Rules {
+            gitignore: Some(g),
+            dir: if rel.is_empty() { 0 } else { rel.len() + 1 },
+            parent: inherited.clone(),
+        }))),
+        Ok(None) => Ok(inherited.clone()),
+        Err(why) => Err(Listed::NotRead(NotRead::Unreadable(why))),
+    }
+}
+
+/// What one directory's listing found: its entries, its subdirectories
+/// to list (name, path, `lstat`), and the paths and bytes they count.
+#[derive(Default)]
+struct Entries {
+    entries: Vec<Entry>,
+    subdirs: Vec<(Vec<u8>, Vec<u8>, FileStat)>,
+    paths: u64,
+    bytes: u64,
+}
+
+impl Entries {
+    /// Add `name`, listed in `fd` (the directory at `rel`, `depth` deep):
+    /// an `Err` when the directory cannot be recorded whole.
+    fn add(
+        &mut self,
+        fd: &OwnedFd,
+        name: &[u8],
+        rel: &[u8],
+        depth: usize,
+        rules: &Option<Arc<Rules>>,
+        ctx: &Ctx<'_>,
+    ) -> Result<(), Listed> {
+        let rel = join(rel, name);
         if rel.len() > PATH_MAX {
-            return Listed::NotRead(NotRead::Unrecordable("a path over 4095 bytes"));
+            return Err(Listed::NotRead(NotRead::Unrecordable(
+                "a path over 4095 bytes",
+            )));
         }
-        if job.depth + 1 >= DEPTH_MAX {
-            return Listed::NotRead(NotRead::Unrecordable("more than 255 levels of directories"));
+        if depth + 1 >= DEPTH_MAX {
+            return Err(Listed::NotRead(NotRead::Unrecordable(
+                "more than 255 levels of directories",
+            )));
         }
         if let Some(why) = bad_name(name) {
-            return Listed::NotRead(NotRead::Unrecordable(why));
+            return Err(Listed::NotRead(NotRead::Unrecordable(why)));
         }
-        paths += 1;
-        bytes += rel.len() as u64;
-        if !ctx.fits(paths, bytes) {
-            return Listed::NotRead(NotRead::PastPaths);
+        if !ctx.fits(self.paths + 1, self.bytes + rel.len() as u64) {
+            return Err(Listed::NotRead(NotRead::PastPaths));
         }
-        let stat = match rustix::fs::statat(&fd, name, AtFlags::SYMLINK_NOFOLLOW) {
+        let stat = match rustix::fs::statat(fd, name, AtFlags::SYMLINK_NOFOLLOW) {
             Ok(st) => FileStat::of(&st),
-            Err(Errno::NOENT) => {
-                // Gone since the listing: not one of its paths.
-                paths -= 1;
-                bytes -= rel.len() as u64;
-                continue;
-            }
-            Err(e) => return Listed::NotRead(NotRead::Unreadable(e.to_string())),
+            // Gone since the listing: not one of its paths.
+            Err(Errno::NOENT) => return Ok(()),
+            Err(e) => return Err(Listed::NotRead(NotRead::Unreadable(e.to_string()))),
         };
         let is_dir = stat.is_dir();
         let found = if (is_dir || stat.is_file() || stat.is_symlink())
-            && ignored(&rules, &ctx.global, &rel, is_dir)
+            && ignored(rules, &ctx.global, &rel, is_dir)
         {
             if is_dir {
                 Found::DirNotRead(NotRead::Ignored)
@@ -750,44 +829,48 @@ fn list<'a>(job: Job<'a>, ctx: &Ctx<'a>, scratch: &mut Scratch) -> Listed {
                 Found::NotRead(NotRead::Ignored)
             }
         } else if is_dir {
-            subdirs.push((name.to_vec(), rel, stat));
-            continue;
+            self.count(&rel);
+            self.subdirs.push((name.to_vec(), rel, stat));
+            return Ok(());
         } else if stat.is_symlink() {
-            match rustix::fs::readlinkat(&fd, name, Vec::new()) {
-                Ok(t) if !t.as_bytes().is_empty() && t.as_bytes().len() as u64 <= TARGET_MAX => {
-                    Found::Symlink(t.into_bytes())
-                }
-                Ok(_) => Found::NotRead(NotRead::Unreadable(
-                    "a symbolic link target over 4095 bytes".into(),
-                )),
-                Err(Errno::NOENT) => {
-                    paths -= 1;
-                    bytes -= rel.len() as u64;
-                    continue;
-                }
-                Err(Errno::INVAL) => Found::NotRead(NotRead::Changed),
-                Err(e) => Found::NotRead(NotRead::Unreadable(e.to_string())),
+            match symlink(fd, name) {
+                Some(found) => found,
+                None => return Ok(()),
             }
         } else if stat.is_file() {
-            Found::File(content(fd.as_fd(), name, &rel, &stat, plan))
+            Found::File(content(fd.as_fd(), name, &rel, &stat, ctx.plan))
         } else {
             Found::NotRead(NotRead::Special)
         };
-        entries.push(Entry {
+        self.count(&rel);
+        self.entries.push(Entry {
             path: rel,
             stat,
             found,
         });
+        Ok(())
     }
-    Listed::Whole {
-        fd,
-        stat,
-        rules,
-        entries,
-        subdirs,
-        paths,
-        bytes,
+
+    fn count(&mut self, rel: &[u8]) {
+        self.paths += 1;
+        self.bytes += rel.len() as u64;
     }
+}
+
+/// The symbolic link `name` in `fd` read, or `None` when it is gone since
+/// the listing.
+fn symlink(fd: &OwnedFd, name: &[u8]) -> Option<Found> {
+    Some(match rustix::fs::readlinkat(fd, name, Vec::new()) {
+        Ok(t) if !t.as_bytes().is_empty() && t.as_bytes().len() as u64 <= TARGET_MAX => {
+            Found::Symlink(t.into_bytes())
+        }
+        Ok(_) => Found::NotRead(NotRead::Unreadable(
+            "a symbolic link target over 4095 bytes".into(),
+        )),
+        Err(Errno::NOENT) => return None,
+        Err(Errno::INVAL) => Found::NotRead(NotRead::Changed),
+        Err(e) => Found::NotRead(NotRead::Unreadable(e.to_string())),
+    })
 }
 
 /// What the walk knows of file `name` in `dir` (at `rel`, with `stat`):

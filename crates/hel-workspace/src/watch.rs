@@ -41,11 +41,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 use crate::{Map, Set};
+use hel_store::tree::is_never;
 use rustix::fs::inotify::{self, CreateFlags, ReadFlags, WatchFlags};
 use rustix::io::Errno;
 
 use crate::stat::FileStat;
-use crate::walk::is_never;
 
 /// What a watch reports: every change to a directory's names and to the
 /// content and metadata of what it holds (not reads).

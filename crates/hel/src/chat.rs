@@ -5,8 +5,8 @@ use std::io::IsTerminal;
 use std::rc::Rc;
 use std::sync::Arc;
 
-use hel_agent::interrupt::{self, Interrupter, Interrupts};
-use hel_agent::outcome::{Incomplete, Outcome, Termination};
+use hel_agent::interrupt::{self, Interrupts};
+use hel_agent::outcome::{Outcome, Termination};
 use hel_agent::run::{Host, Run};
 use hel_agent::session::Start;
 use tokio::io::{AsyncBufReadExt, BufReader, Lines, Stdin};
@@ -19,6 +19,7 @@ use crate::cli::{OutputFormat, RunArgs};
 use crate::exit::{Exit, Usage};
 use crate::output::{self, Finished, JsonOut};
 use crate::render::{self, live::Live};
+use crate::running::{forward_ctrl_c, incomplete_line, restore_forked};
 use crate::tty::Tty;
 
 /// Exit code of a run ended by Ctrl-C.
@@ -148,47 +149,6 @@ pub async fn run(args: RunArgs, start: Start, restore_files: Option<bool>) -> Re
     }
     run.finish();
     Ok(if failed || last_unsaved { 1 } else { 0 })
-}
-
-/// `hel: instruction incomplete (timeout): …`: how an instruction ended
-/// that did not complete, and why (an interrupt needs no second word).
-pub fn incomplete_line(why: &Incomplete) -> String {
-    match why {
-        Incomplete::Interrupted => "hel: instruction incomplete (interrupted)".to_owned(),
-        why => format!(
-            "hel: instruction incomplete ({}): {why}",
-            why.termination().name()
-        ),
-    }
-}
-
-/// Restore the files of the checkpoint a new fork starts from
-/// (`--restore-files`, with its `--force`), and say what was done.
-pub fn restore_forked(run: &mut Run, force: bool) -> Result<(), Exit> {
-    let out = run.restore_forked_files(force)?;
-    render::line(&format!(
-        "hel: restored the files of the forked checkpoint: {} written, {} removed, {} left alone",
-        render::count(out.written.len() as u64, "file", "files"),
-        out.removed.len(),
-        out.conflicts.len()
-    ));
-    for (p, why) in &out.conflicts {
-        render::line(&format!(
-            "hel:   left alone {}: {why}",
-            String::from_utf8_lossy(p)
-        ));
-    }
-    Ok(())
-}
-
-/// From now on Ctrl-C (SIGINT) no longer ends the process: each one is an
-/// interrupt, which cancels what the run is doing.
-pub fn forward_ctrl_c(interrupter: Interrupter) {
-    tokio::spawn(async move {
-        while tokio::signal::ctrl_c().await.is_ok() {
-            interrupter.interrupt();
-        }
-    });
 }
 
 /// The next instruction read from stdin.

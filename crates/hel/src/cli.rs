@@ -195,6 +195,17 @@ pub enum OutputFormat {
     StreamJson,
 }
 
+/// What a run says of itself in the line after `session: <uuid>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Intro {
+    /// The model requests go to.
+    pub model: String,
+    /// The access mode (`read-only`, `confirm`, `auto`).
+    pub access: &'static str,
+    /// The interactive prompt: its `/help` is named.
+    pub help: bool,
+}
+
 /// `--color`.
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ColorChoice {
@@ -237,9 +248,9 @@ impl RunArgs {
     /// flags (`help`: at the interactive prompt). The model is the one the
     /// provider's settings resolve to (None: they do not resolve, and the
     /// run will say why).
-    pub fn intro(&self, help: bool) -> Option<crate::render::Intro> {
+    pub fn intro(&self, help: bool) -> Option<Intro> {
         let endpoint = hel_agent::config::resolve(&self.options().provider).ok()?;
-        Some(crate::render::Intro {
+        Some(Intro {
             model: endpoint.config.model,
             access: self.access.name(),
             help,

@@ -115,6 +115,11 @@ pub trait Damage {
     }
 }
 
+// hel's own failures never say the store is damaged.
+impl Damage for Usage {}
+impl Damage for Refusal {}
+impl Damage for Failure {}
+
 impl Damage for hel_store::Error {
     fn damaged(&self) -> bool {
         use hel_store::Error as E;

@@ -14,6 +14,7 @@ mod import;
 mod output;
 mod prompt;
 mod render;
+mod running;
 mod tty;
 
 use std::process::ExitCode;

@@ -12,6 +12,7 @@ use hel_agent::event::{Event, Observer, Warning};
 use hel_agent::project::Found;
 use hel_agent::terminal::escape_line;
 
+use crate::cli::Intro;
 use crate::exit::{self, Exit, Hint};
 
 /// Print a line on stderr. A closed stderr (say, piped into a program that
@@ -211,17 +212,6 @@ impl Observer for Stderr {
             }
         }
     }
-}
-
-/// What a run says of itself in the line after `session: <uuid>`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Intro {
-    /// The model requests go to.
-    pub model: String,
-    /// The access mode (`read-only`, `confirm`, `auto`).
-    pub access: &'static str,
-    /// The interactive prompt: its `/help` is named.
-    pub help: bool,
 }
 
 /// `hel: project ROOT (why) · instructions A, B`: the project's root when

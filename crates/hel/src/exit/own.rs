@@ -9,8 +9,6 @@ use std::time::Duration;
 use hel_agent::terminal::escape_line;
 use hel_store::{ObjectId, SessionId};
 
-use super::Damage;
-
 /// Flags, arguments or a config file hel cannot use.
 #[derive(Debug, thiserror::Error)]
 pub enum Usage {
@@ -179,10 +177,6 @@ pub enum Failure {
         source: std::io::Error,
     },
 }
-
-impl Damage for Usage {}
-impl Damage for Refusal {}
-impl Damage for Failure {}
 
 /// The refusal of a session another instance holds: which one (its pid,
 /// from the lease file: untrusted, so only digits are taken) and what to

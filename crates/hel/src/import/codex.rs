@@ -14,7 +14,7 @@
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
-use super::{arguments_text, block_text, why, Call, Found, Item, Meta, Parser};
+use super::source::{arguments_text, block_text, why, Call, Found, Item, Meta, Parser};
 
 #[derive(Default)]
 pub struct Codex {

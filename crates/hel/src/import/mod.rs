@@ -19,6 +19,7 @@
 mod claude;
 mod codex;
 mod pi;
+mod source;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::{BufRead, BufReader, Read};
@@ -35,6 +36,7 @@ use serde_json::{json, Map, Value};
 use crate::cli::ImportFrom;
 use crate::exit::{Damage, Exit, Kind};
 use crate::render;
+use source::{Call, Found, Item, Meta, Parser};
 
 /// A report line on stdout, made safe for a terminal.
 fn say(text: &str) {
@@ -93,131 +95,6 @@ impl From<ImportError> for Exit {
     fn from(e: ImportError) -> Exit {
         Exit::new(Kind::Failed, e)
     }
-}
-
-/// Where a message came from, and what of it the chat form cannot hold.
-#[derive(Debug, Default, Clone)]
-pub struct Meta {
-    /// The line it was read from (1-based).
-    pub line: usize,
-    /// The source's own fields: its id, time, thinking, usage, model …
-    pub fields: Map<String, Value>,
-    /// Tokens of the response, when the source counted them.
-    pub usage: Option<(u64, u64)>,
-}
-
-impl Meta {
-    fn at(line: usize) -> Meta {
-        Meta {
-            line,
-            ..Meta::default()
-        }
-    }
-
-    fn set(&mut self, key: &str, value: Option<Value>) {
-        if let Some(v) = value.filter(|v| !v.is_null()) {
-            self.fields.insert(key.to_owned(), v);
-        }
-    }
-}
-
-/// A tool call as the chat form holds it.
-#[derive(Debug, Clone)]
-pub struct Call {
-    pub id: String,
-    pub name: String,
-    /// JSON text, as the chat API carries it.
-    pub arguments: String,
-}
-
-/// One thing a conversation holds, in the order the source has it.
-#[derive(Debug)]
-pub enum Item {
-    User {
-        text: String,
-        meta: Meta,
-    },
-    /// Text and tool calls of the model. `merge`: it continues the last
-    /// message when that is the model's (a source that writes one response
-    /// as several records). `complete`: the source says the response ended
-    /// (not aborted, not failed, not cut at an output limit).
-    Assistant {
-        text: Option<String>,
-        calls: Vec<Call>,
-        merge: bool,
-        complete: bool,
-        meta: Meta,
-    },
-    ToolResult {
-        call_id: String,
-        content: String,
-        meta: Meta,
-    },
-    /// Tokens the source counted for the last response.
-    Usage {
-        input: u64,
-        output: u64,
-    },
-    /// The source compacted its history into `summary`, keeping the
-    /// messages from the one with source id `keep_from` on (None: none).
-    Compaction {
-        summary: String,
-        keep_from: Option<String>,
-        meta: Meta,
-    },
-}
-
-/// What a parser keeps of a file beside its items.
-#[derive(Debug, Default)]
-pub struct Found {
-    /// The source session's fields (id, cwd, title, times, version).
-    pub session: Map<String, Value>,
-    /// A title for the session's name.
-    pub title: Option<String>,
-    /// The model the source last named.
-    pub model: Option<String>,
-    /// Record types read and not imported, with how many of each.
-    pub skipped: BTreeMap<String, u64>,
-}
-
-impl Found {
-    fn skip(&mut self, what: impl Into<String>) {
-        *self.skipped.entry(what.into()).or_default() += 1;
-    }
-}
-
-/// A format's reader: one line at a time.
-trait Parser {
-    /// Read line `line` (1-based); an `Err` is the line's one-line fault.
-    fn line(
-        &mut self,
-        line: usize,
-        bytes: &[u8],
-        found: &mut Found,
-        out: &mut Vec<Item>,
-    ) -> Result<(), String>;
-
-    /// The file ended: what was held back.
-    fn finish(&mut self, _found: &mut Found, _out: &mut Vec<Item>) {}
-
-    /// The record's id and parent, for a format whose records link to
-    /// a parent (a branch is a chain of them); None for a record that is
-    /// not linked (or a format without links).
-    fn link(&self, _bytes: &[u8]) -> Option<Link> {
-        None
-    }
-
-    /// Whether the line is the source's compaction record.
-    fn is_compaction(&self, bytes: &[u8]) -> bool;
-}
-
-/// A record's place in its file's tree of branches.
-pub struct Link {
-    pub id: String,
-    pub parent: Option<String>,
-    /// It can end a conversation (the newest such record is the branch
-    /// the source resumes).
-    pub leaf: bool,
 }
 
 fn parser(from: ImportFrom) -> Box<dyn Parser> {
@@ -1111,63 +988,6 @@ fn calls_json(calls: &[Call]) -> Value {
             })
             .collect(),
     )
-}
-
-/// A message's content as Claude Code and pi write it: a string, or a
-/// list of typed blocks.
-#[derive(serde::Deserialize)]
-#[serde(untagged)]
-pub(super) enum Content {
-    Text(String),
-    Blocks(Vec<Value>),
-}
-
-impl Default for Content {
-    fn default() -> Content {
-        Content::Blocks(Vec::new())
-    }
-}
-
-/// The text of `content`: its text blocks joined (others named in
-/// `others`).
-pub(super) fn text_of(content: &Content, others: &mut Vec<String>) -> String {
-    match content {
-        Content::Text(s) => s.clone(),
-        Content::Blocks(b) => block_text(b, &["text"], others),
-    }
-}
-
-/// Text of content blocks: the `text` of each block of a type in `kinds`,
-/// joined by newlines; other blocks are named in `others`.
-fn block_text(blocks: &[Value], kinds: &[&str], others: &mut Vec<String>) -> String {
-    let mut parts = Vec::new();
-    for b in blocks {
-        let kind = b.get("type").and_then(Value::as_str).unwrap_or("?");
-        match b.get("text").and_then(Value::as_str) {
-            Some(t) if kinds.contains(&kind) => parts.push(t.to_owned()),
-            _ => others.push(kind.chars().take(40).collect()),
-        }
-    }
-    parts.join("\n")
-}
-
-/// A JSON value as the text of a tool call's arguments.
-fn arguments_text(v: &Value) -> String {
-    match v {
-        Value::String(s) => s.clone(),
-        other => serde_json::to_string(other).unwrap_or_default(),
-    }
-}
-
-/// The first line of a serde error, as a malformed line's reason.
-fn why(e: serde_json::Error) -> String {
-    let s = e.to_string();
-    s.lines()
-        .next()
-        .unwrap_or("not JSON")
-        .chars()
-        .take(200)
-        .collect()
 }
 
 #[cfg(test)]

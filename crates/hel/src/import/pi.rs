@@ -17,7 +17,7 @@
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::{arguments_text, text_of, why, Call, Content, Found, Item, Link, Meta, Parser};
+use super::source::{arguments_text, text_of, why, Call, Content, Found, Item, Link, Meta, Parser};
 
 pub struct Pi;
 

@@ -28,11 +28,11 @@ use hel_agent::outcome::Outcome;
 use hel_agent::run::{Host, Options, Run, Status};
 use hel_agent::session::Start;
 
-use crate::chat;
 use crate::cli::{Cli, Command, RunArgs};
 use crate::exit::{Exit, Failure, Refusal, Usage};
 use crate::note;
 use crate::render::{self, live::Live};
+use crate::running;
 use editor::{Ask, Editor, Read};
 use history::History;
 use slash::Slash;
@@ -150,9 +150,9 @@ pub async fn run(args: RunArgs, start: Start, restore_files: Option<bool>) -> Re
     let project = prompt.run.project();
     prompt.editor.complete_in(&project.root, &project.cwd);
     if let Some(force) = restore_files {
-        chat::restore_forked(&mut prompt.run, force)?;
+        running::restore_forked(&mut prompt.run, force)?;
     }
-    chat::forward_ctrl_c(interrupter);
+    running::forward_ctrl_c(interrupter);
     loop {
         // Ctrl-C that cancels an instruction is a signal, not a key: only
         // presses at the prompt itself count towards leaving.
@@ -328,7 +328,7 @@ impl Prompt {
                 render::line(&usage_line(&self.run.status()));
             }
             Outcome::Incomplete(why) => {
-                render::line(&chat::incomplete_line(&why));
+                render::line(&running::incomplete_line(&why));
                 if self.run.unanswered().is_some() {
                     render::line("hel: it got no answer: your next message carries it, or /retry sends it again");
                 }
@@ -486,7 +486,7 @@ impl Prompt {
                 old.finish();
                 self.name = session_name(&self.run);
                 if let Some(force) = restore {
-                    if let Err(e) = chat::restore_forked(&mut self.run, force) {
+                    if let Err(e) = running::restore_forked(&mut self.run, force) {
                         render::failure_line("", &e);
                     }
                 }

@@ -7,7 +7,8 @@ use hel_agent::event::{Event, Observer};
 use hel_agent::terminal::escape_text;
 
 use super::markdown::Markdown;
-use super::{Intro, Stderr};
+use super::Stderr;
+use crate::cli::Intro;
 
 /// Renders a run's events as [`Stderr`] does and prints its answers
 /// ([`Live::answer`]). When stdout is a terminal, each turn's text is
