@@ -5,9 +5,10 @@ use std::sync::Arc;
 
 use hel_store::{ObjectId, SessionLease, SessionState, Store};
 
-use super::{
-    last_session, recorded_cwd, resolve, resolve_checkpoint, verify, Session, SessionError,
+use super::resolve::{
+    last_session, recorded_cwd, resolve, resolve_checkpoint, verify, SessionError,
 };
+use super::save::Session;
 
 /// Which session to work on.
 #[derive(Debug, Clone, PartialEq, Eq)]
