@@ -57,7 +57,6 @@ fn io_at(path: &Path) -> impl FnOnce(std::io::Error) -> InstanceError + '_ {
 }
 
 pub struct Instance {
-    pub id: String,
     pub dir: PathBuf,
     lock: File,
 }
@@ -183,7 +182,7 @@ fn create(root: &Path) -> Result<Instance, InstanceError> {
             rustix::fs::RenameFlags::NOREPLACE,
         )
         .map_err(|e| io_at(&dir)(e.into()))?;
-        Ok(Instance { id, dir, lock })
+        Ok(Instance { dir, lock })
     })();
     if built.is_err() {
         let _ = remove_tree(&staging);

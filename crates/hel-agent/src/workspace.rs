@@ -186,7 +186,7 @@ pub fn restored_note(restores: &[hel_store::Restored]) -> Option<String> {
     };
     Some(format!(
         "[hel: since your last answer the user restored {} to an earlier state ({shown}{more}); read {} again before relying on what you last saw.]",
-        crate::count(count, "file", "files"),
+        crate::terminal::count(count, "file", "files"),
         if count == 1 { "it" } else { "them" }
     ))
 }

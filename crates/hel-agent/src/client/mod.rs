@@ -428,7 +428,8 @@ fn validation_error(v: &Value) -> bool {
 }
 
 /// Parse a chat-completions response body.
-pub fn parse_reply(text: &str) -> Result<Reply, RequestError> {
+#[cfg(test)]
+fn parse_reply(text: &str) -> Result<Reply, RequestError> {
     parse_reply_bytes(text.as_bytes())
 }
 

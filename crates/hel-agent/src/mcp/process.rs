@@ -149,11 +149,6 @@ impl Process {
             }
         }
     }
-
-    /// The server's process id.
-    pub fn id(&self) -> Option<u32> {
-        self.child.id()
-    }
 }
 
 impl Drop for Process {

@@ -6,11 +6,10 @@ mod record;
 mod resolve;
 mod save;
 
-pub use open::{open, Opened, Start};
-pub use save::{Saved, Session};
+pub use open::{open, Start};
 pub(crate) use record::{resumed, Resumed};
 pub use resolve::{
-    check_session_arg, default_session, last_session, recorded_cwd, resolve, resolve_checkpoint,
-    verify, SessionError,
+    check_session_arg, default_session, recorded_cwd, resolve, resolve_checkpoint, verify,
+    SessionError,
 };
-
+pub use save::Session;

@@ -72,13 +72,13 @@ fn not_here(foreign: usize, future: usize) -> String {
     if foreign > 0 {
         parts.push(format!(
             "{} in this store saved in another directory (a .hel/ that came with the repository?)",
-            crate::count(foreign as u64, "session", "sessions")
+            crate::terminal::count(foreign as u64, "session", "sessions")
         ));
     }
     if future > 0 {
         parts.push(format!(
             "{} dated in the future",
-            crate::count(future as u64, "session", "sessions")
+            crate::terminal::count(future as u64, "session", "sessions")
         ));
     }
     parts.join(", and ")

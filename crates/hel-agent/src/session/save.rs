@@ -33,17 +33,6 @@ impl Session {
         self.lease.session()
     }
 
-    /// Commit the agent's state as a checkpoint. On failure the previous
-    /// checkpoint stays as it was and the next call commits everything.
-    /// Once it is published, what went wrong after is returned as warnings.
-    pub fn checkpoint(
-        &mut self,
-        agent: &mut Agent,
-        instruction: &str,
-    ) -> Result<Saved, hel_store::Error> {
-        self.record(agent, instruction, Record::Answer, None)
-    }
-
     /// Commit the agent's state as `record`, with a snapshot of the
     /// project's files when `snapshots` is given. A snapshot that fails is
     /// a warning: an answer is then saved without one, a workspace record

@@ -40,12 +40,9 @@ impl CursorTable {
         self.cursors.iter().find(|c| c.id == id)
     }
 
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.cursors.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.cursors.is_empty()
     }
 
     /// The cursors, oldest first, as a checkpoint keeps them.

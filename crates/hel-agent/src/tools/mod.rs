@@ -1,20 +1,20 @@
 //! The tools the model can call, and the rules around them (access modes
 //! and confirmation, the project boundary, spill, cancellation).
 
-pub mod access;
-pub mod args;
-pub mod bash;
-pub mod cancel;
-pub mod context;
-pub mod cursor;
-pub mod edit;
-pub mod gitdirs;
-pub mod output;
-pub mod paths;
-pub mod read;
-pub mod search;
-pub mod secret;
-pub mod store_name;
+pub(crate) mod access;
+pub(crate) mod args;
+pub(crate) mod bash;
+pub(crate) mod cancel;
+pub(crate) mod context;
+pub(crate) mod cursor;
+pub(crate) mod edit;
+pub(crate) mod gitdirs;
+pub(crate) mod output;
+pub(crate) mod paths;
+pub(crate) mod read;
+pub(crate) mod search;
+pub(crate) mod secret;
+pub(crate) mod store_name;
 
 use std::sync::Arc;
 

@@ -149,7 +149,7 @@ impl PathError {
 #[derive(Debug)]
 pub enum OpenError {
     /// Something other than a regular file is there.
-    NotRegular(&'static str),
+    NotRegular,
     /// The name changed between resolving and opening.
     Changed,
     Io(std::io::Error),
@@ -210,7 +210,7 @@ pub fn open_regular_at(
         return Err(if expect.is_some() {
             OpenError::Changed
         } else {
-            OpenError::NotRegular(kind_name(&before))
+            OpenError::NotRegular
         });
     }
     let fd = hel_fs::at::open_read(dir, name).map_err(|e| match e {
@@ -612,7 +612,7 @@ impl ProjectDir {
             match open_regular_at(entry.parent.as_fd(), name, Some(st)) {
                 Ok(file) => return Ok(Opened::File { file, entry }),
                 Err(OpenError::Changed) if attempts < 2 => attempts += 1,
-                Err(OpenError::Changed | OpenError::NotRegular(_)) => {
+                Err(OpenError::Changed | OpenError::NotRegular) => {
                     return Err(PathError::Changed {
                         path: path.to_owned(),
                     })
