@@ -81,7 +81,7 @@ pub async fn write_file(ctx: &mut ToolCtx, args: WriteArgs) -> ToolResult {
 fn write(dir: &ProjectDir, args: &WriteArgs, cancel: &Cancel) -> Result<String, EditError> {
     let path = args.path.as_str();
     let entry = dir.resolve_entry(path, true)?;
-    dir.replace(&entry, path, cancel, |f| {
+    dir.replace(&entry, path, cancel, |mut f| {
         f.write_all(args.content.as_bytes())
             .map_err(|e| Stopped::Io(e).at(path))
     })?;
@@ -134,7 +134,7 @@ fn replace_once(
             })
         }
     };
-    dir.replace(&entry, path, cancel, |out| {
+    dir.replace(&entry, path, cancel, |mut out| {
         let changed = || EditError::Changed(path.to_owned());
         copy_range(&file, out, 0, at, cancel).map_err(|e| e.at(path))?;
         let mut found = vec![0u8; search.len()];
@@ -195,7 +195,7 @@ fn occurrences(
 /// Copy bytes `from..to` of `src` (to its end at most) to `out`.
 fn copy_range(
     src: &File,
-    out: &mut File,
+    mut out: &File,
     from: u64,
     to: u64,
     cancel: &Cancel,

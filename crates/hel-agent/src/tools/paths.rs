@@ -640,7 +640,7 @@ impl ProjectDir {
         entry: &Entry,
         path: &str,
         cancel: &Cancel,
-        fill: impl FnOnce(&mut File) -> Result<(), E>,
+        fill: impl FnOnce(&File) -> Result<(), E>,
     ) -> Result<(), E> {
         let Some(name) = &entry.name else {
             return Err(PathError::ProjectDir {
@@ -671,41 +671,69 @@ impl ProjectDir {
                 .into());
             }
         }
+        // The new file is written through hel-fs's one atomic-write
+        // primitive, beneath the descriptor `entry` holds: created `O_EXCL`
+        // (a link in its place fails the create), synced, renamed over the
+        // name (a link there is replaced, never followed), the directory
+        // synced; dropped on the way, it is removed.
+        let Some(name) = name.to_str() else {
+            return Err(PathError::io(
+                path,
+                std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    "the file's name is not UTF-8: refused",
+                ),
+            )
+            .into());
+        };
+        // `entry.parent` may be a path-only handle, which cannot be synced:
+        // the directory it names, opened for real (a directory hel may
+        // write but not read is written through the handle, unsynced).
+        let (parent, synced) = match hel_fs::at::open_dir(&entry.parent, ".") {
+            Ok(fd) => (fd, true),
+            Err(Errno::ACCESS) => (
+                entry
+                    .parent
+                    .try_clone()
+                    .map_err(|e| PathError::io(path, e))?,
+                false,
+            ),
+            Err(e) => return Err(PathError::io(path, e).into()),
+        };
+        // (Its path is for messages only.)
+        let parent =
+            hel_fs::Dir::from_fd(parent, entry.rel.parent().unwrap_or(&entry.rel).to_owned());
         let tmp = format!("{WRITE_TMP_PREFIX}{}.tmp", uuid::Uuid::new_v4().simple());
-        let fd = hel_fs::at::create_new(&entry.parent, tmp.as_str(), 0o666).map_err(|e| {
-            PathError::TempFile {
+        let new = parent
+            .new_file(&tmp, 0o666)
+            .map_err(|e| PathError::TempFile {
                 path: path.to_owned(),
-                source: io(e),
+                source: e.into(),
+            })?;
+        let file = new.file();
+        if let Some(st) = &entry.stat {
+            rfs::fchmod(file, Mode::from_raw_mode(st.st_mode & 0o777))
+                .map_err(|e| PathError::io(path, e))?;
+            // Keeping the owner only works for root; elsewhere the new
+            // file is ours, as any editor's would be.
+            if rustix::process::geteuid().is_root() {
+                let _ = rfs::fchown(
+                    file,
+                    Some(rfs::Uid::from_raw(st.st_uid)),
+                    Some(rfs::Gid::from_raw(st.st_gid)),
+                );
             }
-        })?;
-        let mut file = File::from(fd);
-        let done = (|| {
-            fill(&mut file)?;
-            if let Some(st) = &entry.stat {
-                rfs::fchmod(&file, Mode::from_raw_mode(st.st_mode & 0o777))
-                    .map_err(|e| PathError::io(path, e))?;
-                // Keeping the owner only works for root; elsewhere the new
-                // file is ours, as any editor's would be.
-                if rustix::process::geteuid().is_root() {
-                    let _ = rfs::fchown(
-                        &file,
-                        Some(rfs::Uid::from_raw(st.st_uid)),
-                        Some(rfs::Gid::from_raw(st.st_gid)),
-                    );
-                }
-            }
-            file.sync_all().map_err(|e| PathError::io(path, e))?;
-            cancel
-                .commit(|| {
-                    rfs::renameat(&entry.parent, tmp.as_str(), &entry.parent, name.as_os_str())
-                })
-                .map_err(PathError::from)?
-                .map_err(|e| PathError::io(path, e).into())
-        })();
-        if done.is_err() {
-            let _ = rfs::unlinkat(&entry.parent, tmp.as_str(), AtFlags::empty());
         }
-        done
+        fill(file)?;
+        new.sync().map_err(|e| PathError::io(path, e))?;
+        cancel
+            .commit(|| new.persist(&parent, name))
+            .map_err(PathError::from)?
+            .map_err(|e| PathError::io(path, e))?;
+        if synced {
+            parent.sync().map_err(|e| PathError::io(path, e))?;
+        }
+        Ok(())
     }
 }
 
@@ -796,7 +824,7 @@ mod tests {
             Target::Store(_) => return Err(Refused("store".into())),
             Target::Entry(e) => e,
         };
-        d.replace(&entry, path, &Cancel::default(), |f| {
+        d.replace(&entry, path, &Cancel::default(), |mut f| {
             f.write_all(text.as_bytes())
                 .map_err(|e| PathError::io(path, e))
         })?;
@@ -1022,14 +1050,14 @@ mod tests {
         let Target::Entry(e) = d.resolve("run.sh", false).unwrap() else {
             panic!()
         };
-        let failing = |_: &mut File| Err(PathError::Empty);
+        let failing = |_: &File| Err(PathError::Empty);
         assert!(d
             .replace(&e, "run.sh", &Cancel::default(), failing)
             .is_err());
         // A cancelled write leaves the old file and no temporary file.
         let cancelled = Cancel::default();
         cancelled.cancel();
-        let r = d.replace(&e, "run.sh", &cancelled, |f: &mut File| {
+        let r = d.replace(&e, "run.sh", &cancelled, |mut f: &File| {
             f.write_all(b"late").map_err(|e| PathError::io("run.sh", e))
         });
         assert!(matches!(r, Err(PathError::Cancelled(_))), "{r:?}");
