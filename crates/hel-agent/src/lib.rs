@@ -11,6 +11,8 @@
 //! `hel` binary does the rest. Its modules are private: what the binary
 //! uses is re-exported here, plus the small [`mcp`] and [`text`] faces.
 
+#![warn(unreachable_pub)]
+
 mod agent;
 mod client;
 mod compact;

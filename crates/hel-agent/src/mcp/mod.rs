@@ -581,7 +581,7 @@ impl Server {
     }
 
     /// Stop the server (a stdio server's process group with it).
-    pub fn stop(&mut self) {
+    pub(crate) fn stop(&mut self) {
         if let Some(service) = self.service.take() {
             // Ends the service's task; its transport closes with it.
             service.cancellation_token().cancel();
@@ -641,12 +641,12 @@ pub(crate) struct Tools {
 }
 
 impl Tools {
-    pub fn new(servers: Vec<Server>) -> Tools {
+    pub(crate) fn new(servers: Vec<Server>) -> Tools {
         Tools { servers }
     }
 
     /// The tool offered as `exposed`, and its server.
-    pub fn find(&self, exposed: &str) -> Option<(&Server, &Tool)> {
+    pub(crate) fn find(&self, exposed: &str) -> Option<(&Server, &Tool)> {
         self.servers.iter().find_map(|s| {
             s.tools
                 .iter()
@@ -655,12 +655,12 @@ impl Tools {
         })
     }
 
-    pub fn servers(&self) -> &[Server] {
+    pub(crate) fn servers(&self) -> &[Server] {
         &self.servers
     }
 
     /// Stop every server (at the run's end).
-    pub fn shutdown(&mut self) {
+    pub(crate) fn shutdown(&mut self) {
         for s in &mut self.servers {
             s.stop();
         }

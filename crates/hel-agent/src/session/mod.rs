@@ -6,10 +6,11 @@ mod record;
 mod resolve;
 mod save;
 
-pub use open::{open, Start};
+pub(crate) use open::open;
+pub use open::Start;
 pub(crate) use record::{resumed, Resumed};
+pub(crate) use resolve::verify;
 pub use resolve::{
-    check_session_arg, default_session, recorded_cwd, resolve, resolve_checkpoint, verify,
-    SessionError,
+    check_session_arg, default_session, recorded_cwd, resolve, resolve_checkpoint, SessionError,
 };
-pub use save::Session;
+pub(crate) use save::Session;

@@ -12,7 +12,7 @@ use crate::event::Warning;
 use crate::workspace::Snapshots;
 
 /// A session this process holds.
-pub struct Session {
+pub(crate) struct Session {
     pub store: Store,
     /// Shared with the session's spill, which writes through it.
     pub lease: Arc<SessionLease>,
@@ -23,13 +23,13 @@ pub struct Session {
 
 /// A checkpoint that was published (None: a start record that was not
 /// written because the snapshot failed), and what went wrong around it.
-pub struct Saved {
+pub(crate) struct Saved {
     pub committed: Option<Committed>,
     pub warnings: Vec<Warning>,
 }
 
 impl Session {
-    pub fn id(&self) -> &SessionId {
+    pub(crate) fn id(&self) -> &SessionId {
         self.lease.session()
     }
 
@@ -37,7 +37,7 @@ impl Session {
     /// project's files when `snapshots` is given. A snapshot that fails is
     /// a warning: an answer is then saved without one, a workspace record
     /// not at all (`committed` is None).
-    pub fn record(
+    pub(crate) fn record(
         &mut self,
         agent: &mut Agent,
         instruction: &str,
