@@ -54,7 +54,7 @@ pub enum Event {
         spill: Option<String>,
     },
     /// A piece of what a running bash command printed (stdout and stderr
-    /// as they arrive, at most [`crate::tools::output::LIVE_CHUNK`] bytes: the end
+    /// as they arrive, at most `LIVE_CHUNK` bytes (tools/output.rs): the end
     /// of what one read got), for a live view. Raw bytes from the command:
     /// strip them before showing them. The tool's result is not made of
     /// these; it is [`Event::ToolFinished`]'s `content`, as always.

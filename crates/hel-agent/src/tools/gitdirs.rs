@@ -8,7 +8,7 @@
 //! directory found is read-only to commands (read-only bind mounts in the
 //! sandbox's mount namespace: Landlock cannot carve a read-only part out of
 //! a writable one) and to write_file and search_replace
-//! ([`super::paths::ProjectDir::check_git`]). `--allow-git-write` opens
+//! (`ProjectDir::check_git` in paths.rs). `--allow-git-write` opens
 //! them for commits but keeps [`KEPT`] read-only; a `.git` file is never
 //! writable.
 //!
