@@ -241,7 +241,7 @@ pub struct Probe {
     /// The servers that did not start, each with why.
     pub failed: Vec<(String, StartError)>,
     pub warnings: Vec<McpWarning>,
-    /// Where the servers' logs are ([`log_dir`]).
+    /// Where the servers' logs are (`mcp-logs/` under the instance runtime root).
     pub log_dir: PathBuf,
 }
 
@@ -288,7 +288,7 @@ pub fn probe(specs: &[ServerSpec]) -> Result<Probe, ProbeError> {
 
 /// Where the servers' logs are: `mcp-logs/` under this user's private
 /// instance runtime root (see [`crate::instance`]).
-pub fn log_dir() -> PathBuf {
+pub(crate) fn log_dir() -> PathBuf {
     crate::instance::runtime_root().join("mcp-logs")
 }
 
