@@ -235,7 +235,7 @@ fn tool_calls(message: &Value) -> Vec<ToolCall> {
 }
 
 /// Everything an [`Agent`] is made of.
-pub struct Parts {
+pub(crate) struct Parts {
     pub config: RequestConfig,
     pub client: ModelClient,
     pub toolset: Toolset,
@@ -253,7 +253,7 @@ pub struct Parts {
 }
 
 /// One conversation with the model and the tools.
-pub struct Agent {
+pub(crate) struct Agent {
     model: Model,
     toolset: Toolset,
     tools: ToolCtx,
@@ -269,7 +269,7 @@ pub struct Agent {
 
 impl Agent {
     /// An agent whose conversation is the system message alone.
-    pub fn new(parts: Parts, system: Value) -> Agent {
+    pub(crate) fn new(parts: Parts, system: Value) -> Agent {
         let mut conversation = Conversation::new();
         conversation.set_system(system);
         Agent {
@@ -296,20 +296,20 @@ impl Agent {
         }
     }
 
-    pub fn conversation(&self) -> &Conversation {
+    pub(crate) fn conversation(&self) -> &Conversation {
         &self.conversation
     }
 
-    pub fn config(&self) -> &RequestConfig {
+    pub(crate) fn config(&self) -> &RequestConfig {
         &self.model.config
     }
 
-    pub fn meter(&self) -> Meter {
+    pub(crate) fn meter(&self) -> Meter {
         self.meter
     }
 
     /// Tokens reported over the last instruction.
-    pub fn usage(&self) -> Usage {
+    pub(crate) fn usage(&self) -> Usage {
         self.model.usage
     }
 
@@ -356,13 +356,13 @@ impl Agent {
     }
 
     /// Send the next requests to `model` (`/model` in the prompt).
-    pub fn set_model(&mut self, model: &str) {
+    pub(crate) fn set_model(&mut self, model: &str) {
         self.model.config.model = model.to_owned();
     }
 
     /// Compact the conversation now, keeping the newest `keep_recent`
     /// tokens verbatim (see [`compact::now`]). Returns whether it changed.
-    pub async fn compact_now(&mut self, keep_recent: u64) -> Result<bool, Incomplete> {
+    pub(crate) async fn compact_now(&mut self, keep_recent: u64) -> Result<bool, Incomplete> {
         let seen = self.model.interrupts.count();
         self.summarize_old(keep_recent, seen).await
     }
@@ -390,7 +390,7 @@ impl Agent {
     /// conversation at its last completed point. `first_reply` is called
     /// once, when the model's first reply to it has arrived and before any
     /// tool it asks for runs (the run saves the instruction's start then).
-    pub async fn run_instruction(
+    pub(crate) async fn run_instruction(
         &mut self,
         text: &str,
         first_reply: &mut dyn FnMut(&mut Agent),
@@ -414,7 +414,7 @@ impl Agent {
 
     /// Whether the last instruction ended incomplete with nothing of it
     /// kept in the conversation (not even its user message).
-    pub fn instruction_dropped(&self) -> bool {
+    pub(crate) fn instruction_dropped(&self) -> bool {
         self.dropped
     }
 

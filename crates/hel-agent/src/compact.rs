@@ -9,13 +9,13 @@ use crate::event::{Event, Observer, Warning};
 use crate::meter::{estimate_chars, Meter};
 
 /// Tool results longer than this (characters) are trimmed when over budget.
-pub const TRIM_OVER: usize = 8_192;
+pub(crate) const TRIM_OVER: usize = 8_192;
 const TRIM_HEAD: usize = 4_096;
 const TRIM_TAIL: usize = 1_024;
 
 /// When to compact and what to keep.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
-pub struct Policy {
+pub(crate) struct Policy {
     /// Compact when the estimated request exceeds this many tokens.
     pub at: u64,
     /// Tokens of the most recent conversation kept verbatim.
@@ -37,7 +37,7 @@ pub fn planned_output(window: u64, output: u64) -> u64 {
 /// the estimate and an eighth of it to spare (the estimate is chars/4 for
 /// what the server has not counted; a server refuses a request whose
 /// prompt and limit exceed its window), at least 1.
-pub fn output_limit(window: u64, estimate: u64, output: u64) -> u64 {
+pub(crate) fn output_limit(window: u64, estimate: u64, output: u64) -> u64 {
     let needed = estimate.saturating_add(estimate / 8);
     output.min(window.saturating_sub(needed)).max(1)
 }
@@ -48,7 +48,7 @@ impl Policy {
     /// keep_recent = 0.16·(W − O'). Where W ≥ 4·O, O' is O; a smaller
     /// window would otherwise leave no room at all (at ≤ 0: every request
     /// compacted, then refused).
-    pub fn defaults(window: u64, output: u64) -> Policy {
+    pub(crate) fn defaults(window: u64, output: u64) -> Policy {
         let w = window as f64;
         let room = window.saturating_sub(planned_output(window, output));
         let reserve = (65_536f64).min(0.25 * w) as u64;
@@ -81,7 +81,7 @@ fn role(m: &Value) -> &str {
 /// The first index of the recent tail: the newest messages whose estimate
 /// fits `keep_recent` tokens, never starting with a tool message (so a call
 /// and its results stay together), never the system message (index 0).
-pub fn tail_start(messages: &[Value], keep_recent: u64) -> usize {
+pub(crate) fn tail_start(messages: &[Value], keep_recent: u64) -> usize {
     let mut t = messages.len();
     let mut used = 0u64;
     while t > 1 {
@@ -100,7 +100,7 @@ pub fn tail_start(messages: &[Value], keep_recent: u64) -> usize {
 
 /// Trim tool results before `end` longer than [`TRIM_OVER`] characters to
 /// their head and tail. Returns the indices of the trimmed messages.
-pub fn trim_tool_results(conversation: &mut Conversation, end: usize) -> Vec<usize> {
+pub(crate) fn trim_tool_results(conversation: &mut Conversation, end: usize) -> Vec<usize> {
     let mut trimmed = Vec::new();
     for i in 0..end.min(conversation.len()) {
         let m = &conversation.messages()[i];
@@ -135,7 +135,7 @@ Decisions; Files touched; Open work; Identifiers and values the user gave (copy 
 
 /// Why a summary could not be had.
 #[derive(Debug)]
-pub enum SummaryError {
+pub(crate) enum SummaryError {
     /// The user interrupted the request: the instruction ends.
     Interrupted,
     /// The request failed: compaction is skipped.
@@ -144,7 +144,7 @@ pub enum SummaryError {
 
 /// Whoever writes summaries: in a run, the model itself (a separate
 /// request with purpose `compaction`).
-pub trait Summarizer {
+pub(crate) trait Summarizer {
     /// The model's answer to `request` (a system prompt and the transcript
     /// to summarize). `meter` is the conversation's Meter at this moment,
     /// for the record.
@@ -159,7 +159,7 @@ pub trait Summarizer {
 /// `tools`: trim, then compact, if the estimate is over the threshold (a
 /// conversation under it is never touched); then refuse a conversation
 /// that still leaves less than [`planned_output`] of the window.
-pub async fn before_request(
+pub(crate) async fn before_request(
     conversation: &mut Conversation,
     meter: &mut Meter,
     policy: &Policy,
@@ -197,7 +197,7 @@ pub async fn before_request(
 /// everything before the newest `keep_recent` tokens. Returns whether the
 /// conversation changed (nothing old enough, a failed request or a summary
 /// that is not smaller leave it as it was).
-pub async fn now(
+pub(crate) async fn now(
     conversation: &mut Conversation,
     meter: &mut Meter,
     keep_recent: u64,

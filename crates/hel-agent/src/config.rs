@@ -43,7 +43,7 @@ pub enum ConfigError {
 /// Everything that shapes a model request except the messages: a part of
 /// the session record, stored in every checkpoint (the key is not part of
 /// it).
-pub use hel_store::RequestConfig;
+pub(crate) use hel_store::RequestConfig;
 
 /// The resolved endpoint: config plus the key, which is never stored.
 #[derive(Debug, Clone)]
@@ -56,7 +56,7 @@ pub struct Endpoint {
 const HEL_API_KEY: &str = "HEL_API_KEY";
 
 /// The environment variable a provider's API key is read from.
-pub fn key_var(provider: &str) -> &'static str {
+pub(crate) fn key_var(provider: &str) -> &'static str {
     match provider {
         "deepseek" => "DEEPSEEK_API_KEY",
         "openai" => "OPENAI_API_KEY",
@@ -132,7 +132,7 @@ pub fn resolve(args: &ProviderChoice) -> Result<Endpoint, ConfigError> {
 /// `messages`, the tool definitions when `tools`, and `max_output` as the
 /// output limit (the configured one, or less where the window has no room
 /// for it).
-pub fn request_body(
+pub(crate) fn request_body(
     config: &RequestConfig,
     messages: &[Value],
     tools: bool,

@@ -54,7 +54,7 @@ pub enum Event {
         spill: Option<String>,
     },
     /// A piece of what a running bash command printed (stdout and stderr
-    /// as they arrive, at most [`crate::tools::output::LIVE_CHUNK`] bytes: the end
+    /// as they arrive, at most `LIVE_CHUNK` bytes (tools/output.rs): the end
     /// of what one read got), for a live view. Raw bytes from the command:
     /// strip them before showing them. The tool's result is not made of
     /// these; it is [`Event::ToolFinished`]'s `content`, as always.
@@ -176,7 +176,7 @@ pub enum Warning {
     /// past a budget, changed while it looked): undo and restore leave
     /// them alone. `first` names the first few, each with why; said again
     /// only when a snapshot meets one the run was not told of.
-    #[error("{} could not be snapshotted, so undo does not track {}: {}{}", crate::count(*count as u64, "path", "paths"), if *count == 1 { "it" } else { "them" }, first.join("; "), match count.saturating_sub(first.len()) { 0 => String::new(), more => format!("; and {more} more") })]
+    #[error("{} could not be snapshotted, so undo does not track {}: {}{}", crate::terminal::count(*count as u64, "path", "paths"), if *count == 1 { "it" } else { "them" }, first.join("; "), match count.saturating_sub(first.len()) { 0 => String::new(), more => format!("; and {more} more") })]
     WorkspacePartial { count: usize, first: Vec<String> },
     /// A command created a git directory, or what git reads in one, while
     /// it ran: what it wrote there in that command was not read-only.
@@ -185,7 +185,7 @@ pub enum Warning {
     /// About the MCP servers: one that did not start, a tool left out, a
     /// server a resumed session used that is gone.
     #[error(transparent)]
-    Mcp(#[from] crate::mcp::warning::McpWarning),
+    Mcp(#[from] crate::mcp::McpWarning),
     /// record.json could not be written.
     #[error("cannot write {}", .0.display())]
     RecordUnwritable(PathBuf),
@@ -200,10 +200,11 @@ pub trait Observer {
     }
 }
 
-/// An observer that drops every event (tests, and callers that only want
-/// the outcome).
-pub struct Ignore;
+/// An observer that drops every event (tests).
+#[cfg(test)]
+pub(crate) struct Ignore;
 
+#[cfg(test)]
 impl Observer for Ignore {
     fn event(&self, _: Event) {}
 }

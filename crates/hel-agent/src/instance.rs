@@ -56,27 +56,26 @@ fn io_at(path: &Path) -> impl FnOnce(std::io::Error) -> InstanceError + '_ {
     }
 }
 
-pub struct Instance {
-    pub id: String,
+pub(crate) struct Instance {
     pub dir: PathBuf,
     lock: File,
 }
 
 /// This user's instance runtime root: `<system tmp>/hel-runs-<euid>`.
-pub fn runtime_root() -> PathBuf {
+pub(crate) fn runtime_root() -> PathBuf {
     std::env::temp_dir().join(format!("hel-runs-{}", rustix::process::geteuid().as_raw()))
 }
 
 impl Instance {
     /// Create this process's instance under [`runtime_root`], after
     /// cleaning up dead instances.
-    pub fn start() -> Result<Instance, InstanceError> {
+    pub(crate) fn start() -> Result<Instance, InstanceError> {
         Self::start_in(&runtime_root())
     }
 
     /// Create an instance under `root` (made private to this user if new,
     /// refused if it is a symbolic link or someone else's).
-    pub fn start_in(root: &Path) -> Result<Instance, InstanceError> {
+    pub(crate) fn start_in(root: &Path) -> Result<Instance, InstanceError> {
         ensure_root(root)?;
         clean_dead(root);
         let mut tries = 0;
@@ -91,18 +90,18 @@ impl Instance {
         }
     }
 
-    pub fn tmp(&self) -> PathBuf {
+    pub(crate) fn tmp(&self) -> PathBuf {
         self.dir.join(TMP)
     }
 
-    pub fn spill(&self) -> PathBuf {
+    pub(crate) fn spill(&self) -> PathBuf {
         self.dir.join(SPILL)
     }
 
     /// Remove tmp, and the whole directory unless spill remains (spill of
     /// a session-less run stays for 24 hours). Called at exit and Ctrl-C,
     /// after the sandbox (and every command) is gone.
-    pub fn finish(&self) {
+    pub(crate) fn finish(&self) {
         if remove_tree(&self.tmp()).is_err() || !dir_is_empty(&self.spill()) {
             return; // .active stays, so a later cleanup can take it
         }
@@ -183,7 +182,7 @@ fn create(root: &Path) -> Result<Instance, InstanceError> {
             rustix::fs::RenameFlags::NOREPLACE,
         )
         .map_err(|e| io_at(&dir)(e.into()))?;
-        Ok(Instance { id, dir, lock })
+        Ok(Instance { dir, lock })
     })();
     if built.is_err() {
         let _ = remove_tree(&staging);

@@ -10,14 +10,14 @@ use serde_json::Value;
 /// observation, chars/4 of all messages and of the tool definitions. Any
 /// rewrite of history resets it.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct Meter {
+pub(crate) struct Meter {
     pub observed: Option<Observation>,
 }
 
-pub use hel_store::Observation;
+pub(crate) use hel_store::Observation;
 
 /// chars/4 of the serialized JSON of `messages`, tool calls included.
-pub fn estimate_chars(messages: &[Value]) -> u64 {
+pub(crate) fn estimate_chars(messages: &[Value]) -> u64 {
     messages
         .iter()
         .map(|m| serde_json::to_string(m).map_or(0, |s| s.chars().count() as u64))
@@ -27,14 +27,14 @@ pub fn estimate_chars(messages: &[Value]) -> u64 {
 
 /// The estimated tokens of a request or a response body as it goes on the
 /// wire: chars/4 of all of it (messages, tool definitions, parameters).
-pub fn estimate_body(body: &Value) -> u64 {
+pub(crate) fn estimate_body(body: &Value) -> u64 {
     serde_json::to_string(body).map_or(0, |s| s.chars().count() as u64) / 4
 }
 
 impl Meter {
     /// A response to a request that sent `messages_sent` messages cost
     /// `prompt_tokens` (`estimated`: by hel, the server said nothing).
-    pub fn observe(&mut self, messages_sent: usize, prompt_tokens: u64, estimated: bool) {
+    pub(crate) fn observe(&mut self, messages_sent: usize, prompt_tokens: u64, estimated: bool) {
         self.observed = Some(Observation {
             messages_sent,
             prompt_tokens,
@@ -42,14 +42,14 @@ impl Meter {
         });
     }
 
-    pub fn reset(&mut self) {
+    pub(crate) fn reset(&mut self) {
         self.observed = None;
     }
 
     /// The conversation was cut back to `len` messages (an instruction
     /// that did not complete): an observation of a request that sent more
     /// counted messages that are gone, so it is dropped.
-    pub fn truncated(&mut self, len: usize) {
+    pub(crate) fn truncated(&mut self, len: usize) {
         if self.observed.is_some_and(|o| o.messages_sent > len) {
             self.reset();
         }
@@ -57,7 +57,7 @@ impl Meter {
 
     /// Estimated prompt tokens of a request sending `messages` and the tool
     /// definitions `tools`.
-    pub fn estimate(&self, messages: &[Value], tools: &[Value]) -> u64 {
+    pub(crate) fn estimate(&self, messages: &[Value], tools: &[Value]) -> u64 {
         match self.observed {
             Some(o) if o.messages_sent <= messages.len() => {
                 // Observed from the server, or restored from a checkpoint:
@@ -69,20 +69,20 @@ impl Meter {
         }
     }
 
-    pub fn is_observed(&self) -> bool {
+    pub(crate) fn is_observed(&self) -> bool {
         self.observed.is_some()
     }
 
     /// Whether the estimate rests on hel's arithmetic alone: nothing
     /// observed, or an observation that was itself an estimate.
-    pub fn is_estimated(&self) -> bool {
+    pub(crate) fn is_estimated(&self) -> bool {
         self.observed.is_none_or(|o| o.estimated)
     }
 
     /// Whether a saved Meter can be trusted: it has an observation, and no
     /// request of at least one message cost 0 tokens (what a server that
     /// reports no usage left in checkpoints written before hel estimated).
-    pub fn plausible(&self) -> bool {
+    pub(crate) fn plausible(&self) -> bool {
         self.observed
             .is_some_and(|o| o.prompt_tokens > 0 || o.messages_sent == 0)
     }

@@ -129,7 +129,7 @@ impl Project {
 
 /// The project hel started in `start` (canonical) belongs to, for the user
 /// `uid` whose home directory is `home`: see the module's rules.
-pub fn discover(start: &Path, home: Option<&Path>, uid: u32) -> Project {
+pub(crate) fn discover(start: &Path, home: Option<&Path>, uid: u32) -> Project {
     for dir in start.ancestors() {
         let above = dir != start;
         if above && (Some(dir) == home || dir.parent().is_none() || shared(dir)) {

@@ -52,7 +52,7 @@ use crate::tools::Decision;
 /// Why a model request was sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Purpose {
+pub(crate) enum Purpose {
     /// A turn of an instruction.
     Turn,
     /// A summary for compaction.
@@ -60,7 +60,7 @@ pub enum Purpose {
 }
 
 /// One model request as record mode sees it.
-pub struct Exchange<'a> {
+pub(crate) struct Exchange<'a> {
     pub purpose: Purpose,
     pub request: &'a Value,
     pub response: &'a Value,
@@ -146,7 +146,7 @@ struct RawLine<'a> {
     response: &'a Value,
 }
 
-pub struct Recorder {
+pub(crate) struct Recorder {
     dir: PathBuf,
     raw: File,
     started: Instant,
@@ -154,7 +154,7 @@ pub struct Recorder {
 }
 
 impl Recorder {
-    pub fn create(dir: &Path, requested_model: &str) -> std::io::Result<Recorder> {
+    pub(crate) fn create(dir: &Path, requested_model: &str) -> std::io::Result<Recorder> {
         fs::create_dir_all(dir.join("raw"))?;
         let raw = OpenOptions::new()
             .create(true)
@@ -189,16 +189,16 @@ impl Recorder {
         })
     }
 
-    pub fn set_session(&mut self, id: &hel_store::SessionId) {
+    pub(crate) fn set_session(&mut self, id: &hel_store::SessionId) {
         self.record.session_id = Some(id.to_string());
     }
 
-    pub fn set_meter_restored(&mut self, restored: bool) {
+    pub(crate) fn set_meter_restored(&mut self, restored: bool) {
         self.record.meter_restored = restored;
     }
 
     /// One model request and its outcome.
-    pub fn request(&mut self, x: Exchange<'_>) {
+    pub(crate) fn request(&mut self, x: Exchange<'_>) {
         let line = RawLine {
             purpose: x.purpose,
             request: x.request,
@@ -231,7 +231,7 @@ impl Recorder {
         });
     }
 
-    pub fn tool_call(&mut self, name: &str, args: &str, ok: bool, decision: Decision) {
+    pub(crate) fn tool_call(&mut self, name: &str, args: &str, ok: bool, decision: Decision) {
         let args = serde_json::from_str::<Value>(args).unwrap_or_else(|_| Value::from(args));
         self.record.tool_calls.push(ToolCallEntry {
             args,
@@ -243,7 +243,7 @@ impl Recorder {
 
     /// The end of one instruction. Returns a warning when record.json
     /// could not be written.
-    pub fn instruction(
+    pub(crate) fn instruction(
         &mut self,
         termination: Termination,
         final_output: Option<&str>,
@@ -266,7 +266,7 @@ impl Recorder {
 
     /// Write record.json (again), whole: a reader never sees a torn file.
     /// Called after every instruction and at exit.
-    pub fn flush(&mut self) -> Option<Warning> {
+    pub(crate) fn flush(&mut self) -> Option<Warning> {
         self.record.wall_time_ms = self.started.elapsed().as_millis() as u64;
         let _ = self.raw.flush();
         let path = self.dir.join("record.json");

@@ -41,7 +41,7 @@ pub struct Unspilled {
 }
 
 /// Default spill limit in characters (Unicode scalar values), ~12,500 tokens.
-pub const DEFAULT_LIMIT: usize = 50_000;
+pub(crate) const DEFAULT_LIMIT: usize = 50_000;
 /// Characters of head and of tail kept in the conversation.
 const EDGE: usize = 2_000;
 /// The largest spill file read back (tool output is capped well below).
@@ -70,7 +70,7 @@ enum Home {
 /// The spill file read last: (name, bytes, blob id).
 type LastRead = (String, Rc<[u8]>, ObjectId);
 
-pub struct SpillStore {
+pub(crate) struct SpillStore {
     home: Home,
     /// How the conversation names spill files (with a trailing `/`).
     prefix: String,
@@ -84,7 +84,7 @@ pub struct SpillStore {
 
 impl SpillStore {
     /// Spill for the session of `lease` in `store`.
-    pub fn for_session(store: &Store, lease: Arc<SessionLease>) -> SpillStore {
+    pub(crate) fn for_session(store: &Store, lease: Arc<SessionLease>) -> SpillStore {
         let dir = hel_store::spill::dir_path(store, lease.session());
         // Named relative to the project: the path a model (and bash) uses.
         let prefix = match dir.strip_prefix(store.project_path()) {
@@ -102,7 +102,7 @@ impl SpillStore {
     }
 
     /// Spill in the instance's own space (no session).
-    pub fn for_instance(dir: &Path) -> SpillStore {
+    pub(crate) fn for_instance(dir: &Path) -> SpillStore {
         SpillStore::new(
             Home::Instance {
                 dir: dir.to_owned(),
@@ -124,7 +124,7 @@ impl SpillStore {
     }
 
     /// The session's own spill directory (bash sees it read-only).
-    pub fn own_dir(&self) -> Option<PathBuf> {
+    pub(crate) fn own_dir(&self) -> Option<PathBuf> {
         match &self.home {
             Home::Session { dir, .. } => Some(dir.clone()),
             Home::Instance { .. } => None,
@@ -132,18 +132,18 @@ impl SpillStore {
     }
 
     /// Adopt a checkpoint's spill map (at resume, and after each commit).
-    pub fn set_committed(&mut self, map: &BTreeMap<String, SpillEntry>) {
+    pub(crate) fn set_committed(&mut self, map: &BTreeMap<String, SpillEntry>) {
         for (k, v) in map {
             self.entries.insert(k.clone(), Source::Stored(v.clone()));
         }
     }
 
     /// Files spilled since the last commit: (name in the conversation, file).
-    pub fn pending(&self) -> Vec<(String, String)> {
+    pub(crate) fn pending(&self) -> Vec<(String, String)> {
         self.pending.clone()
     }
 
-    pub fn clear_pending(&mut self) {
+    pub(crate) fn clear_pending(&mut self) {
         self.pending.clear();
     }
 
@@ -178,7 +178,11 @@ impl SpillStore {
     /// If `content` is over the limit, save it and return what the
     /// conversation gets instead; when it cannot be saved, the content is
     /// cut and the second value says why.
-    pub fn maybe_spill(&mut self, tool: &str, content: String) -> (String, Option<Unspilled>) {
+    pub(crate) fn maybe_spill(
+        &mut self,
+        tool: &str,
+        content: String,
+    ) -> (String, Option<Unspilled>) {
         let chars = content.chars().count();
         if chars <= self.limit {
             return (content, None);
@@ -218,7 +222,7 @@ impl SpillStore {
     /// blob id (spill never changes, so the id identifies it for cursors,
     /// across processes and copies). The last file read is kept, so paging
     /// through a spill reads it once.
-    pub fn read(&self, key: &str) -> Option<(Rc<[u8]>, ObjectId)> {
+    pub(crate) fn read(&self, key: &str) -> Option<(Rc<[u8]>, ObjectId)> {
         if let Some((k, bytes, id)) = self.last.borrow().as_ref() {
             if k == key {
                 return Some((Rc::clone(bytes), *id));
@@ -254,7 +258,7 @@ impl SpillStore {
 
     /// Re-create this session's own spill working copies from their blobs
     /// when they are gone (at resume).
-    pub fn materialize(&self) {
+    pub(crate) fn materialize(&self) {
         let Home::Session { store, lease, .. } = &self.home else {
             return;
         };

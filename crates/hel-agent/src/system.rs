@@ -12,11 +12,11 @@ use crate::tools::paths::{self, OpenError, PathError, ProjectDir, Target};
 
 /// Bytes of project instructions used, all files together; the rest is
 /// left out with a warning.
-pub const CONTEXT_FILE_BYTES: usize = 64 << 10;
+pub(crate) const CONTEXT_FILE_BYTES: usize = 64 << 10;
 
 /// The instructions file read at the project's root (and its name for
 /// `--context-file`'s default).
-pub const HEL_MD: &str = "HEL.md";
+pub(crate) const HEL_MD: &str = "HEL.md";
 /// The instructions file most agents read, at the root and in each
 /// directory on the way down to where hel started.
 pub const AGENTS_MD: &str = "AGENTS.md";
@@ -75,7 +75,7 @@ pub enum ContextFileWarning {
 
 /// The system message and what went into it.
 #[derive(Debug)]
-pub struct System {
+pub(crate) struct System {
     pub message: Value,
     /// The instructions files read, in order: at the root by their path
     /// relative to it, `--context-file` as given.
@@ -89,7 +89,11 @@ pub struct System {
 /// project and outside `.hel/`, never blocking; together their first
 /// [`CONTEXT_FILE_BYTES`] are used. A file that exists but cannot be used
 /// is left out with a warning.
-pub fn build(project: &ProjectDir, instructions: &Instructions, tools: &[ToolName]) -> System {
+pub(crate) fn build(
+    project: &ProjectDir,
+    instructions: &Instructions,
+    tools: &[ToolName],
+) -> System {
     let mut warnings = Vec::new();
     let root = project.path();
     let cwd = project.cwd();

@@ -60,6 +60,13 @@ pub fn escape_text(text: &str) -> Cow<'_, str> {
     escape(text, true)
 }
 
+/// `n` and the noun for it: `1 file`, `2 files`, `0 files`. Every count
+/// hel words (here and in the CLI) goes through it.
+pub fn count(n: impl Into<u64>, one: &str, many: &str) -> String {
+    let n = n.into();
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

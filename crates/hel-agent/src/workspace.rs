@@ -2,7 +2,7 @@
 //! instruction starts and when it ends, so that `hel undo` and `hel
 //! restore` can bring them back.
 
-pub mod error;
+pub(crate) mod error;
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -19,7 +19,7 @@ pub use error::WorkspaceError;
 const NAMED: usize = 5;
 
 /// Snapshots of one project for one session, kept across its instructions.
-pub struct Snapshots {
+pub(crate) struct Snapshots {
     workspace: Workspace,
     /// The last snapshot written (its root tree and paths), on which the
     /// next builds; read from the session's history at the first snapshot
@@ -35,7 +35,7 @@ pub struct Snapshots {
 impl Snapshots {
     /// Snapshots of `store`'s project within `options`. Refused for `/`
     /// and the home directory.
-    pub fn open(store: &Store, options: Options) -> Result<Snapshots, WorkspaceError> {
+    pub(crate) fn open(store: &Store, options: Options) -> Result<Snapshots, WorkspaceError> {
         Ok(Snapshots {
             workspace: Workspace::open(store, options)?,
             last: None,
@@ -49,7 +49,11 @@ impl Snapshots {
     /// which the next builds: a resumed session whose files cannot be read
     /// back (a tree over what hel reads, a damaged store) is refused
     /// before any instruction instead of failing at each.
-    pub fn resume_from(&mut self, store: &Store, head: &ObjectId) -> Result<(), WorkspaceError> {
+    pub(crate) fn resume_from(
+        &mut self,
+        store: &Store,
+        head: &ObjectId,
+    ) -> Result<(), WorkspaceError> {
         self.loaded = true;
         self.last = match history::newest_tree(store, head)? {
             Some(tree) => Some((tree, Arc::new(self.workspace.read_last(store, &tree)?))),
@@ -61,7 +65,7 @@ impl Snapshots {
     /// Snapshot the project through `txn`, building on the session's last
     /// snapshot (`head` is the session's head when this process has taken
     /// none yet).
-    pub fn take(
+    pub(crate) fn take(
         &mut self,
         store: &Store,
         txn: &mut Txn<'_>,
@@ -84,19 +88,19 @@ impl Snapshots {
     }
 
     /// The workspace, for a restore.
-    pub fn workspace_mut(&mut self) -> &mut Workspace {
+    pub(crate) fn workspace_mut(&mut self) -> &mut Workspace {
         &mut self.workspace
     }
 
     /// Records were written elsewhere (a restore): the next snapshot reads
     /// what it builds on from the session's history again.
-    pub fn forget(&mut self) {
+    pub(crate) fn forget(&mut self) {
         self.last = None;
         self.loaded = false;
     }
 
     /// The snapshot `snap` was committed: the next one builds on it.
-    pub fn committed(&mut self, snap: Snapshot) {
+    pub(crate) fn committed(&mut self, snap: Snapshot) {
         self.last = Some((snap.tree, snap.flat));
     }
 
@@ -104,7 +108,7 @@ impl Snapshots {
     /// first few, each with why, then how many more), when it holds one
     /// this run has not told of yet; `None` otherwise. Paths not read on
     /// purpose (ignored, special files) are never named.
-    pub fn tell(&mut self, snap: &Snapshot) -> Option<Warning> {
+    pub(crate) fn tell(&mut self, snap: &Snapshot) -> Option<Warning> {
         let mut new = false;
         for (path, _) in &snap.not_tracked {
             new |= self.told.insert(path.clone());
@@ -156,7 +160,7 @@ fn reason(why: &NotTracked) -> String {
 /// The note the model gets at the next instruction after files were
 /// restored by `hel undo` or `hel restore` (newest restore first in
 /// `restores`), or None.
-pub fn restored_note(restores: &[hel_store::Restored]) -> Option<String> {
+pub(crate) fn restored_note(restores: &[hel_store::Restored]) -> Option<String> {
     if restores.is_empty() {
         return None;
     }
@@ -186,7 +190,7 @@ pub fn restored_note(restores: &[hel_store::Restored]) -> Option<String> {
     };
     Some(format!(
         "[hel: since your last answer the user restored {} to an earlier state ({shown}{more}); read {} again before relying on what you last saw.]",
-        crate::count(count, "file", "files"),
+        crate::terminal::count(count, "file", "files"),
         if count == 1 { "it" } else { "them" }
     ))
 }

@@ -11,7 +11,7 @@
 //! back as exactly those messages (every message is unique, so a leaf
 //! naming the wrong stored message cannot go unnoticed).
 
-use hel_agent::conversation::Conversation;
+use hel_agent::Conversation;
 use hel_store::{CommitInput, SessionLease, SessionState, Store};
 use proptest::prelude::*;
 use serde_json::{json, Value};

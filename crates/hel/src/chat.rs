@@ -5,15 +5,10 @@ use std::io::IsTerminal;
 use std::rc::Rc;
 use std::sync::Arc;
 
-use hel_agent::interrupt::{self, Interrupts};
-use hel_agent::outcome::{Outcome, Termination};
-use hel_agent::run::{Host, Run};
-use hel_agent::session::Start;
+use hel_agent::{Host, Interrupts, Observer, Outcome, Run, Start, Termination};
 use tokio::io::{AsyncBufReadExt, BufReader, Lines, Stdin};
 
 use std::time::Instant;
-
-use hel_agent::event::Observer;
 
 use crate::cli::{OutputFormat, RunArgs};
 use crate::exit::{Exit, Usage};
@@ -39,7 +34,7 @@ pub async fn run(args: RunArgs, start: Start, restore_files: Option<bool>) -> Re
         }
         return crate::prompt::run(args, start, restore_files).await;
     }
-    let (interrupter, interrupts) = interrupt::channel();
+    let (interrupter, interrupts) = hel_agent::interrupts();
     let live = Rc::new(Live::new());
     if let Some(intro) = args.intro(false) {
         live.introduce(intro);

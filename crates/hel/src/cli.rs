@@ -160,7 +160,7 @@ pub enum ProviderName {
     Openai,
 }
 
-impl From<ProviderName> for hel_agent::config::Provider {
+impl From<ProviderName> for hel_agent::Provider {
     fn from(p: ProviderName) -> Self {
         match p {
             ProviderName::Deepseek => Self::Deepseek,
@@ -233,7 +233,7 @@ impl Access {
     }
 }
 
-impl From<Access> for hel_agent::tools::Access {
+impl From<Access> for hel_agent::Access {
     fn from(a: Access) -> Self {
         match a {
             Access::ReadOnly => Self::ReadOnly,
@@ -249,7 +249,7 @@ impl RunArgs {
     /// provider's settings resolve to (None: they do not resolve, and the
     /// run will say why).
     pub fn intro(&self, help: bool) -> Option<Intro> {
-        let endpoint = hel_agent::config::resolve(&self.options().provider).ok()?;
+        let endpoint = hel_agent::resolve_provider(&self.options().provider).ok()?;
         Some(Intro {
             model: endpoint.config.model,
             access: self.access.name(),
@@ -269,11 +269,10 @@ impl RunArgs {
     }
 
     /// The run's options, as the agent library takes them.
-    pub fn options(&self) -> hel_agent::run::Options {
-        use hel_agent::run::Compaction;
-        use hel_agent::system::Instructions;
-        hel_agent::run::Options {
-            provider: hel_agent::config::ProviderChoice {
+    pub fn options(&self) -> hel_agent::Options {
+        use hel_agent::{Compaction, Instructions};
+        hel_agent::Options {
+            provider: hel_agent::ProviderChoice {
                 provider: self.provider.map(Into::into),
                 base_url: self.base_url.clone(),
                 model: self.model.clone(),

@@ -298,10 +298,10 @@ pub fn print(settings: &Settings) {
         ),
     ];
     for (k, v, s) in rows {
-        println!("{k:<18} {:<32} {s}", hel_agent::terminal::escape_line(&v));
+        println!("{k:<18} {:<32} {s}", hel_agent::text::escape_line(&v));
     }
     if let Some(w) = r.context_window {
-        let planned = hel_agent::compact::planned_output(w, r.max_output_tokens);
+        let planned = hel_agent::planned_output(w, r.max_output_tokens);
         if planned < r.max_output_tokens {
             println!(
                 "\nnote: max_output_tokens ({}) is more than a quarter of context_window ({w}): each request asks for what fits in the window, and compaction plans for {planned} (README, Context budget)",

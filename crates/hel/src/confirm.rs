@@ -9,8 +9,8 @@
 use std::io::Write;
 use std::sync::Mutex;
 
-use hel_agent::terminal::escape_line;
-use hel_agent::tools::{Answer, Request, ToolName};
+use hel_agent::text::escape_line;
+use hel_agent::{Answer, Request, ToolName};
 
 use crate::render::columns;
 /// The Markdown renderer (render/markdown.rs) cuts table cells with it.
@@ -242,7 +242,7 @@ mod tests {
             preview: preview.iter().map(|s| s.to_string()).collect(),
             command: command.map(str::to_owned),
             program: command
-                .and_then(hel_agent::tools::access::simple_program)
+                .and_then(hel_agent::simple_program)
                 .map(str::to_owned),
         }
     }

@@ -15,9 +15,7 @@ mod own;
 use std::error::Error;
 use std::fmt;
 
-use hel_agent::project::ProjectError;
-use hel_agent::run::{RestoreFilesError, StartError};
-use hel_agent::session::SessionError;
+use hel_agent::{ProjectError, RestoreFilesError, SessionError, StartError};
 use hel_remote::RemoteError;
 use hel_workspace::flat::FlatError;
 use hel_workspace::history::HistoryError;
@@ -191,9 +189,9 @@ impl Damage for StartError {
     }
 }
 
-impl Damage for hel_agent::workspace::WorkspaceError {
+impl Damage for hel_agent::WorkspaceError {
     fn damaged(&self) -> bool {
-        use hel_agent::workspace::WorkspaceError as W;
+        use hel_agent::WorkspaceError as W;
         match self {
             W::Snapshot(e) => e.damaged(),
             W::History(e) => e.damaged(),
@@ -412,12 +410,12 @@ mod tests {
     #[test]
     fn bad_arguments_are_usage_errors() {
         for bad in ["../x", "/tmp/x", "abc", "zz zz", ""] {
-            let e = hel_agent::session::check_session_arg(bad).unwrap_err();
+            let e = hel_agent::check_session_arg(bad).unwrap_err();
             assert_eq!(Exit::from(e).code(), 2, "{bad}");
         }
-        let e = hel_agent::session::resolve_checkpoint(&[], "xyz").unwrap_err();
+        let e = hel_agent::resolve_checkpoint(&[], "xyz").unwrap_err();
         assert_eq!(Exit::from(e).code(), 2);
-        let e = hel_agent::session::resolve_checkpoint(&[], "abcd").unwrap_err();
+        let e = hel_agent::resolve_checkpoint(&[], "abcd").unwrap_err();
         assert_eq!(Exit::from(e).code(), 1);
     }
 
@@ -435,9 +433,9 @@ mod tests {
             Exit::from(fault()),
             Exit::from(SessionError::Store(fault())),
             Exit::from(StartError::Store(fault())),
-            Exit::from(StartError::Workspace(
-                hel_agent::workspace::WorkspaceError::Flat(FlatError::Store(fault())),
-            )),
+            Exit::from(StartError::Workspace(hel_agent::WorkspaceError::Flat(
+                FlatError::Store(fault()),
+            ))),
             Exit::from(UndoError::History(HistoryError::Store(fault()))),
             Exit::from(UndoError::Restore(RestoreError::Blob {
                 path: PathBuf::from("a"),

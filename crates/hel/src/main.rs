@@ -20,7 +20,7 @@ mod tty;
 use std::process::ExitCode;
 
 use clap::{ArgMatches, CommandFactory, FromArgMatches};
-use hel_agent::session::{check_session_arg, Start};
+use hel_agent::{check_session_arg, Start};
 
 use cli::{Cli, Command};
 use exit::{Exit, Failure, Usage};

@@ -11,10 +11,7 @@ use std::cell::{Cell, RefCell};
 use std::io::Write;
 use std::time::Duration;
 
-use hel_agent::event::{Event, Observer};
-use hel_agent::outcome::{Incomplete, Outcome};
-use hel_agent::run::Run;
-use hel_agent::tools::Decision;
+use hel_agent::{Decision, Event, Incomplete, Observer, Outcome, Run};
 use serde_json::{json, Value};
 
 use crate::render::Stderr;

@@ -8,9 +8,8 @@ pub mod tail;
 
 use std::path::Path;
 
-use hel_agent::event::{Event, Observer, Warning};
-use hel_agent::project::Found;
-use hel_agent::terminal::escape_line;
+use hel_agent::text::escape_line;
+use hel_agent::{Event, Found, Observer, Warning};
 
 use crate::cli::Intro;
 use crate::exit::{self, Exit, Hint};
@@ -259,7 +258,7 @@ fn warning(w: &Warning) -> String {
     }
 }
 
-pub use hel_agent::count;
+pub use hel_agent::text::count;
 
 /// `s` on one line (newlines as spaces), cut to `max` characters.
 fn one_line(s: &str, max: usize) -> String {

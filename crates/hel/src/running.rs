@@ -3,9 +3,7 @@
 //! ([`crate::chat`]): restoring a fork's files, forwarding Ctrl-C, and the
 //! line of an instruction that did not complete.
 
-use hel_agent::interrupt::Interrupter;
-use hel_agent::outcome::Incomplete;
-use hel_agent::run::Run;
+use hel_agent::{Incomplete, Interrupter, Run};
 
 use crate::exit::Exit;
 use crate::render;

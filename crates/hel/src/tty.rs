@@ -4,8 +4,8 @@
 
 use std::io::{BufRead, Write};
 
-use hel_agent::terminal::escape_line;
-use hel_agent::tools::{Answer, Confirm, Request};
+use hel_agent::text::escape_line;
+use hel_agent::{Answer, Confirm, Request};
 
 use crate::confirm::{self, Reading, Rules};
 

@@ -34,7 +34,7 @@ pub(super) struct Assembler {
 impl Assembler {
     /// Take one event's data. Returns whether it was progress: a delta, a
     /// finish reason or the usage (an empty delta is not).
-    pub fn chunk(
+    pub(crate) fn chunk(
         &mut self,
         data: &str,
         on_delta: &mut dyn FnMut(Delta<'_>),
@@ -164,7 +164,7 @@ impl Assembler {
     /// The assembled response body: complete only with its finish reason.
     /// A stream that ended cleanly with nothing in it is
     /// [`RequestError::EmptyStream`].
-    pub fn finish(self) -> Result<Value, RequestError> {
+    pub(crate) fn finish(self) -> Result<Value, RequestError> {
         if !self.started {
             return Err(RequestError::EmptyStream);
         }

@@ -3,7 +3,7 @@
 
 /// What arrives of a response before it is complete.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Delta<'a> {
+pub(crate) enum Delta<'a> {
     /// The first delta of the response (for a whole body: the body).
     First,
     /// A piece of the answer's `content`, as the model sent it.

@@ -36,21 +36,21 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::config::Endpoint;
-pub use delta::Delta;
+pub(crate) use delta::Delta;
 use error::{not_json, root_cause};
-pub use error::{RequestError, StatusKind};
+pub(crate) use error::{RequestError, StatusKind};
 
 /// Retries after the first attempt.
 const RETRIES: u32 = 3;
 
 /// Bytes of a response body read at most, unless `HEL_MAX_RESPONSE_BYTES` says otherwise.
-pub const DEFAULT_MAX_RESPONSE_BYTES: u64 = 64 << 20;
+pub(crate) const DEFAULT_MAX_RESPONSE_BYTES: u64 = 64 << 20;
 /// Bytes of an error response kept (its message is cut to 300 characters anyway).
 const ERROR_BODY_BYTES: u64 = 64 << 10;
 
 /// The response size limit: `HEL_MAX_RESPONSE_BYTES` when it is a positive
 /// number, else the default.
-pub fn max_response_bytes() -> u64 {
+pub(crate) fn max_response_bytes() -> u64 {
     std::env::var("HEL_MAX_RESPONSE_BYTES")
         .ok()
         .and_then(|v| v.trim().parse().ok())
@@ -60,7 +60,7 @@ pub fn max_response_bytes() -> u64 {
 
 /// A parsed chat-completions response.
 #[derive(Debug, Clone)]
-pub struct Reply {
+pub(crate) struct Reply {
     /// The whole response body.
     pub body: Value,
     /// `choices[0].message`, exactly as sent.
@@ -76,7 +76,7 @@ pub struct Reply {
     pub model: Option<String>,
 }
 
-pub struct ModelClient {
+pub(crate) struct ModelClient {
     http: reqwest::Client,
     url: String,
     key: Option<String>,
@@ -90,7 +90,7 @@ pub struct ModelClient {
 impl ModelClient {
     /// A client for `endpoint` whose requests take at most `timeout_secs`
     /// (for a stream: per gap between deltas), streamed when `stream`.
-    pub fn new(
+    pub(crate) fn new(
         endpoint: &Endpoint,
         timeout_secs: u64,
         stream: bool,
@@ -125,7 +125,7 @@ impl ModelClient {
     /// estimated: [`Reply::usage_reported`]); with tools, `tool_choice:
     /// "auto"`; and its messages in the form every compatible server
     /// accepts ([`wire_message`]).
-    pub fn prepare(&self, body: &mut Value) {
+    pub(crate) fn prepare(&self, body: &mut Value) {
         let Some(fields) = body.as_object_mut() else {
             return;
         };
@@ -152,7 +152,7 @@ impl ModelClient {
     /// before any of the answer is asked again at once, not streamed (the
     /// record keeps the body first sent). `on_delta` hears what arrives of
     /// the response before it is complete.
-    pub async fn send(
+    pub(crate) async fn send(
         &self,
         body: &Value,
         on_retry: &mut dyn FnMut(&RequestError, Duration),
@@ -428,12 +428,13 @@ fn validation_error(v: &Value) -> bool {
 }
 
 /// Parse a chat-completions response body.
-pub fn parse_reply(text: &str) -> Result<Reply, RequestError> {
+#[cfg(test)]
+fn parse_reply(text: &str) -> Result<Reply, RequestError> {
     parse_reply_bytes(text.as_bytes())
 }
 
 /// Parse a chat-completions response body given as bytes.
-pub fn parse_reply_bytes(bytes: &[u8]) -> Result<Reply, RequestError> {
+pub(crate) fn parse_reply_bytes(bytes: &[u8]) -> Result<Reply, RequestError> {
     let body: Value = serde_json::from_slice(bytes).map_err(|e| not_json("not JSON", &e, bytes))?;
     parse_reply_value(body)
 }

@@ -10,9 +10,9 @@
 //! read-only hints are ignored (only the config's `read_only_tools` is
 //! believed).
 
-pub mod name;
+mod name;
 mod process;
-pub mod warning;
+mod warning;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -29,15 +29,16 @@ use rmcp::{RoleClient, ServiceExt};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-pub use name::PREFIX;
-pub use warning::{McpWarning, StartError, MAX_TOOLS};
+pub(crate) use name::PREFIX;
+pub(crate) use warning::MAX_TOOLS;
+pub use warning::{McpWarning, StartError};
 
 /// The largest message a server may send (one JSON-RPC line or HTTP
 /// body): a larger one is dropped by the transport and its call times out.
 /// A result under it that is too long for the conversation is spilled.
 /// (A text result often comes twice in a message, as content and as
 /// structured content: 128 MiB carries a 50 MB result.)
-pub const MAX_MESSAGE: usize = 128 << 20;
+pub(crate) const MAX_MESSAGE: usize = 128 << 20;
 /// Pages of a tool list read from one server.
 const MAX_PAGES: usize = 32;
 /// The largest input schema of a tool, serialized.
@@ -201,7 +202,7 @@ pub struct Tool {
 }
 
 /// A server that started, with its tools.
-pub struct Server {
+pub(crate) struct Server {
     pub name: String,
     pub tools: Vec<Tool>,
     tool_timeout: Duration,
@@ -210,16 +211,84 @@ pub struct Server {
 }
 
 /// What a start of the configured servers gave.
-pub struct Started {
+pub(crate) struct Started {
     pub servers: Vec<Server>,
     /// The servers that did not start, each with why.
     pub failed: Vec<(String, StartError)>,
     pub warnings: Vec<McpWarning>,
 }
 
+/// Why a tool call has no result (the model reads it).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum CallError {
+    #[error("the server was stopped")]
+    Stopped,
+    #[error("MCP server `{server}` did not answer within {secs}s")]
+    Timeout { server: String, secs: u64 },
+    #[error("MCP server `{server}`: {message}")]
+    Server { server: String, message: String },
+    #[error("the arguments must be a JSON object")]
+    NotObject,
+    #[error("the arguments are not JSON: {0}")]
+    NotJson(#[source] serde_json::Error),
+}
+
+/// What [`probe`] found: every enabled server started (as a run would),
+/// its tools listed, and stopped again.
+pub struct Probe {
+    /// The servers that started: each name with its tools.
+    pub servers: Vec<(String, Vec<Tool>)>,
+    /// The servers that did not start, each with why.
+    pub failed: Vec<(String, StartError)>,
+    pub warnings: Vec<McpWarning>,
+    /// Where the servers' logs are (`mcp-logs/` under the instance runtime root).
+    pub log_dir: PathBuf,
+}
+
+/// Why [`probe`] could not start anything.
+#[derive(Debug, thiserror::Error)]
+pub enum ProbeError {
+    #[error("cannot start the async runtime: {0}")]
+    Runtime(#[source] std::io::Error),
+    #[error("cannot start an instance: {0}")]
+    Instance(#[source] crate::instance::InstanceError),
+}
+
+/// Start every enabled server of `specs` as a run would (within this
+/// process's instance, which makes the runtime root the logs go under),
+/// list their tools, and stop them all.
+pub fn probe(specs: &[ServerSpec]) -> Result<Probe, ProbeError> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(ProbeError::Runtime)?;
+    let instance = crate::instance::Instance::start().map_err(ProbeError::Instance)?;
+    let log_dir = log_dir();
+    let mut started = runtime.block_on(start_all(specs, &log_dir));
+    for s in &mut started.servers {
+        s.stop();
+    }
+    let servers = started
+        .servers
+        .drain(..)
+        .map(|s| (s.name.clone(), s.tools.clone()))
+        .collect();
+    let Started {
+        failed, warnings, ..
+    } = started;
+    runtime.shutdown_timeout(Duration::from_millis(500));
+    instance.finish();
+    Ok(Probe {
+        servers,
+        failed,
+        warnings,
+        log_dir,
+    })
+}
+
 /// Where the servers' logs are: `mcp-logs/` under this user's private
 /// instance runtime root (see [`crate::instance`]).
-pub fn log_dir() -> PathBuf {
+pub(crate) fn log_dir() -> PathBuf {
     crate::instance::runtime_root().join("mcp-logs")
 }
 
@@ -231,7 +300,7 @@ pub fn log_path(dir: &Path, name: &str) -> PathBuf {
 /// Start every enabled server in `specs` at once, each within its startup
 /// timeout; a server that fails is left out (in `failed`, and said in a
 /// warning naming its log under `log_dir`).
-pub async fn start_all(specs: &[ServerSpec], log_dir: &Path) -> Started {
+pub(crate) async fn start_all(specs: &[ServerSpec], log_dir: &Path) -> Started {
     let enabled: Vec<&ServerSpec> = specs.iter().filter(|s| s.enabled).collect();
     {
         use std::os::unix::fs::DirBuilderExt;
@@ -384,16 +453,16 @@ fn http_transport(
 }
 
 impl Server {
-    fn service(&self) -> Result<&RunningService<RoleClient, ClientConfig>, String> {
-        self.service
-            .as_ref()
-            .ok_or_else(|| "the server was stopped".to_owned())
+    fn service(&self) -> Result<&RunningService<RoleClient, ClientConfig>, CallError> {
+        self.service.as_ref().ok_or(CallError::Stopped)
     }
 
     /// The server's tools, at most [`MAX_TOOLS`] (+1, to tell that there
     /// were more) over at most [`MAX_PAGES`] pages.
     async fn list(&self) -> Result<Vec<rmcp::model::Tool>, StartError> {
-        let service = self.service().map_err(StartError::ListTools)?;
+        let service = self
+            .service()
+            .map_err(|e| StartError::ListTools(e.to_string()))?;
         let mut tools = Vec::new();
         let mut cursor = None;
         for _ in 0..MAX_PAGES {
@@ -477,7 +546,7 @@ impl Server {
         &self,
         remote: &str,
         arguments: Option<serde_json::Map<String, Value>>,
-    ) -> Result<(String, bool), String> {
+    ) -> Result<(String, bool), CallError> {
         let service = self.service()?;
         let mut params = CallToolRequestParams::new(remote.to_owned());
         params.arguments = arguments;
@@ -485,8 +554,14 @@ impl Server {
         // Dropping the request on timeout tells the server it is cancelled.
         let result = tokio::time::timeout(self.tool_timeout, service.call_tool(params))
             .await
-            .map_err(|_| format!("MCP server `{}` did not answer within {secs}s", self.name))?
-            .map_err(|e| format!("MCP server `{}`: {e}", self.name))?;
+            .map_err(|_| CallError::Timeout {
+                server: self.name.clone(),
+                secs,
+            })?
+            .map_err(|e| CallError::Server {
+                server: self.name.clone(),
+                message: e.to_string(),
+            })?;
         let is_error = result.is_error.unwrap_or(false);
         let mut text = String::new();
         for block in &result.content {
@@ -506,7 +581,7 @@ impl Server {
     }
 
     /// Stop the server (a stdio server's process group with it).
-    pub fn stop(&mut self) {
+    pub(crate) fn stop(&mut self) {
         if let Some(service) = self.service.take() {
             // Ends the service's task; its transport closes with it.
             service.cancellation_token().cancel();
@@ -515,11 +590,6 @@ impl Server {
         if let Some(mut p) = self.process.take() {
             p.stop(true);
         }
-    }
-
-    /// The stdio server's process id.
-    pub fn pid(&self) -> Option<u32> {
-        self.process.as_ref().and_then(|p| p.id())
     }
 }
 
@@ -566,17 +636,17 @@ fn block_text(block: &Value) -> String {
 /// The MCP tools of a run: nothing until the servers start (at the run's
 /// first instruction), then the servers that started.
 #[derive(Default)]
-pub struct Tools {
+pub(crate) struct Tools {
     servers: Vec<Server>,
 }
 
 impl Tools {
-    pub fn new(servers: Vec<Server>) -> Tools {
+    pub(crate) fn new(servers: Vec<Server>) -> Tools {
         Tools { servers }
     }
 
     /// The tool offered as `exposed`, and its server.
-    pub fn find(&self, exposed: &str) -> Option<(&Server, &Tool)> {
+    pub(crate) fn find(&self, exposed: &str) -> Option<(&Server, &Tool)> {
         self.servers.iter().find_map(|s| {
             s.tools
                 .iter()
@@ -585,12 +655,12 @@ impl Tools {
         })
     }
 
-    pub fn servers(&self) -> &[Server] {
+    pub(crate) fn servers(&self) -> &[Server] {
         &self.servers
     }
 
     /// Stop every server (at the run's end).
-    pub fn shutdown(&mut self) {
+    pub(crate) fn shutdown(&mut self) {
         for s in &mut self.servers {
             s.stop();
         }
@@ -599,13 +669,17 @@ impl Tools {
 
 /// Run a call of `tool` on `server` with the model's raw arguments (a
 /// JSON object, or nothing).
-pub async fn call(server: &Server, tool: &Tool, raw_args: &str) -> Result<(String, bool), String> {
+pub(crate) async fn call(
+    server: &Server,
+    tool: &Tool,
+    raw_args: &str,
+) -> Result<(String, bool), CallError> {
     let arguments = match raw_args.trim() {
         "" => None,
         raw => match serde_json::from_str::<Value>(raw) {
             Ok(Value::Object(m)) => Some(m),
-            Ok(_) => return Err("the arguments must be a JSON object".to_owned()),
-            Err(e) => return Err(format!("the arguments are not JSON: {e}")),
+            Ok(_) => return Err(CallError::NotObject),
+            Err(e) => return Err(CallError::NotJson(e)),
         },
     };
     server.call(&tool.remote, arguments).await
@@ -617,7 +691,7 @@ pub async fn call(server: &Server, tool: &Tool, raw_args: &str) -> Result<(Strin
 /// "always" allows exactly this call (this tool with these arguments),
 /// never the tool whatever its arguments, since a server's tool can do
 /// anything.
-pub fn request(tool: &Tool, raw_args: &str) -> crate::tools::access::Request {
+pub(crate) fn request(tool: &Tool, raw_args: &str) -> crate::tools::access::Request {
     let call = format!("call {} {}", tool.exposed, raw_args.trim());
     crate::tools::access::Request {
         summary: call.clone(),
@@ -629,7 +703,7 @@ pub fn request(tool: &Tool, raw_args: &str) -> crate::tools::access::Request {
 }
 
 /// The server names a checkpoint records.
-pub fn names(tools: &Tools) -> Vec<String> {
+pub(crate) fn names(tools: &Tools) -> Vec<String> {
     tools.servers.iter().map(|s| s.name.clone()).collect()
 }
 

@@ -3,18 +3,18 @@
 //! `[A-Za-z0-9_-]`).
 
 /// What every MCP tool's name starts with; no tool of hel's does.
-pub const PREFIX: &str = "mcp__";
+pub(crate) const PREFIX: &str = "mcp__";
 
 /// The longest function name the chat API takes.
-pub const MAX_NAME: usize = 64;
+pub(crate) const MAX_NAME: usize = 64;
 
 /// The longest server name the config takes: room is left for the tool's.
-pub const MAX_SERVER: usize = 32;
+pub(crate) const MAX_SERVER: usize = 32;
 
 /// Whether `name` is usable as a server name: 1 to [`MAX_SERVER`]
 /// characters of `[A-Za-z0-9_-]`, without `__` (which separates the parts
 /// of a tool's name).
-pub fn valid_server(name: &str) -> bool {
+pub(crate) fn valid_server(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= MAX_SERVER
         && name.bytes().all(allowed)
@@ -29,7 +29,7 @@ fn allowed(b: u8) -> bool {
 /// character outside `[A-Za-z0-9_-]` becomes `_`, and the whole is cut to
 /// [`MAX_NAME`] characters. Two tools may come out the same: the caller
 /// refuses the second.
-pub fn exposed(server: &str, tool: &str) -> String {
+pub(crate) fn exposed(server: &str, tool: &str) -> String {
     let mut name = format!("{PREFIX}{server}__");
     for c in tool.chars() {
         if name.len() >= MAX_NAME {

@@ -19,14 +19,14 @@ const LOG_CAP: u64 = 4 << 20;
 const STOP_GRACE: Duration = Duration::from_secs(2);
 
 /// A running server process. Dropping it stops it (see [`Process::stop`]).
-pub struct Process {
+pub(crate) struct Process {
     child: Child,
     /// Its process group (the server leads a session of its own).
     group: Option<rustix::process::Pid>,
 }
 
 /// What [`spawn`] needs.
-pub struct Launch<'a> {
+pub(crate) struct Launch<'a> {
     pub command: &'a str,
     pub args: &'a [String],
     pub env: &'a BTreeMap<String, String>,
@@ -47,7 +47,7 @@ fn server_env(declared: &BTreeMap<String, String>) -> Vec<(OsString, OsString)> 
 
 /// Start the server: its stdin and stdout are the protocol's, its stderr
 /// goes to `launch.log`.
-pub fn spawn(launch: &Launch<'_>) -> std::io::Result<(Process, ChildStdout, ChildStdin)> {
+pub(crate) fn spawn(launch: &Launch<'_>) -> std::io::Result<(Process, ChildStdout, ChildStdin)> {
     let log = open_log(&launch.log)?;
     let mut cmd = tokio::process::Command::new(launch.command);
     cmd.args(launch.args)
@@ -123,7 +123,7 @@ impl Process {
     /// Stop the server and everything in its process group: SIGTERM, up to
     /// [`STOP_GRACE`] to exit, then SIGKILL. `graceful: false` kills at
     /// once. Returns when the server is reaped.
-    pub fn stop(&mut self, graceful: bool) {
+    pub(crate) fn stop(&mut self, graceful: bool) {
         use rustix::process::{kill_process_group, Signal};
         let Some(group) = self.group.take() else {
             return;
@@ -148,11 +148,6 @@ impl Process {
                 _ => break,
             }
         }
-    }
-
-    /// The server's process id.
-    pub fn id(&self) -> Option<u32> {
-        self.child.id()
     }
 }
 

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 /// Tools taken from one server; the rest are left out with a warning.
-pub const MAX_TOOLS: usize = 256;
+pub(crate) const MAX_TOOLS: usize = 256;
 
 /// Why a server is not offering tools.
 #[derive(Debug, Clone, thiserror::Error)]

@@ -78,7 +78,7 @@ pub(super) struct Setup {
 }
 
 impl Setup {
-    pub fn new(options: &Options) -> Result<Setup, StartError> {
+    pub(crate) fn new(options: &Options) -> Result<Setup, StartError> {
         let endpoint = config::resolve(&options.provider)?;
         let toolset = Toolset::select(options.tools.as_deref(), options.access)?;
         let window = options

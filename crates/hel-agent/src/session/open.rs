@@ -5,9 +5,10 @@ use std::sync::Arc;
 
 use hel_store::{ObjectId, SessionLease, SessionState, Store};
 
-use super::{
-    last_session, recorded_cwd, resolve, resolve_checkpoint, verify, Session, SessionError,
+use super::resolve::{
+    last_session, recorded_cwd, resolve, resolve_checkpoint, verify, SessionError,
 };
+use super::save::Session;
 
 /// Which session to work on.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,14 +29,14 @@ pub enum Start {
 
 /// A session taken, the checkpoint to continue from (for a resume or
 /// fork) and what the store warned about.
-pub struct Opened {
+pub(crate) struct Opened {
     pub session: Session,
     pub head: Option<ObjectId>,
     pub warnings: Vec<hel_store::Warning>,
 }
 
 /// Take the session `start` names in `store` for the project at `project`.
-pub fn open(store: &Store, project: &Path, start: &Start) -> Result<Opened, SessionError> {
+pub(crate) fn open(store: &Store, project: &Path, start: &Start) -> Result<Opened, SessionError> {
     let cwd = recorded_cwd(project);
     let make = |lease: SessionLease, head, warnings| Opened {
         session: Session {

@@ -72,13 +72,13 @@ fn not_here(foreign: usize, future: usize) -> String {
     if foreign > 0 {
         parts.push(format!(
             "{} in this store saved in another directory (a .hel/ that came with the repository?)",
-            crate::count(foreign as u64, "session", "sessions")
+            crate::terminal::count(foreign as u64, "session", "sessions")
         ));
     }
     if future > 0 {
         parts.push(format!(
             "{} dated in the future",
-            crate::count(future as u64, "session", "sessions")
+            crate::terminal::count(future as u64, "session", "sessions")
         ));
     }
     parts.join(", and ")
@@ -180,7 +180,7 @@ pub fn default_session(store: &Store, project: &Path) -> Result<SessionId, Sessi
 /// The session `hel resume --last` and `hel --continue` go on with: as
 /// [`default_session`], among the sessions with at least one answer (one
 /// the model never answered holds no conversation to continue).
-pub fn last_session(store: &Store, project: &Path) -> Result<SessionId, SessionError> {
+pub(crate) fn last_session(store: &Store, project: &Path) -> Result<SessionId, SessionError> {
     newest(store, project, true)
 }
 
@@ -233,7 +233,11 @@ pub fn resolve_checkpoint(log: &[LogEntry], spec: &str) -> Result<ObjectId, Sess
 /// Refuse a checkpoint that may not be continued here: another session's,
 /// or saved in another directory. (What it holds was validated when it was
 /// loaded: a broken conversation never gets this far.)
-pub fn verify(cp: &Checkpoint, session: &SessionId, project: &str) -> Result<(), SessionError> {
+pub(crate) fn verify(
+    cp: &Checkpoint,
+    session: &SessionId,
+    project: &str,
+) -> Result<(), SessionError> {
     if cp.session_id != *session {
         return Err(SessionError::OtherSession {
             found: cp.session_id.clone(),

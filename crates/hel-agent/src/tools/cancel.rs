@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 
 /// The flag a blocking tool checks.
 #[derive(Clone, Default)]
-pub struct Cancel {
+pub(crate) struct Cancel {
     inner: Arc<Inner>,
 }
 
@@ -30,17 +30,17 @@ pub struct Cancelled;
 impl Cancel {
     /// Cancel: once this returns, no [`Cancel::commit`] runs its action (one
     /// already running has finished).
-    pub fn cancel(&self) {
+    pub(crate) fn cancel(&self) {
         let _held = self.inner.commit.lock().unwrap_or_else(|p| p.into_inner());
         self.inner.cancelled.store(true, Ordering::SeqCst);
     }
 
-    pub fn is_cancelled(&self) -> bool {
+    pub(crate) fn is_cancelled(&self) -> bool {
         self.inner.cancelled.load(Ordering::SeqCst)
     }
 
     /// `Err(Cancelled)` once cancelled: for the `?` in a tool's loops.
-    pub fn check(&self) -> Result<(), Cancelled> {
+    pub(crate) fn check(&self) -> Result<(), Cancelled> {
         if self.is_cancelled() {
             Err(Cancelled)
         } else {
@@ -49,7 +49,7 @@ impl Cancel {
     }
 
     /// Run `act` unless cancelled, excluding a concurrent cancel.
-    pub fn commit<T>(&self, act: impl FnOnce() -> T) -> Result<T, Cancelled> {
+    pub(crate) fn commit<T>(&self, act: impl FnOnce() -> T) -> Result<T, Cancelled> {
         let _held = self.inner.commit.lock().unwrap_or_else(|p| p.into_inner());
         self.check()?;
         Ok(act())
@@ -67,7 +67,7 @@ impl Drop for CancelOnDrop {
 
 /// Run `work` on a blocking thread. Dropping the returned future cancels
 /// it: by the time the drop returns, `work` makes no further commit.
-pub async fn blocking<T, F>(work: F) -> T
+pub(crate) async fn blocking<T, F>(work: F) -> T
 where
     F: FnOnce(&Cancel) -> T + Send + 'static,
     T: Send + 'static,

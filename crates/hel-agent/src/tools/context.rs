@@ -13,7 +13,7 @@ use hel_sandbox::Commands;
 
 /// What one tool call produced.
 #[derive(Debug, Clone)]
-pub struct ToolResult {
+pub(crate) struct ToolResult {
     pub content: String,
     /// False only when the tool could not do its job (refused, timed out,
     /// failed to start, bad arguments). A command exiting non-zero is ok.
@@ -22,14 +22,14 @@ pub struct ToolResult {
 }
 
 impl ToolResult {
-    pub fn ok(content: String) -> Self {
+    pub(crate) fn ok(content: String) -> Self {
         ToolResult {
             content,
             ok: true,
             decision: Decision::Auto,
         }
     }
-    pub fn failed(content: String) -> Self {
+    pub(crate) fn failed(content: String) -> Self {
         ToolResult {
             content,
             ok: false,
@@ -37,7 +37,7 @@ impl ToolResult {
         }
     }
     /// The result of a tool's work: its text, or its error as `error: …`.
-    pub fn of<E: std::fmt::Display>(r: Result<String, E>) -> Self {
+    pub(crate) fn of<E: std::fmt::Display>(r: Result<String, E>) -> Self {
         match r {
             Ok(s) => ToolResult::ok(s),
             Err(e) => ToolResult::failed(format!("error: {e}")),
@@ -46,7 +46,7 @@ impl ToolResult {
 }
 
 /// Everything the tools work with.
-pub struct ToolCtx {
+pub(crate) struct ToolCtx {
     /// The project's root, canonical: the sandbox's boundary.
     pub project: PathBuf,
     /// The directory hel was started in, canonical, inside the project:

@@ -5,13 +5,13 @@ use std::fs::Metadata;
 use std::os::unix::fs::MetadataExt;
 
 /// Cursors kept; the oldest is forgotten beyond this.
-pub const CAPACITY: usize = 128;
+pub(crate) const CAPACITY: usize = 128;
 
-pub use hel_store::{Cursor, Identity};
+pub(crate) use hel_store::{Cursor, Identity};
 
 /// What the file of `meta` is now, to tell whether a cursor into it
 /// still holds.
-pub fn identity_of(meta: &Metadata) -> Identity {
+pub(crate) fn identity_of(meta: &Metadata) -> Identity {
     Identity::File {
         dev: meta.dev(),
         ino: meta.ino(),
@@ -24,37 +24,34 @@ pub fn identity_of(meta: &Metadata) -> Identity {
 /// The most recent cursors, oldest first. Saved in every checkpoint (as
 /// the session record's list, `session/record.rs`).
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct CursorTable {
+pub(crate) struct CursorTable {
     cursors: VecDeque<Cursor>,
 }
 
 impl CursorTable {
-    pub fn insert(&mut self, c: Cursor) {
+    pub(crate) fn insert(&mut self, c: Cursor) {
         self.cursors.push_back(c);
         while self.cursors.len() > CAPACITY {
             self.cursors.pop_front();
         }
     }
 
-    pub fn get(&self, id: &str) -> Option<&Cursor> {
+    pub(crate) fn get(&self, id: &str) -> Option<&Cursor> {
         self.cursors.iter().find(|c| c.id == id)
     }
 
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
         self.cursors.len()
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.cursors.is_empty()
-    }
-
     /// The cursors, oldest first, as a checkpoint keeps them.
-    pub fn to_vec(&self) -> Vec<Cursor> {
+    pub(crate) fn to_vec(&self) -> Vec<Cursor> {
         self.cursors.iter().cloned().collect()
     }
 
     /// The table of `saved` cursors (the newest [`CAPACITY`] of them).
-    pub fn from_saved(saved: Vec<Cursor>) -> CursorTable {
+    pub(crate) fn from_saved(saved: Vec<Cursor>) -> CursorTable {
         let mut t = CursorTable::default();
         for c in saved {
             t.insert(c);

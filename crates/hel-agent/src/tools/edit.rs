@@ -20,7 +20,7 @@ const CHUNK: usize = 1 << 20;
 
 /// Why an edit changed nothing (the model reads this).
 #[derive(Debug, thiserror::Error)]
-pub enum EditError {
+pub(crate) enum EditError {
     #[error("search must not be empty")]
     EmptySearch,
     #[error("no change: search text occurs {count} times in {path}; it must occur exactly once (add surrounding lines to make it unique)")]
@@ -73,7 +73,7 @@ impl Stopped {
 /// link stays); refuses links leading outside or into `.hel/`, and
 /// directories, FIFOs, devices and sockets. Nothing is written once the
 /// call is cancelled.
-pub async fn write_file(ctx: &mut ToolCtx, args: WriteArgs) -> ToolResult {
+pub(crate) async fn write_file(ctx: &mut ToolCtx, args: WriteArgs) -> ToolResult {
     let dir = std::sync::Arc::clone(&ctx.project_dir);
     ToolResult::of(cancel::blocking(move |cancel| write(&dir, &args, cancel)).await)
 }
@@ -81,7 +81,7 @@ pub async fn write_file(ctx: &mut ToolCtx, args: WriteArgs) -> ToolResult {
 fn write(dir: &ProjectDir, args: &WriteArgs, cancel: &Cancel) -> Result<String, EditError> {
     let path = args.path.as_str();
     let entry = dir.resolve_entry(path, true)?;
-    dir.replace(&entry, path, cancel, |f| {
+    dir.replace(&entry, path, cancel, |mut f| {
         f.write_all(args.content.as_bytes())
             .map_err(|e| Stopped::Io(e).at(path))
     })?;
@@ -96,7 +96,7 @@ fn write(dir: &ProjectDir, args: &WriteArgs, cancel: &Cancel) -> Result<String, 
 /// project; nothing changes unless it occurs exactly once. Streams the
 /// file (twice: count, then copy), so its size is not bounded by memory;
 /// nothing changes once the call is cancelled.
-pub async fn search_replace(ctx: &mut ToolCtx, args: SearchReplaceArgs) -> ToolResult {
+pub(crate) async fn search_replace(ctx: &mut ToolCtx, args: SearchReplaceArgs) -> ToolResult {
     let dir = std::sync::Arc::clone(&ctx.project_dir);
     ToolResult::of(cancel::blocking(move |cancel| replace_once(&dir, &args, cancel)).await)
 }
@@ -134,7 +134,7 @@ fn replace_once(
             })
         }
     };
-    dir.replace(&entry, path, cancel, |out| {
+    dir.replace(&entry, path, cancel, |mut out| {
         let changed = || EditError::Changed(path.to_owned());
         copy_range(&file, out, 0, at, cancel).map_err(|e| e.at(path))?;
         let mut found = vec![0u8; search.len()];
@@ -195,7 +195,7 @@ fn occurrences(
 /// Copy bytes `from..to` of `src` (to its end at most) to `out`.
 fn copy_range(
     src: &File,
-    out: &mut File,
+    mut out: &File,
     from: u64,
     to: u64,
     cancel: &Cancel,

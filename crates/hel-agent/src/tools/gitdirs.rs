@@ -8,7 +8,7 @@
 //! directory found is read-only to commands (read-only bind mounts in the
 //! sandbox's mount namespace: Landlock cannot carve a read-only part out of
 //! a writable one) and to write_file and search_replace
-//! ([`super::paths::ProjectDir::check_git`]). `--allow-git-write` opens
+//! (`ProjectDir::check_git` in paths.rs). `--allow-git-write` opens
 //! them for commits but keeps [`KEPT`] read-only; a `.git` file is never
 //! writable.
 //!
@@ -30,13 +30,13 @@ use hel_sandbox::{FileId, GitMount};
 
 /// The name of a repository's git directory or of the file that points
 /// to it.
-pub const DOT_GIT: &str = ".git";
+pub(crate) const DOT_GIT: &str = ".git";
 
 /// What stays read-only in a git directory even with `--allow-git-write`:
 /// what git runs or takes its configuration from (`modules/` and
 /// `worktrees/` hold the git directories of submodules and linked
 /// worktrees, with their own config).
-pub const KEPT: &[&str] = &[
+pub(crate) const KEPT: &[&str] = &[
     "config",
     "config.worktree",
     "hooks",
@@ -52,20 +52,20 @@ const NEEDED: &[&str] = &["config", "hooks"];
 
 /// Directory entries one search for git directories looks at, over all
 /// roots (nested repositories further down are not found).
-pub const MAX_ENTRIES: usize = 20_000;
+pub(crate) const MAX_ENTRIES: usize = 20_000;
 /// Git directories one search protects at most.
-pub const MAX_GIT_DIRS: usize = 64;
+pub(crate) const MAX_GIT_DIRS: usize = 64;
 /// The largest `.git` file or `commondir` read.
 const MAX_POINTER: u64 = 4096;
 
 /// `.git`, compared without case (a case-folding file system opens
 /// `.GIT` as `.git`).
-pub fn is_git_name(name: &OsStr) -> bool {
+pub(crate) fn is_git_name(name: &OsStr) -> bool {
     name.as_bytes().eq_ignore_ascii_case(DOT_GIT.as_bytes())
 }
 
 /// Whether `name` is one of [`KEPT`] (without case, as above).
-pub fn is_kept(name: &OsStr) -> bool {
+pub(crate) fn is_kept(name: &OsStr) -> bool {
     KEPT.iter()
         .any(|k| name.as_bytes().eq_ignore_ascii_case(k.as_bytes()))
 }
@@ -79,7 +79,7 @@ fn kind_at(dir: BorrowedFd<'_>, name: &str) -> Option<FileType> {
 /// Whether the directory `dir` is a git directory, as git decides it: a
 /// `HEAD`, and `objects/` and `refs/` or a `commondir` naming where they
 /// are.
-pub fn is_git_dir(dir: BorrowedFd<'_>) -> bool {
+pub(crate) fn is_git_dir(dir: BorrowedFd<'_>) -> bool {
     looks_like_git_dir(|name| kind_at(dir, name))
 }
 
@@ -97,7 +97,7 @@ fn looks_like_git_dir(kind: impl Fn(&str) -> Option<FileType>) -> bool {
 /// `--allow-git-write` needs to keep read-only, or holds one of [`KEPT`]
 /// as a symbolic link (a link cannot be bound read-only): it then stays
 /// wholly read-only.
-pub fn stays_read_only(dir: BorrowedFd<'_>) -> bool {
+pub(crate) fn stays_read_only(dir: BorrowedFd<'_>) -> bool {
     let linked = KEPT
         .iter()
         .any(|k| kind_at(dir, k) == Some(FileType::Symlink));
@@ -107,7 +107,7 @@ pub fn stays_read_only(dir: BorrowedFd<'_>) -> bool {
 
 /// What a search found.
 #[derive(Debug, Default)]
-pub struct Found {
+pub(crate) struct Found {
     /// Git directories, canonical.
     dirs: BTreeSet<PathBuf>,
     /// `.git` files, by canonical path.
@@ -119,14 +119,14 @@ pub struct Found {
 /// The sandbox's bind mounts for the git directories in `roots` (the
 /// directories commands may write, canonical; `project`'s `.hel/` is
 /// skipped): [`find`], then [`Found::mounts`].
-pub fn protected(roots: &[PathBuf], project: &Path, allow_writes: bool) -> Vec<GitMount> {
+pub(crate) fn protected(roots: &[PathBuf], project: &Path, allow_writes: bool) -> Vec<GitMount> {
     find(roots, &project.join(hel_store::STORE_DIR)).mounts(allow_writes)
 }
 
 /// Search `roots` (canonical directories) for git directories, skipping
 /// `store` (the project's `.hel/`). Never follows a symbolic link while
 /// walking; what cannot be read is skipped. Bounded: see the module.
-pub fn find(roots: &[PathBuf], store: &Path) -> Found {
+pub(crate) fn find(roots: &[PathBuf], store: &Path) -> Found {
     let mut found = Found::default();
     let mut budget = MAX_ENTRIES;
     let mut queue: VecDeque<PathBuf> = VecDeque::new();
@@ -271,7 +271,7 @@ impl Found {
     /// with `allow_writes`, a git directory is bound writable onto itself
     /// (so it cannot be moved or replaced) with [`KEPT`] read-only inside,
     /// unless it [`stays_read_only`].
-    pub fn mounts(&self, allow_writes: bool) -> Vec<GitMount> {
+    pub(crate) fn mounts(&self, allow_writes: bool) -> Vec<GitMount> {
         let mut all: Vec<(&PathBuf, bool)> = self
             .dirs
             .iter()

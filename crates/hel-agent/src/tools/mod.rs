@@ -1,20 +1,20 @@
 //! The tools the model can call, and the rules around them (access modes
 //! and confirmation, the project boundary, spill, cancellation).
 
-pub mod access;
-pub mod args;
-pub mod bash;
-pub mod cancel;
-pub mod context;
-pub mod cursor;
-pub mod edit;
-pub mod gitdirs;
-pub mod output;
-pub mod paths;
-pub mod read;
-pub mod search;
-pub mod secret;
-pub mod store_name;
+pub(crate) mod access;
+pub(crate) mod args;
+pub(crate) mod bash;
+pub(crate) mod cancel;
+pub(crate) mod context;
+pub(crate) mod cursor;
+pub(crate) mod edit;
+pub(crate) mod gitdirs;
+pub(crate) mod output;
+pub(crate) mod paths;
+pub(crate) mod read;
+pub(crate) mod search;
+pub(crate) mod secret;
+pub(crate) mod store_name;
 
 use std::sync::Arc;
 
@@ -22,13 +22,14 @@ use serde_json::Value;
 
 use crate::config::ConfigError;
 pub use access::{Access, Answer, Confirm, Decision, Request};
-pub use args::{Call, ToolName};
-pub use context::{ToolCtx, ToolResult};
+pub(crate) use args::Call;
+pub use args::ToolName;
+pub(crate) use context::{ToolCtx, ToolResult};
 
 /// The selected tools: hel's own, and the MCP servers' offered beside
 /// them once the servers start.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Toolset {
+pub(crate) struct Toolset {
     names: Vec<ToolName>,
     /// The MCP tools offered (`mcp__<server>__<tool>`).
     mcp: Vec<String>,
@@ -37,7 +38,7 @@ pub struct Toolset {
 impl Toolset {
     /// Parse `--tools` (None: all) under an access mode (read-only offers
     /// only the reading tools).
-    pub fn select(spec: Option<&str>, access: Access) -> Result<Toolset, ConfigError> {
+    pub(crate) fn select(spec: Option<&str>, access: Access) -> Result<Toolset, ConfigError> {
         let mut names: Vec<ToolName> = match spec.map(str::trim) {
             None | Some("all") => ToolName::ALL.to_vec(),
             Some("none") | Some("") => Vec::new(),
@@ -65,31 +66,31 @@ impl Toolset {
     }
 
     /// Offer MCP tools too.
-    pub fn add_mcp(&mut self, names: impl IntoIterator<Item = String>) {
+    pub(crate) fn add_mcp(&mut self, names: impl IntoIterator<Item = String>) {
         self.mcp.extend(names);
     }
 
-    pub fn names(&self) -> &[ToolName] {
+    pub(crate) fn names(&self) -> &[ToolName] {
         &self.names
     }
 
-    pub fn contains(&self, tool: ToolName) -> bool {
+    pub(crate) fn contains(&self, tool: ToolName) -> bool {
         self.names.contains(&tool)
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.names.is_empty() && self.mcp.is_empty()
     }
 
     /// The JSON definitions sent with each request.
-    pub fn definitions(&self) -> Vec<Value> {
+    pub(crate) fn definitions(&self) -> Vec<Value> {
         self.names.iter().map(|n| n.definition()).collect()
     }
 }
 
 /// Run one tool call. Never fails: every problem is a result the model
 /// reads. Dropping the future cancels the call (see [`cancel`]).
-pub async fn execute(
+pub(crate) async fn execute(
     ctx: &mut ToolCtx,
     toolset: &Toolset,
     name: &str,
@@ -225,7 +226,7 @@ pub(crate) mod testing {
     use crate::spill::SpillStore;
 
     /// A tool context over a temporary project.
-    pub fn ctx() -> (tempfile::TempDir, ToolCtx) {
+    pub(crate) fn ctx() -> (tempfile::TempDir, ToolCtx) {
         let dir = tempfile::tempdir().unwrap();
         let project = dir.path().canonicalize().unwrap();
         let ctx = ToolCtx {
@@ -258,7 +259,7 @@ pub(crate) mod testing {
     }
 
     /// Run one call of any tool to its end, as the agent would.
-    pub fn call(ctx: &mut ToolCtx, tool: &str, args: Value) -> ToolResult {
+    pub(crate) fn call(ctx: &mut ToolCtx, tool: &str, args: Value) -> ToolResult {
         let all = Toolset::select(None, Access::Auto).unwrap();
         tokio::runtime::Builder::new_current_thread()
             .enable_all()

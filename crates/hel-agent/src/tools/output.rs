@@ -10,11 +10,11 @@ use crate::event::{Event, Observer};
 
 /// The most bytes one [`Event::ToolOutput`] carries: a live view shows
 /// only the last lines, so of a larger read only its end is sent.
-pub const LIVE_CHUNK: usize = 4096;
+pub(crate) const LIVE_CHUNK: usize = 4096;
 
 /// A tap sending the end of each read (at most [`LIVE_CHUNK`] bytes) to
 /// `observer`.
-pub fn tap(observer: Rc<dyn Observer>) -> Tap {
+pub(crate) fn tap(observer: Rc<dyn Observer>) -> Tap {
     Tap(Rc::new(move |data: &[u8]| {
         if data.is_empty() {
             return;

@@ -48,7 +48,7 @@ const MAX_LINKS: usize = 40;
 
 /// The project directory, held open.
 #[derive(Debug)]
-pub struct ProjectDir {
+pub(crate) struct ProjectDir {
     fd: OwnedFd,
     /// Canonical; for messages and to recognize absolute paths.
     path: PathBuf,
@@ -64,7 +64,7 @@ pub struct ProjectDir {
 
 /// Where a path leads.
 #[derive(Debug)]
-pub enum Target {
+pub(crate) enum Target {
     /// Beneath the project and outside `.hel/`.
     Entry(Entry),
     /// A path the model gave under `.hel/` (relative to the project, `..`
@@ -74,7 +74,7 @@ pub enum Target {
 
 /// A resolved place beneath the project.
 #[derive(Debug)]
-pub struct Entry {
+pub(crate) struct Entry {
     /// The directory that holds it (for the project itself, the project).
     pub parent: OwnedFd,
     /// Its name in `parent`; None for the project directory itself.
@@ -87,7 +87,7 @@ pub struct Entry {
 
 /// A file opened for reading.
 #[derive(Debug)]
-pub enum Opened {
+pub(crate) enum Opened {
     File { file: File, entry: Entry },
     Store(String),
 }
@@ -147,9 +147,9 @@ impl PathError {
 
 /// Why a regular file could not be opened at a name.
 #[derive(Debug)]
-pub enum OpenError {
+pub(crate) enum OpenError {
     /// Something other than a regular file is there.
-    NotRegular(&'static str),
+    NotRegular,
     /// The name changed between resolving and opening.
     Changed,
     Io(std::io::Error),
@@ -169,7 +169,7 @@ fn io(e: Errno) -> std::io::Error {
 }
 
 /// What kind of file a mode describes, for messages.
-pub fn kind_name(st: &Stat) -> &'static str {
+pub(crate) fn kind_name(st: &Stat) -> &'static str {
     match FileType::from_raw_mode(st.st_mode) {
         FileType::RegularFile => "a regular file",
         FileType::Directory => "a directory",
@@ -182,11 +182,11 @@ pub fn kind_name(st: &Stat) -> &'static str {
     }
 }
 
-pub fn is_regular(st: &Stat) -> bool {
+pub(crate) fn is_regular(st: &Stat) -> bool {
     FileType::from_raw_mode(st.st_mode) == FileType::RegularFile
 }
 
-pub fn is_dir(st: &Stat) -> bool {
+pub(crate) fn is_dir(st: &Stat) -> bool {
     FileType::from_raw_mode(st.st_mode) == FileType::Directory
 }
 
@@ -198,7 +198,7 @@ fn join(comps: &[OsString]) -> PathBuf {
 /// symbolic link, never blocking (FIFOs, devices) and never opening
 /// anything but a regular file. With `expect`, the opened file must be
 /// that inode.
-pub fn open_regular_at(
+pub(crate) fn open_regular_at(
     dir: BorrowedFd<'_>,
     name: &OsStr,
     expect: Option<&Stat>,
@@ -210,7 +210,7 @@ pub fn open_regular_at(
         return Err(if expect.is_some() {
             OpenError::Changed
         } else {
-            OpenError::NotRegular(kind_name(&before))
+            OpenError::NotRegular
         });
     }
     let fd = hel_fs::at::open_read(dir, name).map_err(|e| match e {
@@ -227,7 +227,7 @@ pub fn open_regular_at(
 
 impl ProjectDir {
     /// Open the project directory. `path` must be canonical.
-    pub fn open(path: &Path) -> std::io::Result<ProjectDir> {
+    pub(crate) fn open(path: &Path) -> std::io::Result<ProjectDir> {
         let fd = hel_fs::at::open_dir_following(path).map_err(io)?;
         Ok(ProjectDir {
             fd,
@@ -240,7 +240,7 @@ impl ProjectDir {
 
     /// The same, with relative paths taken from `cwd` (a directory below
     /// the project, as components: [`crate::project::Project::cwd_in_root`]).
-    pub fn working_in(mut self, cwd: &Path) -> ProjectDir {
+    pub(crate) fn working_in(mut self, cwd: &Path) -> ProjectDir {
         self.base = cwd
             .components()
             .filter_map(|c| match c {
@@ -253,7 +253,7 @@ impl ProjectDir {
 
     /// `rel` (a path relative to the project, as [`Entry::rel`]) as the
     /// model names it: relative to the directory hel was started in.
-    pub fn shown(&self, rel: &Path) -> String {
+    pub(crate) fn shown(&self, rel: &Path) -> String {
         let parts: Vec<&OsStr> = rel.iter().collect();
         let common = self
             .base
@@ -277,13 +277,13 @@ impl ProjectDir {
 
     /// The same, letting writes into git directories but
     /// [`gitdirs::KEPT`] through (`--allow-git-write`).
-    pub fn allowing_git_writes(mut self, allow: bool) -> ProjectDir {
+    pub(crate) fn allowing_git_writes(mut self, allow: bool) -> ProjectDir {
         self.git_writes = allow;
         self
     }
 
     /// Whether `--allow-git-write` is on.
-    pub fn git_writes(&self) -> bool {
+    pub(crate) fn git_writes(&self) -> bool {
         self.git_writes
     }
 
@@ -295,7 +295,7 @@ impl ProjectDir {
     /// and all of a git directory that [`gitdirs::stays_read_only`]; the
     /// outermost git directory on the way decides. The same rules as the
     /// sandbox's mounts (see [`gitdirs`]).
-    pub fn check_git(&self, rel: &[OsString], path: &str) -> Result<(), PathError> {
+    pub(crate) fn check_git(&self, rel: &[OsString], path: &str) -> Result<(), PathError> {
         for i in 0..=rel.len() {
             let (at, below) = rel.split_at(i);
             let named = at.last().is_some_and(|n| gitdirs::is_git_name(n));
@@ -324,31 +324,31 @@ impl ProjectDir {
     /// The same, resolving only by the per-component walk (tests of the
     /// ENOSYS fallback).
     #[cfg(test)]
-    pub fn open_without_openat2(path: &Path) -> std::io::Result<ProjectDir> {
+    pub(crate) fn open_without_openat2(path: &Path) -> std::io::Result<ProjectDir> {
         let d = Self::open(path)?;
         d.openat2.store(false, Ordering::Relaxed);
         Ok(d)
     }
 
     /// The project's root, canonical.
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 
     /// Where relative paths start (where hel was started), relative to
     /// the root.
-    pub fn cwd_in_root(&self) -> PathBuf {
+    pub(crate) fn cwd_in_root(&self) -> PathBuf {
         join(&self.base)
     }
 
     /// Where relative paths start, as an absolute path.
-    pub fn cwd(&self) -> PathBuf {
+    pub(crate) fn cwd(&self) -> PathBuf {
         let mut cwd = self.path.clone();
         cwd.extend(&self.base);
         cwd
     }
 
-    pub fn fd(&self) -> BorrowedFd<'_> {
+    pub(crate) fn fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
     }
 
@@ -404,13 +404,13 @@ impl ProjectDir {
     /// they stay inside the project and out of `.hel/`; anything else is
     /// refused. With `create`, missing directories on the way are created
     /// (beneath the project).
-    pub fn resolve(&self, path: &str, create: bool) -> Result<Target, PathError> {
+    pub(crate) fn resolve(&self, path: &str, create: bool) -> Result<Target, PathError> {
         self.resolve_from(&self.base, path, create)
     }
 
     /// [`ProjectDir::resolve`] with `path` relative to the project's root
     /// (the project instructions).
-    pub fn resolve_in_root(&self, path: &str) -> Result<Target, PathError> {
+    pub(crate) fn resolve_in_root(&self, path: &str) -> Result<Target, PathError> {
         self.resolve_from(&[], path, false)
     }
 
@@ -506,7 +506,7 @@ impl ProjectDir {
     }
 
     /// [`ProjectDir::resolve`], refusing a path into `.hel/`.
-    pub fn resolve_entry(&self, path: &str, create: bool) -> Result<Entry, PathError> {
+    pub(crate) fn resolve_entry(&self, path: &str, create: bool) -> Result<Entry, PathError> {
         match self.resolve(path, create)? {
             Target::Entry(e) => Ok(e),
             Target::Store(_) => Err(PathError::InStore {
@@ -581,7 +581,7 @@ impl ProjectDir {
     /// Open `path` for reading: a regular file beneath the project (or a
     /// `.hel/` path for a spill lookup). Refuses directories, FIFOs,
     /// devices and sockets without blocking on them.
-    pub fn open_file(&self, path: &str) -> Result<Opened, PathError> {
+    pub(crate) fn open_file(&self, path: &str) -> Result<Opened, PathError> {
         let mut attempts = 0;
         loop {
             let entry = match self.resolve(path, false)? {
@@ -612,7 +612,7 @@ impl ProjectDir {
             match open_regular_at(entry.parent.as_fd(), name, Some(st)) {
                 Ok(file) => return Ok(Opened::File { file, entry }),
                 Err(OpenError::Changed) if attempts < 2 => attempts += 1,
-                Err(OpenError::Changed | OpenError::NotRegular(_)) => {
+                Err(OpenError::Changed | OpenError::NotRegular) => {
                     return Err(PathError::Changed {
                         path: path.to_owned(),
                     })
@@ -635,12 +635,12 @@ impl ProjectDir {
     /// (A temporary file made by path, as tempfile does, could land
     /// outside the project if a directory on the way were swapped for a
     /// link: this one is made beneath the descriptor `entry` holds.)
-    pub fn replace<E: From<PathError>>(
+    pub(crate) fn replace<E: From<PathError>>(
         &self,
         entry: &Entry,
         path: &str,
         cancel: &Cancel,
-        fill: impl FnOnce(&mut File) -> Result<(), E>,
+        fill: impl FnOnce(&File) -> Result<(), E>,
     ) -> Result<(), E> {
         let Some(name) = &entry.name else {
             return Err(PathError::ProjectDir {
@@ -671,49 +671,77 @@ impl ProjectDir {
                 .into());
             }
         }
+        // The new file is written through hel-fs's one atomic-write
+        // primitive, beneath the descriptor `entry` holds: created `O_EXCL`
+        // (a link in its place fails the create), synced, renamed over the
+        // name (a link there is replaced, never followed), the directory
+        // synced; dropped on the way, it is removed.
+        let Some(name) = name.to_str() else {
+            return Err(PathError::io(
+                path,
+                std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    "the file's name is not UTF-8: refused",
+                ),
+            )
+            .into());
+        };
+        // `entry.parent` may be a path-only handle, which cannot be synced:
+        // the directory it names, opened for real (a directory hel may
+        // write but not read is written through the handle, unsynced).
+        let (parent, synced) = match hel_fs::at::open_dir(&entry.parent, ".") {
+            Ok(fd) => (fd, true),
+            Err(Errno::ACCESS) => (
+                entry
+                    .parent
+                    .try_clone()
+                    .map_err(|e| PathError::io(path, e))?,
+                false,
+            ),
+            Err(e) => return Err(PathError::io(path, e).into()),
+        };
+        // (Its path is for messages only.)
+        let parent =
+            hel_fs::Dir::from_fd(parent, entry.rel.parent().unwrap_or(&entry.rel).to_owned());
         let tmp = format!("{WRITE_TMP_PREFIX}{}.tmp", uuid::Uuid::new_v4().simple());
-        let fd = hel_fs::at::create_new(&entry.parent, tmp.as_str(), 0o666).map_err(|e| {
-            PathError::TempFile {
+        let new = parent
+            .new_file(&tmp, 0o666)
+            .map_err(|e| PathError::TempFile {
                 path: path.to_owned(),
-                source: io(e),
+                source: e.into(),
+            })?;
+        let file = new.file();
+        if let Some(st) = &entry.stat {
+            rfs::fchmod(file, Mode::from_raw_mode(st.st_mode & 0o777))
+                .map_err(|e| PathError::io(path, e))?;
+            // Keeping the owner only works for root; elsewhere the new
+            // file is ours, as any editor's would be.
+            if rustix::process::geteuid().is_root() {
+                let _ = rfs::fchown(
+                    file,
+                    Some(rfs::Uid::from_raw(st.st_uid)),
+                    Some(rfs::Gid::from_raw(st.st_gid)),
+                );
             }
-        })?;
-        let mut file = File::from(fd);
-        let done = (|| {
-            fill(&mut file)?;
-            if let Some(st) = &entry.stat {
-                rfs::fchmod(&file, Mode::from_raw_mode(st.st_mode & 0o777))
-                    .map_err(|e| PathError::io(path, e))?;
-                // Keeping the owner only works for root; elsewhere the new
-                // file is ours, as any editor's would be.
-                if rustix::process::geteuid().is_root() {
-                    let _ = rfs::fchown(
-                        &file,
-                        Some(rfs::Uid::from_raw(st.st_uid)),
-                        Some(rfs::Gid::from_raw(st.st_gid)),
-                    );
-                }
-            }
-            file.sync_all().map_err(|e| PathError::io(path, e))?;
-            cancel
-                .commit(|| {
-                    rfs::renameat(&entry.parent, tmp.as_str(), &entry.parent, name.as_os_str())
-                })
-                .map_err(PathError::from)?
-                .map_err(|e| PathError::io(path, e).into())
-        })();
-        if done.is_err() {
-            let _ = rfs::unlinkat(&entry.parent, tmp.as_str(), AtFlags::empty());
         }
-        done
+        fill(file)?;
+        new.sync().map_err(|e| PathError::io(path, e))?;
+        cancel
+            .commit(|| new.persist(&parent, name))
+            .map_err(PathError::from)?
+            .map_err(|e| PathError::io(path, e))?;
+        if synced {
+            parent.sync().map_err(|e| PathError::io(path, e))?;
+        }
+        Ok(())
     }
 }
 
 /// The name prefix of the temporary files writes go through.
-pub const WRITE_TMP_PREFIX: &str = ".hel-write-";
+pub(crate) const WRITE_TMP_PREFIX: &str = ".hel-write-";
 
 /// `rel` for messages and listings.
-pub fn display(rel: &Path) -> String {
+pub(crate) fn display(rel: &Path) -> String {
     rel.to_string_lossy().into_owned()
 }
 
@@ -796,7 +824,7 @@ mod tests {
             Target::Store(_) => return Err(Refused("store".into())),
             Target::Entry(e) => e,
         };
-        d.replace(&entry, path, &Cancel::default(), |f| {
+        d.replace(&entry, path, &Cancel::default(), |mut f| {
             f.write_all(text.as_bytes())
                 .map_err(|e| PathError::io(path, e))
         })?;
@@ -1022,14 +1050,14 @@ mod tests {
         let Target::Entry(e) = d.resolve("run.sh", false).unwrap() else {
             panic!()
         };
-        let failing = |_: &mut File| Err(PathError::Empty);
+        let failing = |_: &File| Err(PathError::Empty);
         assert!(d
             .replace(&e, "run.sh", &Cancel::default(), failing)
             .is_err());
         // A cancelled write leaves the old file and no temporary file.
         let cancelled = Cancel::default();
         cancelled.cancel();
-        let r = d.replace(&e, "run.sh", &cancelled, |f: &mut File| {
+        let r = d.replace(&e, "run.sh", &cancelled, |mut f: &File| {
             f.write_all(b"late").map_err(|e| PathError::io("run.sh", e))
         });
         assert!(matches!(r, Err(PathError::Cancelled(_))), "{r:?}");

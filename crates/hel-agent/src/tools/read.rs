@@ -16,11 +16,11 @@ use super::cursor::{identity_of, Cursor, Identity};
 use super::paths::{Opened, PathError, ProjectDir};
 
 /// Bytes of file content per call.
-pub const PAGE_BYTES: usize = 10_000;
+pub(crate) const PAGE_BYTES: usize = 10_000;
 
 /// One page of a read.
 #[derive(Debug, PartialEq)]
-pub struct Page {
+pub(crate) struct Page {
     pub text: String,
     /// Where the next page starts and the lines left, when the range goes on.
     pub next: Option<(u64, Option<u64>)>,
@@ -28,7 +28,7 @@ pub struct Page {
 
 /// Why a page could not be read.
 #[derive(Debug, thiserror::Error)]
-pub enum PageError {
+pub(crate) enum PageError {
     #[error("binary or non-UTF-8 file: read_file reads UTF-8 text only")]
     NotUtf8,
     #[error("binary file (it contains NUL bytes): read_file reads text only")]
@@ -43,7 +43,7 @@ pub enum PageError {
 
 /// Why a read_file call failed (the model reads this).
 #[derive(Debug, thiserror::Error)]
-pub enum ReadError {
+pub(crate) enum ReadError {
     #[error("give either a cursor alone, or a path with an optional range")]
     CursorAndPath,
     #[error("unknown cursor {0}: read the file again")]
@@ -71,7 +71,7 @@ pub enum ReadError {
 /// covering at most `lines` lines. Streams: whatever the length of a line,
 /// at most [`PAGE_BYTES`] + 1 bytes of the page and a 64 KiB buffer for
 /// skipping are held. Skipping stops when `cancel` is cancelled.
-pub fn read_page<R: Read + Seek>(
+pub(crate) fn read_page<R: Read + Seek>(
     mut src: R,
     offset: u64,
     skip: u64,
@@ -169,7 +169,7 @@ fn skip_lines<R: Read + Seek>(
 }
 
 /// The tool.
-pub async fn run(ctx: &mut ToolCtx, args: ReadArgs) -> ToolResult {
+pub(crate) async fn run(ctx: &mut ToolCtx, args: ReadArgs) -> ToolResult {
     ToolResult::of(read(ctx, args).await)
 }
 

@@ -35,22 +35,22 @@ use super::context::{ToolCtx, ToolResult};
 use super::paths::{self, open_regular_at, PathError, ProjectDir};
 use super::store_name::is_store_name;
 
-pub const MAX_MATCHES: usize = 100;
-pub const MAX_BYTES: usize = 10_000;
+pub(crate) const MAX_MATCHES: usize = 100;
+pub(crate) const MAX_BYTES: usize = 10_000;
 /// Bytes of one line held at once; longer lines are searched in windows.
-pub const WINDOW: usize = 1 << 20;
+pub(crate) const WINDOW: usize = 1 << 20;
 /// Bytes by which the windows of a long line overlap.
-pub const OVERLAP: usize = 4096;
+pub(crate) const OVERLAP: usize = 4096;
 /// Characters of a line shown from its start.
 const SHOWN_CHARS: usize = 500;
 /// Bytes of an ignore file read; the rest is not applied.
-pub const IGNORE_FILE_BYTES: u64 = 1 << 20;
+pub(crate) const IGNORE_FILE_BYTES: u64 = 1 << 20;
 /// Directory levels walked below the search root.
 const MAX_DEPTH: usize = 256;
 
 /// Why a search could not run (the model reads this).
 #[derive(Debug, thiserror::Error)]
-pub enum SearchError {
+pub(crate) enum SearchError {
     #[error("bad glob pattern {pattern:?}: {source}")]
     Glob {
         pattern: String,
@@ -327,7 +327,7 @@ impl Capped {
 }
 
 /// glob: the files under a directory whose path matches a pattern.
-pub async fn glob(ctx: &mut ToolCtx, args: GlobArgs) -> ToolResult {
+pub(crate) async fn glob(ctx: &mut ToolCtx, args: GlobArgs) -> ToolResult {
     let dir = std::sync::Arc::clone(&ctx.project_dir);
     ToolResult::of(cancel::blocking(move |cancel| glob_in(&dir, &args, cancel)).await)
 }
@@ -349,7 +349,7 @@ fn glob_in(dir: &ProjectDir, args: &GlobArgs, cancel: &Cancel) -> Result<String,
 
 /// grep: the lines matching a regular expression in the files under a
 /// directory.
-pub async fn grep(ctx: &mut ToolCtx, args: GrepArgs) -> ToolResult {
+pub(crate) async fn grep(ctx: &mut ToolCtx, args: GrepArgs) -> ToolResult {
     let dir = std::sync::Arc::clone(&ctx.project_dir);
     ToolResult::of(cancel::blocking(move |cancel| grep_in(&dir, &args, cancel)).await)
 }
@@ -391,7 +391,7 @@ struct Long {
 /// each matching line. Holds at most [`WINDOW`] bytes. A file whose first
 /// 8 KiB contain a NUL byte is binary and skipped. Stops early (without an
 /// error) once `cancel` is cancelled.
-pub fn grep_reader<R: Read>(
+pub(crate) fn grep_reader<R: Read>(
     mut src: R,
     re: &Regex,
     cancel: &Cancel,

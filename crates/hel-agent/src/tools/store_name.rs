@@ -8,6 +8,6 @@ use hel_store::STORE_DIR;
 
 /// The store directory's name, compared without case so a case-folding
 /// file system cannot reach it as `.HEL`.
-pub fn is_store_name(name: &OsStr) -> bool {
+pub(crate) fn is_store_name(name: &OsStr) -> bool {
     name.as_bytes().eq_ignore_ascii_case(STORE_DIR.as_bytes())
 }

@@ -2,7 +2,7 @@
 //! tools listed under the names the model is offered, and stopped.
 
 use hel_agent::mcp::{self, ServerSpec, Transport};
-use hel_agent::terminal::escape_line;
+use hel_agent::text::escape_line;
 use serde_json::json;
 
 use crate::exit::{Exit, Failure};
@@ -10,14 +10,8 @@ use crate::exit::{Exit, Failure};
 /// Start every configured server (as a run would), print what each offers,
 /// stop them all. Exit 1 when an enabled server did not start.
 pub fn list(specs: Vec<ServerSpec>, json_out: bool) -> Result<u8, Exit> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(Failure::Runtime)?;
-    // The instance makes the private runtime root the logs go under.
-    let instance = hel_agent::instance::Instance::start().map_err(Failure::Instance)?;
-    let log_dir = mcp::log_dir();
-    let mut started = runtime.block_on(mcp::start_all(&specs, &log_dir));
+    let probe = mcp::probe(&specs).map_err(Failure::Mcp)?;
+    let log_dir = &probe.log_dir;
     let mut rows = Vec::new();
     for spec in &specs {
         let (kind, target) = match &spec.transport {
@@ -31,28 +25,28 @@ pub fn list(specs: Vec<ServerSpec>, json_out: bool) -> Result<u8, Exit> {
             }),
             Transport::Http { url, .. } => ("http", url.clone()),
         };
-        let server = started.servers.iter().find(|s| s.name == spec.name);
-        let failed = started.failed.iter().find(|(n, _)| *n == spec.name);
+        let server = probe.servers.iter().find(|(name, _)| *name == spec.name);
+        let failed = probe.failed.iter().find(|(n, _)| *n == spec.name);
         let status = match (spec.enabled, server, failed) {
             (false, _, _) => "disabled".to_owned(),
-            (true, Some(s), _) => format!(
+            (true, Some((_, tools)), _) => format!(
                 "started, {}",
-                crate::render::count(s.tools.len() as u64, "tool", "tools")
+                crate::render::count(tools.len() as u64, "tool", "tools")
             ),
             (true, None, Some((_, e @ mcp::StartError::Spawn { .. }))) => format!("failed: {e}"),
             (true, None, Some((_, e))) => match spec.transport {
                 Transport::Stdio { .. } => format!(
                     "failed: {e} (its stderr: {})",
-                    mcp::log_path(&log_dir, &spec.name).display()
+                    mcp::log_path(log_dir, &spec.name).display()
                 ),
                 Transport::Http { .. } => format!("failed: {e}"),
             },
             (true, None, None) => "failed".to_owned(),
         };
-        let tools: Vec<&mcp::Tool> = server.map(|s| s.tools.iter().collect()).unwrap_or_default();
+        let tools: Vec<&mcp::Tool> = server.map(|(_, t)| t.iter().collect()).unwrap_or_default();
         rows.push((spec, kind, target, status, tools));
     }
-    let warnings: Vec<String> = started
+    let warnings: Vec<String> = probe
         .warnings
         .iter()
         .filter(|w| !matches!(w, mcp::McpWarning::NotStarted { .. }))
@@ -104,13 +98,7 @@ pub fn list(specs: Vec<ServerSpec>, json_out: bool) -> Result<u8, Exit> {
         }
     }
     let code = u8::from(rows.iter().any(|(spec, _, _, _, _)| {
-        spec.enabled && !started.servers.iter().any(|s| s.name == spec.name)
+        spec.enabled && !probe.servers.iter().any(|(name, _)| *name == spec.name)
     }));
-    for s in &mut started.servers {
-        s.stop();
-    }
-    drop(started);
-    runtime.shutdown_timeout(std::time::Duration::from_millis(500));
-    instance.finish();
     Ok(code)
 }

@@ -4,8 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use hel_agent::session;
-use hel_agent::terminal::escape_line;
+use hel_agent::text::escape_line;
 use hel_store::{SessionId, SessionInfo, Store};
 
 use super::report;
@@ -20,7 +19,7 @@ pub fn session_to_resume() -> Result<String, Exit> {
     }
     let project = report::project()?;
     let store = Store::open(&project)?;
-    let here = session::recorded_cwd(&project);
+    let here = hel_agent::recorded_cwd(&project);
     let names = super::sessions::names_or_warn(&store);
     let sessions: Vec<SessionInfo> = store
         .sessions()?

@@ -5,7 +5,6 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use hel_agent::session;
 use hel_remote::remote::{Listed, GRACE_MIN};
 use hel_remote::{Pushed, Remote, RemoteConfig, RemoteError, Remotes};
 use hel_store::transfer::Adopted;
@@ -114,7 +113,7 @@ pub fn push(name: Option<String>, specs: Vec<String>) -> Result<u8, Exit> {
     } else {
         specs
             .iter()
-            .map(|s| session::resolve(&store, &project, s))
+            .map(|s| hel_agent::resolve_session(&store, &project, s))
             .collect::<Result<_, _>>()?
     };
     if sessions.is_empty() {
@@ -156,7 +155,7 @@ pub fn pull(name: Option<String>, specs: Vec<String>) -> Result<u8, Exit> {
         sessions.extend(listed.iter().map(|l| l.session.clone()));
     } else {
         for spec in &specs {
-            session::check_session_arg(spec)?;
+            hel_agent::check_session_arg(spec)?;
             let spec = spec.to_ascii_lowercase();
             let found: Vec<&Listed> = listed
                 .iter()
@@ -320,7 +319,7 @@ pub fn export_bundle(
     spec: &str,
     file: &std::path::Path,
 ) -> Result<u8, Exit> {
-    let id = session::resolve(store, project, spec)?;
+    let id = hel_agent::resolve_session(store, project, spec)?;
     let size = hel_remote::bundle::export(store, &id, file)?;
     say!(
         "wrote session {id} to {} ({})",

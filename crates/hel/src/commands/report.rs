@@ -5,7 +5,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-use hel_agent::project::Project;
+use hel_agent::Project;
 
 use serde_json::ser::{Formatter, PrettyFormatter};
 
@@ -15,7 +15,7 @@ use crate::exit::Exit;
 /// (instructions, messages, paths), so control characters are escaped.
 macro_rules! say {
     ($($arg:tt)*) => {
-        println!("{}", hel_agent::terminal::escape_text(&format!($($arg)*)))
+        println!("{}", hel_agent::text::escape_text(&format!($($arg)*)))
     };
 }
 pub(crate) use say;

@@ -1,6 +1,6 @@
 //! `hel sessions search`: which sessions discussed something.
 
-use hel_agent::terminal::escape_line;
+use hel_agent::text::escape_line;
 use hel_store::search::SessionHits;
 use hel_store::time::rfc3339;
 use hel_store::{SessionId, Store};

@@ -5,8 +5,7 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
 
-use hel_agent::session;
-use hel_agent::terminal::escape_line;
+use hel_agent::text::escape_line;
 use hel_store::log::LogEntry;
 use hel_store::time::rfc3339;
 use hel_store::{Record, SessionId, SessionInfo, Store};
@@ -145,7 +144,7 @@ pub fn list(store: &Store, project: &Path, as_json: bool) -> Result<u8, Exit> {
     let sessions = store.sessions()?;
     let names = names_or_warn(store);
     let name_of = |id: &SessionId| names.get(id).map(String::as_str);
-    let here = session::recorded_cwd(project);
+    let here = hel_agent::recorded_cwd(project);
     if as_json {
         let rows: Vec<SessionRow> = sessions
             .iter()
@@ -241,7 +240,7 @@ pub fn list(store: &Store, project: &Path, as_json: bool) -> Result<u8, Exit> {
             ],
             &format!("{tag}{}", one_line(&s.instruction, room)),
         );
-        let _ = writeln!(out, "{}", hel_agent::terminal::escape_text(&row));
+        let _ = writeln!(out, "{}", hel_agent::text::escape_text(&row));
         if let Some(why) = &s.broken {
             broken += 1;
             let _ = out.flush();
@@ -281,7 +280,7 @@ pub fn log(
     all: bool,
     as_json: bool,
 ) -> Result<u8, Exit> {
-    let id = session::resolve(store, project, spec)?;
+    let id = hel_agent::resolve_session(store, project, spec)?;
     let entries = hel_store::log::log(store, &id)?;
     if as_json {
         let rows: Vec<LogRow> = entries
@@ -371,7 +370,7 @@ pub fn log(
 /// Delete a session; on a terminal, only after the user said yes to the
 /// question naming it (`yes` does not ask; off a terminal it goes on).
 pub fn delete(store: &Store, project: &Path, spec: &str, yes: bool) -> Result<u8, Exit> {
-    let id = session::resolve(store, project, spec)?;
+    let id = hel_agent::resolve_session(store, project, spec)?;
     if crate::tty::asks(yes) {
         let what = match hel_store::log::log(store, &id) {
             Ok(log) => format!(
@@ -397,7 +396,7 @@ pub fn delete(store: &Store, project: &Path, spec: &str, yes: bool) -> Result<u8
 
 pub fn rename(store: &Store, project: &Path, spec: &str, name: &str) -> Result<u8, Exit> {
     hel_store::check_name(name)?;
-    let id = session::resolve(store, project, spec)?;
+    let id = hel_agent::resolve_session(store, project, spec)?;
     hel_store::names::rename(store, &id, name)?;
     say!("session {id} is named {name}");
     Ok(0)

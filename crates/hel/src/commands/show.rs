@@ -6,8 +6,7 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
 
-use hel_agent::session;
-use hel_agent::terminal::escape_line;
+use hel_agent::text::escape_line;
 use hel_store::{Loaded, ObjectId, ReadRecord, SessionId, SpillEntry, Store};
 use serde_json::Value;
 
@@ -38,9 +37,9 @@ pub(super) fn load_at(
     spec: &str,
     at: Option<&str>,
 ) -> Result<(SessionId, ObjectId, Loaded), Exit> {
-    let id = session::resolve(store, project, spec)?;
+    let id = hel_agent::resolve_session(store, project, spec)?;
     let checkpoint = match at {
-        Some(at) => session::resolve_checkpoint(&hel_store::log::log(store, &id)?, at)?,
+        Some(at) => hel_agent::resolve_checkpoint(&hel_store::log::log(store, &id)?, at)?,
         None => store.head(&id)?,
     };
     let loaded = store.load(&checkpoint)?;

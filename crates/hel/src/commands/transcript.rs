@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
-use hel_agent::terminal::{escape_line, escape_text};
+use hel_agent::text::{escape_line, escape_text};
 use serde_json::Value;
 
 /// Lines of a tool result a transcript shows.

@@ -4,9 +4,8 @@
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
-use hel_agent::project::Project;
-use hel_agent::session::{self, resolve_checkpoint};
-use hel_agent::terminal::escape_line;
+use hel_agent::text::escape_line;
+use hel_agent::{resolve_checkpoint, Project};
 use hel_store::tree::EntryKind;
 use hel_store::{Cap, ObjectId, SessionId, Store};
 use hel_workspace::diff::{self, Status};
@@ -20,9 +19,9 @@ use crate::exit::{Exit, Failure, Refusal, Usage};
 use crate::{render, tty};
 
 /// The session hel chooses when none is named: the newest of this
-/// project's directory nobody is working on ([`session::default_session`]).
+/// project's directory nobody is working on ([`hel_agent::default_session`]).
 fn last_idle(store: &Store) -> Result<SessionId, Exit> {
-    Ok(session::default_session(store, &project()?)?)
+    Ok(hel_agent::default_session(store, &project()?)?)
 }
 
 /// The checkpoint `at` names in `session`'s history, or its newest record
@@ -271,7 +270,7 @@ pub fn undo(
     let project = project()?;
     let store = Store::open(&project)?;
     let session = match spec {
-        Some(s) => session::resolve(&store, &project, &s)?,
+        Some(s) => hel_agent::resolve_session(&store, &project, &s)?,
         None => last_idle(&store)?,
     };
     perform(&store, &session, options, yes, json, |head| {
@@ -306,7 +305,7 @@ pub struct RestoreArgs {
 pub fn restore(args: RestoreArgs, options: hel_workspace::Options) -> Result<u8, Exit> {
     let project = project()?;
     let store = Store::open(&project)?;
-    let session = session::resolve(&store, &project, &args.session)?;
+    let session = hel_agent::resolve_session(&store, &project, &args.session)?;
     let checkpoint = checkpoint_of(&store, &session, args.at.as_deref())?;
     let paths = args
         .paths
@@ -438,7 +437,7 @@ pub fn diff(
 ) -> Result<u8, Exit> {
     let project = project()?;
     let store = Store::open(&project)?;
-    let session = session::resolve(&store, &project, &spec)?;
+    let session = hel_agent::resolve_session(&store, &project, &spec)?;
     let at = checkpoint_of(&store, &session, at.as_deref())?;
     let cp = store.checkpoint(&at)?;
     let ws = cp
@@ -531,7 +530,7 @@ pub fn diff(
         // The headers name the path escaped, as every line here does.
         match diff::unified(name.as_bytes(), a.as_deref(), b.as_deref(), 3) {
             Some(text) if !text.is_empty() => {
-                let text = hel_agent::terminal::escape_text(&text);
+                let text = hel_agent::text::escape_text(&text);
                 print!("{}", coloured(&fit_headers(&text, room)))
             }
             Some(_) => {}

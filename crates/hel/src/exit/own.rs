@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use hel_agent::terminal::escape_line;
+use hel_agent::text::escape_line;
 use hel_store::{ObjectId, SessionId};
 
 /// Flags, arguments or a config file hel cannot use.
@@ -157,8 +157,9 @@ impl Refusal {
 pub enum Failure {
     #[error("cannot start the async runtime: {0}")]
     Runtime(#[source] std::io::Error),
-    #[error("cannot start an instance: {0}")]
-    Instance(#[source] hel_agent::instance::InstanceError),
+    /// `hel mcp list` could not start its runtime or instance.
+    #[error(transparent)]
+    Mcp(hel_agent::mcp::ProbeError),
     #[error("cannot use the terminal: {0}")]
     Editor(#[source] rustyline::error::ReadlineError),
     #[error("cannot use the terminal: {0}")]

@@ -25,8 +25,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 
-use hel_agent::compact::summary_message;
-use hel_agent::conversation::Conversation;
+use hel_agent::{summary_message, Conversation};
 use hel_store::{
     CommitInput, ImportRecord, ImportedMessage, Record, RequestConfig, SessionId, SessionLease,
     SessionRecord, SessionState, Store, IMPORT_RECORD_VERSION,
@@ -40,7 +39,7 @@ use source::{Call, Found, Item, Meta, Parser};
 
 /// A report line on stdout, made safe for a terminal.
 fn say(text: &str) {
-    println!("{}", hel_agent::terminal::escape_text(text));
+    println!("{}", hel_agent::text::escape_text(text));
 }
 
 /// The longest line read; a longer one is reported and skipped.
@@ -530,7 +529,7 @@ impl<'a> Builder<'a> {
             store,
             from,
             file,
-            cwd: hel_agent::session::recorded_cwd(project),
+            cwd: hel_agent::recorded_cwd(project),
             conversation: Conversation::from(vec![system]),
             metas: vec![Meta::default()],
             open: Vec::new(),

@@ -6,7 +6,7 @@
 use std::io::Read;
 use std::path::Path;
 
-use hel_agent::terminal::escape_line;
+use hel_agent::text::escape_line;
 
 /// Bytes of one attached file, at most.
 pub const MAX: u64 = 64 << 10;

@@ -142,7 +142,7 @@ impl Completer for Complete {
             .into_iter()
             .map(|c| Pair {
                 // Names from the disk may hold anything: shown escaped.
-                display: hel_agent::terminal::escape_line(&c).into_owned(),
+                display: hel_agent::text::escape_line(&c).into_owned(),
                 replacement: c,
             })
             .collect();

@@ -11,9 +11,8 @@ use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use hel_agent::interrupt::Interrupter;
-use hel_agent::terminal::escape_line;
-use hel_agent::tools::{Answer, Confirm, Request};
+use hel_agent::text::escape_line;
+use hel_agent::{Answer, Confirm, Interrupter, Request};
 
 use super::complete::Complete;
 use crate::confirm::{self, Reading, Rules};

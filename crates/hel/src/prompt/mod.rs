@@ -22,11 +22,9 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use clap::Parser;
-use hel_agent::event::{Event, Observer};
-use hel_agent::interrupt::{self, Interrupter, Interrupts};
-use hel_agent::outcome::Outcome;
-use hel_agent::run::{Host, Options, Run, Status};
-use hel_agent::session::Start;
+use hel_agent::{
+    Event, Host, Interrupter, Interrupts, Observer, Options, Outcome, Run, Start, Status,
+};
 
 use crate::cli::{Cli, Command, RunArgs};
 use crate::exit::{Exit, Failure, Refusal, Usage};
@@ -62,7 +60,7 @@ impl Observer for Watched {
         }
         let tool = match &event {
             Event::ToolStarted { name, .. } => {
-                let reads = hel_agent::tools::ToolName::parse(name).is_some_and(|t| t.only_reads());
+                let reads = hel_agent::ToolName::parse(name).is_some_and(|t| t.only_reads());
                 (reads || !self.asks).then(|| format!("running {name}"))
             }
             _ => None,
@@ -75,7 +73,7 @@ impl Observer for Watched {
         self.live.event(event);
         if let Some(what) = tool {
             self.spinner
-                .start_for(hel_agent::terminal::escape_line(&what).into_owned());
+                .start_for(hel_agent::text::escape_line(&what).into_owned());
         }
     }
 }
@@ -117,7 +115,7 @@ pub async fn run(args: RunArgs, start: Start, restore_files: Option<bool>) -> Re
         None => (None, Vec::new()),
     };
     let editor = Editor::new(&entries).map_err(Failure::Editor)?;
-    let (interrupter, interrupts) = interrupt::channel();
+    let (interrupter, interrupts) = hel_agent::interrupts();
     let spinner = Spinner::default();
     let live = Rc::new(Live::new());
     if let Some(intro) = args.intro(true) {
@@ -208,7 +206,7 @@ fn session_name(run: &Run) -> Option<String> {
     let id = run.status().session?;
     let store = hel_store::Store::open(&run.project().root).ok()?;
     let name = hel_store::names::name_of(&store, &id).ok().flatten()?;
-    Some(hel_agent::terminal::escape_line(&name).into_owned())
+    Some(hel_agent::text::escape_line(&name).into_owned())
 }
 
 /// What a run of the prompt talks to.
@@ -424,7 +422,7 @@ impl Prompt {
     /// it if the user says yes; never over a file already there.
     fn init(&self) {
         let root = &self.run.project().root;
-        let path = root.join(hel_agent::system::AGENTS_MD);
+        let path = root.join(hel_agent::AGENTS_MD);
         if std::fs::symlink_metadata(&path).is_ok() {
             render::line(&format!(
                 "hel: {} already exists; /init leaves it as it is",
@@ -443,10 +441,7 @@ impl Prompt {
             render::line(l);
         }
         let question = format!("hel: write this to {}? [y/N] ", path.display());
-        match self
-            .editor
-            .read(&hel_agent::terminal::escape_line(&question))
-        {
+        match self.editor.read(&hel_agent::text::escape_line(&question)) {
             Read::Line(l) if matches!(l.trim(), "y" | "Y" | "yes") => {}
             _ => {
                 render::line("hel: nothing written");
@@ -478,7 +473,7 @@ impl Prompt {
             &self.editor,
             &self.interrupter,
             &self.interrupts,
-            self.options.access == hel_agent::tools::Access::Confirm,
+            self.options.access == hel_agent::Access::Confirm,
         );
         match Run::start(self.options.clone(), start, host) {
             Ok(run) => {
@@ -564,7 +559,7 @@ impl Observer for Quiet {
 /// the user picked none).
 fn pick_checkpoint(run: &Run, session: &str) -> Result<Option<String>, Exit> {
     let store = hel_store::Store::open(&run.project().root)?;
-    let id = hel_agent::session::resolve(&store, &run.project().root, session)?;
+    let id = hel_agent::resolve_session(&store, &run.project().root, session)?;
     let answers: Vec<_> = hel_store::log::log(&store, &id)?
         .into_iter()
         .filter(|e| e.record == hel_store::Record::Answer)
@@ -580,7 +575,7 @@ fn pick_checkpoint(run: &Run, session: &str) -> Result<Option<String>, Exit> {
                 "{}  {}  {}",
                 &e.id.to_hex()[..12],
                 &e.time,
-                hel_agent::terminal::escape_line(&e.instruction)
+                hel_agent::text::escape_line(&e.instruction)
             );
             crate::render::fit(&text, width)
         })
@@ -640,7 +635,7 @@ mod tests {
             context_tokens: 15_360,
             context_estimated: false,
             window: 128_000,
-            usage: hel_agent::agent::Usage {
+            usage: hel_agent::Usage {
                 input_tokens: 15_000,
                 output_tokens: 300,
                 estimated: false,

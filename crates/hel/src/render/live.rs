@@ -3,8 +3,8 @@
 use std::cell::RefCell;
 use std::io::{IsTerminal, Write};
 
-use hel_agent::event::{Event, Observer};
-use hel_agent::terminal::escape_text;
+use hel_agent::text::escape_text;
+use hel_agent::{Event, Observer};
 
 use super::markdown::Markdown;
 use super::Stderr;

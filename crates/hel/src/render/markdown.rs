@@ -45,7 +45,7 @@ use std::ops::Range;
 use std::sync::OnceLock;
 
 use crate::render::{char_columns, columns};
-use hel_agent::terminal::escape_line;
+use hel_agent::text::escape_line;
 use pulldown_cmark::{
     Alignment, BlockQuoteKind, CodeBlockKind, Event, HeadingLevel, Options, Parser, Tag, TagEnd,
 };

@@ -23,7 +23,7 @@ fn refusal(what: &SandboxError) -> ToolResult {
 }
 
 /// The tool. Dropping the call kills the command (see [`Sandbox::run`]).
-pub async fn run(ctx: &mut ToolCtx, args: BashArgs) -> ToolResult {
+pub(crate) async fn run(ctx: &mut ToolCtx, args: BashArgs) -> ToolResult {
     let command = args.command;
     if command.contains('\0') {
         return ToolResult::failed("error: the command contains a NUL byte".into());
