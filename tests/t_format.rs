@@ -3,33 +3,9 @@
 //! names none) is refused by every command with one line naming what was
 //! found and what to do, a non-zero exit, and nothing written.
 
-use std::path::{Path, PathBuf};
-
 use serde_json::json;
 
 use crate::common::{Mock, Project};
-
-/// Every entry under `dir` (no link followed) and a regular file's bytes.
-fn files_of(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
-    let mut out = Vec::new();
-    let mut todo = vec![dir.to_path_buf()];
-    while let Some(d) = todo.pop() {
-        for e in std::fs::read_dir(&d).unwrap().flatten() {
-            let t = e.file_type().unwrap();
-            if t.is_dir() {
-                todo.push(e.path());
-            }
-            let bytes = if t.is_file() {
-                std::fs::read(e.path()).unwrap()
-            } else {
-                Vec::new()
-            };
-            out.push((e.path(), bytes));
-        }
-    }
-    out.sort();
-    out
-}
 
 #[test]
 fn a_store_of_another_format_is_refused_by_every_command_and_left_as_it_was() {
@@ -56,7 +32,7 @@ fn a_store_of_another_format_is_refused_by_every_command_and_left_as_it_was() {
         ),
     ] {
         std::fs::write(root.join("format"), format).unwrap();
-        let before = files_of(&root);
+        let before = hel_store::testing::files_under(&root);
         for args in [
             &["sessions"][..],
             &["fsck"],
@@ -70,7 +46,7 @@ fn a_store_of_another_format_is_refused_by_every_command_and_left_as_it_was() {
             let lines: Vec<&str> = run.stderr.lines().filter(|l| l.contains(&said)).collect();
             assert_eq!(lines.len(), 1, "hel {args:?}: {}", run.stderr);
             assert_eq!(
-                files_of(&root),
+                hel_store::testing::files_under(&root),
                 before,
                 "hel {args:?} wrote to a store of {format:?}"
             );

@@ -706,26 +706,6 @@ fn sent_packs_hold_no_dictionary_frames() {
     assert_eq!(other.load(&head).unwrap().messages.len(), 4);
 }
 
-/// Every file and directory under `root` with its bytes (a directory's
-/// as empty), to tell that nothing was written.
-fn files(root: &FsPath) -> std::collections::BTreeMap<std::path::PathBuf, Vec<u8>> {
-    let mut out = std::collections::BTreeMap::new();
-    let mut todo = vec![root.to_owned()];
-    while let Some(dir) = todo.pop() {
-        for e in std::fs::read_dir(&dir).unwrap() {
-            let path = e.unwrap().path();
-            let rel = path.strip_prefix(root).unwrap().to_owned();
-            if path.is_dir() {
-                todo.push(path);
-                out.insert(rel, Vec::new());
-            } else {
-                out.insert(rel, std::fs::read(&path).unwrap());
-            }
-        }
-    }
-    out
-}
-
 /// Every path that writes a checkpoint (a reply, a fork, a pull, a bundle
 /// import; an import is `hel`'s, tested there) refuses one a load would
 /// refuse before anything is written, saying what is wrong: here a tool
@@ -761,7 +741,7 @@ fn every_writer_refuses_what_a_load_would_refuse_before_writing() {
     // A project with a session of its own, which each way in leaves as is.
     let (dst_dir, dst) = project();
     let (mine, _) = exchange(&dst, None, "mine");
-    let before = files(dst_dir.path());
+    let before = hel_store::testing::files_under(dst_dir.path());
 
     // A reply: the session's next checkpoint.
     let (lease, head) = dst.resume(&mine).unwrap();
@@ -774,13 +754,21 @@ fn every_writer_refuses_what_a_load_would_refuse_before_writing() {
         "{err}"
     );
     drop(lease);
-    assert_eq!(files(dst_dir.path()), before, "a refused reply wrote");
+    assert_eq!(
+        hel_store::testing::files_under(dst_dir.path()),
+        before,
+        "a refused reply wrote"
+    );
 
     // A fork of the checkpoint a load refuses.
-    let src_before = files(src_dir.path());
+    let src_before = hel_store::testing::files_under(src_dir.path());
     let err = src.fork(&bad.id).unwrap_err().to_string();
     assert!(err.contains(why), "{err}");
-    assert_eq!(files(src_dir.path()), src_before, "a refused fork wrote");
+    assert_eq!(
+        hel_store::testing::files_under(src_dir.path()),
+        src_before,
+        "a refused fork wrote"
+    );
 
     // A pull of it.
     let tmp = tempfile::tempdir().unwrap();
@@ -791,7 +779,11 @@ fn every_writer_refuses_what_a_load_would_refuse_before_writing() {
         .unwrap_err()
         .to_string();
     assert!(err.contains(why), "{err}");
-    assert_eq!(files(dst_dir.path()), before, "a refused pull wrote");
+    assert_eq!(
+        hel_store::testing::files_under(dst_dir.path()),
+        before,
+        "a refused pull wrote"
+    );
 
     // A bundle import of it.
     let bundle = tmp.path().join("bad.helbundle");
@@ -801,7 +793,7 @@ fn every_writer_refuses_what_a_load_would_refuse_before_writing() {
         .to_string();
     assert!(err.contains(why), "{err}");
     assert_eq!(
-        files(dst_dir.path()),
+        hel_store::testing::files_under(dst_dir.path()),
         before,
         "a refused bundle import wrote"
     );

@@ -7,6 +7,30 @@ use std::path::{Path, PathBuf};
 
 use crate::{ObjectId, SessionId, Store};
 
+/// Every entry under `dir`, sorted, with a regular file's bytes (a
+/// directory's or a link's as empty; no link followed): compared before
+/// and after, it tells that nothing was written.
+pub fn files_under(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let t = e.file_type().unwrap();
+            if t.is_dir() {
+                todo.push(e.path());
+            }
+            let bytes = if t.is_file() {
+                std::fs::read(e.path()).unwrap()
+            } else {
+                Vec::new()
+            };
+            out.push((e.path(), bytes));
+        }
+    }
+    out.sort();
+    out
+}
+
 /// Run `f` with the commits it makes on this thread not admitted
 /// (`admit.rs`): how a test builds a checkpoint a load refuses, as a
 /// damaged or hostile store would hold it.

@@ -1912,28 +1912,6 @@ fn a_planted_session_reads_resumes_and_moves_into_one_pack() {
     assert!(fsck.is_sound() && fsck.unreachable == Some(0), "{fsck:?}");
 }
 
-/// Every file under `dir` (no links followed) and its bytes.
-fn files_of(dir: &Path) -> Vec<(std::path::PathBuf, Vec<u8>)> {
-    let mut out = Vec::new();
-    let mut todo = vec![dir.to_path_buf()];
-    while let Some(d) = todo.pop() {
-        for e in fs::read_dir(&d).unwrap().flatten() {
-            let t = e.file_type().unwrap();
-            if t.is_dir() {
-                todo.push(e.path());
-            }
-            let bytes = if t.is_file() {
-                fs::read(e.path()).unwrap()
-            } else {
-                Vec::new()
-            };
-            out.push((e.path(), bytes));
-        }
-    }
-    out.sort();
-    out
-}
-
 /// A store of any format but this hel's (older, newer, none named) is
 /// refused by every open with one line naming what it found and what to
 /// do, and nothing in it is written.
@@ -1971,19 +1949,19 @@ fn a_store_of_another_format_is_refused_by_name_and_left_as_it_was() {
         ),
     ] {
         fs::write(r.join("format"), format).unwrap();
-        let before = files_of(&r);
+        let before = hel_store::testing::files_under(&r);
         let err = Store::open(dir.path()).unwrap_err();
         assert_eq!(err.to_string(), said);
         assert!(!err.to_string().contains('\n'));
-        assert_eq!(files_of(&r), before, "{said}");
+        assert_eq!(hel_store::testing::files_under(&r), before, "{said}");
     }
     // No format file, and loose objects: the first pre-release format.
     fs::remove_file(r.join("format")).unwrap();
     fs::create_dir_all(r.join("objects/ab")).unwrap();
-    let before = files_of(&r);
+    let before = hel_store::testing::files_under(&r);
     let err = Store::open(dir.path()).unwrap_err();
     assert!(matches!(err, Error::OlderStore { found: 1, .. }), "{err}");
-    assert_eq!(files_of(&r), before);
+    assert_eq!(hel_store::testing::files_under(&r), before);
 }
 
 #[test]

@@ -993,25 +993,6 @@ fn calls_json(calls: &[Call]) -> Value {
 mod tests {
     use super::*;
 
-    /// Every file and directory under `root` with its bytes.
-    fn files(root: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
-        let mut out = BTreeMap::new();
-        let mut todo = vec![root.to_owned()];
-        while let Some(dir) = todo.pop() {
-            for e in std::fs::read_dir(&dir).unwrap() {
-                let path = e.unwrap().path();
-                let rel = path.strip_prefix(root).unwrap().to_owned();
-                if path.is_dir() {
-                    todo.push(path);
-                    out.insert(rel, Vec::new());
-                } else {
-                    out.insert(rel, std::fs::read(&path).unwrap());
-                }
-            }
-        }
-        out
-    }
-
     /// An import's checkpoint that a load would refuse (here a tool call
     /// whose result never came, as a transcript the importer misread
     /// could leave) is refused before anything is written, naming its
@@ -1051,18 +1032,22 @@ mod tests {
             "{err}"
         );
         assert!(b.session.is_none());
-        assert!(!dir.path().join(".hel").exists(), "{:?}", files(dir.path()));
+        assert!(
+            !dir.path().join(".hel").exists(),
+            "{:?}",
+            hel_store::testing::files_under(dir.path())
+        );
         // After a checkpoint: the next one adds nothing.
         let mut b = Builder::new(&store, dir.path(), ImportFrom::Codex, &file);
         b.take(user("first", 1), &found).unwrap();
         b.take(answer("one", 2), &found).unwrap();
         b.take(user("again", 9), &found).unwrap();
         assert_eq!(b.checkpoints, 1);
-        let before = files(dir.path());
+        let before = hel_store::testing::files_under(dir.path());
         let err = refused(&mut b);
         assert!(err.contains("(line 11)"), "{err}");
         assert_eq!(b.checkpoints, 1);
-        assert_eq!(files(dir.path()), before);
+        assert_eq!(hel_store::testing::files_under(dir.path()), before);
     }
 
     /// A source over the load budget is imported from its last
