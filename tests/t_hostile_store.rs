@@ -896,7 +896,7 @@ fn tree_payload(entries: &[(String, u8, ObjectId)]) -> Vec<u8> {
     out
 }
 
-/// The bytes of a bundle (objects-spec §15.8) of session `sid` at `head`
+/// The bytes of a bundle (objects-spec §12.8) of session `sid` at `head`
 /// holding the planted objects `ids` of `store_root`, as a hostile sender
 /// would make it.
 fn craft_bundle(store_root: &Path, sid: &str, head: &ObjectId, ids: &[ObjectId]) -> Vec<u8> {

@@ -35,7 +35,7 @@ use crate::ObjectId;
 /// ([`Extents::check`]): refused before anything is flattened. hel-store
 /// turns it into its `Error::TreeTooLarge`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("tree {tree} flattens to more than {limit} {what}, over what hel reads (see README, \"Limits\"); the store may be damaged or hostile")]
+#[error("tree {tree} flattens to more than {limit} {what}, over what hel reads (see docs/configuration.md, \"Limits\"); the store may be damaged or hostile")]
 pub struct TreeTooLarge {
     pub tree: ObjectId,
     pub what: &'static str,

@@ -325,8 +325,9 @@ fn parse_commit(
 }
 
 /// The canonical JSON a commit record's stored bytes hold (objects-spec
-/// §12.2): the bytes themselves when they are not a zstd frame (format 4
-/// wrote them so), else the frame's content, at most [`COMMIT_MAX`] bytes.
+/// §5.2): the bytes themselves when they are not a zstd frame (written so
+/// when the frame would be over [`COMMIT_MAX`]), else the frame's content,
+/// at most [`COMMIT_MAX`] bytes.
 pub(crate) fn commit_json(
     stored: &[u8],
 ) -> std::result::Result<std::borrow::Cow<'_, [u8]>, RecordFault> {
@@ -342,7 +343,7 @@ pub(crate) fn commit_json(
 const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
 
 /// The stored bytes of a commit record whose canonical JSON is `json`: a
-/// frame compressed with hel's dictionary (objects-spec §12.2), which
+/// frame compressed with hel's dictionary (objects-spec §5.2), which
 /// holds the keys and phrases every commit record repeats; the JSON
 /// itself in the (never seen) case that the frame is over [`COMMIT_MAX`].
 fn commit_stored(json: &[u8]) -> Result<Vec<u8>> {
@@ -1216,8 +1217,8 @@ impl Writer {
         let name = journal_name(session);
         let fresh = match dir.kind_of(&name)? {
             None => true,
-            // Shorter than its header, it holds no commit: an older hel
-            // began it and ran out of space. Made again, whole.
+            // Shorter than its header, it holds no commit (a writer that
+            // ran out of space while making it). Made again, whole.
             Some(Kind::File) => dir
                 .open_file(&name)?
                 .map(|f| f.metadata().at(dir.child_path(&name)))
@@ -1488,7 +1489,7 @@ mod tests {
     fn a_journal_is_made_with_its_header_and_one_without_is_made_again() {
         let (root, journals, tmp) = dirs();
         let sid = SessionId::new_random();
-        // What an older hel left on a full disk: the name, no header.
+        // What a full disk may leave: the name, no header.
         std::fs::write(root.path().join("journals").join(journal_name(&sid)), b"").unwrap();
         let mut w = Writer::open(&journals, &tmp, &sid, Rule::Ref(None)).unwrap();
         let head = ObjectId::from_bytes([7; 32]);

@@ -52,9 +52,8 @@ pub fn clear(store: &Store, lease: &SessionLease) -> Result<()> {
     Ok(())
 }
 
-/// The spill map of checkpoint `cp` (of `store`): its own (schemas 1 and
-/// 2), or read from the blob that holds it (schema 3), verified and
-/// validated.
+/// The spill map of checkpoint `cp` (of `store`): empty when it says
+/// `{}`, else read from the blob that holds it, verified and validated.
 pub fn map(store: &Store, cp: &Checkpoint) -> Result<BTreeMap<String, SpillEntry>> {
     match &cp.spill {
         Spill::Inline(map) => Ok(map.clone()),

@@ -585,7 +585,7 @@ impl Store {
         slot: &'j mut Option<journal::Writer>,
     ) -> Result<&'j mut journal::Writer> {
         if slot.is_none() {
-            // Every store written is format 3 (an open upgrades it).
+            // The journal's head is the commit record the ref names.
             let rule = journal::Rule::Ref(refs::read(layout, lease.session())?);
             let w = journal::Writer::open(
                 layout.journals_create()?,

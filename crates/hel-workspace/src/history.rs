@@ -44,7 +44,7 @@ pub enum HistoryError {
     Store(#[from] hel_store::Error),
     #[error("nothing to undo: {0}")]
     NothingToUndo(String),
-    #[error("checkpoint {0} has no workspace snapshot (saved without one, or by an older hel): its files cannot be compared or restored")]
+    #[error("checkpoint {0} has no workspace snapshot (saved without one): its files cannot be compared or restored")]
     NoWorkspace(ObjectId),
     #[error("checkpoint {0} is not in this session's history")]
     NotInHistory(ObjectId),

@@ -37,7 +37,7 @@ pub enum RequestError {
     StreamFailed(String),
     /// The reply is a message a load of the session would refuse
     /// (objects-spec §4.1): it is not kept.
-    #[error("the model's reply is refused: with it the session would hold {0}, over what hel loads back (see README, \"Limits\")")]
+    #[error("the model's reply is refused: with it the session would hold {0}, over what hel loads back (see docs/configuration.md, \"Limits\")")]
     OverLimit(hel_store::OverLimit),
 }
 
