@@ -698,7 +698,11 @@ fn sent_packs_keep_dictionary_frames() {
     let m = u32::from_le_bytes(bytes[12..16].try_into().unwrap()) as usize;
     let pack = &bytes[16 + m..];
     assert_eq!(&pack[..8], b"HELPACK\0");
-    assert_eq!(named(pack), 2, "the bundle's two snapshots keep their frames");
+    assert_eq!(
+        named(pack),
+        2,
+        "the bundle's two snapshots keep their frames"
+    );
     let (_e, other) = project();
     let (got, _) = hel_remote::bundle::import(&other, &out).unwrap();
     assert_eq!(got, s);
