@@ -188,8 +188,7 @@ fn test_vectors_match_objects_spec() {
         assert_eq!(id.to_hex(), v["id"].as_str().unwrap(), "{}", v["name"]);
         if kind == "snapshot" {
             // A snapshot a reader takes (its two times agreeing, say); one
-            // of a pre-release schema (vectors.json still holds some, until
-            // objects-spec is rewritten) is refused.
+            // of another schema would be refused.
             let schema = serde_json::from_slice::<Value>(&payload).unwrap()["schema_version"]
                 .as_u64()
                 .unwrap();
