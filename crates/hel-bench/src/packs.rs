@@ -1,4 +1,4 @@
-//! A plain reader of hel-store's pack files (objects-spec §12.2), written
+//! A plain reader of hel-store's pack files (objects-spec §5.1), written
 //! from the spec for two yardsticks: fsck's (every record checked, decoded,
 //! hashed and, where it is JSON, parsed once) and search's (every stored
 //! object decompressed once). It trusts the files: it is a measure of the

@@ -61,7 +61,7 @@ const MIB: u64 = 1 << 20;
 
 /// The most payload bytes an object may declare for one use of it. A
 /// reader passes the cap of what it reads; a larger declared length is
-/// refused before anything is allocated. (objects-spec §3, "Caps".)
+/// refused before anything is allocated. (objects-spec §2.2, "Caps".)
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Cap {
     pub max: u64,
@@ -136,7 +136,7 @@ pub enum Kind {
     List,
     /// A checkpoint (canonical JSON).
     Snapshot,
-    /// A directory of a workspace snapshot (binary, objects-spec §13).
+    /// A directory of a workspace snapshot (binary, objects-spec §10).
     Tree,
 }
 
@@ -285,7 +285,7 @@ fn with_dctx<R>(
 /// Decompress `data`, one whole zstd frame that declares its content size
 /// (at most `max` bytes) and uses [`DICTIONARY`] or no dictionary, into
 /// exactly that many bytes. For frames that are not objects (a commit
-/// record's, objects-spec §12.2); `Err` says why it is not one.
+/// record's, objects-spec §5.2); `Err` says why it is not one.
 pub fn decompress_frame(data: &[u8], max: usize) -> std::result::Result<Vec<u8>, DecodeError> {
     let size = match zstd::zstd_safe::get_frame_content_size(data) {
         Ok(Some(size)) => size,

@@ -1,4 +1,4 @@
-//! Journals: each session's append-only pack (objects-spec §12.3).
+//! Journals: each session's append-only pack (objects-spec §5.3).
 //!
 //! `packs/journals/<session>.journal` is a pack file (see `pack.rs`) that
 //! only the session's lease holder appends to. A commit appends the
@@ -50,7 +50,7 @@ const SIDECAR_MAX_ENTRIES: u64 = 1 << 20;
 /// Sidecar entries read and decoded at a time.
 const SIDECAR_CHUNK: u64 = 4096;
 
-/// What a commit record says (canonical JSON, objects-spec §12.3).
+/// What a commit record says (canonical JSON, objects-spec §5.2).
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct CommitPayload {
@@ -239,7 +239,7 @@ pub(crate) struct View {
     /// which is always current.
     pub seen_size: Option<u64>,
     /// What makes this journal something no writer and no crash leaves
-    /// (objects-spec §12.3): the session's head is unknown, nothing is
+    /// (objects-spec §5.4): the session's head is unknown, nothing is
     /// appended to the journal or cut from it, gc keeps it.
     pub fault: Option<Fault>,
     /// The first record of a type this hel does not know (offset, type):
@@ -275,7 +275,7 @@ enum Prev<'a> {
 }
 
 /// Parse a commit record's stored bytes and check every rule a writer
-/// keeps (objects-spec §12.3): the commit payload in canonical form and
+/// keeps (objects-spec §5.4): the commit payload in canonical form and
 /// nothing else, of this session, not depending on itself, `why` within
 /// 200 characters, `seq` one more than the previous commit record's (1 for
 /// the first) and `parent` the previous commit record's snapshot. `Err`
@@ -792,7 +792,7 @@ fn from_sidecar(dir: &Dir, view: &mut View, size: u64, mode: Mode) -> (u64, u64)
 
 /// Read the records of `view`'s journal from `start` (a record boundary
 /// after which nothing is known) to its end, `size`, by the rules of
-/// objects-spec §12.3: every record intact and of a type this hel knows
+/// objects-spec §5.4: every record intact and of a type this hel knows
 /// or skips, every commit record keeping the rules, each object once
 /// (among what the view indexes and what is read here). The bytes after
 /// the last intact record are a torn tail only when no intact record

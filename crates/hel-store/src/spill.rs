@@ -62,7 +62,7 @@ pub fn map(store: &Store, cp: &Checkpoint) -> Result<BTreeMap<String, SpillEntry
 }
 
 /// The bytes of the spill file `entry` names, verified, and as long as
-/// `entry.size` says (objects-spec §2.3, `spill`).
+/// `entry.size` says (objects-spec §2.4, `spill`).
 pub fn read(store: &Store, entry: &SpillEntry) -> Result<Vec<u8>> {
     spill_of_size(
         store.layout_or_missing(&entry.blob)?,

@@ -416,7 +416,7 @@ impl Store {
     }
 
     /// Read checkpoint `id` whole, verifying every object and validating
-    /// everything it names (objects-spec §4): its messages (each one, and
+    /// everything it names (objects-spec §4.1): its messages (each one, and
     /// the pairing of tool calls with results), request config and
     /// cursors, within the store's [`Limits`]; and the state a writer needs
     /// to commit after it.

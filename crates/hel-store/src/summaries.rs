@@ -1,4 +1,4 @@
-//! The summary index `.hel/summaries` (objects-spec §12.9): what a listing
+//! The summary index `.hel/summaries` (objects-spec §5.9): what a listing
 //! shows of each session, so that `hel sessions` reads each session's ref
 //! and not its journal and snapshot.
 //!
