@@ -509,7 +509,7 @@ fn a_session_begun_on_a_full_disk_leaves_a_sound_store() {
     assert_eq!(p.run_in(&project, &["fsck"]).code, 0);
 }
 
-/// A fork killed after its dependents records (objects-spec §5.3) and
+/// A fork killed after its dependents records (objects-spec §6.2) and
 /// before its ref leaves no session: the records it wrote only make a
 /// later delete read one more head, and gc removes them. The base stays
 /// whole and can still be deleted.

@@ -842,7 +842,7 @@ fn a_stored_directory_cannot_forge_lines_of_a_listing_or_a_show() {
         "session_id": FORGED,
         "parents": [],
         // (A forged `created_at` is refused with the snapshot: it must
-        // spell `created_at_ms`, objects-spec §2.3.)
+        // spell `created_at_ms`, objects-spec §2.4.)
         "created_at": "2026-11-30T00:53:20.000Z",
         "created_at_ms": 1796000000000u64,
         "cwd": cwd,
@@ -880,7 +880,7 @@ fn a_stored_directory_cannot_forge_lines_of_a_listing_or_a_show() {
     }
 }
 
-/// A tree payload (objects-spec §13.1) of `entries`: (name, kind, id),
+/// A tree payload (objects-spec §10.1) of `entries`: (name, kind, id),
 /// given in name order; files get mode 644 and size 1.
 fn tree_payload(entries: &[(String, u8, ObjectId)]) -> Vec<u8> {
     let mut out = Vec::new();
@@ -896,7 +896,7 @@ fn tree_payload(entries: &[(String, u8, ObjectId)]) -> Vec<u8> {
     out
 }
 
-/// The bytes of a bundle (objects-spec §15.8) of session `sid` at `head`
+/// The bytes of a bundle (objects-spec §12.8) of session `sid` at `head`
 /// holding the planted objects `ids` of `store_root`, as a hostile sender
 /// would make it.
 fn craft_bundle(store_root: &Path, sid: &str, head: &ObjectId, ids: &[ObjectId]) -> Vec<u8> {

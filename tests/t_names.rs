@@ -54,7 +54,7 @@ fn sessions_are_renamed_resumed_forked_and_deleted_by_name() {
         "{}",
         run.stderr
     );
-    // Listed, and stored where objects-spec §14 says, nowhere else.
+    // Listed, and stored where objects-spec §11 says, nowhere else.
     let list = p.run(None, &["sessions"]);
     assert!(
         list.stdout

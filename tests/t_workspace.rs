@@ -606,7 +606,7 @@ fn undo_of_a_rewritten_gitignore_leaves_the_files_it_ignored() {
 }
 
 /// Ignored paths are not paths a snapshot could not record: no record of
-/// the session counts them in `not_tracked` (objects-spec §13.2), the
+/// the session counts them in `not_tracked` (objects-spec §10.2), the
 /// restore's included, though its tree lists them as not tracked.
 #[test]
 fn a_restore_counts_no_ignored_path_as_not_tracked() {
@@ -639,7 +639,7 @@ fn a_restore_counts_no_ignored_path_as_not_tracked() {
 }
 
 /// A start record asks nothing yet: its tokens are 0, not the previous
-/// instruction's (objects-spec §2.3, the summary of records that are not
+/// instruction's (objects-spec §2.4, the summary of records that are not
 /// answers).
 #[test]
 fn a_start_record_has_no_tokens_of_its_own() {

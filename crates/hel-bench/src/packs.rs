@@ -1,4 +1,4 @@
-//! A plain reader of hel-store's pack files (objects-spec §12.2), written
+//! A plain reader of hel-store's pack files (objects-spec §5.1), written
 //! from the spec for two yardsticks: fsck's (every record checked, decoded,
 //! hashed and, where it is JSON, parsed once) and search's (every stored
 //! object decompressed once). It trusts the files: it is a measure of the
@@ -178,8 +178,8 @@ thread_local! {
         const { std::cell::RefCell::new(None) };
 }
 
-/// Decode one frame: with hel's dictionary when it names it (format 5's
-/// snapshots and commit records), else with `dec`.
+/// Decode one frame: with hel's dictionary when it names it (snapshots
+/// and commit records), else with `dec`.
 fn decode(stored: &[u8], dec: &mut zstd::bulk::Decompressor<'_>) -> Vec<u8> {
     if zstd::zstd_safe::get_dict_id_from_frame(stored).map(|d| d.get())
         == Some(hel_store::DICTIONARY_ID)

@@ -7,7 +7,7 @@
 use crate::run::Row;
 use crate::workspace::Results as Ws;
 
-/// Syncs per commit: hel-store's (format 3: the journal's `fdatasync`, the
+/// Syncs per commit: hel-store's (the journal's `fdatasync`, the
 /// new ref file's and `refs/sessions/`'s `fsync`; counted by hel-store's
 /// test `a_commit_costs_three_syncs`) and SQLite's in WAL mode with
 /// `synchronous=FULL` (the WAL's one sync per transaction, between

@@ -37,7 +37,7 @@ pub const INLINE_MAX: usize = 16 * 1024;
 /// as blobs, so that a node stays far below [`Cap::LIST`].
 pub const NODE_INLINE_BUDGET: usize = 8 << 20;
 
-/// How much conversation one load may build (objects-spec §4, "Limits").
+/// How much conversation one load may build (objects-spec §4.2, "Limits").
 /// A conversation bigger than this cannot be sent to any model; a store
 /// that describes one is refused before it can exhaust memory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -59,7 +59,7 @@ impl Default for Limits {
 }
 
 /// What a conversation would be over, were a message to join it: what a
-/// load of it would refuse (objects-spec §4.1).
+/// load of it would refuse (objects-spec §4.2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum OverLimit {
     /// The message's canonical JSON is over what one message may hold

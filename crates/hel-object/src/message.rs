@@ -1,6 +1,6 @@
 //! What a stored message must be: the one place that says so. Loading a
 //! checkpoint (resume, show), gc's and fsck's walks all use it
-//! (objects-spec §4, "Validation").
+//! (objects-spec §4.1, "What a reader accepts").
 //!
 //! A message is a JSON object with a `role` of `system`, `user`,
 //! `assistant` or `tool`; the fields hel and the chat API rely on have

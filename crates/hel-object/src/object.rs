@@ -1,9 +1,7 @@
 //! Objects' codec, without I/O: kinds and caps, encode, compress, decode
 //! and verify. Reading an object from where the object database finds it
-//! is `read.rs`; writing one commit's new objects, `write.rs`. (Loose
-//! files are only read: format 3 writes none but the stub of objects-spec
-//! §12.6, which `layout.rs` places; sealed packs are written by
-//! `repack.rs`.)
+//! is `read.rs`; writing one commit's new objects, `write.rs`; sealed
+//! packs are written by `repack.rs`.
 //!
 //! Canonical bytes of an object are `"<kind> <len>\0"` followed by `len`
 //! payload bytes; its id is BLAKE3 of those bytes, and the file holds them
@@ -63,7 +61,7 @@ const MIB: u64 = 1 << 20;
 
 /// The most payload bytes an object may declare for one use of it. A
 /// reader passes the cap of what it reads; a larger declared length is
-/// refused before anything is allocated. (objects-spec §3, "Caps".)
+/// refused before anything is allocated. (objects-spec §2.2, "Caps".)
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Cap {
     pub max: u64,
@@ -138,7 +136,7 @@ pub enum Kind {
     List,
     /// A checkpoint (canonical JSON).
     Snapshot,
-    /// A directory of a workspace snapshot (binary, objects-spec §13).
+    /// A directory of a workspace snapshot (binary, objects-spec §10).
     Tree,
 }
 
@@ -175,7 +173,7 @@ thread_local! {
     static DICT_COMPRESSOR: RefCell<Option<zstd::bulk::Compressor<'static>>> = const { RefCell::new(None) };
 }
 
-/// hel's zstd dictionary (objects-spec §2.2, store format 5): trained on
+/// hel's zstd dictionary (objects-spec §2.2): trained on
 /// the structure of snapshot objects and commit records (their keys,
 /// their values' shapes, the phrases hel writes), which is most of what a
 /// small snapshot's frame would otherwise spend. The spec gives its
@@ -221,27 +219,6 @@ pub fn compress_frame(bytes: &[u8], dictionary: bool) -> std::io::Result<Vec<u8>
         };
         c.compress(bytes)
     })
-}
-
-/// The stored bytes of object `id` (read from `path`, which errors name)
-/// as a frame without a dictionary, for a reader that may not know
-/// [`DICTIONARY`] (a remote's packs, objects-spec §15.4): `None` when
-/// `stored` names no dictionary; else the object decoded and verified as
-/// [`decode`] does (any size within [`Cap::ANY`]; a frame naming another
-/// dictionary is refused there) and compressed again.
-pub fn without_dictionary(
-    id: &ObjectId,
-    path: &std::path::Path,
-    stored: &[u8],
-) -> Result<Option<Vec<u8>>> {
-    if frame_dictionary(stored) == Ok(false) {
-        return Ok(None);
-    }
-    let (kind, payload) = decode(id, path, stored, Cap::ANY)?;
-    let (_, canonical) = encode(kind, &payload);
-    compress_frame(&canonical, false)
-        .map(Some)
-        .map_err(|source| ObjectError::Compress { id: *id, source })
 }
 
 /// The id an object of `kind` with `payload` has, without building its
@@ -308,7 +285,7 @@ fn with_dctx<R>(
 /// Decompress `data`, one whole zstd frame that declares its content size
 /// (at most `max` bytes) and uses [`DICTIONARY`] or no dictionary, into
 /// exactly that many bytes. For frames that are not objects (a commit
-/// record's, objects-spec §12.2); `Err` says why it is not one.
+/// record's, objects-spec §5.2); `Err` says why it is not one.
 pub fn decompress_frame(data: &[u8], max: usize) -> std::result::Result<Vec<u8>, DecodeError> {
     let size = match zstd::zstd_safe::get_frame_content_size(data) {
         Ok(Some(size)) => size,
@@ -728,23 +705,11 @@ mod tests {
             None
         );
         assert_eq!(decode(&id, path, &streamed, Cap::ANY).unwrap().1, p);
-        // Without the dictionary, for a remote: a plain frame of the same object.
-        let again = without_dictionary(&id, path, &stored).unwrap().unwrap();
-        assert_eq!(frame_dictionary(&again), Ok(false));
-        assert_eq!(
-            zstd::bulk::decompress(&again, 1 << 16).unwrap(),
-            encode(Kind::Snapshot, &p).1
-        );
-        assert_eq!(without_dictionary(&bid, path, &blob).unwrap(), None);
         // Past the one-call bound too (a snapshot may hold 4 MiB).
         let big: Vec<u8> = (0..(2u32 << 20)).map(|i| b'a' + (i % 23) as u8).collect();
         let (big_id, big_stored) = compress(Kind::Snapshot, &big).unwrap();
         assert_eq!(frame_dictionary(&big_stored), Ok(true));
-        let plain = without_dictionary(&big_id, path, &big_stored)
-            .unwrap()
-            .unwrap();
-        assert_eq!(frame_dictionary(&plain), Ok(false));
-        assert_eq!(decode(&big_id, path, &plain, Cap::ANY).unwrap().1, big);
+        assert_eq!(decode(&big_id, path, &big_stored, Cap::ANY).unwrap().1, big);
     }
 
     #[test]
@@ -766,9 +731,6 @@ mod tests {
             "{text}"
         );
         assert_eq!(peek_kind(&stored), None);
-        // Never sent on as it is: refused, naming where it was read.
-        let e = without_dictionary(&id, std::path::Path::new("the.pack"), &stored).unwrap_err();
-        assert!(e.to_string().contains("the.pack"), "{e}");
         assert_eq!(
             decompress_frame(&stored, 1 << 16),
             Err(DecodeError::UnknownDictionary(0x1234_5678))

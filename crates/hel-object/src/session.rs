@@ -46,7 +46,7 @@ pub struct RequestConfig {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mcp_servers: Vec<String>,
     /// For a checkpoint made by `hel sessions import`: what the chat form
-    /// of the source could not hold (objects-spec §16).
+    /// of the source could not hold (objects-spec §13.1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub import: Option<ImportRecord>,
 }
@@ -99,7 +99,7 @@ impl RequestConfig {
 }
 
 /// What an import kept of its source that the chat form has no place for
-/// (objects-spec §16): the source's own fields, verbatim.
+/// (objects-spec §13.1): the source's own fields, verbatim.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct ImportRecord {
     /// The layout of this record ([`IMPORT_RECORD_VERSION`]).

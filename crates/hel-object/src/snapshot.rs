@@ -50,7 +50,7 @@ pub struct Checkpoint {
     pub workspace: Option<Workspace>,
 }
 
-/// What a record of a session's history is (objects-spec §4, "record").
+/// What a record of a session's history is (objects-spec §2.4, "record").
 #[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
 #[serde(rename_all = "kebab-case")]
 pub enum Record {
@@ -166,7 +166,7 @@ pub struct MessagesRef {
     pub count: u64,
 }
 
-/// A checkpoint's spill map (objects-spec §2.3, `spill`): a blob of its
+/// A checkpoint's spill map (objects-spec §2.4, `spill`): a blob of its
 /// canonical JSON ([`spill_map_payload`]), or `{}` when it
 /// is empty, so that the
 /// map, which only grows within a session, is stored once while it does
@@ -248,7 +248,7 @@ impl Checkpoint {
         crate::canonical::to_vec(&serde_json::to_value(self).unwrap_or_default())
     }
 
-    /// Parse and validate the payload of a snapshot (objects-spec §4,
+    /// Parse and validate the payload of a snapshot (objects-spec §4.1,
     /// "Validation"): every key with its type and nothing else, schema
     /// [`SCHEMA_VERSION`], at most one parent, a spill map that is `{}` or
     /// a blob id (whose map [`parse_spill_map`] checks when it is read), a
@@ -611,7 +611,7 @@ mod tests {
     }
 
     /// Which records may have a workspace, a start tree and a restore
-    /// (objects-spec §13.2, "Valid combinations").
+    /// (objects-spec §10.2, "Valid combinations").
     #[test]
     fn workspace_fields_go_with_their_records() {
         // (record, no workspace, workspace, with start, with restored,

@@ -1,4 +1,4 @@
-//! Tree objects: one directory of a workspace snapshot (objects-spec §13).
+//! Tree objects: one directory of a workspace snapshot (objects-spec §10).
 //!
 //! A tree lists a directory's entries sorted by name, each with its kind,
 //! permission bits, size and object id. A file's id is the blob of its
@@ -35,7 +35,7 @@ use crate::ObjectId;
 /// ([`Extents::check`]): refused before anything is flattened. hel-store
 /// turns it into its `Error::TreeTooLarge`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("tree {tree} flattens to more than {limit} {what}, over what hel reads (see README, \"Limits\"); the store may be damaged or hostile")]
+#[error("tree {tree} flattens to more than {limit} {what}, over what hel reads (see docs/configuration.md, \"Limits\"); the store may be damaged or hostile")]
 pub struct TreeTooLarge {
     pub tree: ObjectId,
     pub what: &'static str,
@@ -252,7 +252,7 @@ impl Tree {
         self.entries.sort_by(|a, b| a.name.cmp(&b.name));
     }
 
-    /// Parse and validate a tree payload (objects-spec §13.1): every entry
+    /// Parse and validate a tree payload (objects-spec §10.1): every entry
     /// whole, a known kind, a valid name, names strictly increasing, mode
     /// and size and id as the kind requires.
     /// `Err` names the first entry at fault.
@@ -517,7 +517,7 @@ impl Extents {
     }
 }
 
-/// Append one entry to a tree payload (objects-spec §13.1): what
+/// Append one entry to a tree payload (objects-spec §10.1): what
 /// [`Tree::to_payload`] writes for each entry, for a builder that writes
 /// entries in name order without building a [`Tree`]. Returns where the
 /// entry's id lies in `out`, for one that learns a directory's id later.

@@ -1,5 +1,5 @@
 //! Bundles: one self-contained file holding a session's objects and its
-//! ref, for mail, attachments and air-gapped machines (objects-spec §15.8).
+//! ref, for mail, attachments and air-gapped machines (objects-spec §12.8).
 //!
 //! ```text
 //! "HELBNDL\0" | version u32 LE (1) | manifest length u32 LE | manifest (JSON) | pack

@@ -1,7 +1,7 @@
 //! hel-remote: sessions across machines. Push and pull a project's
 //! sessions to any S3-compatible object store (conditional writes for the
 //! refs) or a shared directory, list and delete remote sessions, and
-//! collect remote garbage. The remote layout is objects-spec §15; what is
+//! collect remote garbage. The remote layout is objects-spec §12; what is
 //! sent and verified is hel-store's (`hel_store::transfer`).
 //!
 //! The remote is as untrusted as a shipped `.hel/`: every read is bounded,

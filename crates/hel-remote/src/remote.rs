@@ -1,4 +1,4 @@
-//! A remote: its keys (objects-spec §15), and push, pull, listing, delete
+//! A remote: its keys (objects-spec §12), and push, pull, listing, delete
 //! and gc over them.
 //!
 //! Requests grow with packs, not with messages: a push uploads one pack
@@ -651,7 +651,7 @@ impl Remote {
         Ok(m.last_modified.timestamp_millis())
     }
 
-    /// Remote gc (objects-spec §15.6): packs no ref names are recorded as
+    /// Remote gc (objects-spec §12.6): packs no ref names are recorded as
     /// candidates; a candidate of an earlier run is deleted when no ref
     /// names it still and it was uploaded at least `grace` ago by the
     /// server's clock.

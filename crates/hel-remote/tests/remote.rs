@@ -663,12 +663,12 @@ fn a_push_after_the_remote_ref_was_deleted_elsewhere_starts_it_again() {
     assert!(hel_store::fsck::fsck(&b).unwrap().is_sound());
 }
 
-/// What leaves the store for a remote or a bundle holds no frame compressed
-/// with hel's dictionary (objects-spec §15.4), so that a format-4 hel can
-/// read it, though the store itself keeps its snapshots so; the bundle
-/// imports whole into another store.
+/// What leaves the store for a remote or a bundle is its objects' stored
+/// bytes as the store holds them, snapshots framed with hel's dictionary
+/// (objects-spec §2.2); the bundle imports whole into another store, and
+/// a pull reads them too.
 #[test]
-fn sent_packs_hold_no_dictionary_frames() {
+fn sent_packs_keep_dictionary_frames() {
     let (_d, store) = project();
     let (s, _) = exchange(&store, None, "one");
     let (s, head) = exchange(&store, Some(&s), "two");
@@ -698,12 +698,17 @@ fn sent_packs_hold_no_dictionary_frames() {
     let m = u32::from_le_bytes(bytes[12..16].try_into().unwrap()) as usize;
     let pack = &bytes[16 + m..];
     assert_eq!(&pack[..8], b"HELPACK\0");
-    assert_eq!(named(pack), 0, "the bundle's pack names no dictionary");
+    assert_eq!(
+        named(pack),
+        2,
+        "the bundle's two snapshots keep their frames"
+    );
     let (_e, other) = project();
     let (got, _) = hel_remote::bundle::import(&other, &out).unwrap();
     assert_eq!(got, s);
     assert_eq!(other.head(&s).unwrap(), head);
     assert_eq!(other.load(&head).unwrap().messages.len(), 4);
+    assert!(hel_store::fsck::fsck(&other).unwrap().is_sound());
 }
 
 /// Every path that writes a checkpoint (a reply, a fork, a pull, a bundle

@@ -1,7 +1,7 @@
 //! Commits: a transaction that writes a record's objects (workspace files
 //! and trees, messages, spill) and one commit record into the session's
 //! journal, durable with one `fdatasync`, then publishes them by moving
-//! the session's ref (objects-spec §12.3): three syncs in all (journal,
+//! the session's ref (objects-spec §6.3): three syncs in all (journal,
 //! new ref file, `refs/sessions/`).
 
 use std::collections::BTreeMap;

@@ -1,4 +1,4 @@
-//! Who depends on whom (objects-spec §5.1): the records that
+//! Who depends on whom (objects-spec §6.2): the records that
 //! let a delete find the sessions that need the deleted one's journal
 //! without reading every head.
 //!

@@ -101,7 +101,7 @@ pub enum Error {
         #[source]
         reason: PairingError,
     },
-    #[error("checkpoint {checkpoint} holds more than {limit} {what}, over what hel loads (see README, \"Limits\")")]
+    #[error("checkpoint {checkpoint} holds more than {limit} {what}, over what hel loads (see docs/configuration.md, \"Limits\")")]
     ConversationTooLarge {
         checkpoint: ObjectId,
         what: &'static str,
@@ -109,7 +109,7 @@ pub enum Error {
     },
     /// A root tree that flattens to more than a reader takes
     /// (`tree::Extents`): refused before anything is flattened.
-    #[error("tree {tree} flattens to more than {limit} {what}, over what hel reads (see README, \"Limits\"); the store may be damaged or hostile")]
+    #[error("tree {tree} flattens to more than {limit} {what}, over what hel reads (see docs/configuration.md, \"Limits\"); the store may be damaged or hostile")]
     TreeTooLarge {
         tree: ObjectId,
         what: &'static str,

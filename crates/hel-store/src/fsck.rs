@@ -1,6 +1,6 @@
 //! `fsck`: verify every object and everything the refs reach.
 //!
-//! The contract (objects-spec §8): the store is reported sound only when
+//! The contract (objects-spec §9): the store is reported sound only when
 //! every object file verifies, nothing but hel's own files sits where hel
 //! keeps them, every ref names a snapshot, everything reachable reads and
 //! validates exactly as a load validates it, and every session's newest
@@ -293,7 +293,7 @@ impl<'a> Check<'a> {
     }
 
     /// Step 1, journals: each read from the journal itself (its sidecar
-    /// ignored, objects-spec §12.3), its head the ref's commit record:
+    /// ignored, objects-spec §5.4), its head the ref's commit record:
     /// every record intact, every commit record keeping the rules and
     /// agreeing with its snapshot, each object once, every object
     /// decoding, also those past the committed part; what follows the
@@ -743,7 +743,7 @@ impl Check<'_> {
     }
 
     /// A record cannot have failed to record more paths than its tree
-    /// lists as not tracked (objects-spec §13.2, `not_tracked`).
+    /// lists as not tracked (objects-spec §10.2, `not_tracked`).
     fn not_tracked(&mut self, marked: &Marked, extents: &crate::tree::Extents) {
         for (snapshot, tree, says) in &marked.not_tracked {
             if let Some(extent) = extents.known(tree) {

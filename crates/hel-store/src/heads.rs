@@ -1,7 +1,7 @@
 //! Where a session's head is: the one place that knows.
 //!
 //! A session's head is its ref file (`refs/sessions/<uuid>`,
-//! objects-spec §5), and a session exists exactly when its ref does. Its
+//! objects-spec §6.1), and a session exists exactly when its ref does. Its
 //! journal's commit records are the ref's log: the *ref's commit record*
 //! (the last one publishing what the ref names) carries what listings show
 //! and the `deps` a delete needs. A ref whose journal does not back it is

@@ -1,4 +1,4 @@
-//! Journals: each session's append-only pack (objects-spec §12.3).
+//! Journals: each session's append-only pack (objects-spec §5.3).
 //!
 //! `packs/journals/<session>.journal` is a pack file (see `pack.rs`) that
 //! only the session's lease holder appends to. A commit appends the
@@ -50,7 +50,7 @@ const SIDECAR_MAX_ENTRIES: u64 = 1 << 20;
 /// Sidecar entries read and decoded at a time.
 const SIDECAR_CHUNK: u64 = 4096;
 
-/// What a commit record says (canonical JSON, objects-spec §12.3).
+/// What a commit record says (canonical JSON, objects-spec §5.2).
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct CommitPayload {
@@ -239,7 +239,7 @@ pub(crate) struct View {
     /// which is always current.
     pub seen_size: Option<u64>,
     /// What makes this journal something no writer and no crash leaves
-    /// (objects-spec §12.3): the session's head is unknown, nothing is
+    /// (objects-spec §5.4): the session's head is unknown, nothing is
     /// appended to the journal or cut from it, gc keeps it.
     pub fault: Option<Fault>,
     /// The first record of a type this hel does not know (offset, type):
@@ -275,7 +275,7 @@ enum Prev<'a> {
 }
 
 /// Parse a commit record's stored bytes and check every rule a writer
-/// keeps (objects-spec §12.3): the commit payload in canonical form and
+/// keeps (objects-spec §5.4): the commit payload in canonical form and
 /// nothing else, of this session, not depending on itself, `why` within
 /// 200 characters, `seq` one more than the previous commit record's (1 for
 /// the first) and `parent` the previous commit record's snapshot. `Err`
@@ -325,8 +325,9 @@ fn parse_commit(
 }
 
 /// The canonical JSON a commit record's stored bytes hold (objects-spec
-/// §12.2): the bytes themselves when they are not a zstd frame (format 4
-/// wrote them so), else the frame's content, at most [`COMMIT_MAX`] bytes.
+/// §5.2): the bytes themselves when they are not a zstd frame (written so
+/// when the frame would be over [`COMMIT_MAX`]), else the frame's content,
+/// at most [`COMMIT_MAX`] bytes.
 pub(crate) fn commit_json(
     stored: &[u8],
 ) -> std::result::Result<std::borrow::Cow<'_, [u8]>, RecordFault> {
@@ -342,7 +343,7 @@ pub(crate) fn commit_json(
 const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
 
 /// The stored bytes of a commit record whose canonical JSON is `json`: a
-/// frame compressed with hel's dictionary (objects-spec §12.2), which
+/// frame compressed with hel's dictionary (objects-spec §5.2), which
 /// holds the keys and phrases every commit record repeats; the JSON
 /// itself in the (never seen) case that the frame is over [`COMMIT_MAX`].
 fn commit_stored(json: &[u8]) -> Result<Vec<u8>> {
@@ -791,7 +792,7 @@ fn from_sidecar(dir: &Dir, view: &mut View, size: u64, mode: Mode) -> (u64, u64)
 
 /// Read the records of `view`'s journal from `start` (a record boundary
 /// after which nothing is known) to its end, `size`, by the rules of
-/// objects-spec §12.3: every record intact and of a type this hel knows
+/// objects-spec §5.4: every record intact and of a type this hel knows
 /// or skips, every commit record keeping the rules, each object once
 /// (among what the view indexes and what is read here). The bytes after
 /// the last intact record are a torn tail only when no intact record
@@ -1216,8 +1217,8 @@ impl Writer {
         let name = journal_name(session);
         let fresh = match dir.kind_of(&name)? {
             None => true,
-            // Shorter than its header, it holds no commit: an older hel
-            // began it and ran out of space. Made again, whole.
+            // Shorter than its header, it holds no commit (a writer that
+            // ran out of space while making it). Made again, whole.
             Some(Kind::File) => dir
                 .open_file(&name)?
                 .map(|f| f.metadata().at(dir.child_path(&name)))
@@ -1488,7 +1489,7 @@ mod tests {
     fn a_journal_is_made_with_its_header_and_one_without_is_made_again() {
         let (root, journals, tmp) = dirs();
         let sid = SessionId::new_random();
-        // What an older hel left on a full disk: the name, no header.
+        // What a full disk may leave: the name, no header.
         std::fs::write(root.path().join("journals").join(journal_name(&sid)), b"").unwrap();
         let mut w = Writer::open(&journals, &tmp, &sid, Rule::Ref(None)).unwrap();
         let head = ObjectId::from_bytes([7; 32]);

@@ -53,7 +53,7 @@ pub(crate) const SPILL: &str = "spill";
 pub(crate) const PACKS: &str = "packs";
 pub(crate) const JOURNALS: &str = "journals";
 pub(crate) const FORMAT: &str = "format";
-/// Session names (objects-spec §14) and the lock their writers hold.
+/// Session names (objects-spec §11) and the lock their writers hold.
 pub(crate) const NAMES: &str = "names";
 pub(crate) const NAMES_LOCK: &str = ".names.lock";
 /// Workspace snapshots' own files (hel-workspace: its stat cache and the

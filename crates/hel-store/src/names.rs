@@ -1,5 +1,5 @@
 //! Session names: a small mutable file, `.hel/names`, mapping session ids
-//! to names a person chose (objects-spec §14). Naming never touches a
+//! to names a person chose (objects-spec §11). Naming never touches a
 //! checkpoint: the file is the only place a name lives.
 //!
 //! Format (exactly; anything else is refused as malformed):

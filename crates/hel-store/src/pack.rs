@@ -1,4 +1,4 @@
-//! Pack files: many objects in one file (objects-spec §12).
+//! Pack files: many objects in one file (objects-spec §5).
 //!
 //! A pack file is a 16-byte header and a sequence of records. A record is a
 //! 56-byte header and its stored bytes:

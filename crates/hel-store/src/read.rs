@@ -130,8 +130,8 @@ fn validated_snapshot(layout: &Odb, id: &ObjectId, payload: &[u8]) -> Result<Che
     })
 }
 
-/// The spill map of checkpoint `cp`: its own (schemas 1 and 2) or read
-/// from its blob (schema 3), verified and validated.
+/// The spill map of checkpoint `cp`: empty when it says `{}`, else read
+/// from its blob, verified and validated.
 pub(crate) fn spill_map(
     layout: &Odb,
     cp: &Checkpoint,

@@ -1,4 +1,4 @@
-//! Session refs (objects-spec §5): `refs/sessions/<uuid>` holds one
+//! Session refs (objects-spec §6.1): `refs/sessions/<uuid>` holds one
 //! snapshot id in hex and a newline (65 bytes). The ref is the session's
 //! head, and only [`publish`] moves it: the new content written to a file
 //! under `tmp/`, synced, renamed over the ref, and `refs/sessions/`
@@ -51,7 +51,7 @@ pub(crate) fn read_stamped(
 
 /// The [`Stamp`] of `session`'s ref file, without opening it; `None` when
 /// there is none. Says nothing of what the file holds: only the summary
-/// index compares it, under the rule of objects-spec §12.9.
+/// index compares it, under the rule of objects-spec §5.9.
 pub(crate) fn stamp(layout: &Layout, session: &SessionId) -> Result<Option<Stamp>> {
     match layout.refs()? {
         Some(dir) => Ok(dir.stamp(session.as_str())?),

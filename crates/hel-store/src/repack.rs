@@ -1,5 +1,5 @@
 //! Writing sealed packs: what gc and delete copy live objects into
-//! (objects-spec §12.4, §12.5), and what a pull's received objects land in
+//! (objects-spec §5.6, §5.8), and what a pull's received objects land in
 //! (`transfer.rs`).
 //!
 //! A pack and its index are written under `tmp/`, fsynced, and renamed into

@@ -52,9 +52,8 @@ pub fn clear(store: &Store, lease: &SessionLease) -> Result<()> {
     Ok(())
 }
 
-/// The spill map of checkpoint `cp` (of `store`): its own (schemas 1 and
-/// 2), or read from the blob that holds it (schema 3), verified and
-/// validated.
+/// The spill map of checkpoint `cp` (of `store`): empty when it says
+/// `{}`, else read from the blob that holds it, verified and validated.
 pub fn map(store: &Store, cp: &Checkpoint) -> Result<BTreeMap<String, SpillEntry>> {
     match &cp.spill {
         Spill::Inline(map) => Ok(map.clone()),
@@ -63,7 +62,7 @@ pub fn map(store: &Store, cp: &Checkpoint) -> Result<BTreeMap<String, SpillEntry
 }
 
 /// The bytes of the spill file `entry` names, verified, and as long as
-/// `entry.size` says (objects-spec §2.3, `spill`).
+/// `entry.size` says (objects-spec §2.4, `spill`).
 pub fn read(store: &Store, entry: &SpillEntry) -> Result<Vec<u8>> {
     spill_of_size(
         store.layout_or_missing(&entry.blob)?,

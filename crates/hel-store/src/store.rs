@@ -416,7 +416,7 @@ impl Store {
     }
 
     /// Read checkpoint `id` whole, verifying every object and validating
-    /// everything it names (objects-spec §4): its messages (each one, and
+    /// everything it names (objects-spec §4.1): its messages (each one, and
     /// the pairing of tool calls with results), request config and
     /// cursors, within the store's [`Limits`]; and the state a writer needs
     /// to commit after it.
@@ -585,7 +585,7 @@ impl Store {
         slot: &'j mut Option<journal::Writer>,
     ) -> Result<&'j mut journal::Writer> {
         if slot.is_none() {
-            // Every store written is format 3 (an open upgrades it).
+            // The journal's head is the commit record the ref names.
             let rule = journal::Rule::Ref(refs::read(layout, lease.session())?);
             let w = journal::Writer::open(
                 layout.journals_create()?,

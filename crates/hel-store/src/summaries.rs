@@ -1,4 +1,4 @@
-//! The summary index `.hel/summaries` (objects-spec §12.9): what a listing
+//! The summary index `.hel/summaries` (objects-spec §5.9): what a listing
 //! shows of each session, so that `hel sessions` reads each session's ref
 //! and not its journal and snapshot.
 //!
@@ -16,8 +16,7 @@
 //! ref's commit record and snapshot, exactly as a listing without the index
 //! reads them, and the file is rewritten (under `tmp/`, renamed over; never
 //! synced). Nothing but a listing reads it: resume, log, fsck and gc read
-//! the ref, the journal and the snapshot themselves. Only format-3 stores
-//! have one (their heads are refs).
+//! the ref, the journal and the snapshot themselves.
 
 use std::collections::HashMap;
 
@@ -63,7 +62,7 @@ struct Entry {
     /// The snapshot the ref named.
     head: ObjectId,
     instruction: String,
-    /// The journal's stamp (null: no journal, a format-1 session's ref).
+    /// The journal's stamp (null: no journal).
     journal: Option<[u64; 4]>,
     messages: u64,
     /// The ref file's stamp.

@@ -1,4 +1,4 @@
-//! Moving a session between stores (remotes, objects-spec §15): the
+//! Moving a session between stores (remotes, objects-spec §12): the
 //! objects one checkpoint reaches that another does not, as the bytes of a
 //! sealed pack; a received pack verified record by record; and a received
 //! head brought in as a new session, a fast-forward, or a fork, only after
@@ -173,11 +173,7 @@ pub fn pack_between(store: &Store, head: &ObjectId, base: Option<&ObjectId>) -> 
     ids.sort();
     let mut records = Vec::with_capacity(ids.len());
     for id in ids {
-        let (stored, from) = crate::repack::stored_bytes_from(layout, &id)?;
-        // A remote's packs hold frames without hel's dictionary, which a
-        // format-4 hel pulling from it does not know (objects-spec §15.4;
-        // schema-3 snapshots are a newer schema to it all the same).
-        let stored = object::without_dictionary(&id, &from, &stored)?.unwrap_or(stored);
+        let stored = crate::repack::stored_bytes(layout, &id)?;
         records.push((id, stored));
     }
     Ok(OutPack {

@@ -188,8 +188,7 @@ fn test_vectors_match_objects_spec() {
         assert_eq!(id.to_hex(), v["id"].as_str().unwrap(), "{}", v["name"]);
         if kind == "snapshot" {
             // A snapshot a reader takes (its two times agreeing, say); one
-            // of a pre-release schema (vectors.json still holds some, until
-            // objects-spec is rewritten) is refused.
+            // of another schema would be refused.
             let schema = serde_json::from_slice::<Value>(&payload).unwrap()["schema_version"]
                 .as_u64()
                 .unwrap();
@@ -1617,7 +1616,7 @@ fn a_commit_costs_three_syncs() {
     // A fork: its first commit makes its journal (two more syncs for the
     // file and its name) and records that it depends on its base (the
     // record, and the base's directory of dependents made the first time)
-    // and that it is recorded (objects-spec §5.1): a directory sync each,
+    // and that it is recorded (objects-spec §6.2): a directory sync each,
     // then three per commit again.
     let before = testing::syncs();
     let (fork, first, _) = store.fork(&c.id).unwrap();
@@ -2201,7 +2200,7 @@ fn an_object_shared_from_a_pack_survives_gc_and_the_deletion_of_another_copy() {
 
 // ------------------------------------------- journals: no silent shortening
 
-/// A record of a pack file (objects-spec §12.2) whose type byte is
+/// A record of a pack file (objects-spec §5.1) whose type byte is
 /// `rtype`, its check computed as the spec says.
 fn record(rtype: u8, id: &[u8; 32], stored: &[u8]) -> Vec<u8> {
     let mut out = b"HELR".to_vec();
@@ -3310,7 +3309,7 @@ fn a_ref_moved_back_one_commit_behind_its_sidecar_is_a_fault() {
     assert!(hel_store::fsck::fsck(&store).unwrap().is_sound());
 }
 
-/// The store records who depends on whom (objects-spec §5.1): a fork's
+/// The store records who depends on whom (objects-spec §6.2): a fork's
 /// first head comes after `refs/dependents/<base>/<fork>` and
 /// `refs/recorded/<fork>`, and a delete reads only the heads those
 /// records name, plus every session that is not recorded at all (its
@@ -3430,7 +3429,7 @@ fn a_commit_writes_a_missing_record_of_a_dependency_its_head_already_had() {
 }
 
 /// Records that are gone, or something else where they belong, make
-/// every delete read every head (objects-spec §5.1): a commit never makes
+/// every delete read every head (objects-spec §6.2): a commit never makes
 /// `refs/dependents/` again (a fork made meanwhile would leave it holding
 /// only its own record), and only gc does, after taking back every
 /// session's `refs/recorded/` entry. Both forks survive the delete of
@@ -3587,7 +3586,7 @@ fn a_limit_error_is_named_before_a_damaged_node_further_on() {
 }
 
 /// The JSON of a commit record's stored bytes: the bytes themselves, or
-/// (what this hel writes, objects-spec §12.2) a frame with hel's
+/// (what this hel writes, objects-spec §5.2) a frame with hel's
 /// dictionary holding them.
 fn commit_value(stored: &[u8]) -> Value {
     let json = if stored.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {

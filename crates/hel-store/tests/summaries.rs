@@ -1,4 +1,4 @@
-//! The summary index (objects-spec §12.9): a listing uses an entry only
+//! The summary index (objects-spec §5.9): a listing uses an entry only
 //! while the ref and journal it was read from are unchanged, rebuilds what
 //! is missing, damaged or stale, and lists exactly what it lists without
 //! the index.

@@ -2,7 +2,7 @@
 //! content was last hashed, so that a snapshot does not read unchanged
 //! files again, and the paths of the last snapshot with their tree ids,
 //! so that a new process does not read its trees back from the store
-//! (objects-spec §13.4).
+//! (objects-spec §10.4).
 //!
 //! A file whose `lstat` (device, inode, mode, size, mtime, ctime) is what
 //! the cache holds, and whose mtime is older than the walk that wrote the

@@ -2,7 +2,7 @@
 //! undo puts back, what the session last recorded of the files, what was
 //! restored since the last answer.
 //!
-//! A session's records (objects-spec §4) are answers, instruction starts,
+//! A session's records (objects-spec §10.2) are answers, instruction starts,
 //! interrupted instructions, restores (a before-restore record and a
 //! restored record) and a fork's first record. An instruction is a start
 //! record followed by its answer or interrupted record, whose `start` is
@@ -44,7 +44,7 @@ pub enum HistoryError {
     Store(#[from] hel_store::Error),
     #[error("nothing to undo: {0}")]
     NothingToUndo(String),
-    #[error("checkpoint {0} has no workspace snapshot (saved without one, or by an older hel): its files cannot be compared or restored")]
+    #[error("checkpoint {0} has no workspace snapshot (saved without one): its files cannot be compared or restored")]
     NoWorkspace(ObjectId),
     #[error("checkpoint {0} is not in this session's history")]
     NotInHistory(ObjectId),
@@ -66,7 +66,7 @@ pub fn skipped_note(skipped: usize) -> String {
 }
 
 /// The instruction the next `hel undo` of the session whose head is
-/// `head` puts back (objects-spec §13.6): undo is a stack of the session's
+/// `head` puts back (objects-spec §10.6): undo is a stack of the session's
 /// instructions.
 /// - The newest instruction that changed files (its start and end trees
 ///   differ, or it never ended) is the top; instructions that changed no
@@ -318,7 +318,7 @@ impl Changed {
 }
 
 /// Whether an entry of this kind is something a snapshot did not read
-/// (objects-spec §13.1 kinds 4, 5 and 6): nothing is known of its content,
+/// (objects-spec §10.1 kinds 4, 5 and 6): nothing is known of its content,
 /// nor of what is under it.
 pub fn opaque(kind: EntryKind) -> bool {
     matches!(

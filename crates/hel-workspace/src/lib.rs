@@ -1,7 +1,7 @@
 //! hel-workspace: the project's files in hel-store.
 //!
 //! A workspace snapshot records the project directory as tree objects
-//! (objects-spec §13): one per directory, naming file blobs, symlink
+//! (objects-spec §10): one per directory, naming file blobs, symlink
 //! targets and subtrees, so that unchanged directories keep their ids and a
 //! snapshot costs what changed. [`snapshot`] walks the project (honouring
 //! ignore files, never entering `.git`, `.hel`, `.jj` or a nested

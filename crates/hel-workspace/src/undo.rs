@@ -2,7 +2,7 @@
 //! touching only what the session knows it changed and only where nobody
 //! changed it since.
 //!
-//! The rules (objects-spec §13.6):
+//! The rules (objects-spec §10.6):
 //! - Before anything is written, the project is snapshotted into a
 //!   `before-restore` record, so every restore can itself be undone.
 //! - A path is considered only if the session itself changed it (an
@@ -105,7 +105,7 @@ pub enum Conflict {
     /// session, an editor): `--force` writes it.
     Changed,
     /// It is what a snapshot did not read (an entry of kind 4, 5 or 6,
-    /// objects-spec §13.1), or a path under it was one the session
+    /// objects-spec §10.1), or a path under it was one the session
     /// changed: nothing is known of its content, nor of what is under it,
     /// so it is neither written nor removed, forced or not.
     NotRead { snapshot: Snap, kind: EntryKind },

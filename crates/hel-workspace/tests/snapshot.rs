@@ -722,7 +722,7 @@ fn a_diff_against_a_tree_bomb_is_refused_naming_the_tree() {
 }
 
 /// `not_tracked` counts over the whole tree, and fsck refuses a record
-/// that says more than its tree lists as not tracked (objects-spec §13.2).
+/// that says more than its tree lists as not tracked (objects-spec §10.2).
 #[test]
 fn fsck_refuses_a_record_counting_more_not_tracked_paths_than_its_tree_has() {
     let dir = tempfile::tempdir().unwrap();

@@ -427,7 +427,7 @@ asks before removing anything (--yes does not ask). Every undo is recorded first
         /// Also move every sealed pack into one pack.
         #[arg(long, conflicts_with = "dry_run")]
         repack: bool,
-        /// Collect the packs no ref of this remote names instead (two-phase: see README).
+        /// Collect the packs no ref of this remote names instead (two-phase: see docs/remotes.md).
         #[arg(long, value_name = "NAME", conflicts_with = "repack")]
         remote: Option<String>,
         /// With --remote: how old unreferenced data must be before it goes (at least 1h).
@@ -468,7 +468,7 @@ asks before removing anything (--yes does not ask). Every undo is recorded first
     Fsck,
     /// The settings a run would use, and where each comes from (flag, environment, config file, default).
     #[command(
-        after_help = "Example:\n  hel config\n\nThe config file is $XDG_CONFIG_HOME/hel/config.toml (default ~/.config/hel/config.toml); see the README."
+        after_help = "Example:\n  hel config\n\nThe config file is $XDG_CONFIG_HOME/hel/config.toml (default ~/.config/hel/config.toml); see docs/configuration.md."
     )]
     Config {
         #[command(flatten)]
@@ -476,7 +476,7 @@ asks before removing anything (--yes does not ask). Every undo is recorded first
     },
     /// The MCP servers of the config file, whose tools the model is offered.
     #[command(
-        after_help = "Example:\n  hel mcp list\n\nServers are `[mcp_servers.NAME]` tables of the config file; see the README."
+        after_help = "Example:\n  hel mcp list\n\nServers are `[mcp_servers.NAME]` tables of the config file; see docs/mcp.md."
     )]
     Mcp {
         #[command(subcommand)]

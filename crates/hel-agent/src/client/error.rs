@@ -36,8 +36,8 @@ pub enum RequestError {
     #[error("the model server reported an error mid-stream: {0}")]
     StreamFailed(String),
     /// The reply is a message a load of the session would refuse
-    /// (objects-spec §4.1): it is not kept.
-    #[error("the model's reply is refused: with it the session would hold {0}, over what hel loads back (see README, \"Limits\")")]
+    /// (objects-spec §4.2): it is not kept.
+    #[error("the model's reply is refused: with it the session would hold {0}, over what hel loads back (see docs/configuration.md, \"Limits\")")]
     OverLimit(hel_store::OverLimit),
 }
 

@@ -1,5 +1,5 @@
-//! Makes `objects-spec/dictionary-1.zdict`, the zstd dictionary of store
-//! format 5 (objects-spec §2.2): trained on synthetic snapshot objects and
+//! Makes `objects-spec/dictionary-1.zdict`, the zstd dictionary of the
+//! store format (objects-spec §2.2): trained on synthetic snapshot objects and
 //! commit records, built from the key sets, value shapes and phrases the
 //! spec gives them (§2.3, §12.3, §13.2) with random ids, session ids,
 //! times, paths and instructions, so that it holds the structure every

@@ -123,7 +123,9 @@ pub enum Refusal {
     ChangeDeclined { verb: &'static str },
     #[error("{verb} not made: could not ask on the terminal ({why}); nothing was written (--yes removes without asking)")]
     ChangeUnasked { verb: &'static str, why: String },
-    #[error("session {session} has no snapshot of the project's files (saved with --no-workspace, or by an older hel)")]
+    #[error(
+        "session {session} has no snapshot of the project's files (saved with --no-workspace)"
+    )]
     NoSnapshots { session: SessionId },
     #[error("checkpoint {checkpoint} has no snapshot of the project's files")]
     NoSnapshot { checkpoint: ObjectId },

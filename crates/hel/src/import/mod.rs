@@ -9,7 +9,7 @@
 //! compaction becomes the summary message hel's compaction makes) and
 //! commits one checkpoint per completed answer through the store. What the
 //! chat form has no place for goes into the checkpoint's import record
-//! (objects-spec §16), never into a message.
+//! (objects-spec §13.1), never into a message.
 //!
 //! Everything in the files is hostile: lines are bounded, every record is
 //! parsed with serde into the types supported (others are counted and
