@@ -264,6 +264,27 @@ pub fn check_pairing(messages: &[Value]) -> Result<(), PairingError> {
     pairing.finish()
 }
 
+/// [`check_pairing`] of `messages` whose first `start` are a prefix of a
+/// conversation that paired (the checkpoint a commit continues): reading
+/// starts at the last message before `start` that is not a tool result,
+/// where no call can be open, so a commit's check costs what it adds and
+/// not the session's length. Errors name the same indexes.
+pub fn check_pairing_after(messages: &[Value], start: usize) -> Result<(), PairingError> {
+    let mut from = start.min(messages.len());
+    while from > 0 && matches!(turn_of(&messages[from - 1]), TurnRef::Result(_)) {
+        from -= 1;
+    }
+    let from = from.saturating_sub(1);
+    let mut pairing = Pairing {
+        open: Vec::new(),
+        index: from,
+    };
+    for m in &messages[from..] {
+        pairing.push(turn_of(m))?;
+    }
+    pairing.finish()
+}
+
 /// What the pairing of tool calls reads of a message, borrowed from it.
 #[derive(Clone, Copy, Debug)]
 pub enum TurnRef<'a> {
@@ -414,6 +435,50 @@ pub fn weight(m: &Value) -> u64 {
 
 #[cfg(test)]
 mod tests {
+
+    /// Checking after a prefix that paired finds what checking all finds,
+    /// at every start.
+    #[test]
+    fn pairing_after_a_paired_prefix_is_pairing_of_all() {
+        use serde_json::json;
+        let call = |id: &str| json!({"role": "assistant", "content": null, "tool_calls": [{"id": id, "type": "function", "function": {"name": "f", "arguments": "{}"}}]});
+        let two = json!({"role": "assistant", "content": null, "tool_calls": [
+            {"id": "b1", "type": "function", "function": {"name": "f", "arguments": "{}"}},
+            {"id": "b2", "type": "function", "function": {"name": "f", "arguments": "{}"}}]});
+        let result = |id: &str| json!({"role": "tool", "tool_call_id": id, "content": "r"});
+        let user = json!({"role": "user", "content": "u"});
+        let answer = json!({"role": "assistant", "content": "a"});
+        let good = vec![
+            user.clone(),
+            call("a1"),
+            result("a1"),
+            two.clone(),
+            result("b1"),
+            result("b2"),
+            answer.clone(),
+            user.clone(),
+            call("c1"),
+            result("c1"),
+            answer.clone(),
+        ];
+        // Each ending broken in its own way, after every paired prefix.
+        let endings = [
+            vec![],
+            vec![user.clone(), call("d1")],
+            vec![user.clone(), call("d1"), user.clone()],
+            vec![result("zz")],
+            vec![two.clone(), result("b1"), answer.clone()],
+        ];
+        for ending in &endings {
+            for keep in 0..=good.len() {
+                let mut all = good[..keep].to_vec();
+                all.extend(ending.iter().cloned());
+                let whole = check_pairing(&all).err().map(|e| e.to_string());
+                let after = check_pairing_after(&all, keep).err().map(|e| e.to_string());
+                assert_eq!(after, whole, "keep {keep}, ending {ending:?}");
+            }
+        }
+    }
     use super::*;
     use serde_json::json;
 

@@ -33,7 +33,7 @@ pub fn conversation(limits: Limits, messages: &[Value]) -> Result<()> {
     }
     let weights: Vec<u64> = messages.iter().map(message::weight).collect();
     within(limits, &weights)?;
-    paired(messages)
+    paired(messages, 0)
 }
 
 /// [`conversation`] of a commit after the checkpoint `state` describes:
@@ -84,7 +84,7 @@ pub(crate) fn commit(
     weights.extend_from_slice(&state.weights[..known]);
     weights.extend(messages[known..].iter().map(message::weight));
     within(limits, &weights)?;
-    paired(messages)?;
+    paired(messages, keep)?;
     for (blob, len, cap) in [
         ("request config", record.config.len(), Cap::CONFIG),
         ("cursor table", record.cursors.len(), Cap::CURSORS),
@@ -121,8 +121,10 @@ fn within(limits: Limits, weights: &[u64]) -> Result<()> {
     }
 }
 
-fn paired(messages: &[Value]) -> Result<()> {
-    message::check_pairing(messages).map_err(|e| {
+/// The pairing of `messages`, the first `keep` of which are a prefix of a
+/// checkpoint that paired.
+fn paired(messages: &[Value], keep: usize) -> Result<()> {
+    message::check_pairing_after(messages, keep).map_err(|e| {
         let at = match &e {
             message::PairingError::NoResultBefore { index, .. }
             | message::PairingError::Unasked { index, .. } => Some(*index),
