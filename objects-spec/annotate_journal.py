@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""Print a journal byte by byte, each field explained, as
+"""Print a journal (and its sidecar) byte by byte, each field explained, as
 the worked example of objects-spec section 5.7 shows it.
 
-    annotate_journal.py JOURNAL
+    annotate_journal.py JOURNAL [SIDECAR]
 
 Written from objects-spec alone. Needs the `blake3` package (pip install
 blake3) to show the checks and ids hold, and the `zstd` command-line tool to
@@ -152,6 +152,22 @@ def main():
         lines.append(f"-- {len(journal) - at} bytes after the last record: a torn tail")
     lines.append(f"-- end of the journal: {len(journal)} bytes")
 
+    if len(sys.argv) > 2 and Path(sys.argv[2]).exists():
+        jidx = Path(sys.argv[2]).read_bytes()
+        lines.append("")
+        lines.append(f"-- sidecar ({len(jidx)} bytes)")
+        lines.append(hexline(0, jidx[:8], "sidecar magic \"HELJIDX\\0\""))
+        lines.append(hexline(8, jidx[8:16], "version (u32 LE) = "
+                             f"{struct.unpack('<I', jidx[8:12])[0]}, four zero bytes"))
+        for k, e in enumerate(range(16, len(jidx) - 47, 48)):
+            entry = jidx[e:e + 48]
+            off = struct.unpack("<Q", entry[32:40])[0]
+            ln = int.from_bytes(entry[40:47], "little")
+            lines += hexlines(e, entry[:32], f"entry {k}: id of the record")
+            lines.append(hexline(e + 32, entry[32:40], f"  offset (u64 LE) = {off}"))
+            lines.append(hexline(e + 40, entry[40:47], f"  record length (7 bytes LE) = {ln}"))
+            lines.append(hexline(e + 47, entry[47:48], f"  type {entry[47]} "
+                                 f"({RECORD_TYPES.get(entry[47], '?')})"))
     print("\n".join(lines))
 
 

@@ -2,7 +2,7 @@
 # Make the worked example of objects-spec section 5.7 for real: hel (with
 # the scripted model server hel-mock, offline) records a session of two
 # instructions without workspace snapshots, and annotate_journal.py prints
-# its journal byte by byte into journal-example.txt. Ids, times
+# its journal and sidecar byte by byte into journal-example.txt. Ids, times
 # and the session id differ from run to run; the layout does not.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -33,6 +33,6 @@ journal=$(ls .hel/packs/journals/*.journal)
   echo "# $("$bin/hel" --version 2>/dev/null | head -1), made by make_journal_example.sh"
   echo "# .hel/format: $(cat .hel/format)"
   echo "# ref $(basename "$journal" .journal): $(cat .hel/refs/sessions/"$(basename "$journal" .journal)")"
-  python3 "$here/annotate_journal.py" "$journal"
+  python3 "$here/annotate_journal.py" "$journal" "${journal%.journal}.jidx"
 } > "$here/journal-example.txt"
 echo "wrote $here/journal-example.txt" >&2

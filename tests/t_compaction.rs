@@ -164,18 +164,14 @@ fn compacted_session_resumes_and_reuses_the_tails_blobs() {
     assert_calls_answered(&m);
 }
 
-/// Session `sid`'s journal, and how many object records it holds (after
-/// its 16-byte header, records of a 56-byte header, the type at byte 4,
-/// 1 for an object, and the stored length at bytes 40..48).
+/// Session `sid`'s journal, and how many object records its sidecar
+/// lists (48-byte entries after a 16-byte header, the type in each
+/// entry's last byte: 1 for an object).
 fn journal_of(p: &Project, sid: &str) -> (Vec<u8>, usize) {
     let dir = p.path().join(".hel/packs/journals");
     let journal = std::fs::read(dir.join(format!("{sid}.journal"))).unwrap();
-    let (mut at, mut objects) = (16, 0);
-    while at + 56 <= journal.len() {
-        let stored = u64::from_le_bytes(journal[at + 40..at + 48].try_into().unwrap());
-        objects += usize::from(journal[at + 4] == 1);
-        at += 56 + stored as usize;
-    }
+    let jidx = std::fs::read(dir.join(format!("{sid}.jidx"))).unwrap();
+    let objects = jidx[16..].chunks_exact(48).filter(|e| e[47] == 1).count();
     (journal, objects)
 }
 

@@ -292,32 +292,22 @@ impl<'a> Check<'a> {
         Ok(())
     }
 
-    /// Step 1, journals: each read from the journal itself
-    /// (objects-spec §5.4), its head the ref's commit record:
+    /// Step 1, journals: each read from the journal itself (its sidecar
+    /// ignored, objects-spec §5.4), its head the ref's commit record:
     /// every record intact, every commit record keeping the rules and
     /// agreeing with its snapshot, each object once, every object
     /// decoding, also those past the committed part; what follows the
     /// committed part a torn tail or one unpublished commit (a note: the
     /// next commit cuts it), a journal without a ref a note (gc removes
-    /// it). A pre-release hel's sidecar (`<session>.jidx`, a regular file
-    /// or a link) is a note (gc removes it); anything else of that name is
-    /// a stray.
+    /// it). Sidecars must be regular files.
     fn journals(&mut self) -> Result<()> {
         let layout = self.layout;
         let Some(dir) = layout.journals()? else {
             return Ok(());
         };
-        for name in journal::leftover_sidecars(dir)? {
-            self.report.notes.push(format!(
-                "{}: a sidecar a pre-release hel kept beside a journal (no reader opens it; the next `hel gc` removes it)",
-                dir.child_path(&name).display()
-            ));
-        }
         for e in dir.entries()? {
             let name = e.name.to_string_lossy().into_owned();
-            if name.ends_with(&format!(".{}", journal::JIDX_EXT))
-                && !matches!(e.kind, EntryKind::File | EntryKind::Symlink)
-            {
+            if name.ends_with(&format!(".{}", journal::JIDX_EXT)) && e.kind != EntryKind::File {
                 self.stray(dir.child_path(&name), e.kind.describe());
             }
         }
@@ -325,7 +315,7 @@ impl<'a> Check<'a> {
             let mut read = JournalRead::default();
             match read.open(layout, dir, &session) {
                 Ok(Some(view)) => {
-                    self.journal_state(&session, &view);
+                    self.journal_state(dir, &session, &view);
                     self.journal_records(&session, &view, read);
                 }
                 Ok(None) => {}
@@ -336,10 +326,15 @@ impl<'a> Check<'a> {
     }
 
     /// What the journal `view` of `session` is as a whole: a fault, or
-    /// notes (no ref, an unfinished commit).
-    fn journal_state(&mut self, session: &SessionId, view: &journal::View) {
+    /// notes (a sidecar that lags, no ref, an unfinished commit).
+    fn journal_state(&mut self, dir: &crate::dir::Dir, session: &SessionId, view: &journal::View) {
         let size = view.file.metadata().map(|m| m.len()).unwrap_or(0);
         self.report.bytes += size;
+        if view.fault_error().is_none() {
+            if let Some(note) = journal::sidecar_note(dir, view, size) {
+                self.report.notes.push(note);
+            }
+        }
         match view.fault_error().or_else(|| view.newer_error()) {
             Some(e) => self.broken(e),
             None if view.rule == journal::Rule::Ref(None) => self.report.notes.push(format!(

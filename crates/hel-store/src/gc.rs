@@ -845,9 +845,8 @@ fn rewrite_packs(
 }
 
 /// Remove what dead writes left: every file in `tmp/` (gc holds the lock
-/// every writer takes, so none is at work), an index a stopped
-/// repack or gc left without its pack, and the sidecars pre-release hels
-/// kept beside journals.
+/// every writer takes, so none is at work), and an index a stopped
+/// repack or gc left without its pack.
 fn clear_leftovers(layout: &Odb, dry_run: bool, report: &mut GcReport) -> Result<()> {
     if let Some(tmp) = layout.tmp()? {
         for e in tmp.entries()? {
@@ -864,18 +863,6 @@ fn clear_leftovers(layout: &Odb, dry_run: bool, report: &mut GcReport) -> Result
                 packs.remove_file(&name)?;
             }
             report.tmp_files_removed += 1;
-        }
-    }
-    if let Some(journals) = layout.journals()? {
-        let leftovers = crate::journal::leftover_sidecars(journals)?;
-        for name in &leftovers {
-            if !dry_run {
-                journals.remove_file(name)?;
-            }
-            report.tmp_files_removed += 1;
-        }
-        if !dry_run && !leftovers.is_empty() {
-            journals.sync()?;
         }
     }
     Ok(())

@@ -206,8 +206,8 @@ pub(crate) fn list(layout: &Odb) -> Result<Listing> {
                     .is_some_and(|s| s.parse::<SessionId>().is_ok())
             };
             let file = e.kind == crate::dir::Kind::File;
-            // A pre-release hel's sidecar is never read: fsck judges its
-            // kind, gc removes it. A delete's marker is only ever looked up by name.
+            // A sidecar is a hint, never followed: fsck judges its kind. A
+            // delete's marker is only ever looked up by name.
             if (named(journal::JOURNAL_EXT) && file)
                 || named(journal::JIDX_EXT)
                 || (named(journal::DELETED_EXT) && file)

@@ -10,10 +10,11 @@
 //! there may be the records of one commit that did not publish, which
 //! readers ignore and the lease holder cuts before it appends.
 //!
-//! Readers find a journal's records by reading it. A
-//! `packs/journals/<session>.jidx` beside it is a leftover of pre-release
-//! hels (a sidecar index they kept): readers ignore it, fsck notes it, gc
-//! removes it.
+//! `packs/journals/<session>.jidx` lists the journal's records (id,
+//! offset, length, type), appended after each commit and never synced: a
+//! hint that saves reading the journal to find its records. Readers check
+//! what it says (entries must chain; the last commit record's check must
+//! hold) and read the journal itself past its end.
 
 use std::collections::{BTreeSet, HashMap};
 use std::fs::File;
@@ -35,8 +36,19 @@ pub(crate) const JIDX_EXT: &str = "jidx";
 /// §12.5): written and synced before the ref goes, so that a journal
 /// without a ref is known to be a delete's leftover, never a lost ref.
 pub(crate) const DELETED_EXT: &str = "deleted";
+const JIDX_MAGIC: &[u8; 8] = b"HELJIDX\0";
+const JIDX_HEADER: usize = 16;
+const JIDX_ENTRY: usize = 48;
 /// The most stored bytes a commit record may have.
 pub(crate) const COMMIT_MAX: u64 = 64 << 10;
+/// Sidecar entries read to find the head without loading the whole index.
+const TAIL_ENTRIES: u64 = 64;
+/// The most sidecar entries read: a hint never costs more memory than
+/// this (48 MiB of entries), whatever size it claims; records past them
+/// are found by reading the journal itself.
+const SIDECAR_MAX_ENTRIES: u64 = 1 << 20;
+/// Sidecar entries read and decoded at a time.
+const SIDECAR_CHUNK: u64 = 4096;
 
 /// What a commit record says (canonical JSON, objects-spec §5.2).
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -62,7 +74,7 @@ pub(crate) struct Commit {
     pub payload: CommitPayload,
 }
 
-/// One record of a journal.
+/// One record of a journal, as its sidecar lists it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Entry {
     pub id: ObjectId,
@@ -72,32 +84,48 @@ pub(crate) struct Entry {
     pub rtype: RecordType,
 }
 
+fn encode_entry(e: &Entry) -> [u8; JIDX_ENTRY] {
+    let mut out = [0u8; JIDX_ENTRY];
+    out[..32].copy_from_slice(e.id.as_bytes());
+    out[32..40].copy_from_slice(&e.offset.to_le_bytes());
+    out[40..47].copy_from_slice(&e.len.to_le_bytes()[..7]);
+    out[47] = e.rtype as u8;
+    out
+}
+
+fn decode_entry(b: &[u8]) -> Option<Entry> {
+    let mut id = [0u8; 32];
+    id.copy_from_slice(&b[..32]);
+    let mut o = [0u8; 8];
+    o.copy_from_slice(&b[32..40]);
+    let mut l = [0u8; 8];
+    l[..7].copy_from_slice(&b[40..47]);
+    let rtype = match b[47] {
+        1 => RecordType::Object,
+        2 => RecordType::Commit,
+        _ => return None,
+    };
+    Some(Entry {
+        id: ObjectId::from_bytes(id),
+        offset: u64::from_le_bytes(o),
+        len: u64::from_le_bytes(l),
+        rtype,
+    })
+}
+
+fn jidx_header() -> [u8; JIDX_HEADER] {
+    let mut h = [0u8; JIDX_HEADER];
+    h[..8].copy_from_slice(JIDX_MAGIC);
+    h[8..12].copy_from_slice(&1u32.to_le_bytes());
+    h
+}
+
 pub(crate) fn journal_name(session: &SessionId) -> String {
     format!("{session}.{JOURNAL_EXT}")
 }
 
 pub(crate) fn jidx_name(session: &SessionId) -> String {
     format!("{session}.{JIDX_EXT}")
-}
-
-/// The sidecars pre-release hels kept beside journals (`<session>.jidx`)
-/// still in `dir`: regular files and links, which no reader opens, fsck
-/// notes and gc removes (anything else of that name is a stray).
-pub(crate) fn leftover_sidecars(dir: &Dir) -> Result<Vec<String>> {
-    let mut out = Vec::new();
-    for e in dir.entries()? {
-        if !matches!(e.kind, Kind::File | Kind::Symlink) {
-            continue;
-        }
-        if let Some(name) = e.name_str().filter(|n| {
-            n.strip_suffix(&format!(".{JIDX_EXT}"))
-                .is_some_and(|s| s.parse::<SessionId>().is_ok())
-        }) {
-            out.push(name.to_owned());
-        }
-    }
-    out.sort();
-    Ok(out)
 }
 
 pub(crate) fn deleted_name(session: &SessionId) -> String {
@@ -116,12 +144,14 @@ pub(crate) enum Rule {
 /// How much of a journal [`open`] reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Mode {
-    /// The head only (listings): the journal read, only its last commit's
-    /// records kept.
+    /// The head only (listings): the sidecar's last entries when they hold
+    /// it, then the journal past them.
     Head,
-    /// Every committed record.
+    /// Every committed record: the sidecar as far as it holds, then the
+    /// journal past it.
     Full,
-    /// Every committed record, each handed to fsck as it is checked.
+    /// Every record read from the journal itself, the sidecar ignored
+    /// (fsck).
     Verify,
 }
 
@@ -174,8 +204,8 @@ pub(crate) struct Fault {
 }
 
 /// Where each object record of a journal is (offset, record length), by
-/// id. Hashed by foldhash with a random seed per process: ids a journal
-/// holds may be chosen to collide, which a seed the file cannot know
+/// id. Hashed by foldhash with a random seed per process: ids a sidecar
+/// lists may be chosen to collide, which a seed the file cannot know
 /// defeats, as std's SipHash does, at a fraction of its cost per 32-byte
 /// id (a resume indexes every record of its journal).
 pub(crate) type Places = HashMap<ObjectId, (u64, u64), foldhash::fast::RandomState>;
@@ -201,6 +231,9 @@ pub(crate) struct View {
     /// when the records read to find the head hold it (a listing reads the
     /// snapshot from there without indexing the whole journal).
     pub head_record: Option<(u64, u64)>,
+    /// Whether the sidecar listed every committed record (else the writer
+    /// rewrites it).
+    pub sidecar_complete: bool,
     /// The journal's size when this view was read (another process may
     /// append after), or `None` for the view of this process's own writer,
     /// which is always current.
@@ -224,6 +257,10 @@ pub(crate) struct View {
     /// Where the scan met bytes that are not an intact record (a torn
     /// tail, or damage).
     torn_at: Option<u64>,
+    /// The end of what the sidecar lists, as far as its entries chain: a
+    /// writer notes records there only after its ref moved (and the move
+    /// was synced), so they were published.
+    listed_end: u64,
 }
 
 /// What the commit record before the one being read is, for its `seq`
@@ -233,7 +270,7 @@ enum Prev<'a> {
     /// None: this is the journal's first commit record.
     First,
     After(&'a Commit),
-    /// Not read (a commit record read on its own).
+    /// Not read (a listing that starts at the sidecar's last entries).
     Unknown,
 }
 
@@ -320,6 +357,99 @@ fn commit_stored(json: &[u8]) -> Result<Vec<u8>> {
 
 /// The most characters a commit record's `why` may have.
 pub(crate) const WHY_MAX: usize = 200;
+
+/// What fsck says of the sidecar of `view` (a journal read whole, without
+/// a fault, of `size` bytes): None when there is none, or when it lists
+/// the committed records as they are (or a prefix of them: the sidecar is
+/// appended after each commit and never synced, so a crash can leave it
+/// short). A sidecar that is not one, that lists another record than the
+/// journal holds at a place, or that lists more than the committed part
+/// is damage: reported, never trusted (every reader checks what it takes
+/// from it), and rewritten by the session's next commit.
+pub(crate) fn sidecar_note(dir: &Dir, view: &View, size: u64) -> Option<String> {
+    let name = jidx_name(&view.session);
+    if !matches!(dir.kind_of(&name), Ok(Some(_))) {
+        return None;
+    }
+    let path = dir.child_path(&name);
+    let Some(listed) = read_sidecar(dir, &view.session, size, None) else {
+        return Some(format!(
+            "the sidecar {} is not a readable sidecar: readers read the journal instead, and the session's next commit rewrites it",
+            path.display()
+        ));
+    };
+    let wrong = listed
+        .iter()
+        .zip(&view.entries)
+        .position(|(a, b)| a != b)
+        .or((listed.len() > view.entries.len()).then_some(view.entries.len()))?;
+    Some(format!(
+        "the sidecar {} is damaged at entry {wrong} (it does not list the journal's records as they are): readers check what they take from it, and the session's next commit rewrites it",
+        path.display()
+    ))
+}
+
+/// Read the sidecar's entries (all it may hold, or the last `tail` of
+/// them) for a journal of `journal_size` bytes. Bounded whatever the file
+/// says: no more entries than records of at least a header's length fit
+/// in the journal, never more than [`SIDECAR_MAX_ENTRIES`], read a chunk
+/// at a time, stopping at the first entry that is not one (a torn or
+/// zeroed end) or cannot be read. `None` when there is no usable sidecar
+/// (absent, not a regular file, unreadable, not a sidecar).
+fn read_sidecar(
+    dir: &Dir,
+    session: &SessionId,
+    journal_size: u64,
+    tail: Option<u64>,
+) -> Option<Vec<Entry>> {
+    let name = jidx_name(session);
+    // Only a hint: one that is not a readable regular file is no sidecar.
+    let Ok(Some(file)) = dir.open_file(&name) else {
+        return None;
+    };
+    let Ok(meta) = file.metadata() else {
+        return None;
+    };
+    let len = meta.len();
+    if len < JIDX_HEADER as u64 {
+        return None;
+    }
+    let mut head = [0u8; JIDX_HEADER];
+    if file.read_exact_at(&mut head, 0).is_err() || &head[..8] != JIDX_MAGIC {
+        return None;
+    }
+    let fits = journal_size.saturating_sub(FILE_HEADER) / RECORD_HEADER;
+    let count = ((len - JIDX_HEADER as u64) / JIDX_ENTRY as u64)
+        .min(fits)
+        .min(SIDECAR_MAX_ENTRIES);
+    let first = match tail {
+        Some(t) => count.saturating_sub(t),
+        None => 0,
+    };
+    let mut out = Vec::new();
+    let mut buf = Vec::new();
+    let mut at = first;
+    'read: while at < count {
+        let n = (count - at).min(SIDECAR_CHUNK);
+        buf.resize(n as usize * JIDX_ENTRY, 0);
+        if file
+            .read_exact_at(&mut buf, JIDX_HEADER as u64 + at * JIDX_ENTRY as u64)
+            .is_err()
+        {
+            break;
+        }
+        for chunk in buf.chunks_exact(JIDX_ENTRY) {
+            match decode_entry(chunk) {
+                // A record is at least its header: an entry that says less
+                // never chains, and would let a lie list one offset forever.
+                Some(e) if e.len >= RECORD_HEADER => out.push(e),
+                _ => break 'read,
+            }
+        }
+        at += n;
+    }
+    Some(out)
+}
 
 /// [`open`] by the ref rule, the ref (`first`) read just before the
 /// journal: read again by `read_ref` (a few times) while they disagree,
@@ -429,7 +559,14 @@ pub(crate) fn open_seeing(
     let mut view = View::empty(session, path, file);
     view.seen_size = Some(size);
     view.rule = rule;
-    scan(&mut view, size, mode, seen);
+    let (start, durable) = from_sidecar(dir, &mut view, size, mode);
+    view.listed_end = durable;
+    // Past what the sidecar told: read the journal itself.
+    view.sidecar_complete = true;
+    scan(&mut view, start, size, mode, durable, seen);
+    if mode != Mode::Head && start == FILE_HEADER && !view.entries.is_empty() {
+        view.sidecar_complete = false;
+    }
     if mode != Mode::Head {
         view.head_record = view
             .head
@@ -460,7 +597,8 @@ pub(crate) fn open_seeing(
 /// publish, whose `parent` is the ref's snapshot. Those are kept aside
 /// ([`View::unpublished`]). Anything else is a fault naming the journal
 /// and the offset, never an older head: two or more commit records past
-/// the ref's (a ref older than its journal), or a ref no intact commit
+/// the ref's (a ref older than its journal), records past it that the
+/// sidecar lists (published: a ref moved back), or a ref no intact commit
 /// record publishes.
 fn cut_at_ref(view: &mut View, r: Option<ObjectId>, deleted: bool) {
     let commits: Vec<usize> = view
@@ -521,6 +659,24 @@ fn cut_at_ref(view: &mut View, r: Option<ObjectId>, deleted: bool) {
     if keep == view.entries.len() {
         return;
     }
+    let end = keep.checked_sub(1).map_or(FILE_HEADER, |k| {
+        view.entries[k].offset + view.entries[k].len
+    });
+    if let Some(id) = r {
+        if view.listed_end > end {
+            // What follows was published (the sidecar lists it): a ref
+            // moved back, never a commit that did not publish.
+            view.set_fault(
+                end,
+                format!(
+                    "the sidecar lists records up to offset {}, past the commit record publishing {id}, which the session's ref refs/sessions/{} names: those were published, so the ref is older than its journal (restored from an old copy?)",
+                    view.listed_end, view.session
+                ),
+            );
+            view.ref_fault = true;
+            return;
+        }
+    }
     let tail = view.entries.split_off(keep);
     for e in tail.iter().filter(|e| e.rtype == RecordType::Object) {
         view.objects.remove(&e.id);
@@ -546,15 +702,104 @@ fn cut_at_ref(view: &mut View, r: Option<ObjectId>, deleted: bool) {
         .and_then(|c| record_of(&view.entries, &c.head));
 }
 
-/// Read the records of `view`'s journal from the file header's end to its
-/// end, `size`, by the rules of
+/// Take what the sidecar says of `view`'s journal (`size` bytes) as far as
+/// it holds: its entries as far as they chain (from the file header's end
+/// unless only the head is wanted), up to the last commit entry, whose
+/// record must check, name what the entry names and keep the rules
+/// (`seq` one per commit entry, `parent` the commit entry before). Returns
+/// where the journal itself must be read from (after that commit record,
+/// or from the file header's end when the sidecar does not hold: it is a
+/// hint), and where the records it lists end: the sidecar is written
+/// after its commit's sync returned, so what it lists was durable, and a
+/// record there that does not check is damage, never a torn write.
+/// [`Mode::Verify`] takes nothing from it but that end.
+fn from_sidecar(dir: &Dir, view: &mut View, size: u64, mode: Mode) -> (u64, u64) {
+    let session = view.session.clone();
+    let whole = mode != Mode::Head;
+    let mut sidecar = read_sidecar(
+        dir,
+        &session,
+        size,
+        if whole { None } else { Some(TAIL_ENTRIES) },
+    );
+    if !whole
+        && sidecar
+            .as_ref()
+            .is_some_and(|es| !es.iter().any(|e| e.rtype == RecordType::Commit))
+    {
+        // One commit wrote more records than the tail holds.
+        sidecar = read_sidecar(dir, &session, size, None);
+    }
+    let Some(mut entries) = sidecar else {
+        return (FILE_HEADER, FILE_HEADER);
+    };
+    let chain_from = entries.first().map_or(FILE_HEADER, |e| e.offset);
+    if whole && chain_from != FILE_HEADER {
+        return (FILE_HEADER, FILE_HEADER);
+    }
+    let mut expect = chain_from;
+    let mut upto = 0;
+    for (k, e) in entries.iter().enumerate() {
+        if e.offset != expect || e.offset.checked_add(e.len).is_none_or(|end| end > size) {
+            break;
+        }
+        expect = e.offset + e.len;
+        if e.rtype == RecordType::Commit {
+            upto = k + 1;
+        }
+    }
+    let durable = expect;
+    if upto == 0 || mode == Mode::Verify {
+        return (FILE_HEADER, durable);
+    }
+    let full = mode == Mode::Full;
+    let listed = &entries[..upto];
+    let last = listed[upto - 1];
+    let commits: Vec<&Entry> = listed
+        .iter()
+        .filter(|e| e.rtype == RecordType::Commit)
+        .collect();
+    let Ok(c) = view.read_commit(last.offset) else {
+        return (FILE_HEADER, durable);
+    };
+    let before = commits.len().checked_sub(2).map(|k| commits[k].id);
+    let holds = c.head == last.id
+        && (!full || c.payload.seq == commits.len() as u64)
+        && before.is_none_or(|b| c.payload.parent == Some(b));
+    if !holds {
+        return (FILE_HEADER, durable);
+    }
+    let head_record = record_of(&listed[..upto - 1], &c.head);
+    if full {
+        let mut objects = Places::with_capacity_and_hasher(listed.len(), Default::default());
+        for e in listed.iter().filter(|e| e.rtype == RecordType::Object) {
+            if objects.insert(e.id, (e.offset, e.len)).is_some() {
+                // Twice in one journal: the journal itself says where.
+                return (FILE_HEADER, durable);
+            }
+        }
+        view.objects = objects;
+        // What the sidecar listed past the last commit record is not the
+        // view's: the rest is kept, not copied.
+        entries.truncate(upto);
+        view.entries = entries;
+    }
+    view.head_record = head_record;
+    view.head = Some(c);
+    view.committed = last.offset + last.len;
+    (view.committed, durable)
+}
+
+/// Read the records of `view`'s journal from `start` (a record boundary
+/// after which nothing is known) to its end, `size`, by the rules of
 /// objects-spec §5.4: every record intact and of a type this hel knows
 /// or skips, every commit record keeping the rules, each object once
 /// (among what the view indexes and what is read here). The bytes after
 /// the last intact record are a torn tail only when no intact record
-/// begins anywhere in them; anything else is the view's fault.
-fn scan(view: &mut View, size: u64, mode: Mode, hand: &mut Seen<'_>) {
-    let mut at = FILE_HEADER;
+/// begins anywhere in them and they start at or after `durable` (the end
+/// of what the sidecar lists); anything else is the view's fault.
+fn scan(view: &mut View, start: u64, size: u64, mode: Mode, durable: u64, hand: &mut Seen<'_>) {
+    let mut at = start;
     let mut pending: Vec<Entry> = Vec::new();
     // Every object record read here, and where.
     let mut seen: HashMap<ObjectId, u64> = HashMap::new();
@@ -567,6 +812,10 @@ fn scan(view: &mut View, size: u64, mode: Mode, hand: &mut Seen<'_>) {
             Err(why) => {
                 view.torn_at = Some(at);
                 match later_record(&view.file, at + 1, size) {
+                    Later::None if at < durable => view.set_fault(
+                        at,
+                        format!("{why}, and the sidecar lists records up to offset {durable}, which were durable: damage, not a torn write"),
+                    ),
                     // What a crash during the last append leaves.
                     Later::None => {}
                     Later::At(x) => view.set_fault(
@@ -635,6 +884,7 @@ fn scan(view: &mut View, size: u64, mode: Mode, hand: &mut Seen<'_>) {
                 view.head_record = record_of(&pending, &c.head);
                 view.head = Some(c);
                 view.committed = at + len;
+                view.sidecar_complete = false;
                 if mode == Mode::Head {
                     pending.clear();
                 } else {
@@ -850,6 +1100,7 @@ impl View {
             entries: Vec::new(),
             head: None,
             head_record: None,
+            sidecar_complete: true,
             seen_size: None,
             fault: None,
             newer: None,
@@ -857,6 +1108,7 @@ impl View {
             unpublished: Places::default(),
             ref_fault: false,
             torn_at: None,
+            listed_end: FILE_HEADER,
         }
     }
 
@@ -919,6 +1171,8 @@ impl View {
 #[derive(Debug)]
 pub(crate) struct Writer {
     pub view: Arc<RwLock<View>>,
+    /// The sidecar, when it could be opened (it is only a hint).
+    sidecar: Option<File>,
     /// Records appended past the committed end by [`Writer::stage`], not
     /// yet published (the next commit record publishes them).
     staged: Vec<Entry>,
@@ -956,7 +1210,8 @@ impl Writer {
     /// Open (creating when absent) `session`'s journal in `dir` to append
     /// to it, its head chosen by `rule`; a new journal is made in `tmp`
     /// first ([`create`]). What follows the head's commit record (a torn
-    /// tail, an unpublished commit) is cut off. The caller holds the session's
+    /// tail, an unpublished commit) is cut off, and the sidecar made to
+    /// list exactly the committed records. The caller holds the session's
     /// lease and the shared store lock.
     pub fn open(dir: &Dir, tmp: &Dir, session: &SessionId, rule: Rule) -> Result<Writer> {
         let name = journal_name(session);
@@ -989,12 +1244,28 @@ impl Writer {
             file.set_len(view.committed).at(&view.path)?;
             sync_data(&file, &view.path)?;
         }
+        // The sidecar is a hint: one that cannot be opened or written costs
+        // readers a scan of the journal, never a commit.
+        let jidx = jidx_name(session);
+        let sidecar = dir.open_rw(&jidx, false).ok().filter(|sidecar| {
+            let listed = sidecar.metadata().map(|m| m.len()).unwrap_or(0);
+            let want = (JIDX_HEADER + view.entries.len() * JIDX_ENTRY) as u64;
+            if view.sidecar_complete && listed == want {
+                return true;
+            }
+            let mut bytes = jidx_header().to_vec();
+            for e in &view.entries {
+                bytes.extend_from_slice(&encode_entry(e));
+            }
+            sidecar.set_len(0).is_ok() && sidecar.write_all_at(&bytes, 0).is_ok()
+        });
         let mut view = view;
         view.file = Arc::new(file);
         view.seen_size = None;
         view.unpublished.clear();
         Ok(Writer {
             view: Arc::new(RwLock::new(view)),
+            sidecar,
             staged: Vec::new(),
             staged_len: 0,
         })
@@ -1047,7 +1318,8 @@ impl Writer {
     /// moves the session's ref). If any of it fails
     /// nothing is published and what was appended is cut off. Returns the
     /// commit and what `publish` returned: `Some` when the ref moved but
-    /// its directory sync failed.
+    /// its directory sync failed (then the records are not noted in the
+    /// sidecar, which lists only moves that were synced).
     pub fn commit(
         &mut self,
         records: &[(ObjectId, Vec<u8>)],
@@ -1111,13 +1383,31 @@ impl Writer {
                 return Err(e);
             }
         };
-        // Published.
+        // Published. The sidecar is a hint: a failure to write it costs a
+        // scan of the journal at the next open, nothing else.
         view.committed = end;
         view.rule = Rule::Ref(Some(head));
+        let mut side = Vec::with_capacity(entries.len() * JIDX_ENTRY);
         for e in &entries {
+            side.extend_from_slice(&encode_entry(e));
             if e.rtype == RecordType::Object {
                 view.objects.insert(e.id, (e.offset, e.len));
             }
+        }
+        let at = (JIDX_HEADER + view.entries.len() * JIDX_ENTRY) as u64;
+        // Only a move whose directory sync returned is noted: what the
+        // sidecar lists, readers take as published (a ref behind it is a
+        // fault), and a move not synced may revert.
+        let noted = match &self.sidecar {
+            Some(f) if told.is_none() && !failpoint::hit("jidx") => {
+                f.write_all_at(&side, at).is_ok()
+            }
+            _ => false,
+        };
+        if !noted {
+            // Readers will find these records by reading the journal; the
+            // sidecar is not used again by this writer.
+            self.sidecar = None;
         }
         view.entries.extend_from_slice(&entries);
         let commit = Commit { head, payload };
@@ -1218,6 +1508,56 @@ mod tests {
         );
     }
 
+    #[test]
+    fn a_sidecar_is_read_within_what_its_journal_can_hold() {
+        let (root, journals, tmp) = dirs();
+        let sid = SessionId::new_random();
+        let mut w = Writer::open(&journals, &tmp, &sid, Rule::Ref(None)).unwrap();
+        let head = ObjectId::from_bytes([7; 32]);
+        w.commit(&[], head, payload(&sid), || Ok(None)).unwrap();
+        drop(w);
+        let jpath = root.path().join("journals").join(journal_name(&sid));
+        let size = std::fs::metadata(&jpath).unwrap().len();
+        let side = root.path().join("journals").join(jidx_name(&sid));
+        assert_eq!(read_sidecar(&journals, &sid, size, None).unwrap().len(), 1);
+        // Entries that say a record is shorter than its header never count:
+        // they would chain at one offset forever.
+        let mut lies = jidx_header().to_vec();
+        for _ in 0..1000 {
+            lies.extend_from_slice(&encode_entry(&Entry {
+                id: head,
+                offset: FILE_HEADER,
+                len: 0,
+                rtype: RecordType::Object,
+            }));
+        }
+        std::fs::write(&side, &lies).unwrap();
+        assert!(read_sidecar(&journals, &sid, size, None)
+            .unwrap()
+            .is_empty());
+        // Valid-looking entries past what the journal can hold are not read.
+        let mut many = jidx_header().to_vec();
+        for k in 0..1000u64 {
+            many.extend_from_slice(&encode_entry(&Entry {
+                id: head,
+                offset: FILE_HEADER + k * RECORD_HEADER,
+                len: RECORD_HEADER,
+                rtype: RecordType::Object,
+            }));
+        }
+        std::fs::write(&side, &many).unwrap();
+        let fits = (size - FILE_HEADER) / RECORD_HEADER;
+        assert_eq!(
+            read_sidecar(&journals, &sid, size, None).unwrap().len() as u64,
+            fits
+        );
+        // The journal itself is the truth.
+        let view = open(&journals, &sid, Mode::Head, Rule::Ref(Some(head)))
+            .unwrap()
+            .unwrap();
+        assert_eq!(view.head.unwrap().head, head);
+    }
+
     /// A journal with one commit record, written as a commit writes it.
     fn committed(journals: &Dir, tmp: &Dir, sid: &SessionId) -> ObjectId {
         let mut w = Writer::open(journals, tmp, sid, Rule::Ref(None)).unwrap();
@@ -1243,6 +1583,7 @@ mod tests {
             (damaged, "offset 16"),
         ] {
             std::fs::write(&path, &bytes).unwrap();
+            let _ = std::fs::remove_file(root.path().join("journals").join(jidx_name(&sid)));
             let e = Writer::open(&journals, &tmp, &sid, Rule::Ref(None))
                 .unwrap_err()
                 .to_string();

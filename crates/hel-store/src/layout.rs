@@ -14,7 +14,7 @@
 //! .hel/format                "hel-store-format 6\n", written last when a
 //!                            store is made (absent: a store being made)
 //! .hel/packs/pack-<hex>.pack sealed packs and their .idx
-//! .hel/packs/journals/<uuid>.journal  a session's append-only pack
+//! .hel/packs/journals/<uuid>.journal  a session's append-only pack (and .jidx)
 //! .hel/remotes/<key>         what this store last knew of a remote (transfer.rs)
 //! .hel/summaries             what listings show of each session, a hint (summaries.rs)
 //! ```
@@ -22,8 +22,7 @@
 //! A store a pre-release hel of this format wrote may also hold
 //! `objects/`, `logs/`, `.sessions.lock/`, `.store.lock/README` and the
 //! ref [`STUB_SESSION`]: no hel reads or writes them, and nothing checks
-//! them; and a sidecar `packs/journals/<uuid>.jidx` beside a journal,
-//! which no reader opens, fsck notes and gc removes.
+//! them.
 //!
 //! Every directory is reached through descriptors ([`Dir`]), never by path:
 //! see `dir.rs`. A [`Layout`] is an open `.hel/` and the subdirectories it

@@ -40,7 +40,7 @@
 //!    `par` (many small reads on a few threads).
 //! 2. Files: `dir` (hel-fs's descriptor-relative handles), `pack` (record
 //!    and index formats, bounded record reads), `journal` (a session's
-//!    journal), `layout` (where things live under `.hel/`),
+//!    journal and its sidecar), `layout` (where things live under `.hel/`),
 //!    `refs`, `lock` (the store lock and session leases).
 //! 3. The object database: `odb` (the [`Layout`](layout::Layout) with the
 //!    index of where each object is), `read` (objects, snapshots and trees

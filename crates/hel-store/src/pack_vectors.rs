@@ -69,33 +69,43 @@ fn sealed_pack_and_index_are_written_and_read_as_specified() {
 }
 
 #[test]
-fn journal_is_read_as_specified() {
+fn journal_and_sidecar_are_read_as_specified() {
     let doc = doc();
     let session: SessionId = doc["session"].as_str().unwrap().parse().unwrap();
     let head: ObjectId = doc["head"].as_str().unwrap().parse().unwrap();
     let commit: Value = serde_json::from_str(doc["commit_json"].as_str().unwrap()).unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(
-        dir.path().join(journal::journal_name(&session)),
-        hex(doc["journal_hex"].as_str().unwrap()),
-    )
-    .unwrap();
-    let d = Dir::open_path(dir.path()).unwrap();
-    let view = journal::open(
-        &d,
-        &session,
-        journal::Mode::Full,
-        journal::Rule::Ref(Some(head)),
-    )
-    .unwrap()
-    .unwrap();
-    let c = view.head.unwrap();
-    assert_eq!(c.head, head);
-    assert_eq!(serde_json::to_value(&c.payload).unwrap(), commit);
-    assert_eq!(view.objects.len(), 4);
-    // Our own commit record of that payload is the same record.
-    let payload = crate::canonical::to_vec(&commit);
-    let ours = pack::encode_record(RecordType::Commit, &head, &payload);
-    let journal_bytes = hex(doc["journal_hex"].as_str().unwrap());
-    assert!(journal_bytes.ends_with(&ours));
+    for with_sidecar in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join(journal::journal_name(&session)),
+            hex(doc["journal_hex"].as_str().unwrap()),
+        )
+        .unwrap();
+        if with_sidecar {
+            std::fs::write(
+                dir.path().join(journal::jidx_name(&session)),
+                hex(doc["jidx_hex"].as_str().unwrap()),
+            )
+            .unwrap();
+        }
+        let d = Dir::open_path(dir.path()).unwrap();
+        let view = journal::open(
+            &d,
+            &session,
+            journal::Mode::Full,
+            journal::Rule::Ref(Some(head)),
+        )
+        .unwrap()
+        .unwrap();
+        let c = view.head.unwrap();
+        assert_eq!(c.head, head);
+        assert_eq!(serde_json::to_value(&c.payload).unwrap(), commit);
+        assert_eq!(view.objects.len(), 4);
+        assert_eq!(view.sidecar_complete, with_sidecar);
+        // Our own commit record of that payload is the same record.
+        let payload = crate::canonical::to_vec(&commit);
+        let ours = pack::encode_record(RecordType::Commit, &head, &payload);
+        let journal_bytes = hex(doc["journal_hex"].as_str().unwrap());
+        assert!(journal_bytes.ends_with(&ours));
+    }
 }

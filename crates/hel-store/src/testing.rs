@@ -139,6 +139,7 @@ pub fn publish(store_root: &Path, session: &SessionId, head: &ObjectId) {
     };
     let _ = std::fs::remove_file(ref_path(store_root, session));
     let _ = std::fs::remove_file(journals.path().join(crate::journal::journal_name(session)));
+    let _ = std::fs::remove_file(journals.path().join(crate::journal::jidx_name(session)));
     let payload = crate::journal::CommitPayload {
         deps: std::collections::BTreeSet::new(),
         parent: None,
@@ -219,7 +220,8 @@ pub fn new_session_with_id(store: &Store, id: &SessionId) -> crate::Result<crate
 
 /// Date every commit record of `session`'s journal `time_ms`, as a
 /// store that arrived with a repository may (records whose checks
-/// hold, saying any time at all).
+/// hold, saying any time at all). The sidecar goes: readers then read
+/// the journal itself.
 pub fn redate_journal(store_root: &Path, session: &SessionId, time_ms: u64) {
     use crate::pack::{self, RecordType, FILE_HEADER, RECORD_HEADER};
     let dir = store_root
@@ -249,6 +251,7 @@ pub fn redate_journal(store_root: &Path, session: &SessionId, time_ms: u64) {
         at = end;
     }
     let _ = std::fs::write(&path, out);
+    let _ = std::fs::remove_file(dir.join(crate::journal::jidx_name(session)));
 }
 
 /// The item forms of list node `id`: 'm' inline, 'b' blob, 's' slice.

@@ -892,17 +892,18 @@ fn corruption_gives_typed_errors_naming_the_object() {
     let (blob, _) = testing::encode("blob", &canonical::to_vec(&msgs[3]));
     let journal = journal_path(&r, &state_session(&store));
     let good = fs::read(&journal).unwrap();
-    // The record's check made to match: only reading the object finds it
-    // wrong (a record whose check fails is the journal's fault, found
-    // when it is opened).
-    let (start, bad) = with_stored_byte_flipped_and_checked(&good, &blob, 30);
+    let (at, bad) = with_stored_byte_flipped(&good, &blob, 30);
     fs::write(&journal, &bad).unwrap();
     let fresh = Store::open(dir.path()).unwrap();
     match fresh.load(&head) {
-        Err(Error::Corrupt { id, path, .. }) => assert_eq!(
-            (id, path.display().to_string()),
-            (blob, format!("{}@{start}", journal.display()))
-        ),
+        Err(Error::DamagedRecord {
+            id: Some(id),
+            pack,
+            offset,
+            ..
+        }) => {
+            assert_eq!((id, pack, offset), (blob, journal.clone(), at as u64 - 8))
+        }
         other => panic!("{other:?}"),
     }
     let fsck = hel_store::fsck::fsck(&fresh).unwrap();
@@ -915,16 +916,26 @@ fn corruption_gives_typed_errors_naming_the_object() {
         "no garbage is reported when faults exist"
     );
     // gc refuses to sweep on a store whose structure it cannot read (a
-    // damaged snapshot, its record's check made to match) rather than
-    // guess. (The head's snapshot record comes first: the commit record
-    // that names it too is after it.)
-    let (_, bad) = with_stored_byte_flipped_and_checked(&good, &head, 10);
+    // damaged snapshot) rather than guess.
+    let at = good
+        .windows(32)
+        .rposition(|w| w == blob_bytes(&head))
+        .unwrap();
+    let mut bad = good.clone();
+    // The head's snapshot record, not the commit record that names it too.
+    let snap_at = good[..at]
+        .windows(32)
+        .rposition(|w| w == blob_bytes(&head))
+        .unwrap_or(at);
+    bad[snap_at + 32 + 16 + 10] ^= 1;
     fs::write(&journal, &bad).unwrap();
     let fresh = Store::open(dir.path()).unwrap();
-    let swept = hel_store::gc::gc(&fresh, false);
     assert!(
-        matches!(&swept, Err(Error::Corrupt { id, .. }) if *id == head),
-        "gc swept a store it cannot read: {swept:?}"
+        matches!(
+            hel_store::gc::gc(&fresh, false),
+            Err(Error::DamagedRecord { .. })
+        ),
+        "gc swept a store it cannot read"
     );
     fs::write(&journal, &good).unwrap();
     // A snapshot of a newer schema, bytes that are no object, and an
@@ -980,14 +991,10 @@ fn a_long_list_is_the_conversation_and_damage_is_named() {
     let node = fresh.checkpoint(&ids[4]).unwrap().messages.root.unwrap();
     let (blob, _) = testing::encode("blob", &canonical::to_vec(&msgs[203]));
     for damaged in [node, blob] {
-        fs::write(
-            &journal,
-            with_stored_byte_flipped_and_checked(&good, &damaged, 20).1,
-        )
-        .unwrap();
+        fs::write(&journal, with_stored_byte_flipped(&good, &damaged, 20).1).unwrap();
         let fresh = Store::open(dir.path()).unwrap();
         match fresh.load(&head) {
-            Err(Error::Corrupt { id, .. }) => assert_eq!(id, damaged),
+            Err(Error::DamagedRecord { id: Some(id), .. }) => assert_eq!(id, damaged),
             other => panic!("{other:?}"),
         }
     }
@@ -2045,14 +2052,16 @@ fn a_scan_on_several_threads_gives_each_distinct_message_once() {
     let (blob, _) = testing::encode("blob", &canonical::to_vec(&own7));
     let journal = journal_path(&root(dir.path()), &ids[7]);
     let good = fs::read(&journal).unwrap();
-    let (start, bad) = with_stored_byte_flipped_and_checked(&good, &blob, 30);
+    let (at, bad) = with_stored_byte_flipped(&good, &blob, 30);
     fs::write(&journal, &bad).unwrap();
     let store = Store::open(dir.path()).unwrap();
     match hel_store::scan::scan_messages(&store, &mut |_| {}) {
-        Err(Error::Corrupt { id, path, .. }) => assert_eq!(
-            (id, path.display().to_string()),
-            (blob, format!("{}@{start}", journal.display()))
-        ),
+        Err(Error::DamagedRecord {
+            id: Some(id),
+            pack,
+            offset,
+            ..
+        }) => assert_eq!((id, pack, offset), (blob, journal, at as u64 - 8)),
         other => panic!("{other:?}"),
     }
 }
@@ -2253,45 +2262,53 @@ fn three_checkpoints() -> (tempfile::TempDir, SessionId, Vec<ObjectId>, PathBuf)
     (dir, sid, heads, journal)
 }
 
-/// A sidecar a pre-release hel kept beside a journal (`<session>.jidx`),
-/// whatever it holds or points to, is read by no one: the session loads
-/// and resumes as it is, fsck is sound with a note, and gc removes it.
+/// A damaged sidecar is reported by fsck (a note: it is a hint), never
+/// trusted, and rewritten by the session's next resume; a short one (what
+/// a crash before its append leaves) is no damage.
 #[test]
-fn a_leftover_sidecar_is_ignored_noted_and_removed_by_gc() {
+fn fsck_reports_a_damaged_sidecar_and_the_next_commit_rewrites_it() {
     let (dir, sid, heads, journal) = three_checkpoints();
     let jidx = journal.with_extension("jidx");
-    let target = dir.path().join("elsewhere");
-    fs::write(&target, b"not to be touched").unwrap();
-    for garbage in [true, false] {
-        if garbage {
-            fs::write(&jidx, b"HELJIDX\0\x01\0\0\0\0\0\0\0garbage").unwrap();
-        } else {
-            std::os::unix::fs::symlink(&target, &jidx).unwrap();
-        }
-        let store = Store::open(dir.path()).unwrap();
-        assert_eq!(store.head(&sid).unwrap(), heads[2]);
-        assert_eq!(store.load(&heads[2]).unwrap().messages.len(), 12);
-        assert_eq!(store.sessions().unwrap()[0].messages, 12);
-        let fsck = hel_store::fsck::fsck(&store).unwrap();
-        assert!(fsck.is_sound(), "{:?}", fsck.faults);
-        let notes: Vec<&String> = fsck.notes.iter().filter(|n| n.contains(".jidx")).collect();
-        assert!(
-            notes.len() == 1 && notes[0].contains("pre-release"),
-            "{:?}",
-            fsck.notes
-        );
-        // A dry run removes nothing.
-        hel_store::gc::gc(&store, true).unwrap();
-        assert!(jidx.symlink_metadata().is_ok());
-        hel_store::gc::gc(&store, false).unwrap();
-        assert!(jidx.symlink_metadata().is_err(), "gc left the sidecar");
-        assert_eq!(fs::read(&target).unwrap(), b"not to be touched");
-        let fsck = hel_store::fsck::fsck(&store).unwrap();
-        assert!(fsck.is_sound() && !fsck.notes.iter().any(|n| n.contains(".jidx")));
-        assert_eq!(store.head(&sid).unwrap(), heads[2]);
-    }
-    // A commit writes no sidecar.
+    let good = fs::read(&jidx).unwrap();
+    let sidecar_notes = |store: &Store| -> Vec<String> {
+        let report = hel_store::fsck::fsck(store).unwrap();
+        assert!(report.is_sound(), "{:?}", report.faults);
+        report
+            .notes
+            .into_iter()
+            .filter(|n| n.contains("sidecar"))
+            .collect()
+    };
     let store = Store::open(dir.path()).unwrap();
+    assert!(sidecar_notes(&store).is_empty());
+    // The second entry's offset (16-byte header, 48-byte entries, the
+    // offset after the 32-byte id).
+    let mut bad = good.clone();
+    bad[16 + 48 + 32] ^= 0x01;
+    fs::write(&jidx, &bad).unwrap();
+    let notes = sidecar_notes(&store);
+    assert!(
+        notes.len() == 1 && notes[0].contains("damaged at entry 1"),
+        "{notes:?}"
+    );
+    assert_eq!(store.sessions().unwrap().len(), 1);
+    assert!(store.load(&heads[2]).is_ok());
+    // A header that is not a sidecar's.
+    let mut bad = good.clone();
+    bad[0] ^= 0x01;
+    fs::write(&jidx, &bad).unwrap();
+    let notes = sidecar_notes(&store);
+    assert!(
+        notes.len() == 1 && notes[0].contains("not a readable sidecar"),
+        "{notes:?}"
+    );
+    // Short (the last entry's append lost): no damage.
+    fs::write(&jidx, &good[..good.len() - 48]).unwrap();
+    assert!(sidecar_notes(&store).is_empty());
+    // The session's next commit rewrites a damaged one.
+    let mut bad = good.clone();
+    bad[16 + 48 + 32] ^= 0x01;
+    fs::write(&jidx, &bad).unwrap();
     let (lease, head) = store.resume(&sid).unwrap();
     let loaded = store.load(&head).unwrap();
     let mut conv = Conv::from_loaded(&loaded);
@@ -2299,7 +2316,13 @@ fn a_leftover_sidecar_is_ignored_noted_and_removed_by_gc() {
     conv.extend(&conversation("b", 16)[12..]);
     conv.commit(&store, &lease, &mut state);
     drop(lease);
-    assert!(jidx.symlink_metadata().is_err());
+    let now = fs::read(&jidx).unwrap();
+    assert_eq!(now[..good.len()], good[..], "rewritten, then appended to");
+    assert!(sidecar_notes(&store).is_empty());
+}
+
+fn remove_sidecar(journal: &Path) {
+    let _ = fs::remove_file(journal.with_extension("jidx"));
 }
 
 /// Everything that reads or writes `sid` treats its journal as having a
@@ -2367,16 +2390,31 @@ fn one_flipped_bit_anywhere_before_the_end_is_a_fault_never_a_shorter_session() 
         // The ref names the last: its commit record is not a torn tail.
         ("the last commit record", c3.at + 60, c3.at),
     ] {
-        let mut bad = good.clone();
-        bad[at] ^= 0x10;
-        fs::write(&journal, &bad).unwrap();
-        assert_fault(dir.path(), &sid, &journal, offset, what);
+        for sidecar in [false, true] {
+            let mut bad = good.clone();
+            bad[at] ^= 0x10;
+            fs::write(&journal, &bad).unwrap();
+            if !sidecar {
+                remove_sidecar(&journal);
+            }
+            // With the sidecar, a listing reads only the journal's end:
+            // what it lists is checked where it is read (fsck, a load).
+            if sidecar {
+                let store = Store::open(dir.path()).unwrap();
+                assert!(!hel_store::fsck::fsck(&store).unwrap().is_sound(), "{what}");
+                assert!(store.load(&heads[2]).is_err(), "{what}");
+                assert!(fs::read(&journal).unwrap() == bad, "{what}");
+            } else {
+                assert_fault(dir.path(), &sid, &journal, offset, what);
+            }
+        }
     }
     // What is intact before the fault still reads; the session can be
     // deleted, and its journal goes with it.
     let mut bad = good.clone();
     bad[c2.at + 60] ^= 0x10;
     fs::write(&journal, &bad).unwrap();
+    remove_sidecar(&journal);
     let store = Store::open(dir.path()).unwrap();
     assert_eq!(store.load(&heads[0]).unwrap().messages.len(), 4);
     let kept = dir.path().join("kept.journal");
@@ -2411,6 +2449,7 @@ fn a_record_of_a_newer_hel_is_read_past_and_never_cut() {
         ("at the end", [&good[..], &newer[..]].concat()),
     ] {
         fs::write(&journal, &bytes).unwrap();
+        remove_sidecar(&journal);
         let store = Store::open(dir.path()).unwrap();
         // What this hel knows reads on: the head is the last commit.
         assert_eq!(store.head(&sid).unwrap(), heads[2], "{what}");
@@ -2504,6 +2543,7 @@ fn commit_records_that_break_a_writer_rule_are_faults() {
             let rec = record(2, &c.id, &stored);
             let bad = [&good[..c.at], &rec, &good[c.at + c.len..]].concat();
             fs::write(&journal, &bad).unwrap();
+            remove_sidecar(&journal);
             assert_fault(
                 dir.path(),
                 &sid,
@@ -2525,6 +2565,7 @@ fn an_object_twice_in_one_journal_is_a_fault() {
     let copy = &good[first.at..first.at + first.len];
     let bad = [&good[..c3.at], copy, &good[c3.at..]].concat();
     fs::write(&journal, &bad).unwrap();
+    remove_sidecar(&journal);
     assert_fault(dir.path(), &sid, &journal, c3.at, "a second copy");
 }
 
@@ -2539,6 +2580,7 @@ fn fsck_compares_each_commit_records_summary_with_its_snapshots() {
     let rec = record(2, &c2.id, &canonical::to_vec(&v));
     let bad = [&good[..c2.at], &rec, &good[c2.at + c2.len..]].concat();
     fs::write(&journal, &bad).unwrap();
+    remove_sidecar(&journal);
     let fsck = hel_store::fsck::fsck(&Store::open(dir.path()).unwrap()).unwrap();
     assert!(
         !fsck.is_sound()
@@ -2563,26 +2605,34 @@ fn a_torn_tail_is_what_a_crash_leaves_and_only_that_is_cut() {
     let commit = record(2, &[6; 32], &[b'{'; 200]);
     let mut bad_last = good.clone();
     bad_last[c3.at + 60] ^= 1;
-    for (what, bytes, head) in [
+    for (what, bytes, head, sidecar) in [
         (
             "half a record header",
             [&good[..], &object[..30]].concat(),
             2,
+            false,
         ),
-        ("half a record", [&good[..], &object[..100]].concat(), 2),
+        (
+            "half a record",
+            [&good[..], &object[..100]].concat(),
+            2,
+            true,
+        ),
         (
             "an object record and half a commit record",
             [&good[..], &object, &commit[..120]].concat(),
             2,
+            true,
         ),
         (
             "space that never got its bytes",
             [&good[..], &[0u8; 4096][..]].concat(),
             2,
+            false,
         ),
         // A last commit record that does not check, the ref still naming
         // the one before: a commit torn before it published.
-        ("a torn last commit record", bad_last.clone(), 1),
+        ("a torn last commit record", bad_last.clone(), 1, false),
     ] {
         fs::write(&journal, &bytes).unwrap();
         fs::write(
@@ -2590,6 +2640,9 @@ fn a_torn_tail_is_what_a_crash_leaves_and_only_that_is_cut() {
             format!("{}\n", heads[head]),
         )
         .unwrap();
+        if !sidecar {
+            remove_sidecar(&journal);
+        }
         let store = Store::open(dir.path()).unwrap();
         assert_eq!(store.head(&sid).unwrap(), heads[head], "{what}");
         let fsck = hel_store::fsck::fsck(&store).unwrap();
@@ -2619,7 +2672,28 @@ fn a_torn_tail_is_what_a_crash_leaves_and_only_that_is_cut() {
         assert_eq!(fresh.head(&sid).unwrap(), c.id, "{what}");
         assert!(hel_store::fsck::fsck(&fresh).unwrap().is_sound(), "{what}");
         fs::write(&journal, &good).unwrap();
+        remove_sidecar(&journal);
     }
+    // With the sidecar, that last commit record was durable before the
+    // sidecar listed it: not a torn write, a fault.
+    let (dir, sid, _, journal) = three_checkpoints();
+    let good = fs::read(&journal).unwrap();
+    let c3 = records(&good)
+        .into_iter()
+        .filter(|r| r.rtype == 2)
+        .nth(2)
+        .unwrap();
+    let mut bad_last = good.clone();
+    bad_last[c3.at + 60] ^= 1;
+    assert!(journal.with_extension("jidx").exists());
+    fs::write(&journal, &bad_last).unwrap();
+    assert_fault(
+        dir.path(),
+        &sid,
+        &journal,
+        c3.at,
+        "a damaged last commit record the sidecar lists",
+    );
 }
 
 /// A commit that staged records and was dropped leaves nothing after the
@@ -2651,6 +2725,7 @@ fn an_abandoned_commit_leaves_no_records_after_the_next() {
     let bytes = fs::read(&journal).unwrap();
     let last = records(&bytes).pop().unwrap();
     assert_eq!((last.rtype, last.at + last.len), (2, bytes.len()));
+    remove_sidecar(&journal);
     let fresh = Store::open(dir.path()).unwrap();
     assert_eq!(fresh.head(&sid).unwrap(), c.id);
     assert!(hel_store::fsck::fsck(&fresh).unwrap().is_sound());
@@ -2837,18 +2912,29 @@ fn an_unpublished_commit_is_ignored_and_cut_by_the_next() {
     let c2 = recs.iter().filter(|r| r.rtype == 2).nth(1).unwrap();
     let end2 = c2.at + c2.len;
     fs::write(ref_file(dir.path(), &sid), format!("{}\n", heads[1])).unwrap();
-    let store = Store::open(dir.path()).unwrap();
-    assert_eq!(store.head(&sid).unwrap(), heads[1]);
-    let listed = store.sessions().unwrap();
-    assert!(
-        listed.len() == 1 && listed[0].head == Some(heads[1]) && listed[0].messages == 8,
-        "{listed:?}"
-    );
-    let fsck = hel_store::fsck::fsck(&store).unwrap();
-    assert!(
-        fsck.is_sound() && fsck.notes.iter().any(|n| n.contains("did not publish")),
-        "{fsck:?}"
-    );
+    // The sidecar as such a crash leaves it: noted only up to the ref's
+    // commit record (a commit notes its records after its ref moved).
+    let listed = recs.iter().filter(|r| r.at < end2).count();
+    let jidx = journal.with_extension("jidx");
+    let side = fs::read(&jidx).unwrap();
+    fs::write(&jidx, &side[..16 + 48 * listed]).unwrap();
+    for sidecar in [true, false] {
+        if !sidecar {
+            remove_sidecar(&journal);
+        }
+        let store = Store::open(dir.path()).unwrap();
+        assert_eq!(store.head(&sid).unwrap(), heads[1]);
+        let listed = store.sessions().unwrap();
+        assert!(
+            listed.len() == 1 && listed[0].head == Some(heads[1]) && listed[0].messages == 8,
+            "{listed:?}"
+        );
+        let fsck = hel_store::fsck::fsck(&store).unwrap();
+        assert!(
+            fsck.is_sound() && fsck.notes.iter().any(|n| n.contains("did not publish")),
+            "{fsck:?}"
+        );
+    }
     let store = Store::open(dir.path()).unwrap();
     let (lease, at) = store.resume(&sid).unwrap();
     assert_eq!(at, heads[1]);
@@ -2892,13 +2978,18 @@ fn a_ref_restored_from_an_old_copy_is_a_fault() {
         .unwrap();
     let path = ref_file(dir.path(), &sid);
     fs::write(&path, format!("{}\n", heads[0])).unwrap();
-    assert_fault(dir.path(), &sid, &journal, c3.at, "an old ref");
-    let e = Store::open(dir.path())
-        .unwrap()
-        .head(&sid)
-        .unwrap_err()
-        .to_string();
-    assert!(e.contains(&format!("refs/sessions/{sid}")), "{e}");
+    for sidecar in [true, false] {
+        if !sidecar {
+            remove_sidecar(&journal);
+        }
+        assert_fault(dir.path(), &sid, &journal, c3.at, "an old ref");
+        let e = Store::open(dir.path())
+            .unwrap()
+            .head(&sid)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(&format!("refs/sessions/{sid}")), "{e}");
+    }
     // A ref naming a snapshot its journal never published: the same.
     let other = {
         let store = Store::open(dir.path()).unwrap();
@@ -3190,6 +3281,34 @@ fn a_ref_naming_another_sessions_checkpoint_is_listed_broken() {
     assert!(!fsck.is_sound(), "{fsck:?}");
 }
 
+/// A ref moved back by one commit (restored from a copy made between two
+/// commits) while the sidecar lists the commit after it: that commit was
+/// published (a commit notes its records only after its ref moved), so it
+/// is a fault naming the journal, never an unpublished commit the next
+/// commit cuts (the session silently one checkpoint shorter).
+#[test]
+fn a_ref_moved_back_one_commit_behind_its_sidecar_is_a_fault() {
+    let (dir, sid, heads, journal) = three_checkpoints();
+    let good = fs::read(&journal).unwrap();
+    let recs = records(&good);
+    let c2 = recs.iter().filter(|r| r.rtype == 2).nth(1).unwrap();
+    fs::write(ref_file(dir.path(), &sid), format!("{}\n", heads[1])).unwrap();
+    assert_fault(
+        dir.path(),
+        &sid,
+        &journal,
+        c2.at + c2.len,
+        "a ref one commit behind its sidecar",
+    );
+    let e = Store::open(dir.path()).unwrap().head(&sid).unwrap_err();
+    assert!(e.to_string().contains("older than its journal"), "{e}");
+    // The ref put back, the session is whole again.
+    fs::write(ref_file(dir.path(), &sid), format!("{}\n", heads[2])).unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    assert_eq!(store.head(&sid).unwrap(), heads[2]);
+    assert!(hel_store::fsck::fsck(&store).unwrap().is_sound());
+}
+
 /// The store records who depends on whom (objects-spec §6.2): a fork's
 /// first head comes after `refs/dependents/<base>/<fork>` and
 /// `refs/recorded/<fork>`, and a delete reads only the heads those
@@ -3440,11 +3559,7 @@ fn a_limit_error_is_named_before_a_damaged_node_further_on() {
         .messages
         .root
         .unwrap();
-    fs::write(
-        &journal,
-        with_stored_byte_flipped_and_checked(&good, &node, 20).1,
-    )
-    .unwrap();
+    fs::write(&journal, with_stored_byte_flipped(&good, &node, 20).1).unwrap();
     let limits = hel_store::Limits {
         max_messages: 500_000,
         max_bytes: 4_000,
