@@ -177,7 +177,13 @@ impl Odb {
         let map = self.incoming.lock().ok()?.as_ref().map(Arc::clone)?;
         let stored = map.get(id)?;
         let place = Path::new("(received)");
-        Some(crate::object::decode(id, place, stored, cap).map_err(Error::from))
+        let decoded = crate::object::decode(id, place, stored, cap).map_err(Error::from);
+        if let Ok((kind, payload)) = &decoded {
+            // Kept while the memo is on (a pull's check of every received
+            // checkpoint reads the nodes they share once each).
+            self.memo_put(id, *kind, stored.len() as u64, payload.clone(), None);
+        }
+        Some(decoded)
     }
 
     /// Start (`true`) or stop and drop (`false`) keeping decoded objects.

@@ -350,8 +350,19 @@ fn admit(
             },
         });
     }
-    // Checkpoints already here were admitted when they came.
+    // Checkpoints already here were admitted when they came. Their lists
+    // share nodes: each received object is decoded once for them all (the
+    // memo, bounded), not once per checkpoint, which made a pull of a
+    // long session quadratic in its checkpoints.
     let received: HashSet<&ObjectId> = records.iter().map(|(id, _)| id).collect();
+    struct MemoOff<'a>(&'a Odb);
+    impl Drop for MemoOff<'_> {
+        fn drop(&mut self) {
+            self.0.set_memo(false);
+        }
+    }
+    layout.set_memo(true);
+    let _off = MemoOff(layout);
     for id in snapshots.iter().filter(|id| received.contains(id)) {
         store.check_covering(id)?;
     }
