@@ -1071,7 +1071,7 @@ fn hel_object_modules_import_only_their_layer_and_below() {
     check_layers(
         "hel-object",
         &[
-            &["id", "canonical", "time", "format"],
+            &["id", "canonical", "json", "time", "format"],
             &["message", "object"],
             &["list", "session", "snapshot", "tree"],
             &["lib"],

@@ -4,6 +4,8 @@
 //!
 //! - `id`: object ids (BLAKE3 of canonical bytes) and session ids;
 //! - `canonical`: the canonical JSON every stored JSON value is written in;
+//! - `json`: the one bounded parse of JSON from outside the process
+//!   (values, depth, repeated keys);
 //! - `time`: milliseconds and their RFC 3339 spelling;
 //! - `format`: the store format's version and constants;
 //! - `message`: what a stored message must be to be loaded, and the
@@ -21,7 +23,7 @@
 //!   count of what a root tree flattens to ([`tree::Extents`]).
 //!
 //! In layers (checked by the workspace's `tests/t_structure.rs`): `id`,
-//! `canonical`, `time` and `format` import nothing of the crate; `message`
+//! `canonical`, `json`, `time` and `format` import nothing of the crate; `message`
 //! and `object` only those; `list`, `session`, `snapshot` and `tree` any of
 //! them.
 //!
@@ -31,6 +33,7 @@
 pub mod canonical;
 pub mod format;
 pub mod id;
+pub mod json;
 pub mod list;
 pub mod message;
 pub mod object;

@@ -117,7 +117,7 @@ mod upgrade;
 pub mod workspace;
 mod write;
 
-pub use hel_object::{canonical, message, time, tree};
+pub use hel_object::{canonical, json, message, time, tree};
 pub(crate) use hel_object::{format, id, object, snapshot};
 
 pub use commit::{encode_blob, Encoded, Txn};
