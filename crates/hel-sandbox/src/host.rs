@@ -184,10 +184,16 @@ pub struct Sandbox {
 }
 
 impl Sandbox {
-    /// Start the sandbox for `layout` with these writable directories.
+    /// Start the sandbox for `layout` with these writable directories,
+    /// on hel's network or (`network` false) on a loopback of its own.
     /// The error says why it cannot run here.
-    pub async fn start(layout: Layout, writable: Vec<PathBuf>) -> Result<Sandbox, SandboxError> {
+    pub async fn start(
+        layout: Layout,
+        writable: Vec<PathBuf>,
+        network: bool,
+    ) -> Result<Sandbox, SandboxError> {
         let spec = Spec {
+            network,
             project: layout.project.clone(),
             project_id: layout.project_id,
             store: layout.store,

@@ -7,8 +7,11 @@
 //!   a session of its own, so nothing here has a controlling terminal, and
 //!   with only the socket open beyond stdio), reads the spec,
 //!   unshares user, mount and PID namespaces (a user namespace even as
-//!   root, mapping its own uid and gid to themselves), makes every mount
-//!   private, forks B and waits for it.
+//!   root, mapping its own uid and gid to themselves) and, unless the spec
+//!   gives commands the network, a network namespace whose only interface
+//!   is a loopback (brought up: commands can still talk to each other and
+//!   to themselves, never to the host's 127.0.0.1 or beyond), makes every
+//!   mount private, forks B and waits for it.
 //! - **B** is PID 1 of the new PID namespace. It dies with A (death signal,
 //!   plus a pipe whose end A holds, since `getppid()` is 0 across the
 //!   namespace hop) and exits when hel's end of the socket closes; its end
@@ -49,7 +52,8 @@ use crate::proto::{self, FileId, GitMount, Report, Request, RunBody, Spec, Statu
 
 // libc stays for what rustix does not offer a process that has a libc:
 // fork (rustix's is for libc-free runtimes only), sigprocmask and
-// signalfd, close_range, and TMPFS_MAGIC.
+// signalfd, close_range, TMPFS_MAGIC, and the interface ioctls that bring
+// up the loopback.
 
 /// Why a step of building the sandbox failed; the helper reports it to
 /// hel, which refuses commands with it.
@@ -151,7 +155,7 @@ pub fn helper_main(args: &[String]) -> ! {
         Ok(s) => s,
         Err(e) => fail(&sock, &format!("the sandbox could not read its spec: {e}")),
     };
-    if let Err(e) = enter_namespaces() {
+    if let Err(e) = enter_namespaces(spec.network) {
         fail(&sock, &e.to_string());
     }
     let (alive_r, alive_w) = match rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC) {
@@ -227,14 +231,25 @@ fn read_spec(sock: &OwnedFd) -> Result<Spec, SetupError> {
     serde_json::from_slice(&bytes).map_err(|e| refused(e.to_string()))
 }
 
-fn enter_namespaces() -> Result<(), SetupError> {
+fn enter_namespaces(network: bool) -> Result<(), SetupError> {
     let uid = rustix::process::geteuid().as_raw();
     let gid = rustix::process::getegid().as_raw();
     use rustix::thread::UnshareFlags as U;
+    let (flags, what) = if network {
+        (
+            U::NEWUSER | U::NEWNS | U::NEWPID,
+            "cannot create user, mount and PID namespaces",
+        )
+    } else {
+        (
+            U::NEWUSER | U::NEWNS | U::NEWPID | U::NEWNET,
+            "cannot create user, mount, PID and network namespaces",
+        )
+    };
     // SAFETY: no FILES flag, and this process is single-threaded.
-    unsafe { rustix::thread::unshare_unsafe(U::NEWUSER | U::NEWNS | U::NEWPID) }
+    unsafe { rustix::thread::unshare_unsafe(flags) }
         .map_err(sys("unshare"))
-        .map_err(step("cannot create user, mount and PID namespaces"))?;
+        .map_err(step(what))?;
     // Map ourselves to ourselves, so files keep their owners. A user
     // namespace even as root: commands then hold no capability outside it.
     match std::fs::write("/proc/self/setgroups", "deny") {
@@ -247,11 +262,45 @@ fn enter_namespaces() -> Result<(), SetupError> {
         .map_err(sys("cannot map the user id"))?;
     std::fs::write("/proc/self/gid_map", format!("{gid} {gid} 1"))
         .map_err(sys("cannot map the group id"))?;
+    if !network {
+        loopback_up().map_err(step("cannot bring up the sandbox's loopback"))?;
+    }
     rustix::mount::mount_change(
         "/",
         MountPropagationFlags::PRIVATE | MountPropagationFlags::REC,
     )
     .map_err(sys("cannot make the mounts private"))
+}
+
+/// Bring up `lo` in the new network namespace (it starts down), as the
+/// owner of the namespace's user namespace.
+fn loopback_up() -> Result<(), SetupError> {
+    use rustix::net::{AddressFamily, SocketFlags, SocketType};
+    let sock = rustix::net::socket_with(
+        AddressFamily::INET,
+        SocketType::DGRAM,
+        SocketFlags::CLOEXEC,
+        None,
+    )
+    .map_err(sys("socket"))?;
+    // SAFETY: an all-zero ifreq is valid (a C struct of integers, arrays
+    // and a union of them).
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (dst, src) in req.ifr_name.iter_mut().zip(b"lo\0") {
+        *dst = *src as libc::c_char;
+    }
+    // SAFETY: `req` is a valid ifreq naming `lo`, and the ioctls read and
+    // write only it.
+    unsafe {
+        if libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFFLAGS as _, &mut req) < 0 {
+            return Err(sys("SIOCGIFFLAGS")(std::io::Error::last_os_error()));
+        }
+        req.ifr_ifru.ifru_flags |= (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
+        if libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFFLAGS as _, &req) < 0 {
+            return Err(sys("SIOCSIFFLAGS")(std::io::Error::last_os_error()));
+        }
+    }
+    Ok(())
 }
 
 /// Process B, PID 1 of the sandbox: set up, then serve. Never returns.

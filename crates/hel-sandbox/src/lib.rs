@@ -13,7 +13,8 @@
 //! store's files stay with hel), have no controlling terminal and see a
 //! private `/dev` without the user's terminals.
 //!
-//! Reads stay open where the system needs them, and so does the network.
+//! Reads stay open where the system needs them. The network is hel's, or
+//! (when the caller says so) a network namespace with only a loopback.
 //! When a step is not possible here, bash is refused with the reason and
 //! `--no-sandbox`.
 //!

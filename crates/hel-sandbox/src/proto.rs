@@ -184,6 +184,9 @@ pub struct Spec {
     /// Bind mounts over git directories (found by hel-agent's `tools::gitdirs`),
     /// each parent before what is inside it.
     pub git: Vec<GitMount>,
+    /// Commands share hel's network; false: a network namespace of their
+    /// own with only a loopback.
+    pub network: bool,
 }
 
 /// One bind mount of a path onto itself: a git directory or `.git` file

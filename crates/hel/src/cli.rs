@@ -81,6 +81,12 @@ pub struct RunArgs {
     /// Run bash commands without the sandbox (warns once).
     #[arg(long)]
     pub no_sandbox: bool,
+    /// Let sandboxed commands use the network (default: off under --access auto, on under confirm).
+    #[arg(long, conflicts_with = "no_network")]
+    pub network: bool,
+    /// Keep sandboxed commands off the network: they get a loopback of their own.
+    #[arg(long)]
+    pub no_network: bool,
     /// Let commands and the file tools write .git (commit, branch); its config and hooks stay read-only.
     #[arg(long)]
     pub allow_git_write: bool,
@@ -268,6 +274,16 @@ impl RunArgs {
         }
     }
 
+    /// Whether sandboxed commands may use the network: as the flags (or
+    /// the config's `network`) say, else by the access mode.
+    pub fn network_on(&self) -> bool {
+        match (self.network, self.no_network) {
+            (true, _) => true,
+            (_, true) => false,
+            _ => hel_agent::Access::from(self.access).network_by_default(),
+        }
+    }
+
     /// The run's options, as the agent library takes them.
     pub fn options(&self) -> hel_agent::Options {
         use hel_agent::{Compaction, Instructions};
@@ -286,6 +302,7 @@ impl RunArgs {
             bash_timeout: self.bash_timeout,
             allow_write: self.allow_write.clone(),
             sandbox: !self.no_sandbox,
+            network: self.network_on(),
             allow_git_write: self.allow_git_write,
             instructions: match (self.no_context_file, &self.context_file) {
                 (true, _) => Instructions::None,

@@ -36,6 +36,8 @@ pub struct File {
     stream: Option<bool>,
     /// `--allow-git-write`.
     allow_git_write: Option<bool>,
+    /// `--network` (true) or `--no-network` (false).
+    network: Option<bool>,
     /// MCP servers whose tools are offered (`[mcp_servers.NAME]`).
     #[serde(default)]
     mcp_servers: std::collections::BTreeMap<String, hel_agent::mcp::ServerConfig>,
@@ -195,6 +197,8 @@ pub fn settings(
         bash_timeout,
         allow_write,
         no_sandbox,
+        network,
+        no_network,
         allow_git_write,
         context_file,
         no_context_file,
@@ -240,6 +244,14 @@ pub fn settings(
         }
         fill!(no_stream, f.stream.map(|on| !on), "no_stream");
         fill!(allow_git_write, f.allow_git_write, "allow_git_write");
+        if !set("network", &sources) && !set("no_network", &sources) {
+            fill!(network, f.network.filter(|on| *on), "network");
+            fill!(
+                no_network,
+                f.network.filter(|on| !on).map(|_| true),
+                "no_network"
+            );
+        }
     }
     if run.compact_at.is_some() != run.keep_recent.is_some() {
         return Err(Usage::CompactAtAlone.into());
@@ -295,6 +307,14 @@ pub fn print(settings: &Settings) {
             "allow_git_write",
             r.allow_git_write.to_string(),
             src("allow_git_write"),
+        ),
+        (
+            "network",
+            match (r.network_on(), r.network || r.no_network) {
+                (on, true) => on.to_string(),
+                (on, false) => format!("{on} (under access {access})"),
+            },
+            src("network").min_source(src("no_network")),
         ),
     ];
     for (k, v, s) in rows {

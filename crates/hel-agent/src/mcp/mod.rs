@@ -60,6 +60,10 @@ pub struct ServerConfig {
     pub args: Vec<String>,
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// Variables of hel's environment it gets although they are secrets
+    /// (every other secret is kept from it: see `tools::secret`).
+    #[serde(default)]
+    pub env_vars: Vec<String>,
     pub cwd: Option<PathBuf>,
     /// A streamable-HTTP server: its URL.
     pub url: Option<String>,
@@ -85,6 +89,8 @@ pub enum Transport {
         command: String,
         args: Vec<String>,
         env: BTreeMap<String, String>,
+        /// Secret variables of hel's environment it gets.
+        env_vars: Vec<String>,
         cwd: Option<PathBuf>,
     },
     Http {
@@ -154,12 +160,17 @@ impl ServerSpec {
                     command: command.clone(),
                     args: c.args.clone(),
                     env: c.env.clone(),
+                    env_vars: c.env_vars.clone(),
                     cwd: c.cwd.clone(),
                 }
             }
             (None, Some(url)) => {
-                if !c.args.is_empty() || !c.env.is_empty() || c.cwd.is_some() {
-                    return Err(misplaced("args, env and cwd", "stdio"));
+                if !c.args.is_empty()
+                    || !c.env.is_empty()
+                    || !c.env_vars.is_empty()
+                    || c.cwd.is_some()
+                {
+                    return Err(misplaced("args, env, env_vars and cwd", "stdio"));
                 }
                 if !(url.starts_with("http://") || url.starts_with("https://")) {
                     return Err(McpConfigError::NotHttp(name.to_owned()));
@@ -264,7 +275,8 @@ pub fn probe(specs: &[ServerSpec]) -> Result<Probe, ProbeError> {
         .map_err(ProbeError::Runtime)?;
     let instance = crate::instance::Instance::start().map_err(ProbeError::Instance)?;
     let log_dir = log_dir();
-    let mut started = runtime.block_on(start_all(specs, &log_dir));
+    let withheld = crate::tools::secret::Withheld::of(specs);
+    let mut started = runtime.block_on(start_all(specs, &log_dir, &withheld));
     for s in &mut started.servers {
         s.stop();
     }
@@ -299,8 +311,13 @@ pub fn log_path(dir: &Path, name: &str) -> PathBuf {
 
 /// Start every enabled server in `specs` at once, each within its startup
 /// timeout; a server that fails is left out (in `failed`, and said in a
-/// warning naming its log under `log_dir`).
-pub(crate) async fn start_all(specs: &[ServerSpec], log_dir: &Path) -> Started {
+/// warning naming its log under `log_dir`). A stdio server's environment
+/// is hel's less what `withheld` keeps.
+pub(crate) async fn start_all(
+    specs: &[ServerSpec],
+    log_dir: &Path,
+    withheld: &crate::tools::secret::Withheld,
+) -> Started {
     let enabled: Vec<&ServerSpec> = specs.iter().filter(|s| s.enabled).collect();
     {
         use std::os::unix::fs::DirBuilderExt;
@@ -310,7 +327,7 @@ pub(crate) async fn start_all(specs: &[ServerSpec], log_dir: &Path) -> Started {
     let starts = enabled.iter().map(|spec| async move {
         let log = log_path(log_dir, &spec.name);
         let secs = spec.startup_timeout.as_secs();
-        match tokio::time::timeout(spec.startup_timeout, start_one(spec, log)).await {
+        match tokio::time::timeout(spec.startup_timeout, start_one(spec, log, withheld)).await {
             Ok(r) => r,
             // Dropping the start stops its process.
             Err(_) => Err(StartError::Timeout(secs)),
@@ -346,18 +363,22 @@ pub(crate) async fn start_all(specs: &[ServerSpec], log_dir: &Path) -> Started {
 async fn start_one(
     spec: &ServerSpec,
     log: PathBuf,
+    withheld: &crate::tools::secret::Withheld,
 ) -> Result<(Server, Vec<McpWarning>), StartError> {
     let (service, process) = match &spec.transport {
         Transport::Stdio {
             command,
             args,
             env,
+            env_vars,
             cwd,
         } => {
             let launch = process::Launch {
                 command,
                 args,
                 env,
+                env_vars,
+                withheld,
                 cwd: cwd.as_deref(),
                 log,
             };

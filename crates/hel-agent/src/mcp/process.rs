@@ -1,6 +1,7 @@
 //! A stdio server's process: started as the user declared it, with only
-//! its stdio open, without hel's API keys, its stderr copied to a log up
-//! to a bound; stopped with everything it started.
+//! its stdio open, without the secrets of hel's environment (but those its
+//! table lists), its stderr copied to a log up to a bound; stopped with
+//! everything it started.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -11,7 +12,7 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::{Child, ChildStdin, ChildStdout};
 
-use crate::tools::secret::is_secret;
+use crate::tools::secret::Withheld;
 
 /// Bytes of a server's stderr kept in its log; the rest is dropped.
 const LOG_CAP: u64 = 4 << 20;
@@ -30,18 +31,21 @@ pub(crate) struct Launch<'a> {
     pub command: &'a str,
     pub args: &'a [String],
     pub env: &'a BTreeMap<String, String>,
+    /// Variables of hel's environment it gets even when they are secret.
+    pub env_vars: &'a [String],
+    /// What is kept from it.
+    pub withheld: &'a Withheld,
     pub cwd: Option<&'a Path>,
     /// Where its stderr goes.
     pub log: PathBuf,
 }
 
-/// The environment a server gets: hel's, less its API keys, plus what the
-/// config names (a key named there is the user's choice).
-fn server_env(declared: &BTreeMap<String, String>) -> Vec<(OsString, OsString)> {
-    let mut env: Vec<(OsString, OsString)> = std::env::vars_os()
-        .filter(|(k, _)| !k.to_str().is_some_and(is_secret))
-        .collect();
-    env.extend(declared.iter().map(|(k, v)| (k.into(), v.into())));
+/// The environment a server gets: hel's less what is withheld (but the
+/// variables its `env_vars` lists), plus its `env` (what the user's config
+/// names there is the user's choice).
+fn server_env(launch: &Launch<'_>) -> Vec<(OsString, OsString)> {
+    let mut env = launch.withheld.inherited(launch.env_vars);
+    env.extend(launch.env.iter().map(|(k, v)| (k.into(), v.into())));
     env
 }
 
@@ -52,7 +56,7 @@ pub(crate) fn spawn(launch: &Launch<'_>) -> std::io::Result<(Process, ChildStdou
     let mut cmd = tokio::process::Command::new(launch.command);
     cmd.args(launch.args)
         .env_clear()
-        .envs(server_env(launch.env))
+        .envs(server_env(launch))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

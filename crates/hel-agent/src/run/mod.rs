@@ -198,6 +198,9 @@ impl Run {
             access: options.access,
             bash_timeout: options.bash_timeout,
             sandbox: options.sandbox,
+            network: options.network,
+            // Every server of the config, enabled or not.
+            withheld: Arc::new(crate::tools::secret::Withheld::of(&options.mcp)),
             allow_write,
             allow_git_write: options.allow_git_write,
             tmp: instance.tmp(),
@@ -283,7 +286,7 @@ impl Run {
             let seen = self.interrupts.count();
             let logs = crate::mcp::log_dir();
             let started = tokio::select! {
-                s = crate::mcp::start_all(&self.mcp, &logs) => s,
+                s = crate::mcp::start_all(&self.mcp, &logs, &self.agent.tools().withheld) => s,
                 // Dropping the starts stops their processes.
                 _ = self.interrupts.after(seen) => return false,
             };

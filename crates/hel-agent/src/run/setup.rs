@@ -42,6 +42,9 @@ pub struct Options {
     pub allow_write: Vec<PathBuf>,
     /// Whether commands run in the sandbox.
     pub sandbox: bool,
+    /// Whether sandboxed commands may use the network (the default is
+    /// [`crate::Access::network_by_default`]).
+    pub network: bool,
     /// `--allow-git-write`: commands and the file tools may write git
     /// directories, but for their config and hooks.
     pub allow_git_write: bool,

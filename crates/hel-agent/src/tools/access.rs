@@ -14,6 +14,18 @@ pub enum Access {
     Auto,
 }
 
+impl Access {
+    /// Whether sandboxed commands may use the network when the user said
+    /// nothing (`--network`, `--no-network`, `network = …`): not under
+    /// `auto`, where nobody reads a command before it runs (a command
+    /// that a prompt injection wrote could send what it can read
+    /// anywhere); yes under `confirm`, where the user approves each one
+    /// (and read-only runs none).
+    pub fn network_by_default(self) -> bool {
+        self != Access::Auto
+    }
+}
+
 /// How a call came to run (or not), as record.json names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]

@@ -58,6 +58,12 @@ pub(crate) struct ToolCtx {
     pub access: Access,
     pub bash_timeout: u64,
     pub sandbox: bool,
+    /// Sandboxed commands may use the network (else they have a loopback
+    /// of their own and nothing else).
+    pub network: bool,
+    /// The variables of hel's environment kept from commands and MCP
+    /// servers beyond the name rules (see [`super::secret`]).
+    pub withheld: Arc<super::secret::Withheld>,
     pub allow_write: Vec<PathBuf>,
     /// `--allow-git-write`: git directories are open to commits (see
     /// [`super::gitdirs`]).

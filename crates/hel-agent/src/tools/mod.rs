@@ -237,6 +237,8 @@ pub(crate) mod testing {
             access: Access::Auto,
             bash_timeout: 5,
             sandbox: false,
+            network: true,
+            withheld: Default::default(),
             allow_write: Vec::new(),
             allow_git_write: false,
             tmp: std::env::temp_dir(),

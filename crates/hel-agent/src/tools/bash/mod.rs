@@ -14,7 +14,7 @@ use super::gitdirs;
 use super::output;
 use crate::event::Warning;
 use hel_sandbox::{GitMount, Layout, RunBody, RunError, Sandbox, SandboxError};
-use shell::{command_env, format_result};
+use shell::{command_env, format_result, mentions_network_failure, NETWORK_OFF};
 
 fn refusal(what: &SandboxError) -> ToolResult {
     ToolResult::failed(format!(
@@ -83,7 +83,7 @@ async fn sandboxed(ctx: &mut ToolCtx, command: String) -> ToolResult {
     if ctx.commands.0.is_none() {
         let mut writable = vec![ctx.project.clone(), ctx.tmp.clone()];
         writable.extend(ctx.allow_write.iter().cloned());
-        match Sandbox::start(layout, writable).await {
+        match Sandbox::start(layout, writable, ctx.network).await {
             Ok(sb) => ctx.commands.0 = Some(sb),
             Err(e) => return refusal(&e),
         }
@@ -94,7 +94,7 @@ async fn sandboxed(ctx: &mut ToolCtx, command: String) -> ToolResult {
     let body = RunBody {
         cwd: ctx.cwd.clone(),
         command,
-        env: command_env(&ctx.tmp),
+        env: command_env(&ctx.tmp, &ctx.withheld),
     };
     let tap = output::tap(ctx.observer.clone());
     let ran = sb
@@ -104,7 +104,12 @@ async fn sandboxed(ctx: &mut ToolCtx, command: String) -> ToolResult {
     note.push_str(&created_git(ctx, &before));
     match ran {
         Ok(o) => {
-            let text = format_result(o.status, ctx.bash_timeout, &o.stdout, &o.stderr);
+            let mut text = format_result(o.status, ctx.bash_timeout, &o.stdout, &o.stderr);
+            // Also after an exit 0: `a; b` exits with b's status.
+            if !ctx.network && mentions_network_failure(&o.stdout, &o.stderr) {
+                text.push('\n');
+                text.push_str(NETWORK_OFF);
+            }
             match o.status {
                 Some(_) => ToolResult::ok(format!("{note}{text}")),
                 None => ToolResult::failed(format!("{note}{text}")),

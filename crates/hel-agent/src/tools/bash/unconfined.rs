@@ -17,7 +17,7 @@ pub(super) async fn run(ctx: &mut ToolCtx, command: &str) -> ToolResult {
     cmd.arg("-c")
         .arg(command)
         .env_clear()
-        .envs(command_env(&ctx.tmp))
+        .envs(command_env(&ctx.tmp, &ctx.withheld))
         .current_dir(&ctx.cwd)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
