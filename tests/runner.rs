@@ -9,6 +9,7 @@ mod t_compaction;
 mod t_compat_wire;
 mod t_config;
 mod t_core;
+mod t_credentials;
 mod t_durability;
 mod t_evals;
 mod t_format;
