@@ -44,6 +44,7 @@ pub use event::{Event, Observer, Warning};
 pub use project::{Found, Project, ProjectError};
 // Confirmation.
 pub use tools::access::simple_program;
+pub use tools::secret::is_secret_name;
 pub use tools::{Access, Answer, Confirm, Decision, Request, ToolName};
 // Interrupts (Ctrl-C).
 pub use interrupt::{channel as interrupts, Interrupter, Interrupts};

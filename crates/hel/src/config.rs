@@ -80,10 +80,8 @@ pub fn load() -> Result<Option<(PathBuf, File)>, Exit> {
         Ok(v) => v,
         Err(source) => return Err(Usage::ConfigSyntax { path, source }.into()),
     };
-    if let Some(key) = value
-        .keys()
-        .find(|key| key.contains("key") || key.contains("token") && !key.contains("tokens"))
-    {
+    // The one rule of what names a secret (the environment's too).
+    if let Some(key) = value.keys().find(|key| hel_agent::is_secret_name(key)) {
         let key = key.clone();
         return Err(Usage::ConfigKey { path, key }.into());
     }

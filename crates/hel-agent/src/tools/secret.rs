@@ -56,7 +56,7 @@ const SECRET_PARTS: &[&str] = &["SECRET", "PASSWORD", "PASSWD", "PASSPHRASE", "C
 ///
 /// What is not secret by these rules: `XDG_*`, `SSH_ASKPASS`, `XAUTHORITY`,
 /// `GIT_AUTHOR_NAME`, `BYPASS_*`.
-pub(crate) fn is_secret_name(name: &str) -> bool {
+pub fn is_secret_name(name: &str) -> bool {
     let upper = name.to_ascii_uppercase();
     let words: Vec<&str> = upper
         .split(|c: char| !c.is_ascii_alphanumeric())
