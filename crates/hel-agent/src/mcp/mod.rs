@@ -275,7 +275,7 @@ pub fn probe(specs: &[ServerSpec]) -> Result<Probe, ProbeError> {
         .map_err(ProbeError::Runtime)?;
     let instance = crate::instance::Instance::start().map_err(ProbeError::Instance)?;
     let log_dir = log_dir();
-    let withheld = crate::tools::secret::Withheld::of(specs);
+    let withheld = withheld(specs);
     let mut started = runtime.block_on(start_all(specs, &log_dir, &withheld));
     for s in &mut started.servers {
         s.stop();
@@ -296,6 +296,26 @@ pub fn probe(specs: &[ServerSpec]) -> Result<Probe, ProbeError> {
         warnings,
         log_dir,
     })
+}
+
+/// What is kept from commands and stdio servers (see `tools::secret`),
+/// with the variables `specs` (every server of the config, enabled or
+/// not) read a bearer token or a header's value from.
+pub(crate) fn withheld(specs: &[ServerSpec]) -> crate::tools::secret::Withheld {
+    crate::tools::secret::Withheld::of(specs.iter().flat_map(|s| {
+        match &s.transport {
+            Transport::Http {
+                bearer_env,
+                headers,
+                ..
+            } => bearer_env
+                .iter()
+                .chain(headers.values())
+                .map(String::as_str)
+                .collect(),
+            Transport::Stdio { .. } => Vec::new(),
+        }
+    }))
 }
 
 /// Where the servers' logs are: `mcp-logs/` under this user's private

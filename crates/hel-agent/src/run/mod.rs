@@ -200,7 +200,7 @@ impl Run {
             sandbox: options.sandbox,
             network: options.network,
             // Every server of the config, enabled or not.
-            withheld: Arc::new(crate::tools::secret::Withheld::of(&options.mcp)),
+            withheld: Arc::new(crate::mcp::withheld(&options.mcp)),
             allow_write,
             allow_git_write: options.allow_git_write,
             tmp: instance.tmp(),

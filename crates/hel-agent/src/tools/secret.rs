@@ -7,14 +7,12 @@
 //! ([`is_secret_name`]), when hel reads a credential from it
 //! ([`CREDENTIAL_VARS`]), or when the user's config names it as where an
 //! MCP server's bearer token or a header's value comes from
-//! ([`Withheld::of`]). An MCP stdio server gets back exactly the variables
+//! ([`Withheld::of`], fed by `mcp::withheld`). An MCP stdio server gets back exactly the variables
 //! its own table of the user's config lists in `env_vars`; nothing gives
 //! them back to commands.
 
 use std::collections::BTreeSet;
 use std::ffi::OsString;
-
-use crate::mcp::{ServerSpec, Transport};
 
 /// The variables hel itself reads credentials from, whatever the name
 /// rules say: the model providers' API keys (see [`crate::config`]) and
@@ -84,22 +82,12 @@ pub(crate) struct Withheld {
 }
 
 impl Withheld {
-    /// What `servers` (every server of the config, enabled or not) read
-    /// credentials from.
-    pub(crate) fn of(servers: &[ServerSpec]) -> Withheld {
-        let mut names = BTreeSet::new();
-        for s in servers {
-            if let Transport::Http {
-                bearer_env,
-                headers,
-                ..
-            } = &s.transport
-            {
-                names.extend(bearer_env.iter().map(|v| v.to_ascii_uppercase()));
-                names.extend(headers.values().map(|v| v.to_ascii_uppercase()));
-            }
+    /// The name rules, hel's own variables and `names` (what the config's
+    /// MCP servers read credentials from).
+    pub(crate) fn of<'a>(names: impl IntoIterator<Item = &'a str>) -> Withheld {
+        Withheld {
+            names: names.into_iter().map(|v| v.to_ascii_uppercase()).collect(),
         }
-        Withheld { names }
     }
 
     /// Whether the variable `name` is kept from commands and MCP servers.
@@ -134,8 +122,6 @@ impl Withheld {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::BTreeMap;
-    use std::time::Duration;
 
     #[test]
     fn secret_names_are_recognised_and_look_alikes_are_not() {
@@ -204,40 +190,9 @@ mod tests {
         }
     }
 
-    fn http(name: &str, bearer: Option<&str>, headers: &[(&str, &str)]) -> ServerSpec {
-        ServerSpec {
-            name: name.into(),
-            transport: Transport::Http {
-                url: "https://mcp.example/mcp".into(),
-                bearer_env: bearer.map(Into::into),
-                headers: headers
-                    .iter()
-                    .map(|(h, v)| (h.to_string(), v.to_string()))
-                    .collect(),
-            },
-            read_only: Default::default(),
-            startup_timeout: Duration::from_secs(1),
-            tool_timeout: Duration::from_secs(1),
-            enabled: false,
-        }
-    }
-
     #[test]
     fn what_is_withheld_and_what_a_server_is_given() {
-        let stdio = ServerSpec {
-            transport: Transport::Stdio {
-                command: "x".into(),
-                args: Vec::new(),
-                env: BTreeMap::new(),
-                env_vars: Vec::new(),
-                cwd: None,
-            },
-            ..http("s", None, &[])
-        };
-        let w = Withheld::of(&[
-            http("docs", Some("DOCS_BEARER_VAR"), &[("X-Team", "docs_team")]),
-            stdio,
-        ]);
+        let w = Withheld::of(["DOCS_BEARER_VAR", "docs_team"]);
         let env: Vec<(OsString, OsString)> = [
             ("LANG", "C.UTF-8"),
             ("PATH", "/usr/bin"),
@@ -267,7 +222,7 @@ mod tests {
         );
         // Without the config, only the name rules and hel's own.
         assert_eq!(
-            names(Withheld::default().filter(env, &[])),
+            names(Withheld::of([]).filter(env, &[])),
             ["LANG", "PATH", "DOCS_BEARER_VAR", "DOCS_TEAM", "AWS_REGION"]
         );
         // A name that is not UTF-8 is judged by what can be read of it.
