@@ -248,6 +248,32 @@ fn under_auto_commands_have_no_network_unless_allowed() {
     assert!(!r.contains(hint), "{r}");
     assert!(accepted.join().unwrap(), "the listener got no hello");
 
+    // `hel config` says what a run would use, and why.
+    let network = |args: &[&str]| {
+        let shown = p.run(None, args);
+        assert_eq!(shown.code, 0, "{}", shown.stderr);
+        let row = shown.stdout.lines().find(|l| l.starts_with("network "));
+        row.unwrap_or_default()
+            .split_whitespace()
+            .skip(1)
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    assert_eq!(
+        network(&["--access", "auto", "config"]),
+        "false (under access auto) default"
+    );
+    assert_eq!(network(&["config"]), "true (under access confirm) default");
+    // Given on both sides of the subcommand, the one after it wins.
+    assert_eq!(
+        network(&["--network", "config", "--no-network"]),
+        "false flag"
+    );
+    assert_eq!(
+        network(&["--no-network", "config", "--network"]),
+        "true flag"
+    );
+
     // The config's `network = true` too; `--no-network` wins over it.
     config_file(&p, "network = true\n");
     let shown = p.run(None, &["config"]);

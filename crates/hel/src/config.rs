@@ -211,6 +211,15 @@ pub fn settings(
         output_format,
         include_partial,
     );
+    // `--network` on one side of the subcommand, `--no-network` on the
+    // other: the one after it wins, as for every flag.
+    if run.network && run.no_network {
+        if given(sub_m, "no_network").is_some() {
+            run.network = false;
+        } else {
+            run.no_network = false;
+        }
+    }
     let set = |id: &str, sources: &[(&'static str, Source)]| sources.iter().any(|(k, _)| *k == id);
     // The config file fills what no flag or variable set.
     if let Some((path, f)) = file {
