@@ -190,21 +190,19 @@ impl Confirm for Ask {
     fn confirm(&self, request: &Request) -> Answer {
         let mut err = std::io::stderr();
         let rules = &self.editor.rules;
-        confirm::ask(
-            request,
-            rules,
-            crate::render::width(),
-            &mut err,
-            &mut |question| match self.editor.read(question) {
-                Read::Line(l) => Reading::Line(l),
-                Read::Eof => Reading::End,
-                Read::CtrlC => {
-                    self.interrupter.interrupt();
-                    Reading::Cancel
-                }
-                Read::Failed(e) => Reading::Failed(e.to_string()),
-            },
-        )
+        let screen = crate::tty::screen(&std::io::stderr()).unwrap_or(confirm::Screen::DEFAULT);
+        confirm::ask(request, rules, screen, &mut err, &mut |question| match self
+            .editor
+            .read(question)
+        {
+            Read::Line(l) => Reading::Line(l),
+            Read::Eof => Reading::End,
+            Read::CtrlC => {
+                self.interrupter.interrupt();
+                Reading::Cancel
+            }
+            Read::Failed(e) => Reading::Failed(e.to_string()),
+        })
     }
 
     fn ask(&self, request: &str) -> Answer {
