@@ -222,3 +222,24 @@ fn an_mcp_call_is_shown_as_sent_and_a_repeated_key_refused() {
         exited_with(&s, 0);
     }
 }
+
+/// A bash call whose arguments hold `command` twice runs neither, in any
+/// access mode: the model is told the key is repeated.
+#[test]
+fn a_bash_call_with_a_repeated_key_runs_nothing() {
+    for access in ["auto", "confirm"] {
+        let p = Project::new();
+        let mock = Mock::start(json!([
+            {"tool_calls": [{"name": "bash", "arguments": r#"{"command": "echo running the tests", "command": "touch PWNED"}"#}]},
+            {"content": "Done."},
+        ]));
+        let run = p.run(Some(&mock), &["--access", access, "-p", "x"]);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        assert!(!p.dir.path().join("PWNED").exists(), "{access}");
+        let results = tool_results(&mock, 1);
+        assert!(
+            results.len() == 1 && results[0].contains("a key repeated in one object"),
+            "{access}: {results:?}"
+        );
+    }
+}

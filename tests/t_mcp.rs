@@ -358,7 +358,7 @@ fn hostile_servers_are_bounded_reported_and_stopped() {
         "{}",
         r[3]
     );
-    assert!(r[4].contains("must be a JSON object"), "{}", r[4]);
+    assert!(r[4].contains("not a JSON object"), "{}", r[4]);
     // Every server process, and the child the slow one left running, is
     // gone (they ignore SIGTERM).
     let all: Vec<u32> = std::fs::read_to_string(&pids)
@@ -508,7 +508,7 @@ fn mcp_list_shows_servers_tools_and_failures() {
     let run = p.run(None, &["mcp", "list"]);
     assert_eq!(run.code, 1, "a server did not start: {}", run.stderr);
     assert!(run.stdout.contains("list1  stdio"), "{}", run.stdout);
-    assert!(run.stdout.contains("started, 6 tools"), "{}", run.stdout);
+    assert!(run.stdout.contains("started, 7 tools"), "{}", run.stdout);
     assert!(
         run.stdout
             .contains("  mcp__list1__echo (read-only)  Say the text back."),
@@ -520,7 +520,7 @@ fn mcp_list_shows_servers_tools_and_failures() {
         .contains("missing2  stdio  /nonexistent/mcp-server  failed: cannot start"));
     let run = p.run(None, &["mcp", "list", "--json"]);
     let v: Value = serde_json::from_str(&run.stdout).unwrap();
-    assert_eq!(v["servers"][0]["tools"].as_array().unwrap().len(), 6);
+    assert_eq!(v["servers"][0]["tools"].as_array().unwrap().len(), 7);
 }
 
 #[test]

@@ -56,8 +56,7 @@ def pid() -> int:
 
 @server.tool()
 def write(path: str, text: str) -> str:
-    """Write the text to the file at path (the confirm tests: what the
-    server receives is what the user approved)."""
+    """Write the text to the file at the path."""
     with open(path, "w") as f:
         f.write(text)
     return "wrote " + path

@@ -1,7 +1,15 @@
 //! The `--access confirm` question, one place for both terminals it is
 //! asked on (the prompt's editor, `/dev/tty` for piped runs): what the call
 //! would do (the command in full, the lines a search_replace changes, the
-//! head and size of a write_file), then `[y/n/a/?]` until a valid answer.
+//! head and size of a write_file, an MCP call's arguments as sent), then
+//! `[y/n/a/?]` until a valid answer.
+//!
+//! What you approve is what runs: the preview is wrapped to the terminal,
+//! never cut, with every character that could hide or reorder text shown
+//! as an escape ([`visible`]); a call that does not fit on the screen with
+//! its question is not asked about but refused, the model told to split
+//! it (a write_file's head alone gives way), so the end of what runs is on
+//! the screen when the user answers.
 //! `a` allows the same again for the rest of this instance, in memory only
 //! (never stored in a checkpoint): every call of the tool, or for bash this
 //! exact command or, for a simple one, every command of its program.
