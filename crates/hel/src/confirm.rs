@@ -17,10 +17,9 @@
 use std::io::Write;
 use std::sync::Mutex;
 
-use hel_agent::text::escape_line;
 use hel_agent::{Answer, Request, ToolName};
 
-use crate::render::columns;
+use crate::render::{char_columns, columns};
 
 /// What `?` explains.
 pub const EXPLAIN: &str = "\
@@ -162,94 +161,176 @@ fn invisible(c: char) -> bool {
         | '\u{fff0}'..='\u{fffb}' | '\u{1d173}'..='\u{1d17a}' | '\u{e0000}'..='\u{e0fff}')
 }
 
-/// `line` (one line of a confirmed text) as the pieces it is shown in,
-/// each to be kept whole when the line is wrapped: a character, or the
-/// visible escape of one (control characters in caret notation, `^I`,
-/// `^M`, `^[`; C1 controls and every [`invisible`] character as
-/// `\u{…}`), or a long run of spaces as `␠×N`.
-fn pieces(line: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut chars = line.chars().peekable();
-    let mut at_start = true;
-    while let Some(c) = chars.next() {
-        if c == ' ' {
-            let mut run = 1;
-            while chars.next_if_eq(&' ').is_some() {
-                run += 1;
-            }
-            let long = if at_start { INDENT_RUN } else { SPACE_RUN };
-            if run >= long {
-                out.push(format!("␠×{run}"));
-            } else {
-                out.extend(std::iter::repeat_n(" ".to_owned(), run));
-            }
-            at_start = false;
-            continue;
+/// One piece of a confirmed line, kept whole when the line is wrapped:
+/// a character as it is, or the visible text standing for one character
+/// (an escape) or for a run of spaces (`␠×N`).
+enum Piece {
+    Char(char),
+    Text(String),
+}
+
+impl Piece {
+    /// The columns it is given on a line: at least one, so that no line
+    /// holds more pieces than it has columns (a run of zero-width marks
+    /// wraps like any text instead of piling up on one line).
+    fn columns(&self) -> usize {
+        match self {
+            Piece::Char(c) => char_columns(*c).max(1),
+            Piece::Text(t) => columns(t),
         }
-        at_start = false;
-        out.push(match c {
-            '\u{0}'..='\u{1f}' => format!("^{}", char::from(b'@' + c as u8)),
-            '\u{7f}' => "^?".to_owned(),
-            '\u{80}'..='\u{9f}' => format!("\\u{{{:x}}}", c as u32),
-            c if invisible(c) || escape_line(c.encode_utf8(&mut [0; 4])).len() > c.len_utf8() => {
-                format!("\\u{{{:x}}}", c as u32)
-            }
-            c => c.to_string(),
-        });
     }
-    out
+
+    fn push_to(&self, s: &mut String) {
+        match self {
+            Piece::Char(c) => s.push(*c),
+            Piece::Text(t) => s.push_str(t),
+        }
+    }
+}
+
+/// `line` (one line of a confirmed text) as the pieces it is shown in,
+/// one at a time: a character, or the visible escape of one (control
+/// characters in caret notation, `^I`, `^M`, `^[`; C1 controls and every
+/// [`invisible`] character as `\u{…}`), or a long run of spaces as `␠×N`.
+struct Pieces<'a> {
+    chars: std::iter::Peekable<std::str::Chars<'a>>,
+    at_start: bool,
+    /// Spaces of a short run still to give, one piece each.
+    spaces: usize,
+}
+
+fn pieces(line: &str) -> Pieces<'_> {
+    Pieces {
+        chars: line.chars().peekable(),
+        at_start: true,
+        spaces: 0,
+    }
+}
+
+impl Iterator for Pieces<'_> {
+    type Item = Piece;
+
+    fn next(&mut self) -> Option<Piece> {
+        if self.spaces > 0 {
+            self.spaces -= 1;
+            return Some(Piece::Char(' '));
+        }
+        let c = self.chars.next()?;
+        let at_start = std::mem::replace(&mut self.at_start, false);
+        Some(match c {
+            ' ' => {
+                let mut run = 1;
+                while self.chars.next_if_eq(&' ').is_some() {
+                    run += 1;
+                }
+                let long = if at_start { INDENT_RUN } else { SPACE_RUN };
+                if run >= long {
+                    Piece::Text(format!("␠×{run}"))
+                } else {
+                    self.spaces = run - 1;
+                    Piece::Char(' ')
+                }
+            }
+            '\u{0}'..='\u{1f}' => Piece::Text(format!("^{}", char::from(b'@' + c as u8))),
+            '\u{7f}' => Piece::Text("^?".to_owned()),
+            '\u{80}'..='\u{9f}' => Piece::Text(format!("\\u{{{:x}}}", c as u32)),
+            c if invisible(c) => Piece::Text(format!("\\u{{{:x}}}", c as u32)),
+            c => Piece::Char(c),
+        })
+    }
 }
 
 /// `line` as a confirm shows it on one line: every piece of it visible
 /// ([`pieces`]).
 pub fn visible(line: &str) -> String {
-    pieces(line).concat()
+    let mut s = String::new();
+    for p in pieces(line) {
+        p.push_to(&mut s);
+    }
+    s
 }
 
-/// `line` shown whole on lines of at most `width` columns: the first
-/// starts with `first`, the rest with `next`. A line is broken after its
-/// last space when what follows fits the next line, else where it is
-/// full; a piece ([`pieces`]) is never split. Nothing is cut or left out:
-/// the lines' text after their starts is `line`'s pieces in order.
-fn wrapped(line: &str, width: usize, first: &str, next: &str) -> Vec<String> {
-    let mut lines = Vec::new();
+/// [`visible`] of `line` when it takes at most `max` columns; None (found
+/// without going further) when it takes more.
+fn visible_within(line: &str, max: usize) -> Option<String> {
+    let mut s = String::new();
+    let mut used = 0;
+    for p in pieces(line) {
+        used += p.columns();
+        if used > max {
+            return None;
+        }
+        p.push_to(&mut s);
+    }
+    Some(s)
+}
+
+/// `line` shown whole on lines of at most `width` columns, pushed to
+/// `out`: the first starts with `first`, the rest with `next`. A line is
+/// broken after its last space when what follows fits the next line, else
+/// where it is full; a piece ([`pieces`]) is never split. Nothing is cut
+/// or left out: the lines' text after their starts is `line`'s pieces in
+/// order. False (and `out` holding more than `limit` lines) as soon as
+/// `out` would hold more than `limit`: the rest is not even looked at.
+fn wrapped_into(
+    out: &mut Vec<String>,
+    line: &str,
+    width: usize,
+    (first, next): (&str, &str),
+    limit: usize,
+) -> bool {
     let mut start = first;
     // The pieces of the line being filled, and their columns.
-    let mut current: Vec<String> = Vec::new();
+    let mut current: Vec<Piece> = Vec::new();
     let mut used = 0;
+    let text = |start: &str, pieces: &[Piece]| {
+        let mut s = start.to_owned();
+        for p in pieces {
+            p.push_to(&mut s);
+        }
+        s
+    };
     for piece in pieces(line) {
-        let w = columns(&piece);
+        let w = piece.columns();
         let room = width.saturating_sub(columns(start));
         if !current.is_empty() && used + w > room {
             // Break after the last space, if the rest fits a line.
-            let cut = match current.iter().rposition(|p| p == " ") {
+            let cut = match current.iter().rposition(|p| matches!(p, Piece::Char(' '))) {
                 Some(at) if at + 1 < current.len() => at + 1,
                 _ => current.len(),
             };
-            let rest = current.split_off(cut);
-            let rest_w: usize = rest.iter().map(|p| columns(p)).sum();
-            let next_room = width.saturating_sub(columns(next));
-            let (done, carried) = if rest_w + w <= next_room {
-                (std::mem::take(&mut current), rest)
-            } else {
-                current.extend(rest);
-                (std::mem::take(&mut current), Vec::new())
-            };
-            lines.push(format!("{start}{}", done.concat()));
+            let mut rest = current.split_off(cut);
+            let rest_w: usize = rest.iter().map(Piece::columns).sum();
+            if rest_w + w > width.saturating_sub(columns(next)) {
+                current.append(&mut rest);
+            }
+            out.push(text(start, &current));
+            if out.len() > limit {
+                return false;
+            }
             start = next;
-            used = carried.iter().map(|p| columns(p)).sum();
-            current = carried;
+            used = rest_w * usize::from(!rest.is_empty());
+            current = rest;
         }
         current.push(piece);
         used += w;
     }
-    lines.push(format!("{start}{}", current.concat()));
-    lines
+    out.push(text(start, &current));
+    out.len() <= limit
+}
+
+/// [`wrapped_into`] a new list, with no limit (for text known to be
+/// short: hel's own words, what was already shown whole).
+fn wrapped(line: &str, width: usize, first: &str, next: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    wrapped_into(&mut out, line, width, (first, next), usize::MAX);
+    out
 }
 
 /// The preview lines as shown: escaped, wrapped to `width`, never cut;
-/// `-` red and `+` green when `colour`.
-fn preview(request: &Request, width: usize, colour: bool) -> Vec<String> {
+/// `-` red and `+` green when `colour`. False with the lines when there
+/// are more than `limit` (not all of them made).
+fn preview(request: &Request, width: usize, colour: bool, limit: usize) -> (Vec<String>, bool) {
     let mut shown = Vec::new();
     for l in &request.preview {
         let code = match l.chars().next() {
@@ -257,43 +338,54 @@ fn preview(request: &Request, width: usize, colour: bool) -> Vec<String> {
             Some('+') if request.tool != ToolName::Bash => "32",
             _ => "",
         };
-        for piece in wrapped(l, width, LINE, GOES_ON) {
-            shown.push(if colour && !code.is_empty() {
-                format!("\x1b[{code}m{piece}\x1b[0m")
-            } else {
-                piece
-            });
+        let from = shown.len();
+        let whole = wrapped_into(&mut shown, l, width, (LINE, GOES_ON), limit);
+        if colour && !code.is_empty() {
+            for piece in &mut shown[from..] {
+                *piece = format!("\x1b[{code}m{piece}\x1b[0m");
+            }
+        }
+        if !whole {
+            return (shown, false);
         }
     }
-    shown
+    (shown, true)
 }
 
 /// The question about `request` on a terminal `width` wide: the lines to
 /// show before it and the question itself (one line). The summary is in
 /// the question when it fits there whole; else a command's question
 /// points at the preview above it, and any other call's summary is shown
-/// wrapped above a bare question.
-fn question(request: &Request, width: usize) -> (Vec<String>, String) {
-    let summary = visible(&request.summary);
-    let whole = format!("hel: allow {summary}? [y/n/a/?] ");
-    if columns(&whole) <= width {
-        return (Vec::new(), whole);
+/// wrapped above a bare question. None when that takes more than `limit`
+/// lines.
+fn question(request: &Request, width: usize, limit: usize) -> Option<(Vec<String>, String)> {
+    let frame = columns("hel: allow ? [y/n/a/?] ");
+    if let Some(summary) = visible_within(&request.summary, width.saturating_sub(frame)) {
+        return Some((Vec::new(), format!("hel: allow {summary}? [y/n/a/?] ")));
     }
     if request.command.is_some() && request.summary.starts_with("run ") {
-        return (
+        return Some((
             Vec::new(),
             "hel: allow the command above? [y/n/a/?] ".into(),
-        );
+        ));
     }
-    let before = wrapped(&format!("allow {summary}?"), width, "hel: ", "hel:   ");
-    (before, "hel: [y/n/a/?] ".into())
+    let mut before = Vec::new();
+    let text = format!("allow {}?", request.summary);
+    wrapped_into(
+        &mut before,
+        &text,
+        width,
+        ("hel: ", "hel:   "),
+        limit.saturating_sub(1),
+    )
+    .then(|| (before, "hel: [y/n/a/?] ".into()))
 }
 
 /// What the model is told when a call cannot be shown whole on the
-/// terminal (it takes `lines` lines, the terminal has `rows` rows).
-fn too_long(lines: usize, rows: usize) -> String {
+/// terminal of `rows` rows.
+fn too_long(rows: usize) -> String {
     format!(
-        "the call was not put to the user: shown whole it takes {lines} lines and the user's terminal has {rows} rows, and hel asks only about what it can show whole; split it into shorter calls"
+        "the call was not put to the user: shown whole it takes more lines than the {rows} rows of the user's terminal, and hel asks only about what it can show whole; split it into shorter calls"
     )
 }
 
@@ -314,35 +406,49 @@ pub fn ask(
     let width = screen.columns();
     // The request names what the model chose: shown, never obeyed.
     if rules.allows(request) {
-        let line = format!("allowed {} (you said always)", visible(&request.summary));
-        for l in wrapped(&line, width, "hel: ", "hel:   ") {
+        // Said, not asked: as much as fits the screen.
+        let mut said = Vec::new();
+        let line = format!("allowed {} (you said always)", request.summary);
+        if !wrapped_into(&mut said, &line, width, ("hel: ", "hel:   "), screen.rows) {
+            said.truncate(screen.rows.saturating_sub(1));
+            said.push("hel:   … (allowed by an always answer: too long to show here)".into());
+        }
+        for l in said {
             let _ = writeln!(out, "{l}");
         }
         return Answer::Yes;
     }
-    let (before, question) = question(request, width);
-    let mut lines = preview(request, width, colour());
+    let noun = if request.summary.starts_with("run ") {
+        "command"
+    } else {
+        "call"
+    };
+    let refuse = |out: &mut dyn Write| {
+        let rows = screen.rows;
+        say(
+            out,
+            &format!(
+                "hel: not asked: the {noun} shown whole takes more than the terminal's {rows} rows; the model is told to split it"
+            ),
+            width,
+            "hel:   ",
+        );
+        Answer::Refused(too_long(rows))
+    };
+    let Some((before, question)) = question(request, width, screen.rows) else {
+        return refuse(out);
+    };
     let room = screen.rows.saturating_sub(before.len() + 1);
-    if lines.len() > room {
-        if request.tool == ToolName::WriteFile {
-            // Its size, then its head as far as it fits.
-            lines.truncate(room.saturating_sub(1).max(1));
-            lines.push(format!(
-                "{GOES_ON}… the rest of the head does not fit the terminal"
-            ));
-        } else {
-            let (taken, rows) = (lines.len() + before.len() + 1, screen.rows);
-            say(
-                out,
-                &format!(
-                    "hel: not asked: the {} takes {taken} lines shown whole, the terminal has {rows} rows; the model is told to split it",
-                    if request.summary.starts_with("run ") { "command" } else { "call" }
-                ),
-                width,
-                "hel:   ",
-            );
-            return Answer::Refused(too_long(taken, rows));
+    let (mut lines, whole) = preview(request, width, colour(), room);
+    if !whole {
+        if request.tool != ToolName::WriteFile {
+            return refuse(out);
         }
+        // Its size, then its head as far as it fits.
+        lines.truncate(room.saturating_sub(1).max(1));
+        lines.push(format!(
+            "{GOES_ON}… the rest of the head does not fit the terminal"
+        ));
     }
     for line in lines.iter().chain(&before) {
         let _ = writeln!(out, "{line}");
@@ -577,6 +683,13 @@ mod tests {
         ] {
             assert_eq!(visible(&format!("x{c}y")), format!("x{shown}y"), "{c:?}");
         }
+        // Everything the terminal's own escape escapes is escaped here.
+        for c in (0..=0x10ffff).filter_map(char::from_u32) {
+            let one = c.to_string();
+            if hel_agent::text::escape_line(&one) != one {
+                assert_ne!(visible(&one), one, "{c:?}");
+            }
+        }
         // Ordinary text of other scripts stays as it is.
         assert_eq!(visible("é 한 ü"), "é 한 ü");
         // A long run of spaces is counted; a short one and indentation
@@ -597,7 +710,8 @@ mod tests {
             &["-old line that is much longer than forty columns", "+new"],
             None,
         );
-        let lines = preview(&r, 40, false);
+        let (lines, whole) = preview(&r, 40, false, usize::MAX);
+        assert!(whole);
         assert_eq!(
             lines,
             [
@@ -606,7 +720,10 @@ mod tests {
                 "hel: │ +new",
             ]
         );
-        assert_eq!(preview(&r, 40, true)[2], "\x1b[32mhel: │ +new\x1b[0m");
+        assert_eq!(
+            preview(&r, 40, true, usize::MAX).0[2],
+            "\x1b[32mhel: │ +new\x1b[0m"
+        );
         let l = "\u{202e}".repeat(30);
         for width in [20, 40, 200] {
             let lines = wrapped(&l, width, LINE, GOES_ON);
@@ -674,7 +791,7 @@ mod tests {
         match answer {
             Answer::Refused(why) => {
                 assert!(why.contains("split it"), "{why}");
-                assert!(why.contains("31 lines") && why.contains("24 rows"), "{why}");
+                assert!(why.contains("24 rows"), "{why}");
             }
             other => panic!("{other:?}"),
         }
@@ -723,5 +840,39 @@ mod tests {
             command: Some(command.to_owned()),
             program: hel_agent::simple_program(command).map(str::to_owned),
         }
+    }
+
+    /// A command of megabytes is refused after making no more lines than
+    /// the screen has, and a huge summary never becomes a question.
+    #[test]
+    fn a_huge_call_is_refused_without_rendering_it_all() {
+        let screen = Screen {
+            width: 80,
+            rows: 24,
+        };
+        for command in [
+            "x".repeat(10 << 20),
+            "\u{200b}".repeat(1 << 20),
+            format!("ls{}", "\u{301}".repeat(1 << 20)),
+        ] {
+            let r = bash(&command);
+            let (lines, whole) = preview(&r, 80, false, 23);
+            assert!(!whole && lines.len() == 24, "{}", lines.len());
+            let mut out = Vec::new();
+            let answer = ask(&r, &Rules::default(), screen, &mut out, &mut |_| {
+                panic!("asked")
+            });
+            assert!(matches!(answer, Answer::Refused(_)), "{answer:?}");
+        }
+        // A path too long for the screen: not asked either.
+        let w = request(ToolName::WriteFile, &["1 line, 1 byte"], None);
+        let w = Request {
+            summary: format!("write_file {}", "d/".repeat(1 << 20)),
+            ..w
+        };
+        let answer = ask(&w, &Rules::default(), screen, &mut Vec::new(), &mut |_| {
+            panic!("asked")
+        });
+        assert!(matches!(answer, Answer::Refused(_)), "{answer:?}");
     }
 }
