@@ -404,6 +404,12 @@ pub fn ask(
     read: &mut dyn FnMut(&str) -> Reading,
 ) -> Answer {
     let width = screen.columns();
+    // A terminal narrower than the lines wraps each again: fewer of them
+    // fit on its screen.
+    let screen = Screen {
+        rows: screen.rows / width.div_ceil(screen.width.max(1)),
+        ..screen
+    };
     // The request names what the model chose: shown, never obeyed.
     if rules.allows(request) {
         // Said, not asked: as much as fits the screen.
