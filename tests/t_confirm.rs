@@ -242,3 +242,39 @@ fn a_bash_call_with_a_repeated_key_runs_nothing() {
         );
     }
 }
+
+/// At the prompt with stderr sent to a file, what is asked about is still
+/// shown on the terminal before the question.
+#[test]
+fn the_preview_is_on_the_terminal_when_stderr_goes_elsewhere() {
+    let p = Project::new();
+    let mock = Mock::start(json!([
+        {"tool_calls": [call("bash", json!({"command": "echo shown; touch PWNED"}))]},
+        {"content": "Done."},
+    ]));
+    let log = p.home.path().join("stderr.log");
+    let mut cmd = std::process::Command::new("sh");
+    cmd.current_dir(p.dir.path())
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", p.home.path())
+        .env("TERM", "xterm")
+        .arg("-c")
+        .arg("stty cols 80 rows 40 && exec \"$0\" \"$@\" 2>\"$HEL_TEST_LOG\"")
+        .env("HEL_TEST_LOG", &log)
+        .arg(hel_bin())
+        .args(["--base-url", &mock.url, "--model", "mock-model"])
+        .args(["--access", "confirm"]);
+    let mut s = rexpect::session::spawn_command(cmd, Some(30_000)).unwrap();
+    expect(&mut s, PROMPT_END);
+    type_in(&mut s, "run it\r");
+    let seen = expect(&mut s, ASKED);
+    let lines = screen_lines(&seen);
+    assert_eq!(previewed(&lines), "echo shown; touch PWNED", "{lines:#?}");
+    type_in(&mut s, "n\r");
+    expect(&mut s, PROMPT_END);
+    assert!(!p.dir.path().join("PWNED").exists());
+    type_in(&mut s, "/exit\r");
+    s.exp_eof().unwrap();
+    exited_with(&s, 0);
+}

@@ -188,10 +188,22 @@ pub struct Ask {
 
 impl Confirm for Ask {
     fn confirm(&self, request: &Request) -> Answer {
-        let mut err = std::io::stderr();
+        use std::io::IsTerminal;
         let rules = &self.editor.rules;
-        let screen = crate::tty::screen(&std::io::stderr()).unwrap_or(confirm::Screen::DEFAULT);
-        confirm::ask(request, rules, screen, &mut err, &mut |question| match self
+        // What is asked about is shown on the terminal: on stderr, or, when
+        // that goes elsewhere, on /dev/tty.
+        let mut out: Box<dyn Write> = if std::io::stderr().is_terminal() {
+            Box::new(std::io::stderr())
+        } else {
+            match std::fs::OpenOptions::new().write(true).open("/dev/tty") {
+                Ok(tty) => Box::new(tty),
+                Err(e) => return Answer::Unavailable(format!("no terminal: {e}")),
+            }
+        };
+        let screen = crate::tty::screen(&std::io::stderr())
+            .or_else(|| crate::tty::screen(&std::io::stdin()))
+            .unwrap_or(confirm::Screen::DEFAULT);
+        confirm::ask(request, rules, screen, &mut out, &mut |question| match self
             .editor
             .read(question)
         {
