@@ -278,3 +278,46 @@ fn the_preview_is_on_the_terminal_when_stderr_goes_elsewhere() {
     s.exp_eof().unwrap();
     exited_with(&s, 0);
 }
+
+/// A piped run asks on /dev/tty, wrapped to that terminal's width (here
+/// 40 columns, while stderr goes elsewhere): the hidden tail is shown.
+#[test]
+fn a_piped_run_asks_on_the_terminal_at_its_width() {
+    let command = format!(
+        "echo running the unit tests{}; touch PWNED",
+        " ".repeat(200)
+    );
+    let p = Project::new();
+    let mock = Mock::start(json!([
+        {"tool_calls": [call("bash", json!({"command": command}))]},
+        {"content": "Done."},
+    ]));
+    let mut cmd = std::process::Command::new("sh");
+    cmd.current_dir(p.dir.path())
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", p.home.path())
+        .env("TERM", "xterm")
+        .arg("-c")
+        .arg("stty cols 40 rows 40 && exec \"$0\" \"$@\" </dev/null 2>/dev/null")
+        .arg(hel_bin())
+        .args(["--base-url", &mock.url, "--model", "mock-model"])
+        .args(["--access", "confirm", "-p", "run the tests"]);
+    let mut s = rexpect::session::spawn_command(cmd, Some(30_000)).unwrap();
+    let seen = expect(&mut s, ASKED);
+    let lines = screen_lines(&seen);
+    all_fit(&lines, 40, "/dev/tty");
+    assert_eq!(
+        previewed(&lines),
+        "echo running the unit tests␠×200; touch PWNED",
+        "{lines:#?}"
+    );
+    type_in(&mut s, "n\r");
+    s.exp_eof().unwrap();
+    exited_with(&s, 0);
+    assert!(!p.dir.path().join("PWNED").exists());
+    assert_eq!(
+        tool_results(&mock, 1),
+        ["denied: the user declined this call"]
+    );
+}
