@@ -8,6 +8,7 @@ mod t_bounds;
 mod t_compaction;
 mod t_compat_wire;
 mod t_config;
+mod t_confirm;
 mod t_core;
 mod t_credentials;
 mod t_durability;

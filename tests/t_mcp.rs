@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 /// The Python with the `mcp` package that tools/test installs
 /// (`HEL_TEST_MCP_PYTHON`); None (the test is skipped) only when
 /// `HEL_SKIP_MCP=1` says so.
-fn python() -> Option<String> {
+pub(crate) fn python() -> Option<String> {
     match std::env::var("HEL_TEST_MCP_PYTHON") {
         Ok(p) if !p.is_empty() => Some(p),
         _ if std::env::var_os("HEL_SKIP_MCP").is_some() => {
@@ -37,14 +37,14 @@ fn script(name: &str) -> String {
         .to_string()
 }
 
-fn config_file(p: &Project, text: &str) {
+pub(crate) fn config_file(p: &Project, text: &str) {
     let dir = p.home.path().join(".config/hel");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("config.toml"), text).unwrap();
 }
 
 /// A `[mcp_servers.NAME]` table for the real server over stdio.
-fn real(py: &str, name: &str, extra: &str) -> String {
+pub(crate) fn real(py: &str, name: &str, extra: &str) -> String {
     format!(
         "[mcp_servers.{name}]\ncommand = {py:?}\nargs = [{:?}]\n{extra}\n",
         script("server.py")
@@ -59,7 +59,7 @@ fn hostile(py: &str, name: &str, mode: &str, extra: &str) -> String {
     )
 }
 
-fn tool_results(mock: &Mock, request: usize) -> Vec<String> {
+pub(crate) fn tool_results(mock: &Mock, request: usize) -> Vec<String> {
     mock.messages(request)
         .iter()
         .filter(|m| m["role"] == "tool")
@@ -358,7 +358,7 @@ fn hostile_servers_are_bounded_reported_and_stopped() {
         "{}",
         r[3]
     );
-    assert!(r[4].contains("must be a JSON object"), "{}", r[4]);
+    assert!(r[4].contains("not a JSON object"), "{}", r[4]);
     // Every server process, and the child the slow one left running, is
     // gone (they ignore SIGTERM).
     let all: Vec<u32> = std::fs::read_to_string(&pids)
@@ -508,7 +508,7 @@ fn mcp_list_shows_servers_tools_and_failures() {
     let run = p.run(None, &["mcp", "list"]);
     assert_eq!(run.code, 1, "a server did not start: {}", run.stderr);
     assert!(run.stdout.contains("list1  stdio"), "{}", run.stdout);
-    assert!(run.stdout.contains("started, 6 tools"), "{}", run.stdout);
+    assert!(run.stdout.contains("started, 7 tools"), "{}", run.stdout);
     assert!(
         run.stdout
             .contains("  mcp__list1__echo (read-only)  Say the text back."),
@@ -520,7 +520,7 @@ fn mcp_list_shows_servers_tools_and_failures() {
         .contains("missing2  stdio  /nonexistent/mcp-server  failed: cannot start"));
     let run = p.run(None, &["mcp", "list", "--json"]);
     let v: Value = serde_json::from_str(&run.stdout).unwrap();
-    assert_eq!(v["servers"][0]["tools"].as_array().unwrap().len(), 6);
+    assert_eq!(v["servers"][0]["tools"].as_array().unwrap().len(), 7);
 }
 
 #[test]

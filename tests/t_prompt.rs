@@ -16,12 +16,12 @@ const TIMEOUT_MS: u64 = 30_000;
 
 /// `text` as rexpect sees it: it reads the terminal a byte at a time, each
 /// byte as one char.
-fn bytes(text: &str) -> String {
+pub(crate) fn bytes(text: &str) -> String {
     text.bytes().map(char::from).collect()
 }
 
 /// The end of every prompt (`hel 4da5b0e0 · 12% › `).
-const PROMPT_END: &str = "% › ";
+pub(crate) const PROMPT_END: &str = "% › ";
 
 /// `hel` on a fresh pseudo-terminal in project `p` against `mock`.
 /// (Not `Project::hel`: that one detaches from any terminal.)
@@ -38,12 +38,12 @@ fn spawn(p: &Project, mock: &Mock, args: &[&str]) -> PtySession {
 }
 
 /// Type `keys` (flushed: the process sees them now).
-fn type_in(s: &mut PtySession, keys: &str) {
+pub(crate) fn type_in(s: &mut PtySession, keys: &str) {
     s.send(keys).unwrap();
     s.flush().unwrap();
 }
 
-fn expect(s: &mut PtySession, text: &str) -> String {
+pub(crate) fn expect(s: &mut PtySession, text: &str) -> String {
     s.exp_string(&bytes(text))
         .unwrap_or_else(|e| panic!("waiting for {text:?}: {e}"))
 }
@@ -55,7 +55,7 @@ fn last_instruction(mock: &Mock) -> Value {
     msgs.iter().rev().find(|m| m["role"] == "user").unwrap()["content"].clone()
 }
 
-fn exited_with(s: &PtySession, code: i32) {
+pub(crate) fn exited_with(s: &PtySession, code: i32) {
     match s.process.wait().unwrap() {
         WaitStatus::Exited(_, c) => assert_eq!(c, code),
         other => panic!("hel ended as {other:?}"),
@@ -849,7 +849,7 @@ fn spawn_stty(p: &Project, mock: Option<&Mock>, cols: u16, args: &[&str]) -> Pty
 
 /// `hel ARGS` with `env` set on a pseudo-terminal `cols` columns wide
 /// (sized before hel starts, so there is no moment it has another width).
-fn spawn_with(
+pub(crate) fn spawn_with(
     p: &Project,
     mock: Option<&Mock>,
     cols: u16,
@@ -876,7 +876,7 @@ fn spawn_with(
 /// The lines a terminal shows of `seen` (as rexpect read it, a byte a
 /// char), without escape sequences; a line redrawn after `\r` is what it
 /// was redrawn as.
-fn screen_lines(seen: &str) -> Vec<String> {
+pub(crate) fn screen_lines(seen: &str) -> Vec<String> {
     let bytes: Vec<u8> = seen.chars().map(|c| c as u8).collect();
     let text = String::from_utf8_lossy(&bytes);
     let mut plain = String::new();
@@ -906,7 +906,7 @@ fn screen_lines(seen: &str) -> Vec<String> {
 
 /// Assert that no line of `lines` is wider than `cols` (ASCII and `…`
 /// here: a character a column).
-fn all_fit(lines: &[String], cols: usize, what: &str) {
+pub(crate) fn all_fit(lines: &[String], cols: usize, what: &str) {
     for l in lines {
         assert!(
             l.chars().count() <= cols,

@@ -54,6 +54,14 @@ def pid() -> int:
     return os.getpid()
 
 
+@server.tool()
+def write(path: str, text: str) -> str:
+    """Write the text to the file at the path."""
+    with open(path, "w") as f:
+        f.write(text)
+    return "wrote " + path
+
+
 if __name__ == "__main__":
     print("hel-test server starting", file=sys.stderr, flush=True)
     if sys.argv[1:2] == ["http"]:

@@ -1,7 +1,15 @@
 //! The `--access confirm` question, one place for both terminals it is
 //! asked on (the prompt's editor, `/dev/tty` for piped runs): what the call
 //! would do (the command in full, the lines a search_replace changes, the
-//! head and size of a write_file), then `[y/n/a/?]` until a valid answer.
+//! head and size of a write_file, an MCP call's arguments as sent), then
+//! `[y/n/a/?]` until a valid answer.
+//!
+//! What you approve is what runs: the preview is wrapped to the terminal,
+//! never cut, with every character that could hide or reorder text shown
+//! as an escape ([`visible`]); a call that does not fit on the screen with
+//! its question is not asked about but refused, the model told to split
+//! it (a write_file's head alone gives way), so the end of what runs is on
+//! the screen when the user answers.
 //! `a` allows the same again for the rest of this instance, in memory only
 //! (never stored in a checkpoint): every call of the tool, or for bash this
 //! exact command or, for a simple one, every command of its program.
@@ -9,12 +17,9 @@
 use std::io::Write;
 use std::sync::Mutex;
 
-use hel_agent::text::escape_line;
 use hel_agent::{Answer, Request, ToolName};
 
-use crate::render::columns;
-/// The Markdown renderer (render/markdown.rs) cuts table cells with it.
-pub use crate::render::fit;
+use crate::render::{char_columns, columns};
 
 /// What `?` explains.
 pub const EXPLAIN: &str = "\
@@ -98,53 +103,362 @@ fn colour() -> bool {
     crate::render::colour_for(true)
 }
 
-/// The preview lines as shown: escaped, cut to `width`, `-` red and `+`
-/// green when `colour`.
-fn preview(request: &Request, width: usize, colour: bool) -> Vec<String> {
-    request
-        .preview
-        .iter()
-        .map(|l| {
-            let shown = fit(&format!("hel: │ {}", escape_line(l)), width);
-            let code = match l.chars().next() {
-                Some('-') if request.tool != ToolName::Bash => "31",
-                Some('+') if request.tool != ToolName::Bash => "32",
-                _ => "",
-            };
-            if colour && !code.is_empty() {
-                format!("\x1b[{code}m{shown}\x1b[0m")
-            } else {
-                shown
-            }
-        })
-        .collect()
+/// The terminal a question is asked on: its columns and rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Screen {
+    pub width: usize,
+    pub rows: usize,
 }
 
-/// Ask about `request` on a terminal `width` columns wide: its preview on
-/// `out`, then the question through `read` (which shows the question and
-/// reads a line) until a valid answer. A call an earlier "always" allowed
-/// is allowed at once, saying so.
+impl Screen {
+    /// What is assumed of a terminal that does not say its size.
+    pub const DEFAULT: Screen = Screen {
+        width: 80,
+        rows: 24,
+    };
+
+    /// A terminal of `rows` and `cols` as it reports them (a zero is
+    /// taken as not said).
+    pub fn of(rows: usize, cols: usize) -> Screen {
+        Screen {
+            width: if cols > 0 { cols } else { 80 },
+            rows: if rows > 0 { rows } else { 24 },
+        }
+    }
+
+    /// The width lines are wrapped to: a terminal narrower than this is
+    /// taken as this wide (its own wrapping then breaks the lines again).
+    fn columns(self) -> usize {
+        self.width.max(20)
+    }
+}
+
+/// The first line of each previewed line, and the lines it goes on to
+/// when it is wider than the terminal: a new line of a command and a
+/// line wrapped to fit look different.
+const LINE: &str = "hel: │ ";
+const GOES_ON: &str = "hel: ┆ ";
+
+/// A run of spaces at least this long inside a line is shown as `␠×N`
+/// (it could push the rest of the line out of sight).
+const SPACE_RUN: usize = 8;
+/// Indentation (spaces a line starts with) at least this long is too.
+const INDENT_RUN: usize = 40;
+
+/// Characters that show nothing or change the order or shape of what
+/// follows: zero-width and joining characters, soft hyphen, byte order
+/// mark, direction marks, embeddings, overrides and isolates, the
+/// spaces that look like a space but are not one, line and paragraph
+/// separators, fillers, variation selectors and tag characters. Each is
+/// shown as `\u{…}` in a confirmed text.
+fn invisible(c: char) -> bool {
+    matches!(c,
+        '\u{a0}' | '\u{ad}' | '\u{34f}' | '\u{61c}' | '\u{115f}' | '\u{1160}'
+        | '\u{17b4}' | '\u{17b5}' | '\u{180b}'..='\u{180f}' | '\u{1680}'
+        | '\u{2000}'..='\u{200f}' | '\u{2028}'..='\u{202f}' | '\u{205f}'..='\u{206f}'
+        | '\u{2420}' // ␠ itself, so that a run of spaces cannot be faked
+        | '\u{3000}' | '\u{3164}' | '\u{fe00}'..='\u{fe0f}' | '\u{feff}' | '\u{ffa0}'
+        | '\u{fff0}'..='\u{fffb}' | '\u{1d173}'..='\u{1d17a}' | '\u{e0000}'..='\u{e0fff}')
+}
+
+/// One piece of a confirmed line, kept whole when the line is wrapped:
+/// a character as it is, or the visible text standing for one character
+/// (an escape) or for a run of spaces (`␠×N`).
+enum Piece {
+    Char(char),
+    Text(String),
+}
+
+impl Piece {
+    /// The columns it is given on a line: at least one, so that no line
+    /// holds more pieces than it has columns (a run of zero-width marks
+    /// wraps like any text instead of piling up on one line).
+    fn columns(&self) -> usize {
+        match self {
+            Piece::Char(c) => char_columns(*c).max(1),
+            Piece::Text(t) => columns(t),
+        }
+    }
+
+    fn push_to(&self, s: &mut String) {
+        match self {
+            Piece::Char(c) => s.push(*c),
+            Piece::Text(t) => s.push_str(t),
+        }
+    }
+}
+
+/// `line` (one line of a confirmed text) as the pieces it is shown in,
+/// one at a time: a character, or the visible escape of one (control
+/// characters in caret notation, `^I`, `^M`, `^[`; C1 controls and every
+/// [`invisible`] character as `\u{…}`), or a long run of spaces as `␠×N`.
+struct Pieces<'a> {
+    chars: std::iter::Peekable<std::str::Chars<'a>>,
+    at_start: bool,
+    /// Spaces of a short run still to give, one piece each.
+    spaces: usize,
+}
+
+fn pieces(line: &str) -> Pieces<'_> {
+    Pieces {
+        chars: line.chars().peekable(),
+        at_start: true,
+        spaces: 0,
+    }
+}
+
+impl Iterator for Pieces<'_> {
+    type Item = Piece;
+
+    fn next(&mut self) -> Option<Piece> {
+        if self.spaces > 0 {
+            self.spaces -= 1;
+            return Some(Piece::Char(' '));
+        }
+        let c = self.chars.next()?;
+        let at_start = std::mem::replace(&mut self.at_start, false);
+        Some(match c {
+            ' ' => {
+                let mut run = 1;
+                while self.chars.next_if_eq(&' ').is_some() {
+                    run += 1;
+                }
+                let long = if at_start { INDENT_RUN } else { SPACE_RUN };
+                if run >= long {
+                    Piece::Text(format!("␠×{run}"))
+                } else {
+                    self.spaces = run - 1;
+                    Piece::Char(' ')
+                }
+            }
+            '\u{0}'..='\u{1f}' => Piece::Text(format!("^{}", char::from(b'@' + c as u8))),
+            '\u{7f}' => Piece::Text("^?".to_owned()),
+            '\u{80}'..='\u{9f}' => Piece::Text(format!("\\u{{{:x}}}", c as u32)),
+            c if invisible(c) => Piece::Text(format!("\\u{{{:x}}}", c as u32)),
+            c => Piece::Char(c),
+        })
+    }
+}
+
+/// `line` as a confirm shows it on one line: every piece of it visible
+/// ([`pieces`]).
+pub fn visible(line: &str) -> String {
+    let mut s = String::new();
+    for p in pieces(line) {
+        p.push_to(&mut s);
+    }
+    s
+}
+
+/// [`visible`] of `line` when it takes at most `max` columns; None (found
+/// without going further) when it takes more.
+fn visible_within(line: &str, max: usize) -> Option<String> {
+    let mut s = String::new();
+    let mut used = 0;
+    for p in pieces(line) {
+        used += p.columns();
+        if used > max {
+            return None;
+        }
+        p.push_to(&mut s);
+    }
+    Some(s)
+}
+
+/// `line` shown whole on lines of at most `width` columns, pushed to
+/// `out`: the first starts with `first`, the rest with `next`. A line is
+/// broken after its last space when what follows fits the next line, else
+/// where it is full; a piece ([`pieces`]) is never split. Nothing is cut
+/// or left out: the lines' text after their starts is `line`'s pieces in
+/// order. False (and `out` holding more than `limit` lines) as soon as
+/// `out` would hold more than `limit`: the rest is not even looked at.
+fn wrapped_into(
+    out: &mut Vec<String>,
+    line: &str,
+    width: usize,
+    (first, next): (&str, &str),
+    limit: usize,
+) -> bool {
+    let mut start = first;
+    // The pieces of the line being filled, and their columns.
+    let mut current: Vec<Piece> = Vec::new();
+    let mut used = 0;
+    let text = |start: &str, pieces: &[Piece]| {
+        let mut s = start.to_owned();
+        for p in pieces {
+            p.push_to(&mut s);
+        }
+        s
+    };
+    for piece in pieces(line) {
+        let w = piece.columns();
+        let room = width.saturating_sub(columns(start));
+        if !current.is_empty() && used + w > room {
+            // Break after the last space, if the rest fits a line.
+            let cut = match current.iter().rposition(|p| matches!(p, Piece::Char(' '))) {
+                Some(at) if at + 1 < current.len() => at + 1,
+                _ => current.len(),
+            };
+            let mut rest = current.split_off(cut);
+            let rest_w: usize = rest.iter().map(Piece::columns).sum();
+            if rest_w + w > width.saturating_sub(columns(next)) {
+                current.append(&mut rest);
+            }
+            out.push(text(start, &current));
+            if out.len() > limit {
+                return false;
+            }
+            start = next;
+            used = rest_w * usize::from(!rest.is_empty());
+            current = rest;
+        }
+        current.push(piece);
+        used += w;
+    }
+    out.push(text(start, &current));
+    out.len() <= limit
+}
+
+/// [`wrapped_into`] a new list, with no limit (for text known to be
+/// short: hel's own words, what was already shown whole).
+fn wrapped(line: &str, width: usize, first: &str, next: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    wrapped_into(&mut out, line, width, (first, next), usize::MAX);
+    out
+}
+
+/// The preview lines as shown: escaped, wrapped to `width`, never cut;
+/// `-` red and `+` green when `colour`. False with the lines when there
+/// are more than `limit` (not all of them made).
+fn preview(request: &Request, width: usize, colour: bool, limit: usize) -> (Vec<String>, bool) {
+    let mut shown = Vec::new();
+    for l in &request.preview {
+        let code = match l.chars().next() {
+            Some('-') if request.tool != ToolName::Bash => "31",
+            Some('+') if request.tool != ToolName::Bash => "32",
+            _ => "",
+        };
+        let from = shown.len();
+        let whole = wrapped_into(&mut shown, l, width, (LINE, GOES_ON), limit);
+        if colour && !code.is_empty() {
+            for piece in &mut shown[from..] {
+                *piece = format!("\x1b[{code}m{piece}\x1b[0m");
+            }
+        }
+        if !whole {
+            return (shown, false);
+        }
+    }
+    (shown, true)
+}
+
+/// The question about `request` on a terminal `width` wide: the lines to
+/// show before it and the question itself (one line). The summary is in
+/// the question when it fits there whole; else a command's question
+/// points at the preview above it, and any other call's summary is shown
+/// wrapped above a bare question. None when that takes more than `limit`
+/// lines.
+fn question(request: &Request, width: usize, limit: usize) -> Option<(Vec<String>, String)> {
+    let frame = columns("hel: allow ? [y/n/a/?] ");
+    if let Some(summary) = visible_within(&request.summary, width.saturating_sub(frame)) {
+        return Some((Vec::new(), format!("hel: allow {summary}? [y/n/a/?] ")));
+    }
+    if request.command.is_some() && request.summary.starts_with("run ") {
+        return Some((
+            Vec::new(),
+            "hel: allow the command above? [y/n/a/?] ".into(),
+        ));
+    }
+    let mut before = Vec::new();
+    let text = format!("allow {}?", request.summary);
+    wrapped_into(
+        &mut before,
+        &text,
+        width,
+        ("hel: ", "hel:   "),
+        limit.saturating_sub(1),
+    )
+    .then(|| (before, "hel: [y/n/a/?] ".into()))
+}
+
+/// What the model is told when a call cannot be shown whole on the
+/// terminal of `rows` rows.
+fn too_long(rows: usize) -> String {
+    format!(
+        "the call was not put to the user: shown whole it takes more lines than the {rows} rows of the user's terminal, and hel asks only about what it can show whole; split it into shorter calls"
+    )
+}
+
+/// Ask about `request` on `screen`: its preview on `out`, whole, then the
+/// question through `read` (which shows the question and reads a line)
+/// until a valid answer. A call an earlier "always" allowed is allowed at
+/// once, saying so. A preview taller than the screen (with the question)
+/// is not asked about: the answer is [`Answer::Refused`], the model told
+/// to split the call; only a write_file's head gives way, shown as far as
+/// it fits.
 pub fn ask(
     request: &Request,
     rules: &Rules,
-    width: usize,
+    screen: Screen,
     out: &mut dyn Write,
     read: &mut dyn FnMut(&str) -> Reading,
 ) -> Answer {
+    let width = screen.columns();
+    // A terminal narrower than the lines wraps each again: fewer of them
+    // fit on its screen.
+    let screen = Screen {
+        rows: screen.rows / width.div_ceil(screen.width.max(1)),
+        ..screen
+    };
     // The request names what the model chose: shown, never obeyed.
-    // Cut to fit the question on one line: the preview shows it whole.
-    let summary = fit(
-        &escape_line(&request.summary),
-        width.saturating_sub(columns("hel: allowed  (you said always)")),
-    );
     if rules.allows(request) {
-        let _ = writeln!(out, "hel: allowed {summary} (you said always)");
+        // Said, not asked: as much as fits the screen.
+        let mut said = Vec::new();
+        let line = format!("allowed {} (you said always)", request.summary);
+        if !wrapped_into(&mut said, &line, width, ("hel: ", "hel:   "), screen.rows) {
+            said.truncate(screen.rows.saturating_sub(1));
+            said.push("hel:   … (allowed by an always answer: too long to show here)".into());
+        }
+        for l in said {
+            let _ = writeln!(out, "{l}");
+        }
         return Answer::Yes;
     }
-    for line in preview(request, width, colour()) {
+    let noun = if request.summary.starts_with("run ") {
+        "command"
+    } else {
+        "call"
+    };
+    let refuse = |out: &mut dyn Write| {
+        let rows = screen.rows;
+        say(
+            out,
+            &format!(
+                "hel: not asked: the {noun} shown whole takes more than the terminal's {rows} rows; the model is told to split it"
+            ),
+            width,
+            "hel:   ",
+        );
+        Answer::Refused(too_long(rows))
+    };
+    let Some((before, question)) = question(request, width, screen.rows) else {
+        return refuse(out);
+    };
+    let room = screen.rows.saturating_sub(before.len() + 1);
+    let (mut lines, whole) = preview(request, width, colour(), room);
+    if !whole {
+        if request.tool != ToolName::WriteFile {
+            return refuse(out);
+        }
+        // Its size, then its head as far as it fits.
+        lines.truncate(room.saturating_sub(1).max(1));
+        lines.push(format!(
+            "{GOES_ON}… the rest of the head does not fit the terminal"
+        ));
+    }
+    for line in lines.iter().chain(&before) {
         let _ = writeln!(out, "{line}");
     }
-    let question = format!("hel: allow {summary}? [y/n/a/?] ");
     loop {
         let line = match read(&question) {
             Reading::Line(l) => l,
@@ -200,7 +514,10 @@ fn always(
     let Some(program) = &request.program else {
         return Some(Rule::Command(command.clone()));
     };
-    let question = always_question(&escape_line(program), width);
+    let (before, question) = always_question(&visible(program), width);
+    for line in &before {
+        let _ = writeln!(out, "{line}");
+    }
     loop {
         match read(&question) {
             Reading::Line(l) => match l.trim() {
@@ -215,20 +532,23 @@ fn always(
     }
 }
 
-/// The question of an "always" for bash, on one line of `width` columns:
-/// the program's name gives way first (cut with `…`), then the wording.
-fn always_question(program: &str, width: usize) -> String {
-    let long = |p: &str| {
-        format!("hel: always allow [c] exactly this command, or [p] every `{p}` command? [c/p] ")
-    };
-    let short = |p: &str| format!("hel: always [c] this command or [p] every `{p}`? [c/p] ");
-    for shape in [&long as &dyn Fn(&str) -> String, &short] {
-        let room = width.saturating_sub(columns(&shape("")));
-        if room >= columns(program).min(8) {
-            return shape(&fit(program, room));
+/// The question of an "always" for bash on a terminal `width` wide: on
+/// one line when it fits with the program's whole name (in long or short
+/// words), else the long words wrapped above a bare `[c/p]`. The
+/// program's name is never cut.
+fn always_question(program: &str, width: usize) -> (Vec<String>, String) {
+    let long = format!("always allow [c] exactly this command, or [p] every `{program}` command?");
+    let short = format!("hel: always [c] this command or [p] every `{program}`? [c/p] ");
+    let one = format!("hel: {long} [c/p] ");
+    for q in [one, short] {
+        if columns(&q) <= width {
+            return (Vec::new(), q);
         }
     }
-    "always [c/p] ".to_owned()
+    (
+        wrapped(&long, width, "hel: ", "hel:   "),
+        "hel: [c/p] ".into(),
+    )
 }
 
 #[cfg(test)]
@@ -254,7 +574,10 @@ mod tests {
         let answer = ask(
             r,
             rules,
-            40,
+            Screen {
+                width: 40,
+                rows: 40,
+            },
             &mut out,
             &mut |_question| match typed.next() {
                 Some(l) => Reading::Line(l.to_string()),
@@ -318,28 +641,244 @@ mod tests {
     }
 
     #[test]
-    fn the_always_question_fits_the_width() {
+    fn the_always_question_fits_the_width_and_never_cuts_the_program() {
         let program = "a-program-with-a-very-long-name";
         for width in [20, 40, 60, 80, 120] {
-            let q = always_question(program, width);
-            assert!(columns(&q) <= width.max(13), "{width}: {q:?}");
+            let (before, q) = always_question(program, width);
+            for l in before.iter().chain([&q]) {
+                assert!(columns(l) <= width.max(13), "{width}: {l:?}");
+            }
             assert!(q.ends_with("[c/p] "), "{q:?}");
+            let all: String = before
+                .iter()
+                .chain([&q])
+                .map(|l| l.trim_start_matches("hel:"))
+                .collect();
+            assert!(!all.contains('…'), "{all:?}");
+            let joined: String = all.split_whitespace().collect();
+            assert!(joined.contains(&format!("every`{program}`")), "{all:?}");
         }
-        assert!(always_question("cargo", 80).contains("every `cargo` command"));
-        assert!(always_question(program, 60).contains('…'));
+        assert!(always_question("cargo", 80)
+            .1
+            .contains("every `cargo` command"));
     }
 
+    /// Every character of `text` is visible: nothing invisible, no
+    /// control or direction character left, and a run of spaces counted.
     #[test]
-    fn previews_fit_the_width() {
+    fn confirmed_text_is_escaped_visibly() {
+        assert_eq!(visible("cargo test -p hel"), "cargo test -p hel");
+        assert_eq!(visible("a\tb\rc\x1b[2Jd\x7f"), "a^Ib^Mc^[[2Jd^?");
+        for (c, shown) in [
+            ('\u{202e}', "\\u{202e}"),
+            ('\u{2066}', "\\u{2066}"),
+            ('\u{2069}', "\\u{2069}"),
+            ('\u{200e}', "\\u{200e}"),
+            ('\u{200f}', "\\u{200f}"),
+            ('\u{61c}', "\\u{61c}"),
+            ('\u{200b}', "\\u{200b}"),
+            ('\u{200d}', "\\u{200d}"),
+            ('\u{ad}', "\\u{ad}"),
+            ('\u{feff}', "\\u{feff}"),
+            ('\u{2060}', "\\u{2060}"),
+            ('\u{a0}', "\\u{a0}"),
+            ('\u{2028}', "\\u{2028}"),
+            ('\u{e0041}', "\\u{e0041}"),
+            ('\u{9b}', "\\u{9b}"),
+            ('␠', "\\u{2420}"),
+        ] {
+            assert_eq!(visible(&format!("x{c}y")), format!("x{shown}y"), "{c:?}");
+        }
+        // Everything the terminal's own escape escapes is escaped here.
+        for c in (0..=0x10ffff).filter_map(char::from_u32) {
+            let one = c.to_string();
+            if hel_agent::text::escape_line(&one) != one {
+                assert_ne!(visible(&one), one, "{c:?}");
+            }
+        }
+        // Ordinary text of other scripts stays as it is.
+        assert_eq!(visible("é 한 ü"), "é 한 ü");
+        // A long run of spaces is counted; a short one and indentation
+        // (up to 40) stay.
+        let hidden = format!("echo tests{}; touch PWNED", " ".repeat(60));
+        assert_eq!(visible(&hidden), "echo tests␠×60; touch PWNED");
+        assert_eq!(visible("a       b"), "a       b");
+        assert_eq!(visible("        indented"), "        indented");
+        assert_eq!(visible(&format!("{}x", " ".repeat(45))), "␠×45x");
+    }
+
+    /// A preview line is wrapped whole to the width (escapes never split,
+    /// later pieces marked as going on); nothing is cut.
+    #[test]
+    fn previews_are_wrapped_never_cut() {
         let r = request(
             ToolName::SearchReplace,
             &["-old line that is much longer than forty columns", "+new"],
             None,
         );
-        let lines = preview(&r, 40, false);
-        assert_eq!(lines[0].chars().count(), 40);
-        assert!(lines[0].ends_with('…'));
-        assert_eq!(lines[1], "hel: │ +new");
-        assert_eq!(preview(&r, 40, true)[1], "\x1b[32mhel: │ +new\x1b[0m");
+        let (lines, whole) = preview(&r, 40, false, usize::MAX);
+        assert!(whole);
+        assert_eq!(
+            lines,
+            [
+                "hel: │ -old line that is much longer ",
+                "hel: ┆ than forty columns",
+                "hel: │ +new",
+            ]
+        );
+        assert_eq!(
+            preview(&r, 40, true, usize::MAX).0[2],
+            "\x1b[32mhel: │ +new\x1b[0m"
+        );
+        let l = "\u{202e}".repeat(30);
+        for width in [20, 40, 200] {
+            let lines = wrapped(&l, width, LINE, GOES_ON);
+            for line in &lines {
+                assert!(columns(line) <= width.max(16), "{width}: {line:?}");
+            }
+            let body: String = lines
+                .iter()
+                .map(|x| &x[LINE.len()..])
+                .collect::<Vec<_>>()
+                .concat();
+            assert_eq!(body, "\\u{202e}".repeat(30), "{width}");
+        }
+    }
+
+    /// The hidden tail of a command is on screen, in the preview, when
+    /// the question is asked, on a narrow and on a wide terminal.
+    #[test]
+    fn the_whole_command_is_shown_before_the_question() {
+        let command = format!(
+            "echo running the unit tests{}; touch PWNED",
+            " ".repeat(200)
+        );
+        let r = bash(&command);
+        for width in [40, 200] {
+            let screen = Screen { width, rows: 40 };
+            let mut out = Vec::new();
+            let mut asked = Vec::new();
+            let answer = ask(&r, &Rules::default(), screen, &mut out, &mut |q| {
+                asked.push(q.to_owned());
+                Reading::Line("n".into())
+            });
+            assert_eq!(answer, Answer::No);
+            let shown = String::from_utf8(out).unwrap();
+            assert!(shown.contains("; touch PWNED"), "{width}: {shown}");
+            assert!(shown.contains("␠×200"), "{width}: {shown}");
+            for l in shown.lines().chain(asked.iter().map(String::as_str)) {
+                assert!(columns(l) <= width, "{width}: {l:?}");
+                assert!(!l.contains('…'), "{width}: {l:?}");
+            }
+            if width == 40 {
+                assert_eq!(asked, ["hel: allow the command above? [y/n/a/?] "]);
+            }
+        }
+    }
+
+    /// A call taller than the screen is not asked about: refused, with a
+    /// reason for the model; a write_file's head gives way instead.
+    #[test]
+    fn a_call_taller_than_the_screen_is_refused() {
+        let lines: Vec<String> = (0..30).map(|i| format!("echo {i}")).collect();
+        let command = lines.join("\n");
+        let r = bash(&command);
+        let mut out = Vec::new();
+        let answer = ask(
+            &r,
+            &Rules::default(),
+            Screen {
+                width: 80,
+                rows: 24,
+            },
+            &mut out,
+            &mut |_| panic!("asked"),
+        );
+        match answer {
+            Answer::Refused(why) => {
+                assert!(why.contains("split it"), "{why}");
+                assert!(why.contains("24 rows"), "{why}");
+            }
+            other => panic!("{other:?}"),
+        }
+        let shown = String::from_utf8(out).unwrap();
+        assert!(shown.starts_with("hel: not asked: the command"), "{shown}");
+        // 30 lines and the question fit 31 rows.
+        let (_, answer) = {
+            let mut out = Vec::new();
+            let a = ask(
+                &r,
+                &Rules::default(),
+                Screen {
+                    width: 80,
+                    rows: 31,
+                },
+                &mut out,
+                &mut |_| Reading::Line("y".into()),
+            );
+            (out, a)
+        };
+        assert_eq!(answer, Answer::Yes);
+        // A write_file's head is cut to the screen, saying so.
+        let w = request(ToolName::WriteFile, &[&"+x".repeat(400), "+y", "+z"], None);
+        let mut out = Vec::new();
+        let screen = Screen {
+            width: 40,
+            rows: 10,
+        };
+        assert_eq!(
+            ask(&w, &Rules::default(), screen, &mut out, &mut |_| {
+                Reading::Line("y".into())
+            }),
+            Answer::Yes
+        );
+        let shown = String::from_utf8(out).unwrap();
+        assert_eq!(shown.lines().count(), 9, "{shown}");
+        assert!(shown.ends_with("does not fit the terminal\n"), "{shown}");
+    }
+
+    /// A bash call's request as hel-agent makes it.
+    fn bash(command: &str) -> Request {
+        Request {
+            summary: format!("run `{command}`"),
+            tool: ToolName::Bash,
+            preview: command.split_terminator('\n').map(str::to_owned).collect(),
+            command: Some(command.to_owned()),
+            program: hel_agent::simple_program(command).map(str::to_owned),
+        }
+    }
+
+    /// A command of megabytes is refused after making no more lines than
+    /// the screen has, and a huge summary never becomes a question.
+    #[test]
+    fn a_huge_call_is_refused_without_rendering_it_all() {
+        let screen = Screen {
+            width: 80,
+            rows: 24,
+        };
+        for command in [
+            "x".repeat(10 << 20),
+            "\u{200b}".repeat(1 << 20),
+            format!("ls{}", "\u{301}".repeat(1 << 20)),
+        ] {
+            let r = bash(&command);
+            let (lines, whole) = preview(&r, 80, false, 23);
+            assert!(!whole && lines.len() == 24, "{}", lines.len());
+            let mut out = Vec::new();
+            let answer = ask(&r, &Rules::default(), screen, &mut out, &mut |_| {
+                panic!("asked")
+            });
+            assert!(matches!(answer, Answer::Refused(_)), "{answer:?}");
+        }
+        // A path too long for the screen: not asked either.
+        let w = request(ToolName::WriteFile, &["1 line, 1 byte"], None);
+        let w = Request {
+            summary: format!("write_file {}", "d/".repeat(1 << 20)),
+            ..w
+        };
+        let answer = ask(&w, &Rules::default(), screen, &mut Vec::new(), &mut |_| {
+            panic!("asked")
+        });
+        assert!(matches!(answer, Answer::Refused(_)), "{answer:?}");
     }
 }

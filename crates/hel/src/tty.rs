@@ -7,7 +7,7 @@ use std::io::{BufRead, Write};
 use hel_agent::text::escape_line;
 use hel_agent::{Answer, Confirm, Request};
 
-use crate::confirm::{self, Reading, Rules};
+use crate::confirm::{self, Reading, Rules, Screen};
 
 /// Asks on `/dev/tty`: `hel: allow <request>? [y/N]` for the store
 /// commands, the confirm question ([`confirm`]) for a run's calls.
@@ -29,24 +29,20 @@ impl Confirm for Tty {
         };
         let mut input = std::io::BufReader::new(&tty);
         let mut out = &tty;
-        confirm::ask(
-            request,
-            &self.rules,
-            crate::render::width(),
-            &mut out,
-            &mut |question| {
-                let mut w = &tty;
-                if let Err(e) = write!(w, "{question}") {
-                    return Reading::Failed(e.to_string());
-                }
-                let mut line = String::new();
-                match input.read_line(&mut line) {
-                    Ok(0) => Reading::End,
-                    Ok(_) => Reading::Line(line),
-                    Err(e) => Reading::Failed(e.to_string()),
-                }
-            },
-        )
+        // The size of the terminal asked on, which stderr may not be.
+        let screen = screen(&tty).unwrap_or(Screen::DEFAULT);
+        confirm::ask(request, &self.rules, screen, &mut out, &mut |question| {
+            let mut w = &tty;
+            if let Err(e) = write!(w, "{question}") {
+                return Reading::Failed(e.to_string());
+            }
+            let mut line = String::new();
+            match input.read_line(&mut line) {
+                Ok(0) => Reading::End,
+                Ok(_) => Reading::Line(line),
+                Err(e) => Reading::Failed(e.to_string()),
+            }
+        })
     }
 
     fn ask(&self, request: &str) -> Answer {
@@ -72,6 +68,22 @@ impl Confirm for Tty {
     }
 }
 
+/// The size of the terminal `fd` is (None: it is not one, or does not
+/// say).
+pub fn screen(fd: &impl std::os::fd::AsRawFd) -> Option<Screen> {
+    let mut ws = libc::winsize {
+        ws_row: 0,
+        ws_col: 0,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: TIOCGWINSZ writes one winsize into the struct it is given;
+    // the descriptor is borrowed for the call.
+    let ok = unsafe { libc::ioctl(fd.as_raw_fd(), libc::TIOCGWINSZ, &mut ws) } == 0;
+    (ok && ws.ws_row > 0 && ws.ws_col > 0)
+        .then(|| Screen::of(usize::from(ws.ws_row), usize::from(ws.ws_col)))
+}
+
 /// Whether a command about to remove the user's files or data asks first
 /// (`hel undo`, `hel restore`, `hel sessions delete`): unless `yes`, when
 /// stdin and stderr are a terminal. Off a terminal it goes on unasked, so
@@ -86,7 +98,7 @@ pub fn asks(yes: bool) -> bool {
 pub fn allow(request: &str) -> Result<bool, String> {
     match Tty::default().ask(request) {
         Answer::Yes => Ok(true),
-        Answer::No | Answer::NoBecause(_) => Ok(false),
+        Answer::No | Answer::NoBecause(_) | Answer::Refused(_) => Ok(false),
         Answer::Unavailable(why) => Err(why),
     }
 }

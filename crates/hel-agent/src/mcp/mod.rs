@@ -238,10 +238,6 @@ pub(crate) enum CallError {
     Timeout { server: String, secs: u64 },
     #[error("MCP server `{server}`: {message}")]
     Server { server: String, message: String },
-    #[error("the arguments must be a JSON object")]
-    NotObject,
-    #[error("the arguments are not JSON: {0}")]
-    NotJson(#[source] serde_json::Error),
 }
 
 /// What [`probe`] found: every enabled server started (as a run would),
@@ -708,37 +704,52 @@ impl Tools {
     }
 }
 
-/// Run a call of `tool` on `server` with the model's raw arguments (a
-/// JSON object, or nothing).
+/// The model's raw arguments of an MCP tool's call, parsed once with the
+/// bounded parse ([`crate::tools::args::parse_object`]: a key repeated at
+/// any depth is refused): None when there are none. What the user
+/// confirms and what the server receives are both this one value.
+pub(crate) fn arguments(
+    raw_args: &str,
+) -> Result<Option<serde_json::Map<String, Value>>, crate::tools::args::ArgsError> {
+    if raw_args.trim().is_empty() {
+        return Ok(None);
+    }
+    crate::tools::args::parse_object("the MCP tool", raw_args).map(Some)
+}
+
+/// Run a call of `tool` on `server` with `arguments` (from [`arguments`]):
+/// they are sent as they are, the value the confirmation showed.
 pub(crate) async fn call(
     server: &Server,
     tool: &Tool,
-    raw_args: &str,
+    arguments: Option<serde_json::Map<String, Value>>,
 ) -> Result<(String, bool), CallError> {
-    let arguments = match raw_args.trim() {
-        "" => None,
-        raw => match serde_json::from_str::<Value>(raw) {
-            Ok(Value::Object(m)) => Some(m),
-            Ok(_) => return Err(CallError::NotObject),
-            Err(e) => return Err(CallError::NotJson(e)),
-        },
-    };
     server.call(&tool.remote, arguments).await
 }
 
-/// What confirmation shows of a call: the tool and its arguments.
+/// What confirmation shows of a call: the tool, and its arguments as the
+/// value the server will receive (pretty JSON, every line of it).
 ///
 /// It is asked as a command is: the call in full is the preview, and an
 /// "always" allows exactly this call (this tool with these arguments),
 /// never the tool whatever its arguments, since a server's tool can do
 /// anything.
-pub(crate) fn request(tool: &Tool, raw_args: &str) -> crate::tools::access::Request {
-    let call = format!("call {} {}", tool.exposed, raw_args.trim());
+pub(crate) fn request(
+    tool: &Tool,
+    arguments: &Option<serde_json::Map<String, Value>>,
+) -> crate::tools::access::Request {
+    let value = arguments.clone().map_or(Value::Null, Value::Object);
+    let pretty = match arguments {
+        None => "(no arguments)".to_owned(),
+        Some(_) => serde_json::to_string_pretty(&value).unwrap_or_default(),
+    };
+    let summary = format!("call {}", tool.exposed);
+    let preview = pretty.split('\n').map(str::to_owned).collect();
     crate::tools::access::Request {
-        summary: call.clone(),
+        summary: summary.clone(),
         tool: crate::tools::args::ToolName::Bash,
-        preview: vec![call.clone()],
-        command: Some(call),
+        preview,
+        command: Some(format!("{summary} {value}")),
         program: None,
     }
 }

@@ -45,6 +45,9 @@ pub enum Answer {
     NoBecause(String),
     /// Nobody can be asked; the text says why.
     Unavailable(String),
+    /// Not asked: the call cannot be shown whole (it does not fit the
+    /// terminal); the text says why and what the model can do instead.
+    Refused(String),
 }
 
 /// What a confirmation asks about. Everything in it comes from the model:
@@ -97,7 +100,13 @@ impl Request {
         };
         match call {
             Call::Bash(a) => {
-                request.preview = a.command.lines().map(str::to_owned).collect();
+                // Split at newlines only: a carriage return stays in its
+                // line, to be shown escaped.
+                request.preview = a
+                    .command
+                    .split_terminator('\n')
+                    .map(str::to_owned)
+                    .collect();
                 request.command = Some(a.command.clone());
                 request.program = simple_program(&a.command).map(str::to_owned);
             }
@@ -126,10 +135,10 @@ impl Request {
             Call::SearchReplace(a) => {
                 request
                     .preview
-                    .extend(a.search.lines().map(|l| format!("-{l}")));
+                    .extend(a.search.split_terminator('\n').map(|l| format!("-{l}")));
                 request
                     .preview
-                    .extend(a.replace.lines().map(|l| format!("+{l}")));
+                    .extend(a.replace.split_terminator('\n').map(|l| format!("+{l}")));
             }
             Call::ReadFile(_) | Call::Glob(_) | Call::Grep(_) => {}
         }

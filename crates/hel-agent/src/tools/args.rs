@@ -160,6 +160,14 @@ pub enum Call {
 pub enum ArgsError {
     #[error("the arguments of {tool} are not a JSON object: {raw:?}")]
     NotObject { tool: &'static str, raw: String },
+    /// Well-formed JSON that repeats a key in an object, or is past the
+    /// bounds of a message: refused before anyone is asked, since two
+    /// readers of a repeated key can see two different calls.
+    #[error("the arguments of {tool} are refused before anyone is asked: {source}")]
+    Refused {
+        tool: &'static str,
+        source: hel_store::json::JsonError,
+    },
     #[error("bad arguments for {tool}: {source}")]
     Invalid {
         tool: &'static str,
@@ -167,19 +175,30 @@ pub enum ArgsError {
     },
 }
 
+/// The raw arguments of a call to `tool` (empty means `{}`) as the one
+/// JSON object they are, through the bounded parse that refuses a key
+/// repeated at any depth: what is shown to be confirmed and what runs are
+/// then both this one value.
+pub(crate) fn parse_object(
+    tool: &'static str,
+    raw: &str,
+) -> Result<serde_json::Map<String, Value>, ArgsError> {
+    let text = if raw.trim().is_empty() { "{}" } else { raw };
+    match hel_store::json::parse(text.as_bytes(), hel_store::json::Limits::MESSAGE) {
+        Ok(Value::Object(m)) => Ok(m),
+        Err(source) if source.is_limit() => Err(ArgsError::Refused { tool, source }),
+        _ => Err(ArgsError::NotObject {
+            tool,
+            raw: raw.to_owned(),
+        }),
+    }
+}
+
 impl Call {
-    /// Parse the raw arguments of a call to `tool` (empty means `{}`).
+    /// Parse the raw arguments of a call to `tool` (empty means `{}`),
+    /// with [`parse_object`].
     pub fn parse(tool: ToolName, raw: &str) -> Result<Call, ArgsError> {
-        let text = if raw.trim().is_empty() { "{}" } else { raw };
-        let value = match serde_json::from_str::<Value>(text) {
-            Ok(v @ Value::Object(_)) => v,
-            _ => {
-                return Err(ArgsError::NotObject {
-                    tool: tool.as_str(),
-                    raw: raw.to_owned(),
-                })
-            }
-        };
+        let value = Value::Object(parse_object(tool.as_str(), raw)?);
         fn typed<T: serde::de::DeserializeOwned>(tool: ToolName, v: Value) -> Result<T, ArgsError> {
             serde_json::from_value(v).map_err(|source| ArgsError::Invalid {
                 tool: tool.as_str(),
@@ -305,6 +324,29 @@ mod tests {
             let e = Call::parse(tool, raw).unwrap_err().to_string();
             assert!(e.contains("not a JSON object"), "{e}");
         }
+        // A key twice, at the top or deeper: refused, whatever the tool,
+        // before anything reads either value.
+        for (tool, raw) in [
+            (
+                ToolName::Bash,
+                r#"{"command": "ls", "command": "rm -rf ~"}"#,
+            ),
+            (
+                ToolName::WriteFile,
+                r#"{"path": "notes.txt", "content": "x", "path": "/home/ada/.bashrc"}"#,
+            ),
+            (
+                ToolName::Grep,
+                r#"{"pattern": "x", "extra": {"a": 1, "a": 2}}"#,
+            ),
+        ] {
+            let e = Call::parse(tool, raw).unwrap_err();
+            assert!(matches!(e, ArgsError::Refused { .. }), "{e}");
+            assert!(e.to_string().contains("a key repeated"), "{e}");
+        }
+        let m = parse_object("mcp__s__write", r#"{"a": {"b": 1}, "c": [1, {"b": 2}]}"#).unwrap();
+        assert_eq!(m.len(), 2);
+        assert!(parse_object("x", r#"{"a": [{"b": 1, "b": 1}]}"#).is_err());
         for (tool, raw) in [
             (ToolName::Bash, "{}"),
             (ToolName::ReadFile, r#"{"start_line": -1}"#),

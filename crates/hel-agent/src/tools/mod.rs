@@ -169,14 +169,19 @@ async fn execute_mcp(ctx: &mut ToolCtx, name: &str, raw_args: &str) -> ToolResul
             decision: Decision::ReadOnly,
         };
     }
+    // Parsed once, before any question: what is confirmed is what is sent.
+    let arguments = match crate::mcp::arguments(raw_args) {
+        Ok(a) => a,
+        Err(e) => return ToolResult::failed(format!("error: {e}")),
+    };
     if !tool.read_only && ctx.access == Access::Confirm {
-        let answer = confirm(&ctx.confirm, crate::mcp::request(tool, raw_args)).await;
+        let answer = confirm(&ctx.confirm, crate::mcp::request(tool, &arguments)).await;
         match declined(answer, "the user can run hel with --access auto, or list the tool in read_only_tools of its server's config") {
             Some(denied) => return denied,
             None => decision = Decision::Confirmed,
         }
     }
-    let mut result = match crate::mcp::call(server, tool, raw_args).await {
+    let mut result = match crate::mcp::call(server, tool, arguments).await {
         Ok((text, true)) => ToolResult::ok(text),
         Ok((text, false)) => ToolResult::failed(format!("error (from the MCP server): {text}")),
         Err(e) => ToolResult::failed(format!("error: {e}")),
@@ -197,6 +202,7 @@ fn declined(answer: Answer, otherwise: &str) -> Option<ToolResult> {
         Answer::Yes => return None,
         Answer::No => "denied: the user declined this call".to_owned(),
         Answer::NoBecause(why) => format!("denied: the user declined this call: {why}"),
+        Answer::Refused(why) => format!("denied: {why}"),
         Answer::Unavailable(why) => {
             format!("denied: nobody could be asked to allow it ({why}); {otherwise}")
         }
@@ -209,9 +215,8 @@ fn declined(answer: Answer, otherwise: &str) -> Option<ToolResult> {
 }
 
 /// Ask on a blocking thread (a terminal prompt blocks).
-async fn confirm(confirm: &Arc<dyn Confirm>, mut request: Request) -> Answer {
+async fn confirm(confirm: &Arc<dyn Confirm>, request: Request) -> Answer {
     let confirm = Arc::clone(confirm);
-    request.summary = request.summary.chars().take(300).collect();
     tokio::task::spawn_blocking(move || confirm.confirm(&request))
         .await
         .unwrap_or_else(|e| Answer::Unavailable(e.to_string()))

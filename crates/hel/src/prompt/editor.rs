@@ -188,23 +188,33 @@ pub struct Ask {
 
 impl Confirm for Ask {
     fn confirm(&self, request: &Request) -> Answer {
-        let mut err = std::io::stderr();
+        use std::io::IsTerminal;
         let rules = &self.editor.rules;
-        confirm::ask(
-            request,
-            rules,
-            crate::render::width(),
-            &mut err,
-            &mut |question| match self.editor.read(question) {
-                Read::Line(l) => Reading::Line(l),
-                Read::Eof => Reading::End,
-                Read::CtrlC => {
-                    self.interrupter.interrupt();
-                    Reading::Cancel
-                }
-                Read::Failed(e) => Reading::Failed(e.to_string()),
-            },
-        )
+        // What is asked about is shown on the terminal: on stderr, or, when
+        // that goes elsewhere, on /dev/tty.
+        let mut out: Box<dyn Write> = if std::io::stderr().is_terminal() {
+            Box::new(std::io::stderr())
+        } else {
+            match std::fs::OpenOptions::new().write(true).open("/dev/tty") {
+                Ok(tty) => Box::new(tty),
+                Err(e) => return Answer::Unavailable(format!("no terminal: {e}")),
+            }
+        };
+        let screen = crate::tty::screen(&std::io::stderr())
+            .or_else(|| crate::tty::screen(&std::io::stdin()))
+            .unwrap_or(confirm::Screen::DEFAULT);
+        confirm::ask(request, rules, screen, &mut out, &mut |question| match self
+            .editor
+            .read(question)
+        {
+            Read::Line(l) => Reading::Line(l),
+            Read::Eof => Reading::End,
+            Read::CtrlC => {
+                self.interrupter.interrupt();
+                Reading::Cancel
+            }
+            Read::Failed(e) => Reading::Failed(e.to_string()),
+        })
     }
 
     fn ask(&self, request: &str) -> Answer {
