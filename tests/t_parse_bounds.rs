@@ -79,3 +79,113 @@ fn a_reply_of_millions_of_values_is_refused_in_bounded_memory() {
         assert_eq!(run.stdout, "hi\n");
     }
 }
+
+/// `tests/mcp/hostile.py MODE` as server `name` of the user config: plain
+/// JSON-RPC lines (no SDK), run by the system's python3.
+fn hostile_config(p: &Project, servers: &[(&str, &str, &str)]) {
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/mcp/hostile.py")
+        .canonicalize()
+        .unwrap();
+    let mut text = String::new();
+    for (name, mode, extra) in servers {
+        text.push_str(&format!(
+            "[mcp_servers.{name}]\ncommand = \"python3\"\nargs = [{:?}, {mode:?}]\n{extra}\n",
+            script.display().to_string()
+        ));
+    }
+    let dir = p.home.path().join(".config/hel");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("config.toml"), text).unwrap();
+}
+
+#[test]
+fn an_mcp_tool_list_of_millions_of_values_is_refused_in_bounded_memory() {
+    let p = Project::new();
+    // 120 MB of `0,` in one tool's schema, on every page.
+    hostile_config(&p, &[("huge", "huge-list", "")]);
+    let m = run_measured(p.hel(None).args(["mcp", "list"]));
+    eprintln!("huge-list: peak RSS {} KiB", m.max_rss_kib);
+    assert_eq!(m.run.code, 1, "{}", m.run.stderr);
+    assert!(
+        m.run.stdout.contains(
+            "failed: listing its tools failed: Mcp error: -32600: hel refused the server's answer: more than 2000000 JSON values"
+        ),
+        "{}",
+        m.run.stdout
+    );
+    assert!(m.max_rss_kib < PEAK_KIB, "peak RSS {} KiB", m.max_rss_kib);
+
+    // 12 pages, each under the limit of a message: what is kept of each
+    // tool is bounded as its page arrives, not once the list is whole.
+    // (A generous timeout: the pages are slow to read on a loaded machine.)
+    hostile_config(&p, &[("paged", "many-pages", "startup_timeout_sec = 600")]);
+    let m = run_measured(p.hel(None).args(["mcp", "list"]));
+    eprintln!("many-pages: peak RSS {} KiB", m.max_rss_kib);
+    assert_eq!(m.run.code, 0, "{}", m.run.stderr);
+    assert!(
+        m.run.stdout.contains("started, 0 tools"),
+        "{}",
+        m.run.stdout
+    );
+    for page in 1..=12 {
+        assert!(
+            m.run.stdout.contains(&format!(
+                "MCP server `paged`: tool `t{page}` left out: its input schema is over 65536 bytes"
+            )),
+            "page {page}: {}",
+            m.run.stdout
+        );
+    }
+    assert!(m.max_rss_kib < PEAK_KIB, "peak RSS {} KiB", m.max_rss_kib);
+
+    // A line that never ends: the start's timeout fires while it arrives.
+    hostile_config(
+        &p,
+        &[("endless", "endless-list", "startup_timeout_sec = 2")],
+    );
+    let started = std::time::Instant::now();
+    let m = run_measured(p.hel(None).args(["mcp", "list"]));
+    eprintln!(
+        "endless-list: peak RSS {} KiB, {:?}",
+        m.max_rss_kib,
+        started.elapsed()
+    );
+    assert_eq!(m.run.code, 1, "{}", m.run.stderr);
+    assert!(
+        m.run.stdout.contains("failed: did not start within 2s"),
+        "{}",
+        m.run.stdout
+    );
+    assert!(m.max_rss_kib < PEAK_KIB, "peak RSS {} KiB", m.max_rss_kib);
+}
+
+#[test]
+fn an_mcp_result_of_millions_of_values_is_an_error_the_model_reads() {
+    let p = Project::new();
+    hostile_config(&p, &[("h", "huge-result", "")]);
+    let mock = Mock::start(json!([
+        {"tool_calls": [call("mcp__h__poke", json!({}))]},
+        {"content": "done"},
+    ]));
+    let m = run_measured(p.hel(Some(&mock)).args(["--access", "auto", "-p", "x"]));
+    eprintln!("huge-result: peak RSS {} KiB", m.max_rss_kib);
+    assert_eq!(m.run.code, 0, "{}", m.run.stderr);
+    assert_eq!(m.run.stdout, "done\n");
+    let result = mock
+        .messages(1)
+        .iter()
+        .find(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap().to_owned())
+        .unwrap();
+    assert!(
+        result.starts_with("error: MCP server `h`")
+            && result.contains("hel refused the server's answer: more than 2000000 JSON values"),
+        "{result}"
+    );
+    assert!(m.max_rss_kib < PEAK_KIB, "peak RSS {} KiB", m.max_rss_kib);
+    // The instruction ended: the session is listed as complete.
+    let run = p.run(None, &["sessions"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(!run.stdout.contains("never ended"), "{}", run.stdout);
+}
