@@ -189,3 +189,71 @@ fn an_mcp_result_of_millions_of_values_is_an_error_the_model_reads() {
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(!run.stdout.contains("never ended"), "{}", run.stdout);
 }
+
+/// A session forged in `p`'s store whose messages are a system message
+/// and the message blob `payload` (raw bytes: a repeated key cannot be
+/// written canonically); returns the session's id.
+fn forge_with_blob(p: &Project, sid: &str, payload: &[u8]) {
+    use hel_store::testing;
+    let root = p.path().join(".hel");
+    let plant = |kind: &str, payload: &[u8]| {
+        let (_, canonical) = testing::encode(kind, payload);
+        testing::plant(&root, &canonical)
+    };
+    let blob = |v: &serde_json::Value| plant("blob", &hel_store::canonical::to_vec(v));
+    let message = plant("blob", payload);
+    let system = json!({"role": "system", "content": "You are hel."});
+    let node = json!({"count": 2, "items": [{"m": system}, {"b": message.to_hex()}], "prev": null});
+    let node = plant("list", &hel_store::canonical::to_vec(&node));
+    let snap = json!({
+        "schema_version": 3,
+        "session_id": sid,
+        "parents": [],
+        "created_at": "2026-11-30T00:53:20.000Z",
+        "created_at_ms": 1796000000000u64,
+        "cwd": p.path().display().to_string(),
+        "request_config": blob(&json!({})).to_hex(),
+        "meter": null,
+        "cursors": blob(&json!([])).to_hex(),
+        "messages": {"root": node.to_hex(), "count": 2},
+        "spill": {},
+        "record": "answer",
+        "summary": {"messages": 2, "checkpoints": 1, "instruction": "forged", "input_tokens": 0, "output_tokens": 0},
+    });
+    let snap = plant("snapshot", &hel_store::canonical::to_vec(&snap));
+    testing::publish(&root, &sid.parse().unwrap(), &snap);
+}
+
+#[test]
+fn stored_json_with_a_repeated_key_or_millions_of_values_is_a_fault() {
+    let p = Project::new();
+    let mock = Mock::start(json!([{"content": "first answer"}]));
+    let run = p.run(Some(&mock), &["-p", "x"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let twice = "0badf00d-0000-4000-8000-0000000000d1";
+    forge_with_blob(&p, twice, br#"{"content":"a","content":"b","role":"user"}"#);
+    let many = "0badf00d-0000-4000-8000-0000000000d2";
+    let zeros = format!(
+        r#"{{"content":"a","extra":[{}0],"role":"user"}}"#,
+        "0,".repeat(2_100_000)
+    );
+    forge_with_blob(&p, many, zeros.as_bytes());
+    for (sid, said) in [
+        (twice, "a key repeated in one object"),
+        (many, "more than 2000000 JSON values"),
+    ] {
+        let m = run_measured(p.hel(None).args(["sessions", "show", sid]));
+        eprintln!("sessions show {sid}: peak RSS {} KiB", m.max_rss_kib);
+        assert_eq!(m.run.code, 1, "{}", m.run.stderr);
+        assert!(m.run.stderr.contains(said), "{sid}: {}", m.run.stderr);
+        assert!(m.max_rss_kib < PEAK_KIB, "peak RSS {} KiB", m.max_rss_kib);
+    }
+    let run = p.run(None, &["fsck"]);
+    assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
+    for said in [
+        "a key repeated in one object",
+        "more than 2000000 JSON values",
+    ] {
+        assert!(run.stdout.contains(said), "{said}: {}", run.stdout);
+    }
+}
