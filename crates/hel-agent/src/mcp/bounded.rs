@@ -86,6 +86,18 @@ impl<R: AsyncRead + Unpin> Bounded<R> {
         }
     }
 
+    /// Pass `line` on (moved, not copied, when nothing else waits: a
+    /// message may be 128 MiB).
+    fn pass(&mut self, mut line: Vec<u8>) {
+        line.push(b'\n');
+        if self.out.is_empty() {
+            self.out = line;
+            self.at = 0;
+        } else {
+            self.out.extend_from_slice(&line);
+        }
+    }
+
     /// The line ended: pass it on, or what stands for it.
     fn end_line(&mut self) {
         let scan = std::mem::take(&mut self.scan);
@@ -94,18 +106,12 @@ impl<R: AsyncRead + Unpin> Bounded<R> {
             Some(why) => why,
             None if line.iter().all(u8::is_ascii_whitespace) => return,
             None => match json::check(&line, self.limits) {
-                Ok(()) => {
-                    self.out.extend_from_slice(&line);
-                    self.out.push(b'\n');
-                    return;
-                }
                 // A line that is not JSON at all is the SDK's to pass over.
-                Err(e) if !e.is_limit() => {
-                    self.out.extend_from_slice(&line);
-                    self.out.push(b'\n');
+                Err(e) if e.is_limit() => e.to_string(),
+                _ => {
+                    self.pass(line);
                     return;
                 }
-                Err(e) => e.to_string(),
             },
         };
         if scan.method {
@@ -122,8 +128,7 @@ impl<R: AsyncRead + Unpin> Bounded<R> {
                 "message": format!("hel refused the server's answer: {why}"),
             },
         });
-        self.out.extend_from_slice(error.to_string().as_bytes());
-        self.out.push(b'\n');
+        self.pass(error.to_string().into_bytes());
     }
 }
 
@@ -140,7 +145,12 @@ impl<R: AsyncRead + Unpin> AsyncRead for Bounded<R> {
                 dst.put_slice(&this.out[this.at..this.at + n]);
                 this.at += n;
                 if this.at == this.out.len() {
-                    this.out.clear();
+                    // A large message's buffer is not kept for the next.
+                    if this.out.capacity() > READ {
+                        this.out = Vec::new();
+                    } else {
+                        this.out.clear();
+                    }
                     this.at = 0;
                 }
                 return Poll::Ready(Ok(()));
