@@ -168,6 +168,28 @@ pub(crate) fn huge(n: u64, chunked: bool) -> Response<MockBody> {
     )
 }
 
+/// A valid answer (with its Content-Length) whose message carries a
+/// field `extra` holding an array of `n` zeros (`n` ≥ 1).
+pub(crate) fn zeros(n: u64) -> Response<MockBody> {
+    let head: &[u8] =
+        br#"{"choices":[{"index":0,"message":{"role":"assistant","content":"hi","extra":["#;
+    let tail = format!("0]}}{}", std::str::from_utf8(&TAIL[2..]).unwrap_or(""));
+    let left = 2 * n.saturating_sub(1);
+    let len = (head.len() + tail.len()) as u64 + left;
+    response(
+        StatusCode::OK,
+        MockBody {
+            queue: VecDeque::from([Bytes::from_static(head)]),
+            rest: Rest::Blocks {
+                block: Bytes::from("0,".repeat(BLOCK / 2)),
+                left,
+                tail: Bytes::from(tail),
+            },
+            exact: Some(len),
+        },
+    )
+}
+
 /// Headers declaring a Content-Length of `n` bytes, then a few bytes of
 /// body, and nothing more.
 pub(crate) fn declared(n: u64) -> Response<MockBody> {

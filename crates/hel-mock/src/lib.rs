@@ -31,6 +31,9 @@
 //! - `{"huge_content": N, "chunked"?: true}`: a valid answer whose content
 //!   is N bytes of `x`, streamed with its Content-Length (or chunked, with
 //!   none).
+//! - `{"zeros": N, "zeros_per_event"?: K}`: a valid answer whose message
+//!   carries an extra field holding an array of N zeros (streamed: in one
+//!   event, or K at most an event, each under a field of its own).
 //! - `{"declared_length": N}`: headers declaring a Content-Length of N
 //!   bytes, then a few bytes of body, held until the client hangs up.
 //!

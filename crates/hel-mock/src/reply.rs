@@ -42,6 +42,13 @@ pub(crate) fn answer(step: &Step, request: &Value, body_len: usize, n: u64) -> R
             body::huge(n, step.chunked)
         };
     }
+    if let Some(n) = step.zeros {
+        return if stream {
+            sse::zeros(n, step.zeros_per_event, request)
+        } else {
+            body::zeros(n)
+        };
+    }
     if let Some(n) = step.declared_length {
         return body::declared(n);
     }

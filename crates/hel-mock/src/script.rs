@@ -22,6 +22,12 @@ pub struct Step {
     pub huge_content: Option<u64>,
     pub chunked: bool,
     pub declared_length: Option<u64>,
+    /// The answer's message carries a field `extra` holding an array of
+    /// this many zeros (a reply small in bytes, huge once parsed).
+    pub zeros: Option<u64>,
+    /// Streamed, with `zeros`: at most this many zeros an event, each
+    /// event's under a field of its own (`extra0`, `extra1`, …).
+    pub zeros_per_event: Option<u64>,
     /// Streamed: characters per piece of each streamed string.
     pub piece: Option<usize>,
     /// Streamed: the tool calls' pieces alternate.

@@ -213,6 +213,46 @@ pub(crate) fn huge(n: u64, request: &Value) -> Response<MockBody> {
     )
 }
 
+/// The stream of a valid answer whose message carries `n` zeros: all in
+/// one event's field `extra`, or `per_event` at most an event, each
+/// event's under a field of its own (`extra0`, `extra1`, …).
+pub(crate) fn zeros(n: u64, per_event: Option<u64>, request: &Value) -> Response<MockBody> {
+    let head = Bytes::from(format!(
+        "data: {}\n\n",
+        json!({"choices": [{"index": 0, "delta": {"role": "assistant", "content": "hi"}}]})
+    ));
+    let mut tail = format!(
+        "data: {}\n\n",
+        json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+    );
+    if usage_wanted(request) {
+        tail.push_str(&format!(
+            "data: {}\n\n",
+            json!({"choices": [], "usage": {"prompt_tokens": 1, "completion_tokens": 1}})
+        ));
+    }
+    tail.push_str("data: [DONE]\n\n");
+    let per_event = per_event.filter(|&k| k > 0).unwrap_or(n).max(1);
+    let mut frames = vec![head];
+    let (mut left, mut i) = (n, 0);
+    while left > 0 {
+        let k = left.min(per_event);
+        let mut event = format!(r#"data: {{"choices":[{{"index":0,"delta":{{"extra{i}":["#);
+        for j in 0..k {
+            event.push_str(if j + 1 < k { "0," } else { "0" });
+            if event.len() >= BLOCK {
+                frames.push(Bytes::from(std::mem::take(&mut event)));
+            }
+        }
+        event.push_str("]}}]}\n\n");
+        frames.push(Bytes::from(event));
+        left -= k;
+        i += 1;
+    }
+    frames.push(Bytes::from(tail));
+    body::event_stream(frames, StreamEnd::End)
+}
+
 /// A stream of content deltas that never ends.
 pub(crate) fn endless() -> Response<MockBody> {
     let head = Bytes::from(format!(

@@ -42,6 +42,14 @@ impl Limits {
         max_values: 2_000_000,
         max_depth: 64,
     };
+    /// For JSON stored under `.hel/` (a message blob, a config or record
+    /// blob): as many values as a message may hold, and the depth serde_json
+    /// itself stops at, so that no store written before these limits is
+    /// refused for its depth alone.
+    pub const STORED: Limits = Limits {
+        max_values: 2_000_000,
+        max_depth: 128,
+    };
     /// For small control files (configs, the format file, a remote's
     /// listing): 100,000 values.
     pub const SMALL: Limits = Limits {
@@ -55,6 +63,12 @@ impl Limits {
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 pub struct JsonError(serde_json::Error);
+
+impl From<JsonError> for serde_json::Error {
+    fn from(e: JsonError) -> serde_json::Error {
+        e.0
+    }
+}
 
 impl JsonError {
     /// True when the text is well-formed JSON that a limit refused

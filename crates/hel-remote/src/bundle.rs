@@ -15,7 +15,7 @@
 use std::path::Path;
 
 use hel_store::transfer::Adopted;
-use hel_store::{SessionId, Store};
+use hel_store::{json, SessionId, Store};
 
 use crate::error::{RemoteError, Result};
 use crate::remote::{RemoteRef, PACK_MAX, REF_FORMAT, REF_MAX};
@@ -113,7 +113,7 @@ pub fn import(store: &Store, path: &Path) -> Result<(SessionId, Adopted)> {
     if mlen as u64 > REF_MAX || 16 + mlen > bytes.len() {
         return Err(bad(path, "its manifest length is out of bounds"));
     }
-    let manifest: RemoteRef = serde_json::from_slice(&bytes[16..16 + mlen])
+    let manifest: RemoteRef = json::from_slice(&bytes[16..16 + mlen], json::Limits::MESSAGE)
         .map_err(|e| bad(path, format!("its manifest is not a hel manifest: {e}")))?;
     if manifest.format != REF_FORMAT || manifest.packs.len() != 1 {
         return Err(bad(path, "its manifest is not a hel manifest of one pack"));

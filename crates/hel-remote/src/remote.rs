@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use futures::{StreamExt, TryStreamExt};
 use hel_store::transfer::{Adopted, Received};
-use hel_store::{ObjectId, SessionId, Store, Summary};
+use hel_store::{json, ObjectId, SessionId, Store, Summary};
 use object_store::path::Path;
 use object_store::{ObjectStore, PutMode, PutOptions, PutPayload, UpdateVersion};
 use serde::{Deserialize, Serialize};
@@ -197,7 +197,7 @@ impl Remote {
     fn state(&self, store: &Store, session: &SessionId) -> Result<Option<State>> {
         Ok(
             hel_store::transfer::remote_state(store, &self.state_key(session))?
-                .and_then(|b| serde_json::from_slice(&b).ok()),
+                .and_then(|b| json::from_slice(&b, json::Limits::SMALL).ok()),
         )
     }
 
@@ -345,7 +345,7 @@ impl Remote {
     }
 
     fn parse_ref(&self, rel: &str, bytes: &[u8], session: &SessionId) -> Result<RemoteRef> {
-        let r: RemoteRef = serde_json::from_slice(bytes)
+        let r: RemoteRef = json::from_slice(bytes, json::Limits::MESSAGE)
             .map_err(|e| self.hostile(rel, format!("not a hel remote ref: {e}")))?;
         if r.format != REF_FORMAT {
             return Err(self.hostile(
@@ -681,7 +681,7 @@ impl Remote {
             .map_err(|e| self.err(e))?;
         report.packs = packs.len() as u64;
         let previous: Candidates = match self.get_bounded("gc/candidates", 64 << 20).await? {
-            Some((b, _)) => serde_json::from_slice(&b).unwrap_or_default(),
+            Some((b, _)) => json::from_slice(&b, json::Limits::MESSAGE).unwrap_or_default(),
             None => Candidates::default(),
         };
         let before: BTreeSet<&String> = previous.packs.iter().collect();

@@ -824,10 +824,12 @@ impl Check<'_> {
                 continue;
             }
             let parsed = crate::read::of_kind(layout, blob, Kind::Blob, *cap).and_then(|bytes| {
-                serde_json::from_slice::<serde_json::Value>(&bytes).map_err(|e| Error::Corrupt {
-                    id: *blob,
-                    path: layout.object_path(blob),
-                    reason: format!("{} is not JSON: {e}", cap.what),
+                crate::json::check(&bytes, crate::json::Limits::STORED).map_err(|e| {
+                    Error::Corrupt {
+                        id: *blob,
+                        path: layout.object_path(blob),
+                        reason: format!("{} is not JSON: {e}", cap.what),
+                    }
                 })
             });
             if let Err(e) = parsed {

@@ -481,7 +481,7 @@ impl Store {
         let cp = crate::read::snapshot(layout, id)?;
         let json_blob = |blob: &ObjectId, cap: Cap| -> Result<Value> {
             let bytes = crate::read::of_kind(layout, blob, Kind::Blob, cap)?;
-            serde_json::from_slice(&bytes).map_err(|e| Error::Corrupt {
+            crate::json::parse(&bytes, crate::json::Limits::STORED).map_err(|e| Error::Corrupt {
                 id: *blob,
                 path: layout.object_path(blob),
                 reason: format!("{} is not JSON: {e}", cap.what),

@@ -123,7 +123,7 @@ fn verify_reach(layout: &Odb, head: &ObjectId) -> Result<Vec<ObjectId>> {
     }
     for (blob, cap) in &marked.json_blobs {
         let bytes = crate::read::of_kind(layout, blob, Kind::Blob, *cap)?;
-        serde_json::from_slice::<serde_json::Value>(&bytes).map_err(|e| Error::Corrupt {
+        crate::json::check(&bytes, crate::json::Limits::STORED).map_err(|e| Error::Corrupt {
             id: *blob,
             path: layout.object_path(blob),
             reason: format!("{} is not JSON: {e}", cap.what),

@@ -9,9 +9,16 @@
 //! listed in index order. A call's `function.name` piece equal to the name
 //! assembled so far is dropped: some servers (llama-cpp-python) repeat the
 //! whole name in every chunk, with the next piece of the arguments.
+//!
+//! Bounded: each chunk is parsed under the limits of one message
+//! ([`json::Limits::MESSAGE`]), and what the assembler holds is counted
+//! as it grows (a value set replaces the one before; a string piece adds
+//! none): past the same count of values the stream is refused, however
+//! the server spread them over chunks.
 
 use std::collections::BTreeMap;
 
+use hel_store::json;
 use serde_json::{json, Map, Value};
 
 use super::delta::Delta;
@@ -29,7 +36,21 @@ pub(super) struct Assembler {
     finish: Option<Value>,
     usage: Option<Value>,
     started: bool,
+    /// Values held in `head`, `message`, `calls`, `finish` and `usage`.
+    held: i64,
 }
+
+/// Values `v` is, itself included (as [`json`] counts them, keys too).
+fn values(v: &Value) -> i64 {
+    match v {
+        Value::Array(a) => 1 + a.iter().map(values).sum::<i64>(),
+        Value::Object(m) => 1 + m.values().map(|v| 1 + values(v)).sum::<i64>(),
+        _ => 1,
+    }
+}
+
+/// The most values an assembled response may hold.
+const MAX_HELD: i64 = json::Limits::MESSAGE.max_values as i64;
 
 impl Assembler {
     /// Take one event's data. Returns whether it was progress: a delta, a
@@ -39,8 +60,14 @@ impl Assembler {
         data: &str,
         on_delta: &mut dyn FnMut(Delta<'_>),
     ) -> Result<bool, RequestError> {
-        let chunk: Value = serde_json::from_str(data)
-            .map_err(|e| not_json("a stream event is not JSON", &e, data.as_bytes()))?;
+        let chunk: Value = json::from_str(data, json::Limits::MESSAGE).map_err(|e| {
+            let what = if e.is_limit() {
+                "a stream event is refused"
+            } else {
+                "a stream event is not JSON"
+            };
+            not_json(what, &e, data.as_bytes())
+        })?;
         let Value::Object(chunk) = chunk else {
             return Err(malformed("a stream event is not a JSON object"));
         };
@@ -56,12 +83,16 @@ impl Assembler {
         }
         for k in HEAD {
             if let Some(v) = chunk.get(k) {
-                self.head.entry(k).or_insert_with(|| v.clone());
+                if !self.head.contains_key(k) {
+                    self.held += 1 + values(v);
+                    self.head.insert(k.to_owned(), v.clone());
+                }
             }
         }
         let mut progress = false;
         if let Some(usage) = chunk.get("usage").filter(|u| !u.is_null()) {
-            self.usage = Some(usage.clone());
+            let old = self.usage.replace(usage.clone());
+            self.held = self.held + values(usage) - old.as_ref().map_or(0, values);
             progress = true;
         }
         let mut text = String::new();
@@ -82,7 +113,8 @@ impl Assembler {
                         if k == "tool_calls" {
                             self.tool_calls(v)?;
                         } else {
-                            merge(&mut self.message, k, v, k == "role");
+                            self.held += merge(&mut self.message, k, v, k == "role");
+                            self.held_check()?;
                         }
                         if k == "content" {
                             text.push_str(v.as_str().unwrap_or(""));
@@ -96,10 +128,12 @@ impl Assembler {
                 Some(_) => return Err(malformed("a delta is not an object")),
             }
             if let Some(f) = choice.get("finish_reason").filter(|f| !f.is_null()) {
-                self.finish = Some(f.clone());
+                let old = self.finish.replace(f.clone());
+                self.held = self.held + values(f) - old.as_ref().map_or(0, values);
                 progress = true;
             }
         }
+        self.held_check()?;
         if progress && !std::mem::replace(&mut self.started, true) {
             on_delta(Delta::First);
         }
@@ -110,6 +144,16 @@ impl Assembler {
             on_delta(Delta::Text(&text));
         }
         Ok(progress)
+    }
+
+    /// Refuse the stream once it holds more than [`MAX_HELD`] values.
+    fn held_check(&self) -> Result<(), RequestError> {
+        if self.held > MAX_HELD {
+            return Err(malformed(&format!(
+                "the streamed response holds more than {MAX_HELD} JSON values: refused"
+            )));
+        }
+        Ok(())
     }
 
     fn tool_calls(&mut self, calls: &Value) -> Result<(), RequestError> {
@@ -126,15 +170,21 @@ impl Assembler {
                 .get("index")
                 .and_then(Value::as_u64)
                 .ok_or_else(|| malformed("a streamed tool call has no index"))?;
+            if !self.calls.contains_key(&index) {
+                self.held += 1;
+            }
             let acc = self.calls.entry(index).or_default();
+            let mut held = 0;
             for (k, v) in call {
                 match (k.as_str(), v) {
                     ("index", _) => {}
                     ("function", Value::Object(f)) => {
-                        let slot = acc
-                            .entry("function")
-                            .or_insert_with(|| Value::Object(Map::new()));
+                        let slot = acc.entry("function").or_insert_with(|| {
+                            held += 2;
+                            Value::Object(Map::new())
+                        });
                         if !slot.is_object() {
+                            held = held + 1 - values(slot);
                             *slot = Value::Object(Map::new());
                         }
                         if let Value::Object(acc_f) = slot {
@@ -143,7 +193,7 @@ impl Assembler {
                                     && fv.as_str().is_some_and(|n| !n.is_empty())
                                     && acc_f.get("name") == Some(fv);
                                 if !repeated {
-                                    merge(acc_f, fk, fv, false);
+                                    held += merge(acc_f, fk, fv, false);
                                 }
                             }
                         }
@@ -154,9 +204,11 @@ impl Assembler {
                             "a streamed tool call's function is not an object",
                         ))
                     }
-                    (k, v) => merge(acc, k, v, k == "id" || k == "type"),
+                    (k, v) => held += merge(acc, k, v, k == "id" || k == "type"),
                 }
             }
+            self.held += held;
+            self.held_check()?;
         }
         Ok(())
     }
@@ -197,15 +249,24 @@ fn malformed(what: &str) -> RequestError {
 }
 
 /// Merge the piece `v` of field `k` into `acc` (see the module docs);
-/// `set`: the field is replaced, never appended to.
-fn merge(acc: &mut Map<String, Value>, k: &str, v: &Value, set: bool) {
+/// `set`: the field is replaced, never appended to. Returns the change in
+/// the values `acc` holds.
+fn merge(acc: &mut Map<String, Value>, k: &str, v: &Value, set: bool) -> i64 {
     match (acc.get_mut(k), v) {
         (None, v) => {
             acc.insert(k.to_owned(), v.clone());
+            1 + values(v)
         }
-        (Some(_), Value::Null) => {}
-        (Some(Value::String(a)), Value::String(piece)) if !set => a.push_str(piece),
-        (Some(slot), v) => *slot = v.clone(),
+        (Some(_), Value::Null) => 0,
+        (Some(Value::String(a)), Value::String(piece)) if !set => {
+            a.push_str(piece);
+            0
+        }
+        (Some(slot), v) => {
+            let old = values(slot);
+            *slot = v.clone();
+            values(v) - old
+        }
     }
 }
 

@@ -87,7 +87,7 @@ pub(super) fn root_cause(e: &reqwest::Error) -> String {
 }
 
 /// Malformed: `what` failed to parse as JSON; names the start of `bytes`.
-pub(super) fn not_json(what: &str, e: &serde_json::Error, bytes: &[u8]) -> RequestError {
+pub(super) fn not_json(what: &str, e: &dyn std::fmt::Display, bytes: &[u8]) -> RequestError {
     let head: String = String::from_utf8_lossy(&bytes[..bytes.len().min(320)])
         .chars()
         .take(80)

@@ -33,6 +33,7 @@ mod stream;
 
 use std::time::Duration;
 
+use hel_store::json;
 use serde_json::{json, Value};
 
 use crate::config::Endpoint;
@@ -344,7 +345,7 @@ const CONTEXT_TOO_LONG: [&str; 7] = [
 /// first line of the server's message (escaped: it reaches the terminal),
 /// and whether trying again could help.
 fn status_error(status: u16, bytes: &[u8]) -> RequestError {
-    let json = serde_json::from_slice::<Value>(bytes).ok();
+    let json = json::parse(bytes, json::Limits::MESSAGE).ok();
     let text = json
         .as_ref()
         .and_then(error_message)
@@ -433,9 +434,14 @@ fn parse_reply(text: &str) -> Result<Reply, RequestError> {
     parse_reply_bytes(text.as_bytes())
 }
 
-/// Parse a chat-completions response body given as bytes.
+/// Parse a chat-completions response body given as bytes, under the
+/// limits of one message ([`json::Limits::MESSAGE`]): a body of 64 MiB
+/// can hold 33 million values, which as a `Value` would be gigabytes.
 pub(crate) fn parse_reply_bytes(bytes: &[u8]) -> Result<Reply, RequestError> {
-    let body: Value = serde_json::from_slice(bytes).map_err(|e| not_json("not JSON", &e, bytes))?;
+    let body = json::parse(bytes, json::Limits::MESSAGE).map_err(|e| {
+        let what = if e.is_limit() { "refused" } else { "not JSON" };
+        not_json(what, &e, bytes)
+    })?;
     parse_reply_value(body)
 }
 

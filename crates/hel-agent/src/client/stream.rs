@@ -14,6 +14,12 @@ use super::assemble::Assembler;
 use super::delta::Delta;
 use super::error::{root_cause, RequestError};
 
+/// The longest line of a stream (one event's data, most often): a delta
+/// is a few bytes, a server that sends the whole answer as one event
+/// sends at most this. Without it one line of 64 MiB would be held four
+/// times over (the line, the SSE parser's buffer, its event, the chunk).
+pub(super) const MAX_LINE: usize = 16 << 20;
+
 /// How long a stream may go without a new delta.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Gap {
@@ -73,6 +79,12 @@ pub(super) async fn read(
             Some(Err(EventStreamError::Transport(SourceError::TooLarge))) => {
                 return Err(RequestError::TooLarge(limit))
             }
+            Some(Err(EventStreamError::Transport(SourceError::LongLine))) => {
+                return Err(RequestError::Malformed(format!(
+                    "a line of the event stream is longer than {} MiB: refused",
+                    MAX_LINE >> 20
+                )))
+            }
             Some(Err(EventStreamError::Transport(SourceError::Transport(e)))) => {
                 return Err(RequestError::Cut(root_cause(&e)))
             }
@@ -91,6 +103,8 @@ pub(super) async fn read(
 #[derive(Debug)]
 enum SourceError {
     TooLarge,
+    /// A line longer than [`MAX_LINE`].
+    LongLine,
     Transport(reqwest::Error),
 }
 
@@ -98,6 +112,7 @@ impl std::fmt::Display for SourceError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             SourceError::TooLarge => f.write_str("too large"),
+            SourceError::LongLine => f.write_str("a line too long"),
             SourceError::Transport(e) => e.fmt(f),
         }
     }
@@ -132,6 +147,12 @@ impl Source {
                         return Some((Err(SourceError::TooLarge), self));
                     }
                     self.lines.push(&chunk, &mut self.ready);
+                    if self.lines.partial.len() > MAX_LINE
+                        || self.ready.iter().any(|l| l.len() > MAX_LINE)
+                    {
+                        self.done = true;
+                        return Some((Err(SourceError::LongLine), self));
+                    }
                 }
                 Ok(None) => self.done = true,
                 Err(e) => {

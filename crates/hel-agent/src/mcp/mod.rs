@@ -4,12 +4,16 @@
 //! timeout, their tools offered as `mcp__<server>__<tool>`, a call run
 //! with a timeout, and the servers stopped with the run.
 //!
-//! Everything a server sends is hostile: its messages are bounded
-//! ([`MAX_MESSAGE`]), its tool list is bounded ([`MAX_TOOLS`], its pages
-//! too), a tool's schema and description are bounded, and its own
-//! read-only hints are ignored (only the config's `read_only_tools` is
-//! believed).
+//! Everything a server sends is hostile: its messages are bounded in
+//! bytes ([`MAX_MESSAGE`]) and, from a stdio server, in parsed size
+//! before the SDK parses them ([`bounded`]: a message past a limit
+//! becomes an error answer to the request it answers); its tool list is
+//! bounded ([`MAX_TOOLS`], its pages too, and of each tool only a bounded
+//! name, description and schema are kept as the pages arrive), and its
+//! own read-only hints are ignored (only the config's `read_only_tools`
+//! is believed).
 
+mod bounded;
 mod name;
 mod process;
 mod warning;
@@ -212,6 +216,69 @@ pub struct Tool {
     pub definition: Value,
 }
 
+/// The longest tool name taken (the protocol allows 128 characters).
+const MAX_TOOL_NAME: usize = 256;
+
+/// A tool as listed, cut to what hel keeps of it: every page of a list
+/// may hold a message's worth of schema, and only this much of each is
+/// held until the list is complete.
+struct Listed {
+    /// The server's name for it (cut, when refused for its length).
+    name: String,
+    /// At most [`MAX_DESCRIPTION`] characters.
+    description: String,
+    /// Its input schema, or why the tool is refused.
+    schema: Result<Value, String>,
+}
+
+impl Listed {
+    fn new(t: rmcp::model::Tool) -> Listed {
+        let description: String = t
+            .description
+            .as_deref()
+            .unwrap_or("")
+            .chars()
+            .take(MAX_DESCRIPTION)
+            .collect();
+        let name = t.name.to_string();
+        if name.len() > MAX_TOOL_NAME {
+            let cut: String = name.chars().take(64).collect();
+            return Listed {
+                name: format!("{cut}…"),
+                description,
+                schema: Err(format!("its name is over {MAX_TOOL_NAME} bytes")),
+            };
+        }
+        // Measured without writing it out, and copied only when it fits.
+        let mut size = Counted(0);
+        let fits =
+            serde_json::to_writer(&mut size, &*t.input_schema).is_ok() && size.0 <= MAX_SCHEMA;
+        let schema = if fits {
+            Ok(Value::Object((*t.input_schema).clone()))
+        } else {
+            Err(format!("its input schema is over {MAX_SCHEMA} bytes"))
+        };
+        Listed {
+            name,
+            description,
+            schema,
+        }
+    }
+}
+
+/// A writer that only counts what it is given.
+struct Counted(usize);
+
+impl std::io::Write for Counted {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0 += buf.len();
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 /// A server that started, with its tools.
 pub(crate) struct Server {
     pub name: String,
@@ -403,7 +470,11 @@ async fn start_one(
                     command: command.clone(),
                     error: e.to_string(),
                 })?;
-            let transport = AsyncRwTransport::new(stdout, stdin).with_max_line_length(MAX_MESSAGE);
+            let stdout =
+                bounded::Bounded::new(stdout, MAX_MESSAGE, hel_store::json::Limits::MESSAGE);
+            // The line's end is not counted by `Bounded`.
+            let transport =
+                AsyncRwTransport::new(stdout, stdin).with_max_line_length(MAX_MESSAGE + 2);
             // The process is held while the handshake runs: a timeout that
             // drops this future stops it.
             let mut process = Some(process);
@@ -495,8 +566,9 @@ impl Server {
     }
 
     /// The server's tools, at most [`MAX_TOOLS`] (+1, to tell that there
-    /// were more) over at most [`MAX_PAGES`] pages.
-    async fn list(&self) -> Result<Vec<rmcp::model::Tool>, StartError> {
+    /// were more) over at most [`MAX_PAGES`] pages, each cut to what is
+    /// kept of it as its page arrives ([`Listed::new`]).
+    async fn list(&self) -> Result<Vec<Listed>, StartError> {
         let service = self
             .service()
             .map_err(|e| StartError::ListTools(e.to_string()))?;
@@ -507,7 +579,8 @@ impl Server {
                 .list_tools(Some(PaginatedRequestParams::default().with_cursor(cursor)))
                 .await
                 .map_err(|e| StartError::ListTools(e.to_string()))?;
-            tools.extend(page.tools);
+            let room = (MAX_TOOLS + 1).saturating_sub(tools.len());
+            tools.extend(page.tools.into_iter().take(room).map(Listed::new));
             cursor = page.next_cursor;
             if cursor.is_none() || tools.len() > MAX_TOOLS {
                 break;
@@ -519,9 +592,9 @@ impl Server {
     /// Take the listed tools under their offered names: sorted by the
     /// server's names, a name taken twice refused, and one whose schema is
     /// not a JSON object or too large refused.
-    fn take_tools(&mut self, spec: &ServerSpec, listed: Vec<rmcp::model::Tool>) -> Vec<McpWarning> {
+    fn take_tools(&mut self, spec: &ServerSpec, listed: Vec<Listed>) -> Vec<McpWarning> {
         let mut warnings = Vec::new();
-        let mut listed: Vec<rmcp::model::Tool> = listed;
+        let mut listed = listed;
         if listed.len() > MAX_TOOLS {
             listed.truncate(MAX_TOOLS);
             warnings.push(McpWarning::TooManyTools(self.name.clone()));
@@ -529,7 +602,18 @@ impl Server {
         listed.sort_by(|a, b| a.name.cmp(&b.name));
         let mut taken: BTreeMap<String, String> = BTreeMap::new();
         for t in listed {
-            let remote = t.name.to_string();
+            let remote = t.name;
+            let schema = match t.schema {
+                Ok(schema) => schema,
+                Err(why) => {
+                    warnings.push(McpWarning::ToolRefused {
+                        server: self.name.clone(),
+                        tool: remote,
+                        why,
+                    });
+                    continue;
+                }
+            };
             let exposed = name::exposed(&self.name, &remote);
             if let Some(first) = taken.get(&exposed) {
                 warnings.push(McpWarning::Collision {
@@ -540,23 +624,7 @@ impl Server {
                 });
                 continue;
             }
-            let schema = Value::Object((*t.input_schema).clone());
-            let size = serde_json::to_string(&schema).map_or(usize::MAX, |s| s.len());
-            if size > MAX_SCHEMA {
-                warnings.push(McpWarning::ToolRefused {
-                    server: self.name.clone(),
-                    tool: remote,
-                    why: format!("its input schema is over {MAX_SCHEMA} bytes"),
-                });
-                continue;
-            }
-            let description: String = t
-                .description
-                .as_deref()
-                .unwrap_or("")
-                .chars()
-                .take(MAX_DESCRIPTION)
-                .collect();
+            let description = t.description;
             let definition = json!({
                 "type": "function",
                 "function": {
@@ -811,7 +879,7 @@ mod tests {
             service: None,
             process: None,
         };
-        let warnings = server.take_tools(spec, listed);
+        let warnings = server.take_tools(spec, listed.into_iter().map(Listed::new).collect());
         (server, warnings)
     }
 

@@ -43,8 +43,12 @@ struct Shown {
     /// Its last line was ended early, for a note on stderr.
     ended: bool,
     /// Text of a line not complete yet (escaped), held until its end: a
-    /// line is rendered as Markdown once it is whole.
+    /// line is rendered as Markdown once it is whole. It holds no line
+    /// end, so only what a piece adds is searched for one.
     pending: String,
+    /// Bytes searched for a line end, over the response (the work of a
+    /// long line arriving in many pieces is its length, not its square).
+    searched: usize,
     /// The Markdown state of the response (None until its first text).
     md: Option<Markdown>,
     /// Its reasoning is being shown (ended by anything else).
@@ -125,14 +129,21 @@ impl Live {
         if text.is_empty() {
             return;
         }
+        let s = &mut *s;
         s.text = true;
+        let mut at = s.pending.len();
         s.pending.push_str(&escape_text(&text));
+        s.searched += s.pending.len() - at;
         let mut shown = String::new();
-        while let Some(i) = s.pending.find('\n') {
-            let line: String = s.pending.drain(..=i).collect();
+        let mut start = 0;
+        while let Some(off) = s.pending[at..].find('\n') {
+            let end = at + off;
             let md = s.md.get_or_insert_with(markdown);
-            shown.push_str(&md.line(&line[..i]));
+            shown.push_str(&md.line(&s.pending[start..end]));
+            start = end + 1;
+            at = start;
         }
+        s.pending.drain(..start);
         s.open = !s.pending.is_empty();
         let mut out = self.out.borrow_mut();
         let _ = write!(out, "{shown}");
@@ -382,6 +393,38 @@ mod tests {
         let (live, out, _) = make(true);
         live.answer("");
         assert_eq!(out.text(), "\n");
+    }
+
+    /// A one-word answer of 5 MB arriving 16 bytes at a time: each byte
+    /// is searched for a line end once (it was searched again with every
+    /// piece after it: 5 MB did not finish in a minute), and the word is
+    /// shown whole, cut at the width.
+    #[test]
+    fn a_long_line_in_many_pieces_costs_its_length() {
+        let (live, out, _) = make(true);
+        let word = "w".repeat(5 << 20);
+        live.event(Event::ResponseStarted);
+        for piece in word.as_bytes().chunks(16) {
+            live.event(Event::TextDelta(String::from_utf8(piece.to_vec()).unwrap()));
+        }
+        assert_eq!(live.state.borrow().searched, word.len());
+        live.event(Event::ResponseEnded { calls_tools: false });
+        live.answer(&word);
+        let shown = out.text();
+        let width = markdown().width;
+        let lines: Vec<&str> = shown.lines().collect();
+        assert_eq!(lines.len(), word.len().div_ceil(width));
+        assert!(lines
+            .iter()
+            .all(|l| l.len() <= width && l.bytes().all(|b| b == b'w')));
+        assert_eq!(lines.concat(), word);
+        // Many lines in one piece: each searched once too.
+        let (live, out, _) = make(true);
+        let text = "a\n".repeat(100_000);
+        stream(&live, &[&text]);
+        assert_eq!(live.state.borrow().searched, text.len());
+        live.event(Event::ResponseEnded { calls_tools: false });
+        assert_eq!(plain(&out.text()).matches('a').count(), 100_000);
     }
 
     #[test]

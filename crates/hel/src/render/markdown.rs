@@ -422,6 +422,9 @@ struct Line {
 
 impl Line {
     fn push(&mut self, text: &str, style: Style) {
+        if text.is_empty() {
+            return;
+        }
         self.width += columns(text);
         match self.spans.last_mut() {
             Some(last) if last.style == style => last.text.push_str(text),
@@ -483,16 +486,25 @@ fn wrap(inline: &Inline, room: usize) -> Vec<Line> {
             w.space = None;
             continue;
         };
-        for c in span.text.chars() {
+        // Words are taken whole (a run of characters at a time), so a
+        // long word costs its length, not a step per character.
+        let text = span.text.as_str();
+        let mut word_start = None;
+        for (i, c) in text.char_indices() {
             if c.is_whitespace() {
+                if let Some(start) = word_start.take() {
+                    w.word.push(&text[start..i], span.style);
+                }
                 w.place();
                 if w.cur.width > 0 {
                     w.space = Some(span.style);
                 }
-            } else {
-                let mut b = [0u8; 4];
-                w.word.push(c.encode_utf8(&mut b), span.style);
+            } else if word_start.is_none() {
+                word_start = Some(i);
             }
+        }
+        if let Some(start) = word_start {
+            w.word.push(&text[start..], span.style);
         }
     }
     w.place();
@@ -537,14 +549,19 @@ impl Wrap {
         if self.cur.width > 0 {
             self.lines.push(std::mem::take(&mut self.cur));
         }
+        // Cut where each line is full, a line's piece pushed at once.
         for s in &word.spans {
-            for c in s.text.chars() {
-                if self.cur.width + char_columns(c) > self.room && self.cur.width > 0 {
+            let (mut start, mut run) = (0, 0);
+            for (i, c) in s.text.char_indices() {
+                let cw = char_columns(c);
+                if self.cur.width + run + cw > self.room && self.cur.width + run > 0 {
+                    self.cur.push(&s.text[start..i], s.style);
                     self.lines.push(std::mem::take(&mut self.cur));
+                    (start, run) = (i, 0);
                 }
-                let mut b = [0u8; 4];
-                self.cur.push(c.encode_utf8(&mut b), s.style);
+                run += cw;
             }
+            self.cur.push(&s.text[start..], s.style);
         }
     }
 }
@@ -729,6 +746,10 @@ struct Render {
     width: usize,
     out: Vec<String>,
     stack: Vec<Container>,
+    /// Lists in `stack` (counted as they open and close: an item's
+    /// marker depends on it, and a walk of the stack per item would cost
+    /// the depth squared).
+    lists: usize,
     inline: Inline,
     /// Styles open on inline text (bold, italic, ...), innermost last.
     styles: Vec<Style>,
@@ -749,6 +770,7 @@ fn render_blocks(colour: bool, width: usize, text: &str) -> String {
         width,
         out: Vec::new(),
         stack: Vec::new(),
+        lists: 0,
         inline: Vec::new(),
         styles: Vec::new(),
         gap: false,
@@ -769,18 +791,10 @@ fn render_blocks(colour: bool, width: usize, text: &str) -> String {
 }
 
 impl Render {
-    /// The style inline text gets now.
+    /// The style inline text gets now (each entry of `styles` is the
+    /// style with every one open, so this costs no walk of them).
     fn style(&self) -> Style {
-        let mut s = Style::default();
-        for st in &self.styles {
-            s.bold |= st.bold;
-            s.italic |= st.italic;
-            s.strike |= st.strike;
-            s.underline |= st.underline;
-            s.dim |= st.dim;
-            s.fg = st.fg.or(s.fg);
-        }
-        s
+        self.styles.last().copied().unwrap_or_default()
     }
 
     /// Text from the parser, made safe again (an entity may have made a
@@ -819,11 +833,14 @@ impl Render {
 
     /// The prefix of the next line: the quotes' bars and the items'
     /// markers or indents, to at most half the width (deeper nesting is
-    /// not indented further). `take`: the line is content (an item's
+    /// not indented further, nor looked at: a line costs no more than
+    /// the width, however deep). `take`: the line is content (an item's
     /// marker is shown on it), not an empty line between blocks.
     fn prefix(&mut self, take: bool) -> Line {
         let mut line = Line::default();
         let max = self.width / 2;
+        // The narrowest a container shows is 2 columns: past this none fits.
+        let full = max.saturating_sub(1);
         let bar = Style {
             dim: true,
             ..Style::default()
@@ -844,6 +861,9 @@ impl Render {
             if line.width + columns(&text) <= max {
                 line.push(&text, style);
             }
+            if line.width >= full {
+                break;
+            }
         }
         line
     }
@@ -859,6 +879,9 @@ impl Render {
             };
             if w + add <= self.width / 2 {
                 w += add;
+            }
+            if w + 1 >= self.width / 2 {
+                break;
             }
         }
         self.width - w
@@ -899,8 +922,17 @@ impl Render {
         }
     }
 
+    /// Open `style`, on top of those open.
     fn push_style(&mut self, style: Style) {
-        self.styles.push(style);
+        let s = self.style();
+        self.styles.push(Style {
+            bold: s.bold | style.bold,
+            italic: s.italic | style.italic,
+            strike: s.strike | style.strike,
+            underline: s.underline | style.underline,
+            dim: s.dim | style.dim,
+            fg: style.fg.or(s.fg),
+        });
     }
 
     fn event(&mut self, event: Event) {
@@ -1013,14 +1045,11 @@ impl Render {
                     next: first,
                     loose: false,
                 });
+                self.lists += 1;
             }
             Tag::Item => {
                 self.end_inline();
-                let depth = self
-                    .stack
-                    .iter()
-                    .filter(|c| matches!(c, Container::List { .. }))
-                    .count();
+                let depth = self.lists;
                 let mut marker = "• ".to_owned();
                 if let Some(Container::List { next, loose }) = self.stack.last_mut() {
                     if let Some(n) = next {
@@ -1105,7 +1134,9 @@ impl Render {
             TagEnd::CodeBlock => self.end_code(),
             TagEnd::List(_) => {
                 self.end_inline();
-                self.stack.pop();
+                if let Some(Container::List { .. }) = self.stack.pop() {
+                    self.lists -= 1;
+                }
                 self.gap = true;
             }
             TagEnd::Item => {
@@ -1566,6 +1597,66 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// A word of 5 MB and lists 3,000 deep: shown whole, within the
+    /// width (the layout's work per line is bounded by the width, per
+    /// word by its length).
+    #[test]
+    fn a_huge_word_and_a_list_3000_deep_are_laid_out_whole() {
+        let word = "w".repeat(5 << 20);
+        let shown = render(false, 80, &word);
+        let lines: Vec<&str> = shown.lines().collect();
+        assert_eq!(lines.len(), word.len().div_ceil(80));
+        assert!(lines.iter().all(|l| l.len() <= 80));
+        assert_eq!(lines.concat(), word);
+        // Styled, across two styles.
+        let shown = render(
+            true,
+            80,
+            &format!("**{}**{}", &word[..1 << 20], &word[..1 << 20]),
+        );
+        assert_eq!(plain(&shown).lines().map(str::len).sum::<usize>(), 2 << 20);
+        fits(&shown, 80);
+
+        let one_line = format!("{}n\n", "- ".repeat(3000));
+        let indented: String = (0..3000)
+            .map(|i| format!("{}- n{i}\n", "  ".repeat(i)))
+            .collect();
+        let quoted = format!("{}n\n", "> ".repeat(3000));
+        // (The indented list is longer than what is held: past that it is
+        // shown in parts, the later ones as indented code.)
+        for (text, ns, one) in [
+            (one_line, 1, true),
+            (indented, 3000, false),
+            (quoted, 1, true),
+        ] {
+            // (9 MB of indents: laid out at one width only.)
+            let widths: &[usize] = if one { &[20, 80] } else { &[80] };
+            for &width in widths {
+                let shown = render(false, width, &text);
+                fits(&shown, width);
+                assert_eq!(shown.matches('n').count(), ns, "{shown}");
+                if one {
+                    // Nesting past half the width is not indented further.
+                    let marks = [' ', '•', '◦', '▪', '│'];
+                    let line = shown.lines().find(|l| l.ends_with('n')).unwrap();
+                    let indent =
+                        line.chars().count() - line.trim_start_matches(marks).chars().count();
+                    assert!(indent <= width / 2 && indent >= width / 2 - 2, "{line:?}");
+                }
+            }
+        }
+    }
+
+    /// The styles open cost nothing per piece of text: 3,000 nested
+    /// emphases, each with text.
+    #[test]
+    fn deep_emphasis_is_shown_whole() {
+        let text = format!("{}x{}", "*a _b ".repeat(1500), "_ a*".repeat(1500));
+        let shown = render(false, 80, &text);
+        fits(&shown, 80);
+        assert_eq!(shown.matches('a').count(), 3000, "{shown}");
     }
 
     #[test]
