@@ -427,6 +427,7 @@ impl Claude {
             text: (!texts.is_empty()).then(|| texts.join("\n")),
             calls,
             merge,
+            across_results: merge,
             complete,
             meta,
         });

@@ -306,6 +306,7 @@ impl Codex {
                             text: Some(text),
                             calls: Vec::new(),
                             merge: false,
+                            across_results: false,
                             complete: true,
                             meta,
                         });
@@ -393,6 +394,7 @@ fn call(
             arguments: arguments_text(&Value::String(arguments)),
         }],
         merge: true,
+        across_results: false,
         complete: true,
         meta,
     }

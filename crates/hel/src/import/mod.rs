@@ -758,6 +758,7 @@ impl<'a> Builder<'a> {
                 text,
                 calls,
                 merge,
+                across_results,
                 complete,
                 meta,
             } => {
@@ -775,10 +776,11 @@ impl<'a> Builder<'a> {
                 // The response this record is a part of: the last model
                 // message, with only tool results after it.
                 let messages = self.conversation.messages();
-                let response = messages
-                    .iter()
-                    .rposition(|m| m["role"] != "tool")
-                    .filter(|&i| messages[i]["role"] == "assistant");
+                let response = match across_results {
+                    true => messages.iter().rposition(|m| m["role"] != "tool"),
+                    false => messages.len().checked_sub(1),
+                }
+                .filter(|&i| messages[i]["role"] == "assistant");
                 if let (true, Some(i)) = (merge, response) {
                     self.extend(i, text, &calls, meta);
                 } else {
@@ -1154,6 +1156,7 @@ mod tests {
             text: Some(text.into()),
             calls: Vec::new(),
             merge: false,
+            across_results: false,
             complete: true,
             meta: Meta::at(line),
         };

@@ -305,6 +305,7 @@ fn message(
                 text: (!texts.is_empty()).then(|| texts.join("\n")),
                 calls,
                 merge: false,
+                across_results: false,
                 complete,
                 meta,
             });

@@ -56,6 +56,10 @@ pub enum Item {
         text: Option<String>,
         calls: Vec<Call>,
         merge: bool,
+        /// With `merge`: it is a part of the same response as the last
+        /// model message even when tool results came after that message
+        /// (Claude Code runs a call while the response goes on).
+        across_results: bool,
         complete: bool,
         meta: Meta,
     },
