@@ -829,11 +829,18 @@ impl<'a> Builder<'a> {
                 keep_from,
                 meta,
             } => {
-                // The answer before it is a checkpoint of its own.
+                // The answer before it is a checkpoint of its own; so is
+                // an instruction the compaction cut in the middle (the
+                // source compacts between two calls of the model), saved
+                // as it stands, so that every message of the source is in
+                // some checkpoint before the summary replaces it.
                 if self.answered() {
                     self.checkpoint(found, meta.line)?;
-                } else {
+                } else if self.conversation.len() > self.committed_len {
                     self.close_open(meta.line);
+                    let open = self.in_instruction;
+                    self.checkpoint(found, meta.line)?;
+                    self.in_instruction = open;
                 }
                 self.compact(&summary, keep_from.as_deref(), meta);
             }
