@@ -853,3 +853,47 @@ fn real_session_files_import_whole_with_their_tool_calls() {
     let gc = p.run(None, &["gc"]);
     assert_eq!(gc.code, 0, "{}{}", gc.stdout, gc.stderr);
 }
+
+/// A file of a few huge records is read a line at a time, keeping per
+/// record only ids and links, each id bounded: 12 records whose uuids are
+/// 24 MiB each (a 288 MiB file; an import that kept every uuid held more
+/// than 256 MiB) are refused at the first, naming it, and the import's
+/// peak memory stays far below the file's size.
+#[test]
+fn an_import_keeps_no_record_whole_and_refuses_an_overlong_id() {
+    use std::io::Write;
+    let p = Project::new();
+    let file = p.path().join("huge-ids.jsonl");
+    {
+        let mut f = std::io::BufWriter::new(std::fs::File::create(&file).unwrap());
+        let id = "x".repeat(24 << 20);
+        for i in 0..12 {
+            let kind = if i % 2 == 0 { "user" } else { "assistant" };
+            writeln!(
+                f,
+                r#"{{"type":"{kind}","uuid":"{id}{i}","parentUuid":null,"message":{{"role":"{kind}","content":"hi"}}}}"#
+            )
+            .unwrap();
+        }
+    }
+    let before = store_files(&p);
+    let m = run_measured(p.hel(None).args([
+        "sessions",
+        "import",
+        "--from",
+        "claude",
+        file.to_str().unwrap(),
+    ]));
+    std::fs::remove_file(&file).unwrap();
+    eprintln!("peak RSS {} KiB", m.max_rss_kib);
+    assert_eq!(m.run.code, 1, "{}", m.run.stderr);
+    assert!(
+        m.run
+            .stderr
+            .contains("huge-ids.jsonl:1: a record id longer than 256 bytes"),
+        "{}",
+        m.run.stderr
+    );
+    assert!(m.max_rss_kib < 256 << 10, "peak RSS {} KiB", m.max_rss_kib);
+    assert!(store_files(&p) == before, "the store changed");
+}
