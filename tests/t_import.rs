@@ -897,3 +897,115 @@ fn an_import_keeps_no_record_whole_and_refuses_an_overlong_id() {
     assert!(m.max_rss_kib < 256 << 10, "peak RSS {} KiB", m.max_rss_kib);
     assert!(store_files(&p) == before, "the store changed");
 }
+
+/// The shapes of a Claude Code transcript the real files hold, each in a
+/// few lines: a parallel call's part and its result branching off the
+/// chain, progress records in the chain, a sub-agent's records
+/// (`isSidechain`), a record written twice, and a compaction boundary
+/// whose logical parent the source pruned.
+#[test]
+fn claude_code_chains_branches_sidechains_and_a_pruned_compaction() {
+    let p = Project::new();
+    let file = p.path().join("claude-shapes.jsonl");
+    let u = |uuid: &str, parent: Option<&str>, content: Value| json!({"type": "user", "uuid": uuid, "parentUuid": parent, "sessionId": "s", "message": {"role": "user", "content": content}});
+    let a = |uuid: &str, parent: &str, id: &str, block: Value| json!({"type": "assistant", "uuid": uuid, "parentUuid": parent, "sessionId": "s", "message": {"id": id, "role": "assistant", "content": [block], "stop_reason": null}});
+    let progress = |uuid: &str, parent: &str| json!({"type": "progress", "uuid": uuid, "parentUuid": parent, "data": {"type": "hook_progress"}});
+    let call = |id: &str| json!({"type": "tool_use", "id": id, "name": "Read", "input": {"file_path": id}});
+    let result = |id: &str| json!([{"type": "tool_result", "tool_use_id": id, "content": format!("read {id}")}]);
+    let text = |t: &str| json!({"type": "text", "text": t});
+    let records = [
+        progress("p0", "none"),
+        u("u1", Some("p0"), json!("read both files")),
+        a("a1", "u1", "m1", call("t1")),
+        progress("p1", "a1"),
+        a("a2", "p1", "m1", call("t2")),
+        // A sub-agent's records, in the main file.
+        json!({"type": "user", "uuid": "s1", "parentUuid": null, "isSidechain": true, "message": {"role": "user", "content": "sub task"}}),
+        json!({"type": "assistant", "uuid": "s2", "parentUuid": "s1", "isSidechain": true, "message": {"id": "sm", "role": "assistant", "content": [text("sub answer")]}}),
+        // The first call's result hangs off the first part.
+        u("r1", Some("a1"), result("t1")),
+        u("r2", Some("a2"), result("t2")),
+        // Written twice.
+        u("r2", Some("a2"), result("t2")),
+        a("a3", "r2", "m2", text("both read")),
+        json!({"type": "system", "subtype": "compact_boundary", "uuid": "b1", "parentUuid": null, "logicalParentUuid": "pruned", "content": "Conversation compacted"}),
+        json!({"type": "user", "uuid": "c1", "parentUuid": "b1", "isCompactSummary": true, "message": {"role": "user", "content": "we read both files"}}),
+        u("u2", Some("c1"), json!("and now?")),
+        a("a4", "u2", "m3", text("done")),
+    ];
+    let lines: Vec<String> = records.iter().map(Value::to_string).collect();
+    std::fs::write(&file, lines.join("\n") + "\n").unwrap();
+    let run = p.run(
+        None,
+        &[
+            "sessions",
+            "import",
+            "--from",
+            "claude",
+            file.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    assert!(
+        run.stdout
+            .contains("2 checkpoints, 4 messages · skipped 2 progress, 1 repeated records, 2 sub-agent records (sidechains)"),
+        "{}",
+        run.stdout
+    );
+    assert_eq!(run.stderr, "");
+    let id = run
+        .stdout
+        .split("session ")
+        .nth(1)
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap();
+    let log = p.run(None, &["sessions", "log", id, "--json"]);
+    let log: Value = serde_json::from_str(&log.stdout).unwrap();
+    let first = log.as_array().unwrap().last().unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let cp = p.run(
+        None,
+        &[
+            "sessions",
+            "export",
+            id,
+            "--at",
+            &first[..12],
+            "--format",
+            "json",
+        ],
+    );
+    let messages: Vec<Value> = serde_json::from_str(&cp.stdout).unwrap();
+    same(
+        &messages,
+        &[
+            json!({"role": "system", "content": "A conversation imported from claude."}),
+            json!({"role": "user", "content": "read both files"}),
+            json!({"role": "assistant", "content": null, "tool_calls": [
+                tool_call("t1", "Read", r#"{"file_path":"t1"}"#),
+                tool_call("t2", "Read", r#"{"file_path":"t2"}"#)]}),
+            json!({"role": "tool", "tool_call_id": "t1", "content": "read t1"}),
+            json!({"role": "tool", "tool_call_id": "t2", "content": "read t2"}),
+            json!({"role": "assistant", "content": "both read"}),
+        ],
+    );
+    let newest = shown(&p, id);
+    same(
+        newest["messages"].as_array().unwrap(),
+        &[
+            json!({"role": "system", "content": "A conversation imported from claude."}),
+            summary("we read both files"),
+            json!({"role": "user", "content": "and now?"}),
+            json!({"role": "assistant", "content": "done"}),
+        ],
+    );
+    assert_eq!(
+        newest["request_config"]["import"]["session"]["records_aside"],
+        json!({"repeated records": 1, "sub-agent records (sidechains)": 2})
+    );
+    assert_eq!(p.run(None, &["fsck"]).code, 0);
+}

@@ -303,6 +303,8 @@ enum Place {
     Branch,
     /// A sub-agent's record (a sidechain).
     Side,
+    /// A record whose id an earlier record has.
+    Repeated,
 }
 
 /// What a first reading of a file found: where each line stands, the line
@@ -368,6 +370,7 @@ fn survey(file: &Path, from: ImportFrom) -> Result<Survey, ImportError> {
     let mut groups: HashMap<String, u32> = HashMap::new();
     let mut nodes: Vec<Node> = Vec::new();
     let mut leaf: Option<u32> = None;
+    let mut repeated: Vec<usize> = Vec::new();
     let mut out = Survey::default();
     let mut last_line = 0;
     while let Some((line, text)) = lines.next().map_err(read_err)? {
@@ -383,6 +386,12 @@ fn survey(file: &Path, from: ImportFrom) -> Result<Survey, ImportError> {
         let Some(link) = check.link(text).map_err(|why| malformed(line, why))? else {
             continue;
         };
+        if ids.contains_key(&link.id) {
+            // A record written again (Claude Code copies records when a
+            // session is resumed or forked): the first one stands.
+            repeated.push(line);
+            continue;
+        }
         let Ok(at) = u32::try_from(nodes.len()) else {
             return Err(malformed(line, "more records than an import reads".into()));
         };
@@ -415,11 +424,15 @@ fn survey(file: &Path, from: ImportFrom) -> Result<Survey, ImportError> {
         if link.leaf {
             leaf = Some(at);
         }
-        // A repeated id: the later record is the one its children name.
         ids.insert(link.id, at);
     }
     if nodes.is_empty() {
         return Ok(out);
+    }
+    out.places = vec![Place::Read; last_line];
+    for line in repeated {
+        out.places[line - 1] = Place::Repeated;
+        *out.aside.entry("repeated records".to_owned()).or_default() += 1;
     }
     let mut on = vec![false; nodes.len()];
     let mut at = leaf;
@@ -444,7 +457,6 @@ fn survey(file: &Path, from: ImportFrom) -> Result<Survey, ImportError> {
             on[i] = true;
         }
     }
-    out.places = vec![Place::Read; last_line];
     for (n, on) in nodes.iter().zip(&on) {
         let (place, what) = if n.side {
             (Place::Side, "sub-agent records (sidechains)")
@@ -516,6 +528,7 @@ fn import_file(
                 .map_err(malformed)?,
             Place::Branch => found.skip("records of other branches"),
             Place::Side => found.skip("sub-agent records (sidechains)"),
+            Place::Repeated => found.skip("repeated records"),
         }
         if !builder.items(&mut items, &found)? {
             break;
@@ -627,6 +640,8 @@ struct Builder<'a> {
     held: u64,
     /// Tool calls answered [`NO_RESULT`].
     synthetic: u64,
+    /// The id of every tool call the conversation took in.
+    seen_calls: HashSet<String>,
     /// The checkpoint about to be made ends without an answer (the
     /// source's last instruction had none).
     unanswered: bool,
@@ -659,6 +674,7 @@ impl<'a> Builder<'a> {
             commit_after: 0,
             held: 0,
             synthetic: 0,
+            seen_calls: HashSet::new(),
             unanswered: false,
         }
     }
@@ -772,6 +788,19 @@ impl<'a> Builder<'a> {
                 if let Some((i, o)) = meta.usage {
                     self.usage.0 = self.usage.0.saturating_add(i);
                     self.usage.1 = self.usage.1.saturating_add(o);
+                }
+                // A call id names one call: a call whose id the
+                // conversation already holds (a record the source wrote
+                // twice) or without one is left out, and said.
+                let mut calls = calls;
+                let before = calls.len();
+                calls.retain(|c| !c.id.is_empty() && self.seen_calls.insert(c.id.clone()));
+                if calls.len() < before {
+                    self.dropped.push(format!(
+                        "line {}: {} with an id the conversation already holds, or none, left out",
+                        meta.line,
+                        render::count((before - calls.len()) as u64, "tool call", "tool calls")
+                    ));
                 }
                 // The response this record is a part of: the last model
                 // message, with only tool results after it.
