@@ -366,7 +366,7 @@ fn store_files(p: &Project) -> std::collections::BTreeMap<String, Vec<u8>> {
 fn a_broken_line_refuses_the_file_and_a_call_without_result_is_answered() {
     let p = Project::new();
     let file = p.path().join("pi-hostile.jsonl");
-    let mut lines = vec![
+    let lines = vec![
         r#"{"type":"session","version":3,"id":"s1","timestamp":"2026-01-01T00:00:00Z","cwd":"/x"}"#,
         r#"{"type":"session_info","id":"a0","parentId":null,"name":"Fix the parser"}"#,
         r#"{"type":"message","id":"a1","parentId":"a0","message":{"role":"user","content":"first"}}"#,
@@ -801,7 +801,8 @@ fn imported(p: &Project, id: &str) -> (Counts, usize) {
 #[test]
 fn real_session_files_import_whole_with_their_tool_calls() {
     let p = Project::new();
-    let files: [(&str, &str, fn(&str) -> Counts); 5] = [
+    type Counter = fn(&str) -> Counts;
+    let files: [(&str, &str, Counter); 5] = [
         (
             "claude",
             "real/claude/4d5611e5-241a-462a-8d15-5122611a9569.jsonl",

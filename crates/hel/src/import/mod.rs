@@ -460,9 +460,7 @@ fn survey(file: &Path, from: ImportFrom) -> Result<Survey, ImportError> {
     for (n, on) in nodes.iter().zip(&on) {
         let (place, what) = if n.side {
             (Place::Side, "sub-agent records (sidechains)")
-        } else if !on && n.message {
-            (Place::Branch, "records of other branches")
-        } else if !on && n.boundary {
+        } else if !on && (n.message || n.boundary) {
             (Place::Branch, "records of other branches")
         } else {
             continue;
