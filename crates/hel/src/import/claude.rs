@@ -1,17 +1,26 @@
 //! Claude Code session files (`~/.claude/projects/<dir>/<uuid>.jsonl`):
 //! one record per line, conversation records linked by `parentUuid`.
 //!
+//! The conversation is found by the import's survey from [`Parser::link`]:
+//! the chain up from the newest message record, through the progress,
+//! hook and system records it holds and across compaction boundaries
+//! (`logicalParentUuid`, or the message before the boundary when the
+//! source pruned that one), with the parts of a response and the tool
+//! results that Claude Code writes as branches off it. Sidechain
+//! (sub-agent) records are never part of it.
+//!
 //! Imported: `user` records (text; `tool_result` blocks become tool
 //! messages; a compaction's summary, `isCompactSummary`, becomes the
 //! summary message), `assistant` records (text and `tool_use` blocks;
-//! records of one API message, written one block each, are joined;
-//! `thinking` and `redacted_thinking` blocks, usage, ids and times go into
-//! the import record), `system` records of subtype `compact_boundary`
-//! (with the summary that follows), and `summary` records (the title, or a
+//! records of one API message, written one block each, are joined, across
+//! the progress records and tool results between them; `thinking` and
+//! `redacted_thinking` blocks, usage, ids and times go into the import
+//! record), `system` records of subtype `compact_boundary` (with the
+//! summary that follows), and `summary` records (the title, or a
 //! compaction's summary right after a boundary) and `custom-title`
-//! records (the name the user gave, preferred). Sidechain (subagent) and
-//! meta records, other `system` subtypes and every other record type are
-//! counted and skipped. Records are read in file order.
+//! records (the name the user gave, preferred). Meta records, other
+//! `system` subtypes, progress records and every other record type are
+//! counted and skipped.
 
 use serde::Deserialize;
 use serde_json::{json, Value};

@@ -11,10 +11,16 @@
 //! chat form has no place for goes into the checkpoint's import record
 //! (objects-spec §13.1), never into a message.
 //!
+//! A file is read twice, a line at a time: the first reading ([`survey`])
+//! checks every line and finds the conversation (for formats whose
+//! records link to a parent), keeping per record only its ids and links;
+//! the second imports what the first found. Tool calls the source left
+//! without a result are answered [`NO_RESULT`].
+//!
 //! Everything in the files is hostile: lines are bounded, every record is
-//! parsed with serde into the types supported (others are counted and
-//! skipped), a malformed line is reported with its file and line and the
-//! rest goes on, and nothing panics.
+//! parsed with the bounded JSON parse into the types supported (others
+//! are counted and skipped), ids are bounded, a malformed line refuses the
+//! file with its line before anything is written, and nothing panics.
 
 mod claude;
 mod codex;
