@@ -319,21 +319,17 @@ enum Place {
 /// cannot be read is refused before anything is written.
 #[derive(Default)]
 struct Survey {
-    /// Per line (index 0 is line 1); empty: every line is read (no links).
-    places: Vec<Place>,
+    /// The lines that are not read, in line order, with where they
+    /// stand; every other line is read.
+    aside_lines: Vec<(usize, Place)>,
     last_compaction: Option<usize>,
     /// Records left aside, by what they are.
     aside: BTreeMap<String, u64>,
 }
 
-impl Survey {
-    fn place(&self, line: usize) -> Place {
-        line.checked_sub(1)
-            .and_then(|i| self.places.get(i))
-            .copied()
-            .unwrap_or(Place::Read)
-    }
-}
+/// The most linked records one file may hold: what the survey keeps of
+/// each (its links, its id as a keyed hash) is bounded with them.
+const MAX_RECORDS: usize = 2_000_000;
 
 /// A linked record as the survey keeps it: links and a line, no content.
 struct Node {
@@ -345,7 +341,7 @@ struct Node {
     message: bool,
     boundary: bool,
     side: bool,
-    group: Option<u32>,
+    group: Option<u64>,
     results_only: bool,
 }
 
@@ -372,15 +368,17 @@ fn survey(file: &Path, from: ImportFrom) -> Result<Survey, ImportError> {
     let mut scratch = Found::default();
     let mut items = Vec::new();
     let mut lines = Lines::new(open_source(file)?);
-    let mut ids: HashMap<String, u32> = HashMap::new();
-    let mut groups: HashMap<String, u32> = HashMap::new();
+    // Ids are kept as hashes keyed for this process (a file cannot make
+    // two ids collide): 8 bytes each, whatever their length.
+    use std::hash::BuildHasher;
+    let keys = std::hash::RandomState::new();
+    let hash = |s: &str| keys.hash_one(s);
+    let mut ids: HashMap<u64, u32> = HashMap::new();
     let mut nodes: Vec<Node> = Vec::new();
     let mut leaf: Option<u32> = None;
     let mut repeated: Vec<usize> = Vec::new();
     let mut out = Survey::default();
-    let mut last_line = 0;
     while let Some((line, text)) = lines.next().map_err(read_err)? {
-        last_line = line;
         let text = text.map_err(|why| malformed(line, why))?;
         check
             .line(line, text, &mut scratch, &mut items)
@@ -392,16 +390,24 @@ fn survey(file: &Path, from: ImportFrom) -> Result<Survey, ImportError> {
         let Some(link) = check.link(text).map_err(|why| malformed(line, why))? else {
             continue;
         };
-        if ids.contains_key(&link.id) {
+        let id = hash(&link.id);
+        if ids.contains_key(&id) {
             // A record written again (Claude Code copies records when a
             // session is resumed or forked): the first one stands.
             repeated.push(line);
             continue;
         }
-        let Ok(at) = u32::try_from(nodes.len()) else {
-            return Err(malformed(line, "more records than an import reads".into()));
-        };
-        let mut parent = link.parent.as_ref().and_then(|p| ids.get(p).copied());
+        let at = nodes.len() as u32;
+        if nodes.len() >= MAX_RECORDS {
+            return Err(malformed(
+                line,
+                format!("more than {MAX_RECORDS} linked records, more than an import reads"),
+            ));
+        }
+        let mut parent = link
+            .parent
+            .as_deref()
+            .and_then(|p| ids.get(&hash(p)).copied());
         if parent.is_none() && link.after_previous {
             parent = leaf;
         }
@@ -413,10 +419,7 @@ fn survey(file: &Path, from: ImportFrom) -> Result<Survey, ImportError> {
                 n.anchor
             }
         });
-        let group = link.group.map(|g| {
-            let next = groups.len() as u32;
-            *groups.entry(g).or_insert(next)
-        });
+        let group = link.group.as_deref().map(hash);
         nodes.push(Node {
             line,
             parent,
@@ -430,14 +433,14 @@ fn survey(file: &Path, from: ImportFrom) -> Result<Survey, ImportError> {
         if link.leaf {
             leaf = Some(at);
         }
-        ids.insert(link.id, at);
+        ids.insert(id, at);
     }
+    drop(ids);
     if nodes.is_empty() {
         return Ok(out);
     }
-    out.places = vec![Place::Read; last_line];
     for line in repeated {
-        out.places[line - 1] = Place::Repeated;
+        out.aside_lines.push((line, Place::Repeated));
         *out.aside.entry("repeated records".to_owned()).or_default() += 1;
     }
     let mut on = vec![false; nodes.len()];
@@ -448,7 +451,7 @@ fn survey(file: &Path, from: ImportFrom) -> Result<Survey, ImportError> {
         }
         at = nodes[i as usize].parent;
     }
-    let spine_groups: HashSet<u32> = nodes
+    let spine_groups: HashSet<u64> = nodes
         .iter()
         .zip(&on)
         .filter_map(|(n, &on)| on.then_some(n.group).flatten())
@@ -471,9 +474,10 @@ fn survey(file: &Path, from: ImportFrom) -> Result<Survey, ImportError> {
         } else {
             continue;
         };
-        out.places[n.line - 1] = place;
+        out.aside_lines.push((n.line, place));
         *out.aside.entry(what.to_owned()).or_default() += 1;
     }
+    out.aside_lines.sort_unstable_by_key(|(line, _)| *line);
     Ok(out)
 }
 
@@ -517,6 +521,7 @@ fn import_file(
     }
     let mut lines = Lines::new(open_source(file)?);
     let mut items = Vec::new();
+    let mut aside = survey.aside_lines.iter().copied().peekable();
     while let Some((line, text)) = lines.next().map_err(read_err)? {
         // The survey read every line; one that now fails (the file
         // changed since) ends the import there, as a malformed line.
@@ -526,7 +531,17 @@ fn import_file(
             why,
         };
         let text = text.map_err(malformed)?;
-        match survey.place(line) {
+        let mut place = Place::Read;
+        while let Some(&(at, p)) = aside.peek() {
+            if at > line {
+                break;
+            }
+            if at == line {
+                place = p;
+            }
+            aside.next();
+        }
+        match place {
             Place::Read => parser
                 .line(line, text, &mut found, &mut items)
                 .map_err(malformed)?,
