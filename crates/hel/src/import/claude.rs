@@ -1,22 +1,33 @@
 //! Claude Code session files (`~/.claude/projects/<dir>/<uuid>.jsonl`):
 //! one record per line, conversation records linked by `parentUuid`.
 //!
+//! The conversation is found by the import's survey from [`Parser::link`]:
+//! the chain up from the newest message record, through the progress,
+//! hook and system records it holds and across compaction boundaries
+//! (`logicalParentUuid`, or the message before the boundary when the
+//! source pruned that one), with the parts of a response and the tool
+//! results that Claude Code writes as branches off it. Sidechain
+//! (sub-agent) records are never part of it.
+//!
 //! Imported: `user` records (text; `tool_result` blocks become tool
 //! messages; a compaction's summary, `isCompactSummary`, becomes the
 //! summary message), `assistant` records (text and `tool_use` blocks;
-//! records of one API message, written one block each, are joined;
-//! `thinking` and `redacted_thinking` blocks, usage, ids and times go into
-//! the import record), `system` records of subtype `compact_boundary`
-//! (with the summary that follows), and `summary` records (the title, or a
+//! records of one API message, written one block each, are joined, across
+//! the progress records and tool results between them; `thinking` and
+//! `redacted_thinking` blocks, usage, ids and times go into the import
+//! record), `system` records of subtype `compact_boundary` (with the
+//! summary that follows), and `summary` records (the title, or a
 //! compaction's summary right after a boundary) and `custom-title`
-//! records (the name the user gave, preferred). Sidechain (subagent) and
-//! meta records, other `system` subtypes and every other record type are
-//! counted and skipped. Records are read in file order.
+//! records (the name the user gave, preferred). Meta records, other
+//! `system` subtypes, progress records and every other record type are
+//! counted and skipped.
 
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::source::{arguments_text, text_of, why, Call, Content, Found, Item, Link, Meta, Parser};
+use super::source::{
+    arguments_text, parse, text_of, why, Call, Content, Found, Item, Link, Meta, Parser,
+};
 
 #[derive(Default)]
 pub struct Claude {
@@ -141,22 +152,71 @@ struct Links {
     is_sidechain: bool,
     #[serde(default)]
     subtype: Option<String>,
+    #[serde(default)]
+    message: Option<LinkMessage>,
+}
+
+/// Of a record's message, what its links need: the API message id and the
+/// kinds of its blocks (their content is skipped, not kept).
+#[derive(Deserialize)]
+struct LinkMessage {
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    content: Option<LinkContent>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum LinkContent {
+    Blocks(Vec<BlockKind>),
+    Other(serde::de::IgnoredAny),
+}
+
+#[derive(Deserialize)]
+struct BlockKind {
+    #[serde(rename = "type", default)]
+    kind: Option<String>,
 }
 
 impl Parser for Claude {
-    fn link(&self, bytes: &[u8]) -> Option<Link> {
-        let l: Links = serde_json::from_slice(bytes).ok()?;
+    fn link(&self, bytes: &[u8]) -> Result<Option<Link>, String> {
+        let l: Links = parse(bytes)?;
+        let Some(id) = l.uuid else { return Ok(None) };
+        let message = matches!(l.kind.as_str(), "user" | "assistant");
+        let boundary = l.kind == "system" && l.subtype.as_deref() == Some("compact_boundary");
+        let (group, results_only) = match (&l.kind[..], l.message) {
+            ("assistant", Some(m)) => (m.id, false),
+            (
+                "user",
+                Some(LinkMessage {
+                    content: Some(LinkContent::Blocks(b)),
+                    ..
+                }),
+            ) => (
+                None,
+                !b.is_empty() && b.iter().all(|b| b.kind.as_deref() == Some("tool_result")),
+            ),
+            _ => (None, false),
+        };
         // A compaction boundary starts a new chain that goes on from its
-        // logical parent.
-        Some(Link {
-            leaf: !l.is_sidechain && matches!(l.kind.as_str(), "user" | "assistant"),
-            id: l.uuid?,
+        // logical parent (or, when the source pruned that one from the
+        // file, from the conversation before it).
+        Link {
+            id,
             parent: l.parent_uuid.or(l.logical_parent_uuid),
-        })
+            leaf: message && !l.is_sidechain,
+            after_previous: boundary,
+            side: l.is_sidechain,
+            group,
+            results_only,
+        }
+        .checked()
+        .map(Some)
     }
 
     fn is_compaction(&self, bytes: &[u8]) -> bool {
-        serde_json::from_slice::<Links>(bytes)
+        parse::<Links>(bytes)
             .is_ok_and(|l| l.kind == "system" && l.subtype.as_deref() == Some("compact_boundary"))
     }
 
@@ -167,7 +227,7 @@ impl Parser for Claude {
         found: &mut Found,
         out: &mut Vec<Item>,
     ) -> Result<(), String> {
-        let rec: Record = serde_json::from_slice(bytes).map_err(why)?;
+        let rec: Record = parse(bytes)?;
         let mut meta = Meta::at(line);
         meta.set("id", rec.uuid.clone().map(Value::String));
         meta.set("time", rec.timestamp.clone().map(Value::String));
@@ -189,9 +249,10 @@ impl Parser for Claude {
             return Ok(());
         }
         let kind = rec.kind.clone();
-        if kind != "assistant" {
-            self.last_message = None;
-        }
+        // The records of one API message are joined across the progress
+        // and hook records and the tool results between them (Claude Code
+        // runs a call while the message goes on); a user's text or a
+        // compaction ends the message.
         match kind.as_str() {
             "user" if rec.is_meta => found.skip("user (meta)"),
             "user" => self.user(rec, meta, found, out)?,
@@ -240,6 +301,7 @@ impl Claude {
         };
         if rec.is_compact_summary {
             self.boundary = None;
+            self.last_message = None;
             out.push(Item::Compaction {
                 summary: text_of(&message.content, &mut Vec::new()),
                 keep_from: None,
@@ -252,6 +314,7 @@ impl Claude {
         }
         let blocks = match message.content {
             Content::Text(text) => {
+                self.last_message = None;
                 out.push(Item::User { text, meta });
                 return Ok(());
             }
@@ -294,6 +357,7 @@ impl Claude {
             }
         }
         if !texts.is_empty() {
+            self.last_message = None;
             let mut m = meta;
             if !others.is_empty() {
                 m.set("left_out", Some(json!(others)));
@@ -372,6 +436,7 @@ impl Claude {
             text: (!texts.is_empty()).then(|| texts.join("\n")),
             calls,
             merge,
+            across_results: merge,
             complete,
             meta,
         });

@@ -6,7 +6,7 @@
 //! Codex's environment-context and instructions messages and developer or
 //! system messages are skipped: hel's system message takes their place),
 //! `reasoning` (into the next answer's import record), `function_call`,
-//! `custom_tool_call` and their outputs, `compacted` (a summary message:
+//! `custom_tool_call`, `local_shell_call` and their outputs, `compacted` (a summary message:
 //! its `message`, or the text of its `replacement_history`),
 //! and `event_msg` `token_count` (usage). Every other record type is
 //! counted and skipped.
@@ -14,7 +14,7 @@
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
-use super::source::{arguments_text, block_text, why, Call, Found, Item, Meta, Parser};
+use super::source::{arguments_text, block_text, parse, why, Call, Found, Item, Meta, Parser};
 
 #[derive(Default)]
 pub struct Codex {
@@ -83,6 +83,16 @@ enum ResponseItem {
         name: String,
         input: String,
         call_id: String,
+    },
+    /// A shell command the model ran through Codex's built-in
+    /// `local_shell` tool; its output is a `function_call_output`.
+    LocalShellCall {
+        #[serde(default)]
+        call_id: Option<String>,
+        #[serde(default)]
+        id: Option<String>,
+        #[serde(default)]
+        action: Value,
     },
     FunctionCallOutput {
         call_id: String,
@@ -163,7 +173,7 @@ struct Kind {
 
 impl Parser for Codex {
     fn is_compaction(&self, bytes: &[u8]) -> bool {
-        serde_json::from_slice::<Kind>(bytes).is_ok_and(|k| k.kind == "compacted")
+        parse::<Kind>(bytes).is_ok_and(|k| k.kind == "compacted")
     }
 
     fn line(
@@ -173,7 +183,7 @@ impl Parser for Codex {
         found: &mut Found,
         out: &mut Vec<Item>,
     ) -> Result<(), String> {
-        let rec: Line = serde_json::from_slice(bytes).map_err(why)?;
+        let rec: Line = parse(bytes)?;
         let mut meta = Meta::at(line);
         meta.set("time", rec.timestamp.clone().map(Value::String));
         match rec.kind.as_str() {
@@ -296,6 +306,7 @@ impl Codex {
                             text: Some(text),
                             calls: Vec::new(),
                             merge: false,
+                            across_results: false,
                             complete: true,
                             meta,
                         });
@@ -331,6 +342,23 @@ impl Codex {
                 let arguments = json!({ "input": input }).to_string();
                 out.push(call(call_id, name, arguments, meta, &mut self.thinking));
             }
+            ResponseItem::LocalShellCall {
+                call_id,
+                id,
+                action,
+            } => match call_id.or(id) {
+                Some(call_id) => {
+                    let arguments = arguments_text(&action);
+                    out.push(call(
+                        call_id,
+                        "local_shell".into(),
+                        arguments,
+                        meta,
+                        &mut self.thinking,
+                    ));
+                }
+                None => found.skip("response_item/local_shell_call (no call id)"),
+            },
             ResponseItem::FunctionCallOutput { call_id, output }
             | ResponseItem::CustomToolCallOutput { call_id, output } => {
                 out.push(Item::ToolResult {
@@ -366,6 +394,7 @@ fn call(
             arguments: arguments_text(&Value::String(arguments)),
         }],
         merge: true,
+        across_results: false,
         complete: true,
         meta,
     }

@@ -11,10 +11,16 @@
 //! chat form has no place for goes into the checkpoint's import record
 //! (objects-spec §13.1), never into a message.
 //!
+//! A file is read twice, a line at a time: the first reading ([`survey`])
+//! checks every line and finds the conversation (for formats whose
+//! records link to a parent), keeping per record only its ids and links;
+//! the second imports what the first found. Tool calls the source left
+//! without a result are answered [`NO_RESULT`].
+//!
 //! Everything in the files is hostile: lines are bounded, every record is
-//! parsed with serde into the types supported (others are counted and
-//! skipped), a malformed line is reported with its file and line and the
-//! rest goes on, and nothing panics.
+//! parsed with the bounded JSON parse into the types supported (others
+//! are counted and skipped), ids are bounded, a malformed line refuses the
+//! file with its line before anything is written, and nothing panics.
 
 mod claude;
 mod codex;
@@ -37,9 +43,10 @@ use crate::exit::{Damage, Exit, Kind};
 use crate::render;
 use source::{Call, Found, Item, Meta, Parser};
 
-/// A report line on stdout, made safe for a terminal.
+/// A report line on stdout, made safe for a terminal: one line, whatever
+/// a file name holds (a newline in it cannot forge another line).
 fn say(text: &str) {
-    println!("{}", hel_agent::text::escape_text(text));
+    println!("{}", hel_agent::text::escape_line(text));
 }
 
 /// The longest line read; a longer one is reported and skipped.
@@ -50,12 +57,12 @@ const MAX_LINE: usize = 64 << 20;
 const MAX_FILES: usize = 10_000;
 const MAX_DEPTH: usize = 8;
 
+/// The result given to a tool call the source recorded no result for.
+pub const NO_RESULT: &str = "no result was recorded";
+
 /// The most bytes of an import record (a request config blob may hold 1
 /// MiB): past it, thinking text is left out and only its size is kept.
 const RECORD_BUDGET: usize = 768 << 10;
-
-/// The most malformed lines reported one by one per file.
-const MALFORMED_SHOWN: usize = 20;
 
 /// Why a file could not be imported.
 #[derive(Debug, thiserror::Error)]
@@ -64,6 +71,12 @@ pub enum ImportError {
     Read {
         path: PathBuf,
         source: std::io::Error,
+    },
+    #[error("{}:{line}: {why}; nothing of the file is imported", path.display())]
+    Malformed {
+        path: PathBuf,
+        line: usize,
+        why: String,
     },
     #[error("{} holds no session file (*.jsonl)", .0.display())]
     NothingFound(PathBuf),
@@ -170,23 +183,11 @@ struct Report {
     checkpoints: u64,
     messages: usize,
     skipped: BTreeMap<String, u64>,
-    malformed: Vec<String>,
-    malformed_count: usize,
     dropped: Vec<String>,
 }
 
 impl Report {
     fn print(&self, file: &Path) {
-        for m in &self.malformed {
-            render::line(&format!("hel: {m}"));
-        }
-        if self.malformed_count > self.malformed.len() {
-            render::line(&format!(
-                "hel: {}: and {} more malformed lines",
-                file.display(),
-                self.malformed_count - self.malformed.len()
-            ));
-        }
         for d in &self.dropped {
             render::line(&format!("hel: {}: {d}", file.display()));
         }
@@ -206,13 +207,6 @@ impl Report {
                 .collect();
             format!(" · skipped {}", parts.join(", "))
         };
-        let malformed = match self.malformed_count {
-            0 => String::new(),
-            n => format!(
-                " · {}",
-                render::count(n as u64, "malformed line", "malformed lines")
-            ),
-        };
         match &self.session {
             Some(id) => {
                 let name = self
@@ -220,14 +214,14 @@ impl Report {
                     .as_ref()
                     .map_or(String::new(), |n| format!(" ({n})"));
                 say(&format!(
-                    "{}: session {id}{name} · {}, {}{skipped}{malformed}",
+                    "{}: session {id}{name} · {}, {}{skipped}",
                     file.display(),
                     render::count(self.checkpoints, "checkpoint", "checkpoints"),
                     render::count(self.messages as u64, "message", "messages")
                 ));
             }
             None => say(&format!(
-                "{}: no completed answer, nothing imported{skipped}{malformed}",
+                "{}: no completed answer, nothing imported{skipped}",
                 file.display()
             )),
         }
@@ -305,52 +299,185 @@ impl Lines {
     }
 }
 
-/// What a first reading of a file found: the records on the branch that
-/// is imported (formats whose records link to a parent), and the line of
-/// the last compaction.
-#[derive(Default)]
-struct Survey {
-    /// None: every record is read (no links).
-    path: Option<HashSet<String>>,
-    last_compaction: Option<usize>,
+/// Where a line of a file with linked records stands (what the survey
+/// decided): read it, or it is a message record off the conversation.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Place {
+    /// Not a linked record, or on the conversation: the parser reads it.
+    Read,
+    /// A message record (or a compaction) of another branch.
+    Branch,
+    /// A sub-agent's record (a sidechain).
+    Side,
+    /// A record whose id an earlier record has.
+    Repeated,
 }
 
-/// Read `file` once for its links and compactions. The branch imported is
-/// the one that ends at the last record that can end a conversation, as
-/// the source resumes it; its records are found by walking parent links
-/// up from there (each record at most once).
-fn survey(file: &Path, parser: &dyn Parser) -> Result<Survey, ImportError> {
+/// What a first reading of a file found: where each line stands, the line
+/// of the last compaction, and how many records the conversation leaves
+/// aside. Every line is parsed once here, so that a file with a line that
+/// cannot be read is refused before anything is written.
+#[derive(Default)]
+struct Survey {
+    /// The lines that are not read, in line order, with where they
+    /// stand; every other line is read.
+    aside_lines: Vec<(usize, Place)>,
+    last_compaction: Option<usize>,
+    /// Records left aside, by what they are.
+    aside: BTreeMap<String, u64>,
+}
+
+/// The most linked records one file may hold: what the survey keeps of
+/// each (its links, its id as a keyed hash) is bounded with them.
+const MAX_RECORDS: usize = 2_000_000;
+
+/// A linked record as the survey keeps it: links and a line, no content.
+struct Node {
+    line: usize,
+    parent: Option<u32>,
+    /// The nearest message record above it (walking through progress,
+    /// hook and system records).
+    anchor: Option<u32>,
+    message: bool,
+    boundary: bool,
+    side: bool,
+    group: Option<u64>,
+    results_only: bool,
+}
+
+/// Read `file` once: check every line, and find the conversation. For a
+/// format whose records link to a parent, the conversation is the chain
+/// that ends at the last record that can end one (as the source resumes
+/// it), found by walking parent links up from there (each record at most
+/// once), with the records that chain leaves out but belongs to it: the
+/// other parts of a response whose part is on it (Claude Code writes a
+/// parallel tool call's part as a branch) and the records of tool results
+/// that branch off it. Every other message record is of another branch;
+/// a sub-agent's record is never part of it.
+fn survey(file: &Path, from: ImportFrom) -> Result<Survey, ImportError> {
     let read_err = |source| ImportError::Read {
         path: file.to_owned(),
         source,
     };
+    let malformed = |line, why| ImportError::Malformed {
+        path: file.to_owned(),
+        line,
+        why,
+    };
+    let mut check = parser(from);
+    let mut scratch = Found::default();
+    let mut items = Vec::new();
     let mut lines = Lines::new(open_source(file)?);
-    let mut parents: HashMap<String, Option<String>> = HashMap::new();
-    let mut leaf = None;
+    // Ids are kept as hashes keyed for this process (a file cannot make
+    // two ids collide): 8 bytes each, whatever their length.
+    use std::hash::BuildHasher;
+    let keys = std::hash::RandomState::new();
+    let hash = |s: &str| keys.hash_one(s);
+    let mut ids: HashMap<u64, u32> = HashMap::new();
+    let mut nodes: Vec<Node> = Vec::new();
+    let mut leaf: Option<u32> = None;
+    let mut repeated: Vec<usize> = Vec::new();
     let mut out = Survey::default();
     while let Some((line, text)) = lines.next().map_err(read_err)? {
-        let Ok(text) = text else { continue };
-        if parser.is_compaction(text) {
+        let text = text.map_err(|why| malformed(line, why))?;
+        check
+            .line(line, text, &mut scratch, &mut items)
+            .map_err(|why| malformed(line, why))?;
+        items.clear();
+        if check.is_compaction(text) {
             out.last_compaction = Some(line);
         }
-        if let Some(link) = parser.link(text) {
-            if link.leaf {
-                leaf = Some(link.id.clone());
+        let Some(link) = check.link(text).map_err(|why| malformed(line, why))? else {
+            continue;
+        };
+        let id = hash(&link.id);
+        if ids.contains_key(&id) {
+            // A record written again (Claude Code copies records when a
+            // session is resumed or forked): the first one stands.
+            repeated.push(line);
+            continue;
+        }
+        let at = nodes.len() as u32;
+        if nodes.len() >= MAX_RECORDS {
+            return Err(malformed(
+                line,
+                format!("more than {MAX_RECORDS} linked records, more than an import reads"),
+            ));
+        }
+        let mut parent = link
+            .parent
+            .as_deref()
+            .and_then(|p| ids.get(&hash(p)).copied());
+        if parent.is_none() && link.after_previous {
+            parent = leaf;
+        }
+        let anchor = parent.and_then(|p| {
+            let n = &nodes[p as usize];
+            if n.message {
+                Some(p)
+            } else {
+                n.anchor
             }
-            parents.insert(link.id, link.parent);
+        });
+        let group = link.group.as_deref().map(hash);
+        nodes.push(Node {
+            line,
+            parent,
+            anchor,
+            message: link.leaf || link.side,
+            boundary: link.after_previous,
+            side: link.side,
+            group,
+            results_only: link.results_only,
+        });
+        if link.leaf {
+            leaf = Some(at);
+        }
+        ids.insert(id, at);
+    }
+    drop(ids);
+    if nodes.is_empty() {
+        return Ok(out);
+    }
+    for line in repeated {
+        out.aside_lines.push((line, Place::Repeated));
+        *out.aside.entry("repeated records".to_owned()).or_default() += 1;
+    }
+    let mut on = vec![false; nodes.len()];
+    let mut at = leaf;
+    while let Some(i) = at {
+        if std::mem::replace(&mut on[i as usize], true) {
+            break;
+        }
+        at = nodes[i as usize].parent;
+    }
+    let spine_groups: HashSet<u64> = nodes
+        .iter()
+        .zip(&on)
+        .filter_map(|(n, &on)| on.then_some(n.group).flatten())
+        .collect();
+    for i in 0..nodes.len() {
+        let n = &nodes[i];
+        if on[i] || !n.message || n.side {
+            continue;
+        }
+        let anchored = n.anchor.is_some_and(|a| on[a as usize]);
+        if anchored && (n.results_only || n.group.is_some_and(|g| spine_groups.contains(&g))) {
+            on[i] = true;
         }
     }
-    if !parents.is_empty() {
-        let mut path = HashSet::new();
-        let mut at = leaf;
-        while let Some(id) = at {
-            if !path.insert(id.clone()) {
-                break;
-            }
-            at = parents.get(&id).cloned().flatten();
-        }
-        out.path = Some(path);
+    for (n, on) in nodes.iter().zip(&on) {
+        let (place, what) = if n.side {
+            (Place::Side, "sub-agent records (sidechains)")
+        } else if !on && (n.message || n.boundary) {
+            (Place::Branch, "records of other branches")
+        } else {
+            continue;
+        };
+        out.aside_lines.push((n.line, place));
+        *out.aside.entry(what.to_owned()).or_default() += 1;
     }
+    out.aside_lines.sort_unstable_by_key(|(line, _)| *line);
     Ok(out)
 }
 
@@ -365,8 +492,21 @@ fn import_file(
         source,
     };
     let mut parser = parser(from);
-    let survey = survey(file, parser.as_ref())?;
+    let survey = survey(file, from)?;
     let mut found = Found::default();
+    if !survey.aside.is_empty() {
+        // What the conversation leaves aside, for the import record.
+        found.session.insert(
+            "records_aside".into(),
+            Value::Object(
+                survey
+                    .aside
+                    .iter()
+                    .map(|(k, n)| (k.clone(), json!(n)))
+                    .collect(),
+            ),
+        );
+    }
     let mut builder = Builder::new(store, project, from, file);
     let size = open_source(file)?.metadata().map_err(read_err)?.len();
     let budget = store.limits().max_bytes;
@@ -380,30 +520,34 @@ fn import_file(
         ));
     }
     let mut lines = Lines::new(open_source(file)?);
-    let mut malformed = Vec::new();
-    let mut malformed_count = 0;
     let mut items = Vec::new();
+    let mut aside = survey.aside_lines.iter().copied().peekable();
     while let Some((line, text)) = lines.next().map_err(read_err)? {
-        let fault = match text {
-            Err(why) => Some(why),
-            Ok(text) => {
-                let off_branch = survey
-                    .path
-                    .as_ref()
-                    .is_some_and(|path| parser.link(text).is_some_and(|l| !path.contains(&l.id)));
-                if off_branch {
-                    found.skip("records of other branches");
-                    None
-                } else {
-                    parser.line(line, text, &mut found, &mut items).err()
-                }
-            }
+        // The survey read every line; one that now fails (the file
+        // changed since) ends the import there, as a malformed line.
+        let malformed = |why| ImportError::Malformed {
+            path: file.to_owned(),
+            line,
+            why,
         };
-        if let Some(why) = fault {
-            malformed_count += 1;
-            if malformed.len() < MALFORMED_SHOWN {
-                malformed.push(format!("{}:{line}: {why}; line skipped", file.display()));
+        let text = text.map_err(malformed)?;
+        let mut place = Place::Read;
+        while let Some(&(at, p)) = aside.peek() {
+            if at > line {
+                break;
             }
+            if at == line {
+                place = p;
+            }
+            aside.next();
+        }
+        match place {
+            Place::Read => parser
+                .line(line, text, &mut found, &mut items)
+                .map_err(malformed)?,
+            Place::Branch => found.skip("records of other branches"),
+            Place::Side => found.skip("sub-agent records (sidechains)"),
+            Place::Repeated => found.skip("repeated records"),
         }
         if !builder.items(&mut items, &found)? {
             break;
@@ -427,8 +571,6 @@ fn import_file(
         checkpoints: builder.checkpoints,
         messages: builder.committed_len,
         skipped: found.skipped,
-        malformed,
-        malformed_count,
         dropped: builder.dropped,
     })
 }
@@ -515,6 +657,13 @@ struct Builder<'a> {
     /// Bytes of JSON the conversation holds in memory (bounded: see
     /// [`Builder::bounded`]).
     held: u64,
+    /// Tool calls answered [`NO_RESULT`].
+    synthetic: u64,
+    /// The id of every tool call the conversation took in.
+    seen_calls: HashSet<String>,
+    /// The checkpoint about to be made ends without an answer (the
+    /// source's last instruction had none).
+    unanswered: bool,
 }
 
 impl<'a> Builder<'a> {
@@ -543,6 +692,9 @@ impl<'a> Builder<'a> {
             dropped: Vec::new(),
             commit_after: 0,
             held: 0,
+            synthetic: 0,
+            seen_calls: HashSet::new(),
+            unanswered: false,
         }
     }
 
@@ -624,8 +776,12 @@ impl<'a> Builder<'a> {
             Item::User { text, meta } => {
                 if self.answered() {
                     self.checkpoint(found, meta.line)?;
-                } else if self.in_instruction {
-                    self.cut(meta.line, "an instruction without an answer");
+                } else {
+                    // An instruction the source left without an answer
+                    // (interrupted, or a prompt sent on top of it) stays
+                    // as it is: the next one continues it, as the source's
+                    // own model saw it.
+                    self.close_open(meta.line);
                 }
                 self.instruction = hel_store::first_line(&text);
                 self.held = self.held.saturating_add(text.len() as u64);
@@ -637,6 +793,7 @@ impl<'a> Builder<'a> {
                 text,
                 calls,
                 merge,
+                across_results,
                 complete,
                 meta,
             } => {
@@ -651,17 +808,31 @@ impl<'a> Builder<'a> {
                     self.usage.0 = self.usage.0.saturating_add(i);
                     self.usage.1 = self.usage.1.saturating_add(o);
                 }
-                let last_is_model = self
-                    .conversation
-                    .messages()
-                    .last()
-                    .is_some_and(|m| m["role"] == "assistant");
-                if merge && last_is_model {
-                    self.extend_last(text, &calls, meta);
+                // A call id names one call: a call whose id the
+                // conversation already holds (a record the source wrote
+                // twice) or without one is left out, and said.
+                let mut calls = calls;
+                let before = calls.len();
+                calls.retain(|c| !c.id.is_empty() && self.seen_calls.insert(c.id.clone()));
+                if calls.len() < before {
+                    self.dropped.push(format!(
+                        "line {}: {} with an id the conversation already holds, or none, left out",
+                        meta.line,
+                        render::count((before - calls.len()) as u64, "tool call", "tool calls")
+                    ));
+                }
+                // The response this record is a part of: the last model
+                // message, with only tool results after it.
+                let messages = self.conversation.messages();
+                let response = match across_results {
+                    true => messages.iter().rposition(|m| m["role"] != "tool"),
+                    false => messages.len().checked_sub(1),
+                }
+                .filter(|&i| messages[i]["role"] == "assistant");
+                if let (true, Some(i)) = (merge, response) {
+                    self.extend(i, text, &calls, meta);
                 } else {
-                    if !self.open.is_empty() {
-                        self.cut(meta.line, "tool calls without their results");
-                    }
+                    self.close_open(meta.line);
                     let mut m = json!({"role": "assistant", "content": text});
                     if !calls.is_empty() {
                         m["tool_calls"] = calls_json(&calls);
@@ -706,9 +877,18 @@ impl<'a> Builder<'a> {
                 keep_from,
                 meta,
             } => {
-                // The answer before it is a checkpoint of its own.
+                // The answer before it is a checkpoint of its own; so is
+                // an instruction the compaction cut in the middle (the
+                // source compacts between two calls of the model), saved
+                // as it stands, so that every message of the source is in
+                // some checkpoint before the summary replaces it.
                 if self.answered() {
                     self.checkpoint(found, meta.line)?;
+                } else if self.conversation.len() > self.committed_len {
+                    self.close_open(meta.line);
+                    let open = self.in_instruction;
+                    self.checkpoint(found, meta.line)?;
+                    self.in_instruction = open;
                 }
                 self.compact(&summary, keep_from.as_deref(), meta);
             }
@@ -716,15 +896,15 @@ impl<'a> Builder<'a> {
         Ok(())
     }
 
-    /// Add text and calls to the last (model) message.
-    fn extend_last(&mut self, text: Option<String>, calls: &[Call], meta: Meta) {
+    /// Add text and calls to model message `i` (only tool results follow
+    /// it: the calls added are answered after them).
+    fn extend(&mut self, i: usize, text: Option<String>, calls: &[Call], meta: Meta) {
         let added = text.as_ref().map_or(0, |t| t.len())
             + calls
                 .iter()
                 .map(|c| c.id.len() + c.name.len() + c.arguments.len())
                 .sum::<usize>();
         self.held = self.held.saturating_add(added as u64);
-        let i = self.conversation.len() - 1;
         self.conversation.edit(i, |m| {
             if let Some(t) = text {
                 m["content"] = match m["content"].as_str() {
@@ -753,22 +933,31 @@ impl<'a> Builder<'a> {
         last.fields.insert("parts".into(), Value::Array(parts));
     }
 
-    /// The instruction in progress ended without an answer: keep its
-    /// finished tool rounds, as hel's loop does, and say what went.
-    fn cut(&mut self, line: usize, why: &str) {
-        let before = self.conversation.len();
-        self.conversation.abandon_instruction();
-        let after = self.conversation.len();
-        self.metas.truncate(after);
-        self.recount();
-        self.open.clear();
-        self.in_instruction = false;
-        if after < before {
-            self.dropped.push(format!(
-                "before line {line}: {why}: {} left out",
-                render::count((before - after) as u64, "message", "messages")
-            ));
+    /// Tool calls the source recorded no result for (the session was
+    /// interrupted or crashed while they ran, or the file ends there) are
+    /// answered "no result was recorded", marked as such in the import
+    /// record, so that the conversation pairs every call as a load
+    /// requires and the model, resumed, knows the call's outcome is
+    /// unknown.
+    fn close_open(&mut self, line: usize) {
+        if self.open.is_empty() {
+            return;
         }
+        let open = std::mem::take(&mut self.open);
+        for id in &open {
+            let mut meta = Meta::at(line);
+            meta.set("synthetic", Some(Value::Bool(true)));
+            self.push(
+                json!({"role": "tool", "tool_call_id": id, "content": NO_RESULT}),
+                meta,
+            );
+        }
+        self.conversation.round_finished();
+        self.synthetic += open.len() as u64;
+        self.dropped.push(format!(
+            "before line {line}: {} without a recorded result answered \"{NO_RESULT}\"",
+            render::count(open.len() as u64, "tool call", "tool calls")
+        ));
     }
 
     /// The source's compaction: the messages before the kept ones become
@@ -912,11 +1101,15 @@ impl<'a> Builder<'a> {
                 })
             })
             .collect();
+        let mut session = found.session.clone();
+        if self.unanswered {
+            session.insert("last_instruction_unanswered".into(), Value::Bool(true));
+        }
         let mut record = ImportRecord {
             version: IMPORT_RECORD_VERSION,
             from: self.from.name().to_owned(),
             file: self.file.display().to_string(),
-            session: found.session.clone(),
+            session,
             messages,
             cut: None,
         };
@@ -937,16 +1130,23 @@ impl<'a> Builder<'a> {
     /// last one is dropped and said.
     fn end(&mut self, found: &Found) -> Result<(), ImportError> {
         if self.answered() {
-            self.checkpoint(found, usize::MAX)?;
+            return self.checkpoint(found, usize::MAX);
         }
         let tail = self.conversation.len().saturating_sub(self.committed_len);
-        if tail > 0 {
-            let line = self.metas.get(self.committed_len).map_or(0, |m| m.line);
-            self.dropped.push(format!(
-                "an incomplete tail of {} from line {line} on (no completed answer after it) was dropped",
-                render::count(tail as u64, "message", "messages")
-            ));
+        if tail == 0 {
+            return Ok(());
         }
+        // The source's last instruction has no answer (interrupted, or the
+        // file was copied while it ran): the conversation is saved as it
+        // stands, its import record saying so, rather than lost.
+        let line = self.metas.get(self.committed_len).map_or(0, |m| m.line);
+        let last = self.metas.last().map_or(0, |m| m.line);
+        self.close_open(last);
+        self.unanswered = true;
+        self.checkpoint(found, usize::MAX)?;
+        self.dropped.push(format!(
+            "the last instruction (from line {line} on) has no answer: saved as it stands"
+        ));
         Ok(())
     }
 }
@@ -1011,6 +1211,7 @@ mod tests {
             text: Some(text.into()),
             calls: Vec::new(),
             merge: false,
+            across_results: false,
             complete: true,
             meta: Meta::at(line),
         };

@@ -17,7 +17,9 @@
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::source::{arguments_text, text_of, why, Call, Content, Found, Item, Link, Meta, Parser};
+use super::source::{
+    arguments_text, parse, text_of, why, Call, Content, Found, Item, Link, Meta, Parser,
+};
 
 pub struct Pi;
 
@@ -139,20 +141,24 @@ struct Links {
 impl Parser for Pi {
     /// Version 2 and later entries link to a parent; version 1 entries
     /// (no id) are one line.
-    fn link(&self, bytes: &[u8]) -> Option<Link> {
-        let l: Links = serde_json::from_slice(bytes).ok()?;
+    fn link(&self, bytes: &[u8]) -> Result<Option<Link>, String> {
+        let l: Links = parse(bytes)?;
         if l.kind == "session" {
-            return None;
+            return Ok(None);
         }
-        Some(Link {
-            id: l.id?,
+        let Some(id) = l.id else { return Ok(None) };
+        Link {
+            id,
             parent: l.parent_id,
             leaf: true,
-        })
+            ..Link::default()
+        }
+        .checked()
+        .map(Some)
     }
 
     fn is_compaction(&self, bytes: &[u8]) -> bool {
-        serde_json::from_slice::<Links>(bytes).is_ok_and(|l| l.kind == "compaction")
+        parse::<Links>(bytes).is_ok_and(|l| l.kind == "compaction")
     }
 
     fn line(
@@ -162,7 +168,7 @@ impl Parser for Pi {
         found: &mut Found,
         out: &mut Vec<Item>,
     ) -> Result<(), String> {
-        let e: Entry = serde_json::from_slice(bytes).map_err(why)?;
+        let e: Entry = parse(bytes)?;
         let mut meta = Meta::at(line);
         // Version 1 entries have no id: their index in the file names them
         // (the header is entry 0), as `firstKeptEntryIndex` counts.
@@ -299,6 +305,7 @@ fn message(
                 text: (!texts.is_empty()).then(|| texts.join("\n")),
                 calls,
                 merge: false,
+                across_results: false,
                 complete,
                 meta,
             });

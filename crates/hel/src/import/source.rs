@@ -56,6 +56,10 @@ pub enum Item {
         text: Option<String>,
         calls: Vec<Call>,
         merge: bool,
+        /// With `merge`: it is a part of the same response as the last
+        /// model message even when tool results came after that message
+        /// (Claude Code runs a call while the response goes on).
+        across_results: bool,
         complete: bool,
         meta: Meta,
     },
@@ -111,24 +115,71 @@ pub(super) trait Parser {
     /// The file ended: what was held back.
     fn finish(&mut self, _found: &mut Found, _out: &mut Vec<Item>) {}
 
-    /// The record's id and parent, for a format whose records link to
-    /// a parent (a branch is a chain of them); None for a record that is
-    /// not linked (or a format without links).
-    fn link(&self, _bytes: &[u8]) -> Option<Link> {
-        None
+    /// The record's place in the file's tree of records, for a format
+    /// whose records link to a parent (a branch is a chain of them): None
+    /// for a record that is not linked (or a format without links); `Err`
+    /// is the line's one-line fault.
+    fn link(&self, _bytes: &[u8]) -> Result<Option<Link>, String> {
+        Ok(None)
     }
 
     /// Whether the line is the source's compaction record.
     fn is_compaction(&self, bytes: &[u8]) -> bool;
 }
 
-/// A record's place in its file's tree of branches.
+/// The longest record id kept (a longer one is the line's fault): what
+/// the first reading of a file keeps per record is bounded.
+pub const MAX_ID: usize = 256;
+
+/// A record's place in its file's tree of branches: only its ids and
+/// links, never its content.
+#[derive(Debug, Default)]
 pub struct Link {
     pub id: String,
     pub parent: Option<String>,
     /// It can end a conversation (the newest such record is the branch
-    /// the source resumes).
+    /// the source resumes): a message record.
     pub leaf: bool,
+    /// When `parent` is not in the file, the record goes on from the
+    /// newest message record before it (a compaction boundary whose
+    /// logical parent the source pruned from the file).
+    pub after_previous: bool,
+    /// A record of a sub-agent (Claude Code's sidechains): never part of
+    /// the main conversation.
+    pub side: bool,
+    /// The response the record is a part of (Claude Code writes one API
+    /// message as several records, each a child of the one before, and a
+    /// parallel tool call's record may branch off an earlier part).
+    pub group: Option<String>,
+    /// The record holds only tool results (a branch off the conversation
+    /// that answers calls made on it).
+    pub results_only: bool,
+}
+
+impl Link {
+    /// A link with `id`, refused past [`MAX_ID`].
+    pub fn checked(self) -> Result<Link, String> {
+        let long = |s: &Option<String>| s.as_ref().is_some_and(|s| s.len() > MAX_ID);
+        if self.id.len() > MAX_ID || long(&self.parent) || long(&self.group) {
+            return Err(format!("a record id longer than {MAX_ID} bytes"));
+        }
+        Ok(self)
+    }
+}
+
+/// A line parsed into `T` within the bounds of a message
+/// ([`hel_store::json::Limits::MESSAGE`]): a count of values and a depth,
+/// a repeated key refused; `Err` is the line's one-line fault.
+pub(super) fn parse<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, String> {
+    hel_store::json::from_slice(bytes, hel_store::json::Limits::MESSAGE).map_err(|e| {
+        e.to_string()
+            .lines()
+            .next()
+            .unwrap_or("not JSON")
+            .chars()
+            .take(200)
+            .collect()
+    })
 }
 
 /// A message's content as Claude Code and pi write it: a string, or a
