@@ -1046,6 +1046,7 @@ fn hel_store_modules_import_only_their_layer_and_below() {
                 "heads",
                 "upgrade",
                 "summaries",
+                "identity",
                 "store",
                 "admit",
                 "commit",

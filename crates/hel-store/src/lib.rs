@@ -50,7 +50,7 @@
 //!    whom).
 //! 4. The store: `heads` (a session's head: its ref and the ref's commit
 //!    record), `upgrade` (the format judged at open, and the way to a
-//!    next one), `summaries` (the listing hint), `store` ([`Store`]: open,
+//!    next one), `identity` (whether the store was made here), `summaries` (the listing hint), `store` ([`Store`]: open,
 //!    sessions, load), `admit` (what every writer of a checkpoint checks
 //!    before it writes: what a load would refuse), `commit` ([`Txn`]),
 //!    `names`, `spill`,
@@ -89,6 +89,7 @@ mod fork;
 pub mod fsck;
 pub mod gc;
 mod heads;
+pub mod identity;
 mod journal;
 mod layout;
 mod list;
