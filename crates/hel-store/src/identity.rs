@@ -203,9 +203,11 @@ fn write(layout: &Layout, project: &Dir, shipped: Vec<SessionId>) -> Result<()> 
     bytes.push(b'\n');
     let tmp = layout.tmp_create()?;
     crate::failpoint::kill("identity-write");
-    Ok(layout
+    layout
         .root()
-        .replace(IDENTITY, &bytes, 0o644, tmp, &format!("identity-{id}"))?)
+        .replace(IDENTITY, &bytes, 0o644, tmp, &format!("identity-{id}"))?;
+    crate::failpoint::kill("identity-written");
+    Ok(())
 }
 
 /// Give a store being made its identity: called when it has no `format`
