@@ -868,7 +868,8 @@ fn a_session_from_another_directory_is_never_chosen_by_default() {
         let run = untouched.run(Some(&mock), &args);
         assert_ne!(run.code, 0, "{args:?}");
         assert!(
-            run.stderr.contains("1 session that arrived with this .hel/, which was not made here")
+            run.stderr
+                .contains("1 session that arrived with this .hel/, which was not made here")
                 && run.stderr.contains("name one"),
             "{args:?}: {}",
             run.stderr
@@ -1061,7 +1062,11 @@ fn a_store_shipped_to_the_clones_own_path_is_never_taken_for_the_users() {
             assert_eq!(run.stderr.lines().count(), 1, "{what}: {}", run.stderr);
         }
         let run = p.run(None, &["diff"]);
-        assert_ne!(run.code, 0, "{what}: hel diff names no session: {}", run.stdout);
+        assert_ne!(
+            run.code, 0,
+            "{what}: hel diff names no session: {}",
+            run.stdout
+        );
         // Named, it is still never written into the files.
         for args in [
             vec!["undo", shipped.as_str(), "--force", "--yes"],
@@ -1111,14 +1116,20 @@ fn a_store_shipped_to_the_clones_own_path_is_never_taken_for_the_users() {
         assert_eq!(run.code, 0, "{what}: {}", run.stderr);
         assert!(
             run.stdout.contains("nothing to push")
-                && run.stderr.contains("1 session not pushed: it arrived with this .hel/"),
+                && run
+                    .stderr
+                    .contains("1 session not pushed: it arrived with this .hel/"),
             "{what}: {}{}",
             run.stdout,
             run.stderr
         );
         let listed = p.run(None, &["sessions", "--remote", "shared"]);
         assert_eq!(listed.code, 0, "{}", listed.stderr);
-        assert!(!listed.stdout.contains(&shipped), "{what}: {}", listed.stdout);
+        assert!(
+            !listed.stdout.contains(&shipped),
+            "{what}: {}",
+            listed.stdout
+        );
 
         // Adopted, it is the project's own: undo takes it, and puts back
         // what it found (the attacker's Makefile: adopt only your own).
@@ -1132,7 +1143,11 @@ fn a_store_shipped_to_the_clones_own_path_is_never_taken_for_the_users() {
         assert!(run.stdout.contains(&shipped), "{}", run.stdout);
         assert_eq!(p.read("Makefile"), evil, "{what}");
         let run = p.run(None, &["push"]);
-        assert!(run.stdout.contains(&format!("{shipped}: pushed to shared")), "{what}: {}", run.stdout);
+        assert!(
+            run.stdout.contains(&format!("{shipped}: pushed to shared")),
+            "{what}: {}",
+            run.stdout
+        );
         std::fs::remove_dir_all(&made).unwrap();
     }
 }
