@@ -420,7 +420,7 @@ mod tests {
         std::fs::remove_file(root.join(IDENTITY)).unwrap();
         rustix::fs::mknodat(
             rustix::fs::CWD,
-            &root.join(IDENTITY),
+            root.join(IDENTITY),
             rustix::fs::FileType::Fifo,
             rustix::fs::Mode::from_raw_mode(0o600),
             0,
