@@ -41,12 +41,12 @@ impl Store {
     ) -> Result<(SessionLease, ObjectId, Vec<Warning>)> {
         let layout = self.layout_or_missing(at)?;
         // A store not made here is taken over first; a fork of a shipped
-        // session is shipped (identity.rs).
+        // session is shipped (place.rs).
         let id = SessionId::new_random();
         let base = crate::read::snapshot(layout, at)?.session_id;
-        let origin = crate::identity::origin_of(layout, self.project_dir())?;
+        let origin = crate::place::origin_of(layout, self.project_dir())?;
         let also = (!origin.owns(&base)).then_some(&id);
-        crate::identity::claim(layout, self.project_dir(), also)?;
+        crate::place::claim(layout, self.project_dir(), also)?;
         let lock = Shared::take(layout)?;
         layout.index().forget_removed();
         // What the fork's first record names is the base's: it is admitted

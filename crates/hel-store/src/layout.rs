@@ -18,7 +18,7 @@
 //! .hel/remotes/<key>         what this store last knew of a remote (transfer.rs)
 //! .hel/summaries             what listings show of each session, a hint (summaries.rs)
 //! .hel/identity              where the store was made, and which of its
-//!                            sessions arrived from elsewhere (identity.rs)
+//!                            sessions arrived from elsewhere (place.rs)
 //! ```
 //!
 //! A store a pre-release hel of this format wrote may also hold
@@ -65,7 +65,7 @@ pub(crate) const WORKSPACE: &str = "workspace";
 pub(crate) const REMOTES: &str = "remotes";
 /// The summary index: listings' hint (summaries.rs).
 pub(crate) const SUMMARIES: &str = "summaries";
-/// Where the store was made (identity.rs).
+/// Where the store was made (place.rs).
 pub(crate) const IDENTITY: &str = "identity";
 
 /// A ref that stores written by pre-release hels of this format hold (it

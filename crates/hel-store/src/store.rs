@@ -365,8 +365,8 @@ impl Store {
     /// model first answers).
     pub fn new_session_named(&self, id: &SessionId) -> Result<SessionLease> {
         let layout = self.layout_create()?;
-        // A store not made here is taken over first (identity.rs).
-        crate::identity::claim(layout, &self.inner.project, None)?;
+        // A store not made here is taken over first (place.rs).
+        crate::place::claim(layout, &self.inner.project, None)?;
         let lock = Shared::take(layout)?;
         SessionLease::acquire(lock.layout, id, true)
     }
@@ -644,7 +644,7 @@ impl Store {
             }
         }
         index.save(layout);
-        let origin = crate::identity::origin_of(layout, &self.inner.project)?;
+        let origin = crate::place::origin_of(layout, &self.inner.project)?;
         for s in &mut out {
             s.shipped = !origin.owns(&s.id);
         }

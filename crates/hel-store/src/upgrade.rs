@@ -116,7 +116,7 @@ pub(crate) fn create(project: &Dir) -> Result<Odb> {
 pub(crate) fn init(layout: &Odb, project: &Dir) -> Result<()> {
     layout.init(|| {
         if layout.read_format()? == StoreFormat::Absent {
-            crate::identity::made(layout, project)?;
+            crate::place::made(layout, project)?;
         }
         write_format(layout)
     })
