@@ -1131,13 +1131,50 @@ fn a_store_shipped_to_the_clones_own_path_is_never_taken_for_the_users() {
             listed.stdout
         );
 
+        // A fork of it is shipped too, and its files are never restored.
+        let log = json_out(&p.run(None, &["sessions", "log", &shipped, "--json"]));
+        let at = log[0]["id"].as_str().unwrap()[..12].to_owned();
+        let run = p.run(
+            Some(&never),
+            &[
+                "resume",
+                &shipped,
+                "--at",
+                &at,
+                "--restore-files",
+                "--force",
+                "-p",
+                "x",
+            ],
+        );
+        assert_ne!(run.code, 0, "{what}: {}", run.stdout);
+        assert!(
+            run.stderr.contains(&format!(
+                "--restore-files not made: session {shipped} arrived with this .hel/"
+            )),
+            "{what}: {}",
+            run.stderr
+        );
+        assert_eq!(files_outside_store(&here), files, "{what}: files unchanged");
+        assert!(never.requests().is_empty(), "{what}: nothing was sent");
+        let rows = json_out(&p.run(None, &["sessions", "--json"]));
+        let fork = rows
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["id"] != shipped.as_str())
+            .unwrap_or_else(|| panic!("{what}: no fork in {rows}"));
+        assert_eq!(fork["shipped"], true, "{what}: {rows}");
+
         // Adopted, it is the project's own: undo takes it, and puts back
         // what it found (the attacker's Makefile: adopt only your own).
-        let run = p.run(None, &["sessions", "adopt", "--all"]);
+        let run = p.run(None, &["sessions", "adopt", &shipped]);
         assert_eq!(run.code, 0, "{what}: {}", run.stderr);
         assert!(run.stdout.contains("adopted 1 session"), "{}", run.stdout);
         let rows = json_out(&p.run(None, &["sessions", "--json"]));
-        assert_eq!(rows[0]["shipped"], false, "{what}");
+        for r in rows.as_array().unwrap() {
+            assert_eq!(r["shipped"], r["id"] != shipped.as_str(), "{what}: {rows}");
+        }
         let run = p.run(None, &["undo", "--yes"]);
         assert_eq!(run.code, 0, "{what}: {}{}", run.stdout, run.stderr);
         assert!(run.stdout.contains(&shipped), "{}", run.stdout);

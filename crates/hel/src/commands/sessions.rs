@@ -273,7 +273,7 @@ pub fn list(store: &Store, project: &Path, as_json: bool) -> Result<u8, Exit> {
     }
     if shipped > 0 {
         render::line(&format!(
-            "hel: {} with this .hel/, which was not made here (cloned, copied or moved with the project): hel never chooses, pushes or undoes {} unless named (`hel sessions adopt` makes sessions this project's own)",
+            "hel: {} with this .hel/, which was not made here (cloned, copied or moved with the project): hel never chooses, pushes or undoes {} unless named (if they are yours, `hel sessions adopt SESSION` or `hel sessions adopt --all` makes them this project's own)",
             render::count(shipped, "session arrived", "sessions arrived"),
             if shipped == 1 { "it" } else { "them" }
         ));
