@@ -1225,7 +1225,8 @@ fn a_hostile_identity_makes_the_store_shipped_and_never_hangs() {
     let run = other.run(Some(&Mock::start(json!([{"content": "a"}]))), &["-p", "q"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let forged = std::fs::read(other.path().join(".hel/identity")).unwrap();
-    let plant: [(&str, &dyn Fn(&Path)); 5] = [
+    type Plant<'a> = (&'a str, &'a dyn Fn(&Path));
+    let plant: [Plant; 5] = [
         ("a FIFO", &|p: &Path| {
             let c = std::ffi::CString::new(p.display().to_string()).unwrap();
             // SAFETY: mkfifo(3) with a valid path.
