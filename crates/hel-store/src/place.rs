@@ -64,7 +64,8 @@ struct File {
     /// The store directory's birth time, `[seconds, nanoseconds]` (null:
     /// its file system keeps none).
     born: Option<(i64, u32)>,
-    /// 32 hex digits, random: names this store (nothing trusts it alone).
+    /// 32 hex digits, random, new with each write of the file: tells one
+    /// writing from another (nothing trusts it).
     id: String,
     /// Device and inode of the project directory.
     project: (u64, u64),
