@@ -1210,3 +1210,59 @@ fn a_store_fault_says_how_to_see_the_damage() {
     assert!(mock.requests().is_empty());
     assert!(std::fs::read(&journal).unwrap() == bad);
 }
+
+/// `.hel/identity` (where the store was made) as a FIFO, a link to a file
+/// outside, a link to `/dev/zero`, a file past its read bound or one that
+/// forges another store's: no command hangs, follows it or grows, and the
+/// store counts as made elsewhere (its sessions shipped: listed, never
+/// undone or continued by default), never as an error.
+#[test]
+fn a_hostile_identity_makes_the_store_shipped_and_never_hangs() {
+    let h = Hostile::new();
+    let identity = h.root().join("identity");
+    let good = std::fs::read(&identity).unwrap();
+    let other = Project::new();
+    let run = other.run(Some(&Mock::start(json!([{"content": "a"}]))), &["-p", "q"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let forged = std::fs::read(other.path().join(".hel/identity")).unwrap();
+    type Plant<'a> = (&'a str, &'a dyn Fn(&Path));
+    let plant: [Plant; 5] = [
+        ("a FIFO", &|p: &Path| {
+            let c = std::ffi::CString::new(p.display().to_string()).unwrap();
+            // SAFETY: mkfifo(3) with a valid path.
+            assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        }),
+        ("a link outside", &|p: &Path| {
+            std::fs::write(h.outside.path().join("identity"), &good).unwrap();
+            symlink(h.outside.path().join("identity"), p).unwrap();
+        }),
+        ("a link to /dev/zero", &|p: &Path| {
+            symlink("/dev/zero", p).unwrap()
+        }),
+        ("64 MiB", &|p: &Path| {
+            std::fs::File::create(p).unwrap().set_len(64 << 20).unwrap();
+        }),
+        ("another store's", &|p: &Path| {
+            std::fs::write(p, &forged).unwrap()
+        }),
+    ];
+    for (what, plant) in plant {
+        std::fs::remove_file(&identity).unwrap();
+        plant(&identity);
+        let run = h.run(None, &["sessions", "--json"]);
+        assert_eq!(run.code, 0, "{what}: {}", run.stderr);
+        let rows: Value = serde_json::from_str(&run.stdout).unwrap();
+        assert_eq!(rows[0]["id"], h.session.as_str(), "{what}");
+        assert_eq!(rows[0]["shipped"], true, "{what}");
+        let run = h.run(None, &["undo"]);
+        assert_refused(&run, "arrived with this .hel/");
+        let run = h.run(None, &["fsck"]);
+        assert_eq!(run.code, 0, "{what}: {}{}", run.stdout, run.stderr);
+    }
+    // The file hel wrote, back: the store is this project's again.
+    std::fs::remove_file(&identity).unwrap();
+    std::fs::write(&identity, &good).unwrap();
+    let run = h.run(None, &["sessions", "--json"]);
+    let rows: Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(rows[0]["shipped"], false, "{}", run.stdout);
+}

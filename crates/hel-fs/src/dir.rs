@@ -585,6 +585,19 @@ impl Dir {
         let st = rustix::fs::fstat(&self.fd).map_err(io).at(&self.path)?;
         Ok((st.st_dev, st.st_ino))
     }
+
+    /// When this directory was made (seconds, nanoseconds), if its file
+    /// system keeps birth times (`statx`'s `STATX_BTIME`); `None` if not.
+    pub fn birth_time(&self) -> Result<Option<(i64, u32)>> {
+        use rustix::fs::{statx, StatxFlags};
+        match statx(&self.fd, "", AtFlags::EMPTY_PATH, StatxFlags::BTIME) {
+            Ok(st) if StatxFlags::from_bits_retain(st.stx_mask).contains(StatxFlags::BTIME) => {
+                Ok(Some((st.stx_btime.tv_sec, st.stx_btime.tv_nsec)))
+            }
+            Ok(_) | Err(Errno::NOSYS) => Ok(None),
+            Err(e) => Err(io(e)).at(&self.path),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -40,6 +40,13 @@ impl Store {
         cwd: Option<&str>,
     ) -> Result<(SessionLease, ObjectId, Vec<Warning>)> {
         let layout = self.layout_or_missing(at)?;
+        // A store not made here is taken over first; a fork of a shipped
+        // session is shipped (place.rs).
+        let id = SessionId::new_random();
+        let base = crate::read::snapshot(layout, at)?.session_id;
+        let origin = crate::place::origin_of(layout, self.project_dir())?;
+        let also = (!origin.owns(&base)).then_some(&id);
+        crate::place::claim(layout, self.project_dir(), also)?;
         let lock = Shared::take(layout)?;
         layout.index().forget_removed();
         // What the fork's first record names is the base's: it is admitted
@@ -59,7 +66,7 @@ impl Store {
         if layout.index().journal(layout, &base.session_id)?.is_some() {
             deps.insert(base.session_id.clone());
         }
-        let lease = SessionLease::acquire(layout, &SessionId::new_random(), true)?;
+        let lease = SessionLease::acquire(layout, &id, true)?;
         deps.remove(lease.session());
         let now = time::now_ms();
         let cp = Checkpoint {

@@ -17,6 +17,8 @@
 //! .hel/packs/journals/<uuid>.journal  a session's append-only pack (and .jidx)
 //! .hel/remotes/<key>         what this store last knew of a remote (transfer.rs)
 //! .hel/summaries             what listings show of each session, a hint (summaries.rs)
+//! .hel/identity              where the store was made, and which of its
+//!                            sessions arrived from elsewhere (place.rs)
 //! ```
 //!
 //! A store a pre-release hel of this format wrote may also hold
@@ -63,6 +65,8 @@ pub(crate) const WORKSPACE: &str = "workspace";
 pub(crate) const REMOTES: &str = "remotes";
 /// The summary index: listings' hint (summaries.rs).
 pub(crate) const SUMMARIES: &str = "summaries";
+/// Where the store was made (place.rs).
+pub(crate) const IDENTITY: &str = "identity";
 
 /// A ref that stores written by pre-release hels of this format hold (it
 /// named a snapshot meant for older hels, which no hel reads): no

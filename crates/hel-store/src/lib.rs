@@ -47,10 +47,12 @@
 //!    read and verified), `write` (a commit's new objects, and the ids
 //!    objects have), `repack`,
 //!    `list` (message lists read, bounded), `dependents` (who depends on
-//!    whom).
+//!    whom), `place` (`.hel/identity`: where the store was made, and
+//!    which of its sessions are shipped).
 //! 4. The store: `heads` (a session's head: its ref and the ref's commit
 //!    record), `upgrade` (the format judged at open, and the way to a
-//!    next one), `summaries` (the listing hint), `store` ([`Store`]: open,
+//!    next one), `identity` (whose a [`Store`]'s sessions are, from
+//!    `place`), `summaries` (the listing hint), `store` ([`Store`]: open,
 //!    sessions, load), `admit` (what every writer of a checkpoint checks
 //!    before it writes: what a load would refuse), `commit` ([`Txn`]),
 //!    `names`, `spill`,
@@ -89,6 +91,7 @@ mod fork;
 pub mod fsck;
 pub mod gc;
 mod heads;
+pub mod identity;
 mod journal;
 mod layout;
 mod list;
@@ -102,6 +105,7 @@ mod pack_vectors;
 mod par;
 #[cfg(feature = "testing")]
 pub mod parse;
+mod place;
 mod read;
 mod refs;
 mod repack;

@@ -313,6 +313,11 @@ impl Store {
         self.inner.project.path()
     }
 
+    /// The project directory, held open.
+    pub(crate) fn project_dir(&self) -> &Dir {
+        &self.inner.project
+    }
+
     /// The store directory's path (for messages).
     pub(crate) fn root_path(&self) -> PathBuf {
         self.project_path().join(STORE_DIR)
@@ -337,7 +342,7 @@ impl Store {
     /// The open store, created if absent.
     pub(crate) fn layout_create(&self) -> Result<&Odb> {
         if let Some(l) = self.layout()? {
-            crate::upgrade::init(l)?;
+            crate::upgrade::init(l, &self.inner.project)?;
             return Ok(l);
         }
         let made = crate::upgrade::create(&self.inner.project)?;
@@ -360,6 +365,8 @@ impl Store {
     /// model first answers).
     pub fn new_session_named(&self, id: &SessionId) -> Result<SessionLease> {
         let layout = self.layout_create()?;
+        // A store not made here is taken over first (place.rs).
+        crate::place::claim(layout, &self.inner.project, None)?;
         let lock = Shared::take(layout)?;
         SessionLease::acquire(lock.layout, id, true)
     }
@@ -637,6 +644,10 @@ impl Store {
             }
         }
         index.save(layout);
+        let origin = crate::place::origin_of(layout, &self.inner.project)?;
+        for s in &mut out {
+            s.shipped = !origin.owns(&s.id);
+        }
         // Taken after every head was read, so that a commit made while
         // this lists is not in the future.
         let now = time::now_ms();
@@ -721,6 +732,7 @@ fn listed(layout: &Odb, id: SessionId, busy: bool) -> Option<SessionInfo> {
             instruction: String::new(),
             cwd: None,
             future: false,
+            shipped: false,
             broken: None,
         });
     };
@@ -753,6 +765,7 @@ fn listed(layout: &Odb, id: SessionId, busy: bool) -> Option<SessionInfo> {
         instruction: c.summary.instruction,
         cwd: read.ok().map(|cp| cp.cwd),
         future: false,
+        shipped: false,
         broken: None,
     })
 }

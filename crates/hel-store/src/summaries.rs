@@ -257,6 +257,7 @@ impl Index {
             instruction: e.instruction.clone(),
             cwd: Some(e.cwd.clone()),
             future: false,
+            shipped: false,
             broken: None,
         };
         self.new.push(e);
@@ -438,6 +439,10 @@ pub struct SessionInfo {
     /// `updated_ms` is after the time of the listing: no record made here
     /// is, so it orders as the oldest (see [`crate::Store::sessions`]).
     pub future: bool,
+    /// It arrived with a `.hel/` that was not made here (cloned, copied,
+    /// moved from elsewhere; `crate::identity`): listed and readable, never
+    /// chosen, pushed or restored from unless named or adopted.
+    pub shipped: bool,
     /// Why the session's head or checkpoint could not be read, if it
     /// could not (shared, so that a listing stays cheap to clone).
     pub broken: Option<Arc<Error>>,
@@ -460,6 +465,7 @@ impl SessionInfo {
             instruction: String::new(),
             cwd: None,
             future: false,
+            shipped: false,
             broken: Some(Arc::new(e)),
         }
     }

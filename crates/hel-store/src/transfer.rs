@@ -261,6 +261,9 @@ pub fn adopt(
     received: &[Received],
 ) -> Result<Adopted> {
     let layout = store.layout_create()?;
+    // A store not made here is taken over first (place.rs): what a
+    // pull brings in is the project's own.
+    crate::place::claim(layout, store.project_dir(), None)?;
     let lock = Shared::take(layout)?;
     layout.index().forget_removed();
     let records: Vec<(ObjectId, Vec<u8>)> = received

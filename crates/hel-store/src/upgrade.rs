@@ -106,14 +106,20 @@ fn refusal(layout: &Layout, found: &StoreFormat) -> Error {
 /// its subdirectories) where absent, and open it.
 pub(crate) fn create(project: &Dir) -> Result<Odb> {
     let layout = Odb::new(Layout::create(project)?);
-    init(&layout)?;
+    init(&layout, project)?;
     Ok(layout)
 }
 
 /// Make what a store holds where absent ([`Layout::init`]), its format
-/// settled by [`write_format`].
-pub(crate) fn init(layout: &Odb) -> Result<()> {
-    layout.init(|| write_format(layout))
+/// settled by [`write_format`]; a store being made gets its identity
+/// first (`identity.rs`).
+pub(crate) fn init(layout: &Odb, project: &Dir) -> Result<()> {
+    layout.init(|| {
+        if layout.read_format()? == StoreFormat::Absent {
+            crate::place::made(layout, project)?;
+        }
+        write_format(layout)
+    })
 }
 
 /// Write the `format` file of a store being made, last; a store whose

@@ -557,6 +557,24 @@ pub enum SessionsCommand {
         after_help = "Example:\n  hel sessions rename 4da5 fix-login\n\nA name is 1-64 letters, digits, '.', '_' or '-', with at least one character that is not a hex digit or '-'; names are unique in a project."
     )]
     Rename { session: String, name: String },
+    /// Make sessions that arrived with a .hel/ not made here (cloned, copied, moved) this project's own.
+    #[command(
+        long_about = "Make sessions that arrived with a .hel/ not made here this project's own. \
+A .hel/ that was cloned, copied, unpacked or moved from another project or file system is not \
+the project's: its sessions are listed as shipped, and hel never chooses one when no session is \
+named (`hel -c`, `hel undo`, the picker), never pushes one unless named, and never writes one's \
+snapshots into the project's files (`hel undo`, `hel restore`). Adopt only sessions you made: \
+an adopted session is treated as your own from then on.",
+        after_help = "Examples:\n  hel sessions adopt --all\n  hel sessions adopt 4da5"
+    )]
+    Adopt {
+        /// Sessions to adopt (name, id or prefix).
+        #[arg(required_unless_present = "all", conflicts_with = "all")]
+        sessions: Vec<String>,
+        /// Every session of this store, and the store itself.
+        #[arg(long)]
+        all: bool,
+    },
     /// Find the sessions whose conversation has a message matching a regular expression.
     #[command(
         after_help = "Examples:\n  hel sessions search 'flaky test'\n  hel sessions search '(?i)timeout' --role tool --json"

@@ -253,7 +253,9 @@ impl Damage for RestoreFilesError {
         match self {
             RestoreFilesError::Store(e) => e.damaged(),
             RestoreFilesError::Undo(e) => e.damaged(),
-            RestoreFilesError::Off | RestoreFilesError::NotAFork => false,
+            RestoreFilesError::Off
+            | RestoreFilesError::NotAFork
+            | RestoreFilesError::Shipped(_) => false,
         }
     }
 }

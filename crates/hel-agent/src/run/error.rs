@@ -48,6 +48,8 @@ pub enum RestoreFilesError {
     Off,
     #[error("--restore-files: this session does not start at a fork with a snapshot of the files")]
     NotAFork,
+    #[error("--restore-files not made: session {0} arrived with this .hel/, which was not made here (cloned, copied or moved with the project), and hel never writes a shipped session's snapshots into the project's files; `hel sessions adopt {0}` makes it this project's own if you made it")]
+    Shipped(hel_store::SessionId),
     #[error(transparent)]
     Store(#[from] hel_store::Error),
     #[error(transparent)]

@@ -479,6 +479,9 @@ impl Run {
             return Err(RestoreFilesError::NotAFork);
         };
         let origin = s.store.checkpoint(&at)?.session_id;
+        if !hel_store::identity::origin(&s.store)?.owns(&origin) {
+            return Err(RestoreFilesError::Shipped(origin));
+        }
         let origin_head = s.store.head(&origin)?;
         let expected = hel_workspace::history::last_recorded(&s.store, &origin_head)
             .map_err(hel_workspace::undo::UndoError::from)?;

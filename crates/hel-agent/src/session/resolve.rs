@@ -52,12 +52,15 @@ pub enum SessionError {
         "no session of this project to choose (none yet, or all in use): `hel sessions` lists them"
     )]
     NoneResumable,
-    /// Sessions there are, but none hel may choose on its own: each was
-    /// saved in another directory or is dated in the future.
-    #[error("no session of {} to choose: {}; hel never picks such a session by default: name one (`hel sessions` lists them), or continue one here with `hel resume <SESSION> --relocate`", project.display(), not_here(*foreign, *future))]
+    /// Sessions there are, but none hel may choose on its own: each
+    /// arrived with a `.hel/` not made here, was saved in another
+    /// directory or is dated in the future.
+    #[error("no session of {} to choose: {}; hel never picks such a session by default: name one (`hel sessions` lists them){}", project.display(), not_here(*shipped, *foreign, *future), ways(*shipped, *foreign))]
     NoneHere {
         project: PathBuf,
-        /// Sessions saved in another directory.
+        /// Sessions that arrived with the store (hel_store::identity).
+        shipped: usize,
+        /// Sessions of this store's own saved in another directory.
         foreign: usize,
         /// Sessions of this directory dated in the future.
         future: usize,
@@ -67,8 +70,14 @@ pub enum SessionError {
 }
 
 /// What [`SessionError::NoneHere`] found instead.
-fn not_here(foreign: usize, future: usize) -> String {
+fn not_here(shipped: usize, foreign: usize, future: usize) -> String {
     let mut parts = Vec::new();
+    if shipped > 0 {
+        parts.push(format!(
+            "{} that arrived with this .hel/, which was not made here (cloned, copied or moved with the project)",
+            crate::terminal::count(shipped as u64, "session", "sessions")
+        ));
+    }
     if foreign > 0 {
         parts.push(format!(
             "{} in this store saved in another directory (a .hel/ that came with the repository?)",
@@ -82,6 +91,18 @@ fn not_here(foreign: usize, future: usize) -> String {
         ));
     }
     parts.join(", and ")
+}
+
+/// What else [`SessionError::NoneHere`] can do.
+fn ways(shipped: usize, foreign: usize) -> String {
+    let mut out = String::new();
+    if foreign > 0 {
+        out.push_str(", or continue one here with `hel resume <SESSION> --relocate`");
+    }
+    if shipped > 0 {
+        out.push_str(", or, if they are yours, `hel sessions adopt --all`");
+    }
+    out
 }
 
 fn list<'a>(items: impl Iterator<Item = &'a str>) -> String {
@@ -169,10 +190,11 @@ pub fn recorded_cwd(project: &Path) -> String {
 
 /// The session a command works on when none is named (`hel undo`): the
 /// newest, as `hel sessions` orders them, that nobody is working on, that
-/// has a checkpoint that can be read, and whose newest record was saved in
-/// `project`. A session saved in another directory (one that came in a
-/// repository's `.hel/`) or dated in the future is never chosen: naming it
-/// is the only way to use it.
+/// has a checkpoint that can be read, that is the project's own (not
+/// shipped: `hel_store::identity`), and whose newest record was saved in
+/// `project`. A shipped session (one that came in a repository's `.hel/`),
+/// one saved in another directory or one dated in the future is never
+/// chosen: naming it is the only way to use it.
 pub fn default_session(store: &Store, project: &Path) -> Result<SessionId, SessionError> {
     newest(store, project, false)
 }
@@ -186,12 +208,14 @@ pub(crate) fn last_session(store: &Store, project: &Path) -> Result<SessionId, S
 
 fn newest(store: &Store, project: &Path, answered: bool) -> Result<SessionId, SessionError> {
     let here = recorded_cwd(project);
-    let (mut foreign, mut future) = (0, 0);
+    let (mut shipped, mut foreign, mut future) = (0, 0, 0);
     for s in store.sessions()? {
         if s.busy || s.head.is_none() || s.broken.is_some() || (answered && s.checkpoints == 0) {
             continue;
         }
-        if s.cwd.as_deref() != Some(here.as_str()) {
+        if s.shipped {
+            shipped += 1;
+        } else if s.cwd.as_deref() != Some(here.as_str()) {
             foreign += 1;
         } else if s.future {
             future += 1;
@@ -199,11 +223,12 @@ fn newest(store: &Store, project: &Path, answered: bool) -> Result<SessionId, Se
             return Ok(s.id);
         }
     }
-    if foreign + future == 0 {
+    if shipped + foreign + future == 0 {
         return Err(SessionError::NoneResumable);
     }
     Err(SessionError::NoneHere {
         project: project.to_owned(),
+        shipped,
         foreign,
         future,
     })

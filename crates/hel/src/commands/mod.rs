@@ -64,6 +64,9 @@ pub fn sessions(
         SessionsCommand::Rename { session, name } => {
             sessions::rename(&store, &project, &session, &name)
         }
+        SessionsCommand::Adopt { sessions, all } => {
+            sessions::adopt(&store, &project, &sessions, all)
+        }
         SessionsCommand::Search(args) => search::search(&store, &args, json_flag),
         SessionsCommand::Export(args) => match &args.bundle {
             Some(bundle) => remote::export_bundle(&store, &project, &args.session, bundle),

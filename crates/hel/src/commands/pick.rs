@@ -48,10 +48,11 @@ pub fn session_to_resume() -> Result<String, Exit> {
     }
 }
 
-/// A session `hel resume` may pick: of this directory, answered, readable
-/// and not in use.
+/// A session `hel resume` may pick: the project's own (not shipped), of
+/// this directory, answered, readable and not in use.
 fn resumable(s: &SessionInfo, here: &str) -> bool {
     !s.busy
+        && !s.shipped
         && s.broken.is_none()
         && s.head.is_some()
         && s.checkpoints > 0

@@ -103,11 +103,28 @@ pub fn push(name: Option<String>, specs: Vec<String>) -> Result<u8, Exit> {
     let store = Store::open(&project)?;
     let remote = open(name.as_deref())?;
     let sessions: Vec<SessionId> = if specs.is_empty() {
+        // Only the project's own: a session that arrived with a `.hel/`
+        // not made here goes only when named (hel_store::identity).
         let mut out = Vec::new();
+        let mut shipped = 0u64;
         for info in store.sessions()? {
-            if info.head.is_some() && remote.changed_since_push(&store, &info.id)? {
+            if info.head.is_none() {
+                continue;
+            }
+            if info.shipped {
+                shipped += 1;
+            } else if remote.changed_since_push(&store, &info.id)? {
                 out.push(info.id);
             }
+        }
+        if shipped > 0 {
+            crate::render::line(&format!(
+                "hel: {} not pushed: {} with this .hel/, which was not made here; name {} to push {}",
+                count(shipped, "session", "sessions"),
+                if shipped == 1 { "it arrived" } else { "they arrived" },
+                if shipped == 1 { "it" } else { "them" },
+                if shipped == 1 { "it" } else { "them" },
+            ));
         }
         out
     } else {

@@ -1,5 +1,5 @@
 //! `hel sessions` (list), `hel sessions log`, `hel sessions delete`,
-//! `hel sessions rename`.
+//! `hel sessions rename`, `hel sessions adopt`.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -33,6 +33,9 @@ struct SessionRow<'a> {
     instruction: &'a str,
     messages: u64,
     name: Option<&'a str>,
+    /// It arrived with a `.hel/` not made here: never chosen, pushed or
+    /// undone unless named (`hel sessions adopt` makes it this project's).
+    shipped: bool,
     updated: String,
 }
 
@@ -122,11 +125,14 @@ pub(super) fn names_or_warn(store: &Store) -> BTreeMap<SessionId, String> {
 }
 
 /// What `hel sessions` says of a session before its instruction ("" for
-/// one of this directory, dated in the past): where it was saved when
-/// that is elsewhere, and a time in the future. Such a session is never
-/// chosen when none is named.
+/// one of this project's own, of this directory, dated in the past): that
+/// it is shipped, where it was saved when that is elsewhere, and a time in
+/// the future. Such a session is never chosen when none is named.
 fn where_tag(s: &SessionInfo, here: &str) -> String {
     let mut tag = String::new();
+    if s.shipped {
+        tag.push_str("[shipped] ");
+    }
     if s.broken.is_none() && s.head.is_some() {
         match s.cwd.as_deref() {
             Some(cwd) if cwd == here => {}
@@ -160,6 +166,7 @@ pub fn list(store: &Store, project: &Path, as_json: bool) -> Result<u8, Exit> {
                 instruction: &s.instruction,
                 messages: s.messages,
                 name: name_of(&s.id),
+                shipped: s.shipped,
                 updated: rfc3339(s.updated_ms),
             })
             .collect();
@@ -211,6 +218,7 @@ pub fn list(store: &Store, project: &Path, as_json: bool) -> Result<u8, Exit> {
     let mut broken = 0u64;
     let mut hints = Vec::new();
     let mut elsewhere = 0u64;
+    let mut shipped = 0u64;
     // One write for many rows (10,000 sessions are 10,000 lines), flushed
     // before anything goes to stderr so that the two stay in order.
     let mut out = std::io::BufWriter::with_capacity(64 << 10, std::io::stdout().lock());
@@ -226,7 +234,9 @@ pub fn list(store: &Store, project: &Path, as_json: bool) -> Result<u8, Exit> {
             rfc3339(s.updated_ms)
         };
         let tag = where_tag(s, &here);
-        if !tag.is_empty() {
+        if s.shipped {
+            shipped += 1;
+        } else if !tag.is_empty() {
             elsewhere += 1;
         }
         let row = table.row(
@@ -259,6 +269,13 @@ pub fn list(store: &Store, project: &Path, as_json: bool) -> Result<u8, Exit> {
             "hel: {} saved in another directory or dated in the future: hel never chooses {} when no session is named (name one; `hel resume <SESSION> --relocate` continues one here)",
             render::count(elsewhere, "session was", "sessions were"),
             if elsewhere == 1 { "it" } else { "them" }
+        ));
+    }
+    if shipped > 0 {
+        render::line(&format!(
+            "hel: {} with this .hel/, which was not made here (cloned, copied or moved with the project): hel never chooses, pushes or undoes {} unless named (if they are yours, `hel sessions adopt SESSION` or `hel sessions adopt --all` makes them this project's own)",
+            render::count(shipped, "session arrived", "sessions arrived"),
+            if shipped == 1 { "it" } else { "them" }
         ));
     }
     if broken > 0 {
@@ -399,5 +416,31 @@ pub fn rename(store: &Store, project: &Path, spec: &str, name: &str) -> Result<u
     let id = hel_agent::resolve_session(store, project, spec)?;
     hel_store::names::rename(store, &id, name)?;
     say!("session {id} is named {name}");
+    Ok(0)
+}
+
+/// `hel sessions adopt`: make `specs` (or every session, `all`) this
+/// project's own (`hel_store::identity::adopt`).
+pub fn adopt(store: &Store, project: &Path, specs: &[String], all: bool) -> Result<u8, Exit> {
+    let only = if all {
+        None
+    } else {
+        Some(
+            specs
+                .iter()
+                .map(|s| hel_agent::resolve_session(store, project, s))
+                .collect::<Result<Vec<_>, _>>()?,
+        )
+    };
+    let adopted = hel_store::identity::adopt(store, only.as_deref())?;
+    if adopted == 0 {
+        say!("nothing to adopt: every session named is this project's own");
+    } else {
+        say!(
+            "adopted {}: hel treats {} as this project's own",
+            render::count(adopted as u64, "session", "sessions"),
+            if adopted == 1 { "it" } else { "them" }
+        );
+    }
     Ok(0)
 }

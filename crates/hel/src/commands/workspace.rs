@@ -19,9 +19,24 @@ use crate::exit::{Exit, Failure, Refusal, Usage};
 use crate::{render, tty};
 
 /// The session hel chooses when none is named: the newest of this
-/// project's directory nobody is working on ([`hel_agent::default_session`]).
+/// project's own sessions of its directory nobody is working on
+/// ([`hel_agent::default_session`]).
 fn last_idle(store: &Store) -> Result<SessionId, Exit> {
     Ok(hel_agent::default_session(store, &project()?)?)
+}
+
+/// Refuse to write a shipped session's snapshots into the project's files
+/// (`hel_store::identity`): a `.hel/` that came with the repository must
+/// not be able to put its files in place of the user's, even named.
+fn own(store: &Store, session: &SessionId, verb: &'static str) -> Result<(), Exit> {
+    if hel_store::identity::origin(store)?.owns(session) {
+        return Ok(());
+    }
+    Err(Refusal::Shipped {
+        verb,
+        session: session.clone(),
+    }
+    .into())
 }
 
 /// The checkpoint `at` names in `session`'s history, or its newest record
@@ -273,6 +288,7 @@ pub fn undo(
         Some(s) => hel_agent::resolve_session(&store, &project, &s)?,
         None => last_idle(&store)?,
     };
+    own(&store, &session, "undo")?;
     perform(&store, &session, options, yes, json, |head| {
         let (plan, i) = undo::undo_plan(&store, head, force)?;
         let header = format!(
@@ -306,6 +322,7 @@ pub fn restore(args: RestoreArgs, options: hel_workspace::Options) -> Result<u8,
     let project = project()?;
     let store = Store::open(&project)?;
     let session = hel_agent::resolve_session(&store, &project, &args.session)?;
+    own(&store, &session, "restore")?;
     let checkpoint = checkpoint_of(&store, &session, args.at.as_deref())?;
     let paths = args
         .paths

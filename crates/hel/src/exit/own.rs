@@ -131,6 +131,12 @@ pub enum Refusal {
     NoSnapshot { checkpoint: ObjectId },
     #[error("checkpoint {checkpoint} has no earlier snapshot to compare with (use --against or --worktree)")]
     NoEarlierSnapshot { checkpoint: ObjectId },
+    /// `verb` is "undo", "restore" or "--restore-files".
+    #[error("{verb} not made: session {session} arrived with this .hel/, which was not made here (cloned, copied or moved with the project), and hel never writes a shipped session's snapshots into the project's files; `hel diff` and `hel sessions show` read it, and `hel sessions adopt {session}` makes it this project's own if you made it")]
+    Shipped {
+        verb: &'static str,
+        session: SessionId,
+    },
 }
 
 impl Refusal {
