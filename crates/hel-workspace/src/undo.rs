@@ -205,6 +205,19 @@ pub fn not_read<'p>(flat: &Flat, path: &'p [u8]) -> Option<(&'p [u8], EntryKind)
     None
 }
 
+/// Whether the files now (`now`) are, at `path`, what the session last
+/// recorded (`recorded`) where that did not read it: both did not read it,
+/// under the same entry (the same path, kind and size: a FIFO still a
+/// FIFO, a file over the size limit still its size, an ignored directory
+/// still ignored). What the target snapshot holds there may then be put
+/// back: the path is the session's, and nobody has been seen to change it.
+fn unread_since(recorded: &Flat, now: &Flat, path: &[u8]) -> bool {
+    match (not_read(recorded, path), not_read(now, path)) {
+        (Some((a, _)), Some((b, _))) => a == b && recorded.get(a) == now.get(b),
+        _ => false,
+    }
+}
+
 fn same(a: Option<&Item>, b: Option<&Item>) -> bool {
     match (a, b) {
         (None, None) => true,
@@ -242,6 +255,25 @@ fn plan(
             .iter()
             .find_map(|(flat, snap)| not_read(flat, path).map(|(at, kind)| (at, kind, *snap)));
         if let Some((at, kind, snapshot)) = unread {
+            // What the target holds is put back over what a later snapshot
+            // did not read, when the files are still what that snapshot
+            // recorded there ([`unread_since`]).
+            if snapshot != go.target_snapshot() {
+                if let Some(t) = target.get(path) {
+                    let as_recorded = unread_since(expected, &before.flat, path);
+                    if (!as_recorded || owned.users(path, before.flat.get(path))) && !go.force {
+                        conflicts.push((path.clone(), Conflict::Changed));
+                    } else {
+                        changes.push(Change {
+                            path: path.clone(),
+                            now: before.flat.get(path).copied(),
+                            stat: before.stats.get(path).copied(),
+                            target: Some(*t),
+                        });
+                    }
+                    continue;
+                }
+            }
             if listed.insert(at.to_vec()) {
                 conflicts.push((at.to_vec(), Conflict::NotRead { snapshot, kind }));
             }
@@ -271,6 +303,39 @@ fn plan(
     }
     conflicts.sort_by(|a, b| a.0.cmp(&b.0));
     (changes, conflicts)
+}
+
+/// The changes of paths under what the before-restore walk did not read
+/// (an ignored directory, say) name what is there now by an `lstat` taken
+/// here, through directories opened without following links: the restore
+/// replaces that, and only that (it checks the `lstat` again right before).
+/// What is there is unknown content, so an item of kind 4 (or 6 for a
+/// directory) stands for it. A path whose directory cannot be opened is
+/// left as absent: the restore then finds out what is in the way.
+fn look_under_unread(project: std::os::fd::BorrowedFd<'_>, before: &Flat, changes: &mut [Change]) {
+    for c in changes.iter_mut() {
+        if c.now.is_some() || c.stat.is_some() || not_read(before, &c.path).is_none() {
+            continue;
+        }
+        let (dir, name) = split(&c.path);
+        let Ok(fd) = hel_fs::at::open_dir_beneath(project, dir) else {
+            continue;
+        };
+        if let Ok(Some(st)) = hel_fs::at::lstat(&fd, name) {
+            let st = crate::FileStat::of(&st);
+            c.now = Some(Item {
+                kind: if st.is_dir() {
+                    EntryKind::NotTrackedDir
+                } else {
+                    EntryKind::NotTracked
+                },
+                mode: 0,
+                size: 0,
+                id: ObjectId::ZERO,
+            });
+            c.stat = Some(st);
+        }
+    }
 }
 
 /// What the session recorded as its own, as one map: its base tree (or
@@ -369,7 +434,8 @@ pub fn prepare(
     let target = Flat::read(store, &go.target)?;
     let expected = recorded_flat(store, &go.expected, &before.flat)?;
     let owned = history::changed_by_session(store, &go.history, &go.from, go.start, &before.tree)?;
-    let (changes, conflicts) = plan(&target, &expected, &owned, &before, go);
+    let (mut changes, conflicts) = plan(&target, &expected, &owned, &before, go);
+    look_under_unread(ws.project_fd(), &before.flat, &mut changes);
     Ok(Prepared {
         before: before_id,
         snapshot: before,
@@ -412,7 +478,31 @@ pub fn finish(
     for (path, item, _stat) in &applied.done {
         match item {
             Some(i) => {
-                after.items.insert(path.clone(), *i);
+                // Where the before-restore walk did not read, what was
+                // written replaces the entry it made (a directory stays one
+                // not read); under such an entry the tree stays as it was.
+                match not_read(&before.flat, path) {
+                    None => {
+                        after.items.insert(path.clone(), *i);
+                    }
+                    Some((at, kind)) if at == path.as_slice() => {
+                        let kept = match i.kind {
+                            EntryKind::Dir => Item {
+                                kind: if kind == EntryKind::NotTracked {
+                                    EntryKind::NotTrackedDir
+                                } else {
+                                    kind
+                                },
+                                mode: 0,
+                                size: 0,
+                                id: ObjectId::ZERO,
+                            },
+                            _ => *i,
+                        };
+                        after.items.insert(path.clone(), kept);
+                    }
+                    Some(_) => {}
+                }
                 written.push(path.clone());
             }
             None => {
@@ -454,11 +544,14 @@ pub fn finish(
             Workspace {
                 tree,
                 start: None,
-                // What `before` could not record: a restore writes no path
-                // at or under a kind 4, 5 or 6 entry, so those stay as
-                // they were (the tree cannot say which entries were
-                // ignored rather than unreadable).
-                not_tracked: before.not_tracked.len() as u64,
+                // What `before` could not record and the restore did not
+                // replace (the tree cannot say which entries were ignored
+                // rather than unreadable).
+                not_tracked: before
+                    .not_tracked
+                    .iter()
+                    .filter(|(p, _)| after.get(p).is_some_and(|i| history::opaque(i.kind)))
+                    .count() as u64,
                 restored: Some(Restored {
                     from: go.from,
                     start: go.start,
@@ -763,6 +856,90 @@ mod tests {
                 &cp.to_hex()[..12]
             )
         );
+    }
+
+    /// What the start holds is put back where the instruction left what a
+    /// snapshot does not read (a FIFO, a file over the size limit, an
+    /// ignored file or directory), when the files are still what its end
+    /// recorded there; otherwise it is a conflict that `--force` writes.
+    #[test]
+    fn the_start_is_put_back_over_what_the_end_did_not_read() {
+        let mut big = item(NotTracked, 0);
+        big.size = 70 << 20;
+        let start = flat(&[
+            ("pipe", File, 1),
+            ("big", File, 2),
+            ("secret", File, 3),
+            ("build", Dir, 4),
+            ("build/out", File, 5),
+            ("absent-then", Dir, 4),
+        ]);
+        let mut end = flat(&[
+            ("pipe", NotTracked, 0),
+            ("secret", NotTracked, 0),
+            ("build", NotTrackedDir, 0),
+            ("absent-then", Dir, 4),
+            ("absent-then/fifo", NotTracked, 0),
+        ]);
+        end.items.insert(b"big".to_vec(), big);
+        let go = undo_of(ObjectId::ZERO);
+        let (changes, conflicts) = plan(
+            &start,
+            &end,
+            &owned(&start, &end),
+            &snapshot(end.clone()),
+            &go,
+        );
+        assert_eq!(
+            shown(&changes),
+            [
+                ("big".to_owned(), true),
+                ("build".to_owned(), true),
+                ("build/out".to_owned(), true),
+                ("pipe".to_owned(), true),
+                ("secret".to_owned(), true),
+            ]
+        );
+        // What replaces an entry not read carries that entry; what is
+        // under one is looked at when the restore prepares.
+        assert_eq!(changes[0].now, Some(big));
+        assert_eq!(changes[2].now, None);
+        // A path the start proves absent is not removed: nothing proves
+        // what is there now is the session's.
+        assert_eq!(
+            conflicts,
+            [(
+                b"absent-then/fifo".to_vec(),
+                Conflict::NotRead {
+                    snapshot: Snap::Now,
+                    kind: NotTracked
+                }
+            )]
+        );
+        // The big file grew, build/ became readable, the pipe a file:
+        // changed since, so left alone unless forced.
+        let mut now = end.clone();
+        now.items.get_mut(&b"big"[..]).unwrap().size += 1;
+        now.items.insert(b"build".to_vec(), item(Dir, 4));
+        now.items.insert(b"build/out".to_vec(), item(File, 9));
+        now.items.insert(b"pipe".to_vec(), item(File, 9));
+        let (changes, conflicts) = plan(
+            &start,
+            &end,
+            &owned(&start, &end),
+            &snapshot(now.clone()),
+            &go,
+        );
+        assert_eq!(shown(&changes), [("secret".to_owned(), true)]);
+        let changed: Vec<&[u8]> = conflicts
+            .iter()
+            .filter(|(_, c)| *c == Conflict::Changed)
+            .map(|(p, _)| p.as_slice())
+            .collect();
+        assert_eq!(changed, [&b"big"[..], b"build", b"build/out", b"pipe"]);
+        let forced = GoBack { force: true, ..go };
+        let (changes, _) = plan(&start, &end, &owned(&start, &end), &snapshot(now), &forced);
+        assert_eq!(changes.len(), 5, "{:?}", shown(&changes));
     }
 
     #[test]
