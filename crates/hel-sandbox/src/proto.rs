@@ -184,6 +184,17 @@ pub struct Spec {
     /// Bind mounts over git directories (found by hel-agent's `tools::gitdirs`),
     /// each parent before what is inside it.
     pub git: Vec<GitMount>,
+    /// Nested projects' `.hel/` directories, each covered by an empty
+    /// read-only tmpfs as the project's own is.
+    pub stores: Vec<Hidden>,
+}
+
+/// A directory hidden from commands (a nested project's `.hel/`): its
+/// canonical path and the identity hel saw.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct Hidden {
+    pub path: PathBuf,
+    pub id: FileId,
 }
 
 /// One bind mount of a path onto itself: a git directory or `.git` file
