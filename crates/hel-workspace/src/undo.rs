@@ -12,9 +12,14 @@
 //!   ignored files are never touched.
 //! - A path that is, or is under, what a snapshot did not read (kinds 4,
 //!   5 and 6: a not-tracked file or directory, a nested repository) in the
-//!   target, in what the session last recorded or in the files now is
-//!   never written or removed. So a path the target does not hold is
-//!   removed only when the target proves it absent ([`not_read`]).
+//!   target is never written or removed. So a path the target does not
+//!   hold is removed only when the target proves it absent ([`not_read`]).
+//! - One that is, or is under, such an entry in what the session last
+//!   recorded or in the files now (the agent made it a FIFO, grew it past
+//!   the size limit, ignored it) is never removed, and is written only
+//!   when the target holds it and both did not read it under the same
+//!   entry ([`unread_since`]): the target's content is the proof, and
+//!   nobody was seen to change the path since. Otherwise it is a conflict.
 //! - A path is written or removed only if it is now what the session last
 //!   recorded for it (what its last instruction left, with what later
 //!   restores wrote laid over it); anything else is a conflict, listed and
