@@ -1305,3 +1305,36 @@ fn restore_before_puts_them_back_and_what_changed_since_needs_force() {
         forced.stdout
     );
 }
+
+// A file that only became ignored is not touched; one the user changed
+// after the instruction, which no snapshot read since its start, is left
+// alone even forced (nothing shows the session made it), and said.
+#[test]
+fn undo_leaves_what_only_became_ignored_or_changed_after_unread() {
+    let p = Project::new();
+    p.write("kept.log", "the user's\n");
+    p.write("edited.cfg", "v0\n");
+    let mock = Mock::start(json!([
+        {"tool_calls": [call("bash", json!({"command": "printf '*.log\\nedited.cfg\\n' > .gitignore && echo agent > edited.cfg"}))]},
+        {"content": "done"},
+    ]));
+    let run = p.run(Some(&mock), &["--access", "auto", "-p", "ignore"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let sid = run.session();
+    let ino =
+        |rel: &str| std::os::unix::fs::MetadataExt::ino(&fs::metadata(p.path().join(rel)).unwrap());
+    let kept = ino("kept.log");
+    p.write("edited.cfg", "the user's edit\n");
+    let undo = p.run(None, &["undo", &sid, "--force"]);
+    assert_eq!(undo.code, 0, "{}\n{}", undo.stdout, undo.stderr);
+    assert!(!p.path().join(".gitignore").exists(), "{}", undo.stdout);
+    assert_eq!(p.read("kept.log"), "the user's\n");
+    assert_eq!(ino("kept.log"), kept, "not rewritten");
+    assert!(!undo.stdout.contains("kept.log"), "{}", undo.stdout);
+    assert_eq!(p.read("edited.cfg"), "the user's edit\n");
+    assert!(
+        undo.stdout.lines().any(|l| l == "  left alone  edited.cfg: not read by the snapshot the session last recorded, and changed since: nothing shows the session made what is there, so it is left alone, forced or not"),
+        "{}",
+        undo.stdout
+    );
+}

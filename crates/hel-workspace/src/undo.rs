@@ -114,6 +114,11 @@ pub enum Conflict {
     /// changed: nothing is known of its content, nor of what is under it,
     /// so it is neither written nor removed, forced or not.
     NotRead { snapshot: Snap, kind: EntryKind },
+    /// What the session last recorded, or the files now, did not read
+    /// (the target holds it), and it changed after the record whose files
+    /// come back: nothing shows the session made what is there, so it is
+    /// neither written nor removed, forced or not.
+    ChangedUnread,
     /// The restore could not touch it.
     Skipped(Skip),
 }
@@ -139,6 +144,7 @@ impl std::fmt::Display for Conflict {
                 };
                 write!(f, "not read by the snapshot {snapshot}: {what}")
             }
+            Conflict::ChangedUnread => f.write_str("not read by the snapshot the session last recorded, and changed since: nothing shows the session made what is there, so it is left alone, forced or not"),
             Conflict::Skipped(why) => write!(f, "{why}"),
         }
     }
@@ -343,6 +349,127 @@ fn look_under_unread(project: std::os::fd::BorrowedFd<'_>, before: &Flat, change
     }
 }
 
+/// The changes of paths that the files now or what the session recorded
+/// did not read, checked against the disk, since neither snapshot can
+/// tell their content:
+/// - one already as its target (the same bytes and bits, the same link, a
+///   directory with the same bits) is dropped: a file that only became
+///   ignored is not touched;
+/// - one whose status last changed before `since` (ns: when the record
+///   whose files come back was made, the instruction's end) is written:
+///   it is as the instruction left it;
+/// - one that changed at or after `since` (for an absent path: its
+///   nearest directory's listing; a directory's bits, which no time
+///   tells) is a [`Conflict::Changed`] when the end snapshot proves the
+///   session changed it (a size it recorded that is not the target's),
+///   written when forced; otherwise a [`Conflict::ChangedUnread`], left
+///   alone forced or not.
+fn settle_unread(
+    project: std::os::fd::BorrowedFd<'_>,
+    before: &Flat,
+    expected: &Flat,
+    since: i64,
+    force: bool,
+    changes: &mut Vec<Change>,
+    conflicts: &mut Vec<(Vec<u8>, Conflict)>,
+) {
+    let mut left = false;
+    changes.retain(|c| {
+        let Some(t) = c.target else { return true };
+        if not_read(before, &c.path).is_none() && not_read(expected, &c.path).is_none() {
+            return true;
+        }
+        let changed = match c.stat {
+            Some(st) => {
+                let as_target = match t.kind {
+                    EntryKind::Dir => st.is_dir() && st.perm() == t.mode,
+                    EntryKind::File => {
+                        st.is_file()
+                            && st.perm() == t.mode
+                            && st.size == t.size
+                            && content_is(project, &c.path, &st, &t)
+                    }
+                    EntryKind::Symlink => st.is_symlink() && content_is(project, &c.path, &st, &t),
+                    _ => false,
+                };
+                if as_target {
+                    return false;
+                }
+                (t.kind == EntryKind::Dir && st.is_dir()) || st.ctime_ns >= since
+            }
+            None => listing_changed(project, &c.path, since),
+        };
+        if !changed {
+            return true;
+        }
+        // The end snapshot tried to read it and saw another size than the
+        // target's: the session changed it.
+        let proven = expected
+            .get(&c.path)
+            .is_some_and(|e| e.kind == EntryKind::NotTracked && e.size != 0 && e.size != t.size);
+        match (proven, force) {
+            (true, true) => return true,
+            (true, false) => conflicts.push((c.path.clone(), Conflict::Changed)),
+            (false, _) => conflicts.push((c.path.clone(), Conflict::ChangedUnread)),
+        }
+        left = true;
+        false
+    });
+    if left {
+        conflicts.sort_by(|a, b| a.0.cmp(&b.0));
+    }
+}
+
+/// Whether the file or link at `path`, whose `lstat` is `st`, holds what
+/// `t` names: read without following a link or blocking, bounded by the
+/// size `t` records.
+fn content_is(
+    project: std::os::fd::BorrowedFd<'_>,
+    path: &[u8],
+    st: &crate::FileStat,
+    t: &Item,
+) -> bool {
+    let (dir, name) = split(path);
+    let Ok(fd) = hel_fs::at::open_dir_beneath(project, dir) else {
+        return false;
+    };
+    let bytes = if st.is_symlink() {
+        match rustix::fs::readlinkat(&fd, name, Vec::new()) {
+            Ok(target) => target.into_bytes(),
+            Err(_) => return false,
+        }
+    } else {
+        let Ok(Some((file, now))) = hel_fs::at::open_regular(&fd, name) else {
+            return false;
+        };
+        if (now.st_dev, now.st_ino) != (st.dev, st.ino) {
+            return false;
+        }
+        match hel_fs::read_head(std::fs::File::from(file), t.size.saturating_add(1)) {
+            Ok(b) => b,
+            Err(_) => return false,
+        }
+    };
+    bytes.len() as u64 == t.size && hel_store::blob_id(&bytes) == t.id
+}
+
+/// Whether the listing of the nearest existing directory of `path` (which
+/// is absent) changed at or after `since`: something in it was made or
+/// removed then. A directory that cannot be looked at counts as changed.
+fn listing_changed(project: std::os::fd::BorrowedFd<'_>, path: &[u8], since: i64) -> bool {
+    let mut dir = split(path).0;
+    loop {
+        match hel_fs::at::open_dir_beneath(project, dir) {
+            Ok(fd) => {
+                return rustix::fs::fstat(&fd)
+                    .map_or(true, |st| crate::FileStat::of(&st).mtime_ns >= since)
+            }
+            Err(rustix::io::Errno::NOENT) if !dir.is_empty() => dir = split(dir).0,
+            Err(_) => return true,
+        }
+    }
+}
+
 /// What the session recorded as its own, as one map: its base tree (or
 /// the files on disk, `disk`, while an instruction never ended) with what
 /// each later restore wrote or removed laid over it, oldest first.
@@ -439,8 +566,25 @@ pub fn prepare(
     let target = Flat::read(store, &go.target)?;
     let expected = recorded_flat(store, &go.expected, &before.flat)?;
     let owned = history::changed_by_session(store, &go.history, &go.from, go.start, &before.tree)?;
-    let (mut changes, conflicts) = plan(&target, &expected, &owned, &before, go);
+    let (mut changes, mut conflicts) = plan(&target, &expected, &owned, &before, go);
     look_under_unread(ws.project_fd(), &before.flat, &mut changes);
+    let from = store.checkpoint(&go.from)?;
+    let since = match Record::of(&from) {
+        // An instruction that never ended: what is on disk is its own.
+        Record::Start => i64::MAX,
+        _ => i64::try_from(from.created_at_ms)
+            .unwrap_or(i64::MAX)
+            .saturating_mul(1_000_000),
+    };
+    settle_unread(
+        ws.project_fd(),
+        &before.flat,
+        &expected,
+        since,
+        go.force,
+        &mut changes,
+        &mut conflicts,
+    );
     Ok(Prepared {
         before: before_id,
         snapshot: before,
