@@ -17,9 +17,11 @@
 //! - One that is, or is under, such an entry in what the session last
 //!   recorded or in the files now (the agent made it a FIFO, grew it past
 //!   the size limit, ignored it) is never removed, and is written only
-//!   when the target holds it and both did not read it under the same
-//!   entry ([`unread_since`]): the target's content is the proof, and
-//!   nobody was seen to change the path since. Otherwise it is a conflict.
+//!   when the target holds it, both did not read it under the same entry
+//!   ([`unread_since`]) and the disk shows no change since the
+//!   instruction's end ([`settle_unread`]): the target's content is the
+//!   proof. Otherwise it is a conflict, which `--force` writes only where
+//!   the end snapshot proves the session changed it.
 //! - A path is written or removed only if it is now what the session last
 //!   recorded for it (what its last instruction left, with what later
 //!   restores wrote laid over it); anything else is a conflict, listed and
