@@ -394,3 +394,83 @@ fn file_tools_write_no_git_directory_and_with_allow_git_write_no_config_or_hooks
         assert_eq!(p.read("sub/.git"), "gitdir: ../.git\n");
     }
 }
+
+/// Every file under `dir` (links not followed) with its bytes, and every
+/// directory.
+fn bytes_under(dir: &std::path::Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    let mut out = std::collections::BTreeMap::new();
+    for e in walkdir::WalkDir::new(dir).min_depth(1) {
+        let e = e.unwrap();
+        let rel = e.path().strip_prefix(dir).unwrap().display().to_string();
+        let bytes = if e.file_type().is_file() {
+            std::fs::read(e.path()).unwrap()
+        } else {
+            format!("{:?}", e.file_type()).into_bytes()
+        };
+        out.insert(rel, bytes);
+    }
+    out
+}
+
+/// A nested project's `.hel/` (its only session) is closed to the outer
+/// project's tools and commands as the outer project's own is: not read,
+/// not listed, not written, not removed; byte for byte as it was.
+#[test]
+fn a_nested_projects_store_is_closed_to_tools_and_commands() {
+    let p = Project::new();
+    p.write("vendor/lib/code.c", "int x;\n");
+    let lib = p.path().join("vendor/lib");
+    let mock = Mock::start(json!([{"content": "the nested project's own"}]));
+    let nested = Run::from_cmd(p.hel_in(&lib, Some(&mock)).args(["-p", "inner"]));
+    assert_eq!(nested.code, 0, "{}", nested.stderr);
+    let inner = nested.session();
+    let store = lib.join(".hel");
+    let before = bytes_under(&store);
+    assert!(before.contains_key("format"), "{before:?}");
+    let mock = Mock::start(json!([
+        {"tool_calls": [
+            call("read_file", json!({"path": "vendor/lib/.hel/format"})),
+            call("read_file", json!({"path": "vendor/lib/.HEL/format"})),
+            call("grep", json!({"pattern": ".", "path": "vendor/lib/.hel"})),
+            call("glob", json!({"pattern": "**/*"})),
+            call("search_replace", json!({"path": "vendor/lib/.hel/format", "search": "6", "replace": "7"})),
+            call("write_file", json!({"path": "vendor/lib/.hel/format", "content": "x"})),
+            call("write_file", json!({"path": "vendor/lib/.hel/new/evil", "content": "x"})),
+            call("bash", json!({"command": "echo entries=$(find vendor/lib/.hel -mindepth 1 | wc -l); cat vendor/lib/.hel/format; rm -rf vendor/lib/.hel; echo rm=$?; mv vendor/lib/.hel vendor/lib/moved; echo mv=$?; echo x > vendor/lib/.hel/evil; echo end"})),
+        ]},
+        {"content": "done"},
+    ]));
+    let run = p.run(Some(&mock), &["--access", "auto", "-p", "x"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        p.path().join(".hel").is_dir(),
+        "the outer project's own store"
+    );
+    let r = tool_results(&mock, 1);
+    for (i, what) in r.iter().enumerate().take(7) {
+        if i == 3 {
+            continue;
+        }
+        assert!(
+            what.contains("a nested project's .hel/") && what.contains("refused"),
+            "{i}: {what}"
+        );
+    }
+    assert!(r[3].contains("vendor/lib/code.c"), "{}", r[3]);
+    assert!(!r[3].contains(".hel"), "{}", r[3]);
+    let bash = &r[7];
+    assert!(bash.contains("entries=0\n"), "{bash}");
+    assert!(bash.contains("rm=1\n") && bash.contains("mv=1\n"), "{bash}");
+    assert!(bash.contains("Read-only file system"), "{bash}");
+    assert!(bash.contains("end"), "{bash}");
+    assert!(!lib.join("moved").exists());
+    assert_eq!(bytes_under(&store), before);
+    // The nested project's session is still there, and still its own.
+    let list = Run::from_cmd(p.hel_in(&lib, None).args(["sessions", "list"]));
+    assert!(
+        list.stdout.contains(&inner[..8]),
+        "{}\n{}",
+        list.stdout,
+        list.stderr
+    );
+}

@@ -1201,3 +1201,140 @@ fn a_walk_that_can_start_no_thread_is_a_clear_error_not_a_panic() {
     assert_eq!(p.read("made.txt"), "new\n");
     assert_eq!(p.read("keep.txt"), "the user's\n");
 }
+
+/// A project where one instruction made four of its files what a snapshot
+/// does not read: Makefile a FIFO, data.txt emptied and grown past what
+/// the snapshot tracks (64 MiB, sparse), secret.txt ignored then
+/// rewritten, build/ ignored then replaced. The start snapshot holds each
+/// one's content.
+fn made_unreadable() -> (Project, String) {
+    let p = Project::new();
+    p.write("Makefile", "all:\n\techo build\n");
+    p.write("data.txt", "data\n");
+    p.write("secret.txt", "the start's\n");
+    p.write("build/out.o", "object\n");
+    p.write("build/sub/deep.o", "deep\n");
+    let mock = Mock::start(json!([
+        {"tool_calls": [call("bash", json!({"command": "rm Makefile && mkfifo Makefile && : > data.txt && truncate -s 65M data.txt && printf 'secret.txt\\nbuild/\\n' > .gitignore && echo agent > secret.txt && rm -rf build && mkdir build && echo agent > build/out.o"}))]},
+        {"content": "done"},
+    ]));
+    let run = p.run(Some(&mock), &["--access", "auto", "-p", "break things"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let r = &mock.messages(1);
+    let result = r[r.len() - 1]["content"].as_str().unwrap();
+    assert!(result.starts_with("exit=0"), "{result}");
+    let meta = fs::symlink_metadata(p.path().join("Makefile")).unwrap();
+    assert!(std::os::unix::fs::FileTypeExt::is_fifo(&meta.file_type()));
+    (p, run.session())
+}
+
+fn start_content_is_back(p: &Project, out: &Run) {
+    let shown = format!("{}\n{}", out.stdout, out.stderr);
+    assert!(
+        fs::symlink_metadata(p.path().join("Makefile"))
+            .unwrap()
+            .is_file(),
+        "{shown}"
+    );
+    assert_eq!(p.read("Makefile"), "all:\n\techo build\n", "{shown}");
+    assert_eq!(p.read("data.txt"), "data\n", "{shown}");
+    assert_eq!(p.read("secret.txt"), "the start's\n", "{shown}");
+    assert_eq!(p.read("build/out.o"), "object\n", "{shown}");
+    assert_eq!(p.read("build/sub/deep.o"), "deep\n", "{shown}");
+    assert!(!p.path().join(".gitignore").exists(), "{shown}");
+    for path in ["Makefile", "data.txt", "secret.txt", "build/out.o"] {
+        assert!(
+            out.stdout
+                .lines()
+                .any(|l| l == format!("  restore   {path}")),
+            "{path} in\n{shown}"
+        );
+    }
+}
+
+// The end snapshot records that it did not read them (kinds 4 and 6); the
+// start snapshot is the proof of what to put back.
+#[test]
+fn undo_puts_back_what_the_agent_made_special_oversized_or_ignored() {
+    let (p, sid) = made_unreadable();
+    let undo = p.run(None, &["undo", &sid]);
+    assert_eq!(undo.code, 0, "{}\n{}", undo.stdout, undo.stderr);
+    start_content_is_back(&p, &undo);
+}
+
+#[test]
+fn restore_before_puts_them_back_and_what_changed_since_needs_force() {
+    let (p, sid) = made_unreadable();
+    // Grown again since the instruction: not what its end recorded.
+    let f = fs::File::options()
+        .write(true)
+        .open(p.path().join("data.txt"))
+        .unwrap();
+    f.set_len(66 << 20).unwrap();
+    let answer = record_id(&p, &sid, "answer", None);
+    let plain = p.run(None, &["restore", &sid, "--at", &answer[..12], "--before"]);
+    assert_eq!(plain.code, 1, "{}\n{}", plain.stdout, plain.stderr);
+    assert!(
+        plain
+            .stdout
+            .contains("left alone  data.txt: changed since the session recorded it"),
+        "{}",
+        plain.stdout
+    );
+    assert_eq!(
+        fs::metadata(p.path().join("data.txt")).unwrap().len(),
+        66 << 20
+    );
+    assert_eq!(p.read("Makefile"), "all:\n\techo build\n");
+    let forced = p.run(
+        None,
+        &[
+            "restore",
+            &sid,
+            "--at",
+            &answer[..12],
+            "--before",
+            "--force",
+        ],
+    );
+    assert_eq!(forced.code, 0, "{}\n{}", forced.stdout, forced.stderr);
+    assert_eq!(p.read("data.txt"), "data\n");
+    assert!(
+        forced.stdout.lines().any(|l| l == "  restore   data.txt"),
+        "{}",
+        forced.stdout
+    );
+}
+
+// A file that only became ignored is not touched; one the user changed
+// after the instruction, which no snapshot read since its start, is left
+// alone even forced (nothing shows the session made it), and said.
+#[test]
+fn undo_leaves_what_only_became_ignored_or_changed_after_unread() {
+    let p = Project::new();
+    p.write("kept.log", "the user's\n");
+    p.write("edited.cfg", "v0\n");
+    let mock = Mock::start(json!([
+        {"tool_calls": [call("bash", json!({"command": "printf '*.log\\nedited.cfg\\n' > .gitignore && echo agent > edited.cfg"}))]},
+        {"content": "done"},
+    ]));
+    let run = p.run(Some(&mock), &["--access", "auto", "-p", "ignore"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let sid = run.session();
+    let ino =
+        |rel: &str| std::os::unix::fs::MetadataExt::ino(&fs::metadata(p.path().join(rel)).unwrap());
+    let kept = ino("kept.log");
+    p.write("edited.cfg", "the user's edit\n");
+    let undo = p.run(None, &["undo", &sid, "--force"]);
+    assert_eq!(undo.code, 0, "{}\n{}", undo.stdout, undo.stderr);
+    assert!(!p.path().join(".gitignore").exists(), "{}", undo.stdout);
+    assert_eq!(p.read("kept.log"), "the user's\n");
+    assert_eq!(ino("kept.log"), kept, "not rewritten");
+    assert!(!undo.stdout.contains("kept.log"), "{}", undo.stdout);
+    assert_eq!(p.read("edited.cfg"), "the user's edit\n");
+    assert!(
+        undo.stdout.lines().any(|l| l == "  left alone  edited.cfg: not read by the snapshot the session last recorded, and changed since: nothing shows the session made what is there, so it is left alone, forced or not"),
+        "{}",
+        undo.stdout
+    );
+}

@@ -17,7 +17,7 @@ use tokio::sync::mpsc;
 
 use crate::init::SOCKET_FD;
 use crate::output::{Kept, Tap};
-use crate::proto::{self, FileId, GitMount, Report, Request, RunBody, Spec, Status};
+use crate::proto::{self, FileId, GitMount, Hidden, Report, Request, RunBody, Spec, Status};
 
 /// How long the sandbox may take to get ready.
 const READY_WAIT: Duration = Duration::from_secs(10);
@@ -37,6 +37,8 @@ pub struct Layout {
     pub spill: Option<(Vec<String>, FileId)>,
     /// The bind mounts that keep git directories read-only.
     pub git: Vec<GitMount>,
+    /// Nested projects' `.hel/` directories, hidden as the project's own.
+    pub stores: Vec<Hidden>,
 }
 
 /// Why the sandbox cannot run here (commands are then refused with this
@@ -75,12 +77,14 @@ fn sys<E: Into<std::io::Error>>(what: impl Into<String>) -> impl FnOnce(E) -> Sa
 impl Layout {
     /// The project, its `.hel/` (a directory, never a link) and the
     /// session's spill directory below it, each opened without following
-    /// links; and `git`, the bind mounts over the git directories among
-    /// what commands may write (found by the caller).
+    /// links; `git`, the bind mounts over the git directories among what
+    /// commands may write, and `stores`, the nested projects' `.hel/`
+    /// directories there (both found by the caller).
     pub fn observe(
         project: &Path,
         spill_dir: Option<&Path>,
         git: Vec<GitMount>,
+        stores: Vec<Hidden>,
     ) -> Result<Layout, SandboxError> {
         let dir = hel_fs::at::dir_handle_following(project)
             .map_err(sys(project.display().to_string()))?;
@@ -104,6 +108,7 @@ impl Layout {
             store: store_id,
             spill,
             git,
+            stores,
         })
     }
 }
@@ -200,6 +205,7 @@ impl Sandbox {
             spill: layout.spill.clone(),
             writable,
             git: layout.git.clone(),
+            stores: layout.stores.clone(),
         };
         let spec = serde_json::to_vec(&spec).map_err(sys("the sandbox spec"))?;
         let (ours, theirs) = rustix::net::socketpair(

@@ -21,7 +21,8 @@
 //!   instance of its own: no terminal of the user's), covers every other
 //!   proc, devpts and devtmpfs mount, covers `.hel/` with an empty
 //!   read-only tmpfs showing only the session's spill directory
-//!   (read-only), binds the git directories onto themselves, read-only
+//!   (read-only), covers each nested project's `.hel/` the same way
+//!   (empty, read-only), binds the git directories onto themselves, read-only
 //!   (found by hel-agent's `tools::gitdirs`), restricts writes with Landlock
 //!   (and signals with `LANDLOCK_SCOPE_SIGNAL` where the kernel has it),
 //!   drops every capability for good, and then serves run and kill requests.
@@ -48,7 +49,7 @@ use rustix::process::{Pid, Signal, WaitOptions};
 
 use hel_object::format::STORE_DIR;
 
-use crate::proto::{self, FileId, GitMount, Report, Request, RunBody, Spec, Status};
+use crate::proto::{self, FileId, GitMount, Hidden, Report, Request, RunBody, Spec, Status};
 
 // libc stays for what rustix does not offer a process that has a libc:
 // fork (rustix's is for libc-free runtimes only), sigprocmask and
@@ -341,6 +342,7 @@ fn setup(spec: &Spec) -> Result<OwnedFd, SetupError> {
     private_dev().map_err(step("cannot make a private /dev"))?;
     cover_elsewhere(&mounts)?;
     hide_store(spec).map_err(step("cannot hide .hel/"))?;
+    hide_nested(&spec.stores).map_err(step("cannot hide a nested project's .hel/"))?;
     protect_git(&spec.git).map_err(step("cannot make the git directories read-only"))?;
     restrict(spec)?;
     drop_capabilities().map_err(step("cannot drop capabilities"))?;
@@ -549,6 +551,39 @@ fn hide_store(spec: &Spec) -> Result<(), SetupError> {
         opts,
     )
     .map_err(sys("make the tmpfs on .hel read-only"))
+}
+
+/// Cover each nested project's `.hel/` (found by hel-agent's
+/// `tools::gitdirs`) with an empty read-only tmpfs, as the project's own:
+/// through a descriptor opened without following links and checked against
+/// the identity hel saw. A mount point cannot be removed or renamed, and
+/// nothing under it is visible.
+fn hide_nested(stores: &[Hidden]) -> Result<(), SetupError> {
+    let opts = c"mode=0755,size=4k,nr_inodes=4";
+    let flags = MountFlags::NOSUID | MountFlags::NODEV | MountFlags::NOEXEC | MountFlags::RDONLY;
+    for h in stores {
+        let what = h.path.display().to_string();
+        let (parent, target, name) = open_nofollow(&h.path)?;
+        same(&target, h.id, &what)?;
+        let st = rustix::fs::fstat(&target).map_err(sys(what.as_str()))?;
+        if FileType::from_raw_mode(st.st_mode) != FileType::Directory {
+            return Err(SetupError::Refused(format!("{what} is not a directory")));
+        }
+        rustix::mount::mount("tmpfs", fd_path(&target).as_str(), "tmpfs", flags, opts)
+            .map_err(sys(format!("mount a tmpfs on {what}")))?;
+        // Through the mount point, now: the tmpfs's root.
+        let cover = hel_fs::at::open_handle(&parent, name).map_err(sys(what.as_str()))?;
+        let fs = rustix::fs::fstatfs(&cover).map_err(sys(what.as_str()))?;
+        // The type of f_type differs between architectures.
+        #[allow(clippy::unnecessary_cast)]
+        let is_tmpfs = fs.f_type as i64 == libc::TMPFS_MAGIC as i64;
+        if !is_tmpfs || FileId::of(&cover).ok() == Some(h.id) {
+            return Err(SetupError::Refused(format!(
+                "the tmpfs on {what} is not in place"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// The session's spill directory below the store, each component opened

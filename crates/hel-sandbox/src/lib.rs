@@ -33,7 +33,7 @@ mod proto;
 pub use host::{Layout, Outcome, RunError, Sandbox, SandboxError};
 pub use init::helper_main;
 pub use output::{Kept, Tap};
-pub use proto::{FileId, GitMount, RunBody, Status};
+pub use proto::{FileId, GitMount, Hidden, RunBody, Status};
 
 /// The instance's sandbox, started at the first bash call; None until
 /// then, and after it stopped.

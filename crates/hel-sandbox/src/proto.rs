@@ -187,6 +187,17 @@ pub struct Spec {
     /// Commands share hel's network; false: a network namespace of their
     /// own with only a loopback.
     pub network: bool,
+    /// Nested projects' `.hel/` directories, each covered by an empty
+    /// read-only tmpfs as the project's own is.
+    pub stores: Vec<Hidden>,
+}
+
+/// A directory hidden from commands (a nested project's `.hel/`): its
+/// canonical path and the identity hel saw.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct Hidden {
+    pub path: PathBuf,
+    pub id: FileId,
 }
 
 /// One bind mount of a path onto itself: a git directory or `.git` file

@@ -217,7 +217,9 @@ fn show(path: &[u8]) -> PathBuf {
 /// exactly the blob's bytes and exactly the item's permission bits; a
 /// symlink is created as a link (never followed); a directory is removed
 /// only when empty. `NotTracked`, `Repository` and `NotTrackedDir` items
-/// are never written or removed. Paths already as their target (same content, kind and mode)
+/// are never written, nor removed but to put a file, link or directory in
+/// their place (a special file is replaced by a rename or an unlink, never
+/// opened). Paths already as their target (same content, kind and mode)
 /// are not touched and not listed. Every temporary it made is gone when it
 /// returns, and stale ones of crashed restores are removed first.
 ///
@@ -622,10 +624,15 @@ impl Op {
         if let Some(why) = bad_path(&c.path) {
             return refuse(Skip::BadPath(why));
         }
-        for item in [c.now, c.target].iter().flatten() {
-            if !item.kind.has_object() {
-                return refuse(Skip::NotRestorable(item.kind));
-            }
+        // What a snapshot did not read is replaced by known content,
+        // never written as a target nor removed for good.
+        let unread = match (c.now, c.target) {
+            (_, Some(t)) if !t.kind.has_object() => Some(t.kind),
+            (Some(n), None) if !n.kind.has_object() => Some(n.kind),
+            _ => None,
+        };
+        if let Some(kind) = unread {
+            return refuse(Skip::NotRestorable(kind));
         }
         match (&c.now, &c.stat) {
             (None, None) => {}
@@ -634,9 +641,9 @@ impl Op {
                     EntryKind::File => st.is_file(),
                     EntryKind::Symlink => st.is_symlink(),
                     EntryKind::Dir => st.is_dir(),
-                    EntryKind::NotTracked | EntryKind::Repository | EntryKind::NotTrackedDir => {
-                        false
-                    }
+                    // A FIFO, socket, device, or a file or link not read.
+                    EntryKind::NotTracked => !st.is_dir(),
+                    EntryKind::Repository | EntryKind::NotTrackedDir => st.is_dir(),
                 };
                 if !fits {
                     return refuse(Skip::BadPlan("the recorded stat is of another kind"));
@@ -672,20 +679,30 @@ impl Op {
                 ..Op::default()
             },
             (Some(n), Some(t)) if n.same(&t) => Op::default(),
-            (Some(n), Some(t)) if n.kind == EntryKind::Dir && t.kind == EntryKind::Dir => Op {
+            (Some(n), Some(t)) if is_dir_kind(n.kind) && t.kind == EntryKind::Dir => Op {
                 create: Some(t),
                 dir_mode: true,
                 ..Op::default()
             },
             (Some(n), Some(t)) => Op {
-                // A rename replaces a file or symlink in one step; a
-                // directory must go first, or be made after.
-                remove: n.kind == EntryKind::Dir || t.kind == EntryKind::Dir,
+                // A rename replaces a file, symlink or special file in one
+                // step (never opening it); a directory must go first, or be
+                // made after.
+                remove: is_dir_kind(n.kind) || t.kind == EntryKind::Dir,
                 create: Some(t),
                 ..Op::default()
             },
         }
     }
+}
+
+/// A directory, listed or not (a not-tracked directory, a nested
+/// repository).
+fn is_dir_kind(kind: EntryKind) -> bool {
+    matches!(
+        kind,
+        EntryKind::Dir | EntryKind::NotTrackedDir | EntryKind::Repository
+    )
 }
 
 /// Why `path` is not one a restore may touch, or `None`.
@@ -1515,7 +1532,7 @@ mod tests {
     }
 
     #[test]
-    fn not_tracked_files_and_repositories_are_never_touched() {
+    fn not_tracked_files_and_repositories_are_never_written_nor_removed() {
         let fx = Fx::new();
         fx.write("big.bin", b"too big to record\n", 0o644);
         fs::create_dir(fx.p("vendor")).unwrap();
@@ -1554,11 +1571,12 @@ mod tests {
             },
         ];
         let a = fx.apply(&changes).unwrap();
-        assert!(a.done.is_empty());
+        // What was not read is replaced by known content (the plan's
+        // choice); it is never a target, nor removed for good.
+        assert_eq!(done_paths(&a), [("big.bin", Some(EntryKind::File))]);
         assert_eq!(
             skipped(&a),
             [
-                ("big.bin", Skip::NotRestorable(EntryKind::NotTracked)),
                 ("other.bin", Skip::NotRestorable(EntryKind::NotTracked)),
                 ("vendor", Skip::NotRestorable(EntryKind::Repository)),
             ]
@@ -1566,9 +1584,73 @@ mod tests {
         assert!(Skip::NotRestorable(EntryKind::Repository)
             .to_string()
             .contains("nested repository"));
-        assert_eq!(fs::read(fx.p("big.bin")).unwrap(), b"too big to record\n");
+        assert_eq!(fs::read(fx.p("big.bin")).unwrap(), b"small\n");
         assert!(!fx.p("other.bin").exists());
         assert!(fx.p("vendor").is_dir());
+    }
+
+    /// A FIFO, a socket and a link where a file was are replaced, never
+    /// opened nor written through; a not-read directory is replaced by a
+    /// file only when empty, and kept (its bits set) for a directory.
+    #[test]
+    fn special_files_are_replaced_never_opened() {
+        let fx = Fx::new();
+        let unread = |kind| Item {
+            kind,
+            mode: 0,
+            size: 0,
+            id: ObjectId::ZERO,
+        };
+        let fifo = fx.p("pipe");
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            &fifo,
+            rustix::fs::FileType::Fifo,
+            Mode::from_raw_mode(0o644),
+            0,
+        )
+        .unwrap();
+        let _sock = std::os::unix::net::UnixListener::bind(fx.p("sock")).unwrap();
+        let out = tempfile::tempdir().unwrap();
+        fs::write(out.path().join("victim"), b"outside\n").unwrap();
+        symlink(out.path().join("victim"), fx.p("ln")).unwrap();
+        fs::create_dir(fx.p("full")).unwrap();
+        fx.write("full/x", b"kept\n", 0o644);
+        fs::create_dir(fx.p("ignored")).unwrap();
+        let stat = |rel: &str| Some(FileStat::at(&fx.project, rel.as_bytes()).unwrap());
+        let new = fx.file(b"restored\n", 0o640);
+        let change = |rel: &str, kind, target| Change {
+            path: rel.as_bytes().to_vec(),
+            now: Some(unread(kind)),
+            stat: stat(rel),
+            target: Some(target),
+        };
+        let changes = vec![
+            change("pipe", EntryKind::NotTracked, new),
+            change("sock", EntryKind::NotTracked, new),
+            change("ln", EntryKind::NotTracked, new),
+            change("full", EntryKind::NotTrackedDir, new),
+            change("ignored", EntryKind::NotTrackedDir, dir(0o750)),
+        ];
+        let a = fx.apply(&changes).unwrap();
+        assert_eq!(
+            done_paths(&a),
+            [
+                ("ignored", Some(EntryKind::Dir)),
+                ("ln", Some(EntryKind::File)),
+                ("pipe", Some(EntryKind::File)),
+                ("sock", Some(EntryKind::File)),
+            ]
+        );
+        assert_eq!(skipped(&a), [("full", Skip::NotEmpty)]);
+        for f in ["pipe", "sock", "ln"] {
+            assert_eq!(fs::read(fx.p(f)).unwrap(), b"restored\n", "{f}");
+            assert_eq!(mode(&fx.p(f)), 0o640);
+        }
+        assert_eq!(fs::read(out.path().join("victim")).unwrap(), b"outside\n");
+        assert_eq!(fs::read(fx.p("full/x")).unwrap(), b"kept\n");
+        assert_eq!(mode(&fx.p("ignored")), 0o750);
+        assert_eq!(fx.temps(), Vec::<String>::new());
     }
 
     #[test]

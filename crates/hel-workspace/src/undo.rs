@@ -12,9 +12,16 @@
 //!   ignored files are never touched.
 //! - A path that is, or is under, what a snapshot did not read (kinds 4,
 //!   5 and 6: a not-tracked file or directory, a nested repository) in the
-//!   target, in what the session last recorded or in the files now is
-//!   never written or removed. So a path the target does not hold is
-//!   removed only when the target proves it absent ([`not_read`]).
+//!   target is never written or removed. So a path the target does not
+//!   hold is removed only when the target proves it absent ([`not_read`]).
+//! - One that is, or is under, such an entry in what the session last
+//!   recorded or in the files now (the agent made it a FIFO, grew it past
+//!   the size limit, ignored it) is never removed, and is written only
+//!   when the target holds it, both did not read it under the same entry
+//!   ([`unread_since`]) and the disk shows no change since the
+//!   instruction's end ([`settle_unread`]): the target's content is the
+//!   proof. Otherwise it is a conflict, which `--force` writes only where
+//!   the end snapshot proves the session changed it.
 //! - A path is written or removed only if it is now what the session last
 //!   recorded for it (what its last instruction left, with what later
 //!   restores wrote laid over it); anything else is a conflict, listed and
@@ -109,6 +116,11 @@ pub enum Conflict {
     /// changed: nothing is known of its content, nor of what is under it,
     /// so it is neither written nor removed, forced or not.
     NotRead { snapshot: Snap, kind: EntryKind },
+    /// What the session last recorded, or the files now, did not read
+    /// (the target holds it), and it changed after the record whose files
+    /// come back: nothing shows the session made what is there, so it is
+    /// neither written nor removed, forced or not.
+    ChangedUnread,
     /// The restore could not touch it.
     Skipped(Skip),
 }
@@ -134,6 +146,7 @@ impl std::fmt::Display for Conflict {
                 };
                 write!(f, "not read by the snapshot {snapshot}: {what}")
             }
+            Conflict::ChangedUnread => f.write_str("not read by the snapshot the session last recorded, and changed since: nothing shows the session made what is there, so it is left alone, forced or not"),
             Conflict::Skipped(why) => write!(f, "{why}"),
         }
     }
@@ -205,6 +218,19 @@ pub fn not_read<'p>(flat: &Flat, path: &'p [u8]) -> Option<(&'p [u8], EntryKind)
     None
 }
 
+/// Whether the files now (`now`) are, at `path`, what the session last
+/// recorded (`recorded`) where that did not read it: both did not read it,
+/// under the same entry (the same path, kind and size: a FIFO still a
+/// FIFO, a file over the size limit still its size, an ignored directory
+/// still ignored). What the target snapshot holds there may then be put
+/// back: the path is the session's, and nobody has been seen to change it.
+fn unread_since(recorded: &Flat, now: &Flat, path: &[u8]) -> bool {
+    match (not_read(recorded, path), not_read(now, path)) {
+        (Some((a, _)), Some((b, _))) => a == b && recorded.get(a) == now.get(b),
+        _ => false,
+    }
+}
+
 fn same(a: Option<&Item>, b: Option<&Item>) -> bool {
     match (a, b) {
         (None, None) => true,
@@ -242,6 +268,25 @@ fn plan(
             .iter()
             .find_map(|(flat, snap)| not_read(flat, path).map(|(at, kind)| (at, kind, *snap)));
         if let Some((at, kind, snapshot)) = unread {
+            // What the target holds is put back over what a later snapshot
+            // did not read, when the files are still what that snapshot
+            // recorded there ([`unread_since`]).
+            if snapshot != go.target_snapshot() {
+                if let Some(t) = target.get(path) {
+                    let as_recorded = unread_since(expected, &before.flat, path);
+                    if (!as_recorded || owned.users(path, before.flat.get(path))) && !go.force {
+                        conflicts.push((path.clone(), Conflict::Changed));
+                    } else {
+                        changes.push(Change {
+                            path: path.clone(),
+                            now: before.flat.get(path).copied(),
+                            stat: before.stats.get(path).copied(),
+                            target: Some(*t),
+                        });
+                    }
+                    continue;
+                }
+            }
             if listed.insert(at.to_vec()) {
                 conflicts.push((at.to_vec(), Conflict::NotRead { snapshot, kind }));
             }
@@ -271,6 +316,160 @@ fn plan(
     }
     conflicts.sort_by(|a, b| a.0.cmp(&b.0));
     (changes, conflicts)
+}
+
+/// The changes of paths under what the before-restore walk did not read
+/// (an ignored directory, say) name what is there now by an `lstat` taken
+/// here, through directories opened without following links: the restore
+/// replaces that, and only that (it checks the `lstat` again right before).
+/// What is there is unknown content, so an item of kind 4 (or 6 for a
+/// directory) stands for it. A path whose directory cannot be opened is
+/// left as absent: the restore then finds out what is in the way.
+fn look_under_unread(project: std::os::fd::BorrowedFd<'_>, before: &Flat, changes: &mut [Change]) {
+    for c in changes.iter_mut() {
+        if c.now.is_some() || c.stat.is_some() || not_read(before, &c.path).is_none() {
+            continue;
+        }
+        let (dir, name) = split(&c.path);
+        let Ok(fd) = hel_fs::at::open_dir_beneath(project, dir) else {
+            continue;
+        };
+        if let Ok(Some(st)) = hel_fs::at::lstat(&fd, name) {
+            let st = crate::FileStat::of(&st);
+            c.now = Some(Item {
+                kind: if st.is_dir() {
+                    EntryKind::NotTrackedDir
+                } else {
+                    EntryKind::NotTracked
+                },
+                mode: 0,
+                size: 0,
+                id: ObjectId::ZERO,
+            });
+            c.stat = Some(st);
+        }
+    }
+}
+
+/// The changes of paths that the files now or what the session recorded
+/// did not read, checked against the disk, since neither snapshot can
+/// tell their content:
+/// - one already as its target (the same bytes and bits, the same link, a
+///   directory with the same bits) is dropped: a file that only became
+///   ignored is not touched;
+/// - one whose status last changed before `since` (ns: when the record
+///   whose files come back was made, the instruction's end) is written:
+///   it is as the instruction left it;
+/// - one that changed at or after `since` (for an absent path: its
+///   nearest directory's listing; a directory's bits, which no time
+///   tells) is a [`Conflict::Changed`] when the end snapshot proves the
+///   session changed it (a size it recorded that is not the target's),
+///   written when forced; otherwise a [`Conflict::ChangedUnread`], left
+///   alone forced or not.
+fn settle_unread(
+    project: std::os::fd::BorrowedFd<'_>,
+    before: &Flat,
+    expected: &Flat,
+    since: i64,
+    force: bool,
+    changes: &mut Vec<Change>,
+    conflicts: &mut Vec<(Vec<u8>, Conflict)>,
+) {
+    let mut left = false;
+    changes.retain(|c| {
+        let Some(t) = c.target else { return true };
+        if not_read(before, &c.path).is_none() && not_read(expected, &c.path).is_none() {
+            return true;
+        }
+        let changed = match c.stat {
+            Some(st) => {
+                let as_target = match t.kind {
+                    EntryKind::Dir => st.is_dir() && st.perm() == t.mode,
+                    EntryKind::File => {
+                        st.is_file()
+                            && st.perm() == t.mode
+                            && st.size == t.size
+                            && content_is(project, &c.path, &st, &t)
+                    }
+                    EntryKind::Symlink => st.is_symlink() && content_is(project, &c.path, &st, &t),
+                    _ => false,
+                };
+                if as_target {
+                    return false;
+                }
+                (t.kind == EntryKind::Dir && st.is_dir()) || st.ctime_ns >= since
+            }
+            None => listing_changed(project, &c.path, since),
+        };
+        if !changed {
+            return true;
+        }
+        // The end snapshot tried to read it and saw another size than the
+        // target's: the session changed it.
+        let proven = expected
+            .get(&c.path)
+            .is_some_and(|e| e.kind == EntryKind::NotTracked && e.size != 0 && e.size != t.size);
+        match (proven, force) {
+            (true, true) => return true,
+            (true, false) => conflicts.push((c.path.clone(), Conflict::Changed)),
+            (false, _) => conflicts.push((c.path.clone(), Conflict::ChangedUnread)),
+        }
+        left = true;
+        false
+    });
+    if left {
+        conflicts.sort_by(|a, b| a.0.cmp(&b.0));
+    }
+}
+
+/// Whether the file or link at `path`, whose `lstat` is `st`, holds what
+/// `t` names: read without following a link or blocking, bounded by the
+/// size `t` records.
+fn content_is(
+    project: std::os::fd::BorrowedFd<'_>,
+    path: &[u8],
+    st: &crate::FileStat,
+    t: &Item,
+) -> bool {
+    let (dir, name) = split(path);
+    let Ok(fd) = hel_fs::at::open_dir_beneath(project, dir) else {
+        return false;
+    };
+    let bytes = if st.is_symlink() {
+        match rustix::fs::readlinkat(&fd, name, Vec::new()) {
+            Ok(target) => target.into_bytes(),
+            Err(_) => return false,
+        }
+    } else {
+        let Ok(Some((file, now))) = hel_fs::at::open_regular(&fd, name) else {
+            return false;
+        };
+        if (now.st_dev, now.st_ino) != (st.dev, st.ino) {
+            return false;
+        }
+        match hel_fs::read_head(std::fs::File::from(file), t.size.saturating_add(1)) {
+            Ok(b) => b,
+            Err(_) => return false,
+        }
+    };
+    bytes.len() as u64 == t.size && hel_store::blob_id(&bytes) == t.id
+}
+
+/// Whether the listing of the nearest existing directory of `path` (which
+/// is absent) changed at or after `since`: something in it was made or
+/// removed then. A directory that cannot be looked at counts as changed.
+fn listing_changed(project: std::os::fd::BorrowedFd<'_>, path: &[u8], since: i64) -> bool {
+    let mut dir = split(path).0;
+    loop {
+        match hel_fs::at::open_dir_beneath(project, dir) {
+            Ok(fd) => {
+                return rustix::fs::fstat(&fd)
+                    .map_or(true, |st| crate::FileStat::of(&st).mtime_ns >= since)
+            }
+            Err(rustix::io::Errno::NOENT) if !dir.is_empty() => dir = split(dir).0,
+            Err(_) => return true,
+        }
+    }
 }
 
 /// What the session recorded as its own, as one map: its base tree (or
@@ -369,7 +568,25 @@ pub fn prepare(
     let target = Flat::read(store, &go.target)?;
     let expected = recorded_flat(store, &go.expected, &before.flat)?;
     let owned = history::changed_by_session(store, &go.history, &go.from, go.start, &before.tree)?;
-    let (changes, conflicts) = plan(&target, &expected, &owned, &before, go);
+    let (mut changes, mut conflicts) = plan(&target, &expected, &owned, &before, go);
+    look_under_unread(ws.project_fd(), &before.flat, &mut changes);
+    let from = store.checkpoint(&go.from)?;
+    let since = match Record::of(&from) {
+        // An instruction that never ended: what is on disk is its own.
+        Record::Start => i64::MAX,
+        _ => i64::try_from(from.created_at_ms)
+            .unwrap_or(i64::MAX)
+            .saturating_mul(1_000_000),
+    };
+    settle_unread(
+        ws.project_fd(),
+        &before.flat,
+        &expected,
+        since,
+        go.force,
+        &mut changes,
+        &mut conflicts,
+    );
     Ok(Prepared {
         before: before_id,
         snapshot: before,
@@ -412,7 +629,31 @@ pub fn finish(
     for (path, item, _stat) in &applied.done {
         match item {
             Some(i) => {
-                after.items.insert(path.clone(), *i);
+                // Where the before-restore walk did not read, what was
+                // written replaces the entry it made (a directory stays one
+                // not read); under such an entry the tree stays as it was.
+                match not_read(&before.flat, path) {
+                    None => {
+                        after.items.insert(path.clone(), *i);
+                    }
+                    Some((at, kind)) if at == path.as_slice() => {
+                        let kept = match i.kind {
+                            EntryKind::Dir => Item {
+                                kind: if kind == EntryKind::NotTracked {
+                                    EntryKind::NotTrackedDir
+                                } else {
+                                    kind
+                                },
+                                mode: 0,
+                                size: 0,
+                                id: ObjectId::ZERO,
+                            },
+                            _ => *i,
+                        };
+                        after.items.insert(path.clone(), kept);
+                    }
+                    Some(_) => {}
+                }
                 written.push(path.clone());
             }
             None => {
@@ -454,11 +695,14 @@ pub fn finish(
             Workspace {
                 tree,
                 start: None,
-                // What `before` could not record: a restore writes no path
-                // at or under a kind 4, 5 or 6 entry, so those stay as
-                // they were (the tree cannot say which entries were
-                // ignored rather than unreadable).
-                not_tracked: before.not_tracked.len() as u64,
+                // What `before` could not record and the restore did not
+                // replace (the tree cannot say which entries were ignored
+                // rather than unreadable).
+                not_tracked: before
+                    .not_tracked
+                    .iter()
+                    .filter(|(p, _)| after.get(p).is_some_and(|i| history::opaque(i.kind)))
+                    .count() as u64,
                 restored: Some(Restored {
                     from: go.from,
                     start: go.start,
@@ -763,6 +1007,90 @@ mod tests {
                 &cp.to_hex()[..12]
             )
         );
+    }
+
+    /// What the start holds is put back where the instruction left what a
+    /// snapshot does not read (a FIFO, a file over the size limit, an
+    /// ignored file or directory), when the files are still what its end
+    /// recorded there; otherwise it is a conflict that `--force` writes.
+    #[test]
+    fn the_start_is_put_back_over_what_the_end_did_not_read() {
+        let mut big = item(NotTracked, 0);
+        big.size = 70 << 20;
+        let start = flat(&[
+            ("pipe", File, 1),
+            ("big", File, 2),
+            ("secret", File, 3),
+            ("build", Dir, 4),
+            ("build/out", File, 5),
+            ("absent-then", Dir, 4),
+        ]);
+        let mut end = flat(&[
+            ("pipe", NotTracked, 0),
+            ("secret", NotTracked, 0),
+            ("build", NotTrackedDir, 0),
+            ("absent-then", Dir, 4),
+            ("absent-then/fifo", NotTracked, 0),
+        ]);
+        end.items.insert(b"big".to_vec(), big);
+        let go = undo_of(ObjectId::ZERO);
+        let (changes, conflicts) = plan(
+            &start,
+            &end,
+            &owned(&start, &end),
+            &snapshot(end.clone()),
+            &go,
+        );
+        assert_eq!(
+            shown(&changes),
+            [
+                ("big".to_owned(), true),
+                ("build".to_owned(), true),
+                ("build/out".to_owned(), true),
+                ("pipe".to_owned(), true),
+                ("secret".to_owned(), true),
+            ]
+        );
+        // What replaces an entry not read carries that entry; what is
+        // under one is looked at when the restore prepares.
+        assert_eq!(changes[0].now, Some(big));
+        assert_eq!(changes[2].now, None);
+        // A path the start proves absent is not removed: nothing proves
+        // what is there now is the session's.
+        assert_eq!(
+            conflicts,
+            [(
+                b"absent-then/fifo".to_vec(),
+                Conflict::NotRead {
+                    snapshot: Snap::Now,
+                    kind: NotTracked
+                }
+            )]
+        );
+        // The big file grew, build/ became readable, the pipe a file:
+        // changed since, so left alone unless forced.
+        let mut now = end.clone();
+        now.items.get_mut(&b"big"[..]).unwrap().size += 1;
+        now.items.insert(b"build".to_vec(), item(Dir, 4));
+        now.items.insert(b"build/out".to_vec(), item(File, 9));
+        now.items.insert(b"pipe".to_vec(), item(File, 9));
+        let (changes, conflicts) = plan(
+            &start,
+            &end,
+            &owned(&start, &end),
+            &snapshot(now.clone()),
+            &go,
+        );
+        assert_eq!(shown(&changes), [("secret".to_owned(), true)]);
+        let changed: Vec<&[u8]> = conflicts
+            .iter()
+            .filter(|(_, c)| *c == Conflict::Changed)
+            .map(|(p, _)| p.as_slice())
+            .collect();
+        assert_eq!(changed, [&b"big"[..], b"build", b"build/out", b"pipe"]);
+        let forced = GoBack { force: true, ..go };
+        let (changes, _) = plan(&start, &end, &owned(&start, &end), &snapshot(now), &forced);
+        assert_eq!(changes.len(), 5, "{:?}", shown(&changes));
     }
 
     #[test]

@@ -12,6 +12,10 @@
 //! them for commits but keeps [`KEPT`] read-only; a `.git` file is never
 //! writable.
 //!
+//! The same walk finds every nested project's `.hel/` directory (any
+//! depth, any case; not the project's own), which the sandbox hides as it
+//! hides the project's own ([`Found::hidden`]).
+//!
 //! Found ([`find`]): every `.git` (directory, file or link) beneath the
 //! project and the `--allow-write` directories, the git directory a `.git`
 //! file or link leads to, each one's `commondir`, and any directory that is
@@ -26,7 +30,7 @@ use std::path::{Path, PathBuf};
 
 use rustix::fs::{AtFlags, FileType};
 
-use hel_sandbox::{FileId, GitMount};
+use hel_sandbox::{FileId, GitMount, Hidden};
 
 /// The name of a repository's git directory or of the file that points
 /// to it.
@@ -55,6 +59,8 @@ const NEEDED: &[&str] = &["config", "hooks"];
 pub(crate) const MAX_ENTRIES: usize = 20_000;
 /// Git directories one search protects at most.
 pub(crate) const MAX_GIT_DIRS: usize = 64;
+/// Nested projects' `.hel/` directories one search hides at most.
+pub(crate) const MAX_STORES: usize = 64;
 /// The largest `.git` file or `commondir` read.
 const MAX_POINTER: u64 = 4096;
 
@@ -112,6 +118,9 @@ pub(crate) struct Found {
     dirs: BTreeSet<PathBuf>,
     /// `.git` files, by canonical path.
     pointers: BTreeSet<PathBuf>,
+    /// Nested projects' `.hel/` directories (any case; not the project's
+    /// own), canonical: hidden from commands as the project's own is.
+    stores: BTreeSet<PathBuf>,
     /// The search stopped at [`MAX_ENTRIES`] or [`MAX_GIT_DIRS`].
     pub truncated: bool,
 }
@@ -174,7 +183,13 @@ pub(crate) fn find(roots: &[PathBuf], store: &Path) -> Found {
         }
         for (name, kind) in entries {
             let path = dir.join(&name);
-            if dir == store.parent().unwrap_or(store) && super::store_name::is_store_name(&name) {
+            if super::store_name::is_store_name(&name) {
+                // Not entered: the project's own is hidden by the sandbox,
+                // a nested project's is found here to be hidden too.
+                let own = dir == store.parent().unwrap_or(store);
+                if !own && kind == FileType::Directory {
+                    found.add_store(path);
+                }
                 continue;
             }
             if is_git_name(&name) {
@@ -214,6 +229,33 @@ fn git_dir_at(base: &Path, target: &str) -> Option<PathBuf> {
 }
 
 impl Found {
+    /// A nested project's `.hel/`, within [`MAX_STORES`].
+    fn add_store(&mut self, path: PathBuf) {
+        if self.stores.len() >= MAX_STORES {
+            self.truncated = true;
+        } else {
+            self.stores.insert(path);
+        }
+    }
+
+    /// The nested projects' `.hel/` directories found, with the identity
+    /// each has now (one gone since is left out), to be hidden.
+    pub(crate) fn hidden(&self) -> Vec<Hidden> {
+        self.stores
+            .iter()
+            .filter_map(|path| {
+                let st = rustix::fs::lstat(path).ok()?;
+                (FileType::from_raw_mode(st.st_mode) == FileType::Directory).then(|| Hidden {
+                    path: path.clone(),
+                    id: FileId {
+                        dev: st.st_dev,
+                        ino: st.st_ino,
+                    },
+                })
+            })
+            .collect()
+    }
+
     fn full(&mut self) -> bool {
         if self.dirs.len() + self.pointers.len() >= MAX_GIT_DIRS {
             self.truncated = true;
@@ -430,6 +472,39 @@ mod tests {
             open.contains(&"p/fixtures/bare.git ro".to_owned()),
             "{open:?}"
         );
+    }
+
+    #[test]
+    fn nested_stores_are_found_at_any_depth_and_not_entered() {
+        let t = tempfile::tempdir().unwrap();
+        let base = t.path().canonicalize().unwrap();
+        let project = base.join("p");
+        let other = base.join("allowed");
+        for d in [
+            ".hel/sessions",
+            "vendor/lib/.hel/sessions",
+            "a/b/c/d/.HEL",
+            "src",
+        ] {
+            fs::create_dir_all(project.join(d)).unwrap();
+        }
+        fs::create_dir_all(other.join(".hel")).unwrap();
+        // Inside a nested store: not entered, so not found.
+        git_dir(&project.join("vendor/lib/.hel/sessions/.git"));
+        // A file or a link named .hel is no store to hide.
+        fs::write(project.join("src/.hel"), "").unwrap();
+        std::os::unix::fs::symlink("../vendor", project.join("a/.hel")).unwrap();
+        let found = find(&[project.clone(), other.clone()], &project.join(".hel"));
+        let hidden: Vec<String> = found
+            .hidden()
+            .iter()
+            .map(|h| h.path.strip_prefix(&base).unwrap().display().to_string())
+            .collect();
+        assert_eq!(
+            hidden,
+            ["allowed/.hel", "p/a/b/c/d/.HEL", "p/vendor/lib/.hel"]
+        );
+        assert!(found.mounts(false).is_empty());
     }
 
     #[test]

@@ -7,7 +7,9 @@
 //!   directory hel was started in (`..` and `.` removed; an absolute path
 //!   must name the project's canonical path). Escaping the project is
 //!   refused; a path naming `.hel/` (the root's, from wherever hel
-//!   started) is [`Target::Store`] (only spill lookups may use it).
+//!   started) is [`Target::Store`] (only spill lookups may use it); a
+//!   path with a `.hel` component further down (a nested project's store,
+//!   any case) is refused, named or reached through a link.
 //! - Directories are opened with `openat2(RESOLVE_BENEATH |
 //!   RESOLVE_NO_SYMLINKS)` relative to the project descriptor, or, where
 //!   that meets a symbolic link or openat2 is missing (ENOSYS), by a walk
@@ -106,6 +108,10 @@ pub enum PathError {
     IntoStore { path: String },
     #[error("{path} is inside {STORE_DIR}/: refused")]
     InStore { path: String },
+    /// A `.hel` component below the project's root: another project's
+    /// session store, closed to tools as the root's is.
+    #[error("{path} leads into a nested project's {STORE_DIR}/ (its session store), which tools may not use: refused")]
+    NestedStore { path: String },
     #[error("{path} is in a git directory, which tools may not write (git runs what it holds outside the sandbox): refused; the user can allow commits with --allow-git-write")]
     InGit { path: String },
     #[error("{path} is git's configuration, hooks or the place of a git directory, which stay read-only even with --allow-git-write: refused")]
@@ -439,6 +445,12 @@ impl ProjectDir {
         loop {
             if logical.first().is_some_and(|c| is_store_name(c)) {
                 return Err(PathError::IntoStore {
+                    path: path.to_owned(),
+                });
+            }
+            // A nested project's store, named or reached through a link.
+            if logical.iter().skip(1).any(|c| is_store_name(c)) {
+                return Err(PathError::NestedStore {
                     path: path.to_owned(),
                 });
             }
@@ -871,6 +883,42 @@ mod tests {
             assert_eq!(d.shown(Path::new("src")), ".");
             assert_eq!(d.shown(Path::new("srcx/a")), "../srcx/a");
         }
+    }
+
+    /// A nested project's `.hel/` is closed as the root's is: named from
+    /// anywhere, in any case, or reached through a link, for reading and
+    /// for writing (nothing is created on the way).
+    #[test]
+    fn nested_stores_are_refused() {
+        let f = fixture();
+        let p = &f.p;
+        std::fs::create_dir_all(p.join("vendor/lib/.hel/refs")).unwrap();
+        std::fs::write(p.join("vendor/lib/.hel/refs/s"), "NESTED\n").unwrap();
+        symlink("vendor/lib/.hel", p.join("nested")).unwrap();
+        symlink(".hel/refs/s", p.join("vendor/lib/ref")).unwrap();
+        for d in both(p) {
+            for bad in [
+                "vendor/lib/.hel/refs/s",
+                "vendor/lib/.HEL/refs/s",
+                "./vendor/../vendor/lib/.hel/refs/s",
+                "nested/refs/s",
+                "vendor/lib/ref",
+            ] {
+                let e = read(&d, bad).unwrap_err();
+                assert!(e.contains("a nested project's .hel/"), "{bad}: {e}");
+                let e = write(&d, bad, "x").unwrap_err();
+                assert!(e.contains("a nested project's .hel/"), "{bad}: {e}");
+            }
+            let e = write(&d, "src/.hel/new/x", "x").unwrap_err();
+            assert!(e.contains("a nested project's .hel/"), "{e}");
+            assert!(!p.join("src/.hel").exists());
+            let d = d.working_in(Path::new("vendor/lib"));
+            assert!(read(&d, "ref").unwrap_err().contains("nested project"));
+        }
+        assert_eq!(
+            std::fs::read_to_string(p.join("vendor/lib/.hel/refs/s")).unwrap(),
+            "NESTED\n"
+        );
     }
 
     #[test]

@@ -224,7 +224,7 @@ fn report(session: &SessionId, intent: &Intent, out: &Outcome, planned: usize, j
                     path: lossy(p),
                     kind: match c {
                         _ if c.refused() => "changed",
-                        Conflict::NotRead { .. } => "not_read",
+                        Conflict::NotRead { .. } | Conflict::ChangedUnread => "not_read",
                         _ => "skipped",
                     },
                     reason: c.to_string(),
@@ -271,7 +271,7 @@ fn report(session: &SessionId, intent: &Intent, out: &Outcome, planned: usize, j
     let failed = out
         .conflicts
         .iter()
-        .any(|(_, c)| !matches!(c, Conflict::NotRead { .. }));
+        .any(|(_, c)| !matches!(c, Conflict::NotRead { .. } | Conflict::ChangedUnread));
     u8::from(failed)
 }
 

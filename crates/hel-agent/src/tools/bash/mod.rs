@@ -35,11 +35,13 @@ pub(crate) async fn run(ctx: &mut ToolCtx, args: BashArgs) -> ToolResult {
     }
 }
 
-/// The sandbox's view of the project now: `.hel/`, the spill directory
-/// and the git directories among what commands may write.
+/// The sandbox's view of the project now: `.hel/`, the spill directory,
+/// and the git directories and nested projects' `.hel/` among what
+/// commands may write.
 fn observe(ctx: &ToolCtx, spill: Option<&Path>) -> Result<Layout, SandboxError> {
-    let git = gitdirs::protected(&git_roots(ctx), &ctx.project, ctx.allow_git_write);
-    Layout::observe(&ctx.project, spill, git)
+    let found = gitdirs::find(&git_roots(ctx), &ctx.project.join(hel_store::STORE_DIR));
+    let git = found.mounts(ctx.allow_git_write);
+    Layout::observe(&ctx.project, spill, git, found.hidden())
 }
 
 /// Where commands may write and git directories are looked for (the
