@@ -321,6 +321,55 @@ impl Agent {
         &mut self.tools
     }
 
+    /// The end of an instruction, before its files are recorded: wait
+    /// until no process its commands left runs in the sandbox (at most the
+    /// command time limit; not at all when `now`, as after a Ctrl-C),
+    /// then kill what remains. So the end snapshot holds everything the
+    /// instruction's commands and their background children changed. A
+    /// Ctrl-C while it waits kills them at once. Unconfined commands need
+    /// none of this: their process group is killed when bash exits.
+    pub(crate) async fn settle_commands(&mut self, now: bool) {
+        use crate::event::Warning;
+        use std::time::Duration;
+        let observer = Rc::clone(&self.model.observer);
+        let secs = self.tools.bash_timeout;
+        let Some(sb) = self.tools.commands.0.as_mut() else {
+            return;
+        };
+        if sb.lost().is_some() {
+            // Gone, and everything in it.
+            self.tools.commands.shutdown();
+            return;
+        }
+        let seen = self.model.interrupts.count();
+        let limit = if now {
+            Duration::ZERO
+        } else {
+            Duration::from_secs(secs)
+        };
+        let waiting = |count| observer.warn(Warning::ProcessesLeft { count, secs });
+        let settled = tokio::select! {
+            r = sb.settle(limit, waiting) => Some(r),
+            _ = self.model.interrupts.after(seen) => None,
+        };
+        let settled = match settled {
+            Some(r) => r,
+            // Ctrl-C while waiting: kill them now.
+            None => match self.tools.commands.0.as_mut() {
+                Some(sb) => sb.settle(Duration::ZERO, |_| {}).await,
+                None => return,
+            },
+        };
+        match settled {
+            Ok(s) if s.killed > 0 => observer.warn(Warning::ProcessesKilled(s.killed)),
+            Ok(_) => {}
+            Err(e) => {
+                observer.warn(Warning::ProcessesUnknown(e.to_string()));
+                self.tools.commands.shutdown();
+            }
+        }
+    }
+
     pub(crate) fn conversation_mut(&mut self) -> &mut Conversation {
         &mut self.conversation
     }

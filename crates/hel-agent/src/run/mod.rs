@@ -351,6 +351,14 @@ impl Run {
         } else {
             Outcome::Incomplete(crate::outcome::Incomplete::Interrupted)
         };
+        // What the commands left running acts before the end snapshot, or
+        // not at all (objects-spec §10.6: an instruction's changes include
+        // its commands' background children).
+        let interrupted = matches!(
+            outcome,
+            Outcome::Incomplete(crate::outcome::Incomplete::Interrupted)
+        );
+        self.agent.settle_commands(interrupted).await;
         if let Some(rec) = self.agent.recorder() {
             let (answer, error) = match &outcome {
                 Outcome::Completed(a) => (Some(a.as_str()), None),
