@@ -260,7 +260,7 @@ fn nothing_a_command_started_outlives_hel() {
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(
         run.stderr.contains("waiting up to 3 s for ")
-            && run.stderr.contains("hel: killed ")
+            && run.stderr.contains("hel: warning: killed ")
             && run.stderr.contains(" the commands left running"),
         "{}",
         run.stderr

@@ -109,6 +109,11 @@ pub enum Conflict {
     /// changed: nothing is known of its content, nor of what is under it,
     /// so it is neither written nor removed, forced or not.
     NotRead { snapshot: Snap, kind: EntryKind },
+    /// Another session changed it while an instruction of this one ran
+    /// (that session's own records say so, objects-spec §10.6): it is
+    /// that session's work, never written or removed here, forced or
+    /// not.
+    OtherSession(hel_store::SessionId),
     /// The restore could not touch it.
     Skipped(Skip),
 }
@@ -134,6 +139,10 @@ impl std::fmt::Display for Conflict {
                 };
                 write!(f, "not read by the snapshot {snapshot}: {what}")
             }
+            Conflict::OtherSession(id) => write!(
+                f,
+                "changed by session {id} while this session's instruction ran: that session's work, undone only by `hel undo {id}`"
+            ),
             Conflict::Skipped(why) => write!(f, "{why}"),
         }
     }
@@ -169,6 +178,8 @@ pub enum UndoError {
     Restore(#[from] restore::RestoreError),
     #[error("restore: {0}")]
     Trees(#[source] crate::flat::TreesError),
+    #[error("refused: {0}")]
+    OtherRunning(#[from] crate::attrib::OtherRunning),
     /// The session being restored has no checkpoint to record after.
     #[error("restore: the session has no checkpoint")]
     NoCheckpoint,
@@ -223,11 +234,20 @@ fn plan(
     target: &Flat,
     expected: &Flat,
     owned: &history::Changed,
+    others: &crate::attrib::Others,
     before: &crate::Snapshot,
     go: &GoBack,
 ) -> (Vec<Change>, Vec<(Vec<u8>, Conflict)>) {
     let mut changes = Vec::new();
     let mut conflicts = Vec::new();
+    // What other sessions changed while this one's instructions ran is
+    // theirs: named, never touched (whether this session's snapshots
+    // also saw it change or not).
+    for (path, session) in &others.paths {
+        if selected(path, &go.paths) {
+            conflicts.push((path.clone(), Conflict::OtherSession(session.clone())));
+        }
+    }
     let sides = [
         (target, go.target_snapshot()),
         (&before.flat, Snap::Now),
@@ -235,7 +255,7 @@ fn plan(
     ];
     let mut listed: HashSet<Vec<u8>> = HashSet::new();
     for path in owned.known.union(&owned.unknown) {
-        if !selected(path, &go.paths) {
+        if !selected(path, &go.paths) || others.paths.contains_key(path) {
             continue;
         }
         let unread = sides
@@ -369,7 +389,9 @@ pub fn prepare(
     let target = Flat::read(store, &go.target)?;
     let expected = recorded_flat(store, &go.expected, &before.flat)?;
     let owned = history::changed_by_session(store, &go.history, &go.from, go.start, &before.tree)?;
-    let (changes, conflicts) = plan(&target, &expected, &owned, &before, go);
+    let own = store.checkpoint(&go.history)?.session_id;
+    let others = crate::attrib::others_during(store, &own, &owned.spans)??;
+    let (changes, conflicts) = plan(&target, &expected, &owned, &others, &before, go);
     Ok(Prepared {
         before: before_id,
         snapshot: before,
@@ -698,7 +720,15 @@ mod tests {
         now.items.insert(b"cache".to_vec(), item(NotTrackedDir, 0));
         let cp = ObjectId::from_bytes([7; 32]);
         let go = undo_of(cp);
-        let (changes, conflicts) = plan(&start, &end, &owned(&start, &end), &snapshot(now), &go);
+        let none = crate::attrib::Others::default();
+        let (changes, conflicts) = plan(
+            &start,
+            &end,
+            &owned(&start, &end),
+            &none,
+            &snapshot(now),
+            &go,
+        );
         assert_eq!(
             shown(&changes),
             [
@@ -750,6 +780,7 @@ mod tests {
             &start,
             &end,
             &owned(&start, &end),
+            &none,
             &snapshot(end.clone()),
             &restore,
         );
@@ -772,10 +803,12 @@ mod tests {
         let mut now = end.clone();
         now.items.insert(b"b".to_vec(), item(File, 3)); // the user's edit
         let go = undo_of(ObjectId::ZERO);
+        let none = crate::attrib::Others::default();
         let (changes, conflicts) = plan(
             &start,
             &end,
             &owned(&start, &end),
+            &none,
             &snapshot(now.clone()),
             &go,
         );
@@ -784,7 +817,7 @@ mod tests {
         assert!(conflicts[0].1.refused());
         let forced = GoBack { force: true, ..go };
         let (changes, conflicts) =
-            plan(&start, &end, &owned(&start, &end), &snapshot(now), &forced);
+            plan(&start, &end, &owned(&start, &end), &none, &snapshot(now), &forced);
         assert_eq!(changes.len(), 2);
         assert!(conflicts.is_empty());
     }

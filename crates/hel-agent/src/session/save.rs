@@ -52,12 +52,29 @@ impl Session {
             _ => agent.usage(),
         };
         let head = self.state.head;
+        let own = self.lease.session().clone();
+        // When the instruction this record ends began: its start record's
+        // time (the head, when its start was recorded).
+        let began = match (record, snapshots.as_deref().and_then(|s| s.start), head) {
+            (Record::Answer | Record::Interrupted, Some(_), Some(h)) => {
+                self.store.checkpoint(&h).ok().map(|c| c.created_at_ms)
+            }
+            _ => None,
+        };
         let mut txn = self.store.begin(&self.lease, &mut self.state)?;
         let mut snapshot = None;
         let mut snaps = snapshots;
         if let Some(snaps) = snaps.as_deref_mut() {
             match snaps.take(&self.store, &mut txn, head) {
-                Ok(s) => snapshot = Some(s),
+                Ok(mut s) => {
+                    if let (Some(start), Some(began)) = (snaps.start, began) {
+                        if let Err(why) = own_end(&self.store, &mut txn, &own, &start, began, &mut s)
+                        {
+                            warnings.push(Warning::Attribution(why));
+                        }
+                    }
+                    snapshot = Some(s);
+                }
                 Err(e) => warnings.push(Warning::WorkspaceFailed(e)),
             }
         }
@@ -112,4 +129,28 @@ impl Session {
             warnings,
         })
     }
+}
+
+/// Take out of an instruction's end snapshot `end` what another session
+/// recorded as its own change while the instruction ran (since `began`):
+/// the record then names only what this instruction changed
+/// (objects-spec §10.6). A session still running an instruction that
+/// began meanwhile has recorded nothing yet: an undo looks again.
+fn own_end(
+    store: &Store,
+    txn: &mut hel_store::Txn<'_>,
+    own: &SessionId,
+    start: &hel_store::ObjectId,
+    began: u64,
+    end: &mut hel_workspace::Snapshot,
+) -> Result<(), String> {
+    use hel_workspace::attrib;
+    let others = match attrib::others_during(store, own, &[(began, u64::MAX)]) {
+        Ok(Ok(o)) => o,
+        Ok(Err(_running)) => return Ok(()),
+        Err(e) => return Err(e.to_string()),
+    };
+    attrib::own_end(store, txn, start, end, &others)
+        .map(|_| ())
+        .map_err(|e| e.to_string())
 }

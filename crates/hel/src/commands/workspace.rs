@@ -122,8 +122,9 @@ struct ConflictRow {
     path: String,
     /// `changed`: changed since the session recorded it (`--force` writes
     /// it; the undo's step stays current); `not_read`: no snapshot read it
-    /// (left alone always, not a failure); `skipped`: the write could not
-    /// be made.
+    /// (left alone always, not a failure); `other_session`: another
+    /// session changed it while this one's instruction ran (left alone
+    /// always, not a failure); `skipped`: the write could not be made.
     kind: &'static str,
     reason: String,
 }
@@ -197,7 +198,7 @@ fn perform(
 
 /// Print what a restore did (after its plan, or as JSON); the exit code:
 /// 1 when a path was refused or could not be written, 0 when everything
-/// left alone is what no snapshot read.
+/// left alone is what no snapshot read or another session's work.
 fn report(session: &SessionId, intent: &Intent, out: &Outcome, planned: usize, json: bool) -> u8 {
     if json {
         print_json(&Report {
@@ -210,6 +211,7 @@ fn report(session: &SessionId, intent: &Intent, out: &Outcome, planned: usize, j
                     kind: match c {
                         _ if c.refused() => "changed",
                         Conflict::NotRead { .. } => "not_read",
+                        Conflict::OtherSession(_) => "other_session",
                         _ => "skipped",
                     },
                     reason: c.to_string(),
@@ -256,7 +258,7 @@ fn report(session: &SessionId, intent: &Intent, out: &Outcome, planned: usize, j
     let failed = out
         .conflicts
         .iter()
-        .any(|(_, c)| !matches!(c, Conflict::NotRead { .. }));
+        .any(|(_, c)| !matches!(c, Conflict::NotRead { .. } | Conflict::OtherSession(_)));
     u8::from(failed)
 }
 
