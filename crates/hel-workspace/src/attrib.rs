@@ -30,7 +30,7 @@ pub struct Others {
 
 /// Why another session's work cannot be told apart.
 #[derive(Debug, thiserror::Error)]
-#[error("session {session} is running an instruction that began while this session's ran: what it changes is not known yet; undo or restore after it ends")]
+#[error("session {session} is running an instruction that overlaps this session's: what it changes is not recorded yet; undo or restore after it ends")]
 pub struct OtherRunning {
     pub session: hel_store::SessionId,
 }
@@ -45,7 +45,8 @@ pub struct OtherRunning {
 ///
 /// A session whose newest record is an instruction's start and that is
 /// being worked on now (its lease is held) is still changing files that
-/// no record names yet: when that instruction began before a span ended,
+/// no record names yet: when that instruction began before a span ended
+/// (it overlaps the span),
 /// [`OtherRunning`] (refused; one that is not being worked on crashed,
 /// and what it changed is counted as nobody's). Sessions that cannot be
 /// read are passed over (the store's listing reports them).
@@ -66,8 +67,9 @@ pub fn others_during(
             continue;
         }
         let Some(head) = info.head else { continue };
-        // Newer than every span's start: nothing older can overlap.
-        if info.updated_ms < earliest {
+        // Nothing it recorded before every span began can overlap one,
+        // but an instruction it runs now may have begun before.
+        if info.updated_ms < earliest && !info.busy {
             continue;
         }
         let mut at = Some(head);
