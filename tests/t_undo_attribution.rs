@@ -89,16 +89,14 @@ fn undo_never_touches_what_another_session_changed_during_the_instruction() {
         {"tool_calls": [call("search_replace", json!({"path": "shared.txt", "search": "v1", "replace": "v2"}))]},
         {"content": "B done"},
     ]));
-    let b = p.run(
-        Some(&mock_b),
-        &["--access", "auto", "-p", "instruction B"],
-    );
+    let b = p.run(Some(&mock_b), &["--access", "auto", "-p", "instruction B"]);
     assert_eq!(b.code, 0, "{}", b.stderr);
     let sid_b = b.session();
     std::fs::write(&done, "").unwrap();
     assert_eq!(exit_of(&mut a), 0);
     let mut rest = String::new();
     std::io::Read::read_to_string(&mut err_a, &mut rest).unwrap();
+    assert!(!rest.contains("warning"), "{rest}");
     // A's record holds what A changed, not what B did meanwhile.
     let diff = p.run(None, &["diff", &sid_a, "--stat"]);
     assert_eq!(diff.code, 0, "{}", diff.stderr);
@@ -157,29 +155,59 @@ fn undo_is_refused_while_another_session_runs_an_overlapping_instruction() {
         )}))]},
         {"content": "B done"},
     ]));
-    let (mut b, sid_b) = p.spawn_session(
-        Some(&mock_b),
-        &["--access", "auto", "--allow-write", sig.to_str().unwrap(), "-p", "B"],
-    );
+    let log_b = sig.join("b.stderr");
+    let mut b = p
+        .hel(Some(&mock_b))
+        .args(["--access", "auto", "--allow-write"])
+        .arg(&sig)
+        .args(["-p", "B"])
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log_b).unwrap())
+        .spawn()
+        .unwrap();
     wait_for("B's command", || waits.exists());
+    let first = std::fs::read_to_string(&log_b).unwrap();
+    let sid_b = first
+        .lines()
+        .next()
+        .and_then(|l| l.strip_prefix("session: "))
+        .unwrap_or_else(|| panic!("{first:?}"))
+        .to_owned();
     let a = p.run(Some(&mock_a), &["--access", "auto", "-p", "A"]);
     assert_eq!(a.code, 0, "{}", a.stderr);
     let sid_a = a.session();
     let u = undo(&p, &sid_a);
     assert_eq!(u.code, 1, "{}\n{}", u.stdout, u.stderr);
     assert!(
-        u.stderr.contains(&format!("session {sid_b} is running an instruction")),
+        u.stderr
+            .contains(&format!("session {sid_b} is running an instruction")),
         "{}",
         u.stderr
     );
     assert_eq!(p.read("a.txt"), "a1\n");
     std::fs::write(&done, "").unwrap();
     assert_eq!(exit_of(&mut b), 0);
-    // Once B has recorded its instruction, A's undo goes on.
+    let said = std::fs::read_to_string(&log_b).unwrap();
+    assert!(!said.contains("warning"), "{said}");
+    // Once B has recorded its instruction (A's change taken out of it),
+    // A's undo goes on.
     let u = undo(&p, &sid_a);
     assert_eq!(u.code, 0, "{}\n{}", u.stdout, u.stderr);
-    assert_eq!(p.read("a.txt"), "a0\n");
+    assert_eq!(
+        p.read("a.txt"),
+        "a0\n",
+        "{}\nB said:\n{}",
+        u.stdout,
+        std::fs::read_to_string(&log_b).unwrap()
+    );
     assert_eq!(p.read("b.txt"), "bee\n");
+    assert!(
+        u.stdout.contains(&format!(
+            "  left alone  b.txt: changed by session {sid_b} while this session's instruction ran"
+        )),
+        "{}",
+        u.stdout
+    );
 }
 
 /// A command leaves a process in the background that rewrites Makefile

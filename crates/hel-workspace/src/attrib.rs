@@ -18,8 +18,11 @@ use std::collections::BTreeMap;
 use hel_store::{ObjectId, Record, Store};
 
 use crate::flat::{split, Flat, Item};
-use crate::history::{opaque, parent, record_change, span_start, tree_diff, HistoryError, WALK_MAX};
+use crate::history::{
+    opaque, parent, record_change, span_start, tree_diff, HistoryError, WALK_MAX,
+};
 use crate::snapshot::{Sink, Snapshot, SnapshotError};
+use hel_store::tree::EntryKind;
 
 /// Paths other sessions changed while one of a session's instructions
 /// ran, each with the session that changed it (see [`others_during`]).
@@ -60,8 +63,7 @@ pub fn others_during(
         return Ok(Ok(out));
     };
     let latest = spans.iter().map(|s| s.1).max().unwrap_or(u64::MAX);
-    let overlaps =
-        |a: u64, b: u64| spans.iter().any(|&(s, e)| a <= e && s <= b);
+    let overlaps = |a: u64, b: u64| spans.iter().any(|&(s, e)| a <= e && s <= b);
     for info in store.sessions()? {
         if info.id == *own || info.broken.is_some() {
             continue;
@@ -126,16 +128,27 @@ pub fn own_end(
     if others.paths.is_empty() {
         return Ok(None);
     }
-    let mut theirs: Vec<(Vec<u8>, Option<Item>)> = Vec::new();
-    tree_diff(store, start, &end.tree, |path, was, _| {
-        if others.paths.contains_key(&path) {
-            theirs.push((path, was.map(Item::of)));
-        }
-    })
-    .map_err(|e| match e {
-        HistoryError::Store(e) => SnapshotError::Store(e),
+    // `end` is not committed yet (its trees may not be readable from the
+    // store): compared as the paths it holds.
+    let before = Flat::read(store, start).map_err(|e| match e {
+        crate::flat::FlatError::Store(e) => SnapshotError::Store(e),
         other => SnapshotError::Store(hel_store::Error::Internal(other.to_string())),
     })?;
+    let mut theirs: Vec<(Vec<u8>, Option<Item>)> = Vec::new();
+    for path in others.paths.keys() {
+        let (was, now) = (before.get(path), end.flat.get(path));
+        let differs = match (was, now) {
+            (None, None) => false,
+            // A directory is its own paths (listed apart) and its mode.
+            (Some(a), Some(b)) if a.kind == EntryKind::Dir && b.kind == EntryKind::Dir => {
+                a.mode != b.mode
+            }
+            (a, b) => a != b,
+        };
+        if differs {
+            theirs.push((path.clone(), was.copied()));
+        }
+    }
     if theirs.is_empty() {
         return Ok(None);
     }
@@ -163,7 +176,7 @@ pub fn own_end(
                     || flat
                         .items
                         .get(dir)
-                        .is_some_and(|i| i.kind == hel_store::tree::EntryKind::Dir);
+                        .is_some_and(|i| i.kind == EntryKind::Dir);
                 (!ok).then(|| dir.to_vec())
             })
             .collect();
@@ -188,7 +201,7 @@ pub fn own_end(
                         && !flat
                             .items
                             .get(dir)
-                            .is_some_and(|i| i.kind == hel_store::tree::EntryKind::Dir)
+                            .is_some_and(|i| i.kind == EntryKind::Dir)
                 })
                 .cloned()
                 .collect();

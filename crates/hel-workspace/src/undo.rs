@@ -816,8 +816,14 @@ mod tests {
         assert_eq!(conflicts, [(b"b".to_vec(), Conflict::Changed)]);
         assert!(conflicts[0].1.refused());
         let forced = GoBack { force: true, ..go };
-        let (changes, conflicts) =
-            plan(&start, &end, &owned(&start, &end), &none, &snapshot(now), &forced);
+        let (changes, conflicts) = plan(
+            &start,
+            &end,
+            &owned(&start, &end),
+            &none,
+            &snapshot(now),
+            &forced,
+        );
         assert_eq!(changes.len(), 2);
         assert!(conflicts.is_empty());
     }

@@ -61,17 +61,30 @@ impl Session {
             }
             _ => None,
         };
+        // What other sessions recorded as their own while it ran, read
+        // before this commit takes the store's lock.
+        let others = began.map(|b| others_since(&self.store, &own, b));
         let mut txn = self.store.begin(&self.lease, &mut self.state)?;
         let mut snapshot = None;
         let mut snaps = snapshots;
         if let Some(snaps) = snaps.as_deref_mut() {
             match snaps.take(&self.store, &mut txn, head) {
                 Ok(mut s) => {
-                    if let (Some(start), Some(began)) = (snaps.start, began) {
-                        if let Err(why) = own_end(&self.store, &mut txn, &own, &start, began, &mut s)
-                        {
-                            warnings.push(Warning::Attribution(why));
-                        }
+                    let own = match (snaps.start, others) {
+                        (Some(start), Some(Ok(Some(o)))) => hel_workspace::attrib::own_end(
+                            &self.store,
+                            &mut txn,
+                            &start,
+                            &mut s,
+                            &o,
+                        )
+                        .map(|_| ())
+                        .map_err(|e| e.to_string()),
+                        (_, Some(Err(why))) => Err(why),
+                        _ => Ok(()),
+                    };
+                    if let Err(why) = own {
+                        warnings.push(Warning::Attribution(why));
                     }
                     snapshot = Some(s);
                 }
@@ -131,26 +144,19 @@ impl Session {
     }
 }
 
-/// Take out of an instruction's end snapshot `end` what another session
-/// recorded as its own change while the instruction ran (since `began`):
-/// the record then names only what this instruction changed
-/// (objects-spec §10.6). A session still running an instruction that
-/// began meanwhile has recorded nothing yet: an undo looks again.
-fn own_end(
+/// What other sessions recorded as their own change since `began` (while
+/// the instruction that this record ends ran), to take out of its end
+/// snapshot: the record then names only what this instruction changed
+/// (objects-spec §10.6). `None` while a session runs an instruction begun
+/// meanwhile, which has recorded nothing yet: an undo looks again.
+fn others_since(
     store: &Store,
-    txn: &mut hel_store::Txn<'_>,
     own: &SessionId,
-    start: &hel_store::ObjectId,
     began: u64,
-    end: &mut hel_workspace::Snapshot,
-) -> Result<(), String> {
-    use hel_workspace::attrib;
-    let others = match attrib::others_during(store, own, &[(began, u64::MAX)]) {
-        Ok(Ok(o)) => o,
-        Ok(Err(_running)) => return Ok(()),
-        Err(e) => return Err(e.to_string()),
-    };
-    attrib::own_end(store, txn, start, end, &others)
-        .map(|_| ())
-        .map_err(|e| e.to_string())
+) -> Result<Option<hel_workspace::attrib::Others>, String> {
+    match hel_workspace::attrib::others_during(store, own, &[(began, u64::MAX)]) {
+        Ok(Ok(o)) => Ok(Some(o)),
+        Ok(Err(_running)) => Ok(None),
+        Err(e) => Err(e.to_string()),
+    }
 }
