@@ -196,11 +196,6 @@ pub enum Warning {
     /// to be the instruction's.
     #[error("cannot tell whether processes the commands left still run ({0}): the sandbox was stopped, and they with it")]
     ProcessesUnknown(String),
-    /// Which of the changes during an instruction were another session's
-    /// could not be read from the store: its record holds all of them
-    /// (an undo looks again).
-    #[error("cannot tell which changes during this instruction another session made ({0}); undo checks again")]
-    Attribution(String),
     /// About the MCP servers: one that did not start, a tool left out, a
     /// server a resumed session used that is gone.
     #[error(transparent)]

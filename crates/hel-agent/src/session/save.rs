@@ -52,42 +52,12 @@ impl Session {
             _ => agent.usage(),
         };
         let head = self.state.head;
-        let own = self.lease.session().clone();
-        // When the instruction this record ends began: its start record's
-        // time (the head, when its start was recorded).
-        let began = match (record, snapshots.as_deref().and_then(|s| s.start), head) {
-            (Record::Answer | Record::Interrupted, Some(_), Some(h)) => {
-                self.store.checkpoint(&h).ok().map(|c| c.created_at_ms)
-            }
-            _ => None,
-        };
-        // What other sessions recorded as their own while it ran, read
-        // before this commit takes the store's lock.
-        let others = began.map(|b| others_since(&self.store, &own, b));
         let mut txn = self.store.begin(&self.lease, &mut self.state)?;
         let mut snapshot = None;
         let mut snaps = snapshots;
         if let Some(snaps) = snaps.as_deref_mut() {
             match snaps.take(&self.store, &mut txn, head) {
-                Ok(mut s) => {
-                    let own = match (snaps.start, others) {
-                        (Some(start), Some(Ok(Some(o)))) => hel_workspace::attrib::own_end(
-                            &self.store,
-                            &mut txn,
-                            &start,
-                            &mut s,
-                            &o,
-                        )
-                        .map(|_| ())
-                        .map_err(|e| e.to_string()),
-                        (_, Some(Err(why))) => Err(why),
-                        _ => Ok(()),
-                    };
-                    if let Err(why) = own {
-                        warnings.push(Warning::Attribution(why));
-                    }
-                    snapshot = Some(s);
-                }
+                Ok(s) => snapshot = Some(s),
                 Err(e) => warnings.push(Warning::WorkspaceFailed(e)),
             }
         }
@@ -141,22 +111,5 @@ impl Session {
             committed: Some(committed),
             warnings,
         })
-    }
-}
-
-/// What other sessions recorded as their own change since `began` (while
-/// the instruction that this record ends ran), to take out of its end
-/// snapshot: the record then names only what this instruction changed
-/// (objects-spec §10.6). `None` while a session runs an instruction begun
-/// meanwhile, which has recorded nothing yet: an undo looks again.
-fn others_since(
-    store: &Store,
-    own: &SessionId,
-    began: u64,
-) -> Result<Option<hel_workspace::attrib::Others>, String> {
-    match hel_workspace::attrib::others_during(store, own, &[(began, u64::MAX)]) {
-        Ok(Ok(o)) => Ok(Some(o)),
-        Ok(Err(_running)) => Ok(None),
-        Err(e) => Err(e.to_string()),
     }
 }
