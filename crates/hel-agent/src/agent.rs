@@ -442,7 +442,7 @@ impl Agent {
     pub(crate) async fn run_instruction(
         &mut self,
         text: &str,
-        first_reply: &mut dyn FnMut(&mut Agent),
+        first_reply: &mut dyn Hooks,
     ) -> Outcome {
         let seen = self.model.interrupts.count();
         self.model.usage = Usage::default();
@@ -468,11 +468,7 @@ impl Agent {
     }
 
     /// Model calls until one answers without tool calls.
-    async fn turns(
-        &mut self,
-        seen: u64,
-        first_reply: &mut dyn FnMut(&mut Agent),
-    ) -> Result<String, Incomplete> {
+    async fn turns(&mut self, seen: u64, hooks: &mut dyn Hooks) -> Result<String, Incomplete> {
         let mut turns = 0;
         loop {
             if turns >= self.max_turns {
@@ -491,7 +487,7 @@ impl Agent {
                 other => other?,
             };
             if turns == 1 {
-                first_reply(self);
+                hooks.first_reply(self);
             }
             let calls = tool_calls(&reply.message);
             let answer = match reply.message.get("content") {
@@ -502,7 +498,7 @@ impl Agent {
             if calls.is_empty() {
                 return Ok(answer);
             }
-            self.run_calls(&calls, seen).await?;
+            self.run_calls(&calls, seen, hooks).await?;
             self.conversation.round_finished();
         }
     }
@@ -593,9 +589,20 @@ impl Agent {
     }
 
     /// Run a reply's tool calls in order, appending each result.
-    async fn run_calls(&mut self, calls: &[ToolCall], seen: u64) -> Result<(), Incomplete> {
+    async fn run_calls(
+        &mut self,
+        calls: &[ToolCall],
+        seen: u64,
+        hooks: &mut dyn Hooks,
+    ) -> Result<(), Incomplete> {
         for call in calls {
             let (name, arguments) = (&call.function.name, &call.function.arguments);
+            // Around each call that may change files: what it changed is
+            // the instruction's (objects-spec §10.6).
+            let writes = tools::ToolName::parse(name).is_none_or(|t| !t.only_reads());
+            if writes {
+                hooks.before_call(self);
+            }
             self.model.observer.event(Event::ToolStarted {
                 id: call.id.clone(),
                 name: name.clone(),
@@ -607,6 +614,15 @@ impl Agent {
                 // Dropping the call cancels it: no write lands after this.
                 _ = self.model.interrupts.after(seen) => return Err(Incomplete::Interrupted),
             };
+            if writes {
+                // A command that left processes running: what they change
+                // from now on is the instruction's too.
+                let left = match (name.as_str(), self.tools.commands.0.as_mut()) {
+                    ("bash", Some(sb)) => sb.remaining().await.map_or(true, |n| n > 0),
+                    _ => false,
+                };
+                hooks.after_call(self, left);
+            }
             if let Some(rec) = self.model.recorder.as_mut() {
                 rec.tool_call(name, arguments, result.ok, result.decision);
             }
@@ -631,4 +647,13 @@ impl Agent {
         }
         Ok(())
     }
+}
+
+/// What the run does at points of an instruction: when the model first
+/// replies (before any tool runs), and around each call that may change
+/// files (`left`: a command left processes running).
+pub(crate) trait Hooks {
+    fn first_reply(&mut self, agent: &mut Agent);
+    fn before_call(&mut self, _agent: &mut Agent) {}
+    fn after_call(&mut self, _agent: &mut Agent, _left: bool) {}
 }

@@ -196,6 +196,11 @@ pub enum Warning {
     /// to be the instruction's.
     #[error("cannot tell whether processes the commands left still run ({0}): the sandbox was stopped, and they with it")]
     ProcessesUnknown(String),
+    /// What an instruction's own calls changed could not be told apart
+    /// from what changed between them: its record holds every change
+    /// while it ran.
+    #[error("cannot tell this instruction's own changes from others' ({0}); its record holds every change made while it ran")]
+    Attribution(crate::workspace::error::WorkspaceError),
     /// About the MCP servers: one that did not start, a tool left out, a
     /// server a resumed session used that is gone.
     #[error(transparent)]
