@@ -469,7 +469,7 @@ enum Step {
     Other(Vec<Edit>),
     /// Another session's instruction (its tool calls) made while the next
     /// instruction of the agent runs: that instruction's first command
-    /// waits until it has ended.
+    /// waits until it has ended (before it, when it makes no calls).
     Amid(Vec<Edit>),
     Undo {
         force: bool,
@@ -1030,7 +1030,16 @@ impl Trial<'_> {
 
     fn agent(&mut self, calls: &[Edit]) -> Result<(), Failure> {
         let j = self.instructions.len() + 1;
-        let amid = self.amid.take();
+        let mut amid = self.amid.take();
+        // An instruction without calls of its own has no command to wait
+        // in: the other session's instruction comes before it. (One whose
+        // only call waits for the other session records what changed
+        // meanwhile: an undo step that leaves it all alone.)
+        if calls.is_empty() {
+            if let Some(edits) = amid.take() {
+                self.other_between(&edits)?;
+            }
+        }
         let (waits, go) = (
             self.sig.path().join(format!("waits{j}")),
             self.sig.path().join(format!("go{j}")),
