@@ -31,5 +31,6 @@ mod t_stream;
 mod t_structure;
 mod t_tools;
 mod t_transcripts;
+mod t_undo_attribution;
 mod t_undo_safety;
 mod t_workspace;

@@ -251,8 +251,20 @@ fn nothing_a_command_started_outlives_hel() {
         )}))]},
         {"content": "done"},
     ]));
-    let run = p.run(Some(&mock), &["--access", "auto", "-p", "x"]);
+    // The instruction's end waits for them up to the command time limit,
+    // then kills them.
+    let run = p.run(
+        Some(&mock),
+        &["--access", "auto", "--bash-timeout", "3", "-p", "x"],
+    );
     assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("waiting up to 3 s for ")
+            && run.stderr.contains("hel: warning: killed ")
+            && run.stderr.contains(" the commands left running"),
+        "{}",
+        run.stderr
+    );
     let r = tool_results(&mock, 2);
     assert!(r[0].starts_with("exit=0\nstdout:\nrunning=5\n"), "{}", r[0]);
     // They kept running after their call ended...

@@ -17,7 +17,8 @@
 //! recorded it leaves its step current, so the next undo applies the same
 //! step again; an instruction that changed no files is skipped). Every path then falls in one class:
 //! - keep, P = N exactly (same inode too): the agent did not change it in
-//!   k or later; or hel could not know it when k started (it, or a
+//!   k or later; or the other session changed it while an instruction
+//!   from k on ran; or hel could not know it when k started (it, or a
 //!   directory above it, was ignored or unreadable to hel: its content or
 //!   its absence was not proven); or the user changed it since k started
 //!   (without `--force`);
@@ -37,13 +38,24 @@
 //! hel runs as `nobody` ([`Unprivileged`]); when that is not possible the
 //! test says so and mode 000 hides nothing.
 //!
+//! A second session works in the same project: between the agent's
+//! instructions (what it changes counts as the user's edits do), and
+//! during one (the instruction's first command waits until the other
+//! session's instruction has ended): what it changed then is its own
+//! work, a fourth class below it, kept whatever the undo (P = N, same
+//! inode), and named as left alone without failing the undo. Some of the
+//! agent's commands leave their edit to a background process that acts
+//! once the instruction's last call is made, while hel ends the
+//! instruction: it is the agent's like any other.
+//!
 //! Besides the random cases, two run a random case among many
 //! directories: 1,000 siblings and a chain of 100 with `ulimit -n 256`,
 //! and 2,000 siblings (with `ulimit -n 1024`, the usual default). Every
-//! case runs at most eight hel processes. Random cases of even seeds run
+//! case runs at most eight hel processes of the agent's session. Random cases of even seeds run
 //! hel as it runs by default, watching the project between the snapshots
 //! of one run (inotify), those of odd seeds with `HEL_WORKSPACE_NOTIFY=0`;
-//! the two crowded cases run both ways.
+//! the two crowded cases run both ways. Cases with the other session run
+//! more hel processes (one per instruction of it).
 //!
 //! Knobs: `HEL_UNDO_SAFETY_SEED` (first seed, 19), `HEL_UNDO_SAFETY_CASES`
 //! (how many random cases, 40), `HEL_UNDO_SAFETY_SHRINK_SECS` (time spent
@@ -297,6 +309,10 @@ enum Edit {
     Ignore {
         patterns: Vec<&'static str>,
     },
+    /// By the agent only: a command that leaves this edit to a process in
+    /// the background, made once the instruction's marker exists (after
+    /// its last call, while hel ends the instruction).
+    Background(Box<Edit>),
 }
 
 fn parent_of(path: &str) -> Option<&str> {
@@ -309,10 +325,14 @@ fn mkparent(path: &str) -> String {
 }
 
 impl Edit {
-    /// The agent's tool call making this edit.
-    fn tool_call(&self) -> Value {
+    /// The agent's tool call making this edit in instruction `j`.
+    fn tool_call(&self, j: usize) -> Value {
         let bash = |c: String| call("bash", json!({ "command": c }));
         match self {
+            Edit::Background(e) => bash(format!(
+                "(for i in $(seq 1500); do [ -e step{j}.txt ] && break; sleep 0.02; done; {}) >/dev/null 2>&1 &",
+                e.command()
+            )),
             Edit::Write {
                 path,
                 text,
@@ -348,6 +368,7 @@ impl Edit {
             Edit::Ignore { patterns } => {
                 format!("printf '{}\\n' > .gitignore", patterns.join("\\n"))
             }
+            Edit::Background(e) => format!("({}) &", e.command()),
         }
     }
 
@@ -409,6 +430,7 @@ impl Edit {
             Edit::Ignore { patterns } => {
                 let _ = fs::write(at(".gitignore"), format!("{}\n", patterns.join("\n")));
             }
+            Edit::Background(e) => e.apply(root),
         }
     }
 }
@@ -422,6 +444,11 @@ impl fmt::Display for Edit {
                 bash: false,
             } => write!(f, "write_file {path} {text:?}"),
             Edit::Replace { path } => write!(f, "search_replace {path} v -> w"),
+            Edit::Background(e) => write!(
+                f,
+                "in the background, once the instruction's marker exists: {}",
+                e.command()
+            ),
             _ => write!(f, "{}", self.command()),
         }
     }
@@ -437,6 +464,13 @@ enum Step {
     /// One instruction: the agent's tool calls (then it writes its marker
     /// `step<j>.txt`, so that every instruction with calls changes files).
     Agent(Vec<Edit>),
+    /// An instruction of another session in the same project (its tool
+    /// calls), between the agent's.
+    Other(Vec<Edit>),
+    /// Another session's instruction (its tool calls) made while the next
+    /// instruction of the agent runs: that instruction's first command
+    /// waits until it has ended (before it, when it makes no calls).
+    Amid(Vec<Edit>),
     Undo {
         force: bool,
         json: bool,
@@ -485,6 +519,17 @@ impl fmt::Display for Case {
                 Step::User(edits) => {
                     for e in edits {
                         writeln!(f, "  user: {e}")?;
+                    }
+                }
+                Step::Other(edits) | Step::Amid(edits) => {
+                    let when = if matches!(s, Step::Amid(_)) {
+                        "while the next instruction's first command waits, "
+                    } else {
+                        ""
+                    };
+                    writeln!(f, "  {when}another session's instruction calls:")?;
+                    for e in edits {
+                        writeln!(f, "      {e}")?;
                     }
                 }
                 Step::Agent(edits) => {
@@ -641,6 +686,20 @@ fn case(seed: u64, notify: bool) -> Case {
             };
             calls.insert(at, open);
         }
+        // Now and then a command leaves its edit to a process in the
+        // background, and another session works in the project: between
+        // the agent's instructions, or during one.
+        for c in calls.iter_mut() {
+            if r.chance(15) {
+                *c = Edit::Background(Box::new(c.clone()));
+            }
+        }
+        if r.chance(25) {
+            steps.push(Step::Other(r.edits(1, 3)));
+        }
+        if r.chance(30) {
+            steps.push(Step::Amid(r.edits(1, 3)));
+        }
         steps.push(Step::Agent(calls));
     }
     for _ in 0..r.range(1, 4) {
@@ -750,11 +809,12 @@ struct Report {
 }
 
 /// Whether a reason printed for a path left alone says no snapshot read
-/// it (never written or removed: not a failure), and whether it says the
-/// path changed since the session recorded it (what `--force` writes).
+/// it or another session changed it (never written or removed: not a
+/// failure), and whether it says the path changed since the session
+/// recorded it (what `--force` writes).
 fn reason_class(why: &str) -> (bool, bool) {
     (
-        why.starts_with("not read by the snapshot"),
+        why.starts_with("not read by the snapshot") || why.starts_with("changed by session "),
         why.starts_with("changed since the session recorded it"),
     )
 }
@@ -774,7 +834,7 @@ fn report(out: &Run, json: bool) -> Option<Report> {
         for c in v["conflicts"].as_array()? {
             let kind = c["kind"].as_str()?;
             r.refused |= kind == "changed";
-            r.failed |= kind != "not_read";
+            r.failed |= kind != "not_read" && kind != "other_session";
             r.left_alone.insert(
                 c["path"].as_str()?.to_owned(),
                 c["reason"].as_str()?.to_owned(),
@@ -845,6 +905,15 @@ struct Trial<'a> {
     /// The instruction the next undo puts back; set at the first undo.
     step: Option<Option<usize>>,
     undos: usize,
+    /// The other session, once it ran an instruction.
+    other_sid: Option<String>,
+    /// Its edits to make during the agent's next instruction.
+    amid: Option<Vec<Edit>>,
+    /// Per agent instruction: what the other session changed while it ran.
+    during: BTreeMap<usize, BTreeSet<String>>,
+    /// Where the agent's waiting command and the test signal each other
+    /// (outside the project; commands may write it).
+    sig: tempfile::TempDir,
 }
 
 impl Drop for Trial<'_> {
@@ -874,6 +943,10 @@ impl Trial<'_> {
     }
 
     fn hel(&self, mock: Option<&Mock>, args: &[&str]) -> Run {
+        run(self.command(mock, args))
+    }
+
+    fn command(&self, mock: Option<&Mock>, args: &[&str]) -> Command {
         let mut cmd = self.who.hel(&self.p, mock);
         if let Some(n) = self.case.nofile {
             limit_open_files(&mut cmd, n);
@@ -882,7 +955,7 @@ impl Trial<'_> {
             cmd.env("HEL_WORKSPACE_NOTIFY", "0");
         }
         cmd.args(args);
-        run(cmd)
+        cmd
     }
 
     fn setup(&mut self) {
@@ -915,12 +988,77 @@ impl Trial<'_> {
         self.user.push((before, changed));
     }
 
-    fn agent(&mut self, calls: &[Edit]) -> Result<(), Failure> {
-        let j = self.instructions.len() + 1;
+    /// An instruction of the other session making `calls`; what it
+    /// changed.
+    fn other(&mut self, calls: &[Edit]) -> Result<BTreeSet<String>, Failure> {
         let mut script: Vec<Value> = calls
             .iter()
-            .map(|e| json!({ "tool_calls": [e.tool_call()] }))
+            .map(|e| json!({ "tool_calls": [e.tool_call(0)] }))
             .collect();
+        script.push(json!({ "content": "done" }));
+        let mock = Mock::start(Value::Array(script));
+        let before = self.observe();
+        let out = match &self.other_sid {
+            None => self.hel(Some(&mock), &["--access", "auto", "-p", "the other's"]),
+            Some(sid) => self.hel(
+                Some(&mock),
+                &["--access", "auto", "resume", sid, "-p", "the other's"],
+            ),
+        };
+        if out.code != 0 || !out.stderr.starts_with("session: ") {
+            return fail(
+                format!(
+                    "the other session's instruction failed: {}",
+                    gist(&out.stderr)
+                ),
+                format!("exit {}\nstderr:\n{}", out.code, out.stderr),
+            );
+        }
+        self.other_sid.get_or_insert_with(|| out.session());
+        let after = self.observe();
+        Ok(diff(&self.seen[before], &self.seen[after]))
+    }
+
+    /// The other session's instruction between the agent's: what it
+    /// changed counts as the user's edits do.
+    fn other_between(&mut self, calls: &[Edit]) -> Result<(), Failure> {
+        let before = self.now();
+        let changed = self.other(calls)?;
+        self.user.push((before, changed));
+        Ok(())
+    }
+
+    fn agent(&mut self, calls: &[Edit]) -> Result<(), Failure> {
+        let j = self.instructions.len() + 1;
+        let mut amid = self.amid.take();
+        // An instruction without calls of its own has no command to wait
+        // in: the other session's instruction comes before it. (One whose
+        // only call waits for the other session records what changed
+        // meanwhile: an undo step that leaves it all alone.)
+        if calls.is_empty() {
+            if let Some(edits) = amid.take() {
+                self.other_between(&edits)?;
+            }
+        }
+        let (waits, go) = (
+            self.sig.path().join(format!("waits{j}")),
+            self.sig.path().join(format!("go{j}")),
+        );
+        let mut script: Vec<Value> = Vec::new();
+        if amid.is_some() {
+            script.push(
+                json!({ "tool_calls": [call("bash", json!({ "command": format!(
+                "touch '{}'; for i in $(seq 3000); do [ -e '{}' ] && break; sleep 0.02; done",
+                waits.display(),
+                go.display()
+            )}))] }),
+            );
+        }
+        script.extend(
+            calls
+                .iter()
+                .map(|e| json!({ "tool_calls": [e.tool_call(j)] })),
+        );
         let marker = format!("step{j}.txt");
         if !calls.is_empty() {
             script.push(json!({ "tool_calls": [call("write_file", json!({
@@ -931,12 +1069,32 @@ impl Trial<'_> {
         let mock = Mock::start(Value::Array(script));
         let prompt = format!("instruction {j}");
         let start = self.now();
-        let out = match &self.sid {
-            None => self.hel(Some(&mock), &["--access", "auto", "-p", &prompt]),
-            Some(sid) => self.hel(
-                Some(&mock),
-                &["--access", "auto", "resume", sid, "-p", &prompt],
-            ),
+        let sig = self.sig.path().to_str().unwrap().to_owned();
+        let mut args = vec!["--access", "auto", "--allow-write", sig.as_str()];
+        if let Some(sid) = &self.sid {
+            args.extend(["resume", sid.as_str()]);
+        }
+        args.extend(["-p", prompt.as_str()]);
+        let out = match amid {
+            None => self.hel(Some(&mock), &args),
+            Some(edits) => {
+                let cmd = self.command(Some(&mock), &args);
+                let agent = std::thread::spawn(move || run(cmd));
+                let deadline = Instant::now() + DEADLINE;
+                while !waits.exists() && !agent.is_finished() {
+                    assert!(Instant::now() < deadline, "the agent's command never ran");
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                let other = if agent.is_finished() {
+                    Ok(BTreeSet::new())
+                } else {
+                    self.other(&edits)
+                };
+                fs::write(&go, "").unwrap();
+                let out = agent.join().unwrap();
+                self.during.insert(j - 1, other?);
+                out
+            }
         };
         if out.code != 0 || !out.stderr.starts_with("session: ") {
             let last = out.stderr.lines().last().unwrap_or("");
@@ -1068,12 +1226,21 @@ impl Trial<'_> {
             .filter(|(before, _)| *before >= s_at)
             .flat_map(|(_, c)| c.iter().cloned())
             .collect();
+        // What the other session changed while an instruction from k on
+        // ran: its own work, never touched, forced or not.
+        let other: BTreeSet<String> = self
+            .during
+            .range(k..)
+            .flat_map(|(_, c)| c.iter().cloned())
+            .collect();
         // What hel saw since k started: its start, ends, before-restores
         // and restores (the fingerprint after this undo excluded).
         let later = &self.seen[s_at..p];
         let class = |path: &str| {
             if !agent.contains(path) {
                 Class::Keep("not changed by the agent since instruction k started")
+            } else if other.contains(path) {
+                Class::Keep("changed by another session while an instruction from k on ran")
             } else if unknown_at(start, path, binds) {
                 Class::Keep("unknown to hel when instruction k started (ignored or unreadable, or under such a directory)")
             } else if user.contains(path) && !force {
@@ -1255,12 +1422,20 @@ fn attempt(case: &Case, who: &Unprivileged) -> Result<(), Failure> {
         user: Vec::new(),
         step: None,
         undos: 0,
+        other_sid: None,
+        amid: None,
+        during: BTreeMap::new(),
+        sig: tempfile::tempdir().unwrap(),
     };
+    // The agent's commands write their signals here, as whoever runs hel.
+    fs::set_permissions(t.sig.path(), fs::Permissions::from_mode(0o777)).unwrap();
     t.who.hand_over(&t.p);
     t.setup();
     for s in &case.steps {
         match s {
             Step::User(edits) => t.user(edits),
+            Step::Other(edits) => t.other_between(edits)?,
+            Step::Amid(edits) => t.amid = Some(edits.clone()),
             Step::Agent(calls) => t.agent(calls)?,
             Step::Undo { force, json } => t.undo(*force, *json)?,
         }
@@ -1286,7 +1461,7 @@ fn smaller(case: &Case) -> Vec<Case> {
         let last = match case.steps[i] {
             Step::Agent(_) => agents == 1,
             Step::Undo { .. } => undos == 1,
-            Step::User(_) => false,
+            Step::User(_) | Step::Other(_) | Step::Amid(_) => false,
         };
         if !last {
             let mut c = case.clone();
@@ -1296,7 +1471,7 @@ fn smaller(case: &Case) -> Vec<Case> {
     }
     for i in 0..case.steps.len() {
         let edits = match &case.steps[i] {
-            Step::User(e) | Step::Agent(e) => e.len(),
+            Step::User(e) | Step::Agent(e) | Step::Other(e) | Step::Amid(e) => e.len(),
             Step::Undo { force, json } => {
                 for (f, j) in [(false, *json), (*force, false)] {
                     if (f, j) != (*force, *json) {
@@ -1310,7 +1485,8 @@ fn smaller(case: &Case) -> Vec<Case> {
         };
         for e in 0..edits {
             let mut c = case.clone();
-            if let Step::User(v) | Step::Agent(v) = &mut c.steps[i] {
+            if let Step::User(v) | Step::Agent(v) | Step::Other(v) | Step::Amid(v) = &mut c.steps[i]
+            {
                 v.remove(e);
             }
             out.push(c);

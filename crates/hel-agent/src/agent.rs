@@ -321,6 +321,55 @@ impl Agent {
         &mut self.tools
     }
 
+    /// The end of an instruction, before its files are recorded: wait
+    /// until no process its commands left runs in the sandbox (at most the
+    /// command time limit; not at all when `now`, as after a Ctrl-C),
+    /// then kill what remains. So the end snapshot holds everything the
+    /// instruction's commands and their background children changed. A
+    /// Ctrl-C while it waits kills them at once. Unconfined commands need
+    /// none of this: their process group is killed when bash exits.
+    pub(crate) async fn settle_commands(&mut self, now: bool) {
+        use crate::event::Warning;
+        use std::time::Duration;
+        let observer = Rc::clone(&self.model.observer);
+        let secs = self.tools.bash_timeout;
+        let Some(sb) = self.tools.commands.0.as_mut() else {
+            return;
+        };
+        if sb.lost().is_some() {
+            // Gone, and everything in it.
+            self.tools.commands.shutdown();
+            return;
+        }
+        let seen = self.model.interrupts.count();
+        let limit = if now {
+            Duration::ZERO
+        } else {
+            Duration::from_secs(secs)
+        };
+        let waiting = |count| observer.warn(Warning::ProcessesLeft { count, secs });
+        let settled = tokio::select! {
+            r = sb.settle(limit, waiting) => Some(r),
+            _ = self.model.interrupts.after(seen) => None,
+        };
+        let settled = match settled {
+            Some(r) => r,
+            // Ctrl-C while waiting: kill them now.
+            None => match self.tools.commands.0.as_mut() {
+                Some(sb) => sb.settle(Duration::ZERO, |_| {}).await,
+                None => return,
+            },
+        };
+        match settled {
+            Ok(s) if s.killed > 0 => observer.warn(Warning::ProcessesKilled(s.killed)),
+            Ok(_) => {}
+            Err(e) => {
+                observer.warn(Warning::ProcessesUnknown(e.to_string()));
+                self.tools.commands.shutdown();
+            }
+        }
+    }
+
     pub(crate) fn conversation_mut(&mut self) -> &mut Conversation {
         &mut self.conversation
     }
@@ -393,7 +442,7 @@ impl Agent {
     pub(crate) async fn run_instruction(
         &mut self,
         text: &str,
-        first_reply: &mut dyn FnMut(&mut Agent),
+        first_reply: &mut dyn Hooks,
     ) -> Outcome {
         let seen = self.model.interrupts.count();
         self.model.usage = Usage::default();
@@ -419,11 +468,7 @@ impl Agent {
     }
 
     /// Model calls until one answers without tool calls.
-    async fn turns(
-        &mut self,
-        seen: u64,
-        first_reply: &mut dyn FnMut(&mut Agent),
-    ) -> Result<String, Incomplete> {
+    async fn turns(&mut self, seen: u64, hooks: &mut dyn Hooks) -> Result<String, Incomplete> {
         let mut turns = 0;
         loop {
             if turns >= self.max_turns {
@@ -442,7 +487,7 @@ impl Agent {
                 other => other?,
             };
             if turns == 1 {
-                first_reply(self);
+                hooks.first_reply(self);
             }
             let calls = tool_calls(&reply.message);
             let answer = match reply.message.get("content") {
@@ -453,7 +498,7 @@ impl Agent {
             if calls.is_empty() {
                 return Ok(answer);
             }
-            self.run_calls(&calls, seen).await?;
+            self.run_calls(&calls, seen, hooks).await?;
             self.conversation.round_finished();
         }
     }
@@ -544,9 +589,20 @@ impl Agent {
     }
 
     /// Run a reply's tool calls in order, appending each result.
-    async fn run_calls(&mut self, calls: &[ToolCall], seen: u64) -> Result<(), Incomplete> {
+    async fn run_calls(
+        &mut self,
+        calls: &[ToolCall],
+        seen: u64,
+        hooks: &mut dyn Hooks,
+    ) -> Result<(), Incomplete> {
         for call in calls {
             let (name, arguments) = (&call.function.name, &call.function.arguments);
+            // Around each call that may change files: what it changed is
+            // the instruction's (objects-spec §10.6).
+            let writes = tools::ToolName::parse(name).is_none_or(|t| !t.only_reads());
+            if writes {
+                hooks.before_call(self);
+            }
             self.model.observer.event(Event::ToolStarted {
                 id: call.id.clone(),
                 name: name.clone(),
@@ -558,6 +614,15 @@ impl Agent {
                 // Dropping the call cancels it: no write lands after this.
                 _ = self.model.interrupts.after(seen) => return Err(Incomplete::Interrupted),
             };
+            if writes {
+                // A command that left processes running: what they change
+                // from now on is the instruction's too.
+                let left = match (name.as_str(), self.tools.commands.0.as_mut()) {
+                    ("bash", Some(sb)) => sb.remaining().await.map_or(true, |n| n > 0),
+                    _ => false,
+                };
+                hooks.after_call(self, left);
+            }
             if let Some(rec) = self.model.recorder.as_mut() {
                 rec.tool_call(name, arguments, result.ok, result.decision);
             }
@@ -582,4 +647,13 @@ impl Agent {
         }
         Ok(())
     }
+}
+
+/// What the run does at points of an instruction: when the model first
+/// replies (before any tool runs), and around each call that may change
+/// files (`left`: a command left processes running).
+pub(crate) trait Hooks {
+    fn first_reply(&mut self, agent: &mut Agent);
+    fn before_call(&mut self, _agent: &mut Agent) {}
+    fn after_call(&mut self, _agent: &mut Agent, _left: bool) {}
 }

@@ -182,6 +182,25 @@ pub enum Warning {
     /// it ran: what it wrote there in that command was not read-only.
     #[error("a command created {} during the run: git runs the hooks and config in it outside the sandbox, and that command could write them, so check them before you use git there (later commands cannot)", .0.join(", "))]
     GitCreated(Vec<String>),
+    /// The instruction's commands left processes running: its end waits
+    /// for them (at most the command time limit) before it records the
+    /// files, so that what they change is the instruction's to undo.
+    #[error("waiting up to {secs} s for {} the commands left running; what {} change counts as this instruction's", crate::terminal::count(u64::from(*count), "process", "processes"), if *count == 1 { "it" } else { "they" })]
+    ProcessesLeft { count: u32, secs: u64 },
+    /// Processes the commands left were still running at the time limit
+    /// (or at an interruption) and were killed.
+    #[error("killed {} the commands left running", crate::terminal::count(u64::from(*.0), "process", "processes"))]
+    ProcessesKilled(u32),
+    /// The sandbox could not say whether processes remain: the files are
+    /// recorded now, and what such a process changes later is not known
+    /// to be the instruction's.
+    #[error("cannot tell whether processes the commands left still run ({0}): the sandbox was stopped, and they with it")]
+    ProcessesUnknown(String),
+    /// What an instruction's own calls changed could not be told apart
+    /// from what changed between them: its record holds every change
+    /// while it ran.
+    #[error("cannot tell this instruction's own changes from others' ({0}); its record holds every change made while it ran")]
+    Attribution(crate::workspace::error::WorkspaceError),
     /// About the MCP servers: one that did not start, a tool left out, a
     /// server a resumed session used that is gone.
     #[error(transparent)]

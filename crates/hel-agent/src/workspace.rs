@@ -30,6 +30,29 @@ pub(crate) struct Snapshots {
     pub start: Option<ObjectId>,
     /// The paths a snapshot could not record that the user was told of.
     told: HashSet<Vec<u8>>,
+    /// What the current instruction's own calls changed, from its start
+    /// record on.
+    calls: Option<Calls>,
+}
+
+/// What an instruction's calls changed (objects-spec §10.6): the project
+/// is scanned (nothing stored) right before and after each call that may
+/// change files; what differs between the two is the instruction's. From
+/// a command that left processes running (or a call cut short) on,
+/// everything up to the end snapshot is.
+struct Calls {
+    /// The files when the instruction started.
+    start: Arc<Flat>,
+    /// Paths its calls changed.
+    owned: std::collections::BTreeSet<Vec<u8>>,
+    /// The last scan, on which the next builds.
+    last: (ObjectId, Arc<Flat>),
+    /// The scan before the call running now.
+    before: Option<Arc<Flat>>,
+    /// Everything that changed since this scan is the instruction's.
+    open: Option<Arc<Flat>>,
+    /// A scan failed: the end snapshot is recorded whole.
+    whole: bool,
 }
 
 impl Snapshots {
@@ -42,6 +65,7 @@ impl Snapshots {
             loaded: false,
             start: None,
             told: HashSet::new(),
+            calls: None,
         })
     }
 
@@ -102,6 +126,95 @@ impl Snapshots {
     /// The snapshot `snap` was committed: the next one builds on it.
     pub(crate) fn committed(&mut self, snap: Snapshot) {
         self.last = Some((snap.tree, snap.flat));
+    }
+
+    /// The instruction's start snapshot was committed (the last one):
+    /// from now on its calls are followed.
+    pub(crate) fn follow_calls(&mut self) {
+        self.calls = self.last.as_ref().map(|(tree, flat)| Calls {
+            start: Arc::clone(flat),
+            owned: Default::default(),
+            last: (*tree, Arc::clone(flat)),
+            before: None,
+            open: None,
+            whole: false,
+        });
+    }
+
+    /// Scan the project (nothing stored), building on the last scan.
+    fn scan(workspace: &mut Workspace, calls: &mut Calls) -> Option<Arc<Flat>> {
+        let prev = Prev {
+            tree: calls.last.0,
+            flat: &calls.last.1,
+        };
+        match workspace.snapshot(&mut hel_workspace::Scan, Some(prev)) {
+            Ok(s) => {
+                calls.last = (s.tree, Arc::clone(&s.flat));
+                Some(s.flat)
+            }
+            Err(_) => {
+                // The end snapshot says what went wrong, if it does again.
+                calls.whole = true;
+                None
+            }
+        }
+    }
+
+    /// A call that may change files is about to run.
+    pub(crate) fn before_call(&mut self) {
+        let Some(calls) = self.calls.as_mut() else {
+            return;
+        };
+        if calls.whole || calls.open.is_some() {
+            return;
+        }
+        calls.before = Self::scan(&mut self.workspace, calls);
+    }
+
+    /// The call ended; `left`: it left processes running.
+    pub(crate) fn after_call(&mut self, left: bool) {
+        let Some(calls) = self.calls.as_mut() else {
+            return;
+        };
+        if calls.whole || calls.open.is_some() {
+            return;
+        }
+        let Some(before) = calls.before.take() else {
+            return;
+        };
+        if left {
+            calls.open = Some(before);
+            return;
+        }
+        if let Some(after) = Self::scan(&mut self.workspace, calls) {
+            hel_workspace::attrib::changed_between(&before, &after, &mut calls.owned);
+        }
+    }
+
+    /// The instruction's end snapshot `end` (not committed yet) as its
+    /// own: what changed between its calls (the user's edits, another
+    /// session's) is given back to what its start held there. The new
+    /// trees go to `sink`. Followed calls end here.
+    pub(crate) fn own_end(
+        &mut self,
+        sink: &mut dyn hel_workspace::Sink,
+        end: &mut Snapshot,
+    ) -> Result<(), WorkspaceError> {
+        let Some(mut calls) = self.calls.take() else {
+            return Ok(());
+        };
+        if calls.whole {
+            return Ok(());
+        }
+        // A call cut short (Ctrl-C) never said it ended.
+        if let Some(before) = calls.before.take() {
+            calls.open.get_or_insert(before);
+        }
+        if let Some(open) = &calls.open {
+            hel_workspace::attrib::changed_between(open, &end.flat, &mut calls.owned);
+        }
+        hel_workspace::attrib::own_end(sink, &calls.start, end, &calls.owned)?;
+        Ok(())
     }
 
     /// The one warning naming the paths `snap` could not record (the
@@ -225,6 +338,68 @@ mod tests {
             files_read: 0,
             new_bytes: 0,
         }
+    }
+
+    /// The files of `flat` as `path: content` lines, for comparison.
+    fn paths(flat: &Flat) -> Vec<String> {
+        flat.items
+            .iter()
+            .filter(|(_, i)| i.kind == EntryKind::File)
+            .map(|(p, _)| String::from_utf8_lossy(p).into_owned())
+            .collect()
+    }
+
+    #[test]
+    fn an_instructions_end_holds_what_its_calls_changed_not_what_changed_between_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::write(root.join("old.txt"), "old\n").unwrap();
+        let store = Store::open(root).unwrap();
+        let options = Options {
+            notify: false,
+            ..Options::default()
+        };
+        let mut snaps = Snapshots::open(&store, options).unwrap();
+        let scan = |snaps: &mut Snapshots| {
+            snaps
+                .workspace_mut()
+                .snapshot(&mut hel_workspace::Scan, None)
+                .unwrap()
+        };
+        let start = scan(&mut snaps);
+        snaps.committed(start);
+        snaps.follow_calls();
+        // Between calls: the user's (or another session's).
+        std::fs::write(root.join("theirs.txt"), "theirs\n").unwrap();
+        std::fs::write(root.join("old.txt"), "changed by them\n").unwrap();
+        // A call.
+        snaps.before_call();
+        std::fs::create_dir(root.join("new")).unwrap();
+        std::fs::write(root.join("new/mine.txt"), "mine\n").unwrap();
+        snaps.after_call(false);
+        // After the last call.
+        std::fs::write(root.join("late.txt"), "late\n").unwrap();
+        let mut end = scan(&mut snaps);
+        snaps.own_end(&mut hel_workspace::Scan, &mut end).unwrap();
+        assert_eq!(paths(&end.flat), ["new/mine.txt", "old.txt"]);
+        let old = end.flat.get(b"old.txt").unwrap();
+        assert_eq!(old.id, hel_store::blob_id(b"old\n"));
+
+        // A command that leaves a process running: from its call on,
+        // everything is the instruction's.
+        let start = scan(&mut snaps);
+        snaps.committed(start);
+        snaps.follow_calls();
+        std::fs::write(root.join("between.txt"), "theirs\n").unwrap();
+        snaps.before_call();
+        snaps.after_call(true);
+        std::fs::write(root.join("background.txt"), "bg\n").unwrap();
+        let mut end = scan(&mut snaps);
+        snaps.own_end(&mut hel_workspace::Scan, &mut end).unwrap();
+        let got = paths(&end.flat);
+        assert!(got.contains(&"background.txt".to_owned()), "{got:?}");
+        assert!(!got.contains(&"between.txt".to_owned()), "{got:?}");
+        assert!(got.contains(&"late.txt".to_owned()), "{got:?}");
     }
 
     fn told(w: Option<Warning>) -> String {

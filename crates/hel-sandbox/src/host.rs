@@ -26,6 +26,8 @@ const DRAIN: Duration = Duration::from_millis(200);
 /// How long teardown waits for every process in the sandbox to be gone
 /// before it kills the helper outright.
 const TEARDOWN_WAIT: Duration = Duration::from_secs(3);
+/// How often [`Sandbox::settle`] looks whether the processes are gone.
+const SETTLE_POLL: Duration = Duration::from_millis(20);
 
 /// What the sandbox must hide and show, as found on disk. A sandbox built
 /// for one layout is rebuilt when the layout changes (say, `.hel/` appears).
@@ -158,6 +160,15 @@ pub enum RunError {
     /// The sandbox is gone or said something it should not have.
     #[error("{0}")]
     Lost(String),
+}
+
+/// What [`Sandbox::settle`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Settled {
+    /// Some process was still running at the first look.
+    pub waited: bool,
+    /// How many were still running at the time limit, and killed.
+    pub killed: u32,
 }
 
 /// What a command produced.
@@ -368,6 +379,109 @@ impl Sandbox {
             stdout,
             stderr,
         })
+    }
+
+    /// How many processes run in the sandbox now besides its init: what
+    /// the commands left behind (in the background, detached, or still
+    /// being torn down).
+    pub async fn remaining(&mut self) -> Result<u32, RunError> {
+        if let Some(why) = self.lost() {
+            return Err(RunError::Lost(why));
+        }
+        if let Err(e) = proto::send(self.sock.as_fd(), &Request::Count.encode(), &[]) {
+            let why = format!("cannot reach the sandbox: {e}");
+            self.lost = Some(why.clone());
+            return Err(RunError::Lost(why));
+        }
+        let answer = tokio::time::timeout(READY_WAIT, async {
+            loop {
+                let ev = self.events.recv().await;
+                let ev = ev.unwrap_or_else(|| Event::Gone("the sandbox is gone".into()));
+                if let Event::Report(Report::Count(n)) = ev {
+                    return Ok(n);
+                }
+                self.on_event(ev, &mut None)?;
+            }
+        })
+        .await;
+        let lost = |why: String, me: &mut Sandbox| {
+            me.lost = Some(why.clone());
+            Err(RunError::Lost(why))
+        };
+        match answer {
+            Ok(Ok(n)) => Ok(n),
+            Ok(Err(RunError::Lost(why))) => lost(why, self),
+            Ok(Err(e)) => Err(e),
+            Err(_) => lost(
+                format!(
+                    "the sandbox did not answer within {} s",
+                    READY_WAIT.as_secs()
+                ),
+                self,
+            ),
+        }
+    }
+
+    /// Wait until no process is left in the sandbox, at most `limit`
+    /// (`waiting` hears how many there are when the first look finds
+    /// some), then kill what remains and wait until it is gone. When this
+    /// returns `Ok`, nothing a command started runs any more.
+    pub async fn settle(
+        &mut self,
+        limit: Duration,
+        mut waiting: impl FnMut(u32),
+    ) -> Result<Settled, RunError> {
+        let start = tokio::time::Instant::now();
+        let deadline = start + limit;
+        let mut first = true;
+        let mut left;
+        loop {
+            left = self.remaining().await?;
+            if left == 0 {
+                return Ok(Settled {
+                    waited: !first,
+                    killed: 0,
+                });
+            }
+            if first {
+                waiting(left);
+                first = false;
+            }
+            let now = tokio::time::Instant::now();
+            if now >= deadline {
+                break;
+            }
+            tokio::time::sleep(SETTLE_POLL.min(deadline - now)).await;
+        }
+        self.kill_all()?;
+        let until = tokio::time::Instant::now() + TEARDOWN_WAIT;
+        loop {
+            if self.remaining().await? == 0 {
+                return Ok(Settled {
+                    waited: true,
+                    killed: left,
+                });
+            }
+            if tokio::time::Instant::now() >= until {
+                let why = format!(
+                    "processes of the sandbox did not end within {} s of being killed",
+                    TEARDOWN_WAIT.as_secs()
+                );
+                self.lost = Some(why.clone());
+                return Err(RunError::Lost(why));
+            }
+            tokio::time::sleep(SETTLE_POLL).await;
+        }
+    }
+
+    /// Kill every process in the sandbox but its init, now.
+    pub fn kill_all(&mut self) -> Result<(), RunError> {
+        if let Err(e) = proto::send(self.sock.as_fd(), &Request::KillAll.encode(), &[]) {
+            let why = format!("cannot reach the sandbox: {e}");
+            self.lost = Some(why.clone());
+            return Err(RunError::Lost(why));
+        }
+        Ok(())
     }
 
     /// Ask the sandbox to run `body`, with new pipes for its output.

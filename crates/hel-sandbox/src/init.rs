@@ -867,10 +867,43 @@ fn handle(sock: &OwnedFd, msg: proto::Received, started: &mut HashSet<i32>) {
             }
             return;
         }
+        Ok(Request::Count) => {
+            // What already ended is reaped first: only the living count.
+            reap(sock, started);
+            Report::Count(living())
+        }
+        Ok(Request::KillAll) => {
+            // From the namespace's init, -1 is every process of the
+            // namespace but the init itself.
+            // SAFETY: kill(2) with a constant signal.
+            unsafe { libc::kill(-1, libc::SIGKILL) };
+            return;
+        }
         Ok(Request::Init) => Report::Failed("already initialised".into()),
         Err(e) => Report::Failed(e.to_string()),
     };
     let _ = proto::send(sock.as_fd(), &reply.encode(), &[]);
+}
+
+/// How many processes of the namespace live besides this init: the
+/// numeric entries of its own `/proc` (mounted for the namespace), but 1.
+/// When `/proc` cannot be listed, as many as can be: hel then waits its
+/// time limit and kills them all, never taking "none" for an answer.
+fn living() -> u32 {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return u32::MAX;
+    };
+    let mut n: u32 = 0;
+    for e in dir.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name.to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        if pid != 1 {
+            n = n.saturating_add(1);
+        }
+    }
+    n
 }
 
 /// Start one command: `bash -c` in a new session, stdout and stderr the

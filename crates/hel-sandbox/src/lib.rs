@@ -30,7 +30,7 @@ mod init;
 mod output;
 mod proto;
 
-pub use host::{Layout, Outcome, RunError, Sandbox, SandboxError};
+pub use host::{Layout, Outcome, RunError, Sandbox, SandboxError, Settled};
 pub use init::helper_main;
 pub use output::{Kept, Tap};
 pub use proto::{FileId, GitMount, Hidden, RunBody, Status};

@@ -62,6 +62,9 @@ pub enum Report {
     Failed(String),
     /// A started process ended.
     Exited(i32, Status),
+    /// How many processes run in the sandbox besides its init (the answer
+    /// to [`Request::Count`]).
+    Count(u32),
 }
 
 /// What hel tells the sandbox.
@@ -73,6 +76,11 @@ pub enum Request {
     Run,
     /// Kill the process group of a started process.
     Kill(i32),
+    /// How many processes run in the sandbox (besides its init): what
+    /// the commands started and left behind.
+    Count,
+    /// Kill every process in the sandbox but its init.
+    KillAll,
 }
 
 fn one_line(s: &str) -> String {
@@ -98,6 +106,7 @@ impl Report {
             Report::Failed(w) => format!("failed {}", one_line(w)),
             Report::Exited(p, Status::Code(c)) => format!("exited {p} code {c}"),
             Report::Exited(p, Status::Signal(s)) => format!("exited {p} signal {s}"),
+            Report::Count(n) => format!("count {n}"),
         }
     }
 
@@ -110,6 +119,10 @@ impl Report {
             "unavailable" => Ok(Report::Unavailable(one_line(rest))),
             "failed" => Ok(Report::Failed(one_line(rest))),
             "started" => Ok(Report::Started(parse_pid(rest).map_err(|_| unknown())?)),
+            "count" => match rest.parse::<u32>() {
+                Ok(n) if rest.bytes().all(|b| b.is_ascii_digit()) => Ok(Report::Count(n)),
+                _ => Err(unknown()),
+            },
             "exited" => {
                 let mut it = rest.split(' ');
                 let (Some(pid), Some(kind), Some(n), None) =
@@ -136,6 +149,8 @@ impl Request {
             Request::Init => "init".into(),
             Request::Run => "run".into(),
             Request::Kill(p) => format!("kill {p}"),
+            Request::Count => "count".into(),
+            Request::KillAll => "kill-all".into(),
         }
     }
 
@@ -144,6 +159,8 @@ impl Request {
         match text.split_once(' ') {
             None if text == "init" => Ok(Request::Init),
             None if text == "run" => Ok(Request::Run),
+            None if text == "count" => Ok(Request::Count),
+            None if text == "kill-all" => Ok(Request::KillAll),
             Some(("kill", pid)) => Ok(Request::Kill(parse_pid(pid)?)),
             _ => Err(ProtoError::Unknown(text.chars().take(80).collect())),
         }
@@ -384,6 +401,8 @@ mod tests {
             Report::Failed("cannot run bash".into()),
             Report::Exited(7, Status::Code(0)),
             Report::Exited(9, Status::Signal(9)),
+            Report::Count(0),
+            Report::Count(12),
         ] {
             assert_eq!(Report::parse(r.encode().as_bytes()), Ok(r));
         }
@@ -397,6 +416,10 @@ mod tests {
             b"exited 3 signal 0",
             b"exited 3 weird 1",
             b"exited 3 code 1 extra",
+            b"count",
+            b"count -1",
+            b"count +3",
+            b"count 99999999999",
             b"ready now",
             b"\xff\xfe",
             b"",
@@ -414,7 +437,13 @@ mod tests {
 
     #[test]
     fn requests_round_trip() {
-        for r in [Request::Init, Request::Run, Request::Kill(42)] {
+        for r in [
+            Request::Init,
+            Request::Run,
+            Request::Kill(42),
+            Request::Count,
+            Request::KillAll,
+        ] {
             assert_eq!(Request::parse(r.encode().as_bytes()), Ok(r));
         }
         assert!(Request::parse(b"kill -1").is_err());

@@ -17,7 +17,7 @@ use hel_store::{Checkpoint, ObjectId, Record, Store, Workspace};
 
 /// The most records a history walk reads before giving up (a hostile
 /// store cannot make it loop: ids are hashes, but a long chain is long).
-const WALK_MAX: usize = 1_000_000;
+pub(crate) const WALK_MAX: usize = 1_000_000;
 
 /// An instruction an undo can put back.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -52,7 +52,7 @@ pub enum HistoryError {
     TooDeep(String),
 }
 
-fn parent(cp: &Checkpoint) -> Option<ObjectId> {
+pub(crate) fn parent(cp: &Checkpoint) -> Option<ObjectId> {
     cp.parents.first().copied()
 }
 
@@ -299,6 +299,12 @@ pub struct Changed {
     /// restore put it back since (an undo that brought back the user's
     /// edit): going further back would undo that edit.
     pub made: BTreeMap<Vec<u8>, Option<Item>>,
+    /// When each of the session's instructions counted here ran: from its
+    /// start record's time to its end record's, in milliseconds since the
+    /// epoch (an instruction that never ended runs on: `u64::MAX`). What
+    /// another session recorded as its own change during one of them is
+    /// not this session's ([`crate::attrib::others_during`]).
+    pub spans: Vec<(u64, u64)>,
 }
 
 impl Changed {
@@ -420,7 +426,7 @@ pub fn tree_changes(
 /// trees (before, after): an instruction's start and end, a restore's
 /// before-restore tree and what it wrote. `None` for records that only
 /// observe (starts that ended, before-restore records, forks).
-fn record_change(
+pub(crate) fn record_change(
     store: &Store,
     cp: &Checkpoint,
 ) -> Result<Option<(ObjectId, ObjectId)>, HistoryError> {
@@ -479,9 +485,15 @@ pub fn changed_by_session(
             return Ok(out);
         }
         let change = match (record, &cp.workspace) {
-            (Record::Start, Some(w)) if newest => Some((w.tree, *now)),
+            (Record::Start, Some(w)) if newest => {
+                out.spans.push((cp.created_at_ms, u64::MAX));
+                Some((w.tree, *now))
+            }
             _ => record_change(store, &cp)?,
         };
+        if change.is_some() && matches!(record, Record::Answer | Record::Interrupted) {
+            out.spans.push((span_start(store, &cp)?, cp.created_at_ms));
+        }
         if let Some((a, b)) = change {
             let mut this = Changed::default();
             tree_changes(store, &a, &b, &mut this)?;
@@ -515,4 +527,14 @@ pub fn changed_by_session(
         at = parent(&cp);
     }
     Err(HistoryError::NotInHistory(*since))
+}
+
+/// When the instruction that `cp` (an answer or interrupted record) ends
+/// began: its parent's time (the instruction's start record), or its own
+/// when it has none.
+pub(crate) fn span_start(store: &Store, cp: &Checkpoint) -> Result<u64, HistoryError> {
+    Ok(match parent(cp) {
+        Some(p) => store.checkpoint(&p)?.created_at_ms.min(cp.created_at_ms),
+        None => cp.created_at_ms,
+    })
 }

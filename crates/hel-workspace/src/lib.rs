@@ -15,6 +15,7 @@
 //! Paths are bytes (a file name on Linux is not always UTF-8), relative to
 //! the project, components joined by `/`.
 
+pub mod attrib;
 pub mod cache;
 pub mod diff;
 pub mod flat;

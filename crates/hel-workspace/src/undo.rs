@@ -121,6 +121,11 @@ pub enum Conflict {
     /// come back: nothing shows the session made what is there, so it is
     /// neither written nor removed, forced or not.
     ChangedUnread,
+    /// Another session changed it while an instruction of this one ran
+    /// (that session's own records say so, objects-spec §10.6): it is
+    /// that session's work, never written or removed here, forced or
+    /// not.
+    OtherSession(hel_store::SessionId),
     /// The restore could not touch it.
     Skipped(Skip),
 }
@@ -147,6 +152,10 @@ impl std::fmt::Display for Conflict {
                 write!(f, "not read by the snapshot {snapshot}: {what}")
             }
             Conflict::ChangedUnread => f.write_str("not read by the snapshot the session last recorded, and changed since: nothing shows the session made what is there, so it is left alone, forced or not"),
+            Conflict::OtherSession(id) => write!(
+                f,
+                "changed by session {id} while this session's instruction ran: that session's work, undone only by `hel undo {id}`"
+            ),
             Conflict::Skipped(why) => write!(f, "{why}"),
         }
     }
@@ -182,6 +191,8 @@ pub enum UndoError {
     Restore(#[from] restore::RestoreError),
     #[error("restore: {0}")]
     Trees(#[source] crate::flat::TreesError),
+    #[error("refused: {0}")]
+    OtherRunning(#[from] crate::attrib::OtherRunning),
     /// The session being restored has no checkpoint to record after.
     #[error("restore: the session has no checkpoint")]
     NoCheckpoint,
@@ -249,11 +260,20 @@ fn plan(
     target: &Flat,
     expected: &Flat,
     owned: &history::Changed,
+    others: &crate::attrib::Others,
     before: &crate::Snapshot,
     go: &GoBack,
 ) -> (Vec<Change>, Vec<(Vec<u8>, Conflict)>) {
     let mut changes = Vec::new();
     let mut conflicts = Vec::new();
+    // What other sessions changed while this one's instructions ran is
+    // theirs: named, never touched (whether this session's snapshots
+    // also saw it change or not).
+    for (path, session) in &others.paths {
+        if selected(path, &go.paths) {
+            conflicts.push((path.clone(), Conflict::OtherSession(session.clone())));
+        }
+    }
     let sides = [
         (target, go.target_snapshot()),
         (&before.flat, Snap::Now),
@@ -261,7 +281,7 @@ fn plan(
     ];
     let mut listed: HashSet<Vec<u8>> = HashSet::new();
     for path in owned.known.union(&owned.unknown) {
-        if !selected(path, &go.paths) {
+        if !selected(path, &go.paths) || others.paths.contains_key(path) {
             continue;
         }
         let unread = sides
@@ -568,7 +588,9 @@ pub fn prepare(
     let target = Flat::read(store, &go.target)?;
     let expected = recorded_flat(store, &go.expected, &before.flat)?;
     let owned = history::changed_by_session(store, &go.history, &go.from, go.start, &before.tree)?;
-    let (mut changes, mut conflicts) = plan(&target, &expected, &owned, &before, go);
+    let own = store.checkpoint(&go.history)?.session_id;
+    let others = crate::attrib::others_during(store, &own, &owned.spans)??;
+    let (mut changes, mut conflicts) = plan(&target, &expected, &owned, &others, &before, go);
     look_under_unread(ws.project_fd(), &before.flat, &mut changes);
     let from = store.checkpoint(&go.from)?;
     let since = match Record::of(&from) {
@@ -942,7 +964,15 @@ mod tests {
         now.items.insert(b"cache".to_vec(), item(NotTrackedDir, 0));
         let cp = ObjectId::from_bytes([7; 32]);
         let go = undo_of(cp);
-        let (changes, conflicts) = plan(&start, &end, &owned(&start, &end), &snapshot(now), &go);
+        let none = crate::attrib::Others::default();
+        let (changes, conflicts) = plan(
+            &start,
+            &end,
+            &owned(&start, &end),
+            &none,
+            &snapshot(now),
+            &go,
+        );
         assert_eq!(
             shown(&changes),
             [
@@ -994,6 +1024,7 @@ mod tests {
             &start,
             &end,
             &owned(&start, &end),
+            &none,
             &snapshot(end.clone()),
             &restore,
         );
@@ -1100,10 +1131,12 @@ mod tests {
         let mut now = end.clone();
         now.items.insert(b"b".to_vec(), item(File, 3)); // the user's edit
         let go = undo_of(ObjectId::ZERO);
+        let none = crate::attrib::Others::default();
         let (changes, conflicts) = plan(
             &start,
             &end,
             &owned(&start, &end),
+            &none,
             &snapshot(now.clone()),
             &go,
         );
@@ -1111,8 +1144,14 @@ mod tests {
         assert_eq!(conflicts, [(b"b".to_vec(), Conflict::Changed)]);
         assert!(conflicts[0].1.refused());
         let forced = GoBack { force: true, ..go };
-        let (changes, conflicts) =
-            plan(&start, &end, &owned(&start, &end), &snapshot(now), &forced);
+        let (changes, conflicts) = plan(
+            &start,
+            &end,
+            &owned(&start, &end),
+            &none,
+            &snapshot(now),
+            &forced,
+        );
         assert_eq!(changes.len(), 2);
         assert!(conflicts.is_empty());
     }

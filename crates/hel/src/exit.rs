@@ -243,7 +243,10 @@ impl Damage for UndoError {
             UndoError::Snapshot(e) => e.damaged(),
             UndoError::Flat(e) => e.damaged(),
             UndoError::Restore(e) => e.damaged(),
-            UndoError::Trees(_) | UndoError::NoCheckpoint | UndoError::NoStart(_) => false,
+            UndoError::Trees(_)
+            | UndoError::NoCheckpoint
+            | UndoError::NoStart(_)
+            | UndoError::OtherRunning(_) => false,
         }
     }
 }

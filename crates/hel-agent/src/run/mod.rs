@@ -347,13 +347,25 @@ impl Run {
             let (session, pending, snapshots) =
                 (&mut self.session, &mut self.pending, &mut self.snapshots);
             let observer = Rc::clone(&self.observer);
-            let mut first_reply = |agent: &mut Agent| {
-                started(agent, session, pending, snapshots, &*observer, text);
+            let mut hooks = Hooks {
+                session,
+                pending,
+                snapshots,
+                observer: &*observer,
+                text,
             };
-            self.agent.run_instruction(&told, &mut first_reply).await
+            self.agent.run_instruction(&told, &mut hooks).await
         } else {
             Outcome::Incomplete(crate::outcome::Incomplete::Interrupted)
         };
+        // What the commands left running acts before the end snapshot, or
+        // not at all (objects-spec §10.6: an instruction's changes include
+        // its commands' background children).
+        let interrupted = matches!(
+            outcome,
+            Outcome::Incomplete(crate::outcome::Incomplete::Interrupted)
+        );
+        self.agent.settle_commands(interrupted).await;
         if let Some(rec) = self.agent.recorder() {
             let (answer, error) = match &outcome {
                 Outcome::Completed(a) => (Some(a.as_str()), None),
@@ -532,6 +544,41 @@ impl Run {
             }
         }
         self.instance.finish();
+    }
+}
+
+/// What the run does during an instruction: record its start at the
+/// model's first reply, and follow its calls that may change files.
+struct Hooks<'a> {
+    session: &'a mut Option<Session>,
+    pending: &'a mut Option<Pending>,
+    snapshots: &'a mut Option<Snapshots>,
+    observer: &'a dyn Observer,
+    text: &'a str,
+}
+
+impl crate::agent::Hooks for Hooks<'_> {
+    fn first_reply(&mut self, agent: &mut Agent) {
+        started(
+            agent,
+            self.session,
+            self.pending,
+            self.snapshots,
+            self.observer,
+            self.text,
+        );
+    }
+
+    fn before_call(&mut self, _agent: &mut Agent) {
+        if let Some(s) = self.snapshots.as_mut() {
+            s.before_call();
+        }
+    }
+
+    fn after_call(&mut self, _agent: &mut Agent, left: bool) {
+        if let Some(s) = self.snapshots.as_mut() {
+            s.after_call(left);
+        }
     }
 }
 

@@ -57,7 +57,16 @@ impl Session {
         let mut snaps = snapshots;
         if let Some(snaps) = snaps.as_deref_mut() {
             match snaps.take(&self.store, &mut txn, head) {
-                Ok(s) => snapshot = Some(s),
+                Ok(mut s) => {
+                    // An instruction's end records what its own calls
+                    // changed (objects-spec §10.6).
+                    if matches!(record, Record::Answer | Record::Interrupted) {
+                        if let Err(e) = snaps.own_end(&mut txn, &mut s) {
+                            warnings.push(Warning::Attribution(e));
+                        }
+                    }
+                    snapshot = Some(s);
+                }
                 Err(e) => warnings.push(Warning::WorkspaceFailed(e)),
             }
         }
@@ -101,6 +110,9 @@ impl Session {
             }
             warnings.extend(snaps.tell(&s));
             snaps.committed(s);
+            if record == Record::Start {
+                snaps.follow_calls();
+            }
         }
         agent.conversation_mut().committed(&committed);
         let spill = &mut agent.tools_mut().spill;

@@ -137,8 +137,9 @@ struct ConflictRow {
     path: String,
     /// `changed`: changed since the session recorded it (`--force` writes
     /// it; the undo's step stays current); `not_read`: no snapshot read it
-    /// (left alone always, not a failure); `skipped`: the write could not
-    /// be made.
+    /// (left alone always, not a failure); `other_session`: another
+    /// session changed it while this one's instruction ran (left alone
+    /// always, not a failure); `skipped`: the write could not be made.
     kind: &'static str,
     reason: String,
 }
@@ -212,7 +213,7 @@ fn perform(
 
 /// Print what a restore did (after its plan, or as JSON); the exit code:
 /// 1 when a path was refused or could not be written, 0 when everything
-/// left alone is what no snapshot read.
+/// left alone is what no snapshot read or another session's work.
 fn report(session: &SessionId, intent: &Intent, out: &Outcome, planned: usize, json: bool) -> u8 {
     if json {
         print_json(&Report {
@@ -225,6 +226,7 @@ fn report(session: &SessionId, intent: &Intent, out: &Outcome, planned: usize, j
                     kind: match c {
                         _ if c.refused() => "changed",
                         Conflict::NotRead { .. } | Conflict::ChangedUnread => "not_read",
+                        Conflict::OtherSession(_) => "other_session",
                         _ => "skipped",
                     },
                     reason: c.to_string(),
@@ -271,7 +273,12 @@ fn report(session: &SessionId, intent: &Intent, out: &Outcome, planned: usize, j
     let failed = out
         .conflicts
         .iter()
-        .any(|(_, c)| !matches!(c, Conflict::NotRead { .. } | Conflict::ChangedUnread));
+        .any(|(_, c)| {
+            !matches!(
+                c,
+                Conflict::NotRead { .. } | Conflict::ChangedUnread | Conflict::OtherSession(_)
+            )
+        });
     u8::from(failed)
 }
 
