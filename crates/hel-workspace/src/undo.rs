@@ -1069,6 +1069,7 @@ mod tests {
             &start,
             &end,
             &owned(&start, &end),
+            &crate::attrib::Others::default(),
             &snapshot(end.clone()),
             &go,
         );
@@ -1109,6 +1110,7 @@ mod tests {
             &start,
             &end,
             &owned(&start, &end),
+            &crate::attrib::Others::default(),
             &snapshot(now.clone()),
             &go,
         );
@@ -1120,7 +1122,14 @@ mod tests {
             .collect();
         assert_eq!(changed, [&b"big"[..], b"build", b"build/out", b"pipe"]);
         let forced = GoBack { force: true, ..go };
-        let (changes, _) = plan(&start, &end, &owned(&start, &end), &snapshot(now), &forced);
+        let (changes, _) = plan(
+            &start,
+            &end,
+            &owned(&start, &end),
+            &crate::attrib::Others::default(),
+            &snapshot(now),
+            &forced,
+        );
         assert_eq!(changes.len(), 5, "{:?}", shown(&changes));
     }
 

@@ -270,15 +270,12 @@ fn report(session: &SessionId, intent: &Intent, out: &Outcome, planned: usize, j
             );
         }
     }
-    let failed = out
-        .conflicts
-        .iter()
-        .any(|(_, c)| {
-            !matches!(
-                c,
-                Conflict::NotRead { .. } | Conflict::ChangedUnread | Conflict::OtherSession(_)
-            )
-        });
+    let failed = out.conflicts.iter().any(|(_, c)| {
+        !matches!(
+            c,
+            Conflict::NotRead { .. } | Conflict::ChangedUnread | Conflict::OtherSession(_)
+        )
+    });
     u8::from(failed)
 }
 
