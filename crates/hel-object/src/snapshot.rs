@@ -213,6 +213,7 @@ pub fn spill_map_payload(map: &BTreeMap<String, SpillEntry>) -> Vec<u8> {
 pub fn parse_spill_map(
     payload: &[u8],
 ) -> std::result::Result<BTreeMap<String, SpillEntry>, Invalid> {
+    crate::canonical::no_repeated_key(payload).map_err(Invalid::Json)?;
     let map: BTreeMap<String, SpillEntry> =
         serde_json::from_slice(payload).map_err(Invalid::Json)?;
     if map.keys().any(String::is_empty) {
@@ -254,6 +255,9 @@ impl Checkpoint {
     /// a blob id (whose map [`parse_spill_map`] checks when it is read), a
     /// record, and a summary that agrees with the message count.
     pub fn parse(payload: &[u8]) -> std::result::Result<Checkpoint, Invalid> {
+        // A key twice anywhere (`meter` included) is malformed: another
+        // reader could take the other value under the same id.
+        crate::canonical::no_repeated_key(payload).map_err(Invalid::Json)?;
         // Straight into the struct first: half the work of going through a
         // `Value`, and for a payload it takes the same checkpoint (a
         // duplicated key, which the `Value` keeps the last of, fails it).

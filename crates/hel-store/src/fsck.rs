@@ -824,7 +824,9 @@ impl Check<'_> {
                 continue;
             }
             let parsed = crate::read::of_kind(layout, blob, Kind::Blob, *cap).and_then(|bytes| {
-                serde_json::from_slice::<serde_json::Value>(&bytes).map_err(|e| Error::Corrupt {
+                hel_object::canonical::no_repeated_key(&bytes)
+                    .and_then(|()| serde_json::from_slice::<serde_json::Value>(&bytes))
+                    .map_err(|e| Error::Corrupt {
                     id: *blob,
                     path: layout.object_path(blob),
                     reason: format!("{} is not JSON: {e}", cap.what),
@@ -839,6 +841,33 @@ impl Check<'_> {
                 if let Err(e) = crate::store::check_spill_size(layout, blob, *size) {
                     self.broken(e);
                 }
+            }
+        }
+        // A file's entry gives its blob's length, a symlink's its target's:
+        // a restore refuses an entry that lies, so fsck names its tree.
+        for ((blob, size), (tree, name)) in &marked.sized {
+            if !readable(self, blob) {
+                continue;
+            }
+            let len = match layout.memo_len(blob, Cap::FILE) {
+                Some((Kind::Blob, len)) => len,
+                _ => match crate::read::of_kind(layout, blob, Kind::Blob, Cap::FILE) {
+                    Ok(bytes) => bytes.len() as u64,
+                    Err(e) => {
+                        self.broken(e);
+                        continue;
+                    }
+                },
+            };
+            if len != *size {
+                self.broken(Error::Corrupt {
+                    id: *tree,
+                    path: layout.object_path(tree),
+                    reason: format!(
+                        "malformed tree: entry \"{}\" says {size} bytes, its blob {blob} holds {len}",
+                        String::from_utf8_lossy(name).escape_debug()
+                    ),
+                });
             }
         }
     }
@@ -936,9 +965,7 @@ impl Check<'_> {
             }
             Err(e) => self.broken(e),
         }
-        if let Some(note) = crate::summaries::check(layout) {
-            self.report.notes.push(note);
-        }
+        self.report.notes.extend(crate::summaries::check(layout));
         self.report.tmp_files = match layout.tmp()? {
             Some(tmp) => tmp.entries()?.len() as u64,
             None => 0,

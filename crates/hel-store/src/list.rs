@@ -263,7 +263,9 @@ impl<'a> Reader<'a> {
         let bytes = crate::read::of_kind(self.layout, b, Kind::Blob, Cap::MESSAGE)?;
         let len = bytes.len() as u64;
         self.budget.charge(0, len)?;
-        let parsed = serde_json::from_slice(&bytes).map_err(|e| Error::BadMessage {
+        let parsed = hel_object::canonical::no_repeated_key(&bytes)
+            .and_then(|()| serde_json::from_slice(&bytes))
+            .map_err(|e| Error::BadMessage {
             id: *b,
             path: self.layout.object_path(b),
             index: 0,
@@ -624,7 +626,9 @@ pub(crate) fn validate_node_messages(layout: &Odb, id: &ObjectId) -> Result<Vec<
 /// Check blob `b` as a stored message.
 pub(crate) fn validate_blob_message(layout: &Odb, b: &ObjectId) -> Result<()> {
     let bytes = crate::read::of_kind(layout, b, Kind::Blob, Cap::MESSAGE)?;
-    let m: Value = serde_json::from_slice(&bytes).map_err(|e| Error::BadMessage {
+    let m: Value = hel_object::canonical::no_repeated_key(&bytes)
+        .and_then(|()| serde_json::from_slice(&bytes))
+        .map_err(|e| Error::BadMessage {
         id: *b,
         path: layout.object_path(b),
         index: 0,

@@ -375,6 +375,7 @@ impl Store {
         let lock = Exclusive::take(layout)?;
         match heads::read(layout, session)? {
             Some(head) => {
+                heads::owned(layout, session, &head)?;
                 heads::writable(layout, session)?;
                 Ok((SessionLease::acquire(lock.layout, session, true)?, head.id))
             }
@@ -395,7 +396,10 @@ impl Store {
         };
         let layout = self.layout()?.ok_or_else(no_such)?;
         match heads::read(layout, session)? {
-            Some(h) => Ok(h.id),
+            Some(h) => {
+                heads::owned(layout, session, &h)?;
+                Ok(h.id)
+            }
             None if lock::is_busy(layout, session)? => Err(Error::NoCheckpoint {
                 session: session.to_string(),
             }),
@@ -481,7 +485,9 @@ impl Store {
         let cp = crate::read::snapshot(layout, id)?;
         let json_blob = |blob: &ObjectId, cap: Cap| -> Result<Value> {
             let bytes = crate::read::of_kind(layout, blob, Kind::Blob, cap)?;
-            serde_json::from_slice(&bytes).map_err(|e| Error::Corrupt {
+            hel_object::canonical::no_repeated_key(&bytes)
+                .and_then(|()| serde_json::from_slice(&bytes))
+                .map_err(|e| Error::Corrupt {
                 id: *blob,
                 path: layout.object_path(blob),
                 reason: format!("{} is not JSON: {e}", cap.what),
@@ -704,7 +710,7 @@ impl Store {
 /// `session`'s listing row as its head, commit record and checkpoint say
 /// (no index), or `None` when it is no session: no checkpoint, and nobody
 /// working on it.
-fn listed(layout: &Odb, id: SessionId, busy: bool) -> Option<SessionInfo> {
+pub(crate) fn listed(layout: &Odb, id: SessionId, busy: bool) -> Option<SessionInfo> {
     let head = match heads::read_light(layout, &id) {
         Ok(h) => h,
         Err(e) => return Some(SessionInfo::broken(id, busy, None, e)),
@@ -728,15 +734,7 @@ fn listed(layout: &Odb, id: SessionId, busy: bool) -> Option<SessionInfo> {
     // A ref naming another session's checkpoint (copied from it) is no
     // row of either: resume and fsck refuse it, so the listing says so.
     if let Ok(cp) = &read {
-        if cp.session_id != id {
-            let e = Error::BadRef {
-                session: id.to_string(),
-                path: layout.ref_path(id.as_str()),
-                reason: crate::RefError::OtherSession {
-                    checkpoint: Box::new(head.id),
-                    owner: cp.session_id.clone(),
-                },
-            };
+        if let Err(e) = heads::owner_is(layout, &id, &head, cp) {
             return Some(SessionInfo::broken(id, busy, Some(head.id), e));
         }
     }
