@@ -335,6 +335,13 @@ impl<'a> Check<'a> {
                 self.report.notes.push(note);
             }
         }
+        if let (None, Some(from), Some(head)) = (view.fault_error(), view.behind, &view.head) {
+            self.report.notes.push(format!(
+                "the session's ref refs/sessions/{session} names snapshot {from}, one commit behind its journal {}, whose last commit record publishes {} (a crash between the journal's sync and the ref's move, or a ref moved back): read as published, and the session's next commit moves the ref",
+                view.path.display(),
+                head.head
+            ));
+        }
         match view.fault_error().or_else(|| view.newer_error()) {
             Some(e) => self.broken(e),
             None if view.rule == journal::Rule::Ref(None) => self.report.notes.push(format!(

@@ -102,8 +102,10 @@ fn read_by_ref(layout: &Odb, session: &SessionId, mode: journal::Mode) -> Result
             layout.index().journal(layout, dep)?;
         }
     }
+    // The journal's head: what the ref names, or the one commit past it
+    // that is read as published (`journal::View::behind`).
     Ok(Some(Head {
-        id,
+        id: commit.head,
         commit: commit.payload,
         snapshot,
     }))

@@ -254,6 +254,12 @@ pub(crate) struct View {
     /// The fault is the ref rule's (the ref and the journal disagree): a
     /// reader reads the ref again before it believes it.
     pub ref_fault: bool,
+    /// What the ref names when it is one commit behind the journal: the
+    /// snapshot of the commit record before the last, whose successor
+    /// (`head`) is read as published (objects-spec §5.4, "One commit
+    /// past the ref"). The lease holder moves the ref to `head` before
+    /// anything else.
+    pub behind: Option<ObjectId>,
     /// Where the scan met bytes that are not an intact record (a torn
     /// tail, or damage).
     torn_at: Option<u64>,
@@ -640,7 +646,20 @@ fn cut_at_ref(view: &mut View, r: Option<ObjectId>, deleted: bool) {
                     view.ref_fault = true;
                     return;
                 }
-                commits[p] + 1
+                match commits.get(p + 1) {
+                    // One commit past the ref: its records were durable
+                    // before the ref could move, and everything it needs
+                    // before that (section 6.3), so it is read as
+                    // published whether the ref never moved (a crash
+                    // between the journal's sync and the rename) or was
+                    // moved back; the lease holder moves the ref to it.
+                    // Neither reads as a session one answer shorter.
+                    Some(&next) => {
+                        view.behind = Some(id);
+                        next + 1
+                    }
+                    None => commits[p] + 1,
+                }
             }
             None => {
                 let offset = view.torn_at.unwrap_or(view.committed);
@@ -1106,6 +1125,7 @@ impl View {
             newer: None,
             rule: Rule::Ref(None),
             unpublished: Places::default(),
+            behind: None,
             ref_fault: false,
             torn_at: None,
             listed_end: FILE_HEADER,

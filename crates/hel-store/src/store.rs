@@ -599,6 +599,22 @@ impl Store {
                 lease.session(),
                 rule,
             )?;
+            // A ref one commit behind its journal (objects-spec §5.4): the
+            // commit past it is the session's head, so the ref is moved to
+            // it before this commit moves it on from there.
+            let behind = {
+                let v = w.view.read().unwrap_or_else(|p| p.into_inner());
+                v.behind.zip(v.head.as_ref().map(|c| c.head))
+            };
+            if let Some((from, head)) = behind {
+                // A failed sync of the directory is what a commit's own
+                // move would warn of: the journal holds the commit durably,
+                // and a ref that reverts is read the same way again.
+                let _ = refs::publish(layout, lease.session(), Some(from), head)?;
+                let mut v = w.view.write().unwrap_or_else(|p| p.into_inner());
+                v.rule = journal::Rule::Ref(Some(head));
+                v.behind = None;
+            }
             layout.index().adopt(std::sync::Arc::clone(&w.view));
             *slot = Some(w);
         }
