@@ -834,10 +834,10 @@ impl Check<'_> {
                 hel_object::canonical::no_repeated_key(&bytes)
                     .and_then(|()| serde_json::from_slice::<serde_json::Value>(&bytes))
                     .map_err(|e| Error::Corrupt {
-                    id: *blob,
-                    path: layout.object_path(blob),
-                    reason: format!("{} is not JSON: {e}", cap.what),
-                })
+                        id: *blob,
+                        path: layout.object_path(blob),
+                        reason: format!("{} is not JSON: {e}", cap.what),
+                    })
             });
             if let Err(e) = parsed {
                 self.broken(e);

@@ -266,11 +266,11 @@ impl<'a> Reader<'a> {
         let parsed = hel_object::canonical::no_repeated_key(&bytes)
             .and_then(|()| serde_json::from_slice(&bytes))
             .map_err(|e| Error::BadMessage {
-            id: *b,
-            path: self.layout.object_path(b),
-            index: 0,
-            reason: message::MessageError::NotJson(e),
-        });
+                id: *b,
+                path: self.layout.object_path(b),
+                index: 0,
+                reason: message::MessageError::NotJson(e),
+            });
         self.budget.refund(len);
         parsed
     }
@@ -629,11 +629,11 @@ pub(crate) fn validate_blob_message(layout: &Odb, b: &ObjectId) -> Result<()> {
     let m: Value = hel_object::canonical::no_repeated_key(&bytes)
         .and_then(|()| serde_json::from_slice(&bytes))
         .map_err(|e| Error::BadMessage {
-        id: *b,
-        path: layout.object_path(b),
-        index: 0,
-        reason: message::MessageError::NotJson(e),
-    })?;
+            id: *b,
+            path: layout.object_path(b),
+            index: 0,
+            reason: message::MessageError::NotJson(e),
+        })?;
     message::validate(&m).map_err(|reason| Error::BadMessage {
         id: *b,
         path: layout.object_path(b),

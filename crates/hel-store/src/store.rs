@@ -488,10 +488,10 @@ impl Store {
             hel_object::canonical::no_repeated_key(&bytes)
                 .and_then(|()| serde_json::from_slice(&bytes))
                 .map_err(|e| Error::Corrupt {
-                id: *blob,
-                path: layout.object_path(blob),
-                reason: format!("{} is not JSON: {e}", cap.what),
-            })
+                    id: *blob,
+                    path: layout.object_path(blob),
+                    reason: format!("{} is not JSON: {e}", cap.what),
+                })
         };
         let record = ReadRecord::decode(
             json_blob(&cp.request_config, Cap::CONFIG)?,

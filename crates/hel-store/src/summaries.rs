@@ -390,9 +390,7 @@ pub(crate) fn check(layout: &crate::odb::Odb) -> Vec<String> {
 /// read (fsck reports that itself).
 fn disagrees(layout: &crate::odb::Odb, e: &Entry) -> Option<String> {
     let journal = match layout.journals() {
-        Ok(Some(dir)) => dir
-            .stamp(&crate::journal::journal_name(&e.session))
-            .ok()?,
+        Ok(Some(dir)) => dir.stamp(&crate::journal::journal_name(&e.session)).ok()?,
         Ok(None) => None,
         Err(_) => return None,
     };
@@ -408,11 +406,11 @@ fn disagrees(layout: &crate::odb::Odb, e: &Entry) -> Option<String> {
         return None;
     }
     let show = |what: &str, says: String, is: String| {
-        Some(format!("{what} {says}, where its ref and commit record say {is}"))
+        Some(format!(
+            "{what} {says}, where its ref and commit record say {is}"
+        ))
     };
-    let Some(head) = row.head else {
-        return None;
-    };
+    let head = row.head?;
     if head != e.head {
         return show("the head", e.head.to_hex(), head.to_hex());
     }

@@ -190,3 +190,76 @@ fn a_store_holding_the_vector_journal_loads_it_and_is_sound() {
         assert_eq!(report.refs, 1);
     }
 }
+
+/// `vectors.json`, `refused` and `unknown_kind` (section 2.1): the NUL
+/// ending a header is within its first 33 bytes, else the header is
+/// malformed; 32 bytes of text naming a kind no reader knows is an
+/// unknown kind (a newer writer), not damage.
+#[test]
+fn a_header_ends_within_33_bytes_and_names_a_kind() {
+    let doc = vectors();
+    let decode = |v: &Value| {
+        let canonical = hex(v["canonical_hex"].as_str().unwrap());
+        let id: ObjectId = v["id"].as_str().unwrap().parse().unwrap();
+        assert_eq!(ObjectId::of_canonical(&canonical), id, "{}", v["name"]);
+        let stored = zstd::bulk::compress(&canonical, 3).unwrap();
+        object::decode(
+            &id,
+            std::path::Path::new("vector"),
+            &stored,
+            object::Cap::ANY,
+        )
+        .unwrap_err()
+        .to_string()
+    };
+    let refused = doc["refused"].as_array().unwrap();
+    assert!(refused
+        .iter()
+        .any(|v| v["name"] == "no NUL within the first 33 bytes"));
+    for v in refused {
+        let e = decode(v);
+        assert!(e.ends_with("malformed header"), "{}: {e}", v["name"]);
+    }
+    let unknown = doc["unknown_kind"].as_array().unwrap();
+    assert!(!unknown.is_empty());
+    for v in unknown {
+        let e = decode(v);
+        assert!(e.contains("unknown kind"), "{}: {e}", v["name"]);
+    }
+}
+
+/// `vectors.json`, `repeated_keys` (section 3): a payload holding a key
+/// twice in one object, at any depth, is malformed whatever its kind.
+#[test]
+fn a_payload_with_a_key_twice_is_malformed() {
+    let doc = vectors();
+    let all = doc["repeated_keys"].as_array().unwrap();
+    assert!(all.len() >= 4);
+    for v in all {
+        let name = v["name"].as_str().unwrap();
+        let (payload, _) = entry_in(v, name);
+        let e = match v["kind"].as_str().unwrap() {
+            "snapshot" => Checkpoint::parse(&payload).unwrap_err().to_string(),
+            "list" => hel_object::list::RawNode::parse(&payload)
+                .unwrap_err()
+                .to_string(),
+            "blob" => parse_spill_map(&payload).unwrap_err().to_string(),
+            other => panic!("kind {other}"),
+        };
+        assert!(e.contains("a key repeated in one object"), "{name}: {e}");
+    }
+}
+
+/// The payload and id of vector `v` (named `name`), the id checked.
+fn entry_in(v: &Value, name: &str) -> (Vec<u8>, ObjectId) {
+    let payload = hex(v["payload_hex"].as_str().unwrap());
+    let kind = match v["kind"].as_str().unwrap() {
+        "blob" => Kind::Blob,
+        "snapshot" => Kind::Snapshot,
+        "list" => Kind::List,
+        other => panic!("kind {other}"),
+    };
+    let id: ObjectId = v["id"].as_str().unwrap().parse().unwrap();
+    assert_eq!(object::id_of(kind, &payload), id, "{name}");
+    (payload, id)
+}

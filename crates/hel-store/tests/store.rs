@@ -2954,7 +2954,10 @@ fn a_ref_one_commit_behind_its_journal_reads_as_published_and_the_next_commit_mo
     let c = conv.commit(&store, &lease, &mut state);
     drop(lease);
     let after = fs::read(&journal).unwrap();
-    assert!(after[..good.len()] == good[..], "a published commit was cut");
+    assert!(
+        after[..good.len()] == good[..],
+        "a published commit was cut"
+    );
     let next = records(&after)
         .into_iter()
         .find(|r| r.at >= good.len() && r.rtype == 2)
