@@ -297,9 +297,10 @@ impl<'a> Check<'a> {
     /// every record intact, every commit record keeping the rules and
     /// agreeing with its snapshot, each object once, every object
     /// decoding, also those past the committed part; what follows the
-    /// committed part a torn tail or one unpublished commit (a note: the
-    /// next commit cuts it), a journal without a ref a note (gc removes
-    /// it). Sidecars must be regular files.
+    /// committed part a torn tail (a note: the next commit cuts it), a ref
+    /// one commit behind a note (the commit past it is published), a
+    /// journal without a ref a note (gc removes it). Sidecars must be
+    /// regular files.
     fn journals(&mut self) -> Result<()> {
         let layout = self.layout;
         let Some(dir) = layout.journals()? else {
@@ -348,7 +349,7 @@ impl<'a> Check<'a> {
                 "the journal of session {session} has no ref: an unpublished first commit or an interrupted delete (`hel gc` removes it, once what other sessions need of it is copied)"
             )),
             None if size > view.committed => self.report.notes.push(format!(
-                "the journal of session {session} has {} bytes of an unfinished commit (or one that did not publish) after offset {} (the next commit cuts them)",
+                "the journal of session {session} has {} bytes of an unfinished commit after offset {} (the next commit cuts them)",
                 size - view.committed,
                 view.committed
             )),
