@@ -264,3 +264,51 @@ fn entry_in(v: &Value, name: &str) -> (Vec<u8>, ObjectId) {
     assert_eq!(object::id_of(kind, &payload), id, "{name}");
     (payload, id)
 }
+
+/// `workspace-vectors.json`, `depth` (section 10.1): a root tree holding
+/// 255 levels of directories is read; one holding a directory at level
+/// 256, though that directory is empty, is over the limit.
+#[test]
+fn a_root_tree_holds_at_most_255_levels_of_directories() {
+    use hel_object::tree::{Entry, EntryKind, Extents, Tree, TreeTooLarge};
+    use std::collections::HashMap;
+    let doc: Value =
+        serde_json::from_str(include_str!("../../../objects-spec/workspace-vectors.json")).unwrap();
+    for (case, accepted) in [("accepted", true), ("refused", false)] {
+        let levels = doc["depth"][case]["levels"].as_u64().unwrap();
+        let want: ObjectId = doc["depth"][case]["root"]
+            .as_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        // The chain as the vector's rule builds it, deepest first.
+        let mut trees: HashMap<ObjectId, Tree> = HashMap::new();
+        let mut below = Tree::default();
+        let mut id = object::id_of(Kind::Tree, &below.to_payload());
+        trees.insert(id, below.clone());
+        for _ in 0..levels {
+            below = Tree {
+                entries: vec![Entry {
+                    name: b"d".to_vec(),
+                    kind: EntryKind::Dir,
+                    mode: 0o755,
+                    size: 0,
+                    id,
+                }],
+            };
+            id = object::id_of(Kind::Tree, &below.to_payload());
+            trees.insert(id, below.clone());
+        }
+        assert_eq!(id, want, "{case}: the chain's root");
+        let got = Extents::default().check(&id, &mut |t: &ObjectId| {
+            Ok::<Tree, TreeTooLarge>(trees[t].clone())
+        });
+        match (got, accepted) {
+            (Ok(extent), true) => assert_eq!(extent.levels, levels),
+            (Err(e), false) => {
+                assert_eq!((e.what, e.limit), ("levels of directories", 255), "{case}")
+            }
+            (got, _) => panic!("{case}: {got:?}"),
+        }
+    }
+}

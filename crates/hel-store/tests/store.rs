@@ -1961,6 +1961,29 @@ fn a_store_of_another_format_is_refused_by_name_and_left_as_it_was() {
     let err = Store::open(dir.path()).unwrap_err();
     assert!(matches!(err, Error::OlderStore { found: 1, .. }), "{err}");
     assert_eq!(hel_store::testing::files_under(&r), before);
+    // A journal beside them, which no store of format 1 held: a store of a
+    // later format that lost its file, named as such, never format 1 (nor,
+    // without `objects/`, a store being made to complete).
+    let journal = r
+        .join("packs/journals")
+        .join(format!("{}.journal", SessionId::new_random()));
+    fs::write(&journal, b"").unwrap();
+    for loose in [true, false] {
+        if !loose {
+            fs::remove_dir_all(r.join("objects")).unwrap();
+        }
+        let before = hel_store::testing::files_under(&r);
+        let err = Store::open(dir.path()).unwrap_err();
+        assert!(matches!(err, Error::FormatMissing { .. }), "{err}");
+        assert!(
+            err.to_string().starts_with(&format!(
+                "{shown}/format is missing, and the store holds {}",
+                journal.display()
+            )),
+            "{err}"
+        );
+        assert_eq!(hel_store::testing::files_under(&r), before);
+    }
 }
 
 #[test]
