@@ -973,7 +973,11 @@ impl Check<'_> {
             }
             Err(e) => self.broken(e),
         }
-        self.report.notes.extend(crate::summaries::check(layout));
+        self.report
+            .notes
+            .extend(crate::summaries::check(layout, &|s| {
+                crate::store::listed(layout, s.clone(), false)
+            }));
         self.report.tmp_files = match layout.tmp()? {
             Some(tmp) => tmp.entries()?.len() as u64,
             None => 0,

@@ -350,8 +350,12 @@ fn checksum(json: &[u8]) -> String {
 /// names) that says other than the ref's commit record and snapshot say
 /// (objects-spec §5.9): a forged or damaged hint, shown by listings until
 /// either file changes. Notes, never faults: the index is a hint, and
-/// removing it is always safe.
-pub(crate) fn check(layout: &crate::odb::Odb) -> Vec<String> {
+/// removing it is always safe. `row` reads a session's row as a listing
+/// without the index reads it.
+pub(crate) fn check(
+    layout: &Layout,
+    row: &dyn Fn(&SessionId) -> Option<SessionInfo>,
+) -> Vec<String> {
     let path = layout.root().child_path(SUMMARIES);
     let bytes = match layout.root().read_file(SUMMARIES, FILE_MAX) {
         Ok(None) => return Vec::new(),
@@ -374,7 +378,7 @@ pub(crate) fn check(layout: &crate::odb::Odb) -> Vec<String> {
     sessions.sort();
     for session in sessions {
         let e = &entries[session];
-        if let Some(what) = disagrees(layout, e) {
+        if let Some(what) = disagrees(layout, e, row) {
             notes.push(format!(
                 "the summary index {} says of session {session} {what}: a listing shows that until the session's ref or journal changes (remove the file; the next listing rebuilds it)",
                 path.display()
@@ -388,7 +392,11 @@ pub(crate) fn check(layout: &crate::odb::Odb) -> Vec<String> {
 /// snapshot do not, when a listing would use it as it is; `None` when it
 /// agrees, or is stale (a listing rebuilds it), or its session cannot be
 /// read (fsck reports that itself).
-fn disagrees(layout: &crate::odb::Odb, e: &Entry) -> Option<String> {
+fn disagrees(
+    layout: &Layout,
+    e: &Entry,
+    row: &dyn Fn(&SessionId) -> Option<SessionInfo>,
+) -> Option<String> {
     let journal = match layout.journals() {
         Ok(Some(dir)) => dir.stamp(&crate::journal::journal_name(&e.session)).ok()?,
         Ok(None) => None,
@@ -401,7 +409,7 @@ fn disagrees(layout: &crate::odb::Odb, e: &Entry) -> Option<String> {
     if !e.settled && head != e.head {
         return None;
     }
-    let row = crate::store::listed(layout, e.session.clone(), false)?;
+    let row = row(&e.session)?;
     if row.broken.is_some() {
         return None;
     }

@@ -312,3 +312,64 @@ fn a_root_tree_holds_at_most_255_levels_of_directories() {
         }
     }
 }
+
+/// `pack-vectors.json`, `torn_tail` (section 5.4): after the checkpoint
+/// journal, record headers whose checks fail are a torn tail while a
+/// reader checks at most 256 candidates past the first (a note; the
+/// session reads whole), and a fault from the 257th on.
+#[test]
+fn a_torn_tail_is_proved_within_256_candidates() {
+    let doc = pack_vectors();
+    let c = &doc["checkpoint"];
+    let t = &doc["torn_tail"];
+    let session: SessionId = doc["session"].as_str().unwrap().parse().unwrap();
+    let head: ObjectId = c["head"].as_str().unwrap().parse().unwrap();
+    let header = hex(t["header_hex"].as_str().unwrap());
+    for (copies, torn) in [
+        (t["proved"].as_u64().unwrap(), true),
+        (t["undecided"].as_u64().unwrap(), false),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        drop(store.new_session_named(&session).unwrap());
+        let root = dir.path().join(hel_store::STORE_DIR);
+        let journals = root.join("packs/journals");
+        std::fs::create_dir_all(&journals).unwrap();
+        let mut journal = hex(c["journal_hex"].as_str().unwrap());
+        let end = journal.len();
+        for _ in 0..copies {
+            journal.extend_from_slice(&header);
+        }
+        std::fs::write(journals.join(format!("{session}.journal")), &journal).unwrap();
+        std::fs::write(
+            journals.join(format!("{session}.jidx")),
+            hex(c["jidx_hex"].as_str().unwrap()),
+        )
+        .unwrap();
+        std::fs::write(
+            root.join("refs/sessions").join(session.as_str()),
+            c["ref"].as_str().unwrap(),
+        )
+        .unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let fsck = hel_store::fsck::fsck(&store).unwrap();
+        if torn {
+            assert_eq!(store.head(&session).unwrap(), head);
+            assert!(
+                fsck.is_sound()
+                    && fsck.notes.iter().any(|n| n.contains("unfinished commit")
+                        && n.contains(&format!("after offset {end}"))),
+                "{copies}: {fsck:?}"
+            );
+        } else {
+            assert!(
+                fsck.faults.iter().any(|f| {
+                    let f = f.to_string();
+                    f.contains(&format!("offset {end}"))
+                        && f.contains("too many record headers to tell it from a torn write")
+                }),
+                "{copies}: {fsck:?}"
+            );
+        }
+    }
+}
