@@ -167,6 +167,18 @@ def checkpoint_journal(session):
     }
 
 
+def torn_tail():
+    """Section 5.4, the torn tail's bound: after the checkpoint journal's
+    last record, `proved` copies of `header_hex` (a record header whose
+    check fails: type 1, zero id, no stored bytes) are a torn tail (the
+    first is the damaged record, the 256 after it the candidates a reader
+    checks), and `undecided` copies a fault (a 257th candidate)."""
+    head = b"HELR" + bytes([1, 0, 0, 0]) + bytes(32) + struct.pack("<Q", 0)
+    check = blake3.blake3(head).digest()[:8]
+    wrong = bytes(b ^ 0xFF for b in check)
+    return {"header_hex": (head + wrong).hex(), "proved": 257, "undecided": 258}
+
+
 def main():
     session = "0c9e6f1a-1b2c-4d3e-8f40-123456789abc"
     hello = b"hello"
@@ -242,6 +254,7 @@ def main():
         "head": head.hex(),
         "commit_json": commit.decode(),
         "checkpoint": checkpoint_journal(session),
+        "torn_tail": torn_tail(),
     }
     out = Path(__file__).with_name("pack-vectors.json")
     out.write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")

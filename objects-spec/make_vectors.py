@@ -7,6 +7,10 @@ alone (the other entries of the file are older and left as they are):
   for `1e-7`, and integers beyond 64 bits);
 - `refused`: canonical bytes whose header is not canonical (section 2.1),
   which a reader MUST refuse as malformed although they hash to an id;
+- `unknown_kind`: the longest header a reader reads (32 bytes before its
+  NUL), naming a kind no reader knows: an unknown kind, not malformed;
+- `repeated_keys`: payloads holding a key twice in one object (section 3),
+  which a reader MUST refuse as malformed;
 - the snapshots: "snapshot" (an `answer` of schema 3 without spill files,
   its `spill` `{}`), and "snapshot naming its spill map blob" with the
   blobs it names by `spill`: "spill map blob" and the "spill file blob"
@@ -77,7 +81,45 @@ REFUSED = [
     ("length with a sign", b"blob +5\0hello"),
     ("two spaces", b"blob  5\0hello"),
     ("zero with a leading zero", b"blob 00\0"),
+    # Section 2.1: the NUL is within the first 33 bytes, or the header is
+    # malformed (not an unknown kind: nothing of it is read as a kind).
+    ("no NUL within the first 33 bytes", b"b" * 31 + b" 0\0"),
 ]
+
+# Section 2.1: the longest header, 32 bytes before its NUL, of a kind no
+# reader knows: an unknown kind (a newer writer), not a malformed header.
+UNKNOWN_KIND = [
+    ("a header of 32 bytes naming an unknown kind", b"b" * 30 + b" 0\0"),
+]
+
+
+def repeated_keys(snapshot):
+    """Section 3, "Repeated keys": payloads that hold a key twice in one
+    object, each of which a reader MUST refuse as malformed. Written by
+    hand: no JSON library writes them."""
+    text = canonical(snapshot)
+    node = '{"count":1,"items":[{"m":{"content":"a","content":"b","role":"user"}}],"prev":null}'
+    key = f".hel/sessions/{SESSION}/spill/bash-1-3f9c2a71.txt"
+    blob = "4a0b6603381c7c38c557e9ceb3cba8876f0a7863146e7309801352e80b073b65"
+    one = f'"{key}":{{"blob":"{blob}","size":0}}'
+    entries = [
+        ("snapshot with cwd twice", "snapshot", text.replace("{", '{"cwd":"/elsewhere",', 1)),
+        ("snapshot whose meter holds a key twice", "snapshot",
+         text.replace('"meter":null', '"meter":{"a":1,"a":2}', 1)),
+        ("list node whose inline message holds content twice", "list", node),
+        ("spill map blob with a key twice", "blob", "{" + one + "," + one + "}"),
+    ]
+    out = []
+    for name, kind, payload in entries:
+        payload = payload.encode()
+        assert payload.count(b"{") >= 1 and len(payload) > 0
+        out.append({
+            "name": name,
+            "kind": kind,
+            "payload_hex": payload.hex(),
+            "id": object_id(f"{kind} {len(payload)}".encode() + b"\0" + payload),
+        })
+    return out
 
 
 def object_id(canonical):
@@ -107,9 +149,9 @@ def json_entry(name, kind, value):
 SESSION = "0c9e6f1a-1b2c-4d3e-8f40-123456789abc"
 
 
-def snapshots():
-    """The snapshot entries this script owns (section 2.4)."""
-    base = {
+def snapshot_base():
+    """The "snapshot" vector's value (section 2.4)."""
+    return {
         "schema_version": 3,
         "session_id": SESSION,
         "parents": [],
@@ -126,6 +168,11 @@ def snapshots():
                     "input_tokens": 0, "output_tokens": 0},
         "record": "answer",
     }
+
+
+def snapshots():
+    """The snapshot entries this script owns (section 2.4)."""
+    base = snapshot_base()
     spill_file = b"total 0\n" * 64
     spill_file_entry = {
         "name": "spill file blob",
@@ -171,6 +218,11 @@ def main():
         {"name": name, "canonical_hex": canonical.hex(), "id": object_id(canonical)}
         for name, canonical in REFUSED
     ]
+    doc["unknown_kind"] = [
+        {"name": name, "canonical_hex": canonical.hex(), "id": object_id(canonical)}
+        for name, canonical in UNKNOWN_KIND
+    ]
+    doc["repeated_keys"] = repeated_keys(snapshot_base())
     path.write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
     print(payload.decode(), file=sys.stderr)
 

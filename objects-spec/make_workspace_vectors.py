@@ -2,7 +2,8 @@
 """Write workspace-vectors.json: tree objects (a directory with a file, an
 executable, a symlink, a subdirectory, a not-tracked file and a nested
 repository), the schema-2 snapshot fields that name them, and a stat cache
-file, built from objects-spec section 10 alone (an implementation
+file, and two chains of directories at the depth limit, built from
+objects-spec section 10 alone (an implementation
 independent of crates/hel-store and crates/hel-workspace, whose tests check
 these bytes).
 
@@ -33,6 +34,27 @@ def tree_payload(entries):
         out += bytes([KINDS[kind]]) + struct.pack("<HQ", mode, size) + oid
         out += struct.pack("<H", len(name)) + name
     return out
+
+
+def chain(levels):
+    """The root of a chain of `levels` directories, each the only entry
+    (`d`, mode 0755) of the tree above it, the deepest an empty tree: its
+    deepest directory is at level `levels` (section 10.1)."""
+    tree = b""
+    for _ in range(levels):
+        tree = tree_payload([(b"d", "dir", 0o755, 0, object_id("tree", tree))])
+    return object_id("tree", tree)
+
+
+def depth():
+    """Section 10.1, levels of directories: 255 is the most a root tree
+    may hold; a directory at level 256, even an empty one, is over it."""
+    return {
+        "about": "chain(n): the deepest tree empty, each tree above it holding one entry "
+                 "b'd' of kind 3, mode 0o755, size 0 naming the tree below; root = the top",
+        "accepted": {"levels": 255, "root": chain(255).hex()},
+        "refused": {"levels": 256, "root": chain(256).hex()},
+    }
 
 
 def main():
@@ -114,6 +136,7 @@ def main():
             ],
         },
     }
+    doc["depth"] = depth()
     out = Path(__file__).with_name("workspace-vectors.json")
     out.write_text(json.dumps(doc, indent=1) + "\n")
     print(f"wrote {out}")

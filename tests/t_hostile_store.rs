@@ -1266,3 +1266,293 @@ fn a_hostile_identity_makes_the_store_shipped_and_never_hangs() {
     let rows: Value = serde_json::from_str(&run.stdout).unwrap();
     assert_eq!(rows[0]["shipped"], false, "{}", run.stdout);
 }
+
+// What a second implementation of the store, written from objects-spec
+// alone, found hel silent on: each case forged byte-wise as it forged it,
+// then read by fsck, show, log and a commit.
+
+/// `hel sessions log <sid> --json`, newest first.
+fn log_ids(h: &Hostile, sid: &str) -> Vec<String> {
+    let run = h.run(None, &["sessions", "log", sid, "--json"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let v: Value = serde_json::from_str(&run.stdout).unwrap();
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// A ref moved back one commit with its sidecar removed reads exactly as
+/// a commit whose ref never moved: both keep the commit past the ref (its
+/// records were durable before the ref could move). Before, the session
+/// read one answer shorter, fsck said sound without a word, and the next
+/// commit cut the published answer.
+#[test]
+fn a_ref_moved_back_one_commit_without_its_sidecar_keeps_every_answer() {
+    let h = Hostile::new();
+    let mock = Mock::start(json!([{"content": "second answer"}, {"content": "third answer"}]));
+    let run = h.run(Some(&mock), &["resume", &h.session, "-p", "again"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    // Newest first: with workspace snapshots, each instruction is a
+    // start record and an answer.
+    let ids = log_ids(&h, &h.session);
+    assert!(ids.len() >= 2, "{ids:?}");
+    let journal = h
+        .root()
+        .join("packs/journals")
+        .join(format!("{}.journal", h.session));
+    std::fs::write(
+        testing::ref_path(&h.root(), &h.sid()),
+        format!("{}\n", ids[1]),
+    )
+    .unwrap();
+    std::fs::remove_file(journal.with_extension("jidx")).unwrap();
+    let published = std::fs::read(&journal).unwrap();
+    let show = h.run(None, &["sessions", "show", &h.session]);
+    assert_eq!(show.code, 0, "{}", show.stderr);
+    assert!(show.stdout.contains("second answer"), "{}", show.stdout);
+    assert_eq!(log_ids(&h, &h.session), ids);
+    let fsck = h.run(None, &["fsck"]);
+    assert_eq!(fsck.code, 0, "{}", fsck.stdout);
+    let note = fsck
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("note: ") && l.contains("one commit behind"))
+        .unwrap_or_else(|| panic!("no note:\n{}", fsck.stdout));
+    assert!(
+        note.contains(&format!("refs/sessions/{}", h.session)),
+        "{note}"
+    );
+    // The next commit continues from the answer the ref was behind.
+    let run = h.run(Some(&mock), &["resume", &h.session, "-p", "once more"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let after = std::fs::read(&journal).unwrap();
+    assert!(
+        after[..published.len()] == published[..],
+        "a published answer was cut"
+    );
+    let now = log_ids(&h, &h.session);
+    assert!(now.len() > ids.len(), "{now:?}");
+    assert_eq!(now[now.len() - ids.len()..], ids[..]);
+    let fsck = h.run(None, &["fsck"]);
+    assert_eq!(fsck.code, 0, "{}", fsck.stdout);
+    assert!(!fsck.stdout.contains("note: "), "{}", fsck.stdout);
+}
+
+/// A store whose `format` file is lost but that holds a journal is no
+/// store being made (that holds empty directories only): every command,
+/// fsck too, refuses it naming the missing file and what the store holds,
+/// and writes nothing (before, the file was written again silently).
+#[test]
+fn a_store_that_lost_its_format_file_is_refused_naming_it() {
+    let h = Hostile::new();
+    std::fs::remove_file(h.root().join("format")).unwrap();
+    let before = testing::files_under(&h.root());
+    let mock = Mock::start(json!([{"content": "never"}]));
+    for args in [
+        vec!["fsck"],
+        vec!["sessions"],
+        vec!["sessions", "show", h.session.as_str()],
+        vec!["gc"],
+        vec!["-p", "x"],
+    ] {
+        let run = h.run(Some(&mock), &args);
+        assert_refused(&run, &format!("{}/format is missing", h.root().display()));
+        assert!(
+            run.stderr.contains("packs/journals/"),
+            "{args:?}: {}",
+            run.stderr
+        );
+        assert_eq!(testing::files_under(&h.root()), before, "{args:?} wrote");
+    }
+    assert!(mock.requests().is_empty());
+    // Written back, the store is whole.
+    std::fs::write(h.root().join("format"), "hel-store-format 6\n").unwrap();
+    assert_eq!(h.run(None, &["fsck"]).code, 0);
+}
+
+/// A snapshot holding a key twice (another reader could take the other
+/// value under the same id): malformed, named by fsck and refused by show.
+/// Before, fsck said sound and hel read the last value.
+#[test]
+fn a_snapshot_with_a_repeated_key_is_malformed() {
+    let h = Hostile::new();
+    let node = two_messages(&h);
+    let canonical =
+        String::from_utf8(hel_store::canonical::to_vec(&snapshot_json(&h, node, None))).unwrap();
+    // The same snapshot with a second `cwd` first, and with a `meter`
+    // whose object holds a key twice.
+    for twice in [
+        canonical.replacen('{', "{\"cwd\":\"/elsewhere\",", 1),
+        canonical.replacen("\"meter\":null", "\"meter\":{\"a\":1,\"a\":2}", 1),
+    ] {
+        assert!(twice.len() > canonical.len());
+        let id = h.raw("snapshot", twice.as_bytes());
+        h.set_ref(FORGED, &id);
+        let fsck = h.run(None, &["fsck"]);
+        assert_eq!(fsck.code, 1, "{}", fsck.stdout);
+        assert!(
+            fsck.stdout
+                .lines()
+                .any(|l| l.contains(&id.to_hex()) && l.contains("a key repeated in one object")),
+            "{}",
+            fsck.stdout
+        );
+        let show = h.run(None, &["sessions", "show", FORGED]);
+        assert_refused(&show, "a key repeated in one object");
+    }
+}
+
+/// A list node of a system and a user message.
+fn two_messages(h: &Hostile) -> ObjectId {
+    h.list(&json!({"count": 2, "items": [{"m": system()}, {"m": user("hi")}], "prev": null}))
+}
+
+/// An answer record of session [`FORGED`] whose list is `node` (two
+/// messages), with `workspace` when given.
+fn snapshot_json(h: &Hostile, node: ObjectId, workspace: Option<Value>) -> Value {
+    let mut snap = json!({
+        "schema_version": 3,
+        "session_id": FORGED,
+        "parents": [],
+        "created_at": "2026-11-30T00:53:20.000Z",
+        "created_at_ms": 1796000000000u64,
+        "cwd": h.p.path().display().to_string(),
+        "request_config": h.blob(&json!({})).to_hex(),
+        "meter": null,
+        "cursors": h.blob(&json!([])).to_hex(),
+        "messages": {"root": node.to_hex(), "count": 2},
+        "spill": {},
+        "record": "answer",
+        "summary": {"messages": 2, "checkpoints": 1, "instruction": "i", "input_tokens": 0, "output_tokens": 0},
+    });
+    if let Some(w) = workspace {
+        snap["workspace"] = w;
+    }
+    snap
+}
+
+/// The bytes of one tree entry (objects-spec §10.1).
+fn tree_entry(kind: u8, mode: u16, size: u64, id: &ObjectId, name: &[u8]) -> Vec<u8> {
+    let mut out = vec![kind];
+    out.extend_from_slice(&mode.to_le_bytes());
+    out.extend_from_slice(&size.to_le_bytes());
+    out.extend_from_slice(id.as_bytes());
+    out.extend_from_slice(&(name.len() as u16).to_le_bytes());
+    out.extend_from_slice(name);
+    out
+}
+
+/// A tree whose file entry gives another size than its blob's length:
+/// a fault naming the tree and the entry (a restore refuses it too).
+/// Before, fsck said sound.
+#[test]
+fn a_tree_entry_whose_size_is_not_its_blobs_length_is_a_fault() {
+    let h = Hostile::new();
+    let blob = h.raw("blob", b"hello");
+    let node = two_messages(&h);
+    for (size, sound) in [(5u64, true), (999, false)] {
+        let tree = h.raw("tree", &tree_entry(1, 0o644, size, &blob, b"a.txt"));
+        let workspace =
+            json!({"tree": tree.to_hex(), "start": null, "not_tracked": 0, "restored": null});
+        let snap = snapshot_json(&h, node, Some(workspace));
+        let id = h.raw("snapshot", &hel_store::canonical::to_vec(&snap));
+        h.set_ref(FORGED, &id);
+        let fsck = h.run(None, &["fsck"]);
+        if sound {
+            assert_eq!(fsck.code, 0, "{}", fsck.stdout);
+            continue;
+        }
+        assert_eq!(fsck.code, 1, "{}", fsck.stdout);
+        let fault = fsck
+            .stdout
+            .lines()
+            .find(|l| l.starts_with("fault: ") && l.contains(&tree.to_hex()))
+            .unwrap_or_else(|| panic!("no fault names the tree:\n{}", fsck.stdout));
+        assert!(
+            fault.contains("entry \"a.txt\" says 999 bytes") && fault.contains("holds 5"),
+            "{fault}"
+        );
+    }
+}
+
+/// A ref naming a checkpoint of another session (copied from it): show
+/// and log refuse it naming the ref, as fsck and the listing do. Before,
+/// both handed out the other session's history as this one's.
+#[test]
+fn a_ref_naming_another_sessions_checkpoint_is_refused_by_show_and_log() {
+    let h = Hostile::new();
+    let ids = log_ids(&h, &h.session);
+    let head: ObjectId = ids[0].parse().unwrap();
+    h.set_ref(FORGED, &head);
+    for args in [
+        vec!["sessions", "show", FORGED],
+        vec!["sessions", "log", FORGED],
+    ] {
+        let run = h.run(None, &args);
+        assert_refused(&run, &format!("refs/sessions/{FORGED}"));
+        assert!(
+            run.stderr
+                .contains(&format!("names checkpoint {head} of session {}", h.session)),
+            "{args:?}: {}",
+            run.stderr
+        );
+    }
+    let fsck = h.run(None, &["fsck"]);
+    assert_eq!(fsck.code, 1, "{}", fsck.stdout);
+}
+
+/// `hel fsck` where there is no store: one line saying so, exit 0, and
+/// still no store. Before, it printed both "not counted while the store
+/// has faults" and "store is sound".
+#[test]
+fn fsck_without_a_store_says_so_in_one_line() {
+    let p = Project::new();
+    let run = p.run(None, &["fsck"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(
+        run.stdout,
+        format!(
+            "no store here: {} does not exist, so there is nothing to check\n",
+            p.path().join(".hel").display()
+        )
+    );
+    assert!(!p.path().join(".hel").exists());
+}
+
+/// A summary-index entry forged with a valid checksum and the files'
+/// stamps: a listing shows it (the index is a hint trusted on its stamps),
+/// and fsck notes that it is not what the ref's commit record says,
+/// naming the file. Before, fsck said sound without a word.
+#[test]
+fn a_forged_summary_entry_is_noted_by_fsck() {
+    let h = Hostile::new();
+    assert_eq!(h.run(None, &["sessions"]).code, 0);
+    let path = h.root().join("summaries");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    let json = lines[1][33..].replace("\"checkpoints\":1,", "\"checkpoints\":99,");
+    assert_ne!(json, lines[1][33..]);
+    let check = ObjectId::of_canonical(json.as_bytes()).to_hex();
+    lines[1] = format!("{} {json}", &check[..32]);
+    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+    let listed = h.run(None, &["sessions", "--json"]);
+    let v: Value = serde_json::from_str(&listed.stdout).unwrap();
+    assert_eq!(v[0]["checkpoints"], 99, "{}", listed.stdout);
+    let fsck = h.run(None, &["fsck"]);
+    assert_eq!(fsck.code, 0, "{}", fsck.stdout);
+    let note = fsck
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("note: ") && l.contains("summary index"))
+        .unwrap_or_else(|| panic!("no note:\n{}", fsck.stdout));
+    assert!(
+        note.contains(&path.display().to_string())
+            && note.contains(&h.session)
+            && note.contains("checkpoints 99")
+            && note.contains("say 1"),
+        "{note}"
+    );
+}

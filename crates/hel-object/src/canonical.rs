@@ -8,6 +8,22 @@
 
 use serde_json::Value;
 
+/// `Ok` when no object of the JSON text `bytes` holds a key twice, at any
+/// depth (objects-spec §3, "Repeated keys"): what every reader of stored
+/// JSON asks before it parses, since serde keeps the last value of a
+/// repeated key (a map, a `Value`) or refuses it (a struct), and another
+/// reader may take the first. The text is walked once without building
+/// anything ([`crate::json::check`]); its size is bounded by the cap of
+/// what it is read as, so no count of values is imposed here. The error
+/// says where, as serde's do.
+pub fn no_repeated_key(bytes: &[u8]) -> Result<(), serde_json::Error> {
+    const STORED: crate::json::Limits = crate::json::Limits {
+        max_values: u64::MAX,
+        max_depth: 128,
+    };
+    crate::json::check(bytes, STORED).map_err(<serde_json::Error as serde::de::Error>::custom)
+}
+
 /// Serialize `value` canonically.
 pub fn to_vec(value: &Value) -> Vec<u8> {
     let mut out = Vec::with_capacity(128);

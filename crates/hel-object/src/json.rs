@@ -185,10 +185,25 @@ impl<'de> Visitor<'de> for Node<'_> {
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
         self.0.open()?;
-        let mut keys = HashSet::new();
-        while let Some(key) = map.next_key::<String>()? {
+        // Keys borrowed from the text where they can be (no escapes), looked
+        // for among the first few one by one, in a set past them: most
+        // objects have a handful of keys, and a set and a `String` per key
+        // cost more than the rest of the walk.
+        let mut few: Vec<Key<'de>> = Vec::new();
+        let mut many: HashSet<Key<'de>> = HashSet::new();
+        while let Some(key) = map.next_key::<Key<'de>>()? {
             self.0.count()?;
-            if !keys.insert(key) {
+            let repeated = if few.len() < FEW_KEYS {
+                let seen = few.contains(&key);
+                few.push(key);
+                seen
+            } else {
+                if many.is_empty() {
+                    many.extend(few.drain(..));
+                }
+                !many.insert(key)
+            };
+            if repeated {
                 // The key is not echoed: it came from outside and may hold
                 // anything; the line and column serde_json adds say where.
                 return Err(A::Error::custom("a key repeated in one object"));
@@ -197,6 +212,35 @@ impl<'de> Visitor<'de> for Node<'_> {
         }
         self.0.depth -= 1;
         Ok(())
+    }
+}
+
+/// Keys of one object compared one by one before they go to a set.
+const FEW_KEYS: usize = 16;
+
+/// An object's key, borrowed from the text when it holds no escape.
+#[derive(PartialEq, Eq, Hash)]
+struct Key<'de>(std::borrow::Cow<'de, str>);
+
+impl<'de> serde::Deserialize<'de> for Key<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Key<'de>, D::Error> {
+        struct KeyVisitor;
+        impl<'de> Visitor<'de> for KeyVisitor {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a key")
+            }
+            fn visit_borrowed_str<E: serde::de::Error>(self, v: &'de str) -> Result<Key<'de>, E> {
+                Ok(Key(std::borrow::Cow::Borrowed(v)))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Key<'de>, E> {
+                Ok(Key(std::borrow::Cow::Owned(v.to_owned())))
+            }
+            fn visit_string<E: serde::de::Error>(self, v: String) -> Result<Key<'de>, E> {
+                Ok(Key(std::borrow::Cow::Owned(v)))
+            }
+        }
+        d.deserialize_str(KeyVisitor)
     }
 }
 
@@ -277,5 +321,25 @@ mod tests {
             e.to_string().contains("more than 2000000 JSON values"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn a_key_repeated_is_found_among_many_and_through_an_escape() {
+        let keys: Vec<String> = (0..40).map(|i| format!("\"k{i}\":{i}")).collect();
+        let wide = format!("{{{}}}", keys.join(","));
+        assert!(check(wide.as_bytes(), Limits::SMALL).is_ok());
+        for twice in [
+            format!("{{{},\"k3\":0}}", keys.join(",")),
+            format!("{{{},\"k39\":0}}", keys.join(",")),
+            format!("{{{},\"k1\":0}}", keys[..5].join(",")),
+            // The same key spelled with an escape.
+            r#"{"a":1,"\u0061":2}"#.to_owned(),
+        ] {
+            let e = check(twice.as_bytes(), Limits::SMALL).unwrap_err();
+            assert!(
+                e.to_string().contains("a key repeated in one object"),
+                "{e}"
+            );
+        }
     }
 }

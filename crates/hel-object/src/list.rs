@@ -313,6 +313,8 @@ impl RawNode {
     /// Split `payload` into its parts; `Err` when it is not JSON with
     /// exactly a node's keys (the items themselves are not looked at).
     pub fn parse(payload: &[u8]) -> std::result::Result<RawNode, NodeError> {
+        // Its inline messages included: no object holds a key twice.
+        crate::canonical::no_repeated_key(payload).map_err(NodeError::Json)?;
         let de: RawNodeDe<'_> = serde_json::from_slice(payload).map_err(NodeError::Json)?;
         let base = payload.as_ptr() as usize;
         let items = de

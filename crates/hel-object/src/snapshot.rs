@@ -213,6 +213,7 @@ pub fn spill_map_payload(map: &BTreeMap<String, SpillEntry>) -> Vec<u8> {
 pub fn parse_spill_map(
     payload: &[u8],
 ) -> std::result::Result<BTreeMap<String, SpillEntry>, Invalid> {
+    crate::canonical::no_repeated_key(payload).map_err(Invalid::Json)?;
     let map: BTreeMap<String, SpillEntry> =
         serde_json::from_slice(payload).map_err(Invalid::Json)?;
     if map.keys().any(String::is_empty) {
@@ -254,6 +255,9 @@ impl Checkpoint {
     /// a blob id (whose map [`parse_spill_map`] checks when it is read), a
     /// record, and a summary that agrees with the message count.
     pub fn parse(payload: &[u8]) -> std::result::Result<Checkpoint, Invalid> {
+        // A key twice anywhere (`meter` included) is malformed: another
+        // reader could take the other value under the same id.
+        crate::canonical::no_repeated_key(payload).map_err(Invalid::Json)?;
         // Straight into the struct first: half the work of going through a
         // `Value`, and for a payload it takes the same checkpoint (a
         // duplicated key, which the `Value` keeps the last of, fails it).
@@ -542,13 +546,22 @@ mod tests {
         let good = crate::canonical::to_vec(&snapshot("answer", workspace(true, false)));
         let text = String::from_utf8(good.clone()).unwrap();
         let mut payloads: Vec<Vec<u8>> = vec![good.clone()];
-        // A duplicated key (the `Value` keeps the last), first and last.
-        payloads.push(
-            text.replacen("{", "{\"cwd\":\"/elsewhere\",", 1)
-                .into_bytes(),
-        );
-        payloads.push(text.replacen("{", "{\"cwd\":\"\",", 1).into_bytes());
-        payloads.push(format!("{},\"cwd\":\"/last\"}}", &text[..text.len() - 1]).into_bytes());
+        // A duplicated key, first and last, at the top or inside `meter`
+        // (which the struct keeps as a `Value`): refused, where the
+        // `Value` alone would keep the last (objects-spec §3).
+        for twice in [
+            text.replacen("{", "{\"cwd\":\"/elsewhere\",", 1),
+            text.replacen("{", "{\"cwd\":\"\",", 1),
+            format!("{},\"cwd\":\"/last\"}}", &text[..text.len() - 1]),
+            text.replacen("\"meter\":null", "\"meter\":{\"a\":1,\"a\":2}", 1),
+        ] {
+            assert!(twice.len() > text.len());
+            let e = Checkpoint::parse(twice.as_bytes()).unwrap_err();
+            assert!(
+                e.to_string().contains("a key repeated in one object"),
+                "{e}: {twice}"
+            );
+        }
         // A newer schema with a key this build does not know, and without.
         let mut v = snapshot("answer", Value::Null);
         v["schema_version"] = (SCHEMA_VERSION + 1).into();
@@ -584,7 +597,7 @@ mod tests {
                 String::from_utf8_lossy(p)
             );
         }
-        assert!(taken >= 4, "only {taken} of the payloads parsed");
+        assert!(taken >= 2, "only {taken} of the payloads parsed");
     }
 
     #[test]

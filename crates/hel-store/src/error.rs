@@ -183,6 +183,11 @@ pub enum Error {
     /// characters, escaped): refused before anything is written.
     #[error("{} has a format file that names no store format (it says \"{found}\"); this hel reads format {FORMAT_VERSION} only: move {} aside or delete it", path.display(), path.display())]
     UnknownFormat { path: PathBuf, found: String },
+    /// A store with no `format` file that holds `found`, a file only a
+    /// store that was made holds: the file was lost (objects-spec §1.2).
+    /// Refused before anything is written, never completed or upgraded.
+    #[error("{}/format is missing, and the store holds {} (a store being made holds no such file): the format file was lost; if this store is of format {FORMAT_VERSION}, write \"hel-store-format {FORMAT_VERSION}\" and a newline to {}/format and run `hel fsck`, else move {} aside", path.display(), found.display(), path.display(), path.display())]
+    FormatMissing { path: PathBuf, found: PathBuf },
     #[error(transparent)]
     Name(Box<NameError>),
     /// A store that could not be upgraded to the next format now.

@@ -297,9 +297,10 @@ impl<'a> Check<'a> {
     /// every record intact, every commit record keeping the rules and
     /// agreeing with its snapshot, each object once, every object
     /// decoding, also those past the committed part; what follows the
-    /// committed part a torn tail or one unpublished commit (a note: the
-    /// next commit cuts it), a journal without a ref a note (gc removes
-    /// it). Sidecars must be regular files.
+    /// committed part a torn tail (a note: the next commit cuts it), a ref
+    /// one commit behind a note (the commit past it is published), a
+    /// journal without a ref a note (gc removes it). Sidecars must be
+    /// regular files.
     fn journals(&mut self) -> Result<()> {
         let layout = self.layout;
         let Some(dir) = layout.journals()? else {
@@ -335,13 +336,20 @@ impl<'a> Check<'a> {
                 self.report.notes.push(note);
             }
         }
+        if let (None, Some(from), Some(head)) = (view.fault_error(), view.behind, &view.head) {
+            self.report.notes.push(format!(
+                "the session's ref refs/sessions/{session} names snapshot {from}, one commit behind its journal {}, whose last commit record publishes {} (a crash between the journal's sync and the ref's move, or a ref moved back): read as published, and the session's next commit moves the ref",
+                view.path.display(),
+                head.head
+            ));
+        }
         match view.fault_error().or_else(|| view.newer_error()) {
             Some(e) => self.broken(e),
             None if view.rule == journal::Rule::Ref(None) => self.report.notes.push(format!(
                 "the journal of session {session} has no ref: an unpublished first commit or an interrupted delete (`hel gc` removes it, once what other sessions need of it is copied)"
             )),
             None if size > view.committed => self.report.notes.push(format!(
-                "the journal of session {session} has {} bytes of an unfinished commit (or one that did not publish) after offset {} (the next commit cuts them)",
+                "the journal of session {session} has {} bytes of an unfinished commit after offset {} (the next commit cuts them)",
                 size - view.committed,
                 view.committed
             )),
@@ -843,6 +851,33 @@ impl Check<'_> {
                 }
             }
         }
+        // A file's entry gives its blob's length, a symlink's its target's:
+        // a restore refuses an entry that lies, so fsck names its tree.
+        for ((blob, size), (tree, name)) in &marked.sized {
+            if !readable(self, blob) {
+                continue;
+            }
+            let len = match layout.memo_len(blob, Cap::FILE) {
+                Some((Kind::Blob, len)) => len,
+                _ => match crate::read::of_kind(layout, blob, Kind::Blob, Cap::FILE) {
+                    Ok(bytes) => bytes.len() as u64,
+                    Err(e) => {
+                        self.broken(e);
+                        continue;
+                    }
+                },
+            };
+            if len != *size {
+                self.broken(Error::Corrupt {
+                    id: *tree,
+                    path: layout.object_path(tree),
+                    reason: format!(
+                        "malformed tree: entry \"{}\" says {size} bytes, its blob {blob} holds {len}",
+                        String::from_utf8_lossy(name).escape_debug()
+                    ),
+                });
+            }
+        }
     }
 
     /// Step 4: with no fault so far, every session's newest checkpoint
@@ -938,9 +973,11 @@ impl Check<'_> {
             }
             Err(e) => self.broken(e),
         }
-        if let Some(note) = crate::summaries::check(layout) {
-            self.report.notes.push(note);
-        }
+        self.report
+            .notes
+            .extend(crate::summaries::check(layout, &|s| {
+                crate::store::listed(layout, s.clone(), false)
+            }));
         self.report.tmp_files = match layout.tmp()? {
             Some(tmp) => tmp.entries()?.len() as u64,
             None => 0,

@@ -84,6 +84,10 @@ pub(crate) struct Marked {
     /// Records that say their tree could not record some paths: (the
     /// snapshot, its `workspace.tree`, its `workspace.not_tracked`).
     pub not_tracked: Vec<(ObjectId, ObjectId, u64)>,
+    /// Each blob a tree's file or symlink entry names, with the size the
+    /// entry gives it, and one such entry: (tree, entry name). fsck
+    /// compares the size with the blob's length (objects-spec §10.1).
+    pub sized: HashMap<(ObjectId, u64), (ObjectId, Vec<u8>)>,
 }
 
 /// Where each object of the journals open and of the sealed packs is,
@@ -290,6 +294,7 @@ impl Walk<'_> {
                     EntryKindT::Dir => self.trees.push(e.id),
                     EntryKindT::File | EntryKindT::Symlink => {
                         self.m.reachable.insert(e.id);
+                        self.m.sized.entry((e.id, e.size)).or_insert((tid, e.name));
                     }
                     EntryKindT::NotTracked | EntryKindT::Repository | EntryKindT::NotTrackedDir => {
                     }

@@ -102,8 +102,10 @@ fn read_by_ref(layout: &Odb, session: &SessionId, mode: journal::Mode) -> Result
             layout.index().journal(layout, dep)?;
         }
     }
+    // The journal's head: what the ref names, or the one commit past it
+    // that is read as published (`journal::View::behind`).
     Ok(Some(Head {
-        id,
+        id: commit.head,
         commit: commit.payload,
         snapshot,
     }))
@@ -175,6 +177,37 @@ pub(crate) fn checkpoint(layout: &Odb, session: &SessionId, head: &Head) -> Resu
     }
     read(layout, session)?;
     crate::read::snapshot(layout, &head.id)
+}
+
+/// `Ok` when the checkpoint `head` names is `session`'s own, or does not
+/// read (whoever reads it next reports why); else the fault naming the
+/// ref (objects-spec §6.1): a ref copied from another session, whose
+/// history is not this session's, is never handed out as its head.
+pub(crate) fn owned(layout: &Odb, session: &SessionId, head: &Head) -> Result<()> {
+    match checkpoint(layout, session, head) {
+        Ok(cp) => owner_is(layout, session, head, &cp),
+        Err(_) => Ok(()),
+    }
+}
+
+/// `Ok` when `cp`, the checkpoint `head` names, is `session`'s own.
+pub(crate) fn owner_is(
+    layout: &Odb,
+    session: &SessionId,
+    head: &Head,
+    cp: &Checkpoint,
+) -> Result<()> {
+    if cp.session_id == *session {
+        return Ok(());
+    }
+    Err(Error::BadRef {
+        session: session.to_string(),
+        path: layout.ref_path(session.as_str()),
+        reason: crate::RefError::OtherSession {
+            checkpoint: Box::new(head.id),
+            owner: cp.session_id.clone(),
+        },
+    })
 }
 
 /// The sessions that have a head, and what else sits where heads are.

@@ -6,9 +6,12 @@
 //! the snapshot it publishes, in one write, and makes them durable with one
 //! `fdatasync`; then it moves the session's ref (`refs.rs`). The commit
 //! records are the ref's log: the head is the commit record publishing
-//! what the ref names (the *ref's commit record*, its [`Rule`]); past it
-//! there may be the records of one commit that did not publish, which
-//! readers ignore and the lease holder cuts before it appends.
+//! what the ref names (the *ref's commit record*, its [`Rule`]), or the
+//! one commit record past it (a crash between the sync and the ref's
+//! rename, or a ref moved back by one: the two read alike, as published,
+//! [`View::behind`]); past that there may be object records of a commit
+//! that wrote no commit record and a torn tail, which readers ignore and
+//! the lease holder cuts before it appends.
 //!
 //! `packs/journals/<session>.jidx` lists the journal's records (id,
 //! offset, length, type), appended after each commit and never synced: a
@@ -254,6 +257,12 @@ pub(crate) struct View {
     /// The fault is the ref rule's (the ref and the journal disagree): a
     /// reader reads the ref again before it believes it.
     pub ref_fault: bool,
+    /// What the ref names when it is one commit behind the journal: the
+    /// snapshot of the commit record before the last, whose successor
+    /// (`head`) is read as published (objects-spec §5.4, "One commit
+    /// past the ref"). The lease holder moves the ref to `head` before
+    /// anything else.
+    pub behind: Option<ObjectId>,
     /// Where the scan met bytes that are not an intact record (a torn
     /// tail, or damage).
     torn_at: Option<u64>,
@@ -593,12 +602,13 @@ pub(crate) fn open_seeing(
 /// Make `view` (every committed record read) follow the ref rule for a
 /// ref naming `r`: its committed part ends after the ref's commit record
 /// (the last commit record publishing `r`; nothing for a journal without a
-/// ref); what follows may be the records of one commit that did not
-/// publish, whose `parent` is the ref's snapshot. Those are kept aside
+/// ref), or after the one commit record past it, which is published
+/// ([`View::behind`], objects-spec §5.4); object records after that (a
+/// commit that wrote no commit record) are kept aside
 /// ([`View::unpublished`]). Anything else is a fault naming the journal
 /// and the offset, never an older head: two or more commit records past
-/// the ref's (a ref older than its journal), records past it that the
-/// sidecar lists (published: a ref moved back), or a ref no intact commit
+/// the ref's (a ref older than its journal), records past the committed
+/// part that the sidecar lists (published), or a ref no intact commit
 /// record publishes.
 fn cut_at_ref(view: &mut View, r: Option<ObjectId>, deleted: bool) {
     let commits: Vec<usize> = view
@@ -640,7 +650,20 @@ fn cut_at_ref(view: &mut View, r: Option<ObjectId>, deleted: bool) {
                     view.ref_fault = true;
                     return;
                 }
-                commits[p] + 1
+                match commits.get(p + 1) {
+                    // One commit past the ref: its records were durable
+                    // before the ref could move, and everything it needs
+                    // before that (section 6.3), so it is read as
+                    // published whether the ref never moved (a crash
+                    // between the journal's sync and the rename) or was
+                    // moved back; the lease holder moves the ref to it.
+                    // Neither reads as a session one answer shorter.
+                    Some(&next) => {
+                        view.behind = Some(id);
+                        next + 1
+                    }
+                    None => commits[p] + 1,
+                }
             }
             None => {
                 let offset = view.torn_at.unwrap_or(view.committed);
@@ -1106,6 +1129,7 @@ impl View {
             newer: None,
             rule: Rule::Ref(None),
             unpublished: Places::default(),
+            behind: None,
             ref_fault: false,
             torn_at: None,
             listed_end: FILE_HEADER,
@@ -1210,9 +1234,10 @@ impl Writer {
     /// Open (creating when absent) `session`'s journal in `dir` to append
     /// to it, its head chosen by `rule`; a new journal is made in `tmp`
     /// first ([`create`]). What follows the head's commit record (a torn
-    /// tail, an unpublished commit) is cut off, and the sidecar made to
-    /// list exactly the committed records. The caller holds the session's
-    /// lease and the shared store lock.
+    /// tail, object records without their commit record) is cut off, and
+    /// the sidecar made to list exactly the committed records. A ref one
+    /// commit behind is left to the caller ([`View::behind`]), who moves
+    /// it. The caller holds the session's lease and the shared store lock.
     pub fn open(dir: &Dir, tmp: &Dir, session: &SessionId, rule: Rule) -> Result<Writer> {
         let name = journal_name(session);
         let fresh = match dir.kind_of(&name)? {
@@ -1376,9 +1401,10 @@ impl Writer {
         let told = match written {
             Ok(t) => t,
             Err(e) => {
-                // Nothing was published: cut what may have landed (a
-                // crash before the cut leaves one unpublished commit,
-                // which readers ignore and the next writer cuts).
+                // Not published: cut what may have landed (a crash
+                // before the cut leaves one commit past the ref, durable,
+                // which readers read as published and the next writer
+                // publishes).
                 let _ = view.file.set_len(view.committed);
                 return Err(e);
             }

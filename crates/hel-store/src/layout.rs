@@ -131,9 +131,16 @@ impl Layout {
     /// The number it names is kept as [`Layout::format`].
     pub fn read_format(&self) -> Result<StoreFormat> {
         let Some(bytes) = self.root.read_file(FORMAT, 64)? else {
-            // A store of the first pre-release format had no `format`
-            // file and kept its objects under `objects/`; a store being
-            // made has neither yet.
+            // A store being made holds empty directories only (its
+            // `format` file is written last, before anything else), so a
+            // store without one that holds a journal, a pack, a ref or a
+            // dependents record lost it: damage, never a store to complete
+            // (objects-spec §1.2). A store of the first pre-release format
+            // had no `format` file, kept its objects under `objects/` and
+            // had none of the files formats 3 and later added.
+            if let Some(found) = self.written_file()? {
+                return Ok(StoreFormat::Missing(found));
+            }
             if self.root.kind_of(OBJECTS)?.is_some() {
                 return Ok(StoreFormat::Number(1));
             }
@@ -158,6 +165,48 @@ impl Layout {
                     .collect(),
             )),
         }
+    }
+
+    /// The first file of a store in use this one holds, if any: an entry
+    /// of `packs/journals/`, `packs/` (but `journals/`), `refs/sessions/`,
+    /// `refs/recorded/` or `refs/dependents/`, none of which a store being
+    /// made holds and none of which a store of format 1 had (but refs,
+    /// which count only beside a journal or without `objects/`).
+    fn written_file(&self) -> Result<Option<PathBuf>> {
+        let first = |dir: Option<&Dir>, skip: &str| -> Result<Option<PathBuf>> {
+            let Some(dir) = dir else {
+                return Ok(None);
+            };
+            Ok(dir
+                .entries()?
+                .into_iter()
+                .map(|e| e.name.to_string_lossy().into_owned())
+                .filter(|n| n != skip)
+                .min()
+                .map(|n| dir.child_path(&n)))
+        };
+        let refs = self.root.sub(REFS)?;
+        let sub = |name: &str| -> Result<Option<Dir>> {
+            match &refs {
+                Some(r) => Ok(r.sub(name)?),
+                None => Ok(None),
+            }
+        };
+        if let Some(found) = first(self.journals()?, "")? {
+            return Ok(Some(found));
+        }
+        if let Some(found) = first(self.packs()?, JOURNALS)? {
+            return Ok(Some(found));
+        }
+        for name in [RECORDED, DEPENDENTS] {
+            if let Some(found) = first(sub(name)?.as_ref(), "")? {
+                return Ok(Some(found));
+            }
+        }
+        if self.root.kind_of(OBJECTS)?.is_none() {
+            return first(sub(SESSIONS)?.as_ref(), "");
+        }
+        Ok(None)
     }
 
     /// Create the store directory of `project` (mode 0700) where absent,
@@ -463,6 +512,9 @@ impl Layout {
 pub(crate) enum StoreFormat {
     /// No `format` file (and no `objects/`): a store being made.
     Absent,
+    /// No `format` file in a store that holds this file, which only a
+    /// store of format 3 or later (one that was made) holds: damage.
+    Missing(PathBuf),
     /// `hel-store-format <n>` (a store without the file that has
     /// `objects/` is format 1).
     Number(u64),

@@ -382,6 +382,7 @@ impl Store {
         let lock = Exclusive::take(layout)?;
         match heads::read(layout, session)? {
             Some(head) => {
+                heads::owned(layout, session, &head)?;
                 heads::writable(layout, session)?;
                 Ok((SessionLease::acquire(lock.layout, session, true)?, head.id))
             }
@@ -402,7 +403,10 @@ impl Store {
         };
         let layout = self.layout()?.ok_or_else(no_such)?;
         match heads::read(layout, session)? {
-            Some(h) => Ok(h.id),
+            Some(h) => {
+                heads::owned(layout, session, &h)?;
+                Ok(h.id)
+            }
             None if lock::is_busy(layout, session)? => Err(Error::NoCheckpoint {
                 session: session.to_string(),
             }),
@@ -600,6 +604,22 @@ impl Store {
                 lease.session(),
                 rule,
             )?;
+            // A ref one commit behind its journal (objects-spec §5.4): the
+            // commit past it is the session's head, so the ref is moved to
+            // it before this commit moves it on from there.
+            let behind = {
+                let v = w.view.read().unwrap_or_else(|p| p.into_inner());
+                v.behind.zip(v.head.as_ref().map(|c| c.head))
+            };
+            if let Some((from, head)) = behind {
+                // A failed sync of the directory is what a commit's own
+                // move would warn of: the journal holds the commit durably,
+                // and a ref that reverts is read the same way again.
+                let _ = refs::publish(layout, lease.session(), Some(from), head)?;
+                let mut v = w.view.write().unwrap_or_else(|p| p.into_inner());
+                v.rule = journal::Rule::Ref(Some(head));
+                v.behind = None;
+            }
             layout.index().adopt(std::sync::Arc::clone(&w.view));
             *slot = Some(w);
         }
@@ -715,7 +735,7 @@ impl Store {
 /// `session`'s listing row as its head, commit record and checkpoint say
 /// (no index), or `None` when it is no session: no checkpoint, and nobody
 /// working on it.
-fn listed(layout: &Odb, id: SessionId, busy: bool) -> Option<SessionInfo> {
+pub(crate) fn listed(layout: &Odb, id: SessionId, busy: bool) -> Option<SessionInfo> {
     let head = match heads::read_light(layout, &id) {
         Ok(h) => h,
         Err(e) => return Some(SessionInfo::broken(id, busy, None, e)),
@@ -740,15 +760,7 @@ fn listed(layout: &Odb, id: SessionId, busy: bool) -> Option<SessionInfo> {
     // A ref naming another session's checkpoint (copied from it) is no
     // row of either: resume and fsck refuse it, so the listing says so.
     if let Ok(cp) = &read {
-        if cp.session_id != id {
-            let e = Error::BadRef {
-                session: id.to_string(),
-                path: layout.ref_path(id.as_str()),
-                reason: crate::RefError::OtherSession {
-                    checkpoint: Box::new(head.id),
-                    owner: cp.session_id.clone(),
-                },
-            };
+        if let Err(e) = heads::owner_is(layout, &id, &head, cp) {
             return Some(SessionInfo::broken(id, busy, Some(head.id), e));
         }
     }

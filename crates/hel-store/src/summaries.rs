@@ -345,23 +345,112 @@ fn checksum(json: &[u8]) -> String {
     hex
 }
 
-/// What fsck says of the index (None: absent, or sound): a damaged or
-/// unreadable index is reported, never trusted, and the next listing
-/// rebuilds it.
-pub(crate) fn check(layout: &Layout) -> Option<String> {
+/// What fsck says of the index (nothing: absent, or sound): a damaged or
+/// unreadable index, and each well-formed entry a listing would use as it
+/// is (its stamps the files' now, and settled or naming what the ref
+/// names) that says other than the ref's commit record and snapshot say
+/// (objects-spec §5.9): a forged or damaged hint, shown by listings until
+/// either file changes. Notes, never faults: the index is a hint, and
+/// removing it is always safe. `row` reads a session's row as a listing
+/// without the index reads it.
+pub(crate) fn check(
+    layout: &Layout,
+    row: &dyn Fn(&SessionId) -> Option<SessionInfo>,
+) -> Vec<String> {
     let path = layout.root().child_path(SUMMARIES);
-    match layout.root().read_file(SUMMARIES, FILE_MAX) {
-        Ok(None) => None,
-        Ok(Some(bytes)) => parse(&bytes).1.then(|| {
-            format!(
-                "the summary index {} has damaged entries; they are not used, and the next listing rebuilds it",
-                path.display()
-            )
-        }),
-        Err(e) => Some(format!(
-            "the summary index cannot be read ({e}); it is not used, and the next listing replaces it"
-        )),
+    let bytes = match layout.root().read_file(SUMMARIES, FILE_MAX) {
+        Ok(None) => return Vec::new(),
+        Ok(Some(bytes)) => bytes,
+        Err(e) => {
+            return vec![format!(
+                "the summary index cannot be read ({e}); it is not used, and the next listing replaces it"
+            )]
+        }
+    };
+    let (entries, damaged) = parse(&bytes);
+    let mut notes = Vec::new();
+    if damaged {
+        notes.push(format!(
+            "the summary index {} has damaged entries; they are not used, and the next listing rebuilds it",
+            path.display()
+        ));
     }
+    let mut sessions: Vec<&SessionId> = entries.keys().collect();
+    sessions.sort();
+    for session in sessions {
+        let e = &entries[session];
+        if let Some(what) = disagrees(layout, e, row) {
+            notes.push(format!(
+                "the summary index {} says of session {session} {what}: a listing shows that until the session's ref or journal changes (remove the file; the next listing rebuilds it)",
+                path.display()
+            ));
+        }
+    }
+    notes
+}
+
+/// What entry `e` says that its session's ref, commit record and
+/// snapshot do not, when a listing would use it as it is; `None` when it
+/// agrees, or is stale (a listing rebuilds it), or its session cannot be
+/// read (fsck reports that itself).
+fn disagrees(
+    layout: &Layout,
+    e: &Entry,
+    row: &dyn Fn(&SessionId) -> Option<SessionInfo>,
+) -> Option<String> {
+    let journal = match layout.journals() {
+        Ok(Some(dir)) => dir.stamp(&crate::journal::journal_name(&e.session)).ok()?,
+        Ok(None) => None,
+        Err(_) => return None,
+    };
+    let (head, ref_stamp) = crate::refs::read_stamped(layout, &e.session).ok()??;
+    if journal.map(|s| s.0) != e.journal || ref_stamp.0 != e.ref_stamp {
+        return None;
+    }
+    if !e.settled && head != e.head {
+        return None;
+    }
+    let row = row(&e.session)?;
+    if row.broken.is_some() {
+        return None;
+    }
+    let show = |what: &str, says: String, is: String| {
+        Some(format!(
+            "{what} {says}, where its ref and commit record say {is}"
+        ))
+    };
+    let head = row.head?;
+    if head != e.head {
+        return show("the head", e.head.to_hex(), head.to_hex());
+    }
+    if row.checkpoints != e.checkpoints {
+        return show(
+            "checkpoints",
+            e.checkpoints.to_string(),
+            row.checkpoints.to_string(),
+        );
+    }
+    if row.messages != e.messages {
+        return show("messages", e.messages.to_string(), row.messages.to_string());
+    }
+    if row.updated_ms != e.time_ms {
+        return show("time_ms", e.time_ms.to_string(), row.updated_ms.to_string());
+    }
+    if row.instruction != e.instruction {
+        return show(
+            "the instruction",
+            format!("{:?}", e.instruction),
+            format!("{:?}", row.instruction),
+        );
+    }
+    if row.cwd.as_deref() != Some(e.cwd.as_str()) {
+        return show(
+            "the cwd",
+            format!("{:?}", e.cwd),
+            format!("{:?}", row.cwd.unwrap_or_default()),
+        );
+    }
+    None
 }
 
 /// The entries of an index file, and whether anything in it was damaged:

@@ -62,10 +62,25 @@ pub fn encode(kind: &str, payload: &[u8]) -> (ObjectId, Vec<u8>) {
     (ObjectId::of_canonical(&bytes), bytes)
 }
 
+/// Make `store_root` a store of this format where it has no `format`
+/// file yet (a store that was made has one before it holds anything a
+/// test plants: objects-spec §1.2).
+fn formatted(store_root: &Path) {
+    let format = store_root.join(crate::layout::FORMAT);
+    if !format.exists() {
+        let _ = std::fs::create_dir_all(store_root);
+        let _ = std::fs::write(
+            format,
+            format!("hel-store-format {}\n", crate::format::FORMAT_VERSION),
+        );
+    }
+}
+
 /// Store `canonical` (not checked) under its id, as a store (hostile
 /// or not) could hold it: a record of one sealed pack that holds every
 /// object planted in this store (`pack-planted-<hex>`); returns the id.
 pub fn plant(store_root: &Path, canonical: &[u8]) -> ObjectId {
+    formatted(store_root);
     crate::repack::plant(store_root, canonical)
 }
 
@@ -80,6 +95,7 @@ pub fn plant_all(store_root: &Path, canonicals: &[Vec<u8>]) -> Vec<ObjectId> {
         })
         .collect();
     let ids = records.iter().map(|(id, _)| *id).collect();
+    formatted(store_root);
     crate::repack::plant_records(store_root, records);
     ids
 }
@@ -88,6 +104,7 @@ pub fn plant_all(store_root: &Path, canonicals: &[Vec<u8>]) -> Vec<ObjectId> {
 /// `id`, in the pack [`plant`] keeps its objects in: bytes that are not
 /// what the name promises, as a hostile store could hold them.
 pub fn plant_stored(store_root: &Path, id: &ObjectId, stored: &[u8]) {
+    formatted(store_root);
     crate::repack::plant_stored(store_root, id, stored)
 }
 
@@ -115,6 +132,7 @@ pub fn planted_pack(store_root: &Path) -> Option<PathBuf> {
 /// parses, else empty), then its ref. As a store (hostile or not)
 /// could hold it; no lock, no lease.
 pub fn publish(store_root: &Path, session: &SessionId, head: &ObjectId) {
+    formatted(store_root);
     let project = store_root.parent().unwrap_or(store_root);
     let summary = Store::open(project)
         .ok()

@@ -76,7 +76,9 @@ fn accept(layout: &Odb, mut found: StoreFormat, steps: &[Step]) -> Result<()> {
                 }
                 None => return Err(refusal(layout, &found)),
             },
-            StoreFormat::Garbled(_) => return Err(refusal(layout, &found)),
+            StoreFormat::Garbled(_) | StoreFormat::Missing(_) => {
+                return Err(refusal(layout, &found))
+            }
         }
     }
 }
@@ -92,6 +94,10 @@ fn refusal(layout: &Layout, found: &StoreFormat) -> Error {
         },
         StoreFormat::Number(n) => Error::OlderStore { path, found: *n },
         StoreFormat::Garbled(found) => Error::UnknownFormat {
+            path,
+            found: found.clone(),
+        },
+        StoreFormat::Missing(found) => Error::FormatMissing {
             path,
             found: found.clone(),
         },

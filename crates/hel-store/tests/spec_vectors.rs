@@ -190,3 +190,186 @@ fn a_store_holding_the_vector_journal_loads_it_and_is_sound() {
         assert_eq!(report.refs, 1);
     }
 }
+
+/// `vectors.json`, `refused` and `unknown_kind` (section 2.1): the NUL
+/// ending a header is within its first 33 bytes, else the header is
+/// malformed; 32 bytes of text naming a kind no reader knows is an
+/// unknown kind (a newer writer), not damage.
+#[test]
+fn a_header_ends_within_33_bytes_and_names_a_kind() {
+    let doc = vectors();
+    let decode = |v: &Value| {
+        let canonical = hex(v["canonical_hex"].as_str().unwrap());
+        let id: ObjectId = v["id"].as_str().unwrap().parse().unwrap();
+        assert_eq!(ObjectId::of_canonical(&canonical), id, "{}", v["name"]);
+        let stored = zstd::bulk::compress(&canonical, 3).unwrap();
+        object::decode(
+            &id,
+            std::path::Path::new("vector"),
+            &stored,
+            object::Cap::ANY,
+        )
+        .unwrap_err()
+        .to_string()
+    };
+    let refused = doc["refused"].as_array().unwrap();
+    assert!(refused
+        .iter()
+        .any(|v| v["name"] == "no NUL within the first 33 bytes"));
+    for v in refused {
+        let e = decode(v);
+        assert!(e.ends_with("malformed header"), "{}: {e}", v["name"]);
+    }
+    let unknown = doc["unknown_kind"].as_array().unwrap();
+    assert!(!unknown.is_empty());
+    for v in unknown {
+        let e = decode(v);
+        assert!(e.contains("unknown kind"), "{}: {e}", v["name"]);
+    }
+}
+
+/// `vectors.json`, `repeated_keys` (section 3): a payload holding a key
+/// twice in one object, at any depth, is malformed whatever its kind.
+#[test]
+fn a_payload_with_a_key_twice_is_malformed() {
+    let doc = vectors();
+    let all = doc["repeated_keys"].as_array().unwrap();
+    assert!(all.len() >= 4);
+    for v in all {
+        let name = v["name"].as_str().unwrap();
+        let (payload, _) = entry_in(v, name);
+        let e = match v["kind"].as_str().unwrap() {
+            "snapshot" => Checkpoint::parse(&payload).unwrap_err().to_string(),
+            "list" => match hel_object::list::RawNode::parse(&payload) {
+                Ok(_) => panic!("{name}: parsed"),
+                Err(e) => e.to_string(),
+            },
+            "blob" => parse_spill_map(&payload).unwrap_err().to_string(),
+            other => panic!("kind {other}"),
+        };
+        assert!(e.contains("a key repeated in one object"), "{name}: {e}");
+    }
+}
+
+/// The payload and id of vector `v` (named `name`), the id checked.
+fn entry_in(v: &Value, name: &str) -> (Vec<u8>, ObjectId) {
+    let payload = hex(v["payload_hex"].as_str().unwrap());
+    let kind = match v["kind"].as_str().unwrap() {
+        "blob" => Kind::Blob,
+        "snapshot" => Kind::Snapshot,
+        "list" => Kind::List,
+        other => panic!("kind {other}"),
+    };
+    let id: ObjectId = v["id"].as_str().unwrap().parse().unwrap();
+    assert_eq!(object::id_of(kind, &payload), id, "{name}");
+    (payload, id)
+}
+
+/// `workspace-vectors.json`, `depth` (section 10.1): a root tree holding
+/// 255 levels of directories is read; one holding a directory at level
+/// 256, though that directory is empty, is over the limit.
+#[test]
+fn a_root_tree_holds_at_most_255_levels_of_directories() {
+    use hel_object::tree::{Entry, EntryKind, Extents, Tree, TreeTooLarge};
+    use std::collections::HashMap;
+    let doc: Value =
+        serde_json::from_str(include_str!("../../../objects-spec/workspace-vectors.json")).unwrap();
+    for (case, accepted) in [("accepted", true), ("refused", false)] {
+        let levels = doc["depth"][case]["levels"].as_u64().unwrap();
+        let want: ObjectId = doc["depth"][case]["root"]
+            .as_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        // The chain as the vector's rule builds it, deepest first.
+        let mut trees: HashMap<ObjectId, Tree> = HashMap::new();
+        let mut below = Tree::default();
+        let mut id = object::id_of(Kind::Tree, &below.to_payload());
+        trees.insert(id, below.clone());
+        for _ in 0..levels {
+            below = Tree {
+                entries: vec![Entry {
+                    name: b"d".to_vec(),
+                    kind: EntryKind::Dir,
+                    mode: 0o755,
+                    size: 0,
+                    id,
+                }],
+            };
+            id = object::id_of(Kind::Tree, &below.to_payload());
+            trees.insert(id, below.clone());
+        }
+        assert_eq!(id, want, "{case}: the chain's root");
+        let got = Extents::default().check(&id, &mut |t: &ObjectId| {
+            Ok::<Tree, TreeTooLarge>(trees[t].clone())
+        });
+        match (got, accepted) {
+            (Ok(extent), true) => assert_eq!(extent.levels, levels),
+            (Err(e), false) => {
+                assert_eq!((e.what, e.limit), ("levels of directories", 255), "{case}")
+            }
+            (got, _) => panic!("{case}: {got:?}"),
+        }
+    }
+}
+
+/// `pack-vectors.json`, `torn_tail` (section 5.4): after the checkpoint
+/// journal, record headers whose checks fail are a torn tail while a
+/// reader checks at most 256 candidates past the first (a note; the
+/// session reads whole), and a fault from the 257th on.
+#[test]
+fn a_torn_tail_is_proved_within_256_candidates() {
+    let doc = pack_vectors();
+    let c = &doc["checkpoint"];
+    let t = &doc["torn_tail"];
+    let session: SessionId = doc["session"].as_str().unwrap().parse().unwrap();
+    let head: ObjectId = c["head"].as_str().unwrap().parse().unwrap();
+    let header = hex(t["header_hex"].as_str().unwrap());
+    for (copies, torn) in [
+        (t["proved"].as_u64().unwrap(), true),
+        (t["undecided"].as_u64().unwrap(), false),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        drop(store.new_session_named(&session).unwrap());
+        let root = dir.path().join(hel_store::STORE_DIR);
+        let journals = root.join("packs/journals");
+        std::fs::create_dir_all(&journals).unwrap();
+        let mut journal = hex(c["journal_hex"].as_str().unwrap());
+        let end = journal.len();
+        for _ in 0..copies {
+            journal.extend_from_slice(&header);
+        }
+        std::fs::write(journals.join(format!("{session}.journal")), &journal).unwrap();
+        std::fs::write(
+            journals.join(format!("{session}.jidx")),
+            hex(c["jidx_hex"].as_str().unwrap()),
+        )
+        .unwrap();
+        std::fs::write(
+            root.join("refs/sessions").join(session.as_str()),
+            c["ref"].as_str().unwrap(),
+        )
+        .unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let fsck = hel_store::fsck::fsck(&store).unwrap();
+        if torn {
+            assert_eq!(store.head(&session).unwrap(), head);
+            assert!(
+                fsck.is_sound()
+                    && fsck.notes.iter().any(|n| n.contains("unfinished commit")
+                        && n.contains(&format!("after offset {end}"))),
+                "{copies}: {fsck:?}"
+            );
+        } else {
+            assert!(
+                fsck.faults.iter().any(|f| {
+                    let f = f.to_string();
+                    f.contains(&format!("offset {end}"))
+                        && f.contains("too many record headers to tell it from a torn write")
+                }),
+                "{copies}: {fsck:?}"
+            );
+        }
+    }
+}

@@ -1961,6 +1961,29 @@ fn a_store_of_another_format_is_refused_by_name_and_left_as_it_was() {
     let err = Store::open(dir.path()).unwrap_err();
     assert!(matches!(err, Error::OlderStore { found: 1, .. }), "{err}");
     assert_eq!(hel_store::testing::files_under(&r), before);
+    // A journal beside them, which no store of format 1 held: a store of a
+    // later format that lost its file, named as such, never format 1 (nor,
+    // without `objects/`, a store being made to complete).
+    let journal = r
+        .join("packs/journals")
+        .join(format!("{}.journal", SessionId::new_random()));
+    fs::write(&journal, b"").unwrap();
+    for loose in [true, false] {
+        if !loose {
+            fs::remove_dir_all(r.join("objects")).unwrap();
+        }
+        let before = hel_store::testing::files_under(&r);
+        let err = Store::open(dir.path()).unwrap_err();
+        assert!(matches!(err, Error::FormatMissing { .. }), "{err}");
+        assert!(
+            err.to_string().starts_with(&format!(
+                "{shown}/format is missing, and the store holds {}",
+                journal.display()
+            )),
+            "{err}"
+        );
+        assert_eq!(hel_store::testing::files_under(&r), before);
+    }
 }
 
 #[test]
@@ -2901,19 +2924,25 @@ fn every_commit_moves_the_ref_by_rename() {
     assert!(hel_store::fsck::fsck(&store).unwrap().is_sound());
 }
 
-/// A commit whose records are durable but whose ref did not move (a crash
-/// or a failed rename between the two) did not happen: readers take the
-/// ref's head, and the next commit cuts exactly those records.
+/// A ref one commit behind its journal: a commit whose records are
+/// durable but whose ref did not move (a crash or a failed rename between
+/// the two), or a ref moved back by one (restored from a copy, the
+/// sidecar gone with it). The two cannot be told apart, so both read the
+/// same way: the commit past the ref is published (everything it names
+/// was durable before the ref could move), fsck notes it, and the next
+/// commit moves the ref to it and continues from it. Never a session one
+/// answer shorter, never a published answer cut.
 #[test]
-fn an_unpublished_commit_is_ignored_and_cut_by_the_next() {
+fn a_ref_one_commit_behind_its_journal_reads_as_published_and_the_next_commit_moves_it() {
     let (dir, sid, heads, journal) = three_checkpoints();
     let good = fs::read(&journal).unwrap();
     let recs = records(&good);
     let c2 = recs.iter().filter(|r| r.rtype == 2).nth(1).unwrap();
     let end2 = c2.at + c2.len;
     fs::write(ref_file(dir.path(), &sid), format!("{}\n", heads[1])).unwrap();
-    // The sidecar as such a crash leaves it: noted only up to the ref's
-    // commit record (a commit notes its records after its ref moved).
+    // The sidecar as a crash before the rename leaves it: noted only up to
+    // the ref's commit record; then no sidecar at all (a ref moved back
+    // with the sidecar removed, as a second implementation forged it).
     let listed = recs.iter().filter(|r| r.at < end2).count();
     let jidx = journal.with_extension("jidx");
     let side = fs::read(&jidx).unwrap();
@@ -2923,45 +2952,62 @@ fn an_unpublished_commit_is_ignored_and_cut_by_the_next() {
             remove_sidecar(&journal);
         }
         let store = Store::open(dir.path()).unwrap();
-        assert_eq!(store.head(&sid).unwrap(), heads[1]);
+        assert_eq!(store.head(&sid).unwrap(), heads[2]);
         let listed = store.sessions().unwrap();
         assert!(
-            listed.len() == 1 && listed[0].head == Some(heads[1]) && listed[0].messages == 8,
+            listed.len() == 1 && listed[0].head == Some(heads[2]) && listed[0].messages == 12,
             "{listed:?}"
         );
+        assert_eq!(hel_store::log::log(&store, &sid).unwrap().len(), 3);
         let fsck = hel_store::fsck::fsck(&store).unwrap();
         assert!(
-            fsck.is_sound() && fsck.notes.iter().any(|n| n.contains("did not publish")),
+            fsck.is_sound()
+                && fsck.notes.iter().any(|n| n.contains("one commit behind")
+                    && n.contains(&format!("refs/sessions/{sid}"))),
             "{fsck:?}"
         );
     }
     let store = Store::open(dir.path()).unwrap();
     let (lease, at) = store.resume(&sid).unwrap();
-    assert_eq!(at, heads[1]);
+    assert_eq!(at, heads[2]);
     let loaded = store.load(&at).unwrap();
     let mut conv = Conv::from_loaded(&loaded);
     let mut state = loaded.state;
-    conv.push(msg("user", "after the one that did not publish"));
+    conv.push(msg("user", "after the commit the ref was behind"));
     let c = conv.commit(&store, &lease, &mut state);
     drop(lease);
     let after = fs::read(&journal).unwrap();
-    assert!(after[..end2] == good[..end2], "the committed part changed");
+    assert!(
+        after[..good.len()] == good[..],
+        "a published commit was cut"
+    );
     let next = records(&after)
         .into_iter()
-        .find(|r| r.at >= end2 && r.rtype == 2)
+        .find(|r| r.at >= good.len() && r.rtype == 2)
         .unwrap();
-    assert_eq!(
-        next.id,
-        *c.id.as_bytes(),
-        "the unpublished records were not cut"
-    );
+    assert_eq!(next.id, *c.id.as_bytes());
     let payload: Value = commit_value(next.stored(&after));
-    assert_eq!(payload["parent"], heads[1].to_hex());
-    assert_eq!(payload["seq"], 3);
+    assert_eq!(payload["parent"], heads[2].to_hex());
+    assert_eq!(payload["seq"], 4);
     let fresh = Store::open(dir.path()).unwrap();
     assert_eq!(fresh.head(&sid).unwrap(), c.id);
+    assert_eq!(hel_store::log::log(&fresh, &sid).unwrap().len(), 4);
     let fsck = hel_store::fsck::fsck(&fresh).unwrap();
     assert!(fsck.is_sound() && fsck.notes.is_empty(), "{fsck:?}");
+}
+
+/// What a crash between a commit's sync and its rename leaves, with a torn
+/// write of nothing after: the commit past the ref is read as published
+/// by every reader, and gc keeps it.
+#[test]
+fn a_commit_past_the_ref_survives_gc() {
+    let (dir, sid, heads, _journal) = three_checkpoints();
+    fs::write(ref_file(dir.path(), &sid), format!("{}\n", heads[1])).unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    hel_store::gc::gc(&store, false).unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    assert_eq!(store.load(&heads[2]).unwrap().messages.len(), 12);
+    assert!(hel_store::fsck::fsck(&store).unwrap().is_sound());
 }
 
 /// A ref older than its journal by more than one commit (restored from an
@@ -3283,30 +3329,28 @@ fn a_ref_naming_another_sessions_checkpoint_is_listed_broken() {
 
 /// A ref moved back by one commit (restored from a copy made between two
 /// commits) while the sidecar lists the commit after it: that commit was
-/// published (a commit notes its records only after its ref moved), so it
-/// is a fault naming the journal, never an unpublished commit the next
-/// commit cuts (the session silently one checkpoint shorter).
+/// published, and it is read so (a commit past the ref always is), never
+/// an unpublished commit the next commit cuts (the session silently one
+/// checkpoint shorter).
 #[test]
-fn a_ref_moved_back_one_commit_behind_its_sidecar_is_a_fault() {
+fn a_ref_moved_back_one_commit_behind_its_sidecar_reads_whole() {
     let (dir, sid, heads, journal) = three_checkpoints();
     let good = fs::read(&journal).unwrap();
-    let recs = records(&good);
-    let c2 = recs.iter().filter(|r| r.rtype == 2).nth(1).unwrap();
     fs::write(ref_file(dir.path(), &sid), format!("{}\n", heads[1])).unwrap();
-    assert_fault(
-        dir.path(),
-        &sid,
-        &journal,
-        c2.at + c2.len,
-        "a ref one commit behind its sidecar",
-    );
-    let e = Store::open(dir.path()).unwrap().head(&sid).unwrap_err();
-    assert!(e.to_string().contains("older than its journal"), "{e}");
-    // The ref put back, the session is whole again.
-    fs::write(ref_file(dir.path(), &sid), format!("{}\n", heads[2])).unwrap();
     let store = Store::open(dir.path()).unwrap();
     assert_eq!(store.head(&sid).unwrap(), heads[2]);
-    assert!(hel_store::fsck::fsck(&store).unwrap().is_sound());
+    let listed = store.sessions().unwrap();
+    assert!(
+        listed.len() == 1 && listed[0].head == Some(heads[2]) && listed[0].checkpoints == 3,
+        "{listed:?}"
+    );
+    let fsck = hel_store::fsck::fsck(&store).unwrap();
+    assert!(
+        fsck.is_sound() && fsck.notes.iter().any(|n| n.contains("one commit behind")),
+        "{fsck:?}"
+    );
+    assert!(hel_store::gc::gc(&store, false).is_ok());
+    assert!(fs::read(&journal).unwrap() == good, "nothing was cut");
 }
 
 /// The store records who depends on whom (objects-spec §6.2): a fork's

@@ -156,6 +156,7 @@ impl Damage for hel_store::Error {
             | E::NewerStore { .. }
             | E::OlderStore { .. }
             | E::UnknownFormat { .. }
+            | E::FormatMissing { .. }
             | E::Upgrade(_)
             | E::Internal(_) => false,
         }

@@ -46,7 +46,16 @@ pub fn gc(dry_run: bool, repack: bool) -> Result<u8, Exit> {
 }
 
 pub fn fsck() -> Result<u8, Exit> {
-    let store = Store::open(&project()?)?;
+    let dir = project()?;
+    let store = Store::open(&dir)?;
+    if !store.exists() {
+        // Nothing to check, and nothing wrong with nothing.
+        say!(
+            "no store here: {} does not exist, so there is nothing to check",
+            dir.join(".hel").display()
+        );
+        return Ok(0);
+    }
     let r = hel_store::fsck::fsck(&store)?;
     say!(
         "checked {} ({}) and {}",
