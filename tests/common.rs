@@ -21,6 +21,15 @@ pub struct Mock {
     pub url: String,
 }
 
+/// The contents of the tool messages of the mock's request `request`.
+pub fn tool_results(mock: &Mock, request: usize) -> Vec<String> {
+    mock.messages(request)
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap().to_owned())
+        .collect()
+}
+
 impl Mock {
     pub fn start(script: Value) -> Mock {
         let config = hel_mock::Config::from_json(&script).expect("a valid mock script");

@@ -10,14 +10,6 @@ use std::time::Duration;
 use crate::common::*;
 use serde_json::json;
 
-fn tool_results(mock: &Mock, request: usize) -> Vec<String> {
-    mock.messages(request)
-        .iter()
-        .filter(|m| m["role"] == "tool")
-        .map(|m| m["content"].as_str().unwrap().to_owned())
-        .collect()
-}
-
 fn mkfifo(path: &std::path::Path) {
     let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
     // SAFETY: a valid C string; mkfifo(3) only creates the node.

@@ -9,7 +9,7 @@
 use serde_json::json;
 
 use crate::common::*;
-use crate::t_mcp::{config_file, python, real, tool_results};
+use crate::t_mcp::{config_file, python, real};
 use crate::t_prompt::{
     all_fit, bytes, exited_with, expect, screen_lines, spawn_with, type_in, PROMPT_END,
 };

@@ -33,14 +33,6 @@ fn config_file(p: &Project, text: &str) {
     std::fs::write(dir.join("config.toml"), text).unwrap();
 }
 
-fn tool_results(mock: &Mock, request: usize) -> Vec<String> {
-    mock.messages(request)
-        .iter()
-        .filter(|m| m["role"] == "tool")
-        .map(|m| m["content"].as_str().unwrap().to_owned())
-        .collect()
-}
-
 /// Whether the sandbox refused the command (no user namespaces or
 /// Landlock here): the reason, to be printed.
 fn refused(result: &str) -> Option<&str> {

@@ -59,14 +59,6 @@ fn hostile(py: &str, name: &str, mode: &str, extra: &str) -> String {
     )
 }
 
-pub(crate) fn tool_results(mock: &Mock, request: usize) -> Vec<String> {
-    mock.messages(request)
-        .iter()
-        .filter(|m| m["role"] == "tool")
-        .map(|m| m["content"].as_str().unwrap().to_owned())
-        .collect()
-}
-
 /// The function names of request `i`'s tools.
 fn offered(mock: &Mock, i: usize) -> Vec<String> {
     mock.requests()[i]["tools"]

@@ -8,14 +8,6 @@ use std::time::{Duration, Instant};
 use crate::common::*;
 use serde_json::json;
 
-fn tool_results(mock: &Mock, request: usize) -> Vec<String> {
-    mock.messages(request)
-        .iter()
-        .filter(|m| m["role"] == "tool")
-        .map(|m| m["content"].as_str().unwrap().to_owned())
-        .collect()
-}
-
 /// A value no test run shares with another.
 fn unique() -> String {
     let nanos = std::time::SystemTime::now()

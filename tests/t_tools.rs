@@ -4,14 +4,6 @@
 use crate::common::*;
 use serde_json::json;
 
-fn tool_results(mock: &Mock, request: usize) -> Vec<String> {
-    mock.messages(request)
-        .iter()
-        .filter(|m| m["role"] == "tool")
-        .map(|m| m["content"].as_str().unwrap().to_owned())
-        .collect()
-}
-
 #[test]
 fn writes_outside_the_project_are_refused_by_tool_and_kernel() {
     let p = Project::new();

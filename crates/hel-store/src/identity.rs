@@ -202,10 +202,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().join(".hel");
         std::fs::create_dir_all(root.join("refs/sessions")).unwrap();
-        let shipped = plant_session(&root);
-        let store = Store::open(dir.path()).unwrap();
-        let lease = store.new_session().unwrap();
-        let now = origin(&store).unwrap();
-        assert!(now.owns(lease.session()) && !now.owns(&shipped), "{now:?}");
+        plant_session(&root);
+        // Refused (objects-spec §1.2): never completed, and no identity
+        // written into it.
+        let e = Store::open(dir.path()).map(|_| ()).unwrap_err();
+        assert!(matches!(e, crate::Error::FormatMissing { .. }), "{e:?}");
+        assert!(!root.join("identity").exists());
+        assert!(!root.join("format").exists());
     }
 }
