@@ -814,6 +814,17 @@ fn a_session_from_another_directory_is_never_chosen_by_default() {
     ]));
     let run = clone.run(Some(&mock), &["--access", "auto", "-p", "take notes"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
+    // Said once, when the store becomes this directory's.
+    assert!(
+        run.stderr
+            .contains("this .hel/ was not made in this directory")
+            && run
+                .stderr
+                .contains("its 1 earlier session(s) stay listed as shipped")
+            && run.stderr.contains("`hel sessions adopt --all`"),
+        "{}",
+        run.stderr
+    );
     let mine = run.session();
     assert_eq!(clone.read("Makefile"), "all:\n\tcc main.c\n");
     assert_eq!(clone.read("notes.txt"), "mine\n");
@@ -825,6 +836,11 @@ fn a_session_from_another_directory_is_never_chosen_by_default() {
     let run = clone.run(Some(&mock), &["resume", "--last", "-p", "again"]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert_eq!(run.session(), mine);
+    assert!(
+        !run.stderr.contains("not made in this directory"),
+        "{}",
+        run.stderr
+    );
 
     // The listing says which is which.
     let rows = json_out(&clone.run(None, &["sessions", "--json"]));

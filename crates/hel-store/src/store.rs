@@ -56,6 +56,13 @@ pub enum Warning {
     /// After a fork was published: the name of the session it was made
     /// from could not be copied to it.
     NameNotCopied(Error),
+    /// A new session was made in a store not made here (objects-spec
+    /// §1.4): the store is this directory's from now on, and the sessions
+    /// it held stay shipped.
+    TookOver {
+        why: crate::place::Why,
+        shipped: usize,
+    },
 }
 
 impl std::fmt::Display for Warning {
@@ -73,6 +80,10 @@ impl std::fmt::Display for Warning {
             Warning::NameNotCopied(e) => write!(
                 f,
                 "the fork was made, but it could not be given a copy of the session's name ({e})"
+            ),
+            Warning::TookOver { why, shipped } => write!(
+                f,
+                "this .hel/ was not made in this directory ({why}): its {shipped} earlier session(s) stay listed as shipped, never continued, pushed or undone unless named; `hel sessions adopt --all` makes them yours"
             ),
         }
     }

@@ -595,8 +595,12 @@ fn started(
     text: &str,
 ) {
     if let Some(p) = pending.take() {
+        let before = hel_store::identity::origin(&p.store);
         match p.store.new_session_named(&p.id) {
             Ok(lease) => {
+                if let Some(w) = session::took_over(&p.store, before) {
+                    observer.warn(Warning::Store(w));
+                }
                 let lease = Arc::new(lease);
                 let tools = agent.tools_mut();
                 let limit = tools.spill.limit;

@@ -6,8 +6,8 @@ mod record;
 mod resolve;
 mod save;
 
-pub(crate) use open::open;
 pub use open::Start;
+pub(crate) use open::{open, took_over};
 pub(crate) use record::{resumed, Resumed};
 pub(crate) use resolve::verify;
 pub use resolve::{

@@ -49,7 +49,15 @@ pub(crate) fn open(store: &Store, project: &Path, start: &Start) -> Result<Opene
         warnings,
     };
     match start {
-        Start::New => Ok(make(store.new_session()?, None, Vec::new())),
+        Start::New => {
+            let before = hel_store::identity::origin(store);
+            let lease = store.new_session()?;
+            Ok(make(
+                lease,
+                None,
+                took_over(store, before).into_iter().collect(),
+            ))
+        }
         Start::Resume(spec) => {
             let id = resolve(store, project, spec)?;
             let (lease, head) = store.resume(&id)?;
@@ -73,5 +81,26 @@ pub(crate) fn open(store: &Store, project: &Path, start: &Start) -> Result<Opene
             let (lease, first, warnings) = store.fork_here(&checkpoint, &cwd)?;
             Ok(make(lease, Some(first), warnings))
         }
+    }
+}
+
+/// What to say when a new session took over a store that was not made
+/// here (`before`: the store's origin before the session was made): once,
+/// when it happens, naming how many sessions stay shipped. A notice, so a
+/// store that cannot say gives none.
+pub(crate) fn took_over(
+    store: &Store,
+    before: hel_store::Result<hel_store::identity::Origin>,
+) -> Option<hel_store::Warning> {
+    use hel_store::identity::Origin;
+    let Ok(Origin::Elsewhere(why)) = before else {
+        return None;
+    };
+    match hel_store::identity::origin(store) {
+        Ok(Origin::Here { shipped }) if !shipped.is_empty() => Some(hel_store::Warning::TookOver {
+            why,
+            shipped: shipped.len(),
+        }),
+        _ => None,
     }
 }
