@@ -1338,3 +1338,57 @@ fn undo_leaves_what_only_became_ignored_or_changed_after_unread() {
         undo.stdout
     );
 }
+
+// A directory that only became ignored (the agent edited `.gitignore`),
+// then moved away by the user, is not brought back by undo, forced or
+// not, whether the user moved it right after the instruction or before
+// another one: nothing shows the session changed it.
+#[test]
+fn undo_does_not_bring_back_what_only_became_ignored_and_the_user_moved() {
+    for later in [false, true] {
+        let p = Project::new();
+        p.write("tmp/a", "v4\n");
+        let mut replies = vec![
+            json!({"tool_calls": [call("bash", json!({"command": "printf '*.log\\ntmp/\\n' > .gitignore && echo one > step1.txt"}))]}),
+            json!({"content": "done"}),
+        ];
+        if later {
+            replies.push(json!({"tool_calls": [call("write_file", json!({"path": "step2.txt", "content": "two\n"}))]}));
+            replies.push(json!({"content": "done"}));
+        }
+        let mock = Mock::start(Value::Array(replies));
+        let run = p.run(Some(&mock), &["--access", "auto", "-p", "ignore"]);
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        let sid = run.session();
+        fs::create_dir(p.path().join("c.log")).unwrap();
+        fs::rename(p.path().join("tmp"), p.path().join("c.log/c.log")).unwrap();
+        if later {
+            let again = p.run(
+                Some(&mock),
+                &["--access", "auto", "resume", &sid, "-p", "two"],
+            );
+            assert_eq!(again.code, 0, "{}", again.stderr);
+            let undo = p.run(None, &["undo", &sid]);
+            assert_eq!(undo.code, 0, "{}\n{}", undo.stdout, undo.stderr);
+            assert!(!p.path().join("step2.txt").exists(), "{}", undo.stdout);
+        }
+        let undo = p.run(None, &["undo", &sid, "--force"]);
+        assert!(
+            !p.path().join("tmp").exists(),
+            "{later}: {}{}",
+            undo.stdout,
+            undo.stderr
+        );
+        assert!(!undo.stdout.contains("restore   tmp"), "{}", undo.stdout);
+        assert!(
+            undo.stdout
+                .lines()
+                .any(|l| l.starts_with("  left alone  tmp: not read by the snapshot")),
+            "{}",
+            undo.stdout
+        );
+        assert_eq!(p.read("c.log/c.log/a"), "v4\n");
+        assert!(!p.path().join(".gitignore").exists(), "{}", undo.stdout);
+        assert!(!p.path().join("step1.txt").exists(), "{}", undo.stdout);
+    }
+}

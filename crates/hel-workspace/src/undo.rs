@@ -22,6 +22,10 @@
 //!   instruction's end ([`settle_unread`]): the target's content is the
 //!   proof. Otherwise it is a conflict, which `--force` writes only where
 //!   the end snapshot proves the session changed it.
+//! - One that the session's own last change of it left, or left under,
+//!   such an entry, read again since (it only became ignored, then the
+//!   user moved it), is written only where that change's snapshot proves
+//!   the session changed it; otherwise it is a conflict, forced or not.
 //! - A path is written or removed only if it is now what the session last
 //!   recorded for it (what its last instruction left, with what later
 //!   restores wrote laid over it); anything else is a conflict, listed and
@@ -323,6 +327,17 @@ fn plan(
         if same(now, t) {
             continue; // already as wanted
         }
+        // The session's own last change left it, or a directory above
+        // it, not read (it only became ignored, say), and the files now
+        // and what it last recorded read it: nothing shows the session
+        // made what the target differs from, unless that change's
+        // snapshot saw a size that is not the target's.
+        if let Some(t) = t {
+            if left_unread(owned, path) && !proves(x, t) {
+                conflicts.push((path.clone(), Conflict::ChangedUnread));
+                continue;
+            }
+        }
         if (!same(now, x) || owned.users(path, now)) && !go.force {
             conflicts.push((path.clone(), Conflict::Changed));
             continue;
@@ -336,6 +351,41 @@ fn plan(
     }
     conflicts.sort_by(|a, b| a.0.cmp(&b.0));
     (changes, conflicts)
+}
+
+/// Whether the session's own newest change of `path`, or of a directory
+/// above it, left an entry that its snapshot did not read.
+fn left_unread(owned: &history::Changed, path: &[u8]) -> bool {
+    let mut p = path;
+    while !p.is_empty() {
+        if let Some(Some(item)) = owned.last.get(p) {
+            if history::opaque(item.kind) {
+                return true;
+            }
+        }
+        p = split(p).0;
+    }
+    false
+}
+
+/// Whether `end`, what a snapshot taken when the session changed the
+/// path holds there, proves the session changed it from `t`: it tried to
+/// read a file and saw another size than the target's.
+fn proves(end: Option<&Item>, t: &Item) -> bool {
+    end.is_some_and(|e| e.kind == EntryKind::NotTracked && e.size != 0 && e.size != t.size)
+}
+
+/// Whether what the end snapshot (`expected`) held at `path` (the path
+/// itself, or the entry above it that it did not read) is proven absent
+/// from the files now (`before`): it went after the instruction's end,
+/// whatever the times on disk say.
+fn gone_since(before: &Flat, expected: &Flat, path: &[u8]) -> bool {
+    let at = match not_read(expected, path) {
+        Some((at, _)) => at,
+        None if expected.get(path).is_some() => path,
+        None => return false,
+    };
+    before.get(at).is_none() && not_read(before, at).is_none()
 }
 
 /// The changes of paths under what the before-restore walk did not read
@@ -381,9 +431,10 @@ fn look_under_unread(project: std::os::fd::BorrowedFd<'_>, before: &Flat, change
 ///   whose files come back was made, the instruction's end) is written:
 ///   it is as the instruction left it;
 /// - one that changed at or after `since` (for an absent path: its
-///   nearest directory's listing; a directory's bits, which no time
-///   tells) is a [`Conflict::Changed`] when the end snapshot proves the
-///   session changed it (a size it recorded that is not the target's),
+///   nearest directory's listing, or what the end snapshot held there
+///   being gone; a directory's bits, which no time tells) is a
+///   [`Conflict::Changed`] when the end snapshot proves the session
+///   changed it (a size it recorded that is not the target's),
 ///   written when forced; otherwise a [`Conflict::ChangedUnread`], left
 ///   alone forced or not.
 fn settle_unread(
@@ -419,16 +470,16 @@ fn settle_unread(
                 }
                 (t.kind == EntryKind::Dir && st.is_dir()) || st.ctime_ns >= since
             }
-            None => listing_changed(project, &c.path, since),
+            None => {
+                gone_since(before, expected, &c.path) || listing_changed(project, &c.path, since)
+            }
         };
         if !changed {
             return true;
         }
         // The end snapshot tried to read it and saw another size than the
         // target's: the session changed it.
-        let proven = expected
-            .get(&c.path)
-            .is_some_and(|e| e.kind == EntryKind::NotTracked && e.size != 0 && e.size != t.size);
+        let proven = proves(expected.get(&c.path), &t);
         match (proven, force) {
             (true, true) => return true,
             (true, false) => conflicts.push((c.path.clone(), Conflict::Changed)),
