@@ -11,6 +11,7 @@ mod t_config;
 mod t_confirm;
 mod t_core;
 mod t_credentials;
+mod t_defaults;
 mod t_durability;
 mod t_evals;
 mod t_format;

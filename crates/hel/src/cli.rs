@@ -19,9 +19,15 @@ model, runs the tools the model asks for (read, search, edit, bash in a sandbox)
 the model answers. Every completed answer is a checkpoint in .hel/, so `hel resume <SESSION>` \
 continues the conversation in a new process.\n\nWith -p, runs the given instructions in order; \
 without, on a terminal, opens an interactive prompt (/help there lists its commands); from a \
-pipe, reads one instruction per line (until EOF or /exit)."
+pipe, reads one instruction per line (until EOF or /exit). `hel \"INSTRUCTION\"` runs the \
+instruction first: at the prompt on a terminal, as with -p off one. A first word that names a \
+subcommand is that subcommand: send such a word with `hel -p WORD` or `hel -- WORD`.",
+    args_conflicts_with_subcommands = true
 )]
 pub struct Cli {
+    /// An instruction to start with: on a terminal the prompt runs it first; off one, as -p.
+    #[arg(value_name = "INSTRUCTION")]
+    pub prompt: Option<String>,
     /// Continue SESSION (same as `hel resume SESSION`).
     #[arg(long, value_name = "SESSION")]
     pub resume: Option<String>,
@@ -126,6 +132,9 @@ pub struct RunArgs {
     /// With --output-format stream-json: also an event for each piece of text as it streams in.
     #[arg(long)]
     pub include_partial: bool,
+    /// `hel "INSTRUCTION"` on a terminal: what the prompt runs first.
+    #[arg(skip)]
+    pub first: Option<String>,
     /// Set by `hel resume --relocate` (not a flag of every run).
     #[arg(skip)]
     pub relocate: bool,
@@ -399,12 +408,16 @@ asks before removing anything (--yes does not ask). Every undo is recorded first
         /// Only these paths (and what is under them), relative to the project.
         paths: Vec<PathBuf>,
     },
-    /// Which files changed, with a unified diff of text files.
+    /// Which files the session changed (from the start of its first instruction to its latest checkpoint), with a unified diff of text files.
     #[command(
-        after_help = "Examples:\n  hel diff 4da5\n  hel diff 4da5 --at 3f2a91c0 --worktree --stat"
+        after_help = "Examples:\n  hel diff\n  hel diff 4da5 --last\n  hel diff 4da5 --at 3f2a91c0 --worktree --stat"
     )]
     Diff {
-        session: String,
+        /// Session name, id or prefix (default: the most recently updated idle session, as `hel undo`).
+        session: Option<String>,
+        /// Only what the session's last instruction changed.
+        #[arg(long, conflicts_with_all = ["at", "against", "worktree"])]
+        last: bool,
         /// The checkpoint (default: the session's latest); without --against or --worktree,
         /// what its instruction changed.
         #[arg(long, value_name = "CHECKPOINT")]
@@ -519,9 +532,10 @@ pub enum SessionsCommand {
         json: bool,
     },
     /// A session's checkpoints, newest first.
-    #[command(after_help = "Example:\n  hel sessions log 4da5 --all")]
+    #[command(after_help = "Examples:\n  hel sessions log\n  hel sessions log 4da5 --all")]
     Log {
-        session: String,
+        /// Session name, id or prefix (default: the most recently updated idle session, as `hel undo`).
+        session: Option<String>,
         /// Also the start record of every instruction that ended.
         #[arg(long)]
         all: bool,
@@ -530,10 +544,11 @@ pub enum SessionsCommand {
     },
     /// The conversation of a checkpoint, for a person to read (--json: everything stored).
     #[command(
-        after_help = "Examples:\n  hel sessions show fix-login\n  hel sessions show 4da5 --at 3f2a91c0 --json"
+        after_help = "Examples:\n  hel sessions show\n  hel sessions show fix-login\n  hel sessions show 4da5 --at 3f2a91c0 --json"
     )]
     Show {
-        session: String,
+        /// Session name, id or prefix (default: the most recently updated idle session, as `hel undo`).
+        session: Option<String>,
         #[arg(long, value_name = "CHECKPOINT")]
         at: Option<String>,
         #[arg(long)]

@@ -131,12 +131,21 @@ fn dispatch(cli: Cli, matches: &ArgMatches) -> Result<u8, Exit> {
         ),
         Some(Command::Diff {
             session,
+            last,
             at,
             against,
             worktree,
             stat,
             json,
-        }) => commands::diff(session, at, against, worktree, stat, json),
+        }) => commands::diff(commands::DiffArgs {
+            session,
+            last,
+            at,
+            against,
+            worktree,
+            stat,
+            json,
+        }),
         Some(Command::Resume {
             session,
             last,
@@ -158,11 +167,29 @@ fn dispatch(cli: Cli, matches: &ArgMatches) -> Result<u8, Exit> {
                 (None, true) => Start::Last,
                 (None, false) => Start::New,
             };
+            let prompt = cli.prompt.clone();
             config::settings(&cli.run, matches, None).and_then(|mut s| {
                 s.run.project = project;
+                if let Some(text) = prompt {
+                    first_instruction(&mut s.run, text);
+                }
                 agent(s.run, start, None)
             })
         }
+    }
+}
+
+/// `hel "INSTRUCTION"`: on a terminal (no -p, text output) the prompt
+/// runs it first; otherwise it is the first of the -p instructions.
+fn first_instruction(run: &mut cli::RunArgs, text: String) {
+    use std::io::IsTerminal;
+    if run.instructions.is_empty()
+        && run.output_format == cli::OutputFormat::Text
+        && std::io::stdin().is_terminal()
+    {
+        run.first = Some(text);
+    } else {
+        run.instructions.insert(0, text);
     }
 }
 

@@ -24,7 +24,7 @@ use crate::exit::{Exit, Usage};
 pub use pick::session_to_resume;
 pub use report::set_project;
 pub use store::{fsck, gc};
-pub use workspace::{diff, restore, undo, RestoreArgs};
+pub use workspace::{diff, restore, undo, DiffArgs, RestoreArgs};
 
 pub fn sessions(
     command: Option<SessionsCommand>,
@@ -48,9 +48,11 @@ pub fn sessions(
     match command.unwrap_or(SessionsCommand::List { json: json_flag }) {
         SessionsCommand::List { json } => sessions::list(&store, &project, json || json_flag),
         SessionsCommand::Log { session, all, json } => {
+            let session = named_or_newest(&store, &project, session)?;
             sessions::log(&store, &project, &session, all, json || json_flag)
         }
         SessionsCommand::Show { session, at, json } => {
+            let session = named_or_newest(&store, &project, session)?;
             show::show(&store, &project, &session, at.as_deref(), json || json_flag)
         }
         SessionsCommand::Delete {
@@ -77,5 +79,19 @@ pub fn sessions(
             from: Some(from),
         } => crate::import::import(&store, &project, from, &file),
         SessionsCommand::Import { file, from: None } => remote::import_bundle(&store, &file),
+    }
+}
+
+/// The session named, or the one `hel undo` would choose when none is:
+/// the project's own newest idle session of this directory (never a
+/// shipped one).
+fn named_or_newest(
+    store: &Store,
+    project: &std::path::Path,
+    session: Option<String>,
+) -> Result<String, Exit> {
+    match session {
+        Some(s) => Ok(s),
+        None => Ok(hel_agent::default_session(store, project)?.to_string()),
     }
 }

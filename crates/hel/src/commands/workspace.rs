@@ -448,17 +448,48 @@ impl Side<'_> {
     }
 }
 
-pub fn diff(
-    spec: String,
-    at: Option<String>,
-    against: Option<String>,
-    worktree: bool,
-    stat: bool,
-    json: bool,
-) -> Result<u8, Exit> {
+/// `hel diff`'s arguments.
+pub struct DiffArgs {
+    /// None: the session `hel undo` would choose.
+    pub session: Option<String>,
+    /// Only the last instruction's change.
+    pub last: bool,
+    pub at: Option<String>,
+    pub against: Option<String>,
+    pub worktree: bool,
+    pub stat: bool,
+    pub json: bool,
+}
+
+/// The files when the session's own first instruction started (the
+/// oldest record of its own with a snapshot; a fork's history before it
+/// is not its change). None: the session recorded no files of its own.
+fn session_start(store: &Store, session: &SessionId) -> Result<Option<ObjectId>, Exit> {
+    let log = hel_store::log::log(store, session)?;
+    Ok(log
+        .iter()
+        .rev()
+        .filter(|e| e.session_id == *session)
+        .find_map(|e| e.workspace.as_ref().map(|w| w.start.unwrap_or(w.tree))))
+}
+
+pub fn diff(args: DiffArgs) -> Result<u8, Exit> {
+    let DiffArgs {
+        session,
+        last,
+        at,
+        against,
+        worktree,
+        stat,
+        json,
+    } = args;
     let project = project()?;
     let store = Store::open(&project)?;
-    let session = hel_agent::resolve_session(&store, &project, &spec)?;
+    let session = match session {
+        Some(spec) => hel_agent::resolve_session(&store, &project, &spec)?,
+        None => last_idle(&store)?,
+    };
+    let whole = !last && at.is_none() && against.is_none() && !worktree;
     let at = checkpoint_of(&store, &session, at.as_deref())?;
     let cp = store.checkpoint(&at)?;
     let ws = cp
@@ -489,6 +520,10 @@ pub fn diff(
             }),
         )?;
         (at_flat, std::sync::Arc::unwrap_or_clone(now.flat), true)
+    } else if whole {
+        // What the session changed: from its first instruction's start.
+        let start = session_start(&store, &session)?.unwrap_or(ws.tree);
+        (Flat::read(&store, &start)?, at_flat, false)
     } else {
         // What the checkpoint's instruction changed.
         let start = match ws.start {

@@ -151,6 +151,18 @@ pub async fn run(args: RunArgs, start: Start, restore_files: Option<bool>) -> Re
         running::restore_forked(&mut prompt.run, force)?;
     }
     running::forward_ctrl_c(interrupter);
+    if let Some(text) = args.first.as_deref().filter(|t| !t.trim().is_empty()) {
+        render::line(&format!(
+            "{}{}",
+            prompt_text(&prompt.run.status(), prompt.name.as_deref()),
+            hel_agent::text::escape_line(text)
+        ));
+        prompt.remember(text);
+        if let Next::Exit = prompt.instruction(text).await {
+            prompt.run.finish();
+            return Ok(0);
+        }
+    }
     loop {
         // Ctrl-C that cancels an instruction is a signal, not a key: only
         // presses at the prompt itself count towards leaving.
@@ -371,7 +383,7 @@ impl Prompt {
                 "hel: nothing is saved yet: the session is made when the model first answers",
             ),
             (Slash::Log, Some(id)) => report(&["sessions", "log", &id]),
-            (Slash::Diff, Some(id)) => report(&["diff", &id]),
+            (Slash::Diff, Some(id)) => report(&["diff", &id, "--last"]),
             (Slash::Undo, Some(id)) => self.undo(id),
             (Slash::Rewind, Some(id)) => self.rewind(id),
             (Slash::Show, Some(id)) => report(&["sessions", "show", &id]),
@@ -607,6 +619,7 @@ fn report(args: &[&str]) {
             command:
                 Some(Command::Diff {
                     session,
+                    last,
                     at,
                     against,
                     worktree,
@@ -614,7 +627,15 @@ fn report(args: &[&str]) {
                     json,
                 }),
             ..
-        }) => crate::commands::diff(session, at, against, worktree, stat, json),
+        }) => crate::commands::diff(crate::commands::DiffArgs {
+            session,
+            last,
+            at,
+            against,
+            worktree,
+            stat,
+            json,
+        }),
         Ok(_) => Err(Usage::NotAReport.into()),
         Err(e) => Err(Usage::ReportArgs(e).into()),
     };
