@@ -21,8 +21,7 @@ continues the conversation in a new process.\n\nWith -p, runs the given instruct
 without, on a terminal, opens an interactive prompt (/help there lists its commands); from a \
 pipe, reads one instruction per line (until EOF or /exit). `hel \"INSTRUCTION\"` runs the \
 instruction first: at the prompt on a terminal, as with -p off one. A first word that names a \
-subcommand is that subcommand: send such a word with `hel -p WORD` or `hel -- WORD`.",
-    args_conflicts_with_subcommands = true
+subcommand is that subcommand: send such a word with `hel -p WORD` or `hel -- WORD`."
 )]
 pub struct Cli {
     /// An instruction to start with: on a terminal the prompt runs it first; off one, as -p.

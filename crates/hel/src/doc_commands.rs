@@ -177,6 +177,13 @@ fn split(line: &str) -> Result<Vec<String>, String> {
 /// Why `hel` would refuse these words (None: they parse).
 fn hel_error(words: &[String]) -> Option<String> {
     match Cli::try_parse_from(words) {
+        // `hel sesions` parses as an instruction: in a document, a
+        // one-word instruction is a misspelt command.
+        Ok(Cli {
+            prompt: Some(p), ..
+        }) if !p.contains(char::is_whitespace) => Some(format!(
+            "error: {p:?} is not a command (an instruction of one word?)"
+        )),
         Ok(_) => None,
         Err(e) if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) => None,
         Err(e) => Some(e.to_string().lines().next().unwrap_or("").to_string()),
