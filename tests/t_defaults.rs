@@ -43,9 +43,15 @@ fn a_positional_instruction_off_a_terminal_runs_as_p() {
 
 #[test]
 fn a_positional_instruction_on_a_terminal_runs_at_the_prompt() {
+    for cols in [80, 40] {
+        on_a_terminal(cols);
+    }
+}
+
+fn on_a_terminal(cols: u16) {
     let p = Project::new();
     let mock = Mock::start(json!([{"content": "Fixed on the terminal."}, {"content": "Next."}]));
-    let mut s = spawn_with(&p, Some(&mock), 80, &["fix the bug"], &[]);
+    let mut s = spawn_with(&p, Some(&mock), cols, &["fix the bug"], &[]);
     expect(&mut s, "fix the bug");
     expect(&mut s, "Fixed on the terminal.");
     expect(&mut s, PROMPT_END);
