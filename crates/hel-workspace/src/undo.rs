@@ -400,7 +400,17 @@ fn plan(
         });
     }
     if go.force && !go.paths.is_empty() {
-        forced(target, expected, owned, others, before, go, &mut changes, &mut conflicts, &mut listed);
+        forced(
+            target,
+            expected,
+            owned,
+            others,
+            before,
+            go,
+            &mut changes,
+            &mut conflicts,
+            &mut listed,
+        );
     }
     changes.sort_by(|a, b| a.path.cmp(&b.path));
     conflicts.sort_by(|a, b| a.0.cmp(&b.0));
@@ -825,10 +835,10 @@ fn untouched(
         })
         .map(|p| {
             let (t, n) = (target.get(p), now.get(p));
-            let why = if same(n, t) {
-                Untouched::AsTarget(snap)
-            } else if t.is_none() && n.is_none() {
+            let why = if t.is_none() && n.is_none() {
                 Untouched::Absent(snap)
+            } else if same(n, t) {
+                Untouched::AsTarget(snap)
             } else if t.is_none() {
                 Untouched::NotInTarget(snap)
             } else {

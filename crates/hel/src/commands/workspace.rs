@@ -207,7 +207,11 @@ fn perform(
             say!(
                 "{}",
                 render::sentence(
-                    &format!("  untouched   {}: {}", name(p), escape_line(&why.to_string())),
+                    &format!(
+                        "  untouched   {}: {}",
+                        name(p),
+                        escape_line(&why.to_string())
+                    ),
                     room,
                     "    ",
                 )
