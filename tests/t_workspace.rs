@@ -886,10 +886,12 @@ fn undo_at_a_fork_names_the_session_it_was_forked_from() {
     assert_eq!(
         undo.stderr.trim_end(),
         format!(
-            "hel: nothing to undo: the session begins at checkpoint {}, a fork of session {sid}: run `hel undo {sid}` there (skipped 1 instruction that changed no file)",
-            &first[..12]
+            "hel: nothing to undo: the session begins at a fork of checkpoint {} of session {sid}: run `hel undo {sid}` there (skipped 1 instruction that changed no file)",
+            &answer[..12]
         )
     );
+    // The checkpoint picked is named, not the fork's own record.
+    assert!(!undo.stderr.contains(&first[..12]), "{}", undo.stderr);
     assert_eq!(p.read("f.txt"), "v1\n");
 }
 
