@@ -837,7 +837,7 @@ fn untouched(
             let (t, n) = (target.get(p), now.get(p));
             let why = if t.is_none() && n.is_none() {
                 Untouched::Absent(snap)
-            } else if same(n, t) {
+            } else if same(n, t) && same_under(target, now, p) {
                 Untouched::AsTarget(snap)
             } else if t.is_none() {
                 Untouched::NotInTarget(snap)
@@ -847,6 +847,21 @@ fn untouched(
             (p.clone(), why)
         })
         .collect()
+}
+
+/// Whether `a` and `b` hold the same under the directory `dir` (nothing
+/// for a file): the same paths, each the same ([`Item::same`]).
+fn same_under(a: &Flat, b: &Flat, dir: &[u8]) -> bool {
+    let one = [dir.to_vec()];
+    let under = |f: &Flat| {
+        f.items
+            .iter()
+            .filter(|(p, _)| p.as_slice() != dir && selected(p, &one))
+            .map(|(p, i)| (p.clone(), *i))
+            .collect::<Vec<_>>()
+    };
+    let (x, y) = (under(a), under(b));
+    x.len() == y.len() && x.iter().zip(&y).all(|((p, i), (q, j))| p == q && i.same(j))
 }
 
 /// The plan of a restore against the files now (`before`): what to write
@@ -1208,6 +1223,62 @@ mod tests {
                 )
             })
             .collect()
+    }
+
+    #[test]
+    fn force_brings_back_a_named_path_the_session_did_not_change_since() {
+        // The checkpoint holds new.txt and sub/x; the user deleted both
+        // and made mine.txt; an ignored dir holds what the checkpoint had.
+        let target = flat(&[
+            ("new.txt", File, 1),
+            ("sub", Dir, 2),
+            ("sub/x", File, 3),
+            ("gone", Dir, 2),
+            ("gone/y", File, 4),
+        ]);
+        let now = flat(&[("mine.txt", File, 5), ("gone", NotTrackedDir, 0)]);
+        let cp = ObjectId::from_bytes([7; 32]);
+        let mut go = undo_of(cp);
+        go.undo = false;
+        go.start = false;
+        go.paths = ["new.txt", "sub/x", "mine.txt", "gone/y"]
+            .iter()
+            .map(|p| p.as_bytes().to_vec())
+            .collect();
+        let none = crate::attrib::Others::default();
+        let nothing = history::Changed::default();
+        // Not forced: nothing is the session's, nothing is planned.
+        let (changes, conflicts) = plan(
+            &target,
+            &target,
+            &nothing,
+            &none,
+            &snapshot(now.clone()),
+            &go,
+        );
+        assert!(changes.is_empty() && conflicts.is_empty(), "{changes:?}");
+        // Forced: what the checkpoint holds comes back, with the directory
+        // above; the user's file stays; the unread directory is not entered.
+        go.force = true;
+        let (changes, conflicts) = plan(&target, &target, &nothing, &none, &snapshot(now), &go);
+        assert_eq!(
+            shown(&changes),
+            [
+                ("new.txt".to_owned(), true),
+                ("sub".to_owned(), true),
+                ("sub/x".to_owned(), true),
+            ]
+        );
+        assert_eq!(
+            conflicts,
+            [(
+                b"gone".to_vec(),
+                Conflict::NotRead {
+                    snapshot: Snap::Now,
+                    kind: NotTrackedDir
+                }
+            )]
+        );
     }
 
     #[test]
