@@ -507,6 +507,24 @@ fn diff_undo_and_rewind_at_the_prompt() {
         "{}",
         log.stdout
     );
+    // `/undo` in the fork, whose instruction changed no file: it names the
+    // checkpoint picked and its session, and the session goes on without
+    // its banner again.
+    let json = p.run(None, &["sessions", "log", &id, "--json"]);
+    let picked = serde_json::from_str::<Vec<Value>>(&json.stdout)
+        .unwrap()
+        .into_iter()
+        .find(|e| e["record"] == "answer" && e["instruction"] == "write one")
+        .unwrap()["id"]
+        .as_str()
+        .unwrap()[..12]
+        .to_owned();
+    type_in(&mut s, "/undo\r");
+    expect(&mut s, "nothing to undo: the session begins at a fork of");
+    expect(&mut s, &format!("checkpoint {picked} of"));
+    expect(&mut s, &format!("session {id}: run `hel undo"));
+    let after = expect(&mut s, PROMPT_END);
+    assert!(!after.contains("session: "), "{after}");
     type_in(&mut s, "/exit\r");
     s.exp_eof().unwrap();
     exited_with(&s, 0);

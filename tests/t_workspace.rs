@@ -886,10 +886,12 @@ fn undo_at_a_fork_names_the_session_it_was_forked_from() {
     assert_eq!(
         undo.stderr.trim_end(),
         format!(
-            "hel: nothing to undo: the session begins at checkpoint {}, a fork of session {sid}: run `hel undo {sid}` there (skipped 1 instruction that changed no file)",
-            &first[..12]
+            "hel: nothing to undo: the session begins at a fork of checkpoint {} of session {sid}: run `hel undo {sid}` there (skipped 1 instruction that changed no file)",
+            &answer[..12]
         )
     );
+    // The checkpoint picked is named, not the fork's own record.
+    assert!(!undo.stderr.contains(&first[..12]), "{}", undo.stderr);
     assert_eq!(p.read("f.txt"), "v1\n");
 }
 
@@ -1391,4 +1393,156 @@ fn undo_does_not_bring_back_what_only_became_ignored_and_the_user_moved() {
         assert!(!p.path().join(".gitignore").exists(), "{}", undo.stdout);
         assert!(!p.path().join("step1.txt").exists(), "{}", undo.stdout);
     }
+}
+
+/// A session that made new.txt and sub/deep/x.txt, both then deleted by
+/// the user; returns the project, the session and the answer record.
+fn made_then_deleted() -> (Project, String, String) {
+    let p = Project::new();
+    p.write("keep.txt", "k\n");
+    let mock = Mock::start(json!([
+        {"tool_calls": [call("bash", json!({"command": "mkdir -p sub/deep && echo deep > sub/deep/x.txt && echo made by the agent > new.txt"}))]},
+        {"content": "made"},
+    ]));
+    let run = p.run(Some(&mock), &["--access", "auto", "-p", "make them"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let sid = run.session();
+    let cp = record_id(&p, &sid, "answer", Some("make them"));
+    fs::remove_file(p.path().join("new.txt")).unwrap();
+    fs::remove_dir_all(p.path().join("sub")).unwrap();
+    (p, sid, cp)
+}
+
+#[test]
+fn restore_force_of_a_path_the_user_deleted_brings_it_back() {
+    let (p, sid, cp) = made_then_deleted();
+    let records = log(&p, &sid).len();
+    // Not forced: the session did not change it after the checkpoint, so
+    // it is left, and the output says why, with a failure.
+    let plain = p.run(None, &["restore", &sid, "--at", &cp, "new.txt"]);
+    assert_eq!(plain.code, 1, "{}\n{}", plain.stdout, plain.stderr);
+    assert!(
+        plain
+            .stdout
+            .contains("untouched   new.txt: changed since it was as at checkpoint")
+            && plain.stdout.contains("--force brings it back"),
+        "{}",
+        plain.stdout
+    );
+    assert!(!p.path().join("new.txt").exists());
+    assert_eq!(
+        log(&p, &sid).len(),
+        records,
+        "nothing written, nothing recorded"
+    );
+    // Forced: the path comes back with its content, and so does a file
+    // whose directories went too.
+    let forced = p.run(
+        None,
+        &[
+            "restore",
+            &sid,
+            "--at",
+            &cp,
+            "--force",
+            "new.txt",
+            "sub/deep/x.txt",
+        ],
+    );
+    assert_eq!(forced.code, 0, "{}\n{}", forced.stdout, forced.stderr);
+    assert!(
+        forced.stdout.contains("restore   new.txt"),
+        "{}",
+        forced.stdout
+    );
+    assert!(
+        forced.stdout.contains("restore   sub/deep/x.txt")
+            && forced
+                .stdout
+                .contains("4 files restored, 0 removed, 0 left alone"),
+        "{}",
+        forced.stdout
+    );
+    assert_eq!(p.read("new.txt"), "made by the agent\n");
+    assert_eq!(p.read("sub/deep/x.txt"), "deep\n");
+    assert_eq!(p.read("keep.txt"), "k\n");
+    assert_eq!(log(&p, &sid).len(), records + 2);
+    // Again: already as asked, nothing recorded, not a failure.
+    let again = p.run(None, &["restore", &sid, "--at", &cp, "--force", "new.txt"]);
+    assert_eq!(again.code, 0, "{}\n{}", again.stdout, again.stderr);
+    assert!(
+        again
+            .stdout
+            .contains("untouched   new.txt: already as it was at checkpoint")
+            && again.stdout.contains("nothing to do, nothing recorded"),
+        "{}",
+        again.stdout
+    );
+    assert_eq!(log(&p, &sid).len(), records + 2);
+    // A path neither the checkpoint nor the files hold is named as such,
+    // and fails; so does one the user made that the checkpoint lacks
+    // (never removed).
+    p.write("mine.txt", "the user's\n");
+    let none = p.run(
+        None,
+        &[
+            "restore",
+            &sid,
+            "--at",
+            &cp,
+            "--force",
+            "--json",
+            "nowhere.txt",
+            "mine.txt",
+        ],
+    );
+    assert_eq!(none.code, 1, "{}\n{}", none.stdout, none.stderr);
+    let v: Value = serde_json::from_str(&none.stdout).unwrap();
+    assert_eq!(v["before"], Value::Null, "{v}");
+    assert_eq!(v["restored"], Value::Null, "{v}");
+    let named = v["named"].as_array().unwrap();
+    assert_eq!(named.len(), 2, "{v}");
+    assert_eq!(named[0]["path"], "nowhere.txt");
+    assert!(
+        named[0]["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("not in the files, nor"),
+        "{v}"
+    );
+    assert_eq!(named[1]["path"], "mine.txt");
+    assert!(
+        named[1]["reason"].as_str().unwrap().contains("not removed"),
+        "{v}"
+    );
+    assert_eq!(p.read("mine.txt"), "the user's\n");
+    assert_eq!(log(&p, &sid).len(), records + 2);
+}
+
+#[test]
+fn a_restore_or_undo_that_changes_nothing_records_nothing() {
+    let (p, sid, _) = two_edits();
+    let last = record_id(&p, &sid, "answer", Some("second"));
+    let records = log(&p, &sid).len();
+    let same = p.run(None, &["restore", &sid, "--at", &last]);
+    assert_eq!(same.code, 0, "{}\n{}", same.stdout, same.stderr);
+    assert!(
+        same.stdout
+            .contains("0 files restored, 0 removed, 0 left alone: nothing to do, nothing recorded"),
+        "{}",
+        same.stdout
+    );
+    assert_eq!(log(&p, &sid).len(), records);
+    // An undo refused again changes nothing and records nothing: its step
+    // stays current.
+    let (p, sid) = refused_undo();
+    let records = log(&p, &sid).len();
+    let again = p.run(None, &["undo", &sid]);
+    assert_eq!(again.code, 1, "{}\n{}", again.stdout, again.stderr);
+    assert!(
+        again.stdout.contains("nothing recorded"),
+        "{}",
+        again.stdout
+    );
+    assert_eq!(log(&p, &sid).len(), records);
 }

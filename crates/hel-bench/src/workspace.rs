@@ -762,7 +762,10 @@ pub fn run(cfg: &Config, mut progress: impl FnMut(&str)) -> Result<Results, Benc
         }
         // The session's snapshots go on from what the restore left.
         s.last = None;
-        let tree = hel_workspace::history::newest_tree(&s.store, &out.restored)?
+        let restored = out
+            .restored
+            .ok_or_else(|| BenchError::Check("hel undo recorded nothing".into()))?;
+        let tree = hel_workspace::history::newest_tree(&s.store, &restored)?
             .ok_or_else(|| BenchError::Check("no tree after the restore".into()))?;
         s.last = Some((tree, std::sync::Arc::new(Flat::read(&s.store, &tree)?)));
         // A before-restore snapshot alone (the walk of a restore: the files

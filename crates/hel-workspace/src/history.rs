@@ -143,18 +143,22 @@ pub fn undo_target(store: &Store, head: &ObjectId) -> Result<Instruction, Histor
             }
             (Record::Start, None) => return Err(HistoryError::NoWorkspace(id)),
             (Record::Fork, _) => {
-                // The session forked from, if its checkpoint can be read.
-                let origin = parent(&cp)
+                // The checkpoint forked from (the one `/rewind` or `--at`
+                // picked, not the fork's own record), and its session if
+                // it can be read.
+                let from = parent(&cp);
+                let origin = from
                     .and_then(|p| store.checkpoint(&p).ok())
                     .map(|c| c.session_id);
-                let cp_id = &id.to_hex()[..12];
                 let note = skipped_note(skipped);
-                return Err(HistoryError::NothingToUndo(match origin {
-                    Some(o) => format!(
-                        "the session begins at checkpoint {cp_id}, a fork of session {o}: run `hel undo {o}` there{note}"
+                return Err(HistoryError::NothingToUndo(match (from, origin) {
+                    (Some(f), Some(o)) => format!(
+                        "the session begins at a fork of checkpoint {} of session {o}: run `hel undo {o}` there{note}",
+                        &f.to_hex()[..12]
                     ),
-                    None => format!(
-                        "the session begins at checkpoint {cp_id}, a fork of a checkpoint this store cannot read{note}"
+                    _ => format!(
+                        "the session begins at a fork (record {}) of a checkpoint this store cannot read{note}",
+                        &id.to_hex()[..12]
                     ),
                 }));
             }

@@ -32,7 +32,13 @@
 //!   left alone (unless forced).
 //! - What the restore wrote is recorded in a `restored` record, so a
 //!   following restore or undo of the session does not see it as a
-//!   conflict.
+//!   conflict. A restore with nothing to write records nothing (nor does
+//!   an undo whose refused paths keep its step current).
+//! - A path named with `--force` is the user's decision for that path:
+//!   what the target holds there (and under it) is written even when the
+//!   session did not change it after the record (the user deleted a file
+//!   the agent made). Still never touched: another session's work, what a
+//!   snapshot did not read, and a path the target does not hold.
 
 use std::collections::HashSet;
 
@@ -165,12 +171,56 @@ impl std::fmt::Display for Conflict {
     }
 }
 
+/// Why a path named on the command line was not touched, when no path
+/// written, removed or left alone at, under or above it says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Untouched {
+    /// It already is what the snapshot holds (not a failure).
+    AsTarget(Snap),
+    /// Neither the snapshot nor the files hold it.
+    Absent(Snap),
+    /// The snapshot does not hold it, and the session did not make it
+    /// after that record: it is not removed, forced or not.
+    NotInTarget(Snap),
+    /// The files differ from the snapshot there, and the session did not
+    /// change it after that record: `--force` brings it back.
+    NotTheSessions(Snap),
+}
+
+impl Untouched {
+    /// Whether the path is as asked (nothing had to be done).
+    pub fn as_asked(&self) -> bool {
+        matches!(self, Untouched::AsTarget(_))
+    }
+}
+
+impl std::fmt::Display for Untouched {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Untouched::AsTarget(s) => write!(f, "already as it was {s}"),
+            Untouched::Absent(s) => write!(f, "not in the files, nor {s}"),
+            Untouched::NotInTarget(s) => write!(
+                f,
+                "not in the files {s}, and the session did not make it after: not removed, forced or not"
+            ),
+            Untouched::NotTheSessions(s) => write!(
+                f,
+                "changed since it was as {s}, not by this session after that: --force brings it back"
+            ),
+        }
+    }
+}
+
 /// What a restore did.
 #[derive(Debug)]
 pub struct Outcome {
-    /// The before-restore and restored records.
-    pub before: ObjectId,
-    pub restored: ObjectId,
+    /// The before-restore and restored records; `None` when the restore
+    /// had nothing to write and wrote no record.
+    pub before: Option<ObjectId>,
+    pub restored: Option<ObjectId>,
+    /// Paths named (`GoBack::paths`) that nothing written, removed or left
+    /// alone speaks of, and why each was not touched.
+    pub named: Vec<(Vec<u8>, Untouched)>,
     /// Paths written (created or overwritten) and removed.
     pub written: Vec<Vec<u8>>,
     pub removed: Vec<Vec<u8>>,
@@ -349,8 +399,97 @@ fn plan(
             target: t.copied(),
         });
     }
+    if go.force && !go.paths.is_empty() {
+        forced(
+            target,
+            expected,
+            owned,
+            others,
+            before,
+            go,
+            &mut changes,
+            &mut conflicts,
+            &mut listed,
+        );
+    }
+    changes.sort_by(|a, b| a.path.cmp(&b.path));
     conflicts.sort_by(|a, b| a.0.cmp(&b.0));
     (changes, conflicts)
+}
+
+/// The paths named with `--force` that the target holds and the session
+/// did not change after the record (the user deleted or edited a file the
+/// agent made, say): naming them is the user's decision for them, so what
+/// the target holds there is written whatever is there now, with the
+/// directories above it the target holds and the files lack. Still never
+/// touched: another session's work, what any of the three snapshots did
+/// not read, and a path the target does not hold (nothing is removed
+/// that the session did not change).
+#[allow(clippy::too_many_arguments)]
+fn forced(
+    target: &Flat,
+    expected: &Flat,
+    owned: &history::Changed,
+    others: &crate::attrib::Others,
+    before: &crate::Snapshot,
+    go: &GoBack,
+    changes: &mut Vec<Change>,
+    conflicts: &mut Vec<(Vec<u8>, Conflict)>,
+    listed: &mut HashSet<Vec<u8>>,
+) {
+    let mut planned: HashSet<Vec<u8>> = changes.iter().map(|c| c.path.clone()).collect();
+    let sides = [
+        (target, go.target_snapshot()),
+        (&before.flat, Snap::Now),
+        (expected, Snap::Recorded),
+    ];
+    let mut want: Vec<Vec<u8>> = Vec::new();
+    for (path, t) in &target.items {
+        if !selected(path, &go.paths)
+            || owned.known.contains(path)
+            || owned.unknown.contains(path)
+            || others.paths.contains_key(path)
+            || planned.contains(path)
+            || same(before.flat.get(path), Some(t))
+        {
+            continue;
+        }
+        let unread = sides
+            .iter()
+            .find_map(|(flat, snap)| not_read(flat, path).map(|(at, kind)| (at, kind, *snap)));
+        if let Some((at, kind, snapshot)) = unread {
+            if listed.insert(at.to_vec()) {
+                conflicts.push((at.to_vec(), Conflict::NotRead { snapshot, kind }));
+            }
+            continue;
+        }
+        // The directories above it that the target holds and the files
+        // lack are made first.
+        let mut up = split(path).0;
+        while !up.is_empty() {
+            if before.flat.get(up).is_none()
+                && target.get(up).is_some_and(|i| i.kind == EntryKind::Dir)
+                && !planned.contains(up)
+                && !others.paths.contains_key(up)
+            {
+                want.push(up.to_vec());
+            }
+            up = split(up).0;
+        }
+        want.push(path.clone());
+        planned.extend(want.drain(..).filter_map(|p| {
+            let t = target.get(&p).copied();
+            (!changes.iter().any(|c| c.path == p)).then(|| {
+                changes.push(Change {
+                    now: before.flat.get(&p).copied(),
+                    stat: before.stats.get(&p).copied(),
+                    target: t,
+                    path: p.clone(),
+                });
+                p
+            })
+        }));
+    }
 }
 
 /// Whether the session's own newest change of `path`, or of a directory
@@ -569,12 +708,16 @@ fn recorded_flat(store: &Store, rec: &Recorded, disk: &Flat) -> Result<Flat, Und
 /// will write, remove and leave alone is known.
 #[derive(Debug)]
 pub struct Prepared {
-    /// The before-restore record.
-    pub before: ObjectId,
+    /// The before-restore record; `None` when there is nothing to write
+    /// (and, for an undo, a path refused keeps its step current), so
+    /// nothing was recorded and [`finish`] records nothing either.
+    pub before: Option<ObjectId>,
     snapshot: crate::Snapshot,
     changes: Vec<Change>,
     /// Paths left alone, and why, sorted by path.
     pub conflicts: Vec<(Vec<u8>, Conflict)>,
+    /// Named paths nothing else speaks of, and why they are not touched.
+    pub named: Vec<(Vec<u8>, Untouched)>,
 }
 
 impl Prepared {
@@ -600,7 +743,8 @@ impl Prepared {
 /// have one; [`Store::record_state`] gives a state for a process that has
 /// not loaded the conversation): the files as they are now are recorded in
 /// a `before-restore` record, then the plan is made against that record.
-/// Nothing in the project is written. A caller that stops here (the user
+/// When a look at the files first shows nothing to write (see `before` of
+/// [`Prepared`]), nothing is recorded. Nothing in the project is written. A caller that stops here (the user
 /// said no) leaves only that record, which every reader of the history
 /// passes over as it passes over a restore killed before it wrote: the
 /// next undo targets the same instruction. `state` follows the record.
@@ -617,12 +761,34 @@ pub fn prepare(
         Some(t) => Some(ws.read_last(store, &t)?),
         None => None,
     };
+    let prev = || {
+        prev_tree
+            .zip(prev_flat.as_ref())
+            .map(|(tree, flat)| Prev { tree, flat })
+    };
+    // 0. A look at the files without storing them: a restore that would
+    // write nothing records nothing (an undo does, unless a refused path
+    // keeps its step current: its `restored` record is what moves the
+    // next undo one instruction back). When the look cannot make a plan
+    // (an instruction that never ended names the files now by a tree the
+    // look did not store), the restore goes on as below.
+    let look = ws.snapshot_with_stats(&mut crate::Scan, prev())?;
+    if let Ok((changes, conflicts)) = make_plan(store, ws, go, &look) {
+        if changes.is_empty() && (!go.undo || conflicts.iter().any(|(_, c)| c.refused())) {
+            let target = Flat::read(store, &go.target)?;
+            let named = untouched(&target, &look.flat, go, &changes, &conflicts);
+            return Ok(Prepared {
+                before: None,
+                snapshot: look,
+                changes,
+                conflicts,
+                named,
+            });
+        }
+    }
     // 1. What is on disk now, recorded before anything is written.
     let mut txn = store.begin(lease, state)?;
-    let prev = prev_tree
-        .zip(prev_flat.as_ref())
-        .map(|(tree, flat)| Prev { tree, flat });
-    let before = ws.snapshot_with_stats(&mut txn, prev)?;
+    let before = ws.snapshot_with_stats(&mut txn, prev())?;
     let before_id = txn
         .commit_record(
             Record::BeforeRestore,
@@ -636,12 +802,83 @@ pub fn prepare(
         )?
         .id;
     // 2. The plan.
+    let (changes, conflicts) = make_plan(store, ws, go, &before)?;
+    let target = Flat::read(store, &go.target)?;
+    let named = untouched(&target, &before.flat, go, &changes, &conflicts);
+    Ok(Prepared {
+        before: Some(before_id),
+        snapshot: before,
+        changes,
+        conflicts,
+        named,
+    })
+}
+
+/// The named paths (`go.paths`) that no change or conflict is at, under
+/// or above, and why each is not touched.
+fn untouched(
+    target: &Flat,
+    now: &Flat,
+    go: &GoBack,
+    changes: &[Change],
+    conflicts: &[(Vec<u8>, Conflict)],
+) -> Vec<(Vec<u8>, Untouched)> {
+    let snap = go.target_snapshot();
+    go.paths
+        .iter()
+        .filter(|p| {
+            let one = std::slice::from_ref(*p);
+            !changes.iter().any(|c| selected(&c.path, one))
+                && !conflicts
+                    .iter()
+                    .any(|(c, _)| selected(c, one) || selected(p, std::slice::from_ref(c)))
+        })
+        .map(|p| {
+            let (t, n) = (target.get(p), now.get(p));
+            let why = if t.is_none() && n.is_none() {
+                Untouched::Absent(snap)
+            } else if same(n, t) && same_under(target, now, p) {
+                Untouched::AsTarget(snap)
+            } else if t.is_none() {
+                Untouched::NotInTarget(snap)
+            } else {
+                Untouched::NotTheSessions(snap)
+            };
+            (p.clone(), why)
+        })
+        .collect()
+}
+
+/// Whether `a` and `b` hold the same under the directory `dir` (nothing
+/// for a file): the same paths, each the same ([`Item::same`]).
+fn same_under(a: &Flat, b: &Flat, dir: &[u8]) -> bool {
+    let one = [dir.to_vec()];
+    let under = |f: &Flat| {
+        f.items
+            .iter()
+            .filter(|(p, _)| p.as_slice() != dir && selected(p, &one))
+            .map(|(p, i)| (p.clone(), *i))
+            .collect::<Vec<_>>()
+    };
+    let (x, y) = (under(a), under(b));
+    x.len() == y.len() && x.iter().zip(&y).all(|((p, i), (q, j))| p == q && i.same(j))
+}
+
+/// The plan of a restore against the files now (`before`): what to write
+/// or remove, and what to leave alone, sorted by path.
+#[allow(clippy::type_complexity)]
+fn make_plan(
+    store: &Store,
+    ws: &Project,
+    go: &GoBack,
+    before: &crate::Snapshot,
+) -> Result<(Vec<Change>, Vec<(Vec<u8>, Conflict)>), UndoError> {
     let target = Flat::read(store, &go.target)?;
     let expected = recorded_flat(store, &go.expected, &before.flat)?;
     let owned = history::changed_by_session(store, &go.history, &go.from, go.start, &before.tree)?;
     let own = store.checkpoint(&go.history)?.session_id;
     let others = crate::attrib::others_during(store, &own, &owned.spans)??;
-    let (mut changes, mut conflicts) = plan(&target, &expected, &owned, &others, &before, go);
+    let (mut changes, mut conflicts) = plan(&target, &expected, &owned, &others, before, go);
     look_under_unread(ws.project_fd(), &before.flat, &mut changes);
     let from = store.checkpoint(&go.from)?;
     let since = match Record::of(&from) {
@@ -660,12 +897,7 @@ pub fn prepare(
         &mut changes,
         &mut conflicts,
     );
-    Ok(Prepared {
-        before: before_id,
-        snapshot: before,
-        changes,
-        conflicts,
-    })
+    Ok((changes, conflicts))
 }
 
 /// The second half of a restore [`prepare`]d with the same arguments: the
@@ -684,7 +916,20 @@ pub fn finish(
         snapshot: before,
         changes,
         mut conflicts,
+        named,
     } = prepared;
+    let Some(before_id) = before_id else {
+        // Nothing to write: nothing written, nothing recorded.
+        return Ok(Outcome {
+            before: None,
+            restored: None,
+            named,
+            written: Vec::new(),
+            removed: Vec::new(),
+            conflicts,
+            not_durable: None,
+        });
+    };
     // 3. The writes.
     // Once the writes are made they are recorded, even when they could not
     // be made durable (said in `not_durable`).
@@ -789,8 +1034,9 @@ pub fn finish(
         )?
         .id;
     Ok(Outcome {
-        before: before_id,
-        restored: restored_id,
+        before: Some(before_id),
+        restored: Some(restored_id),
+        named,
         written,
         removed,
         conflicts,
@@ -977,6 +1223,62 @@ mod tests {
                 )
             })
             .collect()
+    }
+
+    #[test]
+    fn force_brings_back_a_named_path_the_session_did_not_change_since() {
+        // The checkpoint holds new.txt and sub/x; the user deleted both
+        // and made mine.txt; an ignored dir holds what the checkpoint had.
+        let target = flat(&[
+            ("new.txt", File, 1),
+            ("sub", Dir, 2),
+            ("sub/x", File, 3),
+            ("gone", Dir, 2),
+            ("gone/y", File, 4),
+        ]);
+        let now = flat(&[("mine.txt", File, 5), ("gone", NotTrackedDir, 0)]);
+        let cp = ObjectId::from_bytes([7; 32]);
+        let mut go = undo_of(cp);
+        go.undo = false;
+        go.start = false;
+        go.paths = ["new.txt", "sub/x", "mine.txt", "gone/y"]
+            .iter()
+            .map(|p| p.as_bytes().to_vec())
+            .collect();
+        let none = crate::attrib::Others::default();
+        let nothing = history::Changed::default();
+        // Not forced: nothing is the session's, nothing is planned.
+        let (changes, conflicts) = plan(
+            &target,
+            &target,
+            &nothing,
+            &none,
+            &snapshot(now.clone()),
+            &go,
+        );
+        assert!(changes.is_empty() && conflicts.is_empty(), "{changes:?}");
+        // Forced: what the checkpoint holds comes back, with the directory
+        // above; the user's file stays; the unread directory is not entered.
+        go.force = true;
+        let (changes, conflicts) = plan(&target, &target, &nothing, &none, &snapshot(now), &go);
+        assert_eq!(
+            shown(&changes),
+            [
+                ("new.txt".to_owned(), true),
+                ("sub".to_owned(), true),
+                ("sub/x".to_owned(), true),
+            ]
+        );
+        assert_eq!(
+            conflicts,
+            [(
+                b"gone".to_vec(),
+                Conflict::NotRead {
+                    snapshot: Snap::Now,
+                    kind: NotTrackedDir
+                }
+            )]
+        );
     }
 
     #[test]

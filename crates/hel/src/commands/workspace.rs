@@ -121,11 +121,15 @@ fn lossy(path: &[u8]) -> String {
 /// `hel undo`/`hel restore` as JSON.
 #[derive(Serialize)]
 struct Report {
-    before: String,
+    /// The records written (`null` when nothing was to be done and
+    /// nothing recorded).
+    before: Option<String>,
     conflicts: Vec<ConflictRow>,
+    /// Paths named that nothing above speaks of, and why.
+    named: Vec<NamedRow>,
     not_durable: Option<String>,
     removed: Vec<String>,
-    restored: String,
+    restored: Option<String>,
     session: String,
     /// Instructions that changed no file, passed over by an undo.
     skipped: usize,
@@ -141,6 +145,14 @@ struct ConflictRow {
     /// session changed it while this one's instruction ran (left alone
     /// always, not a failure); `skipped`: the write could not be made.
     kind: &'static str,
+    reason: String,
+}
+
+#[derive(Serialize)]
+struct NamedRow {
+    path: String,
+    /// Whether it is already as asked (not a failure).
+    as_asked: bool,
     reason: String,
 }
 
@@ -191,6 +203,20 @@ fn perform(
         for (p, c) in &prepared.conflicts {
             say!("{}", left_alone(p, c, room));
         }
+        for (p, why) in &prepared.named {
+            say!(
+                "{}",
+                render::sentence(
+                    &format!(
+                        "  untouched   {}: {}",
+                        name(p),
+                        escape_line(&why.to_string())
+                    ),
+                    room,
+                    "    ",
+                )
+            );
+        }
     }
     let removals: Vec<&[u8]> = prepared.removals().collect();
     if !removals.is_empty() && tty::asks(yes) {
@@ -212,12 +238,13 @@ fn perform(
 }
 
 /// Print what a restore did (after its plan, or as JSON); the exit code:
-/// 1 when a path was refused or could not be written, 0 when everything
-/// left alone is what no snapshot read or another session's work.
+/// 1 when a path was refused or could not be written, or a path named was
+/// not brought back (unless already as asked), 0 when everything left
+/// alone is what no snapshot read or another session's work.
 fn report(session: &SessionId, intent: &Intent, out: &Outcome, planned: usize, json: bool) -> u8 {
     if json {
         print_json(&Report {
-            before: out.before.to_hex(),
+            before: out.before.map(|b| b.to_hex()),
             conflicts: out
                 .conflicts
                 .iter()
@@ -232,9 +259,18 @@ fn report(session: &SessionId, intent: &Intent, out: &Outcome, planned: usize, j
                     reason: c.to_string(),
                 })
                 .collect(),
+            named: out
+                .named
+                .iter()
+                .map(|(p, why)| NamedRow {
+                    path: lossy(p),
+                    as_asked: why.as_asked(),
+                    reason: why.to_string(),
+                })
+                .collect(),
             not_durable: out.not_durable.clone(),
             removed: out.removed.iter().map(|p| lossy(p)).collect(),
-            restored: out.restored.to_hex(),
+            restored: out.restored.map(|r| r.to_hex()),
             session: session.to_string(),
             skipped: intent.skipped,
             written: out.written.iter().map(|p| lossy(p)).collect(),
@@ -245,8 +281,16 @@ fn report(session: &SessionId, intent: &Intent, out: &Outcome, planned: usize, j
         for (p, c) in out.conflicts.iter().skip(planned) {
             say!("{}", left_alone(p, c, room));
         }
+        let back = match out.before {
+            Some(before) => format!(
+                ". To take this back: hel restore {} --at {}",
+                session,
+                &before.to_hex()[..12]
+            ),
+            None => ": nothing to do, nothing recorded".to_owned(),
+        };
         let summary = format!(
-            "{} restored, {} removed, {} left alone{}. To take this back: hel restore {} --at {}",
+            "{} restored, {} removed, {} left alone{}{back}",
             render::count(out.written.len() as u64, "file", "files"),
             out.removed.len(),
             out.conflicts.len(),
@@ -255,8 +299,6 @@ fn report(session: &SessionId, intent: &Intent, out: &Outcome, planned: usize, j
             } else {
                 ""
             },
-            session,
-            &out.before.to_hex()[..12]
         );
         say!("{}", render::sentence(&summary, room, "  "));
         if let Some(why) = &out.not_durable {
@@ -276,7 +318,7 @@ fn report(session: &SessionId, intent: &Intent, out: &Outcome, planned: usize, j
             Conflict::NotRead { .. } | Conflict::ChangedUnread | Conflict::OtherSession(_)
         )
     });
-    u8::from(failed)
+    u8::from(failed || out.named.iter().any(|(_, why)| !why.as_asked()))
 }
 
 pub fn undo(

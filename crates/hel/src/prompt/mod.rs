@@ -507,6 +507,12 @@ impl Prompt {
     /// makes nothing until a model answers), then the session is resumed,
     /// whatever the undo did.
     fn undo(&mut self, id: String) {
+        // Nothing to undo: said, and the session goes on as it is (not
+        // let go and resumed, which would print its banner again).
+        if let Err(e) = undo_target(&self.run, &id) {
+            render::failure_line("", &e);
+            return;
+        }
         let quiet = Host {
             observer: Rc::new(Quiet),
             confirm: Arc::new(crate::tty::Tty::default()),
@@ -569,6 +575,25 @@ impl Observer for Quiet {
 
 /// Pick one of `session`'s answers on the terminal, newest first (None:
 /// the user picked none).
+/// What `/undo` would put back, read without the session's lease: an
+/// error only when there is nothing to undo (anything else is left to the
+/// undo itself, which says it).
+fn undo_target(run: &Run, session: &str) -> Result<(), Exit> {
+    use hel_workspace::history::{self, HistoryError};
+    let look = || -> Result<Option<HistoryError>, Exit> {
+        let store = hel_store::Store::open(&run.project().root)?;
+        let id = hel_agent::resolve_session(&store, &run.project().root, session)?;
+        let head = store.head(&id)?;
+        Ok(history::undo_target(&store, &head).err())
+    };
+    match look() {
+        Ok(Some(e @ HistoryError::NothingToUndo(_))) => {
+            Err(hel_workspace::undo::UndoError::from(e).into())
+        }
+        _ => Ok(()),
+    }
+}
+
 fn pick_checkpoint(run: &Run, session: &str) -> Result<Option<String>, Exit> {
     let store = hel_store::Store::open(&run.project().root)?;
     let id = hel_agent::resolve_session(&store, &run.project().root, session)?;
