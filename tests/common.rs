@@ -56,6 +56,11 @@ impl Mock {
         self.server.requests()
     }
 
+    /// When each request arrived, in order.
+    pub fn request_times(&self) -> Vec<std::time::Instant> {
+        self.server.request_times()
+    }
+
     /// The messages of request `i`.
     pub fn messages(&self, i: usize) -> Vec<Value> {
         self.requests()[i]["messages"].as_array().unwrap().clone()

@@ -321,3 +321,42 @@ fn a_piped_run_asks_on_the_terminal_at_its_width() {
         ["denied: the user declined this call"]
     );
 }
+
+/// `a` to a write_file allows that path, as the question says: a later
+/// write of it is allowed without asking, a write of another path asks
+/// again.
+#[test]
+fn always_for_a_write_is_for_its_path_only() {
+    let p = Project::new();
+    let write = |path: &str, content: &str| json!({"tool_calls": [call("write_file", json!({"path": path, "content": content}))]});
+    let mock = Mock::start(json!([
+        write("notes.txt", "one\n"),
+        write("notes.txt", "two\n"),
+        write("other.txt", "three\n"),
+        {"content": "Done."},
+    ]));
+    let mut s = spawn_with(&p, Some(&mock), 80, &["--access", "confirm"], &[]);
+    expect(&mut s, PROMPT_END);
+    type_in(&mut s, "take notes\r");
+    expect(
+        &mut s,
+        "hel: allow write_file notes.txt? [y/n/a = always for notes.txt/?] ",
+    );
+    type_in(&mut s, "a\r");
+    expect(&mut s, "allowed write_file notes.txt (you said always)");
+    expect(
+        &mut s,
+        "hel: allow write_file other.txt? [y/n/a = always for other.txt/?] ",
+    );
+    type_in(&mut s, "n\r");
+    expect(&mut s, "Done.");
+    expect(&mut s, PROMPT_END);
+    assert_eq!(p.read("notes.txt"), "two\n");
+    assert!(!p.dir.path().join("other.txt").exists());
+    let results = tool_results(&mock, 3);
+    assert_eq!(results.len(), 3, "{results:?}");
+    assert_eq!(results[2], "denied: the user declined this call");
+    type_in(&mut s, "/exit\r");
+    s.exp_eof().unwrap();
+    exited_with(&s, 0);
+}

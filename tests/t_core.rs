@@ -165,6 +165,43 @@ fn http_500_then_success_retries() {
     assert_eq!(mock.requests().len(), 1, "a 400 is not retried");
 }
 
+/// A 503 with `Retry-After` is asked again no sooner than it says, with
+/// a line saying so; a server that stays busy gets a bounded number of
+/// attempts.
+#[test]
+fn retry_after_is_honoured_and_retries_are_bounded() {
+    let p = Project::new();
+    let mock = Mock::start(json!([
+        {"status": 503, "retry_after": "1", "body": "{\"error\":{\"message\":\"busy\"}}"},
+        {"content": "fine"}
+    ]));
+    let run = p.run(Some(&mock), &["-p", "x"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.stdout, "fine\n");
+    assert!(
+        run.stderr
+            .contains("HTTP 503: busy; retrying in 1 s (1 of 7)"),
+        "{}",
+        run.stderr
+    );
+    let times = mock.request_times();
+    assert_eq!(times.len(), 2);
+    assert!(
+        times[1].duration_since(times[0]) >= std::time::Duration::from_secs(1),
+        "asked again after {:?}",
+        times[1].duration_since(times[0])
+    );
+
+    let busy = json!({"status": 503, "retry_after": "0"});
+    let mock = Mock::start(json!(vec![busy; 12]));
+    let run = p.run(Some(&mock), &["-p", "x"]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(run.stderr.contains("HTTP 503"), "{}", run.stderr);
+    assert_eq!(run.stderr.matches("retrying").count(), 7, "{}", run.stderr);
+    assert!(run.stderr.contains("(7 of 7)"), "{}", run.stderr);
+    assert_eq!(mock.requests().len(), 8, "the first attempt and 7 retries");
+}
+
 #[test]
 fn length_malformed_and_timeout_end_incomplete() {
     let p = Project::new();

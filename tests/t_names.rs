@@ -129,6 +129,26 @@ fn sessions_are_renamed_resumed_forked_and_deleted_by_name() {
     );
 }
 
+/// A search finds what the user and the model said, not the note hel
+/// adds to an instruction that follows one left unanswered.
+#[test]
+fn search_skips_hels_own_notes() {
+    let p = Project::new();
+    let mock = Mock::start(json!([{"status": 400}, {"content": "ok"}]));
+    let run = p.run_stdin(Some(&mock), &[], "first\nsecond\n");
+    assert_eq!(run.stdout, "ok\n", "{}", run.stderr);
+    let sent = mock.messages(1);
+    let said = sent.last().unwrap()["content"].as_str().unwrap();
+    assert!(said.contains("[hel: the instruction above"), "{said}");
+    let run = p.run(None, &["sessions", "search", "instruction above"]);
+    assert_eq!((run.code, run.stdout.as_str()), (1, ""), "{}", run.stderr);
+    let run = p.run(None, &["sessions", "search", "SECOND", "--json"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let found = json_out(&run);
+    assert_eq!(found[0]["matches"][0]["role"], "user", "{found}");
+    assert_eq!(found[0]["matches"][0]["excerpt"], "second", "{found}");
+}
+
 #[test]
 fn search_reports_each_message_once_per_session_with_where_it_first_appeared() {
     let p = Project::new();
@@ -172,6 +192,21 @@ fn search_reports_each_message_once_per_session_with_where_it_first_appeared() {
         assert!(l.ends_with("fix the flaky-widget test"), "{l}");
     }
     let found = json_out(&p.run(None, &["sessions", "search", "flaky-widget", "--json"]));
+    assert_eq!(
+        found.as_array().unwrap().len(),
+        3,
+        "case is ignored: {found}"
+    );
+    let found = json_out(&p.run(
+        None,
+        &[
+            "sessions",
+            "search",
+            "flaky-widget",
+            "--case-sensitive",
+            "--json",
+        ],
+    ));
     let found = found.as_array().unwrap();
     assert_eq!(
         found.len(),

@@ -296,7 +296,10 @@ fn history_survives_a_restart_and_confirm_asks_at_the_prompt() {
     expect(&mut s, "Writing the file now.");
     expect(&mut s, "working notes");
     expect(&mut s, "hel: │ +hi");
-    expect(&mut s, "hel: allow write_file a.txt? [y/n/a/?] ");
+    expect(
+        &mut s,
+        "hel: allow write_file a.txt? [y/n/a = always for a.txt/?] ",
+    );
     type_in(&mut s, "y\r");
     expect(&mut s, "Wrote it.");
     expect(&mut s, PROMPT_END);
@@ -355,8 +358,9 @@ fn the_token_line_marks_estimated_figures() {
 /// The confirm question shows what it asks about (the lines a
 /// search_replace changes, the size and head of a write_file, a command in
 /// full) and takes every answer: `?` explains, anything else asks again,
-/// `n REASON` sends the reason to the model, `a` allows the tool (for bash:
-/// the exact command or every command of its program) until hel exits.
+/// `n REASON` sends the reason to the model, `a` allows the call until hel
+/// exits (for an edit: the tool on that path; for bash: the exact command
+/// or every command of its program).
 #[test]
 fn the_confirm_question_shows_the_change_and_takes_every_answer() {
     let p = Project::new();
@@ -364,7 +368,7 @@ fn the_confirm_question_shows_the_change_and_takes_every_answer() {
     let mock = Mock::start(json!([
         {"tool_calls": [call("search_replace", json!({"path": "a.txt", "search": "old line", "replace": "new line"}))]},
         {"tool_calls": [call("write_file", json!({"path": "b.txt", "content": "hi\n"}))]},
-        {"tool_calls": [call("write_file", json!({"path": "c.txt", "content": "more\n"}))]},
+        {"tool_calls": [call("write_file", json!({"path": "b.txt", "content": "more\n"}))]},
         {"tool_calls": [call("bash", json!({"command": "echo one"}))]},
         {"tool_calls": [call("bash", json!({"command": "echo two"}))]},
         {"content": "Done."},
@@ -374,27 +378,33 @@ fn the_confirm_question_shows_the_change_and_takes_every_answer() {
     type_in(&mut s, "change things\r");
     expect(&mut s, "hel: │ -old line");
     expect(&mut s, "hel: │ +new line");
-    expect(&mut s, "hel: allow search_replace a.txt? [y/n/a/?] ");
+    expect(
+        &mut s,
+        "hel: allow search_replace a.txt? [y/n/a = always for a.txt/?] ",
+    );
     type_in(&mut s, "?\r");
     expect(
         &mut s,
         "n [REASON]  do not; the reason, if any, goes to the model",
     );
-    expect(&mut s, "[y/n/a/?] ");
+    expect(&mut s, "[y/n/a = always for a.txt/?] ");
     type_in(&mut s, "perhaps\r");
     expect(&mut s, "hel: answer y, n (or n and a reason), a or ?");
-    expect(&mut s, "[y/n/a/?] ");
+    expect(&mut s, "[y/n/a = always for a.txt/?] ");
     type_in(&mut s, "n not that line\r");
     // The write_file: its size and head, then always for write_file.
     expect(&mut s, "hel: │ 1 line, 3 bytes");
-    expect(&mut s, "hel: allow write_file b.txt? [y/n/a/?] ");
+    expect(
+        &mut s,
+        "hel: allow write_file b.txt? [y/n/a = always for b.txt/?] ",
+    );
     assert_eq!(
         mock.messages(1).last().unwrap()["content"],
         "denied: the user declined this call: not that line"
     );
     type_in(&mut s, "a\r");
-    // The next write_file is allowed without asking.
-    expect(&mut s, "hel: allowed write_file c.txt (you said always)");
+    // The next write_file of that path is allowed without asking.
+    expect(&mut s, "hel: allowed write_file b.txt (you said always)");
     // A simple command: always its program, after choosing.
     expect(&mut s, "hel: │ echo one");
     expect(&mut s, "hel: allow run `echo one`? [y/n/a/?] ");
@@ -408,8 +418,7 @@ fn the_confirm_question_shows_the_change_and_takes_every_answer() {
     expect(&mut s, "Done.");
     expect(&mut s, PROMPT_END);
     assert_eq!(p.read("a.txt"), "old line\n", "denied");
-    assert_eq!(p.read("b.txt"), "hi\n");
-    assert_eq!(p.read("c.txt"), "more\n");
+    assert_eq!(p.read("b.txt"), "more\n");
     let last = mock.messages(5);
     let results: Vec<&str> = last
         .iter()

@@ -76,10 +76,11 @@ impl Model {
         self.client.prepare(&mut body);
         let observer = Rc::clone(&self.observer);
         let live = purpose == Purpose::Turn;
-        let mut on_retry = |e: &RequestError, wait| {
+        let mut on_retry = |e: &RequestError, wait, retry| {
             observer.event(Event::Retry {
                 error: e.clone(),
                 wait,
+                retry,
             })
         };
         let started = Cell::new(false);

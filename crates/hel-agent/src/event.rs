@@ -93,7 +93,11 @@ pub enum Event {
     /// arrived of it is not part of the conversation and is not saved.
     ResponseIncomplete,
     /// A model request failed and is tried again after `wait`.
-    Retry { error: RequestError, wait: Duration },
+    Retry {
+        error: RequestError,
+        wait: Duration,
+        retry: crate::client::Retry,
+    },
     /// Old tool results were trimmed to keep the request under `under`
     /// tokens.
     Trimmed { under: u64 },

@@ -36,6 +36,7 @@ mod workspace;
 
 // The run.
 pub use agent::Usage;
+pub use client::Retry;
 pub use outcome::{Incomplete, Outcome, Termination};
 pub use run::{Compaction, Host, Options, RestoreFilesError, Run, StartError, Status};
 pub use workspace::WorkspaceError;

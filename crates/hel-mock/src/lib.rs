@@ -19,7 +19,8 @@
 //!   string sent as it is, to script invalid JSON). Call ids are `call_<n>`.
 //! - `{"message": {...}}`: this exact assistant message (extra fields kept).
 //! - `"finish_reason": "length"` on any of the above: a cut answer.
-//! - `{"status": 500, "body"?: "..."}`: an HTTP error.
+//! - `{"status": 500, "body"?: "...", "retry_after"?: "..."}`: an HTTP
+//!   error (with that `Retry-After` header).
 //! - `{"raw": "..."}`: this response body with status 200 (malformed JSON).
 //! - `"delay_ms": N` on any step: wait that long before answering.
 //! - `"match": "text"` on any step: the step is held back for the first
@@ -174,6 +175,8 @@ struct State {
     script: script::Script,
     /// Every request body received, in order.
     requests: Vec<Bytes>,
+    /// When each request's body had arrived.
+    times: Vec<std::time::Instant>,
     log: Option<std::fs::File>,
     recall: bool,
 }
@@ -213,6 +216,7 @@ impl Server {
         let state = Arc::new(Mutex::new(State {
             script: script::Script::new(config.steps),
             requests: Vec::new(),
+            times: Vec::new(),
             log,
             recall: config.recall,
         }));
@@ -247,6 +251,11 @@ impl Server {
             .iter()
             .map(|b| serde_json::from_slice(b).unwrap_or(Value::Null))
             .collect()
+    }
+
+    /// When each request received so far had arrived, in order.
+    pub fn request_times(&self) -> Vec<std::time::Instant> {
+        lock(&self.state).times.clone()
     }
 
     /// Serve until the process ends.
@@ -322,6 +331,7 @@ async fn respond(
             let _ = writeln!(log, "{}", String::from_utf8_lossy(&body));
         }
         s.requests.push(body.clone());
+        s.times.push(std::time::Instant::now());
         let n = s.requests.len() as u64;
         let text = String::from_utf8_lossy(&body);
         let step = s.script.next(&text).or_else(|| s.recall.then(Step::recall));

@@ -17,7 +17,13 @@ pub(crate) fn answer(step: &Step, request: &Value, body_len: usize, n: u64) -> R
             .clone()
             .unwrap_or_else(|| "{\"error\":{\"message\":\"scripted error\"}}".into());
         let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        return body::json(status, body);
+        let mut r = body::json(status, body);
+        if let Some(v) = step.retry_after.as_deref() {
+            if let Ok(v) = hyper::header::HeaderValue::from_str(v) {
+                r.headers_mut().insert(hyper::header::RETRY_AFTER, v);
+            }
+        }
+        return r;
     }
     if let Some(raw) = &step.raw {
         return body::json(StatusCode::OK, raw.clone());

@@ -13,6 +13,8 @@ pub struct Step {
     pub finish_reason: Option<Value>,
     pub status: Option<u16>,
     pub body: Option<String>,
+    /// With `status`: the value of a `Retry-After` header.
+    pub retry_after: Option<String>,
     pub raw: Option<String>,
     pub delay_ms: Option<u64>,
     #[serde(rename = "match")]

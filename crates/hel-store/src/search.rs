@@ -9,7 +9,8 @@
 //! with the checkpoint where it first appeared in that session's history
 //! (the checkpoint whose commit stored it, possibly before a fork).
 //!
-//! The system prompt is not searched (every session has one). Everything
+//! The system prompt is not searched (every session has one), nor the
+//! notes hel adds to a user message (lines `[hel: …]`). Everything
 //! read is bounded as a load bounds it (objects' caps, the store's
 //! [`crate::Limits`] on a conversation's length); a broken object is
 //! reported against the session that names it, and the others are still
@@ -390,10 +391,21 @@ impl Scan<'_> {
             return None;
         }
         texts.find_map(|t| {
-            self.re.find(t).map(|hit| Verdict {
-                role: role.to_owned(),
-                excerpt: excerpt(t, hit.start(), hit.end()),
-            })
+            let mut from = 0;
+            while from <= t.len() {
+                let hit = self.re.find_at(t, from)?;
+                match note_end(t, hit.start()) {
+                    // Past the note's line: each line is looked at once.
+                    Some(end) => from = end + 1,
+                    None => {
+                        return Some(Verdict {
+                            role: role.to_owned(),
+                            excerpt: excerpt(t, hit.start(), hit.end()),
+                        })
+                    }
+                }
+            }
+            None
         })
     }
 
@@ -427,6 +439,17 @@ impl Scan<'_> {
         }
         Ok(first)
     }
+}
+
+/// Whether byte `at` of `text` is on a line of hel's own (`[hel: …]`, a
+/// note hel adds to a user message, such as that the instruction before
+/// was interrupted): not what the user or the model said.
+/// Where that line ends (None: not a note).
+fn note_end(text: &str, at: usize) -> Option<usize> {
+    let start = text[..at].rfind('\n').map_or(0, |i| i + 1);
+    let end = text[at..].find('\n').map_or(text.len(), |i| at + i);
+    let line = text[start..end].trim();
+    (line.starts_with("[hel: ") && line.ends_with(']')).then_some(end)
 }
 
 /// A message's searched text read in the pass that parses it: no JSON

@@ -634,8 +634,11 @@ pub enum RemoteCommand {
 /// `hel sessions search`.
 #[derive(Args, Debug)]
 pub struct SearchArgs {
-    /// A regular expression (Rust regex syntax; `(?i)` makes it case-insensitive).
+    /// A regular expression (Rust regex syntax), matched regardless of case.
     pub pattern: String,
+    /// Match case as the pattern has it.
+    #[arg(long)]
+    pub case_sensitive: bool,
     /// Only messages of this role.
     #[arg(long, value_enum)]
     pub role: Option<SearchRole>,

@@ -26,13 +26,16 @@ pub const EXPLAIN: &str = "\
 hel:   y           run it
 hel:   n [REASON]  do not; the reason, if any, goes to the model
 hel:   a           allow it, and the same again until hel exits (bash: this
-hel:               exact command, or every command of its program)
+hel:               exact command, or every command of its program; an
+hel:               edit: this tool on this path)
 hel:   ?           this help; Ctrl-C says no and cancels the instruction";
 
 /// What an "always" allowed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Rule {
     Tool(ToolName),
+    /// An edit of this path with this tool.
+    Path(ToolName, String),
     Command(String),
     Program(String),
 }
@@ -48,7 +51,8 @@ impl Rules {
             Err(poisoned) => poisoned.into_inner(),
         };
         rules.iter().any(|rule| match rule {
-            Rule::Tool(t) => *t == r.tool && r.tool != ToolName::Bash,
+            Rule::Tool(t) => *t == r.tool && r.tool != ToolName::Bash && r.path.is_none(),
+            Rule::Path(t, p) => *t == r.tool && r.path.as_ref() == Some(p),
             Rule::Command(c) => r.command.as_ref() == Some(c),
             Rule::Program(p) => r.program.as_ref() == Some(p),
         })
@@ -359,14 +363,15 @@ fn preview(request: &Request, width: usize, colour: bool, limit: usize) -> (Vec<
 /// wrapped above a bare question. None when that takes more than `limit`
 /// lines.
 fn question(request: &Request, width: usize, limit: usize) -> Option<(Vec<String>, String)> {
-    let frame = columns("hel: allow ? [y/n/a/?] ");
+    let choices = choices(request);
+    let frame = columns(&format!("hel: allow ? {choices} "));
     if let Some(summary) = visible_within(&request.summary, width.saturating_sub(frame)) {
-        return Some((Vec::new(), format!("hel: allow {summary}? [y/n/a/?] ")));
+        return Some((Vec::new(), format!("hel: allow {summary}? {choices} ")));
     }
     if request.command.is_some() && request.summary.starts_with("run ") {
         return Some((
             Vec::new(),
-            "hel: allow the command above? [y/n/a/?] ".into(),
+            format!("hel: allow the command above? {choices} "),
         ));
     }
     let mut before = Vec::new();
@@ -378,7 +383,19 @@ fn question(request: &Request, width: usize, limit: usize) -> Option<(Vec<String
         ("hel: ", "hel:   "),
         limit.saturating_sub(1),
     )
-    .then(|| (before, "hel: [y/n/a/?] ".into()))
+    .then(|| (before, format!("hel: {choices} ")))
+}
+
+/// The answers a question offers: for an edit, that `a` is for its path
+/// only (named when it is short).
+fn choices(request: &Request) -> String {
+    match &request.path {
+        Some(path) => match visible_within(path, 32) {
+            Some(p) => format!("[y/n/a = always for {p}/?]"),
+            None => "[y/n/a = always for this path/?]".into(),
+        },
+        None => "[y/n/a/?]".into(),
+    }
 }
 
 /// What the model is told when a call cannot be shown whole on the
@@ -499,15 +516,18 @@ fn say(out: &mut dyn Write, line: &str, width: usize, indent: &str) {
     }
 }
 
-/// What an "always" allows: for bash, this exact command or (a simple
-/// command) every command of its program, as the user chooses; else the
-/// tool. None: the user gave up (Ctrl-C, Ctrl-D).
+/// What an "always" allows: for an edit, this tool on this path; for
+/// bash, this exact command or (a simple command) every command of its
+/// program, as the user chooses; else the tool. None: the user gave up (Ctrl-C, Ctrl-D).
 fn always(
     request: &Request,
     width: usize,
     out: &mut dyn Write,
     read: &mut dyn FnMut(&str) -> Reading,
 ) -> Option<Rule> {
+    if let Some(path) = &request.path {
+        return Some(Rule::Path(request.tool, path.clone()));
+    }
     let Some(command) = &request.command else {
         return Some(Rule::Tool(request.tool));
     };
@@ -564,6 +584,7 @@ mod tests {
             program: command
                 .and_then(hel_agent::simple_program)
                 .map(str::to_owned),
+            path: None,
         }
     }
 
@@ -611,6 +632,33 @@ mod tests {
         let (shown, answer) = run(&w, &rules, &[]);
         assert_eq!(answer, Answer::Yes);
         assert_eq!(shown, "hel: allowed s (you said always)\n");
+    }
+
+    #[test]
+    fn always_for_an_edit_is_its_path() {
+        let rules = Rules::default();
+        let edit = |tool, path: &str| Request {
+            path: Some(path.into()),
+            ..request(tool, &["+x"], None)
+        };
+        let notes = edit(ToolName::WriteFile, "notes.txt");
+        let mut asked = Vec::new();
+        let mut typed = ["a"].into_iter();
+        let answer = ask(&notes, &rules, Screen::DEFAULT, &mut Vec::new(), &mut |q| {
+            asked.push(q.to_owned());
+            typed
+                .next()
+                .map_or(Reading::End, |l| Reading::Line(l.into()))
+        });
+        assert_eq!(answer, Answer::Yes);
+        assert_eq!(asked, ["hel: allow s? [y/n/a = always for notes.txt/?] "]);
+        assert_eq!(run(&notes, &rules, &[]).1, Answer::Yes, "allowed again");
+        for other in [
+            edit(ToolName::WriteFile, "other.txt"),
+            edit(ToolName::SearchReplace, "notes.txt"),
+        ] {
+            assert_eq!(run(&other, &rules, &[]).1, Answer::No, "{other:?}");
+        }
     }
 
     #[test]
@@ -845,6 +893,7 @@ mod tests {
             preview: command.split_terminator('\n').map(str::to_owned).collect(),
             command: Some(command.to_owned()),
             program: hel_agent::simple_program(command).map(str::to_owned),
+            path: None,
         }
     }
 

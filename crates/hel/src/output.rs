@@ -176,7 +176,7 @@ impl JsonOut {
                 },
             }),
             Event::ResponseIncomplete => json!({"type": "response_incomplete"}),
-            Event::Retry { error, wait } => json!({
+            Event::Retry { error, wait, .. } => json!({
                 "type": "retry",
                 "error": error.to_string(),
                 "wait_ms": u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),

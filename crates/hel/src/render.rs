@@ -163,9 +163,18 @@ impl Observer for Stderr {
                 line(&format!("hel:   {}", one_line(&content, 400)))
             }
             Event::ToolFinished { content, .. } => tool_line("hel:   ", &content, 120),
-            Event::Retry { error, wait } => line(&format!(
-                "hel: {error}; retrying in {:.1}s",
-                wait.as_secs_f64()
+            Event::Retry {
+                error,
+                retry: hel_agent::Retry::Unstreamed,
+                ..
+            } => line(&format!("hel: {error}; asking again, not streamed")),
+            Event::Retry {
+                error,
+                wait,
+                retry: hel_agent::Retry::Attempt { n, of },
+            } => line(&format!(
+                "hel: {error}; retrying in {} ({n} of {of})",
+                seconds(wait)
             )),
             Event::Trimmed { under } => line(&format!(
                 "hel: trimmed old tool results to stay under {under} tokens"
@@ -509,6 +518,16 @@ impl Table {
             Some(room) => fit(text, room),
             None => text.to_owned(),
         }
+    }
+}
+
+/// A wait as people read it: `4 s`, `0.5 s`.
+fn seconds(wait: std::time::Duration) -> String {
+    let s = wait.as_secs_f64();
+    if wait.subsec_millis() == 0 {
+        format!("{} s", wait.as_secs())
+    } else {
+        format!("{s:.1} s")
     }
 }
 

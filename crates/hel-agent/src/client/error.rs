@@ -11,6 +11,9 @@ pub enum RequestError {
         status: u16,
         body: String,
         kind: StatusKind,
+        /// How long the server asked to wait before asking again
+        /// (`Retry-After`), bounded.
+        retry_after: Option<std::time::Duration>,
     },
     /// A failure to connect or to exchange the request. One that asking
     /// again would only repeat (the name does not resolve, nobody listens

@@ -41,8 +41,17 @@ pub(crate) use delta::Delta;
 use error::{not_json, root_cause};
 pub(crate) use error::{RequestError, StatusKind};
 
-/// Retries after the first attempt.
+/// Retries after the first attempt of a timeout or a broken connection,
+/// waiting 0.5 s, 1 s, 2 s.
 const RETRIES: u32 = 3;
+/// Retries after the first attempt when the server says it is busy (429,
+/// 5xx): waiting 0.5 s, doubled each time up to [`MAX_WAIT`], about a
+/// minute in all.
+const BUSY_RETRIES: u32 = 7;
+/// The longest wait before one retry, whatever `Retry-After` asks.
+const MAX_WAIT: Duration = Duration::from_secs(30);
+/// The most all the waits of one request add up to.
+const WAIT_BUDGET: Duration = Duration::from_secs(64);
 
 /// Bytes of a response body read at most, unless `HEL_MAX_RESPONSE_BYTES` says otherwise.
 pub(crate) const DEFAULT_MAX_RESPONSE_BYTES: u64 = 64 << 20;
@@ -146,36 +155,51 @@ impl ModelClient {
         }
     }
 
-    /// Send `body` (as made by [`ModelClient::prepare`]); retry 429, 5xx,
-    /// timeouts and connection failures (not a name that does not resolve
-    /// or a refused connection: [`retryable`]) up to 3 times with backoff
-    /// (0.5 s, 1 s, 2 s), telling `on_retry` before each wait. A stream that ends
+    /// Send `body` (as made by [`ModelClient::prepare`]); retry timeouts
+    /// and connection failures (not a name that does not resolve or a
+    /// refused connection: [`retryable`]) up to 3 times with backoff (0.5
+    /// s, 1 s, 2 s), and a 429 or 5xx up to 7 times, waiting what its
+    /// `Retry-After` asks or else 0.5 s doubled each time (at most
+    /// [`MAX_WAIT`] a wait, [`WAIT_BUDGET`] in all), telling `on_retry`
+    /// before each wait (the retry's number and of how many). A stream that ends
     /// before any of the answer is asked again at once, not streamed (the
     /// record keeps the body first sent). `on_delta` hears what arrives of
     /// the response before it is complete.
     pub(crate) async fn send(
         &self,
         body: &Value,
-        on_retry: &mut dyn FnMut(&RequestError, Duration),
+        on_retry: &mut dyn FnMut(&RequestError, Duration, Retry),
         on_delta: &mut dyn FnMut(Delta<'_>),
     ) -> Result<Reply, RequestError> {
         let mut attempt = 0;
+        let mut waited = Duration::ZERO;
         let mut body = std::borrow::Cow::Borrowed(body);
         loop {
             match self.send_once(&body, on_delta).await {
                 Err(e @ RequestError::EmptyStream) if body.get("stream").is_some() => {
-                    on_retry(&e, Duration::ZERO);
+                    on_retry(&e, Duration::ZERO, Retry::Unstreamed);
                     let plain = body.to_mut();
                     if let Some(fields) = plain.as_object_mut() {
                         fields.remove("stream");
                         fields.remove("stream_options");
                     }
                 }
-                Err(e) if attempt < RETRIES && retryable(&e) => {
-                    let wait = Duration::from_millis(500 << attempt);
-                    on_retry(&e, wait);
-                    tokio::time::sleep(wait).await;
+                Err(e) if retryable(&e) => {
+                    let (wait, of) = match &e {
+                        RequestError::Status { retry_after, .. } => {
+                            let backoff = Duration::from_millis(500 << attempt.min(10));
+                            let wait = retry_after.unwrap_or(backoff).min(MAX_WAIT);
+                            (wait, BUSY_RETRIES)
+                        }
+                        _ => (Duration::from_millis(500 << attempt.min(10)), RETRIES),
+                    };
+                    if attempt >= of || waited + wait > WAIT_BUDGET {
+                        return Err(e);
+                    }
                     attempt += 1;
+                    waited += wait;
+                    on_retry(&e, wait, Retry::Attempt { n: attempt, of });
+                    tokio::time::sleep(wait).await;
                 }
                 other => return other,
             }
@@ -203,8 +227,16 @@ impl ModelClient {
         let status = resp.status().as_u16();
         if !(200..300).contains(&status) {
             // Only the start of an error body is read.
+            let wait = resp
+                .headers()
+                .get(reqwest::header::RETRY_AFTER)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| retry_after(v, std::time::SystemTime::now()));
             let bytes = self.read_body(resp, ERROR_BODY_BYTES, false).await?;
             let mut e = status_error(status, &bytes);
+            if let RequestError::Status { retry_after, .. } = &mut e {
+                *retry_after = wait;
+            }
             if let (RequestError::Status { body, .. }, 401 | 403) = (&mut e, status) {
                 body.push_str(&format!(" (check the API key in {})", self.key_var));
             }
@@ -270,6 +302,70 @@ impl ModelClient {
             }
         }
     }
+}
+
+/// Which retry [`ModelClient::send`] is about to make.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Retry {
+    /// Retry `n` of at most `of`.
+    Attempt { n: u32, of: u32 },
+    /// The request again, not streamed, at once (not counted).
+    Unstreamed,
+}
+
+/// How long a `Retry-After` header asks to wait: whole seconds, or an
+/// HTTP date (IMF-fixdate) from now; bounded by [`MAX_WAIT`]. None for
+/// anything else.
+fn retry_after(value: &str, now: std::time::SystemTime) -> Option<Duration> {
+    let value = value.trim();
+    let wait =
+        if !value.is_empty() && value.len() <= 10 && value.bytes().all(|b| b.is_ascii_digit()) {
+            Duration::from_secs(value.parse().ok()?)
+        } else {
+            let at = http_date(value)?;
+            at.duration_since(now).unwrap_or(Duration::ZERO)
+        };
+    Some(wait.min(MAX_WAIT))
+}
+
+/// An IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`), the form RFC 9110
+/// says servers send.
+fn http_date(s: &str) -> Option<std::time::SystemTime> {
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    if s.len() != 29 || !s.is_ascii() || !s.ends_with(" GMT") || s.as_bytes()[3] != b',' {
+        return None;
+    }
+    let num = |r: std::ops::Range<usize>| -> Option<i64> {
+        let part = &s[r];
+        part.bytes()
+            .all(|b| b.is_ascii_digit())
+            .then(|| part.parse().ok())?
+    };
+    let day = num(5..7)?;
+    let month = MONTHS.iter().position(|m| *m == &s[8..11])? as i64 + 1;
+    let year = num(12..16)?;
+    let (h, m, sec) = (num(17..19)?, num(20..22)?, num(23..25)?);
+    if &s[19..20] != ":"
+        || &s[22..23] != ":"
+        || !(1..=31).contains(&day)
+        || h > 23
+        || m > 59
+        || sec > 60
+    {
+        return None;
+    }
+    // Days from 1970-01-01 to the date (the civil-from-days inverse).
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    let secs = u64::try_from(days * 86_400 + h * 3600 + m * 60 + sec).ok()?;
+    Some(std::time::UNIX_EPOCH + Duration::from_secs(secs))
 }
 
 /// What [`ModelClient::transport`] says of a name that does not resolve
@@ -370,7 +466,12 @@ fn status_error(status: u16, bytes: &[u8]) -> RequestError {
         500 if json.as_ref().is_some_and(validation_error) => StatusKind::Refused,
         _ => StatusKind::Transient,
     };
-    RequestError::Status { status, body, kind }
+    RequestError::Status {
+        status,
+        body,
+        kind,
+        retry_after: None,
+    }
 }
 
 /// The message of an error body: OpenAI's `error.message` (or an `error`
@@ -506,6 +607,44 @@ fn parse_reply_value(body: Value) -> Result<Reply, RequestError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn retry_after_is_seconds_or_a_date_and_bounded() {
+        let now = at(784_111_777); // Sun, 06 Nov 1994 08:49:37 GMT
+        assert_eq!(retry_after("4", now), Some(Duration::from_secs(4)));
+        assert_eq!(retry_after(" 0 ", now), Some(Duration::ZERO));
+        assert_eq!(retry_after("99999999999", now), None);
+        assert_eq!(retry_after("86400", now), Some(MAX_WAIT));
+        assert_eq!(retry_after("-1", now), None);
+        assert_eq!(retry_after("soon", now), None);
+        assert_eq!(
+            retry_after("Sun, 06 Nov 1994 08:49:37 GMT", now),
+            Some(Duration::ZERO)
+        );
+        assert_eq!(
+            retry_after("Sun, 06 Nov 1994 08:49:42 GMT", now),
+            Some(Duration::from_secs(5))
+        );
+        assert_eq!(
+            retry_after("Sun, 06 Nov 1994 08:40:00 GMT", now),
+            Some(Duration::ZERO)
+        );
+        assert_eq!(
+            retry_after("Mon, 01 Jan 2001 00:00:00 GMT", now),
+            Some(MAX_WAIT)
+        );
+        assert_eq!(
+            http_date("Thu, 29 Feb 2024 23:59:59 GMT"),
+            Some(at(1_709_251_199))
+        );
+        assert_eq!(retry_after("Sun, 06 Xyz 1994 08:49:42 GMT", now), None);
+        assert_eq!(retry_after("Sun, 06 Nov 1994 28:49:42 GMT", now), None);
+        assert_eq!(retry_after("Sun, 06 Nov 1994 08:49:42 UTC", now), None);
+    }
+
+    fn at(secs: u64) -> std::time::SystemTime {
+        std::time::UNIX_EPOCH + Duration::from_secs(secs)
+    }
 
     #[test]
     fn parses_and_rejects() {

@@ -819,6 +819,7 @@ pub(crate) fn request(
         preview,
         command: Some(format!("{summary} {value}")),
         program: None,
+        path: None,
     }
 }
 

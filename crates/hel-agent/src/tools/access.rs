@@ -68,6 +68,9 @@ pub struct Request {
     /// redirection, `$(` or backquote): an "always" may allow every
     /// command of it.
     pub program: Option<String>,
+    /// write_file, search_replace: the path written (an "always" allows
+    /// this tool on exactly it).
+    pub path: Option<String>,
 }
 
 /// Lines of new content a write_file's preview shows.
@@ -97,6 +100,7 @@ impl Request {
             preview: Vec::new(),
             command: None,
             program: None,
+            path: None,
         };
         match call {
             Call::Bash(a) => {
@@ -111,6 +115,7 @@ impl Request {
                 request.program = simple_program(&a.command).map(str::to_owned);
             }
             Call::WriteFile(a) => {
+                request.path = Some(a.path.clone());
                 let lines = a.content.lines().count();
                 request.preview.push(format!(
                     "{} {}, {} {}",
@@ -133,6 +138,7 @@ impl Request {
                 }
             }
             Call::SearchReplace(a) => {
+                request.path = Some(a.path.clone());
                 request
                     .preview
                     .extend(a.search.split_terminator('\n').map(|l| format!("-{l}")));

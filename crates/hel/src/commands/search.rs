@@ -36,11 +36,12 @@ struct MatchRow<'a> {
 
 /// The pattern compiled within bounds: a pattern that would build a huge
 /// automaton is refused, not run.
-fn compile(pattern: &str) -> Result<regex::Regex, Exit> {
+fn compile(pattern: &str, case_sensitive: bool) -> Result<regex::Regex, Exit> {
     if pattern.len() > PATTERN_MAX {
         return Err(Usage::PatternTooLong { max: PATTERN_MAX }.into());
     }
     regex::RegexBuilder::new(pattern)
+        .case_insensitive(!case_sensitive)
         .size_limit(1 << 20)
         .dfa_size_limit(8 << 20)
         .nest_limit(64)
@@ -49,7 +50,7 @@ fn compile(pattern: &str) -> Result<regex::Regex, Exit> {
 }
 
 pub fn search(store: &Store, args: &SearchArgs, json_flag: bool) -> Result<u8, Exit> {
-    let re = compile(&args.pattern)?;
+    let re = compile(&args.pattern, args.case_sensitive)?;
     let report = hel_store::search::search(store, &re, args.role.map(|r| r.name()))?;
     let names = if report.sessions.is_empty() {
         Default::default()
