@@ -570,3 +570,27 @@ pub fn limit_open_files(cmd: &mut Command, n: u64) {
         });
     }
 }
+
+/// Wait until the file system's clock, which stamps files from a coarse
+/// clock that can lag the real one by a tick, has caught up with now: a
+/// file written after this is dated after everything hel recorded before
+/// it, as a person's edit after hel ended always is. A readiness signal
+/// with a deadline, not a sleep.
+pub fn file_clock_caught_up(dir: &std::path::Path) {
+    let now = std::time::SystemTime::now();
+    let probe = dir.join(".clock-probe");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        std::fs::write(&probe, b"").unwrap();
+        let stamped = std::fs::metadata(&probe).unwrap().modified().unwrap();
+        std::fs::remove_file(&probe).unwrap();
+        if stamped >= now {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the file clock never caught up"
+        );
+        std::thread::yield_now();
+    }
+}

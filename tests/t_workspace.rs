@@ -1326,6 +1326,7 @@ fn undo_leaves_what_only_became_ignored_or_changed_after_unread() {
     let ino =
         |rel: &str| std::os::unix::fs::MetadataExt::ino(&fs::metadata(p.path().join(rel)).unwrap());
     let kept = ino("kept.log");
+    file_clock_caught_up(p.home.path());
     p.write("edited.cfg", "the user's edit\n");
     let undo = p.run(None, &["undo", &sid, "--force"]);
     assert_eq!(undo.code, 0, "{}\n{}", undo.stdout, undo.stderr);
