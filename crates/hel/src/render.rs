@@ -5,6 +5,7 @@
 pub mod live;
 pub mod markdown;
 pub mod tail;
+pub mod tool;
 
 use std::path::Path;
 
@@ -156,13 +157,24 @@ impl Observer for Stderr {
                 diffs.join(", ")
             )),
             Event::ToolStarted {
-                name, arguments, ..
-            } => tool_line(&format!("hel: {name} "), &arguments, 120),
+                id,
+                name,
+                arguments,
+            } => match tool::started(&id, &name, &arguments) {
+                Some(text) => tool_line("", &text, 400),
+                None => tool_line(&format!("hel: {name} "), &arguments, 120),
+            },
             // A denial is hel's own sentence: shown whole.
             Event::ToolFinished { content, ok: false, .. } if content.starts_with("denied: ") => {
                 line(&format!("hel:   {}", one_line(&content, 400)))
             }
-            Event::ToolFinished { content, .. } => tool_line("hel:   ", &content, 120),
+            Event::ToolFinished {
+                id,
+                name,
+                content,
+                ok,
+                ..
+            } => finished(&id, &name, &content, ok),
             Event::Retry { error, wait } => line(&format!(
                 "hel: {error}; retrying in {:.1}s",
                 wait.as_secs_f64()
@@ -210,6 +222,22 @@ impl Observer for Stderr {
                 }
             }
         }
+    }
+}
+
+/// A tool call's result: an edit's result line and its diff, a command's
+/// exit status and its last lines, else the result on one line.
+fn finished(id: &str, name: &str, content: &str, ok: bool) {
+    let diff = tool::finished_edit(id);
+    if name == "bash" {
+        if let Some((status, lines)) = tool::command(content) {
+            line(&format!("hel:   {status}"));
+            return tool::print(&lines, stderr_room(), colour_stderr());
+        }
+    }
+    tool_line("hel:   ", content, 120);
+    if let (true, Some(diff)) = (ok, diff) {
+        tool::print(&diff, stderr_room(), colour_stderr());
     }
 }
 
