@@ -193,7 +193,11 @@ mod tests {
         let d = finished_edit("c1").unwrap();
         assert_eq!(
             texts(&d),
-            ["   def add(a, b):", "  -    return a - b", "  +    return a + b^[[2J"]
+            [
+                "   def add(a, b):",
+                "  -    return a - b",
+                "  +    return a + b^[[2J"
+            ]
         );
         assert!(matches!(d[1], Shown::Removed(_)) && matches!(d[2], Shown::Added(_)));
         // Asked once; another tool is shown as its arguments.
@@ -206,13 +210,19 @@ mod tests {
         assert_eq!(d.len(), DIFF_LINES + 1);
         assert_eq!(texts(&d)[DIFF_LINES], "  … 30 more lines");
         // Arguments that do not parse (a repeated key) show no diff.
-        assert!(started("c3", "write_file", r#"{"path":"a","path":"b","content":""}"#).is_none());
+        assert!(started(
+            "c3",
+            "write_file",
+            r#"{"path":"a","path":"b","content":""}"#
+        )
+        .is_none());
     }
 
     #[test]
     fn a_command_shows_its_status_and_last_lines_apart() {
         let stderr: String = (1..=9).map(|i| format!("err {i}\n")).collect();
-        let content = format!("exit=1\nstdout:\nok\x1b]0;t\x07 \n\nstderr:\n{stderr}AssertionError\n");
+        let content =
+            format!("exit=1\nstdout:\nok\x1b]0;t\x07 \n\nstderr:\n{stderr}AssertionError\n");
         let (status, lines) = command(&content).unwrap();
         assert_eq!(status, "exit 1");
         assert_eq!(
