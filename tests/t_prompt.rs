@@ -1050,7 +1050,6 @@ fn an_edit_shows_its_diff_and_a_failing_command_its_last_lines() {
             .cloned()
             .collect();
         all_fit(&shown, cols as usize, "an edit and a command");
-        println!("{cols} columns:\n{}", shown.join("\n"));
         let at = |want: &str| {
             lines
                 .iter()
