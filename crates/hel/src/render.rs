@@ -232,12 +232,27 @@ fn finished(id: &str, name: &str, content: &str, ok: bool) {
     if name == "bash" {
         if let Some((status, lines)) = tool::command(content) {
             line(&format!("hel:   {status}"));
-            return tool::print(&lines, stderr_room(), colour_stderr());
+            return print_tool(&lines, stderr_room(), colour_stderr());
         }
     }
     tool_line("hel:   ", content, 120);
     if let (true, Some(diff)) = (ok, diff) {
-        tool::print(&diff, stderr_room(), colour_stderr());
+        print_tool(&diff, stderr_room(), colour_stderr());
+    }
+}
+
+/// Print `lines` on stderr: on a terminal (`room`) each cut to its width
+/// and coloured when `colour`; else as they are.
+fn print_tool(lines: &[tool::Shown], room: Option<usize>, colour: bool) {
+    for l in lines {
+        let (code, text) = match l {
+            tool::Shown::Removed(t) => ("31", t),
+            tool::Shown::Added(t) => ("32", t),
+            tool::Shown::Plain(t) => ("2", t),
+            tool::Shown::Output(t) => ("", t),
+        };
+        let text = cut(text, room);
+        note!("{}", paint(colour && !code.is_empty(), code, &text));
     }
 }
 
