@@ -777,7 +777,7 @@ fn shows_the_live_tail(s: &mut PtySession, p: &Project, gate: &str) {
     seen += &expect(s, "\x1b[2m  alpha-42\x1b[0m");
     seen += &expect(s, "\x1b[2m  eviltail\x1b[0m");
     std::fs::write(p.path().join(gate), "").unwrap();
-    let end = expect(s, "hel:   exit=0");
+    let end = expect(s, "hel:   exit 0");
     seen += &end;
     let cleared = end.rfind("\r\x1b[J").expect("the tail is cleared");
     let after = &end[cleared..];
@@ -1041,4 +1041,62 @@ fn messages_wrap_to_a_narrow_terminal() {
             .contains(&format!("{url}/chat/completions")),
         "{rest:#?}"
     );
+}
+
+/// On a terminal 80 and 40 columns wide, a search_replace shows as its
+/// file name and the diff of its lines, and a failing command as its exit
+/// status and the last lines of its stderr, each on a line of its own,
+/// under a label, with a count of the lines not shown; no line is wider
+/// than the terminal.
+#[test]
+fn an_edit_shows_its_diff_and_a_failing_command_its_last_lines() {
+    let failing = "echo collected; for i in 1 2 3 4 5 6 7 8; do echo \"  trace line $i\" >&2; done; echo AssertionError >&2; exit 1";
+    for cols in [80u16, 40] {
+        let p = Project::new();
+        p.write("calc.py", "def sub(a, b):\n    return a - b\n");
+        let mock = Mock::start(json!([
+            {"tool_calls": [call("search_replace", json!({"path": "calc.py", "search": "    return a - b", "replace": "    return a + b"}))]},
+            {"tool_calls": [call("bash", json!({"command": failing}))]},
+            {"content": "Done."},
+        ]));
+        let mut s = spawn_with(
+            &p,
+            Some(&mock),
+            cols,
+            &["--access", "auto", "-p", "fix it"],
+            &[],
+        );
+        let seen = expect(&mut s, "Done.");
+        s.exp_eof().unwrap();
+        exited_with(&s, 0);
+        let lines = screen_lines(&seen);
+        // `session: <uuid>` is for scripts: never cut.
+        let shown: Vec<String> = lines
+            .iter()
+            .filter(|l| !l.starts_with("session: "))
+            .cloned()
+            .collect();
+        all_fit(&shown, cols as usize, "an edit and a command");
+        let at = |want: &str| {
+            lines
+                .iter()
+                .position(|l| l == want)
+                .unwrap_or_else(|| panic!("{cols}: no line {want:?} in {lines:#?}"))
+        };
+        let edit = at("hel: search_replace calc.py");
+        let minus = at("  -    return a - b");
+        assert!(edit < minus && minus + 1 == at("  +    return a + b"));
+        let exit = at("hel:   exit 1");
+        assert!(minus < exit && exit < at("  stdout:") && at("  stdout:") < at("  stderr:"));
+        assert_eq!(at("    collected"), at("  stdout:") + 1);
+        let earlier = at("    … 3 earlier lines");
+        assert_eq!(earlier, at("  stderr:") + 1);
+        assert_eq!(at("    AssertionError"), earlier + 6);
+        assert!(!lines.iter().any(|l| l.contains("trace line 3")));
+        assert!(!lines.iter().any(|l| l.contains("exit=")));
+        assert_eq!(
+            std::fs::read_to_string(p.path().join("calc.py")).unwrap(),
+            "def sub(a, b):\n    return a + b\n"
+        );
+    }
 }

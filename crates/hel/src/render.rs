@@ -5,6 +5,7 @@
 pub mod live;
 pub mod markdown;
 pub mod tail;
+pub mod tool;
 
 use std::path::Path;
 
@@ -156,13 +157,24 @@ impl Observer for Stderr {
                 diffs.join(", ")
             )),
             Event::ToolStarted {
-                name, arguments, ..
-            } => tool_line(&format!("hel: {name} "), &arguments, 120),
+                id,
+                name,
+                arguments,
+            } => match tool::started(&id, &name, &arguments) {
+                Some(text) => tool_line("", &text, 400),
+                None => tool_line(&format!("hel: {name} "), &arguments, 120),
+            },
             // A denial is hel's own sentence: shown whole.
             Event::ToolFinished { content, ok: false, .. } if content.starts_with("denied: ") => {
                 line(&format!("hel:   {}", one_line(&content, 400)))
             }
-            Event::ToolFinished { content, .. } => tool_line("hel:   ", &content, 120),
+            Event::ToolFinished {
+                id,
+                name,
+                content,
+                ok,
+                ..
+            } => finished(&id, &name, &content, ok),
             Event::Retry {
                 error,
                 retry: hel_agent::Retry::Unstreamed,
@@ -219,6 +231,37 @@ impl Observer for Stderr {
                 }
             }
         }
+    }
+}
+
+/// A tool call's result: an edit's result line and its diff, a command's
+/// exit status and its last lines, else the result on one line.
+fn finished(id: &str, name: &str, content: &str, ok: bool) {
+    let diff = tool::finished_edit(id);
+    if name == "bash" {
+        if let Some((status, lines)) = tool::command(content) {
+            line(&format!("hel:   {status}"));
+            return print_tool(&lines, stderr_room(), colour_stderr());
+        }
+    }
+    tool_line("hel:   ", content, 120);
+    if let (true, Some(diff)) = (ok, diff) {
+        print_tool(&diff, stderr_room(), colour_stderr());
+    }
+}
+
+/// Print `lines` on stderr: on a terminal (`room`) each cut to its width
+/// and coloured when `colour`; else as they are.
+fn print_tool(lines: &[tool::Shown], room: Option<usize>, colour: bool) {
+    for l in lines {
+        let (code, text) = match l {
+            tool::Shown::Removed(t) => ("31", t),
+            tool::Shown::Added(t) => ("32", t),
+            tool::Shown::Plain(t) => ("2", t),
+            tool::Shown::Output(t) => ("", t),
+        };
+        let text = cut(text, room);
+        note!("{}", paint(colour && !code.is_empty(), code, &text));
     }
 }
 

@@ -3,6 +3,8 @@
 //! could move the cursor or talk to the terminal (escape sequences, other
 //! control characters, bidi overrides), each line cut to the width.
 
+use super::tool::strip;
+
 /// Bytes of a command's output held for its live view: the rest is
 /// dropped as it arrives.
 pub const KEEP: usize = 4096;
@@ -46,76 +48,9 @@ impl Tail {
     }
 }
 
-/// `text` without escape sequences (CSI, OSC, DCS and the like, whole)
-/// and without any other control character or bidi override; a tab is a
-/// space.
-pub fn strip(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut chars = text.chars().peekable();
-    while let Some(c) = chars.next() {
-        match c {
-            '\t' => out.push(' '),
-            // ESC [ … final, or CSI (U+009B) … final.
-            '\u{1b}' if chars.peek() == Some(&'[') => {
-                chars.next();
-                skip_csi(&mut chars);
-            }
-            '\u{9b}' => skip_csi(&mut chars),
-            // OSC, DCS, SOS, PM, APC: up to BEL or ST (ESC \ or U+009C).
-            '\u{1b}' if matches!(chars.peek(), Some(']' | 'P' | 'X' | '^' | '_')) => {
-                chars.next();
-                skip_string(&mut chars);
-            }
-            '\u{9d}' | '\u{90}' | '\u{98}' | '\u{9e}' | '\u{9f}' => skip_string(&mut chars),
-            // Any other escape: ESC and the character after it.
-            '\u{1b}' => {
-                chars.next();
-            }
-            '\u{0}'..='\u{1f}' | '\u{7f}'..='\u{9f}' => {}
-            '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' => {}
-            c => out.push(c),
-        }
-    }
-    out
-}
-
-/// Skip a CSI's parameters and its final byte (`@`–`~`).
-fn skip_csi(chars: &mut impl Iterator<Item = char>) {
-    for c in chars.by_ref() {
-        if ('\u{40}'..='\u{7e}').contains(&c) {
-            break;
-        }
-    }
-}
-
-/// Skip a control string up to its end (BEL, ST or ESC \).
-fn skip_string(chars: &mut std::iter::Peekable<impl Iterator<Item = char>>) {
-    while let Some(c) = chars.next() {
-        match c {
-            '\u{7}' | '\u{9c}' => break,
-            '\u{1b}' => {
-                if chars.peek() == Some(&'\\') {
-                    chars.next();
-                }
-                break;
-            }
-            _ => {}
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn escape_sequences_and_controls_are_stripped() {
-        assert_eq!(strip("\x1b[2J\x1b[1;1Hred\x1b[31m!\x1b[0m"), "red!");
-        assert_eq!(strip("a\x1b]0;title\x07b\x1b]52;c;aGk=\x1b\\c"), "abc");
-        assert_eq!(strip("a\u{9b}2Jb\u{9d}0;t\u{9c}c"), "abc");
-        assert_eq!(strip("x\x1bPq#0\x1b\\y\x1b7z"), "xyz");
-        assert_eq!(strip("t\tu\x08v\x00w\x7f\u{202e}é한"), "t uvwé한");
-    }
 
     #[test]
     fn lines_are_the_last_ones_cut_to_the_width() {
