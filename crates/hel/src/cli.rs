@@ -411,28 +411,7 @@ asks before removing anything (--yes does not ask). Every undo is recorded first
     #[command(
         after_help = "Examples:\n  hel diff\n  hel diff 4da5 --last\n  hel diff 4da5 --at 3f2a91c0 --worktree --stat"
     )]
-    Diff {
-        /// Session name, id or prefix (default: the most recently updated idle session, as `hel undo`).
-        session: Option<String>,
-        /// Only what the session's last instruction changed.
-        #[arg(long, conflicts_with_all = ["at", "against", "worktree"])]
-        last: bool,
-        /// The checkpoint (default: the session's latest); without --against or --worktree,
-        /// what its instruction changed.
-        #[arg(long, value_name = "CHECKPOINT")]
-        at: Option<String>,
-        /// Compare with this checkpoint instead.
-        #[arg(long, value_name = "CHECKPOINT", conflicts_with = "worktree")]
-        against: Option<String>,
-        /// Compare with the files on disk now.
-        #[arg(long)]
-        worktree: bool,
-        /// Only a line per file with lines added and removed.
-        #[arg(long)]
-        stat: bool,
-        #[arg(long, conflicts_with = "stat")]
-        json: bool,
-    },
+    Diff(DiffArgs),
     /// List, inspect and delete sessions (default: list).
     #[command(
         after_help = "Examples:\n  hel sessions\n  hel sessions log 4da5\n  hel sessions show 4da5 --at 3f2a91c0"
@@ -685,4 +664,30 @@ pub struct ExportArgs {
 pub enum ExportFormat {
     Md,
     Json,
+}
+
+/// `hel diff`'s arguments, as parsed (one struct for the command line,
+/// the prompt's `/diff` and the command).
+#[derive(Args, Debug)]
+pub struct DiffArgs {
+    /// Session name, id or prefix (default: the most recently updated idle session, as `hel undo`).
+    pub session: Option<String>,
+    /// Only what the session's last instruction changed.
+    #[arg(long, conflicts_with_all = ["at", "against", "worktree"])]
+    pub last: bool,
+    /// The checkpoint (default: the session's latest); without --against or --worktree,
+    /// what its instruction changed.
+    #[arg(long, value_name = "CHECKPOINT")]
+    pub at: Option<String>,
+    /// Compare with this checkpoint instead.
+    #[arg(long, value_name = "CHECKPOINT", conflicts_with = "worktree")]
+    pub against: Option<String>,
+    /// Compare with the files on disk now.
+    #[arg(long)]
+    pub worktree: bool,
+    /// Only a line per file with lines added and removed.
+    #[arg(long)]
+    pub stat: bool,
+    #[arg(long, conflicts_with = "stat")]
+    pub json: bool,
 }

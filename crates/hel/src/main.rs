@@ -56,7 +56,7 @@ fn set_up(cli: &Cli) {
             Command::Sessions { .. }
                 | Command::Gc { .. }
                 | Command::Fsck
-                | Command::Diff { .. }
+                | Command::Diff(_)
                 | Command::Undo { .. }
                 | Command::Restore { .. }
                 | Command::Remote { .. }
@@ -129,23 +129,7 @@ fn dispatch(cli: Cli, matches: &ArgMatches) -> Result<u8, Exit> {
             },
             cli.run.workspace_options(),
         ),
-        Some(Command::Diff {
-            session,
-            last,
-            at,
-            against,
-            worktree,
-            stat,
-            json,
-        }) => commands::diff(commands::DiffArgs {
-            session,
-            last,
-            at,
-            against,
-            worktree,
-            stat,
-            json,
-        }),
+        Some(Command::Diff(args)) => commands::diff(args),
         Some(Command::Resume {
             session,
             last,

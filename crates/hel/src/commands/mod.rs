@@ -24,7 +24,7 @@ use crate::exit::{Exit, Usage};
 pub use pick::session_to_resume;
 pub use report::set_project;
 pub use store::{fsck, gc};
-pub use workspace::{diff, restore, undo, DiffArgs, RestoreArgs};
+pub use workspace::{diff, restore, undo, RestoreArgs};
 
 pub fn sessions(
     command: Option<SessionsCommand>,

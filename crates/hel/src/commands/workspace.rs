@@ -490,19 +490,6 @@ impl Side<'_> {
     }
 }
 
-/// `hel diff`'s arguments.
-pub struct DiffArgs {
-    /// None: the session `hel undo` would choose.
-    pub session: Option<String>,
-    /// Only the last instruction's change.
-    pub last: bool,
-    pub at: Option<String>,
-    pub against: Option<String>,
-    pub worktree: bool,
-    pub stat: bool,
-    pub json: bool,
-}
-
 /// The files when the session's own first instruction started (the
 /// oldest record of its own with a snapshot; a fork's history before it
 /// is not its change). None: the session recorded no files of its own.
@@ -515,8 +502,8 @@ fn session_start(store: &Store, session: &SessionId) -> Result<Option<ObjectId>,
         .find_map(|e| e.workspace.as_ref().map(|w| w.start.unwrap_or(w.tree))))
 }
 
-pub fn diff(args: DiffArgs) -> Result<u8, Exit> {
-    let DiffArgs {
+pub fn diff(args: crate::cli::DiffArgs) -> Result<u8, Exit> {
+    let crate::cli::DiffArgs {
         session,
         last,
         at,

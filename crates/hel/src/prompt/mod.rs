@@ -641,26 +641,9 @@ fn report(args: &[&str]) {
             ..
         }) => crate::commands::sessions(command, json, remote),
         Ok(Cli {
-            command:
-                Some(Command::Diff {
-                    session,
-                    last,
-                    at,
-                    against,
-                    worktree,
-                    stat,
-                    json,
-                }),
+            command: Some(Command::Diff(args)),
             ..
-        }) => crate::commands::diff(crate::commands::DiffArgs {
-            session,
-            last,
-            at,
-            against,
-            worktree,
-            stat,
-            json,
-        }),
+        }) => crate::commands::diff(args),
         Ok(_) => Err(Usage::NotAReport.into()),
         Err(e) => Err(Usage::ReportArgs(e).into()),
     };
