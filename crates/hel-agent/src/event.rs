@@ -53,6 +53,12 @@ pub enum Event {
         decision: crate::tools::access::Decision,
         spill: Option<String>,
     },
+    /// The files a call changed, as the project's scans before and after
+    /// it show them: each path (relative to the project's root) with
+    /// `A` (added), `M` (modified) or `D` (deleted), in path order. Sent
+    /// before the call's [`Event::ToolFinished`], only when it changed
+    /// some.
+    FilesChanged(Vec<(char, String)>),
     /// A piece of what a running bash command printed (stdout and stderr
     /// as they arrive, at most `LIVE_CHUNK` bytes (tools/output.rs): the end
     /// of what one read got), for a live view. Raw bytes from the command:

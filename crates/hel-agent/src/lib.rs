@@ -46,7 +46,7 @@ pub use project::{Found, Project, ProjectError};
 // Confirmation.
 pub use tools::access::simple_program;
 pub use tools::secret::is_secret_name;
-pub use tools::{Access, Answer, Confirm, Decision, Request, ToolName};
+pub use tools::{Access, Answer, Confirm, Decision, Edit, Request, ToolName};
 // Interrupts (Ctrl-C).
 pub use interrupt::{channel as interrupts, Interrupter, Interrupts};
 // Sessions.

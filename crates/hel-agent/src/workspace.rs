@@ -171,24 +171,43 @@ impl Snapshots {
         calls.before = Self::scan(&mut self.workspace, calls);
     }
 
-    /// The call ended; `left`: it left processes running.
-    pub(crate) fn after_call(&mut self, left: bool) {
+    /// The call ended; `left`: it left processes running. Returns the
+    /// files (not directories) the call changed, each with `A`, `M` or
+    /// `D` (none known when processes were left or a scan failed).
+    pub(crate) fn after_call(&mut self, left: bool) -> Vec<(char, String)> {
         let Some(calls) = self.calls.as_mut() else {
-            return;
+            return Vec::new();
         };
         if calls.whole || calls.open.is_some() {
-            return;
+            return Vec::new();
         }
         let Some(before) = calls.before.take() else {
-            return;
+            return Vec::new();
         };
         if left {
             calls.open = Some(before);
-            return;
+            return Vec::new();
         }
-        if let Some(after) = Self::scan(&mut self.workspace, calls) {
-            hel_workspace::attrib::changed_between(&before, &after, &mut calls.owned);
-        }
+        let Some(after) = Self::scan(&mut self.workspace, calls) else {
+            return Vec::new();
+        };
+        let mut changed = std::collections::BTreeSet::new();
+        hel_workspace::attrib::changed_between(&before, &after, &mut changed);
+        let file = |i: Option<&hel_workspace::Item>| i.is_some_and(|i| i.kind != EntryKind::Dir);
+        let shown = changed
+            .iter()
+            .filter_map(|p| {
+                match (file(before.get(p)), file(after.get(p))) {
+                    (false, false) => None,
+                    (false, true) => Some('A'),
+                    (true, false) => Some('D'),
+                    (true, true) => Some('M'),
+                }
+                .map(|c| (c, String::from_utf8_lossy(p).into_owned()))
+            })
+            .collect();
+        calls.owned.append(&mut changed);
+        shown
     }
 
     /// The instruction's end snapshot `end` (not committed yet) as its

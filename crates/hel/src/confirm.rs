@@ -17,7 +17,9 @@
 use std::io::Write;
 use std::sync::Mutex;
 
-use hel_agent::{Answer, Request, ToolName};
+use hel_agent::{Answer, Edit, Request, ToolName};
+
+use crate::render::tool::Before;
 
 use crate::render::{char_columns, columns};
 
@@ -331,19 +333,87 @@ fn wrapped(line: &str, width: usize, first: &str, next: &str) -> Vec<String> {
     out
 }
 
+/// What a preview shows, line by line: each line's colour (SGR code,
+/// empty for none), what stands before its text (hel's own: the line
+/// number and `-` or `+` of a diff) and its text.
+type PreviewLine = (&'static str, String, String);
+
+/// An edit's preview: its diff against the file as it is now, every
+/// changed line (none folded), after a write_file's size; None when the
+/// file cannot be shown so (not text, too large: the request's own
+/// preview is shown).
+fn edit_preview(request: &Request) -> Option<Vec<PreviewLine>> {
+    use crate::render::tool;
+    let (edit, path) = (request.edit.as_ref()?, request.path.as_ref()?);
+    let before = tool::before(path);
+    let (old, new, numbered) = tool::texts(edit, &before).ok()?;
+    let mut lines = Vec::new();
+    match edit {
+        Edit::Write(content) => {
+            let size = request.preview.first().cloned().unwrap_or_default();
+            let was = match &before {
+                Before::Text(old) => format!(
+                    ", over {}",
+                    crate::render::count(old.lines().count() as u64, "line", "lines")
+                ),
+                _ => ", a new file".to_owned(),
+            };
+            lines.push(("", String::new(), format!("{size}{was}")));
+            if numbered && old == *content {
+                lines.push(("", String::new(), "(the same as the file now)".into()));
+            }
+        }
+        Edit::Replace { .. } if !numbered => lines.push((
+            "",
+            String::new(),
+            "(not once in the file: the text taken out and put in)".into(),
+        )),
+        Edit::Replace { .. } => {}
+    }
+    for l in tool::diff_lines(&old, &new, numbered) {
+        let code = match l.tag {
+            '-' => "31",
+            '+' => "32",
+            _ => "",
+        };
+        let mut text = l.text.clone();
+        if l.unended {
+            text.push_str("  (no line end)");
+        }
+        lines.push((code, l.head(), text));
+    }
+    Some(lines)
+}
+
+/// The preview's lines: an edit's diff, else the request's own preview
+/// (`-` red and `+` green but for a command).
+fn preview_lines(request: &Request) -> Vec<PreviewLine> {
+    if let Some(lines) = edit_preview(request) {
+        return lines;
+    }
+    request
+        .preview
+        .iter()
+        .map(|l| {
+            let code = match l.chars().next() {
+                Some('-') if request.tool != ToolName::Bash => "31",
+                Some('+') if request.tool != ToolName::Bash => "32",
+                _ => "",
+            };
+            (code, String::new(), l.clone())
+        })
+        .collect()
+}
+
 /// The preview lines as shown: escaped, wrapped to `width`, never cut;
 /// `-` red and `+` green when `colour`. False with the lines when there
 /// are more than `limit` (not all of them made).
 fn preview(request: &Request, width: usize, colour: bool, limit: usize) -> (Vec<String>, bool) {
     let mut shown = Vec::new();
-    for l in &request.preview {
-        let code = match l.chars().next() {
-            Some('-') if request.tool != ToolName::Bash => "31",
-            Some('+') if request.tool != ToolName::Bash => "32",
-            _ => "",
-        };
+    for (code, head, text) in preview_lines(request) {
         let from = shown.len();
-        let whole = wrapped_into(&mut shown, l, width, (LINE, GOES_ON), limit);
+        let first = format!("{LINE}{head}");
+        let whole = wrapped_into(&mut shown, &text, width, (&first, GOES_ON), limit);
         if colour && !code.is_empty() {
             for piece in &mut shown[from..] {
                 *piece = format!("\x1b[{code}m{piece}\x1b[0m");
@@ -470,7 +540,7 @@ pub fn ask(
         // Its size, then its head as far as it fits.
         lines.truncate(room.saturating_sub(1).max(1));
         lines.push(format!(
-            "{GOES_ON}… the rest of the head does not fit the terminal"
+            "{GOES_ON}… the rest of the change does not fit the terminal"
         ));
     }
     for line in lines.iter().chain(&before) {
@@ -585,6 +655,7 @@ mod tests {
                 .and_then(hel_agent::simple_program)
                 .map(str::to_owned),
             path: None,
+            edit: None,
         }
     }
 
@@ -894,6 +965,7 @@ mod tests {
             command: Some(command.to_owned()),
             program: hel_agent::simple_program(command).map(str::to_owned),
             path: None,
+            edit: None,
         }
     }
 

@@ -120,7 +120,7 @@ fn on_stderr(text: &str) -> Vec<String> {
     }
 }
 
-/// A tool line (`hel: read_file {…}`, `hel:   ok …`): on a terminal,
+/// A tool line (`hel: read_file src/main.rs`, `hel:   ok …`): on a terminal,
 /// the whole line cut to its width; else its text after `prefix` cut to
 /// `max` characters (a log's lines stay as they were).
 fn tool_line(prefix: &str, text: &str, max: usize) {
@@ -160,12 +160,16 @@ impl Observer for Stderr {
                 id,
                 name,
                 arguments,
-            } => match tool::started(&id, &name, &arguments) {
-                Some(text) => tool_line("", &text, 400),
-                None => tool_line(&format!("hel: {name} "), &arguments, 120),
-            },
+            } => tool_line("", &tool::started(&id, &name, &arguments), 400),
+            Event::FilesChanged(files) => tool::changed(files),
             // A denial is hel's own sentence: shown whole.
-            Event::ToolFinished { content, ok: false, .. } if content.starts_with("denied: ") => {
+            Event::ToolFinished {
+                name,
+                content,
+                ok: false,
+                ..
+            } if content.starts_with("denied: ") => {
+                tool::ended(&name, &content);
                 line(&format!("hel:   {}", one_line(&content, 400)))
             }
             Event::ToolFinished {
@@ -238,15 +242,27 @@ impl Observer for Stderr {
 /// exit status and its last lines, else the result on one line.
 fn finished(id: &str, name: &str, content: &str, ok: bool) {
     let diff = tool::finished_edit(id);
-    if name == "bash" {
-        if let Some((status, lines)) = tool::command(content) {
+    let files = tool::ended(name, content);
+    let (room, colour) = (stderr_room(), colour_stderr());
+    match tool::command(content).filter(|_| name == "bash") {
+        Some((status, lines)) => {
             line(&format!("hel:   {status}"));
-            return print_tool(&lines, stderr_room(), colour_stderr());
+            print_tool(&lines, room, colour);
         }
+        None => tool_line("hel:   ", content, 120),
     }
-    tool_line("hel:   ", content, 120);
     if let (true, Some(diff)) = (ok, diff) {
-        print_tool(&diff, stderr_room(), colour_stderr());
+        print_tool(&diff, room, colour);
+    }
+    print_tool(&files, room, colour);
+}
+
+/// `/last`: the last tool result whole on stdout, through the pager when
+/// it does not fit the screen (as `/show`).
+pub fn last() {
+    match tool::last() {
+        Some(text) => crate::commands::page(&text),
+        None => line("hel: no tool call has ended yet"),
     }
 }
 

@@ -577,7 +577,10 @@ impl crate::agent::Hooks for Hooks<'_> {
 
     fn after_call(&mut self, _agent: &mut Agent, left: bool) {
         if let Some(s) = self.snapshots.as_mut() {
-            s.after_call(left);
+            let changed = s.after_call(left);
+            if !changed.is_empty() {
+                self.observer.event(Event::FilesChanged(changed));
+            }
         }
     }
 }

@@ -71,6 +71,18 @@ pub struct Request {
     /// write_file, search_replace: the path written (an "always" allows
     /// this tool on exactly it).
     pub path: Option<String>,
+    /// write_file, search_replace: the change as the call gives it, for
+    /// a diff against the file.
+    pub edit: Option<Edit>,
+}
+
+/// An edit's change as its call gives it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Edit {
+    /// write_file: the whole new content.
+    Write(String),
+    /// search_replace: the text taken out and the text put in.
+    Replace { search: String, replace: String },
 }
 
 /// Lines of new content a write_file's preview shows.
@@ -101,6 +113,7 @@ impl Request {
             command: None,
             program: None,
             path: None,
+            edit: None,
         };
         match call {
             Call::Bash(a) => {
@@ -116,6 +129,7 @@ impl Request {
             }
             Call::WriteFile(a) => {
                 request.path = Some(a.path.clone());
+                request.edit = Some(Edit::Write(a.content.clone()));
                 let lines = a.content.lines().count();
                 request.preview.push(format!(
                     "{} {}, {} {}",
@@ -139,6 +153,10 @@ impl Request {
             }
             Call::SearchReplace(a) => {
                 request.path = Some(a.path.clone());
+                request.edit = Some(Edit::Replace {
+                    search: a.search.clone(),
+                    replace: a.replace.clone(),
+                });
                 request
                     .preview
                     .extend(a.search.split_terminator('\n').map(|l| format!("-{l}")));

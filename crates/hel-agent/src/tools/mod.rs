@@ -21,7 +21,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use crate::config::ConfigError;
-pub use access::{Access, Answer, Confirm, Decision, Request};
+pub use access::{Access, Answer, Confirm, Decision, Edit, Request};
 pub(crate) use args::Call;
 pub use args::ToolName;
 pub(crate) use context::{ToolCtx, ToolResult};

@@ -21,6 +21,7 @@ use hel_store::Store;
 use crate::cli::SessionsCommand;
 use crate::exit::{Exit, Usage};
 
+pub use pager::show as page;
 pub use pick::session_to_resume;
 pub use report::set_project;
 pub use store::{fsck, gc};

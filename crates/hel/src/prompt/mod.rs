@@ -360,6 +360,7 @@ impl Prompt {
             (Slash::Retry, _) => self.retry().await,
             (Slash::Init, _) => self.init(),
             (Slash::Sessions, _) => report(&["sessions"]),
+            (Slash::Last, _) => render::last(),
             (Slash::Resume(spec), _) => {
                 let picked = match spec {
                     Some(s) => Ok(s),

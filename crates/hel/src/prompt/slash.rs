@@ -9,6 +9,8 @@ pub enum Slash {
     Sessions,
     Log,
     Show,
+    /// The last tool result whole, through the pager.
+    Last,
     /// Continue in a fork of this session, from a checkpoint (None: the
     /// newest).
     Fork(Option<String>),
@@ -41,6 +43,7 @@ pub const NAMES: &[&str] = &[
     "/fork",
     "/help",
     "/init",
+    "/last",
     "/log",
     "/model",
     "/quit",
@@ -62,6 +65,7 @@ Commands:
   /sessions          the project's sessions
   /log               this session's checkpoints
   /show              this session's conversation
+  /last              the last tool result whole (a command's whole output)
   /fork [CHECKPOINT] continue in a new session forked from a checkpoint of
                      this one (default: the newest); the files stay as they are
   /rewind            pick a checkpoint of this session and continue from it
@@ -101,6 +105,7 @@ pub fn parse(entry: &str) -> Option<Result<Slash, String>> {
         "/sessions" => none(Slash::Sessions),
         "/log" => none(Slash::Log),
         "/show" => none(Slash::Show),
+        "/last" => none(Slash::Last),
         "/compact" => none(Slash::Compact),
         "/init" => none(Slash::Init),
         "/retry" => none(Slash::Retry),
