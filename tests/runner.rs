@@ -34,4 +34,5 @@ mod t_tools;
 mod t_transcripts;
 mod t_undo_attribution;
 mod t_undo_safety;
+mod t_view;
 mod t_workspace;

@@ -360,3 +360,51 @@ fn always_for_a_write_is_for_its_path_only() {
     s.exp_eof().unwrap();
     exited_with(&s, 0);
 }
+
+/// An edit's confirm shows its diff against the file, at 80 and 40
+/// columns: a search_replace's line as `-` and `+` with its number in the
+/// file, a write_file over a file the line it changes (not its head),
+/// every line fitting the terminal; what is approved is what is written.
+#[test]
+fn an_edit_s_confirm_shows_its_diff_against_the_file() {
+    for cols in [80u16, 40] {
+        let p = Project::new();
+        p.write("calc.py", "def sub(a, b):\n    return a - b\n\n# end\n");
+        let mock = Mock::start(json!([
+            {"tool_calls": [call("search_replace", json!({"path": "calc.py", "search": "    return a - b", "replace": "    return a + b"}))]},
+            {"tool_calls": [call("write_file", json!({"path": "calc.py", "content": "def sub(a, b):\n    return a + b\n\n# the end\n"}))]},
+            {"content": "Done."},
+        ]));
+        let mut s = spawn_with(&p, Some(&mock), cols, &["--access", "confirm"], &[]);
+        expect(&mut s, PROMPT_END);
+        type_in(&mut s, "fix it\r");
+        let what = format!("{cols} columns");
+        let seen = expect(&mut s, "/?] ");
+        let lines = screen_lines(&seen);
+        all_fit(&lines, cols as usize, &what);
+        assert_eq!(
+            previewed(&lines),
+            "1  def sub(a, b):\n2 -    return a - b\n2 +    return a + b\n3  \n4  # end",
+            "{what}: {lines:#?}"
+        );
+        type_in(&mut s, "y\r");
+        let seen = expect(&mut s, "/?] ");
+        let lines = screen_lines(&seen);
+        all_fit(&lines, cols as usize, &what);
+        assert_eq!(
+            previewed(&lines),
+            "4 lines, 43 bytes, over 4 lines\n2      return a + b\n3  \n4 -# end\n4 +# the end",
+            "{what}: {lines:#?}"
+        );
+        type_in(&mut s, "y\r");
+        expect(&mut s, "Done.");
+        expect(&mut s, PROMPT_END);
+        assert_eq!(
+            p.read("calc.py"),
+            "def sub(a, b):\n    return a + b\n\n# the end\n"
+        );
+        type_in(&mut s, "/exit\r");
+        s.exp_eof().unwrap();
+        exited_with(&s, 0);
+    }
+}

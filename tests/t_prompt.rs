@@ -376,8 +376,8 @@ fn the_confirm_question_shows_the_change_and_takes_every_answer() {
     let mut s = spawn(&p, &mock, &["--access", "confirm"]);
     expect(&mut s, PROMPT_END);
     type_in(&mut s, "change things\r");
-    expect(&mut s, "hel: │ -old line");
-    expect(&mut s, "hel: │ +new line");
+    expect(&mut s, "hel: │ 1 -old line");
+    expect(&mut s, "hel: │ 1 +new line");
     expect(
         &mut s,
         "hel: allow search_replace a.txt? [y/n/a = always for a.txt/?] ",
@@ -1084,12 +1084,12 @@ fn an_edit_shows_its_diff_and_a_failing_command_its_last_lines() {
                 .unwrap_or_else(|| panic!("{cols}: no line {want:?} in {lines:#?}"))
         };
         let edit = at("hel: search_replace calc.py");
-        let minus = at("  -    return a - b");
-        assert!(edit < minus && minus + 1 == at("  +    return a + b"));
+        let minus = at("  2 -    return a - b");
+        assert!(edit < minus && minus + 1 == at("  2 +    return a + b"));
         let exit = at("hel:   exit 1");
         assert!(minus < exit && exit < at("  stdout:") && at("  stdout:") < at("  stderr:"));
         assert_eq!(at("    collected"), at("  stdout:") + 1);
-        let earlier = at("    … 3 earlier lines");
+        let earlier = at("    … 3 earlier lines (/last shows all)");
         assert_eq!(earlier, at("  stderr:") + 1);
         assert_eq!(at("    AssertionError"), earlier + 6);
         assert!(!lines.iter().any(|l| l.contains("trace line 3")));

@@ -270,13 +270,13 @@ pub fn last() {
 /// and coloured when `colour`; else as they are.
 fn print_tool(lines: &[tool::Shown], room: Option<usize>, colour: bool) {
     for l in lines {
-        let (code, text) = match l {
-            tool::Shown::Removed(t) => ("31", t),
-            tool::Shown::Added(t) => ("32", t),
-            tool::Shown::Plain(t) => ("2", t),
-            tool::Shown::Output(t) => ("", t),
+        let code = match l {
+            tool::Shown::Removed(_) => "31",
+            tool::Shown::Added(_) => "32",
+            tool::Shown::Plain(_) => "2",
+            tool::Shown::Output(_) => "",
         };
-        let text = cut(text, room);
+        let text = cut(l.text(), room);
         note!("{}", paint(colour && !code.is_empty(), code, &text));
     }
 }
