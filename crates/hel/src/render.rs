@@ -148,6 +148,7 @@ impl Observer for Stderr {
                 found,
                 instructions,
             } => {
+                tool::set_root(root.as_deref());
                 if let Some(text) = project_line(root.as_deref(), found, &instructions) {
                     line(&text)
                 }

@@ -241,6 +241,7 @@ impl Observer for Live {
             instructions,
         } = &event
         {
+            super::tool::set_root(root.as_deref());
             let intro = self.intro.borrow();
             if let Some(text) =
                 super::start_line(intro.as_ref(), root.as_deref(), *found, instructions)

@@ -95,17 +95,37 @@ pub enum Before {
     Not(&'static str),
 }
 
+/// The project's root when it is not where hel runs, for [`before`].
+static ROOT: Mutex<Option<std::path::PathBuf>> = Mutex::new(None);
+
+/// The project's root (None: where hel runs): only files beneath it are
+/// read for a diff.
+pub fn set_root(root: Option<&std::path::Path>) {
+    *ROOT.lock().unwrap_or_else(|e| e.into_inner()) = root.map(|r| r.to_owned());
+}
+
 /// What the file at `path` (as the model names it: relative to where hel
-/// runs) holds now, read for a diff: at most [`DIFF_BYTES`], only a
-/// regular file (a FIFO or a device is never opened to block), only
-/// UTF-8 text.
+/// runs) holds now, read for a diff: only beneath the project's root
+/// (links followed: an edit outside it is refused anyway, and nothing
+/// outside is shown), at most [`DIFF_BYTES`], only a regular file (a
+/// FIFO or a device is never opened to block), only UTF-8 text.
 pub fn before(path: &str) -> Before {
     use std::io::Read;
     use std::os::unix::fs::OpenOptionsExt;
-    let meta = match std::fs::metadata(path) {
-        Ok(m) => m,
+    let real = match std::fs::canonicalize(path) {
+        Ok(p) => p,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Before::Missing,
         Err(_) => return Before::Not("unreadable"),
+    };
+    let root = ROOT.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let root = root.or_else(|| std::env::current_dir().ok());
+    let root = root.and_then(|r| std::fs::canonicalize(r).ok());
+    if !root.is_some_and(|r| real.starts_with(r)) {
+        return Before::Not("outside the project");
+    }
+    let path = real.as_path();
+    let Ok(meta) = std::fs::metadata(path) else {
+        return Before::Not("unreadable");
     };
     if !meta.is_file() {
         return Before::Not("not a regular file");
@@ -146,6 +166,13 @@ pub fn before(path: &str) -> Before {
 /// and replace texts (no line numbers: the call fails). Err: no diff,
 /// and why.
 pub fn texts(edit: &Edit, before: &Before) -> Result<(String, String, bool), &'static str> {
+    let large = match edit {
+        Edit::Write(content) => content.len() > DIFF_BYTES,
+        Edit::Replace { search, replace } => search.len() + replace.len() > DIFF_BYTES,
+    };
+    if large {
+        return Err("too large to show as a diff");
+    }
     match (edit, before) {
         (_, Before::Not(why)) => match edit {
             Edit::Replace { search, replace } => Ok((search.clone(), replace.clone(), false)),
@@ -195,7 +222,10 @@ impl DiffLine {
 /// numbers of the file, changes far apart set off by `⋮`; else every
 /// line.
 pub fn diff_lines(old: &str, new: &str, numbered: bool) -> Vec<DiffLine> {
-    let d = similar::TextDiff::from_lines(old, new);
+    // Past the deadline the diff is not the shortest, still every change.
+    let d = similar::TextDiff::configure()
+        .timeout(std::time::Duration::from_secs(1))
+        .diff_lines(old, new);
     let width = if numbered {
         (old.lines().count().max(new.lines().count()).max(1)).ilog10() as usize + 1
     } else {
@@ -558,6 +588,7 @@ mod tests {
     fn an_edit_shows_its_file_and_diff_escaped_and_folded() {
         let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
         let dir = tempfile::tempdir().unwrap();
+        set_root(Some(dir.path()));
         let calc = dir.path().join("calc.py");
         let head: String = (1..=10).map(|i| format!("# {i}\n")).collect();
         std::fs::write(&calc, format!("{head}def add(a, b):\n    return a - b\n")).unwrap();
@@ -637,7 +668,8 @@ mod tests {
             serde_json::json!({"path": path, "search": "nowhere", "replace": "x"}).to_string();
         started("c7", "search_replace", &args);
         assert_eq!(texts(&finished_edit("c7").unwrap()), ["  -nowhere", "  +x"]);
-        // A file that is not text has no diff.
+        // A file that is not text, or outside the project, has no diff.
+        assert_eq!(before("/etc/hostname"), Before::Not("outside the project"));
         std::fs::write(&calc, b"\0\x01").unwrap();
         assert_eq!(before(path), Before::Not("binary"));
         assert_eq!(
