@@ -295,7 +295,7 @@ fn history_survives_a_restart_and_confirm_asks_at_the_prompt() {
     // arrives, then set apart as working notes.
     expect(&mut s, "Writing the file now.");
     expect(&mut s, "working notes");
-    expect(&mut s, "hel: │ +hi");
+    expect(&mut s, "hel: │ 1 +hi");
     expect(
         &mut s,
         "hel: allow write_file a.txt? [y/n/a = always for a.txt/?] ",
