@@ -337,7 +337,8 @@ pub fn call_words(name: &str, arguments: &str) -> String {
     };
     let text = |k: &str| v.get(k).and_then(|v| v.as_str());
     let words = match name {
-        "bash" => text("command").map(str::to_owned),
+        // Each line of a command apart, on the one line.
+        "bash" => text("command").map(|c| c.trim_end_matches('\n').replace('\n', " ⏎ ")),
         "write_file" | "search_replace" => text("path").map(str::to_owned),
         "read_file" => Some(text("path").or(text("cursor")).unwrap_or("").to_owned()),
         "glob" | "grep" => text("pattern").map(|p| match text("path") {
@@ -616,6 +617,10 @@ mod tests {
             "hel: bash cargo test -q"
         );
         assert!(finished_edit("c2").is_none());
+        assert_eq!(
+            started("c8", "bash", r#"{"command":"cd src\nmake\n"}"#),
+            "hel: bash cd src ⏎ make"
+        );
         assert_eq!(
             started("c4", "mcp__calc__add", "{\n \"a\": 2,\n \"b\": 40\n}"),
             r#"hel: mcp__calc__add {"a":2,"b":40}"#
