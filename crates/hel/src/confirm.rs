@@ -956,6 +956,77 @@ mod tests {
         assert!(shown.ends_with("does not fit the terminal\n"), "{shown}");
     }
 
+    /// An edit's question shows its diff against the file, CRs visible;
+    /// one taller than the screen: a search_replace is refused, a
+    /// write_file's diff gives way with a note.
+    #[test]
+    fn an_edit_is_asked_about_as_its_diff() {
+        use crate::render::tool;
+        let _turn = tool::tests::TURN.lock().unwrap_or_else(|e| e.into_inner());
+        let dir = tempfile::tempdir().unwrap();
+        tool::set_root(Some(dir.path()));
+        let file = dir.path().join("a.txt");
+        let old: String = (1..=60).map(|i| format!("line {i}\r\n")).collect();
+        std::fs::write(&file, &old).unwrap();
+        let path = file.to_str().unwrap().to_owned();
+        let edit = |tool: ToolName, edit: Edit| Request {
+            summary: "s".into(),
+            tool,
+            preview: vec!["size".into()],
+            command: None,
+            program: None,
+            path: Some(path.clone()),
+            edit: Some(edit),
+        };
+        let one = edit(
+            ToolName::SearchReplace,
+            Edit::Replace {
+                search: "line 30\r\n".into(),
+                replace: "line thirty\n".into(),
+            },
+        );
+        let (lines, whole) = preview(&one, 40, false, usize::MAX);
+        assert!(whole);
+        assert_eq!(
+            lines,
+            [
+                "hel: │ 28  line 28^M",
+                "hel: │ 29  line 29^M",
+                "hel: │ 30 -line 30^M",
+                "hel: │ 30 +line thirty",
+                "hel: │ 31  line 31^M",
+                "hel: │ 32  line 32^M",
+            ]
+        );
+        // Every line changed: 120 lines of diff on a 40-row screen.
+        let all = old.replace("line", "LINE");
+        let (shown, answer) = run(
+            &edit(ToolName::WriteFile, Edit::Write(all.clone())),
+            &Rules::default(),
+            &["y"],
+        );
+        assert_eq!(answer, Answer::Yes);
+        assert!(
+            shown.starts_with("hel: │ size, over 60 lines\n") && shown.contains("│  1 -line 1^M"),
+            "{shown}"
+        );
+        assert!(
+            shown.contains("\nhel: ┆ … the rest of the change does not fit the terminal\n"),
+            "{shown}"
+        );
+        let replace = Edit::Replace {
+            search: old.clone(),
+            replace: all,
+        };
+        let (shown, answer) = run(
+            &edit(ToolName::SearchReplace, replace),
+            &Rules::default(),
+            &["y"],
+        );
+        assert!(matches!(answer, Answer::Refused(_)), "{shown}");
+        tool::set_root(None);
+    }
+
     /// A bash call's request as hel-agent makes it.
     fn bash(command: &str) -> Request {
         Request {
