@@ -258,15 +258,6 @@ fn finished(id: &str, name: &str, content: &str, ok: bool) {
     print_tool(&files, room, colour);
 }
 
-/// `/last`: the last tool result whole on stdout, through the pager when
-/// it does not fit the screen (as `/show`).
-pub fn last() {
-    match tool::last() {
-        Some(text) => crate::commands::page(&text),
-        None => line("hel: no tool call has ended yet"),
-    }
-}
-
 /// Print `lines` on stderr: on a terminal (`room`) each cut to its width
 /// and coloured when `colour`; else as they are.
 fn print_tool(lines: &[tool::Shown], room: Option<usize>, colour: bool) {

@@ -360,7 +360,11 @@ impl Prompt {
             (Slash::Retry, _) => self.retry().await,
             (Slash::Init, _) => self.init(),
             (Slash::Sessions, _) => report(&["sessions"]),
-            (Slash::Last, _) => render::last(),
+            // The last tool result whole, paged as /show is.
+            (Slash::Last, _) => match render::tool::last() {
+                Some(text) => crate::commands::page(&text),
+                None => render::line("hel: no tool call has ended yet"),
+            },
             (Slash::Resume(spec), _) => {
                 let picked = match spec {
                     Some(s) => Ok(s),
