@@ -1,14 +1,14 @@
 //! The `--access confirm` question, one place for both terminals it is
 //! asked on (the prompt's editor, `/dev/tty` for piped runs): what the call
-//! would do (the command in full, the lines a search_replace changes, the
-//! head and size of a write_file, an MCP call's arguments as sent), then
-//! `[y/n/a/?]` until a valid answer.
+//! would do (the command in full; an edit's diff against the file, every
+//! changed line with its number, after a write_file's size; an MCP call's
+//! arguments as sent), then `[y/n/a/?]` until a valid answer.
 //!
 //! What you approve is what runs: the preview is wrapped to the terminal,
 //! never cut, with every character that could hide or reorder text shown
 //! as an escape ([`visible`]); a call that does not fit on the screen with
 //! its question is not asked about but refused, the model told to split
-//! it (a write_file's head alone gives way), so the end of what runs is on
+//! it (a write_file's diff alone gives way), so the end of what runs is on
 //! the screen when the user answers.
 //! `a` allows the same again for the rest of this instance, in memory only
 //! (never stored in a checkpoint): every call of the tool, or for bash this
@@ -363,11 +363,18 @@ fn edit_preview(request: &Request) -> Option<Vec<PreviewLine>> {
                 lines.push(("", String::new(), "(the same as the file now)".into()));
             }
         }
-        Edit::Replace { .. } if !numbered => lines.push((
-            "",
-            String::new(),
-            "(not once in the file: the text taken out and put in)".into(),
-        )),
+        Edit::Replace { .. } if !numbered => {
+            let why = match &before {
+                Before::Text(_) => "not once in the file",
+                Before::Missing => "no such file",
+                Before::Not(why) => why,
+            };
+            lines.push((
+                "",
+                String::new(),
+                format!("({why}: the text taken out and put in)"),
+            ))
+        }
         Edit::Replace { .. } => {}
     }
     for l in tool::diff_lines(&old, &new, numbered) {
@@ -481,7 +488,7 @@ fn too_long(rows: usize) -> String {
 /// until a valid answer. A call an earlier "always" allowed is allowed at
 /// once, saying so. A preview taller than the screen (with the question)
 /// is not asked about: the answer is [`Answer::Refused`], the model told
-/// to split the call; only a write_file's head gives way, shown as far as
+/// to split the call; only a write_file's diff gives way, shown as far as
 /// it fits.
 pub fn ask(
     request: &Request,
@@ -537,7 +544,7 @@ pub fn ask(
         if request.tool != ToolName::WriteFile {
             return refuse(out);
         }
-        // Its size, then its head as far as it fits.
+        // Its size, then its diff (or head) as far as it fits.
         lines.truncate(room.saturating_sub(1).max(1));
         lines.push(format!(
             "{GOES_ON}… the rest of the change does not fit the terminal"
