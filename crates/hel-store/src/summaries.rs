@@ -67,6 +67,8 @@ struct Entry {
     /// The journal's stamp (null: no journal).
     journal: Option<[u64; 4]>,
     messages: u64,
+    /// At most one answer and no file changed ([`oldest`]).
+    one_off: bool,
     /// The ref file's stamp.
     #[serde(rename = "ref")]
     ref_stamp: [u64; 4],
@@ -264,6 +266,7 @@ impl Index {
             messages: e.messages,
             instruction: e.instruction.clone(),
             first: e.first.clone(),
+            one_off: e.one_off,
             cwd: Some(e.cwd.clone()),
             future: false,
             shipped: false,
@@ -289,7 +292,16 @@ impl Index {
             .and_then(|s| s.first.as_ref())
             .filter(|(_, checkpoints)| *checkpoints <= info.checkpoints)
             .map(|(first, _)| first.clone());
-        info.first = carried.unwrap_or_else(|| first_instruction(layout, &info.id, head));
+        // A session of one answer is walked again (a few records) to
+        // learn whether it changed files; a longer one is no one-off.
+        match carried {
+            Some(first) if info.checkpoints > 1 => info.first = first,
+            _ => {
+                let walked = oldest(layout, &info.id, head);
+                info.first = walked.first;
+                info.one_off = info.checkpoints <= 1 && !walked.changed;
+            }
+        }
         let (Some(seen), Some(cwd)) = (seen, &info.cwd) else {
             return;
         };
@@ -309,6 +321,7 @@ impl Index {
             messages: info.messages,
             instruction: info.instruction.clone(),
             first: info.first.clone(),
+            one_off: info.one_off,
             cwd: cwd.clone(),
         });
     }
@@ -333,38 +346,51 @@ impl Index {
 /// Records read at most looking for a session's first instruction.
 const FIRST_WALK_MAX: usize = 100_000;
 
-/// The first line of the first instruction of `session`, whose ref names
-/// `head`: the instruction of its oldest record that has one, walking
-/// the records' parents back (each snapshot read, verified). A fork that
-/// has no instruction of its own yet gives the one of the record it was
-/// forked at. "" when none is found or a record cannot be read (a listing
-/// then shows the last instruction). Done once per session: a listing
-/// keeps it in the session's entry, and carries it to the next entry as
-/// the session's records grow.
-pub(crate) fn first_instruction(
-    layout: &crate::odb::Odb,
-    session: &SessionId,
-    head: ObjectId,
-) -> String {
-    let mut first = String::new();
+/// What [`oldest`] learned of a session's records.
+pub(crate) struct Walked {
+    /// The first line of its first instruction ("" when not known).
+    pub first: String,
+    /// A record of the session changed a file (its workspace's tree is
+    /// not the one its instruction started from, or it restored files).
+    pub changed: bool,
+}
+
+/// The first instruction of `session`, whose ref names `head`: the
+/// instruction of its oldest record that has one, walking the records'
+/// parents back (each snapshot read, verified), and whether any of its
+/// records changed a file. A fork that has no instruction of its own yet
+/// gives the one of the record it was forked at. `first` is "" when a
+/// record cannot be read (a listing then shows the last instruction).
+/// Done once per session: a listing keeps it in the session's entry, and
+/// carries it to the next entry as the session's records grow.
+pub(crate) fn oldest(layout: &crate::odb::Odb, session: &SessionId, head: ObjectId) -> Walked {
+    let mut walked = Walked {
+        first: String::new(),
+        changed: false,
+    };
     let mut next = Some(head);
     for _ in 0..FIRST_WALK_MAX {
         let Some(id) = next else { break };
         let Ok(cp) = crate::read::snapshot(layout, &id) else {
-            return String::new();
+            walked.first = String::new();
+            walked.changed = true;
+            return walked;
         };
         if &cp.session_id != session {
-            if first.is_empty() {
-                first = cp.summary.instruction;
+            if walked.first.is_empty() {
+                walked.first = cp.summary.instruction;
             }
             break;
         }
+        if let Some(w) = &cp.workspace {
+            walked.changed |= w.restored.is_some() || w.start.is_some_and(|s| s != w.tree);
+        }
         if !cp.summary.instruction.is_empty() {
-            first = cp.summary.instruction;
+            walked.first = cp.summary.instruction;
         }
         next = cp.parents.first().copied();
     }
-    first
+    walked
 }
 
 /// The file's bytes for `entries`.
@@ -580,6 +606,9 @@ pub struct SessionInfo {
     /// The first line of its first instruction ("" when not known: the
     /// listing then shows `instruction`). See [`first_instruction`].
     pub first: String,
+    /// It has at most one answer and none of its records changed a file
+    /// (a `-p` question, say): the picker lists it last.
+    pub one_off: bool,
     /// The project directory its newest record was saved in (None: no
     /// checkpoint, or one that could not be read). A session whose
     /// directory is not the project's came from elsewhere (a `.hel/` that
@@ -613,6 +642,7 @@ impl SessionInfo {
             messages: 0,
             instruction: String::new(),
             first: String::new(),
+            one_off: false,
             cwd: None,
             future: false,
             shipped: false,
@@ -637,6 +667,7 @@ mod tests {
             head: ObjectId::from_bytes([3; 32]),
             instruction: "tab\tnl\n\u{0}😀".into(),
             first: "\u{1b}[2J".into(),
+            one_off: true,
             journal: None,
             messages: 0,
             ref_stamp: [u64::MAX, 65, 1, 2],
