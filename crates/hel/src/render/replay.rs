@@ -344,7 +344,7 @@ mod tests {
     #[test]
     fn the_last_three_exchanges_and_a_count_of_the_rest() {
         let shown = lines(&convo(5), 40, false);
-        assert_eq!(shown[0], "hel: … 2 earlier instructions; /show f…");
+        assert_eq!(shown[0], "hel: … 2 earlier instructions; /show fo…");
         let text = shown.join("\n");
         assert!(!text.contains("instruction 1"), "{text}");
         for i in 2..5 {
