@@ -333,7 +333,7 @@ mod tests {
         for i in 0..n {
             m.push(json!({"role": "user", "content": format!("instruction {i}")}));
             m.push(json!({"role": "assistant", "content": "", "tool_calls": [
-                {"id": format!("c{i}"), "type": "function", "function": {"name": "bash", "arguments": "{\"command\":\"ls\\u001b[2J\"}"}}
+                {"id": format!("c{i}"), "type": "function", "function": {"name": "bash", "arguments": "{\"command\":\"ls\u{1b}[2J\"}"}}
             ]}));
             m.push(json!({"role": "tool", "tool_call_id": format!("c{i}"), "content": "a\nb"}));
             m.push(json!({"role": "assistant", "content": format!("answer **{i}**")}));
