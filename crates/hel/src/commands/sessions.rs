@@ -282,7 +282,12 @@ pub fn list(store: &Store, project: &Path, as_json: bool) -> Result<u8, Exit> {
         "{}",
         table.row(
             &["SESSION", "UPDATED", "STATE", "CHECKPOINTS", "MESSAGES"],
-            "NAME OR FIRST INSTRUCTION"
+            // The label's heading in words where there is room for them.
+            if room.is_none_or(|r| r >= 60) {
+                "NAME OR FIRST INSTRUCTION"
+            } else {
+                "LABEL"
+            }
         )
     );
     let now = hel_store::time::now_ms();
