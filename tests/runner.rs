@@ -25,6 +25,7 @@ mod t_project;
 mod t_prompt;
 mod t_races;
 mod t_remote;
+mod t_replay;
 mod t_resume;
 mod t_sandbox;
 mod t_sessions;

@@ -59,7 +59,7 @@ fn sessions_are_renamed_resumed_forked_and_deleted_by_name() {
     assert!(
         list.stdout
             .lines()
-            .any(|l| l.starts_with(&a) && l.contains(" fix-login ")),
+            .any(|l| l.starts_with(&a) && l.ends_with("  fix-login")),
         "{}",
         list.stdout
     );

@@ -669,8 +669,8 @@ impl Store {
                 out.push(info);
                 continue;
             }
-            if let Some(info) = listed(layout, id, busy) {
-                index.learn(&info);
+            if let Some(mut info) = listed(layout, id, busy) {
+                index.learn(layout, &mut info);
                 out.push(info);
             }
         }
@@ -761,6 +761,8 @@ pub(crate) fn listed(layout: &Odb, id: SessionId, busy: bool) -> Option<SessionI
             checkpoints: 0,
             messages: 0,
             instruction: String::new(),
+            first: String::new(),
+            one_off: false,
             cwd: None,
             future: false,
             shipped: false,
@@ -786,6 +788,8 @@ pub(crate) fn listed(layout: &Odb, id: SessionId, busy: bool) -> Option<SessionI
         checkpoints: c.summary.checkpoints,
         messages: c.summary.messages,
         instruction: c.summary.instruction,
+        first: String::new(),
+        one_off: false,
         cwd: read.ok().map(|cp| cp.cwd),
         future: false,
         shipped: false,

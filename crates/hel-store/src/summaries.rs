@@ -28,7 +28,7 @@ use crate::{Error, ObjectId, SessionId};
 use std::sync::Arc;
 
 /// The first line of the file.
-const HEADER: &[u8] = b"hel-summaries 2\n";
+const HEADER: &[u8] = b"hel-summaries 3\n";
 
 /// How much older than a listing's start both files' ctimes must be for
 /// the entry that listing checks to be settled: more than any local file
@@ -59,12 +59,16 @@ const CHECK_HEX: usize = 32;
 struct Entry {
     checkpoints: u64,
     cwd: String,
+    /// The first line of the session's first instruction ([`first_instruction`]).
+    first: String,
     /// The snapshot the ref named.
     head: ObjectId,
     instruction: String,
     /// The journal's stamp (null: no journal).
     journal: Option<[u64; 4]>,
     messages: u64,
+    /// At most one answer and no file changed ([`oldest`]).
+    one_off: bool,
     /// The ref file's stamp.
     #[serde(rename = "ref")]
     ref_stamp: [u64; 4],
@@ -80,6 +84,9 @@ struct Seen {
     head: ObjectId,
     ref_stamp: Stamp,
     journal: Option<Stamp>,
+    /// The stale entry's first instruction and checkpoints: a session's
+    /// records only grow at its head, so its first instruction stays.
+    first: Option<(String, u64)>,
 }
 
 /// What [`Index::probe`] took of one session.
@@ -239,6 +246,9 @@ impl Index {
                     head,
                     ref_stamp,
                     journal,
+                    first: stale
+                        .filter(|e| !e.first.is_empty())
+                        .map(|e| (e.first, e.checkpoints)),
                 });
                 None
             }
@@ -255,6 +265,8 @@ impl Index {
             checkpoints: e.checkpoints,
             messages: e.messages,
             instruction: e.instruction.clone(),
+            first: e.first.clone(),
+            one_off: e.one_off,
             cwd: Some(e.cwd.clone()),
             future: false,
             shipped: false,
@@ -267,11 +279,30 @@ impl Index {
     /// Keep `info`, the row the listing just read without the index for
     /// the session of the last [`Index::lookup`], as its entry: when it is
     /// of the snapshot that lookup saw and whole (readable, with a cwd).
-    pub fn learn(&mut self, info: &SessionInfo) {
-        let Some(seen) = self.seen.take() else {
+    /// Its first instruction is filled in: the stale entry's, or read from
+    /// the session's oldest records ([`first_instruction`]) once.
+    pub fn learn(&mut self, layout: &crate::odb::Odb, info: &mut SessionInfo) {
+        let seen = self.seen.take();
+        let (Some(head), None) = (info.head, &info.broken) else {
             return;
         };
-        let (Some(head), None, Some(cwd)) = (info.head, &info.broken, &info.cwd) else {
+        let carried = seen
+            .as_ref()
+            .filter(|s| s.session == info.id)
+            .and_then(|s| s.first.as_ref())
+            .filter(|(_, checkpoints)| *checkpoints <= info.checkpoints)
+            .map(|(first, _)| first.clone());
+        // A session of one answer is walked again (a few records) to
+        // learn whether it changed files; a longer one is no one-off.
+        match carried {
+            Some(first) if info.checkpoints > 1 => info.first = first,
+            _ => {
+                let walked = oldest(layout, &info.id, head);
+                info.first = walked.first;
+                info.one_off = info.checkpoints <= 1 && !walked.changed;
+            }
+        }
+        let (Some(seen), Some(cwd)) = (seen, &info.cwd) else {
             return;
         };
         if seen.session != info.id || seen.head != head {
@@ -289,6 +320,8 @@ impl Index {
             checkpoints: info.checkpoints,
             messages: info.messages,
             instruction: info.instruction.clone(),
+            first: info.first.clone(),
+            one_off: info.one_off,
             cwd: cwd.clone(),
         });
     }
@@ -308,6 +341,56 @@ impl Index {
         }
         let _ = write(layout, &bytes);
     }
+}
+
+/// Records read at most looking for a session's first instruction.
+const FIRST_WALK_MAX: usize = 100_000;
+
+/// What [`oldest`] learned of a session's records.
+pub(crate) struct Walked {
+    /// The first line of its first instruction ("" when not known).
+    pub first: String,
+    /// A record of the session changed a file (its workspace's tree is
+    /// not the one its instruction started from, or it restored files).
+    pub changed: bool,
+}
+
+/// The first instruction of `session`, whose ref names `head`: the
+/// instruction of its oldest record that has one, walking the records'
+/// parents back (each snapshot read, verified), and whether any of its
+/// records changed a file. A fork that has no instruction of its own yet
+/// gives the one of the record it was forked at. `first` is "" when a
+/// record cannot be read (a listing then shows the last instruction).
+/// Done once per session: a listing keeps it in the session's entry, and
+/// carries it to the next entry as the session's records grow.
+pub(crate) fn oldest(layout: &crate::odb::Odb, session: &SessionId, head: ObjectId) -> Walked {
+    let mut walked = Walked {
+        first: String::new(),
+        changed: false,
+    };
+    let mut next = Some(head);
+    for _ in 0..FIRST_WALK_MAX {
+        let Some(id) = next else { break };
+        let Ok(cp) = crate::read::snapshot(layout, &id) else {
+            walked.first = String::new();
+            walked.changed = true;
+            return walked;
+        };
+        if &cp.session_id != session {
+            if walked.first.is_empty() {
+                walked.first = cp.summary.instruction;
+            }
+            break;
+        }
+        if let Some(w) = &cp.workspace {
+            walked.changed |= w.restored.is_some() || w.start.is_some_and(|s| s != w.tree);
+        }
+        if !cp.summary.instruction.is_empty() {
+            walked.first = cp.summary.instruction;
+        }
+        next = cp.parents.first().copied();
+    }
+    walked
 }
 
 /// The file's bytes for `entries`.
@@ -520,6 +603,12 @@ pub struct SessionInfo {
     pub checkpoints: u64,
     pub messages: u64,
     pub instruction: String,
+    /// The first line of its first instruction ("" when not known: the
+    /// listing then shows `instruction`). See [`first_instruction`].
+    pub first: String,
+    /// It has at most one answer and none of its records changed a file
+    /// (a `-p` question, say): the picker lists it last.
+    pub one_off: bool,
     /// The project directory its newest record was saved in (None: no
     /// checkpoint, or one that could not be read). A session whose
     /// directory is not the project's came from elsewhere (a `.hel/` that
@@ -552,6 +641,8 @@ impl SessionInfo {
             checkpoints: 0,
             messages: 0,
             instruction: String::new(),
+            first: String::new(),
+            one_off: false,
             cwd: None,
             future: false,
             shipped: false,
@@ -575,6 +666,8 @@ mod tests {
             cwd: "/p\u{7f}\u{1}\"\\é\u{2028}".into(),
             head: ObjectId::from_bytes([3; 32]),
             instruction: "tab\tnl\n\u{0}😀".into(),
+            first: "\u{1b}[2J".into(),
+            one_off: true,
             journal: None,
             messages: 0,
             ref_stamp: [u64::MAX, 65, 1, 2],

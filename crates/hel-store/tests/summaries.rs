@@ -100,7 +100,7 @@ fn listing_without_index(dir: &Path, store: &Store) -> Vec<String> {
 fn entries(dir: &Path) -> Vec<Value> {
     let text = fs::read_to_string(index_path(dir)).unwrap();
     let mut lines = text.lines();
-    assert_eq!(lines.next(), Some("hel-summaries 2"));
+    assert_eq!(lines.next(), Some("hel-summaries 3"));
     lines
         .map(|l| serde_json::from_str(&l[33..]).unwrap())
         .collect()
@@ -129,7 +129,7 @@ fn settled_index(dir: &Path, store: &Store) -> Vec<u8> {
 /// Write `entries` as the index, each line with a right checksum (what a
 /// hostile store, or a stale one, can hold).
 fn write_entries(dir: &Path, entries: &[Value]) {
-    let mut text = String::from("hel-summaries 2\n");
+    let mut text = String::from("hel-summaries 3\n");
     for e in entries {
         let json = hel_store::canonical::to_vec(e);
         let check = blake3::hash(&json).to_hex().to_string();
@@ -285,7 +285,7 @@ fn a_damaged_or_missing_index_is_rebuilt() {
                 .unwrap()
                 .replace('\n', "");
             let check = blake3::hash(json.as_bytes()).to_hex().to_string();
-            format!("hel-summaries 2\n{} {json}\n", &check[..32]).into_bytes()
+            format!("hel-summaries 3\n{} {json}\n", &check[..32]).into_bytes()
         }),
         ("no header", good[first_entry..].to_vec()),
         ("garbage", vec![0xff; 5000]),

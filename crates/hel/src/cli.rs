@@ -131,6 +131,9 @@ pub struct RunArgs {
     /// With --output-format stream-json: also an event for each piece of text as it streams in.
     #[arg(long)]
     pub include_partial: bool,
+    /// On resuming at the prompt, do not show the earlier conversation's last exchanges.
+    #[arg(long)]
+    pub quiet: bool,
     /// `hel "INSTRUCTION"` on a terminal: what the prompt runs first.
     #[arg(skip)]
     pub first: Option<String>,

@@ -38,6 +38,9 @@ pub struct File {
     allow_git_write: Option<bool>,
     /// `--network` (true) or `--no-network` (false).
     network: Option<bool>,
+    /// `false`: `--quiet` (a resume at the prompt shows nothing of the
+    /// earlier conversation).
+    resume_replay: Option<bool>,
     /// MCP servers whose tools are offered (`[mcp_servers.NAME]`).
     #[serde(default)]
     mcp_servers: std::collections::BTreeMap<String, hel_agent::mcp::ServerConfig>,
@@ -210,6 +213,7 @@ pub fn settings(
         no_stream,
         output_format,
         include_partial,
+        quiet,
     );
     // `--network` on one side of the subcommand, `--no-network` on the
     // other: the one after it wins, as for every flag.
@@ -251,6 +255,7 @@ pub fn settings(
         }
         fill!(no_stream, f.stream.map(|on| !on), "no_stream");
         fill!(allow_git_write, f.allow_git_write, "allow_git_write");
+        fill!(quiet, f.resume_replay.map(|on| !on), "quiet");
         if !set("network", &sources) && !set("no_network", &sources) {
             fill!(network, f.network.filter(|on| *on), "network");
             fill!(
@@ -310,6 +315,7 @@ pub fn print(settings: &Settings) {
             src("compact_at").clone().min_source(src("no_compaction")),
         ),
         ("stream", (!r.no_stream).to_string(), src("no_stream")),
+        ("resume_replay", (!r.quiet).to_string(), src("quiet")),
         (
             "allow_git_write",
             r.allow_git_write.to_string(),

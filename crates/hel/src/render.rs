@@ -4,6 +4,7 @@
 
 pub mod live;
 pub mod markdown;
+pub mod replay;
 pub mod tail;
 pub mod tool;
 

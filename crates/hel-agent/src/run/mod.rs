@@ -423,6 +423,12 @@ impl Run {
         &self.project
     }
 
+    /// The conversation as the next request sends it (the system prompt
+    /// first): a resumed session's earlier messages, for a replay.
+    pub fn messages(&self) -> &[serde_json::Value] {
+        self.agent.conversation().messages()
+    }
+
     /// Where the run stands: its session, context use and last usage.
     pub fn status(&self) -> Status {
         let conversation = self.agent.conversation().messages();

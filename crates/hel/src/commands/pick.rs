@@ -2,13 +2,13 @@
 //! sessions that can be continued, newest first, chosen with the arrow
 //! keys and filtered by typing (a name, an id, words of the instruction).
 
-use std::collections::BTreeMap;
-
 use hel_agent::text::escape_line;
-use hel_store::{SessionId, SessionInfo, Store};
+use hel_store::{SessionInfo, Store};
 
 use super::report;
+use super::sessions::{label, when, WHEN_WIDTH};
 use crate::exit::{Exit, Failure, Refusal, Usage};
+use crate::render::{Shrink, Table};
 
 /// The session a bare `hel resume` continues: picked on the terminal (as
 /// its id), or a usage error off one, with nothing to pick, or when the
@@ -21,19 +21,23 @@ pub fn session_to_resume() -> Result<String, Exit> {
     let store = Store::open(&project)?;
     let here = hel_agent::recorded_cwd(&project);
     let names = super::sessions::names_or_warn(&store);
-    let sessions: Vec<SessionInfo> = store
+    let mut sessions: Vec<SessionInfo> = store
         .sessions()?
         .into_iter()
         .filter(|s| resumable(s, &here))
         .collect();
+    // Newest first, one-offs (one answer, no file changed: a `-p`
+    // question, say) after the rest.
+    sessions.sort_by_key(|s| s.one_off);
     if sessions.is_empty() {
         return Err(Refusal::NothingToResume.into());
     }
-    let width = crate::render::width();
+    // The picker puts `> ` or two spaces before each row.
+    let table = table(crate::render::width().saturating_sub(2));
     let now = hel_store::time::now_ms();
     let rows: Vec<String> = sessions
         .iter()
-        .map(|s| row(s, &names, now, width.saturating_sub(4)))
+        .map(|s| row(&table, s, names.get(&s.id).map(String::as_str), now))
         .collect();
     let picked = dialoguer::FuzzySelect::new()
         .with_prompt("resume which session? (type to filter, Enter to pick, Esc to cancel)")
@@ -60,42 +64,72 @@ fn resumable(s: &SessionInfo, here: &str) -> bool {
         && s.cwd.as_deref() == Some(here)
 }
 
-/// `fix-login  4da5b0e0  3m ago  2 answers  add a test for …`, cut to
-/// `width` characters.
-fn row(s: &SessionInfo, names: &BTreeMap<SessionId, String>, now: u64, width: usize) -> String {
-    let name = names
-        .get(&s.id)
-        .map(|n| format!("{n}  "))
-        .unwrap_or_default();
-    let text = format!(
-        "{name}{}  {}  {}  {}",
-        &s.id.as_str()[..8],
-        ago(now.saturating_sub(s.updated_ms)),
-        crate::render::count(s.checkpoints, "answer", "answers"),
-        s.instruction
-    );
-    crate::render::fit(&escape_line(&text), width)
+/// The picker's columns for `room` columns: the short id, the time and
+/// the answers, then the label (cut to fit; on a narrow terminal the
+/// answers go first, then the time, never the id).
+fn table(room: usize) -> Table {
+    Table::new(
+        &[(8, false), (WHEN_WIDTH, false), (10, true)],
+        Some(room),
+        &[Shrink::Drop(2), Shrink::Drop(1)],
+        11,
+    )
 }
 
-/// How long ago, for people: `40s ago`, `3m ago`, `5h ago`, `2d ago`.
-fn ago(ms: u64) -> String {
-    let s = ms / 1000;
-    match s {
-        0..60 => format!("{s}s ago"),
-        60..3600 => format!("{}m ago", s / 60),
-        3600..86_400 => format!("{}h ago", s / 3600),
-        _ => format!("{}d ago", s / 86_400),
-    }
+/// `4da5b0e0  12 min ago          2 answers  fix-login`: one row, its
+/// columns aligned with every other row's, cut to the table's width.
+fn row(table: &Table, s: &SessionInfo, name: Option<&str>, now: u64) -> String {
+    table.row(
+        &[
+            &s.id.as_str()[..8],
+            &when(s.updated_ms, now),
+            &crate::render::count(s.checkpoints, "answer", "answers"),
+        ],
+        &escape_line(label(s, name)),
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn info(id: &str, first: &str) -> SessionInfo {
+        SessionInfo {
+            id: id.parse().unwrap(),
+            busy: false,
+            head: None,
+            updated_ms: 0,
+            checkpoints: 12,
+            messages: 3,
+            instruction: "the last".into(),
+            first: first.into(),
+            one_off: false,
+            cwd: None,
+            future: false,
+            shipped: false,
+            broken: None,
+        }
+    }
+
     #[test]
-    fn ages_read() {
-        assert_eq!(ago(3_000), "3s ago");
-        assert_eq!(ago(185_000), "3m ago");
-        assert_eq!(ago(3 * 86_400_000), "3d ago");
+    fn rows_line_up_and_keep_the_id() {
+        let now = 10 * 86_400_000;
+        let a = info(
+            "0190e4a0-0000-7000-8000-000000000001",
+            "fix the login \u{1b}[2J bug",
+        );
+        let b = info("0190e4a0-0000-7000-8000-000000000002", "");
+        for room in [38, 78, 198] {
+            let t = table(room);
+            let ra = row(&t, &a, None, now);
+            let rb = row(&t, &b, Some("名前"), now);
+            assert!(crate::render::columns(&ra) <= room, "{ra:?}");
+            assert!(ra.starts_with("0190e4a0  "), "{ra:?}");
+            assert!(!ra.contains('\u{1b}'), "{ra:?}");
+            // The labels start in the same column.
+            let at = |r: &str, l: &str| crate::render::columns(&r[..r.find(l).unwrap()]);
+            assert_eq!(at(&ra, "fix"), at(&rb, "名前"), "{ra:?} {rb:?}");
+        }
+        assert!(row(&table(198), &a, None, now).contains("12 answers"));
     }
 }

@@ -7,10 +7,10 @@ use hel_store::{SessionId, Store};
 use serde::Serialize;
 
 use super::report::{print_json, say};
-use super::sessions::names_or_warn;
+use super::sessions::{names_or_warn, when, WHEN_WIDTH};
 use crate::cli::SearchArgs;
 use crate::exit::{self, Exit, Usage};
-use crate::render;
+use crate::render::{self, Shrink, Table};
 
 /// Longest pattern accepted, in bytes.
 const PATTERN_MAX: usize = 4096;
@@ -81,8 +81,18 @@ pub fn search(store: &Store, args: &SearchArgs, json_flag: bool) -> Result<u8, E
             .collect();
         print_json(&rows);
     } else {
+        let room = render::stdout_room();
+        let name_width = report
+            .sessions
+            .iter()
+            .filter_map(|s| name_of(&s.session))
+            .map(|n| render::columns(&escape_line(n)))
+            .max()
+            .unwrap_or(1);
+        let table = table(room, name_width);
+        let now = hel_store::time::now_ms();
         for s in &report.sessions {
-            say!("{}", line(s, name_of(&s.session)));
+            say!("{}", line(&table, s, name_of(&s.session), now));
         }
     }
     let mut hints = Vec::new();
@@ -105,10 +115,37 @@ pub fn search(store: &Store, args: &SearchArgs, json_flag: bool) -> Result<u8, E
     Ok(if report.errors.is_empty() { 0 } else { 1 })
 }
 
-/// A session's line: short id, name, the checkpoint where its first
-/// matching message appeared, the role, an excerpt, and how many more
-/// messages match.
-fn line(s: &SessionHits, name: Option<&str>) -> String {
+/// The columns of the results for output `room` columns wide (None: not a
+/// terminal, nothing cut): the short id, the name (`-` for none), when
+/// the session was last saved, the checkpoint of the first match, its
+/// role, then the excerpt. On a narrow terminal the checkpoint goes
+/// first, then the time, then the name is cut to 12 and the role goes:
+/// the excerpt is cut, never the id.
+fn table(room: Option<usize>, name_width: usize) -> Table {
+    Table::new(
+        &[
+            (8, false),
+            (name_width, false),
+            (WHEN_WIDTH, false),
+            (12, false),
+            (9, false),
+        ],
+        room,
+        &[
+            Shrink::Drop(3),
+            Shrink::Drop(2),
+            Shrink::Cut(1, 12),
+            Shrink::Drop(4),
+        ],
+        20,
+    )
+}
+
+/// A session's line: short id, name, when it was saved, the checkpoint
+/// where its first matching message appeared, the role, an excerpt, and
+/// how many more messages match; its columns aligned with every other
+/// line's.
+fn line(table: &Table, s: &SessionHits, name: Option<&str>, now: u64) -> String {
     let Some(first) = s.matches.first() else {
         return String::new();
     };
@@ -116,15 +153,17 @@ fn line(s: &SessionHits, name: Option<&str>) -> String {
         0 => String::new(),
         n => format!("  (+{n} more)"),
     };
-    format!(
-        "{}  {}  {}  {:<9}  {}{more}",
-        &s.session.as_str()[..8],
-        name.unwrap_or("-"),
-        &first.checkpoint.to_hex()[..12],
-        // The role is stored text too (search does not load, so does not
-        // validate, the messages it scans): never a raw newline.
-        escape_line(&first.role),
-        escape_line(&first.excerpt)
+    table.row(
+        &[
+            &s.session.as_str()[..8],
+            &escape_line(name.unwrap_or("-")),
+            &when(s.updated_ms, now),
+            &first.checkpoint.to_hex()[..12],
+            // The role is stored text too (search does not load, so does
+            // not validate, the messages it scans): never a raw newline.
+            &escape_line(&first.role),
+        ],
+        &format!("{}{more}", escape_line(&first.excerpt)),
     )
 }
 
@@ -147,7 +186,7 @@ mod tests {
                 excerpt: "hit".into(),
             }],
         };
-        let shown = line(&hit, None);
+        let shown = line(&table(None, 1), &hit, None, 0);
         assert!(!shown.contains(['\n', '\u{1b}']), "{shown:?}");
         assert!(shown.contains("user^J0badf00d  fake^[[2J"), "{shown:?}");
     }

@@ -23,6 +23,8 @@ struct SessionRow<'a> {
     checkpoints: u64,
     /// Where its newest record was saved (null: not known).
     cwd: Option<&'a str>,
+    /// The first line of its first instruction ("" when not known).
+    first: &'a str,
     /// Its time is after the listing's: it never counts as the newest.
     future: bool,
     head: Option<String>,
@@ -111,6 +113,84 @@ fn one_line(instruction: &str, room: Option<usize>) -> String {
     }
 }
 
+/// The widest [`when`] (`yesterday 14:03`).
+pub(crate) const WHEN_WIDTH: usize = 15;
+
+/// A moment as people read it, in local time: `just now` (under a
+/// minute), `12 min ago` (under an hour), `today 14:03`, `yesterday
+/// 14:03`, `3 Dec 14:03` (this year), `3 Dec 2025` (before it). A moment
+/// after `now` is shown as its date (`3 Dec 14:03`). `--json` keeps the
+/// RFC 3339 time in UTC.
+pub(crate) fn when(ms: u64, now: u64) -> String {
+    let (Some(then), Some(today)) = (local(ms), local(now)) else {
+        return rfc3339(ms);
+    };
+    let clock = format!("{:02}:{:02}", then.hour, then.min);
+    if ms <= now {
+        match (now - ms) / 1000 {
+            0..60 => return "just now".into(),
+            s @ 60..3600 => return format!("{} min ago", s / 60),
+            _ => {}
+        }
+        if (then.year, then.yday) == (today.year, today.yday) {
+            return format!("today {clock}");
+        }
+        let yesterday = local(now.saturating_sub(86_400_000));
+        if yesterday.is_some_and(|y| (y.year, y.yday) == (then.year, then.yday)) {
+            return format!("yesterday {clock}");
+        }
+    }
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let month = MONTHS.get(then.month).copied().unwrap_or("?");
+    if then.year == today.year {
+        format!("{} {month} {clock}", then.day)
+    } else {
+        format!("{} {month} {}", then.day, then.year)
+    }
+}
+
+/// A moment in local time (the `TZ` the C library reads).
+struct Local {
+    year: i32,
+    yday: i32,
+    month: usize,
+    day: i32,
+    hour: i32,
+    min: i32,
+}
+
+fn local(ms: u64) -> Option<Local> {
+    let t = libc::time_t::try_from(ms / 1000).ok()?;
+    // SAFETY: `tm` is plain data, all zeroes a valid value; localtime_r
+    // only reads `t` and writes `tm`, and is safe to call from threads.
+    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+    let done = unsafe { libc::localtime_r(&t, &mut tm) };
+    if done.is_null() {
+        return None;
+    }
+    Some(Local {
+        year: tm.tm_year + 1900,
+        yday: tm.tm_yday,
+        month: usize::try_from(tm.tm_mon).ok()?,
+        day: tm.tm_mday,
+        hour: tm.tm_hour,
+        min: tm.tm_min,
+    })
+}
+
+/// What a listing calls a session: its name, else the first line of its
+/// first instruction (its last when the first is not known). Stored
+/// text: escaped where it is shown.
+pub(crate) fn label<'a>(s: &'a SessionInfo, name: Option<&'a str>) -> &'a str {
+    match name {
+        Some(n) => n,
+        None if !s.first.is_empty() => &s.first,
+        None => &s.instruction,
+    }
+}
+
 /// The names of the store's sessions; a names file that cannot be read is
 /// said on stderr and the listing goes on without names.
 pub(super) fn names_or_warn(store: &Store) -> BTreeMap<SessionId, String> {
@@ -159,6 +239,7 @@ pub fn list(store: &Store, project: &Path, as_json: bool) -> Result<u8, Exit> {
                 busy: s.busy,
                 checkpoints: s.checkpoints,
                 cwd: s.cwd.as_deref(),
+                first: &s.first,
                 future: s.future,
                 head: s.head.map(|h| h.to_hex()),
                 here: s.cwd.as_deref() == Some(here.as_str()),
@@ -177,44 +258,39 @@ pub fn list(store: &Store, project: &Path, as_json: bool) -> Result<u8, Exit> {
         say!("no sessions in this project");
         return Ok(0);
     }
-    let width = names.values().map(String::len).max().unwrap_or(0).max(4);
-    // On a narrow terminal the counts go first, then the time; the id
-    // shrinks to the 8 characters that name it as well, the name to 16.
+    // On a terminal the messages are left out (`--json` has them); on a
+    // narrow one the id shrinks to the 8 characters that name it as well,
+    // then the checkpoints go, then the state: the label is cut, never
+    // the id, and the time goes only when nothing else is left.
     let room = render::stdout_room();
+    let mut columns = vec![(36, false), (WHEN_WIDTH, false), (6, false), (11, true)];
+    if room.is_none() {
+        columns.push((8, true));
+    }
     let table = render::Table::new(
-        &[
-            (36, false),
-            (width, false),
-            (5, false),
-            (24, false),
-            (11, true),
-            (8, true),
-        ],
+        &columns,
         room,
         &[
-            Shrink::Drop(5),
-            Shrink::Drop(4),
-            Shrink::Drop(3),
             Shrink::Prefix(0, 8),
-            Shrink::Cut(1, 16),
+            Shrink::Drop(3),
             Shrink::Drop(2),
+            Shrink::Drop(1),
         ],
-        24,
+        13,
     );
     say!(
         "{}",
         table.row(
-            &[
-                "SESSION",
-                "NAME",
-                "STATE",
-                "UPDATED",
-                "CHECKPOINTS",
-                "MESSAGES"
-            ],
-            "INSTRUCTION"
+            &["SESSION", "UPDATED", "STATE", "CHECKPOINTS", "MESSAGES"],
+            // The label's heading in words where there is room for them.
+            if room.is_none_or(|r| r >= 60) {
+                "NAME OR FIRST INSTRUCTION"
+            } else {
+                "LABEL"
+            }
         )
     );
+    let now = hel_store::time::now_ms();
     let mut broken = 0u64;
     let mut hints = Vec::new();
     let mut elsewhere = 0u64;
@@ -231,7 +307,7 @@ pub fn list(store: &Store, project: &Path, as_json: bool) -> Result<u8, Exit> {
         let updated = if s.broken.is_some() {
             "?".to_owned()
         } else {
-            rfc3339(s.updated_ms)
+            when(s.updated_ms, now)
         };
         let tag = where_tag(s, &here);
         if s.shipped {
@@ -242,13 +318,12 @@ pub fn list(store: &Store, project: &Path, as_json: bool) -> Result<u8, Exit> {
         let row = table.row(
             &[
                 s.id.as_str(),
-                &escape_line(name_of(&s.id).unwrap_or("-")),
-                state,
                 &updated,
+                state,
                 &s.checkpoints.to_string(),
                 &s.messages.to_string(),
             ],
-            &format!("{tag}{}", one_line(&s.instruction, room)),
+            &format!("{tag}{}", one_line(label(s, name_of(&s.id)), room)),
         );
         let _ = writeln!(out, "{}", hel_agent::text::escape_text(&row));
         if let Some(why) = &s.broken {
@@ -323,20 +398,31 @@ pub fn log(
         print_json(&rows);
         return Ok(0);
     }
-    // On a narrow terminal the tokens go first, then the time's seconds,
-    // then the messages and the time.
+    // The tokens column is as wide as its widest figures, never cut: on a
+    // narrow terminal the id shrinks to 8 characters, then the messages
+    // go, then the time, and the instruction is cut.
+    let digits = |n: u64| n.to_string().len();
+    let answers = entries.iter().filter(|e| e.record == Record::Answer);
+    let in_w = answers
+        .clone()
+        .map(|e| digits(e.input_tokens))
+        .max()
+        .unwrap_or(1);
+    let out_w = answers.map(|e| digits(e.output_tokens)).max().unwrap_or(1);
+    let tokens_w = in_w + out_w + 8;
     let room = render::stdout_room();
     let table = render::Table::new(
-        &[(12, false), (24, false), (10, false), (21, false)],
-        room,
         &[
-            Shrink::Drop(3),
-            Shrink::Prefix(1, 16),
-            Shrink::Drop(2),
-            Shrink::Drop(1),
+            (12, false),
+            (WHEN_WIDTH, false),
+            (10, false),
+            (tokens_w, false),
         ],
-        32,
+        room,
+        &[Shrink::Prefix(0, 8), Shrink::Drop(2), Shrink::Drop(1)],
+        24,
     );
+    let now = hel_store::time::now_ms();
     for (k, e) in entries.iter().enumerate() {
         // An instruction's start is shown only when it never ended (or with
         // --all): its end record carries both snapshots.
@@ -358,9 +444,12 @@ pub fn log(
         }
         // Tokens belong to answers; workspace records repeat the last.
         let tokens = if e.record == Record::Answer {
-            format!("{:>8} in {:>6} out", e.input_tokens, e.output_tokens)
+            format!(
+                "{:>in_w$} in {:>out_w$} out",
+                e.input_tokens, e.output_tokens
+            )
         } else {
-            " ".repeat(21)
+            String::new()
         };
         // "msg " keeps the column as wide as "msgs".
         let messages = format!(
@@ -373,7 +462,7 @@ pub fn log(
             table.row(
                 &[
                     &e.id.to_hex()[..12],
-                    &escape_line(&e.time),
+                    &when(e.time_ms, now),
                     &messages,
                     &tokens
                 ],

@@ -121,6 +121,7 @@ pub async fn run(args: RunArgs, start: Start, restore_files: Option<bool>) -> Re
     if let Some(intro) = args.intro(true) {
         live.introduce(intro);
     }
+    let resumed = !matches!(start, Start::New);
     let run = Run::start(
         args.options(),
         start,
@@ -150,6 +151,7 @@ pub async fn run(args: RunArgs, start: Start, restore_files: Option<bool>) -> Re
     if let Some(force) = restore_files {
         running::restore_forked(&mut prompt.run, force)?;
     }
+    render::replay::after_start(&prompt.run, resumed, args.quiet);
     running::forward_ctrl_c(interrupter);
     if let Some(text) = args.first.as_deref().filter(|t| !t.trim().is_empty()) {
         render::line(&format!(
@@ -371,7 +373,12 @@ impl Prompt {
                     None => crate::commands::session_to_resume(),
                 };
                 match picked {
-                    Ok(s) => self.switch(Start::Resume(s), None),
+                    Ok(s) => {
+                        let before = self.run.status().session;
+                        self.switch(Start::Resume(s), None);
+                        let moved = self.run.status().session != before;
+                        render::replay::after_resume(&self.run, moved);
+                    }
                     Err(e) => render::failure_line("", &e),
                 }
             }
