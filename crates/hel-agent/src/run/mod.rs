@@ -353,6 +353,7 @@ impl Run {
                 snapshots,
                 observer: &*observer,
                 text,
+                rounds: session::RoundLog::default(),
             };
             self.agent.run_instruction(&told, &mut hooks).await
         } else {
@@ -414,6 +415,12 @@ impl Run {
         }
         if let Some(snaps) = self.snapshots.as_mut() {
             snaps.start = None;
+        }
+        // The end record's commit cut the instruction's round records;
+        // without one (no snapshots, a failed save) they go now: what
+        // they hold is in the conversation, which the next commit saves.
+        if let Some(s) = &self.session {
+            s.store.drop_rounds(&s.lease);
         }
         outcome
     }
@@ -555,6 +562,8 @@ struct Hooks<'a> {
     snapshots: &'a mut Option<Snapshots>,
     observer: &'a dyn Observer,
     text: &'a str,
+    /// What of the instruction is recorded as it goes.
+    rounds: session::RoundLog,
 }
 
 impl crate::agent::Hooks for Hooks<'_> {
@@ -567,6 +576,14 @@ impl crate::agent::Hooks for Hooks<'_> {
             self.observer,
             self.text,
         );
+    }
+
+    fn progress(&mut self, agent: &mut Agent) {
+        if let Some(s) = self.session.as_mut() {
+            if let Some(w) = self.rounds.record(s, agent) {
+                self.observer.warn(w);
+            }
+        }
     }
 
     fn before_call(&mut self, _agent: &mut Agent) {
