@@ -26,6 +26,7 @@ mod t_prompt;
 mod t_races;
 mod t_remote;
 mod t_resume;
+mod t_rounds;
 mod t_sandbox;
 mod t_sessions;
 mod t_stream;

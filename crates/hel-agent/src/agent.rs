@@ -275,7 +275,7 @@ pub(crate) struct Agent {
 }
 
 /// The tools' observer: every event passes through, and what a running
-/// command prints ([`Event::ToolOutput`]) is also kept.
+/// command prints ([`Observer::printed`]) is also kept.
 struct Capture {
     inner: Rc<dyn Observer>,
     printed: Rc<RefCell<Kept>>,
@@ -283,10 +283,12 @@ struct Capture {
 
 impl Observer for Capture {
     fn event(&self, event: Event) {
-        if let Event::ToolOutput(bytes) = &event {
-            self.printed.borrow_mut().push(bytes);
-        }
         self.inner.event(event);
+    }
+
+    fn printed(&self, data: &[u8]) {
+        self.printed.borrow_mut().push(data);
+        self.inner.printed(data);
     }
 }
 
@@ -708,23 +710,22 @@ impl Agent {
 
     /// Call `k` of `calls` was interrupted (Ctrl-C): the round stays in
     /// the conversation, complete. The interrupted call's result says so,
-    /// with what it printed until then (spilled as any result when too
+    /// then what it printed until then (spilled as any result is when too
     /// large), and each call after it has a result saying it was not run.
     /// So every call of the reply has exactly one result, in order.
     fn interrupted_calls(&mut self, calls: &[ToolCall], k: usize) {
         let printed = std::mem::take(&mut *self.printed.borrow_mut()).text();
         for (j, call) in calls.iter().enumerate().skip(k) {
             let content = if j == k {
-                let text = interrupted_result(&printed);
                 let name = match call.function.name.as_str() {
                     "" => "tool",
                     n => n,
                 };
-                let (text, warning) = self.tools.spill.maybe_spill(name, text);
+                let (printed, warning) = self.tools.spill.maybe_spill(name, printed.clone());
                 if let Some(w) = warning {
                     self.model.observer.warn(w.into());
                 }
-                text
+                interrupted_result(&printed)
             } else {
                 NOT_RUN.to_owned()
             };

@@ -227,6 +227,10 @@ pub enum Warning {
 pub trait Observer {
     fn event(&self, event: Event);
 
+    /// All of one read of what a running command prints (the
+    /// [`Event::ToolOutput`] that follows carries at most its end).
+    fn printed(&self, _data: &[u8]) {}
+
     fn warn(&self, warning: Warning) {
         self.event(Event::Warning(warning));
     }

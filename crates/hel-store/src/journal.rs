@@ -252,7 +252,8 @@ pub(crate) struct View {
     /// as it was read just before the journal).
     pub rule: Rule,
     /// Intact object records past `committed` (an unpublished commit, a
-    /// journal without a ref): read by gc's copy, never shared by a writer.
+    /// journal without a ref, round records after the last commit
+    /// record): read by gc's copy and a resume, never shared by a writer.
     pub unpublished: Places,
     /// The fault is the ref rule's (the ref and the journal disagree): a
     /// reader reads the ref again before it believes it.
@@ -931,6 +932,12 @@ fn scan(view: &mut View, start: u64, size: u64, mode: Mode, durable: u64, hand: 
     if view.fault.is_some() && mode != Mode::Head {
         for e in pending.iter().filter(|e| e.rtype == RecordType::Object) {
             view.objects.entry(e.id).or_insert((e.offset, e.len));
+        }
+    } else if mode != Mode::Head {
+        // Object records after the last commit record (a commit that
+        // wrote none, round records): read, never published.
+        for e in pending.iter().filter(|e| e.rtype == RecordType::Object) {
+            view.unpublished.insert(e.id, (e.offset, e.len));
         }
     }
 }
