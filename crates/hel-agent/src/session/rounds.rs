@@ -122,20 +122,28 @@ pub(crate) fn carried(
     limits: &Limits,
 ) -> Result<Vec<Value>, hel_store::Error> {
     let payloads = store.rounds(session, head)?;
+    Ok(assemble(recorded(&payloads, head), conversation, limits))
+}
+
+/// The messages of round records `payloads` (in file order) that follow
+/// `head`: while each parses within the JSON limits, is of this version,
+/// names `head` and is numbered one more than the one before, from 0.
+fn recorded(payloads: &[Vec<u8>], head: &ObjectId) -> Vec<Value> {
+    let base = head.to_hex();
     let mut messages: Vec<Value> = Vec::new();
     for (seq, bytes) in payloads.iter().enumerate() {
         let Ok(v) = json::from_slice::<Value>(bytes, json::Limits::MESSAGE) else {
             break;
         };
         let fits = v.get(KEY).and_then(Value::as_u64) == Some(1)
-            && v.get("base").and_then(Value::as_str) == Some(head.to_hex().as_str())
+            && v.get("base").and_then(Value::as_str) == Some(base.as_str())
             && v.get("seq").and_then(Value::as_u64) == Some(seq as u64);
         let Some(Value::Array(new)) = v.get("messages").filter(|_| fits) else {
             break;
         };
         messages.extend(new.iter().cloned());
     }
-    Ok(assemble(messages, conversation, limits))
+    messages
 }
 
 /// [`carried`]'s rules over the recorded messages, in order.
@@ -237,6 +245,49 @@ mod tests {
         assert_eq!(out[5]["tool_call_id"], "c");
         assert_eq!(out[5]["content"], ENDED_NOT_RUN);
         assert_eq!(out[6]["content"], ENDED_NOTE);
+    }
+
+    /// Forged or stale round records: what follows the first that breaks
+    /// a rule is left out, and nothing of it is read past the limits.
+    #[test]
+    fn records_are_taken_in_order_naming_the_head() {
+        let head: ObjectId = "ab".repeat(32).parse().unwrap();
+        let other: ObjectId = "cd".repeat(32).parse().unwrap();
+        let rec = |base: &ObjectId, seq: u64, text: &str| {
+            serde_json::to_vec(&json!({
+                KEY: 1, "base": base.to_hex(), "seq": seq,
+                "messages": [{"role": "user", "content": text}],
+            }))
+            .unwrap()
+        };
+        let texts = |v: Vec<Value>| -> Vec<String> {
+            v.iter()
+                .map(|m| m["content"].as_str().unwrap().to_owned())
+                .collect()
+        };
+        // In order: all.
+        let ok = vec![rec(&head, 0, "a"), rec(&head, 1, "b")];
+        assert_eq!(texts(recorded(&ok, &head)), ["a", "b"]);
+        // Another head's (stale): nothing.
+        assert!(recorded(&ok, &other).is_empty());
+        // A gap, a wrong version, a repeated key, a depth bomb, not JSON:
+        // what came before stays.
+        let gap = vec![rec(&head, 0, "a"), rec(&head, 2, "c")];
+        assert_eq!(texts(recorded(&gap, &head)), ["a"]);
+        let mut version = rec(&head, 1, "b");
+        version = String::from_utf8(version)
+            .unwrap()
+            .replace("\"hel_round\":1", "\"hel_round\":2")
+            .into_bytes();
+        assert_eq!(texts(recorded(&[rec(&head, 0, "a"), version], &head)), ["a"]);
+        let twice = format!(
+            "{{\"hel_round\":1,\"base\":\"{}\",\"seq\":1,\"seq\":1,\"messages\":[]}}",
+            head.to_hex()
+        );
+        let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+        for bad in [twice.into_bytes(), deep.into_bytes(), b"\xff\xfe".to_vec()] {
+            assert_eq!(texts(recorded(&[rec(&head, 0, "a"), bad], &head)), ["a"]);
+        }
     }
 
     #[test]
