@@ -86,7 +86,11 @@ fn ctrl_c_keeps_the_interrupted_call_with_what_it_printed() {
     // Bounded as any large result is: spilled, its ends shown.
     assert!(stopped.contains("spill: "), "{}", &stopped[..400]);
     assert!(stopped.len() < 100_000, "{}", stopped.len());
-    assert!(content(&msgs[4]).starts_with("[hel: not run:"), "{:?}", msgs[4]);
+    assert!(
+        content(&msgs[4]).starts_with("[hel: not run:"),
+        "{:?}",
+        msgs[4]
+    );
     assert_eq!(content(&msgs[5]), "what happened?");
     assert_calls_answered(&msgs);
     // Said no more than once: no note repeats the interrupted instruction.
@@ -134,7 +138,9 @@ fn crashed_session(p: &Project) -> String {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    wait_until("the third command to run", || p.path().join("ready").exists());
+    wait_until("the third command to run", || {
+        p.path().join("ready").exists()
+    });
     hel.kill().unwrap(); // SIGKILL
     hel.wait().unwrap();
     assert_eq!(p.read("f.txt"), "v3\n");
@@ -211,7 +217,9 @@ fn a_crash_mid_instruction_is_carried_by_the_resume() {
         msgs[7]
     );
     assert!(
-        content(&msgs[8]).starts_with("[hel: the hel process ended (killed or crashed) before the instruction above finished"),
+        content(&msgs[8]).starts_with(
+            "[hel: the hel process ended (killed or crashed) before the instruction above finished"
+        ),
         "{:?}",
         msgs[8]
     );

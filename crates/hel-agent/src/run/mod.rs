@@ -420,7 +420,7 @@ impl Run {
         // without one (no snapshots, a failed save) they go now: what
         // they hold is in the conversation, which the next commit saves.
         if let Some(s) = &self.session {
-            s.store.drop_rounds(&s.lease);
+            hel_store::rounds::discard(&s.lease);
         }
         outcome
     }

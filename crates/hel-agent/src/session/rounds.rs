@@ -87,10 +87,7 @@ impl RoundLog {
             "messages": new,
         });
         let bytes = serde_json::to_vec(&payload).unwrap_or_default();
-        match session
-            .store
-            .append_round(&session.lease, &session.state, &bytes)
-        {
+        match hel_store::rounds::append(&session.store, &session.lease, &session.state, &bytes) {
             Ok(()) => {
                 self.seq += 1;
                 self.recorded = msgs.len();
@@ -121,7 +118,7 @@ pub(crate) fn carried(
     conversation: &[Value],
     limits: &Limits,
 ) -> Result<Vec<Value>, hel_store::Error> {
-    let payloads = store.rounds(session, head)?;
+    let payloads = hel_store::rounds::read(store, session, head)?;
     Ok(assemble(recorded(&payloads, head), conversation, limits))
 }
 
@@ -279,7 +276,10 @@ mod tests {
             .unwrap()
             .replace("\"hel_round\":1", "\"hel_round\":2")
             .into_bytes();
-        assert_eq!(texts(recorded(&[rec(&head, 0, "a"), version], &head)), ["a"]);
+        assert_eq!(
+            texts(recorded(&[rec(&head, 0, "a"), version], &head)),
+            ["a"]
+        );
         let twice = format!(
             "{{\"hel_round\":1,\"base\":\"{}\",\"seq\":1,\"seq\":1,\"messages\":[]}}",
             head.to_hex()
