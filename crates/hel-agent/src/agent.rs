@@ -668,6 +668,8 @@ impl Agent {
                 self.interrupted_calls(calls, k);
                 return Err(Incomplete::Interrupted);
             };
+            // Finished: what it printed is in its result.
+            *self.printed.borrow_mut() = Kept::default();
             if writes {
                 // A command that left processes running: what they change
                 // from now on is the instruction's too.
