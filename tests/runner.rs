@@ -27,6 +27,7 @@ mod t_races;
 mod t_remote;
 mod t_replay;
 mod t_resume;
+mod t_rounds;
 mod t_sandbox;
 mod t_sessions;
 mod t_stream;

@@ -501,7 +501,8 @@ fn ctrl_c_cancels_the_instruction_and_exits_130() {
 /// Interrupted once the model has answered with a tool call (a session
 /// exists from then on): the session holds the instruction's start and
 /// what the interrupted instruction left (files `hel undo` can revert),
-/// and its conversation has nothing of it.
+/// and its conversation keeps the interrupted call with a result saying
+/// so (t_rounds has the rest).
 #[test]
 fn ctrl_c_after_the_first_answer_records_start_and_interrupt() {
     let p = Project::new();
@@ -532,7 +533,10 @@ fn ctrl_c_after_the_first_answer_records_start_and_interrupt() {
     let sessions: serde_json::Value =
         serde_json::from_str(&p.run(None, &["sessions", "--json"]).stdout).unwrap();
     assert_eq!(sessions[0]["checkpoints"], 0);
-    assert_eq!(sessions[0]["messages"], 1, "the system message only");
+    assert_eq!(
+        sessions[0]["messages"], 4,
+        "the system message, the instruction, the call and its result"
+    );
     let sid = sessions[0]["id"].as_str().unwrap().to_owned();
     let log: serde_json::Value =
         serde_json::from_str(&p.run(None, &["sessions", "log", &sid, "--json"]).stdout).unwrap();

@@ -1,8 +1,10 @@
 //! The agent loop: send the conversation, run the tool calls, repeat until
 //! the model answers without tool calls.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
+
+use hel_sandbox::Kept;
 
 use hel_store::Limits;
 use serde::Deserialize;
@@ -266,13 +268,57 @@ pub(crate) struct Agent {
     max_turns: u32,
     /// The last instruction ended with nothing of it kept.
     dropped: bool,
+    /// What the running command has printed so far (bounded as a
+    /// command's own output is), for the result of a call interrupted
+    /// before it finished.
+    printed: Rc<RefCell<Kept>>,
 }
+
+/// The tools' observer: every event passes through, and what a running
+/// command prints ([`Observer::printed`]) is also kept.
+struct Capture {
+    inner: Rc<dyn Observer>,
+    printed: Rc<RefCell<Kept>>,
+}
+
+impl Observer for Capture {
+    fn event(&self, event: Event) {
+        self.inner.event(event);
+    }
+
+    fn printed(&self, data: &[u8]) {
+        self.printed.borrow_mut().push(data);
+        self.inner.printed(data);
+    }
+}
+
+/// The result of a call stopped by a Ctrl-C before it finished, with what
+/// it had printed by then (`printed`: empty for a tool that prints
+/// nothing as it runs).
+pub(crate) fn interrupted_result(printed: &str) -> String {
+    let head = "[hel: interrupted by the user (Ctrl-C) before this call finished: it was stopped, and what it changed until then stays changed]";
+    if printed.is_empty() {
+        format!("{head}\n[it printed nothing before it was stopped]")
+    } else {
+        format!("{head}\n[what it printed before it was stopped:]\n{printed}")
+    }
+}
+
+/// The result of a call of the reply that never ran: an earlier call of
+/// it was interrupted.
+pub(crate) const NOT_RUN: &str =
+    "[hel: not run: the user interrupted (Ctrl-C) an earlier call of this reply, and the calls after it were not started]";
 
 impl Agent {
     /// An agent whose conversation is the system message alone.
-    pub(crate) fn new(parts: Parts, system: Value) -> Agent {
+    pub(crate) fn new(mut parts: Parts, system: Value) -> Agent {
         let mut conversation = Conversation::new();
         conversation.set_system(system);
+        let printed = Rc::new(RefCell::new(Kept::default()));
+        parts.tools.observer = Rc::new(Capture {
+            inner: Rc::clone(&parts.tools.observer),
+            printed: Rc::clone(&printed),
+        });
         Agent {
             model: Model {
                 config: parts.config,
@@ -294,6 +340,7 @@ impl Agent {
             policy: parts.policy,
             max_turns: parts.max_turns,
             dropped: false,
+            printed,
         }
     }
 
@@ -499,6 +546,7 @@ impl Agent {
             if calls.is_empty() {
                 return Ok(answer);
             }
+            hooks.progress(self);
             self.run_calls(&calls, seen, hooks).await?;
             self.conversation.round_finished();
         }
@@ -596,7 +644,7 @@ impl Agent {
         seen: u64,
         hooks: &mut dyn Hooks,
     ) -> Result<(), Incomplete> {
-        for call in calls {
+        for (k, call) in calls.iter().enumerate() {
             let (name, arguments) = (&call.function.name, &call.function.arguments);
             // Around each call that may change files: what it changed is
             // the instruction's (objects-spec §10.6).
@@ -610,11 +658,18 @@ impl Agent {
                 arguments: arguments.clone(),
             });
             let spilled_before = self.tools.spill.pending().len();
+            *self.printed.borrow_mut() = Kept::default();
             let result = tokio::select! {
-                r = tools::execute(&mut self.tools, &self.toolset, name, arguments) => r,
+                r = tools::execute(&mut self.tools, &self.toolset, name, arguments) => Some(r),
                 // Dropping the call cancels it: no write lands after this.
-                _ = self.model.interrupts.after(seen) => return Err(Incomplete::Interrupted),
+                _ = self.model.interrupts.after(seen) => None,
             };
+            let Some(result) = result else {
+                self.interrupted_calls(calls, k);
+                return Err(Incomplete::Interrupted);
+            };
+            // Finished: what it printed is in its result.
+            *self.printed.borrow_mut() = Kept::default();
             if writes {
                 // A command that left processes running: what they change
                 // from now on is the instruction's too.
@@ -643,10 +698,42 @@ impl Agent {
                 decision: result.decision,
                 spill,
             });
-            self.conversation
-                .push(json!({"role": "tool", "tool_call_id": call.id, "content": result.content}));
+            self.push_result(&call.id, result.content);
+            hooks.progress(self);
         }
         Ok(())
+    }
+
+    /// A tool result joins the conversation (every one goes through here).
+    fn push_result(&mut self, id: &str, content: String) {
+        self.conversation
+            .push(json!({"role": "tool", "tool_call_id": id, "content": content}));
+    }
+
+    /// Call `k` of `calls` was interrupted (Ctrl-C): the round stays in
+    /// the conversation, complete. The interrupted call's result says so,
+    /// then what it printed until then (spilled as any result is when too
+    /// large), and each call after it has a result saying it was not run.
+    /// So every call of the reply has exactly one result, in order.
+    fn interrupted_calls(&mut self, calls: &[ToolCall], k: usize) {
+        let printed = std::mem::take(&mut *self.printed.borrow_mut()).text();
+        for (j, call) in calls.iter().enumerate().skip(k) {
+            let content = if j == k {
+                let name = match call.function.name.as_str() {
+                    "" => "tool",
+                    n => n,
+                };
+                let (printed, warning) = self.tools.spill.maybe_spill(name, printed.clone());
+                if let Some(w) = warning {
+                    self.model.observer.warn(w.into());
+                }
+                interrupted_result(&printed)
+            } else {
+                NOT_RUN.to_owned()
+            };
+            self.push_result(&call.id, content);
+        }
+        self.conversation.round_finished();
     }
 }
 
@@ -655,6 +742,9 @@ impl Agent {
 /// files (`left`: a command left processes running).
 pub(crate) trait Hooks {
     fn first_reply(&mut self, agent: &mut Agent);
+    /// The instruction's part of the conversation grew: a reply that
+    /// calls tools arrived, or a call's result joined it.
+    fn progress(&mut self, _agent: &mut Agent) {}
     fn before_call(&mut self, _agent: &mut Agent) {}
     fn after_call(&mut self, _agent: &mut Agent, _left: bool) {}
 }

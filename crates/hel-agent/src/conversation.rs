@@ -63,6 +63,14 @@ impl Conversation {
         }
     }
 
+    /// The instruction in progress, from its user message on, and where
+    /// that message is (None: no instruction is open, or compaction
+    /// summarized its user message).
+    pub fn open_messages(&self) -> Option<(usize, &[Value])> {
+        let start = self.open?.start?;
+        Some((start, self.messages.get(start..)?))
+    }
+
     pub fn len(&self) -> usize {
         self.messages.len()
     }

@@ -148,6 +148,15 @@ pub enum Warning {
     /// What the store reported after publishing a checkpoint or a fork.
     #[error("{0}")]
     Store(hel_store::Warning),
+    /// The tool rounds of the instruction in progress could not be
+    /// recorded as they finish: a crash before its end loses them.
+    #[error("cannot record this instruction's tool calls as they finish ({0}); its end is saved as always, but a crash before then would lose them")]
+    RoundsNotRecorded(hel_store::Error),
+    /// A resumed session's last instruction was cut off (the process
+    /// ended before it finished): what it did is carried into the
+    /// conversation, before the next instruction.
+    #[error("the session's last instruction was cut off (the hel process ended before it finished); the model is told what it did: its user message, {} with {}", crate::terminal::count(*calls as u64, "finished tool call", "finished tool calls"), if *calls == 1 { "its result" } else { "their results" })]
+    CutOff { calls: usize },
     /// A completed answer could not be saved.
     #[error("could not save a checkpoint ({0}); the conversation goes on in memory and the next answer saves it all")]
     CheckpointFailed(hel_store::Error),
@@ -223,6 +232,10 @@ pub enum Warning {
 /// Receives a run's events.
 pub trait Observer {
     fn event(&self, event: Event);
+
+    /// All of one read of what a running command prints (the
+    /// [`Event::ToolOutput`] that follows carries at most its end).
+    fn printed(&self, _data: &[u8]) {}
 
     fn warn(&self, warning: Warning) {
         self.event(Event::Warning(warning));

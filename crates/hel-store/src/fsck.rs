@@ -327,7 +327,8 @@ impl<'a> Check<'a> {
     }
 
     /// What the journal `view` of `session` is as a whole: a fault, or
-    /// notes (a sidecar that lags, no ref, an unfinished commit).
+    /// notes (a sidecar that lags, no ref, an unfinished commit or round
+    /// records).
     fn journal_state(&mut self, dir: &crate::dir::Dir, session: &SessionId, view: &journal::View) {
         let size = view.file.metadata().map(|m| m.len()).unwrap_or(0);
         self.report.bytes += size;
@@ -349,7 +350,7 @@ impl<'a> Check<'a> {
                 "the journal of session {session} has no ref: an unpublished first commit or an interrupted delete (`hel gc` removes it, once what other sessions need of it is copied)"
             )),
             None if size > view.committed => self.report.notes.push(format!(
-                "the journal of session {session} has {} bytes of an unfinished commit after offset {} (the next commit cuts them)",
+                "the journal of session {session} has {} bytes of an unfinished commit, or of the round records of an instruction cut off, after offset {} (a resume carries the rounds; the next commit cuts them)",
                 size - view.committed,
                 view.committed
             )),

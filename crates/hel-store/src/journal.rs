@@ -254,6 +254,11 @@ pub(crate) struct View {
     /// Intact object records past `committed` (an unpublished commit, a
     /// journal without a ref): read by gc's copy, never shared by a writer.
     pub unpublished: Places,
+    /// Intact object records after the last commit record, in file order
+    /// (round records, objects of a commit that wrote no commit record):
+    /// read by a resume as round records only; fsck and gc ignore them
+    /// as every reader ignores what follows the committed part.
+    pub tail: Vec<Entry>,
     /// The fault is the ref rule's (the ref and the journal disagree): a
     /// reader reads the ref again before it believes it.
     pub ref_fault: bool,
@@ -932,6 +937,15 @@ fn scan(view: &mut View, start: u64, size: u64, mode: Mode, durable: u64, hand: 
         for e in pending.iter().filter(|e| e.rtype == RecordType::Object) {
             view.objects.entry(e.id).or_insert((e.offset, e.len));
         }
+    } else if mode != Mode::Head {
+        // Object records after the last commit record (a commit that
+        // wrote none, round records): never published; only a resume
+        // reads them, as round records.
+        view.tail = pending
+            .iter()
+            .filter(|e| e.rtype == RecordType::Object)
+            .copied()
+            .collect();
     }
 }
 
@@ -1129,6 +1143,7 @@ impl View {
             newer: None,
             rule: Rule::Ref(None),
             unpublished: Places::default(),
+            tail: Vec::new(),
             behind: None,
             ref_fault: false,
             torn_at: None,
@@ -1288,6 +1303,7 @@ impl Writer {
         view.file = Arc::new(file);
         view.seen_size = None;
         view.unpublished.clear();
+        view.tail.clear();
         Ok(Writer {
             view: Arc::new(RwLock::new(view)),
             sidecar,

@@ -109,6 +109,7 @@ mod place;
 mod read;
 mod refs;
 mod repack;
+pub mod rounds;
 pub mod scan;
 pub mod search;
 pub mod spill;

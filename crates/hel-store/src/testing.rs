@@ -298,3 +298,13 @@ pub fn node_items(store: &Store, id: &ObjectId) -> Vec<char> {
         })
         .collect()
 }
+
+/// The bytes of a journal record of blob `payload` (compressed as hel
+/// writes objects), its check computed: what a round record is
+/// (objects-spec §10.2), or a forged one.
+pub fn blob_record(payload: &[u8]) -> Vec<u8> {
+    let (id, canonical) = crate::object::encode(crate::object::Kind::Blob, payload);
+    let stored = crate::object::compress_canonical(crate::object::Kind::Blob, &id, &canonical)
+        .expect("a blob compresses");
+    crate::pack::encode_record_raw(1, &id, &stored)
+}

@@ -3647,3 +3647,77 @@ fn commit_value(stored: &[u8]) -> Value {
     };
     serde_json::from_slice(&json).unwrap()
 }
+
+/// Round records (objects-spec §10.2): appended past the committed part
+/// without a commit record, read back in order (by another process too)
+/// while the head is the one they follow, no checkpoint and no fault, and
+/// cut by the session's next commit.
+#[test]
+fn round_records_follow_the_head_until_the_next_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let lease = store.new_session().unwrap();
+    let sid = lease.session().clone();
+    let mut state = SessionState::default();
+    // No head yet: nothing for a round to follow.
+    hel_store::rounds::append(&store, &lease, &state, b"nothing").unwrap();
+    let mut conv = Conv::default();
+    conv.extend(&[msg("system", "s"), msg("user", "hi"), msg("assistant", "a")]);
+    let first = conv.commit(&store, &lease, &mut state);
+    let size = fs::metadata(journal_path(&root(dir.path()), &sid))
+        .unwrap()
+        .len();
+    hel_store::rounds::append(&store, &lease, &state, b"one").unwrap();
+    hel_store::rounds::append(&store, &lease, &state, b"two").unwrap();
+    assert!(
+        fs::metadata(journal_path(&root(dir.path()), &sid))
+            .unwrap()
+            .len()
+            > size
+    );
+    let want = vec![b"one".to_vec(), b"two".to_vec()];
+    assert_eq!(
+        hel_store::rounds::read(&store, &sid, &first.id).unwrap(),
+        want
+    );
+    let other = Store::open(dir.path()).unwrap();
+    assert_eq!(
+        hel_store::rounds::read(&other, &sid, &first.id).unwrap(),
+        want
+    );
+    // Not the head's: nothing.
+    let elsewhere = ObjectId::of_canonical(b"x");
+    assert!(hel_store::rounds::read(&other, &sid, &elsewhere)
+        .unwrap()
+        .is_empty());
+    // Nothing else sees them: the head, the summary and the log are the
+    // commit's; fsck is sound and notes them.
+    assert_eq!(other.head(&sid).unwrap(), first.id);
+    let listed = other.sessions().unwrap();
+    assert_eq!(listed[0].checkpoints, 1);
+    assert_eq!(hel_store::log::log(&other, &sid).unwrap().len(), 1);
+    let fsck = hel_store::fsck::fsck(&other).unwrap();
+    assert!(
+        fsck.is_sound() && fsck.notes.iter().any(|n| n.contains("round records")),
+        "{fsck:?}"
+    );
+    // The next commit cuts them.
+    conv.extend(&[msg("user", "more"), msg("assistant", "b")]);
+    let second = conv.commit(&store, &lease, &mut state);
+    assert!(hel_store::rounds::read(&store, &sid, &second.id)
+        .unwrap()
+        .is_empty());
+    assert!(
+        hel_store::rounds::read(&Store::open(dir.path()).unwrap(), &sid, &second.id)
+            .unwrap()
+            .is_empty()
+    );
+    let fsck = hel_store::fsck::fsck(&Store::open(dir.path()).unwrap()).unwrap();
+    assert!(fsck.is_sound() && fsck.notes.is_empty(), "{fsck:?}");
+    // Cut without a commit too (an instruction that ended without one).
+    hel_store::rounds::append(&store, &lease, &state, b"three").unwrap();
+    hel_store::rounds::discard(&lease);
+    assert!(hel_store::rounds::read(&store, &sid, &second.id)
+        .unwrap()
+        .is_empty());
+}

@@ -353,6 +353,7 @@ impl Run {
                 snapshots,
                 observer: &*observer,
                 text,
+                rounds: session::RoundLog::default(),
             };
             self.agent.run_instruction(&told, &mut hooks).await
         } else {
@@ -414,6 +415,12 @@ impl Run {
         }
         if let Some(snaps) = self.snapshots.as_mut() {
             snaps.start = None;
+        }
+        // The end record's commit cut the instruction's round records;
+        // without one (no snapshots, a failed save) they go now: what
+        // they hold is in the conversation, which the next commit saves.
+        if let Some(s) = &self.session {
+            hel_store::rounds::discard(&s.lease);
         }
         outcome
     }
@@ -561,6 +568,8 @@ struct Hooks<'a> {
     snapshots: &'a mut Option<Snapshots>,
     observer: &'a dyn Observer,
     text: &'a str,
+    /// What of the instruction is recorded as it goes.
+    rounds: session::RoundLog,
 }
 
 impl crate::agent::Hooks for Hooks<'_> {
@@ -573,6 +582,14 @@ impl crate::agent::Hooks for Hooks<'_> {
             self.observer,
             self.text,
         );
+    }
+
+    fn progress(&mut self, agent: &mut Agent) {
+        if let Some(s) = self.session.as_mut() {
+            if let Some(w) = self.rounds.record(s, agent) {
+                self.observer.warn(w);
+            }
+        }
     }
 
     fn before_call(&mut self, _agent: &mut Agent) {

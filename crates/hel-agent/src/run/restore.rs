@@ -48,6 +48,7 @@ pub(super) fn restore(
     let system_changed = conversation.set_system(fresh_system);
     *agent.conversation_mut() = conversation;
     session.state = state;
+    carry_cut_off(session, agent, &head, observer);
     if let Some(from) = moved_from {
         let done = session
             .store
@@ -84,6 +85,38 @@ pub(super) fn restore(
     }
     settle(agent, saved, observer);
     Ok(None)
+}
+
+/// A session whose last instruction was cut off (the process ended before
+/// it finished) has its round records after `head`: what they hold joins
+/// the conversation, with a result for each call left without one and a
+/// line saying the process ended (saved by the next commit, which cuts
+/// the records). Records that cannot be read carry nothing.
+fn carry_cut_off(session: &Session, agent: &mut Agent, head: &ObjectId, observer: &dyn Observer) {
+    let limits = session.store.limits();
+    let carried = session::carried(
+        &session.store,
+        session.id(),
+        head,
+        agent.conversation().messages(),
+        &limits,
+    )
+    .unwrap_or_default();
+    if carried.is_empty() {
+        return;
+    }
+    let calls = carried
+        .iter()
+        .filter(|m| m.get("role").and_then(|r| r.as_str()) == Some("tool"))
+        .filter(|m| {
+            let c = m.get("content").and_then(|c| c.as_str());
+            c != Some(session::ENDED_RUNNING) && c != Some(session::ENDED_NOT_RUN)
+        })
+        .count();
+    for m in carried {
+        agent.conversation_mut().push(m);
+    }
+    observer.warn(Warning::CutOff { calls });
 }
 
 /// What of a checkpoint is compared with the toolset in force.

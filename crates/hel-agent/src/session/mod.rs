@@ -4,6 +4,7 @@
 mod open;
 mod record;
 mod resolve;
+mod rounds;
 mod save;
 
 pub use open::Start;
@@ -13,4 +14,6 @@ pub(crate) use resolve::verify;
 pub use resolve::{
     check_session_arg, default_session, recorded_cwd, resolve, resolve_checkpoint, SessionError,
 };
+pub(crate) use rounds::{carried, RoundLog};
+pub(crate) use rounds::{ENDED_NOT_RUN, ENDED_RUNNING};
 pub(crate) use save::Session;

@@ -19,6 +19,7 @@ pub(crate) fn tap(observer: Rc<dyn Observer>) -> Tap {
         if data.is_empty() {
             return;
         }
+        observer.printed(data);
         let start = data.len().saturating_sub(LIVE_CHUNK);
         observer.event(Event::ToolOutput(data[start..].to_vec()));
     }))
