@@ -193,10 +193,10 @@ fn exchange(ex: &Exchange, width: usize, colour: bool, out: &mut Vec<String>) {
         if role(m) != "assistant" {
             continue;
         }
-        for (id, name, arguments) in tool_calls(m) {
+        for (name, arguments) in tool_calls(m) {
             calls += 1;
             if calls <= CALLS {
-                out.push(paint(colour, "2", &call_line(id, name, arguments, width)));
+                out.push(paint(colour, "2", &call_line(name, arguments, width)));
             }
         }
         let text = text_of(m);
@@ -234,8 +234,8 @@ fn exchange(ex: &Exchange, width: usize, colour: bool, out: &mut Vec<String>) {
     }
 }
 
-/// The (id, name, arguments) of each tool call of an assistant message.
-fn tool_calls(m: &Value) -> Vec<(&str, &str, &str)> {
+/// The (name, arguments) of each tool call of an assistant message.
+fn tool_calls(m: &Value) -> Vec<(&str, &str)> {
     let Some(calls) = m.get("tool_calls").and_then(Value::as_array) else {
         return Vec::new();
     };
@@ -248,11 +248,7 @@ fn tool_calls(m: &Value) -> Vec<(&str, &str, &str)> {
                     .and_then(Value::as_str)
                     .unwrap_or("")
             };
-            (
-                c.get("id").and_then(Value::as_str).unwrap_or(""),
-                f("name"),
-                f("arguments"),
-            )
+            (f("name"), f("arguments"))
         })
         .collect()
 }
@@ -260,22 +256,11 @@ fn tool_calls(m: &Value) -> Vec<(&str, &str, &str)> {
 /// A tool call's line as the live view prints it when the call starts:
 /// `hel: search_replace calc.py` for an edit, else `hel: NAME ARGUMENTS`
 /// on one line; cut to the width.
-fn call_line(id: &str, name: &str, arguments: &str, width: usize) -> String {
-    let text = match tool::started(id, name, arguments) {
-        Some(line) => {
-            // Nothing runs: the edit kept for its diff is let go.
-            let _ = tool::finished_edit(id);
-            line
-        }
-        None => {
-            let flat: String = arguments
-                .chars()
-                .take(ARGUMENTS_MAX)
-                .map(|c| if c == '\n' { ' ' } else { c })
-                .collect();
-            format!("hel: {name} {flat}")
-        }
-    };
+fn call_line(name: &str, arguments: &str, width: usize) -> String {
+    // The live view's words for the call (a path, a command), never its
+    // start hook: that reads the file as it is now for a diff.
+    let words: String = tool::call_words(name, arguments).chars().take(ARGUMENTS_MAX).collect();
+    let text = format!("hel: {name} {words}");
     fit(&escape_line(&text), width)
 }
 
