@@ -10,14 +10,17 @@
 //! `/retry`). Ctrl-C twice within a second on an empty line, Ctrl-D, or
 //! `/exit` leaves with exit code 0, saying how to come back.
 
+mod access;
 mod attach;
 mod complete;
 mod editor;
 mod history;
 mod init;
+mod models;
 mod slash;
 pub(crate) mod spinner;
 
+use std::cell::Cell;
 use std::rc::Rc;
 use std::sync::Arc;
 
@@ -43,8 +46,9 @@ use spinner::Spinner;
 pub(crate) struct Watched {
     pub spinner: Spinner,
     pub live: Rc<Live>,
-    /// Writes and commands are asked about first (`--access confirm`).
-    pub asks: bool,
+    /// Writes and commands are asked about first (`--access confirm`;
+    /// `/access` changes it).
+    pub asks: Rc<Cell<bool>>,
 }
 
 impl Observer for Watched {
@@ -61,7 +65,7 @@ impl Observer for Watched {
         let tool = match &event {
             Event::ToolStarted { name, .. } => {
                 let reads = hel_agent::ToolName::parse(name).is_some_and(|t| t.only_reads());
-                (reads || !self.asks).then(|| format!("running {name}"))
+                (reads || !self.asks.get()).then(|| format!("running {name}"))
             }
             _ => None,
         };
@@ -92,6 +96,12 @@ struct Prompt {
     interrupts: Interrupts,
     /// The session's name, if it has one (the prompt shows it).
     name: Option<String>,
+    /// Writes and commands are asked about (what the spinner knows).
+    asks: Rc<Cell<bool>>,
+    /// `--network` or `--no-network` (None: by the access mode).
+    network: Option<bool>,
+    /// The run started read-only: it offers no writing tool.
+    started_read_only: bool,
 }
 
 /// What to do after an entry.
@@ -121,17 +131,11 @@ pub async fn run(args: RunArgs, start: Start, restore_files: Option<bool>) -> Re
     if let Some(intro) = args.intro(true) {
         live.introduce(intro);
     }
+    let asks = Rc::new(Cell::new(args.access == crate::cli::Access::Confirm));
     let run = Run::start(
         args.options(),
         start,
-        host(
-            &spinner,
-            &live,
-            &editor,
-            &interrupter,
-            &interrupts,
-            args.access == crate::cli::Access::Confirm,
-        ),
+        host(&spinner, &live, &editor, &interrupter, &interrupts, &asks),
     )?;
     let mut prompt = Prompt {
         run,
@@ -143,6 +147,13 @@ pub async fn run(args: RunArgs, start: Start, restore_files: Option<bool>) -> Re
         interrupter: interrupter.clone(),
         interrupts,
         name: None,
+        asks,
+        network: match (args.network, args.no_network) {
+            (true, _) => Some(true),
+            (_, true) => Some(false),
+            _ => None,
+        },
+        started_read_only: args.access == crate::cli::Access::ReadOnly,
     };
     prompt.name = session_name(&prompt.run);
     let project = prompt.run.project();
@@ -154,7 +165,7 @@ pub async fn run(args: RunArgs, start: Start, restore_files: Option<bool>) -> Re
     if let Some(text) = args.first.as_deref().filter(|t| !t.trim().is_empty()) {
         render::line(&format!(
             "{}{}",
-            prompt_text(&prompt.run.status(), prompt.name.as_deref()),
+            prompt.prompt_text(),
             hel_agent::text::escape_line(text)
         ));
         prompt.remember(text);
@@ -163,12 +174,19 @@ pub async fn run(args: RunArgs, start: Start, restore_files: Option<bool>) -> Re
             return Ok(0);
         }
     }
+    let mut typed = (String::new(), 0);
     loop {
         // Ctrl-C that cancels an instruction is a signal, not a key: only
         // presses at the prompt itself count towards leaving.
-        let shown = prompt_text(&prompt.run.status(), prompt.name.as_deref());
-        let text = match prompt.editor.read_entry(&shown) {
+        let shown = prompt.prompt_text();
+        let initial = std::mem::take(&mut typed);
+        let text = match prompt.editor.read_entry(&shown, (&initial.0, initial.1)) {
             Read::Line(text) => text,
+            Read::Cycle(line, pos) => {
+                prompt.cycle_access();
+                typed = (line, pos);
+                continue;
+            }
             Read::CtrlC | Read::Eof => break,
             Read::Failed(e) => {
                 render::line(&format!("hel: cannot read the terminal: {e}"));
@@ -228,13 +246,13 @@ fn host(
     editor: &Editor,
     interrupter: &Interrupter,
     interrupts: &Interrupts,
-    asks: bool,
+    asks: &Rc<Cell<bool>>,
 ) -> Host {
     Host {
         observer: Rc::new(Watched {
             spinner: spinner.clone(),
             live: Rc::clone(live),
-            asks,
+            asks: Rc::clone(asks),
         }),
         confirm: Arc::new(Ask {
             editor: editor.clone(),
@@ -244,15 +262,20 @@ fn host(
     }
 }
 
-/// `hel 4da5b0e0 · 12% › `: the session's name or short id and the share
-/// of the context window the next request would fill.
-fn prompt_text(status: &Status, name: Option<&str>) -> String {
+/// `hel 4da5b0e0 · 12% › `: the session's name or short id, the access
+/// mode when it is not `confirm` (`hel 4da5b0e0 · auto · 12% › `), and the
+/// share of the context window the next request would fill.
+fn prompt_text(status: &Status, name: Option<&str>, access: hel_agent::Access) -> String {
     let id = match (name, &status.session) {
         (Some(name), _) => name.to_owned(),
         (None, Some(s)) => s.to_string().chars().take(8).collect::<String>(),
         (None, None) => "unsaved".into(),
     };
-    format!("hel {id} · {}% › ", percent(status))
+    let mode = match access {
+        hel_agent::Access::Confirm => String::new(),
+        a => format!("{} · ", access::name(a)),
+    };
+    format!("hel {id} · {mode}{}% › ", percent(status))
 }
 
 fn percent(status: &Status) -> u64 {
@@ -285,6 +308,14 @@ fn tokens(n: u64) -> String {
 }
 
 impl Prompt {
+    fn prompt_text(&self) -> String {
+        prompt_text(
+            &self.run.status(),
+            self.name.as_deref(),
+            self.options.access,
+        )
+    }
+
     fn remember(&mut self, entry: &str) {
         self.editor.remember(entry);
         if let Some(h) = self.history.as_mut() {
@@ -358,7 +389,13 @@ impl Prompt {
             (Slash::Help, _) => render::help(slash::HELP, slash::HELP_COLUMN),
             (Slash::Exit, _) => return Next::Exit,
             (Slash::Retry, _) => self.retry().await,
-            (Slash::Init, _) => self.init(),
+            (Slash::Init, _) => {
+                let exists =
+                    std::fs::symlink_metadata(self.run.project().root.join(hel_agent::AGENTS_MD))
+                        .is_ok();
+                return self.instruction(&init::instruction(exists)).await;
+            }
+            (Slash::Access(mode), _) => self.access(mode),
             (Slash::Sessions, _) => report(&["sessions"]),
             (Slash::Resume(spec), _) => {
                 let picked = match spec {
@@ -417,10 +454,20 @@ impl Prompt {
                     Err(why) => render::line(&format!("hel: compaction incomplete: {why}")),
                 }
             }
-            (Slash::Model(None), _) => render::line(&format!(
-                "hel: the model is {}; /model NAME sends the next requests to another",
-                status.model
-            )),
+            (Slash::Model(None), _) => {
+                let listed = match hel_agent::resolve_provider(&self.options.provider) {
+                    Ok(endpoint) => models::list(&endpoint).await,
+                    Err(e) => Err(e.to_string()),
+                };
+                match listed {
+                    Ok(ids) => {
+                        for l in models::lines(&ids, &status.model, render::width()) {
+                            render::line(&l);
+                        }
+                    }
+                    Err(why) => render::line(&models::failed(&why, &status.model)),
+                }
+            }
             (Slash::Model(Some(model)), _) => {
                 self.run.set_model(&model);
                 self.options.provider.model = Some(model.clone());
@@ -428,45 +475,6 @@ impl Prompt {
             }
         }
         Next::Continue
-    }
-
-    /// `/init`: show a starter `AGENTS.md` for the project's root and write
-    /// it if the user says yes; never over a file already there.
-    fn init(&self) {
-        let root = &self.run.project().root;
-        let path = root.join(hel_agent::AGENTS_MD);
-        if std::fs::symlink_metadata(&path).is_ok() {
-            render::line(&format!(
-                "hel: {} already exists; /init leaves it as it is",
-                path.display()
-            ));
-            return;
-        }
-        let text = match init::starter(root) {
-            Ok(t) => t,
-            Err(e) => {
-                render::line(&format!("hel: cannot read {}: {e}", root.display()));
-                return;
-            }
-        };
-        for l in text.lines() {
-            render::line(l);
-        }
-        let question = format!("hel: write this to {}? [y/N] ", path.display());
-        match self.editor.read(&hel_agent::text::escape_line(&question)) {
-            Read::Line(l) if matches!(l.trim(), "y" | "Y" | "yes") => {}
-            _ => {
-                render::line("hel: nothing written");
-                return;
-            }
-        }
-        match init::write(&path, &text) {
-            Ok(()) => render::line(&format!(
-                "hel: wrote {}; edit it, and hel reads it when it next starts (or at /fork)",
-                path.display()
-            )),
-            Err(e) => render::line(&format!("hel: cannot write {}: {e}", path.display())),
-        }
     }
 
     /// Go on in a new session forked from checkpoint `at` of `session`;
@@ -485,12 +493,13 @@ impl Prompt {
             &self.editor,
             &self.interrupter,
             &self.interrupts,
-            self.options.access == hel_agent::Access::Confirm,
+            &self.asks,
         );
         match Run::start(self.options.clone(), start, host) {
             Ok(run) => {
                 let mut old = std::mem::replace(&mut self.run, run);
                 old.finish();
+                self.started_read_only = self.options.access == hel_agent::Access::ReadOnly;
                 self.name = session_name(&self.run);
                 if let Some(force) = restore {
                     if let Err(e) = running::restore_forked(&mut self.run, force) {
@@ -671,10 +680,11 @@ mod tests {
             },
             model: "m".into(),
         };
-        assert_eq!(prompt_text(&status, None), "hel 4da5b0e0 · 12% › ");
+        let confirm = hel_agent::Access::Confirm;
+        assert_eq!(prompt_text(&status, None, confirm), "hel 4da5b0e0 · 12% › ");
         assert_eq!(
-            prompt_text(&status, Some("fix-login")),
-            "hel fix-login · 12% › "
+            prompt_text(&status, Some("fix-login"), hel_agent::Access::Auto),
+            "hel fix-login · auto · 12% › "
         );
         assert_eq!(
             usage_line(&status),
@@ -689,7 +699,7 @@ mod tests {
         );
         status.session = None;
         status.context_tokens = 0;
-        assert_eq!(prompt_text(&status, None), "hel unsaved · 0% › ");
+        assert_eq!(prompt_text(&status, None, confirm), "hel unsaved · 0% › ");
         assert_eq!(tokens(950), "950");
         assert_eq!(tokens(12_345), "12.3k");
         assert_eq!(tokens(1_000_000), "1.0M");
