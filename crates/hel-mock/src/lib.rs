@@ -335,7 +335,7 @@ async fn respond(
                 .map(|id| serde_json::json!({"id": id, "object": "model", "owned_by": "hel-mock"}))
                 .collect();
             let body = serde_json::json!({"object": "list", "data": data}).to_string();
-            return Ok(body::json(StatusCode::OK, body.into()));
+            return Ok(body::json(StatusCode::OK, body));
         }
     }
     if !chat {
