@@ -28,6 +28,7 @@ mod t_remote;
 mod t_resume;
 mod t_sandbox;
 mod t_sessions;
+mod t_small;
 mod t_stream;
 mod t_structure;
 mod t_tools;

@@ -88,19 +88,18 @@ impl Prompt {
     fn set_access(&mut self, access: Access) {
         let network = self.network.unwrap_or_else(|| access.network_by_default());
         let from_read_only = self.options.access == Access::ReadOnly && access != Access::ReadOnly;
+        let network_changed = network != self.options.network;
         self.options.access = access;
         self.options.network = network;
         self.asks.set(access == Access::Confirm);
-        let offline = if self.options.sandbox && !network && access != Access::ReadOnly {
-            " (commands without network; --network allows it)"
-        } else {
-            ""
-        };
-        render::line(&format!(
-            "hel: access {}: {}{offline}",
-            name(access),
-            what(access)
-        ));
+        render::line(&format!("hel: access {}: {}", name(access), what(access)));
+        if network_changed && self.options.sandbox {
+            render::line(if network {
+                "hel: sandboxed commands may use the network now (--no-network keeps them off it)"
+            } else {
+                "hel: sandboxed commands get no network now (--network gives it)"
+            });
+        }
         if from_read_only && self.started_read_only {
             self.restart();
         } else {

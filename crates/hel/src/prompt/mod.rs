@@ -465,7 +465,7 @@ impl Prompt {
                             render::line(&l);
                         }
                     }
-                    Err(why) => render::line(&models::failed(&why, &status.model)),
+                    Err(why) => render::line(&models::failed(&why)),
                 }
             }
             (Slash::Model(Some(model)), _) => {

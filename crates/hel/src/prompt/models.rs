@@ -93,11 +93,10 @@ pub fn lines(ids: &[String], current: &str, width: usize) -> Vec<String> {
 }
 
 /// The one line when the server gave no list.
-pub fn failed(why: &str, current: &str) -> String {
+pub fn failed(why: &str) -> String {
     format!(
-        "hel: cannot list the server's models ({}); the model is {}; /model NAME sets one",
-        hel_agent::text::escape_line(why),
-        hel_agent::text::escape_line(current)
+        "hel: cannot list the server's models ({}); /model NAME sets one",
+        hel_agent::text::escape_line(why)
     )
 }
 
