@@ -29,6 +29,8 @@
 //! - `"match": "text"` on any step: the step is held back for the first
 //!   request whose body contains the text (steps without it go in order).
 //! - `{"recall": true}`: answer as `--recall` does (below).
+//! - `"repeat": true` on any step: it is never used up (it answers every
+//!   request that reaches it: a last answer for a demo that goes on).
 //! - `{"endless": true}`: status 200 and a chunked body that never ends
 //!   (the start of a JSON answer, then `a` forever) until the client
 //!   hangs up.

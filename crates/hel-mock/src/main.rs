@@ -25,6 +25,8 @@ On any step:
   "match": "text"                    held back for the first request whose
                                      body contains the text
   "delay_ms": N                      wait N ms before answering
+  "repeat": true                     never used up: answers every request
+                                     that reaches it
   "finish_reason": "length"          a cut answer
   "piece": N                         stream N characters per piece
   "no_stream": true                  one JSON body even if a stream was asked
