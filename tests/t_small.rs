@@ -84,7 +84,8 @@ fn access_switches_the_mode_and_writes_follow_it() {
     // Shift-Tab: read-only; the write is refused without a question.
     type_in(&mut s, SHIFT_TAB);
     expect(&mut s, "hel: access read-only: only the reading tools run");
-    expect(&mut s, "· read-only · ");
+    let seen = expect(&mut s, "· read-only · ");
+    assert!(!seen.contains("network"), "{seen}");
     expect(&mut s, PROMPT_END);
     type_in(&mut s, "write c\r");
     let seen = expect(&mut s, "done c");
@@ -101,6 +102,10 @@ fn access_switches_the_mode_and_writes_follow_it() {
     expect(
         &mut s,
         "hel: access confirm: writes and commands are asked about first",
+    );
+    expect(
+        &mut s,
+        "hel: sandboxed commands may use the network now (--no-network keeps them off it)",
     );
     expect(&mut s, &format!("{PROMPT_END}wri"));
     type_in(&mut s, "te b\r");

@@ -86,7 +86,11 @@ impl Prompt {
     }
 
     fn set_access(&mut self, access: Access) {
-        let network = self.network.unwrap_or_else(|| access.network_by_default());
+        // Read-only runs no command: the network stays as it was.
+        let network = match access {
+            Access::ReadOnly => self.options.network,
+            a => self.network.unwrap_or_else(|| a.network_by_default()),
+        };
         let from_read_only = self.options.access == Access::ReadOnly && access != Access::ReadOnly;
         let network_changed = network != self.options.network;
         self.options.access = access;
