@@ -4,12 +4,11 @@
 //! offers no writing tool, so leaving read-only starts the run again on
 //! the same session.
 
+use std::cell::Cell;
 use std::rc::Rc;
-use std::sync::Arc;
 
-use hel_agent::{Access, Host, Run, Start};
+use hel_agent::{Access, Options};
 
-use super::{Prompt, Quiet};
 use crate::render;
 
 /// The modes, in Shift-Tab's order, with what each does.
@@ -62,42 +61,86 @@ pub fn list(current: Access) -> Vec<String> {
     out
 }
 
-impl Prompt {
-    /// `/access [MODE]`.
-    pub(super) fn access(&mut self, mode: Option<String>) {
-        let Some(mode) = mode else {
-            for l in list(self.options.access) {
-                render::line(&l);
-            }
-            return;
-        };
-        match MODES.iter().find(|(_, n, _)| *n == mode) {
-            Some((a, _, _)) => self.set_access(*a),
-            None => render::line(&format!(
-                "hel: no access mode {}: read-only, confirm or auto",
-                hel_agent::text::escape_line(&mode)
-            )),
+/// What the prompt keeps of the mode besides its options.
+pub struct Mode {
+    /// Writes and commands are asked about (what the spinner knows).
+    pub asks: Rc<Cell<bool>>,
+    /// `--network` or `--no-network` (None: by the access mode).
+    network: Option<bool>,
+    /// The run started read-only: it offers no writing tool.
+    started_read_only: bool,
+}
+
+/// What the run must do for a change of mode.
+pub enum Change {
+    /// Take this mode and network setting from its next call on.
+    Set(Access, bool),
+    /// Start again (it offers no writing tool).
+    Restart,
+}
+
+impl Mode {
+    pub fn new(args: &crate::cli::RunArgs) -> Mode {
+        Mode {
+            asks: Rc::new(Cell::new(args.access == crate::cli::Access::Confirm)),
+            network: match (args.network, args.no_network) {
+                (true, _) => Some(true),
+                (_, true) => Some(false),
+                _ => None,
+            },
+            started_read_only: args.access == crate::cli::Access::ReadOnly,
         }
     }
 
-    /// Shift-Tab: the next mode.
-    pub(super) fn cycle_access(&mut self) {
-        self.set_access(next(self.options.access));
+    /// A run was started with `options`.
+    pub fn started(&mut self, options: &Options) {
+        self.started_read_only = options.access == Access::ReadOnly;
     }
 
-    fn set_access(&mut self, access: Access) {
+    /// `/access [MODE]` (None: show the mode and the choices); Shift-Tab
+    /// is `cycle`. Says what changed; None when nothing did.
+    pub fn command(
+        &mut self,
+        mode: Option<&str>,
+        cycle: bool,
+        options: &mut Options,
+    ) -> Option<Change> {
+        let access = if cycle {
+            next(options.access)
+        } else {
+            let Some(mode) = mode else {
+                for l in list(options.access) {
+                    render::line(&l);
+                }
+                return None;
+            };
+            match MODES.iter().find(|(_, n, _)| *n == mode) {
+                Some((a, _, _)) => *a,
+                None => {
+                    render::line(&format!(
+                        "hel: no access mode {}: read-only, confirm or auto",
+                        hel_agent::text::escape_line(mode)
+                    ));
+                    return None;
+                }
+            }
+        };
+        Some(self.set(access, options))
+    }
+
+    fn set(&mut self, access: Access, options: &mut Options) -> Change {
         // Read-only runs no command: the network stays as it was.
         let network = match access {
-            Access::ReadOnly => self.options.network,
+            Access::ReadOnly => options.network,
             a => self.network.unwrap_or_else(|| a.network_by_default()),
         };
-        let from_read_only = self.options.access == Access::ReadOnly && access != Access::ReadOnly;
-        let network_changed = network != self.options.network;
-        self.options.access = access;
-        self.options.network = network;
+        let from_read_only = options.access == Access::ReadOnly && access != Access::ReadOnly;
+        let network_changed = network != options.network;
+        options.access = access;
+        options.network = network;
         self.asks.set(access == Access::Confirm);
         render::line(&format!("hel: access {}: {}", name(access), what(access)));
-        if network_changed && self.options.sandbox {
+        if network_changed && options.sandbox {
             render::line(if network {
                 "hel: sandboxed commands may use the network now (--no-network keeps them off it)"
             } else {
@@ -105,38 +148,10 @@ impl Prompt {
             });
         }
         if from_read_only && self.started_read_only {
-            self.restart();
+            Change::Restart
         } else {
-            self.run.set_access(access, network);
+            Change::Set(access, network)
         }
-    }
-
-    /// Start the run again, on this session if it has anything saved,
-    /// with the prompt's options (the writing tools offered now).
-    fn restart(&mut self) {
-        let status = self.run.status();
-        let Some(id) = status.session.filter(|_| status.head.is_some()) else {
-            self.switch(Start::New, None);
-            return;
-        };
-        // The session's lease goes with the old run: a stand-in that makes
-        // nothing holds the prompt meanwhile.
-        let quiet = Host {
-            observer: Rc::new(Quiet),
-            confirm: Arc::new(crate::tty::Tty::default()),
-            interrupts: self.interrupts.clone(),
-        };
-        match Run::start(self.options.clone(), Start::New, quiet) {
-            Ok(stand_in) => {
-                let mut old = std::mem::replace(&mut self.run, stand_in);
-                old.finish();
-            }
-            Err(e) => {
-                render::failure_line("cannot start again: ", &e.into());
-                return;
-            }
-        }
-        self.switch(Start::Resume(id.to_string()), None);
     }
 }
 

@@ -96,12 +96,8 @@ struct Prompt {
     interrupts: Interrupts,
     /// The session's name, if it has one (the prompt shows it).
     name: Option<String>,
-    /// Writes and commands are asked about (what the spinner knows).
-    asks: Rc<Cell<bool>>,
-    /// `--network` or `--no-network` (None: by the access mode).
-    network: Option<bool>,
-    /// The run started read-only: it offers no writing tool.
-    started_read_only: bool,
+    /// The access mode's state (`/access`, Shift-Tab).
+    mode: access::Mode,
 }
 
 /// What to do after an entry.
@@ -131,11 +127,18 @@ pub async fn run(args: RunArgs, start: Start, restore_files: Option<bool>) -> Re
     if let Some(intro) = args.intro(true) {
         live.introduce(intro);
     }
-    let asks = Rc::new(Cell::new(args.access == crate::cli::Access::Confirm));
+    let mode = access::Mode::new(&args);
     let run = Run::start(
         args.options(),
         start,
-        host(&spinner, &live, &editor, &interrupter, &interrupts, &asks),
+        host(
+            &spinner,
+            &live,
+            &editor,
+            &interrupter,
+            &interrupts,
+            &mode.asks,
+        ),
     )?;
     let mut prompt = Prompt {
         run,
@@ -147,13 +150,7 @@ pub async fn run(args: RunArgs, start: Start, restore_files: Option<bool>) -> Re
         interrupter: interrupter.clone(),
         interrupts,
         name: None,
-        asks,
-        network: match (args.network, args.no_network) {
-            (true, _) => Some(true),
-            (_, true) => Some(false),
-            _ => None,
-        },
-        started_read_only: args.access == crate::cli::Access::ReadOnly,
+        mode,
     };
     prompt.name = session_name(&prompt.run);
     let project = prompt.run.project();
@@ -183,7 +180,7 @@ pub async fn run(args: RunArgs, start: Start, restore_files: Option<bool>) -> Re
         let text = match prompt.editor.read_entry(&shown, (&initial.0, initial.1)) {
             Read::Line(text) => text,
             Read::Cycle(line, pos) => {
-                prompt.cycle_access();
+                prompt.access(None, true);
                 typed = (line, pos);
                 continue;
             }
@@ -395,7 +392,7 @@ impl Prompt {
                         .is_ok();
                 return self.instruction(&init::instruction(exists)).await;
             }
-            (Slash::Access(mode), _) => self.access(mode),
+            (Slash::Access(mode), _) => self.access(mode.as_deref(), false),
             (Slash::Sessions, _) => report(&["sessions"]),
             (Slash::Resume(spec), _) => {
                 let picked = match spec {
@@ -477,6 +474,38 @@ impl Prompt {
         Next::Continue
     }
 
+    /// `/access [MODE]`, or Shift-Tab (`cycle`): the run takes the mode
+    /// from its next call on, or starts again on its session when it
+    /// must offer the writing tools.
+    fn access(&mut self, mode: Option<&str>, cycle: bool) {
+        match self.mode.command(mode, cycle, &mut self.options) {
+            Some(access::Change::Set(a, network)) => self.run.set_access(a, network),
+            Some(access::Change::Restart) => self.restart(),
+            None => {}
+        }
+    }
+
+    /// Start the run again on its session (a new one when nothing is
+    /// saved yet), with the prompt's options; the session's lease goes
+    /// with the old run, so a stand-in that makes nothing holds the prompt
+    /// meanwhile.
+    fn restart(&mut self) {
+        let status = self.run.status();
+        let Some(id) = status.session.filter(|_| status.head.is_some()) else {
+            return self.switch(Start::New, None);
+        };
+        let quiet = Host {
+            observer: Rc::new(Quiet),
+            confirm: Arc::new(crate::tty::Tty::default()),
+            interrupts: self.interrupts.clone(),
+        };
+        match Run::start(self.options.clone(), Start::New, quiet) {
+            Ok(stand_in) => std::mem::replace(&mut self.run, stand_in).finish(),
+            Err(e) => return render::failure_line("cannot start again: ", &e.into()),
+        }
+        self.switch(Start::Resume(id.to_string()), None);
+    }
+
     /// Go on in a new session forked from checkpoint `at` of `session`;
     /// on failure the prompt stays on this one.
     fn fork(&mut self, session: String, at: String) {
@@ -493,13 +522,13 @@ impl Prompt {
             &self.editor,
             &self.interrupter,
             &self.interrupts,
-            &self.asks,
+            &self.mode.asks,
         );
         match Run::start(self.options.clone(), start, host) {
             Ok(run) => {
                 let mut old = std::mem::replace(&mut self.run, run);
                 old.finish();
-                self.started_read_only = self.options.access == hel_agent::Access::ReadOnly;
+                self.mode.started(&self.options);
                 self.name = session_name(&self.run);
                 if let Some(force) = restore {
                     if let Err(e) = running::restore_forked(&mut self.run, force) {
