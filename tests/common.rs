@@ -36,6 +36,13 @@ impl Mock {
         Self::serve(config)
     }
 
+    /// A mock whose `GET /models` lists `models`.
+    pub fn with_models(script: Value, models: &[&str]) -> Mock {
+        let mut config = hel_mock::Config::from_json(&script).expect("a valid mock script");
+        config.models = models.iter().map(|m| m.to_string()).collect();
+        Self::serve(config)
+    }
+
     pub fn recall() -> Mock {
         Self::serve(hel_mock::Config {
             recall: true,

@@ -30,6 +30,7 @@ mod t_resume;
 mod t_rounds;
 mod t_sandbox;
 mod t_sessions;
+mod t_small;
 mod t_stream;
 mod t_structure;
 mod t_tools;

@@ -106,9 +106,10 @@ fn prompt_instruction_paste_command_and_ctrl_c() {
     assert!(log.contains("line one") && log.contains("hello"), "{log}");
     assert_eq!(mock.requests().len(), 2, "a command is not sent");
 
-    // Another command: the model, then the next request to another one.
+    // Another command: the models (this mock lists none), then the next
+    // request to another one.
     type_in(&mut s, "/model\r");
-    expect(&mut s, "hel: the model is mock-model; /model NAME sends");
+    expect(&mut s, "hel: cannot list the server's models (HTTP 404)");
     expect(&mut s, PROMPT_END);
     type_in(&mut s, "/model other-model\r");
     expect(&mut s, PROMPT_END);

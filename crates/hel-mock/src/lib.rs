@@ -7,7 +7,10 @@
 //! hel-mock [--port N] [--script FILE] [--log FILE] [--recall]
 //! ```
 //! The binary prints `listening on 127.0.0.1:<port>` on stdout once it
-//! accepts connections. The server answers each `POST …/chat/completions`
+//! accepts connections. `GET …/models` lists [`Config::models`] (the
+//! binary's `--models`, default `mock-model`) as an OpenAI-compatible
+//! `{"object": "list", "data": [{"id": …}]}`, or answers 404 when there
+//! are none. The server answers each `POST …/chat/completions`
 //! with the next step of the script, keeps every request body it receives
 //! ([`Server::requests`]) and appends each as one JSON line to the log
 //! file, if any.
@@ -26,6 +29,8 @@
 //! - `"match": "text"` on any step: the step is held back for the first
 //!   request whose body contains the text (steps without it go in order).
 //! - `{"recall": true}`: answer as `--recall` does (below).
+//! - `"repeat": true` on any step: it is never used up (it answers every
+//!   request that reaches it: a last answer for a demo that goes on).
 //! - `{"endless": true}`: status 200 and a chunked body that never ends
 //!   (the start of a JSON answer, then `a` forever) until the client
 //!   hangs up.
@@ -122,6 +127,9 @@ pub struct Config {
     pub log: Option<PathBuf>,
     /// Answer as `--recall` does when the script has no step left.
     pub recall: bool,
+    /// The models `GET …/models` lists (none: that answers 404, as a
+    /// server without the endpoint does).
+    pub models: Vec<String>,
 }
 
 /// Why a server could not start.
@@ -179,6 +187,7 @@ struct State {
     times: Vec<std::time::Instant>,
     log: Option<std::fs::File>,
     recall: bool,
+    models: Vec<String>,
 }
 
 /// A running server on 127.0.0.1. Dropping it stops it.
@@ -219,6 +228,7 @@ impl Server {
             times: Vec::new(),
             log,
             recall: config.recall,
+            models: config.models,
         }));
         let (stop, stopped) = oneshot::channel();
         let shared = Arc::clone(&state);
@@ -317,7 +327,19 @@ async fn respond(
     state: Arc<Mutex<State>>,
 ) -> Result<Response<MockBody>, hyper::Error> {
     let chat = req.uri().path().ends_with("/chat/completions");
+    let models = req.method() == hyper::Method::GET && req.uri().path().ends_with("/models");
     let body = req.into_body().collect().await?.to_bytes();
+    if models {
+        let listed = lock(&state).models.clone();
+        if !listed.is_empty() {
+            let data: Vec<Value> = listed
+                .iter()
+                .map(|id| serde_json::json!({"id": id, "object": "model", "owned_by": "hel-mock"}))
+                .collect();
+            let body = serde_json::json!({"object": "list", "data": data}).to_string();
+            return Ok(body::json(StatusCode::OK, body));
+        }
+    }
     if !chat {
         return Ok(body::json(
             StatusCode::NOT_FOUND,

@@ -20,6 +20,8 @@ pub struct Step {
     #[serde(rename = "match")]
     pub matches: Option<String>,
     pub recall: bool,
+    /// Never used up: it answers every request that reaches it.
+    pub repeat: bool,
     pub endless: bool,
     pub huge_content: Option<u64>,
     pub chunked: bool,
@@ -122,7 +124,9 @@ impl Script {
                 .filter(free)
                 .find(|&i| self.steps[i].matches.is_none())
         })?;
-        self.used[i] = true;
+        if !self.steps[i].repeat {
+            self.used[i] = true;
+        }
         Some(self.steps[i].clone())
     }
 }
@@ -146,5 +150,13 @@ mod tests {
         assert_eq!(content(s.next("the second")), "late");
         assert_eq!(content(s.next("second again")), "third");
         assert!(s.next("x").is_none());
+        let steps: Vec<Step> = serde_json::from_value(
+            json!([{"content": "once"}, {"content": "ever", "repeat": true}]),
+        )
+        .unwrap();
+        let mut s = Script::new(steps);
+        assert_eq!(content(s.next("a")), "once");
+        assert_eq!(content(s.next("b")), "ever");
+        assert_eq!(content(s.next("c")), "ever");
     }
 }

@@ -53,7 +53,9 @@ pub async fn run(args: RunArgs, start: Start, restore_files: Option<bool>) -> Re
         None => Rc::new(crate::prompt::Watched {
             spinner: spinner.clone(),
             live: Rc::clone(&live),
-            asks: args.access == crate::cli::Access::Confirm,
+            asks: Rc::new(std::cell::Cell::new(
+                args.access == crate::cli::Access::Confirm,
+            )),
         }),
     };
     let host = Host {

@@ -487,7 +487,7 @@ asks before removing anything (--yes does not ask). Every undo is recorded first
     },
     /// The MCP servers of the config file, whose tools the model is offered.
     #[command(
-        after_help = "Example:\n  hel mcp list\n\nServers are `[mcp_servers.NAME]` tables of the config file; see docs/mcp.md."
+        after_help = "Examples:\n  hel mcp add calc -- python3 /opt/mcp/calc.py\n  hel mcp list\n  hel mcp remove calc\n\nServers are `[mcp_servers.NAME]` tables of your config file; see docs/mcp.md."
     )]
     Mcp {
         #[command(subcommand)]
@@ -502,6 +502,25 @@ pub enum McpCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Add a stdio server to your config file (never a project's): NAME -- COMMAND [ARGS...].
+    #[command(
+        after_help = "Example:\n  hel mcp add calc --env CALC_PRECISION=10 -- python3 /opt/mcp/calc.py"
+    )]
+    Add {
+        /// The server's name: 1 to 32 of A-Z a-z 0-9 _ - (its tools are mcp__NAME__TOOL).
+        name: String,
+        /// A variable of its environment (repeatable); secrets go in `env_vars` instead (docs/mcp.md).
+        #[arg(long = "env", value_name = "NAME=VALUE")]
+        env: Vec<String>,
+        /// Replace a server of that name.
+        #[arg(long)]
+        force: bool,
+        /// The command that starts the server, and its arguments.
+        #[arg(last = true, required = true, value_name = "COMMAND")]
+        command: Vec<String>,
+    },
+    /// Remove a server from your config file.
+    Remove { name: String },
 }
 
 #[derive(Subcommand, Debug)]

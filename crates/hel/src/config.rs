@@ -79,7 +79,14 @@ pub fn load() -> Result<Option<(PathBuf, File)>, Exit> {
     let Ok(text) = String::from_utf8(bytes) else {
         return Err(Usage::ConfigNotUtf8 { path }.into());
     };
-    let value: toml::Table = match toml::from_str(&text) {
+    let file = parse(&path, &text)?;
+    Ok(Some((path, file)))
+}
+
+/// The config file `path` holding `text`, checked as hel reads it.
+fn parse(path: &Path, text: &str) -> Result<File, Exit> {
+    let path = path.to_owned();
+    let value: toml::Table = match toml::from_str(text) {
         Ok(v) => v,
         Err(source) => return Err(Usage::ConfigSyntax { path, source }.into()),
     };
@@ -89,9 +96,70 @@ pub fn load() -> Result<Option<(PathBuf, File)>, Exit> {
         return Err(Usage::ConfigKey { path, key }.into());
     }
     match File::deserialize(value) {
-        Ok(file) => Ok(Some((path, file))),
+        Ok(file) => Ok(file),
         Err(source) => Err(Usage::ConfigKeys { path, source }.into()),
     }
+}
+
+/// The config file could not be written.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot write {}: {source}", path.display())]
+pub struct ConfigWrite {
+    path: PathBuf,
+    source: std::io::Error,
+}
+
+impl crate::exit::Damage for ConfigWrite {}
+
+/// `hel mcp add` and `remove`: the config file's text (empty when there
+/// is none yet), to be edited and given to [`write_servers`].
+pub fn read_for_edit(path: &Path) -> Result<String, Exit> {
+    let bytes = match read_bounded(path) {
+        Ok(b) => b.unwrap_or_default(),
+        Err(source) => {
+            let path = path.to_owned();
+            return Err(Usage::ConfigUnreadable { path, source }.into());
+        }
+    };
+    String::from_utf8(bytes).map_err(|_| {
+        let path = path.to_owned();
+        Usage::ConfigNotUtf8 { path }.into()
+    })
+}
+
+/// Replace the config file at `path` by `text` once it reads as a config
+/// file whose MCP servers are right: atomically (written aside, synced,
+/// renamed over it), its permission bits kept. A link is followed: the
+/// file it points to (in a dotfiles repository) is replaced.
+pub fn write_servers(path: &Path, text: &str) -> Result<(), Exit> {
+    mcp_servers(path, &parse(path, text)?)?;
+    let failed = |source: std::io::Error| {
+        let path = path.to_owned();
+        Exit::new(crate::exit::Kind::Failed, ConfigWrite { path, source })
+    };
+    let real = match std::fs::canonicalize(path) {
+        Ok(p) => p,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && !path.is_symlink() => path.to_owned(),
+        Err(e) => return Err(failed(e)),
+    };
+    let (Some(dir), Some(name)) = (real.parent(), real.file_name().and_then(|n| n.to_str())) else {
+        return Err(failed(std::io::Error::other("not a file path")));
+    };
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(failed)?;
+    let mode = std::fs::metadata(&real).map_or(0o600, |m| m.permissions().mode() & 0o777);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let aside = format!(".{name}.{}-{nanos}.tmp", std::process::id());
+    let io = |e: hel_fs::Error| failed(std::io::Error::other(e.to_string()));
+    let d = hel_fs::Dir::open_path(dir).map_err(io)?;
+    d.replace(name, text.as_bytes(), mode, &d, &aside)
+        .map_err(io)
 }
 
 /// The config file's MCP servers, checked.

@@ -103,6 +103,18 @@ fn dispatch(cli: Cli, matches: &ArgMatches) -> Result<u8, Exit> {
             command: cli::McpCommand::List { json },
         }) => config::settings(&cli.run, matches, None)
             .and_then(|s| commands::mcp::list(s.run.mcp, json)),
+        Some(Command::Mcp {
+            command:
+                cli::McpCommand::Add {
+                    name,
+                    env,
+                    force,
+                    command,
+                },
+        }) => commands::mcp::add(&name, &env, &command, force),
+        Some(Command::Mcp {
+            command: cli::McpCommand::Remove { name },
+        }) => commands::mcp::remove(&name),
         Some(Command::Config { run }) => {
             config::settings(&cli.run, matches, sub_matches.as_ref().map(|m| (&run, m))).map(|s| {
                 config::print(&s);

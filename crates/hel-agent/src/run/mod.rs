@@ -461,6 +461,17 @@ impl Run {
         self.agent.set_model(model);
     }
 
+    /// Change the access mode from the next tool call on (the user's own
+    /// act at the prompt), and whether sandboxed commands may use the
+    /// network. The tools offered stay as the run started them: to go
+    /// from read-only to writing, start another run.
+    pub fn set_access(&mut self, access: crate::tools::Access, network: bool) {
+        self.access = access;
+        let tools = self.agent.tools_mut();
+        tools.access = access;
+        tools.network = network;
+    }
+
     /// Compact the conversation now (the user asked): the summary is saved
     /// with the next answer. Returns whether the conversation changed.
     pub async fn compact_now(&mut self) -> Result<bool, crate::outcome::Incomplete> {

@@ -120,6 +120,15 @@ pub(crate) async fn execute(
         Err(e) => return ToolResult::failed(format!("error: {e}")),
     };
     let mut decision = Decision::Auto;
+    // A run started read-only offers no such tool; one switched to
+    // read-only at the prompt still does, and this refuses it.
+    if !tool.only_reads() && ctx.access == Access::ReadOnly {
+        return ToolResult {
+            content: "denied: the user switched to read-only access: only reading tools run".into(),
+            ok: false,
+            decision: Decision::ReadOnly,
+        };
+    }
     if !tool.only_reads() && ctx.access == Access::Confirm {
         let answer = confirm(&ctx.confirm, Request::of(&call)).await;
         match declined(

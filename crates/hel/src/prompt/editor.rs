@@ -5,7 +5,10 @@
 //! paste) arrives whole, newlines included, as one instruction; Ctrl-C
 //! clears a line being typed and, on the prompt's empty line, says how to
 //! leave, and leaves when pressed again within a second; Ctrl-D on an
-//! empty line leaves; Up and Down walk the history.
+//! empty line leaves; Up and Down walk the history; Tab completes, and
+//! lists the completions when there are several; Shift-Tab at the prompt
+//! ends the read with [`Read::Cycle`] (the prompt changes the access mode
+//! and reads again, the line as it was).
 
 use std::io::Write;
 use std::sync::{Arc, Mutex};
@@ -16,7 +19,7 @@ use hel_agent::{Answer, Confirm, Interrupter, Request};
 
 use super::complete::Complete;
 use crate::confirm::{self, Reading, Rules};
-use rustyline::config::{Behavior, Config};
+use rustyline::config::{Behavior, CompletionType, Config};
 use rustyline::error::ReadlineError;
 use rustyline::history::MemHistory;
 use rustyline::{
@@ -37,6 +40,9 @@ pub enum Read {
     CtrlC,
     /// Ctrl-D on an empty line.
     Eof,
+    /// Shift-Tab at the prompt, with the line typed so far and the
+    /// cursor's place in it.
+    Cycle(String, usize),
     Failed(ReadlineError),
 }
 
@@ -60,6 +66,25 @@ struct CtrlC {
     /// When the last Ctrl-C on the prompt's empty line came (None: not
     /// at the prompt, or none since it was shown).
     idle: Mutex<Option<Option<Instant>>>,
+    /// The line and cursor when Shift-Tab ended the read.
+    cycled: Mutex<Option<(String, usize)>>,
+}
+
+/// Shift-Tab: at the prompt, keep the line and end the read; elsewhere
+/// (the confirm question) nothing.
+struct Cycle(Arc<CtrlC>);
+
+impl ConditionalEventHandler for Cycle {
+    fn handle(&self, _: &Event, _: RepeatCount, _: bool, ctx: &EventContext) -> Option<Cmd> {
+        let idle = self.0.idle.lock().is_ok_and(|i| i.is_some());
+        if !idle {
+            return Some(Cmd::Noop);
+        }
+        if let Ok(mut c) = self.0.cycled.lock() {
+            *c = Some((ctx.line().to_owned(), ctx.pos()));
+        }
+        Some(Cmd::Interrupt)
+    }
 }
 
 impl ConditionalEventHandler for CtrlC {
@@ -95,6 +120,9 @@ impl Editor {
             .auto_add_history(false)
             .max_history_size(super::history::KEEP)?
             .history_ignore_dups(true)?
+            // Tab: one match completes; several are listed under the line.
+            .completion_type(CompletionType::List)
+            .completion_show_all_if_ambiguous(true)
             .build();
         let history_config = MemHistory::with_config(&config);
         let mut line = Line::with_history(config, history_config)?;
@@ -108,6 +136,10 @@ impl Editor {
         line.bind_sequence(
             KeyEvent::ctrl('C'),
             EventHandler::Conditional(Box::new(Shared(Arc::clone(&ctrl_c)))),
+        );
+        line.bind_sequence(
+            KeyEvent(KeyCode::BackTab, Modifiers::NONE),
+            EventHandler::Conditional(Box::new(Cycle(Arc::clone(&ctrl_c)))),
         );
         for entry in history {
             line.add_history_entry(entry.as_str())?;
@@ -130,13 +162,23 @@ impl Editor {
         }
     }
 
-    /// Read the prompt's next entry: a first Ctrl-C on the empty line
-    /// says how to leave, a second within a second is [`Read::CtrlC`].
-    pub fn read_entry(&self, prompt: &str) -> Read {
+    /// Read the prompt's next entry, starting from `initial` (the line
+    /// and the cursor's place): a first Ctrl-C on the empty line says how
+    /// to leave, a second within a second is [`Read::CtrlC`].
+    pub fn read_entry(&self, prompt: &str, initial: (&str, usize)) -> Read {
         self.set_idle(Some(None));
-        let read = self.read(prompt);
+        let (line, pos) = initial;
+        let pos = (0..=pos.min(line.len()))
+            .rev()
+            .find(|p| line.is_char_boundary(*p))
+            .unwrap_or(0);
+        let read = self.read_from(prompt, (&line[..pos], &line[pos..]));
         self.set_idle(None);
-        read
+        let cycled = self.ctrl_c.cycled.lock().ok().and_then(|mut c| c.take());
+        match (read, cycled) {
+            (Read::CtrlC, Some((line, pos))) => Read::Cycle(line, pos),
+            (read, _) => read,
+        }
     }
 
     fn set_idle(&self, to: Option<Option<Instant>>) {
@@ -149,11 +191,15 @@ impl Editor {
     /// Read one answer after `prompt` (Ctrl-C on the empty line is
     /// [`Read::CtrlC`] at once).
     pub fn read(&self, prompt: &str) -> Read {
+        self.read_from(prompt, ("", ""))
+    }
+
+    fn read_from(&self, prompt: &str, initial: (&str, &str)) -> Read {
         let mut line = match self.line.lock() {
             Ok(l) => l,
             Err(poisoned) => poisoned.into_inner(),
         };
-        match line.readline(prompt) {
+        match line.readline_with_initial(prompt, initial) {
             Ok(text) => Read::Line(text),
             Err(ReadlineError::Interrupted) => Read::CtrlC,
             Err(ReadlineError::Eof) => Read::Eof,
@@ -208,7 +254,7 @@ impl Confirm for Ask {
             .read(question)
         {
             Read::Line(l) => Reading::Line(l),
-            Read::Eof => Reading::End,
+            Read::Eof | Read::Cycle(..) => Reading::End,
             Read::CtrlC => {
                 self.interrupter.interrupt();
                 Reading::Cancel
@@ -222,7 +268,7 @@ impl Confirm for Ask {
         let question = format!("hel: allow {}? [y/N] ", escape_line(request));
         match self.editor.read(&question) {
             Read::Line(l) if matches!(l.trim(), "y" | "Y" | "yes") => Answer::Yes,
-            Read::Line(_) | Read::Eof => Answer::No,
+            Read::Line(_) | Read::Eof | Read::Cycle(..) => Answer::No,
             Read::CtrlC => {
                 self.interrupter.interrupt();
                 Answer::No

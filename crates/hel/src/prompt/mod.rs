@@ -10,14 +10,17 @@
 //! `/retry`). Ctrl-C twice within a second on an empty line, Ctrl-D, or
 //! `/exit` leaves with exit code 0, saying how to come back.
 
+mod access;
 mod attach;
 mod complete;
 mod editor;
 mod history;
 mod init;
+mod models;
 mod slash;
 pub(crate) mod spinner;
 
+use std::cell::Cell;
 use std::rc::Rc;
 use std::sync::Arc;
 
@@ -43,8 +46,9 @@ use spinner::Spinner;
 pub(crate) struct Watched {
     pub spinner: Spinner,
     pub live: Rc<Live>,
-    /// Writes and commands are asked about first (`--access confirm`).
-    pub asks: bool,
+    /// Writes and commands are asked about first (`--access confirm`;
+    /// `/access` changes it).
+    pub asks: Rc<Cell<bool>>,
 }
 
 impl Observer for Watched {
@@ -61,7 +65,7 @@ impl Observer for Watched {
         let tool = match &event {
             Event::ToolStarted { name, .. } => {
                 let reads = hel_agent::ToolName::parse(name).is_some_and(|t| t.only_reads());
-                (reads || !self.asks).then(|| format!("running {name}"))
+                (reads || !self.asks.get()).then(|| format!("running {name}"))
             }
             _ => None,
         };
@@ -92,6 +96,8 @@ struct Prompt {
     interrupts: Interrupts,
     /// The session's name, if it has one (the prompt shows it).
     name: Option<String>,
+    /// The access mode's state (`/access`, Shift-Tab).
+    mode: access::Mode,
 }
 
 /// What to do after an entry.
@@ -122,6 +128,7 @@ pub async fn run(args: RunArgs, start: Start, restore_files: Option<bool>) -> Re
         live.introduce(intro);
     }
     let resumed = !matches!(start, Start::New);
+    let mode = access::Mode::new(&args);
     let run = Run::start(
         args.options(),
         start,
@@ -131,7 +138,7 @@ pub async fn run(args: RunArgs, start: Start, restore_files: Option<bool>) -> Re
             &editor,
             &interrupter,
             &interrupts,
-            args.access == crate::cli::Access::Confirm,
+            &mode.asks,
         ),
     )?;
     let mut prompt = Prompt {
@@ -144,6 +151,7 @@ pub async fn run(args: RunArgs, start: Start, restore_files: Option<bool>) -> Re
         interrupter: interrupter.clone(),
         interrupts,
         name: None,
+        mode,
     };
     prompt.name = session_name(&prompt.run);
     let project = prompt.run.project();
@@ -156,7 +164,7 @@ pub async fn run(args: RunArgs, start: Start, restore_files: Option<bool>) -> Re
     if let Some(text) = args.first.as_deref().filter(|t| !t.trim().is_empty()) {
         render::line(&format!(
             "{}{}",
-            prompt_text(&prompt.run.status(), prompt.name.as_deref()),
+            prompt.prompt_text(),
             hel_agent::text::escape_line(text)
         ));
         prompt.remember(text);
@@ -165,12 +173,19 @@ pub async fn run(args: RunArgs, start: Start, restore_files: Option<bool>) -> Re
             return Ok(0);
         }
     }
+    let mut typed = (String::new(), 0);
     loop {
         // Ctrl-C that cancels an instruction is a signal, not a key: only
         // presses at the prompt itself count towards leaving.
-        let shown = prompt_text(&prompt.run.status(), prompt.name.as_deref());
-        let text = match prompt.editor.read_entry(&shown) {
+        let shown = prompt.prompt_text();
+        let initial = std::mem::take(&mut typed);
+        let text = match prompt.editor.read_entry(&shown, (&initial.0, initial.1)) {
             Read::Line(text) => text,
+            Read::Cycle(line, pos) => {
+                prompt.access(None, true);
+                typed = (line, pos);
+                continue;
+            }
             Read::CtrlC | Read::Eof => break,
             Read::Failed(e) => {
                 render::line(&format!("hel: cannot read the terminal: {e}"));
@@ -230,13 +245,13 @@ fn host(
     editor: &Editor,
     interrupter: &Interrupter,
     interrupts: &Interrupts,
-    asks: bool,
+    asks: &Rc<Cell<bool>>,
 ) -> Host {
     Host {
         observer: Rc::new(Watched {
             spinner: spinner.clone(),
             live: Rc::clone(live),
-            asks,
+            asks: Rc::clone(asks),
         }),
         confirm: Arc::new(Ask {
             editor: editor.clone(),
@@ -246,15 +261,20 @@ fn host(
     }
 }
 
-/// `hel 4da5b0e0 · 12% › `: the session's name or short id and the share
-/// of the context window the next request would fill.
-fn prompt_text(status: &Status, name: Option<&str>) -> String {
+/// `hel 4da5b0e0 · 12% › `: the session's name or short id, the access
+/// mode when it is not `confirm` (`hel 4da5b0e0 · auto · 12% › `), and the
+/// share of the context window the next request would fill.
+fn prompt_text(status: &Status, name: Option<&str>, access: hel_agent::Access) -> String {
     let id = match (name, &status.session) {
         (Some(name), _) => name.to_owned(),
         (None, Some(s)) => s.to_string().chars().take(8).collect::<String>(),
         (None, None) => "unsaved".into(),
     };
-    format!("hel {id} · {}% › ", percent(status))
+    let mode = match access {
+        hel_agent::Access::Confirm => String::new(),
+        a => format!("{} · ", access::name(a)),
+    };
+    format!("hel {id} · {mode}{}% › ", percent(status))
 }
 
 fn percent(status: &Status) -> u64 {
@@ -287,6 +307,14 @@ fn tokens(n: u64) -> String {
 }
 
 impl Prompt {
+    fn prompt_text(&self) -> String {
+        prompt_text(
+            &self.run.status(),
+            self.name.as_deref(),
+            self.options.access,
+        )
+    }
+
     fn remember(&mut self, entry: &str) {
         self.editor.remember(entry);
         if let Some(h) = self.history.as_mut() {
@@ -360,7 +388,13 @@ impl Prompt {
             (Slash::Help, _) => render::help(slash::HELP, slash::HELP_COLUMN),
             (Slash::Exit, _) => return Next::Exit,
             (Slash::Retry, _) => self.retry().await,
-            (Slash::Init, _) => self.init(),
+            (Slash::Init, _) => {
+                let exists =
+                    std::fs::symlink_metadata(self.run.project().root.join(hel_agent::AGENTS_MD))
+                        .is_ok();
+                return self.instruction(&init::instruction(exists)).await;
+            }
+            (Slash::Access(mode), _) => self.access(mode.as_deref(), false),
             (Slash::Sessions, _) => report(&["sessions"]),
             // The last tool result whole, paged as /show is.
             (Slash::Last, _) => match render::tool::last() {
@@ -429,10 +463,20 @@ impl Prompt {
                     Err(why) => render::line(&format!("hel: compaction incomplete: {why}")),
                 }
             }
-            (Slash::Model(None), _) => render::line(&format!(
-                "hel: the model is {}; /model NAME sends the next requests to another",
-                status.model
-            )),
+            (Slash::Model(None), _) => {
+                let listed = match hel_agent::resolve_provider(&self.options.provider) {
+                    Ok(endpoint) => models::list(&endpoint).await,
+                    Err(e) => Err(e.to_string()),
+                };
+                match listed {
+                    Ok(ids) => {
+                        for l in models::lines(&ids, &status.model, render::width()) {
+                            render::line(&l);
+                        }
+                    }
+                    Err(why) => render::line(&models::failed(&why)),
+                }
+            }
             (Slash::Model(Some(model)), _) => {
                 self.run.set_model(&model);
                 self.options.provider.model = Some(model.clone());
@@ -442,43 +486,36 @@ impl Prompt {
         Next::Continue
     }
 
-    /// `/init`: show a starter `AGENTS.md` for the project's root and write
-    /// it if the user says yes; never over a file already there.
-    fn init(&self) {
-        let root = &self.run.project().root;
-        let path = root.join(hel_agent::AGENTS_MD);
-        if std::fs::symlink_metadata(&path).is_ok() {
-            render::line(&format!(
-                "hel: {} already exists; /init leaves it as it is",
-                path.display()
-            ));
-            return;
+    /// `/access [MODE]`, or Shift-Tab (`cycle`): the run takes the mode
+    /// from its next call on, or starts again on its session when it
+    /// must offer the writing tools.
+    fn access(&mut self, mode: Option<&str>, cycle: bool) {
+        match self.mode.command(mode, cycle, &mut self.options) {
+            Some(access::Change::Set(a, network)) => self.run.set_access(a, network),
+            Some(access::Change::Restart) => self.restart(),
+            None => {}
         }
-        let text = match init::starter(root) {
-            Ok(t) => t,
-            Err(e) => {
-                render::line(&format!("hel: cannot read {}: {e}", root.display()));
-                return;
-            }
+    }
+
+    /// Start the run again on its session (a new one when nothing is
+    /// saved yet), with the prompt's options; the session's lease goes
+    /// with the old run, so a stand-in that makes nothing holds the prompt
+    /// meanwhile.
+    fn restart(&mut self) {
+        let status = self.run.status();
+        let Some(id) = status.session.filter(|_| status.head.is_some()) else {
+            return self.switch(Start::New, None);
         };
-        for l in text.lines() {
-            render::line(l);
+        let quiet = Host {
+            observer: Rc::new(Quiet),
+            confirm: Arc::new(crate::tty::Tty::default()),
+            interrupts: self.interrupts.clone(),
+        };
+        match Run::start(self.options.clone(), Start::New, quiet) {
+            Ok(stand_in) => std::mem::replace(&mut self.run, stand_in).finish(),
+            Err(e) => return render::failure_line("cannot start again: ", &e.into()),
         }
-        let question = format!("hel: write this to {}? [y/N] ", path.display());
-        match self.editor.read(&hel_agent::text::escape_line(&question)) {
-            Read::Line(l) if matches!(l.trim(), "y" | "Y" | "yes") => {}
-            _ => {
-                render::line("hel: nothing written");
-                return;
-            }
-        }
-        match init::write(&path, &text) {
-            Ok(()) => render::line(&format!(
-                "hel: wrote {}; edit it, and hel reads it when it next starts (or at /fork)",
-                path.display()
-            )),
-            Err(e) => render::line(&format!("hel: cannot write {}: {e}", path.display())),
-        }
+        self.switch(Start::Resume(id.to_string()), None);
     }
 
     /// Go on in a new session forked from checkpoint `at` of `session`;
@@ -497,12 +534,13 @@ impl Prompt {
             &self.editor,
             &self.interrupter,
             &self.interrupts,
-            self.options.access == hel_agent::Access::Confirm,
+            &self.mode.asks,
         );
         match Run::start(self.options.clone(), start, host) {
             Ok(run) => {
                 let mut old = std::mem::replace(&mut self.run, run);
                 old.finish();
+                self.mode.started(&self.options);
                 self.name = session_name(&self.run);
                 if let Some(force) = restore {
                     if let Err(e) = running::restore_forked(&mut self.run, force) {
@@ -683,10 +721,11 @@ mod tests {
             },
             model: "m".into(),
         };
-        assert_eq!(prompt_text(&status, None), "hel 4da5b0e0 · 12% › ");
+        let confirm = hel_agent::Access::Confirm;
+        assert_eq!(prompt_text(&status, None, confirm), "hel 4da5b0e0 · 12% › ");
         assert_eq!(
-            prompt_text(&status, Some("fix-login")),
-            "hel fix-login · 12% › "
+            prompt_text(&status, Some("fix-login"), hel_agent::Access::Auto),
+            "hel fix-login · auto · 12% › "
         );
         assert_eq!(
             usage_line(&status),
@@ -701,7 +740,7 @@ mod tests {
         );
         status.session = None;
         status.context_tokens = 0;
-        assert_eq!(prompt_text(&status, None), "hel unsaved · 0% › ");
+        assert_eq!(prompt_text(&status, None, confirm), "hel unsaved · 0% › ");
         assert_eq!(tokens(950), "950");
         assert_eq!(tokens(12_345), "12.3k");
         assert_eq!(tokens(1_000_000), "1.0M");

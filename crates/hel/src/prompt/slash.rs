@@ -15,11 +15,14 @@ pub enum Slash {
     /// newest).
     Fork(Option<String>),
     Compact,
-    /// Send the next requests to this model (None: say which it is).
+    /// Send the next requests to this model (None: list the server's).
     Model(Option<String>),
+    /// Change the access mode (None: show it and the choices).
+    Access(Option<String>),
     /// Name this session (`hel sessions rename`).
     Rename(String),
-    /// Write a starter `AGENTS.md` at the project's root, after asking.
+    /// Ask the model to look at the project and write (or improve)
+    /// `AGENTS.md`.
     Init,
     /// Send the last instruction again when it got no answer.
     Retry,
@@ -37,6 +40,7 @@ pub enum Slash {
 
 /// Every command's name, for Tab completion (each one [`parse`] knows).
 pub const NAMES: &[&str] = &[
+    "/access",
     "/compact",
     "/diff",
     "/exit",
@@ -76,13 +80,17 @@ Commands:
   /resume [SESSION]  continue another session of this project (none: pick)
   /retry             send the last instruction again (when it got no answer)
   /compact           summarize the older part of the conversation now
-  /model [NAME]      send the next requests to model NAME (none: show the model)
+  /model [NAME]      send the next requests to model NAME (none: list the
+                     server's models)
+  /access [MODE]     ask before writes and commands (confirm), or not (auto),
+                     or run only reading tools (read-only); none: show it
   /rename NAME       name this session (any command then takes the name)
-  /init              write a starter AGENTS.md at the project's root (asks first)
+  /init              have the model look at the project and write AGENTS.md
   /exit              leave (also Ctrl-D, or Ctrl-C twice within a second)
 @PATH in an instruction sends that file's content with it (at most 64 KiB).
 Keys: Enter sends, Alt-Enter starts a new line, a paste is sent whole;
-Tab completes commands, session names after /resume, and @paths;
+Tab completes commands, session names after /resume, and @paths (and
+lists them when there are several); Shift-Tab cycles the access mode;
 Ctrl-C cancels a running instruction (your next message carries it, or
 /retry sends it again); Up and Down walk the history.
 A line starting with a space is always sent to the model.";
@@ -128,6 +136,11 @@ pub fn parse(entry: &str) -> Option<Result<Slash, String>> {
             [model] => Ok(Slash::Model(Some((*model).to_owned()))),
             _ => Err("/model takes one model NAME, such as /model deepseek-v4-flash".into()),
         },
+        "/access" => match args.as_slice() {
+            [] => Ok(Slash::Access(None)),
+            [mode] => Ok(Slash::Access(Some((*mode).to_owned()))),
+            _ => Err("/access takes one MODE: read-only, confirm or auto".into()),
+        },
         "/rename" => match args.as_slice() {
             [new] => Ok(Slash::Rename((*new).to_owned())),
             _ => Err("/rename takes one NAME, such as /rename fix-login".into()),
@@ -172,6 +185,11 @@ mod tests {
         assert!(matches!(parse("/rename a b"), Some(Err(_))));
         assert!(matches!(parse("/log x"), Some(Err(_))));
         assert_eq!(parse("/init"), Some(Ok(Slash::Init)));
+        assert_eq!(
+            parse("/access auto"),
+            Some(Ok(Slash::Access(Some("auto".into()))))
+        );
+        assert_eq!(parse("/access"), Some(Ok(Slash::Access(None))));
         assert_eq!(parse("/retry"), Some(Ok(Slash::Retry)));
         assert_eq!(parse("/undo"), Some(Ok(Slash::Undo)));
         assert_eq!(parse("/rewind"), Some(Ok(Slash::Rewind)));
