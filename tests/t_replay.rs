@@ -75,7 +75,7 @@ fn a_resume_shows_the_last_exchanges_before_the_prompt() {
             let second = at(&lines, "› second task");
             let two = at(&lines, "Two.");
             let check = at(&lines, "› run the check");
-            let tool = at(&lines, "hel: bash {\"command\":\"echo checked\"}");
+            let tool = at(&lines, "hel: bash echo checked");
             let answer = at(&lines, "Checked, all good.");
             let last = at(&lines, "› last task");
             let four = at(&lines, "Four.");
