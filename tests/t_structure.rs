@@ -1062,6 +1062,7 @@ fn hel_store_modules_import_only_their_layer_and_below() {
                 "spill",
                 "workspace",
                 "log",
+                "rounds",
             ],
             // fork: a fork of a deleted session's checkpoint walks what
             // it reaches (gc's mark) to learn what it depends on.
