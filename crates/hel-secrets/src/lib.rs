@@ -1,0 +1,334 @@
+//! Secrets in text.
+//!
+//! [`Detector`] finds them: the values of the user's environment
+//! variables whose names mark them secret ([`is_secret_name`]), the token
+//! and key formats of gitleaks' rule set (vendored, see
+//! `rules/PROVENANCE.md`), and high-entropy values assigned to
+//! secret-looking names (dotenv, shell, YAML, JSON, TOML, code).
+//! [`Detector::detect`] gives each as a [`Finding`]: its kind and byte
+//! range. It runs in time and memory linear in the text: the patterns run
+//! in linear time (`regex`), one chunk of at most [`CHUNK`] bytes at a
+//! time, each only when one of its keywords is in the chunk.
+//!
+//! [`Redactor`] is a session's: it replaces what the detector finds (and
+//! every value it already holds) by a handle such as
+//! `‹secret:aws-access-token:2›`, the same value always by the same
+//! handle, and substitutes the values back into what the model asks a
+//! tool to do. It holds the values in memory only.
+
+mod assign;
+mod names;
+mod redact;
+mod rules;
+
+use std::ops::Range;
+
+use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
+
+pub use names::is_secret_name;
+pub use redact::{Redactor, UnknownHandle, HANDLE_OPEN};
+
+/// A secret found in a text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    /// What it is: a gitleaks rule's id (`aws-access-token`,
+    /// `github-pat`), or the name it was assigned to or came from,
+    /// lower-cased with `-` (`aws-secret-access-key`): `[a-z0-9-]`, at most
+    /// 40 characters.
+    pub kind: String,
+    /// Its bytes in the text (on character boundaries).
+    pub range: Range<usize>,
+}
+
+/// The bytes scanned at a time: a rule runs on a chunk only when one of
+/// its keywords is in it.
+pub const CHUNK: usize = 64 << 10;
+/// How much consecutive chunks overlap: a secret shorter than this is
+/// whole in one of them (a 4096-bit RSA key block is about 3.3 KiB).
+pub const OVERLAP: usize = 8 << 10;
+/// Values shorter than this are never redacted: an environment variable
+/// `TOKEN=1` would otherwise take every `1` out of every text.
+pub const MIN_VALUE: usize = 8;
+
+/// Finds secrets in text. Build one per session (its environment values
+/// are fixed when it is built); cheap to share.
+#[derive(Debug)]
+pub struct Detector {
+    /// The secret environment values and their kinds.
+    env: Option<(AhoCorasick, Vec<String>)>,
+    /// Every keyword of the rules and the assignments' name words.
+    keywords: AhoCorasick,
+    /// For each keyword, the rules it starts (index into the rules;
+    /// `usize::MAX`: the assignments).
+    starts: Vec<Vec<usize>>,
+    /// Rules with no keyword: always run.
+    always: Vec<usize>,
+}
+
+const ASSIGN: usize = usize::MAX;
+
+impl Detector {
+    /// A detector of the rules, and of the values of `env` (name, value)
+    /// whose names [`is_secret_name`] marks, or that the caller lists in
+    /// `also` (names hel reads credentials from whatever they are called).
+    /// Values shorter than [`MIN_VALUE`] bytes are left out.
+    pub fn new<I, N, V>(env: I) -> Detector
+    where
+        I: IntoIterator<Item = (N, V)>,
+        N: AsRef<str>,
+        V: AsRef<str>,
+    {
+        let mut values: Vec<(String, String)> = env
+            .into_iter()
+            .filter(|(_, v)| v.as_ref().len() >= MIN_VALUE)
+            .map(|(n, v)| (v.as_ref().to_owned(), names::kind_of_name(n.as_ref())))
+            .collect();
+        values.sort();
+        values.dedup_by(|a, b| a.0 == b.0);
+        let env = (!values.is_empty())
+            .then(|| {
+                AhoCorasickBuilder::new()
+                    .match_kind(MatchKind::LeftmostLongest)
+                    .build(values.iter().map(|(v, _)| v.as_bytes()))
+                    .ok()
+                    .map(|ac| (ac, values.into_iter().map(|(_, k)| k).collect()))
+            })
+            .flatten();
+        let rules = rules::rules();
+        let mut words: Vec<String> = Vec::new();
+        let mut starts: Vec<Vec<usize>> = Vec::new();
+        let mut always = Vec::new();
+        let mut add = |word: &str, rule: usize| match words.iter().position(|w| w == word) {
+            Some(i) => starts[i].push(rule),
+            None => {
+                words.push(word.to_owned());
+                starts.push(vec![rule]);
+            }
+        };
+        for (i, r) in rules.rules.iter().enumerate() {
+            if r.keywords.is_empty() {
+                always.push(i);
+            }
+            for k in &r.keywords {
+                add(k, i);
+            }
+        }
+        for w in names::NAME_WORDS {
+            add(w, ASSIGN);
+        }
+        let keywords = AhoCorasickBuilder::new()
+            .ascii_case_insensitive(true)
+            .match_kind(MatchKind::Standard)
+            .build(&words)
+            .expect("the rules' keywords build an automaton");
+        Detector {
+            env,
+            keywords,
+            starts,
+            always,
+        }
+    }
+
+    /// A detector of the rules and of this process's secret environment
+    /// values (by [`is_secret_name`]).
+    pub fn from_env() -> Detector {
+        Detector::new(
+            std::env::vars_os()
+                .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+                .filter(|(k, _)| is_secret_name(k)),
+        )
+    }
+
+    /// The secrets in `text`, in order, none overlapping (findings that
+    /// overlap are joined, with the first one's kind).
+    pub fn detect(&self, text: &str) -> Vec<Finding> {
+        let mut found = Vec::new();
+        if let Some((ac, kinds)) = &self.env {
+            for m in ac.find_iter(text) {
+                found.push(Finding {
+                    kind: kinds[m.pattern().as_usize()].clone(),
+                    range: m.range(),
+                });
+            }
+        }
+        let bytes = text.as_bytes();
+        let mut start = 0;
+        let mut active = vec![false; rules::rules().rules.len()];
+        loop {
+            let end = chunk_end(bytes, start);
+            self.detect_chunk(&bytes[start..end], start, &mut active, &mut found);
+            if end >= bytes.len() {
+                break;
+            }
+            start = chunk_next(bytes, start, end);
+        }
+        join(text, found)
+    }
+
+    fn detect_chunk(
+        &self,
+        chunk: &[u8],
+        offset: usize,
+        active: &mut [bool],
+        found: &mut Vec<Finding>,
+    ) {
+        active.iter_mut().for_each(|a| *a = false);
+        for &i in &self.always {
+            active[i] = true;
+        }
+        let mut assign = false;
+        let mut seen = vec![false; self.starts.len()];
+        for m in self.keywords.find_overlapping_iter(chunk) {
+            let k = m.pattern().as_usize();
+            if std::mem::replace(&mut seen[k], true) {
+                continue;
+            }
+            for &r in &self.starts[k] {
+                if r == ASSIGN {
+                    assign = true;
+                } else {
+                    active[r] = true;
+                }
+            }
+        }
+        let rules = rules::rules();
+        for (i, rule) in rules.rules.iter().enumerate() {
+            if active[i] {
+                rule_matches(rule, &rules.global, chunk, offset, found);
+            }
+        }
+        if assign {
+            assign::matches(chunk, offset, &rules.global, found);
+        }
+    }
+}
+
+/// The end of the chunk from `start`: [`CHUNK`] bytes on, moved back to
+/// just after a newline within the last [`OVERLAP`] bytes if there is one,
+/// else to a character boundary.
+fn chunk_end(bytes: &[u8], start: usize) -> usize {
+    let end = start + CHUNK;
+    if end >= bytes.len() {
+        return bytes.len();
+    }
+    match bytes[end - OVERLAP..end].iter().rposition(|&b| b == b'\n') {
+        Some(i) => end - OVERLAP + i + 1,
+        None => back_to_boundary(bytes, end),
+    }
+}
+
+/// The start of the chunk after `[start, end)`: [`OVERLAP`] bytes before
+/// `end`, moved on to just after a newline if there is one before `end`.
+fn chunk_next(bytes: &[u8], start: usize, end: usize) -> usize {
+    let from = end - OVERLAP;
+    let next = match bytes[from..end].iter().position(|&b| b == b'\n') {
+        Some(i) => from + i + 1,
+        None => back_to_boundary(bytes, from),
+    };
+    next.max(start + 1)
+}
+
+fn back_to_boundary(bytes: &[u8], mut i: usize) -> usize {
+    // A continuation byte is 0b10xx_xxxx.
+    while i > 0 && i < bytes.len() && (bytes[i] & 0xC0) == 0x80 {
+        i -= 1;
+    }
+    i
+}
+
+/// The line of `chunk` around `range`.
+pub(crate) fn line_of(chunk: &[u8], range: Range<usize>) -> &[u8] {
+    let from = chunk[..range.start]
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(0, |i| i + 1);
+    let to = chunk[range.end..]
+        .iter()
+        .position(|&b| b == b'\n')
+        .map_or(chunk.len(), |i| range.end + i);
+    &chunk[from..to]
+}
+
+fn rule_matches(
+    rule: &rules::Rule,
+    global: &[rules::Allowlist],
+    chunk: &[u8],
+    offset: usize,
+    found: &mut Vec<Finding>,
+) {
+    for caps in rule.regex.captures_iter(chunk) {
+        let Some(whole) = caps.get(0) else { continue };
+        let secret = if rule.secret_group > 0 {
+            caps.get(rule.secret_group)
+        } else {
+            caps.iter()
+                .skip(1)
+                .flatten()
+                .find(|g| !g.is_empty())
+                .or(Some(whole))
+        };
+        let Some(secret) = secret else { continue };
+        let s = secret.as_bytes();
+        if s.len() < MIN_VALUE || (rule.entropy > 0.0 && rules::entropy(s) <= rule.entropy) {
+            continue;
+        }
+        let line = line_of(chunk, whole.range());
+        if global
+            .iter()
+            .chain(&rule.allowlists)
+            .any(|a| a.excuses(s, whole.as_bytes(), line))
+        {
+            continue;
+        }
+        found.push(Finding {
+            kind: rule.id.clone(),
+            range: offset + secret.start()..offset + secret.end(),
+        });
+    }
+}
+
+/// `found` in order, overlapping findings joined, each range widened to
+/// character boundaries of `text`.
+pub(crate) fn join(text: &str, mut found: Vec<Finding>) -> Vec<Finding> {
+    found.sort_by(|a, b| {
+        a.range
+            .start
+            .cmp(&b.range.start)
+            .then(b.range.end.cmp(&a.range.end))
+    });
+    let mut out: Vec<Finding> = Vec::with_capacity(found.len());
+    for mut f in found {
+        while !text.is_char_boundary(f.range.start) {
+            f.range.start -= 1;
+        }
+        while !text.is_char_boundary(f.range.end) {
+            f.range.end += 1;
+        }
+        match out.last_mut() {
+            Some(last) if f.range.start < last.range.end => {
+                last.range.end = last.range.end.max(f.range.end);
+                if generic(&last.kind) && !generic(&f.kind) {
+                    last.kind = f.kind;
+                }
+            }
+            _ => out.push(f),
+        }
+    }
+    out
+}
+
+/// Whether `kind` says less than another kind of the same value: gitleaks'
+/// catch-all, or none.
+fn generic(kind: &str) -> bool {
+    kind.is_empty() || kind == "generic-api-key"
+}
+
+/// How many of gitleaks' rules the detector runs, and those it cannot
+/// (id, why): their patterns do not compile in Rust's `regex`.
+pub fn rule_counts() -> (usize, Vec<(String, String)>) {
+    let r = rules::rules();
+    (r.rules.len(), r.skipped.clone())
+}
+
+#[cfg(test)]
+mod tests;
