@@ -10,6 +10,7 @@ use regex::bytes::{Regex, RegexBuilder};
 
 use crate::names::{is_secret_name, kind_of_name};
 use crate::rules::{entropy, Allowlist};
+
 use crate::{line_of, Finding, MIN_VALUE};
 
 fn pattern() -> &'static Regex {
@@ -46,6 +47,21 @@ pub(crate) fn looks_secret(value: &[u8]) -> bool {
     if v.iter().any(|&b| b == b' ' || b == b'\t') {
         return false;
     }
+    // Placeholders: AWS's `…EXAMPLE`, `XXXX…`, `your-…-here`.
+    let lower = v.to_ascii_lowercase();
+    if [
+        "example",
+        "xxxx",
+        "your",
+        "placeholder",
+        "changeme",
+        "redacted",
+    ]
+    .iter()
+    .any(|p| contains(&lower, p.as_bytes()))
+    {
+        return false;
+    }
     let digits = v.iter().any(u8::is_ascii_digit);
     let lower = v.iter().any(u8::is_ascii_lowercase);
     let upper = v.iter().any(u8::is_ascii_uppercase);
@@ -69,11 +85,24 @@ fn contains(hay: &[u8], needle: &[u8]) -> bool {
 }
 
 /// The assignments of secrets in `chunk` (at `offset` in the text).
-pub(crate) fn matches(chunk: &[u8], offset: usize, global: &[Allowlist], found: &mut Vec<Finding>) {
+///
+/// `excuses` are the allowlists that apply: the global one and those of
+/// gitleaks' `generic-api-key` rule, made for the same assignments (they
+/// excuse `key_length = …`, `credentials_id = …`, `public_key = …`).
+pub(crate) fn matches(
+    chunk: &[u8],
+    offset: usize,
+    excuses: &[&Allowlist],
+    found: &mut Vec<Finding>,
+) {
     for caps in pattern().captures_iter(chunk) {
         let (Some(whole), Some(name)) = (caps.get(0), caps.get(1)) else {
             continue;
         };
+        // The `secret` of a handle hel wrote: `‹secret:kind:1›`.
+        if chunk[..name.start()].ends_with("‹".as_bytes()) {
+            continue;
+        }
         let Ok(name) = std::str::from_utf8(name.as_bytes()) else {
             continue;
         };
@@ -88,7 +117,7 @@ pub(crate) fn matches(chunk: &[u8], offset: usize, global: &[Allowlist], found: 
             continue;
         }
         let line = line_of(chunk, whole.range());
-        if global.iter().any(|a| a.excuses(v, whole.as_bytes(), line)) {
+        if excuses.iter().any(|a| a.excuses(v, whole.as_bytes(), line)) {
             continue;
         }
         found.push(Finding {

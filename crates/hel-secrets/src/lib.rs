@@ -63,6 +63,8 @@ pub struct Detector {
     starts: Vec<Vec<usize>>,
     /// Rules with no keyword: always run.
     always: Vec<usize>,
+    /// What excuses an assignment (see [`assign::matches`]).
+    excuses: Vec<&'static rules::Allowlist>,
 }
 
 const ASSIGN: usize = usize::MAX;
@@ -121,11 +123,23 @@ impl Detector {
             .match_kind(MatchKind::Standard)
             .build(&words)
             .expect("the rules' keywords build an automaton");
+        let excuses = rules
+            .global
+            .iter()
+            .chain(
+                rules
+                    .rules
+                    .iter()
+                    .filter(|r| r.id == "generic-api-key")
+                    .flat_map(|r| &r.allowlists),
+            )
+            .collect();
         Detector {
             env,
             keywords,
             starts,
             always,
+            excuses,
         }
     }
 
@@ -198,7 +212,7 @@ impl Detector {
             }
         }
         if assign {
-            assign::matches(chunk, offset, &rules.global, found);
+            assign::matches(chunk, offset, &self.excuses, found);
         }
     }
 }
