@@ -50,7 +50,7 @@ pub const OVERLAP: usize = 8 << 10;
 /// `TOKEN=1` would otherwise take every `1` out of every text.
 pub const MIN_VALUE: usize = 8;
 
-/// Finds secrets in text. Build one per session (its environment values
+/// Finds secrets in text. Build one per process (its environment values
 /// are fixed when it is built); cheap to share.
 #[derive(Debug)]
 pub struct Detector {
@@ -70,10 +70,11 @@ pub struct Detector {
 const ASSIGN: usize = usize::MAX;
 
 impl Detector {
-    /// A detector of the rules, and of the values of `env` (name, value)
-    /// whose names [`is_secret_name`] marks, or that the caller lists in
-    /// `also` (names hel reads credentials from whatever they are called).
-    /// Values shorter than [`MIN_VALUE`] bytes are left out.
+    /// A detector of the rules, and of the values of `env` (name, value:
+    /// the caller chooses which; the name is the kind of their handles).
+    /// Values shorter than [`MIN_VALUE`] bytes are left out, and so are
+    /// absolute paths (`GOOGLE_APPLICATION_CREDENTIALS=/home/…/key.json`
+    /// names where a secret is, it is not one).
     pub fn new<I, N, V>(env: I) -> Detector
     where
         I: IntoIterator<Item = (N, V)>,
@@ -82,7 +83,7 @@ impl Detector {
     {
         let mut values: Vec<(String, String)> = env
             .into_iter()
-            .filter(|(_, v)| v.as_ref().len() >= MIN_VALUE)
+            .filter(|(_, v)| v.as_ref().len() >= MIN_VALUE && !v.as_ref().starts_with('/'))
             .map(|(n, v)| (v.as_ref().to_owned(), names::kind_of_name(n.as_ref())))
             .collect();
         values.sort();

@@ -43,7 +43,8 @@ impl std::fmt::Display for UnknownHandle {
 
 impl std::error::Error for UnknownHandle {}
 
-/// A session's secrets and their handles.
+/// A session's secrets and their handles. The default detects by the
+/// rules alone (no environment values).
 #[derive(Debug)]
 pub struct Redactor {
     detector: Arc<Detector>,
@@ -64,6 +65,11 @@ impl Redactor {
             known: None,
             count: 0,
         }
+    }
+
+    /// Its detector (to mask what is shown live, before it is a result).
+    pub fn detector(&self) -> Arc<Detector> {
+        Arc::clone(&self.detector)
     }
 
     /// How many secrets it holds.
@@ -171,5 +177,11 @@ impl Redactor {
         }
         out.push_str(&text[at..]);
         Ok(Cow::Owned(out))
+    }
+}
+
+impl Default for Redactor {
+    fn default() -> Redactor {
+        Redactor::new(Arc::new(Detector::new(Vec::<(String, String)>::new())))
     }
 }

@@ -201,6 +201,7 @@ impl Run {
             network: options.network,
             // Every server of the config, enabled or not.
             withheld: Arc::new(crate::mcp::withheld(&options.mcp)),
+            secrets: crate::tools::secret::redactor(&crate::mcp::withheld(&options.mcp)),
             allow_write,
             allow_git_write: options.allow_git_write,
             tmp: instance.tmp(),
@@ -312,6 +313,9 @@ impl Run {
     /// An instruction before it that ended with nothing kept comes first
     /// in the user message, with a line saying how it ended.
     pub async fn instruction(&mut self, text: &str) -> Outcome {
+        // What the user says (and the files it attaches) holds secrets by
+        // handle only, from here on.
+        let text = &*self.agent.tools_mut().secrets.redact(text).into_owned();
         let said = match self.unanswered.take() {
             Some(u) => format!("{}\n\n{}\n\n{text}", u.said, u.note()),
             None => text.to_owned(),
