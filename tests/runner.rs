@@ -27,6 +27,7 @@ mod t_races;
 mod t_remote;
 mod t_resume;
 mod t_sandbox;
+mod t_secrets;
 mod t_sessions;
 mod t_stream;
 mod t_structure;
