@@ -219,3 +219,44 @@ fn a_resumed_session_must_read_its_secrets_again() {
     assert_eq!(last(2), "GITHUB_TOKEN=‹secret:github-pat:1›\n");
     assert_eq!(p.read(".env.copy"), gh_token());
 }
+
+/// `--access confirm` on a terminal: a call that uses a secret by handle
+/// is shown with the handle, a line saying hel puts in the value, and
+/// never the value; allowed, it runs with the value.
+#[test]
+fn the_confirm_question_shows_the_handle_and_says_a_secret_goes_in() {
+    use crate::t_prompt::{exited_with, expect, screen_lines, spawn_with, type_in, PROMPT_END};
+    let p = Project::new();
+    p.write(".env", &format!("GITHUB_TOKEN={}\n", gh_token()));
+    p.write(".gitignore", ".env*\n");
+    let mock = Mock::start(json!([
+        {"tool_calls": [call("read_file", json!({"path": ".env"}))]},
+        {"tool_calls": [call("bash", json!({"command": "printf %s ‹secret:github-pat:1› | wc -c"}))]},
+        {"content": "Done."},
+    ]));
+    let mut s = spawn_with(&p, Some(&mock), 100, &["--access", "confirm"], &[]);
+    expect(&mut s, PROMPT_END);
+    type_in(&mut s, "count it\r");
+    let seen = expect(&mut s, "[y/n/a/?] ");
+    let lines = screen_lines(&seen);
+    let screen = lines.join("\n");
+    assert!(
+        screen.contains(
+            "hel: ‹secret:github-pat:1› stands for a secret: hel puts in its value when this runs"
+        ),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("printf %s ‹secret:github-pat:1› | wc -c"),
+        "{screen}"
+    );
+    assert!(!screen.contains(&gh_token()), "{screen}");
+    type_in(&mut s, "y\r");
+    expect(&mut s, "Done.");
+    expect(&mut s, PROMPT_END);
+    let r = tool_results(&mock, 2);
+    assert!(r.last().unwrap().contains("40"), "{r:?}");
+    type_in(&mut s, "/exit\r");
+    s.exp_eof().unwrap();
+    exited_with(&s, 0);
+}

@@ -820,6 +820,7 @@ pub(crate) fn request(
         command: Some(format!("{summary} {value}")),
         program: None,
         path: None,
+        secrets: Vec::new(),
     }
 }
 

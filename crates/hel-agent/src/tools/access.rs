@@ -71,6 +71,9 @@ pub struct Request {
     /// write_file, search_replace: the path written (an "always" allows
     /// this tool on exactly it).
     pub path: Option<String>,
+    /// The handles of secrets the call names (`‹secret:KIND:N›`): hel
+    /// puts in their values when it runs (the question says so).
+    pub secrets: Vec<String>,
 }
 
 /// Lines of new content a write_file's preview shows.
@@ -101,6 +104,7 @@ impl Request {
             command: None,
             program: None,
             path: None,
+            secrets: Vec::new(),
         };
         match call {
             Call::Bash(a) => {

@@ -141,17 +141,14 @@ fn substitute(secrets: &Redactor, v: &mut Value, changed: &mut bool) -> Result<(
     Ok(())
 }
 
-/// What a confirm question says of a call whose handles hel replaces by
-/// their values (`raw`: the arguments as the model wrote them), first, so
-/// that no preview cut hides it.
+/// Tell the confirm question of a call the handles hel replaces by their
+/// values (`raw`: the arguments as the model wrote them).
 pub(crate) fn note(request: &mut super::Request, raw: &str) {
-    let mut handles: Vec<&str> = Redactor::handles_in(raw);
-    handles.dedup();
-    let line = format!(
-        "hel: this call is shown with {}; hel puts in the secret's value when it runs",
-        handles.join(", ")
-    );
-    request.preview.insert(0, line);
+    for h in Redactor::handles_in(raw) {
+        if !request.secrets.iter().any(|s| s == h) {
+            request.secrets.push(h.to_owned());
+        }
+    }
 }
 
 /// `data` (a piece of a command's output, shown live) with what
@@ -265,10 +262,7 @@ mod handles {
         let call = super::super::Call::parse(super::super::ToolName::Bash, raw).unwrap();
         let mut request = super::super::Request::of(&call);
         note(&mut request, raw);
-        assert_eq!(
-            request.preview[0],
-            "hel: this call is shown with ‹secret:github-pat:1›; hel puts in the secret's value when it runs"
-        );
+        assert_eq!(request.secrets, ["‹secret:github-pat:1›"]);
         assert!(!request.preview.concat().contains(&token));
     }
 
