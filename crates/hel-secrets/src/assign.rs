@@ -17,7 +17,10 @@ fn pattern() -> &'static Regex {
     static RE: OnceLock<Regex> = OnceLock::new();
     RE.get_or_init(|| {
         RegexBuilder::new(
-            r#"(?m)(?:^|[^A-Za-z0-9_.-])(?:export[ \t]+)?["']?([A-Za-z_][A-Za-z0-9_.-]{0,63})["']?[ \t]*(?::=|=|:)[ \t]*(?:"([^"\r\n]{8,256})"|'([^'\r\n]{8,256})'|([^\s"'`,;()\[\]{}<>]{8,256}))"#,
+            // Unbounded repetitions, the lengths checked after: bounded
+            // ones make an automaton hundreds of states larger, which
+            // the lazy DFA's cache cannot hold.
+            r#"(?m)(?:^|[^A-Za-z0-9_.-])(?:export[ \t]+)?["']?([A-Za-z_][A-Za-z0-9_.-]*)["']?[ \t]*(?::=|=|:)[ \t]*(?:"([^"\r\n]+)"|'([^'\r\n]+)'|([^\s"'`,;()\[\]{}<>]+))"#,
         )
         .unicode(false)
         .build()
@@ -36,7 +39,7 @@ pub(crate) fn looks_secret(value: &[u8]) -> bool {
     // and handles hel has already put there.
     if matches!(v[0], b'$' | b'%' | b'<' | b'&' | b'*' | b'!' | b'#' | b'@')
         || v.starts_with(b"{{")
-        || contains(v, "‹secret:".as_bytes())
+        || contains(v, "‹secret".as_bytes())
     {
         return false;
     }
@@ -84,6 +87,60 @@ fn contains(hay: &[u8], needle: &[u8]) -> bool {
     hay.windows(needle.len()).any(|w| w == needle)
 }
 
+/// The parts of one match of [`pattern`] (`m`, at `at` in the chunk):
+/// the name's range and the value's, read by hand (the pattern only finds
+/// where they are: captures cost several times the search).
+fn parts(m: &[u8], at: usize) -> Option<(std::ops::Range<usize>, std::ops::Range<usize>)> {
+    let name_char = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-');
+    let mut i = 0;
+    // The boundary before the name (none at a line's start).
+    if m.first()
+        .is_some_and(|&b| !(b.is_ascii_alphabetic() || b == b'_'))
+    {
+        i += 1;
+    }
+    if m[i..].starts_with(b"export") && m.get(i + 6).is_some_and(|&b| b == b' ' || b == b'\t') {
+        i += 6;
+        while m.get(i).is_some_and(|&b| b == b' ' || b == b'\t') {
+            i += 1;
+        }
+    }
+    if m.get(i).is_some_and(|&b| b == b'"' || b == b'\'') {
+        i += 1;
+    }
+    let name = i;
+    while m.get(i).copied().is_some_and(name_char) {
+        i += 1;
+    }
+    let name = name..i;
+    if m.get(i).is_some_and(|&b| b == b'"' || b == b'\'') {
+        i += 1;
+    }
+    while m.get(i).is_some_and(|&b| b == b' ' || b == b'\t') {
+        i += 1;
+    }
+    match m.get(i..i + 2) {
+        Some(b":=") => i += 2,
+        _ if matches!(m.get(i), Some(b'=' | b':')) => i += 1,
+        _ => return None,
+    }
+    while m.get(i).is_some_and(|&b| b == b' ' || b == b'\t') {
+        i += 1;
+    }
+    let value = match m.get(i) {
+        Some(&q @ (b'"' | b'\'')) if m.last() == Some(&q) && m.len() > i + 1 => i + 1..m.len() - 1,
+        Some(_) => i..m.len(),
+        None => return None,
+    };
+    if name.is_empty() || value.is_empty() {
+        return None;
+    }
+    Some((
+        at + name.start..at + name.end,
+        at + value.start..at + value.end,
+    ))
+}
+
 /// The assignments of secrets in `chunk` (at `offset` in the text).
 ///
 /// `excuses` are the allowlists that apply: the global one and those of
@@ -95,34 +152,32 @@ pub(crate) fn matches(
     excuses: &[&Allowlist],
     found: &mut Vec<Finding>,
 ) {
-    for caps in pattern().captures_iter(chunk) {
-        let (Some(whole), Some(name)) = (caps.get(0), caps.get(1)) else {
+    for m in pattern().find_iter(chunk) {
+        let Some((name, value)) = parts(m.as_bytes(), m.start()) else {
             continue;
         };
         // The `secret` of a handle hel wrote: `‹secret:kind:1›`.
-        if chunk[..name.start()].ends_with("‹".as_bytes()) {
+        if chunk[..name.start].ends_with("‹".as_bytes()) {
             continue;
         }
-        let Ok(name) = std::str::from_utf8(name.as_bytes()) else {
+        let Ok(name_text) = std::str::from_utf8(&chunk[name.clone()]) else {
             continue;
         };
-        if !is_secret_name(name) {
+        if name_text.len() > 64 || !is_secret_name(name_text) {
             continue;
         }
-        let Some(value) = caps.get(2).or(caps.get(3)).or(caps.get(4)) else {
-            continue;
-        };
-        let v = value.as_bytes();
+        let whole = &chunk[m.range()];
+        let v = &chunk[value.clone()];
         if !looks_secret(v) {
             continue;
         }
-        let line = line_of(chunk, whole.range());
-        if excuses.iter().any(|a| a.excuses(v, whole.as_bytes(), line)) {
+        let line = line_of(chunk, m.range());
+        if excuses.iter().any(|a| a.excuses(v, whole, line)) {
             continue;
         }
         found.push(Finding {
-            kind: kind_of_name(name),
-            range: offset + value.start()..offset + value.end(),
+            kind: kind_of_name(name_text),
+            range: offset + value.start..offset + value.end,
         });
     }
 }

@@ -63,6 +63,9 @@ pub struct Detector {
     starts: Vec<Vec<usize>>,
     /// Rules with no keyword: always run.
     always: Vec<usize>,
+    /// For each keyword, whether it is a word of secret names (the lines
+    /// holding one are read for assignments).
+    assigns: Vec<bool>,
     /// What excuses an assignment (see [`assign::matches`]).
     excuses: Vec<&'static rules::Allowlist>,
 }
@@ -135,11 +138,13 @@ impl Detector {
                     .flat_map(|r| &r.allowlists),
             )
             .collect();
+        let assigns = starts.iter().map(|s| s.contains(&ASSIGN)).collect();
         Detector {
             env,
             keywords,
             starts,
             always,
+            assigns,
             excuses,
         }
     }
@@ -191,17 +196,28 @@ impl Detector {
         for &i in &self.always {
             active[i] = true;
         }
-        let mut assign = false;
+        // An assignment is on one line: only the lines holding a word of
+        // a secret name are read for them.
+        let mut lines: Vec<Range<usize>> = Vec::new();
         let mut seen = vec![false; self.starts.len()];
         for m in self.keywords.find_overlapping_iter(chunk) {
             let k = m.pattern().as_usize();
+            if self.assigns[k] && lines.last().is_none_or(|l| m.start() >= l.end) {
+                let from = chunk[..m.start()]
+                    .iter()
+                    .rposition(|&b| b == b'\n')
+                    .map_or(0, |i| i + 1);
+                let to = chunk[m.start()..]
+                    .iter()
+                    .position(|&b| b == b'\n')
+                    .map_or(chunk.len(), |i| m.start() + i + 1);
+                lines.push(from..to);
+            }
             if std::mem::replace(&mut seen[k], true) {
                 continue;
             }
             for &r in &self.starts[k] {
-                if r == ASSIGN {
-                    assign = true;
-                } else {
+                if r != ASSIGN {
                     active[r] = true;
                 }
             }
@@ -212,8 +228,9 @@ impl Detector {
                 rule_matches(rule, &rules.global, chunk, offset, found);
             }
         }
-        if assign {
-            assign::matches(chunk, offset, &self.excuses, found);
+        for line in lines {
+            let at = line.start;
+            assign::matches(&chunk[line], offset + at, &self.excuses, found);
         }
     }
 }
