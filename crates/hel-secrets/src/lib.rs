@@ -22,6 +22,7 @@ mod redact;
 mod rules;
 
 use std::ops::Range;
+use std::sync::OnceLock;
 
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
 
@@ -51,11 +52,17 @@ pub const OVERLAP: usize = 8 << 10;
 pub const MIN_VALUE: usize = 8;
 
 /// Finds secrets in text. Build one per process (its environment values
-/// are fixed when it is built); cheap to share.
+/// are fixed when it is built); cheap to build and to share: the rules
+/// are compiled once, at the first scan of any detector.
 #[derive(Debug)]
 pub struct Detector {
     /// The secret environment values and their kinds.
     env: Option<(AhoCorasick, Vec<String>)>,
+}
+
+/// Which rules run on a chunk: built with the rules, at first use.
+#[derive(Debug)]
+struct Prefilter {
     /// Every keyword of the rules and the assignments' name words.
     keywords: AhoCorasick,
     /// For each keyword, the rules it starts (index into the rules;
@@ -72,34 +79,9 @@ pub struct Detector {
 
 const ASSIGN: usize = usize::MAX;
 
-impl Detector {
-    /// A detector of the rules, and of the values of `env` (name, value:
-    /// the caller chooses which; the name is the kind of their handles).
-    /// Values shorter than [`MIN_VALUE`] bytes are left out, and so are
-    /// absolute paths (`GOOGLE_APPLICATION_CREDENTIALS=/home/…/key.json`
-    /// names where a secret is, it is not one).
-    pub fn new<I, N, V>(env: I) -> Detector
-    where
-        I: IntoIterator<Item = (N, V)>,
-        N: AsRef<str>,
-        V: AsRef<str>,
-    {
-        let mut values: Vec<(String, String)> = env
-            .into_iter()
-            .filter(|(_, v)| v.as_ref().len() >= MIN_VALUE && !v.as_ref().starts_with('/'))
-            .map(|(n, v)| (v.as_ref().to_owned(), names::kind_of_name(n.as_ref())))
-            .collect();
-        values.sort();
-        values.dedup_by(|a, b| a.0 == b.0);
-        let env = (!values.is_empty())
-            .then(|| {
-                AhoCorasickBuilder::new()
-                    .match_kind(MatchKind::LeftmostLongest)
-                    .build(values.iter().map(|(v, _)| v.as_bytes()))
-                    .ok()
-                    .map(|ac| (ac, values.into_iter().map(|(_, k)| k).collect()))
-            })
-            .flatten();
+fn prefilter() -> &'static Prefilter {
+    static PREFILTER: OnceLock<Prefilter> = OnceLock::new();
+    PREFILTER.get_or_init(|| {
         let rules = rules::rules();
         let mut words: Vec<String> = Vec::new();
         let mut starts: Vec<Vec<usize>> = Vec::new();
@@ -139,14 +121,45 @@ impl Detector {
             )
             .collect();
         let assigns = starts.iter().map(|s| s.contains(&ASSIGN)).collect();
-        Detector {
-            env,
+        Prefilter {
             keywords,
             starts,
             always,
             assigns,
             excuses,
         }
+    })
+}
+
+impl Detector {
+    /// A detector of the rules, and of the values of `env` (name, value:
+    /// the caller chooses which; the name is the kind of their handles).
+    /// Values shorter than [`MIN_VALUE`] bytes are left out, and so are
+    /// absolute paths (`GOOGLE_APPLICATION_CREDENTIALS=/home/…/key.json`
+    /// names where a secret is, it is not one).
+    pub fn new<I, N, V>(env: I) -> Detector
+    where
+        I: IntoIterator<Item = (N, V)>,
+        N: AsRef<str>,
+        V: AsRef<str>,
+    {
+        let mut values: Vec<(String, String)> = env
+            .into_iter()
+            .filter(|(_, v)| v.as_ref().len() >= MIN_VALUE && !v.as_ref().starts_with('/'))
+            .map(|(n, v)| (v.as_ref().to_owned(), names::kind_of_name(n.as_ref())))
+            .collect();
+        values.sort();
+        values.dedup_by(|a, b| a.0 == b.0);
+        let env = (!values.is_empty())
+            .then(|| {
+                AhoCorasickBuilder::new()
+                    .match_kind(MatchKind::LeftmostLongest)
+                    .build(values.iter().map(|(v, _)| v.as_bytes()))
+                    .ok()
+                    .map(|ac| (ac, values.into_iter().map(|(_, k)| k).collect()))
+            })
+            .flatten();
+        Detector { env }
     }
 
     /// A detector of the rules and of this process's secret environment
@@ -192,17 +205,18 @@ impl Detector {
         active: &mut [bool],
         found: &mut Vec<Finding>,
     ) {
+        let p = prefilter();
         active.iter_mut().for_each(|a| *a = false);
-        for &i in &self.always {
+        for &i in &p.always {
             active[i] = true;
         }
         // An assignment is on one line: only the lines holding a word of
         // a secret name are read for them.
         let mut lines: Vec<Range<usize>> = Vec::new();
-        let mut seen = vec![false; self.starts.len()];
-        for m in self.keywords.find_overlapping_iter(chunk) {
+        let mut seen = vec![false; p.starts.len()];
+        for m in p.keywords.find_overlapping_iter(chunk) {
             let k = m.pattern().as_usize();
-            if self.assigns[k] && lines.last().is_none_or(|l| m.start() >= l.end) {
+            if p.assigns[k] && lines.last().is_none_or(|l| m.start() >= l.end) {
                 let from = chunk[..m.start()]
                     .iter()
                     .rposition(|&b| b == b'\n')
@@ -216,7 +230,7 @@ impl Detector {
             if std::mem::replace(&mut seen[k], true) {
                 continue;
             }
-            for &r in &self.starts[k] {
+            for &r in &p.starts[k] {
                 if r != ASSIGN {
                     active[r] = true;
                 }
@@ -230,7 +244,7 @@ impl Detector {
         }
         for line in lines {
             let at = line.start;
-            assign::matches(&chunk[line], offset + at, &self.excuses, found);
+            assign::matches(&chunk[line], offset + at, &p.excuses, found);
         }
     }
 }
