@@ -53,11 +53,18 @@ pub const MIN_VALUE: usize = 8;
 
 /// Finds secrets in text. Build one per process (its environment values
 /// are fixed when it is built); cheap to build and to share: the rules
-/// are compiled once, at the first scan of any detector.
-#[derive(Debug)]
+/// are compiled once, at the first scan of any detector. Its `Debug`
+/// shows the kinds of the values it holds, never them.
 pub struct Detector {
     /// The secret environment values and their kinds.
     env: Option<(AhoCorasick, Vec<String>)>,
+}
+
+impl std::fmt::Debug for Detector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kinds: &[String] = self.env.as_ref().map_or(&[], |(_, k)| k);
+        f.debug_struct("Detector").field("env", &kinds).finish()
+    }
 }
 
 /// Which rules run on a chunk: built with the rules, at first use.

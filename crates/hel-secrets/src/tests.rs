@@ -130,6 +130,9 @@ fn the_same_value_gets_the_same_handle_and_back() {
     assert_eq!(r.redact(&red), red);
     let bare = format!("x{}x", aws_secret());
     assert_eq!(r.redact(&bare), "x‹secret:aws-secret-access-key:2›x");
+    // Neither shows a value when debugged.
+    assert_eq!(format!("{r:?}"), "Redactor { values: 2, .. }");
+    assert!(!format!("{:?}", r.detector()).contains(&gh_token()));
     // Back: the values; an invented handle is refused, naming it.
     assert_eq!(r.substitute(&red).unwrap(), text);
     let invented = "echo ‹secret:github-token:7›";
