@@ -11,7 +11,7 @@ use regex::bytes::{Regex, RegexBuilder};
 use crate::names::{is_secret_name, kind_of_name};
 use crate::rules::{entropy, Allowlist};
 
-use crate::{line_of, Finding, MIN_VALUE};
+use crate::finding::{line_of, Finding, MIN_VALUE};
 
 fn pattern() -> &'static Regex {
     static RE: OnceLock<Regex> = OnceLock::new();

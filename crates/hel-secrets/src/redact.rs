@@ -14,7 +14,8 @@ use std::sync::{Arc, OnceLock};
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
 use regex::Regex;
 
-use crate::{join, Detector, Finding};
+use crate::detect::Detector;
+use crate::finding::{join, Finding};
 
 /// How every handle begins.
 pub const HANDLE_OPEN: &str = "‹secret:";

@@ -143,7 +143,7 @@ fn substitute(secrets: &Redactor, v: &mut Value, changed: &mut bool) -> Result<(
 
 /// Tell the confirm question of a call the handles hel replaces by their
 /// values (`raw`: the arguments as the model wrote them).
-pub(crate) fn note(request: &mut super::Request, raw: &str) {
+pub(crate) fn note(request: &mut super::access::Request, raw: &str) {
     for h in Redactor::handles_in(raw) {
         if !request.secrets.iter().any(|s| s == h) {
             request.secrets.push(h.to_owned());
@@ -259,8 +259,10 @@ mod handles {
     fn the_question_says_a_secret_goes_in() {
         let (_, token) = held();
         let raw = r#"{"command":"echo ‹secret:github-pat:1› ‹secret:github-pat:1›"}"#;
-        let call = super::super::Call::parse(super::super::ToolName::Bash, raw).unwrap();
-        let mut request = super::super::Request::of(&call);
+        use crate::tools::access::Request;
+        use crate::tools::args::{Call, ToolName};
+        let call = Call::parse(ToolName::Bash, raw).unwrap();
+        let mut request = Request::of(&call);
         note(&mut request, raw);
         assert_eq!(request.secrets, ["‹secret:github-pat:1›"]);
         assert!(!request.preview.concat().contains(&token));
