@@ -260,3 +260,57 @@ fn the_confirm_question_shows_the_handle_and_says_a_secret_goes_in() {
     s.exp_eof().unwrap();
     exited_with(&s, 0);
 }
+
+/// A session imported from another agent brings its secrets in as
+/// handles: an instruction, an answer and a tool call's arguments that
+/// held them are stored with handles, and no object holds a value.
+#[test]
+fn an_imported_session_brings_its_secrets_in_as_handles() {
+    let p = Project::new();
+    let [_, secret, token] = values();
+    let user = json!({"role": "user", "content": format!("use {token}")});
+    let call = json!({"role": "assistant", "content": [
+        {"type": "toolCall", "id": "t1", "name": "bash",
+         "arguments": {"command": format!("export AWS_SECRET_ACCESS_KEY={secret}")}}
+    ], "stopReason": "toolUse"});
+    let answer = json!({"role": "assistant", "content": [
+        {"type": "text", "text": format!("done with {token}")}
+    ], "stopReason": "stop"});
+    let lines = [
+        json!({"type": "session", "version": 3, "id": "s1", "timestamp": "2026-01-01T00:00:00Z", "cwd": "/x"}),
+        json!({"type": "message", "id": "a1", "parentId": null, "message": user}),
+        json!({"type": "message", "id": "a2", "parentId": "a1", "message": call}),
+        json!({"type": "message", "id": "a3", "parentId": "a2", "message": answer}),
+    ];
+    let file = p.path().join("pi.jsonl");
+    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    std::fs::write(&file, text).unwrap();
+    let run = p.run(
+        None,
+        &["sessions", "import", "--from", "pi", file.to_str().unwrap()],
+    );
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let id = run
+        .stdout
+        .split("session ")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no session in {}", run.stdout))
+        .to_owned();
+    std::fs::remove_file(&file).unwrap();
+    let all = values();
+    assert_eq!(
+        leaks_under(&p.path().join(".hel"), &all),
+        Vec::<String>::new()
+    );
+    let shown = p.run(None, &["sessions", "show", &id, "--json"]);
+    assert_eq!(shown.code, 0, "{}", shown.stderr);
+    assert_eq!(held(shown.stdout.as_bytes(), &all), Vec::<&str>::new());
+    for handle in [
+        "use ‹secret:github-pat:1›",
+        "export AWS_SECRET_ACCESS_KEY=‹secret:aws-secret-access-key:2›",
+        "done with ‹secret:github-pat:1›",
+    ] {
+        assert!(shown.stdout.contains(handle), "{handle}: {}", shown.stdout);
+    }
+}
