@@ -314,3 +314,24 @@ fn an_imported_session_brings_its_secrets_in_as_handles() {
         assert!(shown.stdout.contains(handle), "{handle}: {}", shown.stdout);
     }
 }
+
+/// The project's instructions file is text from outside too: the system
+/// message holds its secrets as handles.
+#[test]
+fn a_secret_in_agents_md_reaches_the_model_as_a_handle() {
+    let p = Project::new();
+    p.write(
+        "AGENTS.md",
+        &format!("Deploy with the token {}.\n", gh_token()),
+    );
+    let mock = Mock::start(json!([{"content": "ok"}]));
+    let run = p.run(Some(&mock), &["-p", "deploy"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let system = mock.messages(0)[0]["content"].as_str().unwrap().to_owned();
+    assert!(
+        system.contains("Deploy with the token ‹secret:github-pat:1›."),
+        "{system}"
+    );
+    let body = serde_json::to_vec(&mock.requests()).unwrap();
+    assert_eq!(held(&body, &values()), Vec::<&str>::new());
+}

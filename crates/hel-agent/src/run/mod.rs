@@ -191,7 +191,7 @@ impl Run {
         for w in system.warnings {
             observer.warn(w.into());
         }
-        let tools = ToolCtx {
+        let mut tools = ToolCtx {
             project: project.root.clone(),
             cwd: project.cwd.clone(),
             project_dir: Arc::new(project_dir),
@@ -212,6 +212,9 @@ impl Run {
             observer: Rc::clone(&observer),
             mcp: Default::default(),
         };
+        // The project's instructions files are text from outside too.
+        let system_message =
+            crate::tools::secret::redact_content(&mut tools.secrets, system.message);
         let parts = Parts {
             config: setup.config,
             client: setup.client,
@@ -225,7 +228,7 @@ impl Run {
             limits: store.limits(),
             window,
         };
-        let mut agent = Agent::new(parts, system.message);
+        let mut agent = Agent::new(parts, system_message);
         let mcp: Vec<crate::mcp::ServerSpec> =
             options.mcp.iter().filter(|s| s.enabled).cloned().collect();
         let mut saved = None;

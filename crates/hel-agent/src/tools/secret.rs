@@ -100,6 +100,16 @@ pub(crate) fn redactor(withheld: &Withheld) -> Redactor {
     Redactor::new(Arc::new(Detector::new(env)))
 }
 
+/// `message` with the secrets of its text `content` replaced by handles.
+pub(crate) fn redact_content(secrets: &mut Redactor, mut message: Value) -> Value {
+    if let Some(Value::String(text)) = message.get_mut("content") {
+        if let Cow::Owned(redacted) = secrets.redact(text) {
+            *text = redacted;
+        }
+    }
+    message
+}
+
 /// A tool call's arguments (JSON) with every handle in their strings
 /// replaced by its value: None when they hold no handle; the error names
 /// the first handle `secrets` holds no value of. Arguments that are not
