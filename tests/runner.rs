@@ -29,6 +29,7 @@ mod t_replay;
 mod t_resume;
 mod t_rounds;
 mod t_sandbox;
+mod t_secrets;
 mod t_sessions;
 mod t_small;
 mod t_stream;

@@ -538,7 +538,10 @@ pub fn ask(
     let Some((before, question)) = question(request, width, screen.rows) else {
         return refuse(out);
     };
-    let room = screen.rows.saturating_sub(before.len() + 1);
+    let secrets = !request.secrets.is_empty();
+    let room = screen
+        .rows
+        .saturating_sub(before.len() + 1 + usize::from(secrets));
     let (mut lines, whole) = preview(request, width, colour(), room);
     if !whole {
         if request.tool != ToolName::WriteFile {
@@ -549,6 +552,13 @@ pub fn ask(
         lines.push(format!(
             "{GOES_ON}… the rest of the change does not fit the terminal"
         ));
+    }
+    if secrets {
+        let line = format!(
+            "hel: {} stands for a secret: hel puts in its value when this runs",
+            request.secrets.join(", ")
+        );
+        say(out, &line, width, "hel:   ");
     }
     for line in lines.iter().chain(&before) {
         let _ = writeln!(out, "{line}");
@@ -663,6 +673,7 @@ mod tests {
                 .map(str::to_owned),
             path: None,
             edit: None,
+            secrets: Vec::new(),
         }
     }
 
@@ -1044,6 +1055,7 @@ mod tests {
             program: hel_agent::simple_program(command).map(str::to_owned),
             path: None,
             edit: None,
+            secrets: Vec::new(),
         }
     }
 

@@ -821,6 +821,7 @@ pub(crate) fn request(
         program: None,
         path: None,
         edit: None,
+        secrets: Vec::new(),
     }
 }
 

@@ -191,7 +191,7 @@ impl Run {
         for w in system.warnings {
             observer.warn(w.into());
         }
-        let tools = ToolCtx {
+        let mut tools = ToolCtx {
             project: project.root.clone(),
             cwd: project.cwd.clone(),
             project_dir: Arc::new(project_dir),
@@ -201,6 +201,7 @@ impl Run {
             network: options.network,
             // Every server of the config, enabled or not.
             withheld: Arc::new(crate::mcp::withheld(&options.mcp)),
+            secrets: crate::tools::secret::redactor(&crate::mcp::withheld(&options.mcp)),
             allow_write,
             allow_git_write: options.allow_git_write,
             tmp: instance.tmp(),
@@ -211,6 +212,9 @@ impl Run {
             observer: Rc::clone(&observer),
             mcp: Default::default(),
         };
+        // The project's instructions files are text from outside too.
+        let system_message =
+            crate::tools::secret::redact_content(&mut tools.secrets, system.message);
         let parts = Parts {
             config: setup.config,
             client: setup.client,
@@ -224,7 +228,7 @@ impl Run {
             limits: store.limits(),
             window,
         };
-        let mut agent = Agent::new(parts, system.message);
+        let mut agent = Agent::new(parts, system_message);
         let mcp: Vec<crate::mcp::ServerSpec> =
             options.mcp.iter().filter(|s| s.enabled).cloned().collect();
         let mut saved = None;
@@ -312,6 +316,9 @@ impl Run {
     /// An instruction before it that ended with nothing kept comes first
     /// in the user message, with a line saying how it ended.
     pub async fn instruction(&mut self, text: &str) -> Outcome {
+        // What the user says (and the files it attaches) holds secrets by
+        // handle only, from here on.
+        let text = &*self.agent.tools_mut().secrets.redact(text).into_owned();
         let said = match self.unanswered.take() {
             Some(u) => format!("{}\n\n{}\n\n{text}", u.said, u.note()),
             None => text.to_owned(),

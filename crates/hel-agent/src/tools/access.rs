@@ -74,6 +74,9 @@ pub struct Request {
     /// write_file, search_replace: the change as the call gives it, for
     /// a diff against the file.
     pub edit: Option<Edit>,
+    /// The handles of secrets the call names (`‹secret:KIND:N›`): hel
+    /// puts in their values when it runs (the question says so).
+    pub secrets: Vec<String>,
 }
 
 /// An edit's change as its call gives it.
@@ -114,6 +117,7 @@ impl Request {
             program: None,
             path: None,
             edit: None,
+            secrets: Vec::new(),
         };
         match call {
             Call::Bash(a) => {

@@ -64,6 +64,10 @@ pub(crate) struct ToolCtx {
     /// The variables of hel's environment kept from commands and MCP
     /// servers beyond the name rules (see [`super::secret`]).
     pub withheld: Arc<super::secret::Withheld>,
+    /// The run's secrets: what tool results and instructions hold is
+    /// replaced by handles, which tool calls may use (see
+    /// [`super::secret`]).
+    pub secrets: hel_secrets::Redactor,
     pub allow_write: Vec<PathBuf>,
     /// `--allow-git-write`: git directories are open to commits (see
     /// [`super::gitdirs`]).

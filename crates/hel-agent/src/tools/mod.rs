@@ -90,14 +90,45 @@ impl Toolset {
 
 /// Run one tool call. Never fails: every problem is a result the model
 /// reads. Dropping the future cancels the call (see [`cancel`]).
+///
+/// A handle of a secret in the arguments is replaced by its value when
+/// the tool runs (what is confirmed shows the handle); a handle hel holds
+/// no value of fails the call. The result's secrets are replaced by their
+/// handles before it is spilled or returned: nothing after this sees them.
 pub(crate) async fn execute(
     ctx: &mut ToolCtx,
     toolset: &Toolset,
     name: &str,
     raw_args: &str,
 ) -> ToolResult {
+    let with_values = match secret::with_values(&ctx.secrets, raw_args) {
+        Ok(v) => v,
+        Err(unknown) => return ToolResult::failed(unknown.to_string()),
+    };
+    let mut result = run_call(ctx, toolset, name, raw_args, with_values.as_deref()).await;
+    result.content = ctx.secrets.redact(&result.content).into_owned();
+    // read_file pages itself; everything else may be spilled.
+    if ToolName::parse(name) != Some(ToolName::ReadFile) {
+        let (content, warning) = ctx.spill.maybe_spill(name, result.content);
+        result.content = content;
+        if let Some(w) = warning {
+            ctx.observer.warn(w.into());
+        }
+    }
+    result
+}
+
+/// [`execute`] but for secrets: `with_values`, the arguments with the
+/// values of their handles (None: they hold none).
+async fn run_call(
+    ctx: &mut ToolCtx,
+    toolset: &Toolset,
+    name: &str,
+    raw_args: &str,
+    with_values: Option<&str>,
+) -> ToolResult {
     if name.starts_with(crate::mcp::PREFIX) && toolset.mcp.iter().any(|n| n == name) {
-        return execute_mcp(ctx, name, raw_args).await;
+        return execute_mcp(ctx, name, raw_args, with_values).await;
     }
     let Some(tool) = ToolName::parse(name).filter(|t| toolset.contains(*t)) else {
         let offered = if toolset.is_empty() {
@@ -130,7 +161,11 @@ pub(crate) async fn execute(
         };
     }
     if !tool.only_reads() && ctx.access == Access::Confirm {
-        let answer = confirm(&ctx.confirm, Request::of(&call)).await;
+        let mut request = Request::of(&call);
+        if with_values.is_some() {
+            secret::note(&mut request, raw_args);
+        }
+        let answer = confirm(&ctx.confirm, request).await;
         match declined(
             answer,
             "with --access auto hel runs writes and commands without asking",
@@ -139,6 +174,11 @@ pub(crate) async fn execute(
             None => decision = Decision::Confirmed,
         }
     }
+    let call = match with_values.map(|v| Call::parse(tool, v)) {
+        None => call,
+        Some(Ok(c)) => c,
+        Some(Err(e)) => return ToolResult::failed(format!("error: {e}")),
+    };
     let mut result = match call {
         Call::Bash(a) => bash::run(ctx, a).await,
         Call::ReadFile(a) => read::run(ctx, a).await,
@@ -148,21 +188,18 @@ pub(crate) async fn execute(
         Call::Grep(a) => search::grep(ctx, a).await,
     };
     result.decision = decision;
-    // read_file pages itself; everything else may be spilled.
-    if tool != ToolName::ReadFile {
-        let (content, warning) = ctx.spill.maybe_spill(tool.as_str(), result.content);
-        result.content = content;
-        if let Some(w) = warning {
-            ctx.observer.warn(w.into());
-        }
-    }
     result
 }
 
 /// Run a call of an MCP tool: confirmed like bash (unless the config lists
 /// it as read-only: a server's own hints are not believed), within its
 /// timeout, its result spilled like any tool's.
-async fn execute_mcp(ctx: &mut ToolCtx, name: &str, raw_args: &str) -> ToolResult {
+async fn execute_mcp(
+    ctx: &mut ToolCtx,
+    name: &str,
+    raw_args: &str,
+    with_values: Option<&str>,
+) -> ToolResult {
     let Some((server, tool)) = ctx.mcp.find(name) else {
         return ToolResult::failed(format!("error: the MCP tool {name:?} is not running"));
     };
@@ -184,23 +221,27 @@ async fn execute_mcp(ctx: &mut ToolCtx, name: &str, raw_args: &str) -> ToolResul
         Err(e) => return ToolResult::failed(format!("error: {e}")),
     };
     if !tool.read_only && ctx.access == Access::Confirm {
-        let answer = confirm(&ctx.confirm, crate::mcp::request(tool, &arguments)).await;
+        let mut request = crate::mcp::request(tool, &arguments);
+        if with_values.is_some() {
+            secret::note(&mut request, raw_args);
+        }
+        let answer = confirm(&ctx.confirm, request).await;
         match declined(answer, "the user can run hel with --access auto, or list the tool in read_only_tools of its server's config") {
             Some(denied) => return denied,
             None => decision = Decision::Confirmed,
         }
     }
+    let arguments = match with_values.map(crate::mcp::arguments) {
+        None => arguments,
+        Some(Ok(a)) => a,
+        Some(Err(e)) => return ToolResult::failed(format!("error: {e}")),
+    };
     let mut result = match crate::mcp::call(server, tool, arguments).await {
         Ok((text, true)) => ToolResult::ok(text),
         Ok((text, false)) => ToolResult::failed(format!("error (from the MCP server): {text}")),
         Err(e) => ToolResult::failed(format!("error: {e}")),
     };
     result.decision = decision;
-    let (content, warning) = ctx.spill.maybe_spill(name, result.content);
-    result.content = content;
-    if let Some(w) = warning {
-        ctx.observer.warn(w.into());
-    }
     result
 }
 
@@ -253,6 +294,7 @@ pub(crate) mod testing {
             sandbox: false,
             network: true,
             withheld: Default::default(),
+            secrets: Default::default(),
             allow_write: Vec::new(),
             allow_git_write: false,
             tmp: std::env::temp_dir(),

@@ -3,6 +3,9 @@
 //! crate's [`Kept`](hel_sandbox::Kept).
 
 use std::rc::Rc;
+use std::sync::Arc;
+
+use hel_secrets::Detector;
 
 use hel_sandbox::Tap;
 
@@ -13,14 +16,15 @@ use crate::event::{Event, Observer};
 pub(crate) const LIVE_CHUNK: usize = 4096;
 
 /// A tap sending the end of each read (at most [`LIVE_CHUNK`] bytes) to
-/// `observer`.
-pub(crate) fn tap(observer: Rc<dyn Observer>) -> Tap {
+/// `observer`, what `secrets` finds in it masked.
+pub(crate) fn tap(observer: Rc<dyn Observer>, secrets: Arc<Detector>) -> Tap {
     Tap(Rc::new(move |data: &[u8]| {
         if data.is_empty() {
             return;
         }
         observer.printed(data);
         let start = data.len().saturating_sub(LIVE_CHUNK);
-        observer.event(Event::ToolOutput(data[start..].to_vec()));
+        let shown = super::secret::mask(&secrets, &data[start..]);
+        observer.event(Event::ToolOutput(shown));
     }))
 }

@@ -1,7 +1,9 @@
 //! What of hel's environment never reaches what it starts: the one place
 //! that decides which environment variables are secrets, and the
 //! environment that commands (sandboxed or not) and stdio MCP servers
-//! inherit.
+//! inherit. And the secrets of what tools give back: redacted to handles
+//! before a result is anything but a value in memory, and put back in
+//! place of their handles when a tool runs (see hel-secrets).
 //!
 //! A variable is withheld when its name marks it secret
 //! ([`is_secret_name`]), when hel reads a credential from it
@@ -11,8 +13,13 @@
 //! its own table of the user's config lists in `env_vars`; nothing gives
 //! them back to commands.
 
+use std::borrow::Cow;
 use std::collections::BTreeSet;
 use std::ffi::OsString;
+use std::sync::Arc;
+
+use hel_secrets::{Detector, Redactor, UnknownHandle, HANDLE_OPEN};
+use serde_json::Value;
 
 /// The variables hel itself reads credentials from, whatever the name
 /// rules say: the model providers' API keys (see [`crate::config`]) and
@@ -32,45 +39,9 @@ pub(crate) const CREDENTIAL_VARS: &[&str] = &[
     "AWS_CONTAINER_AUTHORIZATION_TOKEN",
 ];
 
-/// Parts of a word that make a name secret wherever they occur in it.
-const SECRET_PARTS: &[&str] = &["SECRET", "PASSWORD", "PASSWD", "PASSPHRASE", "CREDENTIAL"];
-
-/// Whether the name of an environment variable marks its value as a
-/// secret. The name is split into words at every character that is not an
-/// ASCII letter or digit, case ignored; it is secret when a word
-///
-/// - contains SECRET, PASSWORD, PASSWD, PASSPHRASE or CREDENTIAL
-///   (`CLIENT_SECRET`, `PGPASSWORD`, `GOOGLE_APPLICATION_CREDENTIALS`);
-/// - ends in KEY or KEYS (`OPENAI_API_KEY`, `AWS_ACCESS_KEY_ID`, `apiKey`),
-///   but not `KEYBOARD`, `KEYMAP`, `KEYRING`;
-/// - ends in TOKEN (`GITHUB_TOKEN`, `GHTOKEN`), but not `TOKENS` (a count,
-///   `MAX_TOKENS`) or `TOKENIZERS_PARALLELISM`;
-/// - is PASS, CRED or CREDS (`SMTP_PASS`, `DB_CREDS`), or PWD in a longer
-///   name (`MYSQL_PWD`; `PWD` and `OLDPWD` are directories);
-/// - ends in AUTH (`NPM_CONFIG__AUTH`, `OAUTH_CLIENT`) or is AUTHORIZATION,
-///   unless the name ends in SOCK: `SSH_AUTH_SOCK` is the path of a
-///   socket, not a secret (and a command that did not get it could still
-///   find the socket).
-///
-/// What is not secret by these rules: `XDG_*`, `SSH_ASKPASS`, `XAUTHORITY`,
-/// `GIT_AUTHOR_NAME`, `BYPASS_*`.
-pub fn is_secret_name(name: &str) -> bool {
-    let upper = name.to_ascii_uppercase();
-    let words: Vec<&str> = upper
-        .split(|c: char| !c.is_ascii_alphanumeric())
-        .filter(|w| !w.is_empty())
-        .collect();
-    let socket = words.last() == Some(&"SOCK");
-    words.iter().any(|w| {
-        SECRET_PARTS.iter().any(|p| w.contains(p))
-            || w.ends_with("KEY")
-            || w.ends_with("KEYS")
-            || w.ends_with("TOKEN")
-            || matches!(*w, "PASS" | "CRED" | "CREDS")
-            || (*w == "PWD" && words.len() > 1)
-            || ((w.ends_with("AUTH") || *w == "AUTHORIZATION") && !socket)
-    })
-}
+/// The one rule of which names are secret: hel-secrets' (it decides
+/// which environment values are redacted too).
+pub use hel_secrets::is_secret_name;
 
 /// The variables withheld from what hel starts beyond the name rules:
 /// those the user's config names as the source of an MCP server's bearer
@@ -119,76 +90,101 @@ impl Withheld {
     }
 }
 
+/// A run's redactor: gitleaks' rules and the values of hel's
+/// environment that are withheld from what it starts (the name rules,
+/// hel's credentials, the MCP servers' credential variables).
+pub(crate) fn redactor(withheld: &Withheld) -> Redactor {
+    let env = std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .filter(|(k, _)| withheld.holds(k));
+    Redactor::new(Arc::new(Detector::new(env)))
+}
+
+/// `message` with the secrets of its text `content` replaced by handles.
+pub(crate) fn redact_content(secrets: &mut Redactor, mut message: Value) -> Value {
+    if let Some(Value::String(text)) = message.get_mut("content") {
+        if let Cow::Owned(redacted) = secrets.redact(text) {
+            *text = redacted;
+        }
+    }
+    message
+}
+
+/// A tool call's arguments (JSON) with every handle in their strings
+/// replaced by its value: None when they hold no handle; the error names
+/// the first handle `secrets` holds no value of. Arguments that are not
+/// JSON are left to the tool to refuse.
+pub(crate) fn with_values(secrets: &Redactor, raw: &str) -> Result<Option<String>, UnknownHandle> {
+    // The model may write the opening `‹` escaped.
+    if !raw.contains(HANDLE_OPEN) && !raw.contains("\\u2039") {
+        return Ok(None);
+    }
+    let Ok(mut args) = hel_store::json::parse(raw.as_bytes(), hel_store::json::Limits::MESSAGE)
+    else {
+        return Ok(None);
+    };
+    let mut changed = false;
+    substitute(secrets, &mut args, &mut changed)?;
+    Ok(changed.then(|| args.to_string()))
+}
+
+fn substitute(secrets: &Redactor, v: &mut Value, changed: &mut bool) -> Result<(), UnknownHandle> {
+    match v {
+        Value::String(s) => {
+            if let Cow::Owned(new) = secrets.substitute(s)? {
+                *s = new;
+                *changed = true;
+            }
+        }
+        Value::Array(a) => {
+            for v in a {
+                substitute(secrets, v, changed)?;
+            }
+        }
+        Value::Object(o) => {
+            for v in o.values_mut() {
+                substitute(secrets, v, changed)?;
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// Tell the confirm question of a call the handles hel replaces by their
+/// values (`raw`: the arguments as the model wrote them).
+pub(crate) fn note(request: &mut super::access::Request, raw: &str) {
+    for h in Redactor::handles_in(raw) {
+        if !request.secrets.iter().any(|s| s == h) {
+            request.secrets.push(h.to_owned());
+        }
+    }
+}
+
+/// `data` (a piece of a command's output, shown live) with what
+/// `detector` finds masked as `‹secret›`. A secret split across two
+/// pieces is not found whole: the live view is a glimpse of the last
+/// line, the result is redacted whole.
+pub(crate) fn mask(detector: &Detector, data: &[u8]) -> Vec<u8> {
+    let text = String::from_utf8_lossy(data);
+    let found = detector.detect(&text);
+    if found.is_empty() {
+        return data.to_vec();
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut at = 0;
+    for f in found {
+        out.push_str(&text[at..f.range.start]);
+        out.push_str("‹secret›");
+        at = f.range.end;
+    }
+    out.push_str(&text[at..]);
+    out.into_bytes()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn secret_names_are_recognised_and_look_alikes_are_not() {
-        for secret in [
-            "OPENAI_API_KEY",
-            "DEEPSEEK_API_KEY",
-            "HEL_API_KEY",
-            "AWS_ACCESS_KEY_ID",
-            "AWS_SECRET_ACCESS_KEY",
-            "AWS_SESSION_TOKEN",
-            "GITHUB_TOKEN",
-            "GH_TOKEN",
-            "github_token",
-            "apiKey",
-            "MY_SERVICE_PASSWORD",
-            "PGPASSWORD",
-            "MYSQL_PWD",
-            "SMTP_PASS",
-            "DB_PASSWD",
-            "GPG_PASSPHRASE",
-            "CLIENT_SECRET",
-            "SECRETS",
-            "GOOGLE_APPLICATION_CREDENTIALS",
-            "AWS_SHARED_CREDENTIALS_FILE",
-            "DB_CREDS",
-            "SSH_KEYS",
-            "NPM_CONFIG__AUTH",
-            "HTTP_AUTH",
-            "OAUTH_CLIENT",
-            "PROXY_AUTHORIZATION",
-            "SIGNING-KEY",
-            "STRIPE.SECRET",
-        ] {
-            assert!(is_secret_name(secret), "{secret} is a secret");
-        }
-        for plain in [
-            "PATH",
-            "HOME",
-            "LANG",
-            "PWD",
-            "OLDPWD",
-            "TERM",
-            "KEYBOARD",
-            "KEYMAP",
-            "XKB_DEFAULT_LAYOUT",
-            "GNOME_KEYRING_CONTROL",
-            "XDG_RUNTIME_DIR",
-            "XDG_SESSION_ID",
-            "XDG_CONFIG_HOME",
-            "SSH_AUTH_SOCK",
-            "SSH_ASKPASS",
-            "XAUTHORITY",
-            "GIT_AUTHOR_NAME",
-            "MAX_TOKENS",
-            "TOKENIZERS_PARALLELISM",
-            "BYPASS_CACHE",
-            "COMPASS_HOME",
-            "HEL_MODEL",
-            "HEL_BASE_URL",
-            "AWS_REGION",
-            "AWS_PROFILE",
-            "",
-            "_",
-        ] {
-            assert!(!is_secret_name(plain), "{plain} is not a secret");
-        }
-    }
 
     #[test]
     fn what_is_withheld_and_what_a_server_is_given() {
@@ -237,5 +233,57 @@ mod tests {
             let var = crate::config::key_var(provider);
             assert!(CREDENTIAL_VARS.contains(&var), "{var}");
         }
+    }
+}
+
+#[cfg(test)]
+mod handles {
+    use super::*;
+
+    fn held() -> (Redactor, String) {
+        let mut r = Redactor::default();
+        let token = format!("ghp_{}", "R8t3xQ9vLmN2pK7wZ4yB6cD1eF5gH0jA9sUq");
+        let red = r.redact(&format!("t={token}")).into_owned();
+        assert_eq!(red, "t=‹secret:github-pat:1›");
+        (r, token)
+    }
+
+    #[test]
+    fn handles_in_arguments_become_values() {
+        let (r, token) = held();
+        assert_eq!(with_values(&r, r#"{"command":"ls"}"#).unwrap(), None);
+        let args = r#"{"command":"curl -H 'x: ‹secret:github-pat:1›'"}"#;
+        let v = with_values(&r, args).unwrap().unwrap();
+        let v: Value = serde_json::from_str(&v).unwrap();
+        assert_eq!(v["command"], format!("curl -H 'x: {token}'"));
+        // Escaped as JSON may escape it; nested in arrays and objects.
+        let args = r#"{"a":[{"b":"\u2039secret:github-pat:1\u203a"}]}"#;
+        let v: Value = serde_json::from_str(&with_values(&r, args).unwrap().unwrap()).unwrap();
+        assert_eq!(v["a"][0]["b"], token.as_str());
+        // An invented handle fails, naming it.
+        let e = with_values(&r, r#"{"command":"echo ‹secret:github-pat:2›"}"#).unwrap_err();
+        assert_eq!(e.0, "‹secret:github-pat:2›");
+    }
+
+    #[test]
+    fn the_question_says_a_secret_goes_in() {
+        let (_, token) = held();
+        let raw = r#"{"command":"echo ‹secret:github-pat:1› ‹secret:github-pat:1›"}"#;
+        use crate::tools::access::Request;
+        use crate::tools::args::{Call, ToolName};
+        let call = Call::parse(ToolName::Bash, raw).unwrap();
+        let mut request = Request::of(&call);
+        note(&mut request, raw);
+        assert_eq!(request.secrets, ["‹secret:github-pat:1›"]);
+        assert!(!request.preview.concat().contains(&token));
+    }
+
+    #[test]
+    fn live_output_is_masked() {
+        let d = Detector::new(Vec::<(String, String)>::new());
+        let token = format!("ghp_{}", "R8t3xQ9vLmN2pK7wZ4yB6cD1eF5gH0jA9sUq");
+        let out = mask(&d, format!("GITHUB_TOKEN={token}\n").as_bytes());
+        assert_eq!(String::from_utf8(out).unwrap(), "GITHUB_TOKEN=‹secret›\n");
+        assert_eq!(mask(&d, b"plain \xff"), b"plain \xff");
     }
 }

@@ -25,6 +25,7 @@
 mod claude;
 mod codex;
 mod pi;
+mod secrets;
 mod source;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -664,6 +665,8 @@ struct Builder<'a> {
     /// The checkpoint about to be made ends without an answer (the
     /// source's last instruction had none).
     unanswered: bool,
+    /// The file's secrets and their handles.
+    secrets: hel_secrets::Redactor,
 }
 
 impl<'a> Builder<'a> {
@@ -695,6 +698,7 @@ impl<'a> Builder<'a> {
             synthetic: 0,
             seen_calls: HashSet::new(),
             unanswered: false,
+            secrets: hel_secrets::Redactor::default(),
         }
     }
 
@@ -759,7 +763,9 @@ impl<'a> Builder<'a> {
         Ok(true)
     }
 
-    fn item(&mut self, item: Item, found: &Found) -> Result<(), ImportError> {
+    fn item(&mut self, mut item: Item, found: &Found) -> Result<(), ImportError> {
+        // What the source holds of secrets comes in as handles.
+        secrets::redact(&mut self.secrets, &mut item);
         let line = match &item {
             Item::User { meta, .. }
             | Item::Assistant { meta, .. }

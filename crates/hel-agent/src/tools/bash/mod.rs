@@ -98,7 +98,7 @@ async fn sandboxed(ctx: &mut ToolCtx, command: String) -> ToolResult {
         command,
         env: command_env(&ctx.tmp, &ctx.withheld),
     };
-    let tap = output::tap(ctx.observer.clone());
+    let tap = output::tap(ctx.observer.clone(), ctx.secrets.detector());
     let ran = sb
         .run(&body, Duration::from_secs(ctx.bash_timeout), Some(tap))
         .await;

@@ -53,8 +53,14 @@ pub(super) async fn run(ctx: &mut ToolCtx, command: &str) -> ToolResult {
     let timeout = Duration::from_secs(ctx.bash_timeout);
     let work = async {
         let (o, e, status) = tokio::join!(
-            Kept::read_all(out.as_mut(), Some(tap(ctx.observer.clone()))),
-            Kept::read_all(err.as_mut(), Some(tap(ctx.observer.clone()))),
+            Kept::read_all(
+                out.as_mut(),
+                Some(tap(ctx.observer.clone(), ctx.secrets.detector()))
+            ),
+            Kept::read_all(
+                err.as_mut(),
+                Some(tap(ctx.observer.clone(), ctx.secrets.detector()))
+            ),
             async {
                 let status = child.wait().await;
                 // Stragglers left in the background would hold the pipes open.
