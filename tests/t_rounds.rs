@@ -33,7 +33,10 @@ fn ctrl_c_keeps_the_interrupted_call_with_what_it_printed() {
     let p = Project::new();
     // The marker first, then more than any pipe or socket between the
     // command and hel holds: once `ready` exists, hel has read the marker.
-    let slow = "echo printed-before-ctrl-c; head -c 3000000 /dev/zero | tr '\\0' x; echo; touch ready; sleep 120";
+    // It prints a token too: what an interrupted call printed is kept
+    // with its secrets replaced by handles, as every result is.
+    let token = format!("ghp_{}", "R8t3xQ9vLmN2pK7wZ4yB6cD1eF5gH0jA9sUq");
+    let slow = &format!("echo printed-before-ctrl-c {token}; head -c 3000000 /dev/zero | tr '\\0' x; echo; touch ready; sleep 120");
     let mock = Mock::start(json!([
         {"tool_calls": [
             call("bash", json!({"command": slow})),
@@ -83,6 +86,9 @@ fn ctrl_c_keeps_the_interrupted_call_with_what_it_printed() {
         "{stopped}"
     );
     assert!(stopped.contains("printed-before-ctrl-c"), "{stopped}");
+    assert!(stopped.contains("‹secret:"), "{}", &stopped[..400]);
+    // (The call's own arguments hold it: the model wrote it.)
+    assert!(!stopped.contains(&token), "{}", &stopped[..400]);
     // Bounded as any large result is: spilled, its ends shown.
     assert!(stopped.contains("spill: "), "{}", &stopped[..400]);
     assert!(stopped.len() < 100_000, "{}", stopped.len());

@@ -723,7 +723,9 @@ impl Agent {
                     "" => "tool",
                     n => n,
                 };
-                let (printed, warning) = self.tools.spill.maybe_spill(name, printed.clone());
+                // As every result (tools::execute): secrets out, then spilled.
+                let printed = self.tools.secrets.redact(&printed).into_owned();
+                let (printed, warning) = self.tools.spill.maybe_spill(name, printed);
                 if let Some(w) = warning {
                     self.model.observer.warn(w.into());
                 }

@@ -995,6 +995,7 @@ mod tests {
             program: None,
             path: Some(path.clone()),
             edit: Some(edit),
+            secrets: Vec::new(),
         };
         let one = edit(
             ToolName::SearchReplace,
