@@ -512,6 +512,65 @@ mod tests {
         assert!(got.contains(&"late.txt".to_owned()), "{got:?}");
     }
 
+    #[test]
+    fn a_file_s_text_is_read_bounded_and_verified_and_none_when_it_cannot_be() {
+        use hel_store::testing;
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let store = Store::open(root).unwrap();
+        let store_root = root.join(hel_store::STORE_DIR);
+        let file = |id, size| Item {
+            kind: EntryKind::File,
+            mode: 0o644,
+            size,
+            id,
+        };
+        let project = std::fs::File::open(root).unwrap();
+        let project = Some(std::os::fd::AsFd::as_fd(&project));
+        // Stored: its text, whatever the file holds now.
+        let (was, canonical) = testing::encode("blob", b"was\n");
+        assert_eq!(was, hel_store::blob_id(b"was\n"));
+        testing::plant(&store_root, &canonical);
+        std::fs::write(root.join("f.txt"), "now\n").unwrap();
+        let item = file(was, 4);
+        assert_eq!(
+            text(Some(&store), None, b"f.txt", Some(&item)).as_deref(),
+            Some("was\n")
+        );
+        // Absent: empty.
+        assert_eq!(text(None, None, b"f.txt", None).as_deref(), Some(""));
+        // A record that is not what its name promises: none, no error.
+        let (bad, _) = testing::encode("blob", b"other\n");
+        testing::plant_stored(&store_root, &bad, b"garbage");
+        assert_ne!(testing::where_is(&store, &bad), "nowhere");
+        assert_eq!(
+            text(Some(&store), None, b"f.txt", Some(&file(bad, 6))),
+            None
+        );
+        // Not stored: the file now, only when it holds what was scanned.
+        let now = file(hel_store::blob_id(b"now\n"), 4);
+        assert_eq!(
+            text(Some(&store), project, b"f.txt", Some(&now)).as_deref(),
+            Some("now\n")
+        );
+        assert_eq!(text(Some(&store), None, b"f.txt", Some(&now)), None);
+        assert_eq!(
+            text(Some(&store), project, b"f.txt", Some(&file(bad, 4))),
+            None
+        );
+        // Never through a link, never past the bound, never binary.
+        std::os::unix::fs::symlink(root, root.join("up")).unwrap();
+        assert_eq!(text(None, project, b"up/f.txt", Some(&now)), None);
+        let big = vec![b'a'; DIFF_BYTES as usize + 1];
+        std::fs::write(root.join("big"), &big).unwrap();
+        // (Its scan said it was small: the read is bounded anyway.)
+        let item = file(hel_store::blob_id(&big), 4);
+        assert_eq!(text(None, project, b"big", Some(&item)), None);
+        std::fs::write(root.join("bin"), b"a\0b").unwrap();
+        let item = file(hel_store::blob_id(b"a\0b"), 3);
+        assert_eq!(text(None, project, b"bin", Some(&item)), None);
+    }
+
     fn told(w: Option<Warning>) -> String {
         w.map(|w| w.to_string()).unwrap_or_default()
     }
