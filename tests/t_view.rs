@@ -1,8 +1,9 @@
 //! The live view of tool calls, through a real terminal at 80 and 40
 //! columns against hel-mock: a write_file over a file shows the lines it
 //! changes (numbered, `-` and `+`), a command's call line is its text and
-//! the files it made are named (`A name`), and `/last` shows the whole
-//! output the folded view left out.
+//! the files it changed are named (`A name`) with their diffs when they
+//! are small text, and `/last` shows the whole output the folded view
+//! left out.
 
 use serde_json::json;
 
