@@ -1,8 +1,9 @@
 //! The live view of tool calls, through a real terminal at 80 and 40
 //! columns against hel-mock: a write_file over a file shows the lines it
 //! changes (numbered, `-` and `+`), a command's call line is its text and
-//! the files it made are named (`A name`), and `/last` shows the whole
-//! output the folded view left out.
+//! the files it changed are named (`A name`) with their diffs when they
+//! are small text, and `/last` shows the whole output the folded view
+//! left out.
 
 use serde_json::json;
 
@@ -105,5 +106,68 @@ fn last_shows_what_the_folded_view_left_out() {
         assert_eq!(at(&lines, "  oops", &what), out + 22);
         type_in(&mut s, "/exit\r");
         s.exp_eof().unwrap();
+    }
+}
+
+/// A command's changed files show their diffs as an edit's, under each
+/// file's line: a line a command changed in a file an earlier
+/// instruction wrote (`-` and `+`, numbered, with context), a file it
+/// made (`+` lines); a binary file it changed only by name. Every line
+/// fits the terminal.
+#[test]
+fn a_command_s_changed_files_show_their_diffs() {
+    let sed = "sed -i 's/a - b/a + b/' calc.py";
+    let made = "printf 'one\\ntwo\\n' > new.txt";
+    for cols in [80u16, 40] {
+        let p = Project::new();
+        p.write("data.bin", "a\0b");
+        let mock = Mock::start(json!([
+            {"tool_calls": [call("write_file", json!({"path": "calc.py", "content": "def sub(a, b):\n    return a - b\n\n# end\n"}))]},
+            {"content": "Written."},
+            {"tool_calls": [call("bash", json!({"command": sed}))]},
+            {"tool_calls": [call("bash", json!({"command": "printf 'c\\000d' > data.bin"}))]},
+            {"tool_calls": [call("bash", json!({"command": made}))]},
+            {"content": "Done."},
+        ]));
+        let mut s = spawn_with(&p, Some(&mock), cols, &["--access", "auto"], &[]);
+        expect(&mut s, PROMPT_END);
+        type_in(&mut s, "write it\r");
+        expect(&mut s, "Written.");
+        expect(&mut s, PROMPT_END);
+        type_in(&mut s, "fix it\r");
+        let seen = expect(&mut s, "Done.");
+        expect(&mut s, PROMPT_END);
+        type_in(&mut s, "/exit\r");
+        s.exp_eof().unwrap();
+        let lines = screen_lines(&seen);
+        let what = format!("{cols} columns");
+        all_fit(&lines, cols as usize, &what);
+        let m = at(&lines, "  M calc.py", &what);
+        assert_eq!(
+            lines[m + 1..m + 4],
+            [
+                "    1  def sub(a, b):",
+                "    2 -    return a - b",
+                "    2 +    return a + b"
+            ],
+            "{what}: {lines:#?}"
+        );
+        let bin = at(&lines, "  M data.bin", &what);
+        assert!(m < bin, "{what}: {lines:#?}");
+        assert!(
+            lines[bin + 1].starts_with("hel: bash "),
+            "{what}: {lines:#?}"
+        );
+        let a = at(&lines, "  A new.txt", &what);
+        assert!(bin < a, "{what}: {lines:#?}");
+        assert_eq!(
+            lines[a + 1..a + 3],
+            ["    1 +one", "    2 +two"],
+            "{what}: {lines:#?}"
+        );
+        assert_eq!(
+            p.read("calc.py"),
+            "def sub(a, b):\n    return a + b\n\n# end\n"
+        );
     }
 }

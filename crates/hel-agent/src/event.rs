@@ -16,6 +16,22 @@ use crate::client::RequestError;
 use crate::spill::Unspilled;
 use crate::system::ContextFileWarning;
 
+/// A file a call changed ([`Event::FilesChanged`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileChange {
+    /// `A` (added), `M` (modified) or `D` (deleted).
+    pub kind: char,
+    /// Relative to the project's root (lossy UTF-8): raw, escape it
+    /// before showing it.
+    pub path: String,
+    /// Its text before and after the call (empty for the side where it
+    /// is absent), for a diff: only for the first few changed files that
+    /// are small text on both sides whose content is known (read from the
+    /// store, or the file now when it still holds what the scan saw).
+    /// Raw text from the project: escape it before showing it.
+    pub texts: Option<(String, String)>,
+}
+
 /// Something that happened during a run, in the order it happened.
 #[derive(Debug)]
 pub enum Event {
@@ -54,11 +70,9 @@ pub enum Event {
         spill: Option<String>,
     },
     /// The files a call changed, as the project's scans before and after
-    /// it show them: each path (relative to the project's root) with
-    /// `A` (added), `M` (modified) or `D` (deleted), in path order. Sent
-    /// before the call's [`Event::ToolFinished`], only when it changed
-    /// some.
-    FilesChanged(Vec<(char, String)>),
+    /// it show them, in path order. Sent before the call's
+    /// [`Event::ToolFinished`], only when it changed some.
+    FilesChanged(Vec<FileChange>),
     /// A piece of what a running bash command printed (stdout and stderr
     /// as they arrive, at most `LIVE_CHUNK` bytes (tools/output.rs): the end
     /// of what one read got), for a live view. Raw bytes from the command:

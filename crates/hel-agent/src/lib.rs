@@ -41,7 +41,7 @@ pub use outcome::{Incomplete, Outcome, Termination};
 pub use run::{Compaction, Host, Options, RestoreFilesError, Run, StartError, Status};
 pub use workspace::WorkspaceError;
 // What it reports.
-pub use event::{Event, Observer, Warning};
+pub use event::{Event, FileChange, Observer, Warning};
 pub use project::{Found, Project, ProjectError};
 // Confirmation.
 pub use tools::access::simple_program;

@@ -12,7 +12,7 @@ use hel_store::{ObjectId, Store, Txn};
 use hel_workspace::snapshot::NotTracked;
 use hel_workspace::{history, Flat, Options, Prev, Snapshot, Workspace};
 
-use crate::event::Warning;
+use crate::event::{FileChange, Warning};
 pub use error::WorkspaceError;
 
 /// Paths a warning names before it says how many more there are.
@@ -173,8 +173,13 @@ impl Snapshots {
 
     /// The call ended; `left`: it left processes running. Returns the
     /// files (not directories) the call changed, each with `A`, `M` or
-    /// `D` (none known when processes were left or a scan failed).
-    pub(crate) fn after_call(&mut self, left: bool) -> Vec<(char, String)> {
+    /// `D` (none known when processes were left or a scan failed); the
+    /// first [`DIFFED`] of the first [`LOOKED`] that are small text on
+    /// both sides with their texts, each side read from `store` (the
+    /// session's) when it holds it, the new one else from the file now
+    /// when it still holds what the scan saw. A side that cannot be read
+    /// (not stored, damaged, changed since) means no texts, never an error.
+    pub(crate) fn after_call(&mut self, left: bool, store: Option<&Store>) -> Vec<FileChange> {
         let Some(calls) = self.calls.as_mut() else {
             return Vec::new();
         };
@@ -194,16 +199,35 @@ impl Snapshots {
         let mut changed = std::collections::BTreeSet::new();
         hel_workspace::attrib::changed_between(&before, &after, &mut changed);
         let file = |i: Option<&hel_workspace::Item>| i.is_some_and(|i| i.kind != EntryKind::Dir);
+        let mut diffed = 0;
         let shown = changed
             .iter()
             .filter_map(|p| {
-                match (file(before.get(p)), file(after.get(p))) {
-                    (false, false) => None,
-                    (false, true) => Some('A'),
-                    (true, false) => Some('D'),
-                    (true, true) => Some('M'),
+                let (old, new) = (before.get(p), after.get(p));
+                let kind = match (file(old), file(new)) {
+                    (false, false) => return None,
+                    (false, true) => 'A',
+                    (true, false) => 'D',
+                    (true, true) => 'M',
+                };
+                Some((p, kind, old, new))
+            })
+            .enumerate()
+            .map(|(n, (p, kind, old, new))| {
+                let texts = (n < LOOKED && diffed < DIFFED)
+                    .then(|| {
+                        let old = text(store, None, p, old.filter(|_| kind != 'A'))?;
+                        let project = Some(self.workspace.project_fd());
+                        let new = text(store, project, p, new.filter(|_| kind != 'D'))?;
+                        (old != new).then_some((old, new))
+                    })
+                    .flatten();
+                diffed += usize::from(texts.is_some());
+                FileChange {
+                    kind,
+                    path: String::from_utf8_lossy(p).into_owned(),
+                    texts,
                 }
-                .map(|c| (c, String::from_utf8_lossy(p).into_owned()))
             })
             .collect();
         calls.owned.append(&mut changed);
@@ -266,6 +290,54 @@ impl Snapshots {
             first,
         })
     }
+}
+
+/// Files a call changed shown as a diff, at most.
+const DIFFED: usize = 3;
+
+/// Of the files a call changed, those looked at for a diff (the first
+/// ones, as the live view names them).
+const LOOKED: usize = 10;
+
+/// The most bytes of either side of a command's file diff.
+const DIFF_BYTES: u64 = 256 << 10;
+
+/// The text of the file `item` at `path` for a diff: empty when there
+/// is none (`item` None); else only a regular file of at most
+/// [`DIFF_BYTES`] of UTF-8 text without NUL, read from `store` (verified)
+/// or else, with `project`, from the file now beneath it (never through a
+/// link) when it holds the same content. None when it cannot be had.
+fn text(
+    store: Option<&Store>,
+    project: Option<std::os::fd::BorrowedFd<'_>>,
+    path: &[u8],
+    item: Option<&hel_workspace::Item>,
+) -> Option<String> {
+    let Some(item) = item else {
+        return Some(String::new());
+    };
+    if item.kind != EntryKind::File || item.size > DIFF_BYTES {
+        return None;
+    }
+    let cap = hel_store::Cap {
+        max: DIFF_BYTES,
+        what: "file diffed",
+    };
+    let stored = store.and_then(|s| hel_store::workspace::read_blob(s, &item.id, cap).ok());
+    let bytes = match stored {
+        Some(b) => b,
+        None => {
+            let (dir, name) = hel_workspace::flat::split(path);
+            let dir = hel_fs::at::open_dir_beneath(project?, dir).ok()?;
+            let (fd, _) = hel_fs::at::open_regular(&dir, name).ok()??;
+            let b = hel_fs::read_head(std::fs::File::from(fd), DIFF_BYTES + 1).ok()?;
+            (hel_store::blob_id(&b) == item.id).then_some(b)?
+        }
+    };
+    if bytes.len() as u64 > DIFF_BYTES || bytes.contains(&0) {
+        return None;
+    }
+    String::from_utf8(bytes).ok()
 }
 
 /// Why a path was not recorded, in words (with what to do when there is
@@ -395,12 +467,31 @@ mod tests {
         snaps.before_call();
         std::fs::create_dir(root.join("new")).unwrap();
         std::fs::write(root.join("new/mine.txt"), "mine\n").unwrap();
-        snaps.after_call(false);
+        std::fs::write(root.join("bin.dat"), b"a\0b").unwrap();
+        std::fs::write(root.join("theirs.txt"), "mine now\n").unwrap();
+        let change = |kind, path: &str, texts: Option<(&str, &str)>| FileChange {
+            kind,
+            path: path.into(),
+            texts: texts.map(|(a, b)| (a.into(), b.into())),
+        };
+        // A new text file has its text; a binary one none; one whose old
+        // content was never stored (the scans store nothing) none.
+        assert_eq!(
+            snaps.after_call(false, Some(&store)),
+            [
+                change('A', "bin.dat", None),
+                change('A', "new/mine.txt", Some(("", "mine\n"))),
+                change('M', "theirs.txt", None),
+            ]
+        );
         // After the last call.
         std::fs::write(root.join("late.txt"), "late\n").unwrap();
         let mut end = scan(&mut snaps);
         snaps.own_end(&mut hel_workspace::Scan, &mut end).unwrap();
-        assert_eq!(paths(&end.flat), ["new/mine.txt", "old.txt"]);
+        assert_eq!(
+            paths(&end.flat),
+            ["bin.dat", "new/mine.txt", "old.txt", "theirs.txt"]
+        );
         let old = end.flat.get(b"old.txt").unwrap();
         assert_eq!(old.id, hel_store::blob_id(b"old\n"));
 
@@ -411,7 +502,7 @@ mod tests {
         snaps.follow_calls();
         std::fs::write(root.join("between.txt"), "theirs\n").unwrap();
         snaps.before_call();
-        snaps.after_call(true);
+        assert!(snaps.after_call(true, Some(&store)).is_empty());
         std::fs::write(root.join("background.txt"), "bg\n").unwrap();
         let mut end = scan(&mut snaps);
         snaps.own_end(&mut hel_workspace::Scan, &mut end).unwrap();
@@ -419,6 +510,65 @@ mod tests {
         assert!(got.contains(&"background.txt".to_owned()), "{got:?}");
         assert!(!got.contains(&"between.txt".to_owned()), "{got:?}");
         assert!(got.contains(&"late.txt".to_owned()), "{got:?}");
+    }
+
+    #[test]
+    fn a_file_s_text_is_read_bounded_and_verified_and_none_when_it_cannot_be() {
+        use hel_store::testing;
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let store = Store::open(root).unwrap();
+        let store_root = root.join(hel_store::STORE_DIR);
+        let file = |id, size| Item {
+            kind: EntryKind::File,
+            mode: 0o644,
+            size,
+            id,
+        };
+        let project = std::fs::File::open(root).unwrap();
+        let project = Some(std::os::fd::AsFd::as_fd(&project));
+        // Stored: its text, whatever the file holds now.
+        let (was, canonical) = testing::encode("blob", b"was\n");
+        assert_eq!(was, hel_store::blob_id(b"was\n"));
+        testing::plant(&store_root, &canonical);
+        std::fs::write(root.join("f.txt"), "now\n").unwrap();
+        let item = file(was, 4);
+        assert_eq!(
+            text(Some(&store), None, b"f.txt", Some(&item)).as_deref(),
+            Some("was\n")
+        );
+        // Absent: empty.
+        assert_eq!(text(None, None, b"f.txt", None).as_deref(), Some(""));
+        // A record that is not what its name promises: none, no error.
+        let (bad, _) = testing::encode("blob", b"other\n");
+        testing::plant_stored(&store_root, &bad, b"garbage");
+        assert_ne!(testing::where_is(&store, &bad), "nowhere");
+        assert_eq!(
+            text(Some(&store), None, b"f.txt", Some(&file(bad, 6))),
+            None
+        );
+        // Not stored: the file now, only when it holds what was scanned.
+        let now = file(hel_store::blob_id(b"now\n"), 4);
+        assert_eq!(
+            text(Some(&store), project, b"f.txt", Some(&now)).as_deref(),
+            Some("now\n")
+        );
+        assert_eq!(text(Some(&store), None, b"f.txt", Some(&now)), None);
+        assert_eq!(
+            text(Some(&store), project, b"f.txt", Some(&file(bad, 4))),
+            None
+        );
+        // Never through a link, never past the bound, never binary.
+        std::os::unix::fs::symlink(root, root.join("up")).unwrap();
+        assert_eq!(text(None, project, b"up/f.txt", Some(&now)), None);
+        let big = vec![b'a'; DIFF_BYTES as usize + 1];
+        std::fs::write(root.join("big"), &big).unwrap();
+        // (Its scan said it was small: the read is bounded anyway.)
+        let item = file(hel_store::blob_id(&big), 4);
+        assert_eq!(text(None, project, b"big", Some(&item)), None);
+        std::fs::write(root.join("bin"), b"a\0b").unwrap();
+        let item = file(hel_store::blob_id(b"a\0b"), 3);
+        assert_eq!(text(None, project, b"bin", Some(&item)), None);
     }
 
     fn told(w: Option<Warning>) -> String {

@@ -618,7 +618,8 @@ impl crate::agent::Hooks for Hooks<'_> {
 
     fn after_call(&mut self, _agent: &mut Agent, left: bool) {
         if let Some(s) = self.snapshots.as_mut() {
-            let changed = s.after_call(left);
+            let store = self.session.as_ref().map(|s| &s.store);
+            let changed = s.after_call(left, store);
             if !changed.is_empty() {
                 self.observer.event(Event::FilesChanged(changed));
             }

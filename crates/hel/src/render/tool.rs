@@ -8,7 +8,7 @@
 use std::sync::Mutex;
 
 use hel_agent::text::{count, escape_line};
-use hel_agent::Edit;
+use hel_agent::{Edit, FileChange};
 
 /// Diff lines shown of an edit before the rest is folded.
 pub const DIFF_LINES: usize = 20;
@@ -21,6 +21,10 @@ pub const OUTPUT_LINES: usize = 6;
 
 /// Files named of those a command changed before the rest is counted.
 pub const CHANGED_FILES: usize = 10;
+
+/// Files a command changed shown with their diffs, at most (hel-agent
+/// sends the texts of no more).
+pub const DIFFED_FILES: usize = 3;
 
 /// Bytes of a file or an edit's text diffed: past this the edit is not
 /// shown as a diff (its result line says what happened).
@@ -35,7 +39,7 @@ struct Calls {
     /// The edit running: its call id, the change and the file before it.
     edit: Option<(String, Edit, Before)>,
     /// The files the running call changed ([`changed`]).
-    changed: Vec<(char, String)>,
+    changed: Vec<FileChange>,
     /// The last call that ended: its call line and its result.
     last: Option<(String, String)>,
     /// The call line of the call running, for `/last`.
@@ -367,16 +371,18 @@ pub fn started(id: &str, name: &str, arguments: &str) -> String {
     line
 }
 
-/// The files the running call changed (`A`, `M`, `D` and a path), shown
-/// when it ends.
-pub fn changed(files: Vec<(char, String)>) {
+/// The files the running call changed (`A`, `M`, `D`, a path and maybe
+/// its texts), shown when it ends.
+pub fn changed(files: Vec<FileChange>) {
     calls().changed = files;
 }
 
 /// The call `id` of `name` ended with `content`: kept as the last result
 /// (for `/last`); the files it changed, one line each (`A path`), the
 /// first [`CHANGED_FILES`] then how many more, unless it was an edit
-/// (its diff says it).
+/// (its diff says it); under each of the first [`DIFFED_FILES`] whose
+/// texts are known, its diff as an edit's (numbered, folded after
+/// [`DIFF_LINES`]).
 pub fn ended(name: &str, content: &str) -> Vec<Shown> {
     let mut c = calls();
     let mut kept = content.to_owned();
@@ -393,11 +399,20 @@ pub fn ended(name: &str, content: &str) -> Vec<Shown> {
     if matches!(name, "write_file" | "search_replace") {
         return Vec::new();
     }
-    let mut lines: Vec<Shown> = files
-        .iter()
-        .take(CHANGED_FILES)
-        .map(|(k, p)| Shown::Plain(format!("  {k} {}", escape_line(p))))
-        .collect();
+    let mut lines: Vec<Shown> = Vec::new();
+    let mut diffed = 0;
+    for f in files.iter().take(CHANGED_FILES) {
+        lines.push(Shown::Plain(format!(
+            "  {} {}",
+            f.kind,
+            escape_line(&f.path)
+        )));
+        if let Some((old, new)) = f.texts.as_ref().filter(|_| diffed < DIFFED_FILES) {
+            diffed += 1;
+            let shown = fold(diff(old, new, true), DIFF_LINES);
+            lines.extend(shown.into_iter().map(|l| l.map(|t| format!("    {t}"))));
+        }
+    }
     if files.len() > CHANGED_FILES {
         lines.push(Shown::Plain(format!(
             "  … {}",
@@ -704,7 +719,16 @@ pub(crate) mod tests {
     fn a_command_s_changed_files_and_its_whole_result_for_last() {
         let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
         started("b1", "bash", r#"{"command":"make"}"#);
-        changed((0..12).map(|i| ('A', format!("out/{i}\x1b"))).collect());
+        let file = |kind, path: String, texts: Option<(&str, &str)>| FileChange {
+            kind,
+            path,
+            texts: texts.map(|(a, b)| (a.to_owned(), b.to_owned())),
+        };
+        changed(
+            (0..12)
+                .map(|i| file('A', format!("out/{i}\x1b"), None))
+                .collect(),
+        );
         let content = "exit=1\nstdout:\nbuilt\x1b[31m!\nstderr:\nfailed\n";
         let files = ended("bash", content);
         assert_eq!(texts(&files)[0], "  A out/0^[");
@@ -714,9 +738,36 @@ pub(crate) mod tests {
             "hel: bash make\nexit 1\nstdout:\n  built!\nstderr:\n  failed\n"
         );
         started("b2", "write_file", r#"{"path":"x","content":""}"#);
-        changed(vec![('A', "x".into())]);
+        changed(vec![file('A', "x".into(), Some(("", "x\n")))]);
         assert!(ended("write_file", "wrote 0 bytes to x").is_empty());
         assert_eq!(last().unwrap(), "hel: write_file x\nwrote 0 bytes to x\n");
+        // A command's files with their texts: each diff under its line,
+        // escaped and folded, at most three diffed.
+        started("b3", "bash", r#"{"command":"sed -i s/a/b/ f"}"#);
+        let long: String = (0..30).map(|i| format!("{i}\n")).collect();
+        changed(vec![
+            file('M', "f".into(), Some(("a\n", "b\x1b[2J\n"))),
+            file('M', "g.bin".into(), None),
+            file('A', "long".into(), Some(("", &long))),
+            file('D', "old".into(), Some(("gone\n", ""))),
+            file('A', "more".into(), Some(("", "4\n"))),
+        ]);
+        let lines = ended("bash", "exit=0\nstdout:\n\nstderr:\n");
+        let t = texts(&lines);
+        assert_eq!(
+            t[..5],
+            [
+                "  M f",
+                "    1 -a",
+                "    1 +b^[[2J",
+                "  M g.bin",
+                "  A long"
+            ]
+        );
+        assert!(matches!(lines[1], Shown::Removed(_)) && matches!(lines[2], Shown::Added(_)));
+        assert_eq!(t[5], "     1 +0");
+        assert_eq!(t[5 + DIFF_LINES], "    … 10 more lines");
+        assert_eq!(t[6 + DIFF_LINES..], ["  D old", "    1 -gone", "  A more"]);
     }
 
     #[test]
