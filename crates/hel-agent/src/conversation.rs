@@ -33,6 +33,20 @@ struct Open {
     complete: usize,
 }
 
+/// The text of a message's content: a string, or the text parts of an
+/// array of parts (what a reader shows of it).
+pub fn content_text(m: &Value) -> String {
+    match m.get("content") {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Array(parts)) => parts
+            .iter()
+            .filter_map(|p| p.get("text").and_then(Value::as_str))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    }
+}
+
 fn role(m: &Value) -> Option<&str> {
     m.get("role").and_then(Value::as_str)
 }

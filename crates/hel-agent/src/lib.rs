@@ -60,7 +60,7 @@ pub use config::{resolve as resolve_provider, Endpoint, Provider, ProviderChoice
 pub use system::{Instructions, AGENTS_MD};
 // What an import builds a conversation with.
 pub use compact::summary_message;
-pub use conversation::Conversation;
+pub use conversation::{content_text, Conversation};
 
 /// Text for a terminal: escaping what came from outside, and counts.
 pub mod text {

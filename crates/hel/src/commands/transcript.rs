@@ -7,6 +7,7 @@
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
+use hel_agent::content_text;
 use hel_agent::text::{escape_line, escape_text};
 use serde_json::Value;
 
@@ -40,20 +41,6 @@ impl Style {
         } else {
             text.to_owned()
         }
-    }
-}
-
-/// The text of a message's content: a string, or the text parts of an
-/// array of parts.
-pub fn content_text(m: &Value) -> String {
-    match m.get("content") {
-        Some(Value::String(s)) => s.clone(),
-        Some(Value::Array(parts)) => parts
-            .iter()
-            .filter_map(|p| p.get("text").and_then(Value::as_str))
-            .collect::<Vec<_>>()
-            .join("\n"),
-        _ => String::new(),
     }
 }
 

@@ -130,19 +130,6 @@ fn role(m: &Value) -> &str {
     m.get("role").and_then(Value::as_str).unwrap_or("")
 }
 
-/// The text of a message's content: a string, or its text parts.
-fn text_of(m: &Value) -> String {
-    match m.get("content") {
-        Some(Value::String(s)) => s.clone(),
-        Some(Value::Array(parts)) => parts
-            .iter()
-            .filter_map(|p| p.get("text").and_then(Value::as_str))
-            .collect::<Vec<_>>()
-            .join("\n"),
-        _ => String::new(),
-    }
-}
-
 /// Whether `line` is one of hel's own notes (`[hel: …]`) in a user
 /// message, not what the user typed.
 fn is_note(line: &str) -> bool {
@@ -153,7 +140,7 @@ fn is_note(line: &str) -> bool {
 /// Print one exchange into `out`.
 fn exchange(ex: &Exchange, width: usize, colour: bool, out: &mut Vec<String>) {
     out.push(String::new());
-    let text = text_of(ex.instruction);
+    let text = hel_agent::content_text(ex.instruction);
     let (notes, said): (Vec<&str>, Vec<&str>) = text.lines().partition(|l| is_note(l));
     let said: Vec<&str> = said
         .into_iter()
@@ -199,7 +186,7 @@ fn exchange(ex: &Exchange, width: usize, colour: bool, out: &mut Vec<String>) {
                 out.push(paint(colour, "2", &call_line(name, arguments, width)));
             }
         }
-        let text = text_of(m);
+        let text = hel_agent::content_text(m);
         if !text.trim().is_empty() {
             answer = Some(text);
         }
@@ -223,7 +210,7 @@ fn exchange(ex: &Exchange, width: usize, colour: bool, out: &mut Vec<String>) {
     let answered = ex
         .after
         .last()
-        .is_some_and(|m| role(m) == "assistant" && !text_of(m).trim().is_empty());
+        .is_some_and(|m| role(m) == "assistant" && !hel_agent::content_text(m).trim().is_empty());
     match answer.filter(|_| answered) {
         Some(text) => out.extend(answer_lines(&text, width, colour)),
         None => out.push(paint(
