@@ -286,6 +286,7 @@ fn reason(why: &NotTracked) -> String {
         ),
         NotTracked::Unrecordable(what) => format!("it holds {what}, which no snapshot can"),
         NotTracked::Changed => "it changed while the snapshot was taken".into(),
+        NotTracked::HoldsSecret => "it holds a secret: not recorded".into(),
     }
 }
 

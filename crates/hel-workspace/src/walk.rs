@@ -52,6 +52,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
 use hel_fs::at;
+use hel_secrets::Detector;
 use hel_store::tree::{bad_name, is_never, DEPTH_MAX, PATH_MAX, TARGET_MAX};
 use hel_store::{Cap, Encoded, ObjectId};
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
@@ -121,6 +122,10 @@ pub enum Content {
         stat: FileStat,
         size: u64,
     },
+    /// Read, and its content holds a secret ([`holds_secret`]): not
+    /// encoded, never stored. Its `fstat` before the read (or the `lstat`
+    /// that matched a file found holding one before), and its size.
+    Secret { stat: FileStat, size: u64 },
     /// Over the most it may hold: its size.
     TooLarge(u64),
     /// Could not be read.
@@ -166,6 +171,11 @@ pub struct Plan<'a> {
     /// Where each directory is watched before it is listed, when
     /// notifications are on.
     pub watch: Option<&'a crate::watch::Walking<'a>>,
+    /// What finds a secret in a file read.
+    pub secrets: &'a Detector,
+    /// The `lstat` of files an earlier walk of this process found holding
+    /// a secret: one that still matches is not read again.
+    pub held_secrets: &'a crate::Set<FileStat>,
 }
 
 /// The ignore rules of one directory, and its parent's.
@@ -882,6 +892,15 @@ fn content(
     stat: &FileStat,
     plan: &Plan<'_>,
 ) -> Content {
+    // Unchanged since a walk found a secret in it (a file changed within
+    // the same clock tick with the same size keeps its `lstat` and is
+    // still taken to hold one: the safe way to be wrong).
+    if plan.held_secrets.contains(stat) {
+        return Content::Secret {
+            stat: *stat,
+            size: stat.size,
+        };
+    }
     if let Some(id) = plan.cache.lookup(stat) {
         return Content::Cached(id);
     }
@@ -897,12 +916,19 @@ fn content(
     if stat.size > max {
         return Content::TooLarge(stat.size);
     }
-    read(dir, name, stat, max)
+    read(dir, name, stat, max, plan.secrets)
 }
 
 /// Read file `name` in `dir` if it is still the regular file `seen`, at
-/// most `max` bytes, and encode it as a blob.
-pub fn read(dir: BorrowedFd<'_>, name: &[u8], seen: &FileStat, max: u64) -> Content {
+/// most `max` bytes, and encode it as a blob, unless `secrets` finds a
+/// secret in it ([`Content::Secret`]).
+pub fn read(
+    dir: BorrowedFd<'_>,
+    name: &[u8],
+    seen: &FileStat,
+    max: u64,
+    secrets: &Detector,
+) -> Content {
     let (fd, stat) = match open_regular(dir, name) {
         Ok(Some(x)) => x,
         Err(Errno::NOENT) => return Content::Gone,
@@ -922,6 +948,12 @@ pub fn read(dir: BorrowedFd<'_>, name: &[u8], seen: &FileStat, max: u64) -> Cont
         Err(hel_fs::Error::Io { source, .. }) => return Content::Unreadable(source.to_string()),
         Err(e) => return Content::Unreadable(e.to_string()),
     };
+    if holds_secret(secrets, &bytes) {
+        return Content::Secret {
+            stat,
+            size: bytes.len() as u64,
+        };
+    }
     match hel_store::encode_blob(&bytes) {
         Ok(blob) => Content::Read {
             blob,
@@ -930,6 +962,16 @@ pub fn read(dir: BorrowedFd<'_>, name: &[u8], seen: &FileStat, max: u64) -> Cont
         },
         Err(e) => Content::Unreadable(e.to_string()),
     }
+}
+
+/// Whether `bytes` (a file's content, a link's target) hold a secret that
+/// `secrets` finds. The detector reads text: a file that is not UTF-8 is
+/// read with each invalid sequence replaced by U+FFFD, so the text of a
+/// binary file (a token in a database file or a build) is scanned too.
+/// What the detector costs is in its keyword prefilter: text holding no
+/// keyword of its rules is one pass of Aho-Corasick.
+pub fn holds_secret(secrets: &Detector, bytes: &[u8]) -> bool {
+    !secrets.detect(&String::from_utf8_lossy(bytes)).is_empty()
 }
 
 /// The path `rel` of the project as a path.

@@ -244,7 +244,12 @@ impl Run {
         }
         let mut snapshots = match (&options.workspace, &session) {
             (Some(opts), Some(s)) => match Snapshots::open(&s.store, *opts) {
-                Ok(snaps) => Some(snaps),
+                // A file holding a secret the run's redactor finds is not stored.
+                Ok(mut snaps) => {
+                    let secrets = agent.tools().secrets.detector();
+                    snaps.workspace_mut().set_secrets(secrets);
+                    Some(snaps)
+                }
                 Err(e) => {
                     observer.warn(Warning::WorkspaceOff(e));
                     None
