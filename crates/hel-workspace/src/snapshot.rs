@@ -190,8 +190,9 @@ pub struct Workspace {
     /// Walks taken, and why the last one was (not the last walk's result).
     walks: u64,
     walked_because: &'static str,
-    /// What finds secrets in files: a file holding one is not stored.
-    secrets: Arc<Detector>,
+    /// What finds secrets in files: a file holding one is not stored
+    /// (`None` only in measurements of what the scan costs).
+    secrets: Option<Arc<Detector>>,
     /// The `lstat` of the files the last walk found holding a secret (not
     /// read again while they match).
     held_secrets: crate::Set<FileStat>,
@@ -262,7 +263,7 @@ impl Workspace {
             kept: None,
             walks: 0,
             walked_because: "",
-            secrets: Arc::new(Detector::from_env()),
+            secrets: Some(Arc::new(Detector::from_env())),
             held_secrets: crate::Set::default(),
         })
     }
@@ -271,7 +272,16 @@ impl Workspace {
     /// more of the environment's values than [`Detector::from_env`], the
     /// one a workspace opens with).
     pub fn set_secrets(&mut self, secrets: Arc<Detector>) {
-        self.secrets = secrets;
+        self.secrets = Some(secrets);
+        self.held_secrets.clear();
+        self.kept = None;
+    }
+
+    /// Store files without scanning them for secrets: for measuring what
+    /// the scan costs (`testing` feature only, never hel's build).
+    #[cfg(feature = "testing")]
+    pub fn without_secret_scan(&mut self) {
+        self.secrets = None;
         self.held_secrets.clear();
         self.kept = None;
     }
@@ -469,7 +479,7 @@ impl Workspace {
             max_file: self.options.max_file.min(Cap::FILE.max),
             budget: self.options.budget,
             keep_stats,
-            secrets: &self.secrets,
+            secrets: self.secrets.as_deref(),
             held_secrets: Vec::new(),
             known: Vec::new(),
             cache_hits: 0,
@@ -493,7 +503,7 @@ impl Workspace {
             paths_max: self.paths_max,
             bytes_max: self.bytes_max,
             watch: watching.as_ref(),
-            secrets: &self.secrets,
+            secrets: self.secrets.as_deref(),
             held_secrets: &self.held_secrets,
         };
         walk::walk(self.project.as_fd(), &plan, |e| {
@@ -581,7 +591,7 @@ struct Taking<'a, 'b> {
     max_file: u64,
     budget: u64,
     keep_stats: bool,
-    secrets: &'b Detector,
+    secrets: Option<&'b Detector>,
     /// The files found holding a secret.
     held_secrets: Vec<FileStat>,
     /// Every file with content, for the stat cache.

@@ -171,8 +171,8 @@ pub struct Plan<'a> {
     /// Where each directory is watched before it is listed, when
     /// notifications are on.
     pub watch: Option<&'a crate::watch::Walking<'a>>,
-    /// What finds a secret in a file read.
-    pub secrets: &'a Detector,
+    /// What finds a secret in a file read (`None`: nothing is scanned).
+    pub secrets: Option<&'a Detector>,
     /// The `lstat` of files an earlier walk of this process found holding
     /// a secret: one that still matches is not read again.
     pub held_secrets: &'a crate::Set<FileStat>,
@@ -927,7 +927,7 @@ pub fn read(
     name: &[u8],
     seen: &FileStat,
     max: u64,
-    secrets: &Detector,
+    secrets: Option<&Detector>,
 ) -> Content {
     let (fd, stat) = match open_regular(dir, name) {
         Ok(Some(x)) => x,
@@ -970,8 +970,8 @@ pub fn read(
 /// binary file (a token in a database file or a build) is scanned too.
 /// What the detector costs is in its keyword prefilter: text holding no
 /// keyword of its rules is one pass of Aho-Corasick.
-pub fn holds_secret(secrets: &Detector, bytes: &[u8]) -> bool {
-    !secrets.detect(&String::from_utf8_lossy(bytes)).is_empty()
+pub fn holds_secret(secrets: Option<&Detector>, bytes: &[u8]) -> bool {
+    secrets.is_some_and(|d| !d.detect(&String::from_utf8_lossy(bytes)).is_empty())
 }
 
 /// The path `rel` of the project as a path.
