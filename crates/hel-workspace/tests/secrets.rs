@@ -76,7 +76,12 @@ fn files_holding_a_secret_are_not_tracked_and_never_stored() {
     let held = |p: &str| (p.as_bytes().to_vec(), NotTracked::HoldsSecret);
     assert_eq!(
         told,
-        [held(".env"), held("cache.db"), held("link"), held("notes.txt")]
+        [
+            held(".env"),
+            held("cache.db"),
+            held("link"),
+            held("notes.txt")
+        ]
     );
     for (path, content) in [
         (".env", dotenv.as_bytes()),
