@@ -965,13 +965,30 @@ pub fn read(
 }
 
 /// Whether `bytes` (a file's content, a link's target) hold a secret that
-/// `secrets` finds. The detector reads text: a file that is not UTF-8 is
-/// read with each invalid sequence replaced by U+FFFD, so the text of a
-/// binary file (a token in a database file or a build) is scanned too.
-/// What the detector costs is in its keyword prefilter: text holding no
-/// keyword of its rules is one pass of Aho-Corasick.
+/// `secrets` finds. The detector reads text: a text file that is not
+/// UTF-8 is read with each invalid sequence replaced by U+FFFD; of a
+/// binary file (a NUL byte in its first 8000 bytes, as git tells them)
+/// only its runs of printable ASCII at least [`hel_secrets::MIN_VALUE`]
+/// bytes long are read, one per line (what `strings` shows: a token in a
+/// database file or a build is found, the rest of an image is not
+/// scanned).
 pub fn holds_secret(secrets: Option<&Detector>, bytes: &[u8]) -> bool {
-    secrets.is_some_and(|d| !d.detect(&String::from_utf8_lossy(bytes)).is_empty())
+    let Some(d) = secrets else {
+        return false;
+    };
+    if !bytes[..bytes.len().min(8000)].contains(&0) {
+        return !d.detect(&String::from_utf8_lossy(bytes)).is_empty();
+    }
+    let printable = |b: &u8| matches!(b, 0x20..=0x7e | b'\t' | b'\n' | b'\r');
+    let mut text = String::new();
+    for run in bytes.split(|b| !printable(b)) {
+        if run.len() >= hel_secrets::MIN_VALUE {
+            // Printable ASCII is UTF-8.
+            text.push_str(std::str::from_utf8(run).unwrap_or_default());
+            text.push('\n');
+        }
+    }
+    !text.is_empty() && !d.detect(&text).is_empty()
 }
 
 /// The path `rel` of the project as a path.
