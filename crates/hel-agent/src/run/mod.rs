@@ -244,12 +244,7 @@ impl Run {
         }
         let mut snapshots = match (&options.workspace, &session) {
             (Some(opts), Some(s)) => match Snapshots::open(&s.store, *opts) {
-                // A file holding a secret the run's redactor finds is not stored.
-                Ok(mut snaps) => {
-                    let secrets = agent.tools().secrets.detector();
-                    snaps.workspace_mut().set_secrets(secrets);
-                    Some(snaps)
-                }
+                Ok(snaps) => Some(snaps.with_secrets(agent.tools().secrets.detector())),
                 Err(e) => {
                     observer.warn(Warning::WorkspaceOff(e));
                     None
