@@ -32,6 +32,7 @@ mod t_sandbox;
 mod t_secrets;
 mod t_sessions;
 mod t_small;
+mod t_snapshot_secrets;
 mod t_stream;
 mod t_structure;
 mod t_tools;

@@ -10,22 +10,22 @@ use crate::common::*;
 
 // Made-up values of real formats, assembled so that this file is not
 // itself a finding.
-fn aws_id() -> String {
+pub(crate) fn aws_id() -> String {
     format!("AKIA{}", "QYLPMN5HHHFPZAM2")
 }
-fn aws_secret() -> String {
+pub(crate) fn aws_secret() -> String {
     format!("{}/{}", "wJalrXUtnFEMI/K7MDENG", "bPxRfiCYzKq8ZQhTq3Wx")
 }
-fn gh_token() -> String {
+pub(crate) fn gh_token() -> String {
     format!("ghp_{}", "R8t3xQ9vLmN2pK7wZ4yB6cD1eF5gH0jA9sUq")
 }
 
-fn values() -> [String; 3] {
+pub(crate) fn values() -> [String; 3] {
     [aws_id(), aws_secret(), gh_token()]
 }
 
 /// Which of `values` `bytes` holds.
-fn held<'a>(bytes: &[u8], values: &'a [String]) -> Vec<&'a str> {
+pub(crate) fn held<'a>(bytes: &[u8], values: &'a [String]) -> Vec<&'a str> {
     values
         .iter()
         .filter(|v| bytes.windows(v.len()).any(|w| w == v.as_bytes()))
@@ -36,7 +36,7 @@ fn held<'a>(bytes: &[u8], values: &'a [String]) -> Vec<&'a str> {
 /// Every file under `dir` as it is and every zstd frame in it
 /// decompressed (with hel's object dictionary or none): what holds any
 /// of `values`, as "path: value".
-fn leaks_under(dir: &Path, values: &[String]) -> Vec<String> {
+pub(crate) fn leaks_under(dir: &Path, values: &[String]) -> Vec<String> {
     const MAGIC: [u8; 4] = [0x28, 0xB5, 0x2F, 0xFD];
     let mut leaks = Vec::new();
     let mut frames = 0;

@@ -598,7 +598,7 @@ fn undo_of_a_rewritten_gitignore_leaves_the_files_it_ignored() {
     assert_eq!(p.read("build/out.o"), "object\n");
     for line in [
         "  left alone  build: not read by the snapshot at the instruction's start: a directory it did not list (ignored, unreadable, or past its budget), so nothing in it is touched",
-        "  left alone  secret.env: not read by the snapshot at the instruction's start: a file it saw but did not record (ignored, over the size limit or budget, or unreadable)",
+        "  left alone  secret.env: not read by the snapshot at the instruction's start: a file it saw but did not record (ignored, over the size limit or budget, unreadable, or holding a secret)",
     ] {
         assert!(undo.stdout.lines().any(|l| l == line), "{line} in\n{}", undo.stdout);
     }

@@ -69,6 +69,13 @@ impl Snapshots {
         })
     }
 
+    /// Find secrets with the run's detector: a file holding one is not
+    /// stored.
+    pub(crate) fn with_secrets(mut self, secrets: Arc<hel_secrets::Detector>) -> Snapshots {
+        self.workspace.set_secrets(secrets);
+        self
+    }
+
     /// Read the session's last snapshot (of `head`'s history) now, on
     /// which the next builds: a resumed session whose files cannot be read
     /// back (a tree over what hel reads, a damaged store) is refused
@@ -358,6 +365,7 @@ fn reason(why: &NotTracked) -> String {
         ),
         NotTracked::Unrecordable(what) => format!("it holds {what}, which no snapshot can"),
         NotTracked::Changed => "it changed while the snapshot was taken".into(),
+        NotTracked::HoldsSecret => "it holds a secret: not recorded".into(),
     }
 }
 

@@ -138,7 +138,7 @@ impl fmt::Display for Skip {
                 "a directory hel did not read (ignored, unreadable, or past the snapshot's budget)",
             ),
             Skip::NotRestorable(_) => f.write_str(
-                "a file hel did not record (ignored, over the size limit or budget, or unreadable)",
+                "a file hel did not record (ignored, over the size limit or budget, unreadable, or holding a secret)",
             ),
             Skip::ThroughLink => f.write_str("goes through a symbolic link"),
             Skip::MissingParent => f.write_str("its directory does not exist"),

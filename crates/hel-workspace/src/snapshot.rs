@@ -7,6 +7,7 @@ use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use hel_secrets::Detector;
 use hel_store::tree::{EntryKind, Tree, FLAT_BYTES_MAX, FLAT_PATHS_MAX};
 use hel_store::{Cap, Encoded, ObjectId, Store, Txn};
 
@@ -59,6 +60,9 @@ pub enum NotTracked {
     Unrecordable(&'static str),
     /// Replaced by something else while the snapshot looked at it.
     Changed,
+    /// Its content holds a secret (a file, or a link's target): never
+    /// stored, so that no byte of it is under `.hel/`.
+    HoldsSecret,
 }
 
 impl NotTracked {
@@ -186,6 +190,12 @@ pub struct Workspace {
     /// Walks taken, and why the last one was (not the last walk's result).
     walks: u64,
     walked_because: &'static str,
+    /// What finds secrets in files: a file holding one is not stored
+    /// (`None` only in measurements of what the scan costs).
+    secrets: Option<Arc<Detector>>,
+    /// The `lstat` of the files the last walk found holding a secret (not
+    /// read again while they match).
+    held_secrets: crate::Set<FileStat>,
 }
 
 /// A walk's result, kept for the snapshots after it (its paths are the
@@ -253,7 +263,27 @@ impl Workspace {
             kept: None,
             walks: 0,
             walked_because: "",
+            secrets: Some(Arc::new(Detector::from_env())),
+            held_secrets: crate::Set::default(),
         })
+    }
+
+    /// Find secrets with `secrets` (a session's detector, which may know
+    /// more of the environment's values than [`Detector::from_env`], the
+    /// one a workspace opens with).
+    pub fn set_secrets(&mut self, secrets: Arc<Detector>) {
+        self.secrets = Some(secrets);
+        self.held_secrets.clear();
+        self.kept = None;
+    }
+
+    /// Store files without scanning them for secrets: for measuring what
+    /// the scan costs (`testing` feature only, never hel's build).
+    #[cfg(feature = "testing")]
+    pub fn without_secret_scan(&mut self) {
+        self.secrets = None;
+        self.held_secrets.clear();
+        self.kept = None;
     }
 
     /// How many snapshots walked the project (the others were a walk's
@@ -449,6 +479,8 @@ impl Workspace {
             max_file: self.options.max_file.min(Cap::FILE.max),
             budget: self.options.budget,
             keep_stats,
+            secrets: self.secrets.as_deref(),
+            held_secrets: Vec::new(),
             known: Vec::new(),
             cache_hits: 0,
             flat: Flat::default(),
@@ -471,6 +503,8 @@ impl Workspace {
             paths_max: self.paths_max,
             bytes_max: self.bytes_max,
             watch: watching.as_ref(),
+            secrets: self.secrets.as_deref(),
+            held_secrets: &self.held_secrets,
         };
         walk::walk(self.project.as_fd(), &plan, |e| {
             if t.failed.is_none() {
@@ -489,8 +523,10 @@ impl Workspace {
             mut flat,
             known,
             cache_hits,
+            held_secrets,
             ..
         } = t;
+        self.held_secrets = held_secrets.into_iter().collect();
         // The trees that differ from the last snapshot's, deepest first; the
         // others are stored already.
         let trees = flat.trees_since(prev_flat).map_err(SnapshotError::Trees)?;
@@ -555,6 +591,9 @@ struct Taking<'a, 'b> {
     max_file: u64,
     budget: u64,
     keep_stats: bool,
+    secrets: Option<&'b Detector>,
+    /// The files found holding a secret.
+    held_secrets: Vec<FileStat>,
     /// Every file with content, for the stat cache.
     known: Vec<(Vec<u8>, Known)>,
     /// Files the cache vouched for.
@@ -603,6 +642,14 @@ impl Taking<'_, '_> {
                 return Ok(());
             }
             Found::Symlink(target) => {
+                if walk::holds_secret(self.secrets, &target) {
+                    out.not_tracked
+                        .push((e.path.clone(), NotTracked::HoldsSecret));
+                    let size = target.len() as u64;
+                    flat.items
+                        .insert(e.path, item(EntryKind::NotTracked, 0, size, ObjectId::ZERO));
+                    return Ok(());
+                }
                 let id = self.txn.put_blob(&target)?;
                 let size = target.len() as u64;
                 flat.items
@@ -642,7 +689,7 @@ impl Taking<'_, '_> {
                     self.max_file
                 };
                 match hel_fs::at::open_dir_beneath(self.project, dir) {
-                    Ok(fd) => walk::read(fd.as_fd(), name, &e.stat, max),
+                    Ok(fd) => walk::read(fd.as_fd(), name, &e.stat, max, self.secrets),
                     Err(rustix::io::Errno::NOENT) => Content::Gone,
                     Err(rustix::io::Errno::LOOP | rustix::io::Errno::NOTDIR) => Content::Changed,
                     Err(err) => Content::Unreadable(err.to_string()),
@@ -670,6 +717,12 @@ impl Taking<'_, '_> {
             }
             Content::Unreadable(why) => {
                 not_tracked(out, flat, path, NotTracked::Unreadable(why), e.stat.size);
+            }
+            // Recorded as a file it did not read, with its size (what a
+            // forced restore compares, objects-spec §10.6).
+            Content::Secret { stat, size } => {
+                self.held_secrets.push(stat);
+                not_tracked(out, flat, path, NotTracked::HoldsSecret, size);
             }
             Content::Cached(_) => {}
             Content::Read { blob, stat, size } => {

@@ -155,7 +155,7 @@ impl std::fmt::Display for Conflict {
             Conflict::Changed => f.write_str("changed since the session recorded it"),
             Conflict::NotRead { snapshot, kind } => {
                 let what = match kind {
-                    EntryKind::NotTracked => "a file it saw but did not record (ignored, over the size limit or budget, or unreadable)",
+                    EntryKind::NotTracked => "a file it saw but did not record (ignored, over the size limit or budget, unreadable, or holding a secret)",
                     EntryKind::Repository => "a nested repository, left out whole",
                     _ => "a directory it did not list (ignored, unreadable, or past its budget), so nothing in it is touched",
                 };
@@ -1365,7 +1365,7 @@ mod tests {
         );
         assert_eq!(
             got[2].1.to_string(),
-            "not read by the snapshot at the instruction's start: a file it saw but did not record (ignored, over the size limit or budget, or unreadable)"
+            "not read by the snapshot at the instruction's start: a file it saw but did not record (ignored, over the size limit or budget, unreadable, or holding a secret)"
         );
         // A restore names its checkpoint; forced or not, nothing unread is
         // touched.

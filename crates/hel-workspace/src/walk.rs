@@ -52,6 +52,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
 use hel_fs::at;
+use hel_secrets::Detector;
 use hel_store::tree::{bad_name, is_never, DEPTH_MAX, PATH_MAX, TARGET_MAX};
 use hel_store::{Cap, Encoded, ObjectId};
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
@@ -121,6 +122,10 @@ pub enum Content {
         stat: FileStat,
         size: u64,
     },
+    /// Read, and its content holds a secret ([`holds_secret`]): not
+    /// encoded, never stored. Its `fstat` before the read (or the `lstat`
+    /// that matched a file found holding one before), and its size.
+    Secret { stat: FileStat, size: u64 },
     /// Over the most it may hold: its size.
     TooLarge(u64),
     /// Could not be read.
@@ -166,6 +171,11 @@ pub struct Plan<'a> {
     /// Where each directory is watched before it is listed, when
     /// notifications are on.
     pub watch: Option<&'a crate::watch::Walking<'a>>,
+    /// What finds a secret in a file read (`None`: nothing is scanned).
+    pub secrets: Option<&'a Detector>,
+    /// The `lstat` of files an earlier walk of this process found holding
+    /// a secret: one that still matches is not read again.
+    pub held_secrets: &'a crate::Set<FileStat>,
 }
 
 /// The ignore rules of one directory, and its parent's.
@@ -882,6 +892,15 @@ fn content(
     stat: &FileStat,
     plan: &Plan<'_>,
 ) -> Content {
+    // Unchanged since a walk found a secret in it (a file changed within
+    // the same clock tick with the same size keeps its `lstat` and is
+    // still taken to hold one: the safe way to be wrong).
+    if plan.held_secrets.contains(stat) {
+        return Content::Secret {
+            stat: *stat,
+            size: stat.size,
+        };
+    }
     if let Some(id) = plan.cache.lookup(stat) {
         return Content::Cached(id);
     }
@@ -897,12 +916,19 @@ fn content(
     if stat.size > max {
         return Content::TooLarge(stat.size);
     }
-    read(dir, name, stat, max)
+    read(dir, name, stat, max, plan.secrets)
 }
 
 /// Read file `name` in `dir` if it is still the regular file `seen`, at
-/// most `max` bytes, and encode it as a blob.
-pub fn read(dir: BorrowedFd<'_>, name: &[u8], seen: &FileStat, max: u64) -> Content {
+/// most `max` bytes, and encode it as a blob, unless `secrets` finds a
+/// secret in it ([`Content::Secret`]).
+pub fn read(
+    dir: BorrowedFd<'_>,
+    name: &[u8],
+    seen: &FileStat,
+    max: u64,
+    secrets: Option<&Detector>,
+) -> Content {
     let (fd, stat) = match open_regular(dir, name) {
         Ok(Some(x)) => x,
         Err(Errno::NOENT) => return Content::Gone,
@@ -922,6 +948,12 @@ pub fn read(dir: BorrowedFd<'_>, name: &[u8], seen: &FileStat, max: u64) -> Cont
         Err(hel_fs::Error::Io { source, .. }) => return Content::Unreadable(source.to_string()),
         Err(e) => return Content::Unreadable(e.to_string()),
     };
+    if holds_secret(secrets, &bytes) {
+        return Content::Secret {
+            stat,
+            size: bytes.len() as u64,
+        };
+    }
     match hel_store::encode_blob(&bytes) {
         Ok(blob) => Content::Read {
             blob,
@@ -930,6 +962,33 @@ pub fn read(dir: BorrowedFd<'_>, name: &[u8], seen: &FileStat, max: u64) -> Cont
         },
         Err(e) => Content::Unreadable(e.to_string()),
     }
+}
+
+/// Whether `bytes` (a file's content, a link's target) hold a secret that
+/// `secrets` finds. The detector reads text: a text file that is not
+/// UTF-8 is read with each invalid sequence replaced by U+FFFD; of a
+/// binary file (a NUL byte in its first 8000 bytes, as git tells them)
+/// only its runs of printable ASCII at least [`hel_secrets::MIN_VALUE`]
+/// bytes long are read, one per line (what `strings` shows: a token in a
+/// database file or a build is found, the rest of an image is not
+/// scanned).
+pub fn holds_secret(secrets: Option<&Detector>, bytes: &[u8]) -> bool {
+    let Some(d) = secrets else {
+        return false;
+    };
+    if !bytes[..bytes.len().min(8000)].contains(&0) {
+        return !d.detect(&String::from_utf8_lossy(bytes)).is_empty();
+    }
+    let printable = |b: &u8| matches!(b, 0x20..=0x7e | b'\t' | b'\n' | b'\r');
+    let mut text = String::new();
+    for run in bytes.split(|b| !printable(b)) {
+        if run.len() >= hel_secrets::MIN_VALUE {
+            // Printable ASCII is UTF-8.
+            text.push_str(std::str::from_utf8(run).unwrap_or_default());
+            text.push('\n');
+        }
+    }
+    !text.is_empty() && !d.detect(&text).is_empty()
 }
 
 /// The path `rel` of the project as a path.

@@ -244,7 +244,7 @@ impl Run {
         }
         let mut snapshots = match (&options.workspace, &session) {
             (Some(opts), Some(s)) => match Snapshots::open(&s.store, *opts) {
-                Ok(snaps) => Some(snaps),
+                Ok(snaps) => Some(snaps.with_secrets(agent.tools().secrets.detector())),
                 Err(e) => {
                     observer.warn(Warning::WorkspaceOff(e));
                     None
