@@ -1129,6 +1129,79 @@ mod tests {
         assert_eq!(only_tool.sessions[0].session, *b.session());
     }
 
+    /// Finds "needle" in any message, the system prompt included.
+    struct Needle;
+    impl Matcher for Needle {
+        fn check(&self, _role: &str, texts: &[&str]) -> Vec<String> {
+            texts
+                .iter()
+                .filter(|t| t.contains("needle"))
+                .map(|_| "needle".to_owned())
+                .collect()
+        }
+    }
+
+    #[test]
+    fn a_history_walk_checks_every_checkpoints_messages_once_and_a_sent_walk_only_what_is_sent() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let a = store.new_session().unwrap();
+        let mut st = SessionState::default();
+        let mut msgs = vec![
+            json!({"role": "system", "content": "s"}),
+            json!({"role": "user", "content": "a needle"}),
+            json!({"role": "assistant", "content": "ok"}),
+        ];
+        let c1 = commit(&store, &a, &mut st, &msgs, &[None, None, None]);
+        let mut leaves: Vec<Option<Leaf>> = c1.new_leaves.iter().copied().map(Some).collect();
+        msgs.push(json!({"role": "user", "content": "more"}));
+        msgs.push(json!({"role": "assistant", "content": null, "tool_calls": [
+            {"id": "x", "type": "function", "function": {"name": "bash", "arguments": "{\"needle\":1}"}}
+        ]}));
+        msgs.push(json!({"role": "tool", "tool_call_id": "x", "content": "done"}));
+        leaves.extend([None, None, None]);
+        let c2 = commit(&store, &a, &mut st, &msgs, &leaves);
+        // The third checkpoint's conversation starts over (as a compaction
+        // does): the first checkpoints' messages are only in its history.
+        let c3 = commit(
+            &store,
+            &a,
+            &mut st,
+            &[
+                json!({"role": "system", "content": "s"}),
+                json!({"role": "user", "content": "clean"}),
+            ],
+            &[None, None],
+        );
+        let mut walk = Walk::new(&store, &Needle).unwrap();
+        assert!(walk.conversation(&c3.id).unwrap().is_empty());
+        let got: Vec<(ObjectId, usize, String)> = walk
+            .history(&c3.id)
+            .unwrap()
+            .into_iter()
+            .map(|h| (h.checkpoint, h.index, h.role))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (c1.id, 1, "user".to_owned()),
+                (c2.id, 4, "assistant".to_owned())
+            ]
+        );
+        // What a push of c2 on top of c1 sends: only the second needle.
+        let sent = crate::transfer::pack_between(&store, &c2.id, Some(&c1.id)).unwrap();
+        let mut walk = Walk::new(&store, &Needle).unwrap();
+        let got: Vec<(ObjectId, usize)> = walk
+            .history_sent(&c2.id, &sent.ids)
+            .unwrap()
+            .into_iter()
+            .map(|h| (h.checkpoint, h.index))
+            .collect();
+        assert_eq!(got, vec![(c2.id, 4)]);
+        // Then the whole history, with the nodes already read unchecked.
+        assert_eq!(walk.history(&c2.id).unwrap().len(), 2);
+    }
+
     #[test]
     fn excerpts_are_one_bounded_line() {
         assert_eq!(excerpt("a\n  find me here \nb", 4, 8), "find me here");

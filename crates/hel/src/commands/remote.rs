@@ -232,14 +232,7 @@ pub fn pull(name: Option<String>, specs: Vec<String>) -> Result<u8, Exit> {
     let mut failed = false;
     for s in &sessions {
         let pulled = rt.block_on(remote.pull(&store, s));
-        match &pulled {
-            Ok(p) => match &p.adopted {
-                Adopted::New | Adopted::FastForward { .. } => scan::brought_in(&store, s),
-                Adopted::Forked { session, .. } => scan::brought_in(&store, session),
-                Adopted::UpToDate | Adopted::LocalAhead => {}
-            },
-            Err(_) => {}
-        }
+        let came = pulled.as_ref().ok().and_then(|p| came_in(s, &p.adopted));
         match pulled {
             Ok(p) => match p.adopted {
                 Adopted::UpToDate => say!("{s}: up to date"),
@@ -266,8 +259,21 @@ pub fn pull(name: Option<String>, specs: Vec<String>) -> Result<u8, Exit> {
                 failed = true;
             }
         }
+        if let Some(c) = came {
+            scan::brought_in(&store, &c);
+        }
     }
     Ok(u8::from(failed))
+}
+
+/// The session that holds what a pull or an import of `session` brought
+/// in, if it brought anything.
+fn came_in(session: &SessionId, adopted: &Adopted) -> Option<SessionId> {
+    match adopted {
+        Adopted::New | Adopted::FastForward { .. } => Some(session.clone()),
+        Adopted::Forked { session, .. } => Some(session.clone()),
+        Adopted::UpToDate | Adopted::LocalAhead => None,
+    }
 }
 
 /// A row of `hel sessions --remote NAME --json`.
@@ -400,11 +406,7 @@ pub fn export_bundle(
 
 pub fn import_bundle(store: &Store, file: &std::path::Path) -> Result<u8, Exit> {
     let (id, adopted) = hel_remote::bundle::import(store, file)?;
-    match &adopted {
-        Adopted::New | Adopted::FastForward { .. } => scan::brought_in(store, &id),
-        Adopted::Forked { session, .. } => scan::brought_in(store, session),
-        Adopted::UpToDate | Adopted::LocalAhead => {}
-    }
+    let came = came_in(&id, &adopted);
     match adopted {
         Adopted::New => say!("{id}: imported"),
         Adopted::UpToDate => say!("{id}: already here"),
@@ -413,6 +415,9 @@ pub fn import_bundle(store: &Store, file: &std::path::Path) -> Result<u8, Exit> 
         Adopted::Forked { session, .. } => {
             say!("{id}: diverged: the bundle's line is now session {session}; {id} is untouched")
         }
+    }
+    if let Some(c) = came {
+        scan::brought_in(store, &c);
     }
     Ok(0)
 }
