@@ -284,30 +284,75 @@ impl Scan<'_> {
                 }
             }
         }
+        // Each checkpoint's list is walked back from its last node to the
+        // first node an older checkpoint's list already reached: a
+        // history costs its distinct nodes, not its checkpoints times
+        // their conversations. A node not sent is on the remote, and so
+        // is every node before it.
+        let limit = self.max_messages;
         let mut scanned: HashSet<Content> = HashSet::new();
-        let mut hits = Vec::new();
-        for cp in order {
+        let mut walked: HashSet<ObjectId> = HashSet::new();
+        let mut hits: Vec<(usize, Hit)> = Vec::new();
+        for (ordinal, cp) in order.into_iter().enumerate() {
             let snap = self.snap(&cp)?;
-            let msgs = self.conversation(&cp, snap.root, snap.count)?;
-            for (index, m) in msgs.iter().enumerate() {
-                let stored_in = match m.content {
-                    Content::Inline(node, _) => node,
-                    Content::Blob(b) => b,
-                };
-                if !only(self, &stored_in) || !scanned.insert(m.content) {
-                    continue;
+            if snap.count > limit {
+                return Err(Error::ConversationTooLarge {
+                    checkpoint: cp,
+                    what: "messages",
+                    limit,
+                });
+            }
+            let mut next = snap.root;
+            let mut expect = snap.count;
+            while let Some(id) = next {
+                if !only(self, &id) || !walked.insert(id) {
+                    break;
                 }
-                if let Some(v) = self.verdict(m.content)? {
-                    hits.push(Hit {
-                        checkpoint: cp,
-                        index,
-                        role: v.role,
-                        found: v.found,
-                    });
+                // The node's items with its slices resolved, within the
+                // budget a load of one conversation has.
+                let mut memo = HashMap::new();
+                let mut budget = limit.saturating_mul(2);
+                let items = self
+                    .resolve(&id, &mut memo, &mut budget)
+                    .map_err(|e| match e {
+                        Budget::Over => Error::ConversationTooLarge {
+                            checkpoint: cp,
+                            what: "messages",
+                            limit,
+                        },
+                        Budget::Err(e) => e,
+                    })?;
+                let node = self.node(&id)?;
+                let len = items.len() as u64;
+                if node.count != expect || len > expect {
+                    return Err(self.corrupt(&id, "its count does not match the list it ends"));
                 }
+                expect -= len;
+                for (k, m) in items.iter().enumerate() {
+                    let stored_in = match m.content {
+                        Content::Inline(node, _) => node,
+                        Content::Blob(b) => b,
+                    };
+                    if !only(self, &stored_in) || !scanned.insert(m.content) {
+                        continue;
+                    }
+                    if let Some(v) = self.verdict(m.content)? {
+                        hits.push((
+                            ordinal,
+                            Hit {
+                                checkpoint: cp,
+                                index: (expect as usize).saturating_add(k),
+                                role: v.role,
+                                found: v.found,
+                            },
+                        ));
+                    }
+                }
+                next = node.prev;
             }
         }
-        Ok(hits)
+        hits.sort_by_key(|(ordinal, h)| (*ordinal, h.index));
+        Ok(hits.into_iter().map(|(_, h)| h).collect())
     }
 
     /// The messages of the list `root` (of `count` messages), oldest first.
