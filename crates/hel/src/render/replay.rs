@@ -259,10 +259,7 @@ fn tool_calls(m: &Value) -> Vec<(&str, &str)> {
 fn call_line(name: &str, arguments: &str, width: usize) -> String {
     // The live view's words for the call (a path, a command), never its
     // start hook: that reads the file as it is now for a diff.
-    let words: String = tool::call_words(name, arguments)
-        .chars()
-        .take(ARGUMENTS_MAX)
-        .collect();
+    let words: String = tool::call_words(name, arguments).chars().take(ARGUMENTS_MAX).collect();
     let text = format!("hel: {name} {words}");
     fit(&escape_line(&text), width)
 }
