@@ -15,6 +15,11 @@
 //! [`crate::Limits`] on a conversation's length); a broken object is
 //! reported against the session that names it, and the others are still
 //! searched.
+//!
+//! The same walk takes any [`Matcher`] ([`Walk`]): the secrets scan of
+//! `hel sessions scan` and of every way out walks a whole history (every
+//! checkpoint's list back to the nodes an older one reached, each node
+//! once) or only what a push sends.
 
 use std::collections::{HashMap, HashSet};
 use std::rc::Rc;

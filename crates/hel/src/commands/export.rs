@@ -18,7 +18,7 @@ pub fn export(store: &Store, project: &Path, args: &ExportArgs) -> Result<u8, Ex
         let found = scan::Exits::new(store, &secrets)?.conversation(&id, &checkpoint)?;
         if !found.is_empty() {
             scan::refuse(&found);
-            scan::refused_last(&format!("session {id}"));
+            scan::refused_last(&format!("session {id}"), "written");
             return Ok(1);
         }
     }

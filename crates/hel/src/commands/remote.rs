@@ -189,7 +189,7 @@ pub fn push(name: Option<String>, specs: Vec<String>, allow_secrets: bool) -> Re
         }
     }
     if held > 0 {
-        scan::refused_last(&count(held, "session", "sessions"));
+        scan::refused_last(&count(held, "session", "sessions"), "pushed");
     }
     Ok(u8::from(failed))
 }
@@ -391,7 +391,7 @@ pub fn export_bundle(
         let found = Exits::new(store, &secrets)?.history(&id, &store.head(&id)?)?;
         if !found.is_empty() {
             scan::refuse(&found);
-            scan::refused_last(&format!("session {id}"));
+            scan::refused_last(&format!("session {id}"), "written");
             return Ok(1);
         }
     }

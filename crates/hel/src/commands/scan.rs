@@ -143,10 +143,10 @@ pub(super) fn refuse(found: &[Finding]) {
     }
 }
 
-/// The line that ends a refusal.
-pub(super) fn refused_last(what: &str) {
+/// The line that ends a refusal: `what` was not `done` (sent, written).
+pub(super) fn refused_last(what: &str, done: &str) {
     render::line(&format!(
-        "hel: {what} not sent: it holds secrets (listed above); --allow-secrets sends it anyway"
+        "hel: {what} not {done}: it holds secrets (listed above); --allow-secrets sends it anyway"
     ));
 }
 
