@@ -79,6 +79,9 @@ pub struct Listed {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Pushed {
     UpToDate,
+    /// The check of [`Remote::push_checked`] refused what would be sent:
+    /// nothing was.
+    Held,
     /// `objects` objects in `bytes` bytes were sent (one pack, or none).
     Sent {
         objects: u64,
@@ -372,6 +375,18 @@ impl Remote {
     /// [`RemoteError::Diverged`] when the remote's head is not in the
     /// local history.
     pub async fn push(&self, store: &Store, session: &SessionId) -> Result<Pushed> {
+        self.push_checked(store, session, &mut |_, _| true).await
+    }
+
+    /// As [`Remote::push`], asking `check` first with the head and the
+    /// pack it would send (the objects the remote lacks); when `check`
+    /// says no, nothing is sent and the push is [`Pushed::Held`].
+    pub async fn push_checked(
+        &self,
+        store: &Store,
+        session: &SessionId,
+        check: &mut dyn FnMut(&ObjectId, &hel_store::transfer::OutPack) -> bool,
+    ) -> Result<Pushed> {
         let head = store.head(session)?;
         let mut known = self.state(store, session)?;
         for _ in 0..4 {
@@ -429,6 +444,9 @@ impl Remote {
                     packs,
                 )
             };
+            if !check(&head, &out) {
+                return Ok(Pushed::Held);
+            }
             let bytes = out.bytes.len() as u64;
             if out.objects > 0 {
                 let name = format!(

@@ -27,6 +27,18 @@ fn handle_pattern() -> &'static Regex {
     })
 }
 
+/// Where `text` holds handles: what the detector finds there is a handle
+/// (already redacted), not a secret.
+pub fn handle_ranges(text: &str) -> Vec<std::ops::Range<usize>> {
+    if !text.contains(HANDLE_OPEN) {
+        return Vec::new();
+    }
+    handle_pattern()
+        .find_iter(text)
+        .map(|m| m.range())
+        .collect()
+}
+
 /// A handle hel does not hold the value of (invented by the model, or of
 /// a session before a restart).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -15,6 +15,11 @@
 //! [`crate::Limits`] on a conversation's length); a broken object is
 //! reported against the session that names it, and the others are still
 //! searched.
+//!
+//! The same walk takes any [`Matcher`] ([`Walk`]): the secrets scan of
+//! `hel sessions scan` and of every way out walks a whole history (every
+//! checkpoint's list back to the nodes an older one reached, each node
+//! once) or only what a push sends.
 
 use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
@@ -113,17 +118,77 @@ impl From<Error> for Budget {
     }
 }
 
-/// A match in one message, before its checkpoint is known.
+/// What a walk looks for in each stored message.
+pub trait Matcher {
+    /// What it finds in a message of `role` whose texts are `texts` (its
+    /// content's strings or parts' `text`, then each tool call's function
+    /// name and arguments): one string per thing found, none for nothing.
+    fn check(&self, role: &str, texts: &[&str]) -> Vec<String>;
+}
+
+/// A message in which a [`Matcher`] found something.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Hit {
+    /// The checkpoint where the message first appeared.
+    pub checkpoint: ObjectId,
+    /// Its position in the conversation of the checkpoint walked (for a
+    /// history, of the checkpoint where it first appeared).
+    pub index: usize,
+    /// Stored text: the caller escapes it before it reaches a terminal.
+    pub role: String,
+    /// What the matcher found in it.
+    pub found: Vec<String>,
+}
+
+/// What the matcher found in one message, before its checkpoint is known.
 #[derive(Clone)]
 struct Verdict {
     role: String,
-    excerpt: String,
+    found: Vec<String>,
+}
+
+/// A checkpoint as a walk needs it: its list and its parents.
+#[derive(Clone)]
+struct Snap {
+    root: Option<ObjectId>,
+    count: u64,
+    parents: Vec<ObjectId>,
+}
+
+/// The regular expression of a search: the first match of a message of
+/// the searched role (never the system prompt), as an excerpt.
+struct Pattern<'a> {
+    re: &'a regex::Regex,
+    role: Option<&'a str>,
+}
+
+impl Matcher for Pattern<'_> {
+    fn check(&self, role: &str, texts: &[&str]) -> Vec<String> {
+        if role == "system" || self.role.is_some_and(|r| r != role) {
+            return Vec::new();
+        }
+        texts
+            .iter()
+            .find_map(|t| {
+                let mut from = 0;
+                while from <= t.len() {
+                    let hit = self.re.find_at(t, from)?;
+                    match note_end(t, hit.start()) {
+                        // Past the note's line: each line is looked at once.
+                        Some(end) => from = end + 1,
+                        None => return Some(excerpt(t, hit.start(), hit.end())),
+                    }
+                }
+                None
+            })
+            .into_iter()
+            .collect()
+    }
 }
 
 struct Scan<'a> {
     layout: &'a Odb,
-    re: &'a regex::Regex,
-    role: Option<&'a str>,
+    matcher: &'a dyn Matcher,
     max_messages: u64,
     /// Nodes read so far, kept across sessions (forks share them) while
     /// they hold at most [`CACHE_ITEMS`] items in all.
@@ -132,23 +197,48 @@ struct Scan<'a> {
     /// Per stored message: whether it matches. Inline messages' verdicts
     /// go with their node's cache entry.
     verdicts: HashMap<Content, Option<Verdict>>,
-    /// Snapshot → (its list root, its parent), for first appearances.
-    snapshots: HashMap<ObjectId, (Option<ObjectId>, Option<ObjectId>)>,
+    /// Snapshots read (for first appearances and histories).
+    snapshots: HashMap<ObjectId, Snap>,
+    /// When set, only what these objects store is checked (what a push
+    /// sends): a node outside it is read for its chain, its messages
+    /// not checked.
+    only: Option<HashSet<ObjectId>>,
     report: SearchReport,
 }
 
 impl Scan<'_> {
-    /// The matching messages of the conversation at checkpoint `head`.
-    fn session(&mut self, head: &ObjectId) -> Result<Vec<Found>> {
+    /// Forget what was read once it holds more than [`CACHE_ITEMS`].
+    fn trim(&mut self) {
         if self.cached_items > CACHE_ITEMS {
             self.nodes.clear();
             self.verdicts.retain(|c, _| matches!(c, Content::Blob(_)));
             self.cached_items = 0;
         }
+    }
+
+    /// Checkpoint `id` as read (from the cache, or read now).
+    fn snap(&mut self, id: &ObjectId) -> Result<Snap> {
+        if let Some(s) = self.snapshots.get(id) {
+            return Ok(s.clone());
+        }
         let t = std::time::Instant::now();
-        let cp = crate::read::snapshot(self.layout, head)?;
+        let cp = crate::read::snapshot(self.layout, id)?;
         self.report.read_time += t.elapsed();
-        let msgs = self.conversation(head, cp.messages.root, cp.messages.count)?;
+        let s = Snap {
+            root: cp.messages.root,
+            count: cp.messages.count,
+            parents: cp.parents.clone(),
+        };
+        self.snapshots.insert(*id, s.clone());
+        Ok(s)
+    }
+
+    /// The messages of the conversation at checkpoint `head` in which the
+    /// matcher finds something.
+    fn session(&mut self, head: &ObjectId) -> Result<Vec<Hit>> {
+        self.trim();
+        let cp = self.snap(head)?;
+        let msgs = self.conversation(head, cp.root, cp.count)?;
         let mut found = Vec::new();
         for (index, m) in msgs.iter().enumerate() {
             if let Some(v) = self.verdict(m.content)? {
@@ -161,13 +251,113 @@ impl Scan<'_> {
         let first = self.first_appearances(head)?;
         Ok(found
             .into_iter()
-            .map(|(index, origin, v)| Found {
+            .map(|(index, origin, v)| Hit {
                 checkpoint: first.get(&origin).copied().unwrap_or(*head),
                 index,
                 role: v.role,
-                excerpt: v.excerpt,
+                found: v.found,
             })
             .collect())
+    }
+
+    /// The messages of every checkpoint of the history of `head` (through
+    /// every parent) in which the matcher finds something: each distinct
+    /// stored message once, at the oldest checkpoint whose conversation
+    /// holds it.
+    fn history(&mut self, head: &ObjectId) -> Result<Vec<Hit>> {
+        let only = |s: &Self, id: &ObjectId| s.only.as_ref().is_none_or(|o| o.contains(id));
+        self.trim();
+        // Parents before children, with an explicit stack (a history is
+        // as long as the store says, never the call stack).
+        let mut order = Vec::new();
+        let mut seen = HashSet::new();
+        let mut stack = vec![(*head, false)];
+        while let Some((id, expanded)) = stack.pop() {
+            if expanded {
+                order.push(id);
+                continue;
+            }
+            // A checkpoint not sent is on the remote, and so is its history.
+            if !seen.insert(id) || !only(self, &id) {
+                continue;
+            }
+            let snap = self.snap(&id)?;
+            stack.push((id, true));
+            for p in snap.parents.iter().rev() {
+                if !seen.contains(p) {
+                    stack.push((*p, false));
+                }
+            }
+        }
+        // Each checkpoint's list is walked back from its last node to the
+        // first node an older checkpoint's list already reached: a
+        // history costs its distinct nodes, not its checkpoints times
+        // their conversations. A node not sent is on the remote, and so
+        // is every node before it.
+        let limit = self.max_messages;
+        let mut scanned: HashSet<Content> = HashSet::new();
+        let mut walked: HashSet<ObjectId> = HashSet::new();
+        let mut hits: Vec<(usize, Hit)> = Vec::new();
+        for (ordinal, cp) in order.into_iter().enumerate() {
+            let snap = self.snap(&cp)?;
+            if snap.count > limit {
+                return Err(Error::ConversationTooLarge {
+                    checkpoint: cp,
+                    what: "messages",
+                    limit,
+                });
+            }
+            let mut next = snap.root;
+            let mut expect = snap.count;
+            while let Some(id) = next {
+                if !only(self, &id) || !walked.insert(id) {
+                    break;
+                }
+                // The node's items with its slices resolved, within the
+                // budget a load of one conversation has.
+                let mut memo = HashMap::new();
+                let mut budget = limit.saturating_mul(2);
+                let items = self
+                    .resolve(&id, &mut memo, &mut budget)
+                    .map_err(|e| match e {
+                        Budget::Over => Error::ConversationTooLarge {
+                            checkpoint: cp,
+                            what: "messages",
+                            limit,
+                        },
+                        Budget::Err(e) => e,
+                    })?;
+                let node = self.node(&id)?;
+                let len = items.len() as u64;
+                if node.count != expect || len > expect {
+                    return Err(self.corrupt(&id, "its count does not match the list it ends"));
+                }
+                expect -= len;
+                for (k, m) in items.iter().enumerate() {
+                    let stored_in = match m.content {
+                        Content::Inline(node, _) => node,
+                        Content::Blob(b) => b,
+                    };
+                    if !only(self, &stored_in) || !scanned.insert(m.content) {
+                        continue;
+                    }
+                    if let Some(v) = self.verdict(m.content)? {
+                        hits.push((
+                            ordinal,
+                            Hit {
+                                checkpoint: cp,
+                                index: (expect as usize).saturating_add(k),
+                                role: v.role,
+                                found: v.found,
+                            },
+                        ));
+                    }
+                }
+                next = node.prev;
+            }
+        }
+        hits.sort_by_key(|(ordinal, h)| (*ordinal, h.index));
+        Ok(hits.into_iter().map(|(_, h)| h).collect())
     }
 
     /// The messages of the list `root` (of `count` messages), oldest first.
@@ -333,9 +523,11 @@ impl Scan<'_> {
             parts.push(match item {
                 ItemOf::Inline(m) => {
                     let content = Content::Inline(*id, index as u32);
-                    self.report.messages_scanned += 1;
-                    let v = self.scan(&m);
-                    self.verdicts.insert(content, v);
+                    if self.only.as_ref().is_none_or(|o| o.contains(id)) {
+                        self.report.messages_scanned += 1;
+                        let v = self.scan(&m);
+                        self.verdicts.insert(content, v);
+                    }
                     Part::Own(content)
                 }
                 ItemOf::Blob(b) => Part::Own(Content::Blob(b)),
@@ -354,8 +546,21 @@ impl Scan<'_> {
         if let Some(v) = self.verdicts.get(&content) {
             return Ok(v.clone());
         }
-        let Content::Blob(b) = content else {
-            return Err(Error::Internal("inline message not scanned".into()));
+        let b = match content {
+            Content::Blob(b) => b,
+            // Read before without being checked (outside what a push
+            // sent then): read it again, checked.
+            Content::Inline(node, _) => {
+                if self.nodes.remove(&node).is_none() {
+                    return Err(Error::Internal("inline message not scanned".into()));
+                }
+                let n = Rc::new(self.read_node(&node)?);
+                self.nodes.insert(node, n);
+                return match self.verdicts.get(&content) {
+                    Some(v) => Ok(v.clone()),
+                    None => Err(Error::Internal("inline message not scanned".into())),
+                };
+            }
         };
         let t = std::time::Instant::now();
         let bytes = crate::read::of_kind(self.layout, &b, Kind::Blob, Cap::MESSAGE)?;
@@ -373,39 +578,14 @@ impl Scan<'_> {
         Ok(v)
     }
 
-    /// The first match in `m`, if it is of a searched role.
+    /// What the matcher finds in `m` (None: nothing, or no role).
     fn scan(&self, m: &view::Message<'_>) -> Option<Verdict> {
         let role = m.role.as_deref()?;
-        let texts = m.content.iter().chain(&m.calls).map(|t| &**t);
-        self.first_match(role, texts)
-    }
-
-    /// The first match among `texts` of a message of `role`, if the role
-    /// is searched.
-    fn first_match<'t>(
-        &self,
-        role: &str,
-        mut texts: impl Iterator<Item = &'t str>,
-    ) -> Option<Verdict> {
-        if role == "system" || self.role.is_some_and(|r| r != role) {
-            return None;
-        }
-        texts.find_map(|t| {
-            let mut from = 0;
-            while from <= t.len() {
-                let hit = self.re.find_at(t, from)?;
-                match note_end(t, hit.start()) {
-                    // Past the note's line: each line is looked at once.
-                    Some(end) => from = end + 1,
-                    None => {
-                        return Some(Verdict {
-                            role: role.to_owned(),
-                            excerpt: excerpt(t, hit.start(), hit.end()),
-                        })
-                    }
-                }
-            }
-            None
+        let texts: Vec<&str> = m.content.iter().chain(&m.calls).map(|t| &**t).collect();
+        let found = self.matcher.check(role, &texts);
+        (!found.is_empty()).then(|| Verdict {
+            role: role.to_owned(),
+            found,
         })
     }
 
@@ -420,17 +600,8 @@ impl Scan<'_> {
             if !seen.insert(id) {
                 break;
             }
-            let (root, parent) = match self.snapshots.get(&id) {
-                Some(v) => *v,
-                None => {
-                    let t = std::time::Instant::now();
-                    let cp = crate::read::snapshot(self.layout, &id)?;
-                    self.report.read_time += t.elapsed();
-                    let v = (cp.messages.root, cp.parents.first().copied());
-                    self.snapshots.insert(id, v);
-                    v
-                }
-            };
+            let snap = self.snap(&id)?;
+            let (root, parent) = (snap.root, snap.parents.first().copied());
             // Walking back: the last one seen is the oldest.
             if let Some(r) = root {
                 first.insert(r, id);
@@ -703,15 +874,16 @@ pub fn search(store: &Store, re: &regex::Regex, role: Option<&str>) -> Result<Se
     let Some(layout) = store.layout_for_gc()? else {
         return Ok(SearchReport::default());
     };
+    let pattern = Pattern { re, role };
     let mut scan = Scan {
         layout,
-        re,
-        role,
+        matcher: &pattern,
         max_messages: store.limits().max_messages,
         nodes: HashMap::new(),
         cached_items: 0,
         verdicts: HashMap::new(),
         snapshots: HashMap::new(),
+        only: None,
         report: SearchReport::default(),
     };
     for info in store.sessions()? {
@@ -722,16 +894,96 @@ pub fn search(store: &Store, re: &regex::Regex, role: Option<&str>) -> Result<Se
         let Some(head) = info.head else { continue };
         match scan.session(&head) {
             Ok(matches) if matches.is_empty() => {}
-            Ok(matches) => scan.report.sessions.push(SessionHits {
+            Ok(hits) => scan.report.sessions.push(SessionHits {
                 session: info.id,
                 updated_ms: info.updated_ms,
                 head,
-                matches,
+                matches: hits
+                    .into_iter()
+                    .map(|h| Found {
+                        checkpoint: h.checkpoint,
+                        index: h.index,
+                        role: h.role,
+                        excerpt: h.found.into_iter().next().unwrap_or_default(),
+                    })
+                    .collect(),
             }),
             Err(e) => scan.report.errors.push((info.id, Arc::new(e))),
         }
     }
     Ok(scan.report)
+}
+
+/// A walk of stored conversations for what a [`Matcher`] finds. What it
+/// reads is shared across the sessions and checkpoints it walks (forks and
+/// checkpoints share nodes): each node and message blob is decompressed
+/// once, each distinct stored message checked once. Bounded as
+/// [`search`] is.
+pub struct Walk<'a> {
+    scan: Option<Scan<'a>>,
+}
+
+impl<'a> Walk<'a> {
+    pub fn new(store: &'a Store, matcher: &'a dyn Matcher) -> Result<Walk<'a>> {
+        let scan = store.layout_for_gc()?.map(|layout| Scan {
+            layout,
+            matcher,
+            max_messages: store.limits().max_messages,
+            nodes: HashMap::new(),
+            cached_items: 0,
+            verdicts: HashMap::new(),
+            snapshots: HashMap::new(),
+            only: None,
+            report: SearchReport::default(),
+        });
+        Ok(Walk { scan })
+    }
+
+    /// The messages of the conversation at checkpoint `at` in which the
+    /// matcher finds something (each with the checkpoint of its history
+    /// where it first appeared), in conversation order.
+    pub fn conversation(&mut self, at: &ObjectId) -> Result<Vec<Hit>> {
+        match &mut self.scan {
+            Some(s) => s.session(at),
+            None => Ok(Vec::new()),
+        }
+    }
+
+    /// The messages of every checkpoint of the history of `head` (every
+    /// parent, through fork points: what a push or a bundle of it holds)
+    /// in which the matcher finds something, oldest checkpoint first.
+    pub fn history(&mut self, head: &ObjectId) -> Result<Vec<Hit>> {
+        match &mut self.scan {
+            Some(s) => s.history(head),
+            None => Ok(Vec::new()),
+        }
+    }
+
+    /// As [`Walk::history`], only what the objects `sent` store (what a
+    /// push of `head` sends: the objects the remote lacks): the cost is
+    /// that of what is sent, and of reading the chain of the lists it
+    /// extends.
+    pub fn history_sent(&mut self, head: &ObjectId, sent: &[ObjectId]) -> Result<Vec<Hit>> {
+        let Some(s) = &mut self.scan else {
+            return Ok(Vec::new());
+        };
+        s.only = Some(sent.iter().copied().collect());
+        let hits = s.history(head);
+        s.only = None;
+        hits
+    }
+
+    /// What it read so far: distinct messages checked, list nodes and
+    /// message blobs decompressed.
+    pub fn cost(&self) -> (u64, u64, u64) {
+        self.scan.as_ref().map_or((0, 0, 0), |s| {
+            (
+                s.report.messages_scanned,
+                s.report.nodes_read,
+                s.report.blobs_read,
+            )
+        })
+    }
 }
 
 #[cfg(test)]
@@ -925,6 +1177,79 @@ mod tests {
         let only_tool = search(&store, &re, Some("tool")).unwrap();
         assert_eq!(only_tool.sessions.len(), 1);
         assert_eq!(only_tool.sessions[0].session, *b.session());
+    }
+
+    /// Finds "needle" in any message, the system prompt included.
+    struct Needle;
+    impl Matcher for Needle {
+        fn check(&self, _role: &str, texts: &[&str]) -> Vec<String> {
+            texts
+                .iter()
+                .filter(|t| t.contains("needle"))
+                .map(|_| "needle".to_owned())
+                .collect()
+        }
+    }
+
+    #[test]
+    fn a_history_walk_checks_every_checkpoints_messages_once_and_a_sent_walk_only_what_is_sent() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let a = store.new_session().unwrap();
+        let mut st = SessionState::default();
+        let mut msgs = vec![
+            json!({"role": "system", "content": "s"}),
+            json!({"role": "user", "content": "a needle"}),
+            json!({"role": "assistant", "content": "ok"}),
+        ];
+        let c1 = commit(&store, &a, &mut st, &msgs, &[None, None, None]);
+        let mut leaves: Vec<Option<Leaf>> = c1.new_leaves.iter().copied().map(Some).collect();
+        msgs.push(json!({"role": "user", "content": "more"}));
+        msgs.push(json!({"role": "assistant", "content": null, "tool_calls": [
+            {"id": "x", "type": "function", "function": {"name": "bash", "arguments": "{\"needle\":1}"}}
+        ]}));
+        msgs.push(json!({"role": "tool", "tool_call_id": "x", "content": "done"}));
+        leaves.extend([None, None, None]);
+        let c2 = commit(&store, &a, &mut st, &msgs, &leaves);
+        // The third checkpoint's conversation starts over (as a compaction
+        // does): the first checkpoints' messages are only in its history.
+        let c3 = commit(
+            &store,
+            &a,
+            &mut st,
+            &[
+                json!({"role": "system", "content": "s"}),
+                json!({"role": "user", "content": "clean"}),
+            ],
+            &[None, None],
+        );
+        let mut walk = Walk::new(&store, &Needle).unwrap();
+        assert!(walk.conversation(&c3.id).unwrap().is_empty());
+        let got: Vec<(ObjectId, usize, String)> = walk
+            .history(&c3.id)
+            .unwrap()
+            .into_iter()
+            .map(|h| (h.checkpoint, h.index, h.role))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (c1.id, 1, "user".to_owned()),
+                (c2.id, 4, "assistant".to_owned())
+            ]
+        );
+        // What a push of c2 on top of c1 sends: only the second needle.
+        let sent = crate::transfer::pack_between(&store, &c2.id, Some(&c1.id)).unwrap();
+        let mut walk = Walk::new(&store, &Needle).unwrap();
+        let got: Vec<(ObjectId, usize)> = walk
+            .history_sent(&c2.id, &sent.ids)
+            .unwrap()
+            .into_iter()
+            .map(|h| (h.checkpoint, h.index))
+            .collect();
+        assert_eq!(got, vec![(c2.id, 4)]);
+        // Then the whole history, with the nodes already read unchecked.
+        assert_eq!(walk.history(&c2.id).unwrap().len(), 2);
     }
 
     #[test]

@@ -39,6 +39,8 @@ const STATE_MAX: u64 = 8 << 20;
 pub struct OutPack {
     pub bytes: Vec<u8>,
     pub objects: u64,
+    /// The ids of the objects it holds, sorted.
+    pub ids: Vec<ObjectId>,
 }
 
 /// The objects of a received pack, every one verified.
@@ -172,13 +174,14 @@ pub fn pack_between(store: &Store, head: &ObjectId, base: Option<&ObjectId>) -> 
     let mut ids: Vec<ObjectId> = want.difference(&have).copied().collect();
     ids.sort();
     let mut records = Vec::with_capacity(ids.len());
-    for id in ids {
-        let stored = crate::repack::stored_bytes(layout, &id)?;
-        records.push((id, stored));
+    for id in &ids {
+        let stored = crate::repack::stored_bytes(layout, id)?;
+        records.push((*id, stored));
     }
     Ok(OutPack {
         objects: records.len() as u64,
         bytes: encode_pack(&records),
+        ids,
     })
 }
 

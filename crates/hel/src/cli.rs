@@ -459,11 +459,16 @@ asks before removing anything (--yes does not ask). Every undo is recorded first
         command: RemoteCommand,
     },
     /// Upload sessions to a remote (default: those changed since their last push).
-    #[command(after_help = "Examples:\n  hel push\n  hel push --remote team 4da5")]
+    #[command(
+        after_help = "Examples:\n  hel push\n  hel push --remote team 4da5\n\nWhat a push would send is scanned for secrets first (as `hel sessions scan`); a session holding one is not sent unless --allow-secrets is given."
+    )]
     Push {
         /// The remote (default: the only one configured).
         #[arg(long, value_name = "NAME")]
         remote: Option<String>,
+        /// Send sessions that hold secrets anyway.
+        #[arg(long)]
+        allow_secrets: bool,
         sessions: Vec<String>,
     },
     /// Bring sessions in from a remote (default: all of them).
@@ -597,9 +602,27 @@ an adopted session is treated as your own from then on.",
     Search(SearchArgs),
     /// Write a conversation as Markdown (to share) or as the JSON messages the model was sent, or a session as a bundle.
     #[command(
-        after_help = "Examples:\n  hel sessions export fix-login --format md > fix-login.md\n  hel sessions export 4da5 --at 3f2a91c0 --format json\n  hel sessions export fix-login --bundle fix-login.helbundle"
+        after_help = "Examples:\n  hel sessions export fix-login --format md > fix-login.md\n  hel sessions export 4da5 --at 3f2a91c0 --format json\n  hel sessions export fix-login --bundle fix-login.helbundle\n\nWhat an export would write is scanned for secrets first (as `hel sessions scan`); nothing is written when it holds one, unless --allow-secrets is given."
     )]
     Export(ExportArgs),
+    /// List the secrets the stored conversations hold (values from before redaction, imports, what newer rules recognise).
+    #[command(
+        long_about = "List the secrets the stored conversations hold: every message of every checkpoint \
+of a session's history is scanned by the detector that redacts what comes in (sessions from before \
+redaction, imports, values a newer rule set recognises). One line per secret: the session, the \
+checkpoint where its message first appeared, the message's position, its role and the kind of \
+secret, never the value; then a count. Exits 1 when anything is found. `hel push` and \
+`hel sessions export` refuse a session that holds one unless --allow-secrets is given. \
+There is no way yet to take a secret out of a session's history and keep the session: \
+deleting the session (`hel sessions delete`, then `hel gc`) is the way today.",
+        after_help = "Examples:\n  hel sessions scan\n  hel sessions scan fix-login --json"
+    )]
+    Scan {
+        /// Session name, id or prefix (default: every session of the project).
+        session: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
     /// Bring in a session from a bundle, verifying everything first; with --from, sessions of another agent.
     #[command(
         after_help = "Examples:\n  hel sessions import session.helbundle\n  hel sessions import --from codex ~/.codex/sessions/2026/11/30\n  hel sessions import --from claude ~/.claude/projects/-home-me-proj\n  hel sessions import --from pi ~/.pi/agent/sessions/--home-me-proj--"
@@ -680,6 +703,9 @@ pub struct ExportArgs {
     /// (`hel sessions import FILE` on another machine).
     #[arg(long, value_name = "FILE", conflicts_with_all = ["at", "format"])]
     pub bundle: Option<PathBuf>,
+    /// Write it even though it holds secrets.
+    #[arg(long)]
+    pub allow_secrets: bool,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]

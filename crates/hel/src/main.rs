@@ -90,7 +90,11 @@ fn dispatch(cli: Cli, matches: &ArgMatches) -> Result<u8, Exit> {
             dry_run, repack, ..
         }) => commands::gc(dry_run, repack),
         Some(Command::Remote { command }) => commands::remote::manage(command),
-        Some(Command::Push { remote, sessions }) => commands::remote::push(remote, sessions),
+        Some(Command::Push {
+            remote,
+            allow_secrets,
+            sessions,
+        }) => commands::remote::push(remote, sessions, allow_secrets),
         Some(Command::Pull { remote, sessions }) => commands::remote::pull(remote, sessions),
         Some(Command::Fsck) => commands::fsck(),
         Some(Command::Undo {

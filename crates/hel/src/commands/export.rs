@@ -6,13 +6,22 @@ use std::path::Path;
 
 use hel_store::Store;
 
-use super::{show, transcript};
+use super::{scan, show, transcript};
 use crate::cli::{ExportArgs, ExportFormat};
 use crate::exit::{Exit, Failure};
 
 pub fn export(store: &Store, project: &Path, args: &ExportArgs) -> Result<u8, Exit> {
     let (id, checkpoint, loaded) =
         show::load_at(store, project, &args.session, args.at.as_deref())?;
+    if !args.allow_secrets {
+        let secrets = scan::Secrets::from_env();
+        let found = scan::Exits::new(store, &secrets)?.conversation(&id, &checkpoint)?;
+        if !found.is_empty() {
+            scan::refuse(&found);
+            scan::refused_last(&format!("session {id}"), "written");
+            return Ok(1);
+        }
+    }
     let text = match args.format {
         // The messages exactly as stored, which is exactly what the model
         // was sent (system prompt first; hel-agent's request body carries

@@ -9,6 +9,7 @@ mod pager;
 mod pick;
 pub mod remote;
 mod report;
+mod scan;
 mod search;
 mod sessions;
 mod show;
@@ -71,8 +72,13 @@ pub fn sessions(
             sessions::adopt(&store, &project, &sessions, all)
         }
         SessionsCommand::Search(args) => search::search(&store, &args, json_flag),
+        SessionsCommand::Scan { session, json } => {
+            scan::scan(&store, &project, session.as_deref(), json || json_flag)
+        }
         SessionsCommand::Export(args) => match &args.bundle {
-            Some(bundle) => remote::export_bundle(&store, &project, &args.session, bundle),
+            Some(bundle) => {
+                remote::export_bundle(&store, &project, &args.session, bundle, args.allow_secrets)
+            }
             None => export::export(&store, &project, &args),
         },
         SessionsCommand::Import {

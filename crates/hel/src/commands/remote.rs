@@ -7,10 +7,11 @@ use std::time::Duration;
 
 use hel_remote::remote::{Listed, GRACE_MIN};
 use hel_remote::{Pushed, Remote, RemoteConfig, RemoteError, Remotes};
-use hel_store::transfer::Adopted;
-use hel_store::{SessionId, Store};
+use hel_store::transfer::{Adopted, OutPack};
+use hel_store::{ObjectId, SessionId, Store};
 
 use super::report::{print_json, project, say};
+use super::scan::{self, Exits, Secrets};
 use crate::cli::RemoteCommand;
 use crate::exit::{Exit, Failure, Usage};
 use crate::render::count;
@@ -98,7 +99,7 @@ fn short(id: &impl ToString) -> String {
     id.to_string().chars().take(12).collect()
 }
 
-pub fn push(name: Option<String>, specs: Vec<String>) -> Result<u8, Exit> {
+pub fn push(name: Option<String>, specs: Vec<String>, allow_secrets: bool) -> Result<u8, Exit> {
     let project = project()?;
     let store = Store::open(&project)?;
     let remote = open(name.as_deref())?;
@@ -142,8 +143,36 @@ pub fn push(name: Option<String>, specs: Vec<String>) -> Result<u8, Exit> {
     }
     let rt = runtime()?;
     let mut failed = false;
+    let secrets = Secrets::from_env();
+    let mut exits = Exits::new(&store, &secrets)?;
+    let mut held = 0u64;
     for s in &sessions {
-        match rt.block_on(remote.push(&store, s)) {
+        // What this push would send (the objects the remote lacks) is
+        // scanned before anything goes: its cost is that of what is sent.
+        let mut found = Vec::new();
+        let mut scan_failed = None;
+        let mut check = |head: &ObjectId, out: &OutPack| {
+            if allow_secrets {
+                return true;
+            }
+            match exits.sent(s, head, &out.ids) {
+                Ok(f) => found = f,
+                Err(e) => scan_failed = Some(e),
+            }
+            found.is_empty() && scan_failed.is_none()
+        };
+        let pushed = rt.block_on(remote.push_checked(&store, s, &mut check));
+        if let Some(e) = scan_failed {
+            crate::render::failure_line(&format!("{s} not pushed: "), &e);
+            failed = true;
+            continue;
+        }
+        match pushed {
+            Ok(Pushed::Held) => {
+                scan::refuse(&found);
+                held += 1;
+                failed = true;
+            }
             Ok(Pushed::UpToDate) => say!("{s}: up to date on {}", remote.name()),
             Ok(Pushed::Sent { objects, bytes }) => {
                 say!(
@@ -158,6 +187,9 @@ pub fn push(name: Option<String>, specs: Vec<String>) -> Result<u8, Exit> {
                 failed = true;
             }
         }
+    }
+    if held > 0 {
+        scan::refused_last(&count(held, "session", "sessions"), "pushed");
     }
     Ok(u8::from(failed))
 }
@@ -199,7 +231,9 @@ pub fn pull(name: Option<String>, specs: Vec<String>) -> Result<u8, Exit> {
     }
     let mut failed = false;
     for s in &sessions {
-        match rt.block_on(remote.pull(&store, s)) {
+        let pulled = rt.block_on(remote.pull(&store, s));
+        let came = pulled.as_ref().ok().and_then(|p| came_in(s, &p.adopted));
+        match pulled {
             Ok(p) => match p.adopted {
                 Adopted::UpToDate => say!("{s}: up to date"),
                 Adopted::LocalAhead => say!("{s}: this project is ahead of {} (`hel push` sends it)", remote.name()),
@@ -225,8 +259,21 @@ pub fn pull(name: Option<String>, specs: Vec<String>) -> Result<u8, Exit> {
                 failed = true;
             }
         }
+        if let Some(c) = came {
+            scan::brought_in(&store, &c);
+        }
     }
     Ok(u8::from(failed))
+}
+
+/// The session that holds what a pull or an import of `session` brought
+/// in, if it brought anything.
+fn came_in(session: &SessionId, adopted: &Adopted) -> Option<SessionId> {
+    match adopted {
+        Adopted::New | Adopted::FastForward { .. } => Some(session.clone()),
+        Adopted::Forked { session, .. } => Some(session.clone()),
+        Adopted::UpToDate | Adopted::LocalAhead => None,
+    }
 }
 
 /// A row of `hel sessions --remote NAME --json`.
@@ -335,8 +382,19 @@ pub fn export_bundle(
     project: &std::path::Path,
     spec: &str,
     file: &std::path::Path,
+    allow_secrets: bool,
 ) -> Result<u8, Exit> {
     let id = hel_agent::resolve_session(store, project, spec)?;
+    if !allow_secrets {
+        // A bundle holds the session's whole history.
+        let secrets = Secrets::from_env();
+        let found = Exits::new(store, &secrets)?.history(&id, &store.head(&id)?)?;
+        if !found.is_empty() {
+            scan::refuse(&found);
+            scan::refused_last(&format!("session {id}"), "written");
+            return Ok(1);
+        }
+    }
     let size = hel_remote::bundle::export(store, &id, file)?;
     say!(
         "wrote session {id} to {} ({})",
@@ -348,6 +406,7 @@ pub fn export_bundle(
 
 pub fn import_bundle(store: &Store, file: &std::path::Path) -> Result<u8, Exit> {
     let (id, adopted) = hel_remote::bundle::import(store, file)?;
+    let came = came_in(&id, &adopted);
     match adopted {
         Adopted::New => say!("{id}: imported"),
         Adopted::UpToDate => say!("{id}: already here"),
@@ -356,6 +415,9 @@ pub fn import_bundle(store: &Store, file: &std::path::Path) -> Result<u8, Exit> 
         Adopted::Forked { session, .. } => {
             say!("{id}: diverged: the bundle's line is now session {session}; {id} is untouched")
         }
+    }
+    if let Some(c) = came {
+        scan::brought_in(store, &c);
     }
     Ok(0)
 }
