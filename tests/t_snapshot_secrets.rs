@@ -48,6 +48,14 @@ fn a_file_holding_a_secret_is_never_stored_and_undo_leaves_it_alone() {
         "{}",
         run.stderr
     );
+    // Nor is any value shown: the diff of `.env`'s overwrite masks the
+    // old lines it read from the file.
+    assert_eq!(
+        held(run.stderr.as_bytes(), &all),
+        Vec::<&str>::new(),
+        "{}",
+        run.stderr
+    );
     let sid = run.session();
     // Every object decompressed: neither value is under .hel/.
     assert_eq!(

@@ -143,6 +143,25 @@ impl Detector {
         )
     }
 
+    /// `text` with each secret it holds shown as `‹secret›`: for what is
+    /// only shown (a live command's output, a file's old lines in a
+    /// diff), never stored, so no handle is given out.
+    pub fn mask<'a>(&self, text: &'a str) -> std::borrow::Cow<'a, str> {
+        let found = self.detect(text);
+        if found.is_empty() {
+            return std::borrow::Cow::Borrowed(text);
+        }
+        let mut out = String::with_capacity(text.len());
+        let mut at = 0;
+        for f in found {
+            out.push_str(&text[at..f.range.start]);
+            out.push_str("‹secret›");
+            at = f.range.end;
+        }
+        out.push_str(&text[at..]);
+        std::borrow::Cow::Owned(out)
+    }
+
     /// The secrets in `text`, in order, none overlapping (findings that
     /// overlap are joined, with the first one's kind).
     pub fn detect(&self, text: &str) -> Vec<Finding> {

@@ -167,19 +167,10 @@ pub(crate) fn note(request: &mut super::access::Request, raw: &str) {
 /// line, the result is redacted whole.
 pub(crate) fn mask(detector: &Detector, data: &[u8]) -> Vec<u8> {
     let text = String::from_utf8_lossy(data);
-    let found = detector.detect(&text);
-    if found.is_empty() {
-        return data.to_vec();
+    match detector.mask(&text) {
+        std::borrow::Cow::Borrowed(_) => data.to_vec(),
+        std::borrow::Cow::Owned(masked) => masked.into_bytes(),
     }
-    let mut out = String::with_capacity(text.len());
-    let mut at = 0;
-    for f in found {
-        out.push_str(&text[at..f.range.start]);
-        out.push_str("‹secret›");
-        at = f.range.end;
-    }
-    out.push_str(&text[at..]);
-    out.into_bytes()
 }
 
 #[cfg(test)]

@@ -159,8 +159,19 @@ pub fn before(path: &str) -> Before {
         return Before::Not("too large to show as a diff");
     }
     match String::from_utf8(bytes) {
-        Ok(t) if !t.contains('\0') => Before::Text(t),
+        Ok(t) if !t.contains('\0') => Before::Text(masked(t)),
         _ => Before::Not("binary"),
+    }
+}
+
+/// `text` (a file's content, read to be shown) with the secrets it holds
+/// shown as `‹secret›`: a diff never puts a value on the screen.
+fn masked(text: String) -> String {
+    static DETECTOR: std::sync::OnceLock<hel_secrets::Detector> = std::sync::OnceLock::new();
+    let detector = DETECTOR.get_or_init(hel_secrets::Detector::from_env);
+    match detector.mask(&text) {
+        std::borrow::Cow::Borrowed(_) => text,
+        std::borrow::Cow::Owned(m) => m,
     }
 }
 
@@ -373,7 +384,10 @@ pub fn started(id: &str, name: &str, arguments: &str) -> String {
 
 /// The files the running call changed (`A`, `M`, `D`, a path and maybe
 /// its texts), shown when it ends.
-pub fn changed(files: Vec<FileChange>) {
+pub fn changed(mut files: Vec<FileChange>) {
+    for f in &mut files {
+        f.texts = f.texts.take().map(|(old, new)| (masked(old), masked(new)));
+    }
     calls().changed = files;
 }
 
