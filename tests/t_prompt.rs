@@ -1090,7 +1090,7 @@ fn an_edit_shows_its_diff_and_a_failing_command_its_last_lines() {
         let exit = at("hel:   exit 1");
         assert!(minus < exit && exit < at("  stdout:") && at("  stdout:") < at("  stderr:"));
         assert_eq!(at("    collected"), at("  stdout:") + 1);
-        let earlier = at("    … 3 earlier lines (/last shows all)");
+        let earlier = at("    … 3 earlier lines");
         assert_eq!(earlier, at("  stderr:") + 1);
         assert_eq!(at("    AssertionError"), earlier + 6);
         assert!(!lines.iter().any(|l| l.contains("trace line 3")));

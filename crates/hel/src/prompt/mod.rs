@@ -129,6 +129,7 @@ pub async fn run(args: RunArgs, start: Start, restore_files: Option<bool>) -> Re
     }
     let resumed = !matches!(start, Start::New);
     let mode = access::Mode::new(&args);
+    render::tool::at_prompt();
     let run = Run::start(
         args.options(),
         start,

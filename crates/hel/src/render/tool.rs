@@ -53,6 +53,15 @@ static CALLS: Mutex<Calls> = Mutex::new(Calls {
     line: String::new(),
 });
 
+/// Whether the calls run at the interactive prompt, where `/last` shows
+/// a command's whole output ([`at_prompt`]); with -p no key is named.
+static AT_PROMPT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// The calls from now on run at the interactive prompt.
+pub fn at_prompt() {
+    AT_PROMPT.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
 fn calls() -> std::sync::MutexGuard<'static, Calls> {
     CALLS.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -521,8 +530,13 @@ pub fn command(content: &str) -> Option<(String, Vec<Shown>)> {
         }
         lines.push(Shown::Plain(format!("  {label}")));
         if earlier > 0 {
+            // `/last` is the prompt's; with -p, `hel sessions show`.
+            let all = match AT_PROMPT.load(std::sync::atomic::Ordering::Relaxed) {
+                true => " (/last shows all)",
+                false => "",
+            };
             lines.push(Shown::Plain(format!(
-                "    … {} (/last shows all)",
+                "    … {}{all}",
                 count(earlier as u64, "earlier line", "earlier lines")
             )));
         }
@@ -797,7 +811,7 @@ pub(crate) mod tests {
                 "  stdout:",
                 "    ok ",
                 "  stderr:",
-                "    … 4 earlier lines (/last shows all)",
+                "    … 4 earlier lines",
                 "    err 5",
                 "    err 6",
                 "    err 7",
