@@ -309,7 +309,7 @@ fn same(a: Option<&Item>, b: Option<&Item>) -> bool {
 /// now (`before`). A path that is, or is under, what one of the three
 /// snapshots did not read is left alone, listed once under that entry's
 /// path; so is one changed since the session recorded it (unless forced).
-/// Conflicts come sorted by path.
+/// Conflicts come sorted by path, each path once.
 fn plan(
     target: &Flat,
     expected: &Flat,
@@ -413,7 +413,11 @@ fn plan(
         );
     }
     changes.sort_by(|a, b| a.path.cmp(&b.path));
+    // A path is left alone once, for the first reason found (another
+    // session's change, a change since, an entry not read at it): the
+    // counts the user reads are paths, not reasons.
     conflicts.sort_by(|a, b| a.0.cmp(&b.0));
+    conflicts.dedup_by(|b, a| a.0 == b.0);
     (changes, conflicts)
 }
 
