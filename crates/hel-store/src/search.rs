@@ -317,22 +317,13 @@ impl Scan<'_> {
                 // budget a load of one conversation has.
                 let mut memo = HashMap::new();
                 let mut budget = limit.saturating_mul(2);
-                let items = self
-                    .resolve(&id, &mut memo, &mut budget)
-                    .map_err(|e| match e {
-                        Budget::Over => Error::ConversationTooLarge {
-                            checkpoint: cp,
-                            what: "messages",
-                            limit,
-                        },
-                        Budget::Err(e) => e,
-                    })?;
-                let node = self.node(&id)?;
-                let len = items.len() as u64;
-                if node.count != expect || len > expect {
-                    return Err(self.corrupt(&id, "its count does not match the list it ends"));
-                }
-                expect -= len;
+                let too_large = || Error::ConversationTooLarge {
+                    checkpoint: cp,
+                    what: "messages",
+                    limit,
+                };
+                let (items, prev) =
+                    self.list_node(&id, &mut memo, &mut budget, &mut expect, too_large)?;
                 for (k, m) in items.iter().enumerate() {
                     let stored_in = match m.content {
                         Content::Inline(node, _) => node,
@@ -353,7 +344,7 @@ impl Scan<'_> {
                         ));
                     }
                 }
-                next = node.prev;
+                next = prev;
             }
         }
         hits.sort_by_key(|(ordinal, h)| (*ordinal, h.index));
@@ -388,19 +379,9 @@ impl Scan<'_> {
             if !seen.insert(id) {
                 return Err(self.corrupt(&id, "the chain leads back to this node"));
             }
-            let items = self
-                .resolve(&id, &mut memo, &mut budget)
-                .map_err(|e| match e {
-                    Budget::Over => too_large(),
-                    Budget::Err(e) => e,
-                })?;
-            let node = self.node(&id)?;
-            let len = items.len() as u64;
-            if node.count != expect || len > expect {
-                return Err(self.corrupt(&id, "its count does not match the list it ends"));
-            }
-            expect -= len;
-            next = node.prev;
+            let (items, prev) =
+                self.list_node(&id, &mut memo, &mut budget, &mut expect, too_large)?;
+            next = prev;
             parts.push(items);
         }
         if expect != 0 {
@@ -411,6 +392,31 @@ impl Scan<'_> {
             });
         }
         Ok(parts.iter().rev().flat_map(|p| p.iter().copied()).collect())
+    }
+
+    /// Node `id` of a list that has `expect` messages up to its end: its
+    /// items with their slices resolved (within `budget`; past it, the
+    /// error `too_large` makes), checked against the count it records,
+    /// and the node before it. `expect` becomes the count before it.
+    fn list_node(
+        &mut self,
+        id: &ObjectId,
+        memo: &mut HashMap<ObjectId, Rc<Vec<Msg>>>,
+        budget: &mut u64,
+        expect: &mut u64,
+        too_large: impl Fn() -> Error,
+    ) -> Result<(Rc<Vec<Msg>>, Option<ObjectId>)> {
+        let items = self.resolve(id, memo, budget).map_err(|e| match e {
+            Budget::Over => too_large(),
+            Budget::Err(e) => e,
+        })?;
+        let node = self.node(id)?;
+        let len = items.len() as u64;
+        if node.count != *expect || len > *expect {
+            return Err(self.corrupt(id, "its count does not match the list it ends"));
+        }
+        *expect -= len;
+        Ok((items, node.prev))
     }
 
     fn corrupt(&self, id: &ObjectId, reason: &str) -> Error {
