@@ -600,9 +600,9 @@ an adopted session is treated as your own from then on.",
         after_help = "Examples:\n  hel sessions search 'flaky test'\n  hel sessions search '(?i)timeout' --role tool --json"
     )]
     Search(SearchArgs),
-    /// Write a conversation as Markdown (to share) or as the JSON messages the model was sent, or a session as a bundle.
+    /// Write a conversation as Markdown or an HTML page (to share) or as the JSON messages the model was sent, or a session as a bundle.
     #[command(
-        after_help = "Examples:\n  hel sessions export fix-login --format md > fix-login.md\n  hel sessions export 4da5 --at 3f2a91c0 --format json\n  hel sessions export fix-login --bundle fix-login.helbundle\n\nWhat an export would write is scanned for secrets first (as `hel sessions scan`); nothing is written when it holds one, unless --allow-secrets is given."
+        after_help = "Examples:\n  hel sessions export fix-login --format md > fix-login.md\n  hel sessions export fix-login --format html -o fix-login.html\n  hel sessions export 4da5 --at 3f2a91c0 --format json\n  hel sessions export fix-login --bundle fix-login.helbundle\n\nWhat an export would write is scanned for secrets first (as `hel sessions scan`); nothing is written when it holds one, unless --allow-secrets is given."
     )]
     Export(ExportArgs),
     /// List the secrets the stored conversations hold (values from before redaction, imports, what newer rules recognise).
@@ -696,9 +696,19 @@ pub struct ExportArgs {
     /// The checkpoint (default: the session's newest).
     #[arg(long, value_name = "CHECKPOINT")]
     pub at: Option<String>,
-    /// md: Markdown, for people; json: the messages the model was sent, as stored.
+    /// md: Markdown, for people; json: the messages the model was sent, as stored;
+    /// html: one self-contained page (no script, nothing loaded) with each answer's
+    /// file changes and the session's forks.
     #[arg(long, value_enum, default_value_t = ExportFormat::Md)]
     pub format: ExportFormat,
+    /// Write to FILE instead of standard output.
+    #[arg(
+        short = 'o',
+        long = "output",
+        value_name = "FILE",
+        conflicts_with = "bundle"
+    )]
+    pub output: Option<PathBuf>,
     /// Write the session's objects and ref to one self-contained bundle file instead
     /// (`hel sessions import FILE` on another machine).
     #[arg(long, value_name = "FILE", conflicts_with_all = ["at", "format"])]
@@ -712,6 +722,7 @@ pub struct ExportArgs {
 pub enum ExportFormat {
     Md,
     Json,
+    Html,
 }
 
 /// `hel diff`'s arguments, as parsed (one struct for the command line,

@@ -4,6 +4,7 @@
 //! and no provider, and print their report on stdout.
 
 mod export;
+mod html;
 pub mod mcp;
 mod pager;
 mod pick;

@@ -1,5 +1,6 @@
-//! Conversations for people: the transcript `hel sessions show` prints and
-//! the Markdown `hel sessions export --format md` writes. Stored text is
+//! Conversations for people: the transcript `hel sessions show` prints,
+//! the Markdown `hel sessions export --format md` writes, and the walk
+//! they and the HTML page (html.rs) share ([`walk`]). Stored text is
 //! hostile: every control character in it is escaped before it is shown
 //! ([`escape_text`], [`escape_line`]); the only escape sequences printed
 //! are the colours added here.
@@ -48,8 +49,16 @@ fn role(m: &Value) -> &str {
     m.get("role").and_then(Value::as_str).unwrap_or("?")
 }
 
-/// The (name, arguments) of each tool call of an assistant message.
-fn tool_calls(m: &Value) -> Vec<(&str, &str, &str)> {
+/// A tool call of an assistant message.
+pub(super) struct Call<'a> {
+    pub id: &'a str,
+    pub name: &'a str,
+    /// JSON text, as the model wrote it.
+    pub arguments: &'a str,
+}
+
+/// The tool calls of an assistant message.
+fn tool_calls(m: &Value) -> Vec<Call<'_>> {
     m.get("tool_calls")
         .and_then(Value::as_array)
         .map(|calls| {
@@ -61,15 +70,61 @@ fn tool_calls(m: &Value) -> Vec<(&str, &str, &str)> {
                             .and_then(Value::as_str)
                             .unwrap_or("")
                     };
-                    (
-                        c.get("id").and_then(Value::as_str).unwrap_or(""),
-                        f("name"),
-                        f("arguments"),
-                    )
+                    Call {
+                        id: c.get("id").and_then(Value::as_str).unwrap_or(""),
+                        name: f("name"),
+                        arguments: f("arguments"),
+                    }
                 })
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// One message of a conversation as every transcript shows it (terminal,
+/// Markdown, HTML): nothing in it is escaped yet.
+pub(super) enum Part<'a> {
+    /// The system prompt.
+    System(String),
+    /// An instruction, an answer (its text and its tool calls), or a
+    /// message of another role.
+    Message {
+        role: &'a str,
+        body: String,
+        calls: Vec<Call<'a>>,
+    },
+    /// A tool's result: the id and name of the call it answers ("?" when
+    /// no call before it has that id).
+    Result {
+        id: &'a str,
+        name: &'a str,
+        body: String,
+    },
+}
+
+/// The conversation's messages in order, each with its position, as
+/// [`Part`]s: the one walk the transcripts share.
+pub(super) fn walk(messages: &[Value]) -> impl Iterator<Item = (usize, Part<'_>)> {
+    let mut names: HashMap<&str, &str> = HashMap::new();
+    messages.iter().enumerate().map(move |(k, m)| {
+        let body = content_text(m);
+        let part = match role(m) {
+            "system" => Part::System(body),
+            "tool" => {
+                let id = m.get("tool_call_id").and_then(Value::as_str).unwrap_or("");
+                let name = names.get(id).copied().unwrap_or("?");
+                Part::Result { id, name, body }
+            }
+            role => {
+                let calls = tool_calls(m);
+                for c in &calls {
+                    names.insert(c.id, c.name);
+                }
+                Part::Message { role, body, calls }
+            }
+        };
+        (k, part)
+    })
 }
 
 /// `s` on one line (whitespace runs as one space), cut to `max` characters.
@@ -88,22 +143,17 @@ fn abbreviate(s: &str, max: usize) -> String {
 /// count of what was cut. The system prompt is only counted.
 pub fn text(messages: &[Value], style: Style) -> String {
     let mut out = String::new();
-    let mut names: HashMap<&str, &str> = HashMap::new();
-    for m in messages {
-        let role = role(m);
-        let body = content_text(m);
-        let header = |label: &str, code: &str| style.paint(code, &format!("── {label} ──"));
-        match role {
-            "system" => {
+    let header = |label: &str, code: &str| style.paint(code, &format!("── {label} ──"));
+    for (_, part) in walk(messages) {
+        match part {
+            Part::System(body) => {
                 let note = format!(
                     "── system prompt: {}, not shown (--json or export shows it) ──",
                     crate::render::count(body.lines().count() as u64, "line", "lines")
                 );
                 let _ = writeln!(out, "{}\n", style.paint("2", &note));
             }
-            "tool" => {
-                let id = m.get("tool_call_id").and_then(Value::as_str).unwrap_or("");
-                let name = names.get(id).copied().unwrap_or("?");
+            Part::Result { name, body, .. } => {
                 let label = format!("{} result", escape_line(name));
                 let _ = writeln!(out, "{}", header(&label, "33"));
                 let lines: Vec<&str> = body.lines().collect();
@@ -124,18 +174,17 @@ pub fn text(messages: &[Value], style: Style) -> String {
                 }
                 out.push('\n');
             }
-            _ => {
+            Part::Message { role, body, calls } => {
                 let code = if role == "user" { "1;36" } else { "1;32" };
                 let _ = writeln!(out, "{}", header(&escape_line(role), code));
                 if !body.trim().is_empty() {
                     let _ = writeln!(out, "{}", escape_text(body.trim_end()));
                 }
-                for (id, name, args) in tool_calls(m) {
-                    names.insert(id, name);
+                for c in calls {
                     let line = format!(
                         "→ {} {}",
-                        escape_line(name),
-                        escape_line(&abbreviate(args, ARGUMENTS_MAX))
+                        escape_line(c.name),
+                        escape_line(&abbreviate(c.arguments, ARGUMENTS_MAX))
                     );
                     let _ = writeln!(out, "{}", style.paint("35", &line));
                 }
@@ -173,22 +222,18 @@ pub fn markdown(title: &str, facts: &[(&str, String)], messages: &[Value]) -> St
         let _ = writeln!(out, "- {k}: {}", escape_line(v));
     }
     out.push('\n');
-    let mut names: HashMap<&str, &str> = HashMap::new();
-    for m in messages {
-        let body = content_text(m);
-        match role(m) {
-            "system" => {
+    for (_, part) in walk(messages) {
+        match part {
+            Part::System(body) => {
                 out.push_str("<details><summary>System prompt</summary>\n\n");
                 fenced(&mut out, "text", &body);
                 out.push_str("</details>\n\n");
             }
-            "tool" => {
-                let id = m.get("tool_call_id").and_then(Value::as_str).unwrap_or("");
-                let name = names.get(id).copied().unwrap_or("?");
+            Part::Result { name, body, .. } => {
                 let _ = writeln!(out, "### Tool result: `{}`\n", escape_line(name));
                 fenced(&mut out, "text", &body);
             }
-            role => {
+            Part::Message { role, body, calls } => {
                 let heading = match role {
                     "user" => "User".to_owned(),
                     "assistant" => "Assistant".to_owned(),
@@ -198,20 +243,22 @@ pub fn markdown(title: &str, facts: &[(&str, String)], messages: &[Value]) -> St
                 if !body.trim().is_empty() {
                     let _ = writeln!(out, "{}\n", escape_text(body.trim()));
                 }
-                for (id, name, args) in tool_calls(m) {
-                    names.insert(id, name);
-                    let _ = writeln!(out, "Tool call `{}`:\n", escape_line(name));
-                    // Arguments are JSON text: shown pretty when they parse.
-                    let pretty = serde_json::from_str::<Value>(args)
-                        .ok()
-                        .and_then(|v| serde_json::to_string_pretty(&v).ok())
-                        .unwrap_or_else(|| args.to_owned());
-                    fenced(&mut out, "json", &pretty);
+                for c in calls {
+                    let _ = writeln!(out, "Tool call `{}`:\n", escape_line(c.name));
+                    fenced(&mut out, "json", &pretty_arguments(c.arguments));
                 }
             }
         }
     }
     out
+}
+
+/// A tool call's arguments (JSON text) shown pretty when they parse.
+pub(super) fn pretty_arguments(args: &str) -> String {
+    serde_json::from_str::<Value>(args)
+        .ok()
+        .and_then(|v| serde_json::to_string_pretty(&v).ok())
+        .unwrap_or_else(|| args.to_owned())
 }
 
 #[cfg(test)]

@@ -555,18 +555,7 @@ pub fn diff(args: crate::cli::DiffArgs) -> Result<u8, Exit> {
         (Flat::read(&store, &start)?, at_flat, false)
     } else {
         // What the checkpoint's instruction changed.
-        let start = match ws.start {
-            Some(s) => s,
-            None => cp
-                .parents
-                .first()
-                .and_then(|p| {
-                    hel_workspace::history::newest_tree(&store, p)
-                        .ok()
-                        .flatten()
-                })
-                .ok_or(Refusal::NoEarlierSnapshot { checkpoint: at })?,
-        };
+        let start = instruction_start(&store, &at, &cp, ws)?;
         let old = Flat::read(&store, &start)?;
         (old, at_flat, false)
     };
@@ -612,13 +601,8 @@ pub fn diff(args: crate::cli::DiffArgs) -> Result<u8, Exit> {
         if a.is_none() && b.is_none() {
             continue;
         }
-        // The headers name the path escaped, as every line here does.
-        match diff::unified(name.as_bytes(), a.as_deref(), b.as_deref(), 3) {
-            Some(text) if !text.is_empty() => {
-                let text = hel_agent::text::escape_text(&text);
-                print!("{}", coloured(&fit_headers(&text, room)))
-            }
-            Some(_) => {}
+        match unified(&name, a.as_deref(), b.as_deref()) {
+            Some(text) => print!("{}", coloured(&fit_headers(&text, room))),
             None => say!("Binary files a/{name} and b/{name} differ"),
         }
     }
@@ -628,6 +612,84 @@ pub fn diff(args: crate::cli::DiffArgs) -> Result<u8, Exit> {
         say!("no changes");
     }
     Ok(0)
+}
+
+/// The files when the instruction of checkpoint `at` (`cp`, its snapshot
+/// `ws`) started: its start snapshot, or the newest one before it.
+fn instruction_start(
+    store: &Store,
+    at: &ObjectId,
+    cp: &hel_store::Checkpoint,
+    ws: &hel_store::Workspace,
+) -> Result<ObjectId, Exit> {
+    match ws.start {
+        Some(s) => Ok(s),
+        None => cp
+            .parents
+            .first()
+            .and_then(|p| hel_workspace::history::newest_tree(store, p).ok().flatten())
+            .ok_or_else(|| Refusal::NoEarlierSnapshot { checkpoint: *at }.into()),
+    }
+}
+
+/// A file's unified diff as `hel diff` prints it (3 lines of context,
+/// every control character escaped, the headers naming `name`, already
+/// escaped); None when either side is binary. An empty string: no line
+/// differs (a mode change).
+fn unified(name: &str, a: Option<&[u8]>, b: Option<&[u8]>) -> Option<String> {
+    diff::unified(name.as_bytes(), a, b, 3)
+        .map(|text| hel_agent::text::escape_text(&text).into_owned())
+}
+
+/// One file a checkpoint's instruction changed, as `hel diff --at` shows
+/// it.
+pub(super) struct FileDiff {
+    /// `A`, `M`, `D`, `T` or `m` (as `hel diff`'s lines).
+    pub letter: char,
+    /// The path, every control character escaped.
+    pub name: String,
+    /// Its unified diff ([`unified`]), None when binary or when neither
+    /// side has content (a directory, a repository).
+    pub text: Option<String>,
+    pub binary: bool,
+}
+
+/// What the instruction of checkpoint `at` changed, file by file (what
+/// `hel diff --at` prints); None when it has no snapshot of the files, or
+/// none from before it to compare with.
+pub(super) fn instruction_diff(
+    store: &Store,
+    at: &ObjectId,
+) -> Result<Option<Vec<FileDiff>>, Exit> {
+    let cp = store.checkpoint(at)?;
+    let Some(ws) = cp.workspace.as_ref() else {
+        return Ok(None);
+    };
+    let start = match instruction_start(store, at, &cp, ws) {
+        Ok(s) => s,
+        Err(_) => return Ok(None),
+    };
+    let old = Flat::read(store, &start)?;
+    let new = Flat::read(store, &ws.tree)?;
+    let side = Side::Store(store);
+    let mut out = Vec::new();
+    for c in diff::changes(&old, &new) {
+        let a = side.content(&c.path, c.old.as_ref())?;
+        let b = side.content(&c.path, c.new.as_ref())?;
+        let name = name(&c.path);
+        let text = if a.is_none() && b.is_none() {
+            None
+        } else {
+            unified(&name, a.as_deref(), b.as_deref())
+        };
+        out.push(FileDiff {
+            letter: letter(c.status),
+            binary: text.is_none() && (a.is_some() || b.is_some()),
+            name,
+            text,
+        });
+    }
+    Ok(Some(out))
 }
 
 fn letter(s: Status) -> char {

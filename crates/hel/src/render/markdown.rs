@@ -314,7 +314,7 @@ struct Block {
     kind: Kind,
 }
 
-fn options() -> Options {
+pub(crate) fn options() -> Options {
     Options::ENABLE_TABLES
         | Options::ENABLE_STRIKETHROUGH
         | Options::ENABLE_TASKLISTS
@@ -663,14 +663,14 @@ impl Highlight {
 }
 
 /// The syntaxes syntect ships, loaded once when first needed.
-fn syntaxes() -> &'static SyntaxSet {
+pub(crate) fn syntaxes() -> &'static SyntaxSet {
     static SET: OnceLock<SyntaxSet> = OnceLock::new();
     SET.get_or_init(SyntaxSet::load_defaults_newlines)
 }
 
 /// The theme whose colours are mapped to ANSI ones: its colours are
 /// strongly set apart by hue, its comments grey.
-fn theme() -> Option<&'static Theme> {
+pub(crate) fn theme() -> Option<&'static Theme> {
     static THEME: OnceLock<Option<Theme>> = OnceLock::new();
     THEME
         .get_or_init(|| ThemeSet::load_defaults().themes.remove("InspiredGitHub"))
