@@ -16,6 +16,7 @@ mod t_durability;
 mod t_evals;
 mod t_format;
 mod t_hostile_store;
+mod t_html;
 mod t_import;
 mod t_mcp;
 mod t_names;
