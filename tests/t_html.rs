@@ -216,6 +216,7 @@ fn session_with_a_fork(p: &Project) -> (String, PathBuf) {
         {"content": "Writing it.", "tool_calls": [call("write_file", json!({"path": "hello.txt", "content": "hello from the diff line\n"}))]},
         {"content": HOSTILE},
         {"content": "A forked answer."},
+        {"content": "A sibling's answer."},
     ]));
     let run = p.run(
         Some(&mock),
@@ -252,6 +253,28 @@ fn session_with_a_fork(p: &Project) -> (String, PathBuf) {
     );
     assert_eq!(fork.code, 0, "{}", fork.stderr);
     assert_ne!(fork.session(), sid);
+    // A second fork at the same answer: the first fork's sibling, not its
+    // fork.
+    let sibling = p.run(
+        Some(&mock),
+        &[
+            "resume",
+            &sid,
+            "--at",
+            &answer[..12],
+            "-p",
+            "a sibling question",
+        ],
+    );
+    assert_eq!(sibling.code, 0, "{}", sibling.stderr);
+    let of_fork = p.run(
+        None,
+        &["sessions", "export", &fork.session(), "--format", "html"],
+    );
+    assert_eq!(of_fork.code, 0, "{}", of_fork.stderr);
+    assert!(of_fork.stdout.contains("a forked question"));
+    assert!(!of_fork.stdout.contains("a sibling question"));
+    assert!(!of_fork.stdout.contains("class=\"fork\""));
     let page = p.path().join("page.html");
     let export = p.run(
         None,
@@ -282,6 +305,15 @@ fn the_page_in_a_browser_shows_the_session_and_runs_nothing_of_it() {
     let csp = "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none';";
     assert!(html.contains(csp), "{html}");
     assert!(html.contains("script-src 'none'"), "{html}");
+    // The check sees what it must refuse.
+    for bad in [
+        "<p><img src=x></p>",
+        "<p onclick=\"x\">",
+        "<a href=\"javascript:x\">",
+        "<script>x</script>",
+    ] {
+        assert!(std::panic::catch_unwind(|| runs_and_loads_nothing(bad)).is_err());
+    }
     runs_and_loads_nothing(&html);
     assert!(
         !html.contains("http://") && !html.contains("https://"),
@@ -305,6 +337,15 @@ fn the_page_in_a_browser_shows_the_session_and_runs_nothing_of_it() {
     );
     assert!(html.contains("Forked from <a href=\"#a1\">"), "{html}");
     assert!(html.contains("a forked question") && html.contains("A forked answer."));
+    assert!(
+        html.contains("<section class=\"fork\" id=\"f2\">"),
+        "{html}"
+    );
+    assert!(
+        html.contains("Forked here: <a href=\"#f1\">fork "),
+        "{html}"
+    );
+    assert!(html.contains("a sibling question"), "{html}");
     // Small: the style and the colours of the code, nothing more.
     assert!(html.len() < 32 * 1024, "{} bytes", html.len());
 
@@ -317,6 +358,7 @@ fn the_page_in_a_browser_shows_the_session_and_runs_nothing_of_it() {
     assert!(dom.contains("a forked question"), "{dom}");
     // The hostile message is text: no element of it, the title a script
     // would have changed is the page's own, the escape shown.
+    assert!(tags(&dom).iter().any(|(name, _)| name == "details"));
     runs_and_loads_nothing(&dom);
     assert!(
         dom.contains(&format!("<title>hel session {}</title>", &sid[..8])),
@@ -337,6 +379,44 @@ fn the_page_in_a_browser_shows_the_session_and_runs_nothing_of_it() {
 // itself a finding.
 fn gh_token() -> String {
     format!("ghp_{}", "R8t3xQ9vLmN2pK7wZ4yB6cD1eF5gH0jA9sUq")
+}
+
+/// A line of a recorded file that the detector of the export calls a
+/// secret (here a value of the environment the session did not have) is
+/// masked in the page's diff, unless --allow-secrets.
+#[test]
+fn a_secret_in_a_diff_is_masked() {
+    let p = Project::new();
+    let value = "correcthorsebatterystaple42";
+    p.write("notes.txt", &format!("alpha\nmagic word {value}\ngamma\n"));
+    let mock = Mock::start(json!([
+        {"tool_calls": [call("search_replace", json!({"path": "notes.txt", "search": "gamma", "replace": "delta"}))]},
+        {"content": "Replaced."},
+    ]));
+    let run = p.run(Some(&mock), &["--access", "auto", "-p", "gamma to delta"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let sid = run.session();
+    let export = |allow: bool| {
+        let mut cmd = p.hel(None);
+        cmd.env("DEPLOY_TOKEN", value)
+            .args(["sessions", "export", &sid, "--format", "html"]);
+        if allow {
+            cmd.arg("--allow-secrets");
+        }
+        Run::from_cmd(&mut cmd)
+    };
+    let masked = export(false);
+    assert_eq!(masked.code, 0, "{}", masked.stderr);
+    assert!(masked.stdout.contains("+delta"), "{}", masked.stdout);
+    assert!(
+        masked.stdout.contains(" magic word ‹secret›"),
+        "{}",
+        masked.stdout
+    );
+    assert!(!masked.stdout.contains(value), "{}", masked.stdout);
+    let allowed = export(true);
+    assert_eq!(allowed.code, 0, "{}", allowed.stderr);
+    assert!(allowed.stdout.contains(&format!(" magic word {value}")));
 }
 
 #[test]

@@ -136,15 +136,20 @@ fn fork_base(
     None
 }
 
-/// The forks of the history `shown` (the exported session's records up
-/// to the exported checkpoint), and the forks of those, oldest first: a
-/// session whose fork point is one of the records already on the page.
+/// The forks of `session` made at its records in `shown` (its history up
+/// to the exported checkpoint), and the forks of those, oldest first. A
+/// fork made at a record of the history `session` was itself forked from
+/// is that history's, not `session`'s: not shown.
 pub(super) fn forks(
     store: &Store,
     session: &SessionId,
     shown: &[LogEntry],
 ) -> Result<Vec<Fork>, Exit> {
-    let mut known: HashSet<ObjectId> = shown.iter().map(|e| e.id).collect();
+    let mut known: HashSet<ObjectId> = shown
+        .iter()
+        .filter(|e| e.session_id == *session)
+        .map(|e| e.id)
+        .collect();
     let mut candidates = Vec::new();
     for info in store.sessions()? {
         let Some(head) = info.head else { continue };
