@@ -42,8 +42,9 @@ const DIFF_MAX: usize = 256 * 1024;
 const HIGHLIGHT_MAX: usize = 64 * 1024;
 /// Characters of a line that is highlighted.
 const HIGHLIGHT_LINE_MAX: usize = 2000;
-/// Forks shown (the family's first ones, oldest first).
-const FORKS_MAX: usize = 200;
+/// Forks shown (the first found; each one's conversation is held until
+/// the page is written).
+const FORKS_MAX: usize = 100;
 /// Records walked back from a session's head to find where it was forked.
 const FORK_WALK_MAX: usize = 100_000;
 
@@ -113,6 +114,8 @@ pub(super) struct Fork {
     base: ObjectId,
     /// Its own records (not the history it was forked from), oldest first.
     own: Vec<LogEntry>,
+    /// Its conversation at its head.
+    messages: Vec<Value>,
 }
 
 /// Where `session` (whose head is `head`) was forked from, and its own
@@ -167,8 +170,21 @@ pub(super) fn forks(
         while k < candidates.len() && out.len() < FORKS_MAX {
             if known.contains(&candidates[k].2) {
                 let (id, head, base, own_ids) = candidates.swap_remove(k);
-                let Ok(log) = hel_store::log::log(store, &id) else {
-                    continue;
+                // A fork that does not load is left out, said (the page is
+                // the session's: a damaged fork does not stop it).
+                let read = hel_store::log::log(store, &id).and_then(|log| {
+                    let loaded = store.load(&head)?;
+                    Ok((log, loaded.messages))
+                });
+                let (log, messages) = match read {
+                    Ok(r) => r,
+                    Err(e) => {
+                        crate::render::line(&format!(
+                            "hel: warning: fork {id} left out of the page: {}",
+                            crate::exit::store_words(&e)
+                        ));
+                        continue;
+                    }
                 };
                 known.extend(own_ids);
                 let mut own: Vec<LogEntry> =
@@ -179,6 +195,7 @@ pub(super) fn forks(
                     head,
                     base,
                     own,
+                    messages,
                 });
             } else {
                 k += 1;
@@ -187,6 +204,11 @@ pub(super) fn forks(
         if out.len() == before {
             break;
         }
+    }
+    if candidates.iter().any(|c| known.contains(&c.2)) {
+        crate::render::line(&format!(
+            "hel: warning: the page shows the first {FORKS_MAX} forks of the session, not the others"
+        ));
     }
     out.sort_by_key(|f| f.own.first().map(|e| e.time_ms).unwrap_or(0));
     Ok(out)
@@ -780,14 +802,13 @@ pub(super) fn page(
     };
     w.line(store, &main, &mut anchors, &forks_at)?;
     for (k, f) in forks.iter().enumerate() {
-        let loaded = store.load(&f.head)?;
         let from = store
             .checkpoint(&f.base)
             .map(|cp| cp.summary.messages)
             .ok()
             .and_then(|m| usize::try_from(m).ok())
             .unwrap_or(0)
-            .min(loaded.messages.len());
+            .min(f.messages.len());
         let id = format!("f{}", k + 1);
         let _ = write!(
             w.out,
@@ -812,7 +833,7 @@ pub(super) fn page(
         let line = Line {
             prefix: format!("{id}a"),
             entries: &f.own,
-            messages: &loaded.messages,
+            messages: &f.messages,
             from,
             session: &f.session,
         };
