@@ -266,10 +266,12 @@ struct Line<'a> {
     session: &'a SessionId,
 }
 
-/// The answers of a line and where each ends in its messages: answers
-/// whose message counts rise, oldest first, within `from..=len` (an
-/// answer from before a compaction, whose count the messages no longer
-/// have, is not given a section of its own).
+/// The answers of a line and where each ends in its messages, oldest
+/// first: going back from the newest, while the counts fall and stay
+/// within `from..=len`. An answer from before a compaction (an older
+/// answer whose count is not below the newer one's) ends the walk: the
+/// messages it ended at are not in the conversation any more, and what
+/// the compaction left opens the first section.
 fn answers(entries: &[LogEntry], from: usize, len: usize) -> Vec<(&LogEntry, usize)> {
     let mut kept = Vec::new();
     let mut limit = len + 1;
@@ -278,10 +280,19 @@ fn answers(entries: &[LogEntry], from: usize, len: usize) -> Vec<(&LogEntry, usi
             continue;
         }
         let m = usize::try_from(e.messages).unwrap_or(usize::MAX);
-        if m > from && m < limit {
-            kept.push((e, m));
-            limit = m;
+        if m >= limit {
+            if kept.is_empty() {
+                continue;
+            }
+            // A compaction lies between: the answers before it are not
+            // in the messages any more.
+            break;
         }
+        if m <= from {
+            break;
+        }
+        kept.push((e, m));
+        limit = m;
     }
     kept.reverse();
     kept
@@ -922,8 +933,52 @@ mod tests {
         assert!(h.contains("&quot;&lt;b&gt;&quot;"), "{h}");
     }
 
+    fn entry(n: u8, record: Record, messages: u64) -> LogEntry {
+        LogEntry {
+            id: ObjectId::from_bytes([n; 32]),
+            session_id: SessionId::new_random(),
+            time_ms: 0,
+            time: String::new(),
+            messages,
+            instruction: String::new(),
+            input_tokens: 0,
+            output_tokens: 0,
+            fork_point: false,
+            record,
+            workspace: None,
+            parent: None,
+            cwd: String::new(),
+        }
+    }
+
     #[test]
     fn answers_follow_rising_message_counts() {
         assert!(answers(&[], 0, 3).is_empty());
+        let e = [
+            entry(1, Record::Answer, 3),
+            entry(2, Record::Start, 3),
+            entry(3, Record::Answer, 7),
+            entry(4, Record::Answer, 11),
+            // A compaction: the conversation is 4 messages from here on.
+            entry(5, Record::Answer, 4),
+            entry(6, Record::Answer, 6),
+        ];
+        let ends = |from, len| -> Vec<(u8, usize)> {
+            answers(&e, from, len)
+                .iter()
+                .map(|(a, m)| (a.id.as_bytes()[0], *m))
+                .collect()
+        };
+        assert_eq!(ends(0, 6), [(5, 4), (6, 6)]);
+        // Up to the third answer (before the compaction), and a fork's
+        // part: only what follows `from`.
+        assert_eq!(answers(&e[..4], 0, 11).len(), 3);
+        assert_eq!(
+            answers(&e[..4], 3, 11)
+                .iter()
+                .map(|(_, m)| *m)
+                .collect::<Vec<_>>(),
+            [7, 11]
+        );
     }
 }
