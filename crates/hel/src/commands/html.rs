@@ -34,7 +34,8 @@ use super::workspace::{self, FileDiff};
 use crate::exit::Exit;
 use crate::render::markdown as md;
 
-/// Bytes of one tool result the page shows (the rest is counted).
+/// Bytes of one tool result, or of one call's arguments, the page shows
+/// (the rest is counted).
 const RESULT_MAX: usize = 64 * 1024;
 /// Bytes of the diffs of one answer the page shows.
 const DIFF_MAX: usize = 256 * 1024;
@@ -533,7 +534,14 @@ impl Writer<'_> {
             self.push("…");
         }
         self.push("</code></summary>\n");
-        self.code("json", &transcript::pretty_arguments(c.arguments));
+        // Arguments are cut as results are (a file written whole is in
+        // the diff below as well).
+        let arguments = transcript::pretty_arguments(c.arguments);
+        if arguments.len() > RESULT_MAX {
+            self.pre(&arguments, RESULT_MAX);
+        } else {
+            self.code("json", &arguments);
+        }
         match result {
             Some(r) => {
                 self.push("<div class=\"meta\">result</div>\n");
@@ -931,6 +939,18 @@ mod tests {
         // Highlighted: the string has a class of its own.
         assert!(h.contains("<span class=\"c"), "{h}");
         assert!(h.contains("&quot;&lt;b&gt;&quot;"), "{h}");
+    }
+
+    #[test]
+    fn a_long_text_is_cut_on_a_character_with_a_count() {
+        let mut w = Writer {
+            out: String::new(),
+            colours: Colours::default(),
+            mask: None,
+        };
+        w.pre("ab€<d", 3);
+        assert!(w.out.starts_with("<pre>ab</pre>\n"), "{}", w.out);
+        assert!(w.out.contains("… 5 bytes more not shown"), "{}", w.out);
     }
 
     fn entry(n: u8, record: Record, messages: u64) -> LogEntry {
