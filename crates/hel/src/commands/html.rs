@@ -558,16 +558,18 @@ impl Writer<'_> {
             .skip(range.start)
             .take(range.len())
             .collect();
-        let mut results: HashMap<&str, &str> = HashMap::new();
-        for (_, p) in &parts {
-            if let Part::Result { id, body, .. } = p {
+        // Each call's result: the first one after it with its id (ids
+        // may be used again in later rounds).
+        let mut results: HashMap<&str, std::collections::VecDeque<usize>> = HashMap::new();
+        for (k, (_, p)) in parts.iter().enumerate() {
+            if let Part::Result { id, .. } = p {
                 if !id.is_empty() {
-                    results.entry(id).or_insert(body.as_str());
+                    results.entry(id).or_default().push_back(k);
                 }
             }
         }
-        let mut placed: HashSet<&str> = HashSet::new();
-        for (_, p) in &parts {
+        let mut placed: HashSet<usize> = HashSet::new();
+        for (k, (_, p)) in parts.iter().enumerate() {
             match p {
                 Part::System(body) => {
                     self.push("<details class=\"system\"><summary>System prompt</summary>\n");
@@ -587,16 +589,24 @@ impl Writer<'_> {
                         self.markdown(body);
                     }
                     for c in calls {
-                        let result = results.get(c.id).copied();
-                        if result.is_some() {
-                            placed.insert(c.id);
+                        let mut result = None;
+                        if let Some(queue) = results.get_mut(c.id) {
+                            while queue.front().is_some_and(|&r| r < k) {
+                                queue.pop_front();
+                            }
+                            if let Some(r) = queue.pop_front() {
+                                placed.insert(r);
+                                if let Part::Result { body, .. } = &parts[r].1 {
+                                    result = Some(body.as_str());
+                                }
+                            }
                         }
                         self.call(c, result);
                     }
                     self.push("</div>\n");
                 }
-                Part::Result { id, name, body } => {
-                    if placed.contains(id) {
+                Part::Result { name, body, .. } => {
+                    if placed.contains(&k) {
                         continue;
                     }
                     self.push("<details class=\"tool\"><summary>tool result <strong>");
@@ -951,6 +961,38 @@ mod tests {
         w.pre("ab€<d", 3);
         assert!(w.out.starts_with("<pre>ab</pre>\n"), "{}", w.out);
         assert!(w.out.contains("… 5 bytes more not shown"), "{}", w.out);
+    }
+
+    #[test]
+    fn each_call_gets_the_result_after_it_when_ids_are_used_again() {
+        let call = |args: &str| {
+            serde_json::json!({"role": "assistant", "content": null, "tool_calls": [
+                {"id": "call_0", "type": "function", "function": {"name": "bash", "arguments": args}}]})
+        };
+        let result = |text: &str| serde_json::json!({"role": "tool", "tool_call_id": "call_0", "content": text});
+        let messages = [
+            call("{\"command\":\"first\"}"),
+            result("FIRST OUT"),
+            call("{\"command\":\"second\"}"),
+            result("SECOND OUT"),
+        ];
+        let mut w = Writer {
+            out: String::new(),
+            colours: Colours::default(),
+            mask: None,
+        };
+        w.messages(&messages, 0..4);
+        let first = w.out.find("first").unwrap();
+        let first_out = w.out.find("FIRST OUT").unwrap();
+        let second = w.out.find("second").unwrap();
+        let second_out = w.out.find("SECOND OUT").unwrap();
+        assert!(
+            first < first_out && first_out < second && second < second_out,
+            "{}",
+            w.out
+        );
+        assert_eq!(w.out.matches("OUT").count(), 2, "{}", w.out);
+        assert!(!w.out.contains("tool result"), "{}", w.out);
     }
 
     fn entry(n: u8, record: Record, messages: u64) -> LogEntry {
