@@ -622,8 +622,21 @@ impl Writer<'_> {
     /// The files the instruction of `answer` changed, as `hel diff --at`
     /// shows them.
     fn diff(&mut self, store: &Store, answer: &ObjectId) -> Result<(), Exit> {
-        let Some(files) = workspace::instruction_diff(store, answer)? else {
-            return Ok(());
+        // Files that cannot be read are said in their place: the page is
+        // the conversation's first.
+        let files = match workspace::instruction_diff(store, answer) {
+            Ok(Some(files)) => files,
+            Ok(None) => return Ok(()),
+            Err(e) => {
+                self.push("<p class=\"cut\">the files' changes could not be read: ");
+                self.text(&e.to_string());
+                self.push("</p>\n");
+                crate::render::line(&format!(
+                    "hel: warning: the changes of checkpoint {} are not on the page: {e}",
+                    &answer.to_hex()[..12]
+                ));
+                return Ok(());
+            }
         };
         if files.is_empty() {
             self.push("<p class=\"meta\">no file changed</p>\n");
