@@ -184,3 +184,46 @@ fn scan_cost_per_mib() {
         (text.len() as f64 / (1 << 20) as f64) / secs
     );
 }
+
+/// A page cut through a secret: found whole in the page and what is
+/// around it, its part in the page becomes the whole value's handle.
+#[test]
+fn a_secret_a_page_edge_cuts_is_redacted_in_each_page() {
+    let key = private_key();
+    let text = format!("a line\n{key}\nlast line\n");
+    // Pages cut in the key's body, line-wise as read_file does.
+    let cut = text.find(&key).unwrap() + key.len() / 2;
+    let cut = cut + text[cut..].find('\n').unwrap() + 1;
+    let mut r = Redactor::default();
+    let first = r.redact_part(&text, 0..cut);
+    let second = r.redact_part(&text, cut..text.len());
+    assert_eq!(first, "a line\n‹secret:private-key:1›");
+    assert_eq!(second, "‹secret:private-key:1›\nlast line\n");
+    // Alone, neither half is a finding: this is what the context is for.
+    let mut alone = Redactor::default();
+    assert_eq!(alone.redact(&text[cut..]), &text[cut..]);
+    // What lies wholly outside the part is not given a handle.
+    let mut r = Redactor::default();
+    let before = format!("{}\n", gh_token());
+    let text = format!("{before}plain\n");
+    assert_eq!(r.redact_part(&text, before.len()..text.len()), "plain\n");
+    assert!(r.is_empty());
+    // The value is the whole key: substituted back whole.
+    let mut r = Redactor::default();
+    let text = format!("a line\n{key}\nlast line\n");
+    let half = r.redact_part(&text, cut..text.len());
+    assert!(half.starts_with("‹secret:private-key:1›"), "{half}");
+    assert_eq!(r.substitute("‹secret:private-key:1›").unwrap(), key);
+}
+
+/// A made-up RSA private key block (not a key), assembled so that this
+/// file is not itself a finding.
+fn private_key() -> String {
+    let body: String = (0..20)
+        .map(|i| format!("MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC{i:02}x7\n"))
+        .collect();
+    format!(
+        "-----BEGIN RSA {k}-----\n{body}-----END RSA {k}-----",
+        k = "PRIVATE KEY"
+    )
+}
