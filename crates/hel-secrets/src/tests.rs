@@ -227,3 +227,36 @@ fn private_key() -> String {
         k = "PRIVATE KEY"
     )
 }
+
+#[test]
+fn passwords_in_urls_and_what_is_not_one() {
+    let d = Detector::new(Vec::<(String, String)>::new());
+    let found = |text: &str| -> Vec<String> {
+        kinds(text, &d)
+            .into_iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect()
+    };
+    // Assembled, so that this file is not itself a finding.
+    let (a, b) = ("Vq7Lr2xN9pKs", "hunter2hunter2");
+    assert_eq!(
+        found(&format!("DATABASE_URL=postgres://app:{a}@db:5432/app\n")),
+        [format!("url-password {a}")]
+    );
+    assert_eq!(
+        found(&format!("git clone https://bot:{b}@git.example.org/r.git")),
+        [format!("url-password {b}")]
+    );
+    for text in [
+        "https://user:password@host/",
+        "postgres://postgres:postgres@localhost/db",
+        "https://u:${DB_PASSWORD}@host",
+        "redis://:short@cache:6379",
+        "https://github.com/owner/repo",
+        "mailto:someone@example.org",
+        "https://user:<your-password>@host",
+        "http://host:8080@x",
+    ] {
+        assert_eq!(found(text), Vec::<String>::new(), "{text}");
+    }
+}
