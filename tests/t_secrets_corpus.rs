@@ -504,3 +504,64 @@ fn escape(s: &str) -> String {
 fn escape_path(s: &str) -> String {
     s.split('/').map(escape).collect::<Vec<_>>().join("/")
 }
+
+/// A secret cut by an edge: a private key across two read_file pages is
+/// a handle in both (each page is scanned with what is around it), and
+/// one the output limit cuts (the kept 8 MiB end inside it) is a handle
+/// too (a key's first lines are a finding). No line of it is stored or
+/// sent.
+#[test]
+fn a_key_cut_by_a_page_or_the_output_limit_is_redacted() {
+    let body: Vec<String> = (100..124).map(key_line).collect();
+    let key = format!(
+        "-----BEGIN RSA {k}-----\n{}\n-----END RSA {k}-----\n",
+        body.join("\n"),
+        k = "PRIVATE KEY"
+    );
+    // The first page (10,000 bytes, whole lines) ends inside the key.
+    let filler = "lorem ipsum dolor sit amet, consectetur adipiscing elit.\n".repeat(165);
+    assert!(filler.len() < 10_000 && filler.len() + key.len() > 10_000);
+    let p = Project::new();
+    p.write("big.txt", &format!("{filler}{key}the end\n"));
+    p.write("key.pem", &key);
+    // 8 MiB less 600 bytes of filler, then the key: the output limit
+    // (8 MiB) keeps its first 600 bytes.
+    let cut = "head -c 8388008 /dev/zero | tr '\\0' 'x'; cat key.pem";
+    let mock = Mock::start(json!([
+        {"tool_calls": [call("read_file", json!({"path": "big.txt"}))]},
+        {"tool_calls": [call("read_file", json!({"cursor": "{{cursor}}"}))]},
+        {"tool_calls": [call("bash", json!({"command": cut}))]},
+        {"content": "done"},
+    ]));
+    let run = p.run(Some(&mock), &["--access", "auto", "-p", "read big.txt"]);
+    ok(&run, "the session");
+    let r = tool_results(&mock, 2);
+    let (first, second) = (&r[0], &r[1]);
+    let handle = "‹secret:private-key:1›";
+    assert!(
+        first.contains(&format!("{handle}\n[Read truncated.")),
+        "{}",
+        &first[first.len().saturating_sub(300)..]
+    );
+    assert!(
+        second.starts_with(&format!("{handle}\nthe end")),
+        "{second}"
+    );
+    let r = tool_results(&mock, 3);
+    assert!(
+        r[2].contains("not kept"),
+        "{}",
+        &r[2][..r[2].len().min(600)]
+    );
+    let mut all = body;
+    all.push(key.trim_end().to_owned());
+    let none = Vec::<&str>::new();
+    for (i, req) in mock.requests().iter().enumerate() {
+        let body = serde_json::to_vec(req).unwrap();
+        assert_eq!(held(&body, &all), none, "request {i}");
+    }
+    assert_eq!(
+        leaks_under(&p.path().join(".hel"), &all),
+        Vec::<String>::new()
+    );
+}

@@ -21,6 +21,7 @@ mod assign;
 mod detect;
 mod finding;
 mod names;
+mod pem;
 mod redact;
 mod rules;
 mod url;

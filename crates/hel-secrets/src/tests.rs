@@ -260,3 +260,21 @@ fn passwords_in_urls_and_what_is_not_one() {
         assert_eq!(found(text), Vec::<String>::new(), "{text}");
     }
 }
+
+/// The first lines of a key (`head key.pem`, an output cut by its limit)
+/// are a finding: the header and the body after it.
+#[test]
+fn a_private_key_block_cut_short_is_found() {
+    let d = Detector::new(Vec::<(String, String)>::new());
+    let key = private_key();
+    let cut = &key[..key.len() / 2];
+    let text = format!("$ head key.pem\n{cut}");
+    let found = kinds(&text, &d);
+    assert_eq!(found, [("private-key".to_owned(), cut.to_owned())]);
+    // Whole, it is one finding, to its end line.
+    let text = format!("{key}\nthen more\n");
+    assert_eq!(kinds(&text, &d), [("private-key".to_owned(), key.clone())]);
+    // A header alone (a document naming the format) is not.
+    let text = format!("-----BEGIN RSA {}-----\nis how it starts\n", "PRIVATE KEY");
+    assert!(d.detect(&text).is_empty());
+}
