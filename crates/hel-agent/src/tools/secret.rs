@@ -181,11 +181,11 @@ pub(crate) fn mask(detector: &Detector, before: &[u8], data: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(data.len());
     let mut at = before.len();
     for f in found {
-        out.extend_from_slice(text[at..f.range.start.max(at)].as_bytes());
+        out.extend_from_slice(&text.as_bytes()[at..f.range.start.max(at)]);
         out.extend_from_slice("‹secret›".as_bytes());
         at = f.range.end;
     }
-    out.extend_from_slice(text[at..].as_bytes());
+    out.extend_from_slice(&text.as_bytes()[at..]);
     out
 }
 
