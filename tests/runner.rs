@@ -31,6 +31,7 @@ mod t_resume;
 mod t_rounds;
 mod t_sandbox;
 mod t_secrets;
+mod t_secrets_corpus;
 mod t_secrets_exits;
 mod t_sessions;
 mod t_small;

@@ -37,39 +37,45 @@ pub(crate) fn held<'a>(bytes: &[u8], values: &'a [String]) -> Vec<&'a str> {
 /// decompressed (with hel's object dictionary or none): what holds any
 /// of `values`, as "path: value".
 pub(crate) fn leaks_under(dir: &Path, values: &[String]) -> Vec<String> {
-    const MAGIC: [u8; 4] = [0x28, 0xB5, 0x2F, 0xFD];
     let mut leaks = Vec::new();
     let mut frames = 0;
     for (path, bytes) in hel_store::testing::files_under(dir) {
-        let mut found = held(&bytes, values);
-        for at in 0..bytes.len().saturating_sub(3) {
-            if bytes[at..at + 4] != MAGIC {
-                continue;
-            }
-            let frame = &bytes[at..];
-            let Ok(len) = zstd::zstd_safe::find_frame_compressed_size(frame) else {
-                continue;
-            };
-            let frame = &frame[..len];
-            let plain = zstd::bulk::Decompressor::new()
-                .and_then(|mut d| d.decompress(frame, 256 << 20))
-                .or_else(|_| {
-                    zstd::bulk::Decompressor::with_dictionary(hel_store::DICTIONARY)
-                        .and_then(|mut d| d.decompress(frame, 256 << 20))
-                });
-            let plain =
-                plain.unwrap_or_else(|e| panic!("{}: a frame at {at}: {e}", path.display()));
-            frames += 1;
-            found.extend(held(&plain, values));
-        }
-        leaks.extend(
-            found
-                .into_iter()
-                .map(|v| format!("{}: {v}", path.display())),
-        );
+        let (found, n) = leaks_in(&path.display().to_string(), &bytes, values);
+        frames += n;
+        leaks.extend(found);
     }
     assert!(frames > 0, "no zstd frame under {}", dir.display());
     leaks
+}
+
+/// `bytes` (named `name`) as they are and every zstd frame in them
+/// decompressed: what holds any of `values`, as "name: value", and how
+/// many frames were read.
+pub(crate) fn leaks_in(name: &str, bytes: &[u8], values: &[String]) -> (Vec<String>, usize) {
+    const MAGIC: [u8; 4] = [0x28, 0xB5, 0x2F, 0xFD];
+    let mut frames = 0;
+    let mut found = held(bytes, values);
+    for at in 0..bytes.len().saturating_sub(3) {
+        if bytes[at..at + 4] != MAGIC {
+            continue;
+        }
+        let frame = &bytes[at..];
+        let Ok(len) = zstd::zstd_safe::find_frame_compressed_size(frame) else {
+            continue;
+        };
+        let frame = &frame[..len];
+        let plain = zstd::bulk::Decompressor::new()
+            .and_then(|mut d| d.decompress(frame, 256 << 20))
+            .or_else(|_| {
+                zstd::bulk::Decompressor::with_dictionary(hel_store::DICTIONARY)
+                    .and_then(|mut d| d.decompress(frame, 256 << 20))
+            });
+        let plain = plain.unwrap_or_else(|e| panic!("{name}: a frame at {at}: {e}"));
+        frames += 1;
+        found.extend(held(&plain, values));
+    }
+    let leaks = found.into_iter().map(|v| format!("{name}: {v}")).collect();
+    (leaks, frames)
 }
 
 /// A project whose `.env` holds an AWS key pair and a GitHub token (and,

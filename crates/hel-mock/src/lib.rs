@@ -82,8 +82,9 @@
 //! 400 `context_length_exceeded`.
 //!
 //! In tool-call arguments, `{{spill}}` and `{{cursor}}` stand for the newest
-//! spill path and read_file cursor in the messages of the request, as a
-//! model would copy them from its context.
+//! spill path and read_file cursor in the messages of the request, and
+//! `{{result}}` (within a JSON string) the newest tool result's content,
+//! as a model would copy them from its context.
 //!
 //! When the script runs out the server answers HTTP 500 `script exhausted`.
 //! With `--recall` and no script, every reply is computed from the request:

@@ -127,7 +127,8 @@ fn message(step: &Step, request: &Value, n: u64) -> Value {
 
 /// Replace `{{spill}}` and `{{cursor}}` in tool-call arguments with the
 /// newest spill path and read_file cursor found in the request's messages,
-/// as a model would copy them from its context.
+/// and `{{result}}` (within a string) with the newest tool result, as a
+/// model would copy them from its context.
 fn fill_placeholders(args: &str, request: &Value) -> String {
     if !args.contains("{{") {
         return args.to_owned();
@@ -146,8 +147,21 @@ fn fill_placeholders(args: &str, request: &Value) -> String {
             }
         }
     }
-    args.replace("{{spill}}", &spill)
-        .replace("{{cursor}}", &cursor)
+    let mut args = args
+        .replace("{{spill}}", &spill)
+        .replace("{{cursor}}", &cursor);
+    if args.contains("{{result}}") {
+        let result = request
+            .get("messages")
+            .and_then(Value::as_array)
+            .and_then(|m| m.iter().rev().find(|m| m["role"] == "tool"))
+            .and_then(|m| m.get("content").and_then(Value::as_str))
+            .unwrap_or("");
+        // Inside a JSON string: escaped as one, without its quotes.
+        let quoted = Value::from(result).to_string();
+        args = args.replace("{{result}}", &quoted[1..quoted.len() - 1]);
+    }
+    args
 }
 
 /// The text contents of a request's messages, in order.

@@ -7,7 +7,7 @@ use std::sync::OnceLock;
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
 
 use crate::finding::{join, line_of, Finding, MIN_VALUE};
-use crate::{assign, names, rules};
+use crate::{assign, names, pem, rules, url};
 
 /// The bytes scanned at a time: a rule runs on a chunk only when one of
 /// its keywords is in it.
@@ -236,6 +236,8 @@ impl Detector {
             let at = line.start;
             assign::matches(&chunk[line], offset + at, &p.excuses, found);
         }
+        url::matches(chunk, offset, found);
+        pem::matches(chunk, offset, found);
     }
 }
 

@@ -4,7 +4,8 @@
 //! variables whose names mark them secret ([`is_secret_name`]), the token
 //! and key formats of gitleaks' rule set (vendored, see
 //! `rules/PROVENANCE.md`), and high-entropy values assigned to
-//! secret-looking names (dotenv, shell, YAML, JSON, TOML, code).
+//! secret-looking names (dotenv, shell, YAML, JSON, TOML, code), and the
+//! passwords of URLs (`scheme://user:PASSWORD@host`).
 //! [`Detector::detect`] gives each as a [`Finding`]: its kind and byte
 //! range. It runs in time and memory linear in the text: the patterns run
 //! in linear time (`regex`), one chunk of at most [`CHUNK`] bytes at a
@@ -20,8 +21,10 @@ mod assign;
 mod detect;
 mod finding;
 mod names;
+mod pem;
 mod redact;
 mod rules;
+mod url;
 
 pub use detect::{rule_counts, Detector, CHUNK, OVERLAP};
 pub use finding::{Finding, MIN_VALUE};

@@ -162,6 +162,30 @@ impl Redactor {
         Cow::Owned(out)
     }
 
+    /// `text[part]` with every secret that overlaps it replaced by its
+    /// handle, the secrets found in the whole of `text`: a page of a
+    /// longer text, given with what comes before and after it (up to
+    /// [`OVERLAP`](crate::OVERLAP) bytes each side, the longest reach of
+    /// a rule), so that a secret the page's edge cuts is found whole and
+    /// its part in the page becomes the whole value's handle. `part` is
+    /// on character boundaries of `text`.
+    pub fn redact_part(&mut self, text: &str, part: std::ops::Range<usize>) -> String {
+        let mut out = String::with_capacity(part.len());
+        let mut at = part.start;
+        for f in self.findings(text) {
+            if f.range.end <= part.start || f.range.start >= part.end {
+                continue;
+            }
+            out.push_str(&text[at..f.range.start.max(at)]);
+            let kind = if f.kind.is_empty() { "secret" } else { &f.kind };
+            let handle = self.handle(&text[f.range.clone()], kind).to_owned();
+            out.push_str(&handle);
+            at = f.range.end.min(part.end);
+        }
+        out.push_str(&text[at..part.end]);
+        out
+    }
+
     /// The handles `text` names, in order.
     pub fn handles_in(text: &str) -> Vec<&str> {
         handle_pattern()

@@ -184,3 +184,97 @@ fn scan_cost_per_mib() {
         (text.len() as f64 / (1 << 20) as f64) / secs
     );
 }
+
+/// A page cut through a secret: found whole in the page and what is
+/// around it, its part in the page becomes the whole value's handle.
+#[test]
+fn a_secret_a_page_edge_cuts_is_redacted_in_each_page() {
+    let key = private_key();
+    let text = format!("a line\n{key}\nlast line\n");
+    // Pages cut in the key's body, line-wise as read_file does.
+    let cut = text.find(&key).unwrap() + key.len() / 2;
+    let cut = cut + text[cut..].find('\n').unwrap() + 1;
+    let mut r = Redactor::default();
+    let first = r.redact_part(&text, 0..cut);
+    let second = r.redact_part(&text, cut..text.len());
+    assert_eq!(first, "a line\n‹secret:private-key:1›");
+    assert_eq!(second, "‹secret:private-key:1›\nlast line\n");
+    // Alone, neither half is a finding: this is what the context is for.
+    let mut alone = Redactor::default();
+    assert_eq!(alone.redact(&text[cut..]), &text[cut..]);
+    // What lies wholly outside the part is not given a handle.
+    let mut r = Redactor::default();
+    let before = format!("{}\n", gh_token());
+    let text = format!("{before}plain\n");
+    assert_eq!(r.redact_part(&text, before.len()..text.len()), "plain\n");
+    assert!(r.is_empty());
+    // The value is the whole key: substituted back whole.
+    let mut r = Redactor::default();
+    let text = format!("a line\n{key}\nlast line\n");
+    let half = r.redact_part(&text, cut..text.len());
+    assert!(half.starts_with("‹secret:private-key:1›"), "{half}");
+    assert_eq!(r.substitute("‹secret:private-key:1›").unwrap(), key);
+}
+
+/// A made-up RSA private key block (not a key), assembled so that this
+/// file is not itself a finding.
+fn private_key() -> String {
+    let body: String = (0..20)
+        .map(|i| format!("MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC{i:02}x7\n"))
+        .collect();
+    format!(
+        "-----BEGIN RSA {k}-----\n{body}-----END RSA {k}-----",
+        k = "PRIVATE KEY"
+    )
+}
+
+#[test]
+fn passwords_in_urls_and_what_is_not_one() {
+    let d = Detector::new(Vec::<(String, String)>::new());
+    let found = |text: &str| -> Vec<String> {
+        kinds(text, &d)
+            .into_iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect()
+    };
+    // Assembled, so that this file is not itself a finding.
+    let (a, b) = ("Vq7Lr2xN9pKs", "hunter2hunter2");
+    assert_eq!(
+        found(&format!("DATABASE_URL=postgres://app:{a}@db:5432/app\n")),
+        [format!("url-password {a}")]
+    );
+    assert_eq!(
+        found(&format!("git clone https://bot:{b}@git.example.org/r.git")),
+        [format!("url-password {b}")]
+    );
+    for text in [
+        "https://user:password@host/",
+        "postgres://postgres:postgres@localhost/db",
+        "https://u:${DB_PASSWORD}@host",
+        "redis://:short@cache:6379",
+        "https://github.com/owner/repo",
+        "mailto:someone@example.org",
+        "https://user:<your-password>@host",
+        "http://host:8080@x",
+    ] {
+        assert_eq!(found(text), Vec::<String>::new(), "{text}");
+    }
+}
+
+/// The first lines of a key (`head key.pem`, an output cut by its limit)
+/// are a finding: the header and the body after it.
+#[test]
+fn a_private_key_block_cut_short_is_found() {
+    let d = Detector::new(Vec::<(String, String)>::new());
+    let key = private_key();
+    let cut = &key[..key.len() / 2];
+    let text = format!("$ head key.pem\n{cut}");
+    let found = kinds(&text, &d);
+    assert_eq!(found, [("private-key".to_owned(), cut.to_owned())]);
+    // Whole, it is one finding, to its end line.
+    let text = format!("{key}\nthen more\n");
+    assert_eq!(kinds(&text, &d), [("private-key".to_owned(), key.clone())]);
+    // A header alone (a document naming the format) is not.
+    let text = format!("-----BEGIN RSA {}-----\nis how it starts\n", "PRIVATE KEY");
+    assert!(d.detect(&text).is_empty());
+}

@@ -22,6 +22,8 @@ pub(crate) const PAGE_BYTES: usize = 10_000;
 #[derive(Debug, PartialEq)]
 pub(crate) struct Page {
     pub text: String,
+    /// Where it starts in the file.
+    pub start: u64,
     /// Where the next page starts and the lines left, when the range goes on.
     pub next: Option<(u64, Option<u64>)>,
 }
@@ -121,7 +123,30 @@ pub(crate) fn read_page<R: Read + Seek>(
         return Err(PageError::Binary);
     }
     let text = String::from_utf8(win).map_err(|_| PageError::NotUtf8)?;
-    Ok(Page { text, next })
+    Ok(Page {
+        text,
+        start: pos,
+        next,
+    })
+}
+
+/// What comes before and after `page` in `src`: up to
+/// [`hel_secrets::OVERLAP`] bytes each side (the longest reach of a
+/// secret-detection rule), for the page's secrets to be found whole when
+/// its edge cuts one ([`finish`]). Bytes that are not UTF-8 are replaced.
+fn around<R: Read + Seek>(mut src: R, page: &Page) -> std::io::Result<(String, String)> {
+    let reach = hel_secrets::OVERLAP as u64;
+    let from = page.start.saturating_sub(reach);
+    src.seek(SeekFrom::Start(from))?;
+    let mut before = Vec::new();
+    (&mut src)
+        .take(page.start - from)
+        .read_to_end(&mut before)?;
+    src.seek(SeekFrom::Start(page.start + page.text.len() as u64))?;
+    let mut after = Vec::new();
+    src.take(reach).read_to_end(&mut after)?;
+    let text = |b: Vec<u8>| String::from_utf8_lossy(&b).into_owned();
+    Ok((text(before), text(after)))
 }
 
 /// The offset after `skip` lines from `offset`, counting newlines in
@@ -216,13 +241,16 @@ async fn read(ctx: &mut ToolCtx, args: ReadArgs) -> Result<String, ReadError> {
             }
         }
     };
-    let (page, identity) = page_of(ctx, &want).await?;
-    Ok(finish(ctx, &want.path, page, identity))
+    let (page, identity, around) = page_of(ctx, &want).await?;
+    Ok(finish(ctx, &want.path, page, identity, around))
 }
+
+/// A page, the identity of what it is of, and what is around it.
+type Paged = (Page, Identity, (String, String));
 
 /// Read the page `want` asks for: spill of this session from memory, or a
 /// regular file beneath the project (see [`super::paths`]).
-async fn page_of(ctx: &ToolCtx, want: &Want) -> Result<(Page, Identity), ReadError> {
+async fn page_of(ctx: &ToolCtx, want: &Want) -> Result<Paged, ReadError> {
     // Instance spill is named by its absolute path, outside the project.
     if let Some((bytes, blob)) = ctx.spill.read(&want.path) {
         return spill_page(want, bytes, blob);
@@ -235,7 +263,7 @@ async fn page_of(ctx: &ToolCtx, want: &Want) -> Result<(Page, Identity), ReadErr
     })
     .await?;
     match opened {
-        FilePage::Read(page, identity) => Ok((page, identity)),
+        FilePage::Read(page, identity, around) => Ok((page, identity, around)),
         FilePage::Store(rel) => {
             let (bytes, blob) = ctx
                 .spill
@@ -246,23 +274,21 @@ async fn page_of(ctx: &ToolCtx, want: &Want) -> Result<(Page, Identity), ReadErr
     }
 }
 
-fn spill_page(
-    want: &Want,
-    bytes: Rc<[u8]>,
-    blob: hel_store::ObjectId,
-) -> Result<(Page, Identity), ReadError> {
+fn spill_page(want: &Want, bytes: Rc<[u8]>, blob: hel_store::ObjectId) -> Result<Paged, ReadError> {
     let identity = Identity::Spill {
         blob: blob.to_hex(),
     };
     check_identity(want.identity.as_ref(), &identity, &want.path)?;
+    let mut src = std::io::Cursor::new(bytes);
     let page = read_page(
-        std::io::Cursor::new(bytes),
+        &mut src,
         want.offset,
         want.skip,
         want.lines,
         &Cancel::default(),
     )?;
-    Ok((page, identity))
+    let around = around(src, &page).map_err(PageError::from)?;
+    Ok((page, identity, around))
 }
 
 fn check_identity(
@@ -278,7 +304,7 @@ fn check_identity(
 
 /// A page of a project file, or the `.hel/` path it named.
 enum FilePage {
-    Read(Page, Identity),
+    Read(Page, Identity, (String, String)),
     Store(String),
 }
 
@@ -292,22 +318,38 @@ fn file_page(
     cancel: &Cancel,
 ) -> Result<FilePage, ReadError> {
     match dir.open_file(path)? {
-        Opened::File { file, .. } => {
+        Opened::File { mut file, .. } => {
             let meta = file.metadata().map_err(|source| ReadError::Io {
                 path: path.to_owned(),
                 source,
             })?;
             let identity = identity_of(&meta);
             check_identity(expect, &identity, path)?;
-            let page = read_page(file, offset, skip, lines, cancel)?;
-            Ok(FilePage::Read(page, identity))
+            let page = read_page(&mut file, offset, skip, lines, cancel)?;
+            let around = around(file, &page).map_err(|source| ReadError::Io {
+                path: path.to_owned(),
+                source,
+            })?;
+            Ok(FilePage::Read(page, identity, around))
         }
         Opened::Store(rel) => Ok(FilePage::Store(rel)),
     }
 }
 
-fn finish(ctx: &mut ToolCtx, path: &str, page: Page, identity: Identity) -> String {
-    let mut text = page.text;
+/// The page as the model reads it: its secrets replaced by their handles,
+/// found in the page with what is `around` it (a secret the page's edge
+/// cuts is found whole), and a cursor when the file goes on.
+fn finish(
+    ctx: &mut ToolCtx,
+    path: &str,
+    page: Page,
+    identity: Identity,
+    (before, after): (String, String),
+) -> String {
+    let whole = format!("{before}{}{after}", page.text);
+    let mut text = ctx
+        .secrets
+        .redact_part(&whole, before.len()..before.len() + page.text.len());
     if let Some((offset, lines_left)) = page.next {
         let id = uuid::Uuid::new_v4().to_string();
         ctx.cursors.insert(Cursor {
@@ -350,6 +392,7 @@ mod tests {
             page(t, 0, 0, None),
             Page {
                 text: t.into(),
+                start: 0,
                 next: None
             }
         );
@@ -357,6 +400,7 @@ mod tests {
             page(t, 0, 1, Some(2)),
             Page {
                 text: "b\nc\n".into(),
+                start: 2,
                 next: None
             }
         );

@@ -162,15 +162,31 @@ pub(crate) fn note(request: &mut super::access::Request, raw: &str) {
 }
 
 /// `data` (a piece of a command's output, shown live) with what
-/// `detector` finds masked as `‹secret›`. A secret split across two
-/// pieces is not found whole: the live view is a glimpse of the last
-/// line, the result is redacted whole.
-pub(crate) fn mask(detector: &Detector, data: &[u8]) -> Vec<u8> {
-    let text = String::from_utf8_lossy(data);
-    match detector.mask(&text) {
-        std::borrow::Cow::Borrowed(_) => data.to_vec(),
-        std::borrow::Cow::Owned(masked) => masked.into_bytes(),
+/// `detector` finds masked as `‹secret›`, found in `before` (what was
+/// shown just before it) and `data`: a secret that the edge between two
+/// pieces cuts is masked in the second. (The first has shown its start,
+/// too little to match: the live view is a glimpse of the last line, the
+/// result is redacted whole.)
+pub(crate) fn mask(detector: &Detector, before: &[u8], data: &[u8]) -> Vec<u8> {
+    let before = String::from_utf8_lossy(before);
+    let text = format!("{before}{}", String::from_utf8_lossy(data));
+    let found: Vec<_> = detector
+        .detect(&text)
+        .into_iter()
+        .filter(|f| f.range.end > before.len())
+        .collect();
+    if found.is_empty() {
+        return data.to_vec();
     }
+    let mut out = Vec::with_capacity(data.len());
+    let mut at = before.len();
+    for f in found {
+        out.extend_from_slice(&text.as_bytes()[at..f.range.start.max(at)]);
+        out.extend_from_slice("‹secret›".as_bytes());
+        at = f.range.end;
+    }
+    out.extend_from_slice(&text.as_bytes()[at..]);
+    out
 }
 
 #[cfg(test)]
@@ -273,8 +289,14 @@ mod handles {
     fn live_output_is_masked() {
         let d = Detector::new(Vec::<(String, String)>::new());
         let token = format!("ghp_{}", "R8t3xQ9vLmN2pK7wZ4yB6cD1eF5gH0jA9sUq");
-        let out = mask(&d, format!("GITHUB_TOKEN={token}\n").as_bytes());
+        let out = mask(&d, b"", format!("GITHUB_TOKEN={token}\n").as_bytes());
         assert_eq!(String::from_utf8(out).unwrap(), "GITHUB_TOKEN=‹secret›\n");
-        assert_eq!(mask(&d, b"plain \xff"), b"plain \xff");
+        assert_eq!(mask(&d, b"", b"plain \xff"), b"plain \xff");
+        // Cut by the edge between two pieces: masked in the second.
+        let line = format!("x GITHUB_TOKEN={token} y\n");
+        let (first, second) = line.split_at(22);
+        assert_eq!(mask(&d, b"", first.as_bytes()), first.as_bytes());
+        let out = mask(&d, first.as_bytes(), second.as_bytes());
+        assert_eq!(String::from_utf8(out).unwrap(), "‹secret› y\n");
     }
 }
