@@ -16,6 +16,7 @@ use hel_store::{Record, SessionId, SessionState, Store};
 use crate::agent::{Agent, Parts};
 use crate::compact::Policy;
 use crate::event::{Event, Observer, Warning};
+use crate::hooks::HookEvent;
 use crate::instance::Instance;
 use crate::interrupt::Interrupts;
 use crate::outcome::{Outcome, Termination};
@@ -72,6 +73,11 @@ pub struct Run {
     /// The last instruction completed and its answer was not saved: its
     /// checkpoint failed, or no session could be made for it.
     unsaved: bool,
+    /// How the session started (`session_start`'s `source`).
+    source: &'static str,
+    /// The `session_start` hooks ran (at the first instruction): the
+    /// `session_end` ones run at the end.
+    hooked: bool,
 }
 
 /// A new session that is made at the model's first answer.
@@ -146,6 +152,11 @@ impl Run {
         let instance = Instance::start()?;
         let store = Store::open(&project.root)?;
         let observer = host.observer;
+        let source = match start {
+            Start::New => "new",
+            Start::Resume(_) | Start::Last => "resumed",
+            Start::Fork { .. } => "forked",
+        };
         let (mut session, head, pending) = match start {
             Start::New => {
                 let pending = Pending {
@@ -166,6 +177,7 @@ impl Run {
             (None, Some(p)) => Some(p.id.clone()),
             (None, None) => None,
         };
+        let session_name = id.as_ref().map(|s| s.to_string());
         observer.event(Event::Session(id));
         let recorder = match &options.record {
             Some(dir) => Some(recorder(dir, &setup.config.model, session.as_ref())?),
@@ -215,6 +227,10 @@ impl Run {
         // The project's instructions files are text from outside too.
         let system_message =
             crate::tools::secret::redact_content(&mut tools.secrets, system.message);
+        // hel's environment as commands get it: no secrets.
+        let hook_env = tools.withheld.inherited(&[]);
+        let hooks =
+            crate::hooks::Runner::new(options.hooks, session_name, project.root.clone(), hook_env);
         let parts = Parts {
             config: setup.config,
             client: setup.client,
@@ -227,6 +243,7 @@ impl Run {
             observer: Rc::clone(&observer),
             limits: store.limits(),
             window,
+            hooks,
         };
         let mut agent = Agent::new(parts, system_message);
         let mcp: Vec<crate::mcp::ServerSpec> =
@@ -276,6 +293,8 @@ impl Run {
             interrupts: host.interrupts,
             finished: false,
             unsaved: false,
+            source,
+            hooked: false,
         })
     }
 
@@ -350,6 +369,11 @@ impl Run {
     async fn send(&mut self, text: &str, said: String) -> Outcome {
         // A Ctrl-C while the MCP servers start ends the instruction.
         let outcome = if self.start_mcp().await {
+            if !std::mem::replace(&mut self.hooked, true) {
+                let head = self.status().head.map(|h| h.to_hex());
+                let fields = serde_json::json!({"source": self.source, "checkpoint": head});
+                self.agent.hook(HookEvent::SessionStart, fields).await;
+            }
             let told = self.restore_note(&said);
             let (session, pending, snapshots) =
                 (&mut self.session, &mut self.pending, &mut self.snapshots);
@@ -404,11 +428,13 @@ impl Run {
         // A completed answer with no session to save it in (making one
         // failed, and said so) is not saved either.
         self.unsaved = record == Some(Record::Answer) && self.session.is_none();
+        let mut committed = None;
         if let (Some(record), Some(s)) = (record, self.session.as_mut()) {
             match s.record(&mut self.agent, text, record, self.snapshots.as_mut()) {
                 Ok(saved) => {
                     if let (Some(c), Record::Answer) = (&saved.committed, record) {
                         self.observer.event(Event::CheckpointSaved { id: c.id });
+                        committed = Some(c.id);
                     }
                     for w in saved.warnings {
                         self.observer.warn(w);
@@ -419,6 +445,10 @@ impl Run {
                     self.observer.warn(Warning::CheckpointFailed(e));
                 }
             }
+        }
+        if let Some(id) = committed {
+            let fields = serde_json::json!({"checkpoint": id.to_hex()});
+            self.agent.hook(HookEvent::Checkpoint, fields).await;
         }
         if let Some(snaps) = self.snapshots.as_mut() {
             snaps.start = None;
@@ -556,6 +586,11 @@ impl Run {
     pub fn finish(&mut self) {
         if std::mem::replace(&mut self.finished, true) {
             return;
+        }
+        if self.hooked {
+            let head = self.status().head.map(|h| h.to_hex());
+            let fields = serde_json::json!({"checkpoint": head});
+            self.agent.hook_now(HookEvent::SessionEnd, fields);
         }
         if let Some(w) = self.agent.recorder().and_then(|rec| rec.flush()) {
             self.observer.warn(w);

@@ -66,6 +66,8 @@ pub struct Options {
     /// The MCP servers of the user config (started at the first
     /// instruction).
     pub mcp: Vec<crate::mcp::ServerSpec>,
+    /// The hooks of the user config (never a project's).
+    pub hooks: Vec<crate::hooks::Hook>,
 }
 
 /// The decided configuration.
