@@ -319,7 +319,7 @@ fn report(
     let blocked = (outcome == HookOutcome::Blocked).then(|| stderr.clone());
     observer.event(Event::Hook(HookReport {
         event: hook.event,
-        program: hook.command[0].clone(),
+        program: hook.command.first().cloned().unwrap_or_default(),
         outcome,
         stderr,
         duration: ran.duration,
@@ -353,8 +353,11 @@ impl Ran {
 /// running ends with it) and reap it.
 fn run(hook: &Hook, payload: &Arc<Vec<u8>>, env: &[(OsString, OsString)], cwd: &Path) -> Ran {
     let start = Instant::now();
-    let mut cmd = Command::new(&hook.command[0]);
-    cmd.args(&hook.command[1..])
+    let Some((program, args)) = hook.command.split_first() else {
+        return Ran::not_started("the command is empty".into());
+    };
+    let mut cmd = Command::new(program);
+    cmd.args(args)
         .env_clear()
         .envs(env.iter().map(|(k, v)| (k, v)))
         .current_dir(cwd)
@@ -391,7 +394,8 @@ fn run(hook: &Hook, payload: &Arc<Vec<u8>>, env: &[(OsString, OsString)], cwd: &
     // stays its own until the group is killed.
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
-        let _ = tx.send(exited(pid));
+        exited(pid);
+        let _ = tx.send(());
     });
     let limit = Duration::from_secs(hook.timeout_secs);
     let timed_out = rx.recv_timeout(limit).is_err();
