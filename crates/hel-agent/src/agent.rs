@@ -190,8 +190,9 @@ impl Summarizer for ModelSummarizer<'_> {
     async fn compacting(&mut self, messages: usize) {
         let fields = json!({"messages": messages});
         let observer = Rc::clone(&self.model.observer);
+        let tell = |r| observer.event(Event::Hook(r));
         self.hooks
-            .fire(HookEvent::PreCompact, fields, self.secrets, &*observer)
+            .fire(HookEvent::PreCompact, fields, self.secrets, &tell)
             .await;
     }
 
@@ -447,16 +448,36 @@ impl Agent {
     /// Run the hooks of `event` (see [`hooks::Runner::fire`]).
     pub(crate) async fn hook(&mut self, event: HookEvent, fields: Value) {
         let observer = Rc::clone(&self.model.observer);
+        let tell = |r| observer.event(Event::Hook(r));
         self.hooks
-            .fire(event, fields, &mut self.tools.secrets, &*observer)
+            .fire(event, fields, &mut self.tools.secrets, &tell)
             .await;
     }
 
-    /// Run the hooks of `event` on this thread (the run's end).
-    pub(crate) fn hook_now(&mut self, event: HookEvent, fields: Value) {
-        let observer = Rc::clone(&self.model.observer);
-        self.hooks
-            .fire_now(event, fields, &mut self.tools.secrets, &*observer);
+    /// The `session_start` hooks, once, before the run's first
+    /// instruction; `head`: the checkpoint the session continues from.
+    pub(crate) async fn session_start(&mut self, head: Option<String>) {
+        if !std::mem::replace(&mut self.hooks.started, true) {
+            let fields = self.hooks.start_fields(head);
+            self.hook(HookEvent::SessionStart, fields).await;
+        }
+    }
+
+    /// The `session_end` hooks at the run's end (on this thread), when
+    /// the `session_start` ones ran; `head`: the session's newest
+    /// checkpoint.
+    pub(crate) fn session_end(&mut self, head: Option<String>) {
+        if std::mem::replace(&mut self.hooks.started, false) {
+            let observer = Rc::clone(&self.model.observer);
+            let tell = |r| observer.event(Event::Hook(r));
+            let fields = json!({ "checkpoint": head });
+            self.hooks.fire_now(
+                HookEvent::SessionEnd,
+                fields,
+                &mut self.tools.secrets,
+                &tell,
+            );
+        }
     }
 
     pub(crate) fn conversation_mut(&mut self) -> &mut Conversation {
@@ -706,9 +727,10 @@ impl Agent {
             *self.printed.borrow_mut() = Kept::default();
             // The user's pre_tool hooks, which may block the call.
             let observer = Rc::clone(&self.model.observer);
+            let tell = |r| observer.event(Event::Hook(r));
             let fields = hooks::call_fields(&call.id, name, arguments);
             let blocked = tokio::select! {
-                b = self.hooks.fire(HookEvent::PreTool, fields, &mut self.tools.secrets, &*observer) => Some(b),
+                b = self.hooks.fire(HookEvent::PreTool, fields, &mut self.tools.secrets, &tell) => Some(b),
                 _ = self.model.interrupts.after(seen) => None,
             };
             let was_blocked = matches!(blocked, Some(Some(_)));

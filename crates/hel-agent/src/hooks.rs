@@ -23,7 +23,8 @@ use std::time::{Duration, Instant};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::event::{Event, Observer};
+use crate::session::Start;
+use crate::tools::secret::Withheld;
 
 /// Bytes of a hook's stderr kept (the rest is read and dropped).
 const STDERR_CAP: usize = 16 * 1024;
@@ -115,7 +116,7 @@ pub enum HookOutcome {
     NotStarted(String),
 }
 
-/// One hook's run ([`Event::Hook`]).
+/// One hook's run (the run's `Event::Hook`).
 #[derive(Debug, Clone)]
 pub struct HookReport {
     pub event: HookEvent,
@@ -175,25 +176,43 @@ impl std::fmt::Display for HookReport {
 pub(crate) struct Runner {
     hooks: Vec<Hook>,
     session: Option<String>,
+    /// How the session started: `new`, `resumed` or `forked`.
+    source: &'static str,
+    /// The `session_start` hooks ran (so the `session_end` ones run).
+    pub(crate) started: bool,
     /// The project's root: where hooks run, and the payloads' `project`.
     project: PathBuf,
-    /// hel's environment without its secrets.
+    /// hel's environment as commands get it: without its secrets.
     env: Arc<Vec<(OsString, OsString)>>,
 }
 
 impl Runner {
-    pub(crate) fn new(
-        hooks: Vec<Hook>,
-        session: Option<String>,
-        project: PathBuf,
-        env: Vec<(OsString, OsString)>,
-    ) -> Runner {
+    pub(crate) fn new(hooks: Vec<Hook>, project: &Path, withheld: &Withheld) -> Runner {
+        let env = match hooks.is_empty() {
+            true => Vec::new(),
+            false => withheld.inherited(&[]),
+        };
         Runner {
             hooks,
-            session,
-            project,
+            project: project.to_owned(),
             env: Arc::new(env),
+            ..Runner::default()
         }
+    }
+
+    /// The session the run works on, as `start` took it.
+    pub(crate) fn session(&mut self, id: Option<&hel_store::SessionId>, start: &Start) {
+        self.session = id.map(|s| s.to_string());
+        self.source = match start {
+            Start::New => "new",
+            Start::Resume(_) | Start::Last => "resumed",
+            Start::Fork { .. } => "forked",
+        };
+    }
+
+    /// `session_start`'s fields (its `checkpoint`: `head`).
+    pub(crate) fn start_fields(&self, head: Option<String>) -> Value {
+        json!({"source": self.source, "checkpoint": head})
     }
 
     /// Whether any hook runs on `event` (to skip building its payload).
@@ -216,7 +235,7 @@ impl Runner {
     }
 
     /// Run the hooks of `event` in their order in the config, each
-    /// reported to `observer`, off the async thread. Some: a `pre_tool`
+    /// given to `tell`, off the async thread. Some: a `pre_tool`
     /// hook blocked the call, with its stderr (redacted); the hooks after
     /// it do not run.
     pub(crate) async fn fire(
@@ -224,7 +243,7 @@ impl Runner {
         event: HookEvent,
         fields: Value,
         secrets: &mut hel_secrets::Redactor,
-        observer: &dyn Observer,
+        tell: &dyn Fn(HookReport),
     ) -> Option<String> {
         if !self.any(event) {
             return None;
@@ -240,7 +259,7 @@ impl Runner {
             let ran = tokio::task::spawn_blocking(move || run(&h, &p, &env, &cwd))
                 .await
                 .unwrap_or_else(|e| Ran::not_started(e.to_string()));
-            if let Some(block) = report(hook, ran, secrets, observer) {
+            if let Some(block) = report(hook, ran, secrets, tell) {
                 return Some(block);
             }
         }
@@ -254,7 +273,7 @@ impl Runner {
         event: HookEvent,
         fields: Value,
         secrets: &mut hel_secrets::Redactor,
-        observer: &dyn Observer,
+        tell: &dyn Fn(HookReport),
     ) {
         if !self.any(event) {
             return;
@@ -262,7 +281,7 @@ impl Runner {
         let payload = self.payload(event, fields);
         for hook in self.hooks.iter().filter(|h| h.event == event) {
             let ran = run(hook, &payload, &self.env, &self.project);
-            report(hook, ran, secrets, observer);
+            report(hook, ran, secrets, tell);
         }
     }
 }
@@ -298,7 +317,7 @@ fn report(
     hook: &Hook,
     ran: Ran,
     secrets: &mut hel_secrets::Redactor,
-    observer: &dyn Observer,
+    tell: &dyn Fn(HookReport),
 ) -> Option<String> {
     let outcome = match ran.status {
         Err(why) => HookOutcome::NotStarted(why),
@@ -317,13 +336,13 @@ fn report(
         stderr.push_str("\n[… the rest of the hook's stderr was cut]");
     }
     let blocked = (outcome == HookOutcome::Blocked).then(|| stderr.clone());
-    observer.event(Event::Hook(HookReport {
+    tell(HookReport {
         event: hook.event,
         program: hook.command.first().cloned().unwrap_or_default(),
         outcome,
         stderr,
         duration: ran.duration,
-    }));
+    });
     blocked
 }
 

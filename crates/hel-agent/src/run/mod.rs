@@ -73,11 +73,6 @@ pub struct Run {
     /// The last instruction completed and its answer was not saved: its
     /// checkpoint failed, or no session could be made for it.
     unsaved: bool,
-    /// How the session started (`session_start`'s `source`).
-    source: &'static str,
-    /// The `session_start` hooks ran (at the first instruction): the
-    /// `session_end` ones run at the end.
-    hooked: bool,
 }
 
 /// A new session that is made at the model's first answer.
@@ -137,7 +132,7 @@ impl Run {
     /// cannot be made is a warning (the run goes on unsaved); any other
     /// problem is an error, before any instruction.
     pub fn start(options: Options, start: Start, host: Host) -> Result<Run, StartError> {
-        let setup = setup::Setup::new(&options)?;
+        let mut setup = setup::Setup::new(&options)?;
         let window = setup.window;
         let keep_recent = setup.policy.map_or_else(
             || Policy::defaults(window, options.provider.max_output_tokens).keep_recent,
@@ -152,11 +147,6 @@ impl Run {
         let instance = Instance::start()?;
         let store = Store::open(&project.root)?;
         let observer = host.observer;
-        let source = match start {
-            Start::New => "new",
-            Start::Resume(_) | Start::Last => "resumed",
-            Start::Fork { .. } => "forked",
-        };
         let (mut session, head, pending) = match start {
             Start::New => {
                 let pending = Pending {
@@ -177,7 +167,7 @@ impl Run {
             (None, Some(p)) => Some(p.id.clone()),
             (None, None) => None,
         };
-        let session_name = id.as_ref().map(|s| s.to_string());
+        setup.hooks.session(id.as_ref(), &start);
         observer.event(Event::Session(id));
         let recorder = match &options.record {
             Some(dir) => Some(recorder(dir, &setup.config.model, session.as_ref())?),
@@ -227,10 +217,6 @@ impl Run {
         // The project's instructions files are text from outside too.
         let system_message =
             crate::tools::secret::redact_content(&mut tools.secrets, system.message);
-        // hel's environment as commands get it: no secrets.
-        let hook_env = tools.withheld.inherited(&[]);
-        let hooks =
-            crate::hooks::Runner::new(options.hooks, session_name, project.root.clone(), hook_env);
         let parts = Parts {
             config: setup.config,
             client: setup.client,
@@ -243,7 +229,7 @@ impl Run {
             observer: Rc::clone(&observer),
             limits: store.limits(),
             window,
-            hooks,
+            hooks: setup.hooks,
         };
         let mut agent = Agent::new(parts, system_message);
         let mcp: Vec<crate::mcp::ServerSpec> =
@@ -293,8 +279,6 @@ impl Run {
             interrupts: host.interrupts,
             finished: false,
             unsaved: false,
-            source,
-            hooked: false,
         })
     }
 
@@ -369,11 +353,9 @@ impl Run {
     async fn send(&mut self, text: &str, said: String) -> Outcome {
         // A Ctrl-C while the MCP servers start ends the instruction.
         let outcome = if self.start_mcp().await {
-            if !std::mem::replace(&mut self.hooked, true) {
-                let head = self.status().head.map(|h| h.to_hex());
-                let fields = serde_json::json!({"source": self.source, "checkpoint": head});
-                self.agent.hook(HookEvent::SessionStart, fields).await;
-            }
+            let head = self.session.as_ref().and_then(|s| s.state.head);
+            let head = head.map(|h| h.to_hex());
+            self.agent.session_start(head).await;
             let told = self.restore_note(&said);
             let (session, pending, snapshots) =
                 (&mut self.session, &mut self.pending, &mut self.snapshots);
@@ -587,11 +569,9 @@ impl Run {
         if std::mem::replace(&mut self.finished, true) {
             return;
         }
-        if self.hooked {
-            let head = self.status().head.map(|h| h.to_hex());
-            let fields = serde_json::json!({"checkpoint": head});
-            self.agent.hook_now(HookEvent::SessionEnd, fields);
-        }
+        let head = self.session.as_ref().and_then(|s| s.state.head);
+        let head = head.map(|h| h.to_hex());
+        self.agent.session_end(head);
         if let Some(w) = self.agent.recorder().and_then(|rec| rec.flush()) {
             self.observer.warn(w);
         }
