@@ -481,3 +481,31 @@ fn a_hook_table_hel_cannot_run_is_refused_naming_the_file() {
         assert!(run.stderr.contains(says), "{text}: {}", run.stderr);
     }
 }
+
+#[test]
+fn the_prompt_warns_of_a_failing_hook_in_one_line_and_goes_on() {
+    use crate::t_prompt::{exited_with, expect, spawn_with, type_in, PROMPT_END};
+    let p = Project::new();
+    let check = script(&p, "check", "echo policy server down >&2; exit 1");
+    config_file(&p, &hook("pre_tool", &[check.to_str().unwrap()], 10));
+    let mock = Mock::start(json!([
+        {"tool_calls": [call("bash", json!({"command": "echo ran > ran.txt"}))]},
+        {"content": "All done."},
+    ]));
+    let mut s = spawn_with(&p, Some(&mock), 200, &["--access", "auto"], &[]);
+    expect(&mut s, PROMPT_END);
+    type_in(&mut s, "go\r");
+    expect(
+        &mut s,
+        &format!(
+            "hel: warning: pre_tool hook {} failed (exit status 1); hel goes on: policy server down",
+            check.display()
+        ),
+    );
+    expect(&mut s, "All done.");
+    expect(&mut s, PROMPT_END);
+    assert_eq!(p.read("ran.txt"), "ran\n");
+    type_in(&mut s, "/quit\r");
+    s.exp_eof().unwrap();
+    exited_with(&s, 0);
+}
