@@ -188,7 +188,7 @@ struct ModelSummarizer<'a> {
 
 impl Summarizer for ModelSummarizer<'_> {
     async fn compacting(&mut self, messages: usize) {
-        let fields = json!({"messages": messages});
+        let fields = || json!({"messages": messages});
         let observer = Rc::clone(&self.model.observer);
         let tell = |r| observer.event(Event::Hook(r));
         self.hooks
@@ -446,7 +446,7 @@ impl Agent {
     }
 
     /// Run the hooks of `event` (see [`hooks::Runner::fire`]).
-    pub(crate) async fn hook(&mut self, event: HookEvent, fields: Value) {
+    pub(crate) async fn hook(&mut self, event: HookEvent, fields: impl FnOnce() -> Value) {
         let observer = Rc::clone(&self.model.observer);
         let tell = |r| observer.event(Event::Hook(r));
         self.hooks
@@ -459,7 +459,7 @@ impl Agent {
     pub(crate) async fn session_start(&mut self, head: Option<String>) {
         if !std::mem::replace(&mut self.hooks.started, true) {
             let fields = self.hooks.start_fields(head);
-            self.hook(HookEvent::SessionStart, fields).await;
+            self.hook(HookEvent::SessionStart, || fields).await;
         }
     }
 
@@ -470,7 +470,7 @@ impl Agent {
         if std::mem::replace(&mut self.hooks.started, false) {
             let observer = Rc::clone(&self.model.observer);
             let tell = |r| observer.event(Event::Hook(r));
-            let fields = json!({ "checkpoint": head });
+            let fields = || json!({ "checkpoint": head });
             self.hooks.fire_now(
                 HookEvent::SessionEnd,
                 fields,
@@ -728,7 +728,7 @@ impl Agent {
             // The user's pre_tool hooks, which may block the call.
             let observer = Rc::clone(&self.model.observer);
             let tell = |r| observer.event(Event::Hook(r));
-            let fields = hooks::call_fields(&call.id, name, arguments);
+            let fields = || hooks::call_fields(&call.id, name, arguments);
             let blocked = tokio::select! {
                 b = self.hooks.fire(HookEvent::PreTool, fields, &mut self.tools.secrets, &tell) => Some(b),
                 _ = self.model.interrupts.after(seen) => None,
@@ -777,9 +777,9 @@ impl Agent {
                 decision: result.decision,
                 spill,
             });
-            if !was_blocked && self.hooks.any(HookEvent::PostTool) {
-                let fields =
-                    hooks::result_fields(&call.id, name, arguments, result.ok, &result.content);
+            if !was_blocked {
+                let (ok, content) = (result.ok, &result.content);
+                let fields = || hooks::result_fields(&call.id, name, arguments, ok, content);
                 self.hook(HookEvent::PostTool, fields).await;
             }
             self.push_result(&call.id, result.content);

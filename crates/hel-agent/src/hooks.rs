@@ -220,13 +220,13 @@ impl Runner {
         self.hooks.iter().any(|h| h.event == event)
     }
 
-    fn payload(&self, event: HookEvent, fields: Value) -> Arc<Vec<u8>> {
+    fn payload(&self, event: HookEvent, fields: impl FnOnce() -> Value) -> Arc<Vec<u8>> {
         let mut p = json!({
             "event": event.name(),
             "session": self.session,
             "project": self.project.to_string_lossy(),
         });
-        if let (Value::Object(p), Value::Object(fields)) = (&mut p, fields) {
+        if let (Value::Object(p), Value::Object(fields)) = (&mut p, fields()) {
             p.extend(fields);
         }
         let mut bytes = p.to_string().into_bytes();
@@ -234,14 +234,15 @@ impl Runner {
         Arc::new(bytes)
     }
 
-    /// Run the hooks of `event` in their order in the config, each
-    /// given to `tell`, off the async thread. Some: a `pre_tool`
+    /// Run the hooks of `event` in their order in the config, with its
+    /// `fields` (made only when a hook runs), each one's report given to
+    /// `tell`, off the async thread. Some: a `pre_tool`
     /// hook blocked the call, with its stderr (redacted); the hooks after
     /// it do not run.
     pub(crate) async fn fire(
         &self,
         event: HookEvent,
-        fields: Value,
+        fields: impl FnOnce() -> Value,
         secrets: &mut hel_secrets::Redactor,
         tell: &dyn Fn(HookReport),
     ) -> Option<String> {
@@ -271,7 +272,7 @@ impl Runner {
     pub(crate) fn fire_now(
         &self,
         event: HookEvent,
-        fields: Value,
+        fields: impl FnOnce() -> Value,
         secrets: &mut hel_secrets::Redactor,
         tell: &dyn Fn(HookReport),
     ) {

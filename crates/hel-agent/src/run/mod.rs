@@ -429,7 +429,7 @@ impl Run {
             }
         }
         if let Some(id) = committed {
-            let fields = serde_json::json!({"checkpoint": id.to_hex()});
+            let fields = || serde_json::json!({"checkpoint": id.to_hex()});
             self.agent.hook(HookEvent::Checkpoint, fields).await;
         }
         if let Some(snaps) = self.snapshots.as_mut() {
