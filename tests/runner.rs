@@ -15,6 +15,7 @@ mod t_defaults;
 mod t_durability;
 mod t_evals;
 mod t_format;
+mod t_hooks;
 mod t_hostile_store;
 mod t_html;
 mod t_import;

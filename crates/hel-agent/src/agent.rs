@@ -15,6 +15,7 @@ use crate::compact::{self, Policy, Summarizer, SummaryError};
 use crate::config::RequestConfig;
 use crate::conversation::Conversation;
 use crate::event::{Event, Observer};
+use crate::hooks::{self, HookEvent};
 use crate::interrupt::Interrupts;
 use crate::meter::{estimate_body, estimate_chars, Meter};
 use crate::outcome::{Incomplete, Outcome};
@@ -181,9 +182,20 @@ impl Model {
 struct ModelSummarizer<'a> {
     model: &'a mut Model,
     seen: u64,
+    hooks: &'a hooks::Runner,
+    secrets: &'a mut hel_secrets::Redactor,
 }
 
 impl Summarizer for ModelSummarizer<'_> {
+    async fn compacting(&mut self, messages: usize) {
+        let fields = || json!({"messages": messages});
+        let observer = Rc::clone(&self.model.observer);
+        let tell = |r| observer.event(Event::Hook(r));
+        self.hooks
+            .fire(HookEvent::PreCompact, fields, self.secrets, &tell)
+            .await;
+    }
+
     async fn summarize(
         &mut self,
         request: &[Value],
@@ -253,6 +265,8 @@ pub(crate) struct Parts {
     pub limits: Limits,
     /// The model's context window, in tokens.
     pub window: u64,
+    /// The hooks of the user's config.
+    pub hooks: hooks::Runner,
 }
 
 /// One conversation with the model and the tools.
@@ -272,6 +286,7 @@ pub(crate) struct Agent {
     /// command's own output is), for the result of a call interrupted
     /// before it finished.
     printed: Rc<RefCell<Kept>>,
+    hooks: hooks::Runner,
 }
 
 /// The tools' observer: every event passes through, and what a running
@@ -302,6 +317,17 @@ pub(crate) fn interrupted_result(printed: &str) -> String {
     } else {
         format!("{head}\n[what it printed before it was stopped:]\n{printed}")
     }
+}
+
+/// The result of a call a `pre_tool` hook blocked: its stderr.
+fn blocked_result(stderr: String) -> tools::ToolResult {
+    let content = match stderr.trim_end() {
+        "" => {
+            "[hel: a pre_tool hook of the user's blocked this call; it gave no reason]".to_owned()
+        }
+        why => why.to_owned(),
+    };
+    tools::ToolResult::failed(content)
 }
 
 /// The result of a call of the reply that never ran: an earlier call of
@@ -341,6 +367,7 @@ impl Agent {
             max_turns: parts.max_turns,
             dropped: false,
             printed,
+            hooks: parts.hooks,
         }
     }
 
@@ -418,6 +445,41 @@ impl Agent {
         }
     }
 
+    /// Run the hooks of `event` (see [`hooks::Runner::fire`]).
+    pub(crate) async fn hook(&mut self, event: HookEvent, fields: impl FnOnce() -> Value) {
+        let observer = Rc::clone(&self.model.observer);
+        let tell = |r| observer.event(Event::Hook(r));
+        self.hooks
+            .fire(event, fields, &mut self.tools.secrets, &tell)
+            .await;
+    }
+
+    /// The `session_start` hooks, once, before the run's first
+    /// instruction; `head`: the checkpoint the session continues from.
+    pub(crate) async fn session_start(&mut self, head: Option<String>) {
+        if !std::mem::replace(&mut self.hooks.started, true) {
+            let fields = self.hooks.start_fields(head);
+            self.hook(HookEvent::SessionStart, || fields).await;
+        }
+    }
+
+    /// The `session_end` hooks at the run's end (on this thread), when
+    /// the `session_start` ones ran; `head`: the session's newest
+    /// checkpoint.
+    pub(crate) fn session_end(&mut self, head: Option<String>) {
+        if std::mem::replace(&mut self.hooks.started, false) {
+            let observer = Rc::clone(&self.model.observer);
+            let tell = |r| observer.event(Event::Hook(r));
+            let fields = || json!({ "checkpoint": head });
+            self.hooks.fire_now(
+                HookEvent::SessionEnd,
+                fields,
+                &mut self.tools.secrets,
+                &tell,
+            );
+        }
+    }
+
     pub(crate) fn conversation_mut(&mut self) -> &mut Conversation {
         &mut self.conversation
     }
@@ -471,6 +533,8 @@ impl Agent {
         let mut summarizer = ModelSummarizer {
             model: &mut self.model,
             seen,
+            hooks: &self.hooks,
+            secrets: &mut self.tools.secrets,
         };
         compact::now(
             &mut self.conversation,
@@ -567,6 +631,8 @@ impl Agent {
         let mut summarizer = ModelSummarizer {
             model: &mut self.model,
             seen,
+            hooks: &self.hooks,
+            secrets: &mut self.tools.secrets,
         };
         compact::before_request(
             &mut self.conversation,
@@ -659,10 +725,23 @@ impl Agent {
             });
             let spilled_before = self.tools.spill.pending().len();
             *self.printed.borrow_mut() = Kept::default();
-            let result = tokio::select! {
-                r = tools::execute(&mut self.tools, &self.toolset, name, arguments) => Some(r),
-                // Dropping the call cancels it: no write lands after this.
+            // The user's pre_tool hooks, which may block the call.
+            let observer = Rc::clone(&self.model.observer);
+            let tell = |r| observer.event(Event::Hook(r));
+            let fields = || hooks::call_fields(&call.id, name, arguments);
+            let blocked = tokio::select! {
+                b = self.hooks.fire(HookEvent::PreTool, fields, &mut self.tools.secrets, &tell) => Some(b),
                 _ = self.model.interrupts.after(seen) => None,
+            };
+            let was_blocked = matches!(blocked, Some(Some(_)));
+            let result = match blocked {
+                Some(Some(stderr)) => Some(blocked_result(stderr)),
+                Some(None) => tokio::select! {
+                    r = tools::execute(&mut self.tools, &self.toolset, name, arguments) => Some(r),
+                    // Dropping the call cancels it: no write lands after this.
+                    _ = self.model.interrupts.after(seen) => None,
+                },
+                None => None,
             };
             let Some(result) = result else {
                 self.interrupted_calls(calls, k);
@@ -698,6 +777,11 @@ impl Agent {
                 decision: result.decision,
                 spill,
             });
+            if !was_blocked {
+                let (ok, content) = (result.ok, &result.content);
+                let fields = || hooks::result_fields(&call.id, name, arguments, ok, content);
+                self.hook(HookEvent::PostTool, fields).await;
+            }
             self.push_result(&call.id, result.content);
             hooks.progress(self);
         }

@@ -153,6 +153,12 @@ pub(crate) trait Summarizer {
         request: &[Value],
         meter: &Meter,
     ) -> impl std::future::Future<Output = Result<String, SummaryError>>;
+
+    /// A summary of the first `messages` messages is about to be asked
+    /// for (the run's `pre_compact` hooks run).
+    fn compacting(&mut self, _messages: usize) -> impl std::future::Future<Output = ()> {
+        async {}
+    }
 }
 
 /// Before a request sending the conversation and the tool definitions
@@ -231,6 +237,7 @@ async fn summarize(
     ];
     let span_chars: usize = transcript.iter().map(|s| s.chars().count()).sum();
     observer.event(Event::Compacting { messages: t - 1 });
+    summarizer.compacting(t - 1).await;
     let summary = match summarizer.summarize(&request, meter).await {
         Ok(s) => s.trim().to_owned(),
         Err(SummaryError::Interrupted) => return Err(Stop::Interrupted),

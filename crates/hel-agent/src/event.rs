@@ -145,6 +145,9 @@ pub enum Event {
         to: String,
         checkpoint: ObjectId,
     },
+    /// A hook of the user's config ran (or could not), in the order the
+    /// hooks of an event run.
+    Hook(crate::hooks::HookReport),
     /// Something went wrong that does not stop the run.
     Warning(Warning),
 }

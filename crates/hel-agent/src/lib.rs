@@ -19,6 +19,7 @@ mod compact;
 mod config;
 mod conversation;
 mod event;
+mod hooks;
 mod instance;
 mod interrupt;
 pub mod mcp;
@@ -42,6 +43,7 @@ pub use run::{Compaction, Host, Options, RestoreFilesError, Run, StartError, Sta
 pub use workspace::WorkspaceError;
 // What it reports.
 pub use event::{Event, FileChange, Observer, Warning};
+pub use hooks::{Hook, HookEvent, HookOutcome, HookReport};
 pub use project::{Found, Project, ProjectError};
 // Confirmation.
 pub use tools::access::simple_program;

@@ -146,6 +146,9 @@ pub struct RunArgs {
     /// The config file's `[mcp_servers.NAME]` tables.
     #[arg(skip)]
     pub mcp: Vec<hel_agent::mcp::ServerSpec>,
+    /// The config file's `[[hooks]]` tables.
+    #[arg(skip)]
+    pub hooks: Vec<hel_agent::Hook>,
 }
 
 /// A size in bytes: a number, optionally followed by K, M or G (powers of
@@ -331,6 +334,7 @@ impl RunArgs {
             stream: !self.no_stream,
             relocate: self.relocate,
             mcp: self.mcp.clone(),
+            hooks: self.hooks.clone(),
         }
     }
 }

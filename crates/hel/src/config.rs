@@ -44,6 +44,10 @@ pub struct File {
     /// MCP servers whose tools are offered (`[mcp_servers.NAME]`).
     #[serde(default)]
     mcp_servers: std::collections::BTreeMap<String, hel_agent::mcp::ServerConfig>,
+    /// Commands run on session events (`[[hooks]]`): read from this file
+    /// only, never from a project.
+    #[serde(default)]
+    hooks: Vec<hel_agent::Hook>,
 }
 
 /// `$XDG_CONFIG_HOME` (when absolute, as the XDG spec requires) or
@@ -173,6 +177,17 @@ fn mcp_servers(path: &Path, f: &File) -> Result<Vec<hel_agent::mcp::ServerSpec>,
     })
 }
 
+/// The config file's hooks, checked.
+fn hooks(path: &Path, f: &File) -> Result<Vec<hel_agent::Hook>, Exit> {
+    for h in &f.hooks {
+        if let Err(why) = h.check() {
+            let path = path.to_owned();
+            return Err(Usage::Hook { path, why }.into());
+        }
+    }
+    Ok(f.hooks.clone())
+}
+
 /// The file at `path`, at most [`MAX_BYTES`], never a FIFO or device;
 /// `None` when there is none.
 fn read_bounded(path: &Path) -> std::io::Result<Option<Vec<u8>>> {
@@ -296,6 +311,7 @@ pub fn settings(
     // The config file fills what no flag or variable set.
     if let Some((path, f)) = file {
         run.mcp = mcp_servers(&path, &f)?;
+        run.hooks = hooks(&path, &f)?;
         let src = Source::File(path);
         macro_rules! fill {
             ($field:ident, $value:expr, $id:literal) => {

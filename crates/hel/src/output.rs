@@ -201,6 +201,25 @@ impl JsonOut {
                 json!({"type": "relocated", "from": from, "to": to, "checkpoint": checkpoint.to_hex()})
             }
             Event::Warning(w) => json!({"type": "warning", "message": w.to_string()}),
+            Event::Hook(r) => {
+                let (exit, signal) = match &r.outcome {
+                    hel_agent::HookOutcome::Ok => (Some(0), None),
+                    hel_agent::HookOutcome::Blocked => (Some(2), None),
+                    hel_agent::HookOutcome::Failed(code) => (Some(*code), None),
+                    hel_agent::HookOutcome::Signalled(sig) => (None, Some(*sig)),
+                    _ => (None, None),
+                };
+                json!({
+                    "type": "hook",
+                    "event": r.event.name(),
+                    "command": r.program,
+                    "outcome": r.outcome_name(),
+                    "exit": exit,
+                    "signal": signal,
+                    "stderr": r.stderr.chars().take(EXCERPT_CHARS).collect::<String>(),
+                    "duration_ms": u64::try_from(r.duration.as_millis()).unwrap_or(u64::MAX),
+                })
+            }
             _ => return None,
         })
     }

@@ -230,6 +230,13 @@ impl Observer for Stderr {
             | Event::ResponseEnded { .. }
             | Event::Response { .. }
             | Event::ResponseIncomplete => {}
+            // A hook that failed is a warning; a block is said; the rest
+            // are stream-json's to report.
+            Event::Hook(r) if r.failed() => line(&format!("hel: warning: {}", one_line(&r.to_string(), 400))),
+            Event::Hook(r) if r.outcome == hel_agent::HookOutcome::Blocked => {
+                line(&format!("hel:   {}", one_line(&r.to_string(), 400)))
+            }
+            Event::Hook(_) => {}
             Event::Warning(w) => {
                 line(&format!("hel: warning: {}", warning(&w)));
                 if let Warning::NoSession { error, .. } = &w {

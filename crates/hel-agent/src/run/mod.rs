@@ -16,6 +16,7 @@ use hel_store::{Record, SessionId, SessionState, Store};
 use crate::agent::{Agent, Parts};
 use crate::compact::Policy;
 use crate::event::{Event, Observer, Warning};
+use crate::hooks::HookEvent;
 use crate::instance::Instance;
 use crate::interrupt::Interrupts;
 use crate::outcome::{Outcome, Termination};
@@ -131,7 +132,7 @@ impl Run {
     /// cannot be made is a warning (the run goes on unsaved); any other
     /// problem is an error, before any instruction.
     pub fn start(options: Options, start: Start, host: Host) -> Result<Run, StartError> {
-        let setup = setup::Setup::new(&options)?;
+        let mut setup = setup::Setup::new(&options)?;
         let window = setup.window;
         let keep_recent = setup.policy.map_or_else(
             || Policy::defaults(window, options.provider.max_output_tokens).keep_recent,
@@ -166,6 +167,7 @@ impl Run {
             (None, Some(p)) => Some(p.id.clone()),
             (None, None) => None,
         };
+        setup.hooks.session(id.as_ref(), &start);
         observer.event(Event::Session(id));
         let recorder = match &options.record {
             Some(dir) => Some(recorder(dir, &setup.config.model, session.as_ref())?),
@@ -227,6 +229,7 @@ impl Run {
             observer: Rc::clone(&observer),
             limits: store.limits(),
             window,
+            hooks: setup.hooks,
         };
         let mut agent = Agent::new(parts, system_message);
         let mcp: Vec<crate::mcp::ServerSpec> =
@@ -350,6 +353,9 @@ impl Run {
     async fn send(&mut self, text: &str, said: String) -> Outcome {
         // A Ctrl-C while the MCP servers start ends the instruction.
         let outcome = if self.start_mcp().await {
+            let head = self.session.as_ref().and_then(|s| s.state.head);
+            let head = head.map(|h| h.to_hex());
+            self.agent.session_start(head).await;
             let told = self.restore_note(&said);
             let (session, pending, snapshots) =
                 (&mut self.session, &mut self.pending, &mut self.snapshots);
@@ -404,11 +410,13 @@ impl Run {
         // A completed answer with no session to save it in (making one
         // failed, and said so) is not saved either.
         self.unsaved = record == Some(Record::Answer) && self.session.is_none();
+        let mut committed = None;
         if let (Some(record), Some(s)) = (record, self.session.as_mut()) {
             match s.record(&mut self.agent, text, record, self.snapshots.as_mut()) {
                 Ok(saved) => {
                     if let (Some(c), Record::Answer) = (&saved.committed, record) {
                         self.observer.event(Event::CheckpointSaved { id: c.id });
+                        committed = Some(c.id);
                     }
                     for w in saved.warnings {
                         self.observer.warn(w);
@@ -419,6 +427,10 @@ impl Run {
                     self.observer.warn(Warning::CheckpointFailed(e));
                 }
             }
+        }
+        if let Some(id) = committed {
+            let fields = || serde_json::json!({"checkpoint": id.to_hex()});
+            self.agent.hook(HookEvent::Checkpoint, fields).await;
         }
         if let Some(snaps) = self.snapshots.as_mut() {
             snaps.start = None;
@@ -557,6 +569,9 @@ impl Run {
         if std::mem::replace(&mut self.finished, true) {
             return;
         }
+        let head = self.session.as_ref().and_then(|s| s.state.head);
+        let head = head.map(|h| h.to_hex());
+        self.agent.session_end(head);
         if let Some(w) = self.agent.recorder().and_then(|rec| rec.flush()) {
             self.observer.warn(w);
         }

@@ -66,6 +66,8 @@ pub struct Options {
     /// The MCP servers of the user config (started at the first
     /// instruction).
     pub mcp: Vec<crate::mcp::ServerSpec>,
+    /// The hooks of the user config (never a project's).
+    pub hooks: Vec<crate::hooks::Hook>,
 }
 
 /// The decided configuration.
@@ -78,6 +80,8 @@ pub(super) struct Setup {
     pub window: u64,
     /// The project: its root and where hel started.
     pub project: Project,
+    /// The hooks of the user config.
+    pub hooks: crate::hooks::Runner,
 }
 
 impl Setup {
@@ -117,7 +121,10 @@ impl Setup {
         let mut config = endpoint.config;
         config.tools = toolset.definitions();
         config.compaction = serde_json::to_value(policy).unwrap_or_default();
+        let withheld = crate::mcp::withheld(&options.mcp);
+        let hooks = crate::hooks::Runner::new(options.hooks.clone(), &project.root, &withheld);
         Ok(Setup {
+            hooks,
             config,
             client,
             toolset,

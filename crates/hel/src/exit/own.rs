@@ -61,6 +61,9 @@ pub enum Usage {
         #[source]
         source: hel_agent::mcp::McpConfigError,
     },
+    /// A `[[hooks]]` table hel cannot run.
+    #[error("{}: {why}", path.display())]
+    Hook { path: PathBuf, why: String },
     #[error("compact_at and keep_recent go together (flags or config file)")]
     CompactAtAlone,
     #[error("the pattern is longer than {max} bytes")]
