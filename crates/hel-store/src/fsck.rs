@@ -462,13 +462,17 @@ impl JournalRead {
             }
         };
         let mut seen: journal::Seen<'_> = Some(&mut on_record);
-        let first = refs::read(layout, session)?;
+        // A session in the trash: its entry's head (objects-spec §8.2).
+        let by_ref = || -> Result<Option<ObjectId>> {
+            Ok(refs::read(layout, session)?.or_else(|| crate::odb::published(layout, session)))
+        };
+        let first = by_ref()?;
         journal::open_by_ref_seeing(
             dir,
             session,
             journal::Mode::Verify,
             first,
-            &|| refs::read(layout, session),
+            &by_ref,
             &mut seen,
         )
     }
@@ -695,6 +699,7 @@ fn fsck_with(store: &Store, layout: &Odb) -> Result<FsckReport> {
         rooted.into_iter().map(|(s, _, d)| (s, d)).collect();
     c.dependents(&with_deps)?;
     c.sessions_and_names(store)?;
+    crate::trash::check(layout, &mut c.faults, &mut c.report.notes)?;
     Ok(c.finish(&marked))
 }
 

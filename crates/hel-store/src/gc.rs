@@ -717,6 +717,7 @@ fn collect(store: &Store, dry_run: bool, force: bool, wait: bool) -> Result<Opti
         && (force || plan.dead_records > 0 || plan.sealed.len() > 1 || !plan.orphans.is_empty());
     if rewrite && !dry_run {
         rewrite_packs(layout, &lock, &plan, &mut report)?;
+        crate::failpoint::kill("gc-after-packs");
     }
     report.objects_removed += plan.dead_records;
     report.objects_kept = if judged {
@@ -748,6 +749,7 @@ fn collect(store: &Store, dry_run: bool, force: bool, wait: bool) -> Result<Opti
     }
     clear_leftovers(layout, dry_run, &mut report)?;
     clear_sessions(layout, &lock, dry_run, &mut report)?;
+    crate::trash::prune_pins(layout, dry_run)?;
     // Names of sessions that are gone (never committed, or deleted by
     // a hel that knew no names). A names file that cannot be read is
     // left alone: fsck reports it, and gc has nothing to reclaim there.
@@ -880,6 +882,7 @@ fn rewrite_packs(
         report.packs_written = 1;
         Some(crate::repack::write_sealed(layout, lock, &plan.outside)?.0)
     };
+    crate::failpoint::kill("gc-after-new-pack");
     if let Some(packs) = layout.packs()? {
         for p in plan
             .sealed
