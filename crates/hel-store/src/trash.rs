@@ -18,15 +18,13 @@
 //! place. gc (under the store lock) settles such a pair: the name the
 //! entry recorded given back when free, then the entry removed.
 
-use std::collections::BTreeSet;
-
 use crate::gc::GcReport;
 use crate::lock::{Exclusive, SessionLease};
 use crate::odb::Odb;
 use crate::trashed::{self, Entry};
 use crate::{heads, Error, ObjectId, Result, SessionId, Store};
 
-pub use crate::trashed::{now_ms, NOW_VAR};
+pub use crate::trashed::{now_ms, DAY_MS, NOW_VAR};
 
 /// What the trash holds of a deleted session.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,7 +60,6 @@ pub struct Retention {
 
 /// The days a trash entry is kept by default.
 pub const DEFAULT_DAYS: u64 = 30;
-pub const DAY_MS: u64 = 24 * 60 * 60 * 1000;
 
 impl Default for Retention {
     fn default() -> Retention {
@@ -221,7 +218,7 @@ impl Store {
             crate::failpoint::kill("undelete-after-ref");
             drop(lease);
         }
-        let taken = settle(layout, &entry)?;
+        let taken = crate::gc::settle_trash(layout, &entry)?;
         drop(lock);
         let mut out = public(layout, entry)?;
         out.name_taken_by = taken;
@@ -266,88 +263,6 @@ impl Store {
         }
         Ok(self.delete(session, true)?.unwrap_or_default())
     }
-}
-
-/// After `entry`'s session has its ref again: give back the name it
-/// recorded (when the session has none and no other session holds it),
-/// then remove the entry. Returns the session holding the name, when
-/// that kept it from coming back. The caller holds the store lock
-/// exclusively.
-pub(crate) fn settle(layout: &Odb, entry: &Entry) -> Result<Option<SessionId>> {
-    let mut taken = None;
-    if let Some(name) = entry
-        .name
-        .as_ref()
-        .filter(|n| crate::names::check_name(n).is_ok())
-    {
-        crate::names::update(layout, |names| {
-            if names.contains_key(&entry.session) {
-                return Ok(false);
-            }
-            if let Some((holder, _)) = names.iter().find(|(_, n)| *n == name) {
-                taken = Some(holder.clone());
-                return Ok(false);
-            }
-            names.insert(entry.session.clone(), name.clone());
-            Ok(true)
-        })?;
-    }
-    crate::failpoint::kill("undelete-after-name");
-    trashed::remove(layout, &entry.session)?;
-    Ok(taken)
-}
-
-/// The trash's roots for gc (under the store lock held exclusively):
-/// each entry's session, head and deps. An entry whose session has a ref
-/// again is settled ([`settle`]) unless `dry_run`. A trash entry that
-/// does not read, or whose journal does not give its head, goes to
-/// `on_error` (gc refuses: it cannot know what that session needs).
-pub(crate) fn roots(
-    layout: &Odb,
-    dry_run: bool,
-    on_error: &mut dyn FnMut(Error) -> Result<()>,
-) -> Result<Vec<(SessionId, ObjectId, BTreeSet<SessionId>)>> {
-    let listing = trashed::list(layout)?;
-    for (path, what) in listing.strays {
-        on_error(Error::Unexpected {
-            path,
-            found: if what == "regular file" {
-                "file not named by a session id"
-            } else {
-                what
-            },
-            expected: "trash entry",
-        })?;
-    }
-    let mut out = Vec::new();
-    for session in listing.sessions {
-        let entry = match trashed::read(layout, &session) {
-            Ok(Some(e)) => e,
-            Ok(None) => continue,
-            Err(e) => {
-                on_error(e)?;
-                continue;
-            }
-        };
-        if crate::refs::read(layout, &session).ok().flatten().is_some() {
-            if !dry_run {
-                settle(layout, &entry)?;
-            }
-            continue;
-        }
-        match heads::read_trashed(layout, &session) {
-            Ok(Some(head)) => out.push((session, head.id, head.deps())),
-            Ok(None) => on_error(Error::BadTrash {
-                path: trashed::path(layout, &session),
-                reason: format!(
-                    "session {session} has no journal that publishes {}",
-                    entry.head
-                ),
-            })?,
-            Err(e) => on_error(e)?,
-        }
-    }
-    Ok(out)
 }
 
 /// Pin `session` (listed or in the trash): it never expires.
@@ -463,90 +378,4 @@ pub fn expire(store: &Store, retention: &Retention, dry_run: bool) -> Result<Vec
         }
     }
     Ok(out)
-}
-
-/// How far in the future a trash entry may be dated (clocks of machines
-/// that share a store disagree a little) before fsck calls it a fault.
-const FUTURE_SLACK_MS: u64 = DAY_MS;
-
-/// fsck's checks of the trash and the pins (objects-spec §15): each
-/// entry's date (not in the future), that its head is its session's own
-/// checkpoint, an entry beside a ref (a note: gc settles it); pins that
-/// are empty regular files named by a session that is listed or in the
-/// trash (else a note: gc removes it). What the entries' heads reach is
-/// checked with the refs' (`gc::roots`), and so are the entries
-/// themselves.
-pub(crate) fn check(
-    layout: &Odb,
-    faults: &mut Vec<crate::fsck::Fault>,
-    notes: &mut Vec<String>,
-) -> Result<()> {
-    use crate::fsck::Fault;
-    let now = now_ms();
-    for session in trashed::list(layout)?.sessions {
-        let Ok(Some(entry)) = trashed::read(layout, &session) else {
-            continue;
-        };
-        let path = trashed::path(layout, &session);
-        if crate::refs::read(layout, &session).ok().flatten().is_some() {
-            notes.push(format!(
-                "{} is the trash entry of session {session}, which has a ref: a delete or an undelete that stopped half way (the session is listed; `hel gc` removes the entry)",
-                path.display()
-            ));
-            continue;
-        }
-        if entry.deleted_ms > now.saturating_add(FUTURE_SLACK_MS) {
-            faults.push(Fault::Broken(Error::BadTrash {
-                path: path.clone(),
-                reason: format!(
-                    "it is dated in the future ({}), so it would never expire (write the time of the delete, or remove the entry to give the session up)",
-                    entry.deleted_ms
-                ),
-            }));
-        }
-        if let Ok(Some(head)) = heads::read_trashed(layout, &session) {
-            if let Err(e) = heads::owned(layout, &session, &head) {
-                faults.push(Fault::Broken(Error::BadTrash {
-                    path,
-                    reason: e.to_string(),
-                }));
-            }
-        }
-    }
-    let pins = trashed::list_pins(layout)?;
-    for (path, what) in pins.strays {
-        faults.push(Fault::Stray { path, what });
-    }
-    for session in pins.sessions {
-        match trashed::pinned(layout, &session) {
-            Err(e) => faults.push(Fault::Broken(e)),
-            Ok(_) => {
-                let listed = crate::refs::read(layout, &session).ok().flatten().is_some();
-                if !listed && !trashed::has_any(layout, &session)? {
-                    notes.push(format!(
-                        "session {session} is pinned but is neither listed nor in the trash (`hel gc` removes the pin)"
-                    ));
-                }
-            }
-        }
-    }
-    Ok(())
-}
-
-/// Pins of sessions that are neither listed nor in the trash: removed
-/// (gc, under the store lock); how many.
-pub(crate) fn prune_pins(layout: &Odb, dry_run: bool) -> Result<u64> {
-    let mut n = 0;
-    for session in trashed::list_pins(layout)?.sessions {
-        if crate::refs::read(layout, &session).ok().flatten().is_some()
-            || trashed::has_any(layout, &session)?
-        {
-            continue;
-        }
-        if !dry_run {
-            trashed::unpin(layout, &session)?;
-        }
-        n += 1;
-    }
-    Ok(n)
 }

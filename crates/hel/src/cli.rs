@@ -635,7 +635,7 @@ checkpoint where its message first appeared, the message's position, its role an
 secret, never the value; then a count. Exits 1 when anything is found. `hel push` and \
 `hel sessions export` refuse a session that holds one unless --allow-secrets is given. \
 There is no way yet to take a secret out of a session's history and keep the session: \
-deleting the session (`hel sessions delete`, then `hel gc`) is the way today.",
+deleting the session for good (`hel sessions delete --now`) is the way today.",
         after_help = "Examples:\n  hel sessions scan\n  hel sessions scan fix-login --json"
     )]
     Scan {
