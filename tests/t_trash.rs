@@ -167,6 +167,19 @@ fn delete_gc_undelete_returns_the_session_whole_with_forks_both_ways() {
         "{}",
         run.stderr
     );
+    // Nor shown, nor renamed.
+    for args in [
+        vec!["sessions", "show", a.as_str()],
+        vec!["sessions", "rename", a.as_str(), "other"],
+    ] {
+        let run = p.run(None, &args);
+        assert_eq!(run.code, 1, "{args:?}: {}", run.stderr);
+        assert!(
+            run.stderr.contains("is in the trash"),
+            "{args:?}: {}",
+            run.stderr
+        );
+    }
     // The listing says the trash's size and next expiry in one line.
     let list = p.run(None, &["sessions"]);
     let line: Vec<&str> = list
@@ -673,6 +686,23 @@ fn hostile_trash_entries_are_faults_or_refused_with_bounded_memory() {
     );
     std::fs::write(&entry, dup).unwrap();
     fsck_fault(&p, &format!("trash/{a}"));
+    // trash/ itself a link (to a directory holding a good entry): never
+    // followed; a fault, gc refuses, nothing is lost.
+    std::fs::write(&entry, &good).unwrap();
+    let trash_dir = p.path().join(".hel/trash");
+    let elsewhere = p.home.path().join("trash-elsewhere");
+    std::fs::rename(&trash_dir, &elsewhere).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, &trash_dir).unwrap();
+    fsck_fault(&p, ".hel/trash");
+    let list = p.run(None, &["sessions"]);
+    assert_eq!(list.code, 0, "{}", list.stderr);
+    assert!(
+        list.stderr.contains("the trash cannot be read"),
+        "{}",
+        list.stderr
+    );
+    std::fs::remove_file(&trash_dir).unwrap();
+    std::fs::rename(&elsewhere, &trash_dir).unwrap();
     // Put back, it undeletes.
     std::fs::write(&entry, &good).unwrap();
     ok(&p.run(None, &["sessions", "undelete", &a]));

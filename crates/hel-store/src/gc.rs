@@ -565,18 +565,19 @@ impl Store {
     /// ([`Store::trash_session`]).
     pub fn delete(&self, session: &SessionId, collect: bool) -> Result<Option<GcReport>> {
         self.delete_as(session, collect, false)
-            .map(|r| r.and_then(|r| r.1))
+            .map(|(_, report)| report)
     }
 
-    /// [`Store::delete`]; with `expiring`, only a session that is in the
-    /// trash and not pinned, judged under the store lock (an undelete or a
-    /// pin may have come first: then `Ok(None)`, nothing done).
+    /// [`Store::delete`], and whether it deleted; with `expiring`, only a
+    /// session that is in the trash and not pinned, judged under the
+    /// store lock (an undelete or a pin may have come first: then
+    /// nothing is done).
     pub(crate) fn delete_as(
         &self,
         session: &SessionId,
         collect: bool,
         expiring: bool,
-    ) -> Result<Option<((), Option<GcReport>)>> {
+    ) -> Result<(bool, Option<GcReport>)> {
         let no_such = || Error::NoSuchSession {
             session: session.to_string(),
         };
@@ -588,7 +589,7 @@ impl Store {
                     || !crate::trashed::has_any(layout, session)?
                     || crate::trashed::pinned(layout, session)?)
             {
-                return Ok(None);
+                return Ok((false, None));
             }
             // A session whose journal has a fault can be deleted: what
             // other sessions need of it is copied first, or the delete
@@ -625,7 +626,7 @@ impl Store {
             released
         };
         if !collect {
-            return Ok(Some(((), None)));
+            return Ok((true, None));
         }
         let mut report = if self.needs_gc(layout)? {
             gc(self, false)?
@@ -635,7 +636,7 @@ impl Store {
         report.bytes_removed += released.bytes;
         report.objects_removed += released.objects;
         report.journals_removed += 1;
-        Ok(Some(((), Some(report))))
+        Ok((true, Some(report)))
     }
 
     /// Is there anything a gc would do beyond what deletes did: sealed
@@ -1013,7 +1014,13 @@ pub(crate) fn trash_roots(
     dry_run: bool,
     on_error: &mut dyn FnMut(Error) -> Result<()>,
 ) -> Result<Vec<(SessionId, ObjectId, BTreeSet<SessionId>)>> {
-    let listing = trashed::list(layout)?;
+    let listing = match trashed::list(layout) {
+        Ok(l) => l,
+        Err(e) => {
+            on_error(e)?;
+            return Ok(Vec::new());
+        }
+    };
     for (path, what) in listing.strays {
         on_error(Error::Unexpected {
             path,
