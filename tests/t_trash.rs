@@ -149,6 +149,13 @@ fn delete_gc_undelete_returns_the_session_whole_with_forks_both_ways() {
     assert_eq!(t[0]["directory"], p.path().to_str().unwrap());
     assert_eq!(t[0]["head"], before_a["log"][0]["id"]);
     assert_eq!(t[0]["expires_now"], false);
+    let kept = t[0]["bytes"].as_u64().unwrap();
+    let on_disk = std::fs::metadata(journal(&p, &a)).unwrap().len()
+        + std::fs::metadata(journal(&p, &a).with_extension("jidx"))
+            .unwrap()
+            .len();
+    assert_eq!(kept, on_disk);
+    eprintln!("a deleted session with a spilled output keeps {kept} bytes");
     assert!(t[0]["expires"].is_string());
     ok(&p.run(None, &["gc"]));
     sound(&p);
