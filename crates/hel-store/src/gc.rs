@@ -564,19 +564,20 @@ impl Store {
     /// `hel sessions delete` moves a session to the trash
     /// ([`Store::trash_session`]).
     pub fn delete(&self, session: &SessionId, collect: bool) -> Result<Option<GcReport>> {
-        self.delete_as(session, collect, false)
+        self.delete_as(session, collect, None)
             .map(|(_, report)| report)
     }
 
-    /// [`Store::delete`], and whether it deleted; with `expiring`, only a
-    /// session that is in the trash and not pinned, judged under the
-    /// store lock (an undelete or a pin may have come first: then
-    /// nothing is done).
+    /// [`Store::delete`], and whether it deleted; with `expiring` (when
+    /// the entry that expires says it was deleted), only a session that
+    /// is in the trash by that entry and not pinned, judged under the
+    /// store lock (an undelete, a new delete or a pin may have come
+    /// first: then nothing is done).
     pub(crate) fn delete_as(
         &self,
         session: &SessionId,
         collect: bool,
-        expiring: bool,
+        expiring: Option<u64>,
     ) -> Result<(bool, Option<GcReport>)> {
         let no_such = || Error::NoSuchSession {
             session: session.to_string(),
@@ -584,12 +585,15 @@ impl Store {
         let layout = self.layout()?.ok_or_else(no_such)?;
         let released = {
             let lock = Exclusive::take(layout)?;
-            if expiring
-                && (crate::refs::read(layout, session)?.is_some()
-                    || !crate::trashed::has_any(layout, session)?
-                    || crate::trashed::pinned(layout, session)?)
-            {
-                return Ok((false, None));
+            if let Some(deleted_ms) = expiring {
+                let same = crate::trashed::read(layout, session)?
+                    .is_some_and(|e| e.deleted_ms == deleted_ms);
+                if !same
+                    || crate::refs::read(layout, session)?.is_some()
+                    || crate::trashed::pinned(layout, session)?
+                {
+                    return Ok((false, None));
+                }
             }
             // A session whose journal has a fault can be deleted: what
             // other sessions need of it is copied first, or the delete

@@ -380,7 +380,10 @@ pub fn expire(store: &Store, retention: &Retention, dry_run: bool) -> Result<Vec
     for x in due {
         // Pinned or undeleted since it was judged (the store lock taken
         // by the delete decides): stays.
-        if store.delete_as(&x.entry.session, false, true)?.0 {
+        if store
+            .delete_as(&x.entry.session, false, Some(x.entry.deleted_ms))?
+            .0
+        {
             out.push(x);
         }
     }
