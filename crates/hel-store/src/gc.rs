@@ -38,6 +38,7 @@ use crate::object::Cap;
 use crate::odb::{Found, Odb};
 use crate::pack::Place;
 use crate::snapshot::Spill;
+use crate::trashed::{self, Entry};
 use crate::tree::EntryKind as EntryKindT;
 use crate::{heads, Error, ObjectId, Result, SessionId, Store};
 
@@ -402,6 +403,8 @@ pub(crate) fn roots(
             Err(e) => on_error(e)?,
         }
     }
+    // Sessions in the trash reach what they reach until they expire.
+    out.extend(trash_roots(layout, true, on_error)?);
     Ok(out)
 }
 
@@ -432,7 +435,7 @@ pub(crate) fn release(
     if let Some(view) = &view {
         let mut dependents = Vec::new();
         for s in depending_on(layout, session)? {
-            if let Some(h) = heads::read(layout, &s)? {
+            if let Some(h) = heads::read_any(layout, &s)? {
                 dependents.push(h.id);
             }
         }
@@ -475,14 +478,24 @@ pub(crate) fn release(
 /// and a delete waits on all of them. Any head that cannot be read is the
 /// error: a delete cannot know then what that session needs.
 fn depending_on(layout: &Odb, session: &SessionId) -> Result<Vec<SessionId>> {
-    let others: Vec<SessionId> = heads::list(layout)?
+    // Sessions in the trash too: their journals and what they name stay
+    // until they expire.
+    let mut others: Vec<SessionId> = heads::list(layout)?
         .sessions
         .into_iter()
+        .chain(crate::trashed::list(layout)?.sessions)
         .filter(|s| s != session)
         .collect();
+    others.sort();
+    others.dedup();
     let others = crate::dependents::candidates(layout, session, &others)?;
     let depends = |s: &SessionId| -> Result<bool> {
-        Ok(heads::read_light(layout, s)?.is_some_and(|h| h.deps().contains(session)))
+        let head = match heads::read_light(layout, s)? {
+            Some(h) => Some(h),
+            None if crate::trashed::has_any(layout, s)? => heads::read_trashed(layout, s)?,
+            None => None,
+        };
+        Ok(head.is_some_and(|h| h.deps().contains(session)))
     };
     let verdicts = crate::par::map(&others, depends)
         .into_iter()
@@ -545,13 +558,43 @@ impl Store {
     /// the ref goes (synced: from here on there is no session), then the
     /// journal, whose bytes come back at once. With `collect`,
     /// gc then merges the sealed packs, when there are several.
+    ///
+    /// A session in the trash is removed the same way (its trash entry
+    /// goes with its ref: `heads::remove`). This is the delete for good;
+    /// `hel sessions delete` moves a session to the trash
+    /// ([`Store::trash_session`]).
     pub fn delete(&self, session: &SessionId, collect: bool) -> Result<Option<GcReport>> {
+        self.delete_as(session, collect, None)
+            .map(|(_, report)| report)
+    }
+
+    /// [`Store::delete`], and whether it deleted; with `expiring` (when
+    /// the entry that expires says it was deleted), only a session that
+    /// is in the trash by that entry and not pinned, judged under the
+    /// store lock (an undelete, a new delete or a pin may have come
+    /// first: then nothing is done).
+    pub(crate) fn delete_as(
+        &self,
+        session: &SessionId,
+        collect: bool,
+        expiring: Option<u64>,
+    ) -> Result<(bool, Option<GcReport>)> {
         let no_such = || Error::NoSuchSession {
             session: session.to_string(),
         };
         let layout = self.layout()?.ok_or_else(no_such)?;
         let released = {
             let lock = Exclusive::take(layout)?;
+            if let Some(deleted_ms) = expiring {
+                let same = crate::trashed::read(layout, session)?
+                    .is_some_and(|e| e.deleted_ms == deleted_ms);
+                if !same
+                    || crate::refs::read(layout, session)?.is_some()
+                    || crate::trashed::pinned(layout, session)?
+                {
+                    return Ok((false, None));
+                }
+            }
             // A session whose journal has a fault can be deleted: what
             // other sessions need of it is copied first, or the delete
             // refuses.
@@ -561,6 +604,13 @@ impl Store {
                 Err(Error::JournalFault { .. } | Error::BadRef { .. }) => (true, BTreeSet::new()),
                 head => match head? {
                     Some(h) => (true, h.deps()),
+                    None if crate::trashed::has_any(layout, session)? => {
+                        match heads::read_trashed(layout, session) {
+                            Ok(Some(h)) => (true, h.deps()),
+                            Ok(None) | Err(Error::JournalFault { .. }) => (true, BTreeSet::new()),
+                            Err(e) => return Err(e),
+                        }
+                    }
                     None => (false, BTreeSet::new()),
                 },
             };
@@ -580,7 +630,7 @@ impl Store {
             released
         };
         if !collect {
-            return Ok(None);
+            return Ok((true, None));
         }
         let mut report = if self.needs_gc(layout)? {
             gc(self, false)?
@@ -590,7 +640,7 @@ impl Store {
         report.bytes_removed += released.bytes;
         report.objects_removed += released.objects;
         report.journals_removed += 1;
-        Ok(Some(report))
+        Ok((true, Some(report)))
     }
 
     /// Is there anything a gc would do beyond what deletes did: sealed
@@ -659,6 +709,11 @@ fn collect(store: &Store, dry_run: bool, force: bool, wait: bool) -> Result<Opti
         }
     };
     layout.index().forget_removed();
+    if !dry_run {
+        // Trash entries of sessions listed again (an undelete or a delete
+        // that stopped half way) settle first.
+        trash_roots(layout, false, &mut |_| Ok(()))?;
+    }
     let with_deps = roots(layout, &mut |e| Err(e))?;
     refs_present(layout)?;
     let root_ids: Vec<ObjectId> = with_deps.iter().map(|(_, id, _)| *id).collect();
@@ -668,6 +723,7 @@ fn collect(store: &Store, dry_run: bool, force: bool, wait: bool) -> Result<Opti
         && (force || plan.dead_records > 0 || plan.sealed.len() > 1 || !plan.orphans.is_empty());
     if rewrite && !dry_run {
         rewrite_packs(layout, &lock, &plan, &mut report)?;
+        crate::failpoint::kill("gc-after-packs");
     }
     report.objects_removed += plan.dead_records;
     report.objects_kept = if judged {
@@ -699,6 +755,7 @@ fn collect(store: &Store, dry_run: bool, force: bool, wait: bool) -> Result<Opti
     }
     clear_leftovers(layout, dry_run, &mut report)?;
     clear_sessions(layout, &lock, dry_run, &mut report)?;
+    prune_pins(layout, dry_run)?;
     // Names of sessions that are gone (never committed, or deleted by
     // a hel that knew no names). A names file that cannot be read is
     // left alone: fsck reports it, and gc has nothing to reclaim there.
@@ -831,6 +888,7 @@ fn rewrite_packs(
         report.packs_written = 1;
         Some(crate::repack::write_sealed(layout, lock, &plan.outside)?.0)
     };
+    crate::failpoint::kill("gc-after-new-pack");
     if let Some(packs) = layout.packs()? {
         for p in plan
             .sealed
@@ -916,4 +974,113 @@ fn clear_sessions(
         report.sessions_removed.push(id);
     }
     Ok(())
+}
+
+// The trash's part of gc (objects-spec §8): its entries are roots, and
+// entries of sessions listed again are settled.
+
+/// After `entry`'s session has its ref again: give back the name it
+/// recorded (when the session has none and no other session holds it),
+/// then remove the entry. Returns the session holding the name, when
+/// that kept it from coming back. The caller holds the store lock
+/// exclusively.
+pub(crate) fn settle_trash(layout: &Odb, entry: &Entry) -> Result<Option<SessionId>> {
+    let mut taken = None;
+    if let Some(name) = entry
+        .name
+        .as_ref()
+        .filter(|n| crate::names::check_name(n).is_ok())
+    {
+        crate::names::update(layout, |names| {
+            if names.contains_key(&entry.session) {
+                return Ok(false);
+            }
+            if let Some((holder, _)) = names.iter().find(|(_, n)| *n == name) {
+                taken = Some(holder.clone());
+                return Ok(false);
+            }
+            names.insert(entry.session.clone(), name.clone());
+            Ok(true)
+        })?;
+    }
+    crate::failpoint::kill("undelete-after-name");
+    trashed::remove(layout, &entry.session)?;
+    Ok(taken)
+}
+
+/// The trash's roots for gc (under the store lock held exclusively):
+/// each entry's session, head and deps. An entry whose session has a ref
+/// again is settled ([`settle`]) unless `dry_run`. A trash entry that
+/// does not read, or whose journal does not give its head, goes to
+/// `on_error` (gc refuses: it cannot know what that session needs).
+pub(crate) fn trash_roots(
+    layout: &Odb,
+    dry_run: bool,
+    on_error: &mut dyn FnMut(Error) -> Result<()>,
+) -> Result<Vec<(SessionId, ObjectId, BTreeSet<SessionId>)>> {
+    let listing = match trashed::list(layout) {
+        Ok(l) => l,
+        Err(e) => {
+            on_error(e)?;
+            return Ok(Vec::new());
+        }
+    };
+    for (path, what) in listing.strays {
+        on_error(Error::Unexpected {
+            path,
+            found: if what == "regular file" {
+                "file not named by a session id"
+            } else {
+                what
+            },
+            expected: "trash entry",
+        })?;
+    }
+    let mut out = Vec::new();
+    for session in listing.sessions {
+        let entry = match trashed::read(layout, &session) {
+            Ok(Some(e)) => e,
+            Ok(None) => continue,
+            Err(e) => {
+                on_error(e)?;
+                continue;
+            }
+        };
+        if crate::refs::read(layout, &session).ok().flatten().is_some() {
+            if !dry_run {
+                settle_trash(layout, &entry)?;
+            }
+            continue;
+        }
+        match heads::read_trashed(layout, &session) {
+            Ok(Some(head)) => out.push((session, head.id, head.deps())),
+            Ok(None) => on_error(Error::BadTrash {
+                path: trashed::path(layout, &session),
+                reason: format!(
+                    "session {session} has no journal that publishes {}",
+                    entry.head
+                ),
+            })?,
+            Err(e) => on_error(e)?,
+        }
+    }
+    Ok(out)
+}
+
+/// Pins of sessions that are neither listed nor in the trash: removed
+/// (gc, under the store lock); how many.
+pub(crate) fn prune_pins(layout: &Odb, dry_run: bool) -> Result<u64> {
+    let mut n = 0;
+    for session in trashed::list_pins(layout)?.sessions {
+        if crate::refs::read(layout, &session).ok().flatten().is_some()
+            || trashed::has_any(layout, &session)?
+        {
+            continue;
+        }
+        if !dry_run {
+            trashed::unpin(layout, &session)?;
+        }
+        n += 1;
+    }
+    Ok(n)
 }

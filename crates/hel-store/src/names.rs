@@ -261,6 +261,12 @@ pub fn rename(store: &Store, session: &SessionId, name: &str) -> Result<()> {
             session: session.to_string(),
         });
     }
+    // A session in the trash gets its name back from its entry.
+    if crate::refs::read(layout, session)?.is_none() && crate::trashed::has_any(layout, session)? {
+        return Err(Error::Trashed {
+            session: session.to_string(),
+        });
+    }
     update(layout, |names| {
         if let Some((holder, _)) = names.iter().find(|(_, n)| n.as_str() == name) {
             if holder == session {

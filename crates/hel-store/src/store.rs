@@ -401,6 +401,9 @@ impl Store {
                 session: session.to_string(),
                 holder: lock::holder_of(layout, session),
             }),
+            None if crate::trashed::has_any(layout, session)? => Err(Error::Trashed {
+                session: session.to_string(),
+            }),
             None => Err(no_such()),
         }
     }
@@ -419,6 +422,9 @@ impl Store {
                 Ok(h.id)
             }
             None if lock::is_busy(layout, session)? => Err(Error::NoCheckpoint {
+                session: session.to_string(),
+            }),
+            None if crate::trashed::has_any(layout, session)? => Err(Error::Trashed {
                 session: session.to_string(),
             }),
             None => Err(no_such()),

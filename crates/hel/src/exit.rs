@@ -137,7 +137,8 @@ impl Damage for hel_store::Error {
             | E::JournalFault { .. }
             | E::RefsMissing { .. }
             | E::DependentsRecordMissing { .. }
-            | E::RefUnloadable { .. } => true,
+            | E::RefUnloadable { .. }
+            | E::BadTrash { .. } => true,
             E::Name(n) => n.damaged(),
             // Not damage: the system, another instance, a newer hel or
             // the user's argument (each says what to do itself). Listed
@@ -158,6 +159,9 @@ impl Damage for hel_store::Error {
             | E::UnknownFormat { .. }
             | E::FormatMissing { .. }
             | E::Upgrade(_)
+            | E::Trashed { .. }
+            | E::NotInTrash { .. }
+            | E::Pinned { .. }
             | E::Internal(_) => false,
         }
     }
