@@ -129,5 +129,12 @@ pub fn import(store: &Store, path: &Path) -> Result<(SessionId, Adopted)> {
     }
     let adopted =
         hel_store::transfer::adopt(store, &manifest.session, &manifest.head, &[received])?;
+    hel_store::oplog::record_adopted(
+        store,
+        hel_store::oplog::Kind::Import,
+        &manifest.session,
+        &manifest.head,
+        &adopted,
+    )?;
     Ok((manifest.session, adopted))
 }

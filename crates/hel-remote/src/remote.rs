@@ -569,6 +569,13 @@ impl Remote {
                 Err(e) => return Err(e.into()),
             }
         };
+        hel_store::oplog::record_adopted(
+            store,
+            hel_store::oplog::Kind::Pull,
+            session,
+            &r.head,
+            &adopted,
+        )?;
         self.set_state(
             store,
             session,

@@ -661,7 +661,8 @@ fn collect(store: &Store, dry_run: bool, force: bool, wait: bool) -> Result<Opti
     layout.index().forget_removed();
     let with_deps = roots(layout, &mut |e| Err(e))?;
     refs_present(layout)?;
-    let root_ids: Vec<ObjectId> = with_deps.iter().map(|(_, id, _)| *id).collect();
+    let mut root_ids: Vec<ObjectId> = with_deps.iter().map(|(_, id, _)| *id).collect();
+    root_ids.extend(crate::oplog::roots(layout)?);
     let (judged, live) = judge(layout, &root_ids, force)?;
     let plan = plan(layout, &lock, &live, judged)?;
     let rewrite = judged
@@ -707,6 +708,9 @@ fn collect(store: &Store, dry_run: bool, force: bool, wait: bool) -> Result<Opti
     }) {
         report.names_removed = n;
     }
+    // What it reclaimed, in the operation log (nothing to revert: a
+    // failure to say it is no failure of the gc).
+    let _ = crate::oplog::record_gc(store, &report);
     Ok(Some(report))
 }
 

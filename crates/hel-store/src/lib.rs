@@ -99,6 +99,7 @@ mod lock;
 pub mod log;
 pub mod names;
 mod odb;
+pub mod oplog;
 mod pack;
 #[cfg(test)]
 mod pack_vectors;

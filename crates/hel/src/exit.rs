@@ -137,7 +137,8 @@ impl Damage for hel_store::Error {
             | E::JournalFault { .. }
             | E::RefsMissing { .. }
             | E::DependentsRecordMissing { .. }
-            | E::RefUnloadable { .. } => true,
+            | E::RefUnloadable { .. }
+            | E::BadOpLog { .. } => true,
             E::Name(n) => n.damaged(),
             // Not damage: the system, another instance, a newer hel or
             // the user's argument (each says what to do itself). Listed
@@ -158,6 +159,7 @@ impl Damage for hel_store::Error {
             | E::UnknownFormat { .. }
             | E::FormatMissing { .. }
             | E::Upgrade(_)
+            | E::CannotUndo { .. }
             | E::Internal(_) => false,
         }
     }
