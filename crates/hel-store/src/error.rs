@@ -205,6 +205,16 @@ pub enum Error {
     /// An undo refused before anything changed (oplog.rs).
     #[error("cannot undo operation {op}: {reason}")]
     CannotUndo { op: String, reason: String },
+    /// A session in the trash (objects-spec §8): not listed, not resumed.
+    #[error("session {session} is in the trash: `hel sessions undelete {session}` brings it back")]
+    Trashed { session: String },
+    #[error("session {session} is not in the trash (`hel sessions trash` lists it)")]
+    NotInTrash { session: String },
+    #[error("session {session} is pinned: `hel sessions unpin {session}` first")]
+    Pinned { session: String },
+    /// A trash entry or pin that is not what hel writes (objects-spec §8).
+    #[error("{path} is not a trash entry hel reads: {reason} (`hel fsck` checks the store)")]
+    BadTrash { path: PathBuf, reason: String },
 }
 
 /// Why a session's ref is refused.

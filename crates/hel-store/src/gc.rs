@@ -402,6 +402,8 @@ pub(crate) fn roots(
             Err(e) => on_error(e)?,
         }
     }
+    // Sessions in the trash reach what they reach until they expire.
+    out.extend(crate::trash::roots(layout, true, on_error)?);
     Ok(out)
 }
 
@@ -432,7 +434,7 @@ pub(crate) fn release(
     if let Some(view) = &view {
         let mut dependents = Vec::new();
         for s in depending_on(layout, session)? {
-            if let Some(h) = heads::read(layout, &s)? {
+            if let Some(h) = heads::read_any(layout, &s)? {
                 dependents.push(h.id);
             }
         }
@@ -475,14 +477,24 @@ pub(crate) fn release(
 /// and a delete waits on all of them. Any head that cannot be read is the
 /// error: a delete cannot know then what that session needs.
 fn depending_on(layout: &Odb, session: &SessionId) -> Result<Vec<SessionId>> {
-    let others: Vec<SessionId> = heads::list(layout)?
+    // Sessions in the trash too: their journals and what they name stay
+    // until they expire.
+    let mut others: Vec<SessionId> = heads::list(layout)?
         .sessions
         .into_iter()
+        .chain(crate::trashed::list(layout)?.sessions)
         .filter(|s| s != session)
         .collect();
+    others.sort();
+    others.dedup();
     let others = crate::dependents::candidates(layout, session, &others)?;
     let depends = |s: &SessionId| -> Result<bool> {
-        Ok(heads::read_light(layout, s)?.is_some_and(|h| h.deps().contains(session)))
+        let head = match heads::read_light(layout, s)? {
+            Some(h) => Some(h),
+            None if crate::trashed::has_any(layout, s)? => heads::read_trashed(layout, s)?,
+            None => None,
+        };
+        Ok(head.is_some_and(|h| h.deps().contains(session)))
     };
     let verdicts = crate::par::map(&others, depends)
         .into_iter()
@@ -545,13 +557,38 @@ impl Store {
     /// the ref goes (synced: from here on there is no session), then the
     /// journal, whose bytes come back at once. With `collect`,
     /// gc then merges the sealed packs, when there are several.
+    ///
+    /// A session in the trash is removed the same way (its trash entry
+    /// goes with its ref: `heads::remove`). This is the delete for good;
+    /// `hel sessions delete` moves a session to the trash
+    /// ([`Store::trash_session`]).
     pub fn delete(&self, session: &SessionId, collect: bool) -> Result<Option<GcReport>> {
+        self.delete_as(session, collect, false)
+            .map(|r| r.and_then(|r| r.1))
+    }
+
+    /// [`Store::delete`]; with `expiring`, only a session that is in the
+    /// trash and not pinned, judged under the store lock (an undelete or a
+    /// pin may have come first: then `Ok(None)`, nothing done).
+    pub(crate) fn delete_as(
+        &self,
+        session: &SessionId,
+        collect: bool,
+        expiring: bool,
+    ) -> Result<Option<((), Option<GcReport>)>> {
         let no_such = || Error::NoSuchSession {
             session: session.to_string(),
         };
         let layout = self.layout()?.ok_or_else(no_such)?;
         let released = {
             let lock = Exclusive::take(layout)?;
+            if expiring
+                && (crate::refs::read(layout, session)?.is_some()
+                    || !crate::trashed::has_any(layout, session)?
+                    || crate::trashed::pinned(layout, session)?)
+            {
+                return Ok(None);
+            }
             // A session whose journal has a fault can be deleted: what
             // other sessions need of it is copied first, or the delete
             // refuses.
@@ -561,6 +598,13 @@ impl Store {
                 Err(Error::JournalFault { .. } | Error::BadRef { .. }) => (true, BTreeSet::new()),
                 head => match head? {
                     Some(h) => (true, h.deps()),
+                    None if crate::trashed::has_any(layout, session)? => {
+                        match heads::read_trashed(layout, session) {
+                            Ok(Some(h)) => (true, h.deps()),
+                            Ok(None) | Err(Error::JournalFault { .. }) => (true, BTreeSet::new()),
+                            Err(e) => return Err(e),
+                        }
+                    }
                     None => (false, BTreeSet::new()),
                 },
             };
@@ -580,7 +624,7 @@ impl Store {
             released
         };
         if !collect {
-            return Ok(None);
+            return Ok(Some(((), None)));
         }
         let mut report = if self.needs_gc(layout)? {
             gc(self, false)?
@@ -590,7 +634,7 @@ impl Store {
         report.bytes_removed += released.bytes;
         report.objects_removed += released.objects;
         report.journals_removed += 1;
-        Ok(Some(report))
+        Ok(Some(((), Some(report))))
     }
 
     /// Is there anything a gc would do beyond what deletes did: sealed
@@ -659,6 +703,11 @@ fn collect(store: &Store, dry_run: bool, force: bool, wait: bool) -> Result<Opti
         }
     };
     layout.index().forget_removed();
+    if !dry_run {
+        // Trash entries of sessions listed again (an undelete or a delete
+        // that stopped half way) settle first.
+        crate::trash::roots(layout, false, &mut |_| Ok(()))?;
+    }
     let with_deps = roots(layout, &mut |e| Err(e))?;
     refs_present(layout)?;
     let mut root_ids: Vec<ObjectId> = with_deps.iter().map(|(_, id, _)| *id).collect();

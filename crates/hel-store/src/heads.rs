@@ -50,6 +50,43 @@ pub(crate) fn read(layout: &Odb, session: &SessionId) -> Result<Option<Head>> {
     read_by_ref(layout, session, journal::Mode::Full)
 }
 
+/// The head of `session`, which is in the trash: its journal read whole
+/// by the rule of its trash entry's head (`odb::published`). `None` when
+/// it has no journal, or the journal publishes nothing.
+pub(crate) fn read_trashed(layout: &Odb, session: &SessionId) -> Result<Option<Head>> {
+    let Some(view) = layout.index().journal(layout, session)? else {
+        return Ok(None);
+    };
+    let (commit, snapshot) = {
+        let v = view.read().unwrap_or_else(|p| p.into_inner());
+        told(&v)?;
+        let journal::Rule::Ref(Some(_)) = v.rule else {
+            return Ok(None);
+        };
+        (v.head.clone(), at(&v))
+    };
+    let Some(commit) = commit else {
+        return Ok(None);
+    };
+    for dep in &commit.payload.deps {
+        layout.index().journal(layout, dep)?;
+    }
+    Ok(Some(Head {
+        id: commit.head,
+        commit: commit.payload,
+        snapshot,
+    }))
+}
+
+/// `session`'s head, listed or in the trash.
+pub(crate) fn read_any(layout: &Odb, session: &SessionId) -> Result<Option<Head>> {
+    match read(layout, session)? {
+        Some(h) => Ok(Some(h)),
+        None if crate::trashed::has_any(layout, session)? => read_trashed(layout, session),
+        None => Ok(None),
+    }
+}
+
 /// `session`'s head, reading only the tail of its journal (listings).
 pub(crate) fn read_light(layout: &Odb, session: &SessionId) -> Result<Option<Head>> {
     read_by_ref(layout, session, journal::Mode::Head)
@@ -301,7 +338,9 @@ pub(crate) fn orphans(layout: &Odb) -> Result<Vec<SessionId>> {
     };
     let mut out = Vec::new();
     for s in journals(layout)? {
-        if refs.kind_of(s.as_str())?.is_none() {
+        // A session in the trash (or anything in its trash entry's place,
+        // which gc refuses over) keeps its journal.
+        if refs.kind_of(s.as_str())?.is_none() && !crate::trashed::has_any(layout, &s)? {
             out.push(s);
         }
     }
@@ -338,6 +377,10 @@ pub(crate) fn remove(layout: &Odb, session: &SessionId) -> Result<()> {
         }
     }
     refs::remove(layout, session)?;
+    // A session deleted from the trash: its entry goes after the marker
+    // (the journal is a delete's leftover from then on).
+    crate::trashed::remove(layout, session)?;
+    crate::failpoint::kill("remove-journal");
     if let Some(dir) = &journals {
         dir.remove_tree(&journal::journal_name(session))?;
         dir.remove_tree(&journal::jidx_name(session))?;

@@ -119,6 +119,8 @@ mod summaries;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod transfer;
+pub mod trash;
+mod trashed;
 mod upgrade;
 pub mod workspace;
 mod write;
@@ -145,4 +147,5 @@ pub use lock::SessionLease;
 pub use names::{check_name, looks_like_name};
 pub use store::{first_line, CommitInput, Committed, Loaded, SessionState, Store, Warning};
 pub use summaries::SessionInfo;
+pub use trash::TrashEntry;
 pub use write::{blob_id, tree_id, tree_payload_id};

@@ -735,8 +735,19 @@ impl Index {
 /// What `session`'s ref names, for choosing its journal's head: a ref that
 /// cannot be read counts as none (nothing of the journal is published to
 /// lookups; the reader of the session's head reports the ref itself).
+///
+/// A session in the trash has no ref: its trash entry's head stands for
+/// it (objects-spec §8.2), so that its journal reads as it did (for the
+/// forks that depend on it, and for gc's mark).
 pub(crate) fn published(layout: &Layout, session: &SessionId) -> Option<ObjectId> {
-    crate::refs::read(layout, session).ok().flatten()
+    match crate::refs::read(layout, session) {
+        Ok(Some(id)) => Some(id),
+        Ok(None) => crate::trashed::read(layout, session)
+            .ok()
+            .flatten()
+            .map(|e| e.head),
+        Err(_) => None,
+    }
 }
 
 /// The rule that chooses the head of `session`'s journal: its ref.

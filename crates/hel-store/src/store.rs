@@ -408,6 +408,9 @@ impl Store {
                 session: session.to_string(),
                 holder: lock::holder_of(layout, session),
             }),
+            None if crate::trashed::has_any(layout, session)? => Err(Error::Trashed {
+                session: session.to_string(),
+            }),
             None => Err(no_such()),
         }
     }

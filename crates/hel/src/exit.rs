@@ -138,7 +138,8 @@ impl Damage for hel_store::Error {
             | E::RefsMissing { .. }
             | E::DependentsRecordMissing { .. }
             | E::RefUnloadable { .. }
-            | E::BadOpLog { .. } => true,
+            | E::BadOpLog { .. }
+            | E::BadTrash { .. } => true,
             E::Name(n) => n.damaged(),
             // Not damage: the system, another instance, a newer hel or
             // the user's argument (each says what to do itself). Listed
@@ -160,6 +161,9 @@ impl Damage for hel_store::Error {
             | E::FormatMissing { .. }
             | E::Upgrade(_)
             | E::CannotUndo { .. }
+            | E::Trashed { .. }
+            | E::NotInTrash { .. }
+            | E::Pinned { .. }
             | E::Internal(_) => false,
         }
     }
