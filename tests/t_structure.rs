@@ -1040,7 +1040,9 @@ fn hel_store_modules_import_only_their_layer_and_below() {
         &[
             // Without I/O (with hel-object below them all).
             &["error", "failpoint", "par"],
-            &["dir", "pack", "journal", "layout", "refs", "lock", "trashed"],
+            &[
+                "dir", "pack", "journal", "layout", "refs", "lock", "trashed",
+            ],
             &[
                 "odb",
                 "read",
@@ -1063,6 +1065,7 @@ fn hel_store_modules_import_only_their_layer_and_below() {
                 "workspace",
                 "log",
                 "rounds",
+                "oplog",
             ],
             // fork: a fork of a deleted session's checkpoint walks what
             // it reaches (gc's mark) to learn what it depends on.

@@ -759,7 +759,11 @@ fn collect(store: &Store, dry_run: bool, force: bool, wait: bool) -> Result<Opti
     }
     // What it reclaimed, in the operation log (nothing to revert: a
     // failure to say it is no failure of the gc).
-    let _ = crate::oplog::record_gc(store, &report);
+    if !dry_run {
+        let r = &report;
+        let (o, b, j) = (r.objects_removed, r.bytes_removed, r.journals_removed);
+        let _ = crate::oplog::record_gc(store, &r.sessions_removed, o, b, j);
+    }
     Ok(Some(report))
 }
 

@@ -56,7 +56,8 @@
 //!    sessions, load), `admit` (what every writer of a checkpoint checks
 //!    before it writes: what a load would refuse), `commit` ([`Txn`]),
 //!    `names`, `spill`,
-//!    `workspace` (what hel-workspace reads), `log`.
+//!    `workspace` (what hel-workspace reads), `log`, `oplog` (the
+//!    operation log: its entries, and `hel op undo`).
 //! 5. Reachability and maintenance, functions taking a [`Store`]: `gc`
 //!    (its mark, and [`Store::delete`]), `fork` (above gc: a fork of a
 //!    deleted session's checkpoint walks what it reaches to learn what it

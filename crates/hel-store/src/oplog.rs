@@ -34,7 +34,6 @@
 //! entries are not roots (a purge exists to make what it removed go at
 //! the next gc), nor a gc's (there is nothing to revert).
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
@@ -310,7 +309,7 @@ pub(crate) fn read_log(layout: &Odb) -> Result<Log> {
             return Ok(log);
         }
     };
-    let now = time::now_ms();
+    let now = crate::trashed::now_ms();
     let mut names: Vec<String> = Vec::new();
     for e in dir.entries()? {
         match e.name_str() {
@@ -394,7 +393,7 @@ fn append(
             d
         }
     };
-    let now = time::now_ms();
+    let now = crate::trashed::now_ms();
     let mut time_ms = now;
     for e in dir.entries()? {
         if let Some((t, _)) = e.name_str().and_then(parse_name) {
@@ -444,35 +443,28 @@ pub fn record_purge(store: &Store, moved: &[(SessionId, ObjectId, ObjectId)]) ->
     )
 }
 
-/// Record what a gc reclaimed (nothing when it reclaimed nothing, or only
-/// looked).
-pub(crate) fn record_gc(store: &Store, r: &crate::gc::GcReport) -> Result<()> {
-    if r.dry_run
-        || (r.objects_removed == 0
-            && r.bytes_removed == 0
-            && r.journals_removed == 0
-            && r.sessions_removed.is_empty())
-    {
+/// Record what a gc reclaimed: `sessions` (abandoned ones it removed),
+/// and how many objects, bytes and journals of deleted sessions (nothing
+/// when it reclaimed nothing).
+pub(crate) fn record_gc(
+    store: &Store,
+    sessions: &[SessionId],
+    objects: u64,
+    bytes: u64,
+    journals: u64,
+) -> Result<()> {
+    if objects == 0 && bytes == 0 && journals == 0 && sessions.is_empty() {
         return Ok(());
     }
-    let changes = r
-        .sessions_removed
+    let changes = sessions
         .iter()
         .map(|s| Change::of(s).head(None, None))
         .collect();
-    record(
-        store,
-        Kind::Gc,
-        changes,
-        &format!(
-            "reclaimed {} object(s), {} byte(s), {} journal(s) of deleted sessions, {} abandoned session(s)",
-            r.objects_removed,
-            r.bytes_removed,
-            r.journals_removed,
-            r.sessions_removed.len()
-        ),
-    )
-    .map(|_| ())
+    let note = format!(
+        "reclaimed {objects} object(s), {bytes} byte(s), {journals} journal(s) of deleted sessions, {} abandoned session(s)",
+        sessions.len()
+    );
+    record(store, Kind::Gc, changes, &note).map(|_| ())
 }
 
 /// The checkpoints unexpired entries of revertible kinds name (gc's extra
@@ -485,7 +477,7 @@ pub(crate) fn roots(layout: &Odb) -> Result<Vec<ObjectId>> {
     if let Some(e) = log.damaged.into_iter().next() {
         return Err(e);
     }
-    let now = time::now_ms();
+    let now = crate::trashed::now_ms();
     let mut out = Vec::new();
     for entry in log.entries {
         if !entry.kind.keeps() || entry.expires_ms(EXPIRY_MS) <= now {
@@ -516,19 +508,14 @@ pub(crate) fn roots(layout: &Odb) -> Result<Vec<ObjectId>> {
     Ok(out)
 }
 
-/// fsck's check of the log: each file not an entry, and each entry naming
-/// a checkpoint of another session, is a fault; a stored `tmp/` leftover
-/// is gc's.
-pub(crate) fn fsck(layout: &Odb, faults: &mut Vec<crate::fsck::Fault>) -> Result<()> {
+/// fsck's check of the log: each file that is not an entry, and each
+/// entry naming a checkpoint of another session, is a fault.
+pub(crate) fn faults(layout: &Odb) -> Result<Vec<Error>> {
     let log = read_log(layout)?;
-    let clean = log.damaged.is_empty();
-    faults.extend(log.damaged.into_iter().map(crate::fsck::Fault::Broken));
-    if clean {
-        if let Err(e) = roots(layout) {
-            faults.push(crate::fsck::Fault::Broken(e));
-        }
+    if !log.damaged.is_empty() {
+        return Ok(log.damaged);
     }
-    Ok(())
+    Ok(roots(layout).err().into_iter().collect())
 }
 
 /// What [`undo`] did: the entry it reverted and the entry it appended.
@@ -605,7 +592,7 @@ pub fn undo(store: &Store, spec: Option<&str>) -> Result<Undone> {
             "a gc cannot be undone: what it reclaimed is gone (and nothing it reclaimed was still needed)".into(),
         ));
     }
-    if entry.kind != Kind::Purge && entry.expires_ms(EXPIRY_MS) <= time::now_ms() {
+    if entry.kind != Kind::Purge && entry.expires_ms(EXPIRY_MS) <= crate::trashed::now_ms() {
         return Err(refuse(
             "it expired: what it needs may have been reclaimed by gc".into(),
         ));
@@ -689,6 +676,11 @@ fn plan(
                 }
             }
             (Some(b), None) => match now.head {
+                None if !crate::trashed::has_any(layout, s).map_err(|e| e.to_string())? => {
+                    return Err(format!(
+                        "session {s} is no longer in the trash (deleted for good, or expired)"
+                    ))
+                }
                 None => steps.push(Step::Untrash),
                 Some(h) if h == b => {}
                 Some(h) => {
@@ -787,20 +779,69 @@ fn apply(store: &Store, layout: &Odb, c: &Change, step: &Step, entry: &Entry) ->
     }
 }
 
+thread_local! {
+    /// Set while an undo moves sessions in or out of the trash: the undo's
+    /// own entry records that, not a delete's or an undelete's.
+    static UNDOING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Run `f` as an undo's step (see [`UNDOING`]).
+fn undoing<T>(f: impl FnOnce() -> T) -> T {
+    UNDOING.with(|u| u.set(true));
+    let out = f();
+    UNDOING.with(|u| u.set(false));
+    out
+}
+
 /// Move `session` to the trash (an undo of what added it).
-fn trash(_store: &Store, session: &SessionId) -> Result<()> {
-    Err(Error::CannotUndo {
-        op: session.to_string(),
-        reason: "this build has no trash to move the session to".into(),
-    })
+fn trash(store: &Store, session: &SessionId) -> Result<()> {
+    undoing(|| store.trash_session(session)).map(|_| ())
 }
 
 /// Bring `session` back from the trash (an undo of a delete).
-fn untrash(_store: &Store, session: &SessionId) -> Result<()> {
-    Err(Error::CannotUndo {
-        op: session.to_string(),
-        reason: "this build has no trash to bring the session back from".into(),
-    })
+fn untrash(store: &Store, session: &SessionId) -> Result<()> {
+    undoing(|| store.undelete_session(session)).map(|_| ())
+}
+
+/// The trash's call once `session` (at `head`, named `name`) went to it
+/// (`deleted`) or came back from it (with `name` given back): the
+/// delete's or undelete's entry (none inside an undo, whose own entry
+/// says it). The session is safe in the trash or listed either way: an
+/// entry that cannot be written only takes `hel op undo` away, so it is
+/// no failure of the delete or undelete.
+pub(crate) fn trashed(
+    store: &Store,
+    session: &SessionId,
+    head: ObjectId,
+    name: Option<&str>,
+    deleted: bool,
+) {
+    if UNDOING.with(|u| u.get()) {
+        return;
+    }
+    let name = name.map(str::to_owned);
+    let (kind, change) = if deleted {
+        let c = Change::of(session).head(Some(head), None);
+        (
+            Kind::Delete,
+            if name.is_some() {
+                c.name(name, None)
+            } else {
+                c
+            },
+        )
+    } else {
+        let c = Change::of(session).head(None, Some(head));
+        (
+            Kind::Undelete,
+            if name.is_some() {
+                c.name(None, name)
+            } else {
+                c
+            },
+        )
+    };
+    let _ = record(store, kind, vec![change], "");
 }
 
 /// Move `session`'s ref from `from` back to `to` (a checkpoint of its
@@ -840,7 +881,7 @@ fn move_head(
         seq: head.seq() + 1,
         session: session.clone(),
         summary: cp.summary.clone(),
-        time_ms: time::now_ms(),
+        time_ms: crate::trashed::now_ms(),
         why: why.to_owned(),
     };
     crate::failpoint::kill("oplog-undo-head");
@@ -851,34 +892,313 @@ fn move_head(
     Ok(())
 }
 
-/// Sessions' names now (for callers recording a change of them).
-#[allow(dead_code)]
-pub(crate) fn name_now(layout: &Odb, session: &SessionId) -> Option<String> {
-    crate::names::read(layout)
-        .ok()
-        .and_then(|n: BTreeMap<SessionId, String>| n.get(session).cloned())
-}
-
 /// Where a path inside the log lives, for messages.
 pub fn dir_path(store: &Store) -> PathBuf {
     store.project_path().join(crate::STORE_DIR).join(DIR)
 }
 
 /// Record what a pull or a bundle import (`kind`) did to `session` when
-/// it brought `head` in: a new session, or its ref moved forward. A fork
-/// it made instead is recorded by the fork; nothing moved, nothing.
+/// it brought `head` in: a new session (`from` none) or its ref moved
+/// forward from `from`. (A fork it made instead is the fork's entry.)
 pub fn record_adopted(
     store: &Store,
     kind: Kind,
     session: &SessionId,
-    head: &ObjectId,
-    adopted: &crate::transfer::Adopted,
+    from: Option<ObjectId>,
+    head: ObjectId,
 ) -> Result<()> {
-    use crate::transfer::Adopted;
-    let change = match adopted {
-        Adopted::New => Change::of(session).head(None, Some(*head)),
-        Adopted::FastForward { from } => Change::of(session).head(Some(*from), Some(*head)),
-        Adopted::Forked { .. } | Adopted::UpToDate | Adopted::LocalAhead => return Ok(()),
-    };
-    record(store, kind, vec![change], "").map(|_| ())
+    record(
+        store,
+        kind,
+        vec![Change::of(session).head(from, Some(head))],
+        "",
+    )
+    .map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::snapshot::Record;
+    use crate::{CommitInput, SessionLease, SessionState};
+    use serde_json::{json, Value};
+
+    fn commit(
+        store: &Store,
+        lease: &SessionLease,
+        st: &mut SessionState,
+        msgs: &[Value],
+    ) -> ObjectId {
+        let leaves = vec![None; msgs.len()];
+        store
+            .commit(
+                lease,
+                st,
+                CommitInput::new(
+                    Record::Answer,
+                    msgs,
+                    &leaves,
+                    "/p",
+                    crate::SessionRecord::of(crate::RequestConfig::bare("test", "")),
+                )
+                .instruction("i"),
+            )
+            .unwrap()
+            .id
+    }
+
+    /// A session with two checkpoints: (store dir, store, session, first, second).
+    fn two() -> (tempfile::TempDir, Store, SessionId, ObjectId, ObjectId) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let lease = store.new_session().unwrap();
+        let mut st = SessionState::default();
+        let mut msgs = vec![
+            json!({"role": "user", "content": "one"}),
+            json!({"role": "assistant", "content": "a"}),
+        ];
+        let c1 = commit(&store, &lease, &mut st, &msgs);
+        msgs.push(json!({"role": "user", "content": "two"}));
+        msgs.push(json!({"role": "assistant", "content": "b"}));
+        let c2 = commit(&store, &lease, &mut st, &msgs);
+        let id = lease.session().clone();
+        drop(lease);
+        (dir, store, id, c1, c2)
+    }
+
+    fn sound(store: &Store) {
+        let r = crate::fsck::fsck(store).unwrap();
+        assert!(
+            r.is_sound(),
+            "{:?}",
+            r.faults.iter().map(|f| f.to_string()).collect::<Vec<_>>()
+        );
+    }
+
+    fn kinds(store: &Store) -> Vec<Kind> {
+        log(store).unwrap().entries.iter().map(|e| e.kind).collect()
+    }
+
+    #[test]
+    fn a_rename_is_undone_and_its_undo_too() {
+        let (_d, store, id, _, _) = two();
+        crate::names::rename(&store, &id, "first").unwrap();
+        crate::names::rename(&store, &id, "second").unwrap();
+        assert_eq!(kinds(&store), [Kind::Rename, Kind::Rename]);
+        let done = undo(&store, None).unwrap();
+        assert_eq!(done.undid.kind, Kind::Rename);
+        assert_eq!(
+            crate::names::name_of(&store, &id).unwrap().as_deref(),
+            Some("first")
+        );
+        // Undone once only; its undo redoes it.
+        let again = undo(&store, Some(&done.undid.op[..8])).unwrap_err();
+        assert!(again.to_string().contains("undone already"), "{again}");
+        undo(&store, None).unwrap();
+        assert_eq!(
+            crate::names::name_of(&store, &id).unwrap().as_deref(),
+            Some("second")
+        );
+        // A rename since makes the first undo refuse, changing nothing.
+        crate::names::rename(&store, &id, "third").unwrap();
+        let first = log(&store).unwrap().entries[0].op.clone();
+        let e = undo(&store, Some(&first)).unwrap_err();
+        assert!(e.to_string().contains("renamed since"), "{e}");
+        assert_eq!(
+            crate::names::name_of(&store, &id).unwrap().as_deref(),
+            Some("third")
+        );
+        sound(&store);
+    }
+
+    #[test]
+    fn a_head_move_is_undone_by_a_commit_record_and_redone() {
+        let (_d, store, id, c1, c2) = two();
+        record(
+            &store,
+            Kind::Pull,
+            vec![Change::of(&id).head(Some(c1), Some(c2))],
+            "",
+        )
+        .unwrap();
+        undo(&store, None).unwrap();
+        assert_eq!(store.head(&id).unwrap(), c1);
+        sound(&store);
+        // The checkpoint left behind stays: gc keeps it for the redo.
+        crate::gc::gc(&store, false).unwrap();
+        undo(&store, None).unwrap();
+        assert_eq!(store.head(&id).unwrap(), c2);
+        sound(&store);
+        assert_eq!(kinds(&store), [Kind::Pull, Kind::Undo, Kind::Undo]);
+    }
+
+    #[test]
+    fn a_fork_is_undone_to_the_trash_and_back_and_a_delete_is_undeleted() {
+        let (_d, store, id, c1, _) = two();
+        crate::names::rename(&store, &id, "work").unwrap();
+        let (lease, head, _) = store.fork(&c1).unwrap();
+        let fork = lease.session().clone();
+        drop(lease);
+        assert_eq!(kinds(&store), [Kind::Rename, Kind::Fork]);
+        undo(&store, None).unwrap();
+        assert!(store.head(&fork).is_err());
+        assert!(store
+            .trash_entries()
+            .unwrap()
+            .iter()
+            .any(|e| e.session == fork));
+        sound(&store);
+        undo(&store, None).unwrap();
+        assert_eq!(store.head(&fork).unwrap(), head);
+        // A delete (to the trash) is one entry; its undo brings the
+        // session back with its name.
+        store.trash_session(&id).unwrap();
+        assert_eq!(
+            log(&store).unwrap().entries.last().unwrap().kind,
+            Kind::Delete
+        );
+        crate::gc::gc(&store, false).unwrap();
+        undo(&store, None).unwrap();
+        assert!(store.head(&id).is_ok());
+        assert_eq!(
+            crate::names::name_of(&store, &id).unwrap().as_deref(),
+            Some("work")
+        );
+        sound(&store);
+        // An undelete is one too, undone to the trash.
+        store.trash_session(&id).unwrap();
+        store.undelete_session(&id).unwrap();
+        assert_eq!(
+            log(&store).unwrap().entries.last().unwrap().kind,
+            Kind::Undelete
+        );
+        undo(&store, None).unwrap();
+        assert!(store.head(&id).is_err());
+        // (fsck of a session in the trash is the trash's: checked once it knows them)
+    }
+
+    #[test]
+    fn hostile_entries_are_faults_naming_their_file_and_gc_refuses() {
+        let (d, store, id, c1, c2) = two();
+        record(
+            &store,
+            Kind::Pull,
+            vec![Change::of(&id).head(Some(c1), Some(c2))],
+            "",
+        )
+        .unwrap();
+        let dir = d.path().join(".hel").join(DIR);
+        let good = std::fs::read_dir(&dir)
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path();
+        let other = SessionId::new_random();
+        let entry = |changes: Vec<Change>, op: &str, time_ms: u64| Entry {
+            changes,
+            kind: Kind::Pull,
+            note: String::new(),
+            op: op.repeat(32),
+            time_ms,
+            undoes: None,
+            version: 1,
+        };
+        let now = crate::trashed::now_ms();
+        let far = now + 10 * FUTURE_SLACK_MS;
+        // Another session's checkpoints as this one's: it reads, but gc,
+        // fsck and an undo refuse it.
+        let stolen = entry(
+            vec![Change::of(&other).head(Some(c1), Some(c2))],
+            "b",
+            now - 1000,
+        );
+        std::fs::write(
+            dir.join(stolen.file_name()),
+            serde_json::to_vec(&stolen).unwrap(),
+        )
+        .unwrap();
+        let f = crate::fsck::fsck(&store).unwrap();
+        assert!(f
+            .faults
+            .iter()
+            .any(|f| f.to_string().contains(&stolen.file_name())));
+        assert!(crate::gc::gc(&store, false)
+            .unwrap_err()
+            .to_string()
+            .contains("as session"));
+        let e = undo(&store, Some("bbbb")).unwrap_err().to_string();
+        assert!(
+            e.contains("no such session") || e.contains("moved since"),
+            "{e}"
+        );
+        std::fs::remove_file(dir.join(stolen.file_name())).unwrap();
+        let future = entry(vec![], "a", far);
+        let cases: Vec<(String, Vec<u8>, &str)> = vec![
+            (
+                future.file_name(),
+                serde_json::to_vec(&future).unwrap(),
+                "in the future",
+            ),
+            // Past the size cap.
+            (
+                format!("{:016}-{}", 2, "c".repeat(32)),
+                vec![b' '; ENTRY_MAX as usize + 1],
+                "over the",
+            ),
+            // Not JSON, deep.
+            (
+                format!("{:016}-{}", 3, "d".repeat(32)),
+                b"[".repeat(100_000),
+                "not an entry",
+            ),
+            // Named for another entry than it holds.
+            (
+                format!("{:016}-{}", 5, "f".repeat(32)),
+                std::fs::read(&good).unwrap(),
+                "its name",
+            ),
+        ];
+        for (name, bytes, says) in cases {
+            std::fs::write(dir.join(&name), &bytes).unwrap();
+            let l = log(&store).unwrap();
+            assert_eq!(l.damaged.len(), 1, "{name}");
+            let e = l.damaged[0].to_string();
+            assert!(e.contains(&name) && e.contains(says), "{e}");
+            let f = crate::fsck::fsck(&store).unwrap();
+            assert!(
+                f.faults.iter().any(|f| f.to_string().contains(&name)),
+                "{name}"
+            );
+            assert!(crate::gc::gc(&store, false).is_err());
+            assert!(undo(&store, None).is_err());
+            assert_eq!(store.head(&id).unwrap(), c2, "nothing moved");
+            std::fs::remove_file(dir.join(&name)).unwrap();
+        }
+        // A link, even to a good entry.
+        let link = dir.join(format!("{:016}-{}", 4, "e".repeat(32)));
+        std::os::unix::fs::symlink(&good, &link).unwrap();
+        let l = log(&store).unwrap();
+        assert_eq!(l.damaged.len(), 1);
+        assert!(crate::gc::gc(&store, false).is_err());
+        std::fs::remove_file(&link).unwrap();
+        sound(&store);
+        crate::gc::gc(&store, false).unwrap();
+    }
+
+    #[test]
+    fn expired_entries_are_no_roots_and_are_not_undone() {
+        let (_d, store, id, c1, c2) = two();
+        record(
+            &store,
+            Kind::Pull,
+            vec![Change::of(&id).head(Some(c1), Some(c2))],
+            "",
+        )
+        .unwrap();
+        let layout = store.layout_for_gc().unwrap().unwrap();
+        assert_eq!(roots(layout).unwrap(), vec![c1, c2]);
+        let e = log(&store).unwrap().entries[0].clone();
+        assert_eq!(e.expires_ms(EXPIRY_MS), e.time_ms + EXPIRY_MS);
+    }
 }

@@ -103,10 +103,16 @@ pub(crate) fn parse(layout: &Layout, session: &SessionId, bytes: &[u8]) -> Resul
         return Err(bad(
             layout,
             session,
-            format!("it names session {}, not the one of its file name", e.session),
+            format!(
+                "it names session {}, not the one of its file name",
+                e.session
+            ),
         ));
     }
-    if e.directory.as_ref().is_some_and(|d| d.len() > DIRECTORY_MAX) {
+    if e.directory
+        .as_ref()
+        .is_some_and(|d| d.len() > DIRECTORY_MAX)
+    {
         return Err(bad(layout, session, "its directory is over 4096 bytes"));
     }
     if e.name.as_ref().is_some_and(|n| n.len() > 64) {
@@ -243,7 +249,10 @@ pub(crate) fn pinned(layout: &Layout, session: &SessionId) -> Result<bool> {
         Some(Kind::File) => Ok(true),
         Some(k) => Err(Error::BadTrash {
             path: dir.child_path(session.as_str()),
-            reason: format!("a {} where a pin (an empty file) was expected", k.describe()),
+            reason: format!(
+                "a {} where a pin (an empty file) was expected",
+                k.describe()
+            ),
         }),
     }
 }
