@@ -695,8 +695,11 @@ fn fsck_with(store: &Store, layout: &Odb) -> Result<FsckReport> {
         rooted.into_iter().map(|(s, _, d)| (s, d)).collect();
     c.dependents(&with_deps)?;
     c.sessions_and_names(store)?;
-    c.faults
-        .extend(crate::oplog::faults(layout)?.into_iter().map(Fault::Broken));
+    c.faults.extend(
+        crate::opundo::faults(layout)?
+            .into_iter()
+            .map(Fault::Broken),
+    );
     Ok(c.finish(&marked))
 }
 

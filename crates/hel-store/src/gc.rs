@@ -711,7 +711,7 @@ fn collect(store: &Store, dry_run: bool, force: bool, wait: bool) -> Result<Opti
     let with_deps = roots(layout, &mut |e| Err(e))?;
     refs_present(layout)?;
     let mut root_ids: Vec<ObjectId> = with_deps.iter().map(|(_, id, _)| *id).collect();
-    root_ids.extend(crate::oplog::roots(layout)?);
+    root_ids.extend(crate::opundo::roots(layout)?);
     let (judged, live) = judge(layout, &root_ids, force)?;
     let plan = plan(layout, &lock, &live, judged)?;
     let rewrite = judged

@@ -135,7 +135,7 @@ fn log(store: &Store, as_json: bool) -> Result<u8, Exit> {
 }
 
 fn undo(store: &Store, op: Option<&str>, as_json: bool) -> Result<u8, Exit> {
-    let done = oplog::undo(store, op)?;
+    let done = hel_store::opundo::undo(store, op)?;
     if as_json {
         print_json(&json!({
             "undid": done.undid.op,
