@@ -74,11 +74,18 @@ fn a_rename_a_fork_and_their_undos_are_logged_and_reverted() {
     let e = last(&p);
     assert_eq!(e["kind"], "rename");
     assert_eq!(e["changes"][0]["session"], a.as_str());
-    assert_eq!(e["changes"][0]["name"], json!({"before": null, "after": "work"}));
+    assert_eq!(
+        e["changes"][0]["name"],
+        json!({"before": null, "after": "work"})
+    );
     assert_eq!(e["revertible"], true);
     let text = p.run(None, &["op", "log"]);
     assert!(ok(&text).contains("rename"), "{}", text.stdout);
-    assert!(text.stdout.contains("name (none) -> work"), "{}", text.stdout);
+    assert!(
+        text.stdout.contains("name (none) -> work"),
+        "{}",
+        text.stdout
+    );
     // Undone: the old name (none) back; the undo is an entry of its own.
     let u = undo(&p, None);
     assert_eq!(u["undid"], e["op"]);
@@ -104,7 +111,10 @@ fn a_rename_a_fork_and_their_undos_are_logged_and_reverted() {
     // the trash, later checkpoints and all, and the undo of that brings it back.
     let log = json_of(&p.run(None, &["sessions", "log", &a, "--json"]));
     let at = log[0]["id"].as_str().unwrap().to_owned();
-    let run = p.run(Some(&mock), &["resume", &a, "--at", &at[..12], "-p", "more"]);
+    let run = p.run(
+        Some(&mock),
+        &["resume", &a, "--at", &at[..12], "-p", "more"],
+    );
     let fork = run.session();
     assert_ne!(fork, a);
     let e = last(&p);
@@ -134,7 +144,10 @@ fn an_import_that_moved_a_session_forward_is_undone_to_the_head_it_replaced() {
     let mock = Mock::start(answers(2));
     let s = p.run(Some(&mock), &["-p", "first"]).session();
     let out = tempfile::tempdir().unwrap();
-    let (b1, b2) = (out.path().join("one.helbundle"), out.path().join("two.helbundle"));
+    let (b1, b2) = (
+        out.path().join("one.helbundle"),
+        out.path().join("two.helbundle"),
+    );
     bundle(&p, &s, &b1);
     ok(&p.run(Some(&mock), &["resume", &s, "-p", "second"]));
     bundle(&p, &s, &b2);
@@ -144,7 +157,10 @@ fn an_import_that_moved_a_session_forward_is_undone_to_the_head_it_replaced() {
     let h1 = listed(&q, &s).unwrap()["head"].clone();
     let e = last(&q);
     assert_eq!(e["kind"], "import");
-    assert_eq!(e["changes"][0]["head"], json!({"before": null, "after": h1}));
+    assert_eq!(
+        e["changes"][0]["head"],
+        json!({"before": null, "after": h1})
+    );
     ok(&q.run(None, &["sessions", "import", b2.to_str().unwrap()]));
     let e = last(&q);
     assert_eq!(e["changes"][0]["head"], json!({"before": h1, "after": h2}));
@@ -214,7 +230,10 @@ fn an_adoption_is_undone_to_shipped() {
     assert_eq!(listed(&q, &s).unwrap()["shipped"], false);
     let e = last(&q);
     assert_eq!(e["kind"], "relocate");
-    assert_eq!(e["changes"][0]["own"], json!({"before": false, "after": true}));
+    assert_eq!(
+        e["changes"][0]["own"],
+        json!({"before": false, "after": true})
+    );
     undo(&q, None);
     assert_eq!(listed(&q, &s).unwrap()["shipped"], true);
     undo(&q, None);

@@ -39,26 +39,35 @@ pub(crate) fn roots(layout: &Odb) -> Result<Vec<ObjectId>> {
         if !entry.kind.keeps() || entry.expires_ms(EXPIRY_MS) <= now {
             continue;
         }
-        for c in &entry.changes {
-            let Some(m) = &c.head else { continue };
-            for id in m.before.iter().chain(m.after.iter()) {
-                if layout.index().locate(layout, id)?.is_none() {
-                    continue;
-                }
-                let cp = crate::read::snapshot(layout, id)
-                    .map_err(|e| bad(layout, &entry.file_name(), format!("it names {id}: {e}")))?;
-                if cp.session_id != c.session {
-                    return Err(bad(
-                        layout,
-                        &entry.file_name(),
-                        format!(
-                            "it names checkpoint {id} of session {} as session {}'s",
-                            cp.session_id, c.session
-                        ),
-                    ));
-                }
-                out.push(*id);
+        out.extend(heads_of(layout, &entry)?);
+    }
+    Ok(out)
+}
+
+/// The checkpoints `entry` names that are stored, each read as a
+/// snapshot of the session the entry names it for; `Err` (naming the
+/// entry's file) when one is not.
+fn heads_of(layout: &Odb, entry: &Entry) -> Result<Vec<ObjectId>> {
+    let mut out = Vec::new();
+    for c in &entry.changes {
+        let Some(m) = &c.head else { continue };
+        for id in m.before.iter().chain(m.after.iter()) {
+            if layout.index().locate(layout, id)?.is_none() {
+                continue;
             }
+            let cp = crate::read::snapshot(layout, id)
+                .map_err(|e| bad(layout, &entry.file_name(), format!("it names {id}: {e}")))?;
+            if cp.session_id != c.session {
+                return Err(bad(
+                    layout,
+                    &entry.file_name(),
+                    format!(
+                        "it names checkpoint {id} of session {} as session {}'s",
+                        cp.session_id, c.session
+                    ),
+                ));
+            }
+            out.push(*id);
         }
     }
     Ok(out)
@@ -146,6 +155,7 @@ pub fn undo(store: &Store, spec: Option<&str>) -> Result<Undone> {
     };
     let entry = find(&log, spec)?.clone();
     check_names(&entry).map_err(|r| bad(layout, &entry.file_name(), r))?;
+    heads_of(layout, &entry)?;
     let refuse = |reason: String| Error::CannotUndo {
         op: entry.op.clone(),
         reason,
@@ -626,7 +636,7 @@ mod tests {
             .contains("as session"));
         let e = undo(&store, Some("bbbb")).unwrap_err().to_string();
         assert!(
-            e.contains("no such session") || e.contains("moved since"),
+            e.contains("as session") && e.contains(&stolen.file_name()),
             "{e}"
         );
         std::fs::remove_file(dir.join(stolen.file_name())).unwrap();
