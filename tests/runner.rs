@@ -39,6 +39,7 @@ mod t_stream;
 mod t_structure;
 mod t_tools;
 mod t_transcripts;
+mod t_trash;
 mod t_undo_attribution;
 mod t_undo_safety;
 mod t_view;

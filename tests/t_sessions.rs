@@ -446,7 +446,9 @@ fn delete_and_gc_reclaim_spill_while_others_stay_intact() {
         "{}",
         dry.stdout
     );
-    let del = p.run(None, &["sessions", "delete", &a[..6]]);
+    // For good (without the trash, which would keep the journal until
+    // it expires).
+    let del = p.run(None, &["sessions", "delete", "--now", &a[..6]]);
     assert_eq!(del.code, 0, "{}", del.stderr);
     assert!(del.stdout.contains("reclaimed"), "{}", del.stdout);
     assert!(!blob_path.exists());

@@ -1090,26 +1090,41 @@ fn undo_asks_on_a_terminal_before_removing_and_yes_or_a_pipe_does_not() {
 #[test]
 fn sessions_delete_asks_on_a_terminal() {
     let p = Project::new();
-    let mock = Mock::start(json!([{"content": "one"}, {"content": "two"}]));
+    let mock = Mock::start(json!([{"content": "one"}, {"content": "two"}, {"content": "three"}]));
     let a = p.run(Some(&mock), &["-p", "one"]).session();
     let b = p.run(Some(&mock), &["-p", "two"]).session();
-    let mut s = on_a_terminal(&p, &["sessions", "delete", &a]);
-    expect(&mut s, &format!("hel: allow deleting session {a} and its "));
+    // Only a delete for good asks (one to the trash can be undone).
+    let mut s = on_a_terminal(&p, &["sessions", "delete", "--now", &a]);
+    expect(
+        &mut s,
+        &format!("hel: allow deleting session {a} for good and its "),
+    );
     expect(&mut s, "? [y/N] ");
     s.send_line("n").unwrap();
     let (code, rest) = ended(s);
     assert_eq!(code, 1, "{rest}");
     assert!(rest.contains(&format!("session {a} not deleted")), "{rest}");
     assert_eq!(p.run(None, &["sessions", "log", &a]).code, 0);
-    let mut s = on_a_terminal(&p, &["sessions", "delete", &a]);
+    let mut s = on_a_terminal(&p, &["sessions", "delete", "--now", &a]);
     expect(&mut s, "? [y/N] ");
     s.send_line("y").unwrap();
     assert_eq!(ended(s).0, 0);
     assert_ne!(p.run(None, &["sessions", "log", &a]).code, 0);
-    let (code, out) = ended(on_a_terminal(&p, &["sessions", "delete", &b, "--yes"]));
+    let (code, out) = ended(on_a_terminal(
+        &p,
+        &["sessions", "delete", "--now", &b, "--yes"],
+    ));
     assert_eq!(code, 0, "{out}");
     assert!(!out.contains("[y/N]"), "{out}");
     assert_ne!(p.run(None, &["sessions", "log", &b]).code, 0);
+    // To the trash: nothing asked.
+    let c = p.run(Some(&mock), &["-p", "three"]).session();
+    let (code, out) = ended(on_a_terminal(&p, &["sessions", "delete", &c]));
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        !out.contains("[y/N]") && out.contains("to the trash"),
+        "{out}"
+    );
 }
 
 /// What the user changes between two instructions is theirs, whatever

@@ -19,6 +19,7 @@ use crate::layout::{LEASE, SPILL};
 use crate::object::{self, Cap, Kind};
 use crate::odb::Odb;
 use crate::pack::{self, FileKind, RecordType, FILE_HEADER, RECORD_HEADER};
+use crate::trashed::{self, now_ms, DAY_MS};
 use crate::{heads, list, refs, Error, ObjectId, Result, SessionId, Store};
 
 /// One thing wrong with a store.
@@ -462,13 +463,17 @@ impl JournalRead {
             }
         };
         let mut seen: journal::Seen<'_> = Some(&mut on_record);
-        let first = refs::read(layout, session)?;
+        // A session in the trash: its entry's head (objects-spec §8.2).
+        let by_ref = || -> Result<Option<ObjectId>> {
+            Ok(refs::read(layout, session)?.or_else(|| crate::odb::published(layout, session)))
+        };
+        let first = by_ref()?;
         journal::open_by_ref_seeing(
             dir,
             session,
             journal::Mode::Verify,
             first,
-            &|| refs::read(layout, session),
+            &by_ref,
             &mut seen,
         )
     }
@@ -695,6 +700,7 @@ fn fsck_with(store: &Store, layout: &Odb) -> Result<FsckReport> {
         rooted.into_iter().map(|(s, _, d)| (s, d)).collect();
     c.dependents(&with_deps)?;
     c.sessions_and_names(store)?;
+    trash_check(layout, &mut c.faults, &mut c.report.notes)?;
     c.faults.extend(
         crate::opundo::faults(layout)?
             .into_iter()
@@ -1008,4 +1014,71 @@ impl Check<'_> {
         self.report.faults = self.faults;
         self.report
     }
+}
+
+/// How far in the future a trash entry may be dated (clocks of machines
+/// that share a store disagree a little) before fsck calls it a fault.
+const FUTURE_SLACK_MS: u64 = DAY_MS;
+
+/// fsck's checks of the trash and the pins (objects-spec §15): each
+/// entry's date (not in the future), that its head is its session's own
+/// checkpoint, an entry beside a ref (a note: gc settles it); pins that
+/// are empty regular files named by a session that is listed or in the
+/// trash (else a note: gc removes it). What the entries' heads reach is
+/// checked with the refs' (`gc::roots`), and so are the entries
+/// themselves.
+fn trash_check(
+    layout: &Odb,
+    faults: &mut Vec<crate::fsck::Fault>,
+    notes: &mut Vec<String>,
+) -> Result<()> {
+    let now = now_ms();
+    for session in trashed::list(layout)?.sessions {
+        let Ok(Some(entry)) = trashed::read(layout, &session) else {
+            continue;
+        };
+        let path = trashed::path(layout, &session);
+        if crate::refs::read(layout, &session).ok().flatten().is_some() {
+            notes.push(format!(
+                "{} is the trash entry of session {session}, which has a ref: a delete or an undelete that stopped half way (the session is listed; `hel gc` removes the entry)",
+                path.display()
+            ));
+            continue;
+        }
+        if entry.deleted_ms > now.saturating_add(FUTURE_SLACK_MS) {
+            faults.push(Fault::Broken(Error::BadTrash {
+                path: path.clone(),
+                reason: format!(
+                    "it is dated in the future ({}), so it would never expire (write the time of the delete, or remove the entry to give the session up)",
+                    entry.deleted_ms
+                ),
+            }));
+        }
+        if let Ok(Some(head)) = heads::read_trashed(layout, &session) {
+            if let Err(e) = heads::owned(layout, &session, &head) {
+                faults.push(Fault::Broken(Error::BadTrash {
+                    path,
+                    reason: e.to_string(),
+                }));
+            }
+        }
+    }
+    let pins = trashed::list_pins(layout)?;
+    for (path, what) in pins.strays {
+        faults.push(Fault::Stray { path, what });
+    }
+    for session in pins.sessions {
+        match trashed::pinned(layout, &session) {
+            Err(e) => faults.push(Fault::Broken(e)),
+            Ok(_) => {
+                let listed = crate::refs::read(layout, &session).ok().flatten().is_some();
+                if !listed && !trashed::has_any(layout, &session)? {
+                    notes.push(format!(
+                        "session {session} is pinned but is neither listed nor in the trash (`hel gc` removes the pin)"
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
 }

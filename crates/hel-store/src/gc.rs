@@ -38,6 +38,7 @@ use crate::object::Cap;
 use crate::odb::{Found, Odb};
 use crate::pack::Place;
 use crate::snapshot::Spill;
+use crate::trashed::{self, Entry};
 use crate::tree::EntryKind as EntryKindT;
 use crate::{heads, Error, ObjectId, Result, SessionId, Store};
 
@@ -403,7 +404,7 @@ pub(crate) fn roots(
         }
     }
     // Sessions in the trash reach what they reach until they expire.
-    out.extend(crate::trash::roots(layout, true, on_error)?);
+    out.extend(trash_roots(layout, true, on_error)?);
     Ok(out)
 }
 
@@ -706,7 +707,7 @@ fn collect(store: &Store, dry_run: bool, force: bool, wait: bool) -> Result<Opti
     if !dry_run {
         // Trash entries of sessions listed again (an undelete or a delete
         // that stopped half way) settle first.
-        crate::trash::roots(layout, false, &mut |_| Ok(()))?;
+        trash_roots(layout, false, &mut |_| Ok(()))?;
     }
     let with_deps = roots(layout, &mut |e| Err(e))?;
     refs_present(layout)?;
@@ -718,6 +719,7 @@ fn collect(store: &Store, dry_run: bool, force: bool, wait: bool) -> Result<Opti
         && (force || plan.dead_records > 0 || plan.sealed.len() > 1 || !plan.orphans.is_empty());
     if rewrite && !dry_run {
         rewrite_packs(layout, &lock, &plan, &mut report)?;
+        crate::failpoint::kill("gc-after-packs");
     }
     report.objects_removed += plan.dead_records;
     report.objects_kept = if judged {
@@ -749,6 +751,7 @@ fn collect(store: &Store, dry_run: bool, force: bool, wait: bool) -> Result<Opti
     }
     clear_leftovers(layout, dry_run, &mut report)?;
     clear_sessions(layout, &lock, dry_run, &mut report)?;
+    prune_pins(layout, dry_run)?;
     // Names of sessions that are gone (never committed, or deleted by
     // a hel that knew no names). A names file that cannot be read is
     // left alone: fsck reports it, and gc has nothing to reclaim there.
@@ -888,6 +891,7 @@ fn rewrite_packs(
         report.packs_written = 1;
         Some(crate::repack::write_sealed(layout, lock, &plan.outside)?.0)
     };
+    crate::failpoint::kill("gc-after-new-pack");
     if let Some(packs) = layout.packs()? {
         for p in plan
             .sealed
@@ -973,4 +977,107 @@ fn clear_sessions(
         report.sessions_removed.push(id);
     }
     Ok(())
+}
+
+// The trash's part of gc (objects-spec §8): its entries are roots, and
+// entries of sessions listed again are settled.
+
+/// After `entry`'s session has its ref again: give back the name it
+/// recorded (when the session has none and no other session holds it),
+/// then remove the entry. Returns the session holding the name, when
+/// that kept it from coming back. The caller holds the store lock
+/// exclusively.
+pub(crate) fn settle_trash(layout: &Odb, entry: &Entry) -> Result<Option<SessionId>> {
+    let mut taken = None;
+    if let Some(name) = entry
+        .name
+        .as_ref()
+        .filter(|n| crate::names::check_name(n).is_ok())
+    {
+        crate::names::update(layout, |names| {
+            if names.contains_key(&entry.session) {
+                return Ok(false);
+            }
+            if let Some((holder, _)) = names.iter().find(|(_, n)| *n == name) {
+                taken = Some(holder.clone());
+                return Ok(false);
+            }
+            names.insert(entry.session.clone(), name.clone());
+            Ok(true)
+        })?;
+    }
+    crate::failpoint::kill("undelete-after-name");
+    trashed::remove(layout, &entry.session)?;
+    Ok(taken)
+}
+
+/// The trash's roots for gc (under the store lock held exclusively):
+/// each entry's session, head and deps. An entry whose session has a ref
+/// again is settled ([`settle`]) unless `dry_run`. A trash entry that
+/// does not read, or whose journal does not give its head, goes to
+/// `on_error` (gc refuses: it cannot know what that session needs).
+pub(crate) fn trash_roots(
+    layout: &Odb,
+    dry_run: bool,
+    on_error: &mut dyn FnMut(Error) -> Result<()>,
+) -> Result<Vec<(SessionId, ObjectId, BTreeSet<SessionId>)>> {
+    let listing = trashed::list(layout)?;
+    for (path, what) in listing.strays {
+        on_error(Error::Unexpected {
+            path,
+            found: if what == "regular file" {
+                "file not named by a session id"
+            } else {
+                what
+            },
+            expected: "trash entry",
+        })?;
+    }
+    let mut out = Vec::new();
+    for session in listing.sessions {
+        let entry = match trashed::read(layout, &session) {
+            Ok(Some(e)) => e,
+            Ok(None) => continue,
+            Err(e) => {
+                on_error(e)?;
+                continue;
+            }
+        };
+        if crate::refs::read(layout, &session).ok().flatten().is_some() {
+            if !dry_run {
+                settle_trash(layout, &entry)?;
+            }
+            continue;
+        }
+        match heads::read_trashed(layout, &session) {
+            Ok(Some(head)) => out.push((session, head.id, head.deps())),
+            Ok(None) => on_error(Error::BadTrash {
+                path: trashed::path(layout, &session),
+                reason: format!(
+                    "session {session} has no journal that publishes {}",
+                    entry.head
+                ),
+            })?,
+            Err(e) => on_error(e)?,
+        }
+    }
+    Ok(out)
+}
+
+/// Pins of sessions that are neither listed nor in the trash: removed
+/// (gc, under the store lock); how many.
+pub(crate) fn prune_pins(layout: &Odb, dry_run: bool) -> Result<u64> {
+    let mut n = 0;
+    for session in trashed::list_pins(layout)?.sessions {
+        if crate::refs::read(layout, &session).ok().flatten().is_some()
+            || trashed::has_any(layout, &session)?
+        {
+            continue;
+        }
+        if !dry_run {
+            trashed::unpin(layout, &session)?;
+        }
+        n += 1;
+    }
+    Ok(n)
 }

@@ -18,15 +18,13 @@
 //! place. gc (under the store lock) settles such a pair: the name the
 //! entry recorded given back when free, then the entry removed.
 
-use std::collections::BTreeSet;
-
 use crate::gc::GcReport;
 use crate::lock::{Exclusive, SessionLease};
 use crate::odb::Odb;
 use crate::trashed::{self, Entry};
 use crate::{heads, Error, ObjectId, Result, SessionId, Store};
 
-pub use crate::trashed::{now_ms, NOW_VAR};
+pub use crate::trashed::{now_ms, DAY_MS, NOW_VAR};
 
 /// What the trash holds of a deleted session.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,7 +60,6 @@ pub struct Retention {
 
 /// The days a trash entry is kept by default.
 pub const DEFAULT_DAYS: u64 = 30;
-pub const DAY_MS: u64 = 24 * 60 * 60 * 1000;
 
 impl Default for Retention {
     fn default() -> Retention {
@@ -223,7 +220,7 @@ impl Store {
             crate::failpoint::kill("undelete-after-ref");
             drop(lease);
         }
-        let taken = settle(layout, &entry)?;
+        let taken = crate::gc::settle_trash(layout, &entry)?;
         drop(lock);
         let mut out = public(layout, entry)?;
         out.name_taken_by = taken;
@@ -270,88 +267,6 @@ impl Store {
         }
         Ok(self.delete(session, true)?.unwrap_or_default())
     }
-}
-
-/// After `entry`'s session has its ref again: give back the name it
-/// recorded (when the session has none and no other session holds it),
-/// then remove the entry. Returns the session holding the name, when
-/// that kept it from coming back. The caller holds the store lock
-/// exclusively.
-pub(crate) fn settle(layout: &Odb, entry: &Entry) -> Result<Option<SessionId>> {
-    let mut taken = None;
-    if let Some(name) = entry
-        .name
-        .as_ref()
-        .filter(|n| crate::names::check_name(n).is_ok())
-    {
-        crate::names::update(layout, |names| {
-            if names.contains_key(&entry.session) {
-                return Ok(false);
-            }
-            if let Some((holder, _)) = names.iter().find(|(_, n)| *n == name) {
-                taken = Some(holder.clone());
-                return Ok(false);
-            }
-            names.insert(entry.session.clone(), name.clone());
-            Ok(true)
-        })?;
-    }
-    crate::failpoint::kill("undelete-after-name");
-    trashed::remove(layout, &entry.session)?;
-    Ok(taken)
-}
-
-/// The trash's roots for gc (under the store lock held exclusively):
-/// each entry's session, head and deps. An entry whose session has a ref
-/// again is settled ([`settle`]) unless `dry_run`. A trash entry that
-/// does not read, or whose journal does not give its head, goes to
-/// `on_error` (gc refuses: it cannot know what that session needs).
-pub(crate) fn roots(
-    layout: &Odb,
-    dry_run: bool,
-    on_error: &mut dyn FnMut(Error) -> Result<()>,
-) -> Result<Vec<(SessionId, ObjectId, BTreeSet<SessionId>)>> {
-    let listing = trashed::list(layout)?;
-    for (path, what) in listing.strays {
-        on_error(Error::Unexpected {
-            path,
-            found: if what == "regular file" {
-                "file not named by a session id"
-            } else {
-                what
-            },
-            expected: "trash entry",
-        })?;
-    }
-    let mut out = Vec::new();
-    for session in listing.sessions {
-        let entry = match trashed::read(layout, &session) {
-            Ok(Some(e)) => e,
-            Ok(None) => continue,
-            Err(e) => {
-                on_error(e)?;
-                continue;
-            }
-        };
-        if crate::refs::read(layout, &session).ok().flatten().is_some() {
-            if !dry_run {
-                settle(layout, &entry)?;
-            }
-            continue;
-        }
-        match heads::read_trashed(layout, &session) {
-            Ok(Some(head)) => out.push((session, head.id, head.deps())),
-            Ok(None) => on_error(Error::BadTrash {
-                path: trashed::path(layout, &session),
-                reason: format!(
-                    "session {session} has no journal that publishes {}",
-                    entry.head
-                ),
-            })?,
-            Err(e) => on_error(e)?,
-        }
-    }
-    Ok(out)
 }
 
 /// Pin `session` (listed or in the trash): it never expires.

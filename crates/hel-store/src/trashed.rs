@@ -36,6 +36,9 @@ pub(crate) const ENTRY_VERSION: u64 = 1;
 /// since the Unix epoch: for tests only (expiry without waiting 30 days).
 pub const NOW_VAR: &str = "HEL_TEST_NOW_MS";
 
+/// A day in milliseconds.
+pub const DAY_MS: u64 = 24 * 60 * 60 * 1000;
+
 /// The clock of the trash: when an entry is dated, and what expires.
 /// [`NOW_VAR`] when it is set to a number (tests), else the system clock.
 pub fn now_ms() -> u64 {

@@ -581,19 +581,40 @@ pub enum SessionsCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Delete a session and reclaim its storage.
+    /// Move a session to the trash (`hel sessions undelete` brings it back); --now deletes it for good.
     #[command(
-        after_help = "Examples:\n  hel sessions delete 4da5\n  hel sessions delete --remote team 4da5"
+        after_help = "Examples:\n  hel sessions delete 4da5\n  hel sessions delete --now 4da5\n  hel sessions delete --remote team 4da5\n\nA deleted session stays in the trash until it expires (30 days by default: trash_days in the config file); `hel sessions trash` lists the trash. --now asks on a terminal (--yes does not); off a terminal --now alone deletes for good."
     )]
     Delete {
         session: String,
         /// Remove the session's ref on this remote instead (its data goes at a later `hel gc --remote`).
         #[arg(long, value_name = "NAME")]
         remote: Option<String>,
-        /// Delete without asking on the terminal.
+        /// Delete for good at once, without the trash (a session in the trash too).
+        #[arg(long, conflicts_with = "remote")]
+        now: bool,
+        /// With --now: delete without asking on the terminal.
         #[arg(long, short = 'y')]
         yes: bool,
     },
+    /// Bring a session back from the trash, whole (checkpoints, name, files' snapshots).
+    #[command(after_help = "Example:\n  hel sessions undelete 4da5")]
+    Undelete {
+        /// The session's id, an id prefix, or the name it had.
+        session: String,
+    },
+    /// List the trash: deleted sessions and when each expires.
+    #[command(after_help = "Examples:\n  hel sessions trash\n  hel sessions trash --json")]
+    Trash {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Keep a session (listed or in the trash) from ever expiring.
+    #[command(after_help = "Example:\n  hel sessions pin 4da5")]
+    Pin { session: String },
+    /// Let a pinned session expire again.
+    #[command(after_help = "Example:\n  hel sessions unpin 4da5")]
+    Unpin { session: String },
     /// Name a session: every command that takes a session then takes its name.
     #[command(
         after_help = "Example:\n  hel sessions rename 4da5 fix-login\n\nA name is 1-64 letters, digits, '.', '_' or '-', with at least one character that is not a hex digit or '-'; names are unique in a project."
@@ -636,7 +657,7 @@ checkpoint where its message first appeared, the message's position, its role an
 secret, never the value; then a count. Exits 1 when anything is found. `hel push` and \
 `hel sessions export` refuse a session that holds one unless --allow-secrets is given. \
 There is no way yet to take a secret out of a session's history and keep the session: \
-deleting the session (`hel sessions delete`, then `hel gc`) is the way today.",
+deleting the session for good (`hel sessions delete --now`) is the way today.",
         after_help = "Examples:\n  hel sessions scan\n  hel sessions scan fix-login --json"
     )]
     Scan {

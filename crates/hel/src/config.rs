@@ -41,9 +41,59 @@ pub struct File {
     /// `false`: `--quiet` (a resume at the prompt shows nothing of the
     /// earlier conversation).
     resume_replay: Option<bool>,
+    /// Days a deleted session stays in the trash (default 30; 0: until
+    /// the next gc). The user's file only: nothing in a project changes it.
+    trash_days: Option<u64>,
+    /// A size the store should stay under: once over it, trash entries
+    /// expire oldest first ("20G"; default: none).
+    store_budget: Option<ByteSize>,
     /// MCP servers whose tools are offered (`[mcp_servers.NAME]`).
     #[serde(default)]
     mcp_servers: std::collections::BTreeMap<String, hel_agent::mcp::ServerConfig>,
+}
+
+/// A size in the config file: bytes, or a number with K, M, G or T
+/// (powers of 1024).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ByteSize(pub u64);
+
+impl<'de> Deserialize<'de> for ByteSize {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<ByteSize, D::Error> {
+        let text = String::deserialize(d)?;
+        parse_size(&text).map(ByteSize).ok_or_else(|| {
+            serde::de::Error::custom(format!(
+                "{text:?} is not a size (bytes, or a number with K, M, G or T: \"20G\")"
+            ))
+        })
+    }
+}
+
+/// `"123"`, `"64K"`, `"20G"`… (powers of 1024), at most 2^64 - 1 bytes.
+pub fn parse_size(text: &str) -> Option<u64> {
+    let t = text.trim();
+    let (digits, shift) = match t.char_indices().last()? {
+        (k, 'K' | 'k') => (&t[..k], 10),
+        (k, 'M' | 'm') => (&t[..k], 20),
+        (k, 'G' | 'g') => (&t[..k], 30),
+        (k, 'T' | 't') => (&t[..k], 40),
+        _ => (t, 0),
+    };
+    if digits.is_empty() || digits.len() > 20 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse::<u64>().ok()?.checked_mul(1u64 << shift)
+}
+
+/// How long the trash keeps deleted sessions: `trash_days` and
+/// `store_budget` of the user's config file (never the project's), else
+/// 30 days and no budget.
+pub fn retention() -> Result<hel_store::trash::Retention, Exit> {
+    let file = load()?.map(|(_, f)| f).unwrap_or_default();
+    let days = file.trash_days.unwrap_or(hel_store::trash::DEFAULT_DAYS);
+    Ok(hel_store::trash::Retention {
+        max_age_ms: Some(days.saturating_mul(hel_store::trash::DAY_MS)),
+        budget_bytes: file.store_budget.map(|b| b.0),
+    })
 }
 
 /// `$XDG_CONFIG_HOME` (when absolute, as the XDG spec requires) or

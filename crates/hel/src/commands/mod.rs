@@ -64,9 +64,13 @@ pub fn sessions(
             remote: Some(name),
             ..
         } => remote::delete_session(&store, &name, &session),
-        SessionsCommand::Delete { session, yes, .. } => {
-            sessions::delete(&store, &project, &session, yes)
-        }
+        SessionsCommand::Delete {
+            session, now, yes, ..
+        } => sessions::delete(&store, &project, &session, now, yes),
+        SessionsCommand::Undelete { session } => sessions::undelete(&store, &session),
+        SessionsCommand::Trash { json } => sessions::trash(&store, json || json_flag),
+        SessionsCommand::Pin { session } => sessions::pin(&store, &project, &session, true),
+        SessionsCommand::Unpin { session } => sessions::pin(&store, &project, &session, false),
         SessionsCommand::Rename { session, name } => {
             sessions::rename(&store, &project, &session, &name)
         }

@@ -1,5 +1,6 @@
 //! `hel sessions` (list), `hel sessions log`, `hel sessions delete`,
-//! `hel sessions rename`, `hel sessions adopt`.
+//! `hel sessions rename`, `hel sessions adopt`, the trash (`hel sessions
+//! undelete`, `trash`, `pin`, `unpin`).
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -256,6 +257,9 @@ pub fn list(store: &Store, project: &Path, as_json: bool) -> Result<u8, Exit> {
     }
     if sessions.is_empty() {
         say!("no sessions in this project");
+        if let Some(line) = trash_line(store) {
+            render::line(&line);
+        }
         return Ok(0);
     }
     // On a terminal the messages are left out (`--json` has them); on a
@@ -352,6 +356,9 @@ pub fn list(store: &Store, project: &Path, as_json: bool) -> Result<u8, Exit> {
             render::count(shipped, "session arrived", "sessions arrived"),
             if shipped == 1 { "it" } else { "them" }
         ));
+    }
+    if let Some(line) = trash_line(store) {
+        render::line(&line);
     }
     if broken > 0 {
         render::line(&format!(
@@ -473,31 +480,343 @@ pub fn log(
     Ok(0)
 }
 
-/// Delete a session; on a terminal, only after the user said yes to the
-/// question naming it (`yes` does not ask; off a terminal it goes on).
-pub fn delete(store: &Store, project: &Path, spec: &str, yes: bool) -> Result<u8, Exit> {
-    let id = hel_agent::resolve_session(store, project, spec)?;
+/// Delete a session: to the trash (nothing asked: `hel sessions
+/// undelete` brings it back), then gc, which also expires what retention
+/// says. With `now`, for good (a session in the trash too); on a terminal
+/// only after the user said yes to the question naming it (`yes` does not
+/// ask; off a terminal `--now` alone deletes).
+pub fn delete(store: &Store, project: &Path, spec: &str, now: bool, yes: bool) -> Result<u8, Exit> {
+    let retention = crate::config::retention()?;
+    let id = match hel_agent::resolve_session(store, project, spec) {
+        Ok(id) => id,
+        // Only --now takes a session in the trash.
+        Err(e) if now => match in_trash(store, spec)? {
+            Some(id) => id,
+            None => return Err(e.into()),
+        },
+        Err(e) => return Err(e.into()),
+    };
+    if !now {
+        let entry = match store.trash_session(&id) {
+            // Nothing saved yet: nothing to keep.
+            Err(hel_store::Error::NoCheckpoint { .. })
+                if !hel_store::trash::is_trashed(store, &id)? =>
+            {
+                return delete_now(store, &id, yes)
+            }
+            other => other?,
+        };
+        let kept = match retention.expires_ms(&entry) {
+            Some(at) => format!("kept until {}", rfc3339(at)),
+            None if entry.pinned => "pinned: kept until unpinned".to_owned(),
+            None => "kept".to_owned(),
+        };
+        say!(
+            "moved session {id} to the trash ({kept}, {}); `hel sessions undelete {id}` brings it back",
+            size(entry.bytes)
+        );
+        collect(store, &retention, false)?;
+        return Ok(0);
+    }
+    delete_now(store, &id, yes)
+}
+
+/// `hel sessions delete --now`.
+fn delete_now(store: &Store, id: &SessionId, yes: bool) -> Result<u8, Exit> {
     if crate::tty::asks(yes) {
-        let what = match hel_store::log::log(store, &id) {
+        let what = match hel_store::log::log(store, id) {
             Ok(log) => format!(
-                "deleting session {id} and its {}",
+                "deleting session {id} for good and its {}",
                 render::count(log.len() as u64, "record", "records")
             ),
-            Err(_) => format!("deleting session {id}"),
+            Err(_) => format!("deleting session {id} for good"),
         };
         match crate::tty::allow(&what) {
             Ok(true) => {}
-            Ok(false) => return Err(Refusal::DeleteDeclined { session: id }.into()),
-            Err(why) => return Err(Refusal::DeleteUnasked { session: id, why }.into()),
+            Ok(false) => {
+                return Err(Refusal::DeleteDeclined {
+                    session: id.clone(),
+                }
+                .into())
+            }
+            Err(why) => {
+                return Err(Refusal::DeleteUnasked {
+                    session: id.clone(),
+                    why,
+                }
+                .into())
+            }
         }
     }
-    let report = store.delete(&id, true)?.unwrap_or_default();
+    let report = store.delete_for_good(id)?;
     say!(
-        "deleted session {id}; reclaimed {} ({})",
+        "deleted session {id} for good; reclaimed {} ({})",
         render::count(report.objects_removed, "object", "objects"),
         render::count(report.bytes_removed, "byte", "bytes")
     );
     Ok(0)
+}
+
+/// The session of the trash `spec` names: a whole id, a unique id
+/// prefix, or the name an entry recorded.
+fn in_trash(store: &Store, spec: &str) -> Result<Option<SessionId>, Exit> {
+    let entries = store.trash_entries()?;
+    let lower = spec.to_ascii_lowercase();
+    let by_name: Vec<&hel_store::TrashEntry> = entries
+        .iter()
+        .filter(|e| e.name.as_deref() == Some(spec))
+        .collect();
+    if by_name.len() == 1 {
+        return Ok(Some(by_name[0].session.clone()));
+    }
+    let by_id: Vec<&hel_store::TrashEntry> = entries
+        .iter()
+        .filter(|e| !lower.is_empty() && e.session.as_str().starts_with(&lower))
+        .collect();
+    match by_id.len() {
+        1 => Ok(Some(by_id[0].session.clone())),
+        0 if by_name.is_empty() => Ok(None),
+        _ => Err(Refusal::NoSuchSession {
+            session: format!(
+                "{spec} (it names {} sessions in the trash: give more of the id)",
+                by_id.len().max(by_name.len())
+            ),
+        }
+        .into()),
+    }
+}
+
+/// `hel sessions undelete`.
+pub fn undelete(store: &Store, spec: &str) -> Result<u8, Exit> {
+    let Some(id) = in_trash(store, spec)? else {
+        return Err(hel_store::Error::NotInTrash {
+            session: spec.to_owned(),
+        }
+        .into());
+    };
+    let e = store.undelete_session(&id)?;
+    match (&e.name, &e.name_taken_by) {
+        (Some(name), Some(holder)) => say!(
+            "session {id} is back, without its name {name}: session {holder} took it meanwhile (`hel sessions rename {id} NAME` names it)"
+        ),
+        (Some(name), None) => say!("session {id} is back, named {name}"),
+        (None, _) => say!("session {id} is back"),
+    }
+    Ok(0)
+}
+
+/// A row of `hel sessions trash --json` (fields in the order the JSON has).
+#[derive(Serialize)]
+struct TrashRow<'a> {
+    bytes: u64,
+    deleted: String,
+    directory: Option<&'a str>,
+    /// When it expires by age (null: pinned, or kept by age forever).
+    expires: Option<String>,
+    /// It expires at the next gc (`why` says why).
+    expires_now: bool,
+    head: String,
+    id: &'a SessionId,
+    name: Option<&'a str>,
+    pinned: bool,
+    why: Option<&'static str>,
+}
+
+/// `hel sessions trash`.
+pub fn trash(store: &Store, as_json: bool) -> Result<u8, Exit> {
+    let retention = crate::config::retention()?;
+    let entries = store.trash_entries()?;
+    let now = hel_store::trash::now_ms();
+    let due = hel_store::trash::due(store, &retention, now)?;
+    let why_of = |id: &SessionId| {
+        due.iter()
+            .find(|x| x.entry.session == *id)
+            .map(|x| match x.why {
+                hel_store::trash::Why::Age => "age",
+                hel_store::trash::Why::Budget { .. } => "budget",
+            })
+    };
+    if as_json {
+        let rows: Vec<TrashRow> = entries
+            .iter()
+            .map(|e| TrashRow {
+                bytes: e.bytes,
+                deleted: rfc3339(e.deleted_ms),
+                directory: e.directory.as_deref(),
+                expires: retention.expires_ms(e).map(rfc3339),
+                expires_now: why_of(&e.session).is_some(),
+                head: e.head.to_hex(),
+                id: &e.session,
+                name: e.name.as_deref(),
+                pinned: e.pinned,
+                why: why_of(&e.session),
+            })
+            .collect();
+        print_json(&rows);
+        return Ok(0);
+    }
+    if entries.is_empty() {
+        say!("the trash is empty");
+        return Ok(0);
+    }
+    for e in &entries {
+        let expires = match (why_of(&e.session), retention.expires_ms(e)) {
+            (Some("budget"), _) => "at the next gc (the store is over its budget)".to_owned(),
+            (Some(_), _) => "at the next gc".to_owned(),
+            (None, Some(at)) => when(at, now),
+            (None, None) if e.pinned => "never (pinned)".to_owned(),
+            (None, None) => "never".to_owned(),
+        };
+        let label = match (&e.name, &e.directory) {
+            (Some(n), _) => escape_line(n).into_owned(),
+            (None, Some(d)) => escape_line(d).into_owned(),
+            (None, None) => String::new(),
+        };
+        say!(
+            "{}  deleted {}  expires {}  {}  {}",
+            e.session,
+            when(e.deleted_ms, now),
+            expires,
+            size(e.bytes),
+            label
+        );
+    }
+    say!(
+        "{} ({}); {}",
+        render::count(entries.len() as u64, "session", "sessions"),
+        size(entries.iter().map(|e| e.bytes).sum()),
+        policy(&retention)
+    );
+    Ok(0)
+}
+
+/// What retention is in force, in words.
+fn policy(r: &hel_store::trash::Retention) -> String {
+    let age = match r.max_age_ms {
+        Some(ms) => format!(
+            "entries expire {} after their delete",
+            render::count(ms / hel_store::trash::DAY_MS, "day", "days")
+        ),
+        None => "entries never expire by age".to_owned(),
+    };
+    match r.budget_bytes {
+        Some(b) => format!(
+            "{age}, and oldest first while the store is over {}",
+            size(b)
+        ),
+        None => age,
+    }
+}
+
+/// `hel sessions pin` and `unpin`.
+pub fn pin(store: &Store, project: &Path, spec: &str, on: bool) -> Result<u8, Exit> {
+    let id = match hel_agent::resolve_session(store, project, spec) {
+        Ok(id) if !hel_store::trash::is_trashed(store, &id)? => id,
+        other => match in_trash(store, spec)? {
+            Some(id) => id,
+            None => other?,
+        },
+    };
+    if on {
+        hel_store::trash::pin(store, &id)?;
+        say!("session {id} is pinned: it never expires (`hel sessions unpin {id}` lets it)");
+    } else {
+        hel_store::trash::unpin(store, &id)?;
+        say!("session {id} is not pinned");
+    }
+    Ok(0)
+}
+
+/// What a delete and `hel gc` do after it: expire what retention says
+/// (each said), then gc. With `dry_run`, only say.
+pub(crate) fn collect(
+    store: &Store,
+    retention: &hel_store::trash::Retention,
+    dry_run: bool,
+) -> Result<hel_store::gc::GcReport, Exit> {
+    let expired = hel_store::trash::expire(store, retention, dry_run)?;
+    let now = hel_store::trash::now_ms();
+    for x in &expired {
+        let why = match x.why {
+            hel_store::trash::Why::Age => policy(&hel_store::trash::Retention {
+                budget_bytes: None,
+                ..*retention
+            })
+            .replace("entries expire", "older than")
+            .replace(" after their delete", ""),
+            hel_store::trash::Why::Budget { store_bytes } => {
+                format!("the store held {}, over its budget", size(store_bytes))
+            }
+        };
+        say!(
+            "{} session {}{} from the trash (deleted {}): {why}",
+            if dry_run { "would expire" } else { "expired" },
+            x.entry.session,
+            x.entry
+                .name
+                .as_ref()
+                .map(|n| format!(" ({})", escape_line(n)))
+                .unwrap_or_default(),
+            when(x.entry.deleted_ms, now)
+        );
+    }
+    let report = hel_store::gc::gc(store, dry_run)?;
+    Ok(report)
+}
+
+/// The one line `hel sessions` and `hel gc` say of the trash (none when
+/// it is empty): its size, and what expires next.
+pub(crate) fn trash_line(store: &Store) -> Option<String> {
+    let entries = match store.trash_entries() {
+        Ok(e) => e,
+        Err(e) => {
+            return Some(format!(
+                "hel: the trash cannot be read: {}",
+                exit::store_words(&e)
+            ))
+        }
+    };
+    if entries.is_empty() {
+        return None;
+    }
+    let retention = crate::config::retention().ok()?;
+    let now = hel_store::trash::now_ms();
+    let next = entries
+        .iter()
+        .filter_map(|e| retention.expires_ms(e).map(|at| (at, e)))
+        .min_by_key(|(at, _)| *at);
+    let next = match next {
+        Some((at, e)) => format!(
+            "the next to expire is {} on {}",
+            e.session,
+            if at <= now {
+                "the next gc".to_owned()
+            } else {
+                when(at, now)
+            }
+        ),
+        None => "none expires (pinned)".to_owned(),
+    };
+    Some(format!(
+        "hel: trash: {} ({}), {next} (`hel sessions trash` lists it)",
+        render::count(entries.len() as u64, "session", "sessions"),
+        size(entries.iter().map(|e| e.bytes).sum()),
+    ))
+}
+
+/// Bytes as people read them: `512 B`, `12.3 KiB`, `4.0 MiB`.
+pub(crate) fn size(b: u64) -> String {
+    const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
+    if b < 1024 {
+        return format!("{b} B");
+    }
+    let mut v = b as f64 / 1024.0;
+    let mut k = 0;
+    while v >= 1024.0 && k + 1 < UNITS.len() {
+        v /= 1024.0;
+        k += 1;
+    }
+    format!("{v:.1} {}", UNITS[k])
 }
 
 pub fn rename(store: &Store, project: &Path, spec: &str, name: &str) -> Result<u8, Exit> {

@@ -8,10 +8,12 @@ use crate::render::count;
 
 pub fn gc(dry_run: bool, repack: bool) -> Result<u8, Exit> {
     let store = Store::open(&project()?)?;
+    let retention = crate::config::retention()?;
     let r = if repack {
+        super::sessions::collect(&store, &retention, false)?;
         hel_store::gc::repack(&store)?
     } else {
-        hel_store::gc::gc(&store, dry_run)?
+        super::sessions::collect(&store, &retention, dry_run)?
     };
     let verb = if dry_run {
         "would reclaim"
@@ -41,6 +43,9 @@ pub fn gc(dry_run: bool, repack: bool) -> Result<u8, Exit> {
             count(r.packs_written, "pack", "packs"),
             count(r.journals_removed, "journal", "journals")
         );
+    }
+    if let Some(line) = super::sessions::trash_line(&store) {
+        say!("{}", line.trim_start_matches("hel: "));
     }
     Ok(0)
 }
