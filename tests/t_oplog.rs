@@ -179,11 +179,64 @@ fn an_import_that_moved_a_session_forward_is_undone_to_the_head_it_replaced() {
     undo(&q, Some(&first[..6]));
     assert!(listed(&q, &s).is_none());
     sound(&q);
-    let kinds: Vec<Value> = ops(&q).iter().map(|e| e["kind"].clone()).collect();
+    // The gc merged the two imports' packs: it says what it reclaimed,
+    // and cannot be undone (the default undo passes over it).
+    let log = ops(&q);
+    let kinds: Vec<Value> = log.iter().map(|e| e["kind"].clone()).collect();
     assert_eq!(
         kinds,
-        ["import", "import", "undo", "undo", "undo"].map(Value::from)
+        ["import", "import", "undo", "gc", "undo", "undo"].map(Value::from)
     );
+    assert!(log[3]["note"].as_str().unwrap().starts_with("reclaimed"));
+    assert_eq!(log[3]["revertible"], false);
+    let gc = log[3]["op"].as_str().unwrap();
+    let refused = q.run(None, &["op", "undo", gc]);
+    assert_eq!(refused.code, 1);
+    assert!(
+        refused.stderr.contains("a gc cannot be undone"),
+        "{}",
+        refused.stderr
+    );
+}
+
+#[test]
+fn a_delete_and_an_undelete_are_undone_through_the_trash() {
+    let p = Project::new();
+    let mock = Mock::start(answers(2));
+    let a = p.run(Some(&mock), &["-p", "first"]).session();
+    let b = p.run(Some(&mock), &["-p", "second"]).session();
+    ok(&p.run(None, &["sessions", "rename", &a, "work"]));
+    let head = listed(&p, &a).unwrap()["head"].clone();
+    ok(&p.run(None, &["sessions", "delete", &a]));
+    assert!(listed(&p, &a).is_none());
+    let e = ops(&p)
+        .into_iter()
+        .rfind(|e| e["kind"] != "gc")
+        .unwrap();
+    assert_eq!(e["kind"], "delete");
+    assert_eq!(
+        e["changes"][0]["head"],
+        json!({"before": head, "after": null})
+    );
+    assert_eq!(e["changes"][0]["name"], json!({"before": "work", "after": null}));
+    // The default undo passes over the gc the delete ran.
+    let u = undo(&p, None);
+    assert_eq!(u["undid"], e["op"]);
+    assert_eq!(listed(&p, &a).unwrap()["head"], head);
+    assert_eq!(listed(&p, &a).unwrap()["name"], "work");
+    sound(&p);
+    // And the undo of that undo deletes it again.
+    undo(&p, None);
+    assert!(listed(&p, &a).is_none());
+    sound(&p);
+    ok(&p.run(None, &["sessions", "undelete", &a]));
+    assert_eq!(last(&p)["kind"], "undelete");
+    undo(&p, None);
+    assert!(listed(&p, &a).is_none());
+    assert!(listed(&p, &b).is_some());
+    sound(&p);
+    let text = ok(&p.run(None, &["op", "log"])).to_owned();
+    assert!(text.contains("delete") && text.contains("undelete"), "{text}");
 }
 
 #[test]

@@ -581,7 +581,7 @@ mod tests {
         );
         undo(&store, None).unwrap();
         assert!(store.head(&id).is_err());
-        // (fsck of a session in the trash is the trash's: checked once it knows them)
+        sound(&store);
     }
 
     #[test]
