@@ -209,16 +209,16 @@ fn a_delete_and_an_undelete_are_undone_through_the_trash() {
     let head = listed(&p, &a).unwrap()["head"].clone();
     ok(&p.run(None, &["sessions", "delete", &a]));
     assert!(listed(&p, &a).is_none());
-    let e = ops(&p)
-        .into_iter()
-        .rfind(|e| e["kind"] != "gc")
-        .unwrap();
+    let e = ops(&p).into_iter().rfind(|e| e["kind"] != "gc").unwrap();
     assert_eq!(e["kind"], "delete");
     assert_eq!(
         e["changes"][0]["head"],
         json!({"before": head, "after": null})
     );
-    assert_eq!(e["changes"][0]["name"], json!({"before": "work", "after": null}));
+    assert_eq!(
+        e["changes"][0]["name"],
+        json!({"before": "work", "after": null})
+    );
     // The default undo passes over the gc the delete ran.
     let u = undo(&p, None);
     assert_eq!(u["undid"], e["op"]);
@@ -236,7 +236,10 @@ fn a_delete_and_an_undelete_are_undone_through_the_trash() {
     assert!(listed(&p, &b).is_some());
     sound(&p);
     let text = ok(&p.run(None, &["op", "log"])).to_owned();
-    assert!(text.contains("delete") && text.contains("undelete"), "{text}");
+    assert!(
+        text.contains("delete") && text.contains("undelete"),
+        "{text}"
+    );
 }
 
 #[test]

@@ -390,12 +390,22 @@ pub(crate) fn append(
     };
     let now = crate::trashed::now_ms();
     let mut time_ms = now;
+    let mut expired = Vec::new();
     for e in dir.entries()? {
         if let Some((t, _)) = e.name_str().and_then(parse_name) {
             if t <= now.saturating_add(FUTURE_SLACK_MS) && t >= time_ms {
                 time_ms = t + 1;
             }
+            // Expired long enough that no undo of it is shown (it stays
+            // listed, marked expired, for as long again).
+            if t.saturating_add(2 * EXPIRY_MS) <= now {
+                expired.extend(e.name_str().map(str::to_owned));
+            }
         }
+    }
+    // An unlink is whole or not done: one left by a crash goes next time.
+    for name in expired {
+        dir.remove_file(&name)?;
     }
     changes.truncate(CHANGES_MAX);
     let entry = Entry {

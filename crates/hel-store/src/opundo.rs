@@ -109,7 +109,12 @@ fn find<'a>(log: &'a Log, spec: Option<&str>) -> Result<&'a Entry> {
             .iter()
             .rev()
             .find(|e| e.kind != Kind::Gc)
-            .ok_or_else(|| refuse("(last)", "the operation log is empty".into())),
+            .ok_or_else(|| {
+                refuse(
+                    "(last)",
+                    "the operation log holds no operation to undo".into(),
+                )
+            }),
         Some(p) => {
             if p.len() < 4 || !p.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
                 return Err(refuse(
@@ -694,6 +699,25 @@ mod tests {
     }
 
     #[test]
+    fn a_gc_that_reclaimed_something_is_an_entry_no_undo_reverts() {
+        let (_d, store, _, _, _) = two();
+        let lease = store.new_session().unwrap();
+        drop(lease);
+        let r = crate::gc::gc(&store, false).unwrap();
+        assert_eq!(r.sessions_removed.len(), 1);
+        let e = log(&store).unwrap().entries.pop().unwrap();
+        assert_eq!(e.kind, Kind::Gc);
+        assert!(e.note.contains("1 abandoned session"), "{}", e.note);
+        let refused = undo(&store, Some(&e.op)).unwrap_err().to_string();
+        assert!(refused.contains("a gc cannot be undone"), "{refused}");
+        // Nothing reclaimed, nothing logged; the default undo passes a gc.
+        crate::gc::gc(&store, false).unwrap();
+        assert_eq!(log(&store).unwrap().entries.len(), 1);
+        let refused = undo(&store, None).unwrap_err().to_string();
+        assert!(refused.contains("no operation to undo"), "{refused}");
+    }
+
+    #[test]
     fn expired_entries_are_no_roots_and_are_not_undone() {
         let (_d, store, id, c1, c2) = two();
         record(
@@ -707,5 +731,34 @@ mod tests {
         assert_eq!(roots(layout).unwrap(), vec![c1, c2]);
         let e = log(&store).unwrap().entries[0].clone();
         assert_eq!(e.expires_ms(EXPIRY_MS), e.time_ms + EXPIRY_MS);
+        // The same entry dated 31 days ago: expired, no root, no undo; and
+        // one dated past twice the period goes at the next append.
+        let dir = store.project_path().join(".hel").join(crate::oplog::DIR);
+        std::fs::remove_file(dir.join(e.file_name())).unwrap();
+        let day = 24 * 3600 * 1000;
+        let old = Entry {
+            time_ms: e.time_ms - 31 * day,
+            ..e.clone()
+        };
+        let older = Entry {
+            time_ms: e.time_ms - 61 * day,
+            op: "c".repeat(32),
+            ..e.clone()
+        };
+        for x in [&old, &older] {
+            std::fs::write(dir.join(x.file_name()), serde_json::to_vec(x).unwrap()).unwrap();
+        }
+        assert_eq!(roots(layout).unwrap(), vec![]);
+        let refused = undo(&store, Some(&old.op)).unwrap_err().to_string();
+        assert!(refused.contains("expired"), "{refused}");
+        crate::names::rename(&store, &id, "later").unwrap();
+        let ops: Vec<String> = log(&store)
+            .unwrap()
+            .entries
+            .into_iter()
+            .map(|e| e.op)
+            .collect();
+        assert_eq!(ops.len(), 2);
+        assert_eq!(ops[0], old.op);
     }
 }
