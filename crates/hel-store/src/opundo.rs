@@ -74,8 +74,13 @@ fn heads_of(layout: &Odb, entry: &Entry) -> Result<Vec<ObjectId>> {
 }
 
 /// fsck's check of the log: each file that is not an entry, and each
-/// entry naming a checkpoint of another session, is a fault.
-pub(crate) fn faults(layout: &Odb) -> Result<Vec<Error>> {
+/// entry naming a checkpoint of another session, is a fault. When there
+/// is none, what the entries keep from gc is added to `reachable` (it is
+/// no garbage: gc keeps it).
+pub(crate) fn faults(
+    layout: &Odb,
+    reachable: &mut std::collections::HashSet<ObjectId>,
+) -> Result<Vec<Error>> {
     let log = read_log(layout)?;
     if !log.damaged.is_empty() {
         return Ok(log.damaged);
@@ -85,7 +90,19 @@ pub(crate) fn faults(layout: &Odb) -> Result<Vec<Error>> {
         .iter()
         .filter_map(|e| check_names(e).err().map(|r| bad(layout, &e.file_name(), r)))
         .collect();
-    out.extend(roots(layout).err());
+    match roots(layout) {
+        Ok(ids) => {
+            let ids: Vec<ObjectId> = ids.into_iter().filter(|i| !reachable.contains(i)).collect();
+            if !ids.is_empty() {
+                // What does not read makes gc refuse, as for any root.
+                match crate::gc::mark(layout, &ids, &mut |e| Err(e)) {
+                    Ok(m) => reachable.extend(m.reachable),
+                    Err(e) => out.push(e),
+                }
+            }
+        }
+        Err(e) => out.push(e),
+    }
     Ok(out)
 }
 
@@ -536,6 +553,9 @@ mod tests {
         undo(&store, None).unwrap();
         assert_eq!(store.head(&id).unwrap(), c1);
         sound(&store);
+        // What the log keeps for a redo is no garbage.
+        let r = crate::fsck::fsck(&store).unwrap();
+        assert_eq!(r.unreachable, Some(0));
         // The checkpoint left behind stays: gc keeps it for the redo.
         crate::gc::gc(&store, false).unwrap();
         undo(&store, None).unwrap();
