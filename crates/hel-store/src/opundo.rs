@@ -73,13 +73,14 @@ fn heads_of(layout: &Odb, entry: &Entry) -> Result<Vec<ObjectId>> {
     Ok(out)
 }
 
-/// fsck's check of the log: each file that is not an entry, and each
+/// fsck's check of the log (`mark`: gc's, from the ids given): each file that is not an entry, and each
 /// entry naming a checkpoint of another session, is a fault. When there
 /// is none, what the entries keep from gc is added to `reachable` (it is
 /// no garbage: gc keeps it).
 pub(crate) fn faults(
     layout: &Odb,
     reachable: &mut std::collections::HashSet<ObjectId>,
+    mark: impl FnOnce(&[ObjectId]) -> Result<std::collections::HashSet<ObjectId>>,
 ) -> Result<Vec<Error>> {
     let log = read_log(layout)?;
     if !log.damaged.is_empty() {
@@ -95,8 +96,8 @@ pub(crate) fn faults(
             let ids: Vec<ObjectId> = ids.into_iter().filter(|i| !reachable.contains(i)).collect();
             if !ids.is_empty() {
                 // What does not read makes gc refuse, as for any root.
-                match crate::gc::mark(layout, &ids, &mut |e| Err(e)) {
-                    Ok(m) => reachable.extend(m.reachable),
+                match mark(&ids) {
+                    Ok(m) => reachable.extend(m),
                     Err(e) => out.push(e),
                 }
             }
