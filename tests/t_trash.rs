@@ -149,6 +149,13 @@ fn delete_gc_undelete_returns_the_session_whole_with_forks_both_ways() {
     assert_eq!(t[0]["directory"], p.path().to_str().unwrap());
     assert_eq!(t[0]["head"], before_a["log"][0]["id"]);
     assert_eq!(t[0]["expires_now"], false);
+    let kept = t[0]["bytes"].as_u64().unwrap();
+    let on_disk = std::fs::metadata(journal(&p, &a)).unwrap().len()
+        + std::fs::metadata(journal(&p, &a).with_extension("jidx"))
+            .unwrap()
+            .len();
+    assert_eq!(kept, on_disk);
+    eprintln!("a deleted session with a spilled output keeps {kept} bytes");
     assert!(t[0]["expires"].is_string());
     ok(&p.run(None, &["gc"]));
     sound(&p);
@@ -167,6 +174,19 @@ fn delete_gc_undelete_returns_the_session_whole_with_forks_both_ways() {
         "{}",
         run.stderr
     );
+    // Nor shown, nor renamed.
+    for args in [
+        vec!["sessions", "show", a.as_str()],
+        vec!["sessions", "rename", a.as_str(), "other"],
+    ] {
+        let run = p.run(None, &args);
+        assert_eq!(run.code, 1, "{args:?}: {}", run.stderr);
+        assert!(
+            run.stderr.contains("is in the trash"),
+            "{args:?}: {}",
+            run.stderr
+        );
+    }
     // The listing says the trash's size and next expiry in one line.
     let list = p.run(None, &["sessions"]);
     let line: Vec<&str> = list
@@ -673,6 +693,23 @@ fn hostile_trash_entries_are_faults_or_refused_with_bounded_memory() {
     );
     std::fs::write(&entry, dup).unwrap();
     fsck_fault(&p, &format!("trash/{a}"));
+    // trash/ itself a link (to a directory holding a good entry): never
+    // followed; a fault, gc refuses, nothing is lost.
+    std::fs::write(&entry, &good).unwrap();
+    let trash_dir = p.path().join(".hel/trash");
+    let elsewhere = p.home.path().join("trash-elsewhere");
+    std::fs::rename(&trash_dir, &elsewhere).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, &trash_dir).unwrap();
+    fsck_fault(&p, ".hel/trash");
+    let list = p.run(None, &["sessions"]);
+    assert_eq!(list.code, 0, "{}", list.stderr);
+    assert!(
+        list.stderr.contains("the trash cannot be read"),
+        "{}",
+        list.stderr
+    );
+    std::fs::remove_file(&trash_dir).unwrap();
+    std::fs::rename(&elsewhere, &trash_dir).unwrap();
     // Put back, it undeletes.
     std::fs::write(&entry, &good).unwrap();
     ok(&p.run(None, &["sessions", "undelete", &a]));

@@ -1033,7 +1033,11 @@ fn trash_check(
     notes: &mut Vec<String>,
 ) -> Result<()> {
     let now = now_ms();
-    for session in trashed::list(layout)?.sessions {
+    // A trash/ that cannot be listed is reported by gc's roots.
+    let listed = trashed::list(layout)
+        .map(|l| l.sessions)
+        .unwrap_or_default();
+    for session in listed {
         let Ok(Some(entry)) = trashed::read(layout, &session) else {
             continue;
         };
@@ -1063,7 +1067,13 @@ fn trash_check(
             }
         }
     }
-    let pins = trashed::list_pins(layout)?;
+    let pins = match trashed::list_pins(layout) {
+        Ok(p) => p,
+        Err(e) => {
+            faults.push(Fault::Broken(e));
+            return Ok(());
+        }
+    };
     for (path, what) in pins.strays {
         faults.push(Fault::Stray { path, what });
     }

@@ -564,31 +564,36 @@ impl Store {
     /// `hel sessions delete` moves a session to the trash
     /// ([`Store::trash_session`]).
     pub fn delete(&self, session: &SessionId, collect: bool) -> Result<Option<GcReport>> {
-        self.delete_as(session, collect, false)
-            .map(|r| r.and_then(|r| r.1))
+        self.delete_as(session, collect, None)
+            .map(|(_, report)| report)
     }
 
-    /// [`Store::delete`]; with `expiring`, only a session that is in the
-    /// trash and not pinned, judged under the store lock (an undelete or a
-    /// pin may have come first: then `Ok(None)`, nothing done).
+    /// [`Store::delete`], and whether it deleted; with `expiring` (when
+    /// the entry that expires says it was deleted), only a session that
+    /// is in the trash by that entry and not pinned, judged under the
+    /// store lock (an undelete, a new delete or a pin may have come
+    /// first: then nothing is done).
     pub(crate) fn delete_as(
         &self,
         session: &SessionId,
         collect: bool,
-        expiring: bool,
-    ) -> Result<Option<((), Option<GcReport>)>> {
+        expiring: Option<u64>,
+    ) -> Result<(bool, Option<GcReport>)> {
         let no_such = || Error::NoSuchSession {
             session: session.to_string(),
         };
         let layout = self.layout()?.ok_or_else(no_such)?;
         let released = {
             let lock = Exclusive::take(layout)?;
-            if expiring
-                && (crate::refs::read(layout, session)?.is_some()
-                    || !crate::trashed::has_any(layout, session)?
-                    || crate::trashed::pinned(layout, session)?)
-            {
-                return Ok(None);
+            if let Some(deleted_ms) = expiring {
+                let same = crate::trashed::read(layout, session)?
+                    .is_some_and(|e| e.deleted_ms == deleted_ms);
+                if !same
+                    || crate::refs::read(layout, session)?.is_some()
+                    || crate::trashed::pinned(layout, session)?
+                {
+                    return Ok((false, None));
+                }
             }
             // A session whose journal has a fault can be deleted: what
             // other sessions need of it is copied first, or the delete
@@ -625,7 +630,7 @@ impl Store {
             released
         };
         if !collect {
-            return Ok(Some(((), None)));
+            return Ok((true, None));
         }
         let mut report = if self.needs_gc(layout)? {
             gc(self, false)?
@@ -635,7 +640,7 @@ impl Store {
         report.bytes_removed += released.bytes;
         report.objects_removed += released.objects;
         report.journals_removed += 1;
-        Ok(Some(((), Some(report))))
+        Ok((true, Some(report)))
     }
 
     /// Is there anything a gc would do beyond what deletes did: sealed
@@ -1021,7 +1026,13 @@ pub(crate) fn trash_roots(
     dry_run: bool,
     on_error: &mut dyn FnMut(Error) -> Result<()>,
 ) -> Result<Vec<(SessionId, ObjectId, BTreeSet<SessionId>)>> {
-    let listing = trashed::list(layout)?;
+    let listing = match trashed::list(layout) {
+        Ok(l) => l,
+        Err(e) => {
+            on_error(e)?;
+            return Ok(Vec::new());
+        }
+    };
     for (path, what) in listing.strays {
         on_error(Error::Unexpected {
             path,

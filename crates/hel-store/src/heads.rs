@@ -340,7 +340,10 @@ pub(crate) fn orphans(layout: &Odb) -> Result<Vec<SessionId>> {
     for s in journals(layout)? {
         // A session in the trash (or anything in its trash entry's place,
         // which gc refuses over) keeps its journal.
-        if refs.kind_of(s.as_str())?.is_none() && !crate::trashed::has_any(layout, &s)? {
+        // (A trash/ that cannot be read keeps them all: gc refuses over it.)
+        if refs.kind_of(s.as_str())?.is_none()
+            && !crate::trashed::has_any(layout, &s).unwrap_or(true)
+        {
             out.push(s);
         }
     }

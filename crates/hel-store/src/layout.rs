@@ -19,6 +19,8 @@
 //! .hel/summaries             what listings show of each session, a hint (summaries.rs)
 //! .hel/identity              where the store was made, and which of its
 //!                            sessions arrived from elsewhere (place.rs)
+//! .hel/trash/<uuid>          a deleted session's trash entry (trashed.rs)
+//! .hel/pins/<uuid>           empty: the session never expires (trashed.rs)
 //! ```
 //!
 //! A store a pre-release hel of this format wrote may also hold

@@ -41,7 +41,8 @@
 //! 2. Files: `dir` (hel-fs's descriptor-relative handles), `pack` (record
 //!    and index formats, bounded record reads), `journal` (a session's
 //!    journal and its sidecar), `layout` (where things live under `.hel/`),
-//!    `refs`, `lock` (the store lock and session leases).
+//!    `refs`, `lock` (the store lock and session leases), `trashed` (trash
+//!    entries and pins, the files).
 //! 3. The object database: `odb` (the [`Layout`](layout::Layout) with the
 //!    index of where each object is), `read` (objects, snapshots and trees
 //!    read and verified), `write` (a commit's new objects, and the ids
@@ -61,8 +62,9 @@
 //! 5. Reachability and maintenance, functions taking a [`Store`]: `gc`
 //!    (its mark, and [`Store::delete`]), `fork` (above gc: a fork of a
 //!    deleted session's checkpoint walks what it reaches to learn what it
-//!    depends on), `fsck`, `scan` and `search`, `transfer`, `opundo` (`hel op undo`,
-//!    and the log's gc roots and fsck faults).
+//!    depends on), `fsck`, `scan` and `search`, `transfer`, `trash`
+//!    (delete to the trash, undelete, retention and pins), `opundo` (`hel
+//!    op undo`, and the log's gc roots and fsck faults).
 //!
 //! [`Store`]'s own methods are the session's life: [`Store::open`],
 //! [`Store::open_with`], [`Store::exists`], [`Store::format`],
@@ -71,7 +73,9 @@
 //! [`Store::checkpoint`], [`Store::load`], [`Store::record_state`];
 //! [`Store::begin`] and [`Store::commit`]; [`Store::fork`],
 //! [`Store::fork_here`]; [`Store::sessions`], [`Store::knows`],
-//! [`Store::delete`] (`tests/store_api.rs` keeps them at most 20).
+//! [`Store::delete`]; the trash's [`Store::trash_session`],
+//! [`Store::undelete_session`], [`Store::trash_entries`],
+//! [`Store::delete_for_good`] (`tests/store_api.rs` keeps them at most 24).
 //! Everything else is a function of the module it belongs to:
 //! [`names::rename`], [`spill::write`], [`workspace::read_tree`],
 //! [`log::log`], [`gc::gc`], [`fsck::fsck`], [`search::search`],

@@ -261,6 +261,12 @@ pub fn rename(store: &Store, session: &SessionId, name: &str) -> Result<()> {
             session: session.to_string(),
         });
     }
+    // A session in the trash gets its name back from its entry.
+    if crate::refs::read(layout, session)?.is_none() && crate::trashed::has_any(layout, session)? {
+        return Err(Error::Trashed {
+            session: session.to_string(),
+        });
+    }
     let mut before = None;
     let mut changed = false;
     update(layout, |names| {

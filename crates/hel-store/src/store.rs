@@ -431,6 +431,9 @@ impl Store {
             None if lock::is_busy(layout, session)? => Err(Error::NoCheckpoint {
                 session: session.to_string(),
             }),
+            None if crate::trashed::has_any(layout, session)? => Err(Error::Trashed {
+                session: session.to_string(),
+            }),
             None => Err(no_such()),
         }
     }

@@ -40,8 +40,8 @@ pub struct TrashEntry {
     pub deleted_ms: u64,
     /// Pinned: never expires.
     pub pinned: bool,
-    /// The bytes of its journal: the disk it keeps until it expires (what
-    /// its forks share of it stays after).
+    /// The bytes of its journal and sidecar: the disk it keeps until it
+    /// expires (what its forks share of it stays after).
     pub bytes: u64,
     /// After an undelete: the session holding the name it had, which it
     /// came back without.
@@ -118,15 +118,22 @@ fn public(layout: &Odb, e: Entry) -> Result<TrashEntry> {
     })
 }
 
-/// The size of `session`'s journal (0 when it has none).
+/// The size of `session`'s journal and its sidecar (0 when it has
+/// none): what its trash entry keeps on disk.
 fn journal_bytes(layout: &Odb, session: &SessionId) -> u64 {
     let Ok(Some(dir)) = layout.journals() else {
         return 0;
     };
-    match dir.open_file(&crate::journal::journal_name(session)) {
+    [
+        crate::journal::journal_name(session),
+        crate::journal::jidx_name(session),
+    ]
+    .iter()
+    .map(|name| match dir.open_file(name) {
         Ok(Some(f)) => f.metadata().map(|m| m.len()).unwrap_or(0),
         _ => 0,
-    }
+    })
+    .sum()
 }
 
 impl Store {
@@ -377,7 +384,10 @@ pub fn expire(store: &Store, retention: &Retention, dry_run: bool) -> Result<Vec
     for x in due {
         // Pinned or undeleted since it was judged (the store lock taken
         // by the delete decides): stays.
-        if store.delete_as(&x.entry.session, false, true)?.is_some() {
+        if store
+            .delete_as(&x.entry.session, false, Some(x.entry.deleted_ms))?
+            .0
+        {
             out.push(x);
         }
     }

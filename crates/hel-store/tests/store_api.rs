@@ -6,7 +6,7 @@
 use std::path::Path;
 
 #[test]
-fn store_has_at_most_twenty_public_methods() {
+fn store_has_at_most_twenty_four_public_methods() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut methods = Vec::new();
     for entry in std::fs::read_dir(&src).unwrap() {
@@ -34,8 +34,12 @@ fn store_has_at_most_twenty_public_methods() {
     }
     methods.sort();
     assert!(methods.len() >= 10, "found only {methods:?}");
+    // 20, and the trash's four (trash_session, undelete_session,
+    // trash_entries, delete_for_good: named so by the operation log's
+    // work, which calls them). Whether they become functions of
+    // `hel_store::trash` instead is open.
     assert!(
-        methods.len() <= 20,
+        methods.len() <= 24,
         "Store has {} public methods: {methods:?}",
         methods.len()
     );
