@@ -432,3 +432,41 @@ fn a_sigkill_at_each_step_of_an_undo_leaves_the_log_and_the_refs_consistent() {
         sound(&q);
     }
 }
+
+#[test]
+fn a_pull_is_undone_to_the_ref_it_replaced_and_a_new_one_to_the_trash() {
+    let (p, q) = (Project::new(), Project::new());
+    let remote = tempfile::tempdir().unwrap();
+    let url = format!("file://{}", remote.path().display());
+    // One HOME (one remotes.toml) for both projects.
+    let in_q = |args: &[&str]| Run::from_cmd(q.hel(None).env("HOME", p.home.path()).args(args));
+    ok(&p.run(None, &["remote", "add", "shared", &url]));
+    let mock = Mock::start(answers(2));
+    let s = p.run(Some(&mock), &["-p", "first"]).session();
+    ok(&p.run(None, &["push", &s]));
+    ok(&in_q(&["pull", &s]));
+    let h1 = listed(&q, &s).unwrap()["head"].clone();
+    let e = last(&q);
+    assert_eq!(e["kind"], "pull");
+    assert_eq!(
+        e["changes"][0]["head"],
+        json!({"before": null, "after": h1})
+    );
+    ok(&p.run(Some(&mock), &["resume", &s, "-p", "second"]));
+    ok(&p.run(None, &["push", &s]));
+    ok(&in_q(&["pull", &s]));
+    let h2 = listed(&q, &s).unwrap()["head"].clone();
+    assert_ne!(h1, h2);
+    let e = last(&q);
+    assert_eq!(e["kind"], "pull");
+    assert_eq!(e["changes"][0]["head"], json!({"before": h1, "after": h2}));
+    undo(&q, None);
+    assert_eq!(listed(&q, &s).unwrap()["head"], h1);
+    sound(&q);
+    undo(&q, None);
+    assert_eq!(listed(&q, &s).unwrap()["head"], h2);
+    let first = ops(&q)[0]["op"].as_str().unwrap().to_owned();
+    undo(&q, Some(&first));
+    assert!(listed(&q, &s).is_none());
+    sound(&q);
+}
