@@ -21,6 +21,7 @@ mod t_html;
 mod t_import;
 mod t_mcp;
 mod t_names;
+mod t_oplog;
 mod t_output;
 mod t_parse_bounds;
 mod t_project;

@@ -1065,10 +1065,13 @@ fn hel_store_modules_import_only_their_layer_and_below() {
                 "workspace",
                 "log",
                 "rounds",
+                "oplog",
             ],
             // fork: a fork of a deleted session's checkpoint walks what
             // it reaches (gc's mark) to learn what it depends on.
-            &["gc", "fork", "fsck", "scan", "search", "transfer", "trash"],
+            &[
+                "gc", "fork", "fsck", "scan", "search", "transfer", "trash", "opundo",
+            ],
             // The root, and the test-only modules (the `testing` feature's
             // `parse` and `testing`, the unit tests' `pack_vectors`).
             &["lib", "parse", "testing", "pack_vectors"],

@@ -129,5 +129,14 @@ pub fn import(store: &Store, path: &Path) -> Result<(SessionId, Adopted)> {
     }
     let adopted =
         hel_store::transfer::adopt(store, &manifest.session, &manifest.head, &[received])?;
+    let from = match &adopted {
+        hel_store::transfer::Adopted::New => Some(None),
+        hel_store::transfer::Adopted::FastForward { from } => Some(Some(*from)),
+        _ => None,
+    };
+    if let Some(from) = from {
+        let kind = hel_store::oplog::Kind::Import;
+        hel_store::oplog::record_adopted(store, kind, &manifest.session, from, manifest.head)?;
+    }
     Ok((manifest.session, adopted))
 }

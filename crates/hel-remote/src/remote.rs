@@ -569,6 +569,15 @@ impl Remote {
                 Err(e) => return Err(e.into()),
             }
         };
+        let from = match &adopted {
+            hel_store::transfer::Adopted::New => Some(None),
+            hel_store::transfer::Adopted::FastForward { from } => Some(Some(*from)),
+            _ => None,
+        };
+        if let Some(from) = from {
+            let kind = hel_store::oplog::Kind::Pull;
+            hel_store::oplog::record_adopted(store, kind, session, from, r.head)?;
+        }
         self.set_state(
             store,
             session,

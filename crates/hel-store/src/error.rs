@@ -199,6 +199,12 @@ pub enum Error {
     Refused { at: Option<usize>, reason: String },
     #[error("internal error: {0} (nothing was saved; please report this)")]
     Internal(String),
+    /// A file of the operation log that is not an entry (objects-spec §8.3).
+    #[error("operation log entry {path} is damaged: {reason} (`hel fsck` lists what is wrong; remove the file to go on)")]
+    BadOpLog { path: PathBuf, reason: String },
+    /// An undo refused before anything changed (oplog.rs).
+    #[error("cannot undo operation {op}: {reason}")]
+    CannotUndo { op: String, reason: String },
     /// A session in the trash (objects-spec §8): not listed, not resumed.
     #[error("session {session} is in the trash: `hel sessions undelete {session}` brings it back")]
     Trashed { session: String },

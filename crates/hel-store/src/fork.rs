@@ -114,6 +114,11 @@ impl Store {
             warnings.push(Warning::NameNotCopied(e));
         }
         drop(lock);
+        let change = crate::oplog::Change::of(lease.session()).head(None, Some(id));
+        let note = format!("forked from session {} at {}", base.session_id, at);
+        if let Err(e) = crate::oplog::record(self, crate::oplog::Kind::Fork, vec![change], &note) {
+            warnings.push(Warning::NotLogged(e));
+        }
         Ok((lease, id, warnings))
     }
 }

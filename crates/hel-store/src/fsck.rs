@@ -701,6 +701,11 @@ fn fsck_with(store: &Store, layout: &Odb) -> Result<FsckReport> {
     c.dependents(&with_deps)?;
     c.sessions_and_names(store)?;
     trash_check(layout, &mut c.faults, &mut c.report.notes)?;
+    let mut marked = marked;
+    let oplog = crate::opundo::faults(layout, &mut marked.reachable, |ids| {
+        Ok(mark(layout, ids, &mut |e| Err(e))?.reachable)
+    })?;
+    c.faults.extend(oplog.into_iter().map(Fault::Broken));
     Ok(c.finish(&marked))
 }
 

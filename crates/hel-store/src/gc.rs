@@ -716,7 +716,8 @@ fn collect(store: &Store, dry_run: bool, force: bool, wait: bool) -> Result<Opti
     }
     let with_deps = roots(layout, &mut |e| Err(e))?;
     refs_present(layout)?;
-    let root_ids: Vec<ObjectId> = with_deps.iter().map(|(_, id, _)| *id).collect();
+    let mut root_ids: Vec<ObjectId> = with_deps.iter().map(|(_, id, _)| *id).collect();
+    root_ids.extend(crate::opundo::roots(layout)?);
     let (judged, live) = judge(layout, &root_ids, force)?;
     let plan = plan(layout, &lock, &live, judged)?;
     let rewrite = judged
@@ -763,6 +764,13 @@ fn collect(store: &Store, dry_run: bool, force: bool, wait: bool) -> Result<Opti
         Ok(!report.sessions_removed.contains(id) && store.knows(id)?)
     }) {
         report.names_removed = n;
+    }
+    // What it reclaimed, in the operation log (nothing to revert: a
+    // failure to say it is no failure of the gc).
+    if !dry_run {
+        let r = &report;
+        let (o, b, j) = (r.objects_removed, r.bytes_removed, r.journals_removed);
+        let _ = crate::oplog::record_gc(store, &r.sessions_removed, o, b, j);
     }
     Ok(Some(report))
 }

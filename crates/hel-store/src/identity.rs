@@ -23,10 +23,24 @@ pub fn origin(store: &Store) -> Result<Origin> {
 /// store not made here becomes this directory's (`hel sessions adopt`).
 /// Gives how many sessions were shipped and are now its own.
 pub fn adopt(store: &Store, only: Option<&[SessionId]>) -> Result<usize> {
-    match store.layout()? {
-        Some(layout) => crate::place::adopt(layout, store.project_dir(), only),
-        None => Ok(0),
+    let Some(layout) = store.layout()? else {
+        return Ok(0);
+    };
+    let before = crate::place::origin_of(layout, store.project_dir())?;
+    let adopted = crate::place::adopt(layout, store.project_dir(), only)?;
+    // The operation log: each session that became the project's own.
+    let after = crate::place::origin_of(layout, store.project_dir())?;
+    let changes: Vec<crate::oplog::Change> = store
+        .session_ids(layout)?
+        .iter()
+        .filter(|s| !before.owns(s) && after.owns(s))
+        .map(|s| crate::oplog::Change::of(s).own(false, true))
+        .collect();
+    if !changes.is_empty() {
+        let note = format!("made {} session(s) this project's own", changes.len());
+        crate::oplog::record(store, crate::oplog::Kind::Relocate, changes, &note)?;
     }
+    Ok(adopted)
 }
 
 #[cfg(test)]

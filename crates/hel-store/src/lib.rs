@@ -57,12 +57,14 @@
 //!    sessions, load), `admit` (what every writer of a checkpoint checks
 //!    before it writes: what a load would refuse), `commit` ([`Txn`]),
 //!    `names`, `spill`,
-//!    `workspace` (what hel-workspace reads), `log`.
+//!    `workspace` (what hel-workspace reads), `log`, `oplog` (the
+//!    operation log's entries, read and appended).
 //! 5. Reachability and maintenance, functions taking a [`Store`]: `gc`
 //!    (its mark, and [`Store::delete`]), `fork` (above gc: a fork of a
 //!    deleted session's checkpoint walks what it reaches to learn what it
 //!    depends on), `fsck`, `scan` and `search`, `transfer`, `trash`
-//!    (delete to the trash, undelete, retention and pins).
+//!    (delete to the trash, undelete, retention and pins), `opundo` (`hel
+//!    op undo`, and the log's gc roots and fsck faults).
 //!
 //! [`Store`]'s own methods are the session's life: [`Store::open`],
 //! [`Store::open_with`], [`Store::exists`], [`Store::format`],
@@ -103,6 +105,8 @@ mod lock;
 pub mod log;
 pub mod names;
 mod odb;
+pub mod oplog;
+pub mod opundo;
 mod pack;
 #[cfg(test)]
 mod pack_vectors;

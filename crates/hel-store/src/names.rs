@@ -267,7 +267,10 @@ pub fn rename(store: &Store, session: &SessionId, name: &str) -> Result<()> {
             session: session.to_string(),
         });
     }
+    let mut before = None;
+    let mut changed = false;
     update(layout, |names| {
+        before = names.get(session).cloned();
         if let Some((holder, _)) = names.iter().find(|(_, n)| n.as_str() == name) {
             if holder == session {
                 return Ok(false);
@@ -285,8 +288,14 @@ pub fn rename(store: &Store, session: &SessionId, name: &str) -> Result<()> {
             names.remove(&gone);
         }
         names.insert(session.clone(), name.to_owned());
+        changed = true;
         Ok(true)
-    })
+    })?;
+    if changed {
+        let change = crate::oplog::Change::of(session).name(before, Some(name.to_owned()));
+        crate::oplog::record(store, crate::oplog::Kind::Rename, vec![change], "")?;
+    }
+    Ok(())
 }
 
 /// Every session's name (a session without one is absent).

@@ -269,6 +269,20 @@ pub(crate) fn adopt(layout: &Odb, project: &Dir, only: Option<&[SessionId]>) -> 
     Ok(adopted)
 }
 
+/// Name `session` shipped again (an undo of its adoption, oplog.rs): in
+/// the identity of a store made here, beside those shipped already.
+pub(crate) fn ship(layout: &Odb, project: &Dir, session: &SessionId) -> Result<()> {
+    let _lock = Exclusive::take(layout)?;
+    let mut shipped = match origin_of(layout, project)? {
+        Origin::Here { shipped } => shipped,
+        Origin::Elsewhere(_) => return Ok(()),
+    };
+    if shipped.insert(session.clone()) && shipped.len() <= SHIPPED_MAX {
+        write(layout, project, shipped.into_iter().collect())?;
+    }
+    Ok(())
+}
+
 /// Every session the store holds anything of: a ref, a journal or a
 /// working directory.
 fn all_sessions(layout: &Layout) -> Result<BTreeSet<SessionId>> {

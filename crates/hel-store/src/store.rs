@@ -63,6 +63,9 @@ pub enum Warning {
         why: crate::place::Why,
         shipped: usize,
     },
+    /// The operation was done, but its entry in the operation log could
+    /// not be written (oplog.rs): `hel op undo` cannot revert it.
+    NotLogged(Error),
 }
 
 impl std::fmt::Display for Warning {
@@ -80,6 +83,10 @@ impl std::fmt::Display for Warning {
             Warning::NameNotCopied(e) => write!(
                 f,
                 "the fork was made, but it could not be given a copy of the session's name ({e})"
+            ),
+            Warning::NotLogged(e) => write!(
+                f,
+                "done, but not written to the operation log ({e}): `hel op undo` cannot revert it"
             ),
             Warning::TookOver { why, shipped } => write!(
                 f,

@@ -189,7 +189,9 @@ impl Store {
         }
         drop(lease);
         drop(lock);
-        public(layout, entry)
+        let out = public(layout, entry)?;
+        crate::oplog::trashed(self, session, out.head, out.name.as_deref(), true);
+        Ok(out)
     }
 
     /// Bring `session` back from the trash: its ref published again
@@ -229,6 +231,8 @@ impl Store {
         drop(lock);
         let mut out = public(layout, entry)?;
         out.name_taken_by = taken;
+        let back = out.name.as_deref().filter(|_| out.name_taken_by.is_none());
+        crate::oplog::trashed(self, session, out.head, back, false);
         Ok(out)
     }
 

@@ -486,6 +486,12 @@ asks before removing anything (--yes does not ask). Every undo is recorded first
     /// Check the session store.
     #[command(after_help = "Example:\n  hel fsck")]
     Fsck,
+    /// The operation log: list the session operations (delete, rename, fork, import, pull, ...) and undo one.
+    #[command(after_help = "Examples:\n  hel op log\n  hel op undo")]
+    Op {
+        #[command(subcommand)]
+        command: OpCommand,
+    },
     /// The settings a run would use, and where each comes from (flag, environment, config file, default).
     #[command(
         after_help = "Example:\n  hel config\n\nThe config file is $XDG_CONFIG_HOME/hel/config.toml (default ~/.config/hel/config.toml); see docs/configuration.md."
@@ -530,6 +536,22 @@ pub enum McpCommand {
     },
     /// Remove a server from your config file.
     Remove { name: String },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum OpCommand {
+    /// List the operations, oldest first, with what each changed.
+    Log {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Revert one operation (default: the last one that is not a gc); the undo is itself an operation.
+    Undo {
+        /// 4 or more hex digits of the operation's id (`hel op log` lists them).
+        op: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Subcommand, Debug)]

@@ -138,6 +138,7 @@ impl Damage for hel_store::Error {
             | E::RefsMissing { .. }
             | E::DependentsRecordMissing { .. }
             | E::RefUnloadable { .. }
+            | E::BadOpLog { .. }
             | E::BadTrash { .. } => true,
             E::Name(n) => n.damaged(),
             // Not damage: the system, another instance, a newer hel or
@@ -159,6 +160,7 @@ impl Damage for hel_store::Error {
             | E::UnknownFormat { .. }
             | E::FormatMissing { .. }
             | E::Upgrade(_)
+            | E::CannotUndo { .. }
             | E::Trashed { .. }
             | E::NotInTrash { .. }
             | E::Pinned { .. }

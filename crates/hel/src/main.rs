@@ -56,6 +56,7 @@ fn set_up(cli: &Cli) {
             Command::Sessions { .. }
                 | Command::Gc { .. }
                 | Command::Fsck
+                | Command::Op { .. }
                 | Command::Diff(_)
                 | Command::Undo { .. }
                 | Command::Restore { .. }
@@ -97,6 +98,7 @@ fn dispatch(cli: Cli, matches: &ArgMatches) -> Result<u8, Exit> {
         }) => commands::remote::push(remote, sessions, allow_secrets),
         Some(Command::Pull { remote, sessions }) => commands::remote::pull(remote, sessions),
         Some(Command::Fsck) => commands::fsck(),
+        Some(Command::Op { command }) => commands::op(command),
         Some(Command::Undo {
             session,
             force,

@@ -6,6 +6,7 @@
 mod export;
 mod html;
 pub mod mcp;
+mod op;
 mod pager;
 mod pick;
 pub mod remote;
@@ -23,6 +24,7 @@ use hel_store::Store;
 use crate::cli::SessionsCommand;
 use crate::exit::{Exit, Usage};
 
+pub use op::op;
 pub use pager::show as page;
 pub use pick::session_to_resume;
 pub use report::set_project;

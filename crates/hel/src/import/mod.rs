@@ -125,13 +125,29 @@ fn parser(from: ImportFrom) -> Box<dyn Parser> {
 pub fn import(store: &Store, project: &Path, from: ImportFrom, path: &Path) -> Result<u8, Exit> {
     let files = session_files(path)?;
     let mut failed = false;
+    let mut added = Vec::new();
     for file in &files {
         match import_file(store, project, from, file) {
-            Ok(report) => report.print(file),
+            Ok(report) => {
+                if let Some(s) = &report.session {
+                    if let Ok(head) = store.head(s) {
+                        added.push(hel_store::oplog::Change::of(s).head(None, Some(head)));
+                    }
+                }
+                report.print(file)
+            }
             Err(e) => {
                 failed = true;
                 render::failure_line("", &e.into());
             }
+        }
+    }
+    // One entry of the operation log for what the import added.
+    if !added.is_empty() {
+        let note = format!("imported from {}", path.display());
+        let kind = hel_store::oplog::Kind::Import;
+        if let Err(e) = hel_store::oplog::record(store, kind, added, &note) {
+            render::line(&format!("hel: {}", hel_store::Warning::NotLogged(e)));
         }
     }
     Ok(if failed { 1 } else { 0 })
