@@ -72,6 +72,14 @@ PLANS = {
         ("read", "notes/two.txt"),
         ("shell", "cat src/*.py | wc -l"),
     ],
+    # The experiments after the work: a command the harness kills the agent
+    # during (4), the resume after it (5), two processes at once (6, 7)
+    # and the resume after them (8).
+    4: [("shell", "sleep 31 && echo done > notes/killed.txt")],
+    5: [],
+    6: [("shell", "sleep 2")],
+    7: [("shell", "sleep 2")],
+    8: [],
 }
 
 
