@@ -75,7 +75,8 @@ PLANS = {
     # The experiments after the work: a command the harness kills the agent
     # during (4), the resume after it (5), two processes at once (6, 7)
     # and the resume after them (8).
-    4: [("shell", "sleep 31 && echo done > notes/killed.txt")],
+    # (Not a leading `sleep N`: Claude Code refuses one.)
+    4: [("shell", "python3 -c 'import time; time.sleep(31)' && echo done > notes/killed.txt")],
     5: [],
     6: [("shell", "sleep 2")],
     7: [("shell", "sleep 2")],
