@@ -60,7 +60,8 @@
 //! 5. Reachability and maintenance, functions taking a [`Store`]: `gc`
 //!    (its mark, and [`Store::delete`]), `fork` (above gc: a fork of a
 //!    deleted session's checkpoint walks what it reaches to learn what it
-//!    depends on), `fsck`, `scan` and `search`, `transfer`.
+//!    depends on), `fsck`, `scan` and `search`, `transfer`, `purge` (a
+//!    session's history rewritten with its secrets replaced).
 //!
 //! [`Store`]'s own methods are the session's life: [`Store::open`],
 //! [`Store::open_with`], [`Store::exists`], [`Store::format`],
@@ -106,6 +107,7 @@ mod par;
 #[cfg(feature = "testing")]
 pub mod parse;
 mod place;
+pub mod purge;
 mod read;
 mod refs;
 mod repack;
