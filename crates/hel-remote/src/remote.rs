@@ -404,6 +404,15 @@ impl Remote {
                 ),
                 _ => match self.read_ref(session).await? {
                     None => (None, Vec::new(), PutMode::Create),
+                    // A head a purge here replaced (objects-spec §8.3):
+                    // the ref is replaced, naming only a pack of
+                    // everything the new head reaches, so remote gc takes
+                    // the old packs.
+                    Some((r, v))
+                        if hel_store::purge::replaced(store, session)?.contains(&r.head) =>
+                    {
+                        (None, Vec::new(), PutMode::Update(v))
+                    }
                     Some((r, v)) => {
                         if !hel_store::transfer::has_object(store, &r.head)?
                             || !hel_store::transfer::history_holds(store, &head, &r.head)?
@@ -533,6 +542,14 @@ impl Remote {
                 session: session.to_string(),
             });
         };
+        // The history a purge here replaced is not brought back: the
+        // next push replaces it on the remote.
+        if hel_store::purge::replaced(store, session)?.contains(&r.head) {
+            return Err(RemoteError::Purged {
+                remote: self.name.clone(),
+                session: session.to_string(),
+            });
+        }
         let known = self.state(store, session)?.unwrap_or_default();
         // Packs this project already has the objects of (it pushed or
         // pulled them).

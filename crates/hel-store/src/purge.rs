@@ -85,7 +85,9 @@ pub fn replaced(store: &Store, session: &SessionId) -> Result<BTreeSet<ObjectId>
         return Ok(BTreeSet::new());
     };
     let v = crate::json::from_slice::<Value>(&bytes, crate::json::Limits::STORED).map_err(|e| {
-        Error::Internal(format!("the purge record of session {session} is not JSON: {e}"))
+        Error::Internal(format!(
+            "the purge record of session {session} is not JSON: {e}"
+        ))
     })?;
     let mut out = BTreeSet::new();
     if let Some(list) = v.get("replaced").and_then(Value::as_array) {
@@ -652,7 +654,11 @@ fn rewrite_journal(layout: &Odb, session: &SessionId, live: &HashSet<ObjectId>) 
     };
     let mut keep: Vec<ObjectId> = {
         let v = view.read().unwrap_or_else(|p| p.into_inner());
-        v.objects.keys().filter(|id| live.contains(id)).copied().collect()
+        v.objects
+            .keys()
+            .filter(|id| live.contains(id))
+            .copied()
+            .collect()
     };
     keep.sort();
     let mut bytes = pack::file_header(FileKind::Journal).to_vec();

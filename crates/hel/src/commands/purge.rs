@@ -56,9 +56,7 @@ impl Purger for Handles {
     fn text(&mut self, text: &str) -> Option<String> {
         let handles = handle_ranges(text);
         let outside = |r: &std::ops::Range<usize>| {
-            !handles
-                .iter()
-                .any(|h| h.start < r.end && r.start < h.end)
+            !handles.iter().any(|h| h.start < r.end && r.start < h.end)
         };
         let mut found: Vec<(std::ops::Range<usize>, String)> = self
             .detector
