@@ -73,6 +73,30 @@ pub struct Purged {
 /// The prefix of a purge's commit records' `why`.
 const WHY: &str = "purge";
 
+/// The marker of a session a purge moved whose journal is still to be
+/// written again (`.hel/remotes/`, beside the purge records).
+fn pending_key(session: &SessionId) -> String {
+    format!("purging-{session}")
+}
+
+/// The sessions whose marker says a purge moved them and did not write
+/// their journal again.
+fn pending(layout: &Odb) -> Result<Vec<SessionId>> {
+    let Some(dir) = layout.remotes()? else {
+        return Ok(Vec::new());
+    };
+    let mut out = Vec::new();
+    for e in dir.entries()? {
+        let Some(name) = e.name_str() else { continue };
+        if let Some(id) = name.strip_prefix("purging-") {
+            if let Ok(id) = id.parse::<SessionId>() {
+                out.push(id);
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// The remote-state key recording what a purge replaced of `session`.
 pub fn replaced_key(session: &SessionId) -> String {
     format!("purged-{session}")
@@ -524,9 +548,11 @@ pub fn purge(store: &Store, session: &SessionId, purger: &mut dyn Purger) -> Res
             }
             leases.push(lease);
         }
-        // What the next push must replace, durable before any head moves.
+        // What the next push must replace, and that the session's journal
+        // is to be written again, durable before any head moves.
         for (s, h, _) in &moves {
             record_replaced(store, s, &h.id)?;
+            crate::transfer::set_remote_state(store, &pending_key(s), b"")?;
         }
         let Rewrite {
             new,
@@ -594,28 +620,23 @@ fn finish_holding(
     moved: &[SessionId],
     mut leases: Vec<SessionLease>,
 ) -> Result<u64> {
-    let _ = store;
     let lock = Exclusive::take(layout)?;
     layout.index().forget_removed();
-    // Sessions an interrupted purge moved: a purge's commit record that is
-    // not its journal's first.
+    // Sessions an interrupted purge moved: those whose marker is still
+    // there.
     let mut todo: Vec<SessionId> = moved.to_vec();
-    for s in heads::list(layout)?.sessions {
-        if todo.contains(&s) {
+    for s in pending(layout)? {
+        if todo.contains(&s) || heads::read_light(layout, &s)?.is_none() {
             continue;
         }
-        if let Some(h) = heads::read_light(layout, &s)? {
-            if h.seq() > 1 && h.commit.why.starts_with(WHY) {
-                match SessionLease::acquire(lock.layout, &s, true) {
-                    Ok(l) => {
-                        leases.push(l);
-                        todo.push(s);
-                    }
-                    // In use: the next purge finishes it.
-                    Err(Error::InUse { .. }) => {}
-                    Err(e) => return Err(e),
-                }
+        match SessionLease::acquire(lock.layout, &s, true) {
+            Ok(l) => {
+                leases.push(l);
+                todo.push(s);
             }
+            // In use: the next purge finishes it.
+            Err(Error::InUse { .. }) => {}
+            Err(e) => return Err(e),
         }
     }
     if todo.is_empty() {
@@ -627,6 +648,7 @@ fn finish_holding(
     let mut done = 0;
     for s in &todo {
         rewrite_journal(layout, s, &live)?;
+        crate::transfer::remove_remote_state(store, &pending_key(s))?;
         crate::failpoint::kill("purge-journal");
         done += 1;
         // Working copies of spill files are a cache of what the old

@@ -1,0 +1,230 @@
+//! `hel sessions purge`: a value stored before hel knew it for a secret
+//! (here: the value of an environment variable named `*_TOKEN` that is set
+//! only when purging) is taken out of the session's history and of its
+//! fork's, by handle; after `hel gc` no byte of it is under `.hel/`;
+//! everything else is what it was; the fork resumes; a remote the session
+//! was pushed to is replaced at the next push; a kill during the purge
+//! leaves sessions that resume, and the next purge finishes.
+
+use std::path::Path;
+
+use serde_json::{json, Value};
+
+use crate::common::*;
+use crate::t_secrets::leaks_under;
+
+/// No rule knows it: only the environment variable set when purging.
+const VALUE: &str = "plum7Kettle2Quartz9Vane";
+const VAR: &str = "DEPLOY_TOKEN";
+
+/// A session whose instruction, tool result, answer and spill hold
+/// `VALUE`, and a fork of its first answer that went on: (session, fork).
+fn session_with_value(p: &Project) -> (String, String) {
+    p.write(".gitignore", "notes.txt\n");
+    p.write("notes.txt", &format!("token: {VALUE}\n"));
+    let mock = Mock::start(json!([
+        {"tool_calls": [call("bash", json!({"command": "cat notes.txt"}))]},
+        {"content": format!("The token is {VALUE}.")},
+        {"content": "Second answer."},
+    ]));
+    let run = p.run(
+        Some(&mock),
+        &["--access", "auto", "-p", &format!("remember {VALUE}")],
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let session = run.session();
+    let first = show(p, &session)["checkpoint"].as_str().unwrap().to_owned();
+    let run = p.run(
+        Some(&mock),
+        &["--access", "auto", "resume", &session, "-p", "and then?"],
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let mock = Mock::start(json!([{"content": format!("Forked, still {VALUE}.")}]));
+    let run = p.run(
+        Some(&mock),
+        &["resume", &session, "--at", &first, "-p", "fork it"],
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    (session, run.session())
+}
+
+fn show(p: &Project, session: &str) -> Value {
+    let run = p.run(None, &["sessions", "show", session, "--json"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    serde_json::from_str(&run.stdout).unwrap()
+}
+
+/// `hel` with the value known for a secret.
+fn knowing(p: &Project, args: &[&str]) -> Run {
+    Run::from_cmd(p.hel(None).env(VAR, VALUE).args(args))
+}
+
+fn leaks(p: &Project) -> Vec<String> {
+    leaks_under(&p.path().join(".hel"), &[VALUE.to_owned()])
+}
+
+fn sound(p: &Project) {
+    let run = p.run(None, &["fsck"]);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    assert!(run.stdout.contains("store is sound"), "{}", run.stdout);
+}
+
+/// The handle the purge gave the value, read from what `after` shows.
+fn handle_in(after: &str) -> String {
+    let at = after.find("‹secret:deploy").expect("a handle");
+    let end = at + after[at..].find('›').unwrap() + '›'.len_utf8();
+    after[at..end].to_owned()
+}
+
+#[test]
+fn a_purged_session_and_its_fork_hold_handles_and_gc_leaves_no_byte_of_the_value() {
+    let p = Project::new();
+    let (session, fork) = session_with_value(&p);
+    assert!(
+        !leaks(&p).is_empty(),
+        "the value is stored before the purge"
+    );
+    let before = show(&p, &session);
+    let fork_before = show(&p, &fork);
+    // The scan that knows the value finds it.
+    let scan = knowing(&p, &["sessions", "scan", &session]);
+    assert_eq!(scan.code, 1, "{}", scan.stdout);
+    let run = knowing(&p, &["sessions", "purge", &session]);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    assert!(
+        run.stdout.contains(&format!("purged session {session}")),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains(&fork[..8]),
+        "the fork moved: {}",
+        run.stdout
+    );
+    // The journals were written again: only sealed packs may hold the
+    // value (none here), and gc takes those.
+    let gc = p.run(None, &["gc"]);
+    assert_eq!(gc.code, 0, "{}", gc.stderr);
+    assert_eq!(leaks(&p), Vec::<String>::new());
+    sound(&p);
+    // Every message as it was, the value replaced by its handle; new
+    // checkpoints.
+    for (id, old) in [(&session, &before), (&fork, &fork_before)] {
+        let new = show(&p, id);
+        let text = serde_json::to_string(&new["messages"]).unwrap();
+        let handle = handle_in(&text);
+        let want = serde_json::to_string(&old["messages"])
+            .unwrap()
+            .replace(VALUE, &handle);
+        assert_eq!(text, want, "session {id}");
+        assert_ne!(new["checkpoint"], old["checkpoint"]);
+        assert_eq!(new["session"], old["session"]);
+    }
+    let scan = knowing(&p, &["sessions", "scan"]);
+    assert_eq!(scan.code, 0, "{}", scan.stdout);
+    // The fork resumes on the new history: the model sees the handle.
+    let mock = Mock::start(json!([{"content": "ok"}]));
+    let run = p.run(Some(&mock), &["resume", &fork, "-p", "go on"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let body = serde_json::to_string(&mock.requests()[0]).unwrap();
+    assert!(!body.contains(VALUE), "{body}");
+    assert!(body.contains("‹secret:deploy"), "{body}");
+    sound(&p);
+}
+
+/// Every file under `dir` and its bytes.
+/// (the summary index, a listing's hint, aside).
+fn files(dir: &Path) -> Vec<(std::path::PathBuf, Vec<u8>)> {
+    let mut all = hel_store::testing::files_under(dir);
+    all.retain(|(p, _)| !p.ends_with("summaries"));
+    all.sort();
+    all
+}
+
+#[test]
+fn a_purge_that_finds_nothing_says_so_and_writes_nothing() {
+    let p = Project::new();
+    let (session, _) = session_with_value(&p);
+    // Without the variable nothing is a secret.
+    let listed = p.run(None, &["sessions", "--json"]);
+    assert_eq!(listed.code, 0);
+    let store = files(&p.path().join(".hel"));
+    let run = p.run(None, &["sessions", "purge", &session]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(run.stdout.contains("nothing to purge"), "{}", run.stdout);
+    assert_eq!(files(&p.path().join(".hel")), store);
+}
+
+#[test]
+fn a_pushed_session_is_replaced_on_the_remote_at_the_next_push() {
+    let p = Project::new();
+    let remote = tempfile::tempdir().unwrap();
+    let url = format!("file://{}", remote.path().display());
+    let run = p.run(None, &["remote", "add", "shared", &url]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let (session, fork) = session_with_value(&p);
+    let push = p.run(None, &["push", "--remote", "shared", &session]);
+    assert_eq!(push.code, 0, "{}", push.stderr);
+    let run = knowing(&p, &["sessions", "purge", &session]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    // A pull does not bring the old history back.
+    let pull = p.run(None, &["pull", "--remote", "shared", &session]);
+    assert_ne!(pull.code, 0, "{}", pull.stdout);
+    assert!(pull.stderr.contains("purge"), "{}", pull.stderr);
+    let push = knowing(&p, &["push", "--remote", "shared", &session]);
+    assert_eq!(push.code, 0, "{}{}", push.stdout, push.stderr);
+    let r: Value = serde_json::from_slice(
+        &std::fs::read(remote.path().join("sessions").join(&session)).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(r["head"], show(&p, &session)["checkpoint"]);
+    let packs: Vec<String> = r["packs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(packs.len(), 1, "{r}");
+    let named = tempfile::tempdir().unwrap();
+    for name in &packs {
+        std::fs::copy(
+            remote.path().join("packs").join(name),
+            named.path().join(name),
+        )
+        .unwrap();
+    }
+    assert_eq!(
+        leaks_under(named.path(), &[VALUE.to_owned()]),
+        Vec::<String>::new()
+    );
+    // The fork was never pushed: the next push sends its new history.
+    let push = knowing(&p, &["push", "--remote", "shared", &fork]);
+    assert_eq!(push.code, 0, "{}{}", push.stdout, push.stderr);
+}
+
+#[test]
+fn a_purge_killed_part_way_leaves_sessions_that_resume_and_the_next_finishes() {
+    for point in ["purge-moved@1", "purge-journal@1"] {
+        let p = Project::new();
+        let (session, fork) = session_with_value(&p);
+        let run = Run::from_cmd(
+            p.hel(None)
+                .env(VAR, VALUE)
+                .env("HEL_FAILPOINTS", point)
+                .args(["sessions", "purge", &session]),
+        );
+        assert_ne!(run.code, 0, "{point}: killed");
+        sound(&p);
+        for id in [&session, &fork] {
+            let mock = Mock::start(json!([{"content": "ok"}]));
+            let run = p.run(Some(&mock), &["resume", id, "-p", "still there?"]);
+            assert_eq!(run.code, 0, "{point}: {}", run.stderr);
+        }
+        let run = knowing(&p, &["sessions", "purge", &session]);
+        assert_eq!(run.code, 0, "{point}: {}", run.stderr);
+        let gc = p.run(None, &["gc"]);
+        assert_eq!(gc.code, 0, "{}", gc.stderr);
+        assert_eq!(leaks(&p), Vec::<String>::new(), "{point}");
+        sound(&p);
+    }
+}
