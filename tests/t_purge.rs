@@ -20,10 +20,14 @@ const VAR: &str = "DEPLOY_TOKEN";
 /// A session whose instruction, tool result, answer and spill hold
 /// `VALUE`, and a fork of its first answer that went on: (session, fork).
 fn session_with_value(p: &Project) -> (String, String) {
-    p.write(".gitignore", "notes.txt\n");
-    p.write("notes.txt", &format!("token: {VALUE}\n"));
+    // Not ignored: the workspace snapshots record it.
+    p.write("notes.txt", &format!("word: {VALUE}\n"));
     let mock = Mock::start(json!([
-        {"tool_calls": [call("bash", json!({"command": "cat notes.txt"}))]},
+        {"tool_calls": [
+            call("bash", json!({"command": "cat notes.txt"})),
+            // Spilled whole; the conversation keeps its head and tail.
+            call("bash", json!({"command": "seq 1 15000; cat notes.txt; seq 1 15000"})),
+        ]},
         {"content": format!("The token is {VALUE}.")},
         {"content": "Second answer."},
     ]));
@@ -84,8 +88,18 @@ fn a_purged_session_and_its_fork_hold_handles_and_gc_leaves_no_byte_of_the_value
         !leaks(&p).is_empty(),
         "the value is stored before the purge"
     );
+    let rename = p.run(None, &["sessions", "rename", &session, "with-token"]);
+    assert_eq!(rename.code, 0, "{}", rename.stderr);
     let before = show(&p, &session);
     let fork_before = show(&p, &fork);
+    assert!(before.to_string().contains(VALUE));
+    let sp = String::from_utf8_lossy(&spill_bytes(&p, &session)).into_owned();
+    assert!(
+        sp.contains(VALUE),
+        "{} {:?}",
+        sp.len(),
+        sp.lines().find(|l| l.contains("token"))
+    );
     // The scan that knows the value finds it.
     let scan = knowing(&p, &["sessions", "scan", &session]);
     assert_eq!(scan.code, 1, "{}", scan.stdout);
@@ -122,6 +136,10 @@ fn a_purged_session_and_its_fork_hold_handles_and_gc_leaves_no_byte_of_the_value
     }
     let scan = knowing(&p, &["sessions", "scan"]);
     assert_eq!(scan.code, 0, "{}", scan.stdout);
+    // The spill file by handle, the name kept.
+    let spill = String::from_utf8(spill_bytes(&p, &session)).unwrap();
+    assert!(spill.contains("word: ‹secret:deploy"), "{}", &spill[..100]);
+    assert_eq!(show(&p, "with-token")["session"], before["session"]);
     // The fork resumes on the new history: the model sees the handle.
     let mock = Mock::start(json!([{"content": "ok"}]));
     let run = p.run(Some(&mock), &["resume", &fork, "-p", "go on"]);
@@ -215,9 +233,16 @@ fn a_purge_killed_part_way_leaves_sessions_that_resume_and_the_next_finishes() {
         );
         assert_ne!(run.code, 0, "{point}: killed");
         sound(&p);
+        // Resumed by a user who knows the value for a secret now (the
+        // workspace snapshots then leave notes.txt out).
         for id in [&session, &fork] {
             let mock = Mock::start(json!([{"content": "ok"}]));
-            let run = p.run(Some(&mock), &["resume", id, "-p", "still there?"]);
+            let run = Run::from_cmd(p.hel(Some(&mock)).env(VAR, VALUE).args([
+                "resume",
+                id,
+                "-p",
+                "still there?",
+            ]));
             assert_eq!(run.code, 0, "{point}: {}", run.stderr);
         }
         let run = knowing(&p, &["sessions", "purge", &session]);

@@ -554,6 +554,7 @@ pub fn purge(store: &Store, session: &SessionId, purger: &mut dyn Purger) -> Res
             record_replaced(store, s, &h.id)?;
             crate::transfer::set_remote_state(store, &pending_key(s), b"")?;
         }
+        drop_stat_cache(layout)?;
         let Rewrite {
             new,
             counts,
@@ -657,10 +658,21 @@ fn finish_holding(
             let _ = dir.remove_tree("spill");
         }
     }
+    drop_stat_cache(layout)?;
     layout.index().forget_removed();
     drop(leases);
     drop(lock);
     Ok(done)
+}
+
+/// The stat cache vouches for files by the blobs the old history held: a
+/// snapshot trusting it would name a file purged here again. It is a hint
+/// (objects-spec §10.4); the next snapshot reads every file.
+fn drop_stat_cache(layout: &Odb) -> Result<()> {
+    if let Some(ws) = layout.root().sub(crate::layout::WORKSPACE)? {
+        ws.remove_file("cache")?;
+    }
+    Ok(())
 }
 
 /// Write `session`'s journal again: its objects that `live` holds, and one
