@@ -215,11 +215,11 @@ impl Rewrite<'_> {
                 stack.pop();
                 continue;
             }
-            if !parsed.contains_key(&top) {
+            if let std::collections::hash_map::Entry::Vacant(slot) = parsed.entry(top) {
                 let payload = crate::read::of_kind(self.layout, &top, Kind::List, Cap::LIST)?;
                 let (raw, items) = hel_object::list::parse_whole(&payload)
                     .map_err(|e| crate::list::malformed(self.layout, &top, e))?;
-                parsed.insert(top, (raw.count, raw.prev, items));
+                slot.insert((raw.count, raw.prev, items));
                 if stack.len() > 1 << 20 {
                     return Err(Error::Internal(format!("list node {top} nests too deep")));
                 }
@@ -360,15 +360,13 @@ impl Rewrite<'_> {
         let mut untracked = 0;
         for mut e in tree.entries {
             match e.kind {
-                EntryKind::File | EntryKind::Symlink => {
-                    if self.holds(&e.id)? {
-                        e.kind = EntryKind::NotTracked;
-                        e.id = ObjectId::ZERO;
-                        e.mode = 0;
-                        untracked += 1;
-                        changed = true;
-                        self.counts.files += 1;
-                    }
+                EntryKind::File | EntryKind::Symlink if self.holds(&e.id)? => {
+                    e.kind = EntryKind::NotTracked;
+                    e.id = ObjectId::ZERO;
+                    e.mode = 0;
+                    untracked += 1;
+                    changed = true;
+                    self.counts.files += 1;
                 }
                 EntryKind::Dir => {
                     let (n, u) = self.tree(&e.id, depth + 1)?;
@@ -508,9 +506,10 @@ pub fn purge(store: &Store, session: &SessionId, purger: &mut dyn Purger) -> Res
         let new_head = rw.history(&head.id)?;
         if new_head == head.id {
             drop(lock);
-            let mut purged = Purged::default();
-            purged.journals = finish(store, layout, &[])?;
-            return Ok(purged);
+            return Ok(Purged {
+                journals: finish(store, layout, &[])?,
+                ..Purged::default()
+            });
         }
         let changed: HashSet<ObjectId> = rw
             .snapshots
