@@ -136,6 +136,11 @@ fn a_purged_session_and_its_fork_hold_handles_and_gc_leaves_no_byte_of_the_value
     }
     let scan = knowing(&p, &["sessions", "scan"]);
     assert_eq!(scan.code, 0, "{}", scan.stdout);
+    // The log walks the new history.
+    let log = p.run(None, &["sessions", "log", &session, "--all"]);
+    assert_eq!(log.code, 0, "{}", log.stderr);
+    assert!(!log.stdout.contains(VALUE), "{}", log.stdout);
+    assert!(log.stdout.contains("‹secret:deploy"), "{}", log.stdout);
     // The spill file by handle, the name kept.
     let spill = String::from_utf8(spill_bytes(&p, &session)).unwrap();
     assert!(spill.contains("word: ‹secret:deploy"), "{}", &spill[..100]);
@@ -193,6 +198,11 @@ fn replaced_on_the_remote(add: &[&str], env: &[(String, String)]) -> (Project, S
     let (session, fork) = session_with_value(&p);
     let push = with(&p, env, &["push", "--remote", "r", &session]);
     assert_eq!(push.code, 0, "{}", push.stderr);
+    // One more checkpoint after the push: the remote's head is not the
+    // head the purge replaces, but a record before it.
+    let mock = Mock::start(json!([{"content": "later"}]));
+    let run = p.run(Some(&mock), &["resume", &session, "-p", "later"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
     let mut knows = env.to_vec();
     knows.push((VAR.into(), VALUE.into()));
     let run = with(&p, &knows, &["sessions", "purge", &session]);

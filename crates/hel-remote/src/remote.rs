@@ -402,29 +402,7 @@ impl Remote {
                     packs,
                     PutMode::Update(UpdateVersion { e_tag, version }),
                 ),
-                _ => match self.read_ref(session).await? {
-                    None => (None, Vec::new(), PutMode::Create),
-                    // A head a purge here replaced (objects-spec §8.3):
-                    // the ref is replaced, naming only a pack of
-                    // everything the new head reaches, so remote gc takes
-                    // the old packs.
-                    Some((r, v))
-                        if hel_store::purge::replaced(store, session)?.contains(&r.head) =>
-                    {
-                        (None, Vec::new(), PutMode::Update(v))
-                    }
-                    Some((r, v)) => {
-                        if !hel_store::transfer::has_object(store, &r.head)?
-                            || !hel_store::transfer::history_holds(store, &head, &r.head)?
-                        {
-                            return Err(RemoteError::Diverged {
-                                remote: self.name.clone(),
-                                session: session.to_string(),
-                            });
-                        }
-                        (Some(r.head), r.packs, PutMode::Update(v))
-                    }
-                },
+                _ => self.remote_base(store, session, &head).await?,
             };
             if base == Some(head) {
                 if let PutMode::Update(v) = &mode {
@@ -532,6 +510,37 @@ impl Remote {
             &format!("sessions/{session}"),
             "the ref keeps moving; try again",
         ))
+    }
+
+    /// What the remote has of `session` by its ref (the base a push of
+    /// `head` sends from, the packs its ref names, how the ref is put):
+    /// refused as a divergence when its head is not in `head`'s history,
+    /// unless a purge here replaced it (objects-spec §8.3): then the ref
+    /// is replaced, naming only a pack of everything `head` reaches, so
+    /// remote gc takes the old packs.
+    async fn remote_base(
+        &self,
+        store: &Store,
+        session: &SessionId,
+        head: &ObjectId,
+    ) -> Result<(Option<ObjectId>, Vec<String>, PutMode)> {
+        Ok(match self.read_ref(session).await? {
+            None => (None, Vec::new(), PutMode::Create),
+            Some((r, v)) if hel_store::purge::replaced(store, session)?.contains(&r.head) => {
+                (None, Vec::new(), PutMode::Update(v))
+            }
+            Some((r, v)) => {
+                if !hel_store::transfer::has_object(store, &r.head)?
+                    || !hel_store::transfer::history_holds(store, head, &r.head)?
+                {
+                    return Err(RemoteError::Diverged {
+                        remote: self.name.clone(),
+                        session: session.to_string(),
+                    });
+                }
+                (Some(r.head), r.packs, PutMode::Update(v))
+            }
+        })
     }
 
     /// Pull `session` (see [`hel_store::transfer::adopt`] for what moves).

@@ -102,8 +102,8 @@ pub fn replaced_key(session: &SessionId) -> String {
     format!("purged-{session}")
 }
 
-/// The old heads recorded as replaced by purges of `session`: a remote ref
-/// naming one of them is replaced by the next push.
+/// The records (checkpoints) recorded as replaced by purges of `session`:
+/// a remote ref whose head is one of them is replaced by the next push.
 pub fn replaced(store: &Store, session: &SessionId) -> Result<BTreeSet<ObjectId>> {
     let Some(bytes) = crate::transfer::remote_state(store, &replaced_key(session))? else {
         return Ok(BTreeSet::new());
@@ -124,10 +124,10 @@ pub fn replaced(store: &Store, session: &SessionId) -> Result<BTreeSet<ObjectId>
     Ok(out)
 }
 
-fn record_replaced(store: &Store, session: &SessionId, old: &ObjectId) -> Result<()> {
+fn record_replaced(store: &Store, session: &SessionId, old: &[ObjectId]) -> Result<()> {
     // A damaged record is replaced: it only ever saves a refused push.
     let mut all = replaced(store, session).unwrap_or_default();
-    all.insert(*old);
+    all.extend(old.iter().copied());
     let list: Vec<String> = all.iter().map(ObjectId::to_hex).collect();
     let bytes = crate::canonical::to_vec(&serde_json::json!({
         "format": "hel-purged 1",
@@ -550,7 +550,13 @@ pub fn purge(store: &Store, session: &SessionId, purger: &mut dyn Purger) -> Res
         // What the next push must replace, and that the session's journal
         // is to be written again, durable before any head moves.
         for (s, h, _) in &moves {
-            record_replaced(store, s, &h.id)?;
+            // Every record that changed: a remote may hold any of them
+            // as its head (pushed before later checkpoints were made).
+            let old: Vec<ObjectId> = chain(layout, &h.id)?
+                .into_iter()
+                .filter(|id| rw.snapshots.get(id).is_some_and(|n| n != id))
+                .collect();
+            record_replaced(store, s, &old)?;
             crate::transfer::set_remote_state(store, &pending_key(s), b"")?;
         }
         drop_stat_cache(layout)?;
