@@ -340,3 +340,60 @@ fn a_purge_killed_part_way_leaves_sessions_that_resume_and_the_next_finishes() {
         sound(&p);
     }
 }
+
+#[test]
+fn a_purge_is_refused_while_a_session_it_would_move_is_in_use() {
+    use crate::t_sandbox::wait_until;
+    let p = Project::new();
+    let (session, fork) = session_with_value(&p);
+    let head = show(&p, &session)["checkpoint"].clone();
+    let mock = Mock::start(json!([
+        {"tool_calls": [call("bash", json!({"command": "touch ready; sleep 300"}))]},
+        {"content": "never"},
+    ]));
+    let (mut hel, _) = p.spawn_session(
+        Some(&mock),
+        &["--access", "auto", "resume", &fork, "-p", "wait"],
+    );
+    wait_until("the fork's command to run", || {
+        p.path().join("ready").exists()
+    });
+    let run = knowing(&p, &["sessions", "purge", &session]);
+    assert_ne!(run.code, 0, "{}", run.stdout);
+    assert!(run.stderr.contains("in use"), "{}", run.stderr);
+    // Nothing written: the head, and no record for the next push.
+    assert_eq!(show(&p, &session)["checkpoint"], head);
+    assert!(!p.path().join(".hel/remotes").exists());
+    hel.kill().unwrap();
+    hel.wait().unwrap();
+    let run = knowing(&p, &["sessions", "purge", &session]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let gc = p.run(None, &["gc"]);
+    assert_eq!(gc.code, 0, "{}", gc.stderr);
+    assert_eq!(leaks(&p), Vec::<String>::new());
+    sound(&p);
+}
+
+/// The fork of a deleted session: what it reaches of its origin is in a
+/// sealed pack (the delete copied it there); the purge of the fork
+/// rewrites that part too, and gc takes the old copy.
+#[test]
+fn the_fork_of_a_deleted_session_is_purged_through_what_it_inherited() {
+    let p = Project::new();
+    let (session, fork) = session_with_value(&p);
+    let run = p.run(None, &["sessions", "delete", &session, "--yes"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let before = show(&p, &fork);
+    let run = knowing(&p, &["sessions", "purge", &fork]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let gc = p.run(None, &["gc"]);
+    assert_eq!(gc.code, 0, "{}", gc.stderr);
+    assert_eq!(leaks(&p), Vec::<String>::new());
+    sound(&p);
+    let after = serde_json::to_string(&show(&p, &fork)["messages"]).unwrap();
+    let handle = handle_in(&after);
+    let want = serde_json::to_string(&before["messages"])
+        .unwrap()
+        .replace(VALUE, &handle);
+    assert_eq!(after, want);
+}
