@@ -532,6 +532,23 @@ pub fn purge(store: &Store, session: &SessionId, purger: &mut dyn Purger) -> Res
             }
         }
         moves.push((session.clone(), head, new_head));
+        // Each new head loads as a load would take it (messages, pairing,
+        // limits, record) before anything is written: a purge never
+        // publishes what a resume refuses.
+        {
+            let mut records = Vec::with_capacity(rw.new.len());
+            for (id, kind, payload) in &rw.new {
+                let (_, canonical) = crate::object::encode(*kind, payload);
+                records.push((
+                    *id,
+                    crate::object::compress_canonical(*kind, id, &canonical)?,
+                ));
+            }
+            let _incoming = layout.receive(&records);
+            for (_, _, n) in &moves {
+                store.check_covering(n)?;
+            }
+        }
         // The leases first: a session in use is refused before anything
         // is written, and no head moves under us from here.
         let mut leases = Vec::new();
