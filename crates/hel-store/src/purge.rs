@@ -506,8 +506,12 @@ pub fn purge(store: &Store, session: &SessionId, purger: &mut dyn Purger) -> Res
         let new_head = rw.history(&head.id)?;
         if new_head == head.id {
             drop(lock);
+            let journals = finish(store, layout, &[])?;
+            if journals > 0 {
+                drop_summaries(layout);
+            }
             return Ok(Purged {
-                journals: finish(store, layout, &[])?,
+                journals,
                 ..Purged::default()
             });
         }
@@ -623,9 +627,7 @@ pub fn purge(store: &Store, session: &SessionId, purger: &mut dyn Purger) -> Res
         purged.journals = finish_holding(store, layout, &moved, leases)?;
         purged
     };
-    // Listings carry the first instruction from entry to entry: the index
-    // is rebuilt from the new heads.
-    let _ = layout.root().remove_file(crate::layout::SUMMARIES);
+    drop_summaries(layout);
     out.moved.sort_by_key(|m| m.session == *session);
     Ok(out)
 }
@@ -685,6 +687,13 @@ fn finish_holding(
     drop(leases);
     drop(lock);
     Ok(done)
+}
+
+/// Listings carry a session's first instruction from entry to entry of
+/// the summary index (objects-spec §5.9): it is rebuilt from the new
+/// heads. A hint: one that cannot be removed is stale at worst.
+fn drop_summaries(layout: &Odb) {
+    let _ = layout.root().remove_file(crate::layout::SUMMARIES);
 }
 
 /// The stat cache vouches for files by the blobs the old history held: a
