@@ -473,6 +473,30 @@ fn chain(layout: &Odb, head: &ObjectId) -> Result<Vec<ObjectId>> {
     Ok(out)
 }
 
+/// Each new head loads as a load would take it (messages, pairing,
+/// limits, record), with the `new` objects read as if stored, before
+/// anything is written: a purge never publishes what a resume refuses.
+fn admit(
+    store: &Store,
+    layout: &Odb,
+    new: &[(ObjectId, Kind, Vec<u8>)],
+    heads: &[ObjectId],
+) -> Result<()> {
+    let mut records = Vec::with_capacity(new.len());
+    for (id, kind, payload) in new {
+        let (_, canonical) = crate::object::encode(*kind, payload);
+        records.push((
+            *id,
+            crate::object::compress_canonical(*kind, id, &canonical)?,
+        ));
+    }
+    let _incoming = layout.receive(&records);
+    for n in heads {
+        store.check_covering(n)?;
+    }
+    Ok(())
+}
+
 /// Purge `session`: rewrite its history with what `purger` replaces, and
 /// move every session whose history holds a record that changed onto the
 /// new history (the purged session last). Returns, for every session it
@@ -536,23 +560,8 @@ pub fn purge(store: &Store, session: &SessionId, purger: &mut dyn Purger) -> Res
             }
         }
         moves.push((session.clone(), head, new_head));
-        // Each new head loads as a load would take it (messages, pairing,
-        // limits, record) before anything is written: a purge never
-        // publishes what a resume refuses.
-        {
-            let mut records = Vec::with_capacity(rw.new.len());
-            for (id, kind, payload) in &rw.new {
-                let (_, canonical) = crate::object::encode(*kind, payload);
-                records.push((
-                    *id,
-                    crate::object::compress_canonical(*kind, id, &canonical)?,
-                ));
-            }
-            let _incoming = layout.receive(&records);
-            for (_, _, n) in &moves {
-                store.check_covering(n)?;
-            }
-        }
+        let heads_new: Vec<ObjectId> = moves.iter().map(|(_, _, n)| *n).collect();
+        admit(store, layout, &rw.new, &heads_new)?;
         // The leases first: a session in use is refused before anything
         // is written, and no head moves under us from here.
         let mut leases = Vec::new();
