@@ -26,6 +26,7 @@ mod t_output;
 mod t_parse_bounds;
 mod t_project;
 mod t_prompt;
+mod t_purge;
 mod t_races;
 mod t_remote;
 mod t_replay;

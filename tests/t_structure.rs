@@ -1070,7 +1070,7 @@ fn hel_store_modules_import_only_their_layer_and_below() {
             // fork: a fork of a deleted session's checkpoint walks what
             // it reaches (gc's mark) to learn what it depends on.
             &[
-                "gc", "fork", "fsck", "scan", "search", "transfer", "trash", "opundo",
+                "gc", "fork", "fsck", "scan", "search", "transfer", "trash", "opundo", "purge",
             ],
             // The root, and the test-only modules (the `testing` feature's
             // `parse` and `testing`, the unit tests' `pack_vectors`).

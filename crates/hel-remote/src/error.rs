@@ -40,6 +40,9 @@ pub enum RemoteError {
     /// Both sides have checkpoints the other lacks.
     #[error("session {session} diverged on remote {remote}: it has checkpoints this project lacks; `hel pull --remote {remote} {session}` brings the remote's line in as a new session (this one is untouched); continue there, or keep this line and push it as a new session with `hel resume {session} --at <checkpoint>` then `hel push`")]
     Diverged { remote: String, session: String },
+    /// The remote holds a history of the session that a purge here replaced.
+    #[error("session {session} on remote {remote} is the history `hel sessions purge` replaced here: not pulled; `hel push --remote {remote} {session}` replaces it there")]
+    Purged { remote: String, session: String },
     #[error(
         "remote {remote} has no session {session} (`hel sessions --remote {remote}` lists them)"
     )]

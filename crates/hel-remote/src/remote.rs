@@ -402,20 +402,7 @@ impl Remote {
                     packs,
                     PutMode::Update(UpdateVersion { e_tag, version }),
                 ),
-                _ => match self.read_ref(session).await? {
-                    None => (None, Vec::new(), PutMode::Create),
-                    Some((r, v)) => {
-                        if !hel_store::transfer::has_object(store, &r.head)?
-                            || !hel_store::transfer::history_holds(store, &head, &r.head)?
-                        {
-                            return Err(RemoteError::Diverged {
-                                remote: self.name.clone(),
-                                session: session.to_string(),
-                            });
-                        }
-                        (Some(r.head), r.packs, PutMode::Update(v))
-                    }
-                },
+                _ => self.remote_base(store, session, &head).await?,
             };
             if base == Some(head) {
                 if let PutMode::Update(v) = &mode {
@@ -525,6 +512,37 @@ impl Remote {
         ))
     }
 
+    /// What the remote has of `session` by its ref (the base a push of
+    /// `head` sends from, the packs its ref names, how the ref is put):
+    /// refused as a divergence when its head is not in `head`'s history,
+    /// unless a purge here replaced it (objects-spec §8.3): then the ref
+    /// is replaced, naming only a pack of everything `head` reaches, so
+    /// remote gc takes the old packs.
+    async fn remote_base(
+        &self,
+        store: &Store,
+        session: &SessionId,
+        head: &ObjectId,
+    ) -> Result<(Option<ObjectId>, Vec<String>, PutMode)> {
+        Ok(match self.read_ref(session).await? {
+            None => (None, Vec::new(), PutMode::Create),
+            Some((r, v)) if hel_store::purge::replaced(store, session)?.contains(&r.head) => {
+                (None, Vec::new(), PutMode::Update(v))
+            }
+            Some((r, v)) => {
+                if !hel_store::transfer::has_object(store, &r.head)?
+                    || !hel_store::transfer::history_holds(store, head, &r.head)?
+                {
+                    return Err(RemoteError::Diverged {
+                        remote: self.name.clone(),
+                        session: session.to_string(),
+                    });
+                }
+                (Some(r.head), r.packs, PutMode::Update(v))
+            }
+        })
+    }
+
     /// Pull `session` (see [`hel_store::transfer::adopt`] for what moves).
     pub async fn pull(&self, store: &Store, session: &SessionId) -> Result<Pulled> {
         let Some((r, v)) = self.read_ref(session).await? else {
@@ -533,6 +551,14 @@ impl Remote {
                 session: session.to_string(),
             });
         };
+        // The history a purge here replaced is not brought back: the
+        // next push replaces it on the remote.
+        if hel_store::purge::replaced(store, session)?.contains(&r.head) {
+            return Err(RemoteError::Purged {
+                remote: self.name.clone(),
+                session: session.to_string(),
+            });
+        }
         let known = self.state(store, session)?.unwrap_or_default();
         // Packs this project already has the objects of (it pushed or
         // pulled them).

@@ -360,7 +360,7 @@ const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
 /// frame compressed with hel's dictionary (objects-spec §5.2), which
 /// holds the keys and phrases every commit record repeats; the JSON
 /// itself in the (never seen) case that the frame is over [`COMMIT_MAX`].
-fn commit_stored(json: &[u8]) -> Result<Vec<u8>> {
+pub(crate) fn commit_stored(json: &[u8]) -> Result<Vec<u8>> {
     let stored = object::compress_frame(json, true)
         .map_err(|e| Error::Internal(format!("cannot compress a commit record: {e}")))?;
     Ok(match stored.len() as u64 > COMMIT_MAX {

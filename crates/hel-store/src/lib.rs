@@ -64,7 +64,8 @@
 //!    deleted session's checkpoint walks what it reaches to learn what it
 //!    depends on), `fsck`, `scan` and `search`, `transfer`, `trash`
 //!    (delete to the trash, undelete, retention and pins), `opundo` (`hel
-//!    op undo`, and the log's gc roots and fsck faults).
+//!    op undo`, and the log's gc roots and fsck faults), `purge` (a
+//!    session's history rewritten with its secrets replaced).
 //!
 //! [`Store`]'s own methods are the session's life: [`Store::open`],
 //! [`Store::open_with`], [`Store::exists`], [`Store::format`],
@@ -114,6 +115,7 @@ mod par;
 #[cfg(feature = "testing")]
 pub mod parse;
 mod place;
+pub mod purge;
 mod read;
 mod refs;
 mod repack;

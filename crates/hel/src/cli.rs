@@ -660,13 +660,29 @@ redaction, imports, values a newer rule set recognises). One line per secret: th
 checkpoint where its message first appeared, the message's position, its role and the kind of \
 secret, never the value; then a count. Exits 1 when anything is found. `hel push` and \
 `hel sessions export` refuse a session that holds one unless --allow-secrets is given. \
-There is no way yet to take a secret out of a session's history and keep the session: \
-deleting the session for good (`hel sessions delete --now`) is the way today.",
+`hel sessions purge` takes them out of a session's history.",
         after_help = "Examples:\n  hel sessions scan\n  hel sessions scan fix-login --json"
     )]
     Scan {
         /// Session name, id or prefix (default: every session of the project).
         session: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Rewrite a session's history with every secret `hel sessions scan` finds replaced by its handle.
+    #[command(
+        long_about = "Rewrite a session's history with every secret `hel sessions scan` finds replaced \
+by its handle (‹secret:KIND:N›): every checkpoint becomes a new one holding the same messages, \
+spill, workspace snapshots, name and request config, but for the values; a workspace file that \
+holds a secret is kept as a file the snapshot did not record. Sessions forked from it (and forks \
+of those) move onto the new history. The old records are gone from the session's journal at \
+once; `hel gc` reclaims what sealed packs hold of them, and the next `hel push` replaces the \
+session on a remote that has it. Refused while a session it moves is in use.",
+        after_help = "Examples:\n  hel sessions purge fix-login\n  hel sessions purge 4da5 --json"
+    )]
+    Purge {
+        /// Session name, id or prefix.
+        session: String,
         #[arg(long)]
         json: bool,
     },

@@ -9,6 +9,7 @@ pub mod mcp;
 mod op;
 mod pager;
 mod pick;
+mod purge;
 pub mod remote;
 mod report;
 mod scan;
@@ -81,6 +82,9 @@ pub fn sessions(
         SessionsCommand::Search(args) => search::search(&store, &args, json_flag),
         SessionsCommand::Scan { session, json } => {
             scan::scan(&store, &project, session.as_deref(), json || json_flag)
+        }
+        SessionsCommand::Purge { session, json } => {
+            purge::purge(&store, &project, &session, json || json_flag)
         }
         SessionsCommand::Export(args) => match &args.bundle {
             Some(bundle) => {
