@@ -38,6 +38,7 @@ mod t_stream;
 mod t_structure;
 mod t_tools;
 mod t_transcripts;
+mod t_tree;
 mod t_undo_attribution;
 mod t_undo_safety;
 mod t_view;

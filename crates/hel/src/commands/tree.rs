@@ -39,7 +39,8 @@ const LABEL_MAX: usize = 30;
 
 /// The glyph of the current position (the session named, or the prompt's).
 const CURRENT: char = '@';
-/// The glyph of each other session's newest answer.
+/// The glyph of each other session's newest answer (a deleted session's
+/// newest answer still here is an answer like any other, and says so).
 const HEAD: char = '●';
 /// The glyph of every other answer.
 const ANSWER: char = '○';
@@ -363,10 +364,10 @@ fn graph(tree: &Tree) -> Vec<String> {
         let last = joining.last().copied().unwrap_or(col);
         let glyph = if Some(k) == tree.current {
             CURRENT
-        } else if n.heads.is_empty() {
-            ANSWER
-        } else {
+        } else if n.heads.iter().any(|&m| !tree.members[m].deleted) {
             HEAD
+        } else {
+            ANSWER
         };
         let mut line = String::new();
         for i in 0..lanes.len().max(col + 1) {
@@ -617,15 +618,25 @@ pub fn tree(store: &Store, project: &Path, spec: &str, as_json: bool) -> Result<
     Ok(0)
 }
 
+/// The answer `/tree` picked.
+pub(crate) struct Picked {
+    /// A session whose history holds it (what `Start::Fork` names).
+    pub session: String,
+    /// Its whole checkpoint id.
+    pub at: String,
+    /// Its session was deleted: its files cannot be put back (a restore
+    /// compares with what that session recorded last).
+    pub deleted: bool,
+}
+
 /// The prompt's `/tree`: draw the family of `session` (the prompt's) on
-/// the terminal, then `ask` which answer to continue from. Returns the
-/// session to fork and the checkpoint (its whole id), or None when the
+/// the terminal, then `ask` which answer to continue from. None when the
 /// user gave none (or one that is not in the tree, which is said).
 pub(crate) fn pick(
     root: &Path,
     session: &str,
     ask: impl FnOnce(&str) -> Option<String>,
-) -> Result<Option<(String, String)>, Exit> {
+) -> Result<Option<Picked>, Exit> {
     let store = Store::open(root)?;
     let id = hel_agent::resolve_session(&store, root, session)?;
     let tree = family(&store, &id)?;
@@ -657,7 +668,11 @@ pub(crate) fn pick(
         .filter(|n| n.id.to_hex().starts_with(&spec))
         .collect();
     match found.as_slice() {
-        [n] => Ok(Some((n.via.to_string(), n.id.to_hex()))),
+        [n] => Ok(Some(Picked {
+            session: n.via.to_string(),
+            at: n.id.to_hex(),
+            deleted: tree.members.iter().any(|m| m.deleted && m.id == n.session),
+        })),
         [] => {
             render::line(&format!(
                 "hel: no answer {spec} in this tree; the session goes on where it was"

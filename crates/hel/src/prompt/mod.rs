@@ -615,7 +615,17 @@ impl Prompt {
             _ => None,
         };
         match crate::commands::pick_in_tree(&self.run.project().root, &id, ask) {
-            Ok(Some((session, at))) => self.continue_from(session, at),
+            Ok(Some(picked)) if picked.deleted => {
+                render::line("hel: that answer's session was deleted: the conversation goes on from it, and the files stay as they are (only a live session's files can be put back)");
+                self.switch(
+                    Start::Fork {
+                        session: picked.session,
+                        at: picked.at,
+                    },
+                    None,
+                );
+            }
+            Ok(Some(picked)) => self.continue_from(picked.session, picked.at),
             Ok(None) => render::line("hel: nothing picked; the session goes on where it was"),
             Err(e) => render::failure_line("", &e),
         }
