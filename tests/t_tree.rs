@@ -387,3 +387,139 @@ fn tree_at_the_prompt_continues_from_a_picked_answer() {
     type_in(&mut s, "/exit\r");
     s.exp_eof().unwrap();
 }
+
+/// How long `hel sessions tree` takes to draw a family of 1,000 answers
+/// over 50 sessions (one and 49 forks of it and of each other, at
+/// answers spread over the family), each answer with the workspace
+/// snapshot of the file it changed. Built through the store's API (a
+/// thousand runs of hel would take minutes), then drawn as text and as
+/// JSON five times each: the fastest of each is printed. No threshold:
+/// `cargo test -p hel --test e2e --release -- --ignored --nocapture tree_drawing_time`.
+#[test]
+#[ignore = "a measurement: prints the time to draw 1,000 answers over 50 forks"]
+fn tree_drawing_time_for_1000_answers_over_50_forks() {
+    use hel_store::tree::{Entry, EntryKind, Tree};
+    use hel_store::{
+        CommitInput, Leaf, ObjectId, Record, RequestConfig, SessionRecord, SessionState, Store,
+        Workspace,
+    };
+
+    const SESSIONS: usize = 50;
+    const PER_SESSION: usize = 20;
+    let p = Project::new();
+    let store = Store::open(&p.path()).unwrap();
+    let cwd = p.path().display().to_string();
+    let system = json!({"role": "system", "content": "s"});
+    // Every answer: its conversation and root tree.
+    let mut answers: Vec<(ObjectId, Vec<Value>, ObjectId)> = Vec::new();
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut sessions = Vec::new();
+    for s in 0..SESSIONS {
+        let (lease, mut state, mut msgs, mut root) = if s == 0 {
+            (
+                store.new_session().unwrap(),
+                SessionState::default(),
+                vec![system.clone()],
+                None,
+            )
+        } else {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let (at, msgs, root) = answers[(seed % answers.len() as u64) as usize].clone();
+            let (lease, _, _) = store.fork(&at).unwrap();
+            let state = store.record_state(&lease).unwrap();
+            (lease, state, msgs, Some(root))
+        };
+        let mut leaves: Vec<Option<Leaf>> = vec![None; msgs.len()];
+        for k in 0..PER_SESSION {
+            let instruction = format!("session {s} instruction {k}: change f{s}.txt");
+            msgs.push(json!({"role": "user", "content": instruction}));
+            msgs.push(json!({"role": "assistant", "content": format!("changed f{s}.txt to {k}")}));
+            leaves.extend([None, None]);
+            let mut txn = store.begin(&lease, &mut state).unwrap();
+            let start = match root {
+                Some(r) => r,
+                None => txn
+                    .put_tree(&Tree {
+                        entries: Vec::new(),
+                    })
+                    .unwrap(),
+            };
+            let mut entries = match root {
+                Some(r) => hel_store::workspace::read_tree(&store, &r).unwrap().entries,
+                None => Vec::new(),
+            };
+            let content = format!("{k}\n");
+            let blob = txn.put_blob(content.as_bytes()).unwrap();
+            let name = format!("f{s}.txt").into_bytes();
+            entries.retain(|e| e.name != name);
+            entries.push(Entry {
+                name,
+                kind: EntryKind::File,
+                mode: 0o644,
+                size: content.len() as u64,
+                id: blob,
+            });
+            entries.sort_by(|a, b| a.name.cmp(&b.name));
+            let tree = txn.put_tree(&Tree { entries }).unwrap();
+            let input = CommitInput::new(
+                Record::Answer,
+                &msgs,
+                &leaves,
+                &cwd,
+                SessionRecord::of(RequestConfig::bare("test", "m")),
+            )
+            .instruction(&instruction)
+            .usage(1000 + k as u64, 50)
+            .workspace(Some(Workspace {
+                tree,
+                start: Some(start),
+                not_tracked: 0,
+                restored: None,
+            }));
+            let done = txn.commit(input).unwrap();
+            leaves.truncate(done.leaves_from);
+            leaves.extend(done.new_leaves.into_iter().map(Some));
+            root = Some(tree);
+            answers.push((done.id, msgs.clone(), tree));
+        }
+        sessions.push(lease.session().to_string());
+        drop(lease);
+    }
+    let fastest = |args: &[&str]| -> (std::time::Duration, String) {
+        let mut best = std::time::Duration::MAX;
+        let mut out = String::new();
+        for _ in 0..5 {
+            let t = std::time::Instant::now();
+            let run = p.run(None, args);
+            best = best.min(t.elapsed());
+            ok(&run);
+            out = run.stdout;
+        }
+        (best, out)
+    };
+    let last = sessions.last().unwrap();
+    let (text, drawn) = fastest(&["sessions", "tree", last]);
+    assert_eq!(drawn.lines().count(), SESSIONS * PER_SESSION, "{drawn}");
+    let (json_time, json) = fastest(&["sessions", "tree", last, "--json"]);
+    let j: Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(j["nodes"].as_array().unwrap().len(), SESSIONS * PER_SESSION);
+    assert_eq!(j["sessions"].as_array().unwrap().len(), SESSIONS);
+    assert!(j["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|n| n["files"] == 1));
+    let widest = drawn
+        .lines()
+        .map(|l| l.split("  ").next().unwrap().chars().count())
+        .max();
+    println!(
+        "hel sessions tree, {} answers over {SESSIONS} sessions: text {:.1} ms, --json {:.1} ms (whole process, fastest of 5); widest graph {:?} columns",
+        SESSIONS * PER_SESSION,
+        text.as_secs_f64() * 1e3,
+        json_time.as_secs_f64() * 1e3,
+        widest
+    );
+}
