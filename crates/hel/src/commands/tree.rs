@@ -136,11 +136,14 @@ pub(crate) fn family(store: &Store, session: &SessionId) -> Result<Tree, Exit> {
     let mut recs: HashMap<ObjectId, Rec> = HashMap::new();
     let mut failed: HashSet<usize> = HashSet::new();
     for (w, (_, head, _)) in walkers.iter().enumerate() {
-        let mut path: Vec<(ObjectId, hel_store::Checkpoint)> = Vec::new();
+        // What the walk read, newest first: each record's id, parent and
+        // (for an answer) what its node shows, no more (a checkpoint's
+        // other fields are not kept while the walk goes on).
+        let mut path: Vec<(ObjectId, Option<ObjectId>, Option<Answer>)> = Vec::new();
         let mut at = Some(*head);
         let root = loop {
             let Some(id) = at else {
-                break path.last().map(|(id, _)| *id);
+                break path.last().map(|(id, ..)| *id);
             };
             if let Some(r) = recs.get(&id) {
                 break r.root;
@@ -151,7 +154,19 @@ pub(crate) fn family(store: &Store, session: &SessionId) -> Result<Tree, Exit> {
             match store.checkpoint(&id) {
                 Ok(cp) => {
                     at = cp.parents.first().copied();
-                    path.push((id, cp));
+                    let answer = (Record::of(&cp) == Record::Answer).then(|| Answer {
+                        instruction: cp.summary.instruction.chars().take(WORDS_MAX).collect(),
+                        input_tokens: cp.summary.input_tokens,
+                        output_tokens: cp.summary.output_tokens,
+                        trees: cp
+                            .workspace
+                            .as_ref()
+                            .and_then(|ws| ws.start.map(|s| (s, ws.tree))),
+                        time_ms: cp.created_at_ms,
+                        session: cp.session_id,
+                        parent: None,
+                    });
+                    path.push((id, at, answer));
                 }
                 Err(e) if w == 0 => return Err(e.into()),
                 Err(_) => break None,
@@ -161,21 +176,11 @@ pub(crate) fn family(store: &Store, session: &SessionId) -> Result<Tree, Exit> {
             failed.insert(w);
         }
         // Oldest first: each record's parent is known before it.
-        for (id, cp) in path.into_iter().rev() {
-            let parent = cp.parents.first().copied();
+        for (id, parent, mut answer) in path.into_iter().rev() {
             let before = parent.and_then(|p| recs.get(&p)).and_then(|r| r.above);
-            let answer = (Record::of(&cp) == Record::Answer).then(|| Answer {
-                session: cp.session_id.clone(),
-                time_ms: cp.created_at_ms,
-                instruction: cp.summary.instruction.chars().take(WORDS_MAX).collect(),
-                input_tokens: cp.summary.input_tokens,
-                output_tokens: cp.summary.output_tokens,
-                trees: cp
-                    .workspace
-                    .as_ref()
-                    .and_then(|ws| ws.start.map(|s| (s, ws.tree))),
-                parent: before,
-            });
+            if let Some(a) = answer.as_mut() {
+                a.parent = before;
+            }
             let above = if answer.is_some() { Some(id) } else { before };
             recs.insert(
                 id,
@@ -246,13 +251,16 @@ pub(crate) fn family(store: &Store, session: &SessionId) -> Result<Tree, Exit> {
             deleted: false,
         });
     }
+    // A writer without a ref is deleted (one with a ref whose history
+    // could not be read is only left out).
+    let mut seen: HashSet<&SessionId> = infos.iter().map(|s| &s.id).collect();
+    seen.insert(session);
     let mut deleted: Vec<(SessionId, usize)> = Vec::new();
     for (k, n) in nodes.iter().enumerate() {
-        if members.iter().any(|m| m.id == n.session) || deleted.iter().any(|d| d.0 == n.session) {
-            continue;
-        }
         // Newest first: the first answer met of a session is its newest.
-        deleted.push((n.session.clone(), k));
+        if seen.insert(&n.session) {
+            deleted.push((n.session.clone(), k));
+        }
     }
     for (id, k) in deleted {
         members.push(Member {
@@ -711,10 +719,22 @@ mod tests {
         }
     }
 
+    fn member(n: u8) -> Member {
+        Member {
+            id: format!("0190e4a0-0000-7000-8000-0000000000{n:02}")
+                .parse()
+                .unwrap(),
+            name: None,
+            label: format!("session {n}"),
+            head: None,
+            deleted: false,
+        }
+    }
+
     fn tree(nodes: Vec<Node>) -> Tree {
         Tree {
             nodes,
-            members: Vec::new(),
+            members: (0..3).map(member).collect(),
             current: Some(0),
             left_out: Vec::new(),
         }
@@ -750,5 +770,53 @@ mod tests {
             node(2, None, vec![]),
         ]);
         assert_eq!(graph(&t), ["@", "│ ●", "○─╯", "│ ●", "○─╯"]);
+    }
+
+    #[test]
+    fn lines_fit_40_and_200_columns_and_keep_the_id() {
+        // Twenty forks of the root, each one answer, all still open while
+        // the root's own answers are drawn: a graph 40 columns wide.
+        let mut nodes: Vec<Node> = (0..20).map(|k| node(100 + k, Some(20), vec![])).collect();
+        nodes.push(node(1, None, vec![]));
+        nodes[0].heads = vec![0];
+        nodes[3].instruction = "fix the \u{1b}[2J login bug with 한국어 words".into();
+        let t = Tree {
+            nodes,
+            members: vec![Member {
+                id: "0190e4a0-0000-7000-8000-000000000001".parse().unwrap(),
+                name: None,
+                label: "a label \u{7} long enough to be cut at thirty columns".into(),
+                head: Some(0),
+                deleted: false,
+            }],
+            current: Some(0),
+            left_out: Vec::new(),
+        };
+        let graphs = graph(&t);
+        assert_eq!(graphs[20], format!("○{}╯", "─┴".repeat(18) + "─"));
+        for room in [40, 200] {
+            let shown = lines(&t, Some(room), 0);
+            assert_eq!(shown.len(), 21);
+            for (k, l) in shown.iter().enumerate() {
+                assert!(render::columns(l) <= room, "{room}: {l:?}");
+                assert!(!l.contains('\u{1b}') && !l.contains('\u{7}'), "{l:?}");
+                assert!(l.starts_with(&graphs[k]), "{l:?}");
+            }
+            if room == 200 {
+                let id = &t.nodes[3].id.to_hex()[..12];
+                assert!(
+                    shown[3].contains(id) && shown[3].ends_with("words"),
+                    "{:?}",
+                    shown[3]
+                );
+                assert!(
+                    shown[0].contains("[a label ^G long enough to be …] instruction 100"),
+                    "{:?}",
+                    shown[0]
+                );
+            } else {
+                assert!(shown[20].ends_with('…'), "{:?}", shown[20]);
+            }
+        }
     }
 }
