@@ -416,10 +416,18 @@ fn graph(tree: &Tree) -> Vec<String> {
 /// Each line: the graph, the checkpoint's id (12 digits, 8 when narrow),
 /// when, the files changed, the tokens, then the labels of the sessions
 /// whose newest answer it is and its instruction; on a narrow terminal
-/// the tokens go first, then the files, and the line is cut with `…`.
+/// the tokens go first, then the files, and the line is cut with `…`
+/// (a graph wider than half the terminal too).
 pub(crate) fn lines(tree: &Tree, room: Option<usize>, now: u64) -> Vec<String> {
     let graphs = graph(tree);
+    // On a terminal the graph takes half the width at most: a wider one
+    // (many branches open at once) is cut with `…`, so that every line
+    // still shows its id.
     let graph_w = graphs.iter().map(|g| render::columns(g)).max().unwrap_or(1);
+    let graph_w = match room {
+        Some(room) => graph_w.min((room / 2).saturating_sub(2).max(3)),
+        None => graph_w,
+    };
     let whens: Vec<String> = tree.nodes.iter().map(|n| when(n.time_ms, now)).collect();
     let files: Vec<String> = tree
         .nodes
@@ -800,7 +808,16 @@ mod tests {
             for (k, l) in shown.iter().enumerate() {
                 assert!(render::columns(l) <= room, "{room}: {l:?}");
                 assert!(!l.contains('\u{1b}') && !l.contains('\u{7}'), "{l:?}");
-                assert!(l.starts_with(&graphs[k]), "{l:?}");
+                let shown_graph = l.split("  ").next().unwrap();
+                match room {
+                    200 => assert!(l.starts_with(&graphs[k]), "{l:?}"),
+                    _ => assert!(
+                        render::columns(shown_graph) <= 18
+                            && (shown_graph == graphs[k] || shown_graph.ends_with('…')),
+                        "{l:?}"
+                    ),
+                }
+                assert!(l.contains(&t.nodes[k].id.to_hex()[..8]), "{l:?}");
             }
             if room == 200 {
                 let id = &t.nodes[3].id.to_hex()[..12];
@@ -815,7 +832,11 @@ mod tests {
                     shown[0]
                 );
             } else {
-                assert!(shown[20].ends_with('…'), "{:?}", shown[20]);
+                assert!(
+                    shown[20].starts_with("○─┴─┴─┴─┴─┴─┴─┴─┴…  "),
+                    "{:?}",
+                    shown[20]
+                );
             }
         }
     }
