@@ -44,6 +44,7 @@ mod t_structure;
 mod t_tools;
 mod t_transcripts;
 mod t_trash;
+mod t_tree;
 mod t_undo_attribution;
 mod t_undo_safety;
 mod t_view;

@@ -573,6 +573,16 @@ pub enum SessionsCommand {
         #[arg(long)]
         json: bool,
     },
+    /// A session and every fork of its family as a tree of answers, newest first (--json: nodes and edges).
+    #[command(
+        after_help = "Examples:\n  hel sessions tree\n  hel sessions tree fix-login --json\n\nOne line per answer: its checkpoint, when, files changed, tokens, its instruction; @ marks the session named (or the newest), \u{25cf} each other session's newest answer, with its name or first instruction. See docs/sessions.md, \"The tree\"."
+    )]
+    Tree {
+        /// Session name, id or prefix (default: the most recently updated idle session, as `hel undo`).
+        session: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
     /// The conversation of a checkpoint, for a person to read (--json: everything stored).
     #[command(
         after_help = "Examples:\n  hel sessions show\n  hel sessions show fix-login\n  hel sessions show 4da5 --at 3f2a91c0 --json"

@@ -18,6 +18,7 @@ mod sessions;
 mod show;
 mod store;
 mod transcript;
+mod tree;
 mod workspace;
 
 use hel_store::Store;
@@ -30,6 +31,7 @@ pub use pager::show as page;
 pub use pick::session_to_resume;
 pub use report::set_project;
 pub use store::{fsck, gc};
+pub(crate) use tree::pick as pick_in_tree;
 pub use workspace::{diff, restore, undo, RestoreArgs};
 
 pub fn sessions(
@@ -56,6 +58,10 @@ pub fn sessions(
         SessionsCommand::Log { session, all, json } => {
             let session = named_or_newest(&store, &project, session)?;
             sessions::log(&store, &project, &session, all, json || json_flag)
+        }
+        SessionsCommand::Tree { session, json } => {
+            let session = named_or_newest(&store, &project, session)?;
+            tree::tree(&store, &project, &session, json || json_flag)
         }
         SessionsCommand::Show { session, at, json } => {
             let session = named_or_newest(&store, &project, session)?;

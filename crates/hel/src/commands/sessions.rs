@@ -107,7 +107,7 @@ fn record_tag(e: &LogEntry, ended: bool) -> String {
 /// the width. A store that came with a repository may hold a newline
 /// there, which would forge rows: every control character is shown
 /// escaped.
-fn one_line(instruction: &str, room: Option<usize>) -> String {
+pub(crate) fn one_line(instruction: &str, room: Option<usize>) -> String {
     match room {
         Some(_) => escape_line(instruction).into_owned(),
         None => escape_line(&instruction.chars().take(60).collect::<String>()).into_owned(),

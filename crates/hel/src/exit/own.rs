@@ -115,6 +115,8 @@ pub enum Refusal {
     NonePicked,
     #[error("this session has no answer to go back to yet")]
     NoAnswerYet,
+    #[error("this session's family is too large to draw: its sessions' histories hold more than {max} records")]
+    TreeTooLarge { max: usize },
     #[error("session {session} not deleted (the answer was no)")]
     DeleteDeclined { session: SessionId },
     #[error("session {session} not deleted: could not ask on the terminal ({why}); --yes deletes without asking")]

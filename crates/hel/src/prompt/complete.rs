@@ -1,5 +1,5 @@
-//! Tab completion at the prompt: slash commands, session names after
-//! `/resume`, and paths after `@` (relative to where hel started). Every
+//! Tab completion at the prompt: slash commands (`/tree` among them),
+//! session names after `/resume`, and paths after `@` (relative to where hel started). Every
 //! listing is bounded: one directory, at most [`ENTRIES`] of its entries.
 
 use std::path::{Path, PathBuf};
@@ -169,6 +169,7 @@ mod tests {
         let (start, c) = candidates("/re", 3, None, None);
         assert_eq!(start, 0);
         assert_eq!(c, ["/rename", "/resume", "/retry", "/rewind"]);
+        assert_eq!(candidates("/tr", 3, None, None).1, ["/tree"]);
         assert!(
             candidates(" /re", 4, None, None).1.is_empty(),
             "an instruction"

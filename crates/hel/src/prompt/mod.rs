@@ -424,7 +424,8 @@ impl Prompt {
                 | Slash::Rename(_)
                 | Slash::Undo
                 | Slash::Diff
-                | Slash::Rewind,
+                | Slash::Rewind
+                | Slash::Tree,
                 None,
             ) => render::line(
                 "hel: nothing is saved yet: the session is made when the model first answers",
@@ -433,6 +434,7 @@ impl Prompt {
             (Slash::Diff, Some(id)) => report(&["diff", &id, "--last"]),
             (Slash::Undo, Some(id)) => self.undo(id),
             (Slash::Rewind, Some(id)) => self.rewind(id),
+            (Slash::Tree, Some(id)) => self.tree(id),
             (Slash::Show, Some(id)) => report(&["sessions", "show", &id]),
             (Slash::Rename(name), Some(id)) => {
                 report(&["sessions", "rename", &id, &name]);
@@ -602,18 +604,42 @@ impl Prompt {
                 return;
             }
         };
+        self.continue_from(id, picked);
+    }
+
+    /// `/tree`: the session's family of forks as a tree; the user picks
+    /// an answer of any of them and goes on from it as `/rewind` does.
+    fn tree(&mut self, id: String) {
+        let ask = |question: &str| match self.editor.read(question) {
+            Read::Line(l) => Some(l),
+            _ => None,
+        };
+        match crate::commands::pick_in_tree(&self.run.project().root, &id, ask) {
+            Ok(Some(picked)) if picked.deleted => {
+                render::line("hel: that answer's session was deleted: the conversation goes on from it, and the files stay as they are (only a live session's files can be put back)");
+                self.switch(
+                    Start::Fork {
+                        session: picked.session,
+                        at: picked.at,
+                    },
+                    None,
+                );
+            }
+            Ok(Some(picked)) => self.continue_from(picked.session, picked.at),
+            Ok(None) => render::line("hel: nothing picked; the session goes on where it was"),
+            Err(e) => render::failure_line("", &e),
+        }
+    }
+
+    /// Go on from checkpoint `at` of `session` in a fork, its files
+    /// restored if the user says so (as `hel resume --at --restore-files`).
+    fn continue_from(&mut self, session: String, at: String) {
         let question = "hel: also make the project's files as they were there? [y/N] ";
         let restore = matches!(
             self.editor.read(question),
             Read::Line(l) if matches!(l.trim(), "y" | "Y" | "yes")
         );
-        self.switch(
-            Start::Fork {
-                session: id,
-                at: picked,
-            },
-            restore.then_some(false),
-        );
+        self.switch(Start::Fork { session, at }, restore.then_some(false));
     }
 }
 

@@ -32,6 +32,9 @@ pub enum Slash {
     Diff,
     /// Pick a checkpoint of this session and go on from it in a fork.
     Rewind,
+    /// Draw this session's family of forks (`hel sessions tree`) and go
+    /// on from an answer picked in it, in a fork.
+    Tree,
     /// Pick another session of the project (or the one named) and go on
     /// in it.
     Resume(Option<String>),
@@ -57,6 +60,7 @@ pub const NAMES: &[&str] = &[
     "/rewind",
     "/sessions",
     "/show",
+    "/tree",
     "/undo",
 ];
 
@@ -74,6 +78,8 @@ Commands:
                      this one (default: the newest); the files stay as they are
   /rewind            pick a checkpoint of this session and continue from it
                      in a fork, its files restored if you say so
+  /tree              this session and its forks as a tree of answers; pick
+                     one to continue from in a fork (files as for /rewind)
   /undo              put back the files as they were before the last
                      instruction that changed any (as `hel undo`)
   /diff              what the last instruction changed (as `hel diff`)
@@ -120,6 +126,7 @@ pub fn parse(entry: &str) -> Option<Result<Slash, String>> {
         "/undo" => none(Slash::Undo),
         "/diff" => none(Slash::Diff),
         "/rewind" => none(Slash::Rewind),
+        "/tree" => none(Slash::Tree),
         "/resume" => match args.as_slice() {
             [] => Ok(Slash::Resume(None)),
             [s] => Ok(Slash::Resume(Some((*s).to_owned()))),
@@ -193,6 +200,8 @@ mod tests {
         assert_eq!(parse("/retry"), Some(Ok(Slash::Retry)));
         assert_eq!(parse("/undo"), Some(Ok(Slash::Undo)));
         assert_eq!(parse("/rewind"), Some(Ok(Slash::Rewind)));
+        assert_eq!(parse("/tree"), Some(Ok(Slash::Tree)));
+        assert!(matches!(parse("/tree x"), Some(Err(_))));
         assert_eq!(
             parse("/resume fix-login"),
             Some(Ok(Slash::Resume(Some("fix-login".into()))))
