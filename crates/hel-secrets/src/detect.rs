@@ -281,7 +281,10 @@ fn rule_matches(
     offset: usize,
     found: &mut Vec<Finding>,
 ) {
-    for caps in rule.regex.captures_iter(chunk) {
+    let Some(regex) = rule.regex.get().first() else {
+        return;
+    };
+    for caps in regex.captures_iter(chunk) {
         let Some(whole) = caps.get(0) else { continue };
         let secret = if rule.secret_group > 0 {
             caps.get(rule.secret_group)
@@ -316,5 +319,6 @@ fn rule_matches(
 /// (id, why): their patterns do not compile in Rust's `regex`.
 pub fn rule_counts() -> (usize, Vec<(String, String)>) {
     let r = rules::rules();
-    (r.rules.len(), r.skipped.clone())
+    let skipped = r.skipped();
+    (r.rules.len() + r.path_rules.len() - skipped.len(), skipped)
 }

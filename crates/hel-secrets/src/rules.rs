@@ -1,5 +1,7 @@
 //! gitleaks' rule set (rules/gitleaks.toml, see rules/PROVENANCE.md),
-//! parsed and compiled once, at first use.
+//! parsed once, at first use; each pattern is compiled the first time a
+//! keyword of its rule occurs (compiling all 221 up front cost more than
+//! a whole start-up, and most texts hold a few rules' keywords only).
 //!
 //! A rule: a pattern whose first non-empty group (or its `secretGroup`)
 //! is the secret, keywords one of which must occur in the text (case
@@ -27,7 +29,7 @@ pub(crate) enum Target {
 #[derive(Debug)]
 pub(crate) struct Allowlist {
     pub target: Target,
-    pub regexes: Vec<Regex>,
+    pub regexes: Lazy,
     /// Lower case: a secret containing one is excused.
     pub stopwords: Vec<String>,
 }
@@ -40,7 +42,7 @@ impl Allowlist {
             Target::Match => whole,
             Target::Line => line,
         };
-        if self.regexes.iter().any(|r| r.is_match(target)) {
+        if self.regexes.get().iter().any(|r| r.is_match(target)) {
             return true;
         }
         if self.stopwords.is_empty() {
@@ -55,10 +57,46 @@ fn memfind(hay: &[u8], needle: &[u8]) -> bool {
     !needle.is_empty() && hay.windows(needle.len()).any(|w| w == needle)
 }
 
+/// Patterns compiled at first use; one that does not compile in Rust's
+/// `regex` is left out (and counted by [`Rules::skipped`]).
+#[derive(Debug, Default)]
+pub(crate) struct Lazy {
+    patterns: Vec<String>,
+    compiled: OnceLock<Vec<Regex>>,
+}
+
+impl Lazy {
+    fn new(patterns: Vec<String>) -> Lazy {
+        Lazy {
+            patterns,
+            compiled: OnceLock::new(),
+        }
+    }
+
+    pub(crate) fn get(&self) -> &[Regex] {
+        self.compiled.get_or_init(|| {
+            self.patterns
+                .iter()
+                .filter_map(|p| compile(p).ok())
+                .collect()
+        })
+    }
+
+    /// Each pattern that does not compile, with why.
+    fn failures(&self) -> Vec<String> {
+        self.patterns
+            .iter()
+            .filter_map(|p| compile(p).err())
+            .map(|e| why(&e))
+            .collect()
+    }
+}
+
 #[derive(Debug)]
 pub(crate) struct Rule {
     pub id: String,
-    pub regex: Regex,
+    /// One pattern.
+    pub regex: Lazy,
     /// Lower case; empty: the rule always runs.
     pub keywords: Vec<String>,
     pub entropy: f64,
@@ -67,16 +105,25 @@ pub(crate) struct Rule {
     pub allowlists: Vec<Allowlist>,
 }
 
-/// The compiled rule set.
+/// The parsed rule set.
 #[derive(Debug)]
 pub(crate) struct Rules {
     pub rules: Vec<Rule>,
     pub global: Vec<Allowlist>,
-    /// Rules left out: (id, why). Their patterns do not compile in Rust's
-    /// `regex` (or they match paths only).
-    pub skipped: Vec<(String, String)>,
-    /// Allowlist patterns left out: (whose, why).
-    pub skipped_allowlists: Vec<(String, String)>,
+    /// Rules left out because they match paths only: (id, why).
+    pub path_rules: Vec<(String, String)>,
+}
+
+impl Rules {
+    /// Rules that match nothing: path rules, and rules whose pattern does
+    /// not compile in Rust's `regex` (id, why). Compiles every pattern.
+    pub(crate) fn skipped(&self) -> Vec<(String, String)> {
+        let mut out = self.path_rules.clone();
+        for r in &self.rules {
+            out.extend(r.regex.failures().into_iter().map(|w| (r.id.clone(), w)));
+        }
+        out
+    }
 }
 
 /// The rules, compiled at first use.
@@ -152,7 +199,7 @@ fn strings(v: Option<&toml::Value>) -> Vec<String> {
 
 /// An allowlist of the config; None when it cannot apply to text (paths
 /// only, or paths that must match too).
-fn allowlist(t: &toml::Table, of: &str, skipped: &mut Vec<(String, String)>) -> Option<Allowlist> {
+fn allowlist(t: &toml::Table) -> Option<Allowlist> {
     let paths = !strings(t.get("paths")).is_empty();
     let and = t.get("condition").and_then(toml::Value::as_str) == Some("AND");
     if paths && and {
@@ -164,20 +211,14 @@ fn allowlist(t: &toml::Table, of: &str, skipped: &mut Vec<(String, String)>) -> 
         _ => Target::Secret,
     };
     // A pattern Rust's `regex` cannot compile excuses nothing.
-    let mut regexes = Vec::new();
-    for p in strings(t.get("regexes")) {
-        match compile(&p) {
-            Ok(re) => regexes.push(re),
-            Err(e) => skipped.push((format!("an allowlist pattern of {of}"), why(&e))),
-        }
-    }
+    let regexes = strings(t.get("regexes"));
     let stopwords: Vec<String> = strings(t.get("stopwords"))
         .into_iter()
         .map(|s| s.to_ascii_lowercase())
         .collect();
     (!regexes.is_empty() || !stopwords.is_empty()).then_some(Allowlist {
         target,
-        regexes,
+        regexes: Lazy::new(regexes),
         stopwords,
     })
 }
@@ -186,8 +227,7 @@ pub(crate) fn parse(text: &str) -> Rules {
     let mut out = Rules {
         rules: Vec::new(),
         global: Vec::new(),
-        skipped: Vec::new(),
-        skipped_allowlists: Vec::new(),
+        path_rules: Vec::new(),
     };
     let Ok(config) = text.parse::<toml::Table>() else {
         return out;
@@ -195,7 +235,7 @@ pub(crate) fn parse(text: &str) -> Rules {
     if let Some(a) = config
         .get("allowlist")
         .and_then(toml::Value::as_table)
-        .and_then(|t| allowlist(t, "the global allowlist", &mut out.skipped_allowlists))
+        .and_then(allowlist)
     {
         out.global.push(a);
     }
@@ -209,23 +249,17 @@ pub(crate) fn parse(text: &str) -> Rules {
             .unwrap_or("secret")
             .to_owned();
         let Some(pattern) = r.get("regex").and_then(toml::Value::as_str) else {
-            out.skipped.push((id, "a path rule".into()));
+            out.path_rules.push((id, "a path rule".into()));
             continue;
         };
-        let regex = match compile(pattern) {
-            Ok(re) => re,
-            Err(e) => {
-                out.skipped.push((id, why(&e)));
-                continue;
-            }
-        };
+        let regex = Lazy::new(vec![pattern.to_owned()]);
         let allowlists = r
             .get("allowlists")
             .and_then(toml::Value::as_array)
             .map(|a| {
                 a.iter()
                     .filter_map(toml::Value::as_table)
-                    .filter_map(|t| allowlist(t, &id, &mut out.skipped_allowlists))
+                    .filter_map(allowlist)
                     .collect()
             })
             .unwrap_or_default();
@@ -284,18 +318,22 @@ mod tests {
     #[test]
     fn every_rule_compiles_or_is_counted() {
         let r = rules();
-        for (id, why) in r.skipped.iter().chain(&r.skipped_allowlists) {
+        let skipped = r.skipped();
+        let allowlists: Vec<String> = r
+            .global
+            .iter()
+            .chain(r.rules.iter().flat_map(|r| &r.allowlists))
+            .flat_map(|a| a.regexes.failures())
+            .collect();
+        for (id, why) in &skipped {
             eprintln!("skipped {id}: {why}");
         }
-        assert_eq!(r.rules.len() + r.skipped.len(), 222);
+        assert_eq!(r.rules.len() + r.path_rules.len(), 222);
         // One rule matches file names only (pkcs12-file); every pattern
-        // of the others compiles.
-        assert_eq!(r.skipped.len(), 1, "{:?}", r.skipped);
-        assert!(
-            r.skipped_allowlists.is_empty(),
-            "{:?}",
-            r.skipped_allowlists
-        );
+        // of the others compiles, and every allowlist pattern.
+        assert_eq!(skipped.len(), 1, "{skipped:?}");
+        assert_eq!(r.path_rules.len(), 1);
+        assert!(allowlists.is_empty(), "{allowlists:?}");
         assert_eq!(r.global.len(), 1);
         assert!(r.rules.iter().any(|r| r.id == "generic-api-key"));
     }
