@@ -339,12 +339,14 @@ fn a_hostile_entry_is_a_fault_naming_its_file_and_nothing_is_lost() {
             vec![b'{'; 300 << 10],
             "over the",
         ),
+        // The newest entry (a second ahead, not a future date): the one
+        // `op undo` takes, whatever the rename's entry's time.
         (
-            format!("{:016}-{}", now_ms - 5, "d".repeat(32)),
+            format!("{:016}-{}", now_ms + 1000, "d".repeat(32)),
             format!(
                 r#"{{"changes":[{{"head":{{"after":"{b_head}","before":"{a_head}"}},"name":null,"own":null,"session":"{a}"}}],"kind":"pull","note":"","op":"{}","time_ms":{},"undoes":null,"version":1}}"#,
                 "d".repeat(32),
-                now_ms - 5
+                now_ms + 1000
             )
             .into_bytes(),
             "as session",

@@ -374,16 +374,28 @@ fn a_purge_is_refused_while_a_session_it_would_move_is_in_use() {
     sound(&p);
 }
 
-/// The fork of a deleted session: what it reaches of its origin is in a
-/// sealed pack (the delete copied it there); the purge of the fork
-/// rewrites that part too, and gc takes the old copy.
+/// The fork of a deleted session: while its origin is in the trash (its
+/// journal kept whole) the purge is refused, naming it; deleted for good,
+/// what the fork reaches of its origin is in a sealed pack (the delete
+/// copied it there); the purge of the fork rewrites that part too, and gc
+/// takes the old copy.
 #[test]
 fn the_fork_of_a_deleted_session_is_purged_through_what_it_inherited() {
     let p = Project::new();
     let (session, fork) = session_with_value(&p);
-    let run = p.run(None, &["sessions", "delete", &session, "--yes"]);
+    let run = p.run(None, &["sessions", "delete", &session]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let before = show(&p, &fork);
+    let run = knowing(&p, &["sessions", "purge", &fork]);
+    assert_ne!(run.code, 0, "{}", run.stdout);
+    assert!(
+        run.stderr.contains("in the trash") && run.stderr.contains(&session),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(show(&p, &fork)["checkpoint"], before["checkpoint"]);
+    let run = p.run(None, &["sessions", "delete", "--now", &session]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
     let run = knowing(&p, &["sessions", "purge", &fork]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     let gc = p.run(None, &["gc"]);

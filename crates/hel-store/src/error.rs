@@ -210,6 +210,8 @@ pub enum Error {
     Trashed { session: String },
     #[error("session {session} is not in the trash (`hel sessions trash` lists it)")]
     NotInTrash { session: String },
+    #[error("session {trashed}, in the trash, holds the history the purge of {session} rewrites: delete it for good (`hel sessions delete --now {trashed}`), or undelete it, then purge again")]
+    TrashHolds { session: String, trashed: String },
     #[error("session {session} is pinned: `hel sessions unpin {session}` first")]
     Pinned { session: String },
     /// A trash entry or pin that is not what hel writes (objects-spec §8).

@@ -548,6 +548,7 @@ pub fn purge(store: &Store, session: &SessionId, purger: &mut dyn Purger) -> Res
             .filter(|(o, n)| o != n)
             .map(|(o, _)| *o)
             .collect();
+        no_trash_holds(store, layout, session, &changed)?;
         // Every other session whose history holds a changed record.
         let mut moves: Vec<(SessionId, heads::Head, ObjectId)> = Vec::new();
         for other in heads::list(layout)?.sessions {
@@ -641,6 +642,12 @@ pub fn purge(store: &Store, session: &SessionId, purger: &mut dyn Purger) -> Res
     };
     drop_summaries(layout);
     out.moved.sort_by_key(|m| m.session == *session);
+    log(store, &mut out);
+    Ok(out)
+}
+
+/// The purge's operation log entry; a failure to write it is a warning.
+fn log(store: &Store, out: &mut Purged) {
     if !out.moved.is_empty() {
         let moved: Vec<_> = out
             .moved
@@ -651,7 +658,28 @@ pub fn purge(store: &Store, session: &SessionId, purger: &mut dyn Purger) -> Res
             out.warnings.push(crate::Warning::NotLogged(e));
         }
     }
-    Ok(out)
+}
+
+/// A session in the trash keeps its history as it is: refused when one
+/// holds a record the purge changes (it would keep the values reachable).
+fn no_trash_holds(
+    store: &Store,
+    layout: &Odb,
+    session: &SessionId,
+    changed: &HashSet<ObjectId>,
+) -> Result<()> {
+    for t in store.trash_entries()? {
+        if chain(layout, &t.head)?
+            .iter()
+            .any(|id| changed.contains(id))
+        {
+            return Err(Error::TrashHolds {
+                session: session.to_string(),
+                trashed: t.session.to_string(),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Finish what purges moved: every session whose head a purge published

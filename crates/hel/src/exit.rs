@@ -164,6 +164,7 @@ impl Damage for hel_store::Error {
             | E::Trashed { .. }
             | E::NotInTrash { .. }
             | E::Pinned { .. }
+            | E::TrashHolds { .. }
             | E::Internal(_) => false,
         }
     }

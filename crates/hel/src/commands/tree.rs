@@ -133,66 +133,8 @@ pub(crate) fn family(store: &Store, session: &SessionId) -> Result<Tree, Exit> {
             .filter(|s| s.id != *session && s.broken.is_none())
             .filter_map(|s| Some((s.id.clone(), s.head?, Some(s)))),
     );
-    let mut recs: HashMap<ObjectId, Rec> = HashMap::new();
-    let mut failed: HashSet<usize> = HashSet::new();
-    for (w, (_, head, _)) in walkers.iter().enumerate() {
-        // What the walk read, newest first: each record's id, parent and
-        // (for an answer) what its node shows, no more (a checkpoint's
-        // other fields are not kept while the walk goes on).
-        let mut path: Vec<(ObjectId, Option<ObjectId>, Option<Answer>)> = Vec::new();
-        let mut at = Some(*head);
-        let root = loop {
-            let Some(id) = at else {
-                break path.last().map(|(id, ..)| *id);
-            };
-            if let Some(r) = recs.get(&id) {
-                break r.root;
-            }
-            if recs.len() + path.len() >= RECORDS_MAX {
-                return Err(Refusal::TreeTooLarge { max: RECORDS_MAX }.into());
-            }
-            match store.checkpoint(&id) {
-                Ok(cp) => {
-                    at = cp.parents.first().copied();
-                    let answer = (Record::of(&cp) == Record::Answer).then(|| Answer {
-                        instruction: cp.summary.instruction.chars().take(WORDS_MAX).collect(),
-                        input_tokens: cp.summary.input_tokens,
-                        output_tokens: cp.summary.output_tokens,
-                        trees: cp
-                            .workspace
-                            .as_ref()
-                            .and_then(|ws| ws.start.map(|s| (s, ws.tree))),
-                        time_ms: cp.created_at_ms,
-                        session: cp.session_id,
-                        parent: None,
-                    });
-                    path.push((id, at, answer));
-                }
-                Err(e) if w == 0 => return Err(e.into()),
-                Err(_) => break None,
-            }
-        };
-        if root.is_none() {
-            failed.insert(w);
-        }
-        // Oldest first: each record's parent is known before it.
-        for (id, parent, mut answer) in path.into_iter().rev() {
-            let before = parent.and_then(|p| recs.get(&p)).and_then(|r| r.above);
-            if let Some(a) = answer.as_mut() {
-                a.parent = before;
-            }
-            let above = if answer.is_some() { Some(id) } else { before };
-            recs.insert(
-                id,
-                Rec {
-                    above,
-                    root,
-                    via: w,
-                    answer,
-                },
-            );
-        }
-    }
+    let heads: Vec<ObjectId> = walkers.iter().map(|(_, h, _)| *h).collect();
+    let (recs, failed) = walk(store, &heads)?;
     let family_root = recs.get(&head).and_then(|r| r.root);
     let in_family = |r: &Rec| r.root.is_some() && r.root == family_root;
 
@@ -290,6 +232,76 @@ pub(crate) fn family(store: &Store, session: &SessionId) -> Result<Tree, Exit> {
         current,
         left_out,
     })
+}
+
+/// Walks each head's history back once, in order, stopping at a record an
+/// earlier walk read: every record read, and the walks that failed (the
+/// first one's failure is the error).
+fn walk(
+    store: &Store,
+    heads: &[ObjectId],
+) -> Result<(HashMap<ObjectId, Rec>, HashSet<usize>), Exit> {
+    let mut recs: HashMap<ObjectId, Rec> = HashMap::new();
+    let mut failed: HashSet<usize> = HashSet::new();
+    for (w, head) in heads.iter().enumerate() {
+        // What the walk read, newest first: each record's id, parent and
+        // (for an answer) what its node shows, no more (a checkpoint's
+        // other fields are not kept while the walk goes on).
+        let mut path: Vec<(ObjectId, Option<ObjectId>, Option<Answer>)> = Vec::new();
+        let mut at = Some(*head);
+        let root = loop {
+            let Some(id) = at else {
+                break path.last().map(|(id, ..)| *id);
+            };
+            if let Some(r) = recs.get(&id) {
+                break r.root;
+            }
+            if recs.len() + path.len() >= RECORDS_MAX {
+                return Err(Refusal::TreeTooLarge { max: RECORDS_MAX }.into());
+            }
+            match store.checkpoint(&id) {
+                Ok(cp) => {
+                    at = cp.parents.first().copied();
+                    let answer = (Record::of(&cp) == Record::Answer).then(|| Answer {
+                        instruction: cp.summary.instruction.chars().take(WORDS_MAX).collect(),
+                        input_tokens: cp.summary.input_tokens,
+                        output_tokens: cp.summary.output_tokens,
+                        trees: cp
+                            .workspace
+                            .as_ref()
+                            .and_then(|ws| ws.start.map(|s| (s, ws.tree))),
+                        time_ms: cp.created_at_ms,
+                        session: cp.session_id,
+                        parent: None,
+                    });
+                    path.push((id, at, answer));
+                }
+                Err(e) if w == 0 => return Err(e.into()),
+                Err(_) => break None,
+            }
+        };
+        if root.is_none() {
+            failed.insert(w);
+        }
+        // Oldest first: each record's parent is known before it.
+        for (id, parent, mut answer) in path.into_iter().rev() {
+            let before = parent.and_then(|p| recs.get(&p)).and_then(|r| r.above);
+            if let Some(a) = answer.as_mut() {
+                a.parent = before;
+            }
+            let above = if answer.is_some() { Some(id) } else { before };
+            recs.insert(
+                id,
+                Rec {
+                    above,
+                    root,
+                    via: w,
+                    answer,
+                },
+            );
+        }
+    }
+    Ok((recs, failed))
 }
 
 /// Indexes of `answers` newest first, each after every answer whose
