@@ -49,7 +49,7 @@ pub enum Usage {
     #[error("{}: `{key}`: API keys are never read from the config file; export DEEPSEEK_API_KEY, OPENAI_API_KEY or HEL_API_KEY instead", path.display())]
     ConfigKey { path: PathBuf, key: String },
     /// A key hel does not know, or a value of the wrong type.
-    #[error("{}: {} (keys: provider, model, base_url, access, context_window, max_output_tokens, compaction, compact_at, keep_recent, stream, allow_git_write, network, trash_days, store_budget, mcp_servers)", path.display(), source.message().trim())]
+    #[error("{}: {} (keys: provider, model, base_url, access, context_window, max_output_tokens, compaction, compact_at, keep_recent, stream, allow_git_write, network, resume_replay, trash_days, store_budget, mcp_servers, hooks)", path.display(), source.message().trim())]
     ConfigKeys {
         path: PathBuf,
         #[source]
