@@ -722,3 +722,69 @@ fn digest(bytes: &[u8]) -> u64 {
     bytes.hash(&mut h);
     h.finish()
 }
+
+/// A fork made at an answer of a session now in the trash puts the
+/// project's files back as they were there (`--restore-files`): the
+/// trash entry's head says what the origin last recorded, so a file the
+/// origin wrote after that answer is removed and one another session
+/// wrote is left alone.
+#[test]
+fn a_fork_at_an_answer_of_a_trashed_session_restores_its_files() {
+    let p = Project::new();
+    let write = |path: &str, text: &str| json!({"tool_calls": [{"name": "write_file", "arguments": {"path": path, "content": text}}]});
+    let mock = Mock::start(json!([
+        write("a.txt", "a1\n"), {"content": "A1"},
+        write("b.txt", "b1\n"), {"content": "B1"},
+        write("c.txt", "c1\n"), {"content": "C1"},
+        {"content": "D"},
+    ]));
+    let auto = ["--access", "auto"];
+    let run = p.run(Some(&mock), &[&auto[..], &["-p", "a1"]].concat());
+    ok(&run);
+    let origin = run.session();
+    ok(&p.run(
+        Some(&mock),
+        &[&auto[..], &["resume", &origin, "-p", "b1"]].concat(),
+    ));
+    let answer = |instruction: &str| -> String {
+        let log = json_out(&p.run(None, &["sessions", "log", &origin, "--json"]));
+        log.as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["record"] == "answer" && e["instruction"] == instruction)
+            .unwrap()["id"]
+            .as_str()
+            .unwrap()[..12]
+            .to_owned()
+    };
+    let (a1, b1) = (answer("a1"), answer("b1"));
+    let run = p.run(
+        Some(&mock),
+        &[&auto[..], &["resume", &origin, "--at", &b1, "-p", "c1"]].concat(),
+    );
+    ok(&run);
+    let fork = run.session();
+    ok(&p.run(None, &["sessions", "delete", &origin]));
+    let run = p.run(
+        Some(&mock),
+        &[
+            &auto[..],
+            &["resume", &fork, "--at", &a1, "--restore-files", "-p", "d"],
+        ]
+        .concat(),
+    );
+    ok(&run);
+    assert!(
+        run.stderr
+            .contains("restored the files of the forked checkpoint"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(p.read("a.txt"), "a1\n");
+    assert!(
+        !p.path().join("b.txt").exists(),
+        "the origin's later file stays"
+    );
+    assert_eq!(p.read("c.txt"), "c1\n");
+    sound(&p);
+}

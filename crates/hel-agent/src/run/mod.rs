@@ -537,7 +537,21 @@ impl Run {
         if !hel_store::identity::origin(&s.store)?.owns(&origin) {
             return Err(RestoreFilesError::Shipped(origin));
         }
-        let origin_head = s.store.head(&origin)?;
+        // The files as the origin last recorded them are what the project
+        // should hold: an origin in the trash recorded them at the head its
+        // entry keeps; of one deleted for good only the fork point's
+        // record is known, so files changed after it are left alone.
+        let origin_head = match s.store.head(&origin) {
+            Ok(h) => h,
+            Err(hel_store::Error::Trashed { .. }) => s
+                .store
+                .trash_entries()?
+                .into_iter()
+                .find(|t| t.session == origin)
+                .map_or(at, |t| t.head),
+            Err(hel_store::Error::NoSuchSession { .. }) => at,
+            Err(e) => return Err(e.into()),
+        };
         let expected = hel_workspace::history::last_recorded(&s.store, &origin_head)
             .map_err(hel_workspace::undo::UndoError::from)?;
         let go = GoBack {
