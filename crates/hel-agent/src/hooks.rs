@@ -386,14 +386,7 @@ fn run(hook: &Hook, payload: &Arc<Vec<u8>>, env: &[(OsString, OsString)], cwd: &
         .stderr(Stdio::piped());
     // SAFETY: only async-signal-safe system calls between fork and exec.
     unsafe {
-        cmd.pre_exec(|| {
-            // A session and process group of its own, no terminal.
-            rustix::process::setsid()?;
-            // Nothing but stdin, stdout and stderr crosses the exec.
-            libc::close_range(3, u32::MAX, libc::CLOSE_RANGE_CLOEXEC as libc::c_int);
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-            Ok(())
-        });
+        cmd.pre_exec(crate::child::isolate);
     }
     let mut child = match cmd.spawn() {
         Ok(c) => c,

@@ -14,6 +14,7 @@
 #![warn(unreachable_pub)]
 
 mod agent;
+mod child;
 mod client;
 mod compact;
 mod config;

@@ -66,17 +66,7 @@ pub(crate) fn spawn(launch: &Launch<'_>) -> std::io::Result<(Process, ChildStdou
     }
     // SAFETY: only async-signal-safe system calls between fork and exec.
     unsafe {
-        cmd.pre_exec(|| {
-            // A session of its own: no controlling terminal, and a process
-            // group that the stop ends whole.
-            rustix::process::setsid()?;
-            // Nothing but stdin, stdout and stderr crosses the exec.
-            libc::close_range(3, u32::MAX, libc::CLOSE_RANGE_CLOEXEC as libc::c_int);
-            // Killed with hel even when hel is killed (SIGKILL runs no
-            // cleanup of hel's).
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-            Ok(())
-        });
+        cmd.pre_exec(crate::child::isolate);
     }
     let mut child = cmd.spawn()?;
     let group = child
