@@ -368,6 +368,26 @@ impl Ran {
     }
 }
 
+/// The program a hook's first word names: an absolute path as it is; a
+/// bare name looked up in the absolute directories of `env`'s PATH only
+/// (an empty, `.` or relative entry would find it in the project, which
+/// the hook runs in and whose files hooks never come from).
+fn resolve(program: &str, env: &[(OsString, OsString)]) -> Option<PathBuf> {
+    if program.starts_with('/') {
+        return Some(PathBuf::from(program));
+    }
+    let path = env.iter().find(|(k, _)| k == "PATH").map(|(_, v)| v)?;
+    std::env::split_paths(path)
+        .filter(|d| d.is_absolute())
+        .map(|d| d.join(program))
+        .find(|p| {
+            std::fs::metadata(p).is_ok_and(|m| {
+                use std::os::unix::fs::PermissionsExt;
+                m.is_file() && m.permissions().mode() & 0o111 != 0
+            })
+        })
+}
+
 /// Run `hook` with `payload` on its stdin, in `cwd` with `env`, to its
 /// exit or its time limit; then kill its process group (what it left
 /// running ends with it) and reap it.
@@ -375,6 +395,11 @@ fn run(hook: &Hook, payload: &Arc<Vec<u8>>, env: &[(OsString, OsString)], cwd: &
     let start = Instant::now();
     let Some((program, args)) = hook.command.split_first() else {
         return Ran::not_started("the command is empty".into());
+    };
+    let Some(program) = resolve(program, env) else {
+        return Ran::not_started(format!(
+            "{program} is not in any absolute directory of PATH"
+        ));
     };
     let mut cmd = Command::new(program);
     cmd.args(args)
@@ -496,6 +521,18 @@ impl Drained {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_bare_name_is_looked_up_in_absolute_path_directories_only() {
+        let env = |path: &str| vec![(OsString::from("PATH"), OsString::from(path))];
+        assert_eq!(resolve("sh", &env("bin:usr/bin:.:")), None);
+        assert_eq!(
+            resolve("sh", &env(".:/bin")),
+            Some(PathBuf::from("/bin/sh"))
+        );
+        assert_eq!(resolve("/x/y", &env("")), Some(PathBuf::from("/x/y")));
+        assert_eq!(resolve("sh", &[]), None);
+    }
 
     fn hook(event: HookEvent, script: &str, timeout_secs: u64) -> Hook {
         Hook {

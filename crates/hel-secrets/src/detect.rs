@@ -314,11 +314,3 @@ fn rule_matches(
         });
     }
 }
-
-/// How many of gitleaks' rules the detector runs, and those it cannot
-/// (id, why): their patterns do not compile in Rust's `regex`.
-pub fn rule_counts() -> (usize, Vec<(String, String)>) {
-    let r = rules::rules();
-    let skipped = r.skipped();
-    (r.rules.len() + r.path_rules.len() - skipped.len(), skipped)
-}

@@ -26,7 +26,7 @@ mod redact;
 mod rules;
 mod url;
 
-pub use detect::{rule_counts, Detector, CHUNK, OVERLAP};
+pub use detect::{Detector, CHUNK, OVERLAP};
 pub use finding::{Finding, MIN_VALUE};
 pub use names::is_secret_name;
 pub use redact::{handle_ranges, Redactor, UnknownHandle, HANDLE_OPEN};

@@ -83,6 +83,7 @@ impl Lazy {
     }
 
     /// Each pattern that does not compile, with why.
+    #[cfg(test)]
     fn failures(&self) -> Vec<String> {
         self.patterns
             .iter()
@@ -114,6 +115,7 @@ pub(crate) struct Rules {
     pub path_rules: Vec<(String, String)>,
 }
 
+#[cfg(test)]
 impl Rules {
     /// Rules that match nothing: path rules, and rules whose pattern does
     /// not compile in Rust's `regex` (id, why). Compiles every pattern.
@@ -285,6 +287,7 @@ pub(crate) fn parse(text: &str) -> Rules {
     out
 }
 
+#[cfg(test)]
 fn why(e: &regex::Error) -> String {
     e.to_string().lines().last().unwrap_or("").trim().to_owned()
 }

@@ -208,7 +208,7 @@ pub enum Error {
     /// A session in the trash (objects-spec §8): not listed, not resumed.
     #[error("session {session} is in the trash: `hel sessions undelete {session}` brings it back")]
     Trashed { session: String },
-    #[error("session {session} is not in the trash (`hel sessions trash` lists it)")]
+    #[error("session {session} is not in the trash (`hel sessions trash` lists what it holds)")]
     NotInTrash { session: String },
     #[error("session {trashed}, in the trash, holds the history the purge of {session} rewrites: delete it for good (`hel sessions delete --now {trashed}`), or undelete it, then purge again")]
     TrashHolds { session: String, trashed: String },

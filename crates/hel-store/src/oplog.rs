@@ -34,8 +34,6 @@
 //! entries are not roots (a purge exists to make what it removed go at
 //! the next gc), nor a gc's (there is nothing to revert).
 
-use std::path::PathBuf;
-
 use serde::{Deserialize, Serialize};
 
 use crate::layout::DIR_MODE;
@@ -403,9 +401,10 @@ pub(crate) fn append(
             }
         }
     }
-    // An unlink is whole or not done: one left by a crash goes next time.
+    // An unlink is whole or not done: one left by a crash goes next time;
+    // one that fails (not a file: fsck names it) never stops an append.
     for name in expired {
-        dir.remove_file(&name)?;
+        let _ = dir.remove_file(&name);
     }
     changes.truncate(CHANGES_MAX);
     let entry = Entry {
@@ -525,11 +524,6 @@ pub(crate) fn trashed(
         )
     };
     let _ = record(store, kind, vec![change], "");
-}
-
-/// Where a path inside the log lives, for messages.
-pub fn dir_path(store: &Store) -> PathBuf {
-    store.project_path().join(crate::STORE_DIR).join(DIR)
 }
 
 /// Record what a pull or a bundle import (`kind`) did to `session` when

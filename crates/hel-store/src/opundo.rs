@@ -188,7 +188,15 @@ pub fn undo(store: &Store, spec: Option<&str>) -> Result<Undone> {
             "a gc cannot be undone: what it reclaimed is gone (and nothing it reclaimed was still needed)".into(),
         ));
     }
-    if entry.kind != Kind::Purge && entry.expires_ms(EXPIRY_MS) <= crate::trashed::now_ms() {
+    // Undone, a purge would put the secrets it took out back in the
+    // sessions' history.
+    if entry.kind == Kind::Purge {
+        return Err(refuse(
+            "a purge cannot be undone: it would bring back the secrets it took out of the history"
+                .into(),
+        ));
+    }
+    if entry.expires_ms(EXPIRY_MS) <= crate::trashed::now_ms() {
         return Err(refuse(
             "it expired: what it needs may have been reclaimed by gc".into(),
         ));

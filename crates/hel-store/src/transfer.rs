@@ -269,6 +269,14 @@ pub fn adopt(
     crate::place::claim(layout, store.project_dir(), None)?;
     let lock = Shared::take(layout)?;
     layout.index().forget_removed();
+    // A session in the trash has no ref: taken as new, its ref would be
+    // published beside the entry and the trashed history lost at the
+    // next gc.
+    if heads::read(layout, session)?.is_none() && crate::trashed::has_any(layout, session)? {
+        return Err(Error::Trashed {
+            session: session.to_string(),
+        });
+    }
     let records: Vec<(ObjectId, Vec<u8>)> = received
         .iter()
         .flat_map(|r| r.records.iter().cloned())

@@ -293,22 +293,6 @@ pub fn unpin(store: &Store, session: &SessionId) -> Result<()> {
     trashed::unpin(layout, session)
 }
 
-/// Is `session` pinned?
-pub fn is_pinned(store: &Store, session: &SessionId) -> Result<bool> {
-    match store.layout()? {
-        Some(layout) => trashed::pinned(layout, session),
-        None => Ok(false),
-    }
-}
-
-/// The pinned sessions.
-pub fn pinned(store: &Store) -> Result<Vec<SessionId>> {
-    match store.layout()? {
-        Some(layout) => Ok(trashed::list_pins(layout)?.sessions),
-        None => Ok(Vec::new()),
-    }
-}
-
 /// Is `session` in the trash (its entry there, and no ref)? What a
 /// resume by id asks to say so rather than "no such session".
 pub fn is_trashed(store: &Store, session: &SessionId) -> Result<bool> {

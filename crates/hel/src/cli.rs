@@ -687,7 +687,9 @@ spill, workspace snapshots, name and request config, but for the values; a works
 holds a secret is kept as a file the snapshot did not record. Sessions forked from it (and forks \
 of those) move onto the new history. The old records are gone from the session's journal at \
 once; `hel gc` reclaims what sealed packs hold of them, and the next `hel push` replaces the \
-session on a remote that has it. Refused while a session it moves is in use.",
+session on a remote that has it. Refused while a session it moves is in use, and while a session \
+in the trash holds the history it rewrites (delete that one for good, or undelete it, first). \
+A purge is in `hel op log` but cannot be undone.",
         after_help = "Examples:\n  hel sessions purge fix-login\n  hel sessions purge 4da5 --json"
     )]
     Purge {

@@ -667,9 +667,13 @@ impl Writer<'_> {
                 continue;
             }
             if text.len() > left {
+                // `hel diff` takes the session that wrote the answer.
+                let session = store.checkpoint(answer).map_or("SESSION".to_owned(), |c| {
+                    c.session_id.as_str()[..8].to_owned()
+                });
                 let _ = writeln!(
                     self.out,
-                    "<p class=\"cut\">diff not shown: {} (hel diff --at {} shows it)</p>",
+                    "<p class=\"cut\">diff not shown: {} (hel diff {session} --at {} shows it)</p>",
                     crate::render::count(text.len() as u64, "byte", "bytes"),
                     &answer.to_hex()[..12]
                 );

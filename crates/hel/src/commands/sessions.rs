@@ -507,7 +507,7 @@ pub fn delete(store: &Store, project: &Path, spec: &str, now: bool, yes: bool) -
             other => other?,
         };
         let kept = match retention.expires_ms(&entry) {
-            Some(at) => format!("kept until {}", rfc3339(at)),
+            Some(at) => format!("kept until {}", when(at, hel_store::trash::now_ms())),
             None if entry.pinned => "pinned: kept until unpinned".to_owned(),
             None => "kept".to_owned(),
         };
