@@ -111,7 +111,7 @@ fn log(store: &Store, as_json: bool) -> Result<u8, Exit> {
             say!(
                 "{}  {}  {}{tags}",
                 short(&e.op),
-                hel_store::time::rfc3339(e.time_ms),
+                super::sessions::when(e.time_ms, now),
                 e.kind.as_str()
             );
             if !e.note.is_empty() {

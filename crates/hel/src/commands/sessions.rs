@@ -788,7 +788,7 @@ pub(crate) fn trash_line(store: &Store) -> Option<String> {
     let next = match next {
         Some((at, e)) => format!(
             "the next to expire is {} on {}",
-            e.session,
+            &e.session.as_str()[..8],
             if at <= now {
                 "the next gc".to_owned()
             } else {
@@ -798,7 +798,7 @@ pub(crate) fn trash_line(store: &Store) -> Option<String> {
         None => "none expires (pinned)".to_owned(),
     };
     Some(format!(
-        "hel: trash: {} ({}), {next} (`hel sessions trash` lists it)",
+        "hel: trash: {} ({}), {next} (`hel sessions trash` lists them)",
         render::count(entries.len() as u64, "session", "sessions"),
         size(entries.iter().map(|e| e.bytes).sum()),
     ))
