@@ -616,7 +616,7 @@ impl Prompt {
         };
         match crate::commands::pick_in_tree(&self.run.project().root, &id, ask) {
             Ok(Some(picked)) if picked.deleted => {
-                render::line("hel: that answer's session was deleted: the conversation goes on from it, and the files stay as they are (only a live session's files can be put back)");
+                render::line("hel: that answer's session was deleted: the conversation goes on from it in a fork, and the files stay as they are (`hel resume SESSION --at ID --restore-files` puts them back)");
                 self.switch(
                     Start::Fork {
                         session: picked.session,
