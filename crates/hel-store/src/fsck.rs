@@ -18,8 +18,9 @@ use crate::journal;
 use crate::layout::{LEASE, SPILL};
 use crate::object::{self, Cap, Kind};
 use crate::odb::Odb;
+use crate::oplog::FUTURE_SLACK_MS;
 use crate::pack::{self, FileKind, RecordType, FILE_HEADER, RECORD_HEADER};
-use crate::trashed::{self, now_ms, DAY_MS};
+use crate::trashed::{self, now_ms};
 use crate::{heads, list, refs, Error, ObjectId, Result, SessionId, Store};
 
 /// One thing wrong with a store.
@@ -1015,10 +1016,6 @@ impl Check<'_> {
         self.report
     }
 }
-
-/// How far in the future a trash entry may be dated (clocks of machines
-/// that share a store disagree a little) before fsck calls it a fault.
-const FUTURE_SLACK_MS: u64 = DAY_MS;
 
 /// fsck's checks of the trash and the pins (objects-spec §15): each
 /// entry's date (not in the future), that its head is its session's own

@@ -36,7 +36,6 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::layout::DIR_MODE;
 use crate::odb::Odb;
 use crate::{json, time, Error, ObjectId, Result, SessionId, Store};
 
@@ -378,14 +377,7 @@ pub(crate) fn append(
     undoes: Option<String>,
 ) -> Result<Entry> {
     let layout = store.layout_create()?;
-    let dir = match layout.root().sub(DIR)? {
-        Some(d) => d,
-        None => {
-            let d = layout.root().sub_create(DIR, DIR_MODE)?;
-            layout.root().sync()?;
-            d
-        }
-    };
+    let dir = crate::trashed::made(layout, DIR)?;
     let now = crate::trashed::now_ms();
     let mut time_ms = now;
     let mut expired = Vec::new();

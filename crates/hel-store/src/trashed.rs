@@ -223,7 +223,7 @@ pub(crate) fn write(layout: &Layout, entry: &Entry) -> Result<()> {
 }
 
 /// `.hel/<name>/`, made (and made durable in `.hel/`) when absent.
-fn made(layout: &Layout, name: &str) -> Result<Dir> {
+pub(crate) fn made(layout: &Layout, name: &str) -> Result<Dir> {
     if let Some(d) = layout.root().sub(name)? {
         return Ok(d);
     }

@@ -88,7 +88,13 @@ blockquote{border-left:3px solid #d1d9e0;margin-left:0;padding-left:1rem;color:#
 /// `text` into `out` for HTML: control characters (and bidi overrides)
 /// as visible escapes, then the five characters HTML gives a meaning.
 fn esc(out: &mut String, text: &str) {
-    for c in escape_text(text).chars() {
+    entities(out, &escape_text(text));
+}
+
+/// `text` into `out` with the five characters HTML gives a meaning as
+/// entities (nothing else changed: `text` is escaped already).
+fn entities(out: &mut String, text: &str) {
+    for c in text.chars() {
         match c {
             '&' => out.push_str("&amp;"),
             '<' => out.push_str("&lt;"),
@@ -492,16 +498,7 @@ impl Writer<'_> {
     /// `text` with no control character left (already through
     /// [`escape_text`]) with HTML's five characters as entities.
     fn entities(&mut self, text: &str) {
-        for c in text.chars() {
-            match c {
-                '&' => self.out.push_str("&amp;"),
-                '<' => self.out.push_str("&lt;"),
-                '>' => self.out.push_str("&gt;"),
-                '"' => self.out.push_str("&quot;"),
-                '\'' => self.out.push_str("&#39;"),
-                c => self.out.push(c),
-            }
-        }
+        entities(&mut self.out, text);
     }
 
     /// Text in a `<pre>`, cut at `max` bytes with a count of the rest.
